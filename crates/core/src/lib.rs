@@ -1,0 +1,13 @@
+//! rocast's protocol core: everything that decides what goes on the wire, with no
+//! clock, no socket and no idea whether it runs in a simulator or on a real network
+//! (see `ARCHITECTURE.md`, "The one rule that keeps the house livable").
+//!
+//! - [`wire`]: RoCEv2 frame formats (Ethernet, IPv4, UDP, BTH and its extension
+//!   headers, ICRC, CNP), the 24-bit [`wire::Psn`], and pcap files.
+//! - [`rnic`]: a software RoCE endpoint (reliable connection) with the
+//!   `handle_*`/`poll_*` shape every rocast state machine shares.
+//! - [`time`]: the one integer clock type the core uses; drivers supply `now`.
+
+pub mod rnic;
+pub mod time;
+pub mod wire;

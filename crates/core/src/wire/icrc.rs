@@ -1,0 +1,105 @@
+//! The RoCEv2 Invariant CRC (IBTA Annex A17.3.3).
+//!
+//! CRC-32 (IEEE 802.3, as zlib computes it) over: 8 bytes of 0xFF standing for the
+//! absent LRH; the IPv4 header with TOS, TTL and header checksum set to all ones
+//! (fields routers may change); the UDP header with its checksum set to all ones; the
+//! BTH with byte 4 (FECN/BECN and reserved bits) set to 0xFF; then the rest of the
+//! packet up to the ICRC. The result is stored little-endian in the last 4 bytes.
+
+use super::{Error, Result, BTH_LEN, IPV4_HEADER_LEN, UDP_HEADER_LEN};
+
+/// Computes the ICRC of an IPv4 RoCEv2 packet. `ip_packet` runs from the first byte of
+/// the IPv4 header up to (not including) the ICRC. Fails if it is too short to hold
+/// IPv4 (with its options), UDP and BTH headers.
+pub fn compute(ip_packet: &[u8]) -> Result<u32> {
+    let ihl = match ip_packet.first() {
+        Some(b) => (b & 0x0f) as usize * 4,
+        None => return Err(Error::Truncated("ipv4 header")),
+    };
+    if ihl < IPV4_HEADER_LEN {
+        return Err(Error::Malformed("ipv4 header length"));
+    }
+    if ip_packet.len() < ihl + UDP_HEADER_LEN + BTH_LEN {
+        return Err(Error::Truncated("roce headers"));
+    }
+    let mut h = crc32fast::Hasher::new();
+    h.update(&[0xff; 8]);
+    let mut ip = [0u8; 60];
+    ip[..ihl].copy_from_slice(&ip_packet[..ihl]);
+    ip[1] = 0xff; // TOS (DSCP and ECN)
+    ip[8] = 0xff; // TTL
+    ip[10] = 0xff; // header checksum
+    ip[11] = 0xff;
+    h.update(&ip[..ihl]);
+    let mut udp_bth = [0u8; UDP_HEADER_LEN + BTH_LEN];
+    udp_bth.copy_from_slice(&ip_packet[ihl..ihl + UDP_HEADER_LEN + BTH_LEN]);
+    udp_bth[6] = 0xff; // UDP checksum
+    udp_bth[7] = 0xff;
+    udp_bth[UDP_HEADER_LEN + 4] = 0xff; // BTH resv8a (FECN/BECN)
+    h.update(&udp_bth);
+    h.update(&ip_packet[ihl + UDP_HEADER_LEN + BTH_LEN..]);
+    Ok(h.finalize())
+}
+
+/// Whether the last 4 bytes of `ip_packet` (IPv4 header through ICRC) are its valid ICRC.
+pub fn verify(ip_packet: &[u8]) -> Result<bool> {
+    if ip_packet.len() < 4 {
+        return Err(Error::Truncated("icrc"));
+    }
+    let (body, tail) = ip_packet.split_at(ip_packet.len() - 4);
+    Ok(compute(body)? == u32::from_le_bytes(tail.try_into().unwrap()))
+}
+
+/// Computes the ICRC over `ip_packet[..len - 4]` and stores it in the last 4 bytes.
+pub fn fill(ip_packet: &mut [u8]) -> Result<()> {
+    if ip_packet.len() < 4 {
+        return Err(Error::Truncated("icrc"));
+    }
+    let n = ip_packet.len() - 4;
+    let c = compute(&ip_packet[..n])?;
+    ip_packet[n..].copy_from_slice(&c.to_le_bytes());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_corruption_but_not_masked_fields() {
+        // A synthetic packet: IPv4 + UDP + BTH + 8 bytes payload + ICRC.
+        let mut p = vec![0u8; 20 + 8 + 12 + 8 + 4];
+        crate::wire::Ipv4Repr {
+            src_addr: crate::wire::Ipv4Address::new(10, 0, 0, 1),
+            dst_addr: crate::wire::Ipv4Address::new(10, 0, 0, 2),
+            dscp: 0,
+            ecn: crate::wire::Ecn::Ect0,
+            ident: 7,
+            dont_frag: true,
+            ttl: 64,
+            protocol: 17,
+            payload_len: 32,
+        }
+        .emit(&mut p);
+        p[20..22].copy_from_slice(&49152u16.to_be_bytes());
+        p[22..24].copy_from_slice(&4791u16.to_be_bytes());
+        p[24..26].copy_from_slice(&32u16.to_be_bytes());
+        p[28] = 0x04;
+        fill(&mut p).unwrap();
+        assert!(verify(&p).unwrap());
+        // Masked: TOS/ECN, TTL, IP checksum, UDP checksum, FECN/BECN.
+        for (i, v) in [(1usize, 0x03u8), (8, 1), (10, 0), (26, 0x12), (32, 0x40)] {
+            let mut q = p.clone();
+            q[i] = v;
+            assert!(verify(&q).unwrap(), "byte {i} should be masked");
+        }
+        // Covered: everything else.
+        for i in [3usize, 4, 12, 20, 24, 28, 33, 40, 47] {
+            let mut q = p.clone();
+            q[i] ^= 0x01;
+            assert!(!verify(&q).unwrap(), "byte {i} should be covered");
+        }
+        assert_eq!(compute(&p[..30]).unwrap_err(), Error::Truncated("roce headers"));
+        assert_eq!(verify(&[]).unwrap_err(), Error::Truncated("icrc"));
+    }
+}
