@@ -398,6 +398,7 @@ impl ExtHeaders {
     }
 
     /// Whether these headers are exactly the ones `layout` calls for.
+    #[cfg(test)]
     pub(crate) fn matches(&self, l: ExtLayout) -> bool {
         self.deth.is_some() == l.has_deth
             && self.reth.is_some() == l.has_reth

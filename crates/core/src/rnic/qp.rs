@@ -1,0 +1,330 @@
+//! [`RcQueuePair`]: one reliable-connection queue pair, requester and responder halves
+//! joined, with the handle/poll interface of every rocast state machine.
+
+use super::requester::{DataPacket, Requester};
+use super::responder::{Feedback, RecvWqe, Responder};
+use super::{
+    ConfigError, Event, MemoryRegion, QpConfig, QpStats, RateController, SendOp, SendRequest, Unlimited, SACK_LEN,
+};
+use crate::time::Instant;
+use crate::wire::{
+    AethRepr, BthRepr, Ecn, ExtHeaders, Ipv4Repr, Opcode, Psn, RethRepr, RoceRepr, UdpRepr, BTH_LEN, ICRC_LEN,
+    IPV4_HEADER_LEN, IP_PROTO_UDP, RETH_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
+};
+use std::collections::VecDeque;
+
+/// Why `handle_packet` dropped a packet. Every drop is also counted in [`QpStats`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RxDrop {
+    #[error("malformed packet: {0}")]
+    Malformed(crate::wire::Error),
+    #[error("bad ICRC")]
+    BadIcrc,
+    #[error("addressed to QP {0:#x}, not this QP")]
+    WrongQp(u32),
+    #[error("opcode {0} is not handled by an RC QP")]
+    UnexpectedOpcode(Opcode),
+    #[error("the QP is in the error state")]
+    QpInError,
+}
+
+/// Why a work request could not be posted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PostError {
+    #[error("the QP is in the error state")]
+    QpInError,
+    #[error("message of {0} bytes exceeds the 2 GiB RC limit")]
+    TooLong(usize),
+    #[error("rkey {0:#x} is already registered")]
+    DuplicateRkey(u32),
+}
+
+/// One RC queue pair: a requester for what we send and a responder for what we receive.
+///
+/// Methods, by kind (as quinn-proto's `Connection` sorts them):
+/// - getters: [`config`](Self::config), [`stats`](Self::stats), [`is_error`](Self::is_error),
+///   [`outstanding`](Self::outstanding), [`mr`](Self::mr), [`max_packet_len`](Self::max_packet_len);
+/// - mutators from the application: [`post_send`](Self::post_send),
+///   [`post_recv`](Self::post_recv), [`register_mr`](Self::register_mr);
+/// - `handle_*` from the driver: [`handle_packet`](Self::handle_packet) (or
+///   [`handle_repr`](Self::handle_repr) for a packet already parsed) and
+///   [`handle_timeout`](Self::handle_timeout);
+/// - `poll_*` to the driver: [`poll_transmit`](Self::poll_transmit),
+///   [`poll_timeout`](Self::poll_timeout), [`poll_event`](Self::poll_event).
+///
+/// Calling order: after any `handle_*` or mutator call, the driver drains
+/// `poll_transmit` until it returns `None`, drains `poll_event`, then sleeps until the
+/// earlier of the next packet and `poll_timeout`, where it calls `handle_timeout`.
+#[derive(Debug)]
+pub struct RcQueuePair {
+    cfg: QpConfig,
+    req: Requester,
+    resp: Responder,
+    events: VecDeque<Event>,
+    stats: QpStats,
+}
+
+impl RcQueuePair {
+    /// A connected QP without rate control.
+    pub fn new(cfg: QpConfig) -> Result<Self, ConfigError> {
+        Self::with_rate_controller(cfg, Box::new(Unlimited::default()))
+    }
+
+    pub fn with_rate_controller(cfg: QpConfig, rate: Box<dyn RateController>) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        Ok(RcQueuePair {
+            req: Requester::new(&cfg, rate),
+            resp: Responder::new(&cfg),
+            cfg,
+            events: VecDeque::new(),
+            stats: QpStats::default(),
+        })
+    }
+
+    // ---- getters ----
+
+    pub fn config(&self) -> &QpConfig {
+        &self.cfg
+    }
+    pub fn stats(&self) -> &QpStats {
+        &self.stats
+    }
+    pub fn is_error(&self) -> bool {
+        self.req.failed
+    }
+    /// PSNs sent and not yet acknowledged.
+    pub fn outstanding(&self) -> u32 {
+        self.req.outstanding()
+    }
+    /// Send requests posted and not yet completed.
+    pub fn send_queue_len(&self) -> usize {
+        self.req.sq.len()
+    }
+    /// Receive requests posted and not yet consumed.
+    pub fn recv_queue_len(&self) -> usize {
+        self.resp.rq.len()
+    }
+    /// The PSN the responder expects next.
+    pub fn expected_psn(&self) -> Psn {
+        self.resp.epsn
+    }
+    pub fn rate_controller(&self) -> &dyn RateController {
+        self.req.rate.as_ref()
+    }
+    pub fn mr(&self, rkey: u32) -> Option<&MemoryRegion> {
+        self.resp.mrs.iter().find(|m| m.rkey == rkey)
+    }
+    /// The largest IP packet this QP emits (size of the buffer `poll_transmit` needs).
+    pub fn max_packet_len(&self) -> usize {
+        IPV4_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN + RETH_LEN + 4 + self.cfg.mtu.max(SACK_LEN + 4) + ICRC_LEN
+    }
+
+    // ---- mutators ----
+
+    pub fn post_send(&mut self, req: SendRequest) -> Result<(), PostError> {
+        if self.req.failed {
+            return Err(PostError::QpInError);
+        }
+        if req.data.len() > i32::MAX as usize {
+            return Err(PostError::TooLong(req.data.len()));
+        }
+        self.req.post(&self.cfg, req);
+        Ok(())
+    }
+
+    /// Posts a receive request for a SEND of at most `max_len` bytes (or a WRITE with immediate).
+    pub fn post_recv(&mut self, wr_id: u64, max_len: usize) -> Result<(), PostError> {
+        self.post_recv_buffer(wr_id, Vec::new(), max_len)
+    }
+
+    /// Like [`post_recv`](Self::post_recv), reusing `buf`'s allocation (its contents are discarded).
+    pub fn post_recv_buffer(&mut self, wr_id: u64, mut buf: Vec<u8>, max_len: usize) -> Result<(), PostError> {
+        if self.req.failed {
+            return Err(PostError::QpInError);
+        }
+        buf.clear();
+        self.resp.rq.push_back(RecvWqe { wr_id, buf, max_len });
+        Ok(())
+    }
+
+    /// Registers `len` zeroed bytes at virtual address `va` for remote WRITE under `rkey`.
+    pub fn register_mr(&mut self, va: u64, len: usize, rkey: u32) -> Result<(), PostError> {
+        if self.mr(rkey).is_some() {
+            return Err(PostError::DuplicateRkey(rkey));
+        }
+        self.resp.mrs.push(MemoryRegion { va, rkey, data: vec![0; len] });
+        Ok(())
+    }
+
+    // ---- handle ----
+
+    /// Feeds an arriving IPv4 RoCEv2 packet (IP header through ICRC). Verifies the ICRC.
+    pub fn handle_packet(&mut self, now: Instant, ip_packet: &[u8]) -> Result<(), RxDrop> {
+        let repr = match RoceRepr::parse(ip_packet) {
+            Ok(r) => r,
+            Err(e) => {
+                self.stats.drop_malformed += 1;
+                return Err(RxDrop::Malformed(e));
+            }
+        };
+        let end = IPV4_HEADER_LEN + UDP_HEADER_LEN + repr.udp.payload_len;
+        if !crate::wire::icrc::verify(&ip_packet[..end]).unwrap_or(false) {
+            self.stats.drop_bad_icrc += 1;
+            return Err(RxDrop::BadIcrc);
+        }
+        self.handle_repr(now, &repr)
+    }
+
+    /// Feeds a packet that was already parsed (and, if it came off a wire, ICRC-checked).
+    pub fn handle_repr(&mut self, now: Instant, p: &RoceRepr<'_>) -> Result<(), RxDrop> {
+        if p.bth.dest_qp != self.cfg.local_qpn {
+            self.stats.drop_wrong_qp += 1;
+            return Err(RxDrop::WrongQp(p.bth.dest_qp));
+        }
+        if self.req.failed {
+            return Err(RxDrop::QpInError);
+        }
+        let op = p.bth.opcode;
+        match op {
+            Opcode::CNP => {
+                self.stats.rx_cnps += 1;
+                self.req.rate.on_cnp(now);
+            }
+            Opcode::RC_ACKNOWLEDGE | Opcode::RC_ATOMIC_ACKNOWLEDGE => {
+                let aeth = p.ext.aeth.expect("layout has AETH");
+                self.req.on_ack(&self.cfg, now, p.bth.psn, aeth, p.payload, &mut self.events, &mut self.stats);
+                if self.req.failed {
+                    self.resp.fail(&mut self.events);
+                }
+            }
+            _ if op.transport() == 0 && !matches!(op.0, 0x0d..=0x10) && op.is_known() => {
+                self.resp.on_request(&self.cfg, now, p.ip.ecn, &p.bth, &p.ext, p.payload, &mut self.events, &mut self.stats);
+            }
+            _ => {
+                self.stats.drop_unexpected_opcode += 1;
+                return Err(RxDrop::UnexpectedOpcode(op));
+            }
+        }
+        Ok(())
+    }
+
+    /// Lets timers fire: retransmission timeout, RNR wait, the rate controller's timers.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.req.handle_timeout(&self.cfg, now, &mut self.events, &mut self.stats);
+        if self.req.failed {
+            self.resp.fail(&mut self.events);
+        }
+    }
+
+    // ---- poll ----
+
+    /// Writes the next packet to send (IPv4 header through ICRC) into `buf` and returns
+    /// its length. CNPs go first, then ACK/NAKs, then data as the window and the rate
+    /// controller allow. `buf` must hold [`max_packet_len`](Self::max_packet_len) bytes.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        if self.resp.cnp_pending {
+            self.resp.cnp_pending = false;
+            self.stats.tx_cnps += 1;
+            let mut bth = BthRepr::new(Opcode::CNP, self.cfg.remote_qpn, Psn::new(0));
+            bth.resv8a = 0x40; // BECN
+            bth.pkey = self.cfg.pkey;
+            let ext = ExtHeaders { cnp_reserved: Some([0; 16]), ..Default::default() };
+            return Some(self.emit(buf, self.cfg.cnp_dscp, Ecn::NotEct, bth, ext, &[]));
+        }
+        if let Some(fb) = self.resp.feedback.pop_front() {
+            let (psn, msn, syndrome, sack) = match fb {
+                Feedback::Ack { psn, msn, sack } => {
+                    (psn, msn, crate::wire::AckSyndrome::Ack { credits: crate::wire::AckSyndrome::CREDITS_INVALID }, sack)
+                }
+                Feedback::Nak { psn, msn, syndrome, sack } => (psn, msn, syndrome, sack),
+            };
+            if syndrome.is_ack() {
+                self.stats.tx_acks += 1;
+            }
+            let bitmap;
+            let payload: &[u8] = if sack {
+                let expected = if syndrome.is_ack() { psn.next() } else { psn };
+                bitmap = self.resp.sack_bitmap(expected);
+                &bitmap
+            } else {
+                &[]
+            };
+            let mut bth = BthRepr::new(Opcode::RC_ACKNOWLEDGE, self.cfg.remote_qpn, psn);
+            bth.pkey = self.cfg.pkey;
+            let ext = ExtHeaders { aeth: Some(AethRepr { syndrome, msn }), ..Default::default() };
+            return Some(self.emit(buf, self.cfg.dscp, Ecn::NotEct, bth, ext, payload));
+        }
+        if !self.req.wants_to_send(&self.cfg, now) || self.req.rate.next_send_time().is_some_and(|t| t > now) {
+            return None;
+        }
+        let pkt = self.req.next_packet(&self.cfg, now)?;
+        let len = self.emit_data(buf, &pkt);
+        self.req.rate.on_packet_sent(now, len);
+        self.stats.tx_data_packets += 1;
+        self.stats.tx_data_bytes += pkt.len as u64;
+        if pkt.retransmission {
+            self.stats.tx_retransmitted += 1;
+        }
+        Some(len)
+    }
+
+    fn emit_data(&self, buf: &mut [u8], pkt: &DataPacket) -> usize {
+        let w = &self.req.sq[pkt.wqe_index];
+        let mut bth = BthRepr::new(pkt.opcode, self.cfg.remote_qpn, pkt.psn);
+        bth.pkey = self.cfg.pkey;
+        bth.ack_req = pkt.ack_req;
+        bth.pad_count = ((4 - pkt.len % 4) % 4) as u8;
+        let mut ext = ExtHeaders::default();
+        if pkt.opcode.is_write() && pkt.opcode.is_first() {
+            let (va, rkey) = match w.req.op {
+                SendOp::Write { remote_va, rkey } | SendOp::WriteImm { remote_va, rkey, .. } => (remote_va, rkey),
+                _ => unreachable!("write opcode for a write request"),
+            };
+            ext.reth = Some(RethRepr { va, rkey, dma_len: w.req.data.len() as u32 });
+        }
+        if pkt.opcode.has_imm() {
+            ext.imm = match w.req.op {
+                SendOp::SendImm(imm) | SendOp::WriteImm { imm, .. } => Some(imm),
+                _ => unreachable!("imm opcode for an imm request"),
+            };
+        }
+        let ecn = if self.cfg.ecn_capable { Ecn::Ect0 } else { Ecn::NotEct };
+        let payload = &w.req.data[pkt.offset..pkt.offset + pkt.len];
+        self.emit(buf, self.cfg.dscp, ecn, bth, ext, payload)
+    }
+
+    fn emit(&self, buf: &mut [u8], dscp: u8, ecn: Ecn, bth: BthRepr, ext: ExtHeaders, payload: &[u8]) -> usize {
+        let repr = RoceRepr {
+            // Identification 0 with DF set, TTL 64: what Linux puts on an unconnected
+            // UDP socket's DF datagrams, so the ICRC we compute is the one on the wire.
+            ip: Ipv4Repr {
+                src_addr: self.cfg.local_ip,
+                dst_addr: self.cfg.remote_ip,
+                dscp,
+                ecn,
+                ident: 0,
+                dont_frag: true,
+                ttl: 64,
+                protocol: IP_PROTO_UDP,
+                payload_len: 0,
+            },
+            udp: UdpRepr { src_port: self.cfg.udp_src_port, dst_port: ROCEV2_UDP_PORT, checksum: 0, payload_len: 0 },
+            bth,
+            ext,
+            payload,
+            icrc: 0,
+        };
+        repr.emit(buf)
+    }
+
+    /// When the driver must call [`handle_timeout`](Self::handle_timeout) (or retry
+    /// `poll_transmit`, if pacing held a packet back) at the latest.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let pace = if self.req.wants_to_send(&self.cfg, Instant(u64::MAX)) { self.req.rate.next_send_time() } else { None };
+        [self.req.poll_timeout(), pace].into_iter().flatten().min()
+    }
+
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+}
