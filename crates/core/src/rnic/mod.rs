@@ -248,3 +248,6 @@ pub struct QpStats {
     pub messages_sent: u64,
     pub messages_received: u64,
 }
+
+#[cfg(test)]
+mod tests;
