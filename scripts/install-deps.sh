@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs everything rocast's build, demo and tests need on a fresh Debian machine.
+# Idempotent: skips what is already there. Needs root for apt-get (CI and dev machines run as root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v tcpdump >/dev/null 2>&1 || need_apt+=(tcpdump)        # captures for `rocast pcap check` on real traffic
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
+  need_apt+=(cargo rustc)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "install-deps: apt-get install ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+# Python: pytest and scapy (the independent RoCE oracle) in a project-local venv.
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import scapy, pytest' >/dev/null 2>&1; then
+  echo "install-deps: python venv (.venv) with tests/python/requirements.txt"
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+fi
