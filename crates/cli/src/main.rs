@@ -1,1 +1,33 @@
-fn main(){}
+//! `rocast`: the command line. Each subcommand group lives in its own module; this file
+//! only wires them into one clap parser. To add a group, add a variant to [`Command`]
+//! and an arm to the `match` in `main`.
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+mod pcap_cmd;
+mod perf_cmd;
+
+#[derive(Debug, Parser)]
+#[command(name = "rocast", version, about = "RoCEv2 multicast toolkit")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Inspect, verify and generate RoCEv2 packet captures.
+    #[command(subcommand)]
+    Pcap(pcap_cmd::PcapCmd),
+    /// perftest-style bandwidth tests of the RoCE endpoint over UDP/4791 sockets.
+    #[command(subcommand)]
+    Perf(perf_cmd::PerfCmd),
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Pcap(cmd) => pcap_cmd::run(cmd),
+        Command::Perf(cmd) => perf_cmd::run(cmd),
+    }
+}

@@ -1,1 +1,15 @@
+//! `rocast-net`: real-time drivers of rocast's sans-IO core.
+//!
+//! - [`udp`]: a UDP/4791 transport carrying whole IPv4 RoCEv2 packets, as Linux rxe
+//!   puts them on the wire (DF, ident 0, UDP checksum 0), with `sendmmsg`/`recvmmsg`
+//!   batches and no per-packet allocation.
+//! - [`endpoint`]: an [`rocast_core::rnic::RcQueuePair`] on such a transport, driven by
+//!   the wall clock; no protocol logic of its own.
+//! - [`perf`]: `rocast perf server|client`, a perftest-style bandwidth test.
 
+pub mod endpoint;
+pub mod perf;
+pub mod udp;
+
+pub use endpoint::{Activity, Clock, Endpoint, EndpointStats, LossInjector};
+pub use udp::{TransportConfig, TransportStats, UdpTransport};
