@@ -5,7 +5,8 @@
 //! Rules, each pinned by a script test in `qp.rs`:
 //! - in-order acceptance by expected PSN (`epsn`);
 //! - ACK after `ack_every` packets, on a message's last packet, or on an ACK request;
-//! - one PSN-sequence-error NAK per gap, not per packet;
+//! - one PSN-sequence-error NAK per gap, not per packet (repeated only for a packet
+//!   beyond the gap that carries AckReq, in case the first NAK was lost);
 //! - duplicates re-acknowledged (first of a run, or when they ask), never delivered twice;
 //! - WRITE checked against the registered region, else a remote-access NAK;
 //! - SEND with no receive buffer posted gets an RNR NAK, and later packets of that
@@ -180,6 +181,9 @@ impl Responder {
                     self.highest_held = self.highest_held.max(d);
                 }
             }
+            // The gap's one NAK may have been lost: a requester that asks for an ACK
+            // from beyond the gap gets the NAK again rather than waiting for its timer.
+            new_gap |= bth.ack_req;
             if new_gap {
                 self.nak_sent = true;
                 stats.tx_naks += 1;

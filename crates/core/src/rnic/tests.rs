@@ -407,6 +407,11 @@ fn responder_naks_once_per_gap() {
     assert_eq!(out[0].syndrome, Some(AckSyndrome::Nak(NakCode::PsnSequenceError)));
     assert_eq!(out[0].psn.value(), psn_a(1));
     assert_eq!(b.stats().rx_out_of_order, 3);
+    // Beyond the gap, a packet asking for an ACK gets the NAK again (the first may be lost).
+    b.handle_packet(t(1), &req(Opcode::RC_SEND_MIDDLE, psn_a(5), &p, true, ExtHeaders::default())).unwrap();
+    let out = drain(&mut b, t(1));
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].syndrome, out[0].psn.value()), (Some(AckSyndrome::Nak(NakCode::PsnSequenceError)), psn_a(1)));
     // Go-back-N: 1..4 arrive again; accepted in order, ACK every 4.
     for i in 1..5 {
         b.handle_packet(t(2), &mid(i)).unwrap();
@@ -590,7 +595,8 @@ fn selective_repeat_resends_only_what_is_missing() {
         }
         v
     };
-    assert_eq!(fb.len(), 2, "one NAK per gap");
+    // One NAK per gap (2 and 5), and again for the two AckReq packets beyond them (7, 9).
+    assert_eq!(fb.len(), 4);
     for f in &fb {
         a.handle_packet(t(2), f).unwrap();
     }

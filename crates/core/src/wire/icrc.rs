@@ -22,21 +22,23 @@ pub fn compute(ip_packet: &[u8]) -> Result<u32> {
     if ip_packet.len() < ihl + UDP_HEADER_LEN + BTH_LEN {
         return Err(Error::Truncated("roce headers"));
     }
+    // One masked prefix (8 x 0xFF, IP, UDP, BTH) hashed in a single call: short
+    // separate updates fall to crc32fast's scalar path.
+    let mut prefix = [0u8; 8 + 60 + UDP_HEADER_LEN + BTH_LEN];
+    prefix[..8].fill(0xff);
+    let hdrs = ihl + UDP_HEADER_LEN + BTH_LEN;
+    prefix[8..8 + hdrs].copy_from_slice(&ip_packet[..hdrs]);
+    let ip = 8;
+    prefix[ip + 1] = 0xff; // TOS (DSCP and ECN)
+    prefix[ip + 8] = 0xff; // TTL
+    prefix[ip + 10] = 0xff; // header checksum
+    prefix[ip + 11] = 0xff;
+    let udp = ip + ihl;
+    prefix[udp + 6] = 0xff; // UDP checksum
+    prefix[udp + 7] = 0xff;
+    prefix[udp + UDP_HEADER_LEN + 4] = 0xff; // BTH resv8a (FECN/BECN)
     let mut h = crc32fast::Hasher::new();
-    h.update(&[0xff; 8]);
-    let mut ip = [0u8; 60];
-    ip[..ihl].copy_from_slice(&ip_packet[..ihl]);
-    ip[1] = 0xff; // TOS (DSCP and ECN)
-    ip[8] = 0xff; // TTL
-    ip[10] = 0xff; // header checksum
-    ip[11] = 0xff;
-    h.update(&ip[..ihl]);
-    let mut udp_bth = [0u8; UDP_HEADER_LEN + BTH_LEN];
-    udp_bth.copy_from_slice(&ip_packet[ihl..ihl + UDP_HEADER_LEN + BTH_LEN]);
-    udp_bth[6] = 0xff; // UDP checksum
-    udp_bth[7] = 0xff;
-    udp_bth[UDP_HEADER_LEN + 4] = 0xff; // BTH resv8a (FECN/BECN)
-    h.update(&udp_bth);
+    h.update(&prefix[..8 + hdrs]);
     h.update(&ip_packet[ihl + UDP_HEADER_LEN + BTH_LEN..]);
     Ok(h.finalize())
 }
