@@ -8,10 +8,10 @@
 use clap::Subcommand;
 use rocast_core::wire::pcap::{PcapError, PcapReader, PcapWriter, LINKTYPE_ETHERNET, LINKTYPE_RAW};
 use rocast_core::wire::{
-    classify_frame, icrc, AckSyndrome, AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Ecn, EtherType,
-    EthernetAddress, EthernetRepr, ExtHeaders, FrameClass, Ipv4Address, Ipv4Repr, NakCode, Opcode, Psn, RethRepr,
-    RoceFrameRepr, RoceRepr, UdpRepr, CNP_RESERVED_LEN, ETHERNET_HEADER_LEN, ICRC_LEN, IPV4_HEADER_LEN, IP_PROTO_UDP,
-    ROCEV2_UDP_PORT, UDP_HEADER_LEN,
+    classify_frame, icrc, AckSyndrome, AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr,
+    DethRepr, Ecn, EtherType, EthernetAddress, EthernetRepr, ExtHeaders, FrameClass, Ipv4Address,
+    Ipv4Repr, NakCode, Opcode, Psn, RethRepr, RoceFrameRepr, RoceRepr, UdpRepr, CNP_RESERVED_LEN,
+    ETHERNET_HEADER_LEN, ICRC_LEN, IPV4_HEADER_LEN, IP_PROTO_UDP, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
 };
 use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
@@ -123,14 +123,22 @@ impl Link {
                     return &[];
                 }
                 let alen = (u16::from_be_bytes([data[4], data[5]]) as usize).min(8);
-                (u16::from_be_bytes([data[14], data[15]]), &data[6..6 + alen], &data[16..])
+                (
+                    u16::from_be_bytes([data[14], data[15]]),
+                    &data[6..6 + alen],
+                    &data[16..],
+                )
             }
             Link::LinuxSll2 => {
                 if data.len() < 20 {
                     return &[];
                 }
                 let alen = (data[11] as usize).min(8);
-                (u16::from_be_bytes([data[0], data[1]]), &data[12..12 + alen], &data[20..])
+                (
+                    u16::from_be_bytes([data[0], data[1]]),
+                    &data[12..12 + alen],
+                    &data[20..],
+                )
             }
         };
         let mut src_mac = [0u8; 6];
@@ -161,7 +169,10 @@ impl Frame<'_> {
     /// A hint for malformed frames that were cut short by the capture's snap length.
     fn snap_note(&self) -> String {
         if self.orig_len as usize > self.caplen {
-            format!(" (only {} of its {} bytes were captured)", self.caplen, self.orig_len)
+            format!(
+                " (only {} of its {} bytes were captured)",
+                self.caplen, self.orig_len
+            )
         } else {
             String::new()
         }
@@ -172,7 +183,10 @@ impl Frame<'_> {
 /// returns false. `Err` means the file could not be read at all (`f` was never called);
 /// `Ok(Some(msg))` that reading stopped at a damaged record after the frames already
 /// passed to `f`; `Ok(None)` that every record was read.
-fn walk(path: &Path, mut f: impl FnMut(&Frame<'_>, FrameClass<'_>) -> bool) -> Result<Option<String>, String> {
+fn walk(
+    path: &Path,
+    mut f: impl FnMut(&Frame<'_>, FrameClass<'_>) -> bool,
+) -> Result<Option<String>, String> {
     let name = path.display();
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {name}: {e}"))?;
     let reader = PcapReader::new(&bytes).map_err(|e| match e {
@@ -250,7 +264,12 @@ fn check(path: &Path) -> u8 {
             FrameClass::NotRoce => {}
             FrameClass::Malformed(e) => {
                 n.malformed += 1;
-                let _ = writeln!(err, "frame {}: malformed RoCE frame: {e}{}", fr.number, fr.snap_note());
+                let _ = writeln!(
+                    err,
+                    "frame {}: malformed RoCE frame: {e}{}",
+                    fr.number,
+                    fr.snap_note()
+                );
             }
             FrameClass::Roce { frame, icrc_ok } => {
                 n.roce += 1;
@@ -284,7 +303,10 @@ fn check(path: &Path) -> u8 {
         }
         Ok(t) => t,
     };
-    let mut summary = format!("{} frames, {} roce, {} icrc-ok, {} icrc-bad\n", n.frames, n.roce, n.icrc_ok, n.icrc_bad);
+    let mut summary = format!(
+        "{} frames, {} roce, {} icrc-ok, {} icrc-bad\n",
+        n.frames, n.roce, n.icrc_ok, n.icrc_bad
+    );
     if n.malformed > 0 {
         let _ = writeln!(summary, "{} malformed", n.malformed);
     }
@@ -353,7 +375,11 @@ fn rel_time(ts_ns: u64, base_ns: u64) -> String {
     let d = ts_ns as i128 - base_ns as i128;
     let sign = if d < 0 { "-" } else { "" };
     let a = d.unsigned_abs();
-    format!("{sign}{}.{:06}", a / 1_000_000_000, (a % 1_000_000_000) / 1000)
+    format!(
+        "{sign}{}.{:06}",
+        a / 1_000_000_000,
+        (a % 1_000_000_000) / 1000
+    )
 }
 
 /// Source and destination IPv4 addresses of a frame that may not parse.
@@ -390,8 +416,14 @@ fn aeth_str(a: &AethRepr) -> String {
 fn describe(frame: &RoceFrameRepr<'_>, icrc_ok: bool) -> String {
     let r = &frame.roce;
     let b = &r.bth;
-    let mut s =
-        format!("{} → {} {} QP=0x{:06x} PSN={}", r.ip.src_addr, r.ip.dst_addr, opcode_name(b.opcode), b.dest_qp, b.psn);
+    let mut s = format!(
+        "{} → {} {} QP=0x{:06x} PSN={}",
+        r.ip.src_addr,
+        r.ip.dst_addr,
+        opcode_name(b.opcode),
+        b.dest_qp,
+        b.psn
+    );
     for (set, name) in [
         (b.ack_req, "AckReq"),
         (b.solicited, "SE"),
@@ -410,11 +442,19 @@ fn describe(frame: &RoceFrameRepr<'_>, icrc_ok: bool) -> String {
         let _ = write!(s, " DETH(qkey=0x{:08x} srcQP=0x{:06x})", d.qkey, d.src_qp);
     }
     if let Some(x) = e.reth {
-        let _ = write!(s, " RETH(va=0x{:x} rkey=0x{:x} len={})", x.va, x.rkey, x.dma_len);
+        let _ = write!(
+            s,
+            " RETH(va=0x{:x} rkey=0x{:x} len={})",
+            x.va, x.rkey, x.dma_len
+        );
     }
     if let Some(a) = e.atomic_eth {
         if b.opcode.0 & 0x1f == Opcode::RC_FETCH_ADD.0 {
-            let _ = write!(s, " AtomicETH(va=0x{:x} rkey=0x{:x} add=0x{:x})", a.va, a.rkey, a.swap_add);
+            let _ = write!(
+                s,
+                " AtomicETH(va=0x{:x} rkey=0x{:x} add=0x{:x})",
+                a.va, a.rkey, a.swap_add
+            );
         } else {
             let _ = write!(
                 s,
@@ -441,7 +481,12 @@ fn describe(frame: &RoceFrameRepr<'_>, icrc_ok: bool) -> String {
             s.push_str(" CNP(reserved bytes nonzero)");
         }
     }
-    let _ = write!(s, " len={} ICRC {}", r.payload.len(), if icrc_ok { "ok" } else { "BAD" });
+    let _ = write!(
+        s,
+        " len={} ICRC {}",
+        r.payload.len(),
+        if icrc_ok { "ok" } else { "BAD" }
+    );
     s
 }
 
@@ -456,11 +501,19 @@ fn sample(path: &Path) -> u8 {
         for (i, f) in frames.iter().enumerate() {
             w.write_record(SAMPLE_T0_NS + i as u64 * 10_000, f)?;
         }
-        w.into_inner().into_inner().map_err(|e| e.into_error())?.sync_all()
+        w.into_inner()
+            .into_inner()
+            .map_err(|e| e.into_error())?
+            .sync_all()
     };
     match write() {
         Ok(()) => {
-            let _ = writeln!(io::stdout().lock(), "wrote {} frames to {}", frames.len(), path.display());
+            let _ = writeln!(
+                io::stdout().lock(),
+                "wrote {} frames to {}",
+                frames.len(),
+                path.display()
+            );
             EXIT_OK
         }
         Err(e) => {
@@ -536,8 +589,16 @@ pub(crate) fn sample_frames() -> Vec<Vec<u8>> {
             };
             let mut p = SamplePkt::new(opcode, psn, payload_len);
             if matches!(op, 0x06 | 0x0a | 0x0b) {
-                let dma_len = if op == 0x06 { 256 * 2 + 21 } else { payload_len as u32 };
-                p.ext.reth = Some(RethRepr { va: va + op as u64 * 0x1000, rkey, dma_len });
+                let dma_len = if op == 0x06 {
+                    256 * 2 + 21
+                } else {
+                    payload_len as u32
+                };
+                p.ext.reth = Some(RethRepr {
+                    va: va + op as u64 * 0x1000,
+                    rkey,
+                    dma_len,
+                });
             }
             if matches!(op, 0x03 | 0x05 | 0x09 | 0x0b) {
                 p.ext.imm = Some(0xdead_0000 | (transport as u32) << 8 | op as u32);
@@ -555,33 +616,69 @@ pub(crate) fn sample_frames() -> Vec<Vec<u8>> {
     pkts.push(SamplePkt::new(Opcode::RC_SEND_ONLY_INV, 0x000011, 7).ext(ieth(0x0000_abce)));
 
     // RDMA READ: request and the four response kinds (responses carry the AETH except MIDDLE).
-    let ack = |credits: u8, msn: u32| AethRepr { syndrome: AckSyndrome::Ack { credits }, msn };
+    let ack = |credits: u8, msn: u32| AethRepr {
+        syndrome: AckSyndrome::Ack { credits },
+        msn,
+    };
     let read_va = 0x0000_5555_0000_0000u64;
     pkts.push(
-        SamplePkt::new(Opcode::RC_READ_REQUEST, 0x000100, 0)
-            .ext(|e| e.reth = Some(RethRepr { va: read_va, rkey: 0x77, dma_len: 256 * 2 + 88 })),
+        SamplePkt::new(Opcode::RC_READ_REQUEST, 0x000100, 0).ext(|e| {
+            e.reth = Some(RethRepr {
+                va: read_va,
+                rkey: 0x77,
+                dma_len: 256 * 2 + 88,
+            })
+        }),
     );
-    pkts.push(SamplePkt::new(Opcode::RC_READ_RESPONSE_FIRST, 0x000100, 256).reply().ext(|e| e.aeth = Some(ack(31, 7))));
+    pkts.push(
+        SamplePkt::new(Opcode::RC_READ_RESPONSE_FIRST, 0x000100, 256)
+            .reply()
+            .ext(|e| e.aeth = Some(ack(31, 7))),
+    );
     pkts.push(SamplePkt::new(Opcode::RC_READ_RESPONSE_MIDDLE, 0x000101, 256).reply());
-    pkts.push(SamplePkt::new(Opcode::RC_READ_RESPONSE_LAST, 0x000102, 88).reply().ext(|e| e.aeth = Some(ack(31, 8))));
-    pkts.push(SamplePkt::new(Opcode::RC_READ_RESPONSE_ONLY, 0x000103, 21).reply().ext(|e| e.aeth = Some(ack(31, 9))));
+    pkts.push(
+        SamplePkt::new(Opcode::RC_READ_RESPONSE_LAST, 0x000102, 88)
+            .reply()
+            .ext(|e| e.aeth = Some(ack(31, 8))),
+    );
+    pkts.push(
+        SamplePkt::new(Opcode::RC_READ_RESPONSE_ONLY, 0x000103, 21)
+            .reply()
+            .ext(|e| e.aeth = Some(ack(31, 9))),
+    );
 
     // Atomics and their acknowledgement.
     let atomic = |swap_add: u64, compare: u64| {
         move |e: &mut ExtHeaders| {
-            e.atomic_eth = Some(AtomicEthRepr { va: 0x0000_6666_0000_0008, rkey: 0x88, swap_add, compare })
+            e.atomic_eth = Some(AtomicEthRepr {
+                va: 0x0000_6666_0000_0008,
+                rkey: 0x88,
+                swap_add,
+                compare,
+            })
         }
     };
-    pkts.push(SamplePkt::new(Opcode::RC_COMPARE_SWAP, 0x000200, 0).ext(atomic(0x1111_2222_3333_4444, 0x42)));
+    pkts.push(
+        SamplePkt::new(Opcode::RC_COMPARE_SWAP, 0x000200, 0)
+            .ext(atomic(0x1111_2222_3333_4444, 0x42)),
+    );
     pkts.push(SamplePkt::new(Opcode::RC_FETCH_ADD, 0x000201, 0).ext(atomic(1, 0)));
-    pkts.push(SamplePkt::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, 0x000201, 0).reply().ext(|e| {
-        e.aeth = Some(ack(31, 11));
-        e.atomic_ack_eth = Some(AtomicAckEthRepr { orig_data: 0x0000_0000_0000_0042 });
-    }));
+    pkts.push(
+        SamplePkt::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, 0x000201, 0)
+            .reply()
+            .ext(|e| {
+                e.aeth = Some(ack(31, 11));
+                e.atomic_ack_eth = Some(AtomicAckEthRepr {
+                    orig_data: 0x0000_0000_0000_0042,
+                });
+            }),
+    );
 
     // ACKNOWLEDGE: ACK (credits invalid, and a real count), RNR NAK, every NAK code.
     let mut syndromes = vec![
-        AckSyndrome::Ack { credits: AckSyndrome::CREDITS_INVALID },
+        AckSyndrome::Ack {
+            credits: AckSyndrome::CREDITS_INVALID,
+        },
         AckSyndrome::Ack { credits: 8 },
         AckSyndrome::RnrNak { timer: 14 },
     ];
@@ -596,17 +693,29 @@ pub(crate) fn sample_frames() -> Vec<Vec<u8>> {
     }
 
     // UD SEND_ONLY with and without immediate data.
-    let deth = DethRepr { qkey: 0x1111_1111, reserved: 0, src_qp: 0x000100 };
+    let deth = DethRepr {
+        qkey: 0x1111_1111,
+        reserved: 0,
+        src_qp: 0x000100,
+    };
     pkts.push(SamplePkt::new(Opcode::UD_SEND_ONLY, 0x000400, 50).ext(|e| e.deth = Some(deth)));
-    pkts.push(SamplePkt::new(Opcode::UD_SEND_ONLY_IMM, 0x000401, 17).ext(|e| {
-        e.deth = Some(deth);
-        e.imm = Some(0x0102_0304);
-    }));
+    pkts.push(
+        SamplePkt::new(Opcode::UD_SEND_ONLY_IMM, 0x000401, 17).ext(|e| {
+            e.deth = Some(deth);
+            e.imm = Some(0x0102_0304);
+        }),
+    );
 
     // CNP: from the notification point (B) back to the sender's QP, BECN set, PSN 0.
-    pkts.push(SamplePkt::new(Opcode::CNP, 0, 0).reply().ext(|e| e.cnp_reserved = Some([0; CNP_RESERVED_LEN])));
+    pkts.push(
+        SamplePkt::new(Opcode::CNP, 0, 0)
+            .reply()
+            .ext(|e| e.cnp_reserved = Some([0; CNP_RESERVED_LEN])),
+    );
 
-    let payload_src: Vec<u8> = (0..256u32).map(|i| (i.wrapping_mul(37) ^ 0x5a) as u8).collect();
+    let payload_src: Vec<u8> = (0..256u32)
+        .map(|i| (i.wrapping_mul(37) ^ 0x5a) as u8)
+        .collect();
     pkts.iter()
         .enumerate()
         .map(|(i, p)| {
@@ -625,15 +734,27 @@ pub(crate) fn sample_frames() -> Vec<Vec<u8>> {
             bth.pad_count = ((4 - p.payload_len % 4) % 4) as u8;
             bth.solicited = p.solicited;
             bth.ack_req = !p.reply && p.opcode.transport() == 0 && p.opcode.is_last()
-                || matches!(p.opcode, Opcode::RC_READ_REQUEST | Opcode::RC_COMPARE_SWAP | Opcode::RC_FETCH_ADD);
+                || matches!(
+                    p.opcode,
+                    Opcode::RC_READ_REQUEST | Opcode::RC_COMPARE_SWAP | Opcode::RC_FETCH_ADD
+                );
             let is_cnp = p.opcode == Opcode::CNP;
             if is_cnp {
                 bth.resv8a = 0x40; // BECN
             }
             let payload = &payload_src[(i * 7) % 64..][..p.payload_len.min(256 - (i * 7) % 64)];
-            let payload: Vec<u8> = payload.iter().copied().cycle().take(p.payload_len).collect();
+            let payload: Vec<u8> = payload
+                .iter()
+                .copied()
+                .cycle()
+                .take(p.payload_len)
+                .collect();
             let frame = RoceFrameRepr {
-                eth: EthernetRepr { src_addr: src_mac, dst_addr: dst_mac, ethertype: EtherType::Ipv4 },
+                eth: EthernetRepr {
+                    src_addr: src_mac,
+                    dst_addr: dst_mac,
+                    ethertype: EtherType::Ipv4,
+                },
                 roce: RoceRepr {
                     ip: Ipv4Repr {
                         src_addr: src_ip,
@@ -646,7 +767,12 @@ pub(crate) fn sample_frames() -> Vec<Vec<u8>> {
                         protocol: IP_PROTO_UDP,
                         payload_len: 0,
                     },
-                    udp: UdpRepr { src_port, dst_port: ROCEV2_UDP_PORT, checksum: 0, payload_len: 0 },
+                    udp: UdpRepr {
+                        src_port,
+                        dst_port: ROCEV2_UDP_PORT,
+                        checksum: 0,
+                        payload_len: 0,
+                    },
                     bth,
                     ext: p.ext,
                     payload: &payload,
@@ -678,14 +804,18 @@ mod tests {
         let mut seen = std::collections::BTreeSet::new();
         for f in &frames {
             match classify_frame(f) {
-                FrameClass::Roce { frame, icrc_ok: true } => {
+                FrameClass::Roce {
+                    frame,
+                    icrc_ok: true,
+                } => {
                     assert!(frame.roce.bth.opcode.is_known());
                     seen.insert(frame.roce.bth.opcode.0);
                 }
                 other => panic!("{other:?}"),
             }
         }
-        let known: std::collections::BTreeSet<u8> = (0..=255u8).filter(|&o| Opcode(o).is_known()).collect();
+        let known: std::collections::BTreeSet<u8> =
+            (0..=255u8).filter(|&o| Opcode(o).is_known()).collect();
         assert_eq!(seen, known);
         assert_eq!(sample_frames(), frames, "deterministic");
     }
@@ -696,16 +826,27 @@ mod tests {
         let ip = &eth[ETHERNET_HEADER_LEN..];
         let mut scratch = Vec::new();
         let f = Link::RawIp.to_ethernet(ip, &mut scratch).to_vec();
-        assert!(matches!(classify_frame(&f), FrameClass::Roce { icrc_ok: true, .. }));
+        assert!(matches!(
+            classify_frame(&f),
+            FrameClass::Roce { icrc_ok: true, .. }
+        ));
         let mut sll = vec![0, 0, 0, 1, 0, 6, 2, 0, 0, 0, 0, 0x0a, 0, 0, 0x08, 0x00];
         sll.extend_from_slice(ip);
         let f = Link::LinuxSll.to_ethernet(&sll, &mut scratch).to_vec();
         assert_eq!(&f[6..12], &[2, 0, 0, 0, 0, 0x0a]);
-        assert!(matches!(classify_frame(&f), FrameClass::Roce { icrc_ok: true, .. }));
-        let mut sll2 = vec![0x08, 0x00, 0, 0, 0, 0, 0, 1, 0, 1, 0, 6, 2, 0, 0, 0, 0, 0x0a, 0, 0];
+        assert!(matches!(
+            classify_frame(&f),
+            FrameClass::Roce { icrc_ok: true, .. }
+        ));
+        let mut sll2 = vec![
+            0x08, 0x00, 0, 0, 0, 0, 0, 1, 0, 1, 0, 6, 2, 0, 0, 0, 0, 0x0a, 0, 0,
+        ];
         sll2.extend_from_slice(ip);
         let f = Link::LinuxSll2.to_ethernet(&sll2, &mut scratch).to_vec();
-        assert!(matches!(classify_frame(&f), FrameClass::Roce { icrc_ok: true, .. }));
+        assert!(matches!(
+            classify_frame(&f),
+            FrameClass::Roce { icrc_ok: true, .. }
+        ));
         for short in [&sll[..5], &sll2[..19], &[][..]] {
             for link in [Link::RawIp, Link::LinuxSll, Link::LinuxSll2] {
                 let f = link.to_ethernet(short, &mut scratch).to_vec();

@@ -6,7 +6,9 @@
 
 use clap::{Args, Subcommand};
 use rocast_core::rnic::Retransmission;
-use rocast_net::perf::{format_report, run_client, ClientConfig, PerfOp, PerfParams, PerfServer, DEFAULT_PORT};
+use rocast_net::perf::{
+    format_report, run_client, ClientConfig, PerfOp, PerfParams, PerfServer, DEFAULT_PORT,
+};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
@@ -88,7 +90,11 @@ fn report(msg: impl std::fmt::Display) {
 }
 
 fn secs(s: f64) -> Duration {
-    Duration::from_secs_f64(if s.is_finite() && s > 0.0 { s.min(1e6) } else { 10.0 })
+    Duration::from_secs_f64(if s.is_finite() && s > 0.0 {
+        s.min(1e6)
+    } else {
+        10.0
+    })
 }
 
 pub fn run(cmd: PerfCmd) -> ExitCode {
@@ -107,8 +113,12 @@ fn server(a: ServerArgs) -> ExitCode {
         }
     };
     srv.idle_timeout = secs(a.timeout);
-    let _ =
-        writeln!(std::io::stdout().lock(), "waiting for a client on {}:{} (TCP), RoCEv2 on UDP 4791", a.bind, a.port);
+    let _ = writeln!(
+        std::io::stdout().lock(),
+        "waiting for a client on {}:{} (TCP), RoCEv2 on UDP 4791",
+        a.bind,
+        a.port
+    );
     loop {
         let r = srv.serve_one();
         let ok = match &r {
@@ -133,7 +143,11 @@ fn server(a: ServerArgs) -> ExitCode {
             }
         };
         if !a.serve_forever {
-            return if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+            return if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            };
         }
     }
 }
@@ -160,11 +174,20 @@ fn client(a: ClientArgs) -> ExitCode {
         tx_depth: a.tx_depth,
         window: a.window,
         rto: Duration::from_micros(a.rto_us),
-        retransmission: if a.sr { Retransmission::SelectiveRepeat } else { Retransmission::GoBackN },
+        retransmission: if a.sr {
+            Retransmission::SelectiveRepeat
+        } else {
+            Retransmission::GoBackN
+        },
         loss: a.loss,
         seed: a.seed,
     };
-    let cfg = ClientConfig { server, bind: a.bind, params, idle_timeout: secs(a.timeout) };
+    let cfg = ClientConfig {
+        server,
+        bind: a.bind,
+        params,
+        idle_timeout: secs(a.timeout),
+    };
     match run_client(&cfg) {
         Ok(r) => {
             let _ = write!(std::io::stdout().lock(), "{}", format_report(&r));

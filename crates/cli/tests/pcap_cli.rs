@@ -29,14 +29,24 @@ struct Run {
 }
 
 fn rocast(args: &[&str]) -> Run {
-    let Output { status, stdout, stderr } =
-        Command::new(env!("CARGO_BIN_EXE_rocast")).args(args).output().expect("run rocast");
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = Command::new(env!("CARGO_BIN_EXE_rocast"))
+        .args(args)
+        .output()
+        .expect("run rocast");
     let run = Run {
         code: status.code().expect("rocast was killed by a signal"),
         stdout: String::from_utf8(stdout).expect("utf-8 stdout"),
         stderr: String::from_utf8(stderr).expect("utf-8 stderr"),
     };
-    assert!(!run.stderr.contains("panicked"), "rocast {args:?} panicked:\n{}", run.stderr);
+    assert!(
+        !run.stderr.contains("panicked"),
+        "rocast {args:?} panicked:\n{}",
+        run.stderr
+    );
     assert_ne!(run.code, 101, "rocast {args:?} panicked");
     run
 }
@@ -83,11 +93,20 @@ fn check_reports_a_flipped_payload_byte() {
     assert_eq!(r.code, 1);
     assert_eq!(r.stdout, "550 frames, 506 roce, 505 icrc-ok, 1 icrc-bad\n");
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
-    assert!(r.stderr.starts_with("frame 22: bad ICRC: RC SEND_ONLY QP=0x000011 PSN=3038818"), "{}", r.stderr);
+    assert!(
+        r.stderr
+            .starts_with("frame 22: bad ICRC: RC SEND_ONLY QP=0x000011 PSN=3038818"),
+        "{}",
+        r.stderr
+    );
 
     let d = run_on("dump", &bytes, "flipped-dump.pcap");
     assert_eq!(d.code, 0);
-    let bad: Vec<&str> = d.stdout.lines().filter(|l| l.ends_with("ICRC BAD")).collect();
+    let bad: Vec<&str> = d
+        .stdout
+        .lines()
+        .filter(|l| l.ends_with("ICRC BAD"))
+        .collect();
     assert_eq!(bad.len(), 1);
     assert!(bad[0].trim_start().starts_with("22 "), "{}", bad[0]);
 }
@@ -104,9 +123,17 @@ fn truncated_captures_report_what_was_read() {
         let r = run_on("check", &bytes[..cut], &format!("trunc-{cut}.pcap"));
         assert_eq!(r.code, 2, "cut at {cut}: {}", r.stderr);
         let first = r.stdout.lines().next().unwrap_or_default();
-        assert!(first.starts_with(&format!("{complete} frames, ")), "cut at {cut}: {first}");
+        assert!(
+            first.starts_with(&format!("{complete} frames, ")),
+            "cut at {cut}: {first}"
+        );
         assert!(r.stderr.contains("capture truncated"), "{}", r.stderr);
-        assert!(r.stderr.contains(&format!("{complete} complete frames were read")), "{}", r.stderr);
+        assert!(
+            r.stderr
+                .contains(&format!("{complete} complete frames were read")),
+            "{}",
+            r.stderr
+        );
 
         let d = run_on("dump", &bytes[..cut], &format!("trunc-dump-{cut}.pcap"));
         assert_eq!(d.code, 2);
@@ -114,7 +141,10 @@ fn truncated_captures_report_what_was_read() {
     }
     // Just the file header: an empty but valid capture.
     let r = run_on("check", &bytes[..24], "header-only.pcap");
-    assert_eq!((r.code, r.stdout.as_str()), (0, "0 frames, 0 roce, 0 icrc-ok, 0 icrc-bad\n"));
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, "0 frames, 0 roce, 0 icrc-ok, 0 icrc-bad\n")
+    );
     // Shorter than the file header.
     let r = run_on("check", &bytes[..10], "short-header.pcap");
     assert_eq!(r.code, 2);
@@ -182,19 +212,41 @@ fn malformed_roce_frames_are_counted_and_explained() {
 
     let r = run_on("check", &bytes, "malformed.pcap");
     assert_eq!(r.code, 1);
-    assert_eq!(r.stdout, "3 frames, 1 roce, 1 icrc-ok, 0 icrc-bad\n2 malformed\n");
+    assert_eq!(
+        r.stdout,
+        "3 frames, 1 roce, 1 icrc-ok, 0 icrc-bad\n2 malformed\n"
+    );
     let errs: Vec<&str> = r.stderr.lines().collect();
     assert_eq!(errs.len(), 2, "{}", r.stderr);
-    assert!(errs[0].starts_with("frame 2: malformed RoCE frame: truncated"), "{}", errs[0]);
-    assert!(errs[0].contains(&format!("only 60 of its {} bytes were captured", frame.len())), "{}", errs[0]);
+    assert!(
+        errs[0].starts_with("frame 2: malformed RoCE frame: truncated"),
+        "{}",
+        errs[0]
+    );
+    assert!(
+        errs[0].contains(&format!(
+            "only 60 of its {} bytes were captured",
+            frame.len()
+        )),
+        "{}",
+        errs[0]
+    );
     assert_eq!(errs[1], "frame 3: malformed RoCE frame: bad ipv4 checksum");
 
     let d = run_on("dump", &bytes, "malformed-dump.pcap");
     assert_eq!(d.code, 0);
     let lines: Vec<&str> = d.stdout.lines().collect();
     assert_eq!(lines.len(), 3);
-    assert!(lines[1].contains("10.99.0.2 → 10.99.0.1 MALFORMED: truncated"), "{}", lines[1]);
-    assert!(lines[2].ends_with("MALFORMED: bad ipv4 checksum"), "{}", lines[2]);
+    assert!(
+        lines[1].contains("10.99.0.2 → 10.99.0.1 MALFORMED: truncated"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[2].ends_with("MALFORMED: bad ipv4 checksum"),
+        "{}",
+        lines[2]
+    );
 }
 
 #[test]
@@ -206,7 +258,12 @@ fn other_link_types() {
         raw.write_record(0, &golden[o + 14..o + l]).unwrap();
     }
     let r = run_on("check", &raw.into_inner(), "raw.pcap");
-    assert_eq!((r.code, r.stdout.as_str()), (0, GOLDEN_SUMMARY), "{}", r.stderr);
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, GOLDEN_SUMMARY),
+        "{}",
+        r.stderr
+    );
 
     let mut sll = PcapWriter::new(Vec::new(), 113).unwrap();
     for &(o, l) in &spans {
@@ -217,12 +274,21 @@ fn other_link_types() {
         sll.write_record(0, &rec).unwrap();
     }
     let r = run_on("check", &sll.into_inner(), "sll.pcap");
-    assert_eq!((r.code, r.stdout.as_str()), (0, GOLDEN_SUMMARY), "{}", r.stderr);
+    assert_eq!(
+        (r.code, r.stdout.as_str()),
+        (0, GOLDEN_SUMMARY),
+        "{}",
+        r.stderr
+    );
 
     let other = PcapWriter::new(Vec::new(), 147).unwrap().into_inner();
     let r = run_on("check", &other, "dlt-user0.pcap");
     assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("unsupported link type 147"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("unsupported link type 147"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -245,10 +311,19 @@ fn dump_golden() {
     assert_eq!(count(" AETH(ACK credits=31 msn="), 101);
     assert_eq!(count(" RETH(va=0x"), 100);
     // The BTH the wire module's unit test takes from this capture: WRITE_FIRST to QP 18, PSN 10088615.
-    let wf = lines.iter().find(|l| l.contains("RC RDMA_WRITE_FIRST QP=0x000012 PSN=10088615 ")).unwrap();
-    assert!(wf.contains(" RETH(va=0x") && wf.contains(" len=4096) len=1024 ICRC ok"), "{wf}");
+    let wf = lines
+        .iter()
+        .find(|l| l.contains("RC RDMA_WRITE_FIRST QP=0x000012 PSN=10088615 "))
+        .unwrap();
+    assert!(
+        wf.contains(" RETH(va=0x") && wf.contains(" len=4096) len=1024 ICRC ok"),
+        "{wf}"
+    );
     // Times are relative to the first frame and never go backwards here.
-    let times: Vec<f64> = lines.iter().map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap()).collect();
+    let times: Vec<f64> = lines
+        .iter()
+        .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
+        .collect();
     assert!(times.windows(2).all(|w| w[0] <= w[1]));
 }
 
@@ -266,7 +341,13 @@ fn sample_checks_clean_and_covers_every_opcode() {
     for rec in reader {
         let rec = rec.unwrap();
         n += 1;
-        let FrameClass::Roce { frame, icrc_ok: true } = classify_frame(rec.data) else { panic!("frame {n}") };
+        let FrameClass::Roce {
+            frame,
+            icrc_ok: true,
+        } = classify_frame(rec.data)
+        else {
+            panic!("frame {n}")
+        };
         seen.insert(frame.roce.bth.opcode.0);
         let mut out = vec![0u8; frame.buffer_len()];
         frame.emit(&mut out);
@@ -277,7 +358,10 @@ fn sample_checks_clean_and_covers_every_opcode() {
 
     let c = rocast(&["pcap", "check", p.to_str().unwrap()]);
     assert_eq!(c.code, 0, "{}", c.stderr);
-    assert_eq!(c.stdout, format!("{n} frames, {n} roce, {n} icrc-ok, 0 icrc-bad\n"));
+    assert_eq!(
+        c.stdout,
+        format!("{n} frames, {n} roce, {n} icrc-ok, 0 icrc-bad\n")
+    );
 
     // Deterministic: a second run writes the same bytes.
     let p2 = tmp("sample2.pcap");
@@ -339,9 +423,20 @@ fn dump_into_a_closed_pipe_exits_quietly() {
         .spawn()
         .unwrap();
     let mut first = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
     assert!(first.contains("RC SEND_ONLY"), "{first}");
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -62,14 +62,22 @@ impl Duration {
     }
     /// `self * 2^shift`, saturating (used for exponential back-off).
     pub fn saturating_shl(self, shift: u32) -> Duration {
-        Duration(self.0.checked_shl(shift).filter(|v| v >> shift == self.0).unwrap_or(u64::MAX))
+        Duration(
+            self.0
+                .checked_shl(shift)
+                .filter(|v| v >> shift == self.0)
+                .unwrap_or(u64::MAX),
+        )
     }
     /// Time to serialise `bytes` at `bits_per_sec`.
     pub fn for_bytes(bytes: u64, bits_per_sec: u64) -> Duration {
         if bits_per_sec == 0 {
             return Duration(u64::MAX);
         }
-        Duration(((bytes as u128 * 8 * 1_000_000_000_000) / bits_per_sec as u128).min(u64::MAX as u128) as u64)
+        Duration(
+            ((bytes as u128 * 8 * 1_000_000_000_000) / bits_per_sec as u128).min(u64::MAX as u128)
+                as u64,
+        )
     }
 }
 
@@ -98,7 +106,12 @@ impl Add for Duration {
 }
 impl fmt::Display for Instant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{:06}s", self.0 / 1_000_000_000_000, (self.0 / 1_000_000) % 1_000_000)
+        write!(
+            f,
+            "{}.{:06}s",
+            self.0 / 1_000_000_000_000,
+            (self.0 / 1_000_000) % 1_000_000
+        )
     }
 }
 impl fmt::Display for Duration {
@@ -115,7 +128,10 @@ mod tests {
         assert_eq!(Duration::from_us(50).as_ns(), 50_000);
         assert_eq!(Duration::for_bytes(1, 8_000_000_000).as_ps(), 1_000);
         assert_eq!(Duration::from_ms(1).saturating_shl(70), Duration(u64::MAX));
-        assert_eq!(Duration::from_ns(3).saturating_shl(2), Duration::from_ns(12));
+        assert_eq!(
+            Duration::from_ns(3).saturating_shl(2),
+            Duration::from_ns(12)
+        );
         assert_eq!(Instant(5) - Instant(9), Duration::ZERO);
         assert_eq!(Instant(u64::MAX) + Duration(1), Instant(u64::MAX));
     }

@@ -6,7 +6,11 @@ use rocast_core::wire::{classify_frame, FrameClass, Opcode};
 use std::collections::BTreeMap;
 
 pub fn golden() -> Vec<u8> {
-    std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/rxe-golden.pcap")).expect("golden pcap")
+    std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/rxe-golden.pcap"
+    ))
+    .expect("golden pcap")
 }
 
 #[test]
@@ -29,9 +33,19 @@ fn every_golden_frame_parses_verifies_and_reemits_identically() {
                 *opcodes.entry(frame.roce.bth.opcode.0).or_default() += 1;
                 let mut out = vec![0u8; frame.buffer_len()];
                 assert_eq!(frame.emit(&mut out), out.len());
-                assert_eq!(&out[..], &rec.data[..out.len()], "frame {total} re-emits differently");
-                assert!(rec.data[out.len()..].iter().all(|&b| b == 0), "only zero link padding may follow");
-                assert_eq!(u32::from_le_bytes(out[out.len() - 4..].try_into().unwrap()), frame.roce.icrc);
+                assert_eq!(
+                    &out[..],
+                    &rec.data[..out.len()],
+                    "frame {total} re-emits differently"
+                );
+                assert!(
+                    rec.data[out.len()..].iter().all(|&b| b == 0),
+                    "only zero link padding may follow"
+                );
+                assert_eq!(
+                    u32::from_le_bytes(out[out.len() - 4..].try_into().unwrap()),
+                    frame.roce.icrc
+                );
             }
         }
     }
@@ -51,12 +65,19 @@ fn every_golden_frame_parses_verifies_and_reemits_identically() {
 #[test]
 fn flipping_any_covered_bit_breaks_the_golden_icrc() {
     let bytes = golden();
-    let rec = PcapReader::new(&bytes).unwrap().map(|r| r.unwrap()).find(|r| matches!(classify_frame(r.data), FrameClass::Roce { .. })).unwrap();
+    let rec = PcapReader::new(&bytes)
+        .unwrap()
+        .map(|r| r.unwrap())
+        .find(|r| matches!(classify_frame(r.data), FrameClass::Roce { .. }))
+        .unwrap();
     let mut frame = rec.data.to_vec();
     // Payload byte near the end of the packet (before the ICRC).
     let n = frame.len();
     frame[n - 6] ^= 0x04;
-    assert!(matches!(classify_frame(&frame), FrameClass::Roce { icrc_ok: false, .. }));
+    assert!(matches!(
+        classify_frame(&frame),
+        FrameClass::Roce { icrc_ok: false, .. }
+    ));
 }
 
 /// The `rnic` responder talks to real Linux traffic: the `ib_write_bw` burst of
@@ -79,17 +100,33 @@ fn write_burst_replay_matches_linux_acks() {
     fn parse(b: &[u8]) -> RoceRepr<'_> {
         RoceRepr::parse_verified(b).unwrap()
     }
-    let writes: Vec<&Vec<u8>> = frames.iter().map(|f| &f.1).filter(|b| parse(b).bth.opcode.is_write()).collect();
-    let linux_acks: Vec<&Vec<u8>> =
-        frames.iter().map(|f| &f.1).filter(|b| { let r = parse(b); r.bth.opcode == Opcode::RC_ACKNOWLEDGE && r.bth.dest_qp == 18 }).collect();
+    let writes: Vec<&Vec<u8>> = frames
+        .iter()
+        .map(|f| &f.1)
+        .filter(|b| parse(b).bth.opcode.is_write())
+        .collect();
+    let linux_acks: Vec<&Vec<u8>> = frames
+        .iter()
+        .map(|f| &f.1)
+        .filter(|b| {
+            let r = parse(b);
+            r.bth.opcode == Opcode::RC_ACKNOWLEDGE && r.bth.dest_qp == 18
+        })
+        .collect();
     let first = parse(writes[0]);
     let reth = first.ext.reth.unwrap();
-    let mut cfg = QpConfig::new(Ipv4Address::new(10, 99, 0, 1), first.bth.dest_qp, first.ip.src_addr, 18);
+    let mut cfg = QpConfig::new(
+        Ipv4Address::new(10, 99, 0, 1),
+        first.bth.dest_qp,
+        first.ip.src_addr,
+        18,
+    );
     cfg.mtu = 1024;
     cfg.recv_psn = first.bth.psn;
     cfg.udp_src_port = first.udp.src_port; // rxe uses one source port per QP in both directions
     let mut qp = RcQueuePair::new(cfg).unwrap();
-    qp.register_mr(reth.va, reth.dma_len as usize, reth.rkey).unwrap();
+    qp.register_mr(reth.va, reth.dma_len as usize, reth.rkey)
+        .unwrap();
     let mut buf = vec![0u8; qp.max_packet_len()];
     let mut ours: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
     for (i, w) in writes.iter().enumerate() {
@@ -101,10 +138,16 @@ fn write_burst_replay_matches_linux_acks() {
         }
     }
     assert_eq!(qp.stats().messages_received, 99);
-    assert!(linux_acks.len() >= 90, "golden has {} ACKs for the WRITE QP", linux_acks.len());
+    assert!(
+        linux_acks.len() >= 90,
+        "golden has {} ACKs for the WRITE QP",
+        linux_acks.len()
+    );
     for l in &linux_acks {
         let lr = parse(l);
-        let mine = ours.get(&lr.bth.psn.value()).unwrap_or_else(|| panic!("no ACK for PSN {}", lr.bth.psn));
+        let mine = ours
+            .get(&lr.bth.psn.value())
+            .unwrap_or_else(|| panic!("no ACK for PSN {}", lr.bth.psn));
         let mr = parse(mine);
         assert_eq!(mr.ext.aeth, lr.ext.aeth, "PSN {}", lr.bth.psn);
         // BTH + AETH bytes (after IPv4 20 + UDP 8), identical to what Linux sent.

@@ -4,14 +4,19 @@
 use proptest::prelude::*;
 use rocast_core::wire::pcap::{PcapError, PcapReader, PcapWriter, LINKTYPE_ETHERNET};
 use rocast_core::wire::{
-    classify_frame, icrc, AckSyndrome, AethPacket, AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthPacket, BthRepr,
-    DethRepr, Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, ExtHeaders, FrameClass, Ipv4Address,
-    Ipv4Packet, Ipv4Repr, NakCode, Opcode, Psn, RethRepr, RoceFrameRepr, RoceRepr, UdpPacket, UdpRepr, BTH_LEN,
-    CNP_RESERVED_LEN, ETHERNET_HEADER_LEN, ICRC_LEN, IPV4_HEADER_LEN, IP_PROTO_UDP, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
+    classify_frame, icrc, AckSyndrome, AethPacket, AethRepr, AtomicAckEthRepr, AtomicEthRepr,
+    BthPacket, BthRepr, DethRepr, Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr,
+    ExtHeaders, FrameClass, Ipv4Address, Ipv4Packet, Ipv4Repr, NakCode, Opcode, Psn, RethRepr,
+    RoceFrameRepr, RoceRepr, UdpPacket, UdpRepr, BTH_LEN, CNP_RESERVED_LEN, ETHERNET_HEADER_LEN,
+    ICRC_LEN, IPV4_HEADER_LEN, IP_PROTO_UDP, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
 };
 
 fn config(cases: u32) -> ProptestConfig {
-    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -27,25 +32,79 @@ fn poke_every_view(b: &[u8]) {
         assert_eq!(&out[..], &b[..ETHERNET_HEADER_LEN]);
     }
     if let Ok(p) = Ipv4Packet::new_checked(b) {
-        let _ = (p.version(), p.header_len(), p.tos(), p.dscp(), p.ecn(), p.total_len(), p.ident());
-        let _ = (p.dont_frag(), p.more_frags(), p.frag_offset(), p.ttl(), p.protocol(), p.checksum());
-        let _ = (p.src_addr(), p.dst_addr(), p.verify_checksum(), p.header().len(), p.payload().len());
+        let _ = (
+            p.version(),
+            p.header_len(),
+            p.tos(),
+            p.dscp(),
+            p.ecn(),
+            p.total_len(),
+            p.ident(),
+        );
+        let _ = (
+            p.dont_frag(),
+            p.more_frags(),
+            p.frag_offset(),
+            p.ttl(),
+            p.protocol(),
+            p.checksum(),
+        );
+        let _ = (
+            p.src_addr(),
+            p.dst_addr(),
+            p.verify_checksum(),
+            p.header().len(),
+            p.payload().len(),
+        );
         let _ = Ipv4Repr::parse(&p, true);
         if let Ok(r) = Ipv4Repr::parse(&p, false) {
             assert_eq!(r.payload_len + IPV4_HEADER_LEN, p.total_len() as usize);
         }
     }
     if let Ok(p) = UdpPacket::new_checked(b) {
-        let _ = (p.src_port(), p.dst_port(), p.len(), p.is_empty(), p.checksum(), p.payload().len());
+        let _ = (
+            p.src_port(),
+            p.dst_port(),
+            p.len(),
+            p.is_empty(),
+            p.checksum(),
+            p.payload().len(),
+        );
         let r = UdpRepr::parse(&p).unwrap();
         assert_eq!(r.payload_len, p.payload().len());
     }
     if let Ok(p) = BthPacket::new_checked(b) {
-        let _ = (p.opcode(), p.solicited(), p.mig_req(), p.pad_count(), p.tver(), p.pkey(), p.resv8a());
-        let _ = (p.fecn(), p.becn(), p.dest_qp(), p.ack_req(), p.resv7(), p.psn());
+        let _ = (
+            p.opcode(),
+            p.solicited(),
+            p.mig_req(),
+            p.pad_count(),
+            p.tver(),
+            p.pkey(),
+            p.resv8a(),
+        );
+        let _ = (
+            p.fecn(),
+            p.becn(),
+            p.dest_qp(),
+            p.ack_req(),
+            p.resv7(),
+            p.psn(),
+        );
         let op = p.opcode();
-        let _ = (op.name(), op.transport_name(), op.is_known(), op.is_send(), op.is_write());
-        let _ = (op.is_first(), op.is_last(), op.has_imm(), format!("{op} {op:?}"));
+        let _ = (
+            op.name(),
+            op.transport_name(),
+            op.is_known(),
+            op.is_send(),
+            op.is_write(),
+        );
+        let _ = (
+            op.is_first(),
+            op.is_last(),
+            op.has_imm(),
+            format!("{op} {op:?}"),
+        );
         let r = BthRepr::parse(&p).unwrap();
         let mut out = [0u8; BTH_LEN];
         r.emit(&mut out);
@@ -54,7 +113,12 @@ fn poke_every_view(b: &[u8]) {
     if let Ok(p) = AethPacket::new_checked(b) {
         let _ = (p.syndrome(), p.msn());
     }
-    let _ = (RethRepr::parse(b), AethRepr::parse(b), DethRepr::parse(b), AtomicEthRepr::parse(b));
+    let _ = (
+        RethRepr::parse(b),
+        AethRepr::parse(b),
+        DethRepr::parse(b),
+        AtomicEthRepr::parse(b),
+    );
     let _ = (icrc::compute(b), icrc::verify(b));
 }
 
@@ -89,20 +153,37 @@ fn poke_every_setter(b: &[u8]) {
         p.set_dest_qp(0xffff_ffff);
         p.set_psn(Psn::new(0xff_ffff));
         p.set_ack_req(true);
-        assert_eq!((p.dest_qp(), p.psn(), p.ack_req()), (0xff_ffff, Psn::new(0xff_ffff), true));
+        assert_eq!(
+            (p.dest_qp(), p.psn(), p.ack_req()),
+            (0xff_ffff, Psn::new(0xff_ffff), true)
+        );
     }
 }
 
 /// Emits `r`, parses it back and checks that only what `emit` recomputes (IP length,
 /// ICRC) changed; and that a second emit is byte-identical.
 fn check_roundtrip(r: &RoceRepr<'_>) {
-    assert_eq!(r.udp_payload_len(), r.udp.payload_len, "parse accounts for every UDP payload byte");
+    assert_eq!(
+        r.udp_payload_len(),
+        r.udp.payload_len,
+        "parse accounts for every UDP payload byte"
+    );
     let mut buf = vec![0u8; r.buffer_len()];
     assert_eq!(r.emit(&mut buf), buf.len());
     let r2 = RoceRepr::parse_verified(&buf).expect("an emitted packet parses and verifies");
-    let expect = RoceRepr { ip: Ipv4Repr { payload_len: buf.len() - IPV4_HEADER_LEN, ..r.ip }, icrc: r2.icrc, ..*r };
+    let expect = RoceRepr {
+        ip: Ipv4Repr {
+            payload_len: buf.len() - IPV4_HEADER_LEN,
+            ..r.ip
+        },
+        icrc: r2.icrc,
+        ..*r
+    };
     assert_eq!(r2, expect);
-    assert_eq!(r2.icrc, u32::from_le_bytes(buf[buf.len() - ICRC_LEN..].try_into().unwrap()));
+    assert_eq!(
+        r2.icrc,
+        u32::from_le_bytes(buf[buf.len() - ICRC_LEN..].try_into().unwrap())
+    );
     let mut again = vec![0u8; r2.buffer_len()];
     r2.emit(&mut again);
     assert_eq!(again, buf);
@@ -121,11 +202,21 @@ fn classify_and_check(frame: &[u8]) -> FrameClass<'_> {
         // (emit writes zeros) re-emits byte-identical.
         let f = f.roce;
         let end = IPV4_HEADER_LEN + UDP_HEADER_LEN + f.udp.payload_len;
-        let pad = if f.bth.opcode.is_known() { f.bth.pad_count as usize } else { 0 };
-        let zero_pad = ip[end - ICRC_LEN - pad..end - ICRC_LEN].iter().all(|&b| b == 0);
+        let pad = if f.bth.opcode.is_known() {
+            f.bth.pad_count as usize
+        } else {
+            0
+        };
+        let zero_pad = ip[end - ICRC_LEN - pad..end - ICRC_LEN]
+            .iter()
+            .all(|&b| b == 0);
         // (`Ipv4Repr` does not keep the reserved "evil" flag bit; exclude it.)
         let plain_ip = ip[6] & 0x80 == 0;
-        if *icrc_ok && f.ip.payload_len == UDP_HEADER_LEN + f.udp.payload_len && zero_pad && plain_ip {
+        if *icrc_ok
+            && f.ip.payload_len == UDP_HEADER_LEN + f.udp.payload_len
+            && zero_pad
+            && plain_ip
+        {
             let mut buf = vec![0u8; f.buffer_len()];
             f.emit(&mut buf);
             assert_eq!(&buf[..], &ip[..end]);
@@ -140,16 +231,33 @@ fn base_frames() -> Vec<Vec<u8>> {
     let mut specs: Vec<(Opcode, ExtHeaders, usize)> = vec![
         (Opcode::RC_SEND_ONLY, ExtHeaders::default(), 64),
         (Opcode::RC_SEND_MIDDLE, ExtHeaders::default(), 0),
-        (Opcode::RC_SEND_LAST_IMM, ExtHeaders { imm: Some(0xabcdef01), ..Default::default() }, 7),
+        (
+            Opcode::RC_SEND_LAST_IMM,
+            ExtHeaders {
+                imm: Some(0xabcdef01),
+                ..Default::default()
+            },
+            7,
+        ),
         (
             Opcode::RC_WRITE_ONLY,
-            ExtHeaders { reth: Some(RethRepr { va: 0x1000, rkey: 9, dma_len: 61 }), ..Default::default() },
+            ExtHeaders {
+                reth: Some(RethRepr {
+                    va: 0x1000,
+                    rkey: 9,
+                    dma_len: 61,
+                }),
+                ..Default::default()
+            },
             61,
         ),
         (
             Opcode::RC_ACKNOWLEDGE,
             ExtHeaders {
-                aeth: Some(AethRepr { syndrome: AckSyndrome::Nak(NakCode::RemoteAccessError), msn: 5 }),
+                aeth: Some(AethRepr {
+                    syndrome: AckSyndrome::Nak(NakCode::RemoteAccessError),
+                    msn: 5,
+                }),
                 ..Default::default()
             },
             0,
@@ -157,7 +265,10 @@ fn base_frames() -> Vec<Vec<u8>> {
         (
             Opcode::RC_ATOMIC_ACKNOWLEDGE,
             ExtHeaders {
-                aeth: Some(AethRepr { syndrome: AckSyndrome::Ack { credits: 31 }, msn: 1 }),
+                aeth: Some(AethRepr {
+                    syndrome: AckSyndrome::Ack { credits: 31 },
+                    msn: 1,
+                }),
                 atomic_ack_eth: Some(AtomicAckEthRepr { orig_data: 77 }),
                 ..Default::default()
             },
@@ -166,7 +277,12 @@ fn base_frames() -> Vec<Vec<u8>> {
         (
             Opcode::RC_FETCH_ADD,
             ExtHeaders {
-                atomic_eth: Some(AtomicEthRepr { va: 8, rkey: 3, swap_add: 1, compare: 0 }),
+                atomic_eth: Some(AtomicEthRepr {
+                    va: 8,
+                    rkey: 3,
+                    swap_add: 1,
+                    compare: 0,
+                }),
                 ..Default::default()
             },
             0,
@@ -174,14 +290,32 @@ fn base_frames() -> Vec<Vec<u8>> {
         (
             Opcode::UD_SEND_ONLY_IMM,
             ExtHeaders {
-                deth: Some(DethRepr { qkey: 0x1111_1111, reserved: 0, src_qp: 0x42 }),
+                deth: Some(DethRepr {
+                    qkey: 0x1111_1111,
+                    reserved: 0,
+                    src_qp: 0x42,
+                }),
                 imm: Some(1),
                 ..Default::default()
             },
             33,
         ),
-        (Opcode::RC_SEND_ONLY_INV, ExtHeaders { ieth: Some(0x77), ..Default::default() }, 3),
-        (Opcode::CNP, ExtHeaders { cnp_reserved: Some([0; CNP_RESERVED_LEN]), ..Default::default() }, 0),
+        (
+            Opcode::RC_SEND_ONLY_INV,
+            ExtHeaders {
+                ieth: Some(0x77),
+                ..Default::default()
+            },
+            3,
+        ),
+        (
+            Opcode::CNP,
+            ExtHeaders {
+                cnp_reserved: Some([0; CNP_RESERVED_LEN]),
+                ..Default::default()
+            },
+            0,
+        ),
     ];
     specs.push((Opcode(0x15), ExtHeaders::default(), 10)); // unknown opcode: opaque body
     specs
@@ -189,7 +323,11 @@ fn base_frames() -> Vec<Vec<u8>> {
         .enumerate()
         .map(|(i, (op, ext, len))| {
             let mut bth = BthRepr::new(op, 0x12 + i as u32, Psn::new(0xff_fff0 + i as u32 * 3));
-            bth.pad_count = if op.is_known() { ((4 - len % 4) % 4) as u8 } else { 0 };
+            bth.pad_count = if op.is_known() {
+                ((4 - len % 4) % 4) as u8
+            } else {
+                0
+            };
             bth.ack_req = i % 2 == 0;
             let f = RoceFrameRepr {
                 eth: EthernetRepr {
@@ -209,7 +347,12 @@ fn base_frames() -> Vec<Vec<u8>> {
                         protocol: IP_PROTO_UDP,
                         payload_len: 0,
                     },
-                    udp: UdpRepr { src_port: 49152 + i as u16, dst_port: ROCEV2_UDP_PORT, checksum: 0, payload_len: 0 },
+                    udp: UdpRepr {
+                        src_port: 49152 + i as u16,
+                        dst_port: ROCEV2_UDP_PORT,
+                        checksum: 0,
+                        payload_len: 0,
+                    },
                     bth,
                     ext,
                     payload: &data[..len],
@@ -218,7 +361,10 @@ fn base_frames() -> Vec<Vec<u8>> {
             };
             let mut buf = vec![0u8; f.buffer_len()];
             f.emit(&mut buf);
-            assert!(matches!(classify_frame(&buf), FrameClass::Roce { icrc_ok: true, .. }));
+            assert!(matches!(
+                classify_frame(&buf),
+                FrameClass::Roce { icrc_ok: true, .. }
+            ));
             buf
         })
         .collect()
@@ -230,41 +376,63 @@ fn roce_shaped() -> impl Strategy<Value = (Vec<u8>, bool)> {
     let known: Vec<u8> = (0..=255u8).filter(|&o| Opcode(o).is_known()).collect();
     let opcode = prop_oneof![4 => prop::sample::select(known), 1 => any::<u8>()];
     (
-        (any::<[u8; 4]>(), any::<[u8; 4]>(), 0u8..64, 0u8..4, any::<u16>(), any::<bool>(), any::<u8>()),
+        (
+            any::<[u8; 4]>(),
+            any::<[u8; 4]>(),
+            0u8..64,
+            0u8..4,
+            any::<u16>(),
+            any::<bool>(),
+            any::<u8>(),
+        ),
         (any::<u16>(), any::<u16>()),
         opcode,
         any::<[u8; 11]>(),
         prop::collection::vec(any::<u8>(), 0..300),
         prop::option::of(any::<u32>()),
     )
-        .prop_map(|((src, dst, dscp, ecn, ident, df, ttl), (sport, csum), op, bth_rest, body, bad_icrc)| {
-            let udp_len = BTH_LEN + body.len() + ICRC_LEN;
-            let mut p = vec![0u8; IPV4_HEADER_LEN + UDP_HEADER_LEN + udp_len];
-            Ipv4Repr {
-                src_addr: Ipv4Address(src),
-                dst_addr: Ipv4Address(dst),
-                dscp,
-                ecn: Ecn::from_bits(ecn),
-                ident,
-                dont_frag: df,
-                ttl,
-                protocol: IP_PROTO_UDP,
-                payload_len: UDP_HEADER_LEN + udp_len,
-            }
-            .emit(&mut p);
-            UdpRepr { src_port: sport, dst_port: ROCEV2_UDP_PORT, checksum: csum, payload_len: udp_len }
+        .prop_map(
+            |(
+                (src, dst, dscp, ecn, ident, df, ttl),
+                (sport, csum),
+                op,
+                bth_rest,
+                body,
+                bad_icrc,
+            )| {
+                let udp_len = BTH_LEN + body.len() + ICRC_LEN;
+                let mut p = vec![0u8; IPV4_HEADER_LEN + UDP_HEADER_LEN + udp_len];
+                Ipv4Repr {
+                    src_addr: Ipv4Address(src),
+                    dst_addr: Ipv4Address(dst),
+                    dscp,
+                    ecn: Ecn::from_bits(ecn),
+                    ident,
+                    dont_frag: df,
+                    ttl,
+                    protocol: IP_PROTO_UDP,
+                    payload_len: UDP_HEADER_LEN + udp_len,
+                }
+                .emit(&mut p);
+                UdpRepr {
+                    src_port: sport,
+                    dst_port: ROCEV2_UDP_PORT,
+                    checksum: csum,
+                    payload_len: udp_len,
+                }
                 .emit(&mut p[IPV4_HEADER_LEN..]);
-            let at = IPV4_HEADER_LEN + UDP_HEADER_LEN;
-            p[at] = op;
-            p[at + 1..at + BTH_LEN].copy_from_slice(&bth_rest);
-            p[at + BTH_LEN..at + BTH_LEN + body.len()].copy_from_slice(&body);
-            let n = p.len();
-            match bad_icrc {
-                Some(c) => p[n - ICRC_LEN..].copy_from_slice(&c.to_le_bytes()),
-                None => icrc::fill(&mut p).unwrap(),
-            }
-            (p, bad_icrc.is_none())
-        })
+                let at = IPV4_HEADER_LEN + UDP_HEADER_LEN;
+                p[at] = op;
+                p[at + 1..at + BTH_LEN].copy_from_slice(&bth_rest);
+                p[at + BTH_LEN..at + BTH_LEN + body.len()].copy_from_slice(&body);
+                let n = p.len();
+                match bad_icrc {
+                    Some(c) => p[n - ICRC_LEN..].copy_from_slice(&c.to_le_bytes()),
+                    None => icrc::fill(&mut p).unwrap(),
+                }
+                (p, bad_icrc.is_none())
+            },
+        )
 }
 
 fn with_ethernet(ip: &[u8]) -> Vec<u8> {
@@ -276,7 +444,12 @@ fn with_ethernet(ip: &[u8]) -> Vec<u8> {
 /// A pcap file header with one of the four magics and arbitrary snaplen/link type.
 fn pcap_header() -> impl Strategy<Value = Vec<u8>> {
     (0usize..4, any::<u32>(), any::<u32>()).prop_map(|(m, snaplen, linktype)| {
-        let (magic, be) = [(0xa1b2c3d4u32, false), (0xa1b23c4d, false), (0xa1b2c3d4, true), (0xa1b23c4d, true)][m];
+        let (magic, be) = [
+            (0xa1b2c3d4u32, false),
+            (0xa1b23c4d, false),
+            (0xa1b2c3d4, true),
+            (0xa1b23c4d, true),
+        ][m];
         let w = |v: u32| if be { v.to_be_bytes() } else { v.to_le_bytes() };
         let mut h = Vec::with_capacity(24);
         h.extend_from_slice(&w(magic));
@@ -291,7 +464,10 @@ fn pcap_header() -> impl Strategy<Value = Vec<u8>> {
 /// Iterates a reader to the end, checking its contract.
 fn drain_pcap(bytes: &[u8]) -> Option<(usize, Option<PcapError>)> {
     let mut r = PcapReader::new(bytes).ok()?;
-    let (lo, hi) = (bytes.as_ptr() as usize, bytes.as_ptr() as usize + bytes.len());
+    let (lo, hi) = (
+        bytes.as_ptr() as usize,
+        bytes.as_ptr() as usize + bytes.len(),
+    );
     let mut n = 0;
     let mut err = None;
     for rec in &mut r {
@@ -494,6 +670,9 @@ proptest! {
 #[test]
 fn base_frames_roundtrip_exactly() {
     for f in base_frames() {
-        assert!(matches!(classify_and_check(&f), FrameClass::Roce { icrc_ok: true, .. }));
+        assert!(matches!(
+            classify_and_check(&f),
+            FrameClass::Roce { icrc_ok: true, .. }
+        ));
     }
 }

@@ -67,7 +67,8 @@ impl Pair {
                         at += Duration(self.rng.next_u64() % (4 * self.delay.as_ps()));
                     }
                     self.seq += 1;
-                    self.in_flight.insert((at, self.seq), (1 - from, pkt.clone()));
+                    self.in_flight
+                        .insert((at, self.seq), (1 - from, pkt.clone()));
                 }
             }
             while let Some(e) = self.qps[from].poll_event() {
@@ -80,7 +81,9 @@ impl Pair {
         self.flush();
         let next_pkt = self.in_flight.keys().next().map(|k| k.0);
         let next_timer = self.qps.iter().filter_map(|q| q.poll_timeout()).min();
-        let Some(next) = [next_pkt, next_timer].into_iter().flatten().min() else { return false };
+        let Some(next) = [next_pkt, next_timer].into_iter().flatten().min() else {
+            return false;
+        };
         self.now = self.now.max(next);
         while let Some(entry) = self.in_flight.first_entry() {
             if entry.key().0 > self.now {
@@ -131,21 +134,39 @@ fn workload(seed: u64, n: usize, max_len: usize) -> Vec<SendRequest> {
             let op = match rng.next_u32() % 4 {
                 0 => SendOp::Send,
                 1 => SendOp::SendImm(i as u32),
-                2 => SendOp::Write { remote_va: 0x4000_0000 + (i as u64) * max_len as u64, rkey: 0xbeef },
-                _ => SendOp::WriteImm { remote_va: 0x4000_0000 + (i as u64) * max_len as u64, rkey: 0xbeef, imm: i as u32 },
+                2 => SendOp::Write {
+                    remote_va: 0x4000_0000 + (i as u64) * max_len as u64,
+                    rkey: 0xbeef,
+                },
+                _ => SendOp::WriteImm {
+                    remote_va: 0x4000_0000 + (i as u64) * max_len as u64,
+                    rkey: 0xbeef,
+                    imm: i as u32,
+                },
             };
-            SendRequest { wr_id: i as u64, op, data: data.into() }
+            SendRequest {
+                wr_id: i as u64,
+                op,
+                data: data.into(),
+            }
         })
         .collect()
 }
 
 /// Runs the workload and checks exactly-once, in-order, byte-identical delivery.
-fn run(seed: u64, faults: LinkFaults, modes: (Retransmission, Retransmission), mtu: usize) -> (u64, Instant) {
+fn run(
+    seed: u64,
+    faults: LinkFaults,
+    modes: (Retransmission, Retransmission),
+    mtu: usize,
+) -> (u64, Instant) {
     let (ca, cb) = configs(mtu, modes.0, modes.1);
     let mut pair = Pair::new(ca, cb, seed, faults);
     let (n, max_len) = (24, 6000);
     let msgs = workload(seed, n, max_len);
-    pair.qps[1].register_mr(0x4000_0000, n * max_len, 0xbeef).unwrap();
+    pair.qps[1]
+        .register_mr(0x4000_0000, n * max_len, 0xbeef)
+        .unwrap();
     for i in 0..n as u64 {
         pair.qps[1].post_recv(1000 + i, max_len).unwrap();
     }
@@ -155,7 +176,13 @@ fn run(seed: u64, faults: LinkFaults, modes: (Retransmission, Retransmission), m
     // B also sends to A at the same time, so ACKs and data share each direction.
     for i in 0..4u64 {
         pair.qps[0].post_recv(i, 4096).unwrap();
-        pair.qps[1].post_send(SendRequest { wr_id: i, op: SendOp::Send, data: vec![i as u8; 3000].into() }).unwrap();
+        pair.qps[1]
+            .post_send(SendRequest {
+                wr_id: i,
+                op: SendOp::Send,
+                data: vec![i as u8; 3000].into(),
+            })
+            .unwrap();
     }
     let mut steps = 0u64;
     while pair.step() {
@@ -175,7 +202,9 @@ fn run(seed: u64, faults: LinkFaults, modes: (Retransmission, Retransmission), m
         .collect();
     assert_eq!(done, (0..n as u64).collect::<Vec<_>>(), "seed {seed}");
     // Receiver: each SEND exactly once, in order, byte-identical; WRITEs landed.
-    let mut recv_iter = pair.events[1].iter().filter(|e| matches!(e, Event::Recv { .. } | Event::RecvWriteImm { .. }));
+    let mut recv_iter = pair.events[1]
+        .iter()
+        .filter(|e| matches!(e, Event::Recv { .. } | Event::RecvWriteImm { .. }));
     let mut next_rq = 1000u64;
     for (i, m) in msgs.iter().enumerate() {
         match m.op {
@@ -183,13 +212,24 @@ fn run(seed: u64, faults: LinkFaults, modes: (Retransmission, Retransmission), m
                 Some(Event::Recv { wr_id, data, imm }) => {
                     assert_eq!(*wr_id, next_rq);
                     assert_eq!(&data[..], &m.data[..], "seed {seed} msg {i}");
-                    assert_eq!(*imm, if let SendOp::SendImm(x) = m.op { Some(x) } else { None });
+                    assert_eq!(
+                        *imm,
+                        if let SendOp::SendImm(x) = m.op {
+                            Some(x)
+                        } else {
+                            None
+                        }
+                    );
                     next_rq += 1;
                 }
                 e => panic!("seed {seed} msg {i}: expected Recv, got {e:?}"),
             },
             SendOp::WriteImm { imm, .. } => match recv_iter.next() {
-                Some(Event::RecvWriteImm { wr_id, len, imm: got }) => {
+                Some(Event::RecvWriteImm {
+                    wr_id,
+                    len,
+                    imm: got,
+                }) => {
                     assert_eq!((*wr_id, *len, *got), (next_rq, m.data.len(), imm));
                     next_rq += 1;
                 }
@@ -200,12 +240,22 @@ fn run(seed: u64, faults: LinkFaults, modes: (Retransmission, Retransmission), m
         if let SendOp::Write { remote_va, .. } | SendOp::WriteImm { remote_va, .. } = m.op {
             let mr = pair.qps[1].mr(0xbeef).unwrap();
             let off = (remote_va - 0x4000_0000) as usize;
-            assert_eq!(&mr.data[off..off + m.data.len()], &m.data[..], "seed {seed} write {i}");
+            assert_eq!(
+                &mr.data[off..off + m.data.len()],
+                &m.data[..],
+                "seed {seed} write {i}"
+            );
         }
     }
-    assert!(recv_iter.next().is_none(), "nothing delivered twice (seed {seed})");
+    assert!(
+        recv_iter.next().is_none(),
+        "nothing delivered twice (seed {seed})"
+    );
     // The reverse direction completed too.
-    let back: Vec<_> = pair.events[0].iter().filter(|e| matches!(e, Event::Recv { .. })).collect();
+    let back: Vec<_> = pair.events[0]
+        .iter()
+        .filter(|e| matches!(e, Event::Recv { .. }))
+        .collect();
     assert_eq!(back.len(), 4);
     (pair.qps[0].stats().tx_retransmitted, pair.now)
 }
@@ -237,7 +287,11 @@ proptest! {
 /// and selective repeat resends fewer packets than go-back-N under the same losses.
 #[test]
 fn seeded_scenario_is_deterministic_and_sr_resends_less() {
-    let f = LinkFaults { loss: 0.05, duplicate: 0.0, reorder: 0.0 };
+    let f = LinkFaults {
+        loss: 0.05,
+        duplicate: 0.0,
+        reorder: 0.0,
+    };
     let gbn1 = run(42, f, (GBN, GBN), 1024);
     let gbn2 = run(42, f, (GBN, GBN), 1024);
     assert_eq!(gbn1, gbn2);

@@ -20,7 +20,9 @@ pub struct Clock {
 
 impl Clock {
     pub fn new() -> Self {
-        Clock { start: std::time::Instant::now() }
+        Clock {
+            start: std::time::Instant::now(),
+        }
     }
     pub fn now(&self) -> Instant {
         let d = self.start.elapsed();
@@ -50,7 +52,11 @@ impl LossInjector {
     /// Drops each packet independently with probability `p` (clamped to 0..=1).
     pub fn new(p: f64, seed: u64) -> Self {
         let p = if p.is_nan() { 0.0 } else { p.clamp(0.0, 1.0) };
-        LossInjector { rng: ChaCha8Rng::seed_from_u64(seed), threshold: (p * 2f64.powi(64)) as u64, always: p >= 1.0 }
+        LossInjector {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            threshold: (p * 2f64.powi(64)) as u64,
+            always: p >= 1.0,
+        }
     }
     pub fn drop_next(&mut self) -> bool {
         if self.threshold == 0 {
@@ -103,13 +109,20 @@ pub struct Endpoint {
 impl Endpoint {
     /// Joins a QP and a transport. The QP's `local_ip` and `udp_src_port` must be the
     /// transport's bound address and port (the transport refuses other packets).
-    pub fn new(qp: RcQueuePair, transport: UdpTransport, loss: Option<LossInjector>) -> io::Result<Self> {
+    pub fn new(
+        qp: RcQueuePair,
+        transport: UdpTransport,
+        loss: Option<LossInjector>,
+    ) -> io::Result<Self> {
         let la = transport.local_addr();
         let c = qp.config();
         if std::net::Ipv4Addr::from(c.local_ip) != *la.ip() || c.udp_src_port != la.port() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("QP sends from {}:{} but the socket is bound to {la}", c.local_ip, c.udp_src_port),
+                format!(
+                    "QP sends from {}:{} but the socket is bound to {la}",
+                    c.local_ip, c.udp_src_port
+                ),
             ));
         }
         if qp.max_packet_len() > transport.max_packet_len() {
@@ -118,7 +131,14 @@ impl Endpoint {
                 "transport slots are smaller than the QP's packets",
             ));
         }
-        Ok(Endpoint { qp, transport, loss, last_rx: None, rx_batches_per_poll: 4, stats: EndpointStats::default() })
+        Ok(Endpoint {
+            qp,
+            transport,
+            loss,
+            last_rx: None,
+            rx_batches_per_poll: 4,
+            stats: EndpointStats::default(),
+        })
     }
 
     pub fn stats(&self) -> &EndpointStats {
@@ -152,14 +172,17 @@ impl Endpoint {
                 }
             }
             // The gap counts only while something is unacknowledged.
-            self.last_rx = (self.qp.outstanding() > 0).then_some(self.last_rx.filter(|_| received == 0).unwrap_or(now));
+            self.last_rx = (self.qp.outstanding() > 0)
+                .then_some(self.last_rx.filter(|_| received == 0).unwrap_or(now));
             let now = if received > 0 { clock.now() } else { now };
             if self.qp.poll_timeout().is_some_and(|t| t <= now) {
                 self.qp.handle_timeout(now);
                 act.timer_fired = true;
             }
             let qp = &mut self.qp;
-            let sent = self.transport.send_batch_with(|buf| qp.poll_transmit(now, buf))?;
+            let sent = self
+                .transport
+                .send_batch_with(|buf| qp.poll_transmit(now, buf))?;
             act.sent += sent;
             if received < batch && sent < batch {
                 break;
@@ -170,14 +193,22 @@ impl Endpoint {
 
     /// Blocks until a packet arrives, `also` becomes readable, the QP's next deadline
     /// comes, or `max_wait` passes — whichever is first. Returns whether `also` is readable.
-    pub fn wait(&mut self, clock: &Clock, also: Option<RawFd>, max_wait: std::time::Duration) -> io::Result<bool> {
+    pub fn wait(
+        &mut self,
+        clock: &Clock,
+        also: Option<RawFd>,
+        max_wait: std::time::Duration,
+    ) -> io::Result<bool> {
         let now = clock.now();
         let mut timeout = max_wait;
         if let Some(t) = self.qp.poll_timeout() {
             timeout = timeout.min(clock.until(now, t));
         }
         self.stats.waits += 1;
-        let r = wait_readable([self.transport.as_raw_fd(), also.unwrap_or(-1)], Some(timeout))?;
+        let r = wait_readable(
+            [self.transport.as_raw_fd(), also.unwrap_or(-1)],
+            Some(timeout),
+        )?;
         Ok(r[1])
     }
 }

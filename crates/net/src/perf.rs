@@ -22,7 +22,9 @@ use crate::endpoint::{Clock, Endpoint, LossInjector};
 use crate::udp::{wait_readable, TransportConfig, UdpTransport};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
-use rocast_core::rnic::{Event, QpConfig, RcQueuePair, Retransmission, SendOp, SendRequest, SACK_WINDOW};
+use rocast_core::rnic::{
+    Event, QpConfig, RcQueuePair, Retransmission, SendOp, SendRequest, SACK_WINDOW,
+};
 use rocast_core::time::Duration as CoreDuration;
 use rocast_core::wire::{Psn, ROCEV2_UDP_PORT};
 use std::collections::BTreeMap;
@@ -113,21 +115,39 @@ impl PerfParams {
     pub fn validate(&self) -> Result<(), PerfError> {
         let bad = |m: String| Err(PerfError::Config(m));
         if !matches!(self.mtu, 256 | 512 | 1024 | 2048 | 4096) {
-            return bad(format!("MTU {} is not one of 256, 512, 1024, 2048, 4096", self.mtu));
+            return bad(format!(
+                "MTU {} is not one of 256, 512, 1024, 2048, 4096",
+                self.mtu
+            ));
         }
         if self.size == 0 || self.size > i32::MAX as usize {
-            return bad(format!("message size {} out of range (1 to 2^31-1)", self.size));
+            return bad(format!(
+                "message size {} out of range (1 to 2^31-1)",
+                self.size
+            ));
         }
         if self.iters == 0 || self.iters > 100_000_000 {
-            return bad(format!("iterations {} out of range (1 to 10^8)", self.iters));
+            return bad(format!(
+                "iterations {} out of range (1 to 10^8)",
+                self.iters
+            ));
         }
         if self.tx_depth == 0 || self.tx_depth > 8192 {
-            return bad(format!("tx depth {} out of range (1 to 8192)", self.tx_depth));
+            return bad(format!(
+                "tx depth {} out of range (1 to 8192)",
+                self.tx_depth
+            ));
         }
-        let max_window =
-            if self.retransmission == Retransmission::SelectiveRepeat { SACK_WINDOW as u32 } else { Psn::HALF - 1 };
+        let max_window = if self.retransmission == Retransmission::SelectiveRepeat {
+            SACK_WINDOW as u32
+        } else {
+            Psn::HALF - 1
+        };
         if self.window == 0 || self.window > max_window {
-            return bad(format!("window {} out of range (1 to {max_window})", self.window));
+            return bad(format!(
+                "window {} out of range (1 to {max_window})",
+                self.window
+            ));
         }
         if !(0.0..1.0).contains(&self.loss) {
             return bad(format!("loss rate {} out of range [0, 1)", self.loss));
@@ -156,7 +176,10 @@ impl PerfParams {
 
     fn from_msg(m: &Msg) -> Result<Self, PerfError> {
         Ok(PerfParams {
-            op: m.get::<String>("op")?.parse().map_err(PerfError::Protocol)?,
+            op: m
+                .get::<String>("op")?
+                .parse()
+                .map_err(PerfError::Protocol)?,
             size: m.get("size")?,
             iters: m.get("iters")?,
             mtu: m.get("mtu")?,
@@ -192,6 +215,28 @@ pub enum PerfError {
     Config(String),
 }
 
+/// Data-phase pacing shared by server and client: when idle, sleep until a packet, a
+/// QP timer or a control message; when busy, look at the control socket every 256 turns.
+/// Returns whether the control socket is readable.
+fn wait_or_check_ctrl(
+    ep: &mut Endpoint,
+    clock: &Clock,
+    ctrl: &Ctrl,
+    idle: bool,
+    spins: &mut u32,
+) -> Result<bool, PerfError> {
+    if idle {
+        return ep
+            .wait(clock, Some(ctrl.fd()), MAX_WAIT)
+            .map_err(io_err("poll"));
+    }
+    *spins += 1;
+    if spins.is_multiple_of(256) {
+        return ctrl.readable();
+    }
+    Ok(false)
+}
+
 fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> PerfError {
     let context = context.into();
     move |source| PerfError::Io { context, source }
@@ -216,19 +261,28 @@ impl Msg {
         };
         let mut it = head.split(' ').filter(|s| !s.is_empty());
         let kind = it.next().unwrap_or("").to_string();
-        let mut kv: BTreeMap<String, String> =
-            it.filter_map(|t| t.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut kv: BTreeMap<String, String> = it
+            .filter_map(|t| t.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         if let Some(m) = msg {
             kv.insert("msg".into(), m.to_string());
         }
         Msg { kind, kv }
     }
     fn get<T: std::str::FromStr>(&self, k: &str) -> Result<T, PerfError> {
-        let v = self.kv.get(k).ok_or_else(|| PerfError::Protocol(format!("{} lacks {k}=", self.kind)))?;
-        v.parse().map_err(|_| PerfError::Protocol(format!("{} has a bad {k}={v}", self.kind)))
+        let v = self
+            .kv
+            .get(k)
+            .ok_or_else(|| PerfError::Protocol(format!("{} lacks {k}=", self.kind)))?;
+        v.parse()
+            .map_err(|_| PerfError::Protocol(format!("{} has a bad {k}={v}", self.kind)))
     }
     fn text(&self) -> String {
-        self.kv.get("msg").cloned().unwrap_or_else(|| "(no reason given)".into())
+        self.kv
+            .get("msg")
+            .cloned()
+            .unwrap_or_else(|| "(no reason given)".into())
     }
 }
 
@@ -240,23 +294,39 @@ struct Ctrl {
 impl Ctrl {
     fn new(s: TcpStream, timeout: Duration) -> Result<Ctrl, PerfError> {
         s.set_nodelay(true).map_err(io_err("control socket"))?;
-        s.set_read_timeout(Some(timeout)).map_err(io_err("control socket"))?;
-        s.set_write_timeout(Some(timeout)).map_err(io_err("control socket"))?;
+        s.set_read_timeout(Some(timeout))
+            .map_err(io_err("control socket"))?;
+        s.set_write_timeout(Some(timeout))
+            .map_err(io_err("control socket"))?;
         let writer = s.try_clone().map_err(io_err("control socket"))?;
-        Ok(Ctrl { reader: BufReader::new(s), writer })
+        Ok(Ctrl {
+            reader: BufReader::new(s),
+            writer,
+        })
     }
     fn send(&mut self, line: &str) -> Result<(), PerfError> {
         let mut l = line.replace('\n', " ");
         l.push('\n');
-        self.writer.write_all(l.as_bytes()).map_err(io_err("control connection (send)"))
+        self.writer
+            .write_all(l.as_bytes())
+            .map_err(io_err("control connection (send)"))
     }
     fn recv(&mut self) -> Result<Msg, PerfError> {
         let mut line = String::new();
         match self.reader.read_line(&mut line) {
-            Ok(0) => Err(PerfError::Protocol("the peer closed the control connection".into())),
+            Ok(0) => Err(PerfError::Protocol(
+                "the peer closed the control connection".into(),
+            )),
             Ok(_) => Ok(Msg::parse(&line)),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                Err(PerfError::Protocol("timed out waiting on the control connection".into()))
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                Err(PerfError::Protocol(
+                    "timed out waiting on the control connection".into(),
+                ))
             }
             Err(e) => Err(io_err("control connection (receive)")(e)),
         }
@@ -266,7 +336,10 @@ impl Ctrl {
         if !self.reader.buffer().is_empty() {
             return Ok(true);
         }
-        Ok(wait_readable([self.writer.as_raw_fd()], Some(Duration::ZERO)).map_err(io_err("poll"))?[0])
+        Ok(
+            wait_readable([self.writer.as_raw_fd()], Some(Duration::ZERO))
+                .map_err(io_err("poll"))?[0],
+        )
     }
     fn fd(&self) -> i32 {
         self.writer.as_raw_fd()
@@ -306,13 +379,26 @@ fn qp_config(
 
 /// (QPN, PSN) from a seeded stream: QPN in 2..2^24 (0 and 1 are special), PSN 24 bits.
 fn qpn_psn(rng: &mut ChaCha8Rng) -> (u32, u32) {
-    ((rng.next_u32() & 0xff_ffff).max(2), rng.next_u32() & 0xff_ffff)
+    (
+        (rng.next_u32() & 0xff_ffff).max(2),
+        rng.next_u32() & 0xff_ffff,
+    )
 }
 
-fn make_endpoint(ip: Ipv4Addr, cfg: QpConfig, loss: f64, loss_seed: u64) -> Result<Endpoint, PerfError> {
+fn make_endpoint(
+    ip: Ipv4Addr,
+    cfg: QpConfig,
+    loss: f64,
+    loss_seed: u64,
+) -> Result<Endpoint, PerfError> {
     let qp = RcQueuePair::new(cfg).map_err(|e| PerfError::Config(e.to_string()))?;
-    let tcfg = TransportConfig { max_packet_len: qp.max_packet_len(), batch: BATCH, ..Default::default() };
-    let t = UdpTransport::bind(ip, &tcfg).map_err(io_err(format!("binding UDP {ip}:{ROCEV2_UDP_PORT}")))?;
+    let tcfg = TransportConfig {
+        max_packet_len: qp.max_packet_len(),
+        batch: BATCH,
+        ..Default::default()
+    };
+    let t = UdpTransport::bind(ip, &tcfg)
+        .map_err(io_err(format!("binding UDP {ip}:{ROCEV2_UDP_PORT}")))?;
     let loss = (loss > 0.0).then(|| LossInjector::new(loss, loss_seed));
     Endpoint::new(qp, t, loss).map_err(io_err("endpoint"))
 }
@@ -440,7 +526,10 @@ impl PerfServer {
     /// the address the client reached us on.
     pub fn bind(addr: SocketAddr) -> Result<Self, PerfError> {
         let listener = TcpListener::bind(addr).map_err(io_err(format!("listening on {addr}")))?;
-        Ok(PerfServer { listener, idle_timeout: Duration::from_secs(10) })
+        Ok(PerfServer {
+            listener,
+            idle_timeout: Duration::from_secs(10),
+        })
     }
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
@@ -448,7 +537,10 @@ impl PerfServer {
 
     /// Serves one client: waits for it, runs the test, verifies the data.
     pub fn serve_one(&self) -> Result<ServerReport, PerfError> {
-        let (stream, peer) = self.listener.accept().map_err(io_err("accepting a control connection"))?;
+        let (stream, peer) = self
+            .listener
+            .accept()
+            .map_err(io_err("accepting a control connection"))?;
         let local = stream.local_addr().map_err(io_err("control socket"))?;
         let mut ctrl = Ctrl::new(stream, self.idle_timeout)?;
         let r = self.session(&mut ctrl, local, peer);
@@ -460,10 +552,18 @@ impl PerfServer {
         r
     }
 
-    fn session(&self, ctrl: &mut Ctrl, local: SocketAddr, peer: SocketAddr) -> Result<ServerReport, PerfError> {
+    fn session(
+        &self,
+        ctrl: &mut Ctrl,
+        local: SocketAddr,
+        peer: SocketAddr,
+    ) -> Result<ServerReport, PerfError> {
         let hello = ctrl.recv()?;
         if hello.kind != "HELLO" {
-            return Err(PerfError::Protocol(format!("expected HELLO, got {:?}", hello.kind)));
+            return Err(PerfError::Protocol(format!(
+                "expected HELLO, got {:?}",
+                hello.kind
+            )));
         }
         if hello.get::<u32>("v")? != PROTOCOL_VERSION {
             return Err(PerfError::Protocol(format!(
@@ -473,18 +573,27 @@ impl PerfServer {
         }
         let p = PerfParams::from_msg(&hello)?;
         p.validate()?;
-        let (cqpn, cpsn, cip): (u32, u32, Ipv4Addr) = (hello.get("qpn")?, hello.get("psn")?, hello.get("ip")?);
+        let (cqpn, cpsn, cip): (u32, u32, Ipv4Addr) =
+            (hello.get("qpn")?, hello.get("psn")?, hello.get("ip")?);
         let IpAddr::V4(ip) = local.ip() else {
-            return Err(PerfError::Config("the control connection is not IPv4".into()));
+            return Err(PerfError::Config(
+                "the control connection is not IPv4".into(),
+            ));
         };
         let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ SERVER_SALT);
         let (qpn, psn) = qpn_psn(&mut rng);
         let cfg = qp_config(ip, qpn, psn, cip, cqpn, cpsn, &p);
         let mut ep = make_endpoint(ip, cfg, p.loss, p.seed ^ SERVER_SALT)?;
         let expected = pattern(p.seed, p.size);
-        let (va, rkey) = (0x7f00_0000_0000 | (rng.next_u64() & 0xff_ffff_f000), rng.next_u32());
+        let (va, rkey) = (
+            0x7f00_0000_0000 | (rng.next_u64() & 0xff_ffff_f000),
+            rng.next_u32(),
+        );
         match p.op {
-            PerfOp::Write => ep.qp.register_mr(va, p.size, rkey).map_err(|e| PerfError::Qp(e.to_string()))?,
+            PerfOp::Write => ep
+                .qp
+                .register_mr(va, p.size, rkey)
+                .map_err(|e| PerfError::Qp(e.to_string()))?,
             PerfOp::Send => {
                 let depth = (p.tx_depth as u64 * 2).min(p.iters).max(1);
                 for i in 0..depth {
@@ -494,13 +603,16 @@ impl PerfServer {
                 }
             }
         }
-        ctrl.send(&format!("READY qpn={qpn} psn={psn} ip={ip} va={va} rkey={rkey}"))?;
+        ctrl.send(&format!(
+            "READY qpn={qpn} psn={psn} ip={ip} va={va} rkey={rkey}"
+        ))?;
 
         // Data phase: run the QP until the client says DONE.
         let clock = Clock::new();
         let cpu0 = thread_cpu();
         let mut last_progress = clock.now();
-        let (mut received, mut mismatches, mut first_bad, mut errors) = (0u64, 0u64, None, Vec::<String>::new());
+        let (mut received, mut mismatches, mut first_bad, mut errors) =
+            (0u64, 0u64, None, Vec::<String>::new());
         let mut spins = 0u32;
         loop {
             let act = ep.poll_once(&clock).map_err(io_err("UDP"))?;
@@ -518,7 +630,9 @@ impl PerfServer {
                         received += 1;
                         let _ = ep.qp.post_recv_buffer(wr_id, data, p.size);
                     }
-                    Event::RecvError { wr_id, error } => errors.push(format!("receive {wr_id}: {error}")),
+                    Event::RecvError { wr_id, error } => {
+                        errors.push(format!("receive {wr_id}: {error}"))
+                    }
                     Event::QpError(e) => return Err(PerfError::Qp(e.to_string())),
                     _ => {}
                 }
@@ -526,24 +640,28 @@ impl PerfServer {
             if act.received > 0 || events > 0 {
                 last_progress = now;
             }
-            let mut ctrl_ready = false;
-            if act.is_idle() && events == 0 {
-                ctrl_ready = ep.wait(&clock, Some(ctrl.fd()), MAX_WAIT).map_err(io_err("poll"))?;
-            } else {
-                spins += 1;
-                if spins.is_multiple_of(256) {
-                    ctrl_ready = ctrl.readable()?;
-                }
-            }
+            let ctrl_ready = wait_or_check_ctrl(
+                &mut ep,
+                &clock,
+                &ctrl,
+                act.is_idle() && events == 0,
+                &mut spins,
+            )?;
             if ctrl_ready || !ctrl.reader.buffer().is_empty() {
                 let m = ctrl.recv()?;
                 match m.kind.as_str() {
                     "DONE" => break,
                     "ABORT" => return Err(PerfError::Peer(m.text())),
-                    k => return Err(PerfError::Protocol(format!("unexpected {k} during the data phase"))),
+                    k => {
+                        return Err(PerfError::Protocol(format!(
+                            "unexpected {k} during the data phase"
+                        )))
+                    }
                 }
             }
-            if clock.now().saturating_since(last_progress).as_ns() > self.idle_timeout.as_nanos() as u64 {
+            if clock.now().saturating_since(last_progress).as_ns()
+                > self.idle_timeout.as_nanos() as u64
+            {
                 return Err(PerfError::Timeout(self.idle_timeout));
             }
         }
@@ -579,7 +697,11 @@ impl PerfServer {
         ctrl.send(&line)?;
         match problem {
             Some(pm) => Err(PerfError::DataMismatch(pm)),
-            None => Ok(ServerReport { client: peer, params: p, side }),
+            None => Ok(ServerReport {
+                client: peer,
+                params: p,
+                side,
+            }),
         }
     }
 }
@@ -602,7 +724,12 @@ pub struct ClientConfig {
 
 impl ClientConfig {
     pub fn new(server: SocketAddr, params: PerfParams) -> Self {
-        ClientConfig { server, bind: None, params, idle_timeout: Duration::from_secs(10) }
+        ClientConfig {
+            server,
+            bind: None,
+            params,
+            idle_timeout: Duration::from_secs(10),
+        }
     }
 }
 
@@ -623,8 +750,9 @@ pub struct PerfReport {
 pub fn run_client(cfg: &ClientConfig) -> Result<PerfReport, PerfError> {
     let p = &cfg.params;
     p.validate()?;
-    let stream = TcpStream::connect_timeout(&cfg.server, cfg.idle_timeout)
-        .map_err(io_err(format!("connecting to the perf server at {}", cfg.server)))?;
+    let stream = TcpStream::connect_timeout(&cfg.server, cfg.idle_timeout).map_err(io_err(
+        format!("connecting to the perf server at {}", cfg.server),
+    ))?;
     let IpAddr::V4(server_ip) = cfg.server.ip() else {
         return Err(PerfError::Config("the server address must be IPv4".into()));
     };
@@ -633,21 +761,33 @@ pub fn run_client(cfg: &ClientConfig) -> Result<PerfReport, PerfError> {
         None if server_ip == Ipv4Addr::LOCALHOST => Ipv4Addr::new(127, 0, 0, 2),
         None => match stream.local_addr().map_err(io_err("control socket"))?.ip() {
             IpAddr::V4(a) => a,
-            IpAddr::V6(_) => return Err(PerfError::Config("the control connection is not IPv4".into())),
+            IpAddr::V6(_) => {
+                return Err(PerfError::Config(
+                    "the control connection is not IPv4".into(),
+                ))
+            }
         },
     };
     let mut ctrl = Ctrl::new(stream, cfg.idle_timeout)?;
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ CLIENT_SALT);
     let (qpn, psn) = qpn_psn(&mut rng);
-    ctrl.send(&format!("HELLO v={PROTOCOL_VERSION} {} qpn={qpn} psn={psn} ip={ip}", p.to_kv()))?;
+    ctrl.send(&format!(
+        "HELLO v={PROTOCOL_VERSION} {} qpn={qpn} psn={psn} ip={ip}",
+        p.to_kv()
+    ))?;
     let ready = ctrl.recv()?;
     match ready.kind.as_str() {
         "READY" => {}
         "ERROR" => return Err(PerfError::Peer(ready.text())),
         k => return Err(PerfError::Protocol(format!("expected READY, got {k:?}"))),
     }
-    let (sqpn, spsn, sip, va, rkey): (u32, u32, Ipv4Addr, u64, u32) =
-        (ready.get("qpn")?, ready.get("psn")?, ready.get("ip")?, ready.get("va")?, ready.get("rkey")?);
+    let (sqpn, spsn, sip, va, rkey): (u32, u32, Ipv4Addr, u64, u32) = (
+        ready.get("qpn")?,
+        ready.get("psn")?,
+        ready.get("ip")?,
+        ready.get("va")?,
+        ready.get("rkey")?,
+    );
     let qcfg = qp_config(ip, qpn, psn, sip, sqpn, spsn, p);
     let mut ep = match make_endpoint(ip, qcfg, p.loss, p.seed ^ CLIENT_SALT) {
         Ok(ep) => ep,
@@ -705,19 +845,27 @@ fn client_data_phase(
     let data: Arc<[u8]> = pattern(p.seed, p.size).into();
     let op = match p.op {
         PerfOp::Send => SendOp::Send,
-        PerfOp::Write => SendOp::Write { remote_va: va, rkey },
+        PerfOp::Write => SendOp::Write {
+            remote_va: va,
+            rkey,
+        },
     };
     let mut tposted = vec![0u64; n];
     let mut tcompleted = vec![0u64; n];
     let clock = Clock::new();
     let cpu0 = thread_cpu();
     let (mut posted, mut completed) = (0usize, 0usize);
-    let post = |ep: &mut Endpoint, i: usize, now: u64, tposted: &mut [u64]| -> Result<(), PerfError> {
-        tposted[i] = now;
-        ep.qp
-            .post_send(SendRequest { wr_id: i as u64, op, data: data.clone() })
-            .map_err(|e| PerfError::Qp(e.to_string()))
-    };
+    let post =
+        |ep: &mut Endpoint, i: usize, now: u64, tposted: &mut [u64]| -> Result<(), PerfError> {
+            tposted[i] = now;
+            ep.qp
+                .post_send(SendRequest {
+                    wr_id: i as u64,
+                    op,
+                    data: data.clone(),
+                })
+                .map_err(|e| PerfError::Qp(e.to_string()))
+        };
     let now = clock.now();
     while posted < n.min(p.tx_depth) {
         post(ep, posted, now.as_ps(), &mut tposted)?;
@@ -733,7 +881,10 @@ fn client_data_phase(
         while let Some(ev) = ep.qp.poll_event() {
             events += 1;
             match ev {
-                Event::SendComplete { wr_id, result: Ok(()) } => {
+                Event::SendComplete {
+                    wr_id,
+                    result: Ok(()),
+                } => {
                     tcompleted[wr_id as usize] = now.as_ps();
                     completed += 1;
                     if posted < n {
@@ -741,7 +892,10 @@ fn client_data_phase(
                         posted += 1;
                     }
                 }
-                Event::SendComplete { wr_id, result: Err(e) } => {
+                Event::SendComplete {
+                    wr_id,
+                    result: Err(e),
+                } => {
                     return Err(PerfError::Qp(format!("message {wr_id}: {e}")));
                 }
                 Event::QpError(e) => return Err(PerfError::Qp(e.to_string())),
@@ -751,15 +905,8 @@ fn client_data_phase(
         if act.received > 0 || events > 0 {
             last_progress = now;
         }
-        let mut ctrl_ready = false;
-        if act.is_idle() && events == 0 {
-            ctrl_ready = ep.wait(&clock, Some(ctrl.fd()), MAX_WAIT).map_err(io_err("poll"))?;
-        } else {
-            spins += 1;
-            if spins.is_multiple_of(256) {
-                ctrl_ready = ctrl.readable()?;
-            }
-        }
+        let ctrl_ready =
+            wait_or_check_ctrl(ep, &clock, &ctrl, act.is_idle() && events == 0, &mut spins)?;
         if ctrl_ready {
             // The server has nothing to say during the data phase except trouble.
             let m = ctrl.recv()?;
@@ -768,7 +915,8 @@ fn client_data_phase(
                 k => PerfError::Protocol(format!("unexpected {k} during the data phase")),
             });
         }
-        if clock.now().saturating_since(last_progress).as_ns() > cfg.idle_timeout.as_nanos() as u64 {
+        if clock.now().saturating_since(last_progress).as_ns() > cfg.idle_timeout.as_nanos() as u64
+        {
             return Err(PerfError::Timeout(cfg.idle_timeout));
         }
     }
@@ -798,7 +946,10 @@ fn peak_gbps(tposted: &[u64], tcompleted: &[u64], size: usize) -> f64 {
 pub fn format_report(r: &PerfReport) -> String {
     let mut s = String::new();
     let (c, v) = (&r.client, &r.server);
-    let _ = writeln!(s, " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]");
+    let _ = writeln!(
+        s,
+        " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
+    );
     let _ = writeln!(
         s,
         " {:<7}    {:<10}       {:<7.2}            {:<7.2}            {:<7.6}",
@@ -843,13 +994,27 @@ mod tests {
 
     #[test]
     fn msg_parse_and_params_round_trip() {
-        let p = PerfParams { retransmission: Retransmission::SelectiveRepeat, loss: 0.05, ..Default::default() };
-        let m = Msg::parse(&format!("HELLO v=1 {} msg=free text with = signs\n", p.to_kv()));
+        let p = PerfParams {
+            retransmission: Retransmission::SelectiveRepeat,
+            loss: 0.05,
+            ..Default::default()
+        };
+        let m = Msg::parse(&format!(
+            "HELLO v=1 {} msg=free text with = signs\n",
+            p.to_kv()
+        ));
         assert_eq!(m.kind, "HELLO");
         assert_eq!(PerfParams::from_msg(&m).unwrap(), p);
         assert_eq!(m.text(), "free text with = signs");
-        let s = SideReport { udp_tx_packets: 3, cpu: Duration::from_nanos(77), ..Default::default() };
-        assert_eq!(SideReport::from_msg(&Msg::parse(&format!("RESULT ok=1 {}", s.to_kv()))).unwrap(), s);
+        let s = SideReport {
+            udp_tx_packets: 3,
+            cpu: Duration::from_nanos(77),
+            ..Default::default()
+        };
+        assert_eq!(
+            SideReport::from_msg(&Msg::parse(&format!("RESULT ok=1 {}", s.to_kv()))).unwrap(),
+            s
+        );
     }
 
     #[test]
@@ -858,6 +1023,9 @@ mod tests {
         let tc: Vec<u64> = (0..100).map(|i| i * 1_000_000 + 5_000_000).collect();
         let peak = peak_gbps(&tp, &tc, 1000);
         // Best run: all 100 messages over 104 µs.
-        assert!((peak - 1000.0 * 8.0 * 100.0 / 104e-6 / 1e9).abs() < 1e-6, "{peak}");
+        assert!(
+            (peak - 1000.0 * 8.0 * 100.0 / 104e-6 / 1e9).abs() < 1e-6,
+            "{peak}"
+        );
     }
 }

@@ -25,7 +25,8 @@
 //! nothing is allocated per packet.
 
 use rocast_core::wire::{
-    Ecn, Ipv4Address, Ipv4Repr, UdpRepr, IPV4_HEADER_LEN, IP_PROTO_UDP, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
+    Ecn, Ipv4Address, Ipv4Repr, UdpRepr, IPV4_HEADER_LEN, IP_PROTO_UDP, ROCEV2_UDP_PORT,
+    UDP_HEADER_LEN,
 };
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -58,7 +59,13 @@ pub struct TransportConfig {
 
 impl Default for TransportConfig {
     fn default() -> Self {
-        TransportConfig { port: ROCEV2_UDP_PORT, max_packet_len: 4200, batch: 64, sndbuf: 8 << 20, rcvbuf: 32 << 20 }
+        TransportConfig {
+            port: ROCEV2_UDP_PORT,
+            max_packet_len: 4200,
+            batch: 64,
+            sndbuf: 8 << 20,
+            rcvbuf: 32 << 20,
+        }
     }
 }
 
@@ -135,10 +142,21 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
+fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: valid fd and a pointer to a live c_int of the stated size.
     cvt(unsafe {
-        libc::setsockopt(fd, level, name, &v as *const _ as *const libc::c_void, size_of::<libc::c_int>() as u32)
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &v as *const _ as *const libc::c_void,
+            size_of::<libc::c_int>() as u32,
+        )
     })
     .map(drop)
 }
@@ -147,7 +165,15 @@ fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Resul
     let mut v: libc::c_int = 0;
     let mut len = size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: as above, with a length the kernel may shrink.
-    cvt(unsafe { libc::getsockopt(fd, level, name, &mut v as *mut _ as *mut libc::c_void, &mut len) })?;
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            &mut v as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    })?;
     Ok(v)
 }
 
@@ -156,7 +182,9 @@ fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
     let mut s: libc::sockaddr_in = unsafe { zeroed() };
     s.sin_family = libc::AF_INET as libc::sa_family_t;
     s.sin_port = a.port().to_be();
-    s.sin_addr = libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) };
+    s.sin_addr = libc::in_addr {
+        s_addr: u32::from_ne_bytes(a.ip().octets()),
+    };
     s
 }
 
@@ -174,23 +202,44 @@ impl UdpTransport {
             ));
         }
         if cfg.batch == 0 || cfg.batch > 1024 || cfg.max_packet_len <= HEADER_LEN {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "batch must be 1..=1024 and max_packet_len > 28"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "batch must be 1..=1024 and max_packet_len > 28",
+            ));
         }
         // SAFETY: plain socket(2); the result is owned immediately.
-        let raw = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+        let raw =
+            cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
         // SAFETY: `raw` is a fresh descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-        setsockopt_int(raw, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER, libc::IP_PMTUDISC_DO)?;
+        setsockopt_int(
+            raw,
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            libc::IP_PMTUDISC_DO,
+        )?;
         setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1)?;
         setsockopt_int(raw, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
         setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)?;
         let clamp = |v: usize| v.min(i32::MAX as usize / 2) as libc::c_int;
-        let forced_rcv = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, clamp(cfg.rcvbuf)).is_ok();
+        let forced_rcv = setsockopt_int(
+            raw,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUFFORCE,
+            clamp(cfg.rcvbuf),
+        )
+        .is_ok();
         if !forced_rcv {
             setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, clamp(cfg.rcvbuf))?;
         }
-        let forced_snd = setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, clamp(cfg.sndbuf)).is_ok();
+        let forced_snd = setsockopt_int(
+            raw,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUFFORCE,
+            clamp(cfg.sndbuf),
+        )
+        .is_ok();
         if !forced_snd {
             setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, clamp(cfg.sndbuf))?;
         }
@@ -198,7 +247,11 @@ impl UdpTransport {
         let sa = sockaddr(local);
         // SAFETY: a valid sockaddr_in of the stated length.
         cvt(unsafe {
-            libc::bind(raw, &sa as *const _ as *const libc::sockaddr, size_of::<libc::sockaddr_in>() as u32)
+            libc::bind(
+                raw,
+                &sa as *const _ as *const libc::sockaddr,
+                size_of::<libc::sockaddr_in>() as u32,
+            )
         })?;
         let info = SocketInfo {
             sndbuf: getsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUF)? as usize,
@@ -243,8 +296,10 @@ impl UdpTransport {
     fn init_headers(&mut self) {
         for i in 0..self.batch {
             let base = i * self.slot_len + HEADER_LEN;
-            self.tx_iov[i] =
-                libc::iovec { iov_base: self.tx_buf[base..].as_mut_ptr() as *mut libc::c_void, iov_len: 0 };
+            self.tx_iov[i] = libc::iovec {
+                iov_base: self.tx_buf[base..].as_mut_ptr() as *mut libc::c_void,
+                iov_len: 0,
+            };
             self.rx_iov[i] = libc::iovec {
                 iov_base: self.rx_buf[base..].as_mut_ptr() as *mut libc::c_void,
                 iov_len: self.slot_len - HEADER_LEN,
@@ -303,7 +358,10 @@ impl UdpTransport {
     /// Fails (InvalidInput) if a packet does not start with an option-less IPv4/UDP
     /// header from our own address and port: the kernel would put a different header
     /// on the wire and the peer's ICRC check would fail.
-    pub fn send_with(&mut self, mut fill: impl FnMut(&mut [u8]) -> Option<usize>) -> io::Result<usize> {
+    pub fn send_with(
+        &mut self,
+        mut fill: impl FnMut(&mut [u8]) -> Option<usize>,
+    ) -> io::Result<usize> {
         let mut total = 0;
         loop {
             let n = self.send_batch_with(&mut fill)?;
@@ -316,7 +374,10 @@ impl UdpTransport {
 
     /// Like [`send_with`](Self::send_with), but stops after one batch (one `sendmmsg`),
     /// so a driver can look at arriving packets between batches.
-    pub fn send_batch_with(&mut self, mut fill: impl FnMut(&mut [u8]) -> Option<usize>) -> io::Result<usize> {
+    pub fn send_batch_with(
+        &mut self,
+        mut fill: impl FnMut(&mut [u8]) -> Option<usize>,
+    ) -> io::Result<usize> {
         while self.tx_count < self.batch {
             let i = self.tx_count;
             let slot = &mut self.tx_buf[i * self.slot_len..(i + 1) * self.slot_len];
@@ -344,7 +405,10 @@ impl UdpTransport {
             if n == 1 {
                 Ok(())
             } else {
-                Err(io::Error::new(io::ErrorKind::InvalidInput, "packet too long"))
+                Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "packet too long",
+                ))
             }
         })
     }
@@ -359,7 +423,9 @@ impl UdpTransport {
         if p[0] != 0x45 || p[9] != IP_PROTO_UDP {
             return bad("not an option-less IPv4/UDP packet");
         }
-        if p[12..16] != self.local.ip().octets() || u16::from_be_bytes([p[20], p[21]]) != self.local.port() {
+        if p[12..16] != self.local.ip().octets()
+            || u16::from_be_bytes([p[20], p[21]]) != self.local.port()
+        {
             return bad("packet's source address/port is not the socket's: the ICRC would not match the wire");
         }
         let dst = Ipv4Addr::new(p[16], p[17], p[18], p[19]);
@@ -394,7 +460,12 @@ impl UdpTransport {
         while sent < n {
             // SAFETY: every header points into live buffers (init_headers); lengths set above.
             let r = unsafe {
-                libc::sendmmsg(self.fd.as_raw_fd(), self.tx_hdr.as_mut_ptr().add(sent), (n - sent) as u32, 0)
+                libc::sendmmsg(
+                    self.fd.as_raw_fd(),
+                    self.tx_hdr.as_mut_ptr().add(sent),
+                    (n - sent) as u32,
+                    0,
+                )
             };
             self.stats.tx_syscalls += 1;
             if r < 0 {
@@ -402,7 +473,11 @@ impl UdpTransport {
                 match e.raw_os_error() {
                     Some(libc::EINTR) => continue,
                     Some(
-                        libc::ENOBUFS | libc::EAGAIN | libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH,
+                        libc::ENOBUFS
+                        | libc::EAGAIN
+                        | libc::ECONNREFUSED
+                        | libc::EHOSTUNREACH
+                        | libc::ENETUNREACH,
                     ) => {
                         // The first datagram of the rest failed: drop it and go on.
                         self.stats.tx_dropped += 1;
@@ -470,20 +545,21 @@ impl UdpTransport {
             let src = Ipv4Address(sa.sin_addr.s_addr.to_ne_bytes());
             let sport = u16::from_be(sa.sin_port);
             let slot = &mut self.rx_buf[i * self.slot_len..i * self.slot_len + HEADER_LEN + len];
-            Ipv4Repr {
-                src_addr: src,
-                dst_addr: (*self.local.ip()).into(),
-                dscp: tos >> 2,
-                ecn: Ecn::from_bits(tos),
-                ident: 0,
-                dont_frag: true,
-                ttl: 64,
-                protocol: IP_PROTO_UDP,
-                payload_len: UDP_HEADER_LEN + len,
-            }
+            Ipv4Repr::rocev2(
+                src,
+                (*self.local.ip()).into(),
+                tos >> 2,
+                Ecn::from_bits(tos),
+                UDP_HEADER_LEN + len,
+            )
             .emit(&mut slot[..IPV4_HEADER_LEN]);
-            UdpRepr { src_port: sport, dst_port: self.local.port(), checksum: 0, payload_len: len }
-                .emit(&mut slot[IPV4_HEADER_LEN..HEADER_LEN]);
+            UdpRepr {
+                src_port: sport,
+                dst_port: self.local.port(),
+                checksum: 0,
+                payload_len: len,
+            }
+            .emit(&mut slot[IPV4_HEADER_LEN..HEADER_LEN]);
             self.stats.rx_packets += 1;
             self.stats.rx_bytes += len as u64;
             handle(slot);
@@ -525,13 +601,22 @@ impl AsFd for UdpTransport {
 
 /// Waits until one of `fds` is readable or `timeout` passes (`None`: forever), with
 /// nanosecond resolution (`ppoll`). Returns which were readable (or hung up / failed).
-pub fn wait_readable<const N: usize>(fds: [RawFd; N], timeout: Option<std::time::Duration>) -> io::Result<[bool; N]> {
-    let mut p = fds.map(|fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+pub fn wait_readable<const N: usize>(
+    fds: [RawFd; N],
+    timeout: Option<std::time::Duration>,
+) -> io::Result<[bool; N]> {
+    let mut p = fds.map(|fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    });
     let ts = timeout.map(|t| libc::timespec {
         tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
         tv_nsec: t.subsec_nanos() as libc::c_long,
     });
-    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     loop {
         // SAFETY: `p` is an array of N pollfds; `tsp` is null or points at a live timespec.
         let r = unsafe { libc::ppoll(p.as_mut_ptr(), N as libc::nfds_t, tsp, std::ptr::null()) };
@@ -552,26 +637,24 @@ mod tests {
 
     #[test]
     fn rejects_foreign_source_and_round_trips_header() {
-        let cfg = TransportConfig { port: 47910, ..Default::default() };
+        let cfg = TransportConfig {
+            port: 47910,
+            ..Default::default()
+        };
         let a = Ipv4Addr::new(127, 0, 0, 61);
         let b = Ipv4Addr::new(127, 0, 0, 62);
         let mut ta = UdpTransport::bind(a, &cfg).unwrap();
         let mut tb = UdpTransport::bind(b, &cfg).unwrap();
         // A hand-made IPv4/UDP packet from a to b with a 16-byte payload and TOS 0x6a.
         let mut p = vec![0u8; HEADER_LEN + 16];
-        Ipv4Repr {
-            src_addr: a.into(),
-            dst_addr: b.into(),
-            dscp: 26,
-            ecn: Ecn::Ect0,
-            ident: 0,
-            dont_frag: true,
-            ttl: 64,
-            protocol: IP_PROTO_UDP,
-            payload_len: UDP_HEADER_LEN + 16,
+        Ipv4Repr::rocev2(a.into(), b.into(), 26, Ecn::Ect0, UDP_HEADER_LEN + 16).emit(&mut p);
+        UdpRepr {
+            src_port: 47910,
+            dst_port: 47910,
+            checksum: 0,
+            payload_len: 16,
         }
-        .emit(&mut p);
-        UdpRepr { src_port: 47910, dst_port: 47910, checksum: 0, payload_len: 16 }.emit(&mut p[20..]);
+        .emit(&mut p[20..]);
         p[28..].copy_from_slice(b"0123456789abcdef");
         ta.send_packet(&p).unwrap();
         let mut got = Vec::new();
@@ -581,9 +664,15 @@ mod tests {
             }
             wait_readable([tb.as_raw_fd()], Some(std::time::Duration::from_millis(10))).unwrap();
         }
-        assert_eq!(got, p, "rebuilt header equals the sent one (TOS via IP_RECVTOS)");
+        assert_eq!(
+            got, p,
+            "rebuilt header equals the sent one (TOS via IP_RECVTOS)"
+        );
         // Wrong source port: refused before it reaches the kernel.
         p[21] ^= 1;
-        assert_eq!(ta.send_packet(&p).unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            ta.send_packet(&p).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
     }
 }

@@ -6,7 +6,9 @@
 use rocast_core::rnic::Retransmission;
 use rocast_core::wire::pcap::{PcapReader, PcapWriter, LINKTYPE_ETHERNET};
 use rocast_core::wire::{classify_frame, FrameClass, Opcode};
-use rocast_net::perf::{run_client, ClientConfig, PerfError, PerfOp, PerfParams, PerfReport, PerfServer, ServerReport};
+use rocast_net::perf::{
+    run_client, ClientConfig, PerfError, PerfOp, PerfParams, PerfReport, PerfServer, ServerReport,
+};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +26,11 @@ fn params(op: PerfOp, sr: bool, loss: f64, seed: u64) -> PerfParams {
         size: 64 * 1024,
         iters: 20,
         mtu: 4096,
-        retransmission: if sr { Retransmission::SelectiveRepeat } else { Retransmission::GoBackN },
+        retransmission: if sr {
+            Retransmission::SelectiveRepeat
+        } else {
+            Retransmission::GoBackN
+        },
         loss,
         seed,
         // Generous, so that a busy CI machine does not exhaust the retry count.
@@ -39,7 +45,10 @@ fn run_pair(
     client_ip: Ipv4Addr,
     port: u16,
     p: PerfParams,
-) -> (Result<PerfReport, PerfError>, Result<ServerReport, PerfError>) {
+) -> (
+    Result<PerfReport, PerfError>,
+    Result<ServerReport, PerfError>,
+) {
     let mut srv = PerfServer::bind(SocketAddr::from((server_ip, port))).expect("bind control port");
     srv.idle_timeout = Duration::from_secs(5);
     let h = thread::spawn(move || srv.serve_one());
@@ -56,7 +65,11 @@ fn check(server_ip: u8, client_ip: u8, port: u16, p: PerfParams) -> PerfReport {
     let (c, s) = run_pair(lo(server_ip), lo(client_ip), port, p.clone());
     let r = c.unwrap_or_else(|e| panic!("client failed: {e}"));
     let s = s.unwrap_or_else(|e| panic!("server failed: {e}"));
-    assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        t0.elapsed()
+    );
     assert_eq!(s.params, p);
     assert_eq!(s.side.messages, p.iters, "server saw every message");
     assert_eq!(r.client.messages, p.iters);
@@ -64,8 +77,14 @@ fn check(server_ip: u8, client_ip: u8, port: u16, p: PerfParams) -> PerfReport {
     // No frame was refused by a QP: every ICRC we rebuilt verified.
     assert_eq!((r.client.qp_rejects, r.server.qp_rejects), (0, 0));
     if loss > 0.0 {
-        assert!(r.client.injected_drops + r.server.injected_drops > 0, "loss was injected");
-        assert!(r.client.tx_retransmitted > 0, "losses were repaired by retransmission");
+        assert!(
+            r.client.injected_drops + r.server.injected_drops > 0,
+            "loss was injected"
+        );
+        assert!(
+            r.client.tx_retransmitted > 0,
+            "losses were repaired by retransmission"
+        );
     } else {
         assert_eq!(r.client.injected_drops + r.server.injected_drops, 0);
     }
@@ -131,7 +150,8 @@ fn client_fails_when_peer_vanishes() {
         r.read_line(&mut line).unwrap();
         assert!(line.starts_with("HELLO "), "{line}");
         // A QP at 127.0.0.19 that nobody runs.
-        (&s).write_all(b"READY qpn=77 psn=5 ip=127.0.0.19 va=4096 rkey=9\n").unwrap();
+        (&s).write_all(b"READY qpn=77 psn=5 ip=127.0.0.19 va=4096 rkey=9\n")
+            .unwrap();
         line.clear();
         let _ = r.read_line(&mut line); // ABORT (or EOF)
         line
@@ -190,7 +210,11 @@ fn server_detects_corrupt_data() {
     let mut line = String::new();
     r.read_line(&mut line).unwrap();
     let kv = |k: &str| -> u64 {
-        line.split_whitespace().find_map(|t| t.strip_prefix(&format!("{k}="))).unwrap().parse().unwrap()
+        line.split_whitespace()
+            .find_map(|t| t.strip_prefix(&format!("{k}=")))
+            .unwrap()
+            .parse()
+            .unwrap()
     };
     let mut c = QpConfig::new(lo(24).into(), 400, lo(23).into(), kv("qpn") as u32);
     c.udp_src_port = 4791;
@@ -198,18 +222,39 @@ fn server_detects_corrupt_data() {
     c.send_psn = Psn::new(16777214); // wraps within the message
     c.recv_psn = Psn::new(kv("psn") as u32);
     let qp = RcQueuePair::new(c).unwrap();
-    let t = UdpTransport::bind(lo(24), &TransportConfig { max_packet_len: qp.max_packet_len(), ..Default::default() })
-        .unwrap();
+    let t = UdpTransport::bind(
+        lo(24),
+        &TransportConfig {
+            max_packet_len: qp.max_packet_len(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let mut ep = Endpoint::new(qp, t, None).unwrap();
     let wrong = rocast_net::perf::pattern(12, size);
-    let op = SendOp::Write { remote_va: kv("va"), rkey: kv("rkey") as u32 };
-    ep.qp.post_send(SendRequest { wr_id: 1, op, data: wrong.into() }).unwrap();
+    let op = SendOp::Write {
+        remote_va: kv("va"),
+        rkey: kv("rkey") as u32,
+    };
+    ep.qp
+        .post_send(SendRequest {
+            wr_id: 1,
+            op,
+            data: wrong.into(),
+        })
+        .unwrap();
     let clock = Clock::new();
     let t0 = std::time::Instant::now();
     'run: loop {
         ep.poll_once(&clock).unwrap();
         if let Some(ev) = ep.qp.poll_event() {
-            assert_eq!(ev, Event::SendComplete { wr_id: 1, result: Ok(()) });
+            assert_eq!(
+                ev,
+                Event::SendComplete {
+                    wr_id: 1,
+                    result: Ok(())
+                }
+            );
             break 'run;
         }
         ep.wait(&clock, None, Duration::from_millis(5)).unwrap();
@@ -219,7 +264,10 @@ fn server_detects_corrupt_data() {
     line.clear();
     r.read_line(&mut line).unwrap();
     assert!(line.starts_with("RESULT ok=0 "), "{line}");
-    assert!(line.contains("WRITE region differs from the pattern at byte"), "{line}");
+    assert!(
+        line.contains("WRITE region differs from the pattern at byte"),
+        "{line}"
+    );
     let e = h.join().unwrap().expect_err("mismatch");
     assert!(matches!(e, PerfError::DataMismatch(_)), "{e}");
 }
@@ -236,7 +284,8 @@ impl Capture {
     fn open_lo() -> Capture {
         let proto = (libc::ETH_P_ALL as u16).to_be() as i32;
         // SAFETY: plain socket(2).
-        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, proto) };
+        let fd =
+            unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, proto) };
         if fd < 0 {
             let e = std::io::Error::last_os_error();
             panic!(
@@ -252,19 +301,38 @@ impl Capture {
         sll.sll_protocol = proto as u16;
         sll.sll_ifindex = ifindex as i32;
         let r = unsafe {
-            libc::bind(fd, &sll as *const _ as *const libc::sockaddr, std::mem::size_of::<libc::sockaddr_ll>() as u32)
+            libc::bind(
+                fd,
+                &sll as *const _ as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
         };
-        assert_eq!(r, 0, "bind AF_PACKET to lo: {}", std::io::Error::last_os_error());
+        assert_eq!(
+            r,
+            0,
+            "bind AF_PACKET to lo: {}",
+            std::io::Error::last_os_error()
+        );
         let big: libc::c_int = 64 << 20;
         unsafe {
-            libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &big as *const _ as *const libc::c_void, 4);
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                &big as *const _ as *const libc::c_void,
+                4,
+            );
         }
         Capture { fd }
     }
     /// One frame, or None after `timeout`. Outgoing copies are skipped (lo shows each
     /// packet twice: once leaving, once arriving).
     fn next(&self, buf: &mut [u8], timeout: Duration) -> Option<usize> {
-        let mut p = libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 };
+        let mut p = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         loop {
             if unsafe { libc::poll(&mut p, 1, timeout.as_millis() as i32) } <= 0 {
                 return None;
@@ -311,13 +379,18 @@ fn wire_capture_icrc_verifies() {
     let path = std::env::temp_dir().join(format!("rocast-loopback-{}.pcap", std::process::id()));
     let path2 = path.clone();
     let capturer = thread::spawn(move || {
-        let mut w = PcapWriter::new(std::io::BufWriter::new(std::fs::File::create(&path2).unwrap()), LINKTYPE_ETHERNET)
-            .unwrap();
+        let mut w = PcapWriter::new(
+            std::io::BufWriter::new(std::fs::File::create(&path2).unwrap()),
+            LINKTYPE_ETHERNET,
+        )
+        .unwrap();
         let mut buf = vec![0u8; 65536 + 64];
         let t0 = std::time::Instant::now();
         loop {
             match cap.next(&mut buf, Duration::from_millis(50)) {
-                Some(n) => w.write_record(t0.elapsed().as_nanos() as u64, &buf[..n]).unwrap(),
+                Some(n) => w
+                    .write_record(t0.elapsed().as_nanos() as u64, &buf[..n])
+                    .unwrap(),
                 None if stop2.load(Ordering::Acquire) => break,
                 None => {}
             }
@@ -347,7 +420,9 @@ fn wire_capture_icrc_verifies() {
     let (mut data, mut acks, mut ours) = (0, 0, 0);
     for rec in PcapReader::new(&bytes).unwrap() {
         let rec = rec.unwrap();
-        let FrameClass::Roce { frame, icrc_ok } = classify_frame(rec.data) else { continue };
+        let FrameClass::Roce { frame, icrc_ok } = classify_frame(rec.data) else {
+            continue;
+        };
         let ip = frame.roce.ip;
         let pair: [Ipv4Addr; 2] = [ip.src_addr.into(), ip.dst_addr.into()];
         if !(pair == [sip, cip] || pair == [cip, sip]) {
@@ -357,15 +432,25 @@ fn wire_capture_icrc_verifies() {
         assert!(icrc_ok, "bad ICRC on the wire: {:?}", frame.roce.bth);
         assert_eq!((ip.ident, ip.dont_frag, ip.ttl), (0, true, 64), "{ip:?}");
         assert_eq!(frame.roce.udp.checksum, 0, "UDP checksum off (SO_NO_CHECK)");
-        assert_eq!((frame.roce.udp.src_port, frame.roce.udp.dst_port), (4791, 4791));
+        assert_eq!(
+            (frame.roce.udp.src_port, frame.roce.udp.dst_port),
+            (4791, 4791)
+        );
         if frame.roce.bth.opcode == Opcode::RC_ACKNOWLEDGE {
             acks += 1;
         } else {
             data += 1;
-            assert_eq!((ip.dscp, ip.ecn), (26, rocast_core::wire::Ecn::Ect0), "TOS from the core, via IP_TOS cmsg");
+            assert_eq!(
+                (ip.dscp, ip.ecn),
+                (26, rocast_core::wire::Ecn::Ect0),
+                "TOS from the core, via IP_TOS cmsg"
+            );
         }
     }
     // 4 WRITEs of 10 pkts + 3 SENDs of 3 pkts, plus ACKs (coalesced: at least one per run).
-    assert!(data >= 4 * 10 + 3 * 3, "captured {data} data frames of {ours}");
+    assert!(
+        data >= 4 * 10 + 3 * 3,
+        "captured {data} data frames of {ours}"
+    );
     assert!(acks >= 2, "captured {acks} ACKs");
 }

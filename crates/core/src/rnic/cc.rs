@@ -51,7 +51,11 @@ pub struct FixedRate {
 }
 impl FixedRate {
     pub fn new(rate_bps: u64) -> Self {
-        FixedRate { rate_bps, next: Instant::ZERO, cnps: 0 }
+        FixedRate {
+            rate_bps,
+            next: Instant::ZERO,
+            cnps: 0,
+        }
     }
 }
 impl RateController for FixedRate {

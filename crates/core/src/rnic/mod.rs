@@ -98,7 +98,12 @@ pub struct QpConfig {
 
 impl QpConfig {
     /// A config with the documented defaults for a QP between two addresses.
-    pub fn new(local_ip: Ipv4Address, local_qpn: u32, remote_ip: Ipv4Address, remote_qpn: u32) -> Self {
+    pub fn new(
+        local_ip: Ipv4Address,
+        local_qpn: u32,
+        remote_ip: Ipv4Address,
+        remote_qpn: u32,
+    ) -> Self {
         QpConfig {
             local_qpn,
             remote_qpn,
@@ -132,7 +137,9 @@ impl QpConfig {
         if self.max_outstanding == 0 || self.max_outstanding >= Psn::HALF {
             return Err(ConfigError::Window(self.max_outstanding));
         }
-        if self.retransmission == Retransmission::SelectiveRepeat && self.max_outstanding > SACK_WINDOW as u32 {
+        if self.retransmission == Retransmission::SelectiveRepeat
+            && self.max_outstanding > SACK_WINDOW as u32
+        {
             return Err(ConfigError::SackWindow(self.max_outstanding));
         }
         if self.ack_every == 0 || self.ack_req_every == 0 {
@@ -203,9 +210,16 @@ pub enum WcError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
     /// A send work request finished: fully acknowledged, or failed.
-    SendComplete { wr_id: u64, result: Result<(), WcError> },
+    SendComplete {
+        wr_id: u64,
+        result: Result<(), WcError>,
+    },
     /// A SEND arrived in the receive buffer of `wr_id`.
-    Recv { wr_id: u64, data: Vec<u8>, imm: Option<u32> },
+    Recv {
+        wr_id: u64,
+        data: Vec<u8>,
+        imm: Option<u32>,
+    },
     /// An RDMA WRITE with immediate finished; it consumed receive request `wr_id`.
     RecvWriteImm { wr_id: u64, len: usize, imm: u32 },
     /// A receive request failed (e.g. the message did not fit).

@@ -4,12 +4,13 @@
 use super::requester::{DataPacket, Requester};
 use super::responder::{Feedback, RecvWqe, Responder};
 use super::{
-    ConfigError, Event, MemoryRegion, QpConfig, QpStats, RateController, SendOp, SendRequest, Unlimited, SACK_LEN,
+    ConfigError, Event, MemoryRegion, QpConfig, QpStats, RateController, SendOp, SendRequest,
+    Unlimited, SACK_LEN,
 };
 use crate::time::Instant;
 use crate::wire::{
-    AethRepr, BthRepr, Ecn, ExtHeaders, Ipv4Repr, Opcode, Psn, RethRepr, RoceRepr, UdpRepr, BTH_LEN, ICRC_LEN,
-    IPV4_HEADER_LEN, IP_PROTO_UDP, RETH_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
+    AethRepr, BthRepr, Ecn, ExtHeaders, Opcode, Psn, RethRepr, RoceRepr, BTH_LEN, ICRC_LEN,
+    IPV4_HEADER_LEN, RETH_LEN, UDP_HEADER_LEN,
 };
 use std::collections::VecDeque;
 
@@ -70,7 +71,10 @@ impl RcQueuePair {
         Self::with_rate_controller(cfg, Box::new(Unlimited::default()))
     }
 
-    pub fn with_rate_controller(cfg: QpConfig, rate: Box<dyn RateController>) -> Result<Self, ConfigError> {
+    pub fn with_rate_controller(
+        cfg: QpConfig,
+        rate: Box<dyn RateController>,
+    ) -> Result<Self, ConfigError> {
         cfg.validate()?;
         Ok(RcQueuePair {
             req: Requester::new(&cfg, rate),
@@ -116,7 +120,13 @@ impl RcQueuePair {
     }
     /// The largest IP packet this QP emits (size of the buffer `poll_transmit` needs).
     pub fn max_packet_len(&self) -> usize {
-        IPV4_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN + RETH_LEN + 4 + self.cfg.mtu.max(SACK_LEN + 4) + ICRC_LEN
+        IPV4_HEADER_LEN
+            + UDP_HEADER_LEN
+            + BTH_LEN
+            + RETH_LEN
+            + 4
+            + self.cfg.mtu.max(SACK_LEN + 4)
+            + ICRC_LEN
     }
 
     // ---- mutators ----
@@ -138,12 +148,21 @@ impl RcQueuePair {
     }
 
     /// Like [`post_recv`](Self::post_recv), reusing `buf`'s allocation (its contents are discarded).
-    pub fn post_recv_buffer(&mut self, wr_id: u64, mut buf: Vec<u8>, max_len: usize) -> Result<(), PostError> {
+    pub fn post_recv_buffer(
+        &mut self,
+        wr_id: u64,
+        mut buf: Vec<u8>,
+        max_len: usize,
+    ) -> Result<(), PostError> {
         if self.req.failed {
             return Err(PostError::QpInError);
         }
         buf.clear();
-        self.resp.rq.push_back(RecvWqe { wr_id, buf, max_len });
+        self.resp.rq.push_back(RecvWqe {
+            wr_id,
+            buf,
+            max_len,
+        });
         Ok(())
     }
 
@@ -152,7 +171,11 @@ impl RcQueuePair {
         if self.mr(rkey).is_some() {
             return Err(PostError::DuplicateRkey(rkey));
         }
-        self.resp.mrs.push(MemoryRegion { va, rkey, data: vec![0; len] });
+        self.resp.mrs.push(MemoryRegion {
+            va,
+            rkey,
+            data: vec![0; len],
+        });
         Ok(())
     }
 
@@ -192,13 +215,30 @@ impl RcQueuePair {
             }
             Opcode::RC_ACKNOWLEDGE | Opcode::RC_ATOMIC_ACKNOWLEDGE => {
                 let aeth = p.ext.aeth.expect("layout has AETH");
-                self.req.on_ack(&self.cfg, now, p.bth.psn, aeth, p.payload, &mut self.events, &mut self.stats);
+                self.req.on_ack(
+                    &self.cfg,
+                    now,
+                    p.bth.psn,
+                    aeth,
+                    p.payload,
+                    &mut self.events,
+                    &mut self.stats,
+                );
                 if self.req.failed {
                     self.resp.fail(&mut self.events);
                 }
             }
             _ if op.transport() == 0 && !matches!(op.0, 0x0d..=0x10) && op.is_known() => {
-                self.resp.on_request(&self.cfg, now, p.ip.ecn, &p.bth, &p.ext, p.payload, &mut self.events, &mut self.stats);
+                self.resp.on_request(
+                    &self.cfg,
+                    now,
+                    p.ip.ecn,
+                    &p.bth,
+                    &p.ext,
+                    p.payload,
+                    &mut self.events,
+                    &mut self.stats,
+                );
             }
             _ => {
                 self.stats.drop_unexpected_opcode += 1;
@@ -210,7 +250,8 @@ impl RcQueuePair {
 
     /// Lets timers fire: retransmission timeout, RNR wait, the rate controller's timers.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.req.handle_timeout(&self.cfg, now, &mut self.events, &mut self.stats);
+        self.req
+            .handle_timeout(&self.cfg, now, &mut self.events, &mut self.stats);
         if self.req.failed {
             self.resp.fail(&mut self.events);
         }
@@ -228,15 +269,28 @@ impl RcQueuePair {
             let mut bth = BthRepr::new(Opcode::CNP, self.cfg.remote_qpn, Psn::new(0));
             bth.resv8a = 0x40; // BECN
             bth.pkey = self.cfg.pkey;
-            let ext = ExtHeaders { cnp_reserved: Some([0; 16]), ..Default::default() };
+            let ext = ExtHeaders {
+                cnp_reserved: Some([0; 16]),
+                ..Default::default()
+            };
             return Some(self.emit(buf, self.cfg.cnp_dscp, Ecn::NotEct, bth, ext, &[]));
         }
         if let Some(fb) = self.resp.feedback.pop_front() {
             let (psn, msn, syndrome, sack) = match fb {
-                Feedback::Ack { psn, msn, sack } => {
-                    (psn, msn, crate::wire::AckSyndrome::Ack { credits: crate::wire::AckSyndrome::CREDITS_INVALID }, sack)
-                }
-                Feedback::Nak { psn, msn, syndrome, sack } => (psn, msn, syndrome, sack),
+                Feedback::Ack { psn, msn, sack } => (
+                    psn,
+                    msn,
+                    crate::wire::AckSyndrome::Ack {
+                        credits: crate::wire::AckSyndrome::CREDITS_INVALID,
+                    },
+                    sack,
+                ),
+                Feedback::Nak {
+                    psn,
+                    msn,
+                    syndrome,
+                    sack,
+                } => (psn, msn, syndrome, sack),
             };
             if syndrome.is_ack() {
                 self.stats.tx_acks += 1;
@@ -251,10 +305,15 @@ impl RcQueuePair {
             };
             let mut bth = BthRepr::new(Opcode::RC_ACKNOWLEDGE, self.cfg.remote_qpn, psn);
             bth.pkey = self.cfg.pkey;
-            let ext = ExtHeaders { aeth: Some(AethRepr { syndrome, msn }), ..Default::default() };
+            let ext = ExtHeaders {
+                aeth: Some(AethRepr { syndrome, msn }),
+                ..Default::default()
+            };
             return Some(self.emit(buf, self.cfg.dscp, Ecn::NotEct, bth, ext, payload));
         }
-        if !self.req.wants_to_send(&self.cfg, now) || self.req.rate.next_send_time().is_some_and(|t| t > now) {
+        if !self.req.wants_to_send(&self.cfg, now)
+            || self.req.rate.next_send_time().is_some_and(|t| t > now)
+        {
             return None;
         }
         let pkt = self.req.next_packet(&self.cfg, now)?;
@@ -277,10 +336,17 @@ impl RcQueuePair {
         let mut ext = ExtHeaders::default();
         if pkt.opcode.is_write() && pkt.opcode.is_first() {
             let (va, rkey) = match w.req.op {
-                SendOp::Write { remote_va, rkey } | SendOp::WriteImm { remote_va, rkey, .. } => (remote_va, rkey),
+                SendOp::Write { remote_va, rkey }
+                | SendOp::WriteImm {
+                    remote_va, rkey, ..
+                } => (remote_va, rkey),
                 _ => unreachable!("write opcode for a write request"),
             };
-            ext.reth = Some(RethRepr { va, rkey, dma_len: w.req.data.len() as u32 });
+            ext.reth = Some(RethRepr {
+                va,
+                rkey,
+                dma_len: w.req.data.len() as u32,
+            });
         }
         if pkt.opcode.has_imm() {
             ext.imm = match w.req.op {
@@ -288,39 +354,46 @@ impl RcQueuePair {
                 _ => unreachable!("imm opcode for an imm request"),
             };
         }
-        let ecn = if self.cfg.ecn_capable { Ecn::Ect0 } else { Ecn::NotEct };
+        let ecn = if self.cfg.ecn_capable {
+            Ecn::Ect0
+        } else {
+            Ecn::NotEct
+        };
         let payload = &w.req.data[pkt.offset..pkt.offset + pkt.len];
         self.emit(buf, self.cfg.dscp, ecn, bth, ext, payload)
     }
 
-    fn emit(&self, buf: &mut [u8], dscp: u8, ecn: Ecn, bth: BthRepr, ext: ExtHeaders, payload: &[u8]) -> usize {
-        let repr = RoceRepr {
-            // Identification 0 with DF set, TTL 64: what Linux puts on an unconnected
-            // UDP socket's DF datagrams, so the ICRC we compute is the one on the wire.
-            ip: Ipv4Repr {
-                src_addr: self.cfg.local_ip,
-                dst_addr: self.cfg.remote_ip,
-                dscp,
-                ecn,
-                ident: 0,
-                dont_frag: true,
-                ttl: 64,
-                protocol: IP_PROTO_UDP,
-                payload_len: 0,
-            },
-            udp: UdpRepr { src_port: self.cfg.udp_src_port, dst_port: ROCEV2_UDP_PORT, checksum: 0, payload_len: 0 },
+    fn emit(
+        &self,
+        buf: &mut [u8],
+        dscp: u8,
+        ecn: Ecn,
+        bth: BthRepr,
+        ext: ExtHeaders,
+        payload: &[u8],
+    ) -> usize {
+        let c = &self.cfg;
+        RoceRepr::new(
+            c.local_ip,
+            c.remote_ip,
+            dscp,
+            ecn,
+            c.udp_src_port,
             bth,
             ext,
             payload,
-            icrc: 0,
-        };
-        repr.emit(buf)
+        )
+        .emit(buf)
     }
 
     /// When the driver must call [`handle_timeout`](Self::handle_timeout) (or retry
     /// `poll_transmit`, if pacing held a packet back) at the latest.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let pace = if self.req.wants_to_send(&self.cfg, Instant(u64::MAX)) { self.req.rate.next_send_time() } else { None };
+        let pace = if self.req.wants_to_send(&self.cfg, Instant(u64::MAX)) {
+            self.req.rate.next_send_time()
+        } else {
+            None
+        };
         [self.req.poll_timeout(), pace].into_iter().flatten().min()
     }
 

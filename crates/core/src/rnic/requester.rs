@@ -6,7 +6,10 @@
 //! PSN to put on the wire (behind `snd_max` while go-back-N resends), and
 //! `next_assign` is where the next posted request will start.
 
-use super::{Event, QpConfig, QpStats, RateController, Retransmission, SendOp, SendRequest, WcError, SACK_LEN};
+use super::{
+    Event, QpConfig, QpStats, RateController, Retransmission, SendOp, SendRequest, WcError,
+    SACK_LEN,
+};
 use crate::time::{Duration, Instant};
 use crate::wire::{AckSyndrome, AethRepr, NakCode, Opcode, Psn};
 use std::collections::VecDeque;
@@ -83,7 +86,11 @@ impl Requester {
         let npkts = (req.data.len().div_ceil(cfg.mtu)).max(1) as u32;
         let first_psn = self.next_assign;
         self.next_assign = first_psn.add(npkts);
-        self.sq.push_back(SendWqe { req, first_psn, npkts });
+        self.sq.push_back(SendWqe {
+            req,
+            first_psn,
+            npkts,
+        });
     }
 
     /// PSNs sent and not yet acknowledged.
@@ -156,14 +163,18 @@ impl Requester {
     }
 
     fn backoff_rto(&self, cfg: &QpConfig) -> Duration {
-        cfg.retransmit_timeout.saturating_shl(self.retries.min(16) as u32)
+        cfg.retransmit_timeout
+            .saturating_shl(self.retries.min(16) as u32)
     }
 
     /// Which WQE, offset and opcode a PSN in flight stands for.
     fn describe(&self, cfg: &QpConfig, psn: Psn, retransmission: bool) -> DataPacket {
         let base = self.sq.front().expect("PSN in flight has a WQE").first_psn;
         let dist = psn.distance_from(base);
-        let wqe_index = self.sq.partition_point(|w| w.first_psn.distance_from(base) <= dist) - 1;
+        let wqe_index = self
+            .sq
+            .partition_point(|w| w.first_psn.distance_from(base) <= dist)
+            - 1;
         let w = &self.sq[wqe_index];
         let i = psn.distance_from(w.first_psn);
         let offset = i as usize * cfg.mtu;
@@ -179,16 +190,34 @@ impl Requester {
             (SendOp::Write { .. }, true, true) => Opcode::RC_WRITE_ONLY,
             (SendOp::WriteImm { .. }, true, true) => Opcode::RC_WRITE_ONLY_IMM,
             (SendOp::Write { .. } | SendOp::WriteImm { .. }, true, false) => Opcode::RC_WRITE_FIRST,
-            (SendOp::Write { .. } | SendOp::WriteImm { .. }, false, false) => Opcode::RC_WRITE_MIDDLE,
+            (SendOp::Write { .. } | SendOp::WriteImm { .. }, false, false) => {
+                Opcode::RC_WRITE_MIDDLE
+            }
             (SendOp::Write { .. }, false, true) => Opcode::RC_WRITE_LAST,
             (SendOp::WriteImm { .. }, false, true) => Opcode::RC_WRITE_LAST_IMM,
         };
-        let ack_req = last || self.force_ack_req || self.pkts_since_ack_req + 1 >= cfg.ack_req_every;
-        DataPacket { psn, opcode, wqe_index, offset, len, ack_req, retransmission }
+        let ack_req =
+            last || self.force_ack_req || self.pkts_since_ack_req + 1 >= cfg.ack_req_every;
+        DataPacket {
+            psn,
+            opcode,
+            wqe_index,
+            offset,
+            len,
+            ack_req,
+            retransmission,
+        }
     }
 
     /// Everything up to and including `psn` is acknowledged.
-    fn acknowledge_through(&mut self, cfg: &QpConfig, now: Instant, psn: Psn, events: &mut VecDeque<Event>, stats: &mut QpStats) -> bool {
+    fn acknowledge_through(
+        &mut self,
+        cfg: &QpConfig,
+        now: Instant,
+        psn: Psn,
+        events: &mut VecDeque<Event>,
+        stats: &mut QpStats,
+    ) -> bool {
         let newly = psn.next().distance_from(self.una);
         if newly == 0 || newly > self.outstanding() {
             return false;
@@ -203,7 +232,10 @@ impl Requester {
                 let w = self.sq.pop_front().unwrap();
                 bytes += w.req.data.len() as u64;
                 stats.messages_sent += 1;
-                events.push_back(Event::SendComplete { wr_id: w.req.wr_id, result: Ok(()) });
+                events.push_back(Event::SendComplete {
+                    wr_id: w.req.wr_id,
+                    result: Ok(()),
+                });
             } else {
                 break;
             }
@@ -213,7 +245,11 @@ impl Requester {
         }
         self.retries = 0;
         self.rnr_retries = 0;
-        self.rto_deadline = if self.outstanding() > 0 { Some(now + cfg.retransmit_timeout) } else { None };
+        self.rto_deadline = if self.outstanding() > 0 {
+            Some(now + cfg.retransmit_timeout)
+        } else {
+            None
+        };
         self.rate.on_ack(now, bytes);
         true
     }
@@ -238,7 +274,8 @@ impl Requester {
             stats.rx_stale_acks += 1;
             return;
         }
-        let sack = cfg.retransmission == Retransmission::SelectiveRepeat && payload.len() == SACK_LEN;
+        let sack =
+            cfg.retransmission == Retransmission::SelectiveRepeat && payload.len() == SACK_LEN;
         match aeth.syndrome {
             AckSyndrome::Ack { .. } => {
                 stats.rx_acks += 1;
@@ -308,7 +345,9 @@ impl Requester {
             }
         }
         // The expected PSN itself is missing (that is what the NAK or ACK says).
-        let holes_end = highest.unwrap_or(0).max(expected.distance_from(self.una) + 1);
+        let holes_end = highest
+            .unwrap_or(0)
+            .max(expected.distance_from(self.una) + 1);
         for off in 0..holes_end.min(self.pkt_state.len() as u32) {
             let s = &mut self.pkt_state[off as usize];
             if *s == PktState::Sent {
@@ -319,15 +358,28 @@ impl Requester {
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.rto_deadline.filter(|_| self.outstanding() > 0 && !self.failed), self.rnr_until, self.rate.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.rto_deadline
+                .filter(|_| self.outstanding() > 0 && !self.failed),
+            self.rnr_until,
+            self.rate.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
-    pub fn handle_timeout(&mut self, cfg: &QpConfig, now: Instant, events: &mut VecDeque<Event>, stats: &mut QpStats) {
+    pub fn handle_timeout(
+        &mut self,
+        cfg: &QpConfig,
+        now: Instant,
+        events: &mut VecDeque<Event>,
+        stats: &mut QpStats,
+    ) {
         self.rate.handle_timeout(now);
-        let Some(deadline) = self.rto_deadline else { return };
+        let Some(deadline) = self.rto_deadline else {
+            return;
+        };
         if deadline > now || self.failed {
             return;
         }
@@ -366,7 +418,10 @@ impl Requester {
         self.failed = true;
         for (i, w) in self.sq.drain(..).enumerate() {
             let result = Err(if i == 0 { err } else { WcError::Flushed });
-            events.push_back(Event::SendComplete { wr_id: w.req.wr_id, result });
+            events.push_back(Event::SendComplete {
+                wr_id: w.req.wr_id,
+                result,
+            });
         }
         self.retx_queue.clear();
         self.pkt_state.clear();

@@ -13,7 +13,9 @@
 //!   burst are dropped silently until the NAKed PSN comes again;
 //! - ECN-CE on a data packet yields a CNP, at most one per `cnp_interval`.
 
-use super::{Event, MemoryRegion, QpConfig, QpStats, Retransmission, WcError, SACK_LEN, SACK_WINDOW};
+use super::{
+    Event, MemoryRegion, QpConfig, QpStats, Retransmission, WcError, SACK_LEN, SACK_WINDOW,
+};
 use crate::time::Instant;
 use crate::wire::{AckSyndrome, BthRepr, Ecn, ExtHeaders, NakCode, Psn};
 use std::collections::VecDeque;
@@ -28,15 +30,31 @@ pub(crate) struct RecvWqe {
 /// A message being received.
 #[derive(Debug)]
 enum InProgress {
-    Send { wqe: RecvWqe },
-    Write { va: u64, rkey: u32, dma_len: u32, done: u32 },
+    Send {
+        wqe: RecvWqe,
+    },
+    Write {
+        va: u64,
+        rkey: u32,
+        dma_len: u32,
+        done: u32,
+    },
 }
 
 /// Feedback waiting to go to the requester.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Feedback {
-    Ack { psn: Psn, msn: u32, sack: bool },
-    Nak { psn: Psn, msn: u32, syndrome: AckSyndrome, sack: bool },
+    Ack {
+        psn: Psn,
+        msn: u32,
+        sack: bool,
+    },
+    Nak {
+        psn: Psn,
+        msn: u32,
+        syndrome: AckSyndrome,
+        sack: bool,
+    },
 }
 
 /// A request packet held out of order (selective repeat), with its payload copied.
@@ -95,7 +113,11 @@ impl Responder {
 
     fn queue_ack(&mut self, sack: bool) {
         self.pkts_since_ack = 0;
-        let fb = Feedback::Ack { psn: self.epsn.sub(1), msn: self.msn, sack };
+        let fb = Feedback::Ack {
+            psn: self.epsn.sub(1),
+            msn: self.msn,
+            sack,
+        };
         // A newer cumulative ACK makes a queued one redundant.
         if let Some(last @ Feedback::Ack { .. }) = self.feedback.back_mut() {
             *last = fb;
@@ -105,7 +127,12 @@ impl Responder {
     }
     fn queue_nak(&mut self, syndrome: AckSyndrome, sack: bool) {
         self.pkts_since_ack = 0;
-        self.feedback.push_back(Feedback::Nak { psn: self.epsn, msn: self.msn, syndrome, sack });
+        self.feedback.push_back(Feedback::Nak {
+            psn: self.epsn,
+            msn: self.msn,
+            syndrome,
+            sack,
+        });
     }
 
     /// Whether PSN `p` (relative to the current state) is held: accepted or buffered.
@@ -144,7 +171,10 @@ impl Responder {
         stats.rx_data_packets += 1;
         if ecn == Ecn::Ce {
             stats.rx_ecn_ce += 1;
-            if self.last_cnp.is_none_or(|t| now.saturating_since(t) >= cfg.cnp_interval) {
+            if self
+                .last_cnp
+                .is_none_or(|t| now.saturating_since(t) >= cfg.cnp_interval)
+            {
                 self.last_cnp = Some(now);
                 self.cnp_pending = true;
             }
@@ -175,7 +205,11 @@ impl Responder {
                     let mut buf = self.spare.pop().unwrap_or_default();
                     buf.clear();
                     buf.extend_from_slice(payload);
-                    self.held[d - 1] = Some(HeldPacket { bth: *bth, ext: *ext, payload: buf });
+                    self.held[d - 1] = Some(HeldPacket {
+                        bth: *bth,
+                        ext: *ext,
+                        payload: buf,
+                    });
                     // A hole above the highest held packet is a new gap worth reporting.
                     new_gap |= sack && d > self.highest_held + 1;
                     self.highest_held = self.highest_held.max(d);
@@ -197,7 +231,12 @@ impl Responder {
             Err(Refusal::Rnr) => {
                 self.rnr_nak_sent = true;
                 stats.tx_rnr_naks += 1;
-                self.queue_nak(AckSyndrome::RnrNak { timer: cfg.min_rnr_timer }, false);
+                self.queue_nak(
+                    AckSyndrome::RnrNak {
+                        timer: cfg.min_rnr_timer,
+                    },
+                    false,
+                );
                 return;
             }
             Err(Refusal::Nak(code)) => {
@@ -254,17 +293,26 @@ impl Responder {
         if !sequence_ok {
             return invalid;
         }
-        let len_ok = if op.is_last() { payload.len() <= cfg.mtu && (op.is_first() || !payload.is_empty()) } else { payload.len() == cfg.mtu };
+        let len_ok = if op.is_last() {
+            payload.len() <= cfg.mtu && (op.is_first() || !payload.is_empty())
+        } else {
+            payload.len() == cfg.mtu
+        };
         if !len_ok {
             return invalid;
         }
         // Validate everything before changing state, so a refused packet leaves no trace.
         if op.is_first() {
             if op.is_send() {
-                let Some(w) = self.rq.front() else { return Err(Refusal::Rnr) };
+                let Some(w) = self.rq.front() else {
+                    return Err(Refusal::Rnr);
+                };
                 if payload.len() > w.max_len {
                     let w = self.rq.pop_front().unwrap();
-                    events.push_back(Event::RecvError { wr_id: w.wr_id, error: WcError::LocalLength });
+                    events.push_back(Event::RecvError {
+                        wr_id: w.wr_id,
+                        error: WcError::LocalLength,
+                    });
                     return invalid;
                 }
             } else {
@@ -272,7 +320,11 @@ impl Responder {
                 if payload.len() as u64 > reth.dma_len as u64 {
                     return invalid;
                 }
-                if reth.dma_len > 0 && self.find_mr(reth.va, reth.rkey, reth.dma_len as u64).is_none() {
+                if reth.dma_len > 0
+                    && self
+                        .find_mr(reth.va, reth.rkey, reth.dma_len as u64)
+                        .is_none()
+                {
                     return Err(Refusal::Nak(NakCode::RemoteAccessError));
                 }
                 if op.has_imm() && op.is_last() && self.rq.is_empty() {
@@ -283,8 +335,13 @@ impl Responder {
             match &self.cur {
                 Some(InProgress::Send { wqe }) => {
                     if wqe.buf.len() + payload.len() > wqe.max_len {
-                        let Some(InProgress::Send { wqe }) = self.cur.take() else { unreachable!() };
-                        events.push_back(Event::RecvError { wr_id: wqe.wr_id, error: WcError::LocalLength });
+                        let Some(InProgress::Send { wqe }) = self.cur.take() else {
+                            unreachable!()
+                        };
+                        events.push_back(Event::RecvError {
+                            wr_id: wqe.wr_id,
+                            error: WcError::LocalLength,
+                        });
                         return invalid;
                     }
                 }
@@ -310,10 +367,17 @@ impl Responder {
         // Commit.
         if op.is_first() {
             self.cur = Some(if op.is_send() {
-                InProgress::Send { wqe: self.rq.pop_front().unwrap() }
+                InProgress::Send {
+                    wqe: self.rq.pop_front().unwrap(),
+                }
             } else {
                 let r = ext.reth.unwrap();
-                InProgress::Write { va: r.va, rkey: r.rkey, dma_len: r.dma_len, done: 0 }
+                InProgress::Write {
+                    va: r.va,
+                    rkey: r.rkey,
+                    dma_len: r.dma_len,
+                    done: 0,
+                }
             });
         }
         match self.cur.as_mut().unwrap() {
@@ -322,7 +386,11 @@ impl Responder {
                 if !payload.is_empty() {
                     let (at, rk) = (*va + *done as u64, *rkey);
                     *done += payload.len() as u32;
-                    let mr = self.mrs.iter_mut().find(|m| m.rkey == rk).expect("checked at FIRST");
+                    let mr = self
+                        .mrs
+                        .iter_mut()
+                        .find(|m| m.rkey == rk)
+                        .expect("checked at FIRST");
                     let off = (at - mr.va) as usize;
                     mr.data[off..off + payload.len()].copy_from_slice(payload);
                 }
@@ -338,11 +406,19 @@ impl Responder {
             stats.messages_received += 1;
             let imm = ext.imm;
             match self.cur.take().unwrap() {
-                InProgress::Send { wqe } => events.push_back(Event::Recv { wr_id: wqe.wr_id, data: wqe.buf, imm }),
+                InProgress::Send { wqe } => events.push_back(Event::Recv {
+                    wr_id: wqe.wr_id,
+                    data: wqe.buf,
+                    imm,
+                }),
                 InProgress::Write { done, .. } => {
                     if let Some(imm) = imm {
                         let w = self.rq.pop_front().expect("checked before commit");
-                        events.push_back(Event::RecvWriteImm { wr_id: w.wr_id, len: done as usize, imm });
+                        events.push_back(Event::RecvWriteImm {
+                            wr_id: w.wr_id,
+                            len: done as usize,
+                            imm,
+                        });
                     }
                 }
             }
@@ -352,16 +428,26 @@ impl Responder {
 
     fn find_mr(&self, va: u64, rkey: u32, len: u64) -> Option<&MemoryRegion> {
         self.mrs.iter().find(|m| {
-            m.rkey == rkey && va >= m.va && va.checked_add(len).is_some_and(|end| end <= m.va + m.data.len() as u64)
+            m.rkey == rkey
+                && va >= m.va
+                && va
+                    .checked_add(len)
+                    .is_some_and(|end| end <= m.va + m.data.len() as u64)
         })
     }
 
     pub fn fail(&mut self, events: &mut VecDeque<Event>) {
         if let Some(InProgress::Send { wqe }) = self.cur.take() {
-            events.push_back(Event::RecvError { wr_id: wqe.wr_id, error: WcError::Flushed });
+            events.push_back(Event::RecvError {
+                wr_id: wqe.wr_id,
+                error: WcError::Flushed,
+            });
         }
         for w in self.rq.drain(..) {
-            events.push_back(Event::RecvError { wr_id: w.wr_id, error: WcError::Flushed });
+            events.push_back(Event::RecvError {
+                wr_id: w.wr_id,
+                error: WcError::Flushed,
+            });
         }
         self.feedback.clear();
         self.held.clear();

@@ -4,8 +4,8 @@
 use super::*;
 use crate::time::{Duration, Instant};
 use crate::wire::{
-    AckSyndrome, AethRepr, BthRepr, Ecn, ExtHeaders, Ipv4Address, Ipv4Repr, NakCode, Opcode, Psn, RethRepr,
-    RoceRepr, UdpRepr, IP_PROTO_UDP, ROCEV2_UDP_PORT,
+    AckSyndrome, AethRepr, BthRepr, Ecn, ExtHeaders, Ipv4Address, NakCode, Opcode, Psn, RethRepr,
+    RoceRepr,
 };
 
 const A: Ipv4Address = Ipv4Address::new(10, 0, 0, 1);
@@ -81,25 +81,15 @@ fn events(qp: &mut RcQueuePair) -> Vec<Event> {
     std::iter::from_fn(|| qp.poll_event()).collect()
 }
 
-fn build(src: Ipv4Address, dst: Ipv4Address, ecn: Ecn, bth: BthRepr, ext: ExtHeaders, payload: &[u8]) -> Vec<u8> {
-    let r = RoceRepr {
-        ip: Ipv4Repr {
-            src_addr: src,
-            dst_addr: dst,
-            dscp: 0,
-            ecn,
-            ident: 0,
-            dont_frag: true,
-            ttl: 64,
-            protocol: IP_PROTO_UDP,
-            payload_len: 0,
-        },
-        udp: UdpRepr { src_port: 49152, dst_port: ROCEV2_UDP_PORT, checksum: 0, payload_len: 0 },
-        bth,
-        ext,
-        payload,
-        icrc: 0,
-    };
+fn build(
+    src: Ipv4Address,
+    dst: Ipv4Address,
+    ecn: Ecn,
+    bth: BthRepr,
+    ext: ExtHeaders,
+    payload: &[u8],
+) -> Vec<u8> {
+    let r = RoceRepr::new(src, dst, 0, ecn, 49152, bth, ext, payload);
     let mut b = vec![0u8; r.buffer_len()];
     r.emit(&mut b);
     b
@@ -119,16 +109,32 @@ fn psn_a(i: u32) -> u32 {
 /// An ACK/NAK from B to A.
 fn ack(psn: u32, syndrome: AckSyndrome, msn: u32) -> Vec<u8> {
     let bth = BthRepr::new(Opcode::RC_ACKNOWLEDGE, QPA, Psn::new(psn));
-    build(B, A, Ecn::NotEct, bth, ExtHeaders { aeth: Some(AethRepr { syndrome, msn }), ..Default::default() }, &[])
+    build(
+        B,
+        A,
+        Ecn::NotEct,
+        bth,
+        ExtHeaders {
+            aeth: Some(AethRepr { syndrome, msn }),
+            ..Default::default()
+        },
+        &[],
+    )
 }
 const OK: AckSyndrome = AckSyndrome::Ack { credits: 31 };
 
 fn send(wr_id: u64, len: usize) -> SendRequest {
-    SendRequest { wr_id, op: SendOp::Send, data: (0..len).map(|i| (i * 7 + wr_id as usize) as u8).collect() }
+    SendRequest {
+        wr_id,
+        op: SendOp::Send,
+        data: (0..len).map(|i| (i * 7 + wr_id as usize) as u8).collect(),
+    }
 }
 
 fn psns(o: &[Out]) -> Vec<u32> {
-    o.iter().map(|x| Psn::new(x.psn.value()).distance_from(Psn::new(PSN_A))).collect()
+    o.iter()
+        .map(|x| Psn::new(x.psn.value()).distance_from(Psn::new(PSN_A)))
+        .collect()
 }
 
 // ---------------------------------------------------------------- requester
@@ -137,11 +143,25 @@ fn psns(o: &[Out]) -> Vec<u32> {
 fn requester_segments_by_mtu_with_consecutive_psns() {
     let mut a = RcQueuePair::new(cfg_a()).unwrap();
     a.post_send(send(1, 600)).unwrap();
-    a.post_send(SendRequest { wr_id: 2, op: SendOp::SendImm(0xabcd), data: vec![9u8; 256].into() }).unwrap();
-    a.post_send(SendRequest { wr_id: 3, op: SendOp::Send, data: Vec::new().into() }).unwrap();
+    a.post_send(SendRequest {
+        wr_id: 2,
+        op: SendOp::SendImm(0xabcd),
+        data: vec![9u8; 256].into(),
+    })
+    .unwrap();
+    a.post_send(SendRequest {
+        wr_id: 3,
+        op: SendOp::Send,
+        data: Vec::new().into(),
+    })
+    .unwrap();
     a.post_send(SendRequest {
         wr_id: 4,
-        op: SendOp::WriteImm { remote_va: 0x1000, rkey: 0x77, imm: 5 },
+        op: SendOp::WriteImm {
+            remote_va: 0x1000,
+            rkey: 0x77,
+            imm: 5,
+        },
         data: vec![1u8; 513].into(),
     })
     .unwrap();
@@ -160,15 +180,32 @@ fn requester_segments_by_mtu_with_consecutive_psns() {
             Opcode::RC_WRITE_LAST_IMM,
         ]
     );
-    assert_eq!(psns(&out), (0..8).collect::<Vec<_>>(), "consecutive across the 2^24 wrap");
-    assert_eq!(out.iter().map(|o| o.payload.len()).collect::<Vec<_>>(), vec![256, 256, 88, 256, 0, 256, 256, 1]);
+    assert_eq!(
+        psns(&out),
+        (0..8).collect::<Vec<_>>(),
+        "consecutive across the 2^24 wrap"
+    );
+    assert_eq!(
+        out.iter().map(|o| o.payload.len()).collect::<Vec<_>>(),
+        vec![256, 256, 88, 256, 0, 256, 256, 1]
+    );
     assert_eq!(out[0].payload, send(1, 600).data[..256]);
     assert_eq!(out[3].imm, Some(0xabcd));
-    assert_eq!(out[5].reth, Some(RethRepr { va: 0x1000, rkey: 0x77, dma_len: 513 }));
+    assert_eq!(
+        out[5].reth,
+        Some(RethRepr {
+            va: 0x1000,
+            rkey: 0x77,
+            dma_len: 513
+        })
+    );
     assert_eq!(out[6].reth, None);
     assert_eq!(out[7].imm, Some(5));
     // AckReq on every message's last packet, not in between.
-    assert_eq!(out.iter().map(|o| o.ack_req).collect::<Vec<_>>(), vec![false, false, true, true, true, false, false, true]);
+    assert_eq!(
+        out.iter().map(|o| o.ack_req).collect::<Vec<_>>(),
+        vec![false, false, true, true, true, false, false, true]
+    );
     assert!(out.iter().all(|o| o.dest_qp == QPB && o.ecn == Ecn::Ect0));
     assert_eq!(a.outstanding(), 8);
 }
@@ -178,7 +215,12 @@ fn requester_asks_for_ack_every_n_packets() {
     let mut a = RcQueuePair::new(cfg_a()).unwrap();
     a.post_send(send(1, 20 * MTU)).unwrap();
     let out = drain(&mut a, t(0));
-    let asked: Vec<u32> = out.iter().zip(psns(&out)).filter(|(o, _)| o.ack_req).map(|(_, p)| p).collect();
+    let asked: Vec<u32> = out
+        .iter()
+        .zip(psns(&out))
+        .filter(|(o, _)| o.ack_req)
+        .map(|(_, p)| p)
+        .collect();
     assert_eq!(asked, vec![7, 15, 19]);
 }
 
@@ -208,12 +250,31 @@ fn requester_completes_only_when_fully_acknowledged() {
     a.handle_packet(t(6), &ack(psn_a(3), OK, 2)).unwrap();
     assert_eq!(
         events(&mut a),
-        vec![Event::SendComplete { wr_id: 1, result: Ok(()) }, Event::SendComplete { wr_id: 2, result: Ok(()) }]
+        vec![
+            Event::SendComplete {
+                wr_id: 1,
+                result: Ok(())
+            },
+            Event::SendComplete {
+                wr_id: 2,
+                result: Ok(())
+            }
+        ]
     );
     a.handle_packet(t(7), &ack(psn_a(4), OK, 3)).unwrap();
-    assert_eq!(events(&mut a), vec![Event::SendComplete { wr_id: 3, result: Ok(()) }]);
+    assert_eq!(
+        events(&mut a),
+        vec![Event::SendComplete {
+            wr_id: 3,
+            result: Ok(())
+        }]
+    );
     assert_eq!(a.outstanding(), 0);
-    assert_eq!(a.poll_timeout(), None, "no timer armed when nothing is in flight");
+    assert_eq!(
+        a.poll_timeout(),
+        None,
+        "no timer armed when nothing is in flight"
+    );
 }
 
 #[test]
@@ -222,7 +283,8 @@ fn requester_ignores_stale_and_ghost_acks() {
     a.post_send(send(1, 2 * MTU)).unwrap();
     drain(&mut a, t(0));
     a.handle_packet(t(1), &ack(psn_a(5), OK, 9)).unwrap(); // beyond anything sent
-    a.handle_packet(t(1), &ack(psn_a(0).wrapping_sub(10) & 0xffffff, OK, 0)).unwrap(); // long before
+    a.handle_packet(t(1), &ack(psn_a(0).wrapping_sub(10) & 0xffffff, OK, 0))
+        .unwrap(); // long before
     assert_eq!(a.stats().rx_stale_acks, 2);
     assert_eq!(a.outstanding(), 2);
     assert!(events(&mut a).is_empty());
@@ -234,7 +296,11 @@ fn requester_goes_back_n_on_sequence_nak() {
     a.post_send(send(1, 6 * MTU)).unwrap();
     assert_eq!(psns(&drain(&mut a, t(0))), vec![0, 1, 2, 3, 4, 5]);
     // Responder got 0 and 1, then a gap at 2.
-    a.handle_packet(t(10), &ack(psn_a(2), AckSyndrome::Nak(NakCode::PsnSequenceError), 0)).unwrap();
+    a.handle_packet(
+        t(10),
+        &ack(psn_a(2), AckSyndrome::Nak(NakCode::PsnSequenceError), 0),
+    )
+    .unwrap();
     let out = drain(&mut a, t(10));
     assert_eq!(psns(&out), vec![2, 3, 4, 5]);
     assert_eq!(a.stats().tx_retransmitted, 4);
@@ -258,7 +324,10 @@ fn requester_retransmits_on_timeout_with_backoff_then_fails() {
     a.handle_timeout(t(100));
     let out = drain(&mut a, t(100));
     assert_eq!(psns(&out), vec![0, 1, 2]);
-    assert!(out[0].ack_req, "a retransmission after timeout asks for an ACK");
+    assert!(
+        out[0].ack_req,
+        "a retransmission after timeout asks for an ACK"
+    );
     assert_eq!(a.poll_timeout(), Some(t(300)), "back-off doubles");
     a.handle_timeout(t(300));
     assert_eq!(psns(&drain(&mut a, t(300))), vec![0, 1, 2]);
@@ -269,8 +338,14 @@ fn requester_retransmits_on_timeout_with_backoff_then_fails() {
     assert_eq!(
         events(&mut a),
         vec![
-            Event::SendComplete { wr_id: 1, result: Err(WcError::RetryExceeded(2)) },
-            Event::SendComplete { wr_id: 2, result: Err(WcError::Flushed) },
+            Event::SendComplete {
+                wr_id: 1,
+                result: Err(WcError::RetryExceeded(2))
+            },
+            Event::SendComplete {
+                wr_id: 2,
+                result: Err(WcError::Flushed)
+            },
             Event::QpError(WcError::RetryExceeded(2)),
         ]
     );
@@ -287,7 +362,11 @@ fn requester_progress_resets_the_retry_count() {
     a.handle_timeout(t(100));
     drain(&mut a, t(100));
     a.handle_packet(t(150), &ack(psn_a(0), OK, 0)).unwrap();
-    assert_eq!(a.poll_timeout(), Some(t(250)), "fresh, un-backed-off timer after progress");
+    assert_eq!(
+        a.poll_timeout(),
+        Some(t(250)),
+        "fresh, un-backed-off timer after progress"
+    );
 }
 
 #[test]
@@ -299,34 +378,67 @@ fn requester_waits_out_rnr_nak_then_retries() {
     a.post_send(send(2, 10)).unwrap();
     drain(&mut a, t(0));
     // RNR NAK for the first message, timer code 3 = 30 us.
-    a.handle_packet(t(5), &ack(psn_a(0), AckSyndrome::RnrNak { timer: 3 }, 0)).unwrap();
+    a.handle_packet(t(5), &ack(psn_a(0), AckSyndrome::RnrNak { timer: 3 }, 0))
+        .unwrap();
     assert!(drain(&mut a, t(5)).is_empty());
     assert!(drain(&mut a, t(34)).is_empty(), "waits out the RNR timer");
     assert_eq!(a.poll_timeout(), Some(t(35)));
     a.handle_timeout(t(35));
     assert_eq!(psns(&drain(&mut a, t(35))), vec![0, 1]);
     // A second RNR NAK in a row exceeds rnr_retry_limit = 1.
-    a.handle_packet(t(40), &ack(psn_a(0), AckSyndrome::RnrNak { timer: 3 }, 0)).unwrap();
+    a.handle_packet(t(40), &ack(psn_a(0), AckSyndrome::RnrNak { timer: 3 }, 0))
+        .unwrap();
     assert!(a.is_error());
     let ev = events(&mut a);
-    assert_eq!(ev[0], Event::SendComplete { wr_id: 1, result: Err(WcError::RnrRetryExceeded) });
+    assert_eq!(
+        ev[0],
+        Event::SendComplete {
+            wr_id: 1,
+            result: Err(WcError::RnrRetryExceeded)
+        }
+    );
 }
 
 #[test]
 fn requester_fails_on_remote_access_nak() {
     let mut a = RcQueuePair::new(cfg_a()).unwrap();
-    a.post_send(SendRequest { wr_id: 1, op: SendOp::Send, data: vec![0u8; 10].into() }).unwrap();
-    a.post_send(SendRequest { wr_id: 2, op: SendOp::Write { remote_va: 0, rkey: 1 }, data: vec![0u8; 10].into() })
-        .unwrap();
+    a.post_send(SendRequest {
+        wr_id: 1,
+        op: SendOp::Send,
+        data: vec![0u8; 10].into(),
+    })
+    .unwrap();
+    a.post_send(SendRequest {
+        wr_id: 2,
+        op: SendOp::Write {
+            remote_va: 0,
+            rkey: 1,
+        },
+        data: vec![0u8; 10].into(),
+    })
+    .unwrap();
     a.post_send(send(3, 10)).unwrap();
     drain(&mut a, t(0));
-    a.handle_packet(t(5), &ack(psn_a(1), AckSyndrome::Nak(NakCode::RemoteAccessError), 1)).unwrap();
+    a.handle_packet(
+        t(5),
+        &ack(psn_a(1), AckSyndrome::Nak(NakCode::RemoteAccessError), 1),
+    )
+    .unwrap();
     assert_eq!(
         events(&mut a),
         vec![
-            Event::SendComplete { wr_id: 1, result: Ok(()) },
-            Event::SendComplete { wr_id: 2, result: Err(WcError::RemoteNak(NakCode::RemoteAccessError)) },
-            Event::SendComplete { wr_id: 3, result: Err(WcError::Flushed) },
+            Event::SendComplete {
+                wr_id: 1,
+                result: Ok(())
+            },
+            Event::SendComplete {
+                wr_id: 2,
+                result: Err(WcError::RemoteNak(NakCode::RemoteAccessError))
+            },
+            Event::SendComplete {
+                wr_id: 3,
+                result: Err(WcError::Flushed)
+            },
             Event::QpError(WcError::RemoteNak(NakCode::RemoteAccessError)),
         ]
     );
@@ -334,7 +446,8 @@ fn requester_fails_on_remote_access_nak() {
 
 #[test]
 fn requester_reacts_to_cnp_through_rate_controller() {
-    let mut a = RcQueuePair::with_rate_controller(cfg_a(), Box::new(FixedRate::new(8_000_000_000))).unwrap();
+    let mut a = RcQueuePair::with_rate_controller(cfg_a(), Box::new(FixedRate::new(8_000_000_000)))
+        .unwrap();
     a.post_send(send(1, 4 * MTU)).unwrap();
     // 1 byte/ns: after the first packet the next may leave only once it has serialised.
     let out = drain(&mut a, t(0));
@@ -344,7 +457,17 @@ fn requester_reacts_to_cnp_through_rate_controller() {
     assert_eq!(drain(&mut a, Instant::from_ns(len0 as u64)).len(), 1);
     let mut bth = BthRepr::new(Opcode::CNP, QPA, Psn::new(0));
     bth.resv8a = 0x40;
-    let cnp = build(B, A, Ecn::NotEct, bth, ExtHeaders { cnp_reserved: Some([0; 16]), ..Default::default() }, &[]);
+    let cnp = build(
+        B,
+        A,
+        Ecn::NotEct,
+        bth,
+        ExtHeaders {
+            cnp_reserved: Some([0; 16]),
+            ..Default::default()
+        },
+        &[],
+    );
     a.handle_packet(t(1), &cnp).unwrap();
     assert_eq!(a.stats().rx_cnps, 1);
 }
@@ -360,7 +483,10 @@ fn responder() -> RcQueuePair {
 }
 
 fn is_ack(o: &Out, i: u32, msn: u32) -> bool {
-    o.op == Opcode::RC_ACKNOWLEDGE && o.psn.value() == psn_a(i) && o.syndrome == Some(OK) && o.msn == msn
+    o.op == Opcode::RC_ACKNOWLEDGE
+        && o.psn.value() == psn_a(i)
+        && o.syndrome == Some(OK)
+        && o.msn == msn
 }
 
 #[test]
@@ -368,9 +494,29 @@ fn responder_coalesces_acks() {
     let mut b = responder();
     let p = [7u8; MTU];
     // 6 MIDDLE-sized packets of one 7-packet SEND: ACK after every 4 (ack_every), then on LAST.
-    b.handle_packet(t(0), &req(Opcode::RC_SEND_FIRST, psn_a(0), &p, false, ExtHeaders::default())).unwrap();
+    b.handle_packet(
+        t(0),
+        &req(
+            Opcode::RC_SEND_FIRST,
+            psn_a(0),
+            &p,
+            false,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
     for i in 1..6 {
-        b.handle_packet(t(0), &req(Opcode::RC_SEND_MIDDLE, psn_a(i), &p, false, ExtHeaders::default())).unwrap();
+        b.handle_packet(
+            t(0),
+            &req(
+                Opcode::RC_SEND_MIDDLE,
+                psn_a(i),
+                &p,
+                false,
+                ExtHeaders::default(),
+            ),
+        )
+        .unwrap();
         let out = drain(&mut b, t(0));
         if i == 3 {
             assert_eq!(out.len(), 1);
@@ -380,14 +526,38 @@ fn responder_coalesces_acks() {
         }
     }
     // An ACK request gets an ACK at once.
-    b.handle_packet(t(0), &req(Opcode::RC_SEND_MIDDLE, psn_a(6), &p, true, ExtHeaders::default())).unwrap();
+    b.handle_packet(
+        t(0),
+        &req(
+            Opcode::RC_SEND_MIDDLE,
+            psn_a(6),
+            &p,
+            true,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
     assert!(is_ack(&drain(&mut b, t(0))[0], 6, 0));
     // The last packet of a message is always acknowledged, with the new MSN.
-    b.handle_packet(t(0), &req(Opcode::RC_SEND_LAST, psn_a(7), &p[..5], false, ExtHeaders::default())).unwrap();
+    b.handle_packet(
+        t(0),
+        &req(
+            Opcode::RC_SEND_LAST,
+            psn_a(7),
+            &p[..5],
+            false,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
     let out = drain(&mut b, t(0));
     assert!(is_ack(&out[0], 7, 1), "{out:?}");
     match &events(&mut b)[..] {
-        [Event::Recv { wr_id: 100, data, imm: None }] => assert_eq!(data.len(), 7 * MTU + 5),
+        [Event::Recv {
+            wr_id: 100,
+            data,
+            imm: None,
+        }] => assert_eq!(data.len(), 7 * MTU + 5),
         e => panic!("{e:?}"),
     }
 }
@@ -396,22 +566,56 @@ fn responder_coalesces_acks() {
 fn responder_naks_once_per_gap() {
     let mut b = responder();
     let p = [1u8; MTU];
-    let mid = |i| req(Opcode::RC_SEND_MIDDLE, psn_a(i), &p, false, ExtHeaders::default());
-    b.handle_packet(t(0), &req(Opcode::RC_SEND_FIRST, psn_a(0), &p, false, ExtHeaders::default())).unwrap();
+    let mid = |i| {
+        req(
+            Opcode::RC_SEND_MIDDLE,
+            psn_a(i),
+            &p,
+            false,
+            ExtHeaders::default(),
+        )
+    };
+    b.handle_packet(
+        t(0),
+        &req(
+            Opcode::RC_SEND_FIRST,
+            psn_a(0),
+            &p,
+            false,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
     // PSN 1 lost; 2, 3, 4 arrive: exactly one NAK naming PSN 1.
     for i in 2..5 {
         b.handle_packet(t(1), &mid(i)).unwrap();
     }
     let out = drain(&mut b, t(1));
     assert_eq!(out.len(), 1, "{out:?}");
-    assert_eq!(out[0].syndrome, Some(AckSyndrome::Nak(NakCode::PsnSequenceError)));
+    assert_eq!(
+        out[0].syndrome,
+        Some(AckSyndrome::Nak(NakCode::PsnSequenceError))
+    );
     assert_eq!(out[0].psn.value(), psn_a(1));
     assert_eq!(b.stats().rx_out_of_order, 3);
     // Beyond the gap, a packet asking for an ACK gets the NAK again (the first may be lost).
-    b.handle_packet(t(1), &req(Opcode::RC_SEND_MIDDLE, psn_a(5), &p, true, ExtHeaders::default())).unwrap();
+    b.handle_packet(
+        t(1),
+        &req(
+            Opcode::RC_SEND_MIDDLE,
+            psn_a(5),
+            &p,
+            true,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
     let out = drain(&mut b, t(1));
     assert_eq!(out.len(), 1);
-    assert_eq!((out[0].syndrome, out[0].psn.value()), (Some(AckSyndrome::Nak(NakCode::PsnSequenceError)), psn_a(1)));
+    assert_eq!(
+        (out[0].syndrome, out[0].psn.value()),
+        (Some(AckSyndrome::Nak(NakCode::PsnSequenceError)), psn_a(1))
+    );
     // Go-back-N: 1..4 arrive again; accepted in order, ACK every 4.
     for i in 1..5 {
         b.handle_packet(t(2), &mid(i)).unwrap();
@@ -424,13 +628,22 @@ fn responder_naks_once_per_gap() {
     b.handle_packet(t(3), &mid(7)).unwrap();
     let out = drain(&mut b, t(3));
     assert_eq!(out.len(), 1);
-    assert_eq!((out[0].syndrome, out[0].psn.value()), (Some(AckSyndrome::Nak(NakCode::PsnSequenceError)), psn_a(5)));
+    assert_eq!(
+        (out[0].syndrome, out[0].psn.value()),
+        (Some(AckSyndrome::Nak(NakCode::PsnSequenceError)), psn_a(5))
+    );
 }
 
 #[test]
 fn responder_reacknowledges_duplicates_without_redelivery() {
     let mut b = responder();
-    let m = req(Opcode::RC_SEND_ONLY, psn_a(0), b"hello", true, ExtHeaders::default());
+    let m = req(
+        Opcode::RC_SEND_ONLY,
+        psn_a(0),
+        b"hello",
+        true,
+        ExtHeaders::default(),
+    );
     b.handle_packet(t(0), &m).unwrap();
     assert!(is_ack(&drain(&mut b, t(0))[0], 0, 1));
     assert_eq!(events(&mut b).len(), 1);
@@ -444,10 +657,22 @@ fn responder_reacknowledges_duplicates_without_redelivery() {
     assert_eq!(b.stats().rx_duplicates, 3);
     assert_eq!(b.recv_queue_len(), 7);
     // Duplicates without AckReq: only the first of a run is acknowledged.
-    let m2 = req(Opcode::RC_SEND_ONLY, psn_a(1), b"x", false, ExtHeaders::default());
+    let m2 = req(
+        Opcode::RC_SEND_ONLY,
+        psn_a(1),
+        b"x",
+        false,
+        ExtHeaders::default(),
+    );
     b.handle_packet(t(2), &m2).unwrap();
     drain(&mut b, t(2));
-    let d = req(Opcode::RC_SEND_MIDDLE, psn_a(0), &[0; MTU], false, ExtHeaders::default());
+    let d = req(
+        Opcode::RC_SEND_MIDDLE,
+        psn_a(0),
+        &[0; MTU],
+        false,
+        ExtHeaders::default(),
+    );
     b.handle_packet(t(3), &d).unwrap();
     b.handle_packet(t(3), &d).unwrap();
     assert_eq!(drain(&mut b, t(3)).len(), 1);
@@ -457,68 +682,229 @@ fn responder_reacknowledges_duplicates_without_redelivery() {
 fn responder_checks_write_access() {
     let mut b = responder();
     b.register_mr(0x10_000, 1024, 0x55).unwrap();
-    assert_eq!(b.register_mr(0, 1, 0x55), Err(qp::PostError::DuplicateRkey(0x55)));
-    let reth = |va, rkey, len| ExtHeaders { reth: Some(RethRepr { va, rkey, dma_len: len }), ..Default::default() };
+    assert_eq!(
+        b.register_mr(0, 1, 0x55),
+        Err(qp::PostError::DuplicateRkey(0x55))
+    );
+    let reth = |va, rkey, len| ExtHeaders {
+        reth: Some(RethRepr {
+            va,
+            rkey,
+            dma_len: len,
+        }),
+        ..Default::default()
+    };
     // Good WRITE ONLY into the middle of the region.
-    b.handle_packet(t(0), &req(Opcode::RC_WRITE_ONLY, psn_a(0), b"abcd", true, reth(0x10_100, 0x55, 4))).unwrap();
+    b.handle_packet(
+        t(0),
+        &req(
+            Opcode::RC_WRITE_ONLY,
+            psn_a(0),
+            b"abcd",
+            true,
+            reth(0x10_100, 0x55, 4),
+        ),
+    )
+    .unwrap();
     assert!(is_ack(&drain(&mut b, t(0))[0], 0, 1));
     assert_eq!(&b.mr(0x55).unwrap().data[0x100..0x104], b"abcd");
-    assert!(events(&mut b).is_empty(), "a WRITE without immediate completes nothing at the responder");
+    assert!(
+        events(&mut b).is_empty(),
+        "a WRITE without immediate completes nothing at the responder"
+    );
     // Wrong rkey, then past the end: remote access error NAKs naming the PSN; nothing written.
     for (va, rkey) in [(0x10_000, 0x56), (0x10_3ff, 0x55)] {
-        b.handle_packet(t(1), &req(Opcode::RC_WRITE_ONLY, psn_a(1), b"zzzz", true, reth(va, rkey, 4))).unwrap();
+        b.handle_packet(
+            t(1),
+            &req(
+                Opcode::RC_WRITE_ONLY,
+                psn_a(1),
+                b"zzzz",
+                true,
+                reth(va, rkey, 4),
+            ),
+        )
+        .unwrap();
         let out = drain(&mut b, t(1));
         assert_eq!(out.len(), 1);
-        assert_eq!(out[0].syndrome, Some(AckSyndrome::Nak(NakCode::RemoteAccessError)));
+        assert_eq!(
+            out[0].syndrome,
+            Some(AckSyndrome::Nak(NakCode::RemoteAccessError))
+        );
         assert_eq!(out[0].psn.value(), psn_a(1));
     }
     assert!(!b.mr(0x55).unwrap().data.contains(&b'z'));
     // A multi-packet WRITE with immediate lands and consumes a receive request.
     let data: Vec<u8> = (0..MTU + 3).map(|i| i as u8).collect();
-    b.handle_packet(t(2), &req(Opcode::RC_WRITE_FIRST, psn_a(1), &data[..MTU], false, reth(0x10_000, 0x55, (MTU + 3) as u32)))
-        .unwrap();
-    let imm = ExtHeaders { imm: Some(42), ..Default::default() };
-    b.handle_packet(t(2), &req(Opcode::RC_WRITE_LAST_IMM, psn_a(2), &data[MTU..], true, imm)).unwrap();
+    b.handle_packet(
+        t(2),
+        &req(
+            Opcode::RC_WRITE_FIRST,
+            psn_a(1),
+            &data[..MTU],
+            false,
+            reth(0x10_000, 0x55, (MTU + 3) as u32),
+        ),
+    )
+    .unwrap();
+    let imm = ExtHeaders {
+        imm: Some(42),
+        ..Default::default()
+    };
+    b.handle_packet(
+        t(2),
+        &req(Opcode::RC_WRITE_LAST_IMM, psn_a(2), &data[MTU..], true, imm),
+    )
+    .unwrap();
     assert_eq!(&b.mr(0x55).unwrap().data[..MTU + 3], &data[..]);
-    assert_eq!(events(&mut b), vec![Event::RecvWriteImm { wr_id: 100, len: MTU + 3, imm: 42 }]);
+    assert_eq!(
+        events(&mut b),
+        vec![Event::RecvWriteImm {
+            wr_id: 100,
+            len: MTU + 3,
+            imm: 42
+        }]
+    );
 }
 
 #[test]
 fn responder_rnr_naks_when_no_receive_is_posted() {
     let mut b = RcQueuePair::new(cfg_b()).unwrap();
     let p = [3u8; MTU];
-    b.handle_packet(t(0), &req(Opcode::RC_SEND_FIRST, psn_a(0), &p, false, ExtHeaders::default())).unwrap();
-    b.handle_packet(t(0), &req(Opcode::RC_SEND_MIDDLE, psn_a(1), &p, false, ExtHeaders::default())).unwrap();
-    b.handle_packet(t(0), &req(Opcode::RC_SEND_LAST, psn_a(2), &p, true, ExtHeaders::default())).unwrap();
+    b.handle_packet(
+        t(0),
+        &req(
+            Opcode::RC_SEND_FIRST,
+            psn_a(0),
+            &p,
+            false,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
+    b.handle_packet(
+        t(0),
+        &req(
+            Opcode::RC_SEND_MIDDLE,
+            psn_a(1),
+            &p,
+            false,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
+    b.handle_packet(
+        t(0),
+        &req(
+            Opcode::RC_SEND_LAST,
+            psn_a(2),
+            &p,
+            true,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
     let out = drain(&mut b, t(0));
-    assert_eq!(out.len(), 1, "one RNR NAK; the rest of the burst is dropped silently: {out:?}");
+    assert_eq!(
+        out.len(),
+        1,
+        "one RNR NAK; the rest of the burst is dropped silently: {out:?}"
+    );
     assert_eq!(out[0].syndrome, Some(AckSyndrome::RnrNak { timer: 1 }));
     assert_eq!(out[0].psn.value(), psn_a(0));
     b.post_recv(7, 4096).unwrap();
-    b.handle_packet(t(20), &req(Opcode::RC_SEND_FIRST, psn_a(0), &p, false, ExtHeaders::default())).unwrap();
-    b.handle_packet(t(20), &req(Opcode::RC_SEND_MIDDLE, psn_a(1), &p, false, ExtHeaders::default())).unwrap();
-    b.handle_packet(t(20), &req(Opcode::RC_SEND_LAST, psn_a(2), &p, true, ExtHeaders::default())).unwrap();
+    b.handle_packet(
+        t(20),
+        &req(
+            Opcode::RC_SEND_FIRST,
+            psn_a(0),
+            &p,
+            false,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
+    b.handle_packet(
+        t(20),
+        &req(
+            Opcode::RC_SEND_MIDDLE,
+            psn_a(1),
+            &p,
+            false,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
+    b.handle_packet(
+        t(20),
+        &req(
+            Opcode::RC_SEND_LAST,
+            psn_a(2),
+            &p,
+            true,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
     assert!(is_ack(&drain(&mut b, t(20))[0], 2, 1));
-    assert!(matches!(&events(&mut b)[..], [Event::Recv { wr_id: 7, .. }]));
+    assert!(matches!(
+        &events(&mut b)[..],
+        [Event::Recv { wr_id: 7, .. }]
+    ));
 }
 
 #[test]
 fn responder_naks_invalid_requests() {
     let mut b = responder();
     // MIDDLE without FIRST.
-    b.handle_packet(t(0), &req(Opcode::RC_SEND_MIDDLE, psn_a(0), &[0; MTU], false, ExtHeaders::default())).unwrap();
+    b.handle_packet(
+        t(0),
+        &req(
+            Opcode::RC_SEND_MIDDLE,
+            psn_a(0),
+            &[0; MTU],
+            false,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
     // FIRST shorter than the MTU.
-    b.handle_packet(t(0), &req(Opcode::RC_SEND_FIRST, psn_a(0), &[0; 10], false, ExtHeaders::default())).unwrap();
+    b.handle_packet(
+        t(0),
+        &req(
+            Opcode::RC_SEND_FIRST,
+            psn_a(0),
+            &[0; 10],
+            false,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
     // RDMA READ is not served.
-    let reth = ExtHeaders { reth: Some(RethRepr { va: 0, rkey: 0, dma_len: 8 }), ..Default::default() };
-    b.handle_packet(t(0), &req(Opcode::RC_READ_REQUEST, psn_a(0), &[], true, reth)).unwrap();
+    let reth = ExtHeaders {
+        reth: Some(RethRepr {
+            va: 0,
+            rkey: 0,
+            dma_len: 8,
+        }),
+        ..Default::default()
+    };
+    b.handle_packet(
+        t(0),
+        &req(Opcode::RC_READ_REQUEST, psn_a(0), &[], true, reth),
+    )
+    .unwrap();
     let out = drain(&mut b, t(0));
     assert_eq!(out.len(), 3);
     for o in &out {
         assert_eq!(o.syndrome, Some(AckSyndrome::Nak(NakCode::InvalidRequest)));
         assert_eq!(o.psn.value(), psn_a(0));
     }
-    assert_eq!(b.expected_psn().value(), psn_a(0), "refused packets do not advance the PSN");
+    assert_eq!(
+        b.expected_psn().value(),
+        psn_a(0),
+        "refused packets do not advance the PSN"
+    );
 }
 
 #[test]
@@ -546,16 +932,34 @@ fn responder_sends_cnp_at_most_once_per_interval() {
 #[test]
 fn qp_drops_bad_icrc_wrong_qp_and_garbage_with_counts() {
     let mut b = responder();
-    let mut m = req(Opcode::RC_SEND_ONLY, psn_a(0), b"data", true, ExtHeaders::default());
+    let mut m = req(
+        Opcode::RC_SEND_ONLY,
+        psn_a(0),
+        b"data",
+        true,
+        ExtHeaders::default(),
+    );
     let n = m.len();
     m[n - 6] ^= 1;
     assert_eq!(b.handle_packet(t(0), &m), Err(qp::RxDrop::BadIcrc));
     let mut bth = BthRepr::new(Opcode::RC_SEND_ONLY, 0x99, Psn::new(psn_a(0)));
     bth.ack_req = true;
-    assert_eq!(b.handle_packet(t(0), &build(A, B, Ecn::NotEct, bth, ExtHeaders::default(), b"data")), Err(qp::RxDrop::WrongQp(0x99)));
-    assert!(matches!(b.handle_packet(t(0), &[0x45, 0, 0]), Err(qp::RxDrop::Malformed(_))));
+    assert_eq!(
+        b.handle_packet(
+            t(0),
+            &build(A, B, Ecn::NotEct, bth, ExtHeaders::default(), b"data")
+        ),
+        Err(qp::RxDrop::WrongQp(0x99))
+    );
+    assert!(matches!(
+        b.handle_packet(t(0), &[0x45, 0, 0]),
+        Err(qp::RxDrop::Malformed(_))
+    ));
     let s = b.stats();
-    assert_eq!((s.drop_bad_icrc, s.drop_wrong_qp, s.drop_malformed), (1, 1, 1));
+    assert_eq!(
+        (s.drop_bad_icrc, s.drop_wrong_qp, s.drop_malformed),
+        (1, 1, 1)
+    );
     assert!(drain(&mut b, t(0)).is_empty());
     assert!(events(&mut b).is_empty());
 }
@@ -620,7 +1024,13 @@ fn selective_repeat_resends_only_what_is_missing() {
         let a_ack = ack(f.psn.value(), f.syndrome.unwrap(), f.msn);
         a.handle_packet(t(4), &a_ack).unwrap();
     }
-    assert_eq!(events(&mut a), vec![Event::SendComplete { wr_id: 9, result: Ok(()) }]);
+    assert_eq!(
+        events(&mut a),
+        vec![Event::SendComplete {
+            wr_id: 9,
+            result: Ok(())
+        }]
+    );
 }
 
 #[test]
@@ -631,18 +1041,27 @@ fn selective_repeat_responder_serves_go_back_n_requester() {
     b.post_recv(1, 1 << 20).unwrap();
     let p = [5u8; MTU];
     let pkt = |op, i| req(op, psn_a(i), &p, false, ExtHeaders::default());
-    b.handle_packet(t(0), &pkt(Opcode::RC_SEND_FIRST, 0)).unwrap();
-    b.handle_packet(t(0), &pkt(Opcode::RC_SEND_MIDDLE, 2)).unwrap();
-    b.handle_packet(t(0), &pkt(Opcode::RC_SEND_LAST, 3)).unwrap();
+    b.handle_packet(t(0), &pkt(Opcode::RC_SEND_FIRST, 0))
+        .unwrap();
+    b.handle_packet(t(0), &pkt(Opcode::RC_SEND_MIDDLE, 2))
+        .unwrap();
+    b.handle_packet(t(0), &pkt(Opcode::RC_SEND_LAST, 3))
+        .unwrap();
     let out = drain(&mut b, t(0));
     assert_eq!(out.len(), 1);
-    assert!(out[0].payload.is_empty(), "no SACK extension to a go-back-N peer");
+    assert!(
+        out[0].payload.is_empty(),
+        "no SACK extension to a go-back-N peer"
+    );
     // The go-back-N requester resends 1, 2, 3; the held 2 and 3 are not delivered twice.
-    b.handle_packet(t(1), &pkt(Opcode::RC_SEND_MIDDLE, 1)).unwrap();
+    b.handle_packet(t(1), &pkt(Opcode::RC_SEND_MIDDLE, 1))
+        .unwrap();
     let out = drain(&mut b, t(1));
     assert!(is_ack(out.last().unwrap(), 3, 1), "{out:?}");
-    b.handle_packet(t(1), &pkt(Opcode::RC_SEND_MIDDLE, 2)).unwrap();
-    b.handle_packet(t(1), &pkt(Opcode::RC_SEND_LAST, 3)).unwrap();
+    b.handle_packet(t(1), &pkt(Opcode::RC_SEND_MIDDLE, 2))
+        .unwrap();
+    b.handle_packet(t(1), &pkt(Opcode::RC_SEND_LAST, 3))
+        .unwrap();
     match &events(&mut b)[..] {
         [Event::Recv { data, .. }] => assert_eq!(data.len(), 4 * MTU),
         e => panic!("{e:?}"),
@@ -658,5 +1077,8 @@ fn config_is_validated() {
     let mut c = cfg_a();
     c.retransmission = Retransmission::SelectiveRepeat;
     c.max_outstanding = 1000;
-    assert_eq!(RcQueuePair::new(c).unwrap_err(), ConfigError::SackWindow(1000));
+    assert_eq!(
+        RcQueuePair::new(c).unwrap_err(),
+        ConfigError::SackWindow(1000)
+    );
 }

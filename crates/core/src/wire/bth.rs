@@ -98,7 +98,8 @@ impl Opcode {
     }
     /// FIRST or ONLY: starts a message.
     pub fn is_first(self) -> bool {
-        matches!(self.transport(), 0 | 1) && matches!(self.op(), 0x00 | 0x04 | 0x05 | 0x06 | 0x0a | 0x0b | 0x17)
+        matches!(self.transport(), 0 | 1)
+            && matches!(self.op(), 0x00 | 0x04 | 0x05 | 0x06 | 0x0a | 0x0b | 0x17)
             || matches!(self.0, 0x64 | 0x65)
     }
     /// LAST or ONLY: ends a message.
@@ -160,7 +161,13 @@ impl Opcode {
 }
 impl fmt::Debug for Opcode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}_{}(0x{:02x})", self.transport_name(), self.name(), self.0)
+        write!(
+            f,
+            "{}_{}(0x{:02x})",
+            self.transport_name(),
+            self.name(),
+            self.0
+        )
     }
 }
 impl fmt::Display for Opcode {
@@ -317,7 +324,9 @@ impl BthRepr {
 mod tests {
     use super::*;
     // BTH of rxe-golden.pcap's first WRITE_FIRST: QP 18, PSN 10088615.
-    static BTH: [u8; 12] = [0x06, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x12, 0x00, 0x99, 0xf0, 0xa7];
+    static BTH: [u8; 12] = [
+        0x06, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x12, 0x00, 0x99, 0xf0, 0xa7,
+    ];
 
     #[test]
     fn test_deconstruct() {
@@ -334,7 +343,10 @@ mod tests {
         let mut b = [0u8; 12];
         r.emit(&mut b);
         assert_eq!(b, BTH);
-        assert_eq!(BthRepr::parse(&BthPacket::new_checked(&b[..]).unwrap()).unwrap(), r);
+        assert_eq!(
+            BthRepr::parse(&BthPacket::new_checked(&b[..]).unwrap()).unwrap(),
+            r
+        );
     }
     #[test]
     fn opcode_table() {

@@ -20,7 +20,11 @@ impl fmt::Debug for EthernetAddress {
 impl fmt::Display for EthernetAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5])
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            b[0], b[1], b[2], b[3], b[4], b[5]
+        )
     }
 }
 
@@ -116,7 +120,11 @@ pub struct EthernetRepr {
 }
 impl EthernetRepr {
     pub fn parse<T: AsRef<[u8]>>(frame: &EthernetFrame<T>) -> Result<Self> {
-        Ok(EthernetRepr { src_addr: frame.src_addr(), dst_addr: frame.dst_addr(), ethertype: frame.ethertype() })
+        Ok(EthernetRepr {
+            src_addr: frame.src_addr(),
+            dst_addr: frame.dst_addr(),
+            ethertype: frame.ethertype(),
+        })
     }
     pub const fn buffer_len(&self) -> usize {
         ETHERNET_HEADER_LEN
@@ -131,13 +139,18 @@ impl EthernetRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
-    static FRAME: [u8; 16] = [1, 2, 3, 4, 5, 6, 0xa, 0xb, 0xc, 0xd, 0xe, 0xf, 0x08, 0x00, 0xaa, 0xbb];
+    static FRAME: [u8; 16] = [
+        1, 2, 3, 4, 5, 6, 0xa, 0xb, 0xc, 0xd, 0xe, 0xf, 0x08, 0x00, 0xaa, 0xbb,
+    ];
 
     #[test]
     fn test_deconstruct() {
         let f = EthernetFrame::new_checked(&FRAME[..]).unwrap();
         assert_eq!(f.dst_addr(), EthernetAddress([1, 2, 3, 4, 5, 6]));
-        assert_eq!(f.src_addr(), EthernetAddress([0xa, 0xb, 0xc, 0xd, 0xe, 0xf]));
+        assert_eq!(
+            f.src_addr(),
+            EthernetAddress([0xa, 0xb, 0xc, 0xd, 0xe, 0xf])
+        );
         assert_eq!(f.ethertype(), EtherType::Ipv4);
         assert_eq!(f.payload(), &[0xaa, 0xbb]);
     }
@@ -152,6 +165,9 @@ mod tests {
     }
     #[test]
     fn test_truncated() {
-        assert_eq!(EthernetFrame::new_checked(&FRAME[..13]).unwrap_err(), Error::Truncated("ethernet header"));
+        assert_eq!(
+            EthernetFrame::new_checked(&FRAME[..13]).unwrap_err(),
+            Error::Truncated("ethernet header")
+        );
     }
 }

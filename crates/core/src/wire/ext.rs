@@ -84,7 +84,11 @@ impl RethRepr {
         if b.len() < RETH_LEN {
             return Err(Error::Truncated("reth"));
         }
-        Ok(RethRepr { va: be(b, 0, 8), rkey: be(b, 8, 4) as u32, dma_len: be(b, 12, 4) as u32 })
+        Ok(RethRepr {
+            va: be(b, 0, 8),
+            rkey: be(b, 8, 4) as u32,
+            dma_len: be(b, 12, 4) as u32,
+        })
     }
     pub fn emit(&self, b: &mut [u8]) {
         put_be(b, 0, 8, self.va);
@@ -141,9 +145,13 @@ impl NakCode {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AckSyndrome {
     /// ACK with the encoded credit count (Table 45; 31 = "invalid", i.e. no end-to-end flow control).
-    Ack { credits: u8 },
+    Ack {
+        credits: u8,
+    },
     /// Receiver not ready; `timer` is the encoded minimum wait (Table 46).
-    RnrNak { timer: u8 },
+    RnrNak {
+        timer: u8,
+    },
     Nak(NakCode),
     /// A syndrome with a reserved type or bit 7 set, kept raw.
     Reserved(u8),
@@ -178,21 +186,24 @@ impl AckSyndrome {
     /// Number of receive credits an encoded count stands for, `None` for "invalid" (31).
     pub fn decode_credits(code: u8) -> Option<u32> {
         const T: [u32; 31] = [
-            0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072,
-            4096, 6144, 8192, 12288, 16384, 24576, 32768,
+            0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
+            1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
         ];
         T.get(code as usize).copied()
     }
     /// The largest code whose credit count does not exceed `n`.
     pub fn encode_credits(n: u32) -> u8 {
-        (0..31u8).rev().find(|&c| Self::decode_credits(c).unwrap() <= n).unwrap_or(0)
+        (0..31u8)
+            .rev()
+            .find(|&c| Self::decode_credits(c).unwrap() <= n)
+            .unwrap_or(0)
     }
     /// The RNR NAK timer codes in microseconds (IBTA Table 46); code 0 is 655.36 ms.
     pub fn rnr_timer(code: u8) -> Duration {
         // Codes 1..=31 in units of 10 us (code 1 = 0.01 ms); code 0 is special.
         const TEN_US: [u64; 32] = [
-            0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048,
-            3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
+            0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024,
+            1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
         ];
         let code = (code & 0x1f) as usize;
         if code == 0 {
@@ -219,7 +230,10 @@ impl AethRepr {
         if b.len() < AETH_LEN {
             return Err(Error::Truncated("aeth"));
         }
-        Ok(AethRepr { syndrome: AckSyndrome::from_byte(b[0]), msn: be(b, 1, 3) as u32 })
+        Ok(AethRepr {
+            syndrome: AckSyndrome::from_byte(b[0]),
+            msn: be(b, 1, 3) as u32,
+        })
     }
     pub fn emit(&self, b: &mut [u8]) {
         b[0] = self.syndrome.to_byte();
@@ -259,7 +273,11 @@ impl DethRepr {
         if b.len() < DETH_LEN {
             return Err(Error::Truncated("deth"));
         }
-        Ok(DethRepr { qkey: be(b, 0, 4) as u32, reserved: b[4], src_qp: be(b, 5, 3) as u32 })
+        Ok(DethRepr {
+            qkey: be(b, 0, 4) as u32,
+            reserved: b[4],
+            src_qp: be(b, 5, 3) as u32,
+        })
     }
     pub fn emit(&self, b: &mut [u8]) {
         put_be(b, 0, 4, self.qkey as u64);
@@ -281,7 +299,12 @@ impl AtomicEthRepr {
         if b.len() < ATOMIC_ETH_LEN {
             return Err(Error::Truncated("atomiceth"));
         }
-        Ok(AtomicEthRepr { va: be(b, 0, 8), rkey: be(b, 8, 4) as u32, swap_add: be(b, 12, 8), compare: be(b, 20, 8) })
+        Ok(AtomicEthRepr {
+            va: be(b, 0, 8),
+            rkey: be(b, 8, 4) as u32,
+            swap_add: be(b, 12, 8),
+            compare: be(b, 20, 8),
+        })
     }
     pub fn emit(&self, b: &mut [u8]) {
         put_be(b, 0, 8, self.va);
@@ -334,7 +357,9 @@ impl ExtHeaders {
             e.aeth = Some(AethRepr::parse(take(AETH_LEN, "aeth")?)?);
         }
         if layout.has_atomic_ack {
-            e.atomic_ack_eth = Some(AtomicAckEthRepr { orig_data: be(take(ATOMIC_ACK_ETH_LEN, "atomicacketh")?, 0, 8) });
+            e.atomic_ack_eth = Some(AtomicAckEthRepr {
+                orig_data: be(take(ATOMIC_ACK_ETH_LEN, "atomicacketh")?, 0, 8),
+            });
         }
         if layout.has_imm {
             e.imm = Some(be(take(IMMDT_LEN, "immdt")?, 0, 4) as u32);
@@ -420,12 +445,30 @@ mod tests {
         for b in 0..=255u8 {
             assert_eq!(AckSyndrome::from_byte(b).to_byte(), b);
         }
-        assert_eq!(AckSyndrome::from_byte(0x1f), AckSyndrome::Ack { credits: 31 });
-        assert_eq!(AckSyndrome::from_byte(0x60), AckSyndrome::Nak(NakCode::PsnSequenceError));
-        assert_eq!(AckSyndrome::from_byte(0x61), AckSyndrome::Nak(NakCode::InvalidRequest));
-        assert_eq!(AckSyndrome::from_byte(0x62), AckSyndrome::Nak(NakCode::RemoteAccessError));
-        assert_eq!(AckSyndrome::from_byte(0x63), AckSyndrome::Nak(NakCode::RemoteOperationalError));
-        assert_eq!(AckSyndrome::from_byte(0x2e), AckSyndrome::RnrNak { timer: 14 });
+        assert_eq!(
+            AckSyndrome::from_byte(0x1f),
+            AckSyndrome::Ack { credits: 31 }
+        );
+        assert_eq!(
+            AckSyndrome::from_byte(0x60),
+            AckSyndrome::Nak(NakCode::PsnSequenceError)
+        );
+        assert_eq!(
+            AckSyndrome::from_byte(0x61),
+            AckSyndrome::Nak(NakCode::InvalidRequest)
+        );
+        assert_eq!(
+            AckSyndrome::from_byte(0x62),
+            AckSyndrome::Nak(NakCode::RemoteAccessError)
+        );
+        assert_eq!(
+            AckSyndrome::from_byte(0x63),
+            AckSyndrome::Nak(NakCode::RemoteOperationalError)
+        );
+        assert_eq!(
+            AckSyndrome::from_byte(0x2e),
+            AckSyndrome::RnrNak { timer: 14 }
+        );
     }
     #[test]
     fn credits_and_rnr_tables() {
@@ -435,13 +478,20 @@ mod tests {
         assert_eq!(AckSyndrome::encode_credits(100_000), 30);
         assert_eq!(AckSyndrome::rnr_timer(1), Duration::from_us(10));
         assert_eq!(AckSyndrome::rnr_timer(14), Duration::from_us(1280));
-        assert_eq!(AckSyndrome::rnr_timer(0), Duration::from_ms(655) + Duration::from_us(360));
+        assert_eq!(
+            AckSyndrome::rnr_timer(0),
+            Duration::from_ms(655) + Duration::from_us(360)
+        );
         assert_eq!(AckSyndrome::encode_rnr_timer(Duration::from_us(100)), 7);
     }
     #[test]
     fn ext_headers_roundtrip() {
         let e = ExtHeaders {
-            reth: Some(RethRepr { va: 0x1122334455667788, rkey: 0xabcd, dma_len: 4096 }),
+            reth: Some(RethRepr {
+                va: 0x1122334455667788,
+                rkey: 0xabcd,
+                dma_len: 4096,
+            }),
             imm: Some(0xdeadbeef),
             ..Default::default()
         };
@@ -450,6 +500,9 @@ mod tests {
         let mut b = [0u8; 20];
         assert_eq!(e.emit(&mut b), 20);
         assert_eq!(ExtHeaders::parse(l, &b).unwrap(), (e, 20));
-        assert_eq!(ExtHeaders::parse(l, &b[..19]).unwrap_err(), Error::Truncated("immdt"));
+        assert_eq!(
+            ExtHeaders::parse(l, &b[..19]).unwrap_err(),
+            Error::Truncated("immdt")
+        );
     }
 }

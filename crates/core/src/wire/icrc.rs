@@ -101,7 +101,10 @@ mod tests {
             q[i] ^= 0x01;
             assert!(!verify(&q).unwrap(), "byte {i} should be covered");
         }
-        assert_eq!(compute(&p[..30]).unwrap_err(), Error::Truncated("roce headers"));
+        assert_eq!(
+            compute(&p[..30]).unwrap_err(),
+            Error::Truncated("roce headers")
+        );
         assert_eq!(verify(&[]).unwrap_err(), Error::Truncated("icrc"));
     }
 }

@@ -247,6 +247,29 @@ pub struct Ipv4Repr {
 }
 
 impl Ipv4Repr {
+    /// The IPv4 header rocast puts on RoCEv2 packets: UDP, identification 0 with DF set,
+    /// TTL 64. That is what Linux writes for an unconnected UDP socket's DF datagrams
+    /// (and what rxe sends), so an ICRC computed over it is the one on the wire.
+    pub const fn rocev2(
+        src_addr: Ipv4Address,
+        dst_addr: Ipv4Address,
+        dscp: u8,
+        ecn: Ecn,
+        payload_len: usize,
+    ) -> Self {
+        Ipv4Repr {
+            src_addr,
+            dst_addr,
+            dscp,
+            ecn,
+            ident: 0,
+            dont_frag: true,
+            ttl: 64,
+            protocol: IP_PROTO_UDP,
+            payload_len,
+        }
+    }
+
     /// Parses an unfragmented header without options; `verify_checksum` rejects a bad one.
     pub fn parse<T: AsRef<[u8]>>(p: &Ipv4Packet<T>, verify_checksum: bool) -> Result<Self> {
         if p.header_len() != IPV4_HEADER_LEN {
@@ -296,7 +319,8 @@ mod tests {
     use super::*;
     // From rxe-golden.pcap frame 3 (10.99.0.2 -> 10.99.0.1, SEND_ONLY).
     static HDR: [u8; 20] = [
-        0x45, 0x00, 0x00, 0x6c, 0x03, 0x78, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 10, 99, 0, 2, 10, 99, 0, 1,
+        0x45, 0x00, 0x00, 0x6c, 0x03, 0x78, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 10, 99, 0, 2, 10,
+        99, 0, 1,
     ];
 
     fn with_checksum() -> [u8; 20] {
@@ -326,12 +350,24 @@ mod tests {
         pkt[..20].copy_from_slice(&HDR);
         pkt[10] = 0x12;
         let p = Ipv4Packet::new_checked(&pkt[..]).unwrap();
-        assert_eq!(Ipv4Repr::parse(&p, true).unwrap_err(), Error::Checksum("ipv4"));
-        assert_eq!(Ipv4Packet::new_checked(&pkt[..50]).unwrap_err(), Error::Truncated("ipv4 packet"));
+        assert_eq!(
+            Ipv4Repr::parse(&p, true).unwrap_err(),
+            Error::Checksum("ipv4")
+        );
+        assert_eq!(
+            Ipv4Packet::new_checked(&pkt[..50]).unwrap_err(),
+            Error::Truncated("ipv4 packet")
+        );
         pkt[0] = 0x44;
-        assert_eq!(Ipv4Packet::new_checked(&pkt[..]).unwrap_err(), Error::Malformed("ipv4 header length"));
+        assert_eq!(
+            Ipv4Packet::new_checked(&pkt[..]).unwrap_err(),
+            Error::Malformed("ipv4 header length")
+        );
         pkt[0] = 0x65;
-        assert_eq!(Ipv4Packet::new_checked(&pkt[..]).unwrap_err(), Error::Malformed("ipv4 version"));
+        assert_eq!(
+            Ipv4Packet::new_checked(&pkt[..]).unwrap_err(),
+            Error::Malformed("ipv4 version")
+        );
     }
     #[test]
     fn test_ecn() {

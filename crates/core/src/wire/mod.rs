@@ -22,8 +22,9 @@ mod udp;
 pub use bth::{BthPacket, BthRepr, Opcode, BTH_LEN};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, ETHERNET_HEADER_LEN};
 pub use ext::{
-    AckSyndrome, AethPacket, AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, ExtHeaders, NakCode, RethRepr,
-    AETH_LEN, ATOMIC_ACK_ETH_LEN, ATOMIC_ETH_LEN, CNP_RESERVED_LEN, DETH_LEN, IETH_LEN, IMMDT_LEN, RETH_LEN,
+    AckSyndrome, AethPacket, AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, ExtHeaders,
+    NakCode, RethRepr, AETH_LEN, ATOMIC_ACK_ETH_LEN, ATOMIC_ETH_LEN, CNP_RESERVED_LEN, DETH_LEN,
+    IETH_LEN, IMMDT_LEN, RETH_LEN,
 };
 pub use ipv4::{Ecn, Ipv4Address, Ipv4Packet, Ipv4Repr, IPV4_HEADER_LEN, IP_PROTO_UDP};
 pub use psn::Psn;
@@ -52,7 +53,9 @@ pub type Result<T> = core::result::Result<T, Error>;
 /// Reads a big-endian integer of `N` bytes at `at`. Callers have checked the length.
 #[inline]
 pub(crate) fn be(buf: &[u8], at: usize, n: usize) -> u64 {
-    buf[at..at + n].iter().fold(0u64, |acc, &b| (acc << 8) | b as u64)
+    buf[at..at + n]
+        .iter()
+        .fold(0u64, |acc, &b| (acc << 8) | b as u64)
 }
 
 /// Writes the low `n` bytes of `v` big-endian at `at`.

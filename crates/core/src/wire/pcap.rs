@@ -18,7 +18,11 @@ pub enum PcapError {
     #[error("record {index} truncated at byte offset {offset}")]
     TruncatedRecord { index: usize, offset: usize },
     #[error("record {index} claims {len} bytes, over the snap length {snaplen}")]
-    OversizedRecord { index: usize, len: u32, snaplen: u32 },
+    OversizedRecord {
+        index: usize,
+        len: u32,
+        snaplen: u32,
+    },
 }
 
 /// One captured frame.
@@ -57,7 +61,16 @@ impl<'a> PcapReader<'a> {
             0x4d3cb2a1 => (true, true),
             m => return Err(PcapError::BadMagic(m)),
         };
-        let mut r = PcapReader { buf, at: 24, index: 0, big_endian, nanos, linktype: 0, snaplen: 0, failed: false };
+        let mut r = PcapReader {
+            buf,
+            at: 24,
+            index: 0,
+            big_endian,
+            nanos,
+            linktype: 0,
+            snaplen: 0,
+            failed: false,
+        };
         r.snaplen = r.u32_at(16);
         r.linktype = r.u32_at(20) & 0x0fff_ffff;
         Ok(r)
@@ -84,23 +97,55 @@ impl<'a> Iterator for PcapReader<'a> {
             Some(Err(e))
         };
         if self.buf.len() - self.at < 16 {
-            return fail(self, PcapError::TruncatedRecord { index, offset: self.at });
+            return fail(
+                self,
+                PcapError::TruncatedRecord {
+                    index,
+                    offset: self.at,
+                },
+            );
         }
-        let (sec, frac, incl, orig) =
-            (self.u32_at(self.at), self.u32_at(self.at + 4), self.u32_at(self.at + 8), self.u32_at(self.at + 12));
+        let (sec, frac, incl, orig) = (
+            self.u32_at(self.at),
+            self.u32_at(self.at + 4),
+            self.u32_at(self.at + 8),
+            self.u32_at(self.at + 12),
+        );
         // Allow records up to 256 KiB even if the header's snaplen is smaller (some writers lie).
         if incl > self.snaplen.max(262_144) {
-            return fail(self, PcapError::OversizedRecord { index, len: incl, snaplen: self.snaplen });
+            return fail(
+                self,
+                PcapError::OversizedRecord {
+                    index,
+                    len: incl,
+                    snaplen: self.snaplen,
+                },
+            );
         }
         let start = self.at + 16;
         let end = start + incl as usize;
         if end > self.buf.len() {
-            return fail(self, PcapError::TruncatedRecord { index, offset: self.at });
+            return fail(
+                self,
+                PcapError::TruncatedRecord {
+                    index,
+                    offset: self.at,
+                },
+            );
         }
         self.at = end;
         self.index += 1;
-        let ts_ns = sec as u64 * 1_000_000_000 + if self.nanos { frac as u64 } else { frac as u64 * 1000 };
-        Some(Ok(PcapRecord { ts_ns, orig_len: orig, data: &self.buf[start..end] }))
+        let ts_ns = sec as u64 * 1_000_000_000
+            + if self.nanos {
+                frac as u64
+            } else {
+                frac as u64 * 1000
+            };
+        Some(Ok(PcapRecord {
+            ts_ns,
+            orig_len: orig,
+            data: &self.buf[start..end],
+        }))
     }
 }
 
@@ -153,8 +198,17 @@ mod tests {
         let cut = &bytes[..bytes.len() - 5];
         let out: Vec<_> = PcapReader::new(cut).unwrap().collect();
         assert_eq!(out.len(), 2);
-        assert!(matches!(out[1], Err(PcapError::TruncatedRecord { index: 1, .. })));
-        assert_eq!(PcapReader::new(&bytes[..10]).unwrap_err(), PcapError::TruncatedHeader);
-        assert_eq!(PcapReader::new(&[0u8; 24]).unwrap_err(), PcapError::BadMagic(0));
+        assert!(matches!(
+            out[1],
+            Err(PcapError::TruncatedRecord { index: 1, .. })
+        ));
+        assert_eq!(
+            PcapReader::new(&bytes[..10]).unwrap_err(),
+            PcapError::TruncatedHeader
+        );
+        assert_eq!(
+            PcapReader::new(&[0u8; 24]).unwrap_err(),
+            PcapError::BadMagic(0)
+        );
     }
 }

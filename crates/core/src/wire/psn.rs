@@ -94,7 +94,17 @@ mod tests {
             for a_off in -4096i64..4096 {
                 let a_true = base as i64 + a_off;
                 let a = Psn::new(a_true.rem_euclid(1 << 24) as u32);
-                for d in [-4096i64, -2, -1, 0, 1, 2, 4095, (1 << 23) - 1, -((1 << 23) - 1)] {
+                for d in [
+                    -4096i64,
+                    -2,
+                    -1,
+                    0,
+                    1,
+                    2,
+                    4095,
+                    (1 << 23) - 1,
+                    -((1 << 23) - 1),
+                ] {
                     let b = Psn::new((a_true + d).rem_euclid(1 << 24) as u32);
                     assert_eq!(b.diff(a) as i64, d, "a={a:?} b={b:?}");
                     assert_eq!(b.cmp(&a), d.cmp(&0));

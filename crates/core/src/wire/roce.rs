@@ -3,8 +3,9 @@
 
 use super::ext::ExtHeaders;
 use super::{
-    icrc, BthPacket, BthRepr, EtherType, EthernetFrame, EthernetRepr, Error, Ipv4Packet, Ipv4Repr, Result,
-    UdpPacket, UdpRepr, BTH_LEN, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, IP_PROTO_UDP, UDP_HEADER_LEN,
+    icrc, BthPacket, BthRepr, Ecn, Error, EtherType, EthernetFrame, EthernetRepr, Ipv4Address,
+    Ipv4Packet, Ipv4Repr, Result, UdpPacket, UdpRepr, BTH_LEN, ETHERNET_HEADER_LEN,
+    IPV4_HEADER_LEN, IP_PROTO_UDP, UDP_HEADER_LEN,
 };
 
 pub const ROCEV2_UDP_PORT: u16 = 4791;
@@ -27,6 +28,34 @@ pub struct RoceRepr<'a> {
 }
 
 impl<'a> RoceRepr<'a> {
+    /// A packet with [`Ipv4Repr::rocev2`]'s header, UDP checksum 0 and destination port
+    /// 4791. Lengths and the ICRC are filled in by `emit`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        src: Ipv4Address,
+        dst: Ipv4Address,
+        dscp: u8,
+        ecn: Ecn,
+        udp_src_port: u16,
+        bth: BthRepr,
+        ext: ExtHeaders,
+        payload: &'a [u8],
+    ) -> Self {
+        RoceRepr {
+            ip: Ipv4Repr::rocev2(src, dst, dscp, ecn, 0),
+            udp: UdpRepr {
+                src_port: udp_src_port,
+                dst_port: ROCEV2_UDP_PORT,
+                checksum: 0,
+                payload_len: 0,
+            },
+            bth,
+            ext,
+            payload,
+            icrc: 0,
+        }
+    }
+
     /// Parses an IPv4 RoCEv2 packet (IP header first; link padding after the IP total
     /// length is ignored). Checks the IPv4 header checksum; does not check the ICRC:
     /// see [`RoceRepr::parse_verified`].
@@ -41,7 +70,8 @@ impl<'a> RoceRepr<'a> {
         if udp.dst_port != ROCEV2_UDP_PORT {
             return Err(Error::Unsupported("udp port"));
         }
-        let l4 = &ip_packet[IPV4_HEADER_LEN + UDP_HEADER_LEN..IPV4_HEADER_LEN + UDP_HEADER_LEN + udp.payload_len];
+        let l4 = &ip_packet
+            [IPV4_HEADER_LEN + UDP_HEADER_LEN..IPV4_HEADER_LEN + UDP_HEADER_LEN + udp.payload_len];
         if l4.len() < BTH_LEN + ICRC_LEN {
             return Err(Error::Truncated("bth"));
         }
@@ -60,7 +90,14 @@ impl<'a> RoceRepr<'a> {
             }
             None => (ExtHeaders::default(), rest),
         };
-        Ok(RoceRepr { ip, udp, bth, ext, payload, icrc })
+        Ok(RoceRepr {
+            ip,
+            udp,
+            bth,
+            ext,
+            payload,
+            icrc,
+        })
     }
 
     /// Like [`parse`](Self::parse) but also rejects a bad ICRC.
@@ -98,8 +135,16 @@ impl<'a> RoceRepr<'a> {
         let len = self.buffer_len();
         let buf = &mut buf[..len];
         let udp_len = self.udp_payload_len();
-        Ipv4Repr { payload_len: UDP_HEADER_LEN + udp_len, ..self.ip }.emit(buf);
-        UdpRepr { payload_len: udp_len, ..self.udp }.emit(&mut buf[IPV4_HEADER_LEN..]);
+        Ipv4Repr {
+            payload_len: UDP_HEADER_LEN + udp_len,
+            ..self.ip
+        }
+        .emit(buf);
+        UdpRepr {
+            payload_len: udp_len,
+            ..self.udp
+        }
+        .emit(&mut buf[IPV4_HEADER_LEN..]);
         let mut at = IPV4_HEADER_LEN + UDP_HEADER_LEN;
         self.bth.emit(&mut buf[at..]);
         at += BTH_LEN;
@@ -124,7 +169,9 @@ impl<'a> RoceFrameRepr<'a> {
         ETHERNET_HEADER_LEN + self.roce.buffer_len()
     }
     pub fn emit(&self, buf: &mut [u8]) -> usize {
-        self.eth.emit(&mut EthernetFrame::new_unchecked(&mut buf[..ETHERNET_HEADER_LEN]));
+        self.eth.emit(&mut EthernetFrame::new_unchecked(
+            &mut buf[..ETHERNET_HEADER_LEN],
+        ));
         ETHERNET_HEADER_LEN + self.roce.emit(&mut buf[ETHERNET_HEADER_LEN..])
     }
 }
@@ -137,12 +184,17 @@ pub enum FrameClass<'a> {
     /// Addressed to UDP 4791 but does not parse (truncated, bad lengths, bad IP checksum).
     Malformed(Error),
     /// A RoCEv2 packet; `icrc_ok` says whether its ICRC verified. Unknown opcodes land here too.
-    Roce { frame: RoceFrameRepr<'a>, icrc_ok: bool },
+    Roce {
+        frame: RoceFrameRepr<'a>,
+        icrc_ok: bool,
+    },
 }
 
 /// Classifies one captured Ethernet frame. Never panics.
 pub fn classify_frame(frame: &[u8]) -> FrameClass<'_> {
-    let Ok(eth) = EthernetFrame::new_checked(frame) else { return FrameClass::NotRoce };
+    let Ok(eth) = EthernetFrame::new_checked(frame) else {
+        return FrameClass::NotRoce;
+    };
     if eth.ethertype() != EtherType::Ipv4 {
         return FrameClass::NotRoce;
     }
@@ -163,9 +215,15 @@ pub fn classify_frame(frame: &[u8]) -> FrameClass<'_> {
             // Truncated or broken IPv4: it is RoCE if the fixed headers we can see say so.
             let is_roce = ip_bytes.len() >= IPV4_HEADER_LEN + 4
                 && ip_bytes[9] == IP_PROTO_UDP
-                && u16::from_be_bytes([ip_bytes[IPV4_HEADER_LEN + 2], ip_bytes[IPV4_HEADER_LEN + 3]])
-                    == ROCEV2_UDP_PORT;
-            return if is_roce { FrameClass::Malformed(e) } else { FrameClass::NotRoce };
+                && u16::from_be_bytes([
+                    ip_bytes[IPV4_HEADER_LEN + 2],
+                    ip_bytes[IPV4_HEADER_LEN + 3],
+                ]) == ROCEV2_UDP_PORT;
+            return if is_roce {
+                FrameClass::Malformed(e)
+            } else {
+                FrameClass::NotRoce
+            };
         }
     }
     let eth_repr = EthernetRepr::parse(&eth).expect("infallible");
@@ -173,7 +231,13 @@ pub fn classify_frame(frame: &[u8]) -> FrameClass<'_> {
         Ok(roce) => {
             let end = IPV4_HEADER_LEN + UDP_HEADER_LEN + roce.udp.payload_len;
             let icrc_ok = icrc::verify(&ip_bytes[..end]).unwrap_or(false);
-            FrameClass::Roce { frame: RoceFrameRepr { eth: eth_repr, roce }, icrc_ok }
+            FrameClass::Roce {
+                frame: RoceFrameRepr {
+                    eth: eth_repr,
+                    roce,
+                },
+                icrc_ok,
+            }
         }
         Err(e) => FrameClass::Malformed(e),
     }
@@ -182,44 +246,43 @@ pub fn classify_frame(frame: &[u8]) -> FrameClass<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{AethRepr, AckSyndrome, Ecn, Ipv4Address, Opcode, Psn, RethRepr};
+    use crate::wire::{AckSyndrome, AethRepr, Opcode, Psn, RethRepr};
 
     fn sample<'a>(payload: &'a [u8], opcode: Opcode) -> RoceRepr<'a> {
         let mut bth = BthRepr::new(opcode, 0x11, Psn::new(0xfffffe));
         bth.pad_count = ((4 - payload.len() % 4) % 4) as u8;
         let mut ext = ExtHeaders::default();
         if opcode == Opcode::RC_WRITE_ONLY {
-            ext.reth = Some(RethRepr { va: 0x1000, rkey: 7, dma_len: payload.len() as u32 });
+            ext.reth = Some(RethRepr {
+                va: 0x1000,
+                rkey: 7,
+                dma_len: payload.len() as u32,
+            });
         }
         if opcode == Opcode::RC_ACKNOWLEDGE {
-            ext.aeth = Some(AethRepr { syndrome: AckSyndrome::Ack { credits: 31 }, msn: 3 });
+            ext.aeth = Some(AethRepr {
+                syndrome: AckSyndrome::Ack { credits: 31 },
+                msn: 3,
+            });
         }
-        RoceRepr {
-            ip: Ipv4Repr {
-                src_addr: Ipv4Address::new(10, 0, 0, 1),
-                dst_addr: Ipv4Address::new(10, 0, 0, 2),
-                dscp: 26,
-                ecn: Ecn::Ect0,
-                ident: 0,
-                dont_frag: true,
-                ttl: 64,
-                protocol: IP_PROTO_UDP,
-                payload_len: 0,
-            },
-            udp: UdpRepr { src_port: 49152, dst_port: ROCEV2_UDP_PORT, checksum: 0, payload_len: 0 },
-            bth,
-            ext,
-            payload,
-            icrc: 0,
-        }
+        let (a, b) = (Ipv4Address::new(10, 0, 0, 1), Ipv4Address::new(10, 0, 0, 2));
+        RoceRepr::new(a, b, 26, Ecn::Ect0, 49152, bth, ext, payload)
     }
 
     #[test]
     fn test_emit_parse_roundtrip() {
-        for op in [Opcode::RC_SEND_ONLY, Opcode::RC_WRITE_ONLY, Opcode::RC_ACKNOWLEDGE] {
+        for op in [
+            Opcode::RC_SEND_ONLY,
+            Opcode::RC_WRITE_ONLY,
+            Opcode::RC_ACKNOWLEDGE,
+        ] {
             for len in [0usize, 1, 3, 4, 7, 1024] {
                 let data: Vec<u8> = (0..len as u32).map(|i| i as u8).collect();
-                let data = if op == Opcode::RC_ACKNOWLEDGE { &[][..] } else { &data[..] };
+                let data = if op == Opcode::RC_ACKNOWLEDGE {
+                    &[][..]
+                } else {
+                    &data[..]
+                };
                 let r = sample(data, op);
                 let mut buf = vec![0u8; r.buffer_len()];
                 assert_eq!(r.emit(&mut buf), buf.len());
@@ -241,7 +304,10 @@ mod tests {
         let mut buf = vec![0u8; r.buffer_len()];
         r.emit(&mut buf);
         buf[45] ^= 0x80;
-        assert_eq!(RoceRepr::parse_verified(&buf).unwrap_err(), Error::Checksum("icrc"));
+        assert_eq!(
+            RoceRepr::parse_verified(&buf).unwrap_err(),
+            Error::Checksum("icrc")
+        );
         assert!(RoceRepr::parse(&buf).is_ok());
     }
 
@@ -270,8 +336,14 @@ mod tests {
         let mut frame = vec![0u8; 14 + r.buffer_len()];
         frame[12] = 0x08;
         r.emit(&mut frame[14..]);
-        assert!(matches!(classify_frame(&frame), FrameClass::Roce { icrc_ok: true, .. }));
-        assert!(matches!(classify_frame(&frame[..80]), FrameClass::Malformed(Error::Truncated(_))));
+        assert!(matches!(
+            classify_frame(&frame),
+            FrameClass::Roce { icrc_ok: true, .. }
+        ));
+        assert!(matches!(
+            classify_frame(&frame[..80]),
+            FrameClass::Malformed(Error::Truncated(_))
+        ));
         assert!(matches!(classify_frame(&frame[..20]), FrameClass::NotRoce));
         frame[14 + 23] = 0x99; // UDP dst port 4761 -> not RoCE
         assert!(matches!(classify_frame(&frame), FrameClass::NotRoce));

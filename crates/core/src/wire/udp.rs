@@ -108,7 +108,13 @@ mod tests {
     fn test_bad_lengths() {
         let mut d = DGRAM;
         d[5] = 4;
-        assert_eq!(UdpPacket::new_checked(&d[..]).unwrap_err(), Error::Malformed("udp length"));
-        assert_eq!(UdpPacket::new_checked(&DGRAM[..9]).unwrap_err(), Error::Truncated("udp datagram"));
+        assert_eq!(
+            UdpPacket::new_checked(&d[..]).unwrap_err(),
+            Error::Malformed("udp length")
+        );
+        assert_eq!(
+            UdpPacket::new_checked(&DGRAM[..9]).unwrap_err(),
+            Error::Truncated("udp datagram")
+        );
     }
 }
