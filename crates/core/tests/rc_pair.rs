@@ -211,7 +211,7 @@ fn run(
             SendOp::Send | SendOp::SendImm(_) => match recv_iter.next() {
                 Some(Event::Recv { wr_id, data, imm }) => {
                     assert_eq!(*wr_id, next_rq);
-                    assert_eq!(&data[..], &m.data[..], "seed {seed} msg {i}");
+                    assert_eq!(&data[..], m.data.as_bytes().unwrap(), "seed {seed} msg {i}");
                     assert_eq!(
                         *imm,
                         if let SendOp::SendImm(x) = m.op {
@@ -242,7 +242,7 @@ fn run(
             let off = (remote_va - 0x4000_0000) as usize;
             assert_eq!(
                 &mr.data[off..off + m.data.len()],
-                &m.data[..],
+                m.data.as_bytes().unwrap(),
                 "seed {seed} write {i}"
             );
         }

@@ -862,7 +862,7 @@ fn client_data_phase(
                 .post_send(SendRequest {
                     wr_id: i as u64,
                     op,
-                    data: data.clone(),
+                    data: data.clone().into(),
                 })
                 .map_err(|e| PerfError::Qp(e.to_string()))
         };

@@ -31,7 +31,7 @@ mod qp;
 mod requester;
 mod responder;
 
-pub use cc::{FixedRate, RateController, Unlimited};
+pub use cc::{Dcqcn, DcqcnConfig, FixedRate, RateController, Unlimited};
 pub use qp::RcQueuePair;
 
 use crate::time::Duration;
@@ -182,13 +182,76 @@ pub enum SendOp {
     WriteImm { remote_va: u64, rkey: u32, imm: u32 },
 }
 
-/// A send work request: an operation and the bytes it carries (shared, so a driver can
-/// post the same buffer many times without copying it).
+/// A send work request: an operation and the bytes it carries.
 #[derive(Clone, Debug)]
 pub struct SendRequest {
     pub wr_id: u64,
     pub op: SendOp,
-    pub data: Arc<[u8]>,
+    pub data: Payload,
+}
+
+/// Zero bytes for [`Payload::Zeros`] packets: one path MTU's worth.
+static ZEROS: [u8; 4096] = [0; 4096];
+
+/// What a send work request carries.
+///
+/// `Bytes` is application data, shared so a driver can post the same buffer many times
+/// without copying it. `Zeros` is synthetic traffic of a given length whose content is
+/// all zero bytes: load generators and the simulator use it so that a 2 MB flow costs
+/// no 2 MB buffer (perftest's and htsim's flows carry no meaningful data either). On
+/// the wire the two are indistinguishable from a real zero-filled buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Payload {
+    Bytes(Arc<[u8]>),
+    Zeros(usize),
+}
+
+impl Payload {
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::Bytes(b) => b.len(),
+            Payload::Zeros(n) => *n,
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// `len` bytes from `offset`; `len` is at most one path MTU (4096 bytes).
+    ///
+    /// Panics if the range is out of bounds (the requester only asks for ranges it cut
+    /// from this payload's length).
+    pub fn slice(&self, offset: usize, len: usize) -> &[u8] {
+        match self {
+            Payload::Bytes(b) => &b[offset..offset + len],
+            Payload::Zeros(n) => {
+                assert!(offset + len <= *n, "payload range out of bounds");
+                &ZEROS[..len]
+            }
+        }
+    }
+    /// The application bytes, if this is not synthetic.
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Payload::Bytes(b) => Some(b),
+            Payload::Zeros(_) => None,
+        }
+    }
+}
+
+impl From<Arc<[u8]>> for Payload {
+    fn from(b: Arc<[u8]>) -> Self {
+        Payload::Bytes(b)
+    }
+}
+impl From<Vec<u8>> for Payload {
+    fn from(b: Vec<u8>) -> Self {
+        Payload::Bytes(b.into())
+    }
+}
+impl From<&[u8]> for Payload {
+    fn from(b: &[u8]) -> Self {
+        Payload::Bytes(b.into())
+    }
 }
 
 /// Why a work request failed (the verbs `ibv_wc_status` values that apply).
@@ -233,7 +296,13 @@ pub enum Event {
 pub struct MemoryRegion {
     pub va: u64,
     pub rkey: u32,
+    /// Length in bytes; WRITEs must fall inside `va..va + len`.
+    pub len: u64,
+    /// The region's bytes; empty for a null region.
     pub data: Vec<u8>,
+    /// A null region (verbs' `ibv_alloc_null_mr`): WRITEs are bounds- and key-checked
+    /// like any other, then their bytes are discarded. Sinks of synthetic load use it.
+    pub null: bool,
 }
 
 /// Per-QP counters. Everything dropped is counted with its reason.

@@ -63,6 +63,8 @@ pub struct RcQueuePair {
     resp: Responder,
     events: VecDeque<Event>,
     stats: QpStats,
+    /// The SACK bitmap of the ACK `poll_transmit_repr` last returned (it borrows from here).
+    sack_scratch: [u8; SACK_LEN],
 }
 
 impl RcQueuePair {
@@ -82,6 +84,7 @@ impl RcQueuePair {
             cfg,
             events: VecDeque::new(),
             stats: QpStats::default(),
+            sack_scratch: [0; SACK_LEN],
         })
     }
 
@@ -174,7 +177,26 @@ impl RcQueuePair {
         self.resp.mrs.push(MemoryRegion {
             va,
             rkey,
+            len: len as u64,
             data: vec![0; len],
+            null: false,
+        });
+        Ok(())
+    }
+
+    /// Registers a null region of `len` bytes at `va` (verbs' `ibv_alloc_null_mr`): WRITEs
+    /// to it are checked like any other and their bytes discarded, so a sink of synthetic
+    /// load holds no buffer.
+    pub fn register_null_mr(&mut self, va: u64, len: u64, rkey: u32) -> Result<(), PostError> {
+        if self.mr(rkey).is_some() {
+            return Err(PostError::DuplicateRkey(rkey));
+        }
+        self.resp.mrs.push(MemoryRegion {
+            va,
+            rkey,
+            len,
+            data: Vec::new(),
+            null: true,
         });
         Ok(())
     }
@@ -263,6 +285,20 @@ impl RcQueuePair {
     /// its length. CNPs go first, then ACK/NAKs, then data as the window and the rate
     /// controller allow. `buf` must hold [`max_packet_len`](Self::max_packet_len) bytes.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let repr = self.poll_transmit_repr(now)?;
+        Some(repr.emit(buf))
+    }
+
+    /// Whether a CNP or an ACK/NAK waits to be sent: a NIC serves these ahead of data.
+    pub fn has_feedback(&self) -> bool {
+        self.resp.cnp_pending || !self.resp.feedback.is_empty()
+    }
+
+    /// Like [`poll_transmit`](Self::poll_transmit), but returns the packet as a
+    /// [`RoceRepr`] borrowing its payload from the send queue, for drivers that carry
+    /// headers rather than bytes (the simulator) and serialise only on demand.
+    /// `emit` on the result gives exactly the bytes `poll_transmit` would.
+    pub fn poll_transmit_repr(&mut self, now: Instant) -> Option<RoceRepr<'_>> {
         if self.resp.cnp_pending {
             self.resp.cnp_pending = false;
             self.stats.tx_cnps += 1;
@@ -273,7 +309,7 @@ impl RcQueuePair {
                 cnp_reserved: Some([0; 16]),
                 ..Default::default()
             };
-            return Some(self.emit(buf, self.cfg.cnp_dscp, Ecn::NotEct, bth, ext, &[]));
+            return Some(self.repr(self.cfg.cnp_dscp, Ecn::NotEct, bth, ext, &[]));
         }
         if let Some(fb) = self.resp.feedback.pop_front() {
             let (psn, msn, syndrome, sack) = match fb {
@@ -295,13 +331,12 @@ impl RcQueuePair {
             if syndrome.is_ack() {
                 self.stats.tx_acks += 1;
             }
-            let bitmap;
-            let payload: &[u8] = if sack {
+            let with_sack = if sack {
                 let expected = if syndrome.is_ack() { psn.next() } else { psn };
-                bitmap = self.resp.sack_bitmap(expected);
-                &bitmap
+                self.sack_scratch = self.resp.sack_bitmap(expected);
+                true
             } else {
-                &[]
+                false
             };
             let mut bth = BthRepr::new(Opcode::RC_ACKNOWLEDGE, self.cfg.remote_qpn, psn);
             bth.pkey = self.cfg.pkey;
@@ -309,7 +344,8 @@ impl RcQueuePair {
                 aeth: Some(AethRepr { syndrome, msn }),
                 ..Default::default()
             };
-            return Some(self.emit(buf, self.cfg.dscp, Ecn::NotEct, bth, ext, payload));
+            let payload: &[u8] = if with_sack { &self.sack_scratch } else { &[] };
+            return Some(self.repr(self.cfg.dscp, Ecn::NotEct, bth, ext, payload));
         }
         if !self.req.wants_to_send(&self.cfg, now)
             || self.req.rate.next_send_time().is_some_and(|t| t > now)
@@ -317,17 +353,18 @@ impl RcQueuePair {
             return None;
         }
         let pkt = self.req.next_packet(&self.cfg, now)?;
-        let len = self.emit_data(buf, &pkt);
+        let repr = self.data_repr(&pkt);
+        let len = repr.buffer_len();
         self.req.rate.on_packet_sent(now, len);
         self.stats.tx_data_packets += 1;
         self.stats.tx_data_bytes += pkt.len as u64;
         if pkt.retransmission {
             self.stats.tx_retransmitted += 1;
         }
-        Some(len)
+        Some(self.data_repr(&pkt))
     }
 
-    fn emit_data(&self, buf: &mut [u8], pkt: &DataPacket) -> usize {
+    fn data_repr(&self, pkt: &DataPacket) -> RoceRepr<'_> {
         let w = &self.req.sq[pkt.wqe_index];
         let mut bth = BthRepr::new(pkt.opcode, self.cfg.remote_qpn, pkt.psn);
         bth.pkey = self.cfg.pkey;
@@ -359,19 +396,18 @@ impl RcQueuePair {
         } else {
             Ecn::NotEct
         };
-        let payload = &w.req.data[pkt.offset..pkt.offset + pkt.len];
-        self.emit(buf, self.cfg.dscp, ecn, bth, ext, payload)
+        let payload = w.req.data.slice(pkt.offset, pkt.len);
+        self.repr(self.cfg.dscp, ecn, bth, ext, payload)
     }
 
-    fn emit(
+    fn repr<'a>(
         &self,
-        buf: &mut [u8],
         dscp: u8,
         ecn: Ecn,
         bth: BthRepr,
         ext: ExtHeaders,
-        payload: &[u8],
-    ) -> usize {
+        payload: &'a [u8],
+    ) -> RoceRepr<'a> {
         let c = &self.cfg;
         RoceRepr::new(
             c.local_ip,
@@ -383,7 +419,6 @@ impl RcQueuePair {
             ext,
             payload,
         )
-        .emit(buf)
     }
 
     /// When the driver must call [`handle_timeout`](Self::handle_timeout) (or retry

@@ -391,8 +391,10 @@ impl Responder {
                         .iter_mut()
                         .find(|m| m.rkey == rk)
                         .expect("checked at FIRST");
-                    let off = (at - mr.va) as usize;
-                    mr.data[off..off + payload.len()].copy_from_slice(payload);
+                    if !mr.null {
+                        let off = (at - mr.va) as usize;
+                        mr.data[off..off + payload.len()].copy_from_slice(payload);
+                    }
                 }
             }
         }
@@ -430,9 +432,7 @@ impl Responder {
         self.mrs.iter().find(|m| {
             m.rkey == rkey
                 && va >= m.va
-                && va
-                    .checked_add(len)
-                    .is_some_and(|end| end <= m.va + m.data.len() as u64)
+                && va.checked_add(len).is_some_and(|end| end <= m.va + m.len)
         })
     }
 

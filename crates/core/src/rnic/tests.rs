@@ -127,7 +127,10 @@ fn send(wr_id: u64, len: usize) -> SendRequest {
     SendRequest {
         wr_id,
         op: SendOp::Send,
-        data: (0..len).map(|i| (i * 7 + wr_id as usize) as u8).collect(),
+        data: (0..len)
+            .map(|i| (i * 7 + wr_id as usize) as u8)
+            .collect::<Vec<u8>>()
+            .into(),
     }
 }
 
@@ -189,7 +192,7 @@ fn requester_segments_by_mtu_with_consecutive_psns() {
         out.iter().map(|o| o.payload.len()).collect::<Vec<_>>(),
         vec![256, 256, 88, 256, 0, 256, 256, 1]
     );
-    assert_eq!(out[0].payload, send(1, 600).data[..256]);
+    assert_eq!(out[0].payload, send(1, 600).data.as_bytes().unwrap()[..256]);
     assert_eq!(out[3].imm, Some(0xabcd));
     assert_eq!(
         out[5].reth,
@@ -305,7 +308,10 @@ fn requester_goes_back_n_on_sequence_nak() {
     assert_eq!(psns(&out), vec![2, 3, 4, 5]);
     assert_eq!(a.stats().tx_retransmitted, 4);
     assert_eq!(out[0].op, Opcode::RC_SEND_MIDDLE);
-    assert_eq!(out[0].payload, send(1, 6 * MTU).data[2 * MTU..3 * MTU]);
+    assert_eq!(
+        out[0].payload,
+        send(1, 6 * MTU).data.as_bytes().unwrap()[2 * MTU..3 * MTU]
+    );
     assert_eq!(a.outstanding(), 4);
 }
 
@@ -1017,7 +1023,7 @@ fn selective_repeat_resends_only_what_is_missing() {
         b.handle_packet(t(3), p).unwrap();
     }
     match &events(&mut b)[..] {
-        [Event::Recv { wr_id: 1, data, .. }] => assert_eq!(&data[..], &msg.data[..]),
+        [Event::Recv { wr_id: 1, data, .. }] => assert_eq!(&data[..], msg.data.as_bytes().unwrap()),
         e => panic!("{e:?}"),
     }
     for f in drain(&mut b, t(3)) {
