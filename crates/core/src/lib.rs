@@ -6,8 +6,13 @@
 //!   headers, ICRC, CNP), the 24-bit [`wire::Psn`], and pcap files.
 //! - [`rnic`]: a software RoCE endpoint (reliable connection) with the
 //!   `handle_*`/`poll_*` shape every rocast state machine shares.
+//! - [`fabric`]: one switch's decisions: ECMP hashing, the shared-buffer MMU with PFC,
+//!   ECN RED marking.
+//! - [`plan`]: topologies (fat-tree, leaf–spine, HPCC files, failures) and routing.
 //! - [`time`]: the one integer clock type the core uses; drivers supply `now`.
 
+pub mod fabric;
+pub mod plan;
 pub mod rnic;
 pub mod time;
 pub mod wire;

@@ -110,9 +110,11 @@ pub struct DcqcnConfig {
 }
 
 impl DcqcnConfig {
-    /// The DCQCN paper's parameters (Zhu et al. 2015, §5 "Parameter selection" and Table 1):
-    /// g = 1/256, K = 55 µs, T = 55 µs, B = 10 MB, F = 5, R_AI = 40 Mb/s, R_HAI = 400 Mb/s
-    /// (10 R_AI), cut on every CNP (CNPs are already spaced 50 µs apart by the NP).
+    /// The DCQCN paper's parameters (Zhu et al. 2015, §5): g = 1/256, K = 55 µs, T = 55 µs,
+    /// B = 10 MB, F = 5, R_AI = 40 Mb/s; R_HAI is not given there and is set to 10 R_AI; the
+    /// rate is cut on every CNP (the NP already spaces CNPs 50 µs apart). These are the
+    /// values as the paper's text is commonly quoted; the paper PDF is not in
+    /// `shared/papers`, so they are not checked against it here.
     pub fn paper(line_rate_bps: u64) -> Self {
         DcqcnConfig {
             line_rate_bps,
@@ -130,16 +132,15 @@ impl DcqcnConfig {
         }
     }
 
-    /// The HPCC paper's DCQCN settings (Li et al., SIGCOMM 2019, run with the
-    /// `alibaba-edu/High-Precision-Congestion-Control` simulator, `mix/config.txt` and
-    /// `run.py` for `cc=dcqcn`): g = 1/256, alpha tick 1 µs, cut check every 4 µs, T = 300 µs,
-    /// no byte counter, F = 1, R_AI = 5 Mb/s and R_HAI = 50 Mb/s per 25 Gb/s of line rate,
-    /// min rate 100 Mb/s, no target clamp.
+    /// The HPCC paper's DCQCN settings (Li et al., SIGCOMM 2019), as `run.py` of
+    /// `alibaba-edu/High-Precision-Congestion-Control` (commit 9f4be2a) passes them for
+    /// `--cc dcqcn`: g = 1/256, alpha tick 1 µs, cut check every 4 µs, T = 300 µs, no byte
+    /// counter (its `RdmaHw` has none), F = 1, R_AI = 5 Mb/s and R_HAI = 50 Mb/s per
+    /// 25 Gb/s of line rate, min rate 1 Gb/s, no target clamp.
     pub fn hpcc(line_rate_bps: u64) -> Self {
         let per_25g = (line_rate_bps / 25_000_000_000).max(1);
         DcqcnConfig {
             line_rate_bps,
-            min_rate_bps: 100_000_000,
             g: 1.0 / 256.0,
             alpha_interval: Duration::from_us(1),
             decrease_interval: Duration::from_us(4),
@@ -150,6 +151,7 @@ impl DcqcnConfig {
             rate_hai_bps: 50_000_000 * per_25g,
             rate_on_first_cnp: 1.0,
             clamp_target_rate: false,
+            min_rate_bps: 1_000_000_000,
         }
     }
 }

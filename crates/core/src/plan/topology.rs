@@ -1,0 +1,569 @@
+//! Datacenter topologies as plain graphs: nodes with a role, full-duplex links with a
+//! rate, a propagation delay and a loss rate, and a per-link "failed" mark.
+//!
+//! Node numbering follows the HPCC simulator's convention: hosts first (0..H), then
+//! switches. A node's ports are its links in the order they were added, so port
+//! numbers are stable for a given builder and seed.
+//!
+//! Memory: 32 bytes per link plus 8 bytes per link end in the adjacency lists and 2
+//! bytes per node: a k=64 fat-tree (65,536 hosts, 5,120 switches, 196,608 links) takes
+//! about 10 MB.
+
+use crate::time::Duration;
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+pub type NodeId = u32;
+
+/// What a node is. Switch tiers count up from the hosts: 0 is a top-of-rack (edge or
+/// leaf) switch, 1 aggregation or spine, 2 core. A NIC that fans out to several GPUs
+/// is a tier-0 switch of its own, with its GPUs as the hosts (PEEL's GPU servers).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeRole {
+    Host,
+    Switch { tier: u8 },
+}
+
+/// One full-duplex link between nodes `a` and `b`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkSpec {
+    pub a: NodeId,
+    pub b: NodeId,
+    pub rate_bps: u64,
+    pub delay: Duration,
+    /// Probability that a packet crossing the link (either way) is lost.
+    pub loss: f64,
+    /// A failed link carries nothing and routing avoids it.
+    pub failed: bool,
+}
+
+/// Rate and propagation delay of the links of one tier.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TierSpec {
+    pub rate_bps: u64,
+    pub delay: Duration,
+}
+
+impl TierSpec {
+    pub const fn new(rate_bps: u64, delay: Duration) -> Self {
+        TierSpec { rate_bps, delay }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopologyError {
+    #[error("fat-tree k must be even and between 2 and 128, got {0}")]
+    FatTreeK(u32),
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+    #[error("topology file line {line}: {msg}")]
+    File { line: usize, msg: String },
+    #[error("link {a}-{b} is not in the topology")]
+    NoSuchLink { a: NodeId, b: NodeId },
+    #[error("failed-links fraction {0} is not in [0, 1]")]
+    FailFraction(String),
+    #[error("topology too large: {0} nodes (at most 2^24)")]
+    TooLarge(u64),
+}
+
+#[derive(Clone, Debug)]
+pub struct Topology {
+    pub roles: Vec<NodeRole>,
+    pub links: Vec<LinkSpec>,
+    /// A short description for summaries ("fat-tree k=16", ...).
+    pub name: String,
+    /// Per node, its links in port order: (link index, peer node).
+    adjacency: Vec<Vec<(u32, NodeId)>>,
+    n_hosts: u32,
+}
+
+impl Topology {
+    /// An empty topology with `hosts` hosts (ids 0..hosts) and `switch_tiers` switches.
+    pub fn new(name: impl Into<String>, hosts: u32, switch_tiers: &[u8]) -> Self {
+        let mut roles = vec![NodeRole::Host; hosts as usize];
+        roles.extend(switch_tiers.iter().map(|&tier| NodeRole::Switch { tier }));
+        let n = roles.len();
+        Topology {
+            roles,
+            links: Vec::new(),
+            name: name.into(),
+            adjacency: vec![Vec::new(); n],
+            n_hosts: hosts,
+        }
+    }
+
+    pub fn add_link(&mut self, a: NodeId, b: NodeId, tier: TierSpec) -> u32 {
+        let id = self.links.len() as u32;
+        self.links.push(LinkSpec {
+            a,
+            b,
+            rate_bps: tier.rate_bps,
+            delay: tier.delay,
+            loss: 0.0,
+            failed: false,
+        });
+        self.adjacency[a as usize].push((id, b));
+        self.adjacency[b as usize].push((id, a));
+        id
+    }
+
+    pub fn num_nodes(&self) -> usize {
+        self.roles.len()
+    }
+    pub fn num_hosts(&self) -> usize {
+        self.n_hosts as usize
+    }
+    pub fn num_switches(&self) -> usize {
+        self.roles.len() - self.n_hosts as usize
+    }
+    pub fn is_host(&self, n: NodeId) -> bool {
+        n < self.n_hosts
+    }
+    /// Node `n`'s links in port order: (link index, peer).
+    pub fn ports(&self, n: NodeId) -> &[(u32, NodeId)] {
+        &self.adjacency[n as usize]
+    }
+    /// The port of `n` that link `link` attaches to.
+    pub fn port_of(&self, n: NodeId, link: u32) -> Option<u16> {
+        self.adjacency[n as usize]
+            .iter()
+            .position(|&(l, _)| l == link)
+            .map(|p| p as u16)
+    }
+    pub fn find_link(&self, a: NodeId, b: NodeId) -> Option<u32> {
+        self.adjacency
+            .get(a as usize)?
+            .iter()
+            .find(|&&(_, p)| p == b)
+            .map(|&(l, _)| l)
+    }
+    /// Bytes held by this description (the figure the README quotes).
+    pub fn memory_bytes(&self) -> usize {
+        self.roles.len() * std::mem::size_of::<NodeRole>()
+            + self.links.len() * std::mem::size_of::<LinkSpec>()
+            + self
+                .adjacency
+                .iter()
+                .map(|a| a.capacity() * 8 + 24)
+                .sum::<usize>()
+    }
+
+    /// The k-ary three-tier fat-tree: k pods of k/2 edge and k/2 aggregation switches,
+    /// (k/2)² core switches, and `k/2 × oversubscription` hosts per edge switch
+    /// (oversubscription 1 gives the classic k³/4 hosts). Edge `e` of pod `p` is
+    /// wired to every aggregation switch of its pod; aggregation `a` of every pod to
+    /// cores `a·k/2 .. (a+1)·k/2`.
+    pub fn fat_tree(
+        k: u32,
+        oversubscription: u32,
+        host: TierSpec,
+        edge_agg: TierSpec,
+        agg_core: TierSpec,
+    ) -> Result<Self, TopologyError> {
+        if k < 2 || k % 2 != 0 || k > 128 {
+            return Err(TopologyError::FatTreeK(k));
+        }
+        if oversubscription == 0 {
+            return Err(TopologyError::Zero("oversubscription"));
+        }
+        let h = k / 2;
+        let hosts_per_edge = h * oversubscription;
+        let n_hosts = k * h * hosts_per_edge;
+        let n_edge = k * h;
+        let n_core = h * h;
+        let total = n_hosts as u64 + 2 * n_edge as u64 + n_core as u64;
+        if total >= 1 << 24 {
+            return Err(TopologyError::TooLarge(total));
+        }
+        let mut tiers = vec![0u8; n_edge as usize];
+        tiers.extend(std::iter::repeat_n(1u8, n_edge as usize));
+        tiers.extend(std::iter::repeat_n(2u8, n_core as usize));
+        let name = if oversubscription == 1 {
+            format!("fat-tree k={k}")
+        } else {
+            format!("fat-tree k={k} oversubscribed {oversubscription}:1")
+        };
+        let mut t = Topology::new(name, n_hosts, &tiers);
+        let edge = |p: u32, e: u32| n_hosts + p * h + e;
+        let agg = |p: u32, a: u32| n_hosts + n_edge + p * h + a;
+        let core = |c: u32| n_hosts + 2 * n_edge + c;
+        t.links.reserve((n_hosts + 2 * k * h * h) as usize);
+        for p in 0..k {
+            for e in 0..h {
+                for i in 0..hosts_per_edge {
+                    let host_id = (p * h + e) * hosts_per_edge + i;
+                    t.add_link(host_id, edge(p, e), host);
+                }
+            }
+        }
+        for p in 0..k {
+            for e in 0..h {
+                for a in 0..h {
+                    t.add_link(edge(p, e), agg(p, a), edge_agg);
+                }
+            }
+        }
+        for a in 0..h {
+            for j in 0..h {
+                for p in 0..k {
+                    t.add_link(agg(p, a), core(a * h + j), agg_core);
+                }
+            }
+        }
+        Ok(t)
+    }
+
+    /// A two-tier leaf–spine: every leaf wired to every spine, `hosts_per_leaf` servers
+    /// per leaf. With `gpus_per_host > 0` each server is a NIC (a tier-0 switch node)
+    /// fanning out to that many GPUs (the hosts) over `gpu` links, so leaves are tier 1
+    /// and spines tier 2; otherwise leaves are tier 0 and spines tier 1.
+    pub fn leaf_spine(
+        spines: u32,
+        leaves: u32,
+        hosts_per_leaf: u32,
+        gpus_per_host: u32,
+        host: TierSpec,
+        leaf_spine: TierSpec,
+        gpu: TierSpec,
+    ) -> Result<Self, TopologyError> {
+        for (v, n) in [
+            (spines, "spines"),
+            (leaves, "leaves"),
+            (hosts_per_leaf, "hosts_per_leaf"),
+        ] {
+            if v == 0 {
+                return Err(TopologyError::Zero(n));
+            }
+        }
+        let servers = leaves as u64 * hosts_per_leaf as u64;
+        let endpoints = servers * gpus_per_host.max(1) as u64;
+        let nic_switches = if gpus_per_host > 0 { servers } else { 0 };
+        let total = endpoints + nic_switches + leaves as u64 + spines as u64;
+        if total >= 1 << 24 {
+            return Err(TopologyError::TooLarge(total));
+        }
+        let base = if gpus_per_host > 0 { 1 } else { 0 };
+        let mut tiers = vec![0u8; nic_switches as usize];
+        tiers.extend(std::iter::repeat_n(base, leaves as usize));
+        tiers.extend(std::iter::repeat_n(base + 1, spines as usize));
+        let name = if gpus_per_host > 0 {
+            format!("leaf-spine {spines}x{leaves}, {hosts_per_leaf} servers/leaf, {gpus_per_host} GPUs/server")
+        } else {
+            format!("leaf-spine {spines}x{leaves}, {hosts_per_leaf} hosts/leaf")
+        };
+        let endpoints = endpoints as u32;
+        let mut t = Topology::new(name, endpoints, &tiers);
+        let nic = |s: u32| endpoints + s;
+        let leaf = |l: u32| endpoints + nic_switches as u32 + l;
+        let spine = |s: u32| endpoints + nic_switches as u32 + leaves + s;
+        for l in 0..leaves {
+            for i in 0..hosts_per_leaf {
+                let server = l * hosts_per_leaf + i;
+                if gpus_per_host > 0 {
+                    for g in 0..gpus_per_host {
+                        t.add_link(server * gpus_per_host + g, nic(server), gpu);
+                    }
+                    t.add_link(nic(server), leaf(l), host);
+                } else {
+                    t.add_link(server, leaf(l), host);
+                }
+            }
+        }
+        for l in 0..leaves {
+            for s in 0..spines {
+                t.add_link(leaf(l), spine(s), leaf_spine);
+            }
+        }
+        Ok(t)
+    }
+
+    /// Reads an HPCC-simulator topology file: `N S L` (nodes, switches, links), then the
+    /// S switch ids, then L lines `src dst rate delay error_rate` such as
+    /// `0 320 100Gbps 1000ns 0.000000`. Non-switch ids are hosts; the file's ids are
+    /// renumbered so hosts come first, in ascending id order, then switches. Switch tiers
+    /// are hop distances from the nearest host minus one.
+    pub fn from_hpcc_file(text: &str) -> Result<Self, TopologyError> {
+        let err = |line: usize, msg: String| TopologyError::File { line, msg };
+        let mut tokens = text
+            .lines()
+            .enumerate()
+            .flat_map(|(i, l)| l.split_whitespace().map(move |t| (i + 1, t)));
+        let mut next = |what: &str| {
+            tokens
+                .next()
+                .ok_or_else(|| err(0, format!("unexpected end of file, expected {what}")))
+        };
+        let mut num = |what: &str| -> Result<u64, TopologyError> {
+            let (line, t) = next(what)?;
+            t.parse::<u64>()
+                .map_err(|_| err(line, format!("expected {what} (an integer), found {t:?}")))
+        };
+        let n = num("the node count")?;
+        let s = num("the switch count")?;
+        let l = num("the link count")?;
+        if n >= 1 << 24 {
+            return Err(TopologyError::TooLarge(n));
+        }
+        if s > n {
+            return Err(err(1, format!("{s} switches but only {n} nodes")));
+        }
+        let mut is_switch = vec![false; n as usize];
+        for _ in 0..s {
+            let id = num("a switch id")?;
+            if id >= n {
+                return Err(err(
+                    2,
+                    format!("switch id {id} is not below the node count {n}"),
+                ));
+            }
+            is_switch[id as usize] = true;
+        }
+        let mut raw = Vec::with_capacity(l.min(1 << 20) as usize);
+        for _ in 0..l {
+            let (line, a) = next("a link's source id")?;
+            let a: u64 = a
+                .parse()
+                .map_err(|_| err(line, format!("expected a node id, found {a:?}")))?;
+            let (_, b) = next("a link's destination id")?;
+            let b: u64 = b
+                .parse()
+                .map_err(|_| err(line, format!("expected a node id, found {b:?}")))?;
+            if a >= n || b >= n || a == b {
+                return Err(err(
+                    line,
+                    format!("link {a}-{b}: ids must differ and be below {n}"),
+                ));
+            }
+            let (_, rate) = next("a link rate")?;
+            let rate = parse_rate(rate).map_err(|m| err(line, m))?;
+            let (_, delay) = next("a link delay")?;
+            let delay = parse_delay(delay).map_err(|m| err(line, m))?;
+            let (_, loss) = next("a link error rate")?;
+            let loss: f64 = loss
+                .parse()
+                .ok()
+                .filter(|p: &f64| (0.0..=1.0).contains(p))
+                .ok_or_else(|| err(line, format!("error rate {loss:?} is not a probability")))?;
+            raw.push((a as usize, b as usize, rate, delay, loss));
+        }
+        if let Some((line, t)) = next("").ok() {
+            return Err(err(line, format!("unexpected trailing token {t:?}")));
+        }
+        // Renumber: hosts first, then switches, each in ascending file id.
+        let mut new_id = vec![0u32; n as usize];
+        let mut hosts = 0u32;
+        for (i, sw) in is_switch.iter().enumerate() {
+            if !sw {
+                new_id[i] = hosts;
+                hosts += 1;
+            }
+        }
+        let mut next_sw = hosts;
+        for (i, sw) in is_switch.iter().enumerate() {
+            if *sw {
+                new_id[i] = next_sw;
+                next_sw += 1;
+            }
+        }
+        let mut t = Topology::new("HPCC topology file", hosts, &vec![0; s as usize]);
+        for (a, b, rate, delay, loss) in raw {
+            let id = t.add_link(new_id[a], new_id[b], TierSpec::new(rate, delay));
+            t.links[id as usize].loss = loss;
+        }
+        // Tiers by BFS distance from the hosts.
+        let mut dist = vec![u32::MAX; t.num_nodes()];
+        let mut q = std::collections::VecDeque::new();
+        for h in 0..hosts {
+            dist[h as usize] = 0;
+            q.push_back(h);
+        }
+        while let Some(u) = q.pop_front() {
+            for &(_, v) in t.ports(u) {
+                if dist[v as usize] == u32::MAX {
+                    dist[v as usize] = dist[u as usize] + 1;
+                    q.push_back(v);
+                }
+            }
+        }
+        for v in hosts as usize..t.num_nodes() {
+            let tier = dist[v].saturating_sub(1).min(255) as u8;
+            t.roles[v] = NodeRole::Switch { tier };
+        }
+        Ok(t)
+    }
+
+    /// Fails `fraction` of the switch-to-switch links, chosen by a seeded shuffle (host
+    /// links stay up: failing one would only disconnect its host). Returns the failed
+    /// link indices, ascending.
+    pub fn fail_fraction(&mut self, fraction: f64, seed: u64) -> Result<Vec<u32>, TopologyError> {
+        if !(0.0..=1.0).contains(&fraction) {
+            return Err(TopologyError::FailFraction(fraction.to_string()));
+        }
+        let mut fabric: Vec<u32> = (0..self.links.len() as u32)
+            .filter(|&l| {
+                let s = &self.links[l as usize];
+                !self.is_host(s.a) && !self.is_host(s.b)
+            })
+            .collect();
+        let n = (fraction * fabric.len() as f64).round() as usize;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        // Partial Fisher-Yates: the first n entries are a uniform sample.
+        for i in 0..n {
+            let j = i + (rng.next_u64() % (fabric.len() - i) as u64) as usize;
+            fabric.swap(i, j);
+        }
+        let mut chosen = fabric[..n].to_vec();
+        chosen.sort_unstable();
+        for &l in &chosen {
+            self.links[l as usize].failed = true;
+        }
+        Ok(chosen)
+    }
+
+    /// Fails the link between `a` and `b`.
+    pub fn fail_link(&mut self, a: NodeId, b: NodeId) -> Result<u32, TopologyError> {
+        let l = self
+            .find_link(a, b)
+            .ok_or(TopologyError::NoSuchLink { a, b })?;
+        self.links[l as usize].failed = true;
+        Ok(l)
+    }
+}
+
+/// Parses a rate such as `100Gbps`, `25Gb/s`, `400G`, `10Mbps` into bit/s.
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    let lower = s.to_ascii_lowercase();
+    let t = lower
+        .trim_end_matches("bps")
+        .trim_end_matches("b/s")
+        .trim_end_matches('b');
+    let (num, mult) = match t.chars().last() {
+        Some('g') => (&t[..t.len() - 1], 1e9),
+        Some('m') => (&t[..t.len() - 1], 1e6),
+        Some('k') => (&t[..t.len() - 1], 1e3),
+        Some('t') => (&t[..t.len() - 1], 1e12),
+        _ => (t, 1.0),
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() && v * mult < 1e15 => Ok((v * mult).round() as u64),
+        _ => Err(format!(
+            "rate {s:?} is not a positive rate like 100Gbps or 400Mbps"
+        )),
+    }
+}
+
+/// Parses a delay such as `1000ns`, `1us`, `0.001ms`, `2s` into a [`Duration`].
+pub fn parse_delay(s: &str) -> Result<Duration, String> {
+    let lower = s.to_ascii_lowercase();
+    let (num, ps) = if let Some(n) = lower.strip_suffix("ns") {
+        (n, 1e3)
+    } else if let Some(n) = lower.strip_suffix("us") {
+        (n, 1e6)
+    } else if let Some(n) = lower.strip_suffix("ms") {
+        (n, 1e9)
+    } else if let Some(n) = lower.strip_suffix("ps") {
+        (n, 1.0)
+    } else if let Some(n) = lower.strip_suffix('s') {
+        (n, 1e12)
+    } else {
+        return Err(format!("delay {s:?} needs a unit: ns, us, ms or s"));
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() && v * ps < 1.8e19 => {
+            Ok(Duration::from_ps((v * ps).round() as u64))
+        }
+        _ => Err(format!("delay {s:?} is not a non-negative duration")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tier() -> TierSpec {
+        TierSpec::new(100_000_000_000, Duration::from_ns(1000))
+    }
+
+    #[test]
+    fn fat_tree_counts_match_the_formulas() {
+        for k in [2u32, 4, 8, 16] {
+            let t = Topology::fat_tree(k, 1, tier(), tier(), tier()).unwrap();
+            assert_eq!(t.num_hosts() as u32, k * k * k / 4);
+            assert_eq!(t.num_switches() as u32, k * k + k * k / 4);
+            assert_eq!(t.links.len() as u32, k * k * k / 4 * 3);
+            // every switch has k ports
+            for s in t.num_hosts()..t.num_nodes() {
+                assert_eq!(t.ports(s as u32).len() as u32, k, "k={k} switch {s}");
+            }
+        }
+        let t = Topology::fat_tree(4, 2, tier(), tier(), tier()).unwrap();
+        assert_eq!(t.num_hosts(), 32);
+        assert_eq!(t.ports(32).len(), 6, "edge: 4 hosts + 2 up");
+        assert!(Topology::fat_tree(3, 1, tier(), tier(), tier()).is_err());
+        assert!(Topology::fat_tree(0, 1, tier(), tier(), tier()).is_err());
+    }
+
+    #[test]
+    fn leaf_spine_with_gpus_puts_a_nic_switch_in_front() {
+        let t = Topology::leaf_spine(2, 3, 4, 0, tier(), tier(), tier()).unwrap();
+        assert_eq!(
+            (t.num_hosts(), t.num_switches(), t.links.len()),
+            (12, 5, 12 + 6)
+        );
+        let g = Topology::leaf_spine(2, 3, 4, 8, tier(), tier(), tier()).unwrap();
+        assert_eq!(g.num_hosts(), 96);
+        assert_eq!(g.num_switches(), 12 + 3 + 2);
+        assert_eq!(g.roles[96], NodeRole::Switch { tier: 0 });
+        assert_eq!(g.roles[96 + 12], NodeRole::Switch { tier: 1 });
+        assert_eq!(g.ports(96).len(), 9, "8 GPUs and one uplink");
+    }
+
+    #[test]
+    fn hpcc_file_round_trip_and_errors() {
+        let text = "5 2 4\n3 4\n0 3 100Gbps 1000ns 0\n1 3 100Gbps 1000ns 0\n2 4 100Gbps 1us 0.01\n3 4 400Gbps 0.5us 0\n";
+        let t = Topology::from_hpcc_file(text).unwrap();
+        assert_eq!((t.num_hosts(), t.num_switches()), (3, 2));
+        assert_eq!(t.links[2].loss, 0.01);
+        assert_eq!(t.links[3].rate_bps, 400_000_000_000);
+        assert_eq!(t.links[3].delay, Duration::from_ns(500));
+        assert_eq!(t.roles[3], NodeRole::Switch { tier: 0 });
+        for (bad, want) in [
+            ("5 2 1\n3 4\n0 3 100Gbps 1000ns", "end of file"),
+            ("5 2 1\n3 9\n", "switch id 9"),
+            ("5 2 1\n3 4\n0 3 fast 1000ns 0", "rate"),
+            ("5 2 1\n3 4\n0 3 1Gbps 10 0", "unit"),
+            ("5 2 1\n3 4\n0 3 1Gbps 10ns 2", "probability"),
+            ("5 2 1\n3 4\n0 0 1Gbps 10ns 0", "must differ"),
+            ("5 2 1\n3 4\n0 3 1Gbps 10ns 0 7", "trailing"),
+            ("x", "integer"),
+        ] {
+            let e = Topology::from_hpcc_file(bad).unwrap_err().to_string();
+            assert!(e.contains(want), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn seeded_failures_are_reproducible_and_spare_host_links() {
+        let mut a = Topology::fat_tree(8, 1, tier(), tier(), tier()).unwrap();
+        let mut b = a.clone();
+        let fa = a.fail_fraction(0.1, 7).unwrap();
+        let fb = b.fail_fraction(0.1, 7).unwrap();
+        assert_eq!(fa, fb);
+        assert_eq!(fa.len(), (0.1f64 * 256.0).round() as usize);
+        assert!(fa.iter().all(|&l| l >= 128), "host links are 0..128");
+        let fc = b.clone().fail_fraction(0.1, 8).unwrap();
+        assert_ne!(fa, fc);
+        assert!(a.fail_fraction(1.5, 0).is_err());
+    }
+
+    #[test]
+    fn rates_and_delays_parse() {
+        assert_eq!(parse_rate("100Gbps"), Ok(100_000_000_000));
+        assert_eq!(parse_rate("25Gb/s"), Ok(25_000_000_000));
+        assert_eq!(parse_rate("400G"), Ok(400_000_000_000));
+        assert_eq!(parse_rate("10Mbps"), Ok(10_000_000));
+        assert!(parse_rate("-1Gbps").is_err());
+        assert_eq!(parse_delay("0.001ms"), Ok(Duration::from_ns(1000)));
+        assert!(parse_delay("abc").is_err());
+    }
+}
