@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 mod pcap_cmd;
 mod perf_cmd;
+mod sim_cmd;
 
 #[derive(Debug, Parser)]
 #[command(name = "rocast", version, about = "RoCEv2 multicast toolkit")]
@@ -23,11 +24,14 @@ enum Command {
     /// perftest-style bandwidth tests of the RoCE endpoint over UDP/4791 sockets.
     #[command(subcommand)]
     Perf(perf_cmd::PerfCmd),
+    /// Discrete-event datacenter simulation (fat-tree/leaf-spine, PFC, ECN, DCQCN).
+    Sim(sim_cmd::SimCmd),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Pcap(cmd) => pcap_cmd::run(cmd),
         Command::Perf(cmd) => perf_cmd::run(cmd),
+        Command::Sim(cmd) => sim_cmd::run(cmd),
     }
 }

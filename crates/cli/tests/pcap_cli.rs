@@ -440,3 +440,60 @@ fn dump_into_a_closed_pipe_exits_quietly() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn sim_capture_passes_pcap_check_and_bad_configs_fail_clearly() {
+    let dir = std::env::temp_dir().join(format!("rocast-sim-cli-{}", std::process::id()));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rocast"))
+        .args([
+            "sim",
+            "--quiet",
+            "--set",
+            "topology.k=2",
+            "--set",
+            "workload.size_bytes=20000",
+        ])
+        .args(["--set", "output.capture_links=[[0,2]]", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("flows 2 finished"), "{stdout}");
+    let fct = std::fs::read_to_string(dir.join("fct.txt")).unwrap();
+    assert_eq!(fct.lines().count(), 2);
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_rocast"))
+        .args(["pcap", "check"])
+        .arg(dir.join("capture.pcap"))
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        check.status.success(),
+        "{report}{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    for (args, want) in [
+        (vec!["--set", "topology.k=3"], "topology.k"),
+        (vec!["--set", "nic.mtu=1000"], "nic.mtu"),
+        (vec!["--set", "bogus.key=1"], "bogus"),
+        (vec!["--preset", "nope"], "unknown preset"),
+        (vec!["/nonexistent.toml"], "nonexistent"),
+    ] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_rocast"))
+            .arg("sim")
+            .args(&args)
+            .args(["--quiet", "--out"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -1,0 +1,541 @@
+//! Scenario files: TOML, every key optional with a documented default (see
+//! `crates/sim/scenarios/annotated.toml`), overridable by `--set key=value`, and
+//! checked before a run so a bad value gets an error naming its key.
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ConfigError {
+    #[error("scenario: {0}")]
+    Toml(String),
+    #[error("--set {0:?}: expected key=value, e.g. topology.k=8")]
+    SetSyntax(String),
+    #[error("--set {key}: {msg}")]
+    SetPath { key: String, msg: String },
+    #[error("{key}: {msg}")]
+    Invalid { key: &'static str, msg: String },
+    #[error("unknown preset {0:?}; presets: {1}")]
+    UnknownPreset(String, String),
+}
+
+fn invalid(key: &'static str, msg: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key,
+        msg: msg.into(),
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Scenario {
+    pub name: String,
+    pub seed: u64,
+    /// Simulated time limit in milliseconds; the run also ends when every flow is done.
+    pub stop_ms: f64,
+    pub topology: TopologyConfig,
+    pub switch: SwitchConfig,
+    pub nic: NicConfig,
+    pub workload: WorkloadConfig,
+    pub output: OutputConfig,
+    /// Link failures and recoveries during the run.
+    pub link_events: Vec<LinkEvent>,
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            name: "unnamed".into(),
+            seed: 1,
+            stop_ms: 100.0,
+            topology: TopologyConfig::default(),
+            switch: SwitchConfig::default(),
+            nic: NicConfig::default(),
+            workload: WorkloadConfig::default(),
+            output: OutputConfig::default(),
+            link_events: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TopologyConfig {
+    /// "fat-tree", "leaf-spine" or "file".
+    pub kind: String,
+    pub k: u32,
+    pub oversubscription: u32,
+    pub spines: u32,
+    pub leaves: u32,
+    pub hosts_per_leaf: u32,
+    pub gpus_per_host: u32,
+    pub host_gbps: f64,
+    pub fabric_gbps: f64,
+    pub core_gbps: f64,
+    pub gpu_gbps: f64,
+    pub host_delay_ns: u64,
+    pub fabric_delay_ns: u64,
+    pub core_delay_ns: u64,
+    pub gpu_delay_ns: u64,
+    /// HPCC-format topology file for kind = "file".
+    pub file: String,
+    /// Per-link random loss probability on every link.
+    pub link_loss: f64,
+    /// Fraction of switch-to-switch links failed from the start (seeded).
+    pub fail_fraction: f64,
+    /// Links failed from the start, as [node, node] pairs.
+    pub fail_links: Vec<[u32; 2]>,
+}
+
+impl Default for TopologyConfig {
+    fn default() -> Self {
+        TopologyConfig {
+            kind: "fat-tree".into(),
+            k: 4,
+            oversubscription: 1,
+            spines: 4,
+            leaves: 8,
+            hosts_per_leaf: 8,
+            gpus_per_host: 0,
+            host_gbps: 100.0,
+            fabric_gbps: 100.0,
+            core_gbps: 100.0,
+            gpu_gbps: 400.0,
+            host_delay_ns: 1000,
+            fabric_delay_ns: 1000,
+            core_delay_ns: 1000,
+            gpu_delay_ns: 100,
+            file: String::new(),
+            link_loss: 0.0,
+            fail_fraction: 0.0,
+            fail_links: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SwitchConfig {
+    /// PFC on: lossless. Off: drop-tail.
+    pub lossless: bool,
+    pub buffer_mb: f64,
+    pub reserve_bytes: u64,
+    pub resume_offset_bytes: u64,
+    /// Per-port PFC headroom; 0 means 3 × the port's bandwidth-delay product, as the
+    /// HPCC simulator sizes it.
+    pub headroom_bytes: u64,
+    /// Dynamic threshold = free buffer >> alpha_shift.
+    pub alpha_shift: u8,
+    pub ecn: bool,
+    pub kmin_kb: f64,
+    pub kmax_kb: f64,
+    pub pmax: f64,
+}
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        // The HPCC paper's DCQCN settings at 100 Gb/s (run.py: buffer 32 MB,
+        // Kmin 400 KB, Kmax 1600 KB, Pmax 0.2; switch-mmu.cc: reserve 4 KB, resume 3 KB,
+        // alpha shift 3).
+        SwitchConfig {
+            lossless: true,
+            buffer_mb: 32.0,
+            reserve_bytes: 4096,
+            resume_offset_bytes: 3072,
+            headroom_bytes: 0,
+            alpha_shift: 3,
+            ecn: true,
+            kmin_kb: 400.0,
+            kmax_kb: 1600.0,
+            pmax: 0.2,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NicConfig {
+    /// RoCE path MTU: 256, 512, 1024, 2048 or 4096.
+    pub mtu: usize,
+    /// "dcqcn" or "none".
+    pub cc: String,
+    /// DCQCN parameter preset: "hpcc" or "paper".
+    pub dcqcn_preset: String,
+    /// Most unacknowledged packets per QP.
+    pub window: u32,
+    /// "go-back-n" or "selective-repeat".
+    pub retransmission: String,
+    pub rto_us: u64,
+    pub ack_every: u32,
+    /// CNP spacing per QP at the notification point (DCQCN: 50 µs).
+    pub cnp_interval_us: u64,
+}
+
+impl Default for NicConfig {
+    fn default() -> Self {
+        NicConfig {
+            mtu: 1024,
+            cc: "dcqcn".into(),
+            dcqcn_preset: "hpcc".into(),
+            window: 256,
+            retransmission: "go-back-n".into(),
+            rto_us: 1000,
+            ack_every: 16,
+            cnp_interval_us: 50,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkloadConfig {
+    /// "permutation", "incast", "all-to-all", "poisson", "flow-file" or "flows".
+    pub kind: String,
+    pub size_bytes: u64,
+    pub start_us: f64,
+    /// incast: number of senders (hosts other than the receiver, lowest ids first).
+    pub senders: u32,
+    pub receiver: u32,
+    /// poisson: offered load as a fraction of the host link rate.
+    pub load: f64,
+    /// poisson: "websearch", "hadoop" or a CDF file path (`size_bytes cum_percent`).
+    pub cdf: String,
+    /// poisson: arrivals stop after this long.
+    pub duration_ms: f64,
+    /// flow-file: an HPCC flow file (`src dst pg dport size start_s`).
+    pub flow_file: String,
+    /// flows: an explicit list, with dependencies.
+    pub flows: Vec<FlowEntry>,
+}
+
+impl Default for WorkloadConfig {
+    fn default() -> Self {
+        WorkloadConfig {
+            kind: "permutation".into(),
+            size_bytes: 1_000_000,
+            start_us: 0.0,
+            senders: 2,
+            receiver: 0,
+            load: 0.3,
+            cdf: "websearch".into(),
+            duration_ms: 1.0,
+            flow_file: String::new(),
+            flows: Vec::new(),
+        }
+    }
+}
+
+/// One explicit flow. With `after`, it starts `after_delay_us` after flow number
+/// `after` (0-based, in this list) has been fully received.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowEntry {
+    pub src: u32,
+    pub dst: u32,
+    pub size_bytes: u64,
+    #[serde(default)]
+    pub start_us: f64,
+    #[serde(default)]
+    pub after: Option<u32>,
+    #[serde(default)]
+    pub after_delay_us: f64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    pub fct: bool,
+    pub pfc_log: bool,
+    /// Sample every egress queue this often (0: off) into qlen.txt.
+    pub qlen_interval_us: f64,
+    /// Links to capture into capture.pcap, as [node, node] pairs (both directions).
+    pub capture_links: Vec<[u32; 2]>,
+    pub capture_max_packets: u64,
+    /// Rewrite summary.json this often in simulated time.
+    pub summary_interval_ms: f64,
+    pub progress: bool,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig {
+            fct: true,
+            pfc_log: false,
+            qlen_interval_us: 0.0,
+            capture_links: Vec::new(),
+            capture_max_packets: 100_000,
+            summary_interval_ms: 1.0,
+            progress: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkEvent {
+    pub at_us: f64,
+    pub link: [u32; 2],
+    /// false: the link fails; true: it recovers.
+    pub up: bool,
+}
+
+/// Built-in scenarios, by name.
+pub const PRESETS: &[(&str, &str)] = &[
+    ("default", include_str!("../scenarios/default.toml")),
+    (
+        "permutation-1024",
+        include_str!("../scenarios/permutation-1024.toml"),
+    ),
+    ("incast", include_str!("../scenarios/incast.toml")),
+    ("websearch", include_str!("../scenarios/websearch.toml")),
+];
+
+pub fn preset_names() -> String {
+    PRESETS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl Scenario {
+    /// Parses TOML text, applies `--set` overrides, and validates.
+    pub fn from_toml(text: &str, sets: &[String]) -> Result<Self, ConfigError> {
+        let mut table: toml::Table =
+            toml::from_str(text).map_err(|e| ConfigError::Toml(e.to_string()))?;
+        for s in sets {
+            apply_set(&mut table, s)?;
+        }
+        let sc: Scenario = Scenario::deserialize(toml::Value::Table(table))
+            .map_err(|e| ConfigError::Toml(e.to_string()))?;
+        sc.validate()?;
+        Ok(sc)
+    }
+
+    pub fn preset(name: &str, sets: &[String]) -> Result<Self, ConfigError> {
+        let text = PRESETS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, t)| *t)
+            .ok_or_else(|| ConfigError::UnknownPreset(name.into(), preset_names()))?;
+        Self::from_toml(text, sets)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let t = &self.topology;
+        if !(self.stop_ms > 0.0 && self.stop_ms.is_finite()) {
+            return Err(invalid(
+                "stop_ms",
+                "must be a positive number of milliseconds",
+            ));
+        }
+        match t.kind.as_str() {
+            "fat-tree" => {
+                if t.k < 2 || t.k % 2 != 0 || t.k > 64 {
+                    return Err(invalid(
+                        "topology.k",
+                        format!("must be even, 2 to 64; got {}", t.k),
+                    ));
+                }
+                if t.oversubscription == 0 {
+                    return Err(invalid("topology.oversubscription", "must be at least 1"));
+                }
+            }
+            "leaf-spine" => {
+                if t.spines == 0 || t.leaves == 0 || t.hosts_per_leaf == 0 {
+                    return Err(invalid(
+                        "topology.spines/leaves/hosts_per_leaf",
+                        "must all be at least 1",
+                    ));
+                }
+            }
+            "file" => {
+                if t.file.is_empty() {
+                    return Err(invalid(
+                        "topology.file",
+                        "kind = \"file\" needs a file path",
+                    ));
+                }
+            }
+            other => {
+                return Err(invalid(
+                    "topology.kind",
+                    format!("expected \"fat-tree\", \"leaf-spine\" or \"file\", got {other:?}"),
+                ))
+            }
+        }
+        for (key, v) in [
+            ("topology.host_gbps", t.host_gbps),
+            ("topology.fabric_gbps", t.fabric_gbps),
+            ("topology.core_gbps", t.core_gbps),
+            ("topology.gpu_gbps", t.gpu_gbps),
+        ] {
+            if !(v > 0.0 && v <= 10_000.0) {
+                return Err(invalid(key, format!("must be in (0, 10000] Gb/s, got {v}")));
+            }
+        }
+        for (key, v) in [
+            ("topology.link_loss", t.link_loss),
+            ("topology.fail_fraction", t.fail_fraction),
+            ("switch.pmax", self.switch.pmax),
+        ] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(invalid(
+                    key,
+                    format!("must be a fraction in [0, 1], got {v}"),
+                ));
+            }
+        }
+        let s = &self.switch;
+        if !(s.buffer_mb > 0.0 && s.buffer_mb < 1e6) {
+            return Err(invalid("switch.buffer_mb", "must be positive"));
+        }
+        if s.kmin_kb < 0.0 || s.kmax_kb < s.kmin_kb {
+            return Err(invalid(
+                "switch.kmax_kb",
+                "must be at least kmin_kb (both >= 0)",
+            ));
+        }
+        if s.alpha_shift > 16 {
+            return Err(invalid("switch.alpha_shift", "must be 0 to 16"));
+        }
+        let n = &self.nic;
+        if !matches!(n.mtu, 256 | 512 | 1024 | 2048 | 4096) {
+            return Err(invalid(
+                "nic.mtu",
+                format!("must be 256, 512, 1024, 2048 or 4096, got {}", n.mtu),
+            ));
+        }
+        if !matches!(n.cc.as_str(), "dcqcn" | "none") {
+            return Err(invalid(
+                "nic.cc",
+                format!("expected \"dcqcn\" or \"none\", got {:?}", n.cc),
+            ));
+        }
+        if !matches!(n.dcqcn_preset.as_str(), "hpcc" | "paper") {
+            return Err(invalid(
+                "nic.dcqcn_preset",
+                format!("expected \"hpcc\" or \"paper\", got {:?}", n.dcqcn_preset),
+            ));
+        }
+        if !matches!(n.retransmission.as_str(), "go-back-n" | "selective-repeat") {
+            return Err(invalid(
+                "nic.retransmission",
+                format!(
+                    "expected \"go-back-n\" or \"selective-repeat\", got {:?}",
+                    n.retransmission
+                ),
+            ));
+        }
+        if n.window == 0 || n.window > 1 << 22 {
+            return Err(invalid("nic.window", "must be 1 to 4194304 packets"));
+        }
+        if n.retransmission == "selective-repeat" && n.window > 256 {
+            return Err(invalid("nic.window", "selective repeat allows at most 256"));
+        }
+        if n.ack_every == 0 || n.rto_us == 0 {
+            return Err(invalid("nic.ack_every/rto_us", "must be at least 1"));
+        }
+        let w = &self.workload;
+        if !matches!(
+            w.kind.as_str(),
+            "permutation" | "incast" | "all-to-all" | "poisson" | "flow-file" | "flows"
+        ) {
+            return Err(invalid("workload.kind", format!("expected permutation, incast, all-to-all, poisson, flow-file or flows; got {:?}", w.kind)));
+        }
+        if w.size_bytes == 0 && matches!(w.kind.as_str(), "permutation" | "incast" | "all-to-all") {
+            return Err(invalid("workload.size_bytes", "must be at least 1"));
+        }
+        if w.kind == "poisson" && !(w.load > 0.0 && w.load <= 1.0) {
+            return Err(invalid(
+                "workload.load",
+                format!("must be in (0, 1], got {}", w.load),
+            ));
+        }
+        if w.start_us < 0.0 || !w.start_us.is_finite() {
+            return Err(invalid("workload.start_us", "must be >= 0"));
+        }
+        for (i, f) in w.flows.iter().enumerate() {
+            if let Some(a) = f.after {
+                if a as usize >= i {
+                    return Err(invalid(
+                        "workload.flows.after",
+                        format!("flow {i} waits for flow {a}, which must come earlier in the list"),
+                    ));
+                }
+            }
+            if f.src == f.dst {
+                return Err(invalid(
+                    "workload.flows",
+                    format!("flow {i} has src == dst"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Applies `a.b.c=value` to a TOML table. The value is read as TOML (numbers, bools,
+/// arrays, quoted strings); anything that is not valid TOML is taken as a string.
+fn apply_set(table: &mut toml::Table, s: &str) -> Result<(), ConfigError> {
+    let (key, raw) = s
+        .split_once('=')
+        .ok_or_else(|| ConfigError::SetSyntax(s.into()))?;
+    let key = key.trim();
+    if key.is_empty() {
+        return Err(ConfigError::SetSyntax(s.into()));
+    }
+    let value = match toml::from_str::<toml::Table>(&format!("v = {raw}")) {
+        Ok(mut t) => t.remove("v").expect("parsed key"),
+        Err(_) => toml::Value::String(raw.trim().to_string()),
+    };
+    let parts: Vec<&str> = key.split('.').collect();
+    let mut t = table;
+    for p in &parts[..parts.len() - 1] {
+        let entry = t
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = entry.as_table_mut().ok_or_else(|| ConfigError::SetPath {
+            key: key.into(),
+            msg: format!("{p} is not a table"),
+        })?;
+    }
+    t.insert(parts[parts.len() - 1].to_string(), value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_parses_and_validates() {
+        for (name, _) in PRESETS {
+            Scenario::preset(name, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+
+    #[test]
+    fn set_overrides_and_errors_name_the_key() {
+        let s =
+            Scenario::preset("default", &["topology.k=8".into(), "nic.cc=none".into()]).unwrap();
+        assert_eq!(s.topology.k, 8);
+        assert_eq!(s.nic.cc, "none");
+        for (sets, want) in [
+            (vec!["topology.k=5"], "topology.k"),
+            (vec!["topology.kk=5"], "kk"),
+            (vec!["nic.mtu=1000"], "nic.mtu"),
+            (vec!["topology.k=\"x\""], "topology"),
+            (vec!["switch.pmax=2"], "switch.pmax"),
+            (vec!["workload.kind=zipf"], "workload.kind"),
+            (vec!["nonsense"], "key=value"),
+        ] {
+            let sets: Vec<String> = sets.into_iter().map(String::from).collect();
+            let e = Scenario::preset("default", &sets).unwrap_err().to_string();
+            assert!(e.contains(want), "{sets:?}: {e}");
+        }
+        assert!(Scenario::preset("nope", &[])
+            .unwrap_err()
+            .to_string()
+            .contains("default"));
+    }
+}

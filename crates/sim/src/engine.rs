@@ -1,0 +1,1148 @@
+//! The discrete-event engine: links, switch ports and host NICs driving unmodified
+//! `rnic::RcQueuePair` endpoints and the `fabric` switch logic.
+//!
+//! Design (after htsim): time is integer picoseconds; the event heap holds at most one
+//! pending event per port transmitter, one per link direction (the head of its
+//! in-flight FIFO), one per QP timer, plus flow starts and link changes. Packets are
+//! [`SimPacket`] records in a slab reused through a free list, and queues hold slab
+//! indices, so steady state allocates nothing per packet. Routes are precomputed
+//! (`plan::Routes`). Ties in time break by insertion order, so a run is a pure
+//! function of scenario and seed.
+//!
+//! Memory: per port ~300 bytes (8 class queues, in-flight FIFO, counters), per switch
+//! 200 bytes per port of MMU state, per active flow two QPs (~1.5 KB), per packet in
+//! flight 104 bytes.
+
+use crate::packet::{host_ip, host_of_ip, SimPacket, CONTROL_CLASS};
+use crate::workload::FlowSpec;
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+use rocast_core::fabric::mmu::{Admission, PRIORITIES};
+use rocast_core::fabric::{ecmp_hash, EcnRed, SharedBufferMmu};
+use rocast_core::plan::{Routes, Topology};
+use rocast_core::rnic::{
+    Dcqcn, DcqcnConfig, Event, Payload, QpConfig, RateController, RcQueuePair, Retransmission,
+    SendOp, SendRequest, Unlimited,
+};
+use rocast_core::time::{Duration, Instant};
+use rocast_core::wire::{Ipv4Address, Psn};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Settings the engine needs beyond the topology (resolved from a scenario).
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub seed: u64,
+    pub mtu: usize,
+    pub window: u32,
+    pub retransmission: Retransmission,
+    pub rto: Duration,
+    pub ack_every: u32,
+    pub cnp_interval: Duration,
+    /// DCQCN parameters (line rate filled per host), or `None` for no rate control.
+    pub dcqcn: Option<DcqcnConfig>,
+    pub lossless: bool,
+    pub buffer_bytes: u64,
+    pub reserve_bytes: u64,
+    pub resume_offset_bytes: u64,
+    /// 0: 3 × the port's bandwidth-delay product.
+    pub headroom_bytes: u64,
+    pub alpha_shift: u8,
+    pub ecn: Option<EcnRed>,
+    pub pfc_log: bool,
+    pub qlen_interval: Option<Duration>,
+    /// Link indices to capture, and the most packets to keep.
+    pub capture_links: Vec<u32>,
+    pub capture_max_packets: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum EvKind {
+    FlowStart,
+    LinkChange,
+    Pfc,
+    Arrive,
+    TxDone,
+    QpTimer,
+    Sample,
+}
+
+const KINDS: [EvKind; 7] = [
+    EvKind::FlowStart,
+    EvKind::LinkChange,
+    EvKind::Pfc,
+    EvKind::Arrive,
+    EvKind::TxDone,
+    EvKind::QpTimer,
+    EvKind::Sample,
+];
+
+/// A heap entry: ordered by (time, seq) only — 16 bytes of key compared as one u128 —
+/// with the kind and arguments packed beside it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Ev {
+    key: u128,
+    /// kind << 56 | b << 32 | a
+    payload: u64,
+}
+
+impl Ord for Ev {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.key.cmp(&o.key)
+    }
+}
+impl PartialOrd for Ev {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ev {
+    fn time(&self) -> u64 {
+        (self.key >> 64) as u64
+    }
+    fn kind(&self) -> EvKind {
+        KINDS[(self.payload >> 56) as usize]
+    }
+    fn a(&self) -> u32 {
+        self.payload as u32
+    }
+    fn b(&self) -> u32 {
+        ((self.payload >> 32) & 0xff_ffff) as u32
+    }
+}
+
+/// Counters of one egress port (one direction of a link).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Delivered to the far end.
+    pub rx_bytes: u64,
+    /// Lost on the link (random loss or a failed link).
+    pub link_drops: u64,
+    pub link_drop_bytes: u64,
+    /// Dropped by the MMU on enqueue to this port, or flushed when the link failed.
+    pub queue_drops: u64,
+    pub queue_drop_bytes: u64,
+    pub ecn_marks: u64,
+    pub pauses_sent: u64,
+    pub pauses_received: u64,
+    pub paused_ps: u64,
+}
+
+struct Port {
+    node: u32,
+    local: u16,
+    link: u32,
+    /// The opposite direction's port (owned by the peer).
+    reverse: u32,
+    rate_bps: u64,
+    delay_ps: u64,
+    loss: f64,
+    up: bool,
+    busy: bool,
+    /// Classes paused by the peer's PFC (bit per class).
+    paused: u8,
+    paused_since: [u64; PRIORITIES],
+    queues: [VecDeque<u32>; PRIORITIES],
+    queue_bytes: [u64; PRIORITIES],
+    current: u32,
+    in_flight: VecDeque<(u64, u32)>,
+    capture: bool,
+    c: PortCounters,
+}
+
+struct QpSlot {
+    qp: RcQueuePair,
+    host: u32,
+    flow: u32,
+    in_ctrl: bool,
+    in_active: bool,
+    timer_at: u64,
+}
+
+struct Host {
+    port: u32,
+    ctrl: VecDeque<u32>,
+    active: VecDeque<u32>,
+}
+
+/// Per-flow record, as `fct.txt` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowResult {
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    pub size: u64,
+    pub start_ps: u64,
+    /// Sender completion (all data acknowledged), if it finished.
+    pub finish_ps: Option<u64>,
+    /// Receiver saw the whole message.
+    pub received_ps: Option<u64>,
+    pub standalone_ps: u64,
+    pub failed: bool,
+}
+
+/// Totals across the run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub events: u64,
+    pub host_tx_bytes: u64,
+    pub host_rx_bytes: u64,
+    pub switch_rx_bytes: u64,
+    pub switch_tx_bytes: u64,
+    pub link_drops: u64,
+    pub queue_drops: u64,
+    pub drop_bytes: u64,
+    pub unroutable: u64,
+    pub ecn_marks: u64,
+    pub pauses: u64,
+    pub stale_packets: u64,
+    pub qp_rx_drops: u64,
+    pub retransmitted: u64,
+    pub timeouts: u64,
+    pub cnps: u64,
+    pub flows_started: u64,
+    pub flows_finished: u64,
+    pub flows_failed: u64,
+    pub peak_packets: u64,
+}
+
+pub struct Engine {
+    pub topo: Topology,
+    routes: Routes,
+    cfg: EngineConfig,
+    now: u64,
+    seq: u64,
+    heap: BinaryHeap<Reverse<Ev>>,
+    ports: Vec<Port>,
+    node_port_base: Vec<u32>,
+    mmus: Vec<SharedBufferMmu>,
+    hosts: Vec<Host>,
+    qps: Vec<Option<Box<QpSlot>>>,
+    flows: Vec<FlowSpec>,
+    pub results: Vec<FlowResult>,
+    dependents: Vec<Vec<u32>>,
+    slab: Vec<SimPacket>,
+    free: Vec<u32>,
+    rng: ChaCha8Rng,
+    pub totals: Totals,
+    pub pfc_log: Vec<String>,
+    pub qlen_log: Vec<String>,
+    pub capture: Vec<(u64, Vec<u8>)>,
+    flows_open: u64,
+    frame_buf: Vec<u8>,
+    event_buf: Vec<Event>,
+    last_event: u64,
+}
+
+impl Engine {
+    pub fn new(topo: Topology, cfg: EngineConfig, flows: Vec<FlowSpec>) -> Result<Self, String> {
+        let routes = Routes::compute(&topo).map_err(|e| e.to_string())?;
+        let n = topo.num_nodes();
+        let mut node_port_base = Vec::with_capacity(n + 1);
+        let mut total = 0u32;
+        for v in 0..n {
+            node_port_base.push(total);
+            total += topo.ports(v as u32).len() as u32;
+        }
+        node_port_base.push(total);
+        let mut ports = Vec::with_capacity(total as usize);
+        for v in 0..n as u32 {
+            for (local, &(link, peer)) in topo.ports(v).iter().enumerate() {
+                let l = &topo.links[link as usize];
+                let peer_local = topo.port_of(peer, link).expect("symmetric") as u32;
+                ports.push(Port {
+                    node: v,
+                    local: local as u16,
+                    link,
+                    reverse: node_port_base[peer as usize] + peer_local,
+                    rate_bps: l.rate_bps,
+                    delay_ps: l.delay.as_ps(),
+                    loss: l.loss,
+                    up: !l.failed,
+                    busy: false,
+                    paused: 0,
+                    paused_since: [0; PRIORITIES],
+                    queues: Default::default(),
+                    queue_bytes: [0; PRIORITIES],
+                    current: u32::MAX,
+                    in_flight: VecDeque::new(),
+                    capture: cfg.capture_links.contains(&link),
+                    c: PortCounters::default(),
+                });
+            }
+        }
+        // Peer port indices need every node's base; fix them up now.
+        for p in 0..ports.len() {
+            let (node, local) = (ports[p].node, ports[p].local);
+            let (link, peer) = topo.ports(node)[local as usize];
+            let peer_local = topo.port_of(peer, link).expect("symmetric") as u32;
+            ports[p].reverse = node_port_base[peer as usize] + peer_local;
+        }
+        let n_hosts = topo.num_hosts();
+        let mut mmus = Vec::with_capacity(topo.num_switches());
+        for s in n_hosts..n {
+            let base = node_port_base[s] as usize;
+            let np = topo.ports(s as u32).len();
+            let headroom = (0..np)
+                .map(|i| {
+                    if cfg.headroom_bytes > 0 {
+                        cfg.headroom_bytes
+                    } else {
+                        let p = &ports[base + i];
+                        // 3 × BDP of the link, as the HPCC simulator sizes it.
+                        (p.rate_bps as u128 * p.delay_ps as u128 / 8 / 1_000_000_000_000 * 3)
+                            .max(3 * 1100) as u64
+                    }
+                })
+                .collect();
+            mmus.push(SharedBufferMmu::new(rocast_core::fabric::MmuConfig {
+                buffer_bytes: cfg.buffer_bytes,
+                reserve_bytes: cfg.reserve_bytes,
+                resume_offset_bytes: cfg.resume_offset_bytes,
+                headroom_bytes: headroom,
+                alpha_shift: vec![cfg.alpha_shift; np],
+                lossless: cfg.lossless,
+            }));
+        }
+        let hosts = (0..n_hosts)
+            .map(|h| Host {
+                port: node_port_base[h],
+                ctrl: VecDeque::new(),
+                active: VecDeque::new(),
+            })
+            .collect();
+        let mut dependents = vec![Vec::new(); flows.len()];
+        for (i, f) in flows.iter().enumerate() {
+            if let Some(a) = f.after {
+                dependents[a as usize].push(i as u32);
+            }
+        }
+        let mut results = Vec::with_capacity(flows.len());
+        for f in &flows {
+            let standalone_ps = standalone_fct(&topo, &routes, f.src, f.dst, f.size, cfg.mtu);
+            results.push(FlowResult {
+                src: f.src,
+                dst: f.dst,
+                sport: 0,
+                size: f.size,
+                start_ps: f.start_ps,
+                finish_ps: None,
+                received_ps: None,
+                standalone_ps,
+                failed: false,
+            });
+        }
+        let mut e = Engine {
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            routes,
+            cfg,
+            now: 0,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            ports,
+            node_port_base,
+            mmus,
+            hosts,
+            qps: Vec::new(),
+            flows,
+            results,
+            dependents,
+            slab: Vec::new(),
+            free: Vec::new(),
+            totals: Totals::default(),
+            pfc_log: Vec::new(),
+            qlen_log: Vec::new(),
+            capture: Vec::new(),
+            flows_open: 0,
+            frame_buf: Vec::new(),
+            event_buf: Vec::new(),
+            last_event: 0,
+            topo,
+        };
+        for i in 0..e.flows.len() {
+            if e.flows[i].after.is_none() {
+                let t = e.flows[i].start_ps;
+                e.schedule(t, EvKind::FlowStart, i as u32, 0);
+            }
+        }
+        if let Some(iv) = e.cfg.qlen_interval {
+            e.schedule(iv.as_ps(), EvKind::Sample, 0, 0);
+        }
+        Ok(e)
+    }
+
+    pub fn now(&self) -> Instant {
+        Instant::from_ps(self.now)
+    }
+    /// Time of the last event processed.
+    pub fn last_event(&self) -> Instant {
+        Instant::from_ps(self.last_event)
+    }
+    pub fn routes(&self) -> &Routes {
+        &self.routes
+    }
+
+    /// Schedules a link failure (`up = false`) or recovery at `at`.
+    pub fn schedule_link_change(&mut self, at: Instant, link: u32, up: bool) {
+        self.schedule(at.as_ps(), EvKind::LinkChange, link, up as u32);
+    }
+
+    fn schedule(&mut self, time: u64, kind: EvKind, a: u32, b: u32) {
+        self.seq += 1;
+        debug_assert!(b < 1 << 24);
+        self.heap.push(Reverse(Ev {
+            key: (time as u128) << 64 | self.seq as u128,
+            payload: (kind as u64) << 56 | (b as u64) << 32 | a as u64,
+        }));
+    }
+
+    /// Whether anything remains to happen.
+    pub fn pending(&self) -> bool {
+        !self.heap.is_empty()
+    }
+    /// Flows started and not yet finished or failed, plus flows not yet started.
+    pub fn flows_outstanding(&self) -> u64 {
+        self.flows.len() as u64 - self.totals.flows_finished - self.totals.flows_failed
+    }
+
+    /// Runs events up to and including time `until`. Returns false when nothing is left
+    /// to do (all flows done and no events pending).
+    pub fn run_until(&mut self, until: Instant) -> bool {
+        let until = until.as_ps();
+        while let Some(&Reverse(ev)) = self.heap.peek() {
+            if ev.time() > until {
+                self.now = until;
+                return true;
+            }
+            if self.flows_outstanding() == 0 {
+                // Everything finished: what is left are stale timers and samples.
+                return false;
+            }
+            self.heap.pop();
+            self.now = ev.time();
+            self.last_event = self.now;
+            self.totals.events += 1;
+            let (a, b) = (ev.a(), ev.b());
+            match ev.kind() {
+                EvKind::FlowStart => self.start_flow(a),
+                EvKind::TxDone => self.tx_done(a),
+                EvKind::Arrive => self.arrive(a),
+                EvKind::Pfc => self.pfc(a, b),
+                EvKind::QpTimer => self.qp_timer(a),
+                EvKind::LinkChange => self.link_change(a, b != 0),
+                EvKind::Sample => self.sample(),
+            }
+        }
+        false
+    }
+
+    // ---- packets ----
+
+    fn alloc(&mut self, p: SimPacket) -> u32 {
+        if let Some(i) = self.free.pop() {
+            self.slab[i as usize] = p;
+            i
+        } else {
+            self.slab.push(p);
+            let n = self.slab.len() as u64;
+            self.totals.peak_packets = self.totals.peak_packets.max(n);
+            n as u32 - 1
+        }
+    }
+    fn release(&mut self, i: u32) {
+        self.free.push(i);
+    }
+
+    // ---- ports ----
+
+    fn start_tx(&mut self, port: u32, pkt: u32) {
+        let wire = self.slab[pkt as usize].wire_len() as u64;
+        let p = &mut self.ports[port as usize];
+        p.busy = true;
+        p.current = pkt;
+        let ser = Duration::for_bytes(wire, p.rate_bps).as_ps();
+        let (capture, node, reverse) = (p.capture, p.node, p.reverse);
+        if capture && (self.capture.len() as u64) < self.cfg.capture_max_packets {
+            let (a, b) = (node, self.ports[reverse as usize].node);
+            self.slab[pkt as usize].write_frame(mac(a), mac(b), &mut self.frame_buf);
+            self.capture.push((self.now, self.frame_buf.clone()));
+        }
+        self.schedule(self.now + ser, EvKind::TxDone, port, 0);
+    }
+
+    fn tx_done(&mut self, port: u32) {
+        let p = &mut self.ports[port as usize];
+        let pkt = p.current;
+        p.busy = false;
+        p.current = u32::MAX;
+        let wire = self.slab[pkt as usize].wire_len() as u64;
+        p.c.tx_packets += 1;
+        p.c.tx_bytes += wire;
+        if p.node < self.topo.num_hosts() as u32 {
+            self.totals.host_tx_bytes += wire;
+        } else {
+            self.totals.switch_tx_bytes += wire;
+        }
+        let at = self.now + p.delay_ps;
+        p.in_flight.push_back((at, pkt));
+        if p.in_flight.len() == 1 {
+            self.schedule(at, EvKind::Arrive, port, 0);
+        }
+        self.kick(port);
+    }
+
+    fn arrive(&mut self, port: u32) {
+        let p = &mut self.ports[port as usize];
+        let (_, pkt) = p
+            .in_flight
+            .pop_front()
+            .expect("arrival with a packet in flight");
+        if let Some(&(t, _)) = p.in_flight.front() {
+            self.schedule(t, EvKind::Arrive, port, 0);
+        }
+        let p = &self.ports[port as usize];
+        let wire = self.slab[pkt as usize].wire_len() as u64;
+        let lost = !p.up || (p.loss > 0.0 && uniform(&mut self.rng) < p.loss);
+        let p = &mut self.ports[port as usize];
+        if lost {
+            p.c.link_drops += 1;
+            p.c.link_drop_bytes += wire;
+            self.release(pkt);
+            return;
+        }
+        p.c.rx_bytes += wire;
+        let to = self.ports[port as usize].reverse;
+        let node = self.ports[to as usize].node;
+        let local = self.ports[to as usize].local;
+        if (node as usize) < self.topo.num_hosts() {
+            self.totals.host_rx_bytes += wire;
+            self.host_receive(node, pkt);
+        } else {
+            self.totals.switch_rx_bytes += wire;
+            self.switch_receive(node, local, pkt);
+        }
+    }
+
+    /// Starts the next transmission on `port` if it is idle.
+    fn kick(&mut self, port: u32) {
+        let p = &self.ports[port as usize];
+        if p.busy || !p.up {
+            return;
+        }
+        if (p.node as usize) < self.topo.num_hosts() {
+            self.host_pull(p.node);
+            return;
+        }
+        // Control first and never paused; then data classes high to low, skipping paused.
+        let mut chosen = None;
+        for class in (0..PRIORITIES).rev() {
+            if p.queues[class].is_empty() {
+                continue;
+            }
+            if class != CONTROL_CLASS as usize && p.paused & (1 << class) != 0 {
+                continue;
+            }
+            chosen = Some(class);
+            break;
+        }
+        let Some(class) = chosen else { return };
+        let p = &mut self.ports[port as usize];
+        let pkt = p.queues[class].pop_front().expect("non-empty");
+        let wire = self.slab[pkt as usize].wire_len() as u64;
+        p.queue_bytes[class] -= wire;
+        let (node, local) = (p.node, p.local as usize);
+        if class != CONTROL_CLASS as usize {
+            let sw = node as usize - self.topo.num_hosts();
+            let in_port = self.slab[pkt as usize].in_port as usize;
+            let mmu = &mut self.mmus[sw];
+            mmu.dequeue(in_port, local, class, wire);
+            if let Some(red) = self.cfg.ecn {
+                let q = mmu.egress_bytes(local, class);
+                let sp = &mut self.slab[pkt as usize];
+                if sp.ecn != 0
+                    && red.probability(q) > 0.0
+                    && red.should_mark(q, uniform(&mut self.rng))
+                {
+                    sp.set_ce();
+                    self.ports[port as usize].c.ecn_marks += 1;
+                    self.totals.ecn_marks += 1;
+                }
+            }
+            if self.mmus[sw].check_resume(in_port, class) {
+                self.send_pfc(node, in_port, class, false);
+            }
+        }
+        self.start_tx(port, pkt);
+    }
+
+    fn send_pfc(&mut self, node: u32, in_local: usize, class: usize, pause: bool) {
+        let port = self.node_port_base[node as usize] + in_local as u32;
+        let upstream = self.ports[port as usize].reverse;
+        let delay = self.ports[port as usize].delay_ps;
+        if pause {
+            self.ports[port as usize].c.pauses_sent += 1;
+            self.totals.pauses += 1;
+        }
+        // A PFC frame is 64 bytes, sent ahead of data.
+        let ser = Duration::for_bytes(64 + 20, self.ports[port as usize].rate_bps).as_ps();
+        self.schedule(
+            self.now + ser + delay,
+            EvKind::Pfc,
+            upstream,
+            class as u32 | (pause as u32) << 8,
+        );
+    }
+
+    fn pfc(&mut self, port: u32, arg: u32) {
+        let class = (arg & 0xff) as usize;
+        let pause = arg >> 8 != 0;
+        let now = self.now;
+        let p = &mut self.ports[port as usize];
+        let bit = 1u8 << class;
+        if pause {
+            if p.paused & bit == 0 {
+                p.paused |= bit;
+                p.paused_since[class] = now;
+            }
+            p.c.pauses_received += 1;
+        } else if p.paused & bit != 0 {
+            p.paused &= !bit;
+            p.c.paused_ps += now - p.paused_since[class];
+        }
+        if self.cfg.pfc_log {
+            // HPCC pfc.txt: time node type(0 host/1 switch) port pause(1)/resume(0), plus class
+            let node = p.node;
+            let kind = if (node as usize) < self.topo.num_hosts() {
+                0
+            } else {
+                1
+            };
+            let line = format!(
+                "{now_ns} {node} {kind} {} {} {class}",
+                p.local,
+                pause as u8,
+                now_ns = now / 1000
+            );
+            self.pfc_log.push(line);
+        }
+        if !pause {
+            self.kick(port);
+        }
+    }
+
+    fn switch_receive(&mut self, node: u32, in_local: u16, pkt: u32) {
+        let sp = &mut self.slab[pkt as usize];
+        sp.in_port = in_local;
+        let dst = host_of_ip(sp.dst_ip);
+        let hash = ecmp_hash(sp.src_ip, sp.dst_ip, sp.sport, 4791, node);
+        let class = sp.class as usize;
+        let wire = sp.wire_len() as u64;
+        let out = if (dst as usize) < self.topo.num_hosts() {
+            self.routes.next_hop(node, dst, hash)
+        } else {
+            None
+        };
+        let Some(out) = out else {
+            self.totals.unroutable += 1;
+            self.totals.drop_bytes += wire;
+            self.release(pkt);
+            return;
+        };
+        let out_port = self.node_port_base[node as usize] + out as u32;
+        if class != CONTROL_CLASS as usize {
+            let sw = node as usize - self.topo.num_hosts();
+            let mmu = &mut self.mmus[sw];
+            let adm = if self.ports[out_port as usize].up {
+                mmu.admit(in_local as usize, out as usize, class, wire)
+            } else {
+                Admission::DropBufferFull
+            };
+            if adm != Admission::Admit {
+                let p = &mut self.ports[out_port as usize];
+                p.c.queue_drops += 1;
+                p.c.queue_drop_bytes += wire;
+                self.release(pkt);
+                return;
+            }
+            mmu.enqueue(in_local as usize, out as usize, class, wire);
+            if mmu.check_pause(in_local as usize, class) {
+                self.send_pfc(node, in_local as usize, class, true);
+            }
+        } else if !self.ports[out_port as usize].up {
+            let p = &mut self.ports[out_port as usize];
+            p.c.queue_drops += 1;
+            p.c.queue_drop_bytes += wire;
+            self.release(pkt);
+            return;
+        }
+        let p = &mut self.ports[out_port as usize];
+        p.queues[class].push_back(pkt);
+        p.queue_bytes[class] += wire;
+        self.kick(out_port);
+    }
+
+    // ---- hosts ----
+
+    fn host_receive(&mut self, host: u32, pkt: u32) {
+        let sp = self.slab[pkt as usize];
+        self.release(pkt);
+        let qpn = sp.dest_qp;
+        let Some(slot) = self.qps.get_mut(qpn as usize).and_then(|s| s.as_mut()) else {
+            self.totals.stale_packets += 1;
+            return;
+        };
+        if slot.host != host {
+            self.totals.stale_packets += 1;
+            return;
+        }
+        let repr = sp.to_repr();
+        if slot
+            .qp
+            .handle_repr(Instant::from_ps(self.now), &repr)
+            .is_err()
+        {
+            self.totals.qp_rx_drops += 1;
+        }
+        self.after_qp_activity(qpn);
+        let port = self.hosts[host as usize].port;
+        self.kick(port);
+    }
+
+    /// After a QP handled something: queue its feedback, (re)activate it, collect its
+    /// events, and re-arm its timer.
+    fn after_qp_activity(&mut self, qpn: u32) {
+        let Some(slot) = self.qps[qpn as usize].as_mut() else {
+            return;
+        };
+        let host = slot.host as usize;
+        if slot.qp.has_feedback() && !slot.in_ctrl {
+            slot.in_ctrl = true;
+            self.hosts[host].ctrl.push_back(qpn);
+        }
+        if !slot.in_active && slot.qp.send_queue_len() > 0 {
+            slot.in_active = true;
+            self.hosts[host].active.push_back(qpn);
+        }
+        let flow = slot.flow;
+        let mut done = None;
+        let mut events = std::mem::take(&mut self.event_buf);
+        while let Some(ev) = slot.qp.poll_event() {
+            events.push(ev);
+        }
+        for ev in events.drain(..) {
+            match ev {
+                Event::SendComplete { result, .. } => done = Some(result.is_ok()),
+                Event::RecvWriteImm { .. } => {
+                    let r = &mut self.results[flow as usize];
+                    if r.received_ps.is_none() {
+                        r.received_ps = Some(self.now);
+                        for i in 0..self.dependents[flow as usize].len() {
+                            let d = self.dependents[flow as usize][i];
+                            let t = self.now + self.flows[d as usize].start_ps;
+                            self.results[d as usize].start_ps = t;
+                            self.schedule(t, EvKind::FlowStart, d, 0);
+                        }
+                    }
+                }
+                Event::QpError(_) => done = Some(false),
+                _ => {}
+            }
+        }
+        self.event_buf = events;
+        if let Some(ok) = done {
+            self.finish_flow(flow, ok);
+            return;
+        }
+        self.arm_timer(qpn);
+    }
+
+    fn arm_timer(&mut self, qpn: u32) {
+        let Some(slot) = self.qps[qpn as usize].as_mut() else {
+            return;
+        };
+        if let Some(t) = slot.qp.poll_timeout() {
+            // A due deadline of a QP already in the NIC's round-robin is a pacing
+            // deadline the scheduler will meet when the port frees; no timer needed.
+            if t.as_ps() <= self.now && slot.in_active {
+                return;
+            }
+            let t = t.as_ps().max(self.now);
+            if t < slot.timer_at {
+                slot.timer_at = t;
+                self.schedule(t, EvKind::QpTimer, qpn, 0);
+            }
+        }
+    }
+
+    fn qp_timer(&mut self, qpn: u32) {
+        let now = self.now;
+        let Some(slot) = self.qps.get_mut(qpn as usize).and_then(|s| s.as_mut()) else {
+            return;
+        };
+        if slot.timer_at != now {
+            return; // superseded by an earlier timer
+        }
+        slot.timer_at = u64::MAX;
+        slot.qp.handle_timeout(Instant::from_ps(now));
+        let host = slot.host;
+        self.after_qp_activity(qpn);
+        let port = self.hosts[host as usize].port;
+        self.kick(port);
+    }
+
+    /// The NIC's transmit scheduler: ACK/NAK/CNP first (strict priority), then data QPs
+    /// round-robin, each as its window and rate controller allow.
+    fn host_pull(&mut self, host: u32) {
+        let port = self.hosts[host as usize].port;
+        let now = Instant::from_ps(self.now);
+        while let Some(qpn) = self.hosts[host as usize].ctrl.pop_front() {
+            let Some(slot) = self.qps[qpn as usize].as_mut() else {
+                continue;
+            };
+            slot.in_ctrl = false;
+            if !slot.qp.has_feedback() {
+                continue;
+            }
+            let repr = slot.qp.poll_transmit_repr(now).expect("feedback pending");
+            let sp = SimPacket::from_repr(&repr);
+            if slot.qp.has_feedback() {
+                slot.in_ctrl = true;
+                self.hosts[host as usize].ctrl.push_front(qpn);
+            }
+            let pkt = self.alloc(sp);
+            self.start_tx(port, pkt);
+            return;
+        }
+        let data_class = 3u8; // DSCP 26 >> 3
+        if self.ports[port as usize].paused & (1 << data_class) != 0 {
+            return;
+        }
+        while let Some(qpn) = self.hosts[host as usize].active.pop_front() {
+            let Some(slot) = self.qps[qpn as usize].as_mut() else {
+                continue;
+            };
+            match slot.qp.poll_transmit_repr(now) {
+                Some(repr) => {
+                    let sp = SimPacket::from_repr(&repr);
+                    self.hosts[host as usize].active.push_back(qpn);
+                    let pkt = self.alloc(sp);
+                    self.start_tx(port, pkt);
+                    self.arm_timer(qpn);
+                    return;
+                }
+                None => {
+                    slot.in_active = false;
+                    self.arm_timer(qpn);
+                }
+            }
+        }
+    }
+
+    // ---- flows ----
+
+    fn new_qp(&mut self, cfg: QpConfig, host: u32, flow: u32) -> Result<u32, String> {
+        let line = self.ports[self.hosts[host as usize].port as usize].rate_bps;
+        let rate: Box<dyn RateController> = match &self.cfg.dcqcn {
+            Some(d) => Box::new(Dcqcn::new(DcqcnConfig {
+                line_rate_bps: line,
+                ..d.clone()
+            })),
+            None => Box::new(Unlimited::default()),
+        };
+        let qpn = cfg.local_qpn;
+        let qp = RcQueuePair::with_rate_controller(cfg, rate).map_err(|e| e.to_string())?;
+        let slot = Box::new(QpSlot {
+            qp,
+            host,
+            flow,
+            in_ctrl: false,
+            in_active: false,
+            timer_at: u64::MAX,
+        });
+        if self.qps.len() <= qpn as usize {
+            self.qps.resize_with(qpn as usize + 1, || None);
+        }
+        self.qps[qpn as usize] = Some(slot);
+        Ok(qpn)
+    }
+
+    fn start_flow(&mut self, i: u32) {
+        let f = self.flows[i as usize].clone();
+        self.results[i as usize].start_ps = self.now;
+        // QPNs are never reused (late packets to a finished flow are counted, not
+        // misdelivered): flow i uses 2i+2 (sender) and 2i+3 (receiver); 24 bits allow
+        // 8 million flows.
+        let (sq, rq) = (2 * i + 2, 2 * i + 3);
+        if rq > 0xff_ffff {
+            self.fail_flow(i);
+            return;
+        }
+        let (sip, dip) = (
+            Ipv4Address::from_u32(host_ip(f.src)),
+            Ipv4Address::from_u32(host_ip(f.dst)),
+        );
+        let mut c = QpConfig::new(sip, sq, dip, rq);
+        c.mtu = self.cfg.mtu;
+        c.max_outstanding = self.cfg.window;
+        c.retransmission = self.cfg.retransmission;
+        c.peer_sack = self.cfg.retransmission == Retransmission::SelectiveRepeat;
+        c.retransmit_timeout = self.cfg.rto;
+        c.ack_every = self.cfg.ack_every;
+        c.cnp_interval = self.cfg.cnp_interval;
+        c.send_psn = Psn::new(0);
+        c.recv_psn = Psn::new(0);
+        let mut r = c.clone();
+        std::mem::swap(&mut r.local_ip, &mut r.remote_ip);
+        std::mem::swap(&mut r.local_qpn, &mut r.remote_qpn);
+        r.udp_src_port = 49152 | (rq as u16 & 0x3fff);
+        self.results[i as usize].sport = c.udp_src_port;
+        let ok = (|| -> Result<(), String> {
+            self.new_qp(c, f.src, i)?;
+            self.new_qp(r, f.dst, i)?;
+            let rqp = &mut self.qps[rq as usize].as_mut().unwrap().qp;
+            rqp.register_null_mr(0, f.size, 1)
+                .map_err(|e| e.to_string())?;
+            rqp.post_recv(i as u64, 0).map_err(|e| e.to_string())?;
+            let sqp = &mut self.qps[sq as usize].as_mut().unwrap().qp;
+            sqp.post_send(SendRequest {
+                wr_id: i as u64,
+                op: SendOp::WriteImm {
+                    remote_va: 0,
+                    rkey: 1,
+                    imm: i,
+                },
+                data: Payload::Zeros(f.size as usize),
+            })
+            .map_err(|e| e.to_string())
+        })();
+        self.totals.flows_started += 1;
+        self.flows_open += 1;
+        if ok.is_err() {
+            self.fail_flow(i);
+            return;
+        }
+        self.after_qp_activity(sq);
+        let port = self.hosts[f.src as usize].port;
+        self.kick(port);
+    }
+
+    fn fail_flow(&mut self, i: u32) {
+        self.results[i as usize].failed = true;
+        self.totals.flows_failed += 1;
+    }
+
+    fn finish_flow(&mut self, flow: u32, ok: bool) {
+        let (sq, rq) = (2 * flow + 2, 2 * flow + 3);
+        for q in [sq, rq] {
+            if let Some(slot) = self.qps[q as usize].take() {
+                let s = slot.qp.stats();
+                self.totals.retransmitted += s.tx_retransmitted;
+                self.totals.timeouts += s.timeouts;
+                self.totals.cnps += s.tx_cnps;
+            }
+        }
+        self.flows_open -= 1;
+        if ok {
+            self.results[flow as usize].finish_ps = Some(self.now);
+            self.totals.flows_finished += 1;
+        } else {
+            self.fail_flow(flow);
+        }
+    }
+
+    // ---- links ----
+
+    fn link_change(&mut self, link: u32, up: bool) {
+        self.topo.links[link as usize].failed = !up;
+        let l = &self.topo.links[link as usize];
+        let a = l.a;
+        let pa = self.node_port_base[a as usize] + self.topo.port_of(a, link).unwrap() as u32;
+        let pb = self.ports[pa as usize].reverse;
+        for p in [pa, pb] {
+            self.ports[p as usize].up = up;
+        }
+        // Re-route around the change (control-plane convergence is taken as instant).
+        self.routes = Routes::compute(&self.topo).expect("hosts keep one link");
+        if !up {
+            // Flush what was queued for the dead ports.
+            for p in [pa, pb] {
+                let node = self.ports[p as usize].node;
+                let local = self.ports[p as usize].local as usize;
+                for class in 0..PRIORITIES {
+                    while let Some(pkt) = self.ports[p as usize].queues[class].pop_front() {
+                        let sp = self.slab[pkt as usize];
+                        let wire = sp.wire_len() as u64;
+                        let port = &mut self.ports[p as usize];
+                        port.queue_bytes[class] -= wire;
+                        port.c.queue_drops += 1;
+                        port.c.queue_drop_bytes += wire;
+                        if class != CONTROL_CLASS as usize
+                            && (node as usize) >= self.topo.num_hosts()
+                        {
+                            let sw = node as usize - self.topo.num_hosts();
+                            self.mmus[sw].dequeue(sp.in_port as usize, local, class, wire);
+                            if self.mmus[sw].check_resume(sp.in_port as usize, class) {
+                                self.send_pfc(node, sp.in_port as usize, class, false);
+                            }
+                        }
+                        self.release(pkt);
+                    }
+                }
+            }
+        } else {
+            self.kick(pa);
+            self.kick(pb);
+        }
+    }
+
+    fn sample(&mut self) {
+        let Some(iv) = self.cfg.qlen_interval else {
+            return;
+        };
+        let n_hosts = self.topo.num_hosts();
+        for p in &self.ports {
+            if (p.node as usize) < n_hosts {
+                continue;
+            }
+            for (class, &b) in p.queue_bytes.iter().enumerate() {
+                if b > 0 {
+                    self.qlen_log.push(format!(
+                        "{} {} {} {} {}",
+                        self.now / 1000,
+                        p.node,
+                        p.local,
+                        class,
+                        b
+                    ));
+                }
+            }
+        }
+        self.schedule(self.now + iv.as_ps(), EvKind::Sample, 0, 0);
+    }
+
+    // ---- results ----
+
+    pub fn port_counters(&self) -> impl Iterator<Item = (u32, u16, u32, &PortCounters)> {
+        self.ports.iter().map(|p| (p.node, p.local, p.link, &p.c))
+    }
+
+    /// Sums the per-port drop counters into `totals`, and checks byte conservation:
+    /// what hosts sent equals what hosts received plus what was dropped plus what is
+    /// still queued or in flight. Returns the imbalance (0 when conserved).
+    pub fn finalize(&mut self) -> i128 {
+        let mut t = self.totals.clone();
+        t.link_drops = 0;
+        t.queue_drops = 0;
+        let mut dropped = t.drop_bytes as i128; // unroutable
+        let mut held = 0i128;
+        for p in &self.ports {
+            t.link_drops += p.c.link_drops;
+            t.queue_drops += p.c.queue_drops;
+            dropped += (p.c.link_drop_bytes + p.c.queue_drop_bytes) as i128;
+            held += p.queue_bytes.iter().sum::<u64>() as i128;
+            for &(_, pkt) in &p.in_flight {
+                held += self.slab[pkt as usize].wire_len() as i128;
+            }
+            if p.busy {
+                held += self.slab[p.current as usize].wire_len() as i128;
+            }
+        }
+        t.drop_bytes = dropped as u64;
+        self.totals = t;
+        self.totals.host_tx_bytes as i128 - self.totals.host_rx_bytes as i128 - dropped - held
+    }
+
+    /// Checks per-link conservation: every port's transmitted bytes equal what the far
+    /// end received plus link drops plus what is in flight on it.
+    pub fn link_imbalance(&self) -> u64 {
+        let mut bad = 0;
+        for p in &self.ports {
+            let flying: u64 = p
+                .in_flight
+                .iter()
+                .map(|&(_, k)| self.slab[k as usize].wire_len() as u64)
+                .sum();
+            if p.c.tx_bytes != p.c.rx_bytes + p.c.link_drop_bytes + flying {
+                bad += 1;
+            }
+        }
+        bad
+    }
+
+    /// Bytes queued at `node`'s port `local`, all classes.
+    pub fn port_queue_bytes(&self, node: u32, local: u16) -> u64 {
+        let p = &self.ports[(self.node_port_base[node as usize] + local as u32) as usize];
+        p.queue_bytes.iter().sum()
+    }
+
+    /// Data bytes flow `i`'s sender has transmitted so far (None before it starts or
+    /// after it finished).
+    pub fn flow_tx_bytes(&self, i: u32) -> Option<u64> {
+        self.qps
+            .get(2 * i as usize + 2)?
+            .as_ref()
+            .map(|s| s.qp.stats().tx_data_bytes)
+    }
+
+    /// The current rate of flow `i`'s rate controller, if it has one.
+    pub fn flow_rate_bps(&self, i: u32) -> Option<u64> {
+        self.qps
+            .get(2 * i as usize + 2)?
+            .as_ref()
+            .and_then(|s| s.qp.rate_controller().rate_bps())
+    }
+
+    pub fn mmu_memory_bytes(&self) -> usize {
+        self.mmus.len() * 64 + self.ports.len() * PRIORITIES * 25
+    }
+}
+
+fn uniform(rng: &mut ChaCha8Rng) -> f64 {
+    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn mac(node: u32) -> [u8; 6] {
+    let b = node.to_be_bytes();
+    [0x02, 0x00, b[0], b[1], b[2], b[3]]
+}
+
+/// The ideal flow completion time on an empty network: the packet train pipelined
+/// through every store-and-forward hop of the path at line rate, then the last ACK
+/// back. With identical packets of wire size s over hops of rate r_j and delay d_j,
+/// the last packet arrives at Σ_j (s/r_j + d_j) + (n−1)·s/min r_j; the first and last
+/// packets' header differences (RETH, ImmDt, a short tail) are accounted exactly in
+/// the total bytes at the bottleneck.
+pub fn standalone_fct(
+    topo: &Topology,
+    routes: &Routes,
+    src: u32,
+    dst: u32,
+    size: u64,
+    mtu: usize,
+) -> u64 {
+    let Some(path) = routes.path(topo, src, dst) else {
+        return 0;
+    };
+    let mtu = mtu as u64;
+    let n = size.div_ceil(mtu).max(1);
+    // IPv4 20 + UDP 8 + BTH 12 + ICRC 4, + RETH 16 on the first, + ImmDt 4 on the last.
+    let hdr = 44 + crate::packet::FRAME_OVERHEAD as u64;
+    let full = mtu + hdr;
+    let total_wire = size + n * hdr + 16 + 4 + (4 - size % 4) % 4;
+    let ack = 48 + crate::packet::FRAME_OVERHEAD as u64;
+    let mut t = 0u64;
+    let mut r_min = u64::MAX;
+    let mut back = 0u64;
+    let first = full.min(size + hdr + 16);
+    for &l in &path {
+        let spec = &topo.links[l as usize];
+        r_min = r_min.min(spec.rate_bps);
+        t += Duration::for_bytes(first, spec.rate_bps).as_ps() + spec.delay.as_ps();
+        back += Duration::for_bytes(ack, spec.rate_bps).as_ps() + spec.delay.as_ps();
+    }
+    t + Duration::for_bytes(total_wire - first, r_min).as_ps() + back
+}

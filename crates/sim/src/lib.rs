@@ -1,0 +1,20 @@
+//! `rocast-sim`: a discrete-event datacenter simulator. It drives the same
+//! `rocast_core::rnic` RC endpoints the real-time runtime uses (no simulator-only
+//! transport) over a RoCE fabric modelled from `rocast_core::fabric` (ECMP, shared
+//! buffer, PFC, ECN) on topologies from `rocast_core::plan`.
+//!
+//! - [`config`]: TOML scenarios, presets and `--set` overrides.
+//! - [`workload`]: flow generators (permutation, incast, all-to-all, Poisson with the
+//!   WebSearch/Hadoop CDFs, HPCC flow files, explicit lists with dependencies).
+//! - [`engine`]: the event loop, links, switch ports, NICs.
+//! - [`packet`]: the compact packet record and its serialisation for captures.
+//! - [`run`]: ties them together and writes `fct.txt`, `summary.json`, logs and pcaps.
+
+pub mod config;
+pub mod engine;
+pub mod packet;
+pub mod run;
+pub mod workload;
+
+pub use config::Scenario;
+pub use run::{run_scenario, RunOptions, RunReport};

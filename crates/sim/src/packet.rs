@@ -1,0 +1,207 @@
+//! The simulator's packet: a compact record of the header fields an `rnic` endpoint
+//! emitted, plus the payload *length*. Switches only read and rewrite these fields;
+//! hosts turn the record back into a [`RoceRepr`] for `RcQueuePair::handle_repr`; and a
+//! capture serialises it to real bytes (Ethernet, IPv4, UDP, BTH.., zero payload, ICRC)
+//! only when asked. Payload content is not modelled: simulated flows are
+//! `Payload::Zeros`, so the bytes a capture writes are exactly the bytes the endpoint
+//! would have put on a wire.
+//!
+//! Memory: 104 bytes per packet record; records live in a reusable slab.
+
+use rocast_core::wire::{
+    AckSyndrome, AethRepr, BthRepr, Ecn, ExtHeaders, Ipv4Address, Opcode, Psn, RethRepr, RoceRepr,
+};
+
+/// Ethernet header, FCS, preamble and inter-frame gap: what a frame costs on a link
+/// beyond its IP packet.
+pub const FRAME_OVERHEAD: u32 = 14 + 4 + 8 + 12;
+
+const F_ACK_REQ: u8 = 1;
+const F_RETH: u8 = 2;
+const F_IMM: u8 = 4;
+const F_AETH: u8 = 8;
+const F_CNP: u8 = 16;
+const F_SACK: u8 = 32;
+const F_BECN: u8 = 64;
+
+static ZEROS: [u8; 4096] = [0; 4096];
+
+#[derive(Clone, Copy, Debug)]
+pub struct SimPacket {
+    pub src_ip: u32,
+    pub dst_ip: u32,
+    pub dest_qp: u32,
+    pub psn: u32,
+    pub reth_va: u64,
+    pub reth_rkey: u32,
+    pub reth_len: u32,
+    pub imm: u32,
+    pub msn: u32,
+    /// IP packet length (IP header through ICRC).
+    pub ip_len: u16,
+    pub payload_len: u16,
+    pub sport: u16,
+    /// Switch-local: the port the packet arrived on (for buffer accounting).
+    pub in_port: u16,
+    pub opcode: u8,
+    pub flags: u8,
+    pub pad: u8,
+    pub dscp: u8,
+    pub ecn: u8,
+    pub syndrome: u8,
+    /// Traffic class the fabric queues it in.
+    pub class: u8,
+    pub sack: [u8; 32],
+}
+
+/// Class of ACK/NAK/CNP: served first, never paused, outside the shared buffer (as the
+/// HPCC simulator's queue 0).
+pub const CONTROL_CLASS: u8 = 7;
+
+impl SimPacket {
+    pub fn from_repr(r: &RoceRepr<'_>) -> Self {
+        let mut flags = 0;
+        if r.bth.ack_req {
+            flags |= F_ACK_REQ;
+        }
+        if r.bth.resv8a & 0x40 != 0 {
+            flags |= F_BECN;
+        }
+        let (mut va, mut rkey, mut dlen) = (0, 0, 0);
+        if let Some(reth) = r.ext.reth {
+            flags |= F_RETH;
+            (va, rkey, dlen) = (reth.va, reth.rkey, reth.dma_len);
+        }
+        let mut imm = 0;
+        if let Some(i) = r.ext.imm {
+            flags |= F_IMM;
+            imm = i;
+        }
+        let (mut msn, mut syndrome) = (0, 0);
+        if let Some(a) = r.ext.aeth {
+            flags |= F_AETH;
+            msn = a.msn;
+            syndrome = a.syndrome.to_byte();
+        }
+        if r.ext.cnp_reserved.is_some() {
+            flags |= F_CNP;
+        }
+        let mut sack = [0u8; 32];
+        let control = r.bth.opcode == Opcode::CNP || r.ext.aeth.is_some();
+        if control && r.payload.len() == 32 {
+            flags |= F_SACK;
+            sack.copy_from_slice(r.payload);
+        }
+        SimPacket {
+            src_ip: r.ip.src_addr.to_u32(),
+            dst_ip: r.ip.dst_addr.to_u32(),
+            dest_qp: r.bth.dest_qp,
+            psn: r.bth.psn.value(),
+            reth_va: va,
+            reth_rkey: rkey,
+            reth_len: dlen,
+            imm,
+            msn,
+            ip_len: r.buffer_len() as u16,
+            payload_len: r.payload.len() as u16,
+            sport: r.udp.src_port,
+            in_port: 0,
+            opcode: r.bth.opcode.0,
+            flags,
+            pad: r.bth.pad_count,
+            dscp: r.ip.dscp,
+            ecn: r.ip.ecn.bits(),
+            syndrome,
+            class: if control {
+                CONTROL_CLASS
+            } else {
+                (r.ip.dscp >> 3).min(6)
+            },
+            sack,
+        }
+    }
+
+    /// Bytes the frame occupies on a link.
+    #[inline]
+    pub fn wire_len(&self) -> u32 {
+        self.ip_len as u32 + FRAME_OVERHEAD
+    }
+    pub fn is_control(&self) -> bool {
+        self.class == CONTROL_CLASS
+    }
+    pub fn ecn(&self) -> Ecn {
+        Ecn::from_bits(self.ecn)
+    }
+    pub fn set_ce(&mut self) {
+        self.ecn = Ecn::Ce.bits();
+    }
+
+    /// The packet as the endpoint's parsed view (payload: zeros, or the SACK bitmap).
+    pub fn to_repr(&self) -> RoceRepr<'_> {
+        let mut bth = BthRepr::new(Opcode(self.opcode), self.dest_qp, Psn::new(self.psn));
+        bth.ack_req = self.flags & F_ACK_REQ != 0;
+        bth.pad_count = self.pad;
+        if self.flags & F_BECN != 0 {
+            bth.resv8a = 0x40;
+        }
+        let mut ext = ExtHeaders::default();
+        if self.flags & F_RETH != 0 {
+            ext.reth = Some(RethRepr {
+                va: self.reth_va,
+                rkey: self.reth_rkey,
+                dma_len: self.reth_len,
+            });
+        }
+        if self.flags & F_IMM != 0 {
+            ext.imm = Some(self.imm);
+        }
+        if self.flags & F_AETH != 0 {
+            ext.aeth = Some(AethRepr {
+                syndrome: AckSyndrome::from_byte(self.syndrome),
+                msn: self.msn,
+            });
+        }
+        if self.flags & F_CNP != 0 {
+            ext.cnp_reserved = Some([0; 16]);
+        }
+        let payload: &[u8] = if self.flags & F_SACK != 0 {
+            &self.sack
+        } else {
+            &ZEROS[..self.payload_len as usize]
+        };
+        let mut r = RoceRepr::new(
+            Ipv4Address::from_u32(self.src_ip),
+            Ipv4Address::from_u32(self.dst_ip),
+            self.dscp,
+            self.ecn(),
+            self.sport,
+            bth,
+            ext,
+            payload,
+        );
+        r.bth.pkey = 0xffff;
+        r
+    }
+
+    /// The full Ethernet frame (for captures): `buf` is cleared and filled.
+    pub fn write_frame(&self, src_mac: [u8; 6], dst_mac: [u8; 6], buf: &mut Vec<u8>) {
+        let repr = self.to_repr();
+        buf.clear();
+        buf.extend_from_slice(&dst_mac);
+        buf.extend_from_slice(&src_mac);
+        buf.extend_from_slice(&0x0800u16.to_be_bytes());
+        let start = buf.len();
+        buf.resize(start + repr.buffer_len(), 0);
+        repr.emit(&mut buf[start..]);
+    }
+}
+
+/// The simulator's host addressing, as the HPCC simulator's: host `id` is
+/// 11.(id/256).(id%256).1.
+pub fn host_ip(id: u32) -> u32 {
+    0x0b00_0001 + ((id / 256) << 16) + ((id % 256) << 8)
+}
+/// The host id of a simulator address.
+pub fn host_of_ip(ip: u32) -> u32 {
+    (ip >> 8) & 0xffff
+}
