@@ -5,6 +5,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod bench_cmd;
 mod pcap_cmd;
 mod perf_cmd;
 mod sim_cmd;
@@ -26,6 +27,9 @@ enum Command {
     Perf(perf_cmd::PerfCmd),
     /// Discrete-event datacenter simulation (fat-tree/leaf-spine, PFC, ECN, DCQCN).
     Sim(sim_cmd::SimCmd),
+    /// Benchmarks that print figures.
+    #[command(subcommand)]
+    Bench(bench_cmd::BenchCmd),
 }
 
 fn main() -> ExitCode {
@@ -33,5 +37,6 @@ fn main() -> ExitCode {
         Command::Pcap(cmd) => pcap_cmd::run(cmd),
         Command::Perf(cmd) => perf_cmd::run(cmd),
         Command::Sim(cmd) => sim_cmd::run(cmd),
+        Command::Bench(cmd) => bench_cmd::run(cmd),
     }
 }
