@@ -46,12 +46,21 @@ pub fn run(cmd: BenchCmd) -> ExitCode {
                 }
             };
             let route = t1.elapsed().as_secs_f64();
-            println!("# fat-tree k={k}: {} hosts, {} switches, {} links", topo.num_hosts(), topo.num_switches(), topo.links.len());
+            println!(
+                "# fat-tree k={k}: {} hosts, {} switches, {} links",
+                topo.num_hosts(),
+                topo.num_switches(),
+                topo.links.len()
+            );
             println!("build_s {build:.3}");
             println!("route_s {route:.3}");
             println!("total_s {:.3}", build + route);
             println!("topology_mb {:.1}", topo.memory_bytes() as f64 / 1e6);
-            println!("routes_mb {:.1}  ({} next-hop groups)", routes.memory_bytes() as f64 / 1e6, routes.num_groups());
+            println!(
+                "routes_mb {:.1}  ({} next-hop groups)",
+                routes.memory_bytes() as f64 / 1e6,
+                routes.num_groups()
+            );
             if let Some(kb) = peak_rss_kb() {
                 println!("peak_rss_mb {:.1}", kb as f64 / 1024.0);
             }

@@ -512,12 +512,22 @@ mod tests {
         for (name, _) in PRESETS {
             Scenario::preset(name, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
         }
-        let annotated = Scenario::from_toml(include_str!("../scenarios/annotated.toml"), &[]).unwrap();
+        let annotated =
+            Scenario::from_toml(include_str!("../scenarios/annotated.toml"), &[]).unwrap();
         let defaults = Scenario::default();
         // The annotated example spells out the defaults: keep them in step.
-        assert_eq!(format!("{:?}", annotated.switch), format!("{:?}", defaults.switch));
-        assert_eq!(format!("{:?}", annotated.nic), format!("{:?}", defaults.nic));
-        assert_eq!(format!("{:?}", annotated.topology), format!("{:?}", defaults.topology));
+        assert_eq!(
+            format!("{:?}", annotated.switch),
+            format!("{:?}", defaults.switch)
+        );
+        assert_eq!(
+            format!("{:?}", annotated.nic),
+            format!("{:?}", defaults.nic)
+        );
+        assert_eq!(
+            format!("{:?}", annotated.topology),
+            format!("{:?}", defaults.topology)
+        );
     }
 
     #[test]
