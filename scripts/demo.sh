@@ -4,12 +4,7 @@
 # and DCQCN running a 1 MB permutation), with a capture of one host link checked by
 # `rocast pcap check`. Outputs land in out/sim/.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export PATH="$HOME/.cargo/bin:$PATH"
-bash scripts/install-deps.sh
-cargo build --release --locked -q
-R=target/release/rocast
-mkdir -p out
+source "$(dirname "$0")/prepare.sh"
 "$R" sim --out out/sim --set 'output.capture_links=[[0,128]]' --set output.capture_max_packets=2000
 "$R" pcap check out/sim/capture.pcap
 echo "fct.txt (first lines): sip dip sport dport size start_ns fct_ns standalone_fct_ns"

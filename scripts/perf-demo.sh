@@ -5,12 +5,7 @@
 #  2. a small SEND transfer captured with tcpdump on `lo`, checked with `rocast pcap check`
 #     (every frame on the wire is real RoCEv2 with a valid ICRC).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-export PATH="$HOME/.cargo/bin:$PATH"
-bash scripts/install-deps.sh
-cargo build --release --locked -q
-R=target/release/rocast
-mkdir -p out
+source "$(dirname "$0")/prepare.sh"
 
 run_pair() { # args: client args...
   "$R" perf server --bind 127.0.0.1 --port 18515 &

@@ -13,10 +13,11 @@
 //! 200 bytes per port of MMU state, per active flow two QPs (~1.5 KB), per packet in
 //! flight 104 bytes.
 
-use crate::packet::{host_ip, host_of_ip, SimPacket, CONTROL_CLASS};
+use crate::packet::{host_ip, host_of_ip, traffic_class, SimPacket, CONTROL_CLASS};
+use crate::uniform;
 use crate::workload::FlowSpec;
 use rand_chacha::ChaCha8Rng;
-use rand_core::{RngCore, SeedableRng};
+use rand_core::SeedableRng;
 use rocast_core::fabric::mmu::{Admission, PRIORITIES};
 use rocast_core::fabric::{ecmp_hash, EcnRed, SharedBufferMmu};
 use rocast_core::plan::{Routes, Topology};
@@ -25,7 +26,10 @@ use rocast_core::rnic::{
     SendOp, SendRequest, Unlimited,
 };
 use rocast_core::time::{Duration, Instant};
-use rocast_core::wire::{Ipv4Address, Psn};
+use rocast_core::wire::{
+    Ipv4Address, Psn, AETH_LEN, BTH_LEN, ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, RETH_LEN,
+    UDP_HEADER_LEN,
+};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -232,10 +236,12 @@ pub struct Engine {
     pub pfc_log: Vec<String>,
     pub qlen_log: Vec<String>,
     pub capture: Vec<(u64, Vec<u8>)>,
-    flows_open: u64,
     frame_buf: Vec<u8>,
     event_buf: Vec<Event>,
     last_event: u64,
+    /// The traffic class of the data packets our QPs send (from their DSCP): the
+    /// class whose PFC pause stops a NIC's data.
+    data_class: u8,
 }
 
 impl Engine {
@@ -274,13 +280,6 @@ impl Engine {
                     c: PortCounters::default(),
                 });
             }
-        }
-        // Peer port indices need every node's base; fix them up now.
-        for p in 0..ports.len() {
-            let (node, local) = (ports[p].node, ports[p].local);
-            let (link, peer) = topo.ports(node)[local as usize];
-            let peer_local = topo.port_of(peer, link).expect("symmetric") as u32;
-            ports[p].reverse = node_port_base[peer as usize] + peer_local;
         }
         let n_hosts = topo.num_hosts();
         let mut mmus = Vec::with_capacity(topo.num_switches());
@@ -357,10 +356,12 @@ impl Engine {
             pfc_log: Vec::new(),
             qlen_log: Vec::new(),
             capture: Vec::new(),
-            flows_open: 0,
             frame_buf: Vec::new(),
             event_buf: Vec::new(),
             last_event: 0,
+            data_class: traffic_class(
+                QpConfig::new(Ipv4Address::UNSPECIFIED, 0, Ipv4Address::UNSPECIFIED, 0).dscp,
+            ),
             topo,
         };
         for i in 0..e.flows.len() {
@@ -400,10 +401,6 @@ impl Engine {
         }));
     }
 
-    /// Whether anything remains to happen.
-    pub fn pending(&self) -> bool {
-        !self.heap.is_empty()
-    }
     /// Flows started and not yet finished or failed, plus flows not yet started.
     pub fn flows_outstanding(&self) -> u64 {
         self.flows.len() as u64 - self.totals.flows_finished - self.totals.flows_failed
@@ -504,10 +501,9 @@ impl Engine {
         if let Some(&(t, _)) = p.in_flight.front() {
             self.schedule(t, EvKind::Arrive, port, 0);
         }
-        let p = &self.ports[port as usize];
+        let p = &mut self.ports[port as usize];
         let wire = self.slab[pkt as usize].wire_len() as u64;
         let lost = !p.up || (p.loss > 0.0 && uniform(&mut self.rng) < p.loss);
-        let p = &mut self.ports[port as usize];
         if lost {
             p.c.link_drops += 1;
             p.c.link_drop_bytes += wire;
@@ -515,7 +511,7 @@ impl Engine {
             return;
         }
         p.c.rx_bytes += wire;
-        let to = self.ports[port as usize].reverse;
+        let to = p.reverse;
         let node = self.ports[to as usize].node;
         let local = self.ports[to as usize].local;
         if (node as usize) < self.topo.num_hosts() {
@@ -550,18 +546,13 @@ impl Engine {
             break;
         }
         let Some(class) = chosen else { return };
-        let p = &mut self.ports[port as usize];
-        let pkt = p.queues[class].pop_front().expect("non-empty");
-        let wire = self.slab[pkt as usize].wire_len() as u64;
-        p.queue_bytes[class] -= wire;
-        let (node, local) = (p.node, p.local as usize);
+        let pkt = self.dequeue(port, class).expect("non-empty");
         if class != CONTROL_CLASS as usize {
-            let sw = node as usize - self.topo.num_hosts();
-            let in_port = self.slab[pkt as usize].in_port as usize;
-            let mmu = &mut self.mmus[sw];
-            mmu.dequeue(in_port, local, class, wire);
             if let Some(red) = self.cfg.ecn {
-                let q = mmu.egress_bytes(local, class);
+                // RED at dequeue, against the bytes left behind this packet.
+                let p = &self.ports[port as usize];
+                let sw = p.node as usize - self.topo.num_hosts();
+                let q = self.mmus[sw].egress_bytes(p.local as usize, class);
                 let sp = &mut self.slab[pkt as usize];
                 if sp.ecn != 0
                     && red.probability(q) > 0.0
@@ -572,11 +563,37 @@ impl Engine {
                     self.totals.ecn_marks += 1;
                 }
             }
+        }
+        self.start_tx(port, pkt);
+    }
+
+    /// Takes the head packet of a switch port's class queue and releases its buffer
+    /// (which may resume a paused upstream).
+    fn dequeue(&mut self, port: u32, class: usize) -> Option<u32> {
+        let p = &mut self.ports[port as usize];
+        let pkt = p.queues[class].pop_front()?;
+        let sp = self.slab[pkt as usize];
+        let wire = sp.wire_len() as u64;
+        p.queue_bytes[class] -= wire;
+        let (node, local) = (p.node, p.local as usize);
+        if class != CONTROL_CLASS as usize {
+            let sw = node as usize - self.topo.num_hosts();
+            let in_port = sp.in_port as usize;
+            self.mmus[sw].dequeue(in_port, local, class, wire);
             if self.mmus[sw].check_resume(in_port, class) {
                 self.send_pfc(node, in_port, class, false);
             }
         }
-        self.start_tx(port, pkt);
+        Some(pkt)
+    }
+
+    /// Counts a packet dropped at the egress of `port` and frees it.
+    fn drop_at_queue(&mut self, port: u32, pkt: u32) {
+        let wire = self.slab[pkt as usize].wire_len() as u64;
+        let p = &mut self.ports[port as usize];
+        p.c.queue_drops += 1;
+        p.c.queue_drop_bytes += wire;
+        self.release(pkt);
     }
 
     fn send_pfc(&mut self, node: u32, in_local: usize, class: usize, pause: bool) {
@@ -653,31 +670,21 @@ impl Engine {
             return;
         };
         let out_port = self.node_port_base[node as usize] + out as u32;
+        if !self.ports[out_port as usize].up {
+            self.drop_at_queue(out_port, pkt);
+            return;
+        }
         if class != CONTROL_CLASS as usize {
             let sw = node as usize - self.topo.num_hosts();
             let mmu = &mut self.mmus[sw];
-            let adm = if self.ports[out_port as usize].up {
-                mmu.admit(in_local as usize, out as usize, class, wire)
-            } else {
-                Admission::DropBufferFull
-            };
-            if adm != Admission::Admit {
-                let p = &mut self.ports[out_port as usize];
-                p.c.queue_drops += 1;
-                p.c.queue_drop_bytes += wire;
-                self.release(pkt);
+            if mmu.admit(in_local as usize, out as usize, class, wire) != Admission::Admit {
+                self.drop_at_queue(out_port, pkt);
                 return;
             }
             mmu.enqueue(in_local as usize, out as usize, class, wire);
             if mmu.check_pause(in_local as usize, class) {
                 self.send_pfc(node, in_local as usize, class, true);
             }
-        } else if !self.ports[out_port as usize].up {
-            let p = &mut self.ports[out_port as usize];
-            p.c.queue_drops += 1;
-            p.c.queue_drop_bytes += wire;
-            self.release(pkt);
-            return;
         }
         let p = &mut self.ports[out_port as usize];
         p.queues[class].push_back(pkt);
@@ -817,8 +824,7 @@ impl Engine {
             self.start_tx(port, pkt);
             return;
         }
-        let data_class = 3u8; // DSCP 26 >> 3
-        if self.ports[port as usize].paused & (1 << data_class) != 0 {
+        if self.ports[port as usize].paused & (1 << self.data_class) != 0 {
             return;
         }
         while let Some(qpn) = self.hosts[host as usize].active.pop_front() {
@@ -920,7 +926,6 @@ impl Engine {
             .map_err(|e| e.to_string())
         })();
         self.totals.flows_started += 1;
-        self.flows_open += 1;
         if ok.is_err() {
             self.fail_flow(i);
             return;
@@ -945,7 +950,6 @@ impl Engine {
                 self.totals.cnps += s.tx_cnps;
             }
         }
-        self.flows_open -= 1;
         if ok {
             self.results[flow as usize].finish_ps = Some(self.now);
             self.totals.flows_finished += 1;
@@ -969,27 +973,14 @@ impl Engine {
         self.routes = Routes::compute(&self.topo).expect("hosts keep one link");
         if !up {
             // Flush what was queued for the dead ports.
+            // (Host ports queue nothing: a NIC pulls from its QPs when it transmits.)
             for p in [pa, pb] {
-                let node = self.ports[p as usize].node;
-                let local = self.ports[p as usize].local as usize;
+                if (self.ports[p as usize].node as usize) < self.topo.num_hosts() {
+                    continue;
+                }
                 for class in 0..PRIORITIES {
-                    while let Some(pkt) = self.ports[p as usize].queues[class].pop_front() {
-                        let sp = self.slab[pkt as usize];
-                        let wire = sp.wire_len() as u64;
-                        let port = &mut self.ports[p as usize];
-                        port.queue_bytes[class] -= wire;
-                        port.c.queue_drops += 1;
-                        port.c.queue_drop_bytes += wire;
-                        if class != CONTROL_CLASS as usize
-                            && (node as usize) >= self.topo.num_hosts()
-                        {
-                            let sw = node as usize - self.topo.num_hosts();
-                            self.mmus[sw].dequeue(sp.in_port as usize, local, class, wire);
-                            if self.mmus[sw].check_resume(sp.in_port as usize, class) {
-                                self.send_pfc(node, sp.in_port as usize, class, false);
-                            }
-                        }
-                        self.release(pkt);
+                    while let Some(pkt) = self.dequeue(p, class) {
+                        self.drop_at_queue(p, pkt);
                     }
                 }
             }
@@ -1087,22 +1078,6 @@ impl Engine {
             .as_ref()
             .map(|s| s.qp.stats().tx_data_bytes)
     }
-
-    /// The current rate of flow `i`'s rate controller, if it has one.
-    pub fn flow_rate_bps(&self, i: u32) -> Option<u64> {
-        self.qps
-            .get(2 * i as usize + 2)?
-            .as_ref()
-            .and_then(|s| s.qp.rate_controller().rate_bps())
-    }
-
-    pub fn mmu_memory_bytes(&self) -> usize {
-        self.mmus.len() * 64 + self.ports.len() * PRIORITIES * 25
-    }
-}
-
-fn uniform(rng: &mut ChaCha8Rng) -> f64 {
-    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 fn mac(node: u32) -> [u8; 6] {
@@ -1129,15 +1104,18 @@ pub fn standalone_fct(
     };
     let mtu = mtu as u64;
     let n = size.div_ceil(mtu).max(1);
-    // IPv4 20 + UDP 8 + BTH 12 + ICRC 4, + RETH 16 on the first, + ImmDt 4 on the last.
-    let hdr = 44 + crate::packet::FRAME_OVERHEAD as u64;
+    // Every packet: IPv4, UDP, BTH, ICRC and framing; RETH on the first, ImmDt on the
+    // last, and padding to a 4-byte multiple.
+    let hdr = (IPV4_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN + ICRC_LEN) as u64
+        + crate::packet::FRAME_OVERHEAD as u64;
+    let (reth, imm) = (RETH_LEN as u64, IMMDT_LEN as u64);
     let full = mtu + hdr;
-    let total_wire = size + n * hdr + 16 + 4 + (4 - size % 4) % 4;
-    let ack = 48 + crate::packet::FRAME_OVERHEAD as u64;
+    let total_wire = size + n * hdr + reth + imm + (4 - size % 4) % 4;
+    let ack = hdr + AETH_LEN as u64;
     let mut t = 0u64;
     let mut r_min = u64::MAX;
     let mut back = 0u64;
-    let first = full.min(size + hdr + 16);
+    let first = full.min(size + hdr + reth);
     for &l in &path {
         let spec = &topo.links[l as usize];
         r_min = r_min.min(spec.rate_bps);

@@ -17,4 +17,9 @@ pub mod run;
 pub mod workload;
 
 pub use config::Scenario;
+
+/// A uniform draw in [0, 1) from the run's seeded generator (53 random bits).
+pub(crate) fn uniform(rng: &mut impl rand_core::RngCore) -> f64 {
+    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
 pub use run::{run_scenario, RunOptions, RunReport};

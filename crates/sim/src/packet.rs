@@ -24,8 +24,6 @@ const F_CNP: u8 = 16;
 const F_SACK: u8 = 32;
 const F_BECN: u8 = 64;
 
-static ZEROS: [u8; 4096] = [0; 4096];
-
 #[derive(Clone, Copy, Debug)]
 pub struct SimPacket {
     pub src_ip: u32,
@@ -57,6 +55,12 @@ pub struct SimPacket {
 /// Class of ACK/NAK/CNP: served first, never paused, outside the shared buffer (as the
 /// HPCC simulator's queue 0).
 pub const CONTROL_CLASS: u8 = 7;
+
+/// The class a data packet with this DSCP queues in: its class selector (DSCP >> 3),
+/// below the control class.
+pub fn traffic_class(dscp: u8) -> u8 {
+    (dscp >> 3).min(CONTROL_CLASS - 1)
+}
 
 impl SimPacket {
     pub fn from_repr(r: &RoceRepr<'_>) -> Self {
@@ -115,7 +119,7 @@ impl SimPacket {
             class: if control {
                 CONTROL_CLASS
             } else {
-                (r.ip.dscp >> 3).min(6)
+                traffic_class(r.ip.dscp)
             },
             sack,
         }
@@ -167,7 +171,7 @@ impl SimPacket {
         let payload: &[u8] = if self.flags & F_SACK != 0 {
             &self.sack
         } else {
-            &ZEROS[..self.payload_len as usize]
+            rocast_core::rnic::zero_bytes(self.payload_len as usize)
         };
         let mut r = RoceRepr::new(
             Ipv4Address::from_u32(self.src_ip),

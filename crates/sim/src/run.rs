@@ -88,18 +88,20 @@ pub fn build_topology(sc: &Scenario, base: &Path) -> Result<Topology, String> {
     Ok(topo)
 }
 
+/// The link between the two nodes a scenario key names.
+fn link_between(topo: &Topology, [a, b]: [u32; 2], key: &str) -> Result<u32, String> {
+    topo.find_link(a, b)
+        .ok_or_else(|| format!("{key}: no link between nodes {a} and {b}"))
+}
+
 pub fn engine_config(sc: &Scenario, topo: &Topology) -> Result<EngineConfig, String> {
     let n = &sc.nic;
     let s = &sc.switch;
-    let find = |[a, b]: [u32; 2], key: &str| {
-        topo.find_link(a, b)
-            .ok_or_else(|| format!("{key}: no link between nodes {a} and {b}"))
-    };
     let capture_links = sc
         .output
         .capture_links
         .iter()
-        .map(|&l| find(l, "output.capture_links"))
+        .map(|&l| link_between(topo, l, "output.capture_links"))
         .collect::<Result<Vec<_>, _>>()?;
     let host_rate = (sc.topology.host_gbps * 1e9) as u64;
     Ok(EngineConfig {
@@ -156,12 +158,7 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
     let (hosts, switches) = (topo.num_hosts(), topo.num_switches());
     let mut link_events = Vec::new();
     for ev in &sc.link_events {
-        let l = topo.find_link(ev.link[0], ev.link[1]).ok_or_else(|| {
-            format!(
-                "link_events: no link between nodes {} and {}",
-                ev.link[0], ev.link[1]
-            )
-        })?;
+        let l = link_between(&topo, ev.link, "link_events")?;
         link_events.push((Instant::from_ps((ev.at_us * 1e6) as u64), l, ev.up));
     }
     let mut engine = Engine::new(topo, cfg, flows)?;
@@ -287,7 +284,7 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
     Ok(RunReport {
         summary_json: summary,
         fct_txt: fct,
-        results: engine.results.clone(),
+        results: std::mem::take(&mut engine.results),
         totals: engine.totals.clone(),
         sim_end: engine.last_event(),
         wall_s,
@@ -340,19 +337,12 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[i]
 }
 
-fn summary_json(
-    sc: &Scenario,
-    e: &Engine,
-    hosts: usize,
-    switches: usize,
-    wall_s: f64,
-    setup_s: f64,
-    conservation: Option<(i128, u64)>,
-) -> String {
-    let t = &e.totals;
-    let mut fcts: Vec<f64> = Vec::new();
-    let mut slow: Vec<f64> = Vec::new();
-    for r in &e.results {
+/// Finished flows' FCTs in µs and their slowdowns (FCT / standalone FCT, at least 1),
+/// each sorted ascending.
+fn fct_stats(results: &[FlowResult]) -> (Vec<f64>, Vec<f64>) {
+    let mut fcts = Vec::new();
+    let mut slow = Vec::new();
+    for r in results {
         if let Some(f) = r.finish_ps {
             let fct = (f - r.start_ps) as f64;
             fcts.push(fct / 1e6);
@@ -363,6 +353,20 @@ fn summary_json(
     }
     fcts.sort_by(|a, b| a.total_cmp(b));
     slow.sort_by(|a, b| a.total_cmp(b));
+    (fcts, slow)
+}
+
+fn summary_json(
+    sc: &Scenario,
+    e: &Engine,
+    hosts: usize,
+    switches: usize,
+    wall_s: f64,
+    setup_s: f64,
+    conservation: Option<(i128, u64)>,
+) -> String {
+    let t = &e.totals;
+    let (fcts, slow) = fct_stats(&e.results);
     let mean = |v: &[f64]| {
         if v.is_empty() {
             0.0
@@ -427,22 +431,7 @@ fn summary_json(
 
 /// A short human-readable summary of a report.
 pub fn render_summary(r: &RunReport) -> String {
-    let mut fcts: Vec<f64> = r
-        .results
-        .iter()
-        .filter_map(|x| x.finish_ps.map(|f| (f - x.start_ps) as f64 / 1e6))
-        .collect();
-    fcts.sort_by(|a, b| a.total_cmp(b));
-    let mut slow: Vec<f64> = r
-        .results
-        .iter()
-        .filter_map(|x| {
-            x.finish_ps
-                .filter(|_| x.standalone_ps > 0)
-                .map(|f| ((f - x.start_ps) as f64 / x.standalone_ps as f64).max(1.0))
-        })
-        .collect();
-    slow.sort_by(|a, b| a.total_cmp(b));
+    let (fcts, slow) = fct_stats(&r.results);
     let t = &r.totals;
     let mut s = String::new();
     let _ = writeln!(

@@ -7,8 +7,11 @@
 //! Memory: 40 bytes per flow.
 
 use crate::config::WorkloadConfig;
+use crate::uniform;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// One flow to run: an RDMA WRITE (with immediate) of `size` bytes from `src` to `dst`.
 #[derive(Clone, Debug, PartialEq)]
@@ -101,10 +104,6 @@ impl SizeCdf {
     }
 }
 
-fn uniform(rng: &mut ChaCha8Rng) -> f64 {
-    (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-}
-
 /// Builds the flow list. `read_file` loads the named file (a CDF or a flow file).
 pub fn generate(
     w: &WorkloadConfig,
@@ -190,27 +189,26 @@ pub fn generate(
             // Mean gap per host so that its offered load is `load` of its link.
             let mean_gap_ps = cdf.mean() * 8.0 / (host_rate_bps as f64 * w.load) * 1e12;
             let end = start + (w.duration_ms * 1e9) as u64;
-            let mut next: Vec<u64> = (0..hosts)
-                .map(|_| start + (-(1.0 - uniform(&mut rng)).ln() * mean_gap_ps) as u64)
+            // Each host's next arrival, merged in time order (ties by host id).
+            let mut next: BinaryHeap<Reverse<(u64, u32)>> = (0..hosts)
+                .map(|h| {
+                    let t = start + (-(1.0 - uniform(&mut rng)).ln() * mean_gap_ps) as u64;
+                    Reverse((t, h))
+                })
                 .collect();
             let mut v = Vec::new();
-            // Merge the per-host processes in time order (ties by host id).
-            loop {
-                let (h, &t) = next
-                    .iter()
-                    .enumerate()
-                    .min_by_key(|&(i, &t)| (t, i))
-                    .expect("hosts >= 2");
+            while let Some(Reverse((t, h))) = next.pop() {
                 if t >= end {
                     break;
                 }
                 let mut d = (rng.next_u64() % (hosts as u64 - 1)) as u32;
-                if d >= h as u32 {
+                if d >= h {
                     d += 1;
                 }
                 let size = cdf.at(uniform(&mut rng) * 100.0);
-                v.push(flow(h as u32, d, size, t));
-                next[h] = t + (-(1.0 - uniform(&mut rng)).ln() * mean_gap_ps) as u64;
+                v.push(flow(h, d, size, t));
+                let gap = (-(1.0 - uniform(&mut rng)).ln() * mean_gap_ps) as u64;
+                next.push(Reverse((t + gap, h)));
             }
             v
         }

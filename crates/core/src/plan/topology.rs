@@ -346,7 +346,7 @@ impl Topology {
                 .ok_or_else(|| err(line, format!("error rate {loss:?} is not a probability")))?;
             raw.push((a as usize, b as usize, rate, delay, loss));
         }
-        if let Some((line, t)) = next("").ok() {
+        if let Ok((line, t)) = next("") {
             return Err(err(line, format!("unexpected trailing token {t:?}")));
         }
         // Renumber: hosts first, then switches, each in ascending file id.

@@ -102,7 +102,7 @@ pub struct DcqcnConfig {
     pub rate_ai_bps: u64,
     /// Hyper-increase step R_HAI (`RATE_HAI`).
     pub rate_hai_bps: u64,
-    /// Rate multiplier on the first CNP (`RATE_ON_FIRST_CNP`... kept at 1 by both sources).
+    /// Rate multiplier on the first CNP (`RATE_ON_FIRST_CNP`; 1 in both sources).
     pub rate_on_first_cnp: f64,
     /// Also set the target rate to the current rate on a cut that comes before any
     /// increase (`CLAMP_TARGET_RATE`).

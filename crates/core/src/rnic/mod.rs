@@ -193,6 +193,12 @@ pub struct SendRequest {
 /// Zero bytes for [`Payload::Zeros`] packets: one path MTU's worth.
 static ZEROS: [u8; 4096] = [0; 4096];
 
+/// `len` zero bytes (`len` at most 4096, the largest path MTU): the payload of a
+/// [`Payload::Zeros`] packet, for drivers that rebuild such packets from their length.
+pub fn zero_bytes(len: usize) -> &'static [u8] {
+    &ZEROS[..len]
+}
+
 /// What a send work request carries.
 ///
 /// `Bytes` is application data, shared so a driver can post the same buffer many times
@@ -225,7 +231,7 @@ impl Payload {
             Payload::Bytes(b) => &b[offset..offset + len],
             Payload::Zeros(n) => {
                 assert!(offset + len <= *n, "payload range out of bounds");
-                &ZEROS[..len]
+                zero_bytes(len)
             }
         }
     }

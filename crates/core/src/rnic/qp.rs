@@ -1,7 +1,7 @@
 //! [`RcQueuePair`]: one reliable-connection queue pair, requester and responder halves
 //! joined, with the handle/poll interface of every rocast state machine.
 
-use super::requester::{DataPacket, Requester};
+use super::requester::{DataPacket, Requester, SendWqe};
 use super::responder::{Feedback, RecvWqe, Responder};
 use super::{
     ConfigError, Event, MemoryRegion, QpConfig, QpStats, RateController, SendOp, SendRequest,
@@ -353,51 +353,15 @@ impl RcQueuePair {
             return None;
         }
         let pkt = self.req.next_packet(&self.cfg, now)?;
-        let repr = self.data_repr(&pkt);
-        let len = repr.buffer_len();
-        self.req.rate.on_packet_sent(now, len);
         self.stats.tx_data_packets += 1;
         self.stats.tx_data_bytes += pkt.len as u64;
         if pkt.retransmission {
             self.stats.tx_retransmitted += 1;
         }
-        Some(self.data_repr(&pkt))
-    }
-
-    fn data_repr(&self, pkt: &DataPacket) -> RoceRepr<'_> {
-        let w = &self.req.sq[pkt.wqe_index];
-        let mut bth = BthRepr::new(pkt.opcode, self.cfg.remote_qpn, pkt.psn);
-        bth.pkey = self.cfg.pkey;
-        bth.ack_req = pkt.ack_req;
-        bth.pad_count = ((4 - pkt.len % 4) % 4) as u8;
-        let mut ext = ExtHeaders::default();
-        if pkt.opcode.is_write() && pkt.opcode.is_first() {
-            let (va, rkey) = match w.req.op {
-                SendOp::Write { remote_va, rkey }
-                | SendOp::WriteImm {
-                    remote_va, rkey, ..
-                } => (remote_va, rkey),
-                _ => unreachable!("write opcode for a write request"),
-            };
-            ext.reth = Some(RethRepr {
-                va,
-                rkey,
-                dma_len: w.req.data.len() as u32,
-            });
-        }
-        if pkt.opcode.has_imm() {
-            ext.imm = match w.req.op {
-                SendOp::SendImm(imm) | SendOp::WriteImm { imm, .. } => Some(imm),
-                _ => unreachable!("imm opcode for an imm request"),
-            };
-        }
-        let ecn = if self.cfg.ecn_capable {
-            Ecn::Ect0
-        } else {
-            Ecn::NotEct
-        };
-        let payload = w.req.data.slice(pkt.offset, pkt.len);
-        self.repr(self.cfg.dscp, ecn, bth, ext, payload)
+        // The repr borrows the send queue; the rate controller is a disjoint field.
+        let repr = data_repr(&self.cfg, &self.req.sq, &pkt);
+        self.req.rate.on_packet_sent(now, repr.buffer_len());
+        Some(repr)
     }
 
     fn repr<'a>(
@@ -408,17 +372,7 @@ impl RcQueuePair {
         ext: ExtHeaders,
         payload: &'a [u8],
     ) -> RoceRepr<'a> {
-        let c = &self.cfg;
-        RoceRepr::new(
-            c.local_ip,
-            c.remote_ip,
-            dscp,
-            ecn,
-            c.udp_src_port,
-            bth,
-            ext,
-            payload,
-        )
+        header_repr(&self.cfg, dscp, ecn, bth, ext, payload)
     }
 
     /// When the driver must call [`handle_timeout`](Self::handle_timeout) (or retry
@@ -435,4 +389,62 @@ impl RcQueuePair {
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
+}
+
+/// The RoCE packet of data packet `pkt`, its payload borrowed from the send queue.
+fn data_repr<'a>(cfg: &QpConfig, sq: &'a VecDeque<SendWqe>, pkt: &DataPacket) -> RoceRepr<'a> {
+    let w = &sq[pkt.wqe_index];
+    let mut bth = BthRepr::new(pkt.opcode, cfg.remote_qpn, pkt.psn);
+    bth.pkey = cfg.pkey;
+    bth.ack_req = pkt.ack_req;
+    bth.pad_count = ((4 - pkt.len % 4) % 4) as u8;
+    let mut ext = ExtHeaders::default();
+    if pkt.opcode.is_write() && pkt.opcode.is_first() {
+        let (va, rkey) = match w.req.op {
+            SendOp::Write { remote_va, rkey }
+            | SendOp::WriteImm {
+                remote_va, rkey, ..
+            } => (remote_va, rkey),
+            _ => unreachable!("write opcode for a write request"),
+        };
+        ext.reth = Some(RethRepr {
+            va,
+            rkey,
+            dma_len: w.req.data.len() as u32,
+        });
+    }
+    if pkt.opcode.has_imm() {
+        ext.imm = match w.req.op {
+            SendOp::SendImm(imm) | SendOp::WriteImm { imm, .. } => Some(imm),
+            _ => unreachable!("imm opcode for an imm request"),
+        };
+    }
+    let ecn = if cfg.ecn_capable {
+        Ecn::Ect0
+    } else {
+        Ecn::NotEct
+    };
+    let payload = w.req.data.slice(pkt.offset, pkt.len);
+    header_repr(cfg, cfg.dscp, ecn, bth, ext, payload)
+}
+
+/// This QP's IPv4/UDP addressing around `bth`, `ext` and `payload`.
+fn header_repr<'a>(
+    c: &QpConfig,
+    dscp: u8,
+    ecn: Ecn,
+    bth: BthRepr,
+    ext: ExtHeaders,
+    payload: &'a [u8],
+) -> RoceRepr<'a> {
+    RoceRepr::new(
+        c.local_ip,
+        c.remote_ip,
+        dscp,
+        ecn,
+        c.udp_src_port,
+        bth,
+        ext,
+        payload,
+    )
 }
