@@ -572,13 +572,12 @@ impl Engine {
     fn dequeue(&mut self, port: u32, class: usize) -> Option<u32> {
         let p = &mut self.ports[port as usize];
         let pkt = p.queues[class].pop_front()?;
-        let sp = self.slab[pkt as usize];
-        let wire = sp.wire_len() as u64;
+        let sp = &self.slab[pkt as usize];
+        let (wire, in_port) = (sp.wire_len() as u64, sp.in_port as usize);
         p.queue_bytes[class] -= wire;
         let (node, local) = (p.node, p.local as usize);
         if class != CONTROL_CLASS as usize {
             let sw = node as usize - self.topo.num_hosts();
-            let in_port = sp.in_port as usize;
             self.mmus[sw].dequeue(in_port, local, class, wire);
             if self.mmus[sw].check_resume(in_port, class) {
                 self.send_pfc(node, in_port, class, false);
