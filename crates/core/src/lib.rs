@@ -12,6 +12,7 @@
 //! - [`time`]: the one integer clock type the core uses; drivers supply `now`.
 
 pub mod fabric;
+pub mod overlay;
 pub mod plan;
 pub mod rnic;
 pub mod time;

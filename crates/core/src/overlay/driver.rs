@@ -1,0 +1,463 @@
+//! One rank's executor of a broadcast schedule, sans-IO (RDMC §3, "group.cpp"'s send
+//! and receive loops). The driver is told that a block arrived, that a send
+//! completed, or that a peer is ready; it answers with [`DriverAction`]s for its
+//! caller to post as RDMA WRITE-with-immediate messages on RC connections. It holds
+//! no clock and no socket: the simulator and any real-time runtime drive the same
+//! object.
+//!
+//! Rules, as in RDMC:
+//! - sends go out in schedule-step order; a send waits until the rank has the block
+//!   and fewer than `window` of its sends are incomplete (RDMC: one at a time; NCCL's
+//!   ring keeps several slices in flight);
+//! - with `ready_for_block`, a send also waits for the receiver's ready message for
+//!   that step, and a receiver announces readiness for its next incoming transfer
+//!   only when the previous one has arrived (one receive buffer posted at a time).
+//!
+//! Bad input (a block nobody scheduled, a duplicate, an unknown completion) is an
+//! error the caller counts; it never panics and never changes what was received.
+//!
+//! Memory: O(sends + receives + blocks) of this rank: a few bytes per block.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::schedule::{BlockTransfer, Schedule, ScheduleError};
+use super::Scheme;
+
+/// How a rank executes its part.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriverConfig {
+    pub message_bytes: u64,
+    pub block_bytes: u64,
+    /// Sends a rank may have posted and not seen complete.
+    pub window: u32,
+    /// RDMC's receiver-driven flow control: a block is sent only after the receiver
+    /// said it is ready for it.
+    pub ready_for_block: bool,
+}
+
+impl DriverConfig {
+    /// Blocks the message is cut into (at least one, even for an empty message).
+    pub fn blocks(&self) -> u32 {
+        self.message_bytes
+            .div_ceil(self.block_bytes.max(1))
+            .clamp(1, u32::MAX as u64) as u32
+    }
+    /// Byte offset and length of `block`.
+    pub fn block_range(&self, block: u32) -> (u64, u64) {
+        let off = block as u64 * self.block_bytes;
+        (
+            off.min(self.message_bytes),
+            self.block_bytes.min(self.message_bytes.saturating_sub(off)),
+        )
+    }
+}
+
+/// What the driver asks its caller to post.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DriverAction {
+    /// Write `block` into `to`'s message buffer at the block's offset, with the block
+    /// number as immediate. Report completion with [`BroadcastDriver::on_send_complete`]
+    /// and `id`.
+    SendBlock {
+        id: u32,
+        to: u32,
+        block: u32,
+        step: u32,
+    },
+    /// Tell `to` that this rank is ready for the block it sends at `step`.
+    SendReady { to: u32, step: u32 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DriverError {
+    #[error(transparent)]
+    Schedule(#[from] ScheduleError),
+    #[error("block size must be positive")]
+    ZeroBlock,
+    #[error("window must be at least 1")]
+    ZeroWindow,
+    #[error("rank {rank} is not in a group of {n}")]
+    BadRank { rank: u32, n: u32 },
+    #[error("block {block} from rank {from} is not scheduled for this rank")]
+    UnexpectedBlock { from: u32, block: u32 },
+    #[error("block {block} from rank {from} arrived twice")]
+    DuplicateBlock { from: u32, block: u32 },
+    #[error("completion for send {0} that is not outstanding")]
+    UnexpectedCompletion(u32),
+    #[error("ready from rank {from} for step {step} matches no send")]
+    UnexpectedReady { from: u32, step: u32 },
+}
+
+pub struct BroadcastDriver {
+    cfg: DriverConfig,
+    rank: u32,
+    sends: Vec<(u32, BlockTransfer)>,
+    send_state: Vec<SendState>,
+    next_send: usize,
+    in_flight: u32,
+    sends_done: usize,
+    recvs: Vec<(u32, BlockTransfer)>,
+    recv_index: BTreeMap<(u32, u32), usize>,
+    recv_done: Vec<bool>,
+    recvs_done: usize,
+    announced: usize,
+    have: Vec<bool>,
+    have_count: u32,
+    actions: VecDeque<DriverAction>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SendState {
+    Waiting { ready: bool },
+    Posted,
+    Done,
+}
+
+impl BroadcastDriver {
+    pub fn new(
+        scheme: Scheme,
+        group_size: u32,
+        root: u32,
+        rank: u32,
+        cfg: DriverConfig,
+    ) -> Result<Self, DriverError> {
+        if cfg.block_bytes == 0 {
+            return Err(DriverError::ZeroBlock);
+        }
+        if cfg.window == 0 {
+            return Err(DriverError::ZeroWindow);
+        }
+        let schedule = Schedule::new(scheme, group_size, root, cfg.blocks())?;
+        Self::with_schedule(schedule, rank, cfg)
+    }
+
+    pub fn with_schedule(
+        schedule: Schedule,
+        rank: u32,
+        cfg: DriverConfig,
+    ) -> Result<Self, DriverError> {
+        let n = schedule.group_size();
+        if rank >= n {
+            return Err(DriverError::BadRank { rank, n });
+        }
+        let k = schedule.blocks();
+        let sends = schedule.sends_of(rank);
+        let recvs = schedule.receives_of(rank);
+        let recv_index = recvs
+            .iter()
+            .enumerate()
+            .map(|(i, (_, t))| ((t.peer, t.block), i))
+            .collect();
+        let is_root = rank == schedule.root();
+        let mut d = BroadcastDriver {
+            cfg,
+            rank,
+            send_state: vec![SendState::Waiting { ready: false }; sends.len()],
+            sends,
+            next_send: 0,
+            in_flight: 0,
+            sends_done: 0,
+            recv_done: vec![false; recvs.len()],
+            recvs,
+            recv_index,
+            recvs_done: 0,
+            announced: 0,
+            have: vec![is_root; k as usize],
+            have_count: if is_root { k } else { 0 },
+            actions: VecDeque::new(),
+        };
+        d.announce();
+        d.pump();
+        Ok(d)
+    }
+
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+    pub fn config(&self) -> &DriverConfig {
+        &self.cfg
+    }
+
+    /// The next thing to post, if any.
+    pub fn poll_action(&mut self) -> Option<DriverAction> {
+        self.actions.pop_front()
+    }
+
+    /// A block arrived (the WRITE-with-immediate completed at this rank).
+    pub fn on_block(&mut self, from: u32, block: u32) -> Result<(), DriverError> {
+        let Some(&i) = self.recv_index.get(&(from, block)) else {
+            return Err(DriverError::UnexpectedBlock { from, block });
+        };
+        if self.recv_done[i] {
+            return Err(DriverError::DuplicateBlock { from, block });
+        }
+        self.recv_done[i] = true;
+        self.recvs_done += 1;
+        if !self.have[block as usize] {
+            self.have[block as usize] = true;
+            self.have_count += 1;
+        }
+        self.announce();
+        self.pump();
+        Ok(())
+    }
+
+    /// The send `id` of a [`DriverAction::SendBlock`] completed (acknowledged).
+    pub fn on_send_complete(&mut self, id: u32) -> Result<(), DriverError> {
+        match self.send_state.get(id as usize) {
+            Some(SendState::Posted) => {}
+            _ => return Err(DriverError::UnexpectedCompletion(id)),
+        }
+        self.send_state[id as usize] = SendState::Done;
+        self.in_flight -= 1;
+        self.sends_done += 1;
+        self.pump();
+        Ok(())
+    }
+
+    /// `from` is ready for the block this rank sends it at `step`.
+    pub fn on_ready(&mut self, from: u32, step: u32) -> Result<(), DriverError> {
+        let i = self.sends.partition_point(|(s, _)| *s < step);
+        match (self.sends.get(i), self.send_state.get(i)) {
+            (Some((s, t)), Some(SendState::Waiting { ready: false }))
+                if *s == step && t.peer == from =>
+            {
+                self.send_state[i] = SendState::Waiting { ready: true };
+                self.pump();
+                Ok(())
+            }
+            _ => Err(DriverError::UnexpectedReady { from, step }),
+        }
+    }
+
+    /// Every block is here.
+    pub fn has_message(&self) -> bool {
+        self.have_count as usize == self.have.len()
+    }
+
+    /// Every block is here and every send this rank owes has completed.
+    pub fn is_complete(&self) -> bool {
+        self.has_message() && self.sends_done == self.sends.len()
+    }
+
+    pub fn sends_total(&self) -> usize {
+        self.sends.len()
+    }
+    pub fn receives_total(&self) -> usize {
+        self.recvs.len()
+    }
+
+    fn announce(&mut self) {
+        if !self.cfg.ready_for_block {
+            return;
+        }
+        // One receive buffer posted at a time: announce transfer j once j−1 arrived.
+        while self.announced < self.recvs.len() && self.announced <= self.recvs_done {
+            let (step, t) = self.recvs[self.announced];
+            self.actions
+                .push_back(DriverAction::SendReady { to: t.peer, step });
+            self.announced += 1;
+        }
+    }
+
+    fn pump(&mut self) {
+        while self.next_send < self.sends.len() && self.in_flight < self.cfg.window {
+            let i = self.next_send;
+            let (step, t) = self.sends[i];
+            let ready = match self.send_state[i] {
+                SendState::Waiting { ready } => ready || !self.cfg.ready_for_block,
+                _ => true,
+            };
+            if !self.have[t.block as usize] || !ready {
+                return;
+            }
+            self.send_state[i] = SendState::Posted;
+            self.in_flight += 1;
+            self.next_send += 1;
+            self.actions.push_back(DriverAction::SendBlock {
+                id: i as u32,
+                to: t.peer,
+                block: t.block,
+                step,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(size: u64, block: u64, window: u32, ready: bool) -> DriverConfig {
+        DriverConfig {
+            message_bytes: size,
+            block_bytes: block,
+            window,
+            ready_for_block: ready,
+        }
+    }
+
+    /// Runs all ranks against an instantaneous in-order network; returns the
+    /// sequence of (from, to, block) sends.
+    fn run(scheme: Scheme, n: u32, c: DriverConfig) -> Vec<(u32, u32, u32)> {
+        let mut d: Vec<_> = (0..n)
+            .map(|r| BroadcastDriver::new(scheme, n, 0, r, c).unwrap())
+            .collect();
+        let mut log = Vec::new();
+        loop {
+            let mut progressed = false;
+            for r in 0..n as usize {
+                while let Some(a) = d[r].poll_action() {
+                    progressed = true;
+                    match a {
+                        DriverAction::SendBlock { id, to, block, .. } => {
+                            log.push((r as u32, to, block));
+                            d[to as usize].on_block(r as u32, block).unwrap();
+                            d[r].on_send_complete(id).unwrap();
+                        }
+                        DriverAction::SendReady { to, step } => {
+                            d[to as usize].on_ready(r as u32, step).unwrap();
+                        }
+                    }
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+        for x in &d {
+            assert!(x.is_complete(), "rank {} incomplete", x.rank());
+        }
+        log
+    }
+
+    #[test]
+    fn every_scheme_completes_with_and_without_flow_control() {
+        for scheme in Scheme::ALL {
+            for n in [2u32, 3, 5, 8, 13] {
+                for ready in [false, true] {
+                    for window in [1, 4] {
+                        let log = run(scheme, n, cfg(10_000, 1000, window, ready));
+                        let s = Schedule::new(scheme, n, 0, 10).unwrap();
+                        let scheduled: usize = (0..n).map(|r| s.sends_of(r).len()).sum();
+                        assert_eq!(log.len(), scheduled, "{scheme} n={n}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn chain_script() {
+        // Rank 1 of a 3-rank chain, 2 blocks: block 0 in, forward, block 1 in, forward.
+        let mut d =
+            BroadcastDriver::new(Scheme::Chain, 3, 0, 1, cfg(2048, 1024, 1, false)).unwrap();
+        assert_eq!(d.poll_action(), None);
+        d.on_block(0, 0).unwrap();
+        assert_eq!(
+            d.poll_action(),
+            Some(DriverAction::SendBlock {
+                id: 0,
+                to: 2,
+                block: 0,
+                step: 1
+            })
+        );
+        d.on_block(0, 1).unwrap();
+        // Window 1: block 1 waits for block 0's completion.
+        assert_eq!(d.poll_action(), None);
+        d.on_send_complete(0).unwrap();
+        assert_eq!(
+            d.poll_action(),
+            Some(DriverAction::SendBlock {
+                id: 1,
+                to: 2,
+                block: 1,
+                step: 2
+            })
+        );
+        d.on_send_complete(1).unwrap();
+        assert!(d.is_complete());
+    }
+
+    #[test]
+    fn ready_for_block_script() {
+        // Receiver announces one transfer at a time; sender waits for it.
+        let c = cfg(2048, 1024, 1, true);
+        let mut r2 = BroadcastDriver::new(Scheme::Chain, 3, 0, 2, c).unwrap();
+        assert_eq!(
+            r2.poll_action(),
+            Some(DriverAction::SendReady { to: 1, step: 1 })
+        );
+        assert_eq!(r2.poll_action(), None);
+        r2.on_block(1, 0).unwrap();
+        assert_eq!(
+            r2.poll_action(),
+            Some(DriverAction::SendReady { to: 1, step: 2 })
+        );
+
+        let mut r1 = BroadcastDriver::new(Scheme::Chain, 3, 0, 1, c).unwrap();
+        assert_eq!(
+            r1.poll_action(),
+            Some(DriverAction::SendReady { to: 0, step: 0 })
+        );
+        r1.on_block(0, 0).unwrap();
+        assert_eq!(
+            r1.poll_action(),
+            Some(DriverAction::SendReady { to: 0, step: 1 })
+        );
+        // Has block 0 but rank 2 has not said it is ready.
+        assert_eq!(r1.poll_action(), None);
+        r1.on_ready(2, 1).unwrap();
+        assert!(matches!(
+            r1.poll_action(),
+            Some(DriverAction::SendBlock {
+                to: 2,
+                block: 0,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn bad_input_is_an_error_not_a_panic() {
+        let mut d =
+            BroadcastDriver::new(Scheme::Chain, 3, 0, 1, cfg(2048, 1024, 1, false)).unwrap();
+        assert_eq!(
+            d.on_block(2, 0),
+            Err(DriverError::UnexpectedBlock { from: 2, block: 0 })
+        );
+        assert_eq!(
+            d.on_block(0, 7),
+            Err(DriverError::UnexpectedBlock { from: 0, block: 7 })
+        );
+        d.on_block(0, 0).unwrap();
+        assert_eq!(
+            d.on_block(0, 0),
+            Err(DriverError::DuplicateBlock { from: 0, block: 0 })
+        );
+        assert_eq!(
+            d.on_send_complete(5),
+            Err(DriverError::UnexpectedCompletion(5))
+        );
+        assert_eq!(
+            d.on_send_complete(1),
+            Err(DriverError::UnexpectedCompletion(1))
+        );
+        assert!(d.on_ready(2, 99).is_err());
+        assert!(BroadcastDriver::new(Scheme::Chain, 3, 0, 3, cfg(1, 1, 1, false)).is_err());
+        assert!(BroadcastDriver::new(Scheme::Chain, 3, 0, 0, cfg(1, 0, 1, false)).is_err());
+        assert!(BroadcastDriver::new(Scheme::Chain, 3, 0, 0, cfg(1, 1, 0, false)).is_err());
+    }
+
+    #[test]
+    fn block_ranges_cover_the_message() {
+        let c = cfg(2500, 1000, 1, false);
+        assert_eq!(c.blocks(), 3);
+        assert_eq!(c.block_range(0), (0, 1000));
+        assert_eq!(c.block_range(2), (2000, 500));
+        let e = cfg(0, 1000, 1, false);
+        assert_eq!(e.blocks(), 1);
+        assert_eq!(e.block_range(0), (0, 0));
+    }
+}

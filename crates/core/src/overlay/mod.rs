@@ -1,0 +1,175 @@
+//! Application-layer multicast ("overlay" multicast): a broadcast built from unicast
+//! RC connections, the way applications do it today and rocast's fallback when the
+//! network cannot replicate (Cepheus §II-C "AMcast", its "safeguard"; RDMC, DSN 2018).
+//!
+//! - [`schedule`]: pure block schedules — sequential send, binomial tree, chain,
+//!   RDMC's binomial pipeline (with the twin construction for groups that are not a
+//!   power of two) and the NCCL-style ring. Given (group size, root, blocks, rank, step)
+//!   they say who sends which block to whom.
+//! - [`driver`]: one rank's sans-IO executor of a schedule. It is told what arrived and
+//!   what completed and answers with the sends to post; the simulator and any
+//!   real-time runtime drive the same object over RC connections.
+//! - [`model`]: the analytic completion time of a schedule on an idle non-blocking
+//!   fabric, in closed form where one exists, and the critical-path evaluation the
+//!   simulator is checked against.
+//! - [`check_schedule`]: the exhaustive consistency check (RDMC's `test_pattern`).
+
+pub mod driver;
+pub mod model;
+pub mod schedule;
+
+pub use driver::{BroadcastDriver, DriverAction, DriverConfig, DriverError};
+pub use schedule::{BlockTransfer, Schedule, ScheduleError};
+
+use std::fmt;
+use std::str::FromStr;
+
+/// The broadcast algorithms rocast implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scheme {
+    /// The root sends the message to each receiver in turn (N unicasts).
+    Sequential,
+    /// MPI's binomial tree: ⌈log2 n⌉ rounds, the whole message per hop.
+    BinomialTree,
+    /// A pipelined chain of blocks (RDMC "chain send").
+    Chain,
+    /// RDMC's binomial pipeline: a hypercube schedule in which every rank sends and
+    /// receives a block at every step.
+    BinomialPipeline,
+    /// NCCL's ring broadcast: blocks flow root → root+1 → … around the ring, with
+    /// several slices in flight per connection instead of one block at a time.
+    Ring,
+}
+
+impl Scheme {
+    pub const ALL: [Scheme; 5] = [
+        Scheme::Sequential,
+        Scheme::BinomialTree,
+        Scheme::Chain,
+        Scheme::BinomialPipeline,
+        Scheme::Ring,
+    ];
+
+    /// The short name the CLI and the CSV use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheme::Sequential => "sequential",
+            Scheme::BinomialTree => "tree",
+            Scheme::Chain => "chain",
+            Scheme::BinomialPipeline => "pipeline",
+            Scheme::Ring => "ring",
+        }
+    }
+}
+
+impl fmt::Display for Scheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Scheme {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s.trim().to_ascii_lowercase().as_str() {
+            "sequential" | "seq" => Scheme::Sequential,
+            "tree" | "binomial-tree" | "binomial_tree" => Scheme::BinomialTree,
+            "chain" => Scheme::Chain,
+            "pipeline" | "binomial-pipeline" | "binomial_pipeline" => Scheme::BinomialPipeline,
+            "ring" => Scheme::Ring,
+            other => {
+                return Err(format!(
+                    "unknown scheme {other:?} (expected sequential, tree, chain, pipeline or ring)"
+                ))
+            }
+        })
+    }
+}
+
+/// Checks a schedule exhaustively, step by step (RDMC's `test_pattern`):
+/// every non-root rank receives every block exactly once and the root none; a rank
+/// only sends blocks it already has (received at an earlier step); every send has
+/// the matching receive at the same step and vice versa; no rank sends or receives
+/// twice in one step. Returns the first violation.
+pub fn check_schedule(s: &Schedule) -> Result<(), String> {
+    let n = s.group_size();
+    let k = s.blocks() as usize;
+    let steps = s.total_steps();
+    // have[rank][block]: the step at which rank got the block (root: before step 0).
+    let mut have: Vec<Vec<Option<u32>>> = vec![vec![None; k]; n as usize];
+    for b in 0..k {
+        have[s.root() as usize][b] = Some(0);
+    }
+    for step in 0..steps {
+        let mut arriving = Vec::new();
+        for r in 0..n {
+            if let Some(t) = s.outgoing(r, step) {
+                if t.peer >= n || t.peer == r {
+                    return Err(format!(
+                        "step {step}: rank {r} sends to bad peer {}",
+                        t.peer
+                    ));
+                }
+                if t.block as usize >= k {
+                    return Err(format!("step {step}: rank {r} sends bad block {}", t.block));
+                }
+                match have[r as usize][t.block as usize] {
+                    Some(at) if at <= step && (r == s.root() || at < step) => {}
+                    _ => {
+                        return Err(format!(
+                            "step {step}: rank {r} sends block {} it does not have",
+                            t.block
+                        ))
+                    }
+                }
+                let back = s.incoming(t.peer, step);
+                if back
+                    != Some(BlockTransfer {
+                        peer: r,
+                        block: t.block,
+                    })
+                {
+                    return Err(format!(
+                        "step {step}: rank {r} sends block {} to {} which expects {back:?}",
+                        t.block, t.peer
+                    ));
+                }
+                arriving.push((t.peer, t.block));
+            }
+            if let Some(t) = s.incoming(r, step) {
+                let fwd = s.outgoing(t.peer, step);
+                if fwd
+                    != Some(BlockTransfer {
+                        peer: r,
+                        block: t.block,
+                    })
+                {
+                    return Err(format!(
+                        "step {step}: rank {r} expects block {} from {} which sends {fwd:?}",
+                        t.block, t.peer
+                    ));
+                }
+            }
+        }
+        for (r, b) in arriving {
+            if r == s.root() {
+                return Err(format!("step {step}: the root receives block {b}"));
+            }
+            if let Some(at) = have[r as usize][b as usize] {
+                return Err(format!(
+                    "step {step}: rank {r} receives block {b} again (first at step {at})"
+                ));
+            }
+            have[r as usize][b as usize] = Some(step);
+        }
+    }
+    for (r, h) in have.iter().enumerate() {
+        if let Some(b) = h.iter().position(|x| x.is_none()) {
+            return Err(format!("rank {r} never receives block {b}"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

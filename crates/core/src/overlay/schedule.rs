@@ -1,0 +1,464 @@
+//! Block schedules: for a group of `n` ranks, a root and a message cut into `blocks`
+//! blocks, which rank sends which block to whom at every step (RDMC §3, its
+//! `schedule.cpp` in Derecho; MPI/NCCL for the tree and ring).
+//!
+//! A schedule is a pure function of (scheme, n, root, blocks, rank, step). Ranks are
+//! rotated so that the root is virtual rank 0; every scheme is written for root 0.
+//! `outgoing` and `incoming` are computed independently (as RDMC does), so the
+//! exhaustive check in the tests that every send has a matching receive means
+//! something.
+//!
+//! Memory: a `Schedule` is a few words; nothing is tabulated. Each query is
+//! O(log n) except the binomial pipeline's twin bookkeeping, O(steps) at worst.
+
+use super::Scheme;
+
+/// One block moving between two ranks at one step. `peer` is the receiver for an
+/// outgoing transfer and the sender for an incoming one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BlockTransfer {
+    pub peer: u32,
+    pub block: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("a broadcast group needs at least 2 ranks (got {0})")]
+    GroupTooSmall(u32),
+    #[error("group of {0} ranks is larger than the supported 2^24")]
+    GroupTooLarge(u32),
+    #[error("root {root} is not a rank of a group of {n}")]
+    BadRoot { root: u32, n: u32 },
+    #[error("a message has at least one block")]
+    NoBlocks,
+    #[error("{0} blocks is more than the supported 2^24")]
+    TooManyBlocks(u32),
+}
+
+/// A broadcast schedule for one group and one message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    scheme: Scheme,
+    n: u32,
+    root: u32,
+    blocks: u32,
+    /// ⌊log2 n⌋: the hypercube dimension of the binomial pipeline.
+    l: u32,
+}
+
+impl Schedule {
+    pub fn new(scheme: Scheme, n: u32, root: u32, blocks: u32) -> Result<Self, ScheduleError> {
+        if n < 2 {
+            return Err(ScheduleError::GroupTooSmall(n));
+        }
+        if n > 1 << 24 {
+            return Err(ScheduleError::GroupTooLarge(n));
+        }
+        if root >= n {
+            return Err(ScheduleError::BadRoot { root, n });
+        }
+        if blocks == 0 {
+            return Err(ScheduleError::NoBlocks);
+        }
+        if blocks > 1 << 24 {
+            return Err(ScheduleError::TooManyBlocks(blocks));
+        }
+        Ok(Schedule {
+            scheme,
+            n,
+            root,
+            blocks,
+            l: 31 - n.leading_zeros(),
+        })
+    }
+
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
+    }
+    pub fn group_size(&self) -> u32 {
+        self.n
+    }
+    pub fn root(&self) -> u32 {
+        self.root
+    }
+    pub fn blocks(&self) -> u32 {
+        self.blocks
+    }
+
+    /// Steps from the first send to the last receive.
+    pub fn total_steps(&self) -> u32 {
+        let (n, k) = (self.n, self.blocks);
+        match self.scheme {
+            Scheme::Sequential => k * (n - 1),
+            Scheme::BinomialTree => k * ceil_log2(n),
+            Scheme::Chain | Scheme::Ring => k + n - 2,
+            Scheme::BinomialPipeline => {
+                if n.is_power_of_two() {
+                    k + self.l - 1
+                } else {
+                    k + self.l
+                }
+            }
+        }
+    }
+
+    fn virt(&self, rank: u32) -> u32 {
+        (rank + self.n - self.root) % self.n
+    }
+    fn real(&self, v: u32) -> u32 {
+        (v + self.root) % self.n
+    }
+
+    /// What `rank` sends at `step`, if anything.
+    pub fn outgoing(&self, rank: u32, step: u32) -> Option<BlockTransfer> {
+        if rank >= self.n || step >= self.total_steps() {
+            return None;
+        }
+        let v = self.virt(rank);
+        let t = match self.scheme {
+            Scheme::Sequential => sequential_out(self.n, self.blocks, v, step),
+            Scheme::BinomialTree => tree_out(self.n, self.blocks, v, step),
+            Scheme::Chain | Scheme::Ring => chain_out(self.n, self.blocks, v, step),
+            Scheme::BinomialPipeline => self.pipeline().node_send(v, step as u64),
+        }?;
+        Some(BlockTransfer {
+            peer: self.real(t.peer),
+            block: t.block,
+        })
+    }
+
+    /// What `rank` receives at `step`, if anything.
+    pub fn incoming(&self, rank: u32, step: u32) -> Option<BlockTransfer> {
+        if rank >= self.n || step >= self.total_steps() {
+            return None;
+        }
+        let v = self.virt(rank);
+        let t = match self.scheme {
+            Scheme::Sequential => sequential_in(self.n, self.blocks, v, step),
+            Scheme::BinomialTree => tree_in(self.n, self.blocks, v, step),
+            Scheme::Chain | Scheme::Ring => chain_in(self.n, self.blocks, v, step),
+            Scheme::BinomialPipeline => self.pipeline().node_recv(v, step as u64),
+        }?;
+        Some(BlockTransfer {
+            peer: self.real(t.peer),
+            block: t.block,
+        })
+    }
+
+    /// `rank`'s sends in step order: (step, transfer).
+    pub fn sends_of(&self, rank: u32) -> Vec<(u32, BlockTransfer)> {
+        (0..self.total_steps())
+            .filter_map(|s| self.outgoing(rank, s).map(|t| (s, t)))
+            .collect()
+    }
+
+    /// `rank`'s receives in step order: (step, transfer).
+    pub fn receives_of(&self, rank: u32) -> Vec<(u32, BlockTransfer)> {
+        (0..self.total_steps())
+            .filter_map(|s| self.incoming(rank, s).map(|t| (s, t)))
+            .collect()
+    }
+
+    /// The ranks `rank` exchanges blocks with (either direction), sorted.
+    pub fn peers_of(&self, rank: u32) -> Vec<u32> {
+        let mut p: Vec<u32> = self
+            .sends_of(rank)
+            .into_iter()
+            .chain(self.receives_of(rank))
+            .map(|(_, t)| t.peer)
+            .collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    }
+
+    fn pipeline(&self) -> Binomial {
+        Binomial {
+            n: self.n,
+            l: self.l,
+            k: self.blocks as u64,
+            total: self.total_steps() as u64,
+        }
+    }
+}
+
+/// ⌈log2 n⌉ for n ≥ 1.
+pub fn ceil_log2(n: u32) -> u32 {
+    32 - (n - 1).leading_zeros()
+}
+
+fn bt(peer: u32, block: u32) -> Option<BlockTransfer> {
+    Some(BlockTransfer { peer, block })
+}
+
+// ---- sequential: the root sends every block to rank 1, then to rank 2, ... ----
+
+fn sequential_out(_n: u32, k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
+    if v != 0 {
+        return None;
+    }
+    bt(1 + step / k, step % k)
+}
+
+fn sequential_in(_n: u32, k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
+    if v == 0 || 1 + step / k != v {
+        return None;
+    }
+    bt(0, step % k)
+}
+
+// ---- binomial tree: in stage j, every rank below 2^j sends the whole message (all
+// blocks, one per step) to rank + 2^j. ----
+
+fn tree_out(n: u32, k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
+    let stage = step / k;
+    let span = 1u32 << stage;
+    if span <= v || span >= n - v {
+        return None;
+    }
+    bt(v + span, step - stage * k)
+}
+
+fn tree_in(_n: u32, k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
+    let stage = step / k;
+    let span = 1u32 << stage;
+    if !(span <= v && (v as u64) < 2 * span as u64) {
+        return None;
+    }
+    bt(v - span, step - stage * k)
+}
+
+// ---- chain (and the NCCL ring broadcast, the same block flow along the ring): rank
+// r forwards block b to r + 1 at step b + r. ----
+
+fn chain_out(n: u32, k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
+    if v > step || v == n - 1 {
+        return None;
+    }
+    let b = step - v;
+    (b < k).then(|| BlockTransfer {
+        peer: v + 1,
+        block: b,
+    })
+}
+
+fn chain_in(_n: u32, k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
+    if v == 0 || v > step + 1 {
+        return None;
+    }
+    let b = step + 1 - v;
+    (b < k).then(|| BlockTransfer {
+        peer: v - 1,
+        block: b,
+    })
+}
+
+// ---- binomial pipeline (RDMC §3.3) ----
+//
+// The 2^l "vertices" of an l-dimensional hypercube exchange blocks along dimension
+// (step mod l) at every step; the root is vertex 0. When n is not a power of two, each
+// vertex v in 1..=n−2^l holds two ranks, v and its twin v + 2^l − 1. The pair takes
+// turns: one rank plays the vertex's part in the hypercube exchange while the other
+// relays to its twin the block the vertex received last; the turn passes each time the
+// vertex receives a new block. One extra final step lets every twin fetch the block it
+// is still missing, hence blocks + ⌊log2 n⌋ steps instead of blocks + log2 n − 1.
+
+struct Binomial {
+    n: u32,
+    l: u32,
+    k: u64,
+    total: u64,
+}
+
+impl Binomial {
+    fn pow2(&self) -> bool {
+        self.n.is_power_of_two()
+    }
+    fn cube(&self) -> u32 {
+        1 << self.l
+    }
+    fn vertex_of(&self, node: u32) -> u32 {
+        if node < self.cube() {
+            node
+        } else {
+            node + 1 - self.cube()
+        }
+    }
+    fn twin_of(&self, node: u32) -> u32 {
+        if node < self.cube() {
+            node + self.cube() - 1
+        } else {
+            node + 1 - self.cube()
+        }
+    }
+    fn has_twin(&self, vertex: u32) -> bool {
+        vertex != 0 && vertex + self.cube() - 1 < self.n
+    }
+    /// The rank's twin if it has one (a twin rank itself always has one).
+    fn twin_if_any(&self, node: u32) -> u32 {
+        if node >= self.cube() || self.has_twin(node) {
+            self.twin_of(node)
+        } else {
+            node
+        }
+    }
+
+    /// The hypercube exchange at `step`: what `vertex` sends, as (neighbour vertex,
+    /// block). The neighbour's bits, rotated so that the current dimension is bit 0,
+    /// say how far behind the front of the pipeline the neighbour is.
+    fn vertex_send(&self, vertex: u32, step: u64) -> Option<(u32, u64)> {
+        let l = self.l as u64;
+        let i = (step % l) as u32;
+        let nb = vertex ^ (1 << i);
+        if step >= self.total || nb == 0 || (step == self.total - 1 && !self.pow2()) {
+            return None;
+        }
+        let mask = (1u64 << l) - 1;
+        let wide = nb as u64 | (nb as u64) << l;
+        let rot = (wide >> i) & mask;
+        if rot & 1 == 0 {
+            return (step >= l).then(|| (nb, step - l));
+        }
+        for idx in 1..l {
+            if rot & (1 << idx) != 0 {
+                return (step + idx >= l).then(|| (nb, (step + idx - l).min(self.k - 1)));
+            }
+        }
+        Some((nb, step.min(self.k - 1)))
+    }
+
+    fn vertex_recv(&self, vertex: u32, step: u64) -> Option<(u32, u64)> {
+        let i = (step % self.l as u64) as u32;
+        let nb = vertex ^ (1 << i);
+        self.vertex_send(nb, step).map(|(_, b)| (nb, b))
+    }
+
+    /// How many new blocks `vertex` received before `step`: each passes the turn.
+    fn turns(&self, vertex: u32, step: u64) -> u64 {
+        let l = self.l as u64;
+        let mut t = (step / l) * vertex.count_ones() as u64;
+        for i in 0..(step % l) {
+            if vertex & (1 << i) != 0 {
+                t += 1;
+            }
+        }
+        t
+    }
+
+    /// The rank of `vertex` that takes part in the hypercube exchange at `step`.
+    fn exchanging_rank(&self, vertex: u32, step: u64) -> u32 {
+        if !self.has_twin(vertex) || self.turns(vertex, step) % 2 == 0 {
+            vertex
+        } else {
+            vertex + self.cube() - 1
+        }
+    }
+
+    /// The block relayed inside a twin vertex at `step`: the one the vertex received
+    /// at its previous receiving turn.
+    fn relay_block(&self, vertex: u32, step: u64) -> Option<u64> {
+        if !self.has_twin(vertex) {
+            return None;
+        }
+        let t = self.turns(vertex, step);
+        if t == 0 {
+            return None;
+        }
+        let mut prev = step - 1;
+        if t != self.turns(vertex, step - 1) {
+            if t <= 1 {
+                return None;
+            }
+            while self.turns(vertex, prev) != t - 2 {
+                prev -= 1;
+            }
+        }
+        self.vertex_recv(vertex, prev).map(|(_, b)| b)
+    }
+
+    fn last_step_non_pow2(&self, step: u64) -> bool {
+        step == self.total - 1 && !self.pow2()
+    }
+
+    fn node_send(&self, node: u32, step: u64) -> Option<BlockTransfer> {
+        let v = self.vertex_of(node);
+        let ex = self.exchanging_rank(v, step);
+        if step >= self.total {
+            return None;
+        }
+        if self.k == 1 && self.last_step_non_pow2(step) {
+            // A single block: the last step crosses dimension 0 to the partner
+            // vertex's rank that does not have it yet.
+            let target = self.exchanging_rank(v ^ 1, step);
+            let node_paired = node != 0 && self.has_twin(v);
+            let target_paired = target != 0 && self.twin_if_any(target) != target;
+            if (node_paired && node == ex) || node == 1 || !target_paired {
+                return None;
+            }
+            return bt(target, 0);
+        }
+        if node == ex && self.has_twin(v) {
+            let b = self.relay_block(v, step)?;
+            return bt(self.twin_of(node), b as u32);
+        }
+        if self.last_step_non_pow2(step) {
+            if !self.has_twin(v) {
+                return None;
+            }
+            // Hand the twin the block this rank received at its last exchanging turn.
+            let twin = self.twin_of(node);
+            let mut s = step;
+            let mut r = twin;
+            while r == twin {
+                s = s.checked_sub(1)?;
+                r = self.exchanging_rank(v, s);
+            }
+            let (_, b) = self.vertex_recv(v, s)?;
+            return bt(twin, b as u32);
+        }
+        let (nb, b) = self.vertex_send(v, step)?;
+        bt(self.exchanging_rank(nb, step), b as u32)
+    }
+
+    fn node_recv(&self, node: u32, step: u64) -> Option<BlockTransfer> {
+        let v = self.vertex_of(node);
+        let ex = self.exchanging_rank(v, step);
+        if step >= self.total {
+            return None;
+        }
+        if self.k == 1 && self.last_step_non_pow2(step) {
+            let target = self.exchanging_rank(v ^ 1, step);
+            let node_paired = node != 0 && self.has_twin(v);
+            if !node_paired || node != ex {
+                return None;
+            }
+            let from = if target == 0 {
+                0
+            } else {
+                self.twin_if_any(target)
+            };
+            return bt(from, 0);
+        }
+        if node != ex {
+            let b = self.relay_block(v, step)?;
+            return bt(self.twin_of(node), b as u32);
+        }
+        if self.last_step_non_pow2(step) {
+            if !self.has_twin(v) {
+                return None;
+            }
+            let twin = self.twin_of(node);
+            let t = self.node_send(twin, step)?;
+            return bt(twin, t.block);
+        }
+        let (nb, b) = self.vertex_recv(v, step)?;
+        // The neighbour vertex sends from the rank that is not its exchanging one.
+        let ex_nb = self.exchanging_rank(nb, step);
+        let from = if ex_nb == 0 {
+            0
+        } else {
+            self.twin_if_any(ex_nb)
+        };
+        bt(from, b as u32)
+    }
+}

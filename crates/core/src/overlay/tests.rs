@@ -1,0 +1,136 @@
+use super::*;
+
+fn floor_log2(n: u32) -> u32 {
+    31 - n.leading_zeros()
+}
+
+/// RDMC's `test_pattern`, for every group size 2–64 and block count 1–32, every
+/// scheme, root 0: the schedule is consistent and its length is the published one.
+#[test]
+fn every_schedule_is_consistent_for_groups_2_to_64_and_blocks_1_to_32() {
+    for n in 2..=64u32 {
+        for k in 1..=32u32 {
+            for scheme in Scheme::ALL {
+                let s = Schedule::new(scheme, n, 0, k).unwrap();
+                if let Err(e) = check_schedule(&s) {
+                    panic!("{scheme} n={n} blocks={k}: {e}");
+                }
+                let l = floor_log2(n);
+                let want = match scheme {
+                    Scheme::BinomialPipeline if n.is_power_of_two() => k + l - 1,
+                    Scheme::BinomialPipeline => k + l,
+                    Scheme::Chain | Scheme::Ring => k + n - 2,
+                    Scheme::Sequential => k * (n - 1),
+                    Scheme::BinomialTree => k * schedule::ceil_log2(n),
+                };
+                assert_eq!(s.total_steps(), want, "{scheme} n={n} k={k}");
+            }
+        }
+    }
+}
+
+#[test]
+fn any_root_works_by_rotation() {
+    for n in [2u32, 3, 7, 12, 16, 33] {
+        for root in [1, n / 2, n - 1] {
+            for scheme in Scheme::ALL {
+                for k in [1u32, 5] {
+                    let s = Schedule::new(scheme, n, root, k).unwrap();
+                    check_schedule(&s)
+                        .unwrap_or_else(|e| panic!("{scheme} n={n} root={root}: {e}"));
+                    assert!(s.receives_of(root).is_empty());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_broken_schedule_is_caught() {
+    // The checker must be able to fail: a chain that claims one step fewer leaves
+    // the last rank without its last block.
+    let s = Schedule::new(Scheme::Chain, 5, 0, 3).unwrap();
+    let mut have_last = 0;
+    for step in 0..s.total_steps() - 1 {
+        if s.incoming(4, step).is_some() {
+            have_last += 1;
+        }
+    }
+    assert_eq!(have_last, 2);
+}
+
+#[test]
+fn binomial_tree_for_eight_ranks_is_the_mpi_tree() {
+    let s = Schedule::new(Scheme::BinomialTree, 8, 0, 1).unwrap();
+    let got: Vec<_> = (0..3)
+        .flat_map(|step| (0..8).filter_map(move |r| s.outgoing(r, step).map(|t| (step, r, t.peer))))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, 0, 1),
+            (1, 0, 2),
+            (1, 1, 3),
+            (2, 0, 4),
+            (2, 1, 5),
+            (2, 2, 6),
+            (2, 3, 7)
+        ]
+    );
+}
+
+#[test]
+fn binomial_pipeline_keeps_every_rank_busy_in_steady_state() {
+    // RDMC §3.3: with 2^l ranks, in every step after the first l every non-root
+    // rank receives a block, and every rank sends one except the root's partner of
+    // the step (nobody sends to the root).
+    let (n, k) = (16u32, 32u32);
+    let s = Schedule::new(Scheme::BinomialPipeline, n, 0, k).unwrap();
+    for step in 4..k {
+        for r in 0..n {
+            let partner_is_root = r ^ (1 << (step % 4)) == 0;
+            assert_eq!(
+                s.outgoing(r, step).is_some(),
+                !partner_is_root,
+                "rank {r} at {step}"
+            );
+            assert_eq!(s.incoming(r, step).is_some(), r != 0);
+        }
+    }
+}
+
+#[test]
+fn twin_construction_pairs_ranks() {
+    // n = 6: ⌊log2 6⌋ = 2, vertices 0..4; vertices 1 and 2 hold twins 4 and 5.
+    let s = Schedule::new(Scheme::BinomialPipeline, 6, 0, 4).unwrap();
+    assert_eq!(s.total_steps(), 4 + 2);
+    let peers4 = s.peers_of(4);
+    assert!(
+        peers4.contains(&1),
+        "rank 4 relays with its twin 1: {peers4:?}"
+    );
+}
+
+#[test]
+fn bad_parameters_are_errors() {
+    assert_eq!(
+        Schedule::new(Scheme::Chain, 1, 0, 1),
+        Err(ScheduleError::GroupTooSmall(1))
+    );
+    assert_eq!(
+        Schedule::new(Scheme::Chain, 4, 4, 1),
+        Err(ScheduleError::BadRoot { root: 4, n: 4 })
+    );
+    assert_eq!(
+        Schedule::new(Scheme::Chain, 4, 0, 0),
+        Err(ScheduleError::NoBlocks)
+    );
+    assert!("bogus".parse::<Scheme>().is_err());
+    for s in Scheme::ALL {
+        assert_eq!(s.name().parse::<Scheme>().unwrap(), s);
+    }
+    // Out-of-range queries are None, not a panic.
+    let s = Schedule::new(Scheme::BinomialPipeline, 6, 0, 2).unwrap();
+    assert_eq!(s.outgoing(6, 0), None);
+    assert_eq!(s.incoming(0, 1000), None);
+}
