@@ -20,6 +20,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use rocast_core::fabric::mmu::{Admission, PRIORITIES};
 use rocast_core::fabric::{ecmp_hash, EcnRed, SharedBufferMmu};
+use rocast_core::overlay::model::MessageCost;
 use rocast_core::plan::{Routes, Topology};
 use rocast_core::rnic::{
     Dcqcn, DcqcnConfig, Event, Payload, QpConfig, RateController, RcQueuePair, Retransmission,
@@ -58,6 +59,9 @@ pub struct EngineConfig {
     /// Link indices to capture, and the most packets to keep.
     pub capture_links: Vec<u32>,
     pub capture_max_packets: u64,
+    /// Carry payload bytes through the fabric (a copy per packet in flight), so that
+    /// receivers' memory holds what was sent. Off for synthetic load.
+    pub carry_payload: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,9 +74,10 @@ enum EvKind {
     TxDone,
     QpTimer,
     Sample,
+    Post,
 }
 
-const KINDS: [EvKind; 7] = [
+const KINDS: [EvKind; 8] = [
     EvKind::FlowStart,
     EvKind::LinkChange,
     EvKind::Pfc,
@@ -80,6 +85,7 @@ const KINDS: [EvKind; 7] = [
     EvKind::TxDone,
     EvKind::QpTimer,
     EvKind::Sample,
+    EvKind::Post,
 ];
 
 /// A heap entry: ordered by (time, seq) only — 16 bytes of key compared as one u128 —
@@ -158,9 +164,13 @@ struct Port {
     c: PortCounters,
 }
 
+/// QPs of a [`Engine::open_connection`] connection carry this bit in `QpSlot::flow`.
+const CONN_BIT: u32 = 1 << 31;
+
 struct QpSlot {
     qp: RcQueuePair,
     host: u32,
+    /// The flow index, or `CONN_BIT | connection index`.
     flow: u32,
     in_ctrl: bool,
     in_active: bool,
@@ -171,6 +181,33 @@ struct Host {
     port: u32,
     ctrl: VecDeque<u32>,
     active: VecDeque<u32>,
+}
+
+/// A persistent RC connection opened by a layer above the engine (the overlay
+/// multicast drivers): the sender QP at `src`, the receiver QP at `dst`.
+#[derive(Clone, Copy, Debug)]
+pub struct Connection {
+    pub src: u32,
+    pub dst: u32,
+    sq: u32,
+    rq: u32,
+}
+
+/// What the engine reports to the layer that posts messages on connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppEvent {
+    /// A WRITE with immediate arrived whole at the connection's receiver.
+    Delivered { conn: u32, imm: u32, len: usize },
+    /// A posted message completed at the sender: acknowledged, or failed.
+    SendDone { conn: u32, wr_id: u64, ok: bool },
+}
+
+struct PendingPost {
+    conn: u32,
+    remote_offset: u64,
+    data: Payload,
+    imm: u32,
+    wr_id: u64,
 }
 
 /// Per-flow record, as `fct.txt` reports it.
@@ -239,6 +276,16 @@ pub struct Engine {
     frame_buf: Vec<u8>,
     event_buf: Vec<Event>,
     last_event: u64,
+    conns: Vec<Connection>,
+    posts: Vec<Option<PendingPost>>,
+    post_free: Vec<u32>,
+    app_events: VecDeque<(u64, AppEvent)>,
+    /// Messages posted (or due to be) on connections and not yet completed.
+    app_outstanding: u64,
+    next_conn_qpn: u32,
+    /// Payload bytes per slab slot, when `carry_payload`.
+    payloads: Vec<Vec<u8>>,
+    payload_scratch: Vec<u8>,
     /// The traffic class of the data packets our QPs send (from their DSCP): the
     /// class whose PFC pause stops a NIC's data.
     data_class: u8,
@@ -335,6 +382,7 @@ impl Engine {
                 failed: false,
             });
         }
+        let flows_len = flows.len() as u32;
         let mut e = Engine {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             routes,
@@ -359,6 +407,14 @@ impl Engine {
             frame_buf: Vec::new(),
             event_buf: Vec::new(),
             last_event: 0,
+            conns: Vec::new(),
+            posts: Vec::new(),
+            post_free: Vec::new(),
+            app_events: VecDeque::new(),
+            app_outstanding: 0,
+            next_conn_qpn: 2 * flows_len + 2,
+            payloads: Vec::new(),
+            payload_scratch: Vec::new(),
             data_class: traffic_class(
                 QpConfig::new(Ipv4Address::UNSPECIFIED, 0, Ipv4Address::UNSPECIFIED, 0).dscp,
             ),
@@ -409,13 +465,31 @@ impl Engine {
     /// Runs events up to and including time `until`. Returns false when nothing is left
     /// to do (all flows done and no events pending).
     pub fn run_until(&mut self, until: Instant) -> bool {
-        let until = until.as_ps();
+        self.run(until.as_ps(), false)
+    }
+
+    /// Like [`Engine::run_until`], but returns as soon as an event produced
+    /// [`AppEvent`]s (collect them with [`Engine::poll_app_event`]).
+    pub fn run_until_app_event(&mut self, until: Instant) -> bool {
+        self.run(until.as_ps(), true)
+    }
+
+    pub fn poll_app_event(&mut self) -> Option<(Instant, AppEvent)> {
+        self.app_events
+            .pop_front()
+            .map(|(t, e)| (Instant::from_ps(t), e))
+    }
+
+    fn run(&mut self, until: u64, stop_on_app: bool) -> bool {
         while let Some(&Reverse(ev)) = self.heap.peek() {
+            if stop_on_app && !self.app_events.is_empty() {
+                return true;
+            }
             if ev.time() > until {
                 self.now = until;
                 return true;
             }
-            if self.flows_outstanding() == 0 {
+            if self.flows_outstanding() == 0 && self.app_outstanding == 0 {
                 // Everything finished: what is left are stale timers and samples.
                 return false;
             }
@@ -432,6 +506,7 @@ impl Engine {
                 EvKind::QpTimer => self.qp_timer(a),
                 EvKind::LinkChange => self.link_change(a, b != 0),
                 EvKind::Sample => self.sample(),
+                EvKind::Post => self.do_post(a),
             }
         }
         false
@@ -695,6 +770,11 @@ impl Engine {
 
     fn host_receive(&mut self, host: u32, pkt: u32) {
         let sp = self.slab[pkt as usize];
+        let data = if self.cfg.carry_payload && sp.is_data() {
+            self.payloads.get_mut(pkt as usize).map(std::mem::take)
+        } else {
+            None
+        };
         self.release(pkt);
         let qpn = sp.dest_qp;
         let Some(slot) = self.qps.get_mut(qpn as usize).and_then(|s| s.as_mut()) else {
@@ -705,13 +785,21 @@ impl Engine {
             self.totals.stale_packets += 1;
             return;
         }
-        let repr = sp.to_repr();
+        let mut repr = sp.to_repr();
+        if let Some(d) = &data {
+            if d.len() == repr.payload.len() {
+                repr.payload = d;
+            }
+        }
         if slot
             .qp
             .handle_repr(Instant::from_ps(self.now), &repr)
             .is_err()
         {
             self.totals.qp_rx_drops += 1;
+        }
+        if let Some(d) = data {
+            self.payload_scratch = d;
         }
         self.after_qp_activity(qpn);
         let port = self.hosts[host as usize].port;
@@ -734,6 +822,10 @@ impl Engine {
             self.hosts[host].active.push_back(qpn);
         }
         let flow = slot.flow;
+        if flow & CONN_BIT != 0 {
+            self.connection_activity(qpn, flow & !CONN_BIT);
+            return;
+        }
         let mut done = None;
         let mut events = std::mem::take(&mut self.event_buf);
         while let Some(ev) = slot.qp.poll_event() {
@@ -833,8 +925,18 @@ impl Engine {
             match slot.qp.poll_transmit_repr(now) {
                 Some(repr) => {
                     let sp = SimPacket::from_repr(&repr);
+                    if self.cfg.carry_payload {
+                        self.payload_scratch.clear();
+                        self.payload_scratch.extend_from_slice(repr.payload);
+                    }
                     self.hosts[host as usize].active.push_back(qpn);
                     let pkt = self.alloc(sp);
+                    if self.cfg.carry_payload {
+                        if self.payloads.len() <= pkt as usize {
+                            self.payloads.resize_with(pkt as usize + 1, Vec::new);
+                        }
+                        std::mem::swap(&mut self.payloads[pkt as usize], &mut self.payload_scratch);
+                    }
                     self.start_tx(port, pkt);
                     self.arm_timer(qpn);
                     return;
@@ -875,20 +977,12 @@ impl Engine {
         Ok(qpn)
     }
 
-    fn start_flow(&mut self, i: u32) {
-        let f = self.flows[i as usize].clone();
-        self.results[i as usize].start_ps = self.now;
-        // QPNs are never reused (late packets to a finished flow are counted, not
-        // misdelivered): flow i uses 2i+2 (sender) and 2i+3 (receiver); 24 bits allow
-        // 8 million flows.
-        let (sq, rq) = (2 * i + 2, 2 * i + 3);
-        if rq > 0xff_ffff {
-            self.fail_flow(i);
-            return;
-        }
+    /// The requester and responder configurations of a connection from `src` (QPN
+    /// `sq`) to `dst` (QPN `rq`), as the scenario sets them.
+    fn qp_pair_config(&self, src: u32, sq: u32, dst: u32, rq: u32) -> (QpConfig, QpConfig) {
         let (sip, dip) = (
-            Ipv4Address::from_u32(host_ip(f.src)),
-            Ipv4Address::from_u32(host_ip(f.dst)),
+            Ipv4Address::from_u32(host_ip(src)),
+            Ipv4Address::from_u32(host_ip(dst)),
         );
         let mut c = QpConfig::new(sip, sq, dip, rq);
         c.mtu = self.cfg.mtu;
@@ -904,6 +998,21 @@ impl Engine {
         std::mem::swap(&mut r.local_ip, &mut r.remote_ip);
         std::mem::swap(&mut r.local_qpn, &mut r.remote_qpn);
         r.udp_src_port = 49152 | (rq as u16 & 0x3fff);
+        (c, r)
+    }
+
+    fn start_flow(&mut self, i: u32) {
+        let f = self.flows[i as usize].clone();
+        self.results[i as usize].start_ps = self.now;
+        // QPNs are never reused (late packets to a finished flow are counted, not
+        // misdelivered): flow i uses 2i+2 (sender) and 2i+3 (receiver); 24 bits allow
+        // 8 million flows.
+        let (sq, rq) = (2 * i + 2, 2 * i + 3);
+        if rq > 0xff_ffff {
+            self.fail_flow(i);
+            return;
+        }
+        let (c, r) = self.qp_pair_config(f.src, sq, f.dst, rq);
         self.results[i as usize].sport = c.udp_src_port;
         let ok = (|| -> Result<(), String> {
             self.new_qp(c, f.src, i)?;
@@ -955,6 +1064,173 @@ impl Engine {
         } else {
             self.fail_flow(flow);
         }
+    }
+
+    // ---- connections (for drivers above the engine) ----
+
+    /// Opens a persistent RC connection from host `src` to host `dst` whose receiver
+    /// exposes `region_bytes` of memory (rkey 1, VA 0) to the sender's WRITEs: real
+    /// bytes when `carry_payload`, else a null region. Returns its index.
+    pub fn open_connection(
+        &mut self,
+        src: u32,
+        dst: u32,
+        region_bytes: u64,
+    ) -> Result<u32, String> {
+        let hosts = self.topo.num_hosts() as u32;
+        if src >= hosts || dst >= hosts || src == dst {
+            return Err(format!(
+                "connection {src} -> {dst}: not two distinct hosts of {hosts}"
+            ));
+        }
+        let (sq, rq) = (self.next_conn_qpn, self.next_conn_qpn + 1);
+        if rq > 0xff_ffff {
+            return Err("out of 24-bit QP numbers".into());
+        }
+        self.next_conn_qpn += 2;
+        let id = self.conns.len() as u32;
+        let (c, r) = self.qp_pair_config(src, sq, dst, rq);
+        self.new_qp(c, src, CONN_BIT | id)?;
+        self.new_qp(r, dst, CONN_BIT | id)?;
+        let rqp = &mut self.qps[rq as usize].as_mut().expect("just made").qp;
+        if self.cfg.carry_payload {
+            let len = usize::try_from(region_bytes).map_err(|_| "region too large".to_string())?;
+            rqp.register_mr(0, len, 1)
+        } else {
+            rqp.register_null_mr(0, region_bytes, 1)
+        }
+        .map_err(|e| e.to_string())?;
+        self.conns.push(Connection { src, dst, sq, rq });
+        Ok(id)
+    }
+
+    /// Bytes all hosts have put on the wire so far (headers and framing included).
+    pub fn host_tx_bytes(&self) -> u64 {
+        self.totals.host_tx_bytes
+    }
+
+    /// Packets retransmitted so far, by finished flows and by live QPs.
+    pub fn retransmitted(&self) -> u64 {
+        self.totals.retransmitted
+            + self
+                .qps
+                .iter()
+                .flatten()
+                .map(|s| s.qp.stats().tx_retransmitted)
+                .sum::<u64>()
+    }
+
+    pub fn connection(&self, conn: u32) -> Option<&Connection> {
+        self.conns.get(conn as usize)
+    }
+
+    /// The receiver's memory region of a connection (empty unless `carry_payload`).
+    pub fn connection_region(&self, conn: u32) -> Option<&[u8]> {
+        let c = self.conns.get(conn as usize)?;
+        let slot = self.qps.get(c.rq as usize)?.as_ref()?;
+        slot.qp.mr(1).map(|m| m.data.as_slice())
+    }
+
+    /// Posts, at time `at` (not before now), an RDMA WRITE with immediate `imm` of
+    /// `data` to offset `remote_offset` of the connection's receiver region.
+    /// Completion comes back as [`AppEvent::SendDone`] with `wr_id`.
+    pub fn post_message(
+        &mut self,
+        at: Instant,
+        conn: u32,
+        remote_offset: u64,
+        data: Payload,
+        imm: u32,
+        wr_id: u64,
+    ) -> Result<(), String> {
+        if conn as usize >= self.conns.len() {
+            return Err(format!("no connection {conn}"));
+        }
+        let post = PendingPost {
+            conn,
+            remote_offset,
+            data,
+            imm,
+            wr_id,
+        };
+        let i = match self.post_free.pop() {
+            Some(i) => {
+                self.posts[i as usize] = Some(post);
+                i
+            }
+            None => {
+                self.posts.push(Some(post));
+                self.posts.len() as u32 - 1
+            }
+        };
+        self.app_outstanding += 1;
+        self.schedule(at.as_ps().max(self.now), EvKind::Post, i, 0);
+        Ok(())
+    }
+
+    fn do_post(&mut self, i: u32) {
+        let Some(p) = self.posts.get_mut(i as usize).and_then(Option::take) else {
+            return;
+        };
+        self.post_free.push(i);
+        let c = self.conns[p.conn as usize];
+        let ok = (|| -> Result<(), String> {
+            // The receiver pre-posts the receive its WRITE with immediate consumes.
+            let rqp = &mut self.qps[c.rq as usize].as_mut().ok_or("closed")?.qp;
+            rqp.post_recv(p.wr_id, 0).map_err(|e| e.to_string())?;
+            let sqp = &mut self.qps[c.sq as usize].as_mut().ok_or("closed")?.qp;
+            sqp.post_send(SendRequest {
+                wr_id: p.wr_id,
+                op: SendOp::WriteImm {
+                    remote_va: p.remote_offset,
+                    rkey: 1,
+                    imm: p.imm,
+                },
+                data: p.data,
+            })
+            .map_err(|e| e.to_string())
+        })();
+        if ok.is_err() {
+            self.app_outstanding -= 1;
+            self.app_events.push_back((
+                self.now,
+                AppEvent::SendDone {
+                    conn: p.conn,
+                    wr_id: p.wr_id,
+                    ok: false,
+                },
+            ));
+            return;
+        }
+        self.after_qp_activity(c.sq);
+        let port = self.hosts[c.src as usize].port;
+        self.kick(port);
+    }
+
+    fn connection_activity(&mut self, qpn: u32, conn: u32) {
+        let mut events = std::mem::take(&mut self.event_buf);
+        if let Some(slot) = self.qps[qpn as usize].as_mut() {
+            while let Some(ev) = slot.qp.poll_event() {
+                events.push(ev);
+            }
+        }
+        for ev in events.drain(..) {
+            let app = match ev {
+                Event::SendComplete { wr_id, result } => {
+                    self.app_outstanding = self.app_outstanding.saturating_sub(1);
+                    AppEvent::SendDone {
+                        conn,
+                        wr_id,
+                        ok: result.is_ok(),
+                    }
+                }
+                Event::RecvWriteImm { imm, len, .. } => AppEvent::Delivered { conn, imm, len },
+                _ => continue,
+            };
+            self.app_events.push_back((self.now, app));
+        }
+        self.event_buf = events;
+        self.arm_timer(qpn);
     }
 
     // ---- links ----
@@ -1098,8 +1374,27 @@ pub fn standalone_fct(
     size: u64,
     mtu: usize,
 ) -> u64 {
+    let c = ideal_message(topo, routes, src, dst, size, mtu);
+    c.deliver_ps + c.ack_ps
+}
+
+/// The parts of [`standalone_fct`]: how long the message occupies the sender's NIC,
+/// post → last byte delivered, and delivery → the ACK back at the sender.
+pub fn ideal_message(
+    topo: &Topology,
+    routes: &Routes,
+    src: u32,
+    dst: u32,
+    size: u64,
+    mtu: usize,
+) -> MessageCost {
+    let zero = MessageCost {
+        nic_ps: 0,
+        deliver_ps: 0,
+        ack_ps: 0,
+    };
     let Some(path) = routes.path(topo, src, dst) else {
-        return 0;
+        return zero;
     };
     let mtu = mtu as u64;
     let n = size.div_ceil(mtu).max(1);
@@ -1121,5 +1416,13 @@ pub fn standalone_fct(
         t += Duration::for_bytes(first, spec.rate_bps).as_ps() + spec.delay.as_ps();
         back += Duration::for_bytes(ack, spec.rate_bps).as_ps() + spec.delay.as_ps();
     }
-    t + Duration::for_bytes(total_wire - first, r_min).as_ps() + back
+    let first_rate = path
+        .first()
+        .map(|&l| topo.links[l as usize].rate_bps)
+        .unwrap_or(r_min);
+    MessageCost {
+        nic_ps: Duration::for_bytes(total_wire, first_rate).as_ps(),
+        deliver_ps: t + Duration::for_bytes(total_wire - first, r_min).as_ps(),
+        ack_ps: back,
+    }
 }

@@ -3,6 +3,8 @@
 //! transport) over a RoCE fabric modelled from `rocast_core::fabric` (ECMP, shared
 //! buffer, PFC, ECN) on topologies from `rocast_core::plan`.
 //!
+//! - [`broadcast`]: application-layer broadcast (RDMC/MPI schedules from
+//!   `rocast_core::overlay`) executed over the engine's RC connections.
 //! - [`config`]: TOML scenarios, presets and `--set` overrides.
 //! - [`workload`]: flow generators (permutation, incast, all-to-all, Poisson with the
 //!   WebSearch/Hadoop CDFs, HPCC flow files, explicit lists with dependencies).
@@ -10,6 +12,7 @@
 //! - [`packet`]: the compact packet record and its serialisation for captures.
 //! - [`run`]: ties them together and writes `fct.txt`, `summary.json`, logs and pcaps.
 
+pub mod broadcast;
 pub mod config;
 pub mod engine;
 pub mod packet;

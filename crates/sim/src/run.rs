@@ -137,6 +137,7 @@ pub fn engine_config(sc: &Scenario, topo: &Topology) -> Result<EngineConfig, Str
             .then(|| Duration::from_ps((sc.output.qlen_interval_us * 1e6) as u64)),
         capture_links,
         capture_max_packets: sc.output.capture_max_packets,
+        carry_payload: false,
     })
 }
 

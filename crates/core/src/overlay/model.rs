@@ -75,6 +75,7 @@ pub fn critical_path(
         .collect::<Result<Vec<_>, _>>()?;
     let mut cpu_free = vec![0u64; n as usize];
     let mut nic_free = vec![0u64; n as usize];
+    let mut rx_free = vec![0u64; n as usize];
     let mut done = vec![u64::MAX; n as usize];
     done[root as usize] = 0;
     // (time, posting order, event): ties go in posting order, deterministically.
@@ -95,7 +96,14 @@ pub fn critical_path(
                 let c = cost(r, to, bytes);
                 let start = post.max(nic_free[r as usize]);
                 nic_free[r as usize] = start + c.nic_ps;
-                let deliver = start + c.deliver_ps;
+                // The receiver's downlink carries one block at a time: a block that
+                // meets another there finishes after it. (A ready message is one small
+                // packet that slips in between a block's packets.)
+                let mut deliver = start + c.deliver_ps;
+                if let DriverAction::SendBlock { .. } = a {
+                    deliver = deliver.max(rx_free[to as usize] + c.nic_ps);
+                    rx_free[to as usize] = deliver;
+                }
                 messages += 1;
                 let ev = match a {
                     DriverAction::SendBlock { id, block, .. } => {
