@@ -18,9 +18,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
-# Python: pytest and scapy (the independent RoCE oracle) in a project-local venv.
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import scapy, pytest' >/dev/null 2>&1; then
-  echo "install-deps: python venv (.venv) with tests/python/requirements.txt"
-  python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt
+# Python in a project-local venv: pytest and scapy (the independent RoCE oracle) for the
+# tests; matplotlib and pandas for plots (python/).
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import scapy, pytest, matplotlib, pandas' >/dev/null 2>&1; then
+  echo "install-deps: python venv (.venv) with tests/python/requirements.txt and python/requirements.txt"
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt -r python/requirements.txt
 fi

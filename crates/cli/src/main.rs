@@ -5,6 +5,7 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod bcast_cmd;
 mod bench_cmd;
 mod pcap_cmd;
 mod perf_cmd;
@@ -27,6 +28,9 @@ enum Command {
     Perf(perf_cmd::PerfCmd),
     /// Discrete-event datacenter simulation (fat-tree/leaf-spine, PFC, ECN, DCQCN).
     Sim(sim_cmd::SimCmd),
+    /// OSU-style broadcast latency of application-layer multicast (sequential, tree,
+    /// chain, RDMC binomial pipeline, ring) in the simulator.
+    Bcast(bcast_cmd::BcastCmd),
     /// Benchmarks that print figures.
     #[command(subcommand)]
     Bench(bench_cmd::BenchCmd),
@@ -38,5 +42,6 @@ fn main() -> ExitCode {
         Command::Perf(cmd) => perf_cmd::run(cmd),
         Command::Sim(cmd) => sim_cmd::run(cmd),
         Command::Bench(cmd) => bench_cmd::run(cmd),
+        Command::Bcast(cmd) => bcast_cmd::run(cmd),
     }
 }

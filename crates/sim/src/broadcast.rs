@@ -249,3 +249,38 @@ pub fn spread_hosts(num_hosts: u32, n: u32) -> Vec<u32> {
     let stride = (num_hosts / n.max(1)).max(1);
     (0..n).map(|r| r * stride).collect()
 }
+
+/// How `rocast bcast` runs each scheme — the way its users run it:
+/// - sequential: N unicasts of the whole message, all posted at once (window n − 1);
+/// - binomial tree: the whole message per hop, children in turn (MPI's binomial
+///   `MPI_Bcast` without segmentation);
+/// - chain and binomial pipeline: `block`-sized blocks, one outstanding send per
+///   rank (RDMC);
+/// - ring: `block`-sized slices with `ring_slots` in flight per connection (NCCL's
+///   `NCCL_STEPS` = 8).
+///
+/// With `flow_control`, every transfer waits for the receiver's buffer (RDMC's
+/// ready-for-block; MPI's rendezvous handshake plays the same part for large
+/// messages).
+pub fn bench_driver_config(
+    scheme: Scheme,
+    group: u32,
+    size: u64,
+    block: u64,
+    ring_slots: u32,
+    flow_control: bool,
+) -> DriverConfig {
+    let whole = size.max(1);
+    let (block_bytes, window) = match scheme {
+        Scheme::Sequential => (whole, group.saturating_sub(1).max(1)),
+        Scheme::BinomialTree => (whole, 1),
+        Scheme::Chain | Scheme::BinomialPipeline => (block, 1),
+        Scheme::Ring => (block, ring_slots.max(1)),
+    };
+    DriverConfig {
+        message_bytes: size,
+        block_bytes,
+        window,
+        ready_for_block: flow_control,
+    }
+}

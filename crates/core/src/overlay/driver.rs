@@ -10,8 +10,9 @@
 //!   and fewer than `window` of its sends are incomplete (RDMC: one at a time; NCCL's
 //!   ring keeps several slices in flight);
 //! - with `ready_for_block`, a send also waits for the receiver's ready message for
-//!   that step, and a receiver announces readiness for its next incoming transfer
-//!   only when the previous one has arrived (one receive buffer posted at a time).
+//!   that step, and a receiver keeps `window` receive buffers announced: it announces
+//!   its incoming transfer j once transfer j − window has arrived (RDMC: window 1,
+//!   one buffer posted at a time; NCCL: a few slots per connection).
 //!
 //! Bad input (a block nobody scheduled, a duplicate, an unknown completion) is an
 //! error the caller counts; it never panics and never changes what was received.
@@ -28,7 +29,8 @@ use super::Scheme;
 pub struct DriverConfig {
     pub message_bytes: u64,
     pub block_bytes: u64,
-    /// Sends a rank may have posted and not seen complete.
+    /// Sends a rank may have posted and not seen complete, and (with
+    /// `ready_for_block`) receive buffers it keeps announced.
     pub window: u32,
     /// RDMC's receiver-driven flow control: a block is sent only after the receiver
     /// said it is ready for it.
@@ -251,8 +253,11 @@ impl BroadcastDriver {
         if !self.cfg.ready_for_block {
             return;
         }
-        // One receive buffer posted at a time: announce transfer j once j−1 arrived.
-        while self.announced < self.recvs.len() && self.announced <= self.recvs_done {
+        // `window` receive buffers posted ahead (RDMC: one; NCCL: NCCL_STEPS slots):
+        // announce transfer j once j − window has arrived.
+        while self.announced < self.recvs.len()
+            && self.announced < self.recvs_done + self.cfg.window as usize
+        {
             let (step, t) = self.recvs[self.announced];
             self.actions
                 .push_back(DriverAction::SendReady { to: t.peer, step });

@@ -1,0 +1,314 @@
+//! `rocast bcast`: an OSU-style broadcast latency benchmark of the application-layer
+//! multicast schemes (`rocast_core::overlay`), run in the simulator.
+//!
+//! For every scheme and size it runs one broadcast on an otherwise idle fabric and
+//! prints `# OSU MPI Broadcast Latency Test`-style tables (`# Size  Avg Latency(us)`);
+//! `bcast.csv` in `--out` has every figure beside the analytic model's prediction;
+//! `--plot` draws latency against size, one line per scheme (matplotlib, through
+//! `python/plot_bcast.py`).
+
+use clap::Args;
+use rocast_core::overlay::model::critical_path;
+use rocast_core::overlay::Scheme;
+use rocast_core::plan::Routes;
+use rocast_core::time::Duration;
+use rocast_sim::broadcast::{
+    bench_driver_config, message_cost, run_broadcast, spread_hosts, BroadcastSpec, DEFAULT_OVERHEAD,
+};
+use rocast_sim::config::Scenario;
+use rocast_sim::run::{build_topology, engine_config};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Debug, Args)]
+pub struct BcastCmd {
+    /// Schemes to run, comma-separated: sequential, tree, chain, pipeline, ring.
+    #[arg(long, default_value = "sequential,tree,chain,pipeline,ring")]
+    schemes: String,
+    /// Group size (ranks, root included).
+    #[arg(long, default_value_t = 8)]
+    group: u32,
+    /// Message sizes: MIN:MAX (powers of two between, as OSU) or a comma list; K/M/G
+    /// suffixes are binary (1K = 1024).
+    #[arg(long, default_value = "64:16M")]
+    sizes: String,
+    /// Fabric: "star" (one switch, one 100 Gb/s host per rank: idle and
+    /// non-blocking), a preset name (default, permutation-1024, ...) or a scenario
+    /// TOML file; ranks are spread evenly over its hosts.
+    #[arg(long, default_value = "star")]
+    topo: String,
+    /// Override a scenario key of the fabric, e.g. --set topology.host_gbps=25.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+    /// Block size of chain, pipeline and ring (RDMC's default: 1 MiB).
+    #[arg(long, default_value = "1M")]
+    block: String,
+    /// Slices in flight per ring connection (NCCL_STEPS).
+    #[arg(long, default_value_t = 8)]
+    ring_slots: u32,
+    /// Ring slice size (NCCL's Simple protocol: a 4 MiB channel buffer in
+    /// NCCL_STEPS = 8 slots of 512 KiB).
+    #[arg(long, default_value = "512K")]
+    ring_slice: String,
+    /// Software overhead per post at every hop, in microseconds.
+    #[arg(long, default_value_t = DEFAULT_OVERHEAD.as_ps() as f64 / 1e6)]
+    overhead_us: f64,
+    /// Turn off receiver-driven flow control (RDMC's ready-for-block).
+    #[arg(long)]
+    no_flow_control: bool,
+    /// Root rank.
+    #[arg(long, default_value_t = 0)]
+    root: u32,
+    /// Carry real bytes and check every receiver's buffer against the root's
+    /// (messages up to 256 MiB).
+    #[arg(long)]
+    verify: bool,
+    /// Output directory for bcast.csv.
+    #[arg(long, default_value = "bcast-out")]
+    out: PathBuf,
+    /// Write a latency-vs-size plot (PNG) here.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+pub fn run(cmd: BcastCmd) -> ExitCode {
+    match run_inner(cmd) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rocast bcast: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// "64", "4K", "1M", "1G" (binary multiples).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1 << 20),
+        Some('g' | 'G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|v| v.checked_mul(mult))
+        .ok_or_else(|| format!("bad size {s:?} (expected e.g. 64, 4K, 1M, 1G)"))
+}
+
+/// "64:1G" → 64, 128, ..., 1 GiB; "1,100,1K" → that list.
+pub fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
+    let v = if let Some((a, b)) = s.split_once(':') {
+        let (lo, hi) = (parse_bytes(a)?, parse_bytes(b)?);
+        if lo == 0 || lo > hi {
+            return Err(format!("bad size range {s:?}: need 0 < MIN <= MAX"));
+        }
+        let mut v = Vec::new();
+        let mut x = lo;
+        while x <= hi {
+            v.push(x);
+            x = x.checked_mul(2).ok_or("size range overflows")?;
+        }
+        v
+    } else {
+        s.split(',')
+            .map(parse_bytes)
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    if v.is_empty() || v.iter().any(|&x| x == 0 || x > 1 << 40) {
+        return Err(format!("bad sizes {s:?}: each must be 1 byte to 1 TiB"));
+    }
+    Ok(v)
+}
+
+fn run_inner(cmd: BcastCmd) -> Result<(), String> {
+    let schemes = cmd
+        .schemes
+        .split(',')
+        .map(str::parse::<Scheme>)
+        .collect::<Result<Vec<_>, _>>()?;
+    let sizes = parse_sizes(&cmd.sizes)?;
+    let block = parse_bytes(&cmd.block)?;
+    let ring_slice = parse_bytes(&cmd.ring_slice)?;
+    if block == 0 || ring_slice == 0 {
+        return Err("--block and --ring-slice must be positive".into());
+    }
+    if cmd.group < 2 {
+        return Err("--group must be at least 2".into());
+    }
+    if cmd.root >= cmd.group {
+        return Err(format!(
+            "--root {} is not a rank of a group of {}",
+            cmd.root, cmd.group
+        ));
+    }
+    if !(cmd.overhead_us.is_finite() && cmd.overhead_us >= 0.0) {
+        return Err("--overhead-us must be a non-negative number".into());
+    }
+    if cmd.verify && sizes.iter().any(|&s| s > 256 << 20) {
+        return Err("--verify keeps every rank's buffer in memory: sizes up to 256M".into());
+    }
+    let (sc, base) = fabric(&cmd)?;
+    let topo = build_topology(&sc, &base)?;
+    let cfg = engine_config(&sc, &topo)?;
+    let hosts_n = topo.num_hosts() as u32;
+    if cmd.group > hosts_n {
+        return Err(format!(
+            "--group {} is larger than the fabric's {hosts_n} hosts",
+            cmd.group
+        ));
+    }
+    let hosts = spread_hosts(hosts_n, cmd.group);
+    let routes = Routes::compute(&topo).map_err(|e| e.to_string())?;
+    let overhead = Duration::from_ps((cmd.overhead_us * 1e6).round() as u64);
+    std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
+    let mut csv = String::from(
+        "scheme,group,size_bytes,block_bytes,window,flow_control,latency_us,model_us,messages,host_tx_bytes,events,retransmitted\n",
+    );
+    for &scheme in &schemes {
+        println!(
+            "# OSU MPI Broadcast Latency Test (rocast bcast, simulated): {scheme}, {} ranks, block {} B, topo {}, overhead {} us{}",
+            cmd.group,
+            block,
+            cmd.topo,
+            cmd.overhead_us,
+            if cmd.no_flow_control { ", no flow control" } else { "" }
+        );
+        println!("# {:<10}{:>18}", "Size", "Avg Latency(us)");
+        for &size in &sizes {
+            let unit = if scheme == Scheme::Ring {
+                ring_slice
+            } else {
+                block
+            };
+            let driver = bench_driver_config(
+                scheme,
+                cmd.group,
+                size,
+                unit,
+                cmd.ring_slots,
+                !cmd.no_flow_control,
+            );
+            let spec = BroadcastSpec {
+                scheme,
+                hosts: hosts.clone(),
+                root: cmd.root,
+                driver,
+                overhead,
+                verify_data: cmd.verify,
+                seed: sc.seed,
+            };
+            let out = run_broadcast(topo.clone(), cfg.clone(), &spec)?;
+            if !out.corrupt_ranks.is_empty() {
+                return Err(format!(
+                    "{scheme} {size} B: ranks {:?} hold different bytes from the root",
+                    out.corrupt_ranks
+                ));
+            }
+            let cost = message_cost(&topo, &routes, cfg.mtu, &hosts);
+            let model = critical_path(scheme, cmd.group, cmd.root, driver, overhead.as_ps(), &cost)
+                .map_err(|e| e.to_string())?;
+            let us = out.latency_ps as f64 / 1e6;
+            println!("{:<10}{:>18.2}", size, us);
+            let _ = writeln!(
+                csv,
+                "{scheme},{},{size},{},{},{},{us:.3},{:.3},{},{},{},{}",
+                cmd.group,
+                driver.block_bytes,
+                driver.window,
+                driver.ready_for_block,
+                model.latency_ps as f64 / 1e6,
+                out.messages,
+                out.host_tx_bytes,
+                out.events,
+                out.retransmitted
+            );
+        }
+        println!();
+    }
+    let csv_path = cmd.out.join("bcast.csv");
+    std::fs::write(&csv_path, &csv).map_err(|e| format!("{}: {e}", csv_path.display()))?;
+    eprintln!("wrote {}", csv_path.display());
+    if let Some(png) = &cmd.plot {
+        plot(
+            &csv_path,
+            png,
+            &format!("{} ranks, {}", cmd.group, cmd.topo),
+        )?;
+        eprintln!("wrote {}", png.display());
+    }
+    Ok(())
+}
+
+fn fabric(cmd: &BcastCmd) -> Result<(Scenario, PathBuf), String> {
+    let mut sets = Vec::new();
+    if cmd.topo == "star" {
+        sets.extend(
+            [
+                "topology.kind=\"leaf-spine\"".to_string(),
+                "topology.spines=1".into(),
+                "topology.leaves=1".into(),
+                format!("topology.hosts_per_leaf={}", cmd.group),
+            ]
+            .into_iter(),
+        );
+        sets.extend(cmd.sets.iter().cloned());
+        let sc = Scenario::from_toml("", &sets).map_err(|e| e.to_string())?;
+        return Ok((sc, PathBuf::new()));
+    }
+    sets.extend(cmd.sets.iter().cloned());
+    let path = Path::new(&cmd.topo);
+    if path.exists() {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let sc =
+            Scenario::from_toml(&text, &sets).map_err(|e| format!("{}: {e}", path.display()))?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        return Ok((sc, base));
+    }
+    let sc = Scenario::preset(&cmd.topo, &sets)
+        .map_err(|e| format!("--topo {}: not star, a preset or a file ({e})", cmd.topo))?;
+    Ok((sc, PathBuf::new()))
+}
+
+/// Runs the plotting script with the project's Python (its `.venv` when present).
+fn plot(csv: &Path, png: &Path, title: &str) -> Result<(), String> {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let script = repo.join("python/plot_bcast.py");
+    let venv = repo.join(".venv/bin/python");
+    let python = if venv.exists() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    };
+    let status = std::process::Command::new(&python)
+        .arg(&script)
+        .arg(csv)
+        .arg(png)
+        .arg(title)
+        .status()
+        .map_err(|e| format!("{}: {e}", python.display()))?;
+    if !status.success() {
+        return Err(format!(
+            "{} {} failed ({status}); is matplotlib installed (bash scripts/install-deps.sh)?",
+            python.display(),
+            script.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_like_osu() {
+        assert_eq!(parse_sizes("64:512").unwrap(), vec![64, 128, 256, 512]);
+        assert_eq!(parse_sizes("1K,1M").unwrap(), vec![1024, 1 << 20]);
+        assert_eq!(parse_sizes("64:1G").unwrap().len(), 25);
+        for bad in ["", "0:8", "8:4", "x", "1Q", "64:2T", "99999999999999999999"] {
+            assert!(parse_sizes(bad).is_err(), "{bad}");
+        }
+    }
+}
