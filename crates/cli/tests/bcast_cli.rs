@@ -1,0 +1,90 @@
+//! `rocast bcast` end to end: OSU-format tables, the CSV, verified bytes, bad input.
+
+use std::process::Command;
+
+fn rocast(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_rocast"))
+        .args(args)
+        .output()
+        .expect("run rocast");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bcast_prints_osu_tables_and_writes_csv() {
+    let dir = std::env::temp_dir().join(format!("rocast-bcast-cli-{}", std::process::id()));
+    let out = dir.to_str().unwrap();
+    let (code, stdout, stderr) = rocast(&[
+        "bcast",
+        "--group",
+        "6",
+        "--sizes",
+        "64,4M",
+        "--schemes",
+        "chain,pipeline,tree",
+        "--block",
+        "512K",
+        "--verify",
+        "--root",
+        "2",
+        "--out",
+        out,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stdout.matches("# OSU MPI Broadcast Latency Test").count(),
+        3
+    );
+    assert_eq!(stdout.matches("# Size").count(), 3);
+    // One line per size under each header: "64   <latency>".
+    let rows: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("64 ") || l.starts_with("4194304 "))
+        .collect();
+    assert_eq!(rows.len(), 6, "{stdout}");
+    for r in rows {
+        let us: f64 = r.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert!(us > 1.0 && us < 10_000.0, "{r}");
+    }
+    let csv = std::fs::read_to_string(dir.join("bcast.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 6);
+    assert!(csv.starts_with("scheme,group,size_bytes,"));
+    // The pipeline beats the whole-message tree at 4 MiB in 512 KiB blocks.
+    let lat = |scheme: &str| -> f64 {
+        csv.lines()
+            .find(|l| l.starts_with(&format!("{scheme},6,4194304,")))
+            .unwrap()
+            .split(',')
+            .nth(6)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!(lat("pipeline") < lat("tree"), "{csv}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bcast_rejects_bad_arguments_with_exit_2() {
+    for args in [
+        vec!["bcast", "--schemes", "gossip"],
+        vec!["bcast", "--sizes", "0:8"],
+        vec!["bcast", "--group", "1"],
+        vec!["bcast", "--group", "4", "--root", "4"],
+        vec!["bcast", "--block", "0"],
+        vec!["bcast", "--topo", "no-such-preset"],
+        vec!["bcast", "--verify", "--sizes", "1G"],
+        vec!["bcast", "--overhead-us", "-1"],
+    ] {
+        let (code, _, stderr) = rocast(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("rocast bcast: ") || stderr.contains("error"),
+            "{stderr}"
+        );
+    }
+}
