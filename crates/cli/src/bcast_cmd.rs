@@ -244,15 +244,12 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
 fn fabric(cmd: &BcastCmd) -> Result<(Scenario, PathBuf), String> {
     let mut sets = Vec::new();
     if cmd.topo == "star" {
-        sets.extend(
-            [
-                "topology.kind=\"leaf-spine\"".to_string(),
-                "topology.spines=1".into(),
-                "topology.leaves=1".into(),
-                format!("topology.hosts_per_leaf={}", cmd.group),
-            ]
-            .into_iter(),
-        );
+        sets.extend([
+            "topology.kind=\"leaf-spine\"".to_string(),
+            "topology.spines=1".into(),
+            "topology.leaves=1".into(),
+            format!("topology.hosts_per_leaf={}", cmd.group),
+        ]);
         sets.extend(cmd.sets.iter().cloned());
         let sc = Scenario::from_toml("", &sets).map_err(|e| e.to_string())?;
         return Ok((sc, PathBuf::new()));

@@ -97,9 +97,7 @@ pub fn check_schedule(s: &Schedule) -> Result<(), String> {
     let steps = s.total_steps();
     // have[rank][block]: the step at which rank got the block (root: before step 0).
     let mut have: Vec<Vec<Option<u32>>> = vec![vec![None; k]; n as usize];
-    for b in 0..k {
-        have[s.root() as usize][b] = Some(0);
-    }
+    have[s.root() as usize] = vec![Some(0); k];
     for step in 0..steps {
         let mut arriving = Vec::new();
         for r in 0..n {
