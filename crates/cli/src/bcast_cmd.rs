@@ -300,6 +300,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn size_parser_never_panics() {
+        // A deterministic sweep of awkward inputs (the CLI crate has no proptest).
+        let pieces = [
+            "",
+            ":",
+            ",",
+            "0",
+            "1",
+            "K",
+            "M",
+            "G",
+            "18446744073709551615",
+            "-1",
+            " ",
+            "ü",
+            "1G:1K",
+        ];
+        for a in pieces {
+            for b in pieces {
+                for c in pieces {
+                    let _ = parse_sizes(&format!("{a}{b}{c}"));
+                }
+            }
+        }
+    }
+
+    #[test]
     fn sizes_parse_like_osu() {
         assert_eq!(parse_sizes("64:512").unwrap(), vec![64, 128, 256, 512]);
         assert_eq!(parse_sizes("1K,1M").unwrap(), vec![1024, 1 << 20]);

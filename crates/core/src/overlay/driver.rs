@@ -455,6 +455,36 @@ mod tests {
         assert!(BroadcastDriver::new(Scheme::Chain, 3, 0, 0, cfg(1, 1, 0, false)).is_err());
     }
 
+    proptest::proptest! {
+        /// Arbitrary blocks, completions and ready messages, in any order: errors, no
+        /// panic, never more than `window` sends outstanding, and a block counted once.
+        #[test]
+        fn arbitrary_input_never_panics(
+            ops in proptest::collection::vec((0u8..3, 0u32..40, 0u32..40), 0..300)
+        ) {
+            let c = cfg(10_000, 1000, 2, true);
+            let mut d = BroadcastDriver::new(Scheme::BinomialPipeline, 13, 0, 5, c).unwrap();
+            let mut outstanding = 0i64;
+            for (kind, a, b) in ops {
+                let r = match kind {
+                    0 => d.on_block(a, b),
+                    1 => d.on_send_complete(a),
+                    _ => d.on_ready(a, b),
+                };
+                if kind == 1 && r.is_ok() {
+                    outstanding -= 1;
+                }
+                while let Some(act) = d.poll_action() {
+                    if let DriverAction::SendBlock { .. } = act {
+                        outstanding += 1;
+                    }
+                }
+                proptest::prop_assert!((0..=2).contains(&outstanding));
+                proptest::prop_assert!(d.have_count as usize <= d.have.len());
+            }
+        }
+    }
+
     #[test]
     fn block_ranges_cover_the_message() {
         let c = cfg(2500, 1000, 1, false);
