@@ -1,5 +1,5 @@
-//! Feeds arbitrary bytes to `wire` as an Ethernet frame, as an IPv4 packet and as a pcap
-//! file (with its own header and behind a valid one). Nothing may panic, and every
+//! Feeds arbitrary bytes to `wire` as an Ethernet frame, as an IPv4 packet, as a pcap
+//! file (with its own header and behind a valid one) and as an MRP payload. Nothing may panic, and every
 //! RoCE packet that parses must re-emit to a packet that parses back to the same `Repr`.
 //!
 //! Run: `cargo +nightly fuzz run parse_frame` from the repository root.
@@ -52,6 +52,11 @@ fuzz_target!(|data: &[u8]| {
         roundtrip(&r);
     }
     let _ = RoceRepr::parse_verified(data);
+    if let Ok(m) = rocast_core::wire::mrp::MrpRepr::parse(data) {
+        let mut out = vec![0u8; m.buffer_len()];
+        m.emit(&mut out);
+        assert_eq!(out, data);
+    }
     pcap(data);
     let mut with_header = PCAP_HEADER.to_vec();
     with_header.extend_from_slice(data);

@@ -676,3 +676,40 @@ fn base_frames_roundtrip_exactly() {
         ));
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// MRP (Cepheus' MFT registration payload)
+
+proptest! {
+    #![proptest_config(config(2000))]
+
+    /// Arbitrary bytes never panic the MRP parser; whatever parses re-emits to the
+    /// same bytes (the format has no slack).
+    #[test]
+    fn mrp_parse_never_panics_and_round_trips(b in proptest::collection::vec(any::<u8>(), 0..400)) {
+        use rocast_core::wire::mrp::MrpRepr;
+        if let Ok(r) = MrpRepr::parse(&b) {
+            let mut out = vec![0u8; r.buffer_len()];
+            prop_assert_eq!(r.emit(&mut out), b.len());
+            prop_assert_eq!(out, b);
+        }
+    }
+
+    /// Valid headers with mutated member bytes: still no panic.
+    #[test]
+    fn mrp_mutated_registrations(count in 0u8..20, write in any::<bool>(), seed in any::<u64>(), flip in 0usize..500) {
+        use rocast_core::wire::mrp::MrpRepr;
+        let rec = if write { 20 } else { 8 };
+        let mut b = vec![239, 0, 0, 1, 0, 1, count, write as u8];
+        let mut x = seed;
+        for _ in 0..count as usize * rec {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            b.push((x >> 56) as u8);
+        }
+        if !b.is_empty() {
+            let i = flip % b.len();
+            b[i] ^= 0x5a;
+        }
+        let _ = MrpRepr::parse(&b);
+    }
+}

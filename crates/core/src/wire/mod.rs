@@ -14,6 +14,7 @@ mod ethernet;
 mod ext;
 pub mod icrc;
 mod ipv4;
+pub mod mrp;
 pub mod pcap;
 mod psn;
 mod roce;

@@ -1,0 +1,287 @@
+//! MRP, Cepheus' MFT Registration Protocol (Cepheus §III-B, Fig. 5): the UDP payload a
+//! group's leader sends toward the multicast ID so that every switch on the way fills
+//! its multicast forwarding table and passes on the members behind each port.
+//!
+//! Byte layout (big-endian), in a UDP datagram to [`MRP_UDP_PORT`] addressed to the
+//! McstID:
+//!
+//! ```text
+//!  0      4      5       6       7       8
+//!  +------+------+-------+-------+-------+----------------------------+
+//!  |McstID| seq  | total | count | flags | count × member record      |
+//!  +------+------+-------+-------+-------+----------------------------+
+//!  member record: IPv4 (4) | QPN (4, top byte zero)
+//!                 [ VA (8) | RKey (4) ]   when flags bit 0 (a WRITE group)
+//! ```
+//!
+//! `seq` numbers the packets of one registration from 0; `total` is how many there are.
+//! The 8 bytes of metadata and 8-byte records fill a 1500-byte MTU (1472 bytes of UDP
+//! payload) with [`MRP_MAX_MEMBERS`] = 183 members, the paper's figure; WRITE records
+//! (20 bytes) fit [`MRP_MAX_WRITE_MEMBERS`] = 73. Larger groups span several packets
+//! ([`MrpRepr::split`]), at most 255.
+//!
+//! Parsing is strict: flags bits other than bit 0, `seq >= total`, a QPN over 24 bits,
+//! or a length other than exactly `8 + count × record` are errors, so a switch drops
+//! and counts a malformed registration instead of half-applying it.
+
+use super::{be, put_be, Error, Ipv4Address, Result};
+
+/// MRP's UDP destination port. Cepheus names none; rocast takes the one after
+/// RoCEv2's 4791.
+pub const MRP_UDP_PORT: u16 = 4792;
+pub const MRP_HEADER_LEN: usize = 8;
+/// UDP payload of a 1500-byte IPv4 MTU.
+pub const MRP_MAX_PAYLOAD: usize = 1500 - 20 - 8;
+pub const MRP_MEMBER_LEN: usize = 8;
+pub const MRP_WRITE_MEMBER_LEN: usize = 20;
+pub const MRP_MAX_MEMBERS: usize = (MRP_MAX_PAYLOAD - MRP_HEADER_LEN) / MRP_MEMBER_LEN;
+pub const MRP_MAX_WRITE_MEMBERS: usize = (MRP_MAX_PAYLOAD - MRP_HEADER_LEN) / MRP_WRITE_MEMBER_LEN;
+const FLAG_WRITE: u8 = 1;
+
+/// One receiver's connection, as the controller gathered it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MrpMember {
+    pub ip: Ipv4Address,
+    /// The receiver's QPN (24 bits).
+    pub qpn: u32,
+    /// The receiver's memory region for RDMA WRITE groups: (VA, RKey).
+    pub region: Option<(u64, u32)>,
+}
+
+/// One MRP packet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MrpRepr {
+    pub mcst_id: Ipv4Address,
+    pub seq: u8,
+    pub total: u8,
+    /// Members carry (VA, RKey): all of them, or none.
+    pub write: bool,
+    pub members: Vec<MrpMember>,
+}
+
+impl MrpRepr {
+    fn record_len(write: bool) -> usize {
+        if write {
+            MRP_WRITE_MEMBER_LEN
+        } else {
+            MRP_MEMBER_LEN
+        }
+    }
+
+    /// Members one packet can carry.
+    pub fn capacity(write: bool) -> usize {
+        if write {
+            MRP_MAX_WRITE_MEMBERS
+        } else {
+            MRP_MAX_MEMBERS
+        }
+    }
+
+    /// Parses an MRP UDP payload.
+    pub fn parse(b: &[u8]) -> Result<MrpRepr> {
+        if b.len() < MRP_HEADER_LEN {
+            return Err(Error::Truncated("mrp header"));
+        }
+        let (seq, total, count, flags) = (b[4], b[5], b[6] as usize, b[7]);
+        if flags & !FLAG_WRITE != 0 {
+            return Err(Error::Unsupported("mrp flags"));
+        }
+        if total == 0 || seq >= total {
+            return Err(Error::Malformed("mrp seq/total"));
+        }
+        let write = flags & FLAG_WRITE != 0;
+        if count > Self::capacity(write) {
+            return Err(Error::Malformed("mrp member count"));
+        }
+        let rec = Self::record_len(write);
+        let want = MRP_HEADER_LEN + count * rec;
+        if b.len() < want {
+            return Err(Error::Truncated("mrp members"));
+        }
+        if b.len() > want {
+            return Err(Error::Malformed("mrp length"));
+        }
+        let mut members = Vec::with_capacity(count);
+        for i in 0..count {
+            let at = MRP_HEADER_LEN + i * rec;
+            let qpn = be(b, at + 4, 4) as u32;
+            if qpn > 0xff_ffff {
+                return Err(Error::Malformed("mrp qpn"));
+            }
+            members.push(MrpMember {
+                ip: Ipv4Address::from_u32(be(b, at, 4) as u32),
+                qpn,
+                region: write.then(|| (be(b, at + 8, 8), be(b, at + 16, 4) as u32)),
+            });
+        }
+        Ok(MrpRepr {
+            mcst_id: Ipv4Address::from_u32(be(b, 0, 4) as u32),
+            seq,
+            total,
+            write,
+            members,
+        })
+    }
+
+    pub fn buffer_len(&self) -> usize {
+        MRP_HEADER_LEN + self.members.len() * Self::record_len(self.write)
+    }
+
+    /// Writes the payload into `b` (at least `buffer_len()` bytes); returns its length.
+    /// A member without a region in a WRITE packet is written with VA 0, RKey 0.
+    pub fn emit(&self, b: &mut [u8]) -> usize {
+        put_be(b, 0, 4, self.mcst_id.to_u32() as u64);
+        b[4] = self.seq;
+        b[5] = self.total;
+        b[6] = self.members.len() as u8;
+        b[7] = if self.write { FLAG_WRITE } else { 0 };
+        let rec = Self::record_len(self.write);
+        for (i, m) in self.members.iter().enumerate() {
+            let at = MRP_HEADER_LEN + i * rec;
+            put_be(b, at, 4, m.ip.to_u32() as u64);
+            put_be(b, at + 4, 4, (m.qpn & 0xff_ffff) as u64);
+            if self.write {
+                let (va, rkey) = m.region.unwrap_or((0, 0));
+                put_be(b, at + 8, 8, va);
+                put_be(b, at + 16, 4, rkey as u64);
+            }
+        }
+        self.buffer_len()
+    }
+
+    /// The packets that register `members` for `mcst_id`: as few as the MTU allows,
+    /// numbered `seq` 0..total. A WRITE group is one whose members all carry a
+    /// region.
+    pub fn split(mcst_id: Ipv4Address, members: &[MrpMember]) -> Result<Vec<MrpRepr>> {
+        if members.is_empty() {
+            return Err(Error::Malformed("mrp: a group needs members"));
+        }
+        let write = members[0].region.is_some();
+        if members.iter().any(|m| m.region.is_some() != write) {
+            return Err(Error::Malformed(
+                "mrp: some members have a region and some not",
+            ));
+        }
+        if members.iter().any(|m| m.qpn > 0xff_ffff) {
+            return Err(Error::Malformed("mrp qpn"));
+        }
+        let chunks: Vec<&[MrpMember]> = members.chunks(Self::capacity(write)).collect();
+        let total =
+            u8::try_from(chunks.len()).map_err(|_| Error::Unsupported("mrp: over 255 packets"))?;
+        Ok(chunks
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| MrpRepr {
+                mcst_id,
+                seq: i as u8,
+                total,
+                write,
+                members: c.to_vec(),
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(i: u32, write: bool) -> MrpMember {
+        MrpMember {
+            ip: Ipv4Address::from_u32(0x0b00_0001 + i),
+            qpn: 0x100 + i,
+            region: write.then(|| (0x7f00_0000_0000 + i as u64 * 4096, 0x1000 + i)),
+        }
+    }
+
+    #[test]
+    fn the_papers_183_members_fill_a_1500_byte_mtu() {
+        assert_eq!(MRP_MAX_MEMBERS, 183);
+        assert_eq!(MRP_MAX_WRITE_MEMBERS, 73);
+        let members: Vec<_> = (0..183).map(|i| member(i, false)).collect();
+        let p = MrpRepr::split(Ipv4Address::new(239, 1, 2, 3), &members).unwrap();
+        assert_eq!(p.len(), 1);
+        assert!(p[0].buffer_len() <= MRP_MAX_PAYLOAD);
+        assert_eq!(p[0].buffer_len(), 8 + 183 * 8);
+    }
+
+    #[test]
+    fn larger_groups_span_packets_and_round_trip() {
+        for (n, write, packets) in [(184u32, false, 2usize), (1000, false, 6), (200, true, 3)] {
+            let members: Vec<_> = (0..n).map(|i| member(i, write)).collect();
+            let ps = MrpRepr::split(Ipv4Address::new(239, 0, 0, 9), &members).unwrap();
+            assert_eq!(ps.len(), packets);
+            let mut back = Vec::new();
+            for (i, p) in ps.iter().enumerate() {
+                assert_eq!((p.seq as usize, p.total as usize), (i, packets));
+                let mut buf = vec![0u8; p.buffer_len()];
+                assert_eq!(p.emit(&mut buf), buf.len());
+                assert!(buf.len() <= MRP_MAX_PAYLOAD);
+                let q = MrpRepr::parse(&buf).unwrap();
+                assert_eq!(&q, p);
+                back.extend(q.members);
+            }
+            assert_eq!(back, members);
+        }
+    }
+
+    #[test]
+    fn emit_layout_is_the_documented_one() {
+        let p = MrpRepr {
+            mcst_id: Ipv4Address::new(239, 1, 2, 3),
+            seq: 1,
+            total: 2,
+            write: true,
+            members: vec![member(0, true)],
+        };
+        let mut b = vec![0u8; p.buffer_len()];
+        p.emit(&mut b);
+        assert_eq!(
+            b,
+            [
+                239, 1, 2, 3, 1, 2, 1, 1, // metadata
+                11, 0, 0, 1, 0, 0, 1, 0, // IP, QPN
+                0, 0, 0x7f, 0, 0, 0, 0, 0, 0, 0, 0x10, 0 // VA, RKey
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_registrations_are_errors() {
+        let good = {
+            let p = &MrpRepr::split(
+                Ipv4Address::new(239, 0, 0, 1),
+                &[member(0, false), member(1, false)],
+            )
+            .unwrap()[0];
+            let mut b = vec![0u8; p.buffer_len()];
+            p.emit(&mut b);
+            b
+        };
+        assert!(MrpRepr::parse(&good).is_ok());
+        let bad = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut b = good.clone();
+            f(&mut b);
+            MrpRepr::parse(&b)
+        };
+        assert_eq!(bad(&|b| b.truncate(5)), Err(Error::Truncated("mrp header")));
+        assert_eq!(bad(&|b| b[7] = 2), Err(Error::Unsupported("mrp flags")));
+        assert_eq!(bad(&|b| b[4] = 1), Err(Error::Malformed("mrp seq/total")));
+        assert_eq!(bad(&|b| b[5] = 0), Err(Error::Malformed("mrp seq/total")));
+        assert_eq!(bad(&|b| b[6] = 3), Err(Error::Truncated("mrp members")));
+        assert_eq!(bad(&|b| b.push(0)), Err(Error::Malformed("mrp length")));
+        assert_eq!(bad(&|b| b[12] = 1), Err(Error::Malformed("mrp qpn")));
+        assert_eq!(
+            bad(&|b| b[6] = 200),
+            Err(Error::Malformed("mrp member count"))
+        );
+        assert!(MrpRepr::split(Ipv4Address::new(239, 0, 0, 1), &[]).is_err());
+        assert!(MrpRepr::split(
+            Ipv4Address::new(239, 0, 0, 1),
+            &[member(0, false), member(1, true)]
+        )
+        .is_err());
+        let huge: Vec<_> = (0..256 * 183).map(|i| member(i, false)).collect();
+        assert!(MrpRepr::split(Ipv4Address::new(239, 0, 0, 1), &huge).is_err());
+    }
+}
