@@ -17,9 +17,10 @@ use rocast_sim::broadcast::{
 };
 use rocast_sim::config::Scenario;
 use rocast_sim::run::{build_topology, engine_config};
+
+use crate::sim_cmd::load_scenario_file;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 #[derive(Debug, Args)]
 pub struct BcastCmd {
@@ -33,7 +34,7 @@ pub struct BcastCmd {
     /// suffixes are binary (1K = 1024).
     #[arg(long, default_value = "64:16M")]
     sizes: String,
-    /// Fabric: "star" (one switch, one 100 Gb/s host per rank: idle and
+    /// Fabric: "star" (one leaf switch, one 100 Gb/s host per rank: idle and
     /// non-blocking), a preset name (default, permutation-1024, ...) or a scenario
     /// TOML file; ranks are spread evenly over its hosts.
     #[arg(long, default_value = "star")]
@@ -41,7 +42,7 @@ pub struct BcastCmd {
     /// Override a scenario key of the fabric, e.g. --set topology.host_gbps=25.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
-    /// Block size of chain, pipeline and ring (RDMC's default: 1 MiB).
+    /// Block size of chain and pipeline (RDMC's default: 1 MiB).
     #[arg(long, default_value = "1M")]
     block: String,
     /// Slices in flight per ring connection (NCCL_STEPS).
@@ -70,16 +71,6 @@ pub struct BcastCmd {
     /// Write a latency-vs-size plot (PNG) here.
     #[arg(long)]
     plot: Option<PathBuf>,
-}
-
-pub fn run(cmd: BcastCmd) -> ExitCode {
-    match run_inner(cmd) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("rocast bcast: {e}");
-            ExitCode::from(2)
-        }
-    }
 }
 
 /// "64", "4K", "1M", "1G" (binary multiples).
@@ -122,7 +113,7 @@ pub fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
     Ok(v)
 }
 
-fn run_inner(cmd: BcastCmd) -> Result<(), String> {
+pub fn run(cmd: BcastCmd) -> Result<(), String> {
     let schemes = cmd
         .schemes
         .split(',')
@@ -166,7 +157,13 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
     let mut csv = String::from(
         "scheme,group,size_bytes,block_bytes,window,flow_control,latency_us,model_us,messages,host_tx_bytes,events,retransmitted\n",
     );
+    let cost = message_cost(&topo, &routes, cfg.mtu, &hosts);
     for &scheme in &schemes {
+        let unit = if scheme == Scheme::Ring {
+            ring_slice
+        } else {
+            block
+        };
         println!(
             "# OSU MPI Broadcast Latency Test (rocast bcast, simulated): {scheme}, {} ranks, block {} B, topo {}, overhead {} us{}",
             cmd.group,
@@ -177,11 +174,6 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
         );
         println!("# {:<10}{:>18}", "Size", "Avg Latency(us)");
         for &size in &sizes {
-            let unit = if scheme == Scheme::Ring {
-                ring_slice
-            } else {
-                block
-            };
             let driver = bench_driver_config(
                 scheme,
                 cmd.group,
@@ -206,7 +198,6 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
                     out.corrupt_ranks
                 ));
             }
-            let cost = message_cost(&topo, &routes, cfg.mtu, &hosts);
             let model = critical_path(scheme, cmd.group, cmd.root, driver, overhead.as_ps(), &cost)
                 .map_err(|e| e.to_string())?;
             let us = out.latency_ps as f64 / 1e6;
@@ -242,26 +233,25 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
 }
 
 fn fabric(cmd: &BcastCmd) -> Result<(Scenario, PathBuf), String> {
-    let mut sets = Vec::new();
-    if cmd.topo == "star" {
-        sets.extend([
-            "topology.kind=\"leaf-spine\"".to_string(),
+    let star = cmd.topo == "star";
+    let mut sets: Vec<String> = if star {
+        vec![
+            "topology.kind=\"leaf-spine\"".into(),
             "topology.spines=1".into(),
             "topology.leaves=1".into(),
             format!("topology.hosts_per_leaf={}", cmd.group),
-        ]);
-        sets.extend(cmd.sets.iter().cloned());
+        ]
+    } else {
+        Vec::new()
+    };
+    sets.extend(cmd.sets.iter().cloned());
+    if star {
         let sc = Scenario::from_toml("", &sets).map_err(|e| e.to_string())?;
         return Ok((sc, PathBuf::new()));
     }
-    sets.extend(cmd.sets.iter().cloned());
     let path = Path::new(&cmd.topo);
     if path.exists() {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let sc =
-            Scenario::from_toml(&text, &sets).map_err(|e| format!("{}: {e}", path.display()))?;
-        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        return Ok((sc, base));
+        return load_scenario_file(path, &sets);
     }
     let sc = Scenario::preset(&cmd.topo, &sets)
         .map_err(|e| format!("--topo {}: not star, a preset or a file ({e})", cmd.topo))?;

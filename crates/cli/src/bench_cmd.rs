@@ -3,7 +3,6 @@
 use clap::Subcommand;
 use rocast_core::plan::{Routes, TierSpec, Topology};
 use rocast_core::time::Duration;
-use std::process::ExitCode;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCmd {
@@ -24,27 +23,15 @@ fn peak_rss_kb() -> Option<u64> {
         .ok()
 }
 
-pub fn run(cmd: BenchCmd) -> ExitCode {
+pub fn run(cmd: BenchCmd) -> Result<(), String> {
     match cmd {
         BenchCmd::FatTree { k } => {
             let tier = TierSpec::new(100_000_000_000, Duration::from_ns(1000));
             let t0 = std::time::Instant::now();
-            let topo = match Topology::fat_tree(k, 1, tier, tier, tier) {
-                Ok(t) => t,
-                Err(e) => {
-                    eprintln!("rocast bench fat-tree: {e}");
-                    return ExitCode::from(2);
-                }
-            };
+            let topo = Topology::fat_tree(k, 1, tier, tier, tier).map_err(|e| e.to_string())?;
             let build = t0.elapsed().as_secs_f64();
             let t1 = std::time::Instant::now();
-            let routes = match Routes::compute(&topo) {
-                Ok(r) => r,
-                Err(e) => {
-                    eprintln!("rocast bench fat-tree: {e}");
-                    return ExitCode::from(2);
-                }
-            };
+            let routes = Routes::compute(&topo).map_err(|e| e.to_string())?;
             let route = t1.elapsed().as_secs_f64();
             println!(
                 "# fat-tree k={k}: {} hosts, {} switches, {} links",
@@ -64,7 +51,7 @@ pub fn run(cmd: BenchCmd) -> ExitCode {
             if let Some(kb) = peak_rss_kb() {
                 println!("peak_rss_mb {:.1}", kb as f64 / 1024.0);
             }
-            ExitCode::SUCCESS
+            Ok(())
         }
     }
 }

@@ -40,8 +40,20 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Pcap(cmd) => pcap_cmd::run(cmd),
         Command::Perf(cmd) => perf_cmd::run(cmd),
-        Command::Sim(cmd) => sim_cmd::run(cmd),
-        Command::Bench(cmd) => bench_cmd::run(cmd),
-        Command::Bcast(cmd) => bcast_cmd::run(cmd),
+        Command::Sim(cmd) => finish("rocast sim", sim_cmd::run(cmd)),
+        Command::Bench(cmd) => finish("rocast bench fat-tree", bench_cmd::run(cmd)),
+        Command::Bcast(cmd) => finish("rocast bcast", bcast_cmd::run(cmd)),
+    }
+}
+
+/// Exit status of a subcommand that reports failures as one message: 0, or the
+/// message on stderr and 2.
+fn finish(prefix: &str, r: Result<(), String>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{prefix}: {e}");
+            ExitCode::from(2)
+        }
     }
 }

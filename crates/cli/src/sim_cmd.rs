@@ -5,7 +5,6 @@ use rocast_sim::config::{preset_names, Scenario};
 use rocast_sim::run::{render_summary, run_scenario, RunOptions};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 
 #[derive(Debug, Args)]
 pub struct SimCmd {
@@ -31,30 +30,25 @@ pub struct SimCmd {
     print_preset: bool,
 }
 
-pub fn run(cmd: SimCmd) -> ExitCode {
-    match run_inner(cmd) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("rocast sim: {e}");
-            ExitCode::from(2)
-        }
-    }
+/// Reads a scenario file with `--set` overrides; its relative file names resolve
+/// against its directory (the returned base). Errors name the file.
+pub(crate) fn load_scenario_file(
+    path: &Path,
+    sets: &[String],
+) -> Result<(Scenario, PathBuf), String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let sc = Scenario::from_toml(&text, sets).map_err(|e| format!("{}: {e}", path.display()))?;
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    Ok((sc, base))
 }
 
-fn run_inner(cmd: SimCmd) -> Result<(), String> {
+pub fn run(cmd: SimCmd) -> Result<(), String> {
     let mut sets = cmd.sets.clone();
     if let Some(seed) = cmd.seed {
         sets.push(format!("seed={seed}"));
     }
     let (sc, base) = match &cmd.scenario {
-        Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let sc = Scenario::from_toml(&text, &sets)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-            (sc, base)
-        }
+        Some(path) => load_scenario_file(path, &sets)?,
         None => {
             let name = cmd.preset.as_deref().unwrap_or("default");
             if cmd.print_preset {

@@ -1,24 +1,13 @@
 //! `rocast bcast` end to end: OSU-format tables, the CSV, verified bytes, bad input.
 
-use std::process::Command;
-
-fn rocast(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_rocast"))
-        .args(args)
-        .output()
-        .expect("run rocast");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+mod common;
+use common::rocast;
 
 #[test]
 fn bcast_prints_osu_tables_and_writes_csv() {
     let dir = std::env::temp_dir().join(format!("rocast-bcast-cli-{}", std::process::id()));
     let out = dir.to_str().unwrap();
-    let (code, stdout, stderr) = rocast(&[
+    let r = rocast(&[
         "bcast",
         "--group",
         "6",
@@ -34,7 +23,8 @@ fn bcast_prints_osu_tables_and_writes_csv() {
         "--out",
         out,
     ]);
-    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let stdout = r.stdout;
     assert_eq!(
         stdout.matches("# OSU MPI Broadcast Latency Test").count(),
         3
@@ -80,11 +70,12 @@ fn bcast_rejects_bad_arguments_with_exit_2() {
         vec!["bcast", "--verify", "--sizes", "1G"],
         vec!["bcast", "--overhead-us", "-1"],
     ] {
-        let (code, _, stderr) = rocast(&args);
-        assert_eq!(code, 2, "{args:?}: {stderr}");
+        let r = rocast(&args);
+        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
         assert!(
-            stderr.starts_with("rocast bcast: ") || stderr.contains("error"),
-            "{stderr}"
+            r.stderr.starts_with("rocast bcast: ") || r.stderr.contains("error"),
+            "{}",
+            r.stderr
         );
     }
 }

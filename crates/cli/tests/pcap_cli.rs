@@ -4,7 +4,10 @@ use rocast_core::wire::pcap::{PcapReader, PcapWriter, LINKTYPE_ETHERNET, LINKTYP
 use rocast_core::wire::{classify_frame, FrameClass, Opcode};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
+
+mod common;
+use common::{rocast, Run};
 
 const GOLDEN_SUMMARY: &str = "550 frames, 506 roce, 506 icrc-ok, 0 icrc-bad\n";
 
@@ -20,35 +23,6 @@ fn tmp(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pcap_cli");
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn rocast(args: &[&str]) -> Run {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = Command::new(env!("CARGO_BIN_EXE_rocast"))
-        .args(args)
-        .output()
-        .expect("run rocast");
-    let run = Run {
-        code: status.code().expect("rocast was killed by a signal"),
-        stdout: String::from_utf8(stdout).expect("utf-8 stdout"),
-        stderr: String::from_utf8(stderr).expect("utf-8 stderr"),
-    };
-    assert!(
-        !run.stderr.contains("panicked"),
-        "rocast {args:?} panicked:\n{}",
-        run.stderr
-    );
-    assert_ne!(run.code, 101, "rocast {args:?} panicked");
-    run
 }
 
 fn run_on(sub: &str, bytes: &[u8], name: &str) -> Run {
@@ -444,39 +418,26 @@ fn dump_into_a_closed_pipe_exits_quietly() {
 #[test]
 fn sim_capture_passes_pcap_check_and_bad_configs_fail_clearly() {
     let dir = std::env::temp_dir().join(format!("rocast-sim-cli-{}", std::process::id()));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rocast"))
-        .args([
-            "sim",
-            "--quiet",
-            "--set",
-            "topology.k=2",
-            "--set",
-            "workload.size_bytes=20000",
-        ])
-        .args(["--set", "output.capture_links=[[0,2]]", "--out"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("flows 2 finished"), "{stdout}");
+    let d = dir.to_str().unwrap();
+    let r = rocast(&[
+        "sim",
+        "--quiet",
+        "--set",
+        "topology.k=2",
+        "--set",
+        "workload.size_bytes=20000",
+        "--set",
+        "output.capture_links=[[0,2]]",
+        "--out",
+        d,
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("flows 2 finished"), "{}", r.stdout);
     let fct = std::fs::read_to_string(dir.join("fct.txt")).unwrap();
     assert_eq!(fct.lines().count(), 2);
-    let check = std::process::Command::new(env!("CARGO_BIN_EXE_rocast"))
-        .args(["pcap", "check"])
-        .arg(dir.join("capture.pcap"))
-        .output()
-        .unwrap();
-    let report = String::from_utf8_lossy(&check.stdout);
-    assert!(
-        check.status.success(),
-        "{report}{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
+    let capture = dir.join("capture.pcap");
+    let check = rocast(&["pcap", "check", capture.to_str().unwrap()]);
+    assert_eq!(check.code, 0, "{}{}", check.stdout, check.stderr);
     for (args, want) in [
         (vec!["--set", "topology.k=3"], "topology.k"),
         (vec!["--set", "nic.mtu=1000"], "nic.mtu"),
@@ -484,16 +445,12 @@ fn sim_capture_passes_pcap_check_and_bad_configs_fail_clearly() {
         (vec!["--preset", "nope"], "unknown preset"),
         (vec!["/nonexistent.toml"], "nonexistent"),
     ] {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_rocast"))
-            .arg("sim")
-            .args(&args)
-            .args(["--quiet", "--out"])
-            .arg(&dir)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(want), "{args:?}: {err}");
+        let mut a = vec!["sim"];
+        a.extend(&args);
+        a.extend(["--quiet", "--out", d]);
+        let o = rocast(&a);
+        assert_eq!(o.code, 2, "{args:?}: {}", o.stderr);
+        assert!(o.stderr.contains(want), "{args:?}: {}", o.stderr);
     }
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -6,7 +6,7 @@
 //! never queue behind data.
 //!
 //! Per-hop software overhead: every post costs its rank's CPU `overhead` (posts of one
-//! rank are serialised), counted from the completion that triggered it. The default,
+//! rank are serialised, `overlay::group`), counted from the completion that triggered it. The default,
 //! [`DEFAULT_OVERHEAD`], is 2 µs: a user-space relay polling its completion queue,
 //! deciding and posting the next work request; RDMC measured 4 µs of local setup per
 //! message and ~1% total overhead for 1 MiB blocks (RDMC Table 1).
@@ -24,7 +24,7 @@ use std::sync::Arc;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use rocast_core::overlay::model::MessageCost;
-use rocast_core::overlay::{BroadcastDriver, DriverAction, DriverConfig, Scheme};
+use rocast_core::overlay::{BroadcastGroup, DriverAction, DriverConfig, Scheme, TimedPost};
 use rocast_core::plan::{Routes, Topology};
 use rocast_core::rnic::Payload;
 use rocast_core::time::{Duration, Instant};
@@ -86,10 +86,14 @@ pub fn run_broadcast(
         }
     }
     cfg.carry_payload = spec.verify_data;
-    let mut drivers = (0..n)
-        .map(|r| BroadcastDriver::new(spec.scheme, n, spec.root, r, spec.driver))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+    let mut group = BroadcastGroup::new(
+        spec.scheme,
+        n,
+        spec.root,
+        spec.driver,
+        spec.overhead.as_ps(),
+    )
+    .map_err(|e| e.to_string())?;
     let size = spec.driver.message_bytes;
     let mut buffers: Vec<Vec<u8>> = Vec::new();
     if spec.verify_data {
@@ -100,53 +104,52 @@ pub fn run_broadcast(
     let mut engine = Engine::new(topo, cfg, Vec::new())?;
     let mut conns: BTreeMap<(u32, u32, u8), u32> = BTreeMap::new();
     let mut conn_info: Vec<(u32, u32, ConnKind)> = Vec::new();
-    let mut cpu_free = vec![0u64; n as usize];
-    let mut done = vec![u64::MAX; n as usize];
-    done[spec.root as usize] = 0;
     let mut messages = 0u64;
-    let mut pending: Vec<u32> = (0..n).collect();
+    let mut posts = Vec::new();
     let mut now = 0u64;
     let horizon = Instant::from_ps(u64::MAX / 2);
     loop {
-        for r in std::mem::take(&mut pending) {
-            while let Some(a) = drivers[r as usize].poll_action() {
-                let post = now.max(cpu_free[r as usize]) + spec.overhead.as_ps();
-                cpu_free[r as usize] = post;
-                let (to, kind) = match a {
-                    DriverAction::SendBlock { to, .. } => (to, ConnKind::Data),
-                    DriverAction::SendReady { to, .. } => (to, ConnKind::Ready),
-                };
-                let key = (r, to, kind as u8);
-                let conn = match conns.get(&key) {
-                    Some(&c) => c,
-                    None => {
-                        let region = if kind == ConnKind::Data { size } else { 0 };
-                        let c = engine.open_connection(
-                            spec.hosts[r as usize],
-                            spec.hosts[to as usize],
-                            region,
-                        )?;
-                        conns.insert(key, c);
-                        conn_info.push((r, to, kind));
-                        c
-                    }
-                };
-                let (offset, data, imm, wr_id) = match a {
-                    DriverAction::SendBlock { id, block, .. } => {
-                        let (off, len) = spec.driver.block_range(block);
-                        let data = if spec.verify_data {
-                            let b = &buffers[r as usize][off as usize..(off + len) as usize];
-                            Payload::Bytes(Arc::from(b))
-                        } else {
-                            Payload::Zeros(len as usize)
-                        };
-                        (off, data, block, id as u64)
-                    }
-                    DriverAction::SendReady { step, .. } => (0, Payload::Zeros(0), step, 0),
-                };
-                engine.post_message(Instant::from_ps(post), conn, offset, data, imm, wr_id)?;
-                messages += 1;
-            }
+        group.drain_posts(now, &mut posts);
+        for TimedPost {
+            rank: r,
+            at_ps,
+            action: a,
+        } in posts.drain(..)
+        {
+            let (to, kind) = match a {
+                DriverAction::SendBlock { to, .. } => (to, ConnKind::Data),
+                DriverAction::SendReady { to, .. } => (to, ConnKind::Ready),
+            };
+            let key = (r, to, kind as u8);
+            let conn = match conns.get(&key) {
+                Some(&c) => c,
+                None => {
+                    let region = if kind == ConnKind::Data { size } else { 0 };
+                    let c = engine.open_connection(
+                        spec.hosts[r as usize],
+                        spec.hosts[to as usize],
+                        region,
+                    )?;
+                    conns.insert(key, c);
+                    conn_info.push((r, to, kind));
+                    c
+                }
+            };
+            let (offset, data, imm, wr_id) = match a {
+                DriverAction::SendBlock { id, block, .. } => {
+                    let (off, len) = spec.driver.block_range(block);
+                    let data = if spec.verify_data {
+                        let b = &buffers[r as usize][off as usize..(off + len) as usize];
+                        Payload::Bytes(Arc::from(b))
+                    } else {
+                        Payload::Zeros(len as usize)
+                    };
+                    (off, data, block, id as u64)
+                }
+                DriverAction::SendReady { step, .. } => (0, Payload::Zeros(0), step, 0),
+            };
+            engine.post_message(Instant::from_ps(at_ps), conn, offset, data, imm, wr_id)?;
+            messages += 1;
         }
         let more = engine.run_until_app_event(horizon);
         let mut any = false;
@@ -163,15 +166,14 @@ pub fn run_broadcast(
                         ));
                     }
                     if kind == ConnKind::Data {
-                        drivers[from as usize]
-                            .on_send_complete(wr_id as u32)
+                        group
+                            .on_send_complete(from, wr_id as u32)
                             .map_err(|e| format!("rank {from}: {e}"))?;
-                        pending.push(from);
                     }
                 }
                 AppEvent::Delivered { conn, imm, .. } => {
                     let (from, to, kind) = conn_info[conn as usize];
-                    match kind {
+                    let r = match kind {
                         ConnKind::Data => {
                             if spec.verify_data {
                                 let (off, len) = spec.driver.block_range(imm);
@@ -181,28 +183,19 @@ pub fn run_broadcast(
                                     buffers[to as usize][a..b].copy_from_slice(&region[a..b]);
                                 }
                             }
-                            drivers[to as usize]
-                                .on_block(from, imm)
-                                .map_err(|e| format!("rank {to}: {e}"))?;
-                            if drivers[to as usize].has_message() && done[to as usize] == u64::MAX {
-                                done[to as usize] = now;
-                            }
+                            group.on_block(now, to, from, imm)
                         }
-                        ConnKind::Ready => drivers[to as usize]
-                            .on_ready(from, imm)
-                            .map_err(|e| format!("rank {to}: {e}"))?,
-                    }
-                    pending.push(to);
+                        ConnKind::Ready => group.on_ready(to, from, imm),
+                    };
+                    r.map_err(|e| format!("rank {to}: {e}"))?;
                 }
             }
         }
-        pending.sort_unstable();
-        pending.dedup();
-        if !more && !any && pending.is_empty() {
+        if !more && !any {
             break;
         }
     }
-    if let Some(r) = done.iter().position(|&d| d == u64::MAX) {
+    if let Some(r) = group.first_incomplete() {
         return Err(format!(
             "broadcast stalled: rank {r} never got the whole message"
         ));
@@ -214,8 +207,8 @@ pub fn run_broadcast(
         Vec::new()
     };
     Ok(BroadcastOutcome {
-        latency_ps: done.iter().copied().max().unwrap_or(0),
-        rank_done_ps: done,
+        latency_ps: group.latency_ps(),
+        rank_done_ps: group.rank_done_ps().to_vec(),
         messages,
         host_tx_bytes: engine.host_tx_bytes(),
         events: engine.totals.events,

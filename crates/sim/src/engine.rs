@@ -28,8 +28,7 @@ use rocast_core::rnic::{
 };
 use rocast_core::time::{Duration, Instant};
 use rocast_core::wire::{
-    Ipv4Address, Psn, AETH_LEN, BTH_LEN, ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, RETH_LEN,
-    UDP_HEADER_LEN,
+    Ipv4Address, AETH_LEN, BTH_LEN, ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, RETH_LEN, UDP_HEADER_LEN,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -164,14 +163,25 @@ struct Port {
     c: PortCounters,
 }
 
-/// QPs of a [`Engine::open_connection`] connection carry this bit in `QpSlot::flow`.
-const CONN_BIT: u32 = 1 << 31;
+/// What a QP belongs to: a scenario flow, or a connection opened with
+/// [`Engine::open_connection`].
+#[derive(Clone, Copy, Debug)]
+enum QpOwner {
+    Flow(u32),
+    Conn(u32),
+}
+
+/// QP numbers of flow `i`: 2i+2 (sender) and 2i+3 (receiver). QPNs are never reused
+/// (late packets to a finished flow are counted, not misdelivered); 24 bits allow 8
+/// million flows.
+fn flow_qpns(i: u32) -> (u32, u32) {
+    (2 * i + 2, 2 * i + 3)
+}
 
 struct QpSlot {
     qp: RcQueuePair,
     host: u32,
-    /// The flow index, or `CONN_BIT | connection index`.
-    flow: u32,
+    owner: QpOwner,
     in_ctrl: bool,
     in_active: bool,
     timer_at: u64,
@@ -186,9 +196,7 @@ struct Host {
 /// A persistent RC connection opened by a layer above the engine (the overlay
 /// multicast drivers): the sender QP at `src`, the receiver QP at `dst`.
 #[derive(Clone, Copy, Debug)]
-pub struct Connection {
-    pub src: u32,
-    pub dst: u32,
+struct Connection {
     sq: u32,
     rq: u32,
 }
@@ -276,6 +284,9 @@ pub struct Engine {
     frame_buf: Vec<u8>,
     event_buf: Vec<Event>,
     last_event: u64,
+    /// Bytes of packets no route could take (part of `Totals::drop_bytes` once
+    /// finalized).
+    unroutable_bytes: u64,
     conns: Vec<Connection>,
     posts: Vec<Option<PendingPost>>,
     post_free: Vec<u32>,
@@ -407,6 +418,7 @@ impl Engine {
             frame_buf: Vec::new(),
             event_buf: Vec::new(),
             last_event: 0,
+            unroutable_bytes: 0,
             conns: Vec::new(),
             posts: Vec::new(),
             post_free: Vec::new(),
@@ -629,10 +641,7 @@ impl Engine {
                 let sw = p.node as usize - self.topo.num_hosts();
                 let q = self.mmus[sw].egress_bytes(p.local as usize, class);
                 let sp = &mut self.slab[pkt as usize];
-                if sp.ecn != 0
-                    && red.probability(q) > 0.0
-                    && red.should_mark(q, uniform(&mut self.rng))
-                {
+                if sp.ecn != 0 && red.should_mark(q, || uniform(&mut self.rng)) {
                     sp.set_ce();
                     self.ports[port as usize].c.ecn_marks += 1;
                     self.totals.ecn_marks += 1;
@@ -739,7 +748,7 @@ impl Engine {
         };
         let Some(out) = out else {
             self.totals.unroutable += 1;
-            self.totals.drop_bytes += wire;
+            self.unroutable_bytes += wire;
             self.release(pkt);
             return;
         };
@@ -770,11 +779,7 @@ impl Engine {
 
     fn host_receive(&mut self, host: u32, pkt: u32) {
         let sp = self.slab[pkt as usize];
-        let data = if self.cfg.carry_payload && sp.is_data() {
-            self.payloads.get_mut(pkt as usize).map(std::mem::take)
-        } else {
-            None
-        };
+        // The slot's payload stays in place until the slot is reused by `alloc`.
         self.release(pkt);
         let qpn = sp.dest_qp;
         let Some(slot) = self.qps.get_mut(qpn as usize).and_then(|s| s.as_mut()) else {
@@ -786,9 +791,11 @@ impl Engine {
             return;
         }
         let mut repr = sp.to_repr();
-        if let Some(d) = &data {
-            if d.len() == repr.payload.len() {
-                repr.payload = d;
+        if self.cfg.carry_payload && sp.is_data() {
+            if let Some(d) = self.payloads.get(pkt as usize) {
+                if d.len() == repr.payload.len() {
+                    repr.payload = d;
+                }
             }
         }
         if slot
@@ -798,9 +805,14 @@ impl Engine {
         {
             self.totals.qp_rx_drops += 1;
         }
-        if let Some(d) = data {
-            self.payload_scratch = d;
-        }
+        self.service_qp(qpn);
+    }
+
+    /// After a QP took input: its bookkeeping, then its host's NIC may send.
+    fn service_qp(&mut self, qpn: u32) {
+        let Some(host) = self.qps[qpn as usize].as_ref().map(|s| s.host) else {
+            return;
+        };
         self.after_qp_activity(qpn);
         let port = self.hosts[host as usize].port;
         self.kick(port);
@@ -821,17 +833,29 @@ impl Engine {
             slot.in_active = true;
             self.hosts[host].active.push_back(qpn);
         }
-        let flow = slot.flow;
-        if flow & CONN_BIT != 0 {
-            self.connection_activity(qpn, flow & !CONN_BIT);
-            return;
-        }
-        let mut done = None;
+        let owner = slot.owner;
         let mut events = std::mem::take(&mut self.event_buf);
-        while let Some(ev) = slot.qp.poll_event() {
-            events.push(ev);
+        events.extend(std::iter::from_fn(|| slot.qp.poll_event()));
+        let finished = match owner {
+            QpOwner::Flow(flow) => self.flow_events(flow, &events).map(|ok| (flow, ok)),
+            QpOwner::Conn(conn) => {
+                self.connection_events(conn, &events);
+                None
+            }
+        };
+        events.clear();
+        self.event_buf = events;
+        match finished {
+            Some((flow, ok)) => self.finish_flow(flow, ok),
+            None => self.arm_timer(qpn),
         }
-        for ev in events.drain(..) {
+    }
+
+    /// A flow's QP events: the receiver's completion starts dependent flows; returns
+    /// the flow's outcome once the sender's request completed or failed.
+    fn flow_events(&mut self, flow: u32, events: &[Event]) -> Option<bool> {
+        let mut done = None;
+        for ev in events {
             match ev {
                 Event::SendComplete { result, .. } => done = Some(result.is_ok()),
                 Event::RecvWriteImm { .. } => {
@@ -850,12 +874,7 @@ impl Engine {
                 _ => {}
             }
         }
-        self.event_buf = events;
-        if let Some(ok) = done {
-            self.finish_flow(flow, ok);
-            return;
-        }
-        self.arm_timer(qpn);
+        done
     }
 
     fn arm_timer(&mut self, qpn: u32) {
@@ -886,10 +905,7 @@ impl Engine {
         }
         slot.timer_at = u64::MAX;
         slot.qp.handle_timeout(Instant::from_ps(now));
-        let host = slot.host;
-        self.after_qp_activity(qpn);
-        let port = self.hosts[host as usize].port;
-        self.kick(port);
+        self.service_qp(qpn);
     }
 
     /// The NIC's transmit scheduler: ACK/NAK/CNP first (strict priority), then data QPs
@@ -951,7 +967,7 @@ impl Engine {
 
     // ---- flows ----
 
-    fn new_qp(&mut self, cfg: QpConfig, host: u32, flow: u32) -> Result<u32, String> {
+    fn new_qp(&mut self, cfg: QpConfig, host: u32, owner: QpOwner) -> Result<u32, String> {
         let line = self.ports[self.hosts[host as usize].port as usize].rate_bps;
         let rate: Box<dyn RateController> = match &self.cfg.dcqcn {
             Some(d) => Box::new(Dcqcn::new(DcqcnConfig {
@@ -965,7 +981,7 @@ impl Engine {
         let slot = Box::new(QpSlot {
             qp,
             host,
-            flow,
+            owner,
             in_ctrl: false,
             in_active: false,
             timer_at: u64::MAX,
@@ -977,70 +993,94 @@ impl Engine {
         Ok(qpn)
     }
 
-    /// The requester and responder configurations of a connection from `src` (QPN
-    /// `sq`) to `dst` (QPN `rq`), as the scenario sets them.
-    fn qp_pair_config(&self, src: u32, sq: u32, dst: u32, rq: u32) -> (QpConfig, QpConfig) {
+    /// Opens the QP pair of a connection from host `src` (QPN `sq`) to host `dst` (QPN
+    /// `rq`), configured as the scenario says, with the receiver exposing
+    /// `region_bytes` under rkey 1 at VA 0 (real bytes when `real_region`, else a
+    /// null region). Returns the requester's UDP source port.
+    fn open_qp_pair(
+        &mut self,
+        (src, sq): (u32, u32),
+        (dst, rq): (u32, u32),
+        owner: QpOwner,
+        region_bytes: u64,
+        real_region: bool,
+    ) -> Result<u16, String> {
         let (sip, dip) = (
             Ipv4Address::from_u32(host_ip(src)),
             Ipv4Address::from_u32(host_ip(dst)),
         );
-        let mut c = QpConfig::new(sip, sq, dip, rq);
-        c.mtu = self.cfg.mtu;
-        c.max_outstanding = self.cfg.window;
-        c.retransmission = self.cfg.retransmission;
-        c.peer_sack = self.cfg.retransmission == Retransmission::SelectiveRepeat;
-        c.retransmit_timeout = self.cfg.rto;
-        c.ack_every = self.cfg.ack_every;
-        c.cnp_interval = self.cfg.cnp_interval;
-        c.send_psn = Psn::new(0);
-        c.recv_psn = Psn::new(0);
-        let mut r = c.clone();
-        std::mem::swap(&mut r.local_ip, &mut r.remote_ip);
-        std::mem::swap(&mut r.local_qpn, &mut r.remote_qpn);
-        r.udp_src_port = 49152 | (rq as u16 & 0x3fff);
-        (c, r)
+        let cfg = &self.cfg;
+        let qp_config = |local_ip, local_qpn, remote_ip, remote_qpn| {
+            let mut c = QpConfig::new(local_ip, local_qpn, remote_ip, remote_qpn);
+            c.mtu = cfg.mtu;
+            c.max_outstanding = cfg.window;
+            c.retransmission = cfg.retransmission;
+            c.peer_sack = cfg.retransmission == Retransmission::SelectiveRepeat;
+            c.retransmit_timeout = cfg.rto;
+            c.ack_every = cfg.ack_every;
+            c.cnp_interval = cfg.cnp_interval;
+            c
+        };
+        let (c, r) = (qp_config(sip, sq, dip, rq), qp_config(dip, rq, sip, sq));
+        let sport = c.udp_src_port;
+        self.new_qp(c, src, owner)?;
+        self.new_qp(r, dst, owner)?;
+        let rqp = &mut self.qps[rq as usize].as_mut().expect("just made").qp;
+        if real_region {
+            let len = usize::try_from(region_bytes).map_err(|_| "region too large".to_string())?;
+            rqp.register_mr(0, len, 1)
+        } else {
+            rqp.register_null_mr(0, region_bytes, 1)
+        }
+        .map_err(|e| e.to_string())?;
+        Ok(sport)
+    }
+
+    /// Posts a WRITE with immediate from QP `sq` into rkey 1 of QP `rq`, which first
+    /// pre-posts the receive the immediate consumes.
+    fn post_write_imm(
+        &mut self,
+        (sq, rq): (u32, u32),
+        wr_id: u64,
+        remote_va: u64,
+        imm: u32,
+        data: Payload,
+    ) -> Result<(), String> {
+        let rqp = &mut self.qps[rq as usize].as_mut().ok_or("closed")?.qp;
+        rqp.post_recv(wr_id, 0).map_err(|e| e.to_string())?;
+        let sqp = &mut self.qps[sq as usize].as_mut().ok_or("closed")?.qp;
+        sqp.post_send(SendRequest {
+            wr_id,
+            op: SendOp::WriteImm {
+                remote_va,
+                rkey: 1,
+                imm,
+            },
+            data,
+        })
+        .map_err(|e| e.to_string())
     }
 
     fn start_flow(&mut self, i: u32) {
         let f = self.flows[i as usize].clone();
         self.results[i as usize].start_ps = self.now;
-        // QPNs are never reused (late packets to a finished flow are counted, not
-        // misdelivered): flow i uses 2i+2 (sender) and 2i+3 (receiver); 24 bits allow
-        // 8 million flows.
-        let (sq, rq) = (2 * i + 2, 2 * i + 3);
+        let (sq, rq) = flow_qpns(i);
         if rq > 0xff_ffff {
             self.fail_flow(i);
             return;
         }
-        let (c, r) = self.qp_pair_config(f.src, sq, f.dst, rq);
-        self.results[i as usize].sport = c.udp_src_port;
-        let ok = (|| -> Result<(), String> {
-            self.new_qp(c, f.src, i)?;
-            self.new_qp(r, f.dst, i)?;
-            let rqp = &mut self.qps[rq as usize].as_mut().unwrap().qp;
-            rqp.register_null_mr(0, f.size, 1)
-                .map_err(|e| e.to_string())?;
-            rqp.post_recv(i as u64, 0).map_err(|e| e.to_string())?;
-            let sqp = &mut self.qps[sq as usize].as_mut().unwrap().qp;
-            sqp.post_send(SendRequest {
-                wr_id: i as u64,
-                op: SendOp::WriteImm {
-                    remote_va: 0,
-                    rkey: 1,
-                    imm: i,
-                },
-                data: Payload::Zeros(f.size as usize),
-            })
-            .map_err(|e| e.to_string())
-        })();
+        let ok = self
+            .open_qp_pair((f.src, sq), (f.dst, rq), QpOwner::Flow(i), f.size, false)
+            .and_then(|sport| {
+                self.results[i as usize].sport = sport;
+                self.post_write_imm((sq, rq), i as u64, 0, i, Payload::Zeros(f.size as usize))
+            });
         self.totals.flows_started += 1;
         if ok.is_err() {
             self.fail_flow(i);
             return;
         }
-        self.after_qp_activity(sq);
-        let port = self.hosts[f.src as usize].port;
-        self.kick(port);
+        self.service_qp(sq);
     }
 
     fn fail_flow(&mut self, i: u32) {
@@ -1049,7 +1089,7 @@ impl Engine {
     }
 
     fn finish_flow(&mut self, flow: u32, ok: bool) {
-        let (sq, rq) = (2 * flow + 2, 2 * flow + 3);
+        let (sq, rq) = flow_qpns(flow);
         for q in [sq, rq] {
             if let Some(slot) = self.qps[q as usize].take() {
                 let s = slot.qp.stats();
@@ -1089,18 +1129,9 @@ impl Engine {
         }
         self.next_conn_qpn += 2;
         let id = self.conns.len() as u32;
-        let (c, r) = self.qp_pair_config(src, sq, dst, rq);
-        self.new_qp(c, src, CONN_BIT | id)?;
-        self.new_qp(r, dst, CONN_BIT | id)?;
-        let rqp = &mut self.qps[rq as usize].as_mut().expect("just made").qp;
-        if self.cfg.carry_payload {
-            let len = usize::try_from(region_bytes).map_err(|_| "region too large".to_string())?;
-            rqp.register_mr(0, len, 1)
-        } else {
-            rqp.register_null_mr(0, region_bytes, 1)
-        }
-        .map_err(|e| e.to_string())?;
-        self.conns.push(Connection { src, dst, sq, rq });
+        let real = self.cfg.carry_payload;
+        self.open_qp_pair((src, sq), (dst, rq), QpOwner::Conn(id), region_bytes, real)?;
+        self.conns.push(Connection { sq, rq });
         Ok(id)
     }
 
@@ -1118,10 +1149,6 @@ impl Engine {
                 .flatten()
                 .map(|s| s.qp.stats().tx_retransmitted)
                 .sum::<u64>()
-    }
-
-    pub fn connection(&self, conn: u32) -> Option<&Connection> {
-        self.conns.get(conn as usize)
     }
 
     /// The receiver's memory region of a connection (empty unless `carry_payload`).
@@ -1174,22 +1201,7 @@ impl Engine {
         };
         self.post_free.push(i);
         let c = self.conns[p.conn as usize];
-        let ok = (|| -> Result<(), String> {
-            // The receiver pre-posts the receive its WRITE with immediate consumes.
-            let rqp = &mut self.qps[c.rq as usize].as_mut().ok_or("closed")?.qp;
-            rqp.post_recv(p.wr_id, 0).map_err(|e| e.to_string())?;
-            let sqp = &mut self.qps[c.sq as usize].as_mut().ok_or("closed")?.qp;
-            sqp.post_send(SendRequest {
-                wr_id: p.wr_id,
-                op: SendOp::WriteImm {
-                    remote_va: p.remote_offset,
-                    rkey: 1,
-                    imm: p.imm,
-                },
-                data: p.data,
-            })
-            .map_err(|e| e.to_string())
-        })();
+        let ok = self.post_write_imm((c.sq, c.rq), p.wr_id, p.remote_offset, p.imm, p.data);
         if ok.is_err() {
             self.app_outstanding -= 1;
             self.app_events.push_back((
@@ -1202,21 +1214,13 @@ impl Engine {
             ));
             return;
         }
-        self.after_qp_activity(c.sq);
-        let port = self.hosts[c.src as usize].port;
-        self.kick(port);
+        self.service_qp(c.sq);
     }
 
-    fn connection_activity(&mut self, qpn: u32, conn: u32) {
-        let mut events = std::mem::take(&mut self.event_buf);
-        if let Some(slot) = self.qps[qpn as usize].as_mut() {
-            while let Some(ev) = slot.qp.poll_event() {
-                events.push(ev);
-            }
-        }
-        for ev in events.drain(..) {
-            let app = match ev {
-                Event::SendComplete { wr_id, result } => {
+    fn connection_events(&mut self, conn: u32, events: &[Event]) {
+        for ev in events {
+            let app = match *ev {
+                Event::SendComplete { wr_id, ref result } => {
                     self.app_outstanding = self.app_outstanding.saturating_sub(1);
                     AppEvent::SendDone {
                         conn,
@@ -1229,8 +1233,6 @@ impl Engine {
             };
             self.app_events.push_back((self.now, app));
         }
-        self.event_buf = events;
-        self.arm_timer(qpn);
     }
 
     // ---- links ----
@@ -1303,7 +1305,7 @@ impl Engine {
         let mut t = self.totals.clone();
         t.link_drops = 0;
         t.queue_drops = 0;
-        let mut dropped = t.drop_bytes as i128; // unroutable
+        let mut dropped = self.unroutable_bytes as i128;
         let mut held = 0i128;
         for p in &self.ports {
             t.link_drops += p.c.link_drops;
@@ -1349,7 +1351,7 @@ impl Engine {
     /// after it finished).
     pub fn flow_tx_bytes(&self, i: u32) -> Option<u64> {
         self.qps
-            .get(2 * i as usize + 2)?
+            .get(flow_qpns(i).0 as usize)?
             .as_ref()
             .map(|s| s.qp.stats().tx_data_bytes)
     }

@@ -125,18 +125,15 @@ impl SimPacket {
         }
     }
 
-    /// Bytes the frame occupies on a link.
-    #[inline]
     /// A data packet with payload bytes (not an ACK, NAK or CNP).
     pub fn is_data(&self) -> bool {
         self.flags & (F_AETH | F_CNP) == 0 && self.payload_len > 0
     }
 
+    /// Bytes the frame occupies on a link.
+    #[inline]
     pub fn wire_len(&self) -> u32 {
         self.ip_len as u32 + FRAME_OVERHEAD
-    }
-    pub fn is_control(&self) -> bool {
-        self.class == CONTROL_CLASS
     }
     pub fn ecn(&self) -> Ecn {
         Ecn::from_bits(self.ecn)

@@ -24,9 +24,14 @@ impl EcnRed {
         }
     }
 
-    /// Whether to mark, given a uniform draw `u` in [0, 1).
-    pub fn should_mark(&self, queue_bytes: u64, u: f64) -> bool {
+    /// Whether to mark. `draw` gives a uniform number in [0, 1); it is called only when
+    /// the probability is above zero, so a queue below Kmin costs no random draw.
+    pub fn should_mark(&self, queue_bytes: u64, draw: impl FnOnce() -> f64) -> bool {
         let p = self.probability(queue_bytes);
+        if p <= 0.0 {
+            return false;
+        }
+        let u = draw();
         p >= 1.0 || u < p
     }
 }
@@ -45,8 +50,8 @@ mod tests {
         assert_eq!(r.probability(100), 0.0);
         assert!((r.probability(200) - 0.1).abs() < 1e-12);
         assert_eq!(r.probability(301), 1.0);
-        assert!(r.should_mark(301, 0.999));
-        assert!(!r.should_mark(50, 0.0));
-        assert!(r.should_mark(200, 0.05) && !r.should_mark(200, 0.15));
+        assert!(r.should_mark(301, || 0.999));
+        assert!(!r.should_mark(50, || 0.0));
+        assert!(r.should_mark(200, || 0.05) && !r.should_mark(200, || 0.15));
     }
 }

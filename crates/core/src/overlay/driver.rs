@@ -176,10 +176,6 @@ impl BroadcastDriver {
     pub fn rank(&self) -> u32 {
         self.rank
     }
-    pub fn config(&self) -> &DriverConfig {
-        &self.cfg
-    }
-
     /// The next thing to post, if any.
     pub fn poll_action(&mut self) -> Option<DriverAction> {
         self.actions.pop_front()
@@ -240,13 +236,6 @@ impl BroadcastDriver {
     /// Every block is here and every send this rank owes has completed.
     pub fn is_complete(&self) -> bool {
         self.has_message() && self.sends_done == self.sends.len()
-    }
-
-    pub fn sends_total(&self) -> usize {
-        self.sends.len()
-    }
-    pub fn receives_total(&self) -> usize {
-        self.recvs.len()
     }
 
     fn announce(&mut self) {

@@ -9,16 +9,20 @@
 //! - [`driver`]: one rank's sans-IO executor of a schedule. It is told what arrived and
 //!   what completed and answers with the sends to post; the simulator and any
 //!   real-time runtime drive the same object over RC connections.
+//! - [`group`]: all ranks' drivers of one broadcast with the per-rank CPU that times
+//!   their posts — shared by the model and the simulator.
 //! - [`model`]: the analytic completion time of a schedule on an idle non-blocking
 //!   fabric, in closed form where one exists, and the critical-path evaluation the
 //!   simulator is checked against.
 //! - [`check_schedule`]: the exhaustive consistency check (RDMC's `test_pattern`).
 
 pub mod driver;
+pub mod group;
 pub mod model;
 pub mod schedule;
 
 pub use driver::{BroadcastDriver, DriverAction, DriverConfig, DriverError};
+pub use group::{BroadcastGroup, TimedPost};
 pub use schedule::{BlockTransfer, Schedule, ScheduleError};
 
 use std::fmt;

@@ -33,7 +33,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::driver::{BroadcastDriver, DriverAction, DriverConfig, DriverError};
+use super::driver::{DriverAction, DriverConfig, DriverError};
+use super::group::{BroadcastGroup, TimedPost};
 use super::Scheme;
 
 /// What one message costs on an idle path, in picoseconds.
@@ -70,84 +71,67 @@ pub fn critical_path(
     overhead_ps: u64,
     cost: &dyn Fn(u32, u32, u64) -> MessageCost,
 ) -> Result<Prediction, DriverError> {
-    let mut drivers = (0..n)
-        .map(|r| BroadcastDriver::new(scheme, n, root, r, cfg))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut cpu_free = vec![0u64; n as usize];
+    let mut group = BroadcastGroup::new(scheme, n, root, cfg, overhead_ps)?;
     let mut nic_free = vec![0u64; n as usize];
     let mut rx_free = vec![0u64; n as usize];
-    let mut done = vec![u64::MAX; n as usize];
-    done[root as usize] = 0;
     // (time, posting order, event): ties go in posting order, deterministically.
     let mut heap: BinaryHeap<Reverse<(u64, u64, Ev)>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut messages = 0u64;
     let mut now = 0u64;
-    let mut pending: Vec<u32> = (0..n).collect();
+    let mut posts = Vec::new();
     loop {
-        for r in pending.drain(..) {
-            while let Some(a) = drivers[r as usize].poll_action() {
-                let post = now.max(cpu_free[r as usize]) + overhead_ps;
-                cpu_free[r as usize] = post;
-                let (to, bytes) = match a {
-                    DriverAction::SendBlock { to, block, .. } => (to, cfg.block_range(block).1),
-                    DriverAction::SendReady { to, .. } => (to, 0),
-                };
-                let c = cost(r, to, bytes);
-                let start = post.max(nic_free[r as usize]);
-                nic_free[r as usize] = start + c.nic_ps;
-                // The receiver's downlink carries one block at a time: a block that
-                // meets another there finishes after it. (A ready message is one small
-                // packet that slips in between a block's packets.)
-                let mut deliver = start + c.deliver_ps;
-                if let DriverAction::SendBlock { .. } = a {
-                    deliver = deliver.max(rx_free[to as usize] + c.nic_ps);
-                    rx_free[to as usize] = deliver;
-                }
-                messages += 1;
-                let ev = match a {
-                    DriverAction::SendBlock { id, block, .. } => {
-                        seq += 1;
-                        heap.push(Reverse((
-                            deliver + c.ack_ps,
-                            seq,
-                            Ev::SendDone { rank: r, id },
-                        )));
-                        Ev::Block { to, from: r, block }
-                    }
-                    DriverAction::SendReady { step, .. } => Ev::Ready { to, from: r, step },
-                };
-                seq += 1;
-                heap.push(Reverse((deliver, seq, ev)));
+        group.drain_posts(now, &mut posts);
+        for TimedPost {
+            rank: r,
+            at_ps: post,
+            action: a,
+        } in posts.drain(..)
+        {
+            let (to, bytes) = match a {
+                DriverAction::SendBlock { to, block, .. } => (to, cfg.block_range(block).1),
+                DriverAction::SendReady { to, .. } => (to, 0),
+            };
+            let c = cost(r, to, bytes);
+            let start = post.max(nic_free[r as usize]);
+            nic_free[r as usize] = start + c.nic_ps;
+            // The receiver's downlink carries one block at a time: a block that
+            // meets another there finishes after it. (A ready message is one small
+            // packet that slips in between a block's packets.)
+            let mut deliver = start + c.deliver_ps;
+            if let DriverAction::SendBlock { .. } = a {
+                deliver = deliver.max(rx_free[to as usize] + c.nic_ps);
+                rx_free[to as usize] = deliver;
             }
+            messages += 1;
+            let ev = match a {
+                DriverAction::SendBlock { id, block, .. } => {
+                    seq += 1;
+                    heap.push(Reverse((
+                        deliver + c.ack_ps,
+                        seq,
+                        Ev::SendDone { rank: r, id },
+                    )));
+                    Ev::Block { to, from: r, block }
+                }
+                DriverAction::SendReady { step, .. } => Ev::Ready { to, from: r, step },
+            };
+            seq += 1;
+            heap.push(Reverse((deliver, seq, ev)));
         }
         let Some(Reverse((t, _, ev))) = heap.pop() else {
             break;
         };
         now = t;
-        let r = match ev {
-            Ev::SendDone { rank, id } => {
-                drivers[rank as usize].on_send_complete(id)?;
-                rank
-            }
-            Ev::Ready { to, from, step } => {
-                drivers[to as usize].on_ready(from, step)?;
-                to
-            }
-            Ev::Block { to, from, block } => {
-                drivers[to as usize].on_block(from, block)?;
-                if drivers[to as usize].has_message() && done[to as usize] == u64::MAX {
-                    done[to as usize] = t;
-                }
-                to
-            }
-        };
-        pending.push(r);
+        match ev {
+            Ev::SendDone { rank, id } => group.on_send_complete(rank, id)?,
+            Ev::Ready { to, from, step } => group.on_ready(to, from, step)?,
+            Ev::Block { to, from, block } => group.on_block(t, to, from, block)?,
+        }
     }
-    let latency_ps = done.iter().copied().max().unwrap_or(0);
     Ok(Prediction {
-        latency_ps,
-        rank_done_ps: done,
+        latency_ps: group.latency_ps(),
+        rank_done_ps: group.rank_done_ps().to_vec(),
         messages,
     })
 }

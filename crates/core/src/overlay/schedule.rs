@@ -35,6 +35,12 @@ pub enum ScheduleError {
     TooManyBlocks(u32),
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Direction {
+    Out,
+    In,
+}
+
 /// A broadcast schedule for one group and one message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Schedule {
@@ -111,33 +117,28 @@ impl Schedule {
 
     /// What `rank` sends at `step`, if anything.
     pub fn outgoing(&self, rank: u32, step: u32) -> Option<BlockTransfer> {
-        if rank >= self.n || step >= self.total_steps() {
-            return None;
-        }
-        let v = self.virt(rank);
-        let t = match self.scheme {
-            Scheme::Sequential => sequential_out(self.n, self.blocks, v, step),
-            Scheme::BinomialTree => tree_out(self.n, self.blocks, v, step),
-            Scheme::Chain | Scheme::Ring => chain_out(self.n, self.blocks, v, step),
-            Scheme::BinomialPipeline => self.pipeline().node_send(v, step as u64),
-        }?;
-        Some(BlockTransfer {
-            peer: self.real(t.peer),
-            block: t.block,
-        })
+        self.transfer(Direction::Out, rank, step)
     }
 
     /// What `rank` receives at `step`, if anything.
     pub fn incoming(&self, rank: u32, step: u32) -> Option<BlockTransfer> {
+        self.transfer(Direction::In, rank, step)
+    }
+
+    fn transfer(&self, dir: Direction, rank: u32, step: u32) -> Option<BlockTransfer> {
         if rank >= self.n || step >= self.total_steps() {
             return None;
         }
-        let v = self.virt(rank);
-        let t = match self.scheme {
-            Scheme::Sequential => sequential_in(self.n, self.blocks, v, step),
-            Scheme::BinomialTree => tree_in(self.n, self.blocks, v, step),
-            Scheme::Chain | Scheme::Ring => chain_in(self.n, self.blocks, v, step),
-            Scheme::BinomialPipeline => self.pipeline().node_recv(v, step as u64),
+        let (n, k, v) = (self.n, self.blocks, self.virt(rank));
+        let t = match (self.scheme, dir) {
+            (Scheme::Sequential, Direction::Out) => sequential_out(k, v, step),
+            (Scheme::Sequential, Direction::In) => sequential_in(k, v, step),
+            (Scheme::BinomialTree, Direction::Out) => tree_out(n, k, v, step),
+            (Scheme::BinomialTree, Direction::In) => tree_in(k, v, step),
+            (Scheme::Chain | Scheme::Ring, Direction::Out) => chain_out(n, k, v, step),
+            (Scheme::Chain | Scheme::Ring, Direction::In) => chain_in(k, v, step),
+            (Scheme::BinomialPipeline, Direction::Out) => self.pipeline().node_send(v, step as u64),
+            (Scheme::BinomialPipeline, Direction::In) => self.pipeline().node_recv(v, step as u64),
         }?;
         Some(BlockTransfer {
             peer: self.real(t.peer),
@@ -147,15 +148,17 @@ impl Schedule {
 
     /// `rank`'s sends in step order: (step, transfer).
     pub fn sends_of(&self, rank: u32) -> Vec<(u32, BlockTransfer)> {
-        (0..self.total_steps())
-            .filter_map(|s| self.outgoing(rank, s).map(|t| (s, t)))
-            .collect()
+        self.transfers_of(Direction::Out, rank)
     }
 
     /// `rank`'s receives in step order: (step, transfer).
     pub fn receives_of(&self, rank: u32) -> Vec<(u32, BlockTransfer)> {
+        self.transfers_of(Direction::In, rank)
+    }
+
+    fn transfers_of(&self, dir: Direction, rank: u32) -> Vec<(u32, BlockTransfer)> {
         (0..self.total_steps())
-            .filter_map(|s| self.incoming(rank, s).map(|t| (s, t)))
+            .filter_map(|s| self.transfer(dir, rank, s).map(|t| (s, t)))
             .collect()
     }
 
@@ -193,14 +196,14 @@ fn bt(peer: u32, block: u32) -> Option<BlockTransfer> {
 
 // ---- sequential: the root sends every block to rank 1, then to rank 2, ... ----
 
-fn sequential_out(_n: u32, k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
+fn sequential_out(k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
     if v != 0 {
         return None;
     }
     bt(1 + step / k, step % k)
 }
 
-fn sequential_in(_n: u32, k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
+fn sequential_in(k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
     if v == 0 || 1 + step / k != v {
         return None;
     }
@@ -219,7 +222,7 @@ fn tree_out(n: u32, k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
     bt(v + span, step - stage * k)
 }
 
-fn tree_in(_n: u32, k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
+fn tree_in(k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
     let stage = step / k;
     let span = 1u32 << stage;
     if !(span <= v && (v as u64) < 2 * span as u64) {
@@ -242,7 +245,7 @@ fn chain_out(n: u32, k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
     })
 }
 
-fn chain_in(_n: u32, k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
+fn chain_in(k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
     if v == 0 || v > step + 1 {
         return None;
     }
