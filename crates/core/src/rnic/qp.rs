@@ -171,33 +171,33 @@ impl RcQueuePair {
 
     /// Registers `len` zeroed bytes at virtual address `va` for remote WRITE under `rkey`.
     pub fn register_mr(&mut self, va: u64, len: usize, rkey: u32) -> Result<(), PostError> {
-        if self.mr(rkey).is_some() {
-            return Err(PostError::DuplicateRkey(rkey));
-        }
-        self.resp.mrs.push(MemoryRegion {
+        self.add_mr(MemoryRegion {
             va,
             rkey,
             len: len as u64,
             data: vec![0; len],
             null: false,
-        });
-        Ok(())
+        })
     }
 
     /// Registers a null region of `len` bytes at `va` (verbs' `ibv_alloc_null_mr`): WRITEs
     /// to it are checked like any other and their bytes discarded, so a sink of synthetic
     /// load holds no buffer.
     pub fn register_null_mr(&mut self, va: u64, len: u64, rkey: u32) -> Result<(), PostError> {
-        if self.mr(rkey).is_some() {
-            return Err(PostError::DuplicateRkey(rkey));
-        }
-        self.resp.mrs.push(MemoryRegion {
+        self.add_mr(MemoryRegion {
             va,
             rkey,
             len,
             data: Vec::new(),
             null: true,
-        });
+        })
+    }
+
+    fn add_mr(&mut self, mr: MemoryRegion) -> Result<(), PostError> {
+        if self.mr(mr.rkey).is_some() {
+            return Err(PostError::DuplicateRkey(mr.rkey));
+        }
+        self.resp.mrs.push(mr);
         Ok(())
     }
 
@@ -212,8 +212,7 @@ impl RcQueuePair {
                 return Err(RxDrop::Malformed(e));
             }
         };
-        let end = IPV4_HEADER_LEN + UDP_HEADER_LEN + repr.udp.payload_len;
-        if !crate::wire::icrc::verify(&ip_packet[..end]).unwrap_or(false) {
+        if !repr.icrc_ok(ip_packet) {
             self.stats.drop_bad_icrc += 1;
             return Err(RxDrop::BadIcrc);
         }
@@ -309,47 +308,46 @@ impl RcQueuePair {
                 cnp_reserved: Some([0; 16]),
                 ..Default::default()
             };
-            return Some(self.repr(self.cfg.cnp_dscp, Ecn::NotEct, bth, ext, &[]));
+            return Some(header_repr(
+                &self.cfg,
+                self.cfg.cnp_dscp,
+                Ecn::NotEct,
+                bth,
+                ext,
+                &[],
+            ));
         }
-        if let Some(fb) = self.resp.feedback.pop_front() {
-            let (psn, msn, syndrome, sack) = match fb {
-                Feedback::Ack { psn, msn, sack } => (
-                    psn,
-                    msn,
-                    crate::wire::AckSyndrome::Ack {
-                        credits: crate::wire::AckSyndrome::CREDITS_INVALID,
-                    },
-                    sack,
-                ),
-                Feedback::Nak {
-                    psn,
-                    msn,
-                    syndrome,
-                    sack,
-                } => (psn, msn, syndrome, sack),
-            };
+        if let Some(Feedback {
+            psn,
+            msn,
+            syndrome,
+            sack,
+        }) = self.resp.feedback.pop_front()
+        {
             if syndrome.is_ack() {
                 self.stats.tx_acks += 1;
             }
-            let with_sack = if sack {
+            if sack {
                 let expected = if syndrome.is_ack() { psn.next() } else { psn };
                 self.sack_scratch = self.resp.sack_bitmap(expected);
-                true
-            } else {
-                false
-            };
+            }
             let mut bth = BthRepr::new(Opcode::RC_ACKNOWLEDGE, self.cfg.remote_qpn, psn);
             bth.pkey = self.cfg.pkey;
             let ext = ExtHeaders {
                 aeth: Some(AethRepr { syndrome, msn }),
                 ..Default::default()
             };
-            let payload: &[u8] = if with_sack { &self.sack_scratch } else { &[] };
-            return Some(self.repr(self.cfg.dscp, Ecn::NotEct, bth, ext, payload));
+            let payload: &[u8] = if sack { &self.sack_scratch } else { &[] };
+            return Some(header_repr(
+                &self.cfg,
+                self.cfg.dscp,
+                Ecn::NotEct,
+                bth,
+                ext,
+                payload,
+            ));
         }
-        if !self.req.wants_to_send(&self.cfg, now)
-            || self.req.rate.next_send_time().is_some_and(|t| t > now)
-        {
+        if self.req.rate.next_send_time().is_some_and(|t| t > now) {
             return None;
         }
         let pkt = self.req.next_packet(&self.cfg, now)?;
@@ -364,21 +362,10 @@ impl RcQueuePair {
         Some(repr)
     }
 
-    fn repr<'a>(
-        &self,
-        dscp: u8,
-        ecn: Ecn,
-        bth: BthRepr,
-        ext: ExtHeaders,
-        payload: &'a [u8],
-    ) -> RoceRepr<'a> {
-        header_repr(&self.cfg, dscp, ecn, bth, ext, payload)
-    }
-
     /// When the driver must call [`handle_timeout`](Self::handle_timeout) (or retry
     /// `poll_transmit`, if pacing held a packet back) at the latest.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let pace = if self.req.wants_to_send(&self.cfg, Instant(u64::MAX)) {
+        let pace = if self.req.has_work(&self.cfg) {
             self.req.rate.next_send_time()
         } else {
             None

@@ -103,12 +103,15 @@ impl Requester {
 
     /// Whether a data packet could go now if pacing allowed it.
     pub fn wants_to_send(&self, cfg: &QpConfig, now: Instant) -> bool {
-        if self.failed || self.rnr_until.is_some_and(|t| t > now) {
-            return false;
-        }
-        !self.retx_queue.is_empty()
-            || self.snd_nxt != self.snd_max
-            || (self.has_unsent() && self.outstanding() < cfg.max_outstanding)
+        !self.rnr_until.is_some_and(|t| t > now) && self.has_work(cfg)
+    }
+
+    /// Something to send once any RNR wait is over.
+    pub fn has_work(&self, cfg: &QpConfig) -> bool {
+        !self.failed
+            && (!self.retx_queue.is_empty()
+                || self.snd_nxt != self.snd_max
+                || (self.has_unsent() && self.outstanding() < cfg.max_outstanding))
     }
 
     fn state_mut(&mut self, psn: Psn) -> Option<&mut PktState> {
@@ -118,13 +121,13 @@ impl Requester {
 
     /// Chooses the next data packet and advances the send state as if it were sent.
     pub fn next_packet(&mut self, cfg: &QpConfig, now: Instant) -> Option<DataPacket> {
-        if self.failed || self.rnr_until.is_some_and(|t| t > now) {
+        if !self.wants_to_send(cfg, now) {
             return None;
         }
         self.rnr_until = None;
         let (psn, retransmission) = loop {
             if let Some(p) = self.retx_queue.pop_front() {
-                if p.distance_from(self.una) >= self.outstanding() {
+                if !p.in_window(self.una, self.outstanding()) {
                     continue; // acknowledged meanwhile
                 }
                 match self.state_mut(p) {
@@ -318,7 +321,7 @@ impl Requester {
     }
 
     fn go_back_to(&mut self, psn: Psn) {
-        if psn.distance_from(self.una) < self.outstanding() {
+        if psn.in_window(self.una, self.outstanding()) {
             self.snd_nxt = psn;
         }
         self.retx_queue.clear();

@@ -41,20 +41,14 @@ enum InProgress {
     },
 }
 
-/// Feedback waiting to go to the requester.
+/// Feedback waiting to go to the requester: an ACK (syndrome `Ack`) or a NAK.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Feedback {
-    Ack {
-        psn: Psn,
-        msn: u32,
-        sack: bool,
-    },
-    Nak {
-        psn: Psn,
-        msn: u32,
-        syndrome: AckSyndrome,
-        sack: bool,
-    },
+pub(crate) struct Feedback {
+    pub psn: Psn,
+    pub msn: u32,
+    pub syndrome: AckSyndrome,
+    /// Append the SACK bitmap.
+    pub sack: bool,
 }
 
 /// A request packet held out of order (selective repeat), with its payload copied.
@@ -113,13 +107,16 @@ impl Responder {
 
     fn queue_ack(&mut self, sack: bool) {
         self.pkts_since_ack = 0;
-        let fb = Feedback::Ack {
+        let fb = Feedback {
             psn: self.epsn.sub(1),
             msn: self.msn,
+            syndrome: AckSyndrome::Ack {
+                credits: AckSyndrome::CREDITS_INVALID,
+            },
             sack,
         };
         // A newer cumulative ACK makes a queued one redundant.
-        if let Some(last @ Feedback::Ack { .. }) = self.feedback.back_mut() {
+        if let Some(last) = self.feedback.back_mut().filter(|f| f.syndrome.is_ack()) {
             *last = fb;
         } else {
             self.feedback.push_back(fb);
@@ -127,7 +124,7 @@ impl Responder {
     }
     fn queue_nak(&mut self, syndrome: AckSyndrome, sack: bool) {
         self.pkts_since_ack = 0;
-        self.feedback.push_back(Feedback::Nak {
+        self.feedback.push_back(Feedback {
             psn: self.epsn,
             msn: self.msn,
             syndrome,

@@ -70,11 +70,7 @@ impl MrpRepr {
 
     /// Members one packet can carry.
     pub fn capacity(write: bool) -> usize {
-        if write {
-            MRP_MAX_WRITE_MEMBERS
-        } else {
-            MRP_MAX_MEMBERS
-        }
+        (MRP_MAX_PAYLOAD - MRP_HEADER_LEN) / Self::record_len(write)
     }
 
     /// Parses an MRP UDP payload.

@@ -103,11 +103,21 @@ impl<'a> RoceRepr<'a> {
     /// Like [`parse`](Self::parse) but also rejects a bad ICRC.
     pub fn parse_verified(ip_packet: &'a [u8]) -> Result<Self> {
         let r = Self::parse(ip_packet)?;
-        let end = IPV4_HEADER_LEN + UDP_HEADER_LEN + r.udp.payload_len;
-        if !icrc::verify(&ip_packet[..end])? {
+        if !icrc::verify(r.icrc_span(ip_packet))? {
             return Err(Error::Checksum("icrc"));
         }
         Ok(r)
+    }
+
+    /// Whether the ICRC of `ip_packet`, the packet this was parsed from, is right.
+    pub fn icrc_ok(&self, ip_packet: &[u8]) -> bool {
+        icrc::verify(self.icrc_span(ip_packet)).unwrap_or(false)
+    }
+
+    /// The bytes the ICRC covers and ends: IP header through ICRC (trailing Ethernet
+    /// padding excluded).
+    fn icrc_span<'b>(&self, ip_packet: &'b [u8]) -> &'b [u8] {
+        &ip_packet[..IPV4_HEADER_LEN + UDP_HEADER_LEN + self.udp.payload_len]
     }
 
     fn pad_len(&self) -> usize {
@@ -229,8 +239,7 @@ pub fn classify_frame(frame: &[u8]) -> FrameClass<'_> {
     let eth_repr = EthernetRepr::parse(&eth).expect("infallible");
     match RoceRepr::parse(ip_bytes) {
         Ok(roce) => {
-            let end = IPV4_HEADER_LEN + UDP_HEADER_LEN + roce.udp.payload_len;
-            let icrc_ok = icrc::verify(&ip_bytes[..end]).unwrap_or(false);
+            let icrc_ok = roce.icrc_ok(ip_bytes);
             FrameClass::Roce {
                 frame: RoceFrameRepr {
                     eth: eth_repr,
