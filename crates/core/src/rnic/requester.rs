@@ -380,6 +380,10 @@ impl Requester {
         stats: &mut QpStats,
     ) {
         self.rate.handle_timeout(now);
+        // An RNR wait that has passed is over, whether or not anything is left to send.
+        if self.rnr_until.is_some_and(|t| t <= now) {
+            self.rnr_until = None;
+        }
         let Some(deadline) = self.rto_deadline else {
             return;
         };

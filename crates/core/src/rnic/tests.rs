@@ -406,6 +406,24 @@ fn requester_waits_out_rnr_nak_then_retries() {
 }
 
 #[test]
+fn a_late_rnr_nak_does_not_leave_a_stale_deadline() {
+    // Everything is acknowledged, then an RNR NAK naming the last acked PSN arrives:
+    // once its wait has passed, poll_timeout must not keep returning the past instant
+    // (a driver waiting on it would spin).
+    let mut a = RcQueuePair::new(cfg_a()).unwrap();
+    a.post_send(send(1, 10)).unwrap();
+    drain(&mut a, t(0));
+    a.handle_packet(t(5), &ack(psn_a(0), OK, 1)).unwrap();
+    let _ = a.handle_packet(t(6), &ack(psn_a(0), AckSyndrome::RnrNak { timer: 3 }, 1));
+    a.handle_timeout(t(100));
+    assert!(
+        a.poll_timeout().is_none_or(|d| d > t(100)),
+        "stale deadline {:?}",
+        a.poll_timeout()
+    );
+}
+
+#[test]
 fn requester_fails_on_remote_access_nak() {
     let mut a = RcQueuePair::new(cfg_a()).unwrap();
     a.post_send(SendRequest {
