@@ -1,0 +1,126 @@
+//! Connection bridging (Cepheus §III-B.2, Fig. 4) and the feedback packets a Cepheus
+//! switch emits (§III-D).
+//!
+//! Every member's QP is connected to a *virtual* remote, (McstID, QPN 1). The switch
+//! next to a receiver turns the group's packet into one for that receiver's own
+//! connection: dstIP and dstQP become the receiver's; srcIP becomes the McstID, so the
+//! receiver's ACK/NAK/CNP come back addressed to the McstID and find the group's MFT;
+//! for RDMA WRITE the RETH of a message's first packet is pointed at the receiver's
+//! memory region. The IPv4 checksum and the ICRC cover all of these fields, so both are
+//! recomputed ([`Bridge::rewrite_ip_packet`] does it on bytes; [`Bridge::apply`] on a
+//! parsed packet whose `emit` recomputes them).
+//!
+//! In the other direction, the switch next to the source rewrites the aggregated
+//! feedback so that it looks like an ordinary ACK from the source's virtual remote:
+//! srcIP McstID, dstIP and dstQP the source's own ([`FeedbackPacket`]).
+
+use crate::wire::{
+    AckSyndrome, AethRepr, BthRepr, Ecn, Error, ExtHeaders, Ipv4Address, Opcode, Psn, RoceRepr,
+};
+
+/// The reserved QPN of every member's virtual remote (Cepheus §III-A).
+pub const VIRTUAL_QPN: u32 = 0x1;
+
+/// The header rewrite that bridges the group's packet to one member's connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bridge {
+    /// The McstID, which becomes the packet's source address.
+    pub mcst_id: Ipv4Address,
+    pub dst_ip: Ipv4Address,
+    pub dst_qp: u32,
+    /// The member's memory region, for WRITE groups.
+    pub region: Option<(u64, u32)>,
+}
+
+impl Bridge {
+    /// Rewrites a parsed packet. The sender addresses the virtual remote's region at
+    /// VA 0, so a RETH's VA is an offset into the group's buffer and becomes the same
+    /// offset into the member's region.
+    pub fn apply(&self, p: &mut RoceRepr<'_>) {
+        p.ip.src_addr = self.mcst_id;
+        p.ip.dst_addr = self.dst_ip;
+        p.bth.dest_qp = self.dst_qp;
+        if let (Some(reth), Some((va, rkey))) = (p.ext.reth.as_mut(), self.region) {
+            reth.va = va.wrapping_add(reth.va);
+            reth.rkey = rkey;
+        }
+    }
+
+    /// Rewrites a RoCEv2 IP packet in place and recomputes its IPv4 checksum and ICRC.
+    /// The packet is parsed strictly and its ICRC verified first: a malformed or
+    /// corrupted one is an error and is left untouched (a switch that recomputed the
+    /// ICRC of a corrupted packet would launder it).
+    pub fn rewrite_ip_packet(&self, ip_packet: &mut [u8]) -> Result<(), Error> {
+        // Copy out what the rewrite keeps, so the buffer can be written back.
+        let (ip, udp, bth, ext, icrc, payload) = {
+            let r = RoceRepr::parse_verified(ip_packet)?;
+            (r.ip, r.udp, r.bth, r.ext, r.icrc, r.payload.to_vec())
+        };
+        let mut repr = RoceRepr {
+            ip,
+            udp,
+            bth,
+            ext,
+            payload: &payload,
+            icrc,
+        };
+        if repr.buffer_len() != ip_packet.len() {
+            return Err(Error::Malformed("roce packet length"));
+        }
+        self.apply(&mut repr);
+        repr.emit(ip_packet);
+        Ok(())
+    }
+}
+
+/// What kind of feedback a switch emits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FeedbackKind {
+    /// An ACKNOWLEDGE with this AETH (an ACK, or a NAK).
+    Ack { syndrome: AckSyndrome, msn: u32 },
+    /// A congestion notification.
+    Cnp,
+}
+
+/// A feedback packet a Cepheus switch sends toward the source: a forwarded CNP, an
+/// aggregated ACK or NAK, or one rewritten at the source's switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeedbackPacket {
+    pub kind: FeedbackKind,
+    pub psn: Psn,
+    pub src_ip: Ipv4Address,
+    pub dst_ip: Ipv4Address,
+    pub dst_qp: u32,
+}
+
+impl FeedbackPacket {
+    /// The packet as a parsed RoCE packet, taking the UDP source port, DSCP and P_Key
+    /// from `template` (the feedback or data packet that caused it). An ACK carries no
+    /// SACK bitmap: one receiver's bitmap says nothing about the others.
+    pub fn repr(&self, template: &RoceRepr<'_>) -> RoceRepr<'static> {
+        let (opcode, psn) = match self.kind {
+            FeedbackKind::Ack { .. } => (Opcode::RC_ACKNOWLEDGE, self.psn),
+            FeedbackKind::Cnp => (Opcode::CNP, Psn::new(0)),
+        };
+        let mut bth = BthRepr::new(opcode, self.dst_qp, psn);
+        bth.pkey = template.bth.pkey;
+        let mut ext = ExtHeaders::default();
+        match self.kind {
+            FeedbackKind::Ack { syndrome, msn } => ext.aeth = Some(AethRepr { syndrome, msn }),
+            FeedbackKind::Cnp => {
+                bth.resv8a = 0x40; // BECN
+                ext.cnp_reserved = Some([0; 16]);
+            }
+        }
+        RoceRepr::new(
+            self.src_ip,
+            self.dst_ip,
+            template.ip.dscp,
+            Ecn::NotEct,
+            template.udp.src_port,
+            bth,
+            ext,
+            &[],
+        )
+    }
+}

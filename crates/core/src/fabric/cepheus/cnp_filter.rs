@@ -1,0 +1,162 @@
+//! CNP filtering at a branch point of a multicast tree (Cepheus §III-D "Congestion
+//! Control").
+//!
+//! A multicast sender runs the ordinary DCQCN of its RNIC, which cuts its rate on every
+//! CNP. With many receivers behind a switch, passing every receiver's CNPs makes the
+//! sender react to the *sum* of their congestion; Cepheus wants the single-rate scheme
+//! instead, where the sender follows the most congested path. So each switch counts
+//! CNPs per path over a time window, ages the counters periodically, and passes only
+//! the CNPs of the path with the highest count.
+//!
+//! The filter is a trait so the policy is pluggable: [`ForwardAllCnp`] is MC-RDMA's
+//! behaviour (no filtering), [`CounterCnpFilter`] is Cepheus', and TMCF's filter joins
+//! them later.
+
+use crate::time::{Duration, Instant};
+use std::collections::BTreeMap;
+
+/// Decides which CNPs arriving from a group's paths go on toward the source.
+pub trait CnpFilter: std::fmt::Debug + Send {
+    /// A CNP for group `group` arrived on the path of entry `entry` (of `entries` paths
+    /// in the group's table). True: pass it toward the source.
+    fn admit(&mut self, now: Instant, group: u32, entry: usize, entries: usize) -> bool;
+    /// The group left the table (its state may go).
+    fn forget(&mut self, group: u32);
+    /// Heap bytes of filter state.
+    fn memory_bytes(&self) -> usize;
+    /// A short name for tables and logs.
+    fn name(&self) -> &'static str;
+}
+
+/// MC-RDMA: every CNP reaches the sender.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ForwardAllCnp;
+
+impl CnpFilter for ForwardAllCnp {
+    fn admit(&mut self, _: Instant, _: u32, _: usize, _: usize) -> bool {
+        true
+    }
+    fn forget(&mut self, _: u32) {}
+    fn memory_bytes(&self) -> usize {
+        0
+    }
+    fn name(&self) -> &'static str {
+        "forward-all"
+    }
+}
+
+/// Cepheus' filter: per-path CNP counters; a CNP passes when its path's count is the
+/// highest of the group's (ties pass, so two equally congested paths both speak).
+/// Every `window` the counters halve, so an old bottleneck stops dominating once its
+/// CNPs stop (the paper's "periodic aging"; it gives no constants, and halving keeps
+/// history without letting it outweigh a new bottleneck for more than a few windows).
+#[derive(Clone, Debug)]
+pub struct CounterCnpFilter {
+    pub window: Duration,
+    groups: BTreeMap<u32, CounterState>,
+}
+
+#[derive(Clone, Debug)]
+struct CounterState {
+    window_start: Instant,
+    counters: Vec<u16>,
+}
+
+impl CounterCnpFilter {
+    pub fn new(window: Duration) -> Self {
+        CounterCnpFilter {
+            window,
+            groups: BTreeMap::new(),
+        }
+    }
+    /// The counters of a group, for inspection.
+    pub fn counters(&self, group: u32) -> Option<&[u16]> {
+        self.groups.get(&group).map(|s| s.counters.as_slice())
+    }
+}
+
+impl CnpFilter for CounterCnpFilter {
+    fn admit(&mut self, now: Instant, group: u32, entry: usize, entries: usize) -> bool {
+        let st = self.groups.entry(group).or_insert_with(|| CounterState {
+            window_start: now,
+            counters: Vec::new(),
+        });
+        if st.counters.len() < entries {
+            st.counters.resize(entries, 0);
+        }
+        let w = self.window.as_ps().max(1);
+        let elapsed = now.saturating_since(st.window_start).as_ps();
+        if elapsed >= w {
+            let windows = elapsed / w;
+            let shift = windows.min(16) as u32;
+            for c in &mut st.counters {
+                *c = c.checked_shr(shift).unwrap_or(0);
+            }
+            st.window_start = st.window_start + Duration::from_ps(windows * w);
+        }
+        let Some(c) = st.counters.get_mut(entry) else {
+            return false;
+        };
+        *c = c.saturating_add(1);
+        let mine = *c;
+        mine >= st.counters.iter().copied().max().unwrap_or(0)
+    }
+    fn forget(&mut self, group: u32) {
+        self.groups.remove(&group);
+    }
+    fn memory_bytes(&self) -> usize {
+        self.groups
+            .values()
+            .map(|s| 48 + s.counters.capacity() * 2)
+            .sum()
+    }
+    fn name(&self) -> &'static str {
+        "cepheus-counter"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(n: u64) -> Instant {
+        Instant::from_ps(n * 1_000_000)
+    }
+
+    #[test]
+    fn forward_all_passes_everything() {
+        let mut f = ForwardAllCnp;
+        assert!((0..10).all(|i| f.admit(us(i), 1, (i % 3) as usize, 3)));
+    }
+
+    #[test]
+    fn only_the_most_congested_path_passes() {
+        let mut f = CounterCnpFilter::new(Duration::from_us(50));
+        // Path 0 is congested: 5 CNPs. Path 1 sends one: it is not the worst, dropped.
+        for i in 0..5 {
+            assert!(f.admit(us(i), 7, 0, 2));
+        }
+        assert!(!f.admit(us(6), 7, 1, 2));
+        assert!(f.admit(us(7), 7, 0, 2));
+        assert_eq!(f.counters(7), Some(&[6u16, 1][..]));
+        // Another group's counters are separate.
+        assert!(f.admit(us(8), 8, 1, 2));
+    }
+
+    #[test]
+    fn aging_lets_a_new_bottleneck_take_over() {
+        let mut f = CounterCnpFilter::new(Duration::from_us(10));
+        for i in 0..8 {
+            assert!(f.admit(us(i), 1, 0, 2));
+        }
+        assert!(!f.admit(us(9), 1, 1, 2), "path 0 still dominates");
+        // Path 0 goes quiet; three windows later its 8 CNPs have aged to 1.
+        assert!(f.admit(us(30), 1, 1, 2));
+        assert_eq!(f.counters(1), Some(&[1u16, 1][..]));
+        assert!(f.admit(us(31), 1, 1, 2));
+        assert!(f.admit(us(32), 1, 1, 2));
+        assert!(!f.admit(us(33), 1, 0, 2), "the old bottleneck is no longer the worst");
+        f.forget(1);
+        assert!(f.counters(1).is_none());
+    }
+}
