@@ -86,6 +86,41 @@ pub fn run_broadcast(
         }
     }
     cfg.carry_payload = spec.verify_data;
+    let root_data = if spec.verify_data {
+        let len = usize::try_from(spec.driver.message_bytes)
+            .map_err(|_| "message too large to verify")?;
+        let mut b = vec![0u8; len];
+        ChaCha8Rng::seed_from_u64(spec.seed).fill_bytes(&mut b);
+        Some(b)
+    } else {
+        None
+    };
+    let mut engine = Engine::new(topo, cfg, Vec::new())?;
+    let (mut outcome, buffers) = broadcast_on(&mut engine, spec, 0, root_data)?;
+    if spec.verify_data {
+        let root = &buffers[spec.root as usize];
+        outcome.corrupt_ranks = (0..n).filter(|&r| &buffers[r as usize] != root).collect();
+    }
+    Ok(outcome)
+}
+
+/// Runs one broadcast on `engine` from `start_ps` until every rank has the message
+/// (the engine must carry payload when `root_data` is given). Returns the outcome,
+/// with latency counted from `start_ps`, and each rank's buffer (empty without
+/// `root_data`). The engine may hold other QPs; only this broadcast's connections'
+/// events are consumed, and it must be the only thing with events outstanding.
+pub(crate) fn broadcast_on(
+    engine: &mut Engine,
+    spec: &BroadcastSpec,
+    start_ps: u64,
+    root_data: Option<Vec<u8>>,
+) -> Result<(BroadcastOutcome, Vec<Vec<u8>>), String> {
+    let n = spec.hosts.len() as u32;
+    let (events0, tx0, retx0) = (
+        engine.totals.events,
+        engine.host_tx_bytes(),
+        engine.retransmitted(),
+    );
     let mut group = BroadcastGroup::new(
         spec.scheme,
         n,
@@ -95,18 +130,17 @@ pub fn run_broadcast(
     )
     .map_err(|e| e.to_string())?;
     let size = spec.driver.message_bytes;
+    let verify = root_data.is_some();
     let mut buffers: Vec<Vec<u8>> = Vec::new();
-    if spec.verify_data {
-        let len = usize::try_from(size).map_err(|_| "message too large to verify")?;
-        buffers = vec![vec![0u8; len]; n as usize];
-        ChaCha8Rng::seed_from_u64(spec.seed).fill_bytes(&mut buffers[spec.root as usize]);
+    if let Some(root) = root_data {
+        buffers = vec![vec![0u8; root.len()]; n as usize];
+        buffers[spec.root as usize] = root;
     }
-    let mut engine = Engine::new(topo, cfg, Vec::new())?;
     let mut conns: BTreeMap<(u32, u32, u8), u32> = BTreeMap::new();
-    let mut conn_info: Vec<(u32, u32, ConnKind)> = Vec::new();
+    let mut conn_info: BTreeMap<u32, (u32, u32, ConnKind)> = BTreeMap::new();
     let mut messages = 0u64;
     let mut posts = Vec::new();
-    let mut now = 0u64;
+    let mut now = start_ps;
     let horizon = Instant::from_ps(u64::MAX / 2);
     loop {
         group.drain_posts(now, &mut posts);
@@ -131,14 +165,14 @@ pub fn run_broadcast(
                         region,
                     )?;
                     conns.insert(key, c);
-                    conn_info.push((r, to, kind));
+                    conn_info.insert(c, (r, to, kind));
                     c
                 }
             };
             let (offset, data, imm, wr_id) = match a {
                 DriverAction::SendBlock { id, block, .. } => {
                     let (off, len) = spec.driver.block_range(block);
-                    let data = if spec.verify_data {
+                    let data = if verify {
                         let b = &buffers[r as usize][off as usize..(off + len) as usize];
                         Payload::Bytes(Arc::from(b))
                     } else {
@@ -156,9 +190,10 @@ pub fn run_broadcast(
         while let Some((t, ev)) = engine.poll_app_event() {
             any = true;
             now = t.as_ps();
+            let info = |conn: u32| conn_info[&conn];
             match ev {
-                AppEvent::SendDone { conn, wr_id, ok } => {
-                    let (from, _, kind) = conn_info[conn as usize];
+                AppEvent::SendDone { conn, wr_id, ok } if conn_info.contains_key(&conn) => {
+                    let (from, _, kind) = info(conn);
                     if !ok {
                         return Err(format!(
                             "rank {from}: a send failed at {} ns (QP error)",
@@ -171,11 +206,11 @@ pub fn run_broadcast(
                             .map_err(|e| format!("rank {from}: {e}"))?;
                     }
                 }
-                AppEvent::Delivered { conn, imm, .. } => {
-                    let (from, to, kind) = conn_info[conn as usize];
+                AppEvent::Delivered { conn, imm, .. } if conn_info.contains_key(&conn) => {
+                    let (from, to, kind) = info(conn);
                     let r = match kind {
                         ConnKind::Data => {
-                            if spec.verify_data {
+                            if verify {
                                 let (off, len) = spec.driver.block_range(imm);
                                 let region = engine.connection_region(conn).unwrap_or(&[]);
                                 let (a, b) = (off as usize, (off + len) as usize);
@@ -189,6 +224,7 @@ pub fn run_broadcast(
                     };
                     r.map_err(|e| format!("rank {to}: {e}"))?;
                 }
+                _ => {}
             }
         }
         if !more && !any {
@@ -200,21 +236,16 @@ pub fn run_broadcast(
             "broadcast stalled: rank {r} never got the whole message"
         ));
     }
-    let corrupt_ranks = if spec.verify_data {
-        let root = &buffers[spec.root as usize];
-        (0..n).filter(|&r| &buffers[r as usize] != root).collect()
-    } else {
-        Vec::new()
-    };
-    Ok(BroadcastOutcome {
-        latency_ps: group.latency_ps(),
+    let outcome = BroadcastOutcome {
+        latency_ps: group.latency_ps().saturating_sub(start_ps),
         rank_done_ps: group.rank_done_ps().to_vec(),
         messages,
-        host_tx_bytes: engine.host_tx_bytes(),
-        events: engine.totals.events,
-        retransmitted: engine.retransmitted(),
-        corrupt_ranks,
-    })
+        host_tx_bytes: engine.host_tx_bytes() - tx0,
+        events: engine.totals.events - events0,
+        retransmitted: engine.retransmitted() - retx0,
+        corrupt_ranks: Vec::new(),
+    };
+    Ok((outcome, buffers))
 }
 
 /// The analytic cost of a message between two ranks (placed on `hosts`) on the idle

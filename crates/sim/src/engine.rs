@@ -19,7 +19,13 @@ use crate::workload::FlowSpec;
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use rocast_core::fabric::mmu::{Admission, PRIORITIES};
+use rocast_core::control::switch_agent::{self, UnicastRoute, UnicastTable};
+use rocast_core::control::SwitchReport;
+use rocast_core::fabric::cepheus::{
+    CepheusAction, CepheusSwitch, CnpFilter, CounterCnpFilter, ForwardAllCnp, Handling,
+};
 use rocast_core::fabric::{ecmp_hash, EcnRed, SharedBufferMmu};
+use rocast_core::wire::mrp::MrpRepr;
 use rocast_core::overlay::model::MessageCost;
 use rocast_core::plan::{Routes, Topology};
 use rocast_core::rnic::{
@@ -61,6 +67,31 @@ pub struct EngineConfig {
     /// Carry payload bytes through the fabric (a copy per packet in flight), so that
     /// receivers' memory holds what was sent. Off for synthetic load.
     pub carry_payload: bool,
+    /// Cepheus: most groups one switch's MFT holds.
+    pub mft_max_groups: usize,
+    /// Cepheus: which CNPs a switch passes toward a multicast source.
+    pub cnp_filter: CnpFilterChoice,
+    /// Latency of the out-of-band control channel between hosts (MRP confirmations,
+    /// switch reports): TCP over the management network in a real deployment.
+    pub control_latency: Duration,
+}
+
+/// The CNP filter every switch's multicast engine runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CnpFilterChoice {
+    /// Pass every CNP (MC-RDMA).
+    ForwardAll,
+    /// Cepheus' per-path counters, aged every window.
+    Counter(Duration),
+}
+
+impl CnpFilterChoice {
+    fn build(self) -> Box<dyn CnpFilter> {
+        match self {
+            CnpFilterChoice::ForwardAll => Box::new(ForwardAllCnp),
+            CnpFilterChoice::Counter(w) => Box::new(CounterCnpFilter::new(w)),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,9 +105,10 @@ enum EvKind {
     QpTimer,
     Sample,
     Post,
+    Control,
 }
 
-const KINDS: [EvKind; 8] = [
+const KINDS: [EvKind; 9] = [
     EvKind::FlowStart,
     EvKind::LinkChange,
     EvKind::Pfc,
@@ -85,6 +117,7 @@ const KINDS: [EvKind; 8] = [
     EvKind::QpTimer,
     EvKind::Sample,
     EvKind::Post,
+    EvKind::Control,
 ];
 
 /// A heap entry: ordered by (time, seq) only — 16 bytes of key compared as one u128 —
@@ -169,6 +202,8 @@ struct Port {
 enum QpOwner {
     Flow(u32),
     Conn(u32),
+    /// A QP the layer above drives directly ([`Engine::open_qp`]).
+    App,
 }
 
 /// QP numbers of flow `i`: 2i+2 (sender) and 2i+3 (receiver). QPNs are never reused
@@ -202,16 +237,35 @@ struct Connection {
 }
 
 /// What the engine reports to the layer that posts messages on connections.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AppEvent {
     /// A WRITE with immediate arrived whole at the connection's receiver.
     Delivered { conn: u32, imm: u32, len: usize },
     /// A posted message completed at the sender: acknowledged, or failed.
     SendDone { conn: u32, wr_id: u64, ok: bool },
+    /// A WRITE with immediate arrived whole at an app QP ([`Engine::open_qp`]).
+    QpDelivered { qpn: u32, imm: u32, len: usize },
+    /// A WRITE posted on an app QP completed: acknowledged, or failed.
+    QpSendDone { qpn: u32, wr_id: u64, ok: bool },
+    /// An MRP packet reached host `host` (its UDP payload).
+    Mrp { host: u32, bytes: Vec<u8> },
+    /// A control-channel message from host `from` reached host `to`.
+    Control { from: u32, to: u32, bytes: Vec<u8> },
+    /// A switch refused a registration; it reports to the group's controller over
+    /// the control channel.
+    SwitchReport(SwitchReport),
+}
+
+/// An out-of-band or MRP message in transit.
+enum ControlMsg {
+    /// An MRP packet arriving at `node` on local port `port`.
+    Mrp { node: u32, port: u16, bytes: Vec<u8> },
+    /// A control-channel message, or a switch report, to deliver as an app event.
+    App(AppEvent),
 }
 
 struct PendingPost {
-    conn: u32,
+    target: PostTarget,
     remote_offset: u64,
     data: Payload,
     imm: u32,
@@ -300,6 +354,20 @@ pub struct Engine {
     /// The traffic class of the data packets our QPs send (from their DSCP): the
     /// class whose PFC pause stops a NIC's data.
     data_class: u8,
+    /// Each switch's multicast engine (index: switch − hosts).
+    cepheus: Vec<CepheusSwitch>,
+    cepheus_out: Vec<CepheusAction>,
+    controls: Vec<Option<ControlMsg>>,
+    control_free: Vec<u32>,
+    /// QPNs handed out by `open_qp` come from the same counter as connections'.
+    pub mrp_malformed: u64,
+}
+
+/// Where a post goes: a connection's sender, or an app QP with the remote key to use.
+#[derive(Clone, Copy, Debug)]
+enum PostTarget {
+    Conn(u32),
+    Qp { qpn: u32, rkey: u32 },
 }
 
 impl Engine {
@@ -394,6 +462,12 @@ impl Engine {
             });
         }
         let flows_len = flows.len() as u32;
+        let cepheus = (n_hosts..n)
+            .map(|s| {
+                let ports = topo.ports(s as u32).len() as u16;
+                CepheusSwitch::new(ports, cfg.mft_max_groups, cfg.cnp_filter.build())
+            })
+            .collect();
         let mut e = Engine {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             routes,
@@ -430,6 +504,11 @@ impl Engine {
             data_class: traffic_class(
                 QpConfig::new(Ipv4Address::UNSPECIFIED, 0, Ipv4Address::UNSPECIFIED, 0).dscp,
             ),
+            cepheus,
+            cepheus_out: Vec::new(),
+            controls: Vec::new(),
+            control_free: Vec::new(),
+            mrp_malformed: 0,
             topo,
         };
         for i in 0..e.flows.len() {
@@ -519,6 +598,7 @@ impl Engine {
                 EvKind::LinkChange => self.link_change(a, b != 0),
                 EvKind::Sample => self.sample(),
                 EvKind::Post => self.do_post(a),
+                EvKind::Control => self.control_arrive(a),
             }
         }
         false
@@ -737,9 +817,12 @@ impl Engine {
     fn switch_receive(&mut self, node: u32, in_local: u16, pkt: u32) {
         let sp = &mut self.slab[pkt as usize];
         sp.in_port = in_local;
+        if sp.dst_ip >> 28 == 0xe {
+            self.multicast_receive(node, in_local, pkt);
+            return;
+        }
         let dst = host_of_ip(sp.dst_ip);
         let hash = ecmp_hash(sp.src_ip, sp.dst_ip, sp.sport, 4791, node);
-        let class = sp.class as usize;
         let wire = sp.wire_len() as u64;
         let out = if (dst as usize) < self.topo.num_hosts() {
             self.routes.next_hop(node, dst, hash)
@@ -752,6 +835,14 @@ impl Engine {
             self.release(pkt);
             return;
         };
+        self.switch_enqueue(node, in_local, out, pkt);
+    }
+
+    /// Queues `pkt` (arrived on `in_local`) for egress port `out` of switch `node`,
+    /// through the MMU's admission and PFC.
+    fn switch_enqueue(&mut self, node: u32, in_local: u16, out: u16, pkt: u32) {
+        let sp = &self.slab[pkt as usize];
+        let (class, wire) = (sp.class as usize, sp.wire_len() as u64);
         let out_port = self.node_port_base[node as usize] + out as u32;
         if !self.ports[out_port as usize].up {
             self.drop_at_queue(out_port, pkt);
@@ -773,6 +864,82 @@ impl Engine {
         p.queues[class].push_back(pkt);
         p.queue_bytes[class] += wire;
         self.kick(out_port);
+    }
+
+    /// A packet addressed to a McstID: the switch's Cepheus engine decides. Copies
+    /// are new slab records (with the payload when carried); the original's slot is
+    /// reused for the first.
+    fn multicast_receive(&mut self, node: u32, in_local: u16, pkt: u32) {
+        let sw = node as usize - self.topo.num_hosts();
+        let sp = self.slab[pkt as usize];
+        let mut out = std::mem::take(&mut self.cepheus_out);
+        out.clear();
+        let handling = self.cepheus[sw].handle_packet(
+            Instant::from_ps(self.now),
+            in_local,
+            &sp.to_repr(),
+            &mut out,
+        );
+        if handling == Handling::NotMulticast {
+            // A multicast-range address no group claims and the engine passed on:
+            // nothing routes it.
+            self.totals.unroutable += 1;
+            self.unroutable_bytes += sp.wire_len() as u64;
+            self.release(pkt);
+            self.cepheus_out = out;
+            return;
+        }
+        let mut original = Some(pkt);
+        for a in out.iter().copied() {
+            let (port, copy) = match a {
+                CepheusAction::Replicate { port, bridge } => {
+                    let mut c = sp;
+                    if let Some(b) = bridge {
+                        c.src_ip = b.mcst_id.to_u32();
+                        c.dst_ip = b.dst_ip.to_u32();
+                        c.dest_qp = b.dst_qp;
+                        if let (true, Some((va, rkey))) = (c.has_reth(), b.region) {
+                            c.reth_va = va.wrapping_add(c.reth_va);
+                            c.reth_rkey = rkey;
+                        }
+                    }
+                    (port, c)
+                }
+                CepheusAction::Feedback { port, packet } => {
+                    let mut c = SimPacket::from_repr(&packet.repr(&sp.to_repr()));
+                    c.in_port = in_local;
+                    (port, c)
+                }
+            };
+            let slot = match original.take() {
+                Some(p) => {
+                    self.slab[p as usize] = copy;
+                    p
+                }
+                None => {
+                    let carried = self.cfg.carry_payload && copy.is_data();
+                    if carried {
+                        self.payload_scratch.clear();
+                        if let Some(d) = self.payloads.get(pkt as usize) {
+                            self.payload_scratch.extend_from_slice(d);
+                        }
+                    }
+                    let n = self.alloc(copy);
+                    if carried {
+                        if self.payloads.len() <= n as usize {
+                            self.payloads.resize_with(n as usize + 1, Vec::new);
+                        }
+                        std::mem::swap(&mut self.payloads[n as usize], &mut self.payload_scratch);
+                    }
+                    n
+                }
+            };
+            self.switch_enqueue(node, in_local, port, slot);
+        }
+        if let Some(p) = original {
+            self.release(p);
+        }
+        self.cepheus_out = out;
     }
 
     // ---- hosts ----
@@ -840,6 +1007,10 @@ impl Engine {
             QpOwner::Flow(flow) => self.flow_events(flow, &events).map(|ok| (flow, ok)),
             QpOwner::Conn(conn) => {
                 self.connection_events(conn, &events);
+                None
+            }
+            QpOwner::App => {
+                self.app_qp_events(qpn, &events);
                 None
             }
         };
@@ -1173,8 +1344,21 @@ impl Engine {
         if conn as usize >= self.conns.len() {
             return Err(format!("no connection {conn}"));
         }
+        self.schedule_post(at, PostTarget::Conn(conn), remote_offset, data, imm, wr_id);
+        Ok(())
+    }
+
+    fn schedule_post(
+        &mut self,
+        at: Instant,
+        target: PostTarget,
+        remote_offset: u64,
+        data: Payload,
+        imm: u32,
+        wr_id: u64,
+    ) {
         let post = PendingPost {
-            conn,
+            target,
             remote_offset,
             data,
             imm,
@@ -1192,7 +1376,6 @@ impl Engine {
         };
         self.app_outstanding += 1;
         self.schedule(at.as_ps().max(self.now), EvKind::Post, i, 0);
-        Ok(())
     }
 
     fn do_post(&mut self, i: u32) {
@@ -1200,21 +1383,263 @@ impl Engine {
             return;
         };
         self.post_free.push(i);
-        let c = self.conns[p.conn as usize];
-        let ok = self.post_write_imm((c.sq, c.rq), p.wr_id, p.remote_offset, p.imm, p.data);
+        let (sq, ok) = match p.target {
+            PostTarget::Conn(conn) => {
+                let c = self.conns[conn as usize];
+                let ok = self.post_write_imm((c.sq, c.rq), p.wr_id, p.remote_offset, p.imm, p.data);
+                (c.sq, ok)
+            }
+            PostTarget::Qp { qpn, rkey } => {
+                let ok = match self.qps.get_mut(qpn as usize).and_then(|s| s.as_mut()) {
+                    Some(slot) => slot
+                        .qp
+                        .post_send(SendRequest {
+                            wr_id: p.wr_id,
+                            op: SendOp::WriteImm {
+                                remote_va: p.remote_offset,
+                                rkey,
+                                imm: p.imm,
+                            },
+                            data: p.data,
+                        })
+                        .map_err(|e| e.to_string()),
+                    None => Err("closed".into()),
+                };
+                (qpn, ok)
+            }
+        };
         if ok.is_err() {
             self.app_outstanding -= 1;
-            self.app_events.push_back((
-                self.now,
-                AppEvent::SendDone {
-                    conn: p.conn,
+            let ev = match p.target {
+                PostTarget::Conn(conn) => AppEvent::SendDone {
+                    conn,
                     wr_id: p.wr_id,
                     ok: false,
                 },
-            ));
+                PostTarget::Qp { qpn, .. } => AppEvent::QpSendDone {
+                    qpn,
+                    wr_id: p.wr_id,
+                    ok: false,
+                },
+            };
+            self.app_events.push_back((self.now, ev));
             return;
         }
-        self.service_qp(c.sq);
+        self.service_qp(sq);
+    }
+
+    fn app_qp_events(&mut self, qpn: u32, events: &[Event]) {
+        for ev in events {
+            let app = match *ev {
+                Event::SendComplete { wr_id, ref result } => {
+                    self.app_outstanding = self.app_outstanding.saturating_sub(1);
+                    AppEvent::QpSendDone {
+                        qpn,
+                        wr_id,
+                        ok: result.is_ok(),
+                    }
+                }
+                Event::RecvWriteImm { imm, len, .. } => AppEvent::QpDelivered { qpn, imm, len },
+                _ => continue,
+            };
+            self.app_events.push_back((self.now, app));
+        }
+    }
+
+    // ---- app QPs, MRP and the control channel (for Cepheus groups) ----
+
+    /// Opens a QP at `host` connected to (`remote_ip`, `remote_qpn`) — for a Cepheus
+    /// group member, the virtual remote (McstID, 1). It exposes `region_bytes` of
+    /// memory under rkey 1 at VA 0 (real bytes when `carry_payload`). Returns its QPN.
+    pub fn open_qp(
+        &mut self,
+        host: u32,
+        remote_ip: u32,
+        remote_qpn: u32,
+        region_bytes: u64,
+    ) -> Result<u32, String> {
+        if host >= self.topo.num_hosts() as u32 {
+            return Err(format!("no host {host}"));
+        }
+        let qpn = self.next_conn_qpn;
+        if qpn > 0xff_ffff {
+            return Err("out of 24-bit QP numbers".into());
+        }
+        self.next_conn_qpn += 1;
+        let mut c = QpConfig::new(
+            Ipv4Address::from_u32(host_ip(host)),
+            qpn,
+            Ipv4Address::from_u32(remote_ip),
+            remote_qpn,
+        );
+        c.mtu = self.cfg.mtu;
+        c.max_outstanding = self.cfg.window;
+        c.retransmission = self.cfg.retransmission;
+        c.peer_sack = self.cfg.retransmission == Retransmission::SelectiveRepeat;
+        c.retransmit_timeout = self.cfg.rto;
+        c.ack_every = self.cfg.ack_every;
+        c.cnp_interval = self.cfg.cnp_interval;
+        c.udp_src_port = 49152 + (qpn & 0x3fff) as u16;
+        self.new_qp(c, host, QpOwner::App)?;
+        let qp = &mut self.qps[qpn as usize].as_mut().expect("just made").qp;
+        if self.cfg.carry_payload {
+            let len = usize::try_from(region_bytes).map_err(|_| "region too large".to_string())?;
+            qp.register_mr(0, len, 1)
+        } else {
+            qp.register_null_mr(0, region_bytes, 1)
+        }
+        .map_err(|e| e.to_string())?;
+        Ok(qpn)
+    }
+
+    /// An app QP (None once closed).
+    pub fn qp(&self, qpn: u32) -> Option<&RcQueuePair> {
+        self.qps.get(qpn as usize)?.as_ref().map(|s| &s.qp)
+    }
+    /// Changes an app QP (e.g. its PSNs, for source switching), then lets it act.
+    pub fn modify_qp<R>(&mut self, qpn: u32, f: impl FnOnce(&mut RcQueuePair) -> R) -> Option<R> {
+        let r = f(&mut self.qps.get_mut(qpn as usize)?.as_mut()?.qp);
+        self.service_qp(qpn);
+        Some(r)
+    }
+    /// Destroys an app QP: late packets for it are counted as stale, and its
+    /// unfinished sends no longer hold the run open.
+    pub fn close_qp(&mut self, qpn: u32) {
+        if let Some(slot) = self.qps.get_mut(qpn as usize).and_then(Option::take) {
+            let s = slot.qp.stats();
+            self.totals.retransmitted += s.tx_retransmitted;
+            self.totals.timeouts += s.timeouts;
+            self.totals.cnps += s.tx_cnps;
+            let pending = slot.qp.send_queue_len() as u64;
+            self.app_outstanding = self.app_outstanding.saturating_sub(pending);
+        }
+    }
+    /// Posts a receive on an app QP (a WRITE with immediate consumes one).
+    pub fn post_recv(&mut self, qpn: u32, wr_id: u64) -> Result<(), String> {
+        let slot = self.qps.get_mut(qpn as usize).and_then(|s| s.as_mut()).ok_or("no such QP")?;
+        slot.qp.post_recv(wr_id, 0).map_err(|e| e.to_string())
+    }
+    /// Posts, at `at`, an RDMA WRITE with immediate of `data` at `remote_va` under
+    /// `rkey` on app QP `qpn`. Completion: [`AppEvent::QpSendDone`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn post_qp_write(
+        &mut self,
+        at: Instant,
+        qpn: u32,
+        remote_va: u64,
+        rkey: u32,
+        data: Payload,
+        imm: u32,
+        wr_id: u64,
+    ) -> Result<(), String> {
+        if self.qp(qpn).is_none() {
+            return Err(format!("no QP {qpn}"));
+        }
+        self.schedule_post(at, PostTarget::Qp { qpn, rkey }, remote_va, data, imm, wr_id);
+        Ok(())
+    }
+    /// The memory of an app QP's region (empty unless `carry_payload`).
+    pub fn qp_region(&self, qpn: u32) -> Option<&[u8]> {
+        self.qp(qpn)?.mr(1).map(|m| m.data.as_slice())
+    }
+
+    /// Per switch (node id, engine): the Cepheus multicast engines.
+    pub fn cepheus_switches(&self) -> impl Iterator<Item = (u32, &CepheusSwitch)> {
+        let h = self.topo.num_hosts() as u32;
+        self.cepheus.iter().enumerate().map(move |(i, c)| (h + i as u32, c))
+    }
+
+    fn push_control(&mut self, at: u64, msg: ControlMsg) {
+        let i = match self.control_free.pop() {
+            Some(i) => {
+                self.controls[i as usize] = Some(msg);
+                i
+            }
+            None => {
+                self.controls.push(Some(msg));
+                self.controls.len() as u32 - 1
+            }
+        };
+        self.app_outstanding += 1;
+        self.schedule(at, EvKind::Control, i, 0);
+    }
+
+    /// Sends an MRP packet (its UDP payload) out of `node`'s port `port` now: it
+    /// arrives at the far end after serialisation and propagation. MRP is
+    /// control-plane traffic sent before the group's data, so it is not queued
+    /// behind data here.
+    fn send_mrp(&mut self, node: u32, port: u16, bytes: Vec<u8>) {
+        let p = &self.ports[(self.node_port_base[node as usize] + port as u32) as usize];
+        if !p.up {
+            return;
+        }
+        let wire = bytes.len() as u64 + 20 + 8 + crate::packet::FRAME_OVERHEAD as u64;
+        let at = self.now + Duration::for_bytes(wire, p.rate_bps).as_ps() + p.delay_ps;
+        let peer = &self.ports[p.reverse as usize];
+        let (node, port) = (peer.node, peer.local);
+        self.push_control(at, ControlMsg::Mrp { node, port, bytes });
+    }
+
+    /// The leader host `host` sends an MRP packet toward the group (at `at`).
+    pub fn inject_mrp(&mut self, at: Instant, host: u32, mrp: &MrpRepr) {
+        let mut bytes = vec![0; mrp.buffer_len()];
+        mrp.emit(&mut bytes);
+        let saved = self.now;
+        self.now = at.as_ps().max(self.now);
+        self.send_mrp(host, 0, bytes);
+        self.now = saved;
+    }
+
+    /// Sends `bytes` from host `from` to host `to` over the control channel.
+    pub fn send_control(&mut self, at: Instant, from: u32, to: u32, bytes: Vec<u8>) {
+        let at = at.as_ps().max(self.now) + self.cfg.control_latency.as_ps();
+        self.push_control(at, ControlMsg::App(AppEvent::Control { from, to, bytes }));
+    }
+
+    fn control_arrive(&mut self, i: u32) {
+        let Some(msg) = self.controls.get_mut(i as usize).and_then(Option::take) else {
+            return;
+        };
+        self.control_free.push(i);
+        self.app_outstanding -= 1;
+        match msg {
+            ControlMsg::App(ev) => self.app_events.push_back((self.now, ev)),
+            ControlMsg::Mrp { node, port, bytes } => {
+                if (node as usize) < self.topo.num_hosts() {
+                    self.app_events
+                        .push_back((self.now, AppEvent::Mrp { host: node, bytes }));
+                    return;
+                }
+                let Ok(mrp) = MrpRepr::parse(&bytes) else {
+                    self.mrp_malformed += 1;
+                    return;
+                };
+                let sw = node as usize - self.topo.num_hosts();
+                let table = SwitchRoutes {
+                    topo: &self.topo,
+                    routes: &self.routes,
+                    node,
+                };
+                match switch_agent::handle_mrp(&mut self.cepheus[sw], port, &mrp, &table) {
+                    Ok(out) => {
+                        for (p, m) in out {
+                            let mut b = vec![0; m.buffer_len()];
+                            m.emit(&mut b);
+                            self.send_mrp(node, p, b);
+                        }
+                    }
+                    Err(reason) => {
+                        let report = SwitchReport {
+                            switch: node,
+                            mcst_id: mrp.mcst_id,
+                            reason,
+                        };
+                        let at = self.now + self.cfg.control_latency.as_ps();
+                        self.push_control(at, ControlMsg::App(AppEvent::SwitchReport(report)));
+                    }
+                }
+            }
+        }
     }
 
     fn connection_events(&mut self, conn: u32, events: &[Event]) {
@@ -1354,6 +1779,31 @@ impl Engine {
             .get(flow_qpns(i).0 as usize)?
             .as_ref()
             .map(|s| s.qp.stats().tx_data_bytes)
+    }
+}
+
+/// The unicast forwarding table of one switch, as the MRP agent reads it.
+struct SwitchRoutes<'a> {
+    topo: &'a Topology,
+    routes: &'a Routes,
+    node: u32,
+}
+
+impl UnicastTable for SwitchRoutes<'_> {
+    fn route(&self, ip: Ipv4Address) -> UnicastRoute<'_> {
+        let ip = ip.to_u32();
+        let host = host_of_ip(ip);
+        if host as usize >= self.topo.num_hosts() || host_ip(host) != ip {
+            return UnicastRoute::Unknown;
+        }
+        let (sw, port) = self.routes.attachment(host);
+        if sw == self.node {
+            return UnicastRoute::Attached(port);
+        }
+        match self.routes.next_hops(self.node, host) {
+            [] => UnicastRoute::Unknown,
+            ports => UnicastRoute::Via(ports),
+        }
     }
 }
 

@@ -13,6 +13,7 @@
 //! - [`run`]: ties them together and writes `fct.txt`, `summary.json`, logs and pcaps.
 
 pub mod broadcast;
+pub mod cepheus;
 pub mod config;
 pub mod engine;
 pub mod packet;

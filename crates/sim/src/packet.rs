@@ -130,6 +130,11 @@ impl SimPacket {
         self.flags & (F_AETH | F_CNP) == 0 && self.payload_len > 0
     }
 
+    /// Whether the packet carries a RETH (the first packet of an RDMA WRITE).
+    pub fn has_reth(&self) -> bool {
+        self.flags & F_RETH != 0
+    }
+
     /// Bytes the frame occupies on a link.
     #[inline]
     pub fn wire_len(&self) -> u32 {

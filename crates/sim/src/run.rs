@@ -138,6 +138,9 @@ pub fn engine_config(sc: &Scenario, topo: &Topology) -> Result<EngineConfig, Str
         capture_links,
         capture_max_packets: sc.output.capture_max_packets,
         carry_payload: false,
+        mft_max_groups: 1024,
+        cnp_filter: crate::engine::CnpFilterChoice::Counter(Duration::from_us(50)),
+        control_latency: Duration::from_us(10),
     })
 }
 

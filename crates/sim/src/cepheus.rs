@@ -1,0 +1,618 @@
+//! Cepheus multicast groups in the simulator (Cepheus §III): unmodified RC endpoints
+//! pointed at a virtual remote, MRP registration through the switches, data through
+//! the switches' multicast engines, and the safeguard fallback to application-layer
+//! multicast (§V-D).
+//!
+//! What runs where:
+//! - Hosts: one `rnic::RcQueuePair` per member, connected to (McstID, QPN 1). The
+//!   source posts RDMA WRITEs with immediate at offsets of the virtual region (VA 0);
+//!   every receiver pre-posts the receive the immediate consumes.
+//! - Leader (the source's host): `control::RegistrationController`; its MRP packets
+//!   travel hop by hop through the switches' `control::switch_agent`, each hop after
+//!   the link's serialisation and propagation time. Members run
+//!   `control::MemberAgent` and confirm over the engine's control channel.
+//! - Switches: `fabric::cepheus::CepheusSwitch`, inside the engine's switch model.
+//! - The source's `control::SafeguardMonitor` watches acknowledged bytes; registration
+//!   failure, low throughput or a QP error switch the group to the overlay binomial
+//!   pipeline (RDMC). At the switch-over the group's QPs are destroyed, and every
+//!   message some receiver lacks is broadcast again over the overlay to exactly those
+//!   receivers, so no message is lost and none is delivered twice.
+//!
+//! Memory: the engine's, plus per member one QP and its region (`window` message
+//! slots, or every message when verifying data), plus per message one bit per
+//! receiver of delivery state.
+
+use std::sync::Arc;
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+use rocast_core::control::{
+    Confirmation, FallbackReason, GroupSpec, MemberAgent, RegistrationConfig,
+    RegistrationController, RegistrationEvent, SafeguardConfig, SafeguardMonitor,
+};
+use rocast_core::fabric::cepheus::{CepheusStats, VIRTUAL_QPN};
+use rocast_core::overlay::Scheme;
+use rocast_core::plan::Topology;
+use rocast_core::rnic::Payload;
+use rocast_core::time::{Duration, Instant};
+use rocast_core::wire::mrp::{MrpMember, MrpRepr};
+use rocast_core::wire::Ipv4Address;
+
+use crate::broadcast::{bench_driver_config, broadcast_on, BroadcastSpec, DEFAULT_OVERHEAD};
+use crate::engine::{AppEvent, Engine, EngineConfig};
+use crate::packet::host_ip;
+
+/// One multicast group's transfer.
+#[derive(Clone, Debug)]
+pub struct CepheusSpec {
+    /// The leader, which is also the source.
+    pub source: u32,
+    pub receivers: Vec<u32>,
+    pub mcst_id: Ipv4Address,
+    pub message_bytes: u64,
+    pub messages: u32,
+    /// Messages the source keeps posted at once.
+    pub window: u32,
+    /// Host software time per message at the source before it is posted (the
+    /// application's and storage stack's cost per IO).
+    pub per_message_overhead: Duration,
+    /// Carry real bytes and compare every receiver's memory with the source's.
+    pub verify_data: bool,
+    pub seed: u64,
+    pub registration: RegistrationConfig,
+    /// Watch throughput and fall back below the threshold (registration failure
+    /// always falls back).
+    pub safeguard: Option<SafeguardConfig>,
+    /// Block size of the fallback binomial pipeline.
+    pub fallback_block: u64,
+}
+
+impl CepheusSpec {
+    pub fn new(source: u32, receivers: Vec<u32>, message_bytes: u64) -> Self {
+        CepheusSpec {
+            source,
+            receivers,
+            mcst_id: Ipv4Address::new(239, 1, 0, 1),
+            message_bytes,
+            messages: 1,
+            window: 1,
+            per_message_overhead: Duration::from_ps(0),
+            verify_data: false,
+            seed: 1,
+            registration: RegistrationConfig::default(),
+            safeguard: None,
+            fallback_block: 1 << 20,
+        }
+    }
+}
+
+/// How the switch-over to application-layer multicast went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fallback {
+    pub reason: String,
+    pub at_ps: u64,
+    /// Messages (re)broadcast over the overlay, and to how many receivers in all.
+    pub messages: u32,
+    pub deliveries: u64,
+}
+
+/// The feedback the source's QP saw: it must be ordinary RoCE feedback only.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SourceFeedback {
+    pub acks: u64,
+    pub naks: u64,
+    pub cnps: u64,
+    pub stale_acks: u64,
+    /// Packets the QP refused (wrong QPN, malformed, not for it).
+    pub refused: u64,
+}
+
+#[derive(Clone, Debug)]
+pub struct CepheusOutcome {
+    /// When registration completed (None: it failed).
+    pub registered_ps: Option<u64>,
+    /// When the first message was posted.
+    pub first_post_ps: u64,
+    /// Per message: when the last receiver had it (None: never).
+    pub message_done_ps: Vec<Option<u64>>,
+    /// Per message: when the source's WRITE completed (None: not over Cepheus).
+    pub source_done_ps: Vec<Option<u64>>,
+    /// Per receiver: distinct messages delivered.
+    pub delivered: Vec<u32>,
+    pub duplicates: u64,
+    /// Receivers whose memory differs from the source's (with `verify_data`).
+    pub corrupt_receivers: Vec<u32>,
+    pub fallback: Option<Fallback>,
+    pub source_feedback: SourceFeedback,
+    /// All switches' multicast counters, summed.
+    pub switches: CepheusStats,
+    /// The largest MFT memory of one switch (bytes).
+    pub max_switch_mft_bytes: usize,
+    pub events: u64,
+    pub host_tx_bytes: u64,
+    pub retransmitted: u64,
+    pub mrp_malformed: u64,
+    pub qp_rx_drops: u64,
+}
+
+impl CepheusOutcome {
+    /// First post → the last receiver has the last message.
+    pub fn completion_ps(&self) -> Option<u64> {
+        let last = self
+            .message_done_ps
+            .iter()
+            .copied()
+            .collect::<Option<Vec<_>>>()?
+            .into_iter()
+            .max()?;
+        Some(last - self.first_post_ps)
+    }
+}
+
+fn message_data(seed: u64, i: u32, len: usize) -> Vec<u8> {
+    let mut b = vec![0u8; len];
+    ChaCha8Rng::seed_from_u64(seed ^ ((i as u64) << 32 | 0x5eed)).fill_bytes(&mut b);
+    b
+}
+
+/// Runs one group's transfer on an otherwise idle fabric.
+pub fn run_cepheus(
+    topo: Topology,
+    mut cfg: EngineConfig,
+    spec: &CepheusSpec,
+) -> Result<CepheusOutcome, String> {
+    let hosts = topo.num_hosts() as u32;
+    let mut seen = std::collections::BTreeSet::new();
+    for &h in std::iter::once(&spec.source).chain(&spec.receivers) {
+        if h >= hosts || !seen.insert(h) {
+            return Err(format!(
+                "group hosts must be distinct hosts below {hosts} (got {h})"
+            ));
+        }
+    }
+    if spec.receivers.is_empty() || spec.messages == 0 || spec.window == 0 {
+        return Err("a group needs receivers, messages and a window of at least 1".into());
+    }
+    cfg.carry_payload = spec.verify_data;
+    let mut engine = Engine::new(topo, cfg.clone(), Vec::new())?;
+    let mut run = GroupRun::new(&mut engine, &cfg, spec)?;
+    run.drive(&mut engine)?;
+    Ok(run.finish(&engine))
+}
+
+struct GroupRun<'s> {
+    spec: &'s CepheusSpec,
+    src_qpn: u32,
+    rx_qpns: Vec<u32>,
+    slots: u64,
+    controller: RegistrationController,
+    agents: Vec<MemberAgent>,
+    monitor: Option<SafeguardMonitor>,
+    registered_ps: Option<u64>,
+    first_post_ps: Option<u64>,
+    next_post: u32,
+    outstanding: u32,
+    /// delivered[r][i]
+    delivered: Vec<Vec<bool>>,
+    message_done_ps: Vec<Option<u64>>,
+    source_done_ps: Vec<Option<u64>>,
+    duplicates: u64,
+    /// Per receiver: what the application holds (with `verify_data`).
+    app_buffers: Vec<Vec<u8>>,
+    fallback: Option<Fallback>,
+    fallback_reason: Option<String>,
+    /// The source QP's feedback counters, kept when the QP is destroyed.
+    source_feedback: Option<SourceFeedback>,
+}
+
+impl<'s> GroupRun<'s> {
+    fn new(engine: &mut Engine, cfg: &EngineConfig, spec: &'s CepheusSpec) -> Result<Self, String> {
+        let mcst = spec.mcst_id.to_u32();
+        let slots = if spec.verify_data {
+            spec.messages as u64
+        } else {
+            spec.window as u64
+        };
+        let region = spec
+            .message_bytes
+            .checked_mul(slots)
+            .ok_or("region too large")?;
+        let src_qpn = engine.open_qp(spec.source, mcst, VIRTUAL_QPN, region)?;
+        let rx_qpns = spec
+            .receivers
+            .iter()
+            .map(|&h| engine.open_qp(h, mcst, VIRTUAL_QPN, region))
+            .collect::<Result<Vec<_>, _>>()?;
+        let member = |h: u32, qpn: u32| MrpMember {
+            ip: Ipv4Address::from_u32(host_ip(h)),
+            qpn,
+            region: Some((0, 1)),
+        };
+        let group = GroupSpec::new(
+            spec.mcst_id,
+            member(spec.source, src_qpn),
+            spec.receivers
+                .iter()
+                .zip(&rx_qpns)
+                .map(|(&h, &q)| member(h, q))
+                .collect(),
+        )
+        .map_err(|e| format!("group: {e}"))?;
+        let monitor = match spec.safeguard {
+            Some(s) => Some(SafeguardMonitor::new(s).map_err(|e| format!("safeguard: {e}"))?),
+            None => None,
+        };
+        let n = spec.receivers.len();
+        let m = spec.messages as usize;
+        let app_buffers = if spec.verify_data {
+            let len = usize::try_from(spec.message_bytes * m as u64)
+                .map_err(|_| "messages too large to verify")?;
+            vec![vec![0u8; len]; n]
+        } else {
+            Vec::new()
+        };
+        let _ = cfg;
+        Ok(GroupRun {
+            spec,
+            src_qpn,
+            rx_qpns,
+            slots,
+            controller: RegistrationController::new(group, spec.registration),
+            agents: spec
+                .receivers
+                .iter()
+                .map(|&h| MemberAgent::new(Ipv4Address::from_u32(host_ip(h))))
+                .collect(),
+            monitor,
+            registered_ps: None,
+            first_post_ps: None,
+            next_post: 0,
+            outstanding: 0,
+            delivered: vec![vec![false; m]; n],
+            message_done_ps: vec![None; m],
+            source_done_ps: vec![None; m],
+            duplicates: 0,
+            app_buffers,
+            fallback: None,
+            fallback_reason: None,
+            source_feedback: None,
+        })
+    }
+
+    fn all_done(&self) -> bool {
+        self.message_done_ps.iter().all(Option::is_some)
+            && (self.fallback.is_some() || self.source_done_ps.iter().all(Option::is_some))
+    }
+
+    fn post_next(&mut self, engine: &mut Engine, at: u64) -> Result<(), String> {
+        while self.next_post < self.spec.messages && self.outstanding < self.spec.window {
+            let i = self.next_post;
+            self.next_post += 1;
+            self.outstanding += 1;
+            let at = at + self.spec.per_message_overhead.as_ps();
+            self.first_post_ps.get_or_insert(at);
+            let offset = (i as u64 % self.slots) * self.spec.message_bytes;
+            for &q in &self.rx_qpns {
+                engine.post_recv(q, i as u64)?;
+            }
+            let data = if self.spec.verify_data {
+                let d = message_data(self.spec.seed, i, self.spec.message_bytes as usize);
+                Payload::Bytes(Arc::from(d))
+            } else {
+                Payload::Zeros(self.spec.message_bytes as usize)
+            };
+            engine.post_qp_write(Instant::from_ps(at), self.src_qpn, offset, 0, data, i, i as u64)?;
+            if let Some(m) = self.monitor.as_mut() {
+                m.on_busy(Instant::from_ps(at));
+            }
+        }
+        Ok(())
+    }
+
+    fn delivered(&mut self, engine: &Engine, r: usize, i: u32, now: u64) {
+        let Some(slot) = self.delivered[r].get_mut(i as usize) else {
+            self.duplicates += 1; // an immediate that names no message
+            return;
+        };
+        if *slot {
+            self.duplicates += 1;
+            return;
+        }
+        *slot = true;
+        if self.spec.verify_data {
+            let len = self.spec.message_bytes as usize;
+            let off = (i as u64 % self.slots) as usize * len;
+            let at = i as usize * len;
+            if let Some(src) = engine.qp_region(self.rx_qpns[r]).and_then(|m| m.get(off..off + len)) {
+                self.app_buffers[r][at..at + len].copy_from_slice(src);
+            }
+        }
+        if self.delivered.iter().all(|d| d[i as usize]) {
+            self.message_done_ps[i as usize] = Some(now);
+        }
+    }
+
+    fn drive(&mut self, engine: &mut Engine) -> Result<(), String> {
+        let now0 = engine.now();
+        for p in self.controller.start(now0) {
+            engine.inject_mrp(now0, self.spec.source, &p);
+        }
+        let source_ip = Ipv4Address::from_u32(host_ip(self.spec.source));
+        loop {
+            if self.all_done() {
+                return Ok(());
+            }
+            if let Some(reason) = self.fallback_reason.take() {
+                self.fall_back(engine, reason)?;
+                continue;
+            }
+            let wake = [
+                self.controller.poll_timeout(),
+                self.monitor.as_ref().and_then(|m| m.poll_timeout()),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(Instant::from_ps(u64::MAX / 2));
+            let more = engine.run_until_app_event(wake);
+            let now = engine.now();
+            let mut any = false;
+            while let Some((t, ev)) = engine.poll_app_event() {
+                any = true;
+                self.on_event(engine, t, ev, source_ip)?;
+            }
+            let now = now.max(engine.now());
+            if self.controller.poll_timeout().is_some_and(|t| t <= now) {
+                for p in self.controller.handle_timeout(now) {
+                    engine.inject_mrp(now, self.spec.source, &p);
+                }
+            }
+            while let Some(ev) = self.controller.poll_event() {
+                match ev {
+                    RegistrationEvent::Registered { at } => {
+                        self.registered_ps = Some(at.as_ps());
+                        self.post_next(engine, at.as_ps())?;
+                    }
+                    RegistrationEvent::Failed(f) => {
+                        if let Some(m) = self.monitor.as_mut() {
+                            m.on_registration_failed();
+                        }
+                        self.fallback_reason.get_or_insert(format!("registration failed: {f:?}"));
+                    }
+                }
+            }
+            if let Some(m) = self.monitor.as_mut() {
+                if m.poll_timeout().is_some_and(|t| t <= now) {
+                    m.handle_timeout(now);
+                }
+                if let Some(d) = m.poll_decision() {
+                    let why = match d {
+                        FallbackReason::RegistrationFailed => "registration failed".to_string(),
+                        FallbackReason::LowThroughput {
+                            measured_bps,
+                            expected_bps,
+                        } => format!(
+                            "throughput {:.2} Gbps below {:.0}% of {:.2} Gbps",
+                            measured_bps as f64 / 1e9,
+                            m.config().threshold * 100.0,
+                            expected_bps as f64 / 1e9
+                        ),
+                    };
+                    self.fallback_reason.get_or_insert(why);
+                }
+            }
+            if !more && !any && self.fallback_reason.is_none() && !self.all_done() {
+                if self.controller.poll_timeout().is_some() {
+                    continue;
+                }
+                return Err(format!(
+                    "multicast stalled at {} ns: {} of {} messages complete",
+                    engine.now().as_ns(),
+                    self.message_done_ps.iter().filter(|d| d.is_some()).count(),
+                    self.spec.messages
+                ));
+            }
+        }
+    }
+
+    fn on_event(
+        &mut self,
+        engine: &mut Engine,
+        t: Instant,
+        ev: AppEvent,
+        source_ip: Ipv4Address,
+    ) -> Result<(), String> {
+        let now = t.as_ps();
+        match ev {
+            AppEvent::Mrp { host, bytes } => {
+                let Ok(mrp) = MrpRepr::parse(&bytes) else {
+                    return Ok(());
+                };
+                if let Some(r) = self.spec.receivers.iter().position(|&h| h == host) {
+                    if let Some(c) = self.agents[r].handle_mrp(&mrp) {
+                        let mut b = vec![0; c.buffer_len()];
+                        c.emit(&mut b).map_err(|e| e.to_string())?;
+                        engine.send_control(t, host, self.spec.source, b);
+                    }
+                }
+            }
+            AppEvent::Control { to, bytes, .. } if to == self.spec.source => {
+                if let Ok(c) = Confirmation::parse(&bytes) {
+                    if c.mcst_id == self.spec.mcst_id {
+                        self.controller.handle_confirmation(t, &c);
+                    }
+                }
+                let _ = source_ip;
+            }
+            AppEvent::SwitchReport(r) if r.mcst_id == self.spec.mcst_id => {
+                self.controller.handle_switch_report(t, r);
+            }
+            AppEvent::QpSendDone { qpn, wr_id, ok } if qpn == self.src_qpn => {
+                if self.fallback.is_some() {
+                    return Ok(());
+                }
+                if !ok {
+                    self.fallback_reason
+                        .get_or_insert(format!("the source's QP failed at message {wr_id}"));
+                    return Ok(());
+                }
+                self.outstanding -= 1;
+                if let Some(d) = self.source_done_ps.get_mut(wr_id as usize) {
+                    *d = Some(now);
+                }
+                if let Some(m) = self.monitor.as_mut() {
+                    m.on_acked(t, self.spec.message_bytes);
+                    if self.outstanding == 0 && self.next_post >= self.spec.messages {
+                        m.on_idle(t);
+                    }
+                }
+                self.post_next(engine, now)?;
+            }
+            AppEvent::QpDelivered { qpn, imm, .. } => {
+                if let Some(r) = self.rx_qpns.iter().position(|&q| q == qpn) {
+                    self.delivered(engine, r, imm, now);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Switches the group to the overlay binomial pipeline: destroys the group's QPs,
+    /// then broadcasts each message some receiver lacks to exactly those receivers.
+    fn fall_back(&mut self, engine: &mut Engine, reason: String) -> Result<(), String> {
+        let at_ps = engine.now().as_ps();
+        self.source_feedback = engine.qp(self.src_qpn).map(|q| {
+            let s = q.stats();
+            SourceFeedback {
+                acks: s.rx_acks,
+                naks: s.rx_naks,
+                cnps: s.rx_cnps,
+                stale_acks: s.rx_stale_acks,
+                refused: s.drop_malformed + s.drop_wrong_qp + s.drop_unexpected_opcode,
+            }
+        });
+        engine.close_qp(self.src_qpn);
+        for &q in &self.rx_qpns {
+            engine.close_qp(q);
+        }
+        // What was in flight to the closed QPs is gone; drain the engine's events so
+        // the overlay starts on a quiet fabric (late packets count as stale).
+        while engine.run_until_app_event(Instant::from_ps(u64::MAX / 2)) {
+            while engine.poll_app_event().is_some() {}
+        }
+        while engine.poll_app_event().is_some() {}
+        let mut fb = Fallback {
+            reason,
+            at_ps,
+            messages: 0,
+            deliveries: 0,
+        };
+        self.first_post_ps.get_or_insert(at_ps);
+        for i in 0..self.spec.messages {
+            let missing: Vec<usize> = (0..self.spec.receivers.len())
+                .filter(|&r| !self.delivered[r][i as usize])
+                .collect();
+            if missing.is_empty() {
+                continue;
+            }
+            let mut hosts = vec![self.spec.source];
+            hosts.extend(missing.iter().map(|&r| self.spec.receivers[r]));
+            let n = hosts.len() as u32;
+            let bspec = BroadcastSpec {
+                scheme: Scheme::BinomialPipeline,
+                hosts,
+                root: 0,
+                driver: bench_driver_config(
+                    Scheme::BinomialPipeline,
+                    n,
+                    self.spec.message_bytes,
+                    self.spec.fallback_block,
+                    8,
+                    true,
+                ),
+                overhead: DEFAULT_OVERHEAD,
+                verify_data: self.spec.verify_data,
+                seed: self.spec.seed,
+            };
+            let data = self
+                .spec
+                .verify_data
+                .then(|| message_data(self.spec.seed, i, self.spec.message_bytes as usize));
+            let start = engine.now().as_ps();
+            let (out, buffers) = broadcast_on(engine, &bspec, start, data)?;
+            let done = start + out.latency_ps;
+            for (k, &r) in missing.iter().enumerate() {
+                if self.spec.verify_data {
+                    let len = self.spec.message_bytes as usize;
+                    let at = i as usize * len;
+                    self.app_buffers[r][at..at + len].copy_from_slice(&buffers[k + 1]);
+                }
+                self.delivered[r][i as usize] = true;
+                fb.deliveries += 1;
+            }
+            self.message_done_ps[i as usize] = Some(done);
+            fb.messages += 1;
+        }
+        self.fallback = Some(fb);
+        Ok(())
+    }
+
+    fn finish(self, engine: &Engine) -> CepheusOutcome {
+        let mut switches = CepheusStats::default();
+        let mut max_mft = 0;
+        for (_, sw) in engine.cepheus_switches() {
+            switches += &sw.stats;
+            max_mft = max_mft.max(sw.memory_bytes());
+        }
+        let source_feedback = engine
+            .qp(self.src_qpn)
+            .map(|q| {
+                let s = q.stats();
+                SourceFeedback {
+                    acks: s.rx_acks,
+                    naks: s.rx_naks,
+                    cnps: s.rx_cnps,
+                    stale_acks: s.rx_stale_acks,
+                    refused: s.drop_malformed + s.drop_wrong_qp + s.drop_unexpected_opcode,
+                }
+            })
+            .or(self.source_feedback)
+            .unwrap_or_default();
+        let corrupt_receivers = if self.spec.verify_data {
+            let len = self.spec.message_bytes as usize;
+            let mut want = Vec::with_capacity(len * self.spec.messages as usize);
+            for i in 0..self.spec.messages {
+                want.extend(message_data(self.spec.seed, i, len));
+            }
+            (0..self.spec.receivers.len())
+                .filter(|&r| self.app_buffers[r] != want)
+                .map(|r| self.spec.receivers[r])
+                .collect()
+        } else {
+            Vec::new()
+        };
+        CepheusOutcome {
+            registered_ps: self.registered_ps,
+            first_post_ps: self.first_post_ps.unwrap_or(0),
+            message_done_ps: self.message_done_ps,
+            source_done_ps: self.source_done_ps,
+            delivered: self
+                .delivered
+                .iter()
+                .map(|d| d.iter().filter(|&&x| x).count() as u32)
+                .collect(),
+            duplicates: self.duplicates,
+            corrupt_receivers,
+            fallback: self.fallback,
+            source_feedback,
+            switches,
+            max_switch_mft_bytes: max_mft,
+            events: engine.totals.events,
+            host_tx_bytes: engine.host_tx_bytes(),
+            retransmitted: engine.retransmitted(),
+            mrp_malformed: engine.mrp_malformed,
+            qp_rx_drops: engine.totals.qp_rx_drops,
+        }
+    }
+}
