@@ -8,9 +8,12 @@
 //!   `handle_*`/`poll_*` shape every rocast state machine shares.
 //! - [`fabric`]: one switch's decisions: ECMP hashing, the shared-buffer MMU with PFC,
 //!   ECN RED marking.
+//! - [`control`]: Cepheus' control plane: MFT registration (MRP controller and member
+//!   agents), multicast source switching (PSN synchronisation), safeguard fallback.
 //! - [`plan`]: topologies (fat-tree, leaf–spine, HPCC files, failures) and routing.
 //! - [`time`]: the one integer clock type the core uses; drivers supply `now`.
 
+pub mod control;
 pub mod fabric;
 pub mod overlay;
 pub mod plan;

@@ -26,6 +26,7 @@ use std::sync::Arc;
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
+use rocast_core::control::source::synchronise_source_switch;
 use rocast_core::control::{
     Confirmation, FallbackReason, GroupSpec, MemberAgent, RegistrationConfig,
     RegistrationController, RegistrationEvent, SafeguardConfig, SafeguardMonitor,
@@ -65,6 +66,10 @@ pub struct CepheusSpec {
     pub safeguard: Option<SafeguardConfig>,
     /// Block size of the fallback binomial pipeline.
     pub fallback_block: u64,
+    /// Which member sends each message (0: `source`, k: `receivers[k-1]`); empty:
+    /// all from `source`. A change of sender waits until the group is drained, then
+    /// runs Cepheus §III-E's PSN synchronisation on the two QPs — same MFT, same QPs.
+    pub senders: Vec<u32>,
 }
 
 impl CepheusSpec {
@@ -82,6 +87,7 @@ impl CepheusSpec {
             registration: RegistrationConfig::default(),
             safeguard: None,
             fallback_block: 1 << 20,
+            senders: Vec::new(),
         }
     }
 }
@@ -117,10 +123,13 @@ pub struct CepheusOutcome {
     pub message_done_ps: Vec<Option<u64>>,
     /// Per message: when the source's WRITE completed (None: not over Cepheus).
     pub source_done_ps: Vec<Option<u64>>,
-    /// Per receiver: distinct messages delivered.
+    /// Per member (source first, then receivers): distinct messages it holds,
+    /// its own included.
     pub delivered: Vec<u32>,
+    /// Source switches performed (PSN synchronisations).
+    pub source_switches: u32,
     pub duplicates: u64,
-    /// Receivers whose memory differs from the source's (with `verify_data`).
+    /// Members (hosts) whose memory differs from what was sent (with `verify_data`).
     pub corrupt_receivers: Vec<u32>,
     pub fallback: Option<Fallback>,
     pub source_feedback: SourceFeedback,
@@ -182,8 +191,12 @@ pub fn run_cepheus(
 
 struct GroupRun<'s> {
     spec: &'s CepheusSpec,
-    src_qpn: u32,
-    rx_qpns: Vec<u32>,
+    /// Member hosts: the source, then the receivers.
+    hosts: Vec<u32>,
+    qpns: Vec<u32>,
+    /// The member sending now.
+    sender: usize,
+    source_switches: u32,
     slots: u64,
     controller: RegistrationController,
     agents: Vec<MemberAgent>,
@@ -192,12 +205,12 @@ struct GroupRun<'s> {
     first_post_ps: Option<u64>,
     next_post: u32,
     outstanding: u32,
-    /// delivered[r][i]
+    /// delivered[member][message]
     delivered: Vec<Vec<bool>>,
     message_done_ps: Vec<Option<u64>>,
     source_done_ps: Vec<Option<u64>>,
     duplicates: u64,
-    /// Per receiver: what the application holds (with `verify_data`).
+    /// Per member: what the application holds (with `verify_data`).
     app_buffers: Vec<Vec<u8>>,
     fallback: Option<Fallback>,
     fallback_reason: Option<String>,
@@ -217,9 +230,12 @@ impl<'s> GroupRun<'s> {
             .message_bytes
             .checked_mul(slots)
             .ok_or("region too large")?;
-        let src_qpn = engine.open_qp(spec.source, mcst, VIRTUAL_QPN, region)?;
-        let rx_qpns = spec
-            .receivers
+        let mut hosts = vec![spec.source];
+        hosts.extend(&spec.receivers);
+        if let Some(&s) = spec.senders.iter().find(|&&s| s as usize >= hosts.len()) {
+            return Err(format!("sender {s}: the group has {} members", hosts.len()));
+        }
+        let qpns = hosts
             .iter()
             .map(|&h| engine.open_qp(h, mcst, VIRTUAL_QPN, region))
             .collect::<Result<Vec<_>, _>>()?;
@@ -230,10 +246,10 @@ impl<'s> GroupRun<'s> {
         };
         let group = GroupSpec::new(
             spec.mcst_id,
-            member(spec.source, src_qpn),
-            spec.receivers
+            member(hosts[0], qpns[0]),
+            hosts[1..]
                 .iter()
-                .zip(&rx_qpns)
+                .zip(&qpns[1..])
                 .map(|(&h, &q)| member(h, q))
                 .collect(),
         )
@@ -242,7 +258,7 @@ impl<'s> GroupRun<'s> {
             Some(s) => Some(SafeguardMonitor::new(s).map_err(|e| format!("safeguard: {e}"))?),
             None => None,
         };
-        let n = spec.receivers.len();
+        let n = hosts.len();
         let m = spec.messages as usize;
         let app_buffers = if spec.verify_data {
             let len = usize::try_from(spec.message_bytes * m as u64)
@@ -254,13 +270,14 @@ impl<'s> GroupRun<'s> {
         let _ = cfg;
         Ok(GroupRun {
             spec,
-            src_qpn,
-            rx_qpns,
+            sender: spec.senders.first().copied().unwrap_or(0) as usize,
+            hosts,
+            qpns,
+            source_switches: 0,
             slots,
             controller: RegistrationController::new(group, spec.registration),
-            agents: spec
-                .receivers
-                .iter()
+            agents: std::iter::once(&spec.source)
+                .chain(&spec.receivers)
                 .map(|&h| MemberAgent::new(Ipv4Address::from_u32(host_ip(h))))
                 .collect(),
             monitor,
@@ -284,24 +301,50 @@ impl<'s> GroupRun<'s> {
             && (self.fallback.is_some() || self.source_done_ps.iter().all(Option::is_some))
     }
 
+    fn sender_of(&self, i: u32) -> usize {
+        self.spec.senders.get(i as usize).copied().unwrap_or(0) as usize
+    }
+
     fn post_next(&mut self, engine: &mut Engine, at: u64) -> Result<(), String> {
         while self.next_post < self.spec.messages && self.outstanding < self.spec.window {
             let i = self.next_post;
+            let s = self.sender_of(i);
+            if s != self.sender {
+                if self.outstanding > 0 {
+                    return Ok(()); // the group drains first
+                }
+                let (old, new) = (self.qpns[self.sender], self.qpns[s]);
+                engine
+                    .modify_qp_pair(old, new, synchronise_source_switch)
+                    .ok_or("source switch: QPs gone")?
+                    .map_err(|e| format!("source switch at message {i}: {e}"))?;
+                self.sender = s;
+                self.source_switches += 1;
+            }
             self.next_post += 1;
             self.outstanding += 1;
             let at = at + self.spec.per_message_overhead.as_ps();
             self.first_post_ps.get_or_insert(at);
             let offset = (i as u64 % self.slots) * self.spec.message_bytes;
-            for &q in &self.rx_qpns {
-                engine.post_recv(q, i as u64)?;
+            for (m, &q) in self.qpns.iter().enumerate() {
+                if m != s {
+                    engine.post_recv(q, i as u64)?;
+                }
             }
-            let data = if self.spec.verify_data {
-                let d = message_data(self.spec.seed, i, self.spec.message_bytes as usize);
-                Payload::Bytes(Arc::from(d))
-            } else {
-                Payload::Zeros(self.spec.message_bytes as usize)
+            let d = self
+                .spec
+                .verify_data
+                .then(|| message_data(self.spec.seed, i, self.spec.message_bytes as usize));
+            let data = match d {
+                Some(d) => {
+                    let at = i as usize * d.len();
+                    self.app_buffers[s][at..at + d.len()].copy_from_slice(&d);
+                    Payload::Bytes(Arc::from(d))
+                }
+                None => Payload::Zeros(self.spec.message_bytes as usize),
             };
-            engine.post_qp_write(Instant::from_ps(at), self.src_qpn, offset, 0, data, i, i as u64)?;
+            self.delivered[s][i as usize] = true;
+            engine.post_qp_write(Instant::from_ps(at), self.qpns[s], offset, 0, data, i, i as u64)?;
             if let Some(m) = self.monitor.as_mut() {
                 m.on_busy(Instant::from_ps(at));
             }
@@ -323,7 +366,7 @@ impl<'s> GroupRun<'s> {
             let len = self.spec.message_bytes as usize;
             let off = (i as u64 % self.slots) as usize * len;
             let at = i as usize * len;
-            if let Some(src) = engine.qp_region(self.rx_qpns[r]).and_then(|m| m.get(off..off + len)) {
+            if let Some(src) = engine.qp_region(self.qpns[r]).and_then(|m| m.get(off..off + len)) {
                 self.app_buffers[r][at..at + len].copy_from_slice(src);
             }
         }
@@ -428,7 +471,7 @@ impl<'s> GroupRun<'s> {
                 let Ok(mrp) = MrpRepr::parse(&bytes) else {
                     return Ok(());
                 };
-                if let Some(r) = self.spec.receivers.iter().position(|&h| h == host) {
+                if let Some(r) = self.hosts.iter().position(|&h| h == host) {
                     if let Some(c) = self.agents[r].handle_mrp(&mrp) {
                         let mut b = vec![0; c.buffer_len()];
                         c.emit(&mut b).map_err(|e| e.to_string())?;
@@ -447,7 +490,7 @@ impl<'s> GroupRun<'s> {
             AppEvent::SwitchReport(r) if r.mcst_id == self.spec.mcst_id => {
                 self.controller.handle_switch_report(t, r);
             }
-            AppEvent::QpSendDone { qpn, wr_id, ok } if qpn == self.src_qpn => {
+            AppEvent::QpSendDone { qpn, wr_id, ok } if qpn == self.qpns[self.sender] => {
                 if self.fallback.is_some() {
                     return Ok(());
                 }
@@ -469,7 +512,7 @@ impl<'s> GroupRun<'s> {
                 self.post_next(engine, now)?;
             }
             AppEvent::QpDelivered { qpn, imm, .. } => {
-                if let Some(r) = self.rx_qpns.iter().position(|&q| q == qpn) {
+                if let Some(r) = self.qpns.iter().position(|&q| q == qpn) {
                     self.delivered(engine, r, imm, now);
                 }
             }
@@ -482,7 +525,7 @@ impl<'s> GroupRun<'s> {
     /// then broadcasts each message some receiver lacks to exactly those receivers.
     fn fall_back(&mut self, engine: &mut Engine, reason: String) -> Result<(), String> {
         let at_ps = engine.now().as_ps();
-        self.source_feedback = engine.qp(self.src_qpn).map(|q| {
+        self.source_feedback = engine.qp(self.qpns[0]).map(|q| {
             let s = q.stats();
             SourceFeedback {
                 acks: s.rx_acks,
@@ -492,8 +535,7 @@ impl<'s> GroupRun<'s> {
                 refused: s.drop_malformed + s.drop_wrong_qp + s.drop_unexpected_opcode,
             }
         });
-        engine.close_qp(self.src_qpn);
-        for &q in &self.rx_qpns {
+        for &q in &self.qpns {
             engine.close_qp(q);
         }
         // What was in flight to the closed QPs is gone; drain the engine's events so
@@ -510,14 +552,28 @@ impl<'s> GroupRun<'s> {
         };
         self.first_post_ps.get_or_insert(at_ps);
         for i in 0..self.spec.messages {
-            let missing: Vec<usize> = (0..self.spec.receivers.len())
+            let s = self.sender_of(i);
+            let missing: Vec<usize> = (0..self.hosts.len())
                 .filter(|&r| !self.delivered[r][i as usize])
                 .collect();
             if missing.is_empty() {
                 continue;
             }
-            let mut hosts = vec![self.spec.source];
-            hosts.extend(missing.iter().map(|&r| self.spec.receivers[r]));
+            if missing.contains(&s) {
+                // Never posted: the sender holds it from the start.
+                self.delivered[s][i as usize] = true;
+                if self.spec.verify_data {
+                    let len = self.spec.message_bytes as usize;
+                    let d = message_data(self.spec.seed, i, len);
+                    self.app_buffers[s][i as usize * len..][..len].copy_from_slice(&d);
+                }
+            }
+            let missing: Vec<usize> = missing.into_iter().filter(|&r| r != s).collect();
+            if missing.is_empty() {
+                continue;
+            }
+            let mut hosts = vec![self.hosts[s]];
+            hosts.extend(missing.iter().map(|&r| self.hosts[r]));
             let n = hosts.len() as u32;
             let bspec = BroadcastSpec {
                 scheme: Scheme::BinomialPipeline,
@@ -566,7 +622,7 @@ impl<'s> GroupRun<'s> {
             max_mft = max_mft.max(sw.memory_bytes());
         }
         let source_feedback = engine
-            .qp(self.src_qpn)
+            .qp(self.qpns[0])
             .map(|q| {
                 let s = q.stats();
                 SourceFeedback {
@@ -585,9 +641,9 @@ impl<'s> GroupRun<'s> {
             for i in 0..self.spec.messages {
                 want.extend(message_data(self.spec.seed, i, len));
             }
-            (0..self.spec.receivers.len())
+            (0..self.hosts.len())
                 .filter(|&r| self.app_buffers[r] != want)
-                .map(|r| self.spec.receivers[r])
+                .map(|r| self.hosts[r])
                 .collect()
         } else {
             Vec::new()
@@ -603,6 +659,7 @@ impl<'s> GroupRun<'s> {
                 .map(|d| d.iter().filter(|&&x| x).count() as u32)
                 .collect(),
             duplicates: self.duplicates,
+            source_switches: self.source_switches,
             corrupt_receivers,
             fallback: self.fallback,
             source_feedback,

@@ -1502,6 +1502,28 @@ impl Engine {
         self.service_qp(qpn);
         Some(r)
     }
+    /// Changes two app QPs together (multicast source switching), then lets both act.
+    pub fn modify_qp_pair<R>(
+        &mut self,
+        a: u32,
+        b: u32,
+        f: impl FnOnce(&mut RcQueuePair, &mut RcQueuePair) -> R,
+    ) -> Option<R> {
+        if a == b {
+            return None;
+        }
+        let mut sa = self.qps.get_mut(a as usize)?.take()?;
+        let Some(mut sb) = self.qps.get_mut(b as usize).and_then(Option::take) else {
+            self.qps[a as usize] = Some(sa);
+            return None;
+        };
+        let r = f(&mut sa.qp, &mut sb.qp);
+        self.qps[a as usize] = Some(sa);
+        self.qps[b as usize] = Some(sb);
+        self.service_qp(a);
+        self.service_qp(b);
+        Some(r)
+    }
     /// Destroys an app QP: late packets for it are counted as stale, and its
     /// unfinished sends no longer hold the run open.
     pub fn close_qp(&mut self, qpn: u32) {

@@ -32,7 +32,7 @@ mod requester;
 mod responder;
 
 pub use cc::{Dcqcn, DcqcnConfig, FixedRate, RateController, Unlimited};
-pub use qp::RcQueuePair;
+pub use qp::{ModifyError, RcQueuePair};
 
 use crate::time::Duration;
 use crate::wire::{Ipv4Address, NakCode, Psn};

@@ -40,13 +40,32 @@ pub enum PostError {
     DuplicateRkey(u32),
 }
 
+/// Why a PSN could not be modified ([`RcQueuePair::set_send_psn`],
+/// [`RcQueuePair::set_recv_psn`]). A refused modify changes nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModifyError {
+    #[error("the QP is in the error state")]
+    QpInError,
+    /// Requests are queued or PSNs are unacknowledged: moving the send PSN would renumber
+    /// packets the peer may already hold.
+    #[error("the send queue is not drained ({queued} requests queued, {outstanding} PSNs unacknowledged)")]
+    SendQueueBusy { queued: usize, outstanding: u32 },
+    /// A multi-packet message is half received: moving the expected PSN would strand it.
+    #[error("a multi-packet message is half received")]
+    MessageInProgress,
+}
+
 /// One RC queue pair: a requester for what we send and a responder for what we receive.
 ///
 /// Methods, by kind (as quinn-proto's `Connection` sorts them):
 /// - getters: [`config`](Self::config), [`stats`](Self::stats), [`is_error`](Self::is_error),
-///   [`outstanding`](Self::outstanding), [`mr`](Self::mr), [`max_packet_len`](Self::max_packet_len);
+///   [`outstanding`](Self::outstanding), [`send_psn`](Self::send_psn),
+///   [`expected_psn`](Self::expected_psn), [`mr`](Self::mr),
+///   [`max_packet_len`](Self::max_packet_len);
 /// - mutators from the application: [`post_send`](Self::post_send),
-///   [`post_recv`](Self::post_recv), [`register_mr`](Self::register_mr);
+///   [`post_recv`](Self::post_recv), [`register_mr`](Self::register_mr), and the
+///   verbs-style modifies [`set_send_psn`](Self::set_send_psn) and
+///   [`set_recv_psn`](Self::set_recv_psn);
 /// - `handle_*` from the driver: [`handle_packet`](Self::handle_packet) (or
 ///   [`handle_repr`](Self::handle_repr) for a packet already parsed) and
 ///   [`handle_timeout`](Self::handle_timeout);
@@ -111,9 +130,14 @@ impl RcQueuePair {
     pub fn recv_queue_len(&self) -> usize {
         self.resp.rq.len()
     }
-    /// The PSN the responder expects next.
+    /// The PSN the responder expects next (verbs' RQ PSN as it stands now).
     pub fn expected_psn(&self) -> Psn {
         self.resp.epsn
+    }
+    /// The PSN the next posted send request will start at (verbs' SQ PSN as it stands
+    /// now). [`QpConfig::send_psn`] is only where the QP started.
+    pub fn send_psn(&self) -> Psn {
+        self.req.send_psn()
     }
     pub fn rate_controller(&self) -> &dyn RateController {
         self.req.rate.as_ref()
@@ -191,6 +215,44 @@ impl RcQueuePair {
             data: Vec::new(),
             null: true,
         })
+    }
+
+    /// Sets the PSN the requester sends next, as `ibv_modify_qp` with `IBV_QP_SQ_PSN` does.
+    ///
+    /// rocast has no explicit QP state machine, so instead of asking for a particular
+    /// QP state this asks for what makes the change safe: the send queue is empty and
+    /// every PSN sent is acknowledged. Then no packet the peer may hold is renumbered;
+    /// the next posted request starts at `psn`. A late ACK for the old numbering is
+    /// counted as stale (`rx_stale_acks`), never applied. `config().send_psn` keeps the
+    /// initial value.
+    pub fn set_send_psn(&mut self, psn: Psn) -> Result<(), ModifyError> {
+        if self.req.failed {
+            return Err(ModifyError::QpInError);
+        }
+        if !self.req.is_drained() {
+            return Err(ModifyError::SendQueueBusy {
+                queued: self.req.sq.len(),
+                outstanding: self.req.outstanding(),
+            });
+        }
+        self.req.set_send_psn(psn);
+        Ok(())
+    }
+
+    /// Sets the PSN the responder expects next, as `ibv_modify_qp` with `IBV_QP_RQ_PSN`
+    /// does. Refused while a multi-packet message is half received (its remaining
+    /// packets would be numbered against the old expectation). Packets held out of
+    /// order under selective repeat are dropped, since they were numbered against the
+    /// old expectation too. `config().recv_psn` keeps the initial value.
+    pub fn set_recv_psn(&mut self, psn: Psn) -> Result<(), ModifyError> {
+        if self.req.failed {
+            return Err(ModifyError::QpInError);
+        }
+        if self.resp.message_in_progress() {
+            return Err(ModifyError::MessageInProgress);
+        }
+        self.resp.set_expected_psn(psn);
+        Ok(())
     }
 
     fn add_mr(&mut self, mr: MemoryRegion) -> Result<(), PostError> {

@@ -97,6 +97,34 @@ impl Requester {
     pub fn outstanding(&self) -> u32 {
         self.snd_max.distance_from(self.una)
     }
+
+    /// Where the next posted request will start: verbs' SQ PSN as the application sees it.
+    pub fn send_psn(&self) -> Psn {
+        self.next_assign
+    }
+
+    /// Nothing queued and nothing in flight: the only state in which the send PSN may
+    /// be moved without renumbering packets a responder may already hold.
+    pub fn is_drained(&self) -> bool {
+        self.sq.is_empty() && self.outstanding() == 0 && !self.has_unsent()
+    }
+
+    /// Moves every send cursor to `psn` (the caller checked [`is_drained`](Self::is_drained)).
+    /// Loss-recovery state belongs to PSNs that are all acknowledged, so it is dropped;
+    /// an ACK for the old numbering that arrives later falls outside `[una - 1, snd_max - 1]`
+    /// and is counted as stale, never applied.
+    pub fn set_send_psn(&mut self, psn: Psn) {
+        self.next_assign = psn;
+        self.una = psn;
+        self.snd_nxt = psn;
+        self.snd_max = psn;
+        self.pkt_state.clear();
+        self.retx_queue.clear();
+        self.rto_deadline = None;
+        self.retries = 0;
+        self.pkts_since_ack_req = 0;
+        self.force_ack_req = false;
+    }
     fn has_unsent(&self) -> bool {
         self.snd_nxt != self.next_assign
     }

@@ -425,6 +425,29 @@ impl Responder {
         Ok(())
     }
 
+    /// A multi-packet message has started arriving and not finished.
+    pub fn message_in_progress(&self) -> bool {
+        self.cur.is_some()
+    }
+
+    /// Makes `psn` the expected PSN (the caller checked
+    /// [`message_in_progress`](Self::message_in_progress)). Packets held out of order were
+    /// numbered against the old expectation, so they are dropped: they are a cache, and a
+    /// requester resends whatever was not acknowledged. Per-gap NAK and RNR state goes too,
+    /// because the gap it described is gone. Queued ACK/NAKs stay: they answer packets
+    /// that did arrive.
+    pub fn set_expected_psn(&mut self, psn: Psn) {
+        self.epsn = psn;
+        self.nak_sent = false;
+        self.rnr_nak_sent = false;
+        self.dup_streak = 0;
+        self.pkts_since_ack = 0;
+        for h in self.held.drain(..).flatten() {
+            self.spare.push(h.payload);
+        }
+        self.highest_held = 0;
+    }
+
     fn find_mr(&self, va: u64, rkey: u32, len: u64) -> Option<&MemoryRegion> {
         self.mrs.iter().find(|m| {
             m.rkey == rkey

@@ -1106,3 +1106,220 @@ fn config_is_validated() {
         ConfigError::SackWindow(1000)
     );
 }
+
+// ---------------------------------------------------------------- modify: SQ/RQ PSN
+
+#[test]
+fn set_send_psn_renumbers_the_next_request_once_drained() {
+    let mut a = RcQueuePair::new(cfg_a()).unwrap();
+    assert_eq!(a.send_psn(), Psn::new(PSN_A));
+    a.post_send(send(1, 2 * MTU)).unwrap();
+    assert_eq!(a.send_psn(), Psn::new(psn_a(2)), "posting assigns PSNs");
+    // Queued and in flight: refused, and nothing changes.
+    let busy = Err(ModifyError::SendQueueBusy {
+        queued: 1,
+        outstanding: 0,
+    });
+    assert_eq!(a.set_send_psn(Psn::new(7)), busy);
+    drain(&mut a, t(0));
+    assert_eq!(
+        a.set_send_psn(Psn::new(7)),
+        Err(ModifyError::SendQueueBusy {
+            queued: 1,
+            outstanding: 2
+        })
+    );
+    assert_eq!(a.send_psn(), Psn::new(psn_a(2)));
+    a.handle_packet(t(1), &ack(psn_a(1), OK, 1)).unwrap();
+    assert_eq!(events(&mut a).len(), 1);
+    assert_eq!(a.poll_timeout(), None, "nothing in flight, no timer");
+
+    // Drained: the next request starts at the new PSN, across the 2^24 wrap.
+    a.set_send_psn(Psn::new(0xffffff)).unwrap();
+    assert_eq!(a.send_psn(), Psn::new(0xffffff));
+    a.post_send(send(2, 3 * MTU)).unwrap();
+    let out = drain(&mut a, t(2));
+    assert_eq!(
+        out.iter().map(|o| o.psn.value()).collect::<Vec<_>>(),
+        vec![0xffffff, 0, 1]
+    );
+    assert_eq!(a.outstanding(), 3);
+    // A late ACK in the old numbering is stale, not applied.
+    a.handle_packet(t(3), &ack(psn_a(0), OK, 1)).unwrap();
+    assert_eq!(a.stats().rx_stale_acks, 1);
+    assert_eq!(a.outstanding(), 3);
+    a.handle_packet(t(4), &ack(1, OK, 2)).unwrap();
+    assert_eq!(
+        events(&mut a),
+        vec![Event::SendComplete {
+            wr_id: 2,
+            result: Ok(())
+        }]
+    );
+    assert_eq!(a.send_psn(), Psn::new(2));
+}
+
+#[test]
+fn set_send_psn_to_the_current_value_is_a_no_op() {
+    let mut a = RcQueuePair::new(cfg_a()).unwrap();
+    a.set_send_psn(a.send_psn()).unwrap();
+    a.post_send(send(1, 10)).unwrap();
+    assert_eq!(psns(&drain(&mut a, t(0))), vec![0]);
+}
+
+#[test]
+fn set_recv_psn_moves_the_expected_psn() {
+    // 100 behind A's first PSN, so A's old numbering is ahead of the new expectation.
+    const NEW: u32 = PSN_A - 100;
+    let mut b = RcQueuePair::new(cfg_b()).unwrap();
+    for i in 0..3 {
+        b.post_recv(i, 4 * MTU).unwrap();
+    }
+    assert_eq!(b.expected_psn(), Psn::new(PSN_A));
+    b.set_recv_psn(Psn::new(NEW)).unwrap();
+    assert_eq!(b.expected_psn(), Psn::new(NEW));
+    // The old numbering is now "ahead": out of order, NAKed with the new expected PSN.
+    b.handle_packet(
+        t(0),
+        &req(
+            Opcode::RC_SEND_ONLY,
+            PSN_A,
+            b"x",
+            true,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
+    let out = drain(&mut b, t(0));
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        out[0].syndrome,
+        Some(AckSyndrome::Nak(NakCode::PsnSequenceError))
+    );
+    assert_eq!(out[0].psn, Psn::new(NEW));
+    assert!(events(&mut b).is_empty());
+    // The new numbering is accepted.
+    b.handle_packet(
+        t(1),
+        &req(
+            Opcode::RC_SEND_ONLY,
+            NEW,
+            b"hello",
+            false,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        events(&mut b),
+        vec![Event::Recv {
+            wr_id: 0,
+            data: b"hello".to_vec(),
+            imm: None
+        }]
+    );
+    assert_eq!(b.expected_psn(), Psn::new(NEW + 1));
+    let out = drain(&mut b, t(1));
+    assert_eq!(out.last().unwrap().psn, Psn::new(NEW), "ACK of the new PSN");
+    // Moving backwards is allowed too (verbs does not forbid it): earlier PSNs are new again.
+    b.set_recv_psn(Psn::new(NEW - 100)).unwrap();
+    b.handle_packet(
+        t(2),
+        &req(
+            Opcode::RC_SEND_ONLY,
+            NEW - 100,
+            b"again",
+            false,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
+    assert_eq!(events(&mut b).len(), 1);
+}
+
+#[test]
+fn set_recv_psn_is_refused_while_a_message_is_half_received() {
+    let mut b = RcQueuePair::new(cfg_b()).unwrap();
+    b.post_recv(1, 4 * MTU).unwrap();
+    let first = req(
+        Opcode::RC_SEND_FIRST,
+        PSN_A,
+        &[1; MTU],
+        false,
+        ExtHeaders::default(),
+    );
+    b.handle_packet(t(0), &first).unwrap();
+    assert_eq!(
+        b.set_recv_psn(Psn::new(9)),
+        Err(ModifyError::MessageInProgress)
+    );
+    assert_eq!(b.expected_psn(), Psn::new(psn_a(1)), "unchanged");
+    let last = req(
+        Opcode::RC_SEND_LAST,
+        psn_a(1),
+        &[2; 10],
+        true,
+        ExtHeaders::default(),
+    );
+    b.handle_packet(t(1), &last).unwrap();
+    assert_eq!(events(&mut b).len(), 1);
+    b.set_recv_psn(Psn::new(9)).unwrap();
+    assert_eq!(b.expected_psn(), Psn::new(9));
+}
+
+#[test]
+fn set_recv_psn_drops_packets_held_out_of_order() {
+    let mut c = cfg_b();
+    c.retransmission = Retransmission::SelectiveRepeat;
+    let mut b = RcQueuePair::new(c).unwrap();
+    b.post_recv(1, MTU).unwrap();
+    // PSN_A + 1 arrives before PSN_A: held.
+    b.handle_packet(
+        t(0),
+        &req(
+            Opcode::RC_SEND_ONLY,
+            psn_a(1),
+            b"held",
+            false,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
+    b.set_recv_psn(Psn::new(psn_a(0))).unwrap();
+    // The missing PSN arrives: only it is delivered, the held packet was dropped.
+    b.handle_packet(
+        t(1),
+        &req(
+            Opcode::RC_SEND_ONLY,
+            psn_a(0),
+            b"first",
+            false,
+            ExtHeaders::default(),
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        events(&mut b),
+        vec![Event::Recv {
+            wr_id: 1,
+            data: b"first".to_vec(),
+            imm: None
+        }]
+    );
+    assert_eq!(b.expected_psn(), Psn::new(psn_a(1)));
+}
+
+#[test]
+fn psn_modifies_are_refused_in_the_error_state() {
+    let mut a = RcQueuePair::new(cfg_a()).unwrap();
+    a.post_send(send(1, 10)).unwrap();
+    drain(&mut a, t(0));
+    a.handle_packet(
+        t(1),
+        &ack(psn_a(0), AckSyndrome::Nak(NakCode::RemoteAccessError), 0),
+    )
+    .unwrap();
+    assert!(a.is_error());
+    assert_eq!(a.set_send_psn(Psn::new(1)), Err(ModifyError::QpInError));
+    assert_eq!(a.set_recv_psn(Psn::new(1)), Err(ModifyError::QpInError));
+}

@@ -95,9 +95,6 @@ impl MulticastForwardingTable {
         let i = *self.path_index.get(port as usize)?;
         (i != 0).then_some(i as usize - 1)
     }
-    pub(crate) fn entries_mut(&mut self) -> &mut [PathEntry] {
-        &mut self.entries
-    }
 
     /// Puts `port` on the tree (or updates its next hop). Returns false when the port
     /// does not exist. A host next hop replaces a switch one, never the reverse: a

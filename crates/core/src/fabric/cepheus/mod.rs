@@ -114,6 +114,28 @@ pub struct CepheusStats {
     pub unsupported: u64,
 }
 
+impl std::ops::AddAssign<&CepheusStats> for CepheusStats {
+    fn add_assign(&mut self, o: &CepheusStats) {
+        self.data_in += o.data_in;
+        self.replicas += o.replicas;
+        self.bridged += o.bridged;
+        self.filtered += o.filtered;
+        self.acks_in += o.acks_in;
+        self.naks_in += o.naks_in;
+        self.cnps_in += o.cnps_in;
+        self.acks_out += o.acks_out;
+        self.naks_out += o.naks_out;
+        self.cnps_out += o.cnps_out;
+        self.cnps_filtered += o.cnps_filtered;
+        self.reacks += o.reacks;
+        self.source_switches += o.source_switches;
+        self.unknown_group += o.unknown_group;
+        self.not_in_tree += o.not_in_tree;
+        self.stray_feedback += o.stray_feedback;
+        self.unsupported += o.unsupported;
+    }
+}
+
 /// The multicast engine of one switch.
 #[derive(Debug)]
 pub struct CepheusSwitch {

@@ -1,0 +1,36 @@
+//! `control`: Cepheus' control plane, the only part of rocast that talks MRP or
+//! decides, at run time, how a group is carried (ARCHITECTURE.md, "Boundaries").
+//!
+//! It owns a group's lifecycle around the data plane that `rnic` (end hosts) and
+//! `fabric` (switches) implement:
+//! - [`registration`]: MFT registration (Cepheus §III-C). The leader host's
+//!   [`RegistrationController`] sends the members to the McstID in MRP packets
+//!   ([`crate::wire::mrp`]), the [`MemberAgent`] on each host answers with a
+//!   [`Confirmation`] over the out-of-band channel, and the controller ends in exactly
+//!   one outcome: registered, or failed (switch rejection or timeout), never a hang.
+//! - [`source`]: multicast source switching (Cepheus §III-E), the PSN synchronisation
+//!   that lets another member send on the same MFT and QPs.
+//! - [`switch_agent`]: a switch's side of MRP (Cepheus §III-C steps 2–3): members
+//!   routed through the unicast table, ports reused or load-balanced, MFT entries
+//!   filled, and per-port MRP packets for the next hops.
+//! - [`safeguard`]: the fallback to application-layer multicast (Cepheus §V-D) when
+//!   registration failed or throughput stays below a fraction of the expected rate.
+//!
+//! Everything here is a sans-IO state machine or a pure function: the driver passes
+//! `now`, carries MRP packets and confirmations, and acts on events. Nothing reads a
+//! clock, opens a socket, or knows whether it runs in the simulator.
+
+pub mod registration;
+pub mod safeguard;
+pub mod source;
+pub mod switch_agent;
+
+pub use registration::{
+    Confirmation, GroupError, GroupSpec, MemberAgent, MemberAgentStats, RegistrationConfig,
+    RegistrationController, RegistrationEvent, RegistrationFailure, RegistrationPhase,
+    RegistrationStats, SwitchRejection, SwitchReport, CONFIRMATION_LEN,
+};
+pub use safeguard::{FallbackReason, SafeguardConfig, SafeguardConfigError, SafeguardMonitor};
+pub use source::{
+    plan_source_switch, synchronise_source_switch, PsnSync, QpPsns, SourceSwitchError,
+};
