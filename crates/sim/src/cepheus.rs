@@ -142,6 +142,8 @@ pub struct CepheusOutcome {
     pub retransmitted: u64,
     pub mrp_malformed: u64,
     pub qp_rx_drops: u64,
+    /// Frames captured on `EngineConfig::capture_links`: (time ps, Ethernet frame).
+    pub capture: Vec<(u64, Vec<u8>)>,
 }
 
 impl CepheusOutcome {
@@ -186,7 +188,7 @@ pub fn run_cepheus(
     let mut engine = Engine::new(topo, cfg.clone(), Vec::new())?;
     let mut run = GroupRun::new(&mut engine, &cfg, spec)?;
     run.drive(&mut engine)?;
-    Ok(run.finish(&engine))
+    Ok(run.finish(&mut engine))
 }
 
 struct GroupRun<'s> {
@@ -614,7 +616,7 @@ impl<'s> GroupRun<'s> {
         Ok(())
     }
 
-    fn finish(self, engine: &Engine) -> CepheusOutcome {
+    fn finish(self, engine: &mut Engine) -> CepheusOutcome {
         let mut switches = CepheusStats::default();
         let mut max_mft = 0;
         for (_, sw) in engine.cepheus_switches() {
@@ -670,6 +672,7 @@ impl<'s> GroupRun<'s> {
             retransmitted: engine.retransmitted(),
             mrp_malformed: engine.mrp_malformed,
             qp_rx_drops: engine.totals.qp_rx_drops,
+            capture: std::mem::take(&mut engine.capture),
         }
     }
 }

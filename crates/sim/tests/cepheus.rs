@@ -1,31 +1,163 @@
 //! Cepheus groups end to end in the simulator (issue 5): unmodified RC endpoints,
-//! MRP registration, switch replication and feedback aggregation, loss, fallback.
+//! MRP registration, switch replication, bridging and feedback aggregation, random
+//! loss, source switching, and the safeguard fallback.
 
-use rocast_sim::cepheus::{run_cepheus, CepheusSpec};
+use rocast_core::control::SafeguardConfig;
+use rocast_core::time::Duration;
+use rocast_core::wire::{classify_frame, FrameClass, Ipv4Address, Opcode};
+use rocast_sim::cepheus::{run_cepheus, CepheusOutcome, CepheusSpec};
 use rocast_sim::config::Scenario;
+use rocast_sim::engine::EngineConfig;
+use rocast_sim::packet::host_ip;
 use rocast_sim::run::{build_topology, engine_config};
+use rocast_core::plan::Topology;
 use std::path::Path;
 
-/// A k=4 fat-tree (16 hosts, 3 tiers) with the given overrides.
-fn fat_tree(extra: &[&str]) -> Scenario {
+/// A k=4 fat-tree (16 hosts, 20 switches) with the given overrides.
+fn fat_tree(extra: &[&str]) -> (Topology, EngineConfig) {
     let mut sets: Vec<String> = ["topology.kind=\"fat-tree\"", "topology.k=4"]
         .iter()
         .map(|s| s.to_string())
         .collect();
     sets.extend(extra.iter().map(|s| s.to_string()));
-    Scenario::from_toml("", &sets).unwrap()
+    let sc = Scenario::from_toml("", &sets).unwrap();
+    let topo = build_topology(&sc, Path::new(".")).unwrap();
+    let cfg = engine_config(&sc, &topo).unwrap();
+    (topo, cfg)
+}
+
+fn group(receivers: &[u32], size: u64, messages: u32) -> CepheusSpec {
+    let mut s = CepheusSpec::new(0, receivers.to_vec(), size);
+    s.messages = messages;
+    s.window = 2;
+    s.verify_data = true;
+    s
+}
+
+/// Every member holds every message exactly once, byte for byte.
+fn assert_exactly_once(out: &CepheusOutcome, members: usize, messages: u32) {
+    assert_eq!(out.delivered, vec![messages; members], "{out:?}");
+    assert_eq!(out.duplicates, 0);
+    assert!(out.corrupt_receivers.is_empty(), "{:?}", out.corrupt_receivers);
+    assert!(out.message_done_ps.iter().all(Option::is_some));
 }
 
 #[test]
-fn smoke() {
-    let sc = fat_tree(&[]);
-    let topo = build_topology(&sc, Path::new(".")).unwrap();
-    let cfg = engine_config(&sc, &topo).unwrap();
-    let mut spec = CepheusSpec::new(0, (1..16).collect(), 100_000);
-    spec.messages = 3;
-    spec.verify_data = true;
+fn every_receiver_gets_every_message_once_under_random_loss() {
+    let receivers: Vec<u32> = (1..16).collect();
+    for (loss, seed) in [("1e-6", 1), ("1e-4", 2), ("1e-3", 3), ("1e-2", 4), ("1e-2", 5)] {
+        let (topo, cfg) = fat_tree(&[&format!("topology.link_loss={loss}"), &format!("seed={seed}")]);
+        let out = run_cepheus(topo, cfg, &group(&receivers, 48_000, 6)).unwrap();
+        assert_exactly_once(&out, 16, 6);
+        assert!(out.fallback.is_none(), "loss {loss}: {:?}", out.fallback);
+        // The source saw ordinary RoCE feedback only, and fewer ACKs than the
+        // receivers sent: aggregation works.
+        let fb = &out.source_feedback;
+        assert_eq!(fb.refused, 0, "loss {loss}: {fb:?}");
+        assert!(fb.acks > 0 && fb.acks < out.switches.acks_in, "{fb:?}");
+        if loss == "1e-2" {
+            assert!(out.retransmitted > 0, "1% loss must cost retransmissions");
+            assert!(out.switches.filtered > 0, "retransmissions are filtered");
+        }
+    }
+}
+
+#[test]
+fn frames_toward_the_source_are_ordinary_feedback_and_bridged_frames_verify() {
+    let (topo, mut cfg) = fat_tree(&["topology.link_loss=1e-3", "seed=9"]);
+    // The source's link and a receiver's link.
+    let src_link = topo.ports(0)[0].0;
+    let rx_link = topo.ports(5)[0].0;
+    cfg.capture_links = vec![src_link, rx_link];
+    cfg.capture_max_packets = 1_000_000;
+    let spec = group(&[3, 5, 9, 14], 30_000, 3);
     let out = run_cepheus(topo, cfg, &spec).unwrap();
-    println!("{out:#?}");
-    assert!(out.corrupt_receivers.is_empty());
+    assert_exactly_once(&out, 5, 3);
+    let mcst = spec.mcst_id;
+    let (src, rx) = (Ipv4Address::from_u32(host_ip(0)), Ipv4Address::from_u32(host_ip(5)));
+    let (mut to_source, mut to_rx) = (0, 0);
+    for (_, frame) in &out.capture {
+        let FrameClass::Roce { frame, icrc_ok } = classify_frame(frame) else {
+            panic!("not RoCE");
+        };
+        assert!(icrc_ok, "every frame's ICRC verifies: {frame:?}");
+        let r = frame.roce;
+        if r.ip.dst_addr == src {
+            // Toward the source: ACK/NAK/CNP from its virtual remote, to its QP.
+            assert_eq!(r.ip.src_addr, mcst);
+            assert!(r.ext.aeth.is_some() || r.bth.opcode == Opcode::CNP, "{r:?}");
+            to_source += 1;
+        } else if r.ip.dst_addr == rx {
+            // Bridged to receiver 5: from the McstID, to its own QP, not QPN 1.
+            assert_eq!(r.ip.src_addr, mcst);
+            assert_ne!(r.bth.dest_qp, 1);
+            assert!(r.ext.aeth.is_none());
+            to_rx += 1;
+        } else {
+            // Sent by the source or by the receiver: addressed to the McstID.
+            assert_eq!(r.ip.dst_addr, mcst, "{r:?}");
+            assert_eq!(r.bth.dest_qp, 1);
+        }
+    }
+    assert!(to_source > 0 && to_rx >= 3 * 30_000 / 1024);
+}
+
+#[test]
+fn members_take_turns_as_source_on_one_tree() {
+    let (topo, cfg) = fat_tree(&["topology.link_loss=1e-3", "seed=3"]);
+    let mut spec = group(&[2, 6, 11, 15], 20_000, 6);
+    // Source 0, then member 2 (host 6), then member 4 (host 15), then 0 again.
+    spec.senders = vec![0, 0, 2, 2, 4, 0];
+    let out = run_cepheus(topo, cfg, &spec).unwrap();
+    assert_exactly_once(&out, 5, 6);
+    assert_eq!(out.source_switches, 3);
+    assert!(out.switches.source_switches >= 3, "switches followed the new source");
     assert!(out.fallback.is_none());
 }
+
+#[test]
+fn registration_failure_falls_back_without_loss_or_duplicates() {
+    let (topo, mut cfg) = fat_tree(&[]);
+    cfg.mft_max_groups = 0;
+    let out = run_cepheus(topo, cfg, &group(&[1, 4, 7, 10, 13], 40_000, 3)).unwrap();
+    assert_exactly_once(&out, 6, 3);
+    let fb = out.fallback.expect("fell back");
+    assert!(fb.reason.contains("TableFull"), "{}", fb.reason);
+    assert_eq!((fb.messages, fb.deliveries), (3, 15));
+    assert!(out.registered_ps.is_none());
+}
+
+#[test]
+fn low_throughput_falls_back_mid_transfer_without_loss_or_duplicates() {
+    // 2% loss everywhere: go-back-N multicast to 4 receivers crawls; the safeguard
+    // notices within its window and the overlay finishes the job.
+    let (topo, cfg) = fat_tree(&["topology.link_loss=2e-2", "seed=11"]);
+    let mut spec = group(&[1, 5, 9, 13], 64_000, 24);
+    spec.safeguard = Some(SafeguardConfig {
+        expected_bps: 100_000_000_000,
+        threshold: 0.5,
+        window: Duration::from_us(200),
+        grace: Duration::from_us(20),
+    });
+    spec.fallback_block = 16_000;
+    let out = run_cepheus(topo, cfg, &spec).unwrap();
+    assert_exactly_once(&out, 5, 24);
+    let fb = out.fallback.expect("fell back");
+    assert!(fb.reason.contains("below 50%"), "{}", fb.reason);
+    let over_cepheus = out.source_done_ps.iter().filter(|d| d.is_some()).count() as u32;
+    assert!(over_cepheus > 0 && fb.messages > 0, "the switch-over happened mid-transfer");
+    assert!(fb.messages <= 24 && fb.messages + over_cepheus >= 24);
+}
+
+#[test]
+fn a_seeded_group_run_is_pinned() {
+    let (topo, cfg) = fat_tree(&["topology.link_loss=1e-3", "seed=21"]);
+    let mut spec = group(&(1..16).collect::<Vec<_>>(), 100_000, 4);
+    spec.verify_data = false;
+    let a = run_cepheus(topo.clone(), cfg.clone(), &spec).unwrap();
+    let b = run_cepheus(topo, cfg, &spec).unwrap();
+    let key = |o: &CepheusOutcome| (o.completion_ps(), o.events, o.retransmitted, o.source_feedback.acks);
+    assert_eq!(key(&a), key(&b), "same seed, same run");
+    assert_eq!(key(&a), (Some(116_062_880), 35_373, 753, 33));
+}
+
