@@ -12,6 +12,7 @@ use rocast_core::overlay::model::critical_path;
 use rocast_core::overlay::Scheme;
 use rocast_core::plan::Routes;
 use rocast_core::time::Duration;
+use rocast_sim::config::{parse_bytes, parse_sizes};
 use rocast_sim::broadcast::{
     bench_driver_config, message_cost, run_broadcast, spread_hosts, BroadcastSpec, DEFAULT_OVERHEAD,
 };
@@ -71,46 +72,6 @@ pub struct BcastCmd {
     /// Write a latency-vs-size plot (PNG) here.
     #[arg(long)]
     plot: Option<PathBuf>,
-}
-
-/// "64", "4K", "1M", "1G" (binary multiples).
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('m' | 'M') => (&t[..t.len() - 1], 1 << 20),
-        Some('g' | 'G') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|v| v.checked_mul(mult))
-        .ok_or_else(|| format!("bad size {s:?} (expected e.g. 64, 4K, 1M, 1G)"))
-}
-
-/// "64:1G" → 64, 128, ..., 1 GiB; "1,100,1K" → that list.
-pub fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
-    let v = if let Some((a, b)) = s.split_once(':') {
-        let (lo, hi) = (parse_bytes(a)?, parse_bytes(b)?);
-        if lo == 0 || lo > hi {
-            return Err(format!("bad size range {s:?}: need 0 < MIN <= MAX"));
-        }
-        let mut v = Vec::new();
-        let mut x = lo;
-        while x <= hi {
-            v.push(x);
-            x = x.checked_mul(2).ok_or("size range overflows")?;
-        }
-        v
-    } else {
-        s.split(',')
-            .map(parse_bytes)
-            .collect::<Result<Vec<_>, _>>()?
-    };
-    if v.is_empty() || v.iter().any(|&x| x == 0 || x > 1 << 40) {
-        return Err(format!("bad sizes {s:?}: each must be 1 byte to 1 TiB"));
-    }
-    Ok(v)
 }
 
 pub fn run(cmd: BcastCmd) -> Result<(), String> {
@@ -258,10 +219,15 @@ fn fabric(cmd: &BcastCmd) -> Result<(Scenario, PathBuf), String> {
     Ok((sc, PathBuf::new()))
 }
 
-/// Runs the plotting script with the project's Python (its `.venv` when present).
 fn plot(csv: &Path, png: &Path, title: &str) -> Result<(), String> {
+    run_python("python/plot_bcast.py", csv, png, title)
+}
+
+/// Runs a plotting script of the repository (`script`: relative to its root) as
+/// `script CSV PNG TITLE` with the project's Python (its `.venv` when present).
+pub(crate) fn run_python(script: &str, csv: &Path, png: &Path, title: &str) -> Result<(), String> {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let script = repo.join("python/plot_bcast.py");
+    let script = repo.join(script);
     let venv = repo.join(".venv/bin/python");
     let python = if venv.exists() {
         venv

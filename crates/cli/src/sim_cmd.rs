@@ -67,6 +67,24 @@ pub fn run(cmd: SimCmd) -> Result<(), String> {
         }
     };
     println!("scenario: {}  (seed {})", sc.name, sc.seed);
+    if !sc.multicast.experiment.is_empty() {
+        let report = rocast_sim::cepheus_eval::run_experiment(&sc, &base)?;
+        print!("{}", report.text);
+        std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
+        for (name, body) in &report.files {
+            let path = cmd.out.join(name);
+            std::fs::write(&path, body).map_err(|e| format!("{}: {e}", path.display()))?;
+            if name == "fairness.csv" {
+                let png = cmd.out.join("fairness.png");
+                match crate::bcast_cmd::run_python("python/plot_fairness.py", &path, &png, &sc.name) {
+                    Ok(()) => println!("plot: {}", png.display()),
+                    Err(e) => println!("no plot ({e})"),
+                }
+            }
+        }
+        println!("outputs in {}/", cmd.out.display());
+        return Ok(());
+    }
     let opts = RunOptions {
         out_dir: Some(cmd.out.clone()),
         progress: !cmd.quiet && sc.output.progress && std::io::stderr().is_terminal(),

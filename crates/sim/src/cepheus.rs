@@ -41,6 +41,7 @@ use rocast_core::wire::Ipv4Address;
 
 use crate::broadcast::{bench_driver_config, broadcast_on, BroadcastSpec, DEFAULT_OVERHEAD};
 use crate::engine::{AppEvent, Engine, EngineConfig};
+use crate::workload::FlowSpec;
 use crate::packet::host_ip;
 
 /// One multicast group's transfer.
@@ -55,8 +56,11 @@ pub struct CepheusSpec {
     /// Messages the source keeps posted at once.
     pub window: u32,
     /// Host software time per message at the source before it is posted (the
-    /// application's and storage stack's cost per IO).
+    /// application's and storage stack's cost per IO). The source's CPU is one
+    /// resource: posts are serialised, each costing this much.
     pub per_message_overhead: Duration,
+    /// Record the source's transmitted bytes and every unicast flow's every interval.
+    pub sample_interval: Option<Duration>,
     /// Carry real bytes and compare every receiver's memory with the source's.
     pub verify_data: bool,
     pub seed: u64,
@@ -88,6 +92,7 @@ impl CepheusSpec {
             safeguard: None,
             fallback_block: 1 << 20,
             senders: Vec::new(),
+            sample_interval: None,
         }
     }
 }
@@ -117,7 +122,7 @@ pub struct SourceFeedback {
 pub struct CepheusOutcome {
     /// When registration completed (None: it failed).
     pub registered_ps: Option<u64>,
-    /// When the first message was posted.
+    /// When the application first asked to send (each post then pays the CPU cost).
     pub first_post_ps: u64,
     /// Per message: when the last receiver had it (None: never).
     pub message_done_ps: Vec<Option<u64>>,
@@ -144,6 +149,11 @@ pub struct CepheusOutcome {
     pub qp_rx_drops: u64,
     /// Frames captured on `EngineConfig::capture_links`: (time ps, Ethernet frame).
     pub capture: Vec<(u64, Vec<u8>)>,
+    /// With `sample_interval`: (time ps, source data bytes sent, each unicast flow's
+    /// data bytes sent so far, None before it starts or once it finished).
+    pub samples: Vec<(u64, u64, Vec<Option<u64>>)>,
+    /// The unicast flows run beside the group (`run_cepheus_with_flows`).
+    pub flows: Vec<crate::engine::FlowResult>,
 }
 
 impl CepheusOutcome {
@@ -169,8 +179,18 @@ fn message_data(seed: u64, i: u32, len: usize) -> Vec<u8> {
 /// Runs one group's transfer on an otherwise idle fabric.
 pub fn run_cepheus(
     topo: Topology,
+    cfg: EngineConfig,
+    spec: &CepheusSpec,
+) -> Result<CepheusOutcome, String> {
+    run_cepheus_with_flows(topo, cfg, spec, Vec::new())
+}
+
+/// Runs one group's transfer beside unicast `flows` (which start at their own times).
+pub fn run_cepheus_with_flows(
+    topo: Topology,
     mut cfg: EngineConfig,
     spec: &CepheusSpec,
+    flows: Vec<FlowSpec>,
 ) -> Result<CepheusOutcome, String> {
     let hosts = topo.num_hosts() as u32;
     let mut seen = std::collections::BTreeSet::new();
@@ -185,7 +205,7 @@ pub fn run_cepheus(
         return Err("a group needs receivers, messages and a window of at least 1".into());
     }
     cfg.carry_payload = spec.verify_data;
-    let mut engine = Engine::new(topo, cfg.clone(), Vec::new())?;
+    let mut engine = Engine::new(topo, cfg.clone(), flows)?;
     let mut run = GroupRun::new(&mut engine, &cfg, spec)?;
     run.drive(&mut engine)?;
     Ok(run.finish(&mut engine))
@@ -216,6 +236,10 @@ struct GroupRun<'s> {
     app_buffers: Vec<Vec<u8>>,
     fallback: Option<Fallback>,
     fallback_reason: Option<String>,
+    /// When the source's CPU is free for the next post.
+    cpu_free: u64,
+    next_sample: Option<u64>,
+    samples: Vec<(u64, u64, Vec<Option<u64>>)>,
     /// The source QP's feedback counters, kept when the QP is destroyed.
     source_feedback: Option<SourceFeedback>,
 }
@@ -294,6 +318,9 @@ impl<'s> GroupRun<'s> {
             app_buffers,
             fallback: None,
             fallback_reason: None,
+            cpu_free: 0,
+            next_sample: spec.sample_interval.map(|d| d.as_ps()),
+            samples: Vec::new(),
             source_feedback: None,
         })
     }
@@ -325,8 +352,9 @@ impl<'s> GroupRun<'s> {
             }
             self.next_post += 1;
             self.outstanding += 1;
-            let at = at + self.spec.per_message_overhead.as_ps();
             self.first_post_ps.get_or_insert(at);
+            let at = at.max(self.cpu_free) + self.spec.per_message_overhead.as_ps();
+            self.cpu_free = at;
             let offset = (i as u64 % self.slots) * self.spec.message_bytes;
             for (m, &q) in self.qpns.iter().enumerate() {
                 if m != s {
@@ -394,6 +422,7 @@ impl<'s> GroupRun<'s> {
             let wake = [
                 self.controller.poll_timeout(),
                 self.monitor.as_ref().and_then(|m| m.poll_timeout()),
+                self.next_sample.map(Instant::from_ps),
             ]
             .into_iter()
             .flatten()
@@ -407,6 +436,16 @@ impl<'s> GroupRun<'s> {
                 self.on_event(engine, t, ev, source_ip)?;
             }
             let now = now.max(engine.now());
+            if let (Some(t), Some(iv)) = (self.next_sample, self.spec.sample_interval) {
+                if t <= now.as_ps() {
+                    let src = engine.qp(self.qpns[0]).map_or(0, |q| q.stats().tx_data_bytes);
+                    let flows = (0..engine.results.len() as u32)
+                        .map(|i| engine.flow_tx_bytes(i))
+                        .collect();
+                    self.samples.push((t, src, flows));
+                    self.next_sample = Some(t + iv.as_ps());
+                }
+            }
             if self.controller.poll_timeout().is_some_and(|t| t <= now) {
                 for p in self.controller.handle_timeout(now) {
                     engine.inject_mrp(now, self.spec.source, &p);
@@ -673,6 +712,8 @@ impl<'s> GroupRun<'s> {
             mrp_malformed: engine.mrp_malformed,
             qp_rx_drops: engine.totals.qp_rx_drops,
             capture: std::mem::take(&mut engine.capture),
+            samples: self.samples,
+            flows: engine.results.clone(),
         }
     }
 }

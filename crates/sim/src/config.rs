@@ -39,6 +39,66 @@ pub struct Scenario {
     pub output: OutputConfig,
     /// Link failures and recoveries during the run.
     pub link_events: Vec<LinkEvent>,
+    /// A multicast experiment to run instead of the workload (the Cepheus
+    /// evaluation presets).
+    pub multicast: MulticastConfig,
+}
+
+/// A multicast experiment (Cepheus §V): which one, and its knobs.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MulticastConfig {
+    /// "" (none: run the workload), "testbed", "large-scale", "loss", "iops" or
+    /// "fairness".
+    pub experiment: String,
+    /// Group size (source included).
+    pub group: u32,
+    /// Group sizes, for experiments that sweep them.
+    pub groups: Vec<u32>,
+    /// Message sizes: "64:512M" (powers of two) or a list "64,4K,1M".
+    pub sizes: String,
+    /// Schemes to compare: cepheus, tree, chain, pipeline, sequential, ring.
+    pub schemes: Vec<String>,
+    /// Chain slices per message (0: blocks of `block`).
+    pub chain_slices: u32,
+    /// Block size of the pipelined overlay schemes.
+    pub block: String,
+    /// Per-post host software overhead of every scheme, microseconds.
+    pub overhead_us: f64,
+    /// Random loss rates on switch-to-switch links.
+    pub loss_rates: Vec<f64>,
+    /// The message of single-size experiments.
+    pub message: String,
+    /// Replication IOs: size, count, queue depth, and the host storage stack's cost
+    /// per IO (each copy of the data passes through it once).
+    pub io: String,
+    pub ios: u32,
+    pub queue_depth: u32,
+    pub io_stack_us: f64,
+    /// Worker threads (0: all cores).
+    pub threads: u32,
+}
+
+impl Default for MulticastConfig {
+    fn default() -> Self {
+        MulticastConfig {
+            experiment: String::new(),
+            group: 4,
+            groups: vec![64, 512],
+            sizes: "64:512M".into(),
+            schemes: vec!["cepheus".into(), "tree".into(), "chain".into(), "pipeline".into()],
+            chain_slices: 4,
+            block: "1M".into(),
+            overhead_us: 2.0,
+            loss_rates: vec![0.0, 1e-8, 1e-6, 1e-5, 1e-4],
+            message: "128M".into(),
+            io: "8K".into(),
+            ios: 20_000,
+            queue_depth: 16,
+            io_stack_us: 0.842,
+            threads: 0,
+        }
+    }
 }
 
 impl Default for Scenario {
@@ -53,6 +113,7 @@ impl Default for Scenario {
             workload: WorkloadConfig::default(),
             output: OutputConfig::default(),
             link_events: Vec::new(),
+            multicast: MulticastConfig::default(),
         }
     }
 }
@@ -278,6 +339,46 @@ pub struct LinkEvent {
     pub up: bool,
 }
 
+/// "64", "4K", "1M", "1G" (binary multiples).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1 << 20),
+        Some('g' | 'G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|v| v.checked_mul(mult))
+        .ok_or_else(|| format!("bad size {s:?} (expected e.g. 64, 4K, 1M, 1G)"))
+}
+
+/// "64:1G" → 64, 128, ..., 1 GiB; "1,100,1K" → that list.
+pub fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
+    let v = if let Some((a, b)) = s.split_once(':') {
+        let (lo, hi) = (parse_bytes(a)?, parse_bytes(b)?);
+        if lo == 0 || lo > hi {
+            return Err(format!("bad size range {s:?}: need 0 < MIN <= MAX"));
+        }
+        let mut v = Vec::new();
+        let mut x = lo;
+        while x <= hi {
+            v.push(x);
+            x = x.checked_mul(2).ok_or("size range overflows")?;
+        }
+        v
+    } else {
+        s.split(',')
+            .map(parse_bytes)
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    if v.is_empty() || v.iter().any(|&x| x == 0 || x > 1 << 40) {
+        return Err(format!("bad sizes {s:?}: each must be 1 byte to 1 TiB"));
+    }
+    Ok(v)
+}
+
 /// Built-in scenarios, by name.
 pub const PRESETS: &[(&str, &str)] = &[
     ("default", include_str!("../scenarios/default.toml")),
@@ -287,6 +388,17 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
     ("incast", include_str!("../scenarios/incast.toml")),
     ("websearch", include_str!("../scenarios/websearch.toml")),
+    (
+        "cepheus-testbed",
+        include_str!("../scenarios/cepheus-testbed.toml"),
+    ),
+    ("cepheus-fig12", include_str!("../scenarios/cepheus-fig12.toml")),
+    ("cepheus-loss", include_str!("../scenarios/cepheus-loss.toml")),
+    ("cepheus-iops", include_str!("../scenarios/cepheus-iops.toml")),
+    (
+        "cepheus-fairness",
+        include_str!("../scenarios/cepheus-fairness.toml"),
+    ),
 ];
 
 pub fn preset_names() -> String {

@@ -14,6 +14,7 @@
 
 pub mod broadcast;
 pub mod cepheus;
+pub mod cepheus_eval;
 pub mod config;
 pub mod engine;
 pub mod packet;

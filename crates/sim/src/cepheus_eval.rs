@@ -1,0 +1,665 @@
+//! The Cepheus evaluation (Cepheus §V) as `rocast sim --preset cepheus-*`: each
+//! experiment runs Cepheus and the application-layer baselines on the same simulated
+//! fabric and prints rocast's figures beside the paper's.
+//!
+//! - `testbed` (§V-A, Figs 8–9): group of 4 on one switch, 64 B – 512 MB.
+//! - `large-scale` (§V-C, Fig. 12): group of 512 on a 1024-host fat-tree.
+//! - `loss` (§V-C, Fig. 13): random loss on middle links, normalised FCT/throughput.
+//! - `iops` (§V-B, Table I): 8 KB replication writes to 3 replicas.
+//! - `fairness` (§V-C, Fig. 14): a multicast against two later unicasts.
+//!
+//! Independent runs (one per scheme and size) go to worker threads; every run is a
+//! deterministic function of its scenario and seed, so the tables do not depend on
+//! the thread count.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+use rocast_core::overlay::Scheme;
+use rocast_core::plan::Topology;
+use rocast_core::rnic::{Payload, Retransmission};
+use rocast_core::time::{Duration, Instant};
+
+use crate::broadcast::{bench_driver_config, run_broadcast, spread_hosts, BroadcastSpec};
+use crate::cepheus::{run_cepheus, run_cepheus_with_flows, CepheusSpec};
+use crate::config::{parse_bytes, parse_sizes, Scenario};
+use crate::engine::{AppEvent, Engine, EngineConfig};
+use crate::run::{build_topology, engine_config};
+use crate::workload::FlowSpec;
+
+/// What one experiment produced: the report, and files to write (name, contents).
+pub struct EvalReport {
+    pub text: String,
+    pub files: Vec<(String, String)>,
+}
+
+/// Runs the scenario's `[multicast]` experiment.
+pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
+    let t0 = std::time::Instant::now();
+    let topo = build_topology(sc, base)?;
+    let cfg = engine_config(sc, &topo)?;
+    let mut r = match sc.multicast.experiment.as_str() {
+        "testbed" => testbed(sc, &topo, &cfg, false)?,
+        "large-scale" => testbed(sc, &topo, &cfg, true)?,
+        "loss" => loss(sc, &topo, &cfg)?,
+        "iops" => iops(sc, &topo, &cfg)?,
+        "fairness" => fairness(sc, &topo, &cfg)?,
+        other => {
+            return Err(format!(
+                "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops or fairness"
+            ))
+        }
+    };
+    let _ = writeln!(r.text, "\nwall time {:.1} s", t0.elapsed().as_secs_f64());
+    Ok(r)
+}
+
+/// Runs `jobs` on the configured number of threads; results in job order.
+fn parallel<T: Send, J: Sync>(
+    threads: u32,
+    jobs: &[J],
+    run: impl Fn(&J) -> Result<T, String> + Sync,
+) -> Result<Vec<T>, String> {
+    let n = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads as usize
+    }
+    .min(jobs.len().max(1));
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Option<Result<T, String>>>> =
+        Mutex::new((0..jobs.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..n {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(j) = jobs.get(i) else { break };
+                let r = run(j);
+                out.lock().expect("no panics while held")[i] = Some(r);
+            });
+        }
+    });
+    out.into_inner()
+        .expect("threads joined")
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
+}
+
+/// One timed run's result.
+#[derive(Clone, Copy, Debug)]
+struct Timed {
+    ps: u64,
+    events: u64,
+}
+
+fn overhead(sc: &Scenario) -> Duration {
+    Duration::from_ps((sc.multicast.overhead_us * 1e6) as u64)
+}
+
+/// Cepheus: one message from `hosts[0]` to the rest, from the call at the source
+/// (which pays one post's overhead) until the last receiver has it.
+fn cepheus_once(
+    topo: &Topology,
+    cfg: &EngineConfig,
+    hosts: &[u32],
+    size: u64,
+    post: Duration,
+) -> Result<Timed, String> {
+    let mut spec = CepheusSpec::new(hosts[0], hosts[1..].to_vec(), size);
+    spec.per_message_overhead = post;
+    let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
+    if let Some(f) = &out.fallback {
+        return Err(format!("cepheus fell back: {}", f.reason));
+    }
+    Ok(Timed {
+        ps: out.completion_ps().ok_or("cepheus: incomplete")?,
+        events: out.events,
+    })
+}
+
+/// An overlay scheme's broadcast of one message.
+fn overlay_once(
+    topo: &Topology,
+    cfg: &EngineConfig,
+    scheme: Scheme,
+    hosts: &[u32],
+    size: u64,
+    block: u64,
+    post: Duration,
+) -> Result<Timed, String> {
+    let n = hosts.len() as u32;
+    let spec = BroadcastSpec {
+        scheme,
+        hosts: hosts.to_vec(),
+        root: 0,
+        driver: bench_driver_config(scheme, n, size, block.min(size).max(1), 8, true),
+        overhead: post,
+        verify_data: false,
+        seed: 1,
+    };
+    let out = run_broadcast(topo.clone(), cfg.clone(), &spec)?;
+    Ok(Timed {
+        ps: out.latency_ps,
+        events: out.events,
+    })
+}
+
+/// The block a scheme uses for a message: chain with `chain_slices` slices, else
+/// the configured block.
+fn block_for(sc: &Scenario, scheme: Scheme, size: u64) -> Result<u64, String> {
+    let block = parse_bytes(&sc.multicast.block)?;
+    Ok(match scheme {
+        Scheme::Chain if sc.multicast.chain_slices > 0 => {
+            size.div_ceil(sc.multicast.chain_slices as u64).max(1)
+        }
+        _ => block,
+    })
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Run {
+    Cepheus,
+    Overlay(Scheme),
+}
+
+fn parse_schemes(names: &[String]) -> Result<Vec<Run>, String> {
+    names
+        .iter()
+        .map(|n| match n.as_str() {
+            "cepheus" => Ok(Run::Cepheus),
+            s => s.parse::<Scheme>().map(Run::Overlay),
+        })
+        .collect()
+}
+
+fn run_name(r: Run) -> String {
+    match r {
+        Run::Cepheus => "cepheus".into(),
+        Run::Overlay(s) => s.to_string(),
+    }
+}
+
+fn fmt_size(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}G", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
+        b => b.to_string(),
+    }
+}
+
+/// `(lo, hi)` of a non-empty list.
+fn range(v: &[f64]) -> Option<(f64, f64)> {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    (!v.is_empty()).then_some((lo, hi))
+}
+
+/// Figs 8–9 (testbed) and Fig. 12 (large scale): completion time per size and scheme.
+fn testbed(sc: &Scenario, topo: &Topology, cfg: &EngineConfig, large: bool) -> Result<EvalReport, String> {
+    let m = &sc.multicast;
+    let sizes = parse_sizes(&m.sizes)?;
+    let runs = parse_schemes(&m.schemes)?;
+    if !runs.contains(&Run::Cepheus) {
+        return Err("multicast.schemes must include cepheus".into());
+    }
+    let hosts = spread_hosts(topo.num_hosts() as u32, m.group);
+    if m.group < 2 || m.group > topo.num_hosts() as u32 {
+        return Err(format!("multicast.group {} does not fit {} hosts", m.group, topo.num_hosts()));
+    }
+    let post = overhead(sc);
+    let mut jobs = Vec::new();
+    for &size in &sizes {
+        for &r in &runs {
+            jobs.push((size, r));
+        }
+    }
+    // Largest first, so the long runs start early.
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(jobs[i].0));
+    let ordered: Vec<(u64, Run)> = order.iter().map(|&i| jobs[i]).collect();
+    let t0 = std::time::Instant::now();
+    let results = parallel(m.threads, &ordered, |&(size, r)| match r {
+        Run::Cepheus => cepheus_once(topo, cfg, &hosts, size, post),
+        Run::Overlay(s) => overlay_once(topo, cfg, s, &hosts, size, block_for(sc, s, size)?, post),
+    })?;
+    let wall = t0.elapsed().as_secs_f64();
+    let mut by = std::collections::BTreeMap::new();
+    for (&(size, r), t) in ordered.iter().zip(&results) {
+        by.insert((size, run_name(r)), *t);
+    }
+    let events: u64 = results.iter().map(|t| t.events).sum();
+    let mut text = String::new();
+    let mut csv = String::from("size_bytes,scheme,latency_us,events\n");
+    let _ = writeln!(
+        text,
+        "# {}: group of {} ({} -> {}) on {} hosts; per-post overhead {} us",
+        if large { "Fig. 12" } else { "Figs 8-9" },
+        m.group,
+        1,
+        m.group - 1,
+        topo.num_hosts(),
+        m.overhead_us
+    );
+    let _ = write!(text, "{:>8}", "size");
+    for r in &runs {
+        let _ = write!(text, " {:>12}", format!("{} us", run_name(*r)));
+    }
+    for r in runs.iter().skip(1) {
+        let _ = write!(text, " {:>13}", format!("{}/ceph", run_name(*r)));
+    }
+    let _ = writeln!(text);
+    let mut ratios: std::collections::BTreeMap<String, Vec<(u64, f64)>> = Default::default();
+    for &size in &sizes {
+        let c = by[&(size, "cepheus".to_string())].ps as f64;
+        let _ = write!(text, "{:>8}", fmt_size(size));
+        for r in &runs {
+            let t = by[&(size, run_name(*r))];
+            let _ = write!(text, " {:>12.2}", t.ps as f64 / 1e6);
+            let _ = writeln!(csv, "{size},{},{:.3},{}", run_name(*r), t.ps as f64 / 1e6, t.events);
+        }
+        for r in runs.iter().filter(|&&r| r != Run::Cepheus) {
+            let x = by[&(size, run_name(*r))].ps as f64 / c;
+            ratios.entry(run_name(*r)).or_default().push((size, x));
+            let _ = write!(text, " {:>12.2}x", x);
+        }
+        let _ = writeln!(text);
+    }
+    let _ = writeln!(text, "\npaper vs rocast (ratio = scheme time / Cepheus time):");
+    let small = |name: &str| {
+        range(&ratios.get(name).map_or(vec![], |v| {
+            v.iter().filter(|(s, _)| *s <= 64 << 10).map(|x| x.1).collect()
+        }))
+    };
+    let big = |name: &str| {
+        range(&ratios.get(name).map_or(vec![], |v| {
+            v.iter().filter(|(s, _)| *s >= 1 << 20).map(|x| x.1).collect()
+        }))
+    };
+    let show = |x: Option<(f64, f64)>| x.map_or("n/a".to_string(), |(a, b)| format!("{a:.1}-{b:.1}x"));
+    let maxr = |x: Option<(f64, f64)>| x.map_or("n/a".to_string(), |(_, b)| format!("up to {b:.1}x"));
+    if large {
+        let _ = writeln!(text, "  short flows (<= 64K) vs chain: paper up to 164x, rocast {}", maxr(small("chain")));
+        let _ = writeln!(text, "  short flows (<= 64K) vs tree:  paper up to 4.5x, rocast {}", maxr(small("tree")));
+        let _ = writeln!(text, "  large flows (>= 1M) vs chain:  paper up to 2.1x, rocast {}", maxr(big("chain")));
+        let _ = writeln!(text, "  large flows (>= 1M) vs tree:   paper up to 8.9x, rocast {}", maxr(big("tree")));
+        let _ = writeln!(
+            text,
+            "  runs: {} in {:.1} s wall, {} events, {:.2} M events/s (all threads)",
+            results.len(),
+            wall,
+            events,
+            events as f64 / wall / 1e6
+        );
+    } else {
+        let _ = writeln!(text, "  small (<= 64K) vs chain: paper 3-5.2x,   rocast {}", show(small("chain")));
+        let _ = writeln!(text, "  small (<= 64K) vs tree:  paper 2.5-3.5x, rocast {}", show(small("tree")));
+        let _ = writeln!(text, "  large (>= 1M) vs chain:  paper 1.3-2.8x, rocast {}", show(big("chain")));
+        let _ = writeln!(text, "  large (>= 1M) vs tree:   paper 2-2.8x,   rocast {}", show(big("tree")));
+        let mb256 = 256u64 << 20;
+        if let (Some(c), Some(p)) = (
+            by.get(&(mb256, "cepheus".to_string())),
+            by.get(&(mb256, "pipeline".to_string())),
+        ) {
+            let _ = writeln!(
+                text,
+                "  256 MB: paper Cepheus 24.4 ms vs RDMC ~35 ms; rocast {:.1} ms vs {:.1} ms",
+                c.ps as f64 / 1e9,
+                p.ps as f64 / 1e9
+            );
+        }
+    }
+    let name = if large { "fig12.csv" } else { "testbed.csv" };
+    Ok(EvalReport {
+        text,
+        files: vec![(name.into(), csv)],
+    })
+}
+
+/// Fig. 13: FCT and throughput under loss on the middle links, normalised to no loss.
+fn loss(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport, String> {
+    let m = &sc.multicast;
+    let size = parse_bytes(&m.message)?;
+    let block = parse_bytes(&m.block)?;
+    let post = overhead(sc);
+    #[derive(Clone, Copy, PartialEq)]
+    enum Kind {
+        CepheusGbn,
+        CepheusSr,
+        ChainGbn,
+        ChainSr,
+    }
+    let kinds = [Kind::CepheusGbn, Kind::ChainGbn, Kind::CepheusSr, Kind::ChainSr];
+    let mut jobs = Vec::new();
+    for &g in &m.groups {
+        if g < 2 || g > topo.num_hosts() as u32 {
+            return Err(format!("multicast.groups: {g} does not fit {} hosts", topo.num_hosts()));
+        }
+        for &loss in &m.loss_rates {
+            if !(0.0..1.0).contains(&loss) {
+                return Err(format!("multicast.loss_rates: {loss} is not a probability"));
+            }
+            for k in kinds {
+                jobs.push((g, loss, k));
+            }
+        }
+    }
+    jobs.sort_by_key(|j| std::cmp::Reverse(j.0));
+    let results = parallel(m.threads, &jobs, |&(g, loss, k)| {
+        let mut t = topo.clone();
+        for l in &mut t.links {
+            if !t_is_host_link(topo, l.a, l.b) {
+                l.loss = loss;
+            }
+        }
+        let mut c = cfg.clone();
+        c.retransmission = match k {
+            Kind::CepheusGbn | Kind::ChainGbn => Retransmission::GoBackN,
+            _ => Retransmission::SelectiveRepeat,
+        };
+        let hosts = spread_hosts(topo.num_hosts() as u32, g);
+        match k {
+            Kind::CepheusGbn | Kind::CepheusSr => cepheus_once(&t, &c, &hosts, size, post),
+            _ => overlay_once(&t, &c, Scheme::Chain, &hosts, size, block, post),
+        }
+    })?;
+    let get = |g: u32, loss: f64, k: Kind| {
+        jobs.iter()
+            .position(|j| j.0 == g && j.1 == loss && j.2 == k)
+            .map(|i| results[i].ps as f64)
+    };
+    let mut text = String::new();
+    let mut csv = String::from("group,loss,scheme,retransmission,fct_us,normalised_fct\n");
+    let _ = writeln!(
+        text,
+        "# Fig. 13: {} messages, loss on switch-to-switch links; FCT (ms) and FCT / lossless FCT",
+        fmt_size(size)
+    );
+    let _ = writeln!(
+        text,
+        "{:>5} {:>7} | {:>10} {:>10} {:>6} {:>6} | {:>10} {:>10} {:>6} {:>6}",
+        "group", "loss", "ceph-GBN", "chain-GBN", "nC", "nCh", "ceph-SR", "chain-SR", "nC", "nCh"
+    );
+    let mut gbn_worse = Vec::new();
+    let mut sr_wins = Vec::new();
+    for &g in &m.groups {
+        let base: Vec<f64> = kinds.iter().map(|&k| get(g, 0.0, k).unwrap_or(f64::NAN)).collect();
+        for &loss in &m.loss_rates {
+            let v: Vec<f64> = kinds.iter().map(|&k| get(g, loss, k).unwrap_or(f64::NAN)).collect();
+            let _ = writeln!(
+                text,
+                "{g:>5} {loss:>7.0e} | {:>10.2} {:>10.2} {:>6.2} {:>6.2} | {:>10.2} {:>10.2} {:>6.2} {:>6.2}",
+                v[0] / 1e9,
+                v[1] / 1e9,
+                v[0] / base[0],
+                v[1] / base[1],
+                v[2] / 1e9,
+                v[3] / 1e9,
+                v[2] / base[2],
+                v[3] / base[3],
+            );
+            for (i, (name, rtx)) in [("cepheus", "gbn"), ("chain", "gbn"), ("cepheus", "sr"), ("chain", "sr")]
+                .iter()
+                .enumerate()
+            {
+                let _ = writeln!(csv, "{g},{loss},{name},{rtx},{:.3},{:.4}", v[i] / 1e6, v[i] / base[i]);
+            }
+            if v[0] > v[1] {
+                gbn_worse.push(format!("{g}@{loss:.0e}"));
+            }
+            if loss > 0.0 && v[2] < v[3] {
+                sr_wins.push(format!("{g}@{loss:.0e}"));
+            }
+        }
+    }
+    let _ = writeln!(text, "\npaper vs rocast:");
+    let _ = writeln!(
+        text,
+        "  go-back-N, Cepheus slower than chain: paper only at 512 and 1e-4; rocast at {}",
+        if gbn_worse.is_empty() { "none".to_string() } else { gbn_worse.join(", ") }
+    );
+    let _ = writeln!(
+        text,
+        "  selective repeat, Cepheus faster than chain (beyond the paper): {}",
+        if sr_wins.is_empty() { "none".to_string() } else { sr_wins.join(", ") }
+    );
+    Ok(EvalReport {
+        text,
+        files: vec![("loss.csv".into(), csv)],
+    })
+}
+
+fn t_is_host_link(topo: &Topology, a: u32, b: u32) -> bool {
+    topo.is_host(a) || topo.is_host(b)
+}
+
+/// Table I: replication IOPS with a per-copy host stack cost.
+fn iops(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport, String> {
+    let m = &sc.multicast;
+    let io = parse_bytes(&m.io)?;
+    let stack = Duration::from_ps((m.io_stack_us * 1e6) as u64);
+    if m.ios == 0 || m.queue_depth == 0 || m.group < 2 {
+        return Err("multicast: ios, queue_depth and group must be positive (group >= 2)".into());
+    }
+    let hosts = spread_hosts(topo.num_hosts() as u32, m.group);
+    let (client, replicas) = (hosts[0], hosts[1..].to_vec());
+    let jobs = [0u8, 1, 2];
+    let results = parallel(m.threads, &jobs, |&j| match j {
+        0 => unicast_iops(topo, cfg, client, &replicas[..1], io, m.ios, m.queue_depth, stack),
+        1 => unicast_iops(topo, cfg, client, &replicas, io, m.ios, m.queue_depth, stack),
+        _ => {
+            let mut spec = CepheusSpec::new(client, replicas.clone(), io);
+            spec.messages = m.ios;
+            spec.window = m.queue_depth;
+            spec.per_message_overhead = stack;
+            let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
+            let t = out.completion_ps().ok_or("cepheus: incomplete")?;
+            Ok(m.ios as f64 / (t as f64 / 1e12))
+        }
+    })?;
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "# Table I: {} IOs of {} by RDMA WRITE to {} replicas, queue depth {}, host stack {} us per copy",
+        m.ios,
+        fmt_size(io),
+        replicas.len(),
+        m.queue_depth,
+        m.io_stack_us
+    );
+    let _ = writeln!(text, "{:>12} {:>12} {:>12}", "scheme", "paper MIOPS", "rocast MIOPS");
+    let paper = [1.188, 0.413, 1.167];
+    let names = [
+        "1-unicast".to_string(),
+        format!("{}-unicasts", replicas.len()),
+        "cepheus".to_string(),
+    ];
+    let mut csv = String::from("scheme,paper_miops,rocast_miops\n");
+    for i in 0..3 {
+        let _ = writeln!(text, "{:>12} {:>12.3} {:>12.3}", names[i], paper[i], results[i] / 1e6);
+        let _ = writeln!(csv, "{},{},{:.4}", names[i], paper[i], results[i] / 1e6);
+    }
+    let _ = writeln!(
+        text,
+        "\n  cepheus / {}-unicasts: paper {:.2}x, rocast {:.2}x",
+        replicas.len(),
+        1.167 / 0.413,
+        results[2] / results[1]
+    );
+    Ok(EvalReport {
+        text,
+        files: vec![("iops.csv".into(), csv)],
+    })
+}
+
+/// IOs of `io` bytes from `client`, each written to every server over its own RC
+/// connection; an IO completes when all its copies do. The client's CPU pays `stack`
+/// per copy, serially; at most `qd` IOs are in flight. Returns IOs per second.
+#[allow(clippy::too_many_arguments)]
+fn unicast_iops(
+    topo: &Topology,
+    cfg: &EngineConfig,
+    client: u32,
+    servers: &[u32],
+    io: u64,
+    ios: u32,
+    qd: u32,
+    stack: Duration,
+) -> Result<f64, String> {
+    let mut e = Engine::new(topo.clone(), cfg.clone(), Vec::new())?;
+    let conns = servers
+        .iter()
+        .map(|&s| e.open_connection(client, s, io * qd as u64))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut cpu = 0u64;
+    let (mut posted, mut done, mut in_flight) = (0u32, 0u32, 0u32);
+    let mut copies_left = vec![servers.len() as u32; ios as usize];
+    let mut last = 0u64;
+    let post = |e: &mut Engine, now: u64, posted: &mut u32, in_flight: &mut u32, cpu: &mut u64| {
+        while *posted < ios && *in_flight < qd {
+            let i = *posted;
+            for &c in &conns {
+                *cpu = (*cpu).max(now) + stack.as_ps();
+                let off = (i % qd) as u64 * io;
+                e.post_message(Instant::from_ps(*cpu), c, off, Payload::Zeros(io as usize), i, i as u64)?;
+            }
+            *posted += 1;
+            *in_flight += 1;
+        }
+        Ok::<(), String>(())
+    };
+    post(&mut e, 0, &mut posted, &mut in_flight, &mut cpu)?;
+    let horizon = Instant::from_ps(u64::MAX / 2);
+    while done < ios {
+        let more = e.run_until_app_event(horizon);
+        let mut any = false;
+        while let Some((t, ev)) = e.poll_app_event() {
+            any = true;
+            if let AppEvent::SendDone { wr_id, ok, .. } = ev {
+                if !ok {
+                    return Err(format!("IO {wr_id} failed"));
+                }
+                let left = &mut copies_left[wr_id as usize];
+                *left -= 1;
+                if *left == 0 {
+                    done += 1;
+                    in_flight -= 1;
+                    last = t.as_ps();
+                    post(&mut e, t.as_ps(), &mut posted, &mut in_flight, &mut cpu)?;
+                }
+            }
+        }
+        if !more && !any {
+            return Err(format!("unicast IOs stalled at {done} of {ios}"));
+        }
+    }
+    Ok(ios as f64 / (last as f64 / 1e12))
+}
+
+/// Fig. 14: per-ms throughput of a multicast f1 against unicasts f2 and f3.
+fn fairness(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport, String> {
+    let m = &sc.multicast;
+    let size = parse_bytes(&m.message)?;
+    let hosts_n = topo.num_hosts() as u32;
+    if m.group < 5 || m.group > hosts_n {
+        return Err(format!("multicast.group must be 5..{hosts_n}"));
+    }
+    // Draw the group's hosts N0..N(g-1) (seeded).
+    let mut rng = ChaCha8Rng::seed_from_u64(sc.seed);
+    let mut pool: Vec<u32> = (0..hosts_n).collect();
+    let mut nodes = Vec::new();
+    for _ in 0..m.group {
+        let i = (rng.next_u64() % pool.len() as u64) as usize;
+        nodes.push(pool.swap_remove(i));
+    }
+    let rate = topo.links[topo.ports(nodes[0])[0].0 as usize].rate_bps;
+    // f2 and f3 each carry what the line moves in 8 ms alone; f2 starts at 5 ms and
+    // f3 once f2 has been received, 5 ms later.
+    let uni = rate / 8 / 1000 * 8;
+    let flows = vec![
+        FlowSpec {
+            src: nodes[1],
+            dst: nodes[2],
+            size: uni,
+            start_ps: 5_000_000_000,
+            after: None,
+        },
+        FlowSpec {
+            src: nodes[3],
+            dst: nodes[4],
+            size: uni,
+            start_ps: 5_000_000_000,
+            after: Some(0),
+        },
+    ];
+    let mut spec = CepheusSpec::new(nodes[0], nodes[1..].to_vec(), size);
+    spec.sample_interval = Some(Duration::from_ms(1));
+    let out = run_cepheus_with_flows(topo.clone(), cfg.clone(), &spec, flows)?;
+    let mut text = String::new();
+    let mut csv = String::from("ms,f1_gbps,f2_gbps,f3_gbps\n");
+    let _ = writeln!(
+        text,
+        "# Fig. 14: f1 multicast N0={} -> {} receivers ({}); f2 N1={} -> N2={} at 5 ms; f3 N3={} -> N4={} 5 ms after f2 ends",
+        nodes[0],
+        m.group - 1,
+        fmt_size(size),
+        nodes[1],
+        nodes[2],
+        nodes[3],
+        nodes[4]
+    );
+    let _ = writeln!(text, "{:>4} {:>9} {:>9} {:>9}", "ms", "f1 Gbps", "f2 Gbps", "f3 Gbps");
+    let mut prev = (0u64, vec![0u64; 2]);
+    let finals: Vec<u64> = out.flows.iter().map(|f| f.size).collect();
+    let mut shares = Vec::new();
+    for (t, src, fl) in &out.samples {
+        let ms = t / 1_000_000_000;
+        let cur: Vec<u64> = fl
+            .iter()
+            .enumerate()
+            .map(|(i, b)| match b {
+                Some(b) => *b,
+                None if out.flows[i].finish_ps.is_some_and(|f| f <= *t) => finals[i],
+                None => 0,
+            })
+            .collect();
+        let g = |a: u64, b: u64| (a.saturating_sub(b)) as f64 * 8.0 / 1e6; // per ms → Gbps
+        let (f1, f2, f3) = (g(*src, prev.0), g(cur[0], prev.1[0]), g(cur[1], prev.1[1]));
+        let _ = writeln!(text, "{ms:>4} {f1:>9.1} {f2:>9.1} {f3:>9.1}");
+        let _ = writeln!(csv, "{ms},{f1:.3},{f2:.3},{f3:.3}");
+        if f2 > 1.0 || f3 > 1.0 {
+            shares.push(f1 / (f1 + f2 + f3));
+        }
+        prev = (*src, cur);
+    }
+    let _ = writeln!(text, "\npaper vs rocast:");
+    let _ = writeln!(
+        text,
+        "  paper: f1 takes the whole link alone, converges to a fair share with f2, then with f3"
+    );
+    if let Some((lo, hi)) = range(&shares) {
+        let mean = shares.iter().sum::<f64>() / shares.len() as f64;
+        let _ = writeln!(
+            text,
+            "  rocast: f1's share of the bottleneck while contended: mean {:.2} (range {:.2}-{:.2}); fair = 0.50",
+            mean, lo, hi
+        );
+    }
+    let _ = writeln!(
+        text,
+        "  f1 done at {:.1} ms; CNPs: {} reached switches, {} passed, {} filtered",
+        out.completion_ps().unwrap_or(0) as f64 / 1e9,
+        out.switches.cnps_in,
+        out.switches.cnps_out,
+        out.switches.cnps_filtered
+    );
+    Ok(EvalReport {
+        text,
+        files: vec![("fairness.csv".into(), csv)],
+    })
+}
