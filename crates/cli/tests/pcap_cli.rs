@@ -454,3 +454,42 @@ fn sim_capture_passes_pcap_check_and_bad_configs_fail_clearly() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Cepheus connection bridging on real Soft-RoCE frames: every RoCE frame of the
+/// golden rxe capture, rewritten as the switch next to a receiver rewrites it (new
+/// dstIP/dstQP, srcIP = McstID, RETH pointed at the receiver's region), must pass
+/// `rocast pcap check` — fresh IPv4 checksum and ICRC.
+#[test]
+fn bridged_rxe_frames_pass_check() {
+    use rocast_core::fabric::cepheus::Bridge;
+    use rocast_core::wire::{Ipv4Address, RoceRepr};
+    let bytes = golden();
+    let bridge = Bridge {
+        mcst_id: Ipv4Address::new(239, 1, 0, 1),
+        dst_ip: Ipv4Address::new(11, 0, 7, 1),
+        dst_qp: 0x1234,
+        region: Some((0x7f00_0000_0000, 0xabcd)),
+    };
+    let mut out = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
+    let (mut bridged, mut with_reth) = (0, 0);
+    for rec in PcapReader::new(&bytes).unwrap() {
+        let rec = rec.unwrap();
+        let mut frame = rec.data.to_vec();
+        if let FrameClass::Roce { icrc_ok: true, .. } = classify_frame(&frame) {
+            bridge.rewrite_ip_packet(&mut frame[14..]).unwrap();
+            let r = RoceRepr::parse_verified(&frame[14..]).unwrap();
+            assert_eq!((r.ip.src_addr, r.ip.dst_addr, r.bth.dest_qp), (bridge.mcst_id, bridge.dst_ip, 0x1234));
+            if let Some(reth) = r.ext.reth {
+                assert_eq!(reth.rkey, 0xabcd);
+                with_reth += 1;
+            }
+            bridged += 1;
+        }
+        out.write_record(rec.ts_ns, &frame).unwrap();
+    }
+    assert_eq!(bridged, 506);
+    assert!(with_reth > 0, "the capture has WRITEs");
+    let r = run_on("check", &out.into_inner(), "bridged.pcap");
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.ends_with(GOLDEN_SUMMARY), "{}", r.stdout);
+}

@@ -93,7 +93,7 @@ impl MulticastForwardingTable {
     }
     pub(crate) fn entry_index(&self, port: u16) -> Option<usize> {
         let i = *self.path_index.get(port as usize)?;
-        (i != 0).then_some(i as usize - 1)
+        (i != 0).then(|| i as usize - 1)
     }
 
     /// Puts `port` on the tree (or updates its next hop). Returns false when the port

@@ -425,3 +425,75 @@ fn table_is_bounded_by_ports_and_groups() {
     let one = sw.memory_bytes();
     assert!(one < 4096, "{one}");
 }
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum In {
+        Data { port: u16, psn: u32, ack_req: bool },
+        Ack { port: u16, psn: u32 },
+        Nak { port: u16, psn: u32 },
+        Cnp { port: u16 },
+        Other { port: u16, opcode: u8, dst: u32 },
+    }
+
+    fn input() -> impl Strategy<Value = In> {
+        prop_oneof![
+            (0u16..6, 0u32..64, any::<bool>()).prop_map(|(port, psn, ack_req)| In::Data { port, psn, ack_req }),
+            (0u16..6, 0u32..64).prop_map(|(port, psn)| In::Ack { port, psn }),
+            (0u16..6, 0u32..64).prop_map(|(port, psn)| In::Nak { port, psn }),
+            (0u16..6).prop_map(|port| In::Cnp { port }),
+            (0u16..6, any::<u8>(), any::<u32>()).prop_map(|(port, opcode, dst)| In::Other { port, opcode, dst }),
+        ]
+    }
+
+    proptest! {
+        /// Any packet sequence, on any port (including ports off the tree and past the
+        /// port count): no panic, every action leaves by a tree port other than the
+        /// arrival port, and an aggregated ACK never claims more than every path
+        /// acknowledged.
+        #[test]
+        fn any_sequence_is_handled_within_the_rules(seq in proptest::collection::vec(input(), 0..80)) {
+            let mut sw = switch(Box::new(CounterCnpFilter::new(Duration::from_us(10))));
+            let mut t = 0;
+            for i in seq {
+                t += 1;
+                let (port, pkt) = match i {
+                    In::Data { port, psn, ack_req } => (port, data(psn, Opcode::RC_WRITE_MIDDLE, ack_req)),
+                    In::Ack { port, psn } => (port, ack(port.min(3), psn)),
+                    In::Nak { port, psn } => (port, nak(port.min(3), psn)),
+                    In::Cnp { port } => (port, cnp(port.min(3))),
+                    In::Other { port, opcode, dst } => {
+                        let mut p = data(0, Opcode(opcode), true);
+                        p.ip.dst_addr = Ipv4Address::from_u32(dst);
+                        (port, p)
+                    }
+                };
+                let mut out = Vec::new();
+                sw.handle_packet(Instant::from_us(t), port, &pkt, &mut out);
+                let g = sw.group(MCST).unwrap();
+                for a in &out {
+                    let p = match a {
+                        CepheusAction::Replicate { port, .. } => *port,
+                        CepheusAction::Feedback { port, packet } => {
+                            if let FeedbackKind::Ack { syndrome: AckSyndrome::Ack { .. }, .. } = packet.kind {
+                                let min = g.entries().iter()
+                                    .filter(|e| Some(e.port) != g.ack_out_port)
+                                    .map(|e| e.ack_psn)
+                                    .collect::<Option<Vec<_>>>()
+                                    .and_then(|v| v.into_iter().min());
+                                prop_assert!(min.is_some_and(|m| packet.psn <= m), "{packet:?} {g:?}");
+                            }
+                            *port
+                        }
+                    };
+                    prop_assert!(g.entry(p).is_some());
+                    let is_feedback = matches!(a, CepheusAction::Feedback { .. });
+                    prop_assert!(p != port || is_feedback, "a copy back out of its arrival port");
+                }
+            }
+        }
+    }
+}
