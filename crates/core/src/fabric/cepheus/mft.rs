@@ -213,6 +213,19 @@ mod tests {
     }
 
     #[test]
+    fn software_footprint_is_bounded_by_ports() {
+        // A group on all 64 ports of a switch: 80 B of table, 128 B of index, 48 B
+        // per entry — 3.3 KB, and no more however many receivers are behind the ports.
+        let mut t = MulticastForwardingTable::new(Ipv4Address::new(239, 0, 0, 1), 64);
+        for p in 0..64 {
+            t.set_path(p, host(p as u8));
+            t.set_path(p, NextHop::Switch);
+        }
+        assert_eq!(std::mem::size_of::<PathEntry>(), 48);
+        assert_eq!(t.memory_bytes(), 80 + 64 * 2 + 64 * 48);
+    }
+
+    #[test]
     fn packed_size_matches_the_papers_order_of_magnitude() {
         // 1,000 groups on a 64-port switch: the paper reports 0.69 MB.
         let per_group = MulticastForwardingTable::packed_bytes(64, false);
@@ -221,3 +234,4 @@ mod tests {
         assert!(total > 690_000 / 2 && total < 690_000 * 2, "{total}");
     }
 }
+

@@ -31,7 +31,7 @@
 //! the same way.)
 //!
 //! Memory: per group one [`MulticastForwardingTable`] — 2 bytes of Path Index per port
-//! and one 40-byte entry per port on the tree, bounded by the port count whatever the
+//! and one 48-byte entry per port on the tree, bounded by the port count whatever the
 //! group size — plus the CNP filter's counters (2 bytes per path). The packed hardware
 //! layout is [`MulticastForwardingTable::packed_bytes`]: 909 bytes per group on a
 //! 64-port switch, 0.91 MB for 1,000 groups (the paper: 0.69 MB, without CNP counters).
