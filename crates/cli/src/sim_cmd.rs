@@ -76,7 +76,8 @@ pub fn run(cmd: SimCmd) -> Result<(), String> {
             std::fs::write(&path, body).map_err(|e| format!("{}: {e}", path.display()))?;
             if name == "fairness.csv" {
                 let png = cmd.out.join("fairness.png");
-                match crate::bcast_cmd::run_python("python/plot_fairness.py", &path, &png, &sc.name) {
+                match crate::bcast_cmd::run_python("python/plot_fairness.py", &path, &png, &sc.name)
+                {
                     Ok(()) => println!("plot: {}", png.display()),
                     Err(e) => println!("no plot ({e})"),
                 }

@@ -6,7 +6,9 @@ use common::rocast;
 use std::path::Path;
 
 fn out_dir(name: &str) -> String {
-    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cepheus_cli").join(name);
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("cepheus_cli")
+        .join(name);
     d.to_str().unwrap().to_string()
 }
 
@@ -14,16 +16,33 @@ fn out_dir(name: &str) -> String {
 fn testbed_preset_compares_every_scheme() {
     let out = out_dir("testbed");
     let r = rocast(&[
-        "sim", "--preset", "cepheus-testbed", "--set", "multicast.sizes=\"64,2M\"", "--out", &out,
+        "sim",
+        "--preset",
+        "cepheus-testbed",
+        "--set",
+        "multicast.sizes=\"64,2M\"",
+        "--out",
+        &out,
     ]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
-    for want in ["cepheus us", "tree us", "chain us", "pipeline us", "paper 3-5.2x", "paper 2-2.8x"] {
+    for want in [
+        "cepheus us",
+        "tree us",
+        "chain us",
+        "pipeline us",
+        "paper 3-5.2x",
+        "paper 2-2.8x",
+    ] {
         assert!(r.stdout.contains(want), "{want}: {}", r.stdout);
     }
     let csv = std::fs::read_to_string(Path::new(&out).join("testbed.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 2 * 4);
     // Cepheus beats every baseline at both sizes on one switch.
-    for line in r.stdout.lines().filter(|l| l.trim_start().starts_with("64 ") || l.trim_start().starts_with("2M ")) {
+    for line in r
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with("64 ") || l.trim_start().starts_with("2M "))
+    {
         let ratios: Vec<f64> = line
             .split_whitespace()
             .filter_map(|w| w.strip_suffix('x'))
@@ -37,11 +56,21 @@ fn testbed_preset_compares_every_scheme() {
 #[test]
 fn iops_preset_reproduces_the_replication_gap() {
     let r = rocast(&[
-        "sim", "--preset", "cepheus-iops", "--set", "multicast.ios=2000", "--out", &out_dir("iops"),
+        "sim",
+        "--preset",
+        "cepheus-iops",
+        "--set",
+        "multicast.ios=2000",
+        "--out",
+        &out_dir("iops"),
     ]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     let miops = |name: &str| -> f64 {
-        let l = r.stdout.lines().find(|l| l.trim_start().starts_with(name)).unwrap();
+        let l = r
+            .stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap();
         l.split_whitespace().last().unwrap().parse().unwrap()
     };
     let (one, three, ceph) = (miops("1-unicast"), miops("3-unicasts"), miops("cepheus"));
@@ -51,13 +80,31 @@ fn iops_preset_reproduces_the_replication_gap() {
 
 #[test]
 fn bad_experiment_settings_are_clear_errors() {
-    let r = rocast(&["sim", "--preset", "cepheus-iops", "--set", "multicast.experiment=\"nope\""]);
+    let r = rocast(&[
+        "sim",
+        "--preset",
+        "cepheus-iops",
+        "--set",
+        "multicast.experiment=\"nope\"",
+    ]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("multicast.experiment"), "{}", r.stderr);
-    let r = rocast(&["sim", "--preset", "cepheus-testbed", "--set", "multicast.group=99"]);
+    let r = rocast(&[
+        "sim",
+        "--preset",
+        "cepheus-testbed",
+        "--set",
+        "multicast.group=99",
+    ]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("does not fit"), "{}", r.stderr);
-    let r = rocast(&["sim", "--preset", "cepheus-loss", "--set", "multicast.loss_rates=[2.0]"]);
+    let r = rocast(&[
+        "sim",
+        "--preset",
+        "cepheus-loss",
+        "--set",
+        "multicast.loss_rates=[2.0]",
+    ]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("not a probability"), "{}", r.stderr);
 }

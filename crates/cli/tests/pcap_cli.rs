@@ -478,7 +478,10 @@ fn bridged_rxe_frames_pass_check() {
         if let FrameClass::Roce { icrc_ok: true, .. } = classify_frame(&frame) {
             bridge.rewrite_ip_packet(&mut frame[14..]).unwrap();
             let r = RoceRepr::parse_verified(&frame[14..]).unwrap();
-            assert_eq!((r.ip.src_addr, r.ip.dst_addr, r.bth.dest_qp), (bridge.mcst_id, bridge.dst_ip, 0x1234));
+            assert_eq!(
+                (r.ip.src_addr, r.ip.dst_addr, r.bth.dest_qp),
+                (bridge.mcst_id, bridge.dst_ip, 0x1234)
+            );
             if let Some(reth) = r.ext.reth {
                 assert_eq!(reth.rkey, 0xabcd);
                 with_reth += 1;

@@ -41,8 +41,8 @@ use rocast_core::wire::Ipv4Address;
 
 use crate::broadcast::{bench_driver_config, broadcast_on, BroadcastSpec, DEFAULT_OVERHEAD};
 use crate::engine::{AppEvent, Engine, EngineConfig};
-use crate::workload::FlowSpec;
 use crate::packet::host_ip;
+use crate::workload::FlowSpec;
 
 /// One multicast group's transfer.
 #[derive(Clone, Debug)]
@@ -374,7 +374,15 @@ impl<'s> GroupRun<'s> {
                 None => Payload::Zeros(self.spec.message_bytes as usize),
             };
             self.delivered[s][i as usize] = true;
-            engine.post_qp_write(Instant::from_ps(at), self.qpns[s], offset, 0, data, i, i as u64)?;
+            engine.post_qp_write(
+                Instant::from_ps(at),
+                self.qpns[s],
+                offset,
+                0,
+                data,
+                i,
+                i as u64,
+            )?;
             if let Some(m) = self.monitor.as_mut() {
                 m.on_busy(Instant::from_ps(at));
             }
@@ -396,7 +404,10 @@ impl<'s> GroupRun<'s> {
             let len = self.spec.message_bytes as usize;
             let off = (i as u64 % self.slots) as usize * len;
             let at = i as usize * len;
-            if let Some(src) = engine.qp_region(self.qpns[r]).and_then(|m| m.get(off..off + len)) {
+            if let Some(src) = engine
+                .qp_region(self.qpns[r])
+                .and_then(|m| m.get(off..off + len))
+            {
                 self.app_buffers[r][at..at + len].copy_from_slice(src);
             }
         }
@@ -438,7 +449,9 @@ impl<'s> GroupRun<'s> {
             let now = now.max(engine.now());
             if let (Some(t), Some(iv)) = (self.next_sample, self.spec.sample_interval) {
                 if t <= now.as_ps() {
-                    let src = engine.qp(self.qpns[0]).map_or(0, |q| q.stats().tx_data_bytes);
+                    let src = engine
+                        .qp(self.qpns[0])
+                        .map_or(0, |q| q.stats().tx_data_bytes);
                     let flows = (0..engine.results.len() as u32)
                         .map(|i| engine.flow_tx_bytes(i))
                         .collect();
@@ -461,7 +474,8 @@ impl<'s> GroupRun<'s> {
                         if let Some(m) = self.monitor.as_mut() {
                             m.on_registration_failed();
                         }
-                        self.fallback_reason.get_or_insert(format!("registration failed: {f:?}"));
+                        self.fallback_reason
+                            .get_or_insert(format!("registration failed: {f:?}"));
                     }
                 }
             }

@@ -48,11 +48,9 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "loss" => loss(sc, &topo, &cfg)?,
         "iops" => iops(sc, &topo, &cfg)?,
         "fairness" => fairness(sc, &topo, &cfg)?,
-        other => {
-            return Err(format!(
-                "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops or fairness"
-            ))
-        }
+        other => return Err(format!(
+            "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops or fairness"
+        )),
     };
     let _ = writeln!(r.text, "\nwall time {:.1} s", t0.elapsed().as_secs_f64());
     Ok(r)
@@ -201,7 +199,12 @@ fn range(v: &[f64]) -> Option<(f64, f64)> {
 }
 
 /// Figs 8–9 (testbed) and Fig. 12 (large scale): completion time per size and scheme.
-fn testbed(sc: &Scenario, topo: &Topology, cfg: &EngineConfig, large: bool) -> Result<EvalReport, String> {
+fn testbed(
+    sc: &Scenario,
+    topo: &Topology,
+    cfg: &EngineConfig,
+    large: bool,
+) -> Result<EvalReport, String> {
     let m = &sc.multicast;
     let sizes = parse_sizes(&m.sizes)?;
     let runs = parse_schemes(&m.schemes)?;
@@ -210,7 +213,11 @@ fn testbed(sc: &Scenario, topo: &Topology, cfg: &EngineConfig, large: bool) -> R
     }
     let hosts = spread_hosts(topo.num_hosts() as u32, m.group);
     if m.group < 2 || m.group > topo.num_hosts() as u32 {
-        return Err(format!("multicast.group {} does not fit {} hosts", m.group, topo.num_hosts()));
+        return Err(format!(
+            "multicast.group {} does not fit {} hosts",
+            m.group,
+            topo.num_hosts()
+        ));
     }
     let post = overhead(sc);
     let mut jobs = Vec::new();
@@ -261,7 +268,13 @@ fn testbed(sc: &Scenario, topo: &Topology, cfg: &EngineConfig, large: bool) -> R
         for r in &runs {
             let t = by[&(size, run_name(*r))];
             let _ = write!(text, " {:>12.2}", t.ps as f64 / 1e6);
-            let _ = writeln!(csv, "{size},{},{:.3},{}", run_name(*r), t.ps as f64 / 1e6, t.events);
+            let _ = writeln!(
+                csv,
+                "{size},{},{:.3},{}",
+                run_name(*r),
+                t.ps as f64 / 1e6,
+                t.events
+            );
         }
         for r in runs.iter().filter(|&&r| r != Run::Cepheus) {
             let x = by[&(size, run_name(*r))].ps as f64 / c;
@@ -270,24 +283,51 @@ fn testbed(sc: &Scenario, topo: &Topology, cfg: &EngineConfig, large: bool) -> R
         }
         let _ = writeln!(text);
     }
-    let _ = writeln!(text, "\npaper vs rocast (ratio = scheme time / Cepheus time):");
+    let _ = writeln!(
+        text,
+        "\npaper vs rocast (ratio = scheme time / Cepheus time):"
+    );
     let small = |name: &str| {
         range(&ratios.get(name).map_or(vec![], |v| {
-            v.iter().filter(|(s, _)| *s <= 64 << 10).map(|x| x.1).collect()
+            v.iter()
+                .filter(|(s, _)| *s <= 64 << 10)
+                .map(|x| x.1)
+                .collect()
         }))
     };
     let big = |name: &str| {
         range(&ratios.get(name).map_or(vec![], |v| {
-            v.iter().filter(|(s, _)| *s >= 1 << 20).map(|x| x.1).collect()
+            v.iter()
+                .filter(|(s, _)| *s >= 1 << 20)
+                .map(|x| x.1)
+                .collect()
         }))
     };
-    let show = |x: Option<(f64, f64)>| x.map_or("n/a".to_string(), |(a, b)| format!("{a:.1}-{b:.1}x"));
-    let maxr = |x: Option<(f64, f64)>| x.map_or("n/a".to_string(), |(_, b)| format!("up to {b:.1}x"));
+    let show =
+        |x: Option<(f64, f64)>| x.map_or("n/a".to_string(), |(a, b)| format!("{a:.1}-{b:.1}x"));
+    let maxr =
+        |x: Option<(f64, f64)>| x.map_or("n/a".to_string(), |(_, b)| format!("up to {b:.1}x"));
     if large {
-        let _ = writeln!(text, "  short flows (<= 64K) vs chain: paper up to 164x, rocast {}", maxr(small("chain")));
-        let _ = writeln!(text, "  short flows (<= 64K) vs tree:  paper up to 4.5x, rocast {}", maxr(small("tree")));
-        let _ = writeln!(text, "  large flows (>= 1M) vs chain:  paper up to 2.1x, rocast {}", maxr(big("chain")));
-        let _ = writeln!(text, "  large flows (>= 1M) vs tree:   paper up to 8.9x, rocast {}", maxr(big("tree")));
+        let _ = writeln!(
+            text,
+            "  short flows (<= 64K) vs chain: paper up to 164x, rocast {}",
+            maxr(small("chain"))
+        );
+        let _ = writeln!(
+            text,
+            "  short flows (<= 64K) vs tree:  paper up to 4.5x, rocast {}",
+            maxr(small("tree"))
+        );
+        let _ = writeln!(
+            text,
+            "  large flows (>= 1M) vs chain:  paper up to 2.1x, rocast {}",
+            maxr(big("chain"))
+        );
+        let _ = writeln!(
+            text,
+            "  large flows (>= 1M) vs tree:   paper up to 8.9x, rocast {}",
+            maxr(big("tree"))
+        );
         let _ = writeln!(
             text,
             "  runs: {} in {:.1} s wall, {} events, {:.2} M events/s (all threads)",
@@ -297,10 +337,26 @@ fn testbed(sc: &Scenario, topo: &Topology, cfg: &EngineConfig, large: bool) -> R
             events as f64 / wall / 1e6
         );
     } else {
-        let _ = writeln!(text, "  small (<= 64K) vs chain: paper 3-5.2x,   rocast {}", show(small("chain")));
-        let _ = writeln!(text, "  small (<= 64K) vs tree:  paper 2.5-3.5x, rocast {}", show(small("tree")));
-        let _ = writeln!(text, "  large (>= 1M) vs chain:  paper 1.3-2.8x, rocast {}", show(big("chain")));
-        let _ = writeln!(text, "  large (>= 1M) vs tree:   paper 2-2.8x,   rocast {}", show(big("tree")));
+        let _ = writeln!(
+            text,
+            "  small (<= 64K) vs chain: paper 3-5.2x,   rocast {}",
+            show(small("chain"))
+        );
+        let _ = writeln!(
+            text,
+            "  small (<= 64K) vs tree:  paper 2.5-3.5x, rocast {}",
+            show(small("tree"))
+        );
+        let _ = writeln!(
+            text,
+            "  large (>= 1M) vs chain:  paper 1.3-2.8x, rocast {}",
+            show(big("chain"))
+        );
+        let _ = writeln!(
+            text,
+            "  large (>= 1M) vs tree:   paper 2-2.8x,   rocast {}",
+            show(big("tree"))
+        );
         let mb256 = 256u64 << 20;
         if let (Some(c), Some(p)) = (
             by.get(&(mb256, "cepheus".to_string())),
@@ -334,11 +390,19 @@ fn loss(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport
         ChainGbn,
         ChainSr,
     }
-    let kinds = [Kind::CepheusGbn, Kind::ChainGbn, Kind::CepheusSr, Kind::ChainSr];
+    let kinds = [
+        Kind::CepheusGbn,
+        Kind::ChainGbn,
+        Kind::CepheusSr,
+        Kind::ChainSr,
+    ];
     let mut jobs = Vec::new();
     for &g in &m.groups {
         if g < 2 || g > topo.num_hosts() as u32 {
-            return Err(format!("multicast.groups: {g} does not fit {} hosts", topo.num_hosts()));
+            return Err(format!(
+                "multicast.groups: {g} does not fit {} hosts",
+                topo.num_hosts()
+            ));
         }
         for &loss in &m.loss_rates {
             if !(0.0..1.0).contains(&loss) {
@@ -388,9 +452,15 @@ fn loss(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport
     let mut gbn_worse = Vec::new();
     let mut sr_wins = Vec::new();
     for &g in &m.groups {
-        let base: Vec<f64> = kinds.iter().map(|&k| get(g, 0.0, k).unwrap_or(f64::NAN)).collect();
+        let base: Vec<f64> = kinds
+            .iter()
+            .map(|&k| get(g, 0.0, k).unwrap_or(f64::NAN))
+            .collect();
         for &loss in &m.loss_rates {
-            let v: Vec<f64> = kinds.iter().map(|&k| get(g, loss, k).unwrap_or(f64::NAN)).collect();
+            let v: Vec<f64> = kinds
+                .iter()
+                .map(|&k| get(g, loss, k).unwrap_or(f64::NAN))
+                .collect();
             let _ = writeln!(
                 text,
                 "{g:>5} {loss:>7.0e} | {:>10.2} {:>10.2} {:>6.2} {:>6.2} | {:>10.2} {:>10.2} {:>6.2} {:>6.2}",
@@ -403,11 +473,21 @@ fn loss(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport
                 v[2] / base[2],
                 v[3] / base[3],
             );
-            for (i, (name, rtx)) in [("cepheus", "gbn"), ("chain", "gbn"), ("cepheus", "sr"), ("chain", "sr")]
-                .iter()
-                .enumerate()
+            for (i, (name, rtx)) in [
+                ("cepheus", "gbn"),
+                ("chain", "gbn"),
+                ("cepheus", "sr"),
+                ("chain", "sr"),
+            ]
+            .iter()
+            .enumerate()
             {
-                let _ = writeln!(csv, "{g},{loss},{name},{rtx},{:.3},{:.4}", v[i] / 1e6, v[i] / base[i]);
+                let _ = writeln!(
+                    csv,
+                    "{g},{loss},{name},{rtx},{:.3},{:.4}",
+                    v[i] / 1e6,
+                    v[i] / base[i]
+                );
             }
             if v[0] > v[1] {
                 gbn_worse.push(format!("{g}@{loss:.0e}"));
@@ -421,12 +501,20 @@ fn loss(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport
     let _ = writeln!(
         text,
         "  go-back-N, Cepheus slower than chain: paper only at 512 and 1e-4; rocast at {}",
-        if gbn_worse.is_empty() { "none".to_string() } else { gbn_worse.join(", ") }
+        if gbn_worse.is_empty() {
+            "none".to_string()
+        } else {
+            gbn_worse.join(", ")
+        }
     );
     let _ = writeln!(
         text,
         "  selective repeat, Cepheus faster than chain (beyond the paper): {}",
-        if sr_wins.is_empty() { "none".to_string() } else { sr_wins.join(", ") }
+        if sr_wins.is_empty() {
+            "none".to_string()
+        } else {
+            sr_wins.join(", ")
+        }
     );
     Ok(EvalReport {
         text,
@@ -450,8 +538,26 @@ fn iops(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport
     let (client, replicas) = (hosts[0], hosts[1..].to_vec());
     let jobs = [0u8, 1, 2];
     let results = parallel(m.threads, &jobs, |&j| match j {
-        0 => unicast_iops(topo, cfg, client, &replicas[..1], io, m.ios, m.queue_depth, stack),
-        1 => unicast_iops(topo, cfg, client, &replicas, io, m.ios, m.queue_depth, stack),
+        0 => unicast_iops(
+            topo,
+            cfg,
+            client,
+            &replicas[..1],
+            io,
+            m.ios,
+            m.queue_depth,
+            stack,
+        ),
+        1 => unicast_iops(
+            topo,
+            cfg,
+            client,
+            &replicas,
+            io,
+            m.ios,
+            m.queue_depth,
+            stack,
+        ),
         _ => {
             let mut spec = CepheusSpec::new(client, replicas.clone(), io);
             spec.messages = m.ios;
@@ -472,7 +578,11 @@ fn iops(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport
         m.queue_depth,
         m.io_stack_us
     );
-    let _ = writeln!(text, "{:>12} {:>12} {:>12}", "scheme", "paper MIOPS", "rocast MIOPS");
+    let _ = writeln!(
+        text,
+        "{:>12} {:>12} {:>12}",
+        "scheme", "paper MIOPS", "rocast MIOPS"
+    );
     let paper = [1.188, 0.413, 1.167];
     let names = [
         "1-unicast".to_string(),
@@ -481,7 +591,13 @@ fn iops(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport
     ];
     let mut csv = String::from("scheme,paper_miops,rocast_miops\n");
     for i in 0..3 {
-        let _ = writeln!(text, "{:>12} {:>12.3} {:>12.3}", names[i], paper[i], results[i] / 1e6);
+        let _ = writeln!(
+            text,
+            "{:>12} {:>12.3} {:>12.3}",
+            names[i],
+            paper[i],
+            results[i] / 1e6
+        );
         let _ = writeln!(csv, "{},{},{:.4}", names[i], paper[i], results[i] / 1e6);
     }
     let _ = writeln!(
@@ -526,7 +642,14 @@ fn unicast_iops(
             for &c in &conns {
                 *cpu = (*cpu).max(now) + stack.as_ps();
                 let off = (i % qd) as u64 * io;
-                e.post_message(Instant::from_ps(*cpu), c, off, Payload::Zeros(io as usize), i, i as u64)?;
+                e.post_message(
+                    Instant::from_ps(*cpu),
+                    c,
+                    off,
+                    Payload::Zeros(io as usize),
+                    i,
+                    i as u64,
+                )?;
             }
             *posted += 1;
             *in_flight += 1;
@@ -613,7 +736,11 @@ fn fairness(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalRe
         nodes[3],
         nodes[4]
     );
-    let _ = writeln!(text, "{:>4} {:>9} {:>9} {:>9}", "ms", "f1 Gbps", "f2 Gbps", "f3 Gbps");
+    let _ = writeln!(
+        text,
+        "{:>4} {:>9} {:>9} {:>9}",
+        "ms", "f1 Gbps", "f2 Gbps", "f3 Gbps"
+    );
     let mut prev = (0u64, vec![0u64; 2]);
     let finals: Vec<u64> = out.flows.iter().map(|f| f.size).collect();
     let mut shares = Vec::new();

@@ -86,7 +86,12 @@ impl Default for MulticastConfig {
             group: 4,
             groups: vec![64, 512],
             sizes: "64:512M".into(),
-            schemes: vec!["cepheus".into(), "tree".into(), "chain".into(), "pipeline".into()],
+            schemes: vec![
+                "cepheus".into(),
+                "tree".into(),
+                "chain".into(),
+                "pipeline".into(),
+            ],
             chain_slices: 4,
             block: "1M".into(),
             overhead_us: 2.0,
@@ -392,9 +397,18 @@ pub const PRESETS: &[(&str, &str)] = &[
         "cepheus-testbed",
         include_str!("../scenarios/cepheus-testbed.toml"),
     ),
-    ("cepheus-fig12", include_str!("../scenarios/cepheus-fig12.toml")),
-    ("cepheus-loss", include_str!("../scenarios/cepheus-loss.toml")),
-    ("cepheus-iops", include_str!("../scenarios/cepheus-iops.toml")),
+    (
+        "cepheus-fig12",
+        include_str!("../scenarios/cepheus-fig12.toml"),
+    ),
+    (
+        "cepheus-loss",
+        include_str!("../scenarios/cepheus-loss.toml"),
+    ),
+    (
+        "cepheus-iops",
+        include_str!("../scenarios/cepheus-iops.toml"),
+    ),
     (
         "cepheus-fairness",
         include_str!("../scenarios/cepheus-fairness.toml"),

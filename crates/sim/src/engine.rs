@@ -18,14 +18,13 @@ use crate::uniform;
 use crate::workload::FlowSpec;
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
-use rocast_core::fabric::mmu::{Admission, PRIORITIES};
 use rocast_core::control::switch_agent::{self, UnicastRoute, UnicastTable};
 use rocast_core::control::SwitchReport;
 use rocast_core::fabric::cepheus::{
     CepheusAction, CepheusSwitch, CnpFilter, CounterCnpFilter, ForwardAllCnp, Handling,
 };
+use rocast_core::fabric::mmu::{Admission, PRIORITIES};
 use rocast_core::fabric::{ecmp_hash, EcnRed, SharedBufferMmu};
-use rocast_core::wire::mrp::MrpRepr;
 use rocast_core::overlay::model::MessageCost;
 use rocast_core::plan::{Routes, Topology};
 use rocast_core::rnic::{
@@ -33,6 +32,7 @@ use rocast_core::rnic::{
     SendOp, SendRequest, Unlimited,
 };
 use rocast_core::time::{Duration, Instant};
+use rocast_core::wire::mrp::MrpRepr;
 use rocast_core::wire::{
     Ipv4Address, AETH_LEN, BTH_LEN, ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, RETH_LEN, UDP_HEADER_LEN,
 };
@@ -259,7 +259,11 @@ pub enum AppEvent {
 /// An out-of-band or MRP message in transit.
 enum ControlMsg {
     /// An MRP packet arriving at `node` on local port `port`.
-    Mrp { node: u32, port: u16, bytes: Vec<u8> },
+    Mrp {
+        node: u32,
+        port: u16,
+        bytes: Vec<u8>,
+    },
     /// A control-channel message, or a switch report, to deliver as an app event.
     App(AppEvent),
 }
@@ -1538,7 +1542,11 @@ impl Engine {
     }
     /// Posts a receive on an app QP (a WRITE with immediate consumes one).
     pub fn post_recv(&mut self, qpn: u32, wr_id: u64) -> Result<(), String> {
-        let slot = self.qps.get_mut(qpn as usize).and_then(|s| s.as_mut()).ok_or("no such QP")?;
+        let slot = self
+            .qps
+            .get_mut(qpn as usize)
+            .and_then(|s| s.as_mut())
+            .ok_or("no such QP")?;
         slot.qp.post_recv(wr_id, 0).map_err(|e| e.to_string())
     }
     /// Posts, at `at`, an RDMA WRITE with immediate of `data` at `remote_va` under
@@ -1557,7 +1565,14 @@ impl Engine {
         if self.qp(qpn).is_none() {
             return Err(format!("no QP {qpn}"));
         }
-        self.schedule_post(at, PostTarget::Qp { qpn, rkey }, remote_va, data, imm, wr_id);
+        self.schedule_post(
+            at,
+            PostTarget::Qp { qpn, rkey },
+            remote_va,
+            data,
+            imm,
+            wr_id,
+        );
         Ok(())
     }
     /// The memory of an app QP's region (empty unless `carry_payload`).
@@ -1568,7 +1583,10 @@ impl Engine {
     /// Per switch (node id, engine): the Cepheus multicast engines.
     pub fn cepheus_switches(&self) -> impl Iterator<Item = (u32, &CepheusSwitch)> {
         let h = self.topo.num_hosts() as u32;
-        self.cepheus.iter().enumerate().map(move |(i, c)| (h + i as u32, c))
+        self.cepheus
+            .iter()
+            .enumerate()
+            .map(move |(i, c)| (h + i as u32, c))
     }
 
     fn push_control(&mut self, at: u64, msg: ControlMsg) {

@@ -3,6 +3,7 @@
 //! loss, source switching, and the safeguard fallback.
 
 use rocast_core::control::SafeguardConfig;
+use rocast_core::plan::Topology;
 use rocast_core::time::Duration;
 use rocast_core::wire::{classify_frame, FrameClass, Ipv4Address, Opcode};
 use rocast_sim::cepheus::{run_cepheus, CepheusOutcome, CepheusSpec};
@@ -10,7 +11,6 @@ use rocast_sim::config::Scenario;
 use rocast_sim::engine::EngineConfig;
 use rocast_sim::packet::host_ip;
 use rocast_sim::run::{build_topology, engine_config};
-use rocast_core::plan::Topology;
 use std::path::Path;
 
 /// A k=4 fat-tree (16 hosts, 20 switches) with the given overrides.
@@ -38,15 +38,28 @@ fn group(receivers: &[u32], size: u64, messages: u32) -> CepheusSpec {
 fn assert_exactly_once(out: &CepheusOutcome, members: usize, messages: u32) {
     assert_eq!(out.delivered, vec![messages; members], "{out:?}");
     assert_eq!(out.duplicates, 0);
-    assert!(out.corrupt_receivers.is_empty(), "{:?}", out.corrupt_receivers);
+    assert!(
+        out.corrupt_receivers.is_empty(),
+        "{:?}",
+        out.corrupt_receivers
+    );
     assert!(out.message_done_ps.iter().all(Option::is_some));
 }
 
 #[test]
 fn every_receiver_gets_every_message_once_under_random_loss() {
     let receivers: Vec<u32> = (1..16).collect();
-    for (loss, seed) in [("1e-6", 1), ("1e-4", 2), ("1e-3", 3), ("1e-2", 4), ("1e-2", 5)] {
-        let (topo, cfg) = fat_tree(&[&format!("topology.link_loss={loss}"), &format!("seed={seed}")]);
+    for (loss, seed) in [
+        ("1e-6", 1),
+        ("1e-4", 2),
+        ("1e-3", 3),
+        ("1e-2", 4),
+        ("1e-2", 5),
+    ] {
+        let (topo, cfg) = fat_tree(&[
+            &format!("topology.link_loss={loss}"),
+            &format!("seed={seed}"),
+        ]);
         let out = run_cepheus(topo, cfg, &group(&receivers, 48_000, 6)).unwrap();
         assert_exactly_once(&out, 16, 6);
         assert!(out.fallback.is_none(), "loss {loss}: {:?}", out.fallback);
@@ -74,7 +87,10 @@ fn frames_toward_the_source_are_ordinary_feedback_and_bridged_frames_verify() {
     let out = run_cepheus(topo, cfg, &spec).unwrap();
     assert_exactly_once(&out, 5, 3);
     let mcst = spec.mcst_id;
-    let (src, rx) = (Ipv4Address::from_u32(host_ip(0)), Ipv4Address::from_u32(host_ip(5)));
+    let (src, rx) = (
+        Ipv4Address::from_u32(host_ip(0)),
+        Ipv4Address::from_u32(host_ip(5)),
+    );
     let (mut to_source, mut to_rx) = (0, 0);
     for (_, frame) in &out.capture {
         let FrameClass::Roce { frame, icrc_ok } = classify_frame(frame) else {
@@ -111,7 +127,10 @@ fn members_take_turns_as_source_on_one_tree() {
     let out = run_cepheus(topo, cfg, &spec).unwrap();
     assert_exactly_once(&out, 5, 6);
     assert_eq!(out.source_switches, 3);
-    assert!(out.switches.source_switches >= 3, "switches followed the new source");
+    assert!(
+        out.switches.source_switches >= 3,
+        "switches followed the new source"
+    );
     assert!(out.fallback.is_none());
 }
 
@@ -145,7 +164,10 @@ fn low_throughput_falls_back_mid_transfer_without_loss_or_duplicates() {
     let fb = out.fallback.expect("fell back");
     assert!(fb.reason.contains("below 50%"), "{}", fb.reason);
     let over_cepheus = out.source_done_ps.iter().filter(|d| d.is_some()).count() as u32;
-    assert!(over_cepheus > 0 && fb.messages > 0, "the switch-over happened mid-transfer");
+    assert!(
+        over_cepheus > 0 && fb.messages > 0,
+        "the switch-over happened mid-transfer"
+    );
     assert!(fb.messages <= 24 && fb.messages + over_cepheus >= 24);
 }
 
@@ -156,8 +178,14 @@ fn a_seeded_group_run_is_pinned() {
     spec.verify_data = false;
     let a = run_cepheus(topo.clone(), cfg.clone(), &spec).unwrap();
     let b = run_cepheus(topo, cfg, &spec).unwrap();
-    let key = |o: &CepheusOutcome| (o.completion_ps(), o.events, o.retransmitted, o.source_feedback.acks);
+    let key = |o: &CepheusOutcome| {
+        (
+            o.completion_ps(),
+            o.events,
+            o.retransmitted,
+            o.source_feedback.acks,
+        )
+    };
     assert_eq!(key(&a), key(&b), "same seed, same run");
     assert_eq!(key(&a), (Some(116_062_880), 35_373, 753, 33));
 }
-

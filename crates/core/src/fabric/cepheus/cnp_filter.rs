@@ -92,7 +92,7 @@ impl CnpFilter for CounterCnpFilter {
             for c in &mut st.counters {
                 *c = c.checked_shr(shift).unwrap_or(0);
             }
-            st.window_start = st.window_start + Duration::from_ps(windows * w);
+            st.window_start += Duration::from_ps(windows * w);
         }
         let Some(c) = st.counters.get_mut(entry) else {
             return false;
@@ -155,7 +155,10 @@ mod tests {
         assert_eq!(f.counters(1), Some(&[1u16, 1][..]));
         assert!(f.admit(us(31), 1, 1, 2));
         assert!(f.admit(us(32), 1, 1, 2));
-        assert!(!f.admit(us(33), 1, 0, 2), "the old bottleneck is no longer the worst");
+        assert!(
+            !f.admit(us(33), 1, 0, 2),
+            "the old bottleneck is no longer the worst"
+        );
         f.forget(1);
         assert!(f.counters(1).is_none());
     }

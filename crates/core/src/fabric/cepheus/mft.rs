@@ -185,7 +185,10 @@ mod tests {
         assert!(t.set_path(3, NextHop::Switch));
         assert!(t.set_path(5, host(5)));
         assert!(t.set_path(3, NextHop::Switch));
-        assert!(!t.set_path(8, NextHop::Switch), "no port 8 on an 8-port switch");
+        assert!(
+            !t.set_path(8, NextHop::Switch),
+            "no port 8 on an 8-port switch"
+        );
         assert_eq!(t.entries().len(), 2);
         assert_eq!(t.entry(3).unwrap().next_hop, NextHop::Switch);
         assert_eq!(t.entry(5).unwrap().next_hop, host(5));
@@ -207,7 +210,10 @@ mod tests {
         assert_eq!(t.min_ack(), None, "port 2 has acknowledged nothing");
         t.entry_mut(2).unwrap().ack_psn = Some(Psn::new(4));
         t.entry_mut(0).unwrap().ack_psn = Some(Psn::new(1)); // the source's own path
-        assert_eq!(t.min_ack().map(|(p, port, _)| (p.value(), port)), Some((4, 2)));
+        assert_eq!(
+            t.min_ack().map(|(p, port, _)| (p.value(), port)),
+            Some((4, 2))
+        );
         t.reset_feedback();
         assert!(t.entries().iter().all(|e| e.ack_psn.is_none()));
     }
@@ -234,4 +240,3 @@ mod tests {
         assert!(total > 690_000 / 2 && total < 690_000 * 2, "{total}");
     }
 }
-

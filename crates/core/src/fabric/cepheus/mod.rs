@@ -171,7 +171,10 @@ impl CepheusSwitch {
     }
     /// Groups whose tree uses `port`.
     pub fn port_load(&self, port: u16) -> u32 {
-        self.port_load.get(port as usize).copied().unwrap_or(u32::MAX)
+        self.port_load
+            .get(port as usize)
+            .copied()
+            .unwrap_or(u32::MAX)
     }
     pub fn cnp_filter_name(&self) -> &'static str {
         self.cnp_filter.name()
@@ -254,9 +257,24 @@ impl CepheusSwitch {
         let op = pkt.bth.opcode;
         if op == Opcode::CNP {
             self.stats.cnps_in += 1;
-            Self::cnp(g, &mut self.stats, self.cnp_filter.as_mut(), now, in_port, out);
+            Self::cnp(
+                g,
+                &mut self.stats,
+                self.cnp_filter.as_mut(),
+                now,
+                in_port,
+                out,
+            );
         } else if let Some(aeth) = pkt.ext.aeth {
-            Self::feedback(g, &mut self.stats, in_port, pkt.bth.psn, aeth.syndrome, aeth.msn, out);
+            Self::feedback(
+                g,
+                &mut self.stats,
+                in_port,
+                pkt.bth.psn,
+                aeth.syndrome,
+                aeth.msn,
+                out,
+            );
         } else if op.is_send() || op.is_write() {
             Self::data(g, &mut self.stats, in_port, pkt, out);
         } else {
@@ -266,7 +284,11 @@ impl CepheusSwitch {
     }
 
     /// Where feedback for the source leaves, addressed as the source expects.
-    fn toward_source(g: &MulticastForwardingTable, kind: FeedbackKind, psn: Psn) -> Option<CepheusAction> {
+    fn toward_source(
+        g: &MulticastForwardingTable,
+        kind: FeedbackKind,
+        psn: Psn,
+    ) -> Option<CepheusAction> {
         let port = g.ack_out_port?;
         let (dst_ip, dst_qp) = match g.entry(port)?.next_hop {
             NextHop::Host { ip, qpn, .. } => (ip, qpn),
@@ -404,8 +426,10 @@ impl CepheusSwitch {
             g.me_psn = Some((psn, syndrome));
         }
         // The trigger condition: the first aggregation, any NAK, or triPort advancing.
-        let triggered =
-            nak || agg.is_none() || tri.is_none() || (tri == Some(in_port) && agg.is_none_or(|a| acked > a));
+        let triggered = nak
+            || agg.is_none()
+            || tri.is_none()
+            || (tri == Some(in_port) && agg.is_none_or(|a| acked > a));
         if !triggered {
             return;
         }

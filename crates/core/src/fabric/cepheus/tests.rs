@@ -139,11 +139,17 @@ fn data_is_replicated_and_bridged_to_each_receiver() {
         };
         let mut copy = pkt;
         b.apply(&mut copy);
-        assert_eq!(copy.ip.src_addr, MCST, "feedback must come back to the McstID");
+        assert_eq!(
+            copy.ip.src_addr, MCST,
+            "feedback must come back to the McstID"
+        );
         assert_eq!(copy.ip.dst_addr, host_ip(port));
         assert_eq!(copy.bth.dest_qp, host_qpn(port));
         let reth = copy.ext.reth.unwrap();
-        assert_eq!((reth.va, reth.rkey), (region(port).0 + 0x80, region(port).1));
+        assert_eq!(
+            (reth.va, reth.rkey),
+            (region(port).0 + 0x80, region(port).1)
+        );
         // On bytes: the rewritten packet carries a fresh IP checksum and ICRC.
         let mut bytes = vec![0; pkt.buffer_len()];
         pkt.emit(&mut bytes);
@@ -187,7 +193,10 @@ fn a_corrupted_packet_is_not_laundered_by_the_rewrite() {
 fn aggregated_ack_carries_the_minimum_and_fires_only_on_tri_port() {
     let mut sw = switch(Box::new(ForwardAllCnp));
     assert!(feed(&mut sw, 1, &ack(1, 5)).is_empty());
-    assert!(feed(&mut sw, 2, &ack(2, 3)).is_empty(), "R3 has not acknowledged");
+    assert!(
+        feed(&mut sw, 2, &ack(2, 3)).is_empty(),
+        "R3 has not acknowledged"
+    );
     let (port, fb) = one_feedback(&feed(&mut sw, 3, &ack(3, 7)));
     // Out of the source's port, looking like an ACK from its virtual remote.
     assert_eq!(port, 0);
@@ -213,7 +222,10 @@ fn aggregated_ack_carries_the_minimum_and_fires_only_on_tri_port() {
     // A duplicate ACK is absorbed.
     assert!(feed(&mut sw, 3, &ack(3, 12)).is_empty());
     assert_eq!(sw.stats.acks_in, 10);
-    assert_eq!(sw.stats.acks_out, 4, "four aggregated ACKs for ten received");
+    assert_eq!(
+        sw.stats.acks_out, 4,
+        "four aggregated ACKs for ten received"
+    );
 }
 
 /// The paper's inter-covering example: R1 loses p1 = 5 and R2 loses p2 = 8 of PSNs
@@ -244,7 +256,11 @@ fn nak_inter_covering_example() {
         // Go-back-N from 5: each retransmission goes only where it is missing.
         let mut got = BTreeMap::<u16, Vec<u32>>::new();
         for psn in 5..=9 {
-            for p in replicas(&feed(&mut sw, 0, &data(psn, Opcode::RC_WRITE_MIDDLE, false))) {
+            for p in replicas(&feed(
+                &mut sw,
+                0,
+                &data(psn, Opcode::RC_WRITE_MIDDLE, false),
+            )) {
                 got.entry(p).or_default().push(psn);
             }
         }
@@ -332,13 +348,19 @@ fn a_new_source_port_redirects_feedback() {
     assert_eq!(sw.stats.source_switches, 1);
     let g = sw.group(MCST).unwrap();
     assert_eq!(g.ack_out_port, Some(1));
-    assert!(g.entries().iter().all(|e| e.ack_psn.is_none()), "old ACK state dropped");
+    assert!(
+        g.entries().iter().all(|e| e.ack_psn.is_none()),
+        "old ACK state dropped"
+    );
     // Feedback now aggregates over 0, 2, 3 and goes to R1's own connection.
     assert!(feed(&mut sw, 0, &ack(0, 100)).is_empty());
     assert!(feed(&mut sw, 2, &ack(2, 100)).is_empty());
     let (port, fb) = one_feedback(&feed(&mut sw, 3, &ack(3, 100)));
     assert_eq!(port, 1);
-    assert_eq!((fb.dst_ip, fb.dst_qp, fb.psn), (host_ip(1), host_qpn(1), Psn::new(100)));
+    assert_eq!(
+        (fb.dst_ip, fb.dst_qp, fb.psn),
+        (host_ip(1), host_qpn(1), Psn::new(100))
+    );
     // Feedback arriving from the source's own port is stray.
     assert!(feed(&mut sw, 1, &ack(1, 3)).is_empty());
     assert_eq!(sw.stats.stray_feedback, 1);
@@ -389,10 +411,7 @@ fn strays_and_strangers_are_counted_not_forwarded() {
     let reserved = aeth(1, 3, AckSyndrome::Reserved(0x80));
     assert!(feed(&mut sw, 1, &reserved).is_empty());
     let s = &sw.stats;
-    assert_eq!(
-        (s.unknown_group, s.not_in_tree, s.unsupported),
-        (1, 1, 2)
-    );
+    assert_eq!((s.unknown_group, s.not_in_tree, s.unsupported), (1, 1, 2));
     // A fatal NAK goes straight to the source.
     let fatal = aeth(2, 3, AckSyndrome::Nak(NakCode::RemoteAccessError));
     let (port, fb) = one_feedback(&feed(&mut sw, 2, &fatal));
@@ -413,7 +432,10 @@ fn table_is_bounded_by_ports_and_groups() {
         sw.set_path(g(3), 3, NextHop::Switch, true),
         Err(MftError::TableFull(2))
     );
-    assert_eq!(sw.set_path(g(2), 64, NextHop::Switch, false), Err(MftError::NoSuchPort(64)));
+    assert_eq!(
+        sw.set_path(g(2), 64, NextHop::Switch, false),
+        Err(MftError::NoSuchPort(64))
+    );
     assert_eq!(
         sw.set_path(host_ip(1), 1, NextHop::Switch, false),
         Err(MftError::NotMulticast(host_ip(1)))
@@ -441,11 +463,19 @@ mod props {
 
     fn input() -> impl Strategy<Value = In> {
         prop_oneof![
-            (0u16..6, 0u32..64, any::<bool>()).prop_map(|(port, psn, ack_req)| In::Data { port, psn, ack_req }),
+            (0u16..6, 0u32..64, any::<bool>()).prop_map(|(port, psn, ack_req)| In::Data {
+                port,
+                psn,
+                ack_req
+            }),
             (0u16..6, 0u32..64).prop_map(|(port, psn)| In::Ack { port, psn }),
             (0u16..6, 0u32..64).prop_map(|(port, psn)| In::Nak { port, psn }),
             (0u16..6).prop_map(|port| In::Cnp { port }),
-            (0u16..6, any::<u8>(), any::<u32>()).prop_map(|(port, opcode, dst)| In::Other { port, opcode, dst }),
+            (0u16..6, any::<u8>(), any::<u32>()).prop_map(|(port, opcode, dst)| In::Other {
+                port,
+                opcode,
+                dst
+            }),
         ]
     }
 
