@@ -80,31 +80,21 @@ fn iops_preset_reproduces_the_replication_gap() {
 
 #[test]
 fn bad_experiment_settings_are_clear_errors() {
-    let r = rocast(&[
-        "sim",
-        "--preset",
-        "cepheus-iops",
-        "--set",
-        "multicast.experiment=\"nope\"",
-    ]);
-    assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("multicast.experiment"), "{}", r.stderr);
-    let r = rocast(&[
-        "sim",
-        "--preset",
-        "cepheus-testbed",
-        "--set",
-        "multicast.group=99",
-    ]);
-    assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("does not fit"), "{}", r.stderr);
-    let r = rocast(&[
-        "sim",
-        "--preset",
-        "cepheus-loss",
-        "--set",
-        "multicast.loss_rates=[2.0]",
-    ]);
-    assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("not a probability"), "{}", r.stderr);
+    for (preset, set, says) in [
+        (
+            "cepheus-iops",
+            "multicast.experiment=\"nope\"",
+            "multicast.experiment",
+        ),
+        ("cepheus-testbed", "multicast.group=99", "does not fit"),
+        (
+            "cepheus-loss",
+            "multicast.loss_rates=[2.0]",
+            "not a probability",
+        ),
+    ] {
+        let r = rocast(&["sim", "--preset", preset, "--set", set]);
+        assert_eq!(r.code, 2, "{set}");
+        assert!(r.stderr.contains(says), "{set}: {}", r.stderr);
+    }
 }

@@ -34,7 +34,7 @@ use rocast_core::control::{
 use rocast_core::fabric::cepheus::{CepheusStats, VIRTUAL_QPN};
 use rocast_core::overlay::Scheme;
 use rocast_core::plan::Topology;
-use rocast_core::rnic::Payload;
+use rocast_core::rnic::{Payload, RcQueuePair};
 use rocast_core::time::{Duration, Instant};
 use rocast_core::wire::mrp::{MrpMember, MrpRepr};
 use rocast_core::wire::Ipv4Address;
@@ -116,6 +116,19 @@ pub struct SourceFeedback {
     pub stale_acks: u64,
     /// Packets the QP refused (wrong QPN, malformed, not for it).
     pub refused: u64,
+}
+
+impl SourceFeedback {
+    fn of(qp: &RcQueuePair) -> Self {
+        let s = qp.stats();
+        SourceFeedback {
+            acks: s.rx_acks,
+            naks: s.rx_naks,
+            cnps: s.rx_cnps,
+            stale_acks: s.rx_stale_acks,
+            refused: s.drop_malformed + s.drop_wrong_qp + s.drop_unexpected_opcode,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -205,8 +218,8 @@ pub fn run_cepheus_with_flows(
         return Err("a group needs receivers, messages and a window of at least 1".into());
     }
     cfg.carry_payload = spec.verify_data;
-    let mut engine = Engine::new(topo, cfg.clone(), flows)?;
-    let mut run = GroupRun::new(&mut engine, &cfg, spec)?;
+    let mut engine = Engine::new(topo, cfg, flows)?;
+    let mut run = GroupRun::new(&mut engine, spec)?;
     run.drive(&mut engine)?;
     Ok(run.finish(&mut engine))
 }
@@ -245,7 +258,7 @@ struct GroupRun<'s> {
 }
 
 impl<'s> GroupRun<'s> {
-    fn new(engine: &mut Engine, cfg: &EngineConfig, spec: &'s CepheusSpec) -> Result<Self, String> {
+    fn new(engine: &mut Engine, spec: &'s CepheusSpec) -> Result<Self, String> {
         let mcst = spec.mcst_id.to_u32();
         let slots = if spec.verify_data {
             spec.messages as u64
@@ -293,7 +306,6 @@ impl<'s> GroupRun<'s> {
         } else {
             Vec::new()
         };
-        let _ = cfg;
         Ok(GroupRun {
             spec,
             sender: spec.senders.first().copied().unwrap_or(0) as usize,
@@ -361,19 +373,10 @@ impl<'s> GroupRun<'s> {
                     engine.post_recv(q, i as u64)?;
                 }
             }
-            let d = self
-                .spec
-                .verify_data
-                .then(|| message_data(self.spec.seed, i, self.spec.message_bytes as usize));
-            let data = match d {
-                Some(d) => {
-                    let at = i as usize * d.len();
-                    self.app_buffers[s][at..at + d.len()].copy_from_slice(&d);
-                    Payload::Bytes(Arc::from(d))
-                }
+            let data = match self.hold_own(s, i) {
+                Some(d) => Payload::Bytes(Arc::from(d)),
                 None => Payload::Zeros(self.spec.message_bytes as usize),
             };
-            self.delivered[s][i as usize] = true;
             engine.post_qp_write(
                 Instant::from_ps(at),
                 self.qpns[s],
@@ -388,6 +391,19 @@ impl<'s> GroupRun<'s> {
             }
         }
         Ok(())
+    }
+
+    /// Member `s` sends message `i`, so it holds it: marks it and, when verifying,
+    /// puts the bytes in its buffer and returns them.
+    fn hold_own(&mut self, s: usize, i: u32) -> Option<Vec<u8>> {
+        self.delivered[s][i as usize] = true;
+        let d = self
+            .spec
+            .verify_data
+            .then(|| message_data(self.spec.seed, i, self.spec.message_bytes as usize))?;
+        let at = i as usize * d.len();
+        self.app_buffers[s][at..at + d.len()].copy_from_slice(&d);
+        Some(d)
     }
 
     fn delivered(&mut self, engine: &Engine, r: usize, i: u32, now: u64) {
@@ -421,7 +437,6 @@ impl<'s> GroupRun<'s> {
         for p in self.controller.start(now0) {
             engine.inject_mrp(now0, self.spec.source, &p);
         }
-        let source_ip = Ipv4Address::from_u32(host_ip(self.spec.source));
         loop {
             if self.all_done() {
                 return Ok(());
@@ -440,13 +455,12 @@ impl<'s> GroupRun<'s> {
             .min()
             .unwrap_or(Instant::from_ps(u64::MAX / 2));
             let more = engine.run_until_app_event(wake);
-            let now = engine.now();
             let mut any = false;
             while let Some((t, ev)) = engine.poll_app_event() {
                 any = true;
-                self.on_event(engine, t, ev, source_ip)?;
+                self.on_event(engine, t, ev)?;
             }
-            let now = now.max(engine.now());
+            let now = engine.now();
             if let (Some(t), Some(iv)) = (self.next_sample, self.spec.sample_interval) {
                 if t <= now.as_ps() {
                     let src = engine
@@ -513,13 +527,7 @@ impl<'s> GroupRun<'s> {
         }
     }
 
-    fn on_event(
-        &mut self,
-        engine: &mut Engine,
-        t: Instant,
-        ev: AppEvent,
-        source_ip: Ipv4Address,
-    ) -> Result<(), String> {
+    fn on_event(&mut self, engine: &mut Engine, t: Instant, ev: AppEvent) -> Result<(), String> {
         let now = t.as_ps();
         match ev {
             AppEvent::Mrp { host, bytes } => {
@@ -540,7 +548,6 @@ impl<'s> GroupRun<'s> {
                         self.controller.handle_confirmation(t, &c);
                     }
                 }
-                let _ = source_ip;
             }
             AppEvent::SwitchReport(r) if r.mcst_id == self.spec.mcst_id => {
                 self.controller.handle_switch_report(t, r);
@@ -580,25 +587,19 @@ impl<'s> GroupRun<'s> {
     /// then broadcasts each message some receiver lacks to exactly those receivers.
     fn fall_back(&mut self, engine: &mut Engine, reason: String) -> Result<(), String> {
         let at_ps = engine.now().as_ps();
-        self.source_feedback = engine.qp(self.qpns[0]).map(|q| {
-            let s = q.stats();
-            SourceFeedback {
-                acks: s.rx_acks,
-                naks: s.rx_naks,
-                cnps: s.rx_cnps,
-                stale_acks: s.rx_stale_acks,
-                refused: s.drop_malformed + s.drop_wrong_qp + s.drop_unexpected_opcode,
-            }
-        });
+        self.source_feedback = engine.qp(self.qpns[0]).map(SourceFeedback::of);
         for &q in &self.qpns {
             engine.close_qp(q);
         }
         // What was in flight to the closed QPs is gone; drain the engine's events so
         // the overlay starts on a quiet fabric (late packets count as stale).
-        while engine.run_until_app_event(Instant::from_ps(u64::MAX / 2)) {
+        loop {
+            let more = engine.run_until_app_event(Instant::from_ps(u64::MAX / 2));
             while engine.poll_app_event().is_some() {}
+            if !more {
+                break;
+            }
         }
-        while engine.poll_app_event().is_some() {}
         let mut fb = Fallback {
             reason,
             at_ps,
@@ -609,24 +610,14 @@ impl<'s> GroupRun<'s> {
         for i in 0..self.spec.messages {
             let s = self.sender_of(i);
             let missing: Vec<usize> = (0..self.hosts.len())
-                .filter(|&r| !self.delivered[r][i as usize])
+                .filter(|&r| r != s && !self.delivered[r][i as usize])
                 .collect();
             if missing.is_empty() {
                 continue;
             }
-            if missing.contains(&s) {
-                // Never posted: the sender holds it from the start.
-                self.delivered[s][i as usize] = true;
-                if self.spec.verify_data {
-                    let len = self.spec.message_bytes as usize;
-                    let d = message_data(self.spec.seed, i, len);
-                    self.app_buffers[s][i as usize * len..][..len].copy_from_slice(&d);
-                }
-            }
-            let missing: Vec<usize> = missing.into_iter().filter(|&r| r != s).collect();
-            if missing.is_empty() {
-                continue;
-            }
+            // Posted or not, the sender holds its message (and its bytes are the
+            // overlay root's data).
+            let data = self.hold_own(s, i);
             let mut hosts = vec![self.hosts[s]];
             hosts.extend(missing.iter().map(|&r| self.hosts[r]));
             let n = hosts.len() as u32;
@@ -646,10 +637,6 @@ impl<'s> GroupRun<'s> {
                 verify_data: self.spec.verify_data,
                 seed: self.spec.seed,
             };
-            let data = self
-                .spec
-                .verify_data
-                .then(|| message_data(self.spec.seed, i, self.spec.message_bytes as usize));
             let start = engine.now().as_ps();
             let (out, buffers) = broadcast_on(engine, &bspec, start, data)?;
             let done = start + out.latency_ps;
@@ -678,16 +665,7 @@ impl<'s> GroupRun<'s> {
         }
         let source_feedback = engine
             .qp(self.qpns[0])
-            .map(|q| {
-                let s = q.stats();
-                SourceFeedback {
-                    acks: s.rx_acks,
-                    naks: s.rx_naks,
-                    cnps: s.rx_cnps,
-                    stale_acks: s.rx_stale_acks,
-                    refused: s.drop_malformed + s.drop_wrong_qp + s.drop_unexpected_opcode,
-                }
-            })
+            .map(SourceFeedback::of)
             .or(self.source_feedback)
             .unwrap_or_default();
         let corrupt_receivers = if self.spec.verify_data {

@@ -48,9 +48,11 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "loss" => loss(sc, &topo, &cfg)?,
         "iops" => iops(sc, &topo, &cfg)?,
         "fairness" => fairness(sc, &topo, &cfg)?,
-        other => return Err(format!(
+        other => {
+            return Err(format!(
             "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops or fairness"
-        )),
+        ))
+        }
     };
     let _ = writeln!(r.text, "\nwall time {:.1} s", t0.elapsed().as_secs_f64());
     Ok(r)
@@ -159,7 +161,7 @@ fn block_for(sc: &Scenario, scheme: Scheme, size: u64) -> Result<u64, String> {
     })
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Run {
     Cepheus,
     Overlay(Scheme),
@@ -238,7 +240,7 @@ fn testbed(
     let wall = t0.elapsed().as_secs_f64();
     let mut by = std::collections::BTreeMap::new();
     for (&(size, r), t) in ordered.iter().zip(&results) {
-        by.insert((size, run_name(r)), *t);
+        by.insert((size, r), *t);
     }
     let events: u64 = results.iter().map(|t| t.events).sum();
     let mut text = String::new();
@@ -261,12 +263,12 @@ fn testbed(
         let _ = write!(text, " {:>13}", format!("{}/ceph", run_name(*r)));
     }
     let _ = writeln!(text);
-    let mut ratios: std::collections::BTreeMap<String, Vec<(u64, f64)>> = Default::default();
+    let mut ratios: std::collections::BTreeMap<Run, Vec<(u64, f64)>> = Default::default();
     for &size in &sizes {
-        let c = by[&(size, "cepheus".to_string())].ps as f64;
+        let c = by[&(size, Run::Cepheus)].ps as f64;
         let _ = write!(text, "{:>8}", fmt_size(size));
         for r in &runs {
-            let t = by[&(size, run_name(*r))];
+            let t = by[&(size, *r)];
             let _ = write!(text, " {:>12.2}", t.ps as f64 / 1e6);
             let _ = writeln!(
                 csv,
@@ -277,8 +279,8 @@ fn testbed(
             );
         }
         for r in runs.iter().filter(|&&r| r != Run::Cepheus) {
-            let x = by[&(size, run_name(*r))].ps as f64 / c;
-            ratios.entry(run_name(*r)).or_default().push((size, x));
+            let x = by[&(size, *r)].ps as f64 / c;
+            ratios.entry(*r).or_default().push((size, x));
             let _ = write!(text, " {:>12.2}x", x);
         }
         let _ = writeln!(text);
@@ -287,47 +289,59 @@ fn testbed(
         text,
         "\npaper vs rocast (ratio = scheme time / Cepheus time):"
     );
-    let small = |name: &str| {
-        range(&ratios.get(name).map_or(vec![], |v| {
+    // The range of a baseline's ratios over small (<= 64K) or large (>= 1M) sizes.
+    let span = |scheme: Scheme, small: bool| {
+        let v: Vec<f64> = ratios.get(&Run::Overlay(scheme)).map_or(vec![], |v| {
             v.iter()
-                .filter(|(s, _)| *s <= 64 << 10)
+                .filter(|(s, _)| if small { *s <= 64 << 10 } else { *s >= 1 << 20 })
                 .map(|x| x.1)
                 .collect()
-        }))
+        });
+        range(&v)
     };
-    let big = |name: &str| {
-        range(&ratios.get(name).map_or(vec![], |v| {
-            v.iter()
-                .filter(|(s, _)| *s >= 1 << 20)
-                .map(|x| x.1)
-                .collect()
-        }))
+    let (chain, tree) = (Scheme::Chain, Scheme::BinomialTree);
+    let claims = if large {
+        [
+            (
+                "  short flows (<= 64K) vs chain: paper up to 164x",
+                chain,
+                true,
+            ),
+            (
+                "  short flows (<= 64K) vs tree:  paper up to 4.5x",
+                tree,
+                true,
+            ),
+            (
+                "  large flows (>= 1M) vs chain:  paper up to 2.1x",
+                chain,
+                false,
+            ),
+            (
+                "  large flows (>= 1M) vs tree:   paper up to 8.9x",
+                tree,
+                false,
+            ),
+        ]
+    } else {
+        [
+            ("  small (<= 64K) vs chain: paper 3-5.2x,  ", chain, true),
+            ("  small (<= 64K) vs tree:  paper 2.5-3.5x,", tree, true),
+            ("  large (>= 1M) vs chain:  paper 1.3-2.8x,", chain, false),
+            ("  large (>= 1M) vs tree:   paper 2-2.8x,  ", tree, false),
+        ]
     };
-    let show =
-        |x: Option<(f64, f64)>| x.map_or("n/a".to_string(), |(a, b)| format!("{a:.1}-{b:.1}x"));
-    let maxr =
-        |x: Option<(f64, f64)>| x.map_or("n/a".to_string(), |(_, b)| format!("up to {b:.1}x"));
+    for (claim, scheme, small) in claims {
+        // The paper gives maxima at scale and ranges on the testbed.
+        let ours = match span(scheme, small) {
+            None => "n/a".to_string(),
+            Some((_, hi)) if large => format!("up to {hi:.1}x"),
+            Some((lo, hi)) => format!("{lo:.1}-{hi:.1}x"),
+        };
+        let sep = if large { ", " } else { " " };
+        let _ = writeln!(text, "{claim}{sep}rocast {ours}");
+    }
     if large {
-        let _ = writeln!(
-            text,
-            "  short flows (<= 64K) vs chain: paper up to 164x, rocast {}",
-            maxr(small("chain"))
-        );
-        let _ = writeln!(
-            text,
-            "  short flows (<= 64K) vs tree:  paper up to 4.5x, rocast {}",
-            maxr(small("tree"))
-        );
-        let _ = writeln!(
-            text,
-            "  large flows (>= 1M) vs chain:  paper up to 2.1x, rocast {}",
-            maxr(big("chain"))
-        );
-        let _ = writeln!(
-            text,
-            "  large flows (>= 1M) vs tree:   paper up to 8.9x, rocast {}",
-            maxr(big("tree"))
-        );
         let _ = writeln!(
             text,
             "  runs: {} in {:.1} s wall, {} events, {:.2} M events/s (all threads)",
@@ -337,30 +351,10 @@ fn testbed(
             events as f64 / wall / 1e6
         );
     } else {
-        let _ = writeln!(
-            text,
-            "  small (<= 64K) vs chain: paper 3-5.2x,   rocast {}",
-            show(small("chain"))
-        );
-        let _ = writeln!(
-            text,
-            "  small (<= 64K) vs tree:  paper 2.5-3.5x, rocast {}",
-            show(small("tree"))
-        );
-        let _ = writeln!(
-            text,
-            "  large (>= 1M) vs chain:  paper 1.3-2.8x, rocast {}",
-            show(big("chain"))
-        );
-        let _ = writeln!(
-            text,
-            "  large (>= 1M) vs tree:   paper 2-2.8x,   rocast {}",
-            show(big("tree"))
-        );
         let mb256 = 256u64 << 20;
         if let (Some(c), Some(p)) = (
-            by.get(&(mb256, "cepheus".to_string())),
-            by.get(&(mb256, "pipeline".to_string())),
+            by.get(&(mb256, Run::Cepheus)),
+            by.get(&(mb256, Run::Overlay(Scheme::BinomialPipeline))),
         ) {
             let _ = writeln!(
                 text,
@@ -383,18 +377,12 @@ fn loss(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport
     let size = parse_bytes(&m.message)?;
     let block = parse_bytes(&m.block)?;
     let post = overhead(sc);
-    #[derive(Clone, Copy, PartialEq)]
-    enum Kind {
-        CepheusGbn,
-        CepheusSr,
-        ChainGbn,
-        ChainSr,
-    }
+    // The four columns: (scheme, retransmission name, Cepheus or chain, mode).
     let kinds = [
-        Kind::CepheusGbn,
-        Kind::ChainGbn,
-        Kind::CepheusSr,
-        Kind::ChainSr,
+        ("cepheus", "gbn", true, Retransmission::GoBackN),
+        ("chain", "gbn", false, Retransmission::GoBackN),
+        ("cepheus", "sr", true, Retransmission::SelectiveRepeat),
+        ("chain", "sr", false, Retransmission::SelectiveRepeat),
     ];
     let mut jobs = Vec::new();
     for &g in &m.groups {
@@ -408,7 +396,7 @@ fn loss(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport
             if !(0.0..1.0).contains(&loss) {
                 return Err(format!("multicast.loss_rates: {loss} is not a probability"));
             }
-            for k in kinds {
+            for k in 0..kinds.len() {
                 jobs.push((g, loss, k));
             }
         }
@@ -417,25 +405,33 @@ fn loss(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport
     let results = parallel(m.threads, &jobs, |&(g, loss, k)| {
         let mut t = topo.clone();
         for l in &mut t.links {
-            if !t_is_host_link(topo, l.a, l.b) {
+            if !topo.is_host(l.a) && !topo.is_host(l.b) {
                 l.loss = loss;
             }
         }
+        let (_, _, cepheus, retransmission) = kinds[k];
         let mut c = cfg.clone();
-        c.retransmission = match k {
-            Kind::CepheusGbn | Kind::ChainGbn => Retransmission::GoBackN,
-            _ => Retransmission::SelectiveRepeat,
-        };
+        c.retransmission = retransmission;
         let hosts = spread_hosts(topo.num_hosts() as u32, g);
-        match k {
-            Kind::CepheusGbn | Kind::CepheusSr => cepheus_once(&t, &c, &hosts, size, post),
-            _ => overlay_once(&t, &c, Scheme::Chain, &hosts, size, block, post),
+        if cepheus {
+            cepheus_once(&t, &c, &hosts, size, post)
+        } else {
+            overlay_once(&t, &c, Scheme::Chain, &hosts, size, block, post)
         }
     })?;
-    let get = |g: u32, loss: f64, k: Kind| {
-        jobs.iter()
-            .position(|j| j.0 == g && j.1 == loss && j.2 == k)
-            .map(|i| results[i].ps as f64)
+    let fct: std::collections::BTreeMap<(u32, u64, usize), f64> = jobs
+        .iter()
+        .zip(&results)
+        .map(|(&(g, loss, k), r)| ((g, loss.to_bits(), k), r.ps as f64))
+        .collect();
+    let row = |g: u32, loss: f64| -> Vec<f64> {
+        (0..kinds.len())
+            .map(|k| {
+                fct.get(&(g, loss.to_bits(), k))
+                    .copied()
+                    .unwrap_or(f64::NAN)
+            })
+            .collect()
     };
     let mut text = String::new();
     let mut csv = String::from("group,loss,scheme,retransmission,fct_us,normalised_fct\n");
@@ -452,15 +448,9 @@ fn loss(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport
     let mut gbn_worse = Vec::new();
     let mut sr_wins = Vec::new();
     for &g in &m.groups {
-        let base: Vec<f64> = kinds
-            .iter()
-            .map(|&k| get(g, 0.0, k).unwrap_or(f64::NAN))
-            .collect();
+        let base = row(g, 0.0);
         for &loss in &m.loss_rates {
-            let v: Vec<f64> = kinds
-                .iter()
-                .map(|&k| get(g, loss, k).unwrap_or(f64::NAN))
-                .collect();
+            let v = row(g, loss);
             let _ = writeln!(
                 text,
                 "{g:>5} {loss:>7.0e} | {:>10.2} {:>10.2} {:>6.2} {:>6.2} | {:>10.2} {:>10.2} {:>6.2} {:>6.2}",
@@ -473,15 +463,7 @@ fn loss(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport
                 v[2] / base[2],
                 v[3] / base[3],
             );
-            for (i, (name, rtx)) in [
-                ("cepheus", "gbn"),
-                ("chain", "gbn"),
-                ("cepheus", "sr"),
-                ("chain", "sr"),
-            ]
-            .iter()
-            .enumerate()
-            {
+            for (i, (name, rtx, _, _)) in kinds.iter().enumerate() {
                 let _ = writeln!(
                     csv,
                     "{g},{loss},{name},{rtx},{:.3},{:.4}",
@@ -520,10 +502,6 @@ fn loss(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport
         text,
         files: vec![("loss.csv".into(), csv)],
     })
-}
-
-fn t_is_host_link(topo: &Topology, a: u32, b: u32) -> bool {
-    topo.is_host(a) || topo.is_host(b)
 }
 
 /// Table I: replication IOPS with a per-copy host stack cost.
@@ -701,9 +679,10 @@ fn fairness(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalRe
         nodes.push(pool.swap_remove(i));
     }
     let rate = topo.links[topo.ports(nodes[0])[0].0 as usize].rate_bps;
-    // f2 and f3 each carry what the line moves in 8 ms alone; f2 starts at 5 ms and
-    // f3 once f2 has been received, 5 ms later.
-    let uni = rate / 8 / 1000 * 8;
+    // f2 and f3 each carry what the line moves in 8 ms alone (rate/8 bytes per
+    // second × 8 ms = rate/1000 bytes); f2 starts at 5 ms and f3 once f2 has been
+    // received, 5 ms later.
+    let uni = rate / 1000;
     let flows = vec![
         FlowSpec {
             src: nodes[1],

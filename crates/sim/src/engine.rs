@@ -21,7 +21,7 @@ use rand_core::SeedableRng;
 use rocast_core::control::switch_agent::{self, UnicastRoute, UnicastTable};
 use rocast_core::control::SwitchReport;
 use rocast_core::fabric::cepheus::{
-    CepheusAction, CepheusSwitch, CnpFilter, CounterCnpFilter, ForwardAllCnp, Handling,
+    CepheusAction, CepheusSwitch, CnpFilter, CounterCnpFilter, ForwardAllCnp,
 };
 use rocast_core::fabric::mmu::{Admission, PRIORITIES};
 use rocast_core::fabric::{ecmp_hash, EcnRed, SharedBufferMmu};
@@ -374,6 +374,37 @@ enum PostTarget {
     Qp { qpn: u32, rkey: u32 },
 }
 
+impl PostTarget {
+    fn endpoint(self) -> AppEndpoint {
+        match self {
+            PostTarget::Conn(c) => AppEndpoint::Conn(c),
+            PostTarget::Qp { qpn, .. } => AppEndpoint::Qp(qpn),
+        }
+    }
+}
+
+/// What the layer above knows a QP by: its connection, or (app QPs) its QPN.
+#[derive(Clone, Copy, Debug)]
+enum AppEndpoint {
+    Conn(u32),
+    Qp(u32),
+}
+
+impl AppEndpoint {
+    fn send_done(self, wr_id: u64, ok: bool) -> AppEvent {
+        match self {
+            AppEndpoint::Conn(conn) => AppEvent::SendDone { conn, wr_id, ok },
+            AppEndpoint::Qp(qpn) => AppEvent::QpSendDone { qpn, wr_id, ok },
+        }
+    }
+    fn delivered(self, imm: u32, len: usize) -> AppEvent {
+        match self {
+            AppEndpoint::Conn(conn) => AppEvent::Delivered { conn, imm, len },
+            AppEndpoint::Qp(qpn) => AppEvent::QpDelivered { qpn, imm, len },
+        }
+    }
+}
+
 impl Engine {
     pub fn new(topo: Topology, cfg: EngineConfig, flows: Vec<FlowSpec>) -> Result<Self, String> {
         let routes = Routes::compute(&topo).map_err(|e| e.to_string())?;
@@ -623,6 +654,18 @@ impl Engine {
     }
     fn release(&mut self, i: u32) {
         self.free.push(i);
+    }
+    /// Allocates a slot for `p`; with `carried`, the slot's payload becomes
+    /// `payload_scratch` (swapped in, so buffers are reused, not reallocated).
+    fn alloc_with_scratch_payload(&mut self, p: SimPacket, carried: bool) -> u32 {
+        let n = self.alloc(p);
+        if carried {
+            if self.payloads.len() <= n as usize {
+                self.payloads.resize_with(n as usize + 1, Vec::new);
+            }
+            std::mem::swap(&mut self.payloads[n as usize], &mut self.payload_scratch);
+        }
+        n
     }
 
     // ---- ports ----
@@ -876,41 +919,24 @@ impl Engine {
     fn multicast_receive(&mut self, node: u32, in_local: u16, pkt: u32) {
         let sw = node as usize - self.topo.num_hosts();
         let sp = self.slab[pkt as usize];
+        let repr = sp.to_repr();
         let mut out = std::mem::take(&mut self.cepheus_out);
         out.clear();
-        let handling = self.cepheus[sw].handle_packet(
-            Instant::from_ps(self.now),
-            in_local,
-            &sp.to_repr(),
-            &mut out,
-        );
-        if handling == Handling::NotMulticast {
-            // A multicast-range address no group claims and the engine passed on:
-            // nothing routes it.
-            self.totals.unroutable += 1;
-            self.unroutable_bytes += sp.wire_len() as u64;
-            self.release(pkt);
-            self.cepheus_out = out;
-            return;
-        }
+        // Every McstID-range address is the engine's: an unknown group is counted
+        // there and yields no action.
+        self.cepheus[sw].handle_packet(Instant::from_ps(self.now), in_local, &repr, &mut out);
         let mut original = Some(pkt);
         for a in out.iter().copied() {
             let (port, copy) = match a {
                 CepheusAction::Replicate { port, bridge } => {
                     let mut c = sp;
                     if let Some(b) = bridge {
-                        c.src_ip = b.mcst_id.to_u32();
-                        c.dst_ip = b.dst_ip.to_u32();
-                        c.dest_qp = b.dst_qp;
-                        if let (true, Some((va, rkey))) = (c.has_reth(), b.region) {
-                            c.reth_va = va.wrapping_add(c.reth_va);
-                            c.reth_rkey = rkey;
-                        }
+                        c.apply_bridge(&b);
                     }
                     (port, c)
                 }
                 CepheusAction::Feedback { port, packet } => {
-                    let mut c = SimPacket::from_repr(&packet.repr(&sp.to_repr()));
+                    let mut c = SimPacket::from_repr(&packet.repr(&repr));
                     c.in_port = in_local;
                     (port, c)
                 }
@@ -928,14 +954,7 @@ impl Engine {
                             self.payload_scratch.extend_from_slice(d);
                         }
                     }
-                    let n = self.alloc(copy);
-                    if carried {
-                        if self.payloads.len() <= n as usize {
-                            self.payloads.resize_with(n as usize + 1, Vec::new);
-                        }
-                        std::mem::swap(&mut self.payloads[n as usize], &mut self.payload_scratch);
-                    }
-                    n
+                    self.alloc_with_scratch_payload(copy, carried)
                 }
             };
             self.switch_enqueue(node, in_local, port, slot);
@@ -1010,11 +1029,11 @@ impl Engine {
         let finished = match owner {
             QpOwner::Flow(flow) => self.flow_events(flow, &events).map(|ok| (flow, ok)),
             QpOwner::Conn(conn) => {
-                self.connection_events(conn, &events);
+                self.app_events_of(AppEndpoint::Conn(conn), &events);
                 None
             }
             QpOwner::App => {
-                self.app_qp_events(qpn, &events);
+                self.app_events_of(AppEndpoint::Qp(qpn), &events);
                 None
             }
         };
@@ -1121,13 +1140,7 @@ impl Engine {
                         self.payload_scratch.extend_from_slice(repr.payload);
                     }
                     self.hosts[host as usize].active.push_back(qpn);
-                    let pkt = self.alloc(sp);
-                    if self.cfg.carry_payload {
-                        if self.payloads.len() <= pkt as usize {
-                            self.payloads.resize_with(pkt as usize + 1, Vec::new);
-                        }
-                        std::mem::swap(&mut self.payloads[pkt as usize], &mut self.payload_scratch);
-                    }
+                    let pkt = self.alloc_with_scratch_payload(sp, self.cfg.carry_payload);
                     self.start_tx(port, pkt);
                     self.arm_timer(qpn);
                     return;
@@ -1180,35 +1193,54 @@ impl Engine {
         region_bytes: u64,
         real_region: bool,
     ) -> Result<u16, String> {
-        let (sip, dip) = (
-            Ipv4Address::from_u32(host_ip(src)),
-            Ipv4Address::from_u32(host_ip(dst)),
+        let (sip, dip) = (host_ip(src), host_ip(dst));
+        let (c, r) = (
+            self.qp_config(sip, sq, dip, rq),
+            self.qp_config(dip, rq, sip, sq),
         );
-        let cfg = &self.cfg;
-        let qp_config = |local_ip, local_qpn, remote_ip, remote_qpn| {
-            let mut c = QpConfig::new(local_ip, local_qpn, remote_ip, remote_qpn);
-            c.mtu = cfg.mtu;
-            c.max_outstanding = cfg.window;
-            c.retransmission = cfg.retransmission;
-            c.peer_sack = cfg.retransmission == Retransmission::SelectiveRepeat;
-            c.retransmit_timeout = cfg.rto;
-            c.ack_every = cfg.ack_every;
-            c.cnp_interval = cfg.cnp_interval;
-            c
-        };
-        let (c, r) = (qp_config(sip, sq, dip, rq), qp_config(dip, rq, sip, sq));
         let sport = c.udp_src_port;
         self.new_qp(c, src, owner)?;
         self.new_qp(r, dst, owner)?;
-        let rqp = &mut self.qps[rq as usize].as_mut().expect("just made").qp;
-        if real_region {
-            let len = usize::try_from(region_bytes).map_err(|_| "region too large".to_string())?;
-            rqp.register_mr(0, len, 1)
-        } else {
-            rqp.register_null_mr(0, region_bytes, 1)
-        }
-        .map_err(|e| e.to_string())?;
+        self.register_region(rq, region_bytes, real_region)?;
         Ok(sport)
+    }
+
+    /// A QP's connection attributes as the scenario sets them.
+    fn qp_config(
+        &self,
+        local_ip: u32,
+        local_qpn: u32,
+        remote_ip: u32,
+        remote_qpn: u32,
+    ) -> QpConfig {
+        let cfg = &self.cfg;
+        let mut c = QpConfig::new(
+            Ipv4Address::from_u32(local_ip),
+            local_qpn,
+            Ipv4Address::from_u32(remote_ip),
+            remote_qpn,
+        );
+        c.mtu = cfg.mtu;
+        c.max_outstanding = cfg.window;
+        c.retransmission = cfg.retransmission;
+        c.peer_sack = cfg.retransmission == Retransmission::SelectiveRepeat;
+        c.retransmit_timeout = cfg.rto;
+        c.ack_every = cfg.ack_every;
+        c.cnp_interval = cfg.cnp_interval;
+        c
+    }
+
+    /// Exposes `region_bytes` of QP `qpn`'s memory under rkey 1 at VA 0: real bytes
+    /// when `real`, else a null region that accepts writes without storing them.
+    fn register_region(&mut self, qpn: u32, region_bytes: u64, real: bool) -> Result<(), String> {
+        let qp = &mut self.qps[qpn as usize].as_mut().ok_or("no such QP")?.qp;
+        if real {
+            let len = usize::try_from(region_bytes).map_err(|_| "region too large".to_string())?;
+            qp.register_mr(0, len, 1)
+        } else {
+            qp.register_null_mr(0, region_bytes, 1)
+        }
+        .map_err(|e| e.to_string())
     }
 
     /// Posts a WRITE with immediate from QP `sq` into rkey 1 of QP `rq`, which first
@@ -1221,14 +1253,31 @@ impl Engine {
         imm: u32,
         data: Payload,
     ) -> Result<(), String> {
-        let rqp = &mut self.qps[rq as usize].as_mut().ok_or("closed")?.qp;
-        rqp.post_recv(wr_id, 0).map_err(|e| e.to_string())?;
-        let sqp = &mut self.qps[sq as usize].as_mut().ok_or("closed")?.qp;
+        self.post_recv(rq, wr_id)?;
+        self.post_write(sq, wr_id, remote_va, 1, imm, data)
+    }
+
+    /// Posts a WRITE with immediate on QP `sq` to `remote_va` under `rkey`.
+    fn post_write(
+        &mut self,
+        sq: u32,
+        wr_id: u64,
+        remote_va: u64,
+        rkey: u32,
+        imm: u32,
+        data: Payload,
+    ) -> Result<(), String> {
+        let sqp = &mut self
+            .qps
+            .get_mut(sq as usize)
+            .and_then(|s| s.as_mut())
+            .ok_or("closed")?
+            .qp;
         sqp.post_send(SendRequest {
             wr_id,
             op: SendOp::WriteImm {
                 remote_va,
-                rkey: 1,
+                rkey,
                 imm,
             },
             data,
@@ -1266,12 +1315,7 @@ impl Engine {
     fn finish_flow(&mut self, flow: u32, ok: bool) {
         let (sq, rq) = flow_qpns(flow);
         for q in [sq, rq] {
-            if let Some(slot) = self.qps[q as usize].take() {
-                let s = slot.qp.stats();
-                self.totals.retransmitted += s.tx_retransmitted;
-                self.totals.timeouts += s.timeouts;
-                self.totals.cnps += s.tx_cnps;
-            }
+            self.retire_qp(q);
         }
         if ok {
             self.results[flow as usize].finish_ps = Some(self.now);
@@ -1394,56 +1438,28 @@ impl Engine {
                 (c.sq, ok)
             }
             PostTarget::Qp { qpn, rkey } => {
-                let ok = match self.qps.get_mut(qpn as usize).and_then(|s| s.as_mut()) {
-                    Some(slot) => slot
-                        .qp
-                        .post_send(SendRequest {
-                            wr_id: p.wr_id,
-                            op: SendOp::WriteImm {
-                                remote_va: p.remote_offset,
-                                rkey,
-                                imm: p.imm,
-                            },
-                            data: p.data,
-                        })
-                        .map_err(|e| e.to_string()),
-                    None => Err("closed".into()),
-                };
+                let ok = self.post_write(qpn, p.wr_id, p.remote_offset, rkey, p.imm, p.data);
                 (qpn, ok)
             }
         };
         if ok.is_err() {
             self.app_outstanding -= 1;
-            let ev = match p.target {
-                PostTarget::Conn(conn) => AppEvent::SendDone {
-                    conn,
-                    wr_id: p.wr_id,
-                    ok: false,
-                },
-                PostTarget::Qp { qpn, .. } => AppEvent::QpSendDone {
-                    qpn,
-                    wr_id: p.wr_id,
-                    ok: false,
-                },
-            };
+            let ev = p.target.endpoint().send_done(p.wr_id, false);
             self.app_events.push_back((self.now, ev));
             return;
         }
         self.service_qp(sq);
     }
 
-    fn app_qp_events(&mut self, qpn: u32, events: &[Event]) {
+    /// A connection's or app QP's completions and deliveries, as app events.
+    fn app_events_of(&mut self, ep: AppEndpoint, events: &[Event]) {
         for ev in events {
             let app = match *ev {
                 Event::SendComplete { wr_id, ref result } => {
                     self.app_outstanding = self.app_outstanding.saturating_sub(1);
-                    AppEvent::QpSendDone {
-                        qpn,
-                        wr_id,
-                        ok: result.is_ok(),
-                    }
+                    ep.send_done(wr_id, result.is_ok())
                 }
-                Event::RecvWriteImm { imm, len, .. } => AppEvent::QpDelivered { qpn, imm, len },
+                Event::RecvWriteImm { imm, len, .. } => ep.delivered(imm, len),
                 _ => continue,
             };
             self.app_events.push_back((self.now, app));
@@ -1470,29 +1486,10 @@ impl Engine {
             return Err("out of 24-bit QP numbers".into());
         }
         self.next_conn_qpn += 1;
-        let mut c = QpConfig::new(
-            Ipv4Address::from_u32(host_ip(host)),
-            qpn,
-            Ipv4Address::from_u32(remote_ip),
-            remote_qpn,
-        );
-        c.mtu = self.cfg.mtu;
-        c.max_outstanding = self.cfg.window;
-        c.retransmission = self.cfg.retransmission;
-        c.peer_sack = self.cfg.retransmission == Retransmission::SelectiveRepeat;
-        c.retransmit_timeout = self.cfg.rto;
-        c.ack_every = self.cfg.ack_every;
-        c.cnp_interval = self.cfg.cnp_interval;
+        let mut c = self.qp_config(host_ip(host), qpn, remote_ip, remote_qpn);
         c.udp_src_port = 49152 + (qpn & 0x3fff) as u16;
         self.new_qp(c, host, QpOwner::App)?;
-        let qp = &mut self.qps[qpn as usize].as_mut().expect("just made").qp;
-        if self.cfg.carry_payload {
-            let len = usize::try_from(region_bytes).map_err(|_| "region too large".to_string())?;
-            qp.register_mr(0, len, 1)
-        } else {
-            qp.register_null_mr(0, region_bytes, 1)
-        }
-        .map_err(|e| e.to_string())?;
+        self.register_region(qpn, region_bytes, self.cfg.carry_payload)?;
         Ok(qpn)
     }
 
@@ -1531,14 +1528,20 @@ impl Engine {
     /// Destroys an app QP: late packets for it are counted as stale, and its
     /// unfinished sends no longer hold the run open.
     pub fn close_qp(&mut self, qpn: u32) {
-        if let Some(slot) = self.qps.get_mut(qpn as usize).and_then(Option::take) {
-            let s = slot.qp.stats();
-            self.totals.retransmitted += s.tx_retransmitted;
-            self.totals.timeouts += s.timeouts;
-            self.totals.cnps += s.tx_cnps;
-            let pending = slot.qp.send_queue_len() as u64;
+        if let Some(qp) = self.retire_qp(qpn) {
+            let pending = qp.send_queue_len() as u64;
             self.app_outstanding = self.app_outstanding.saturating_sub(pending);
         }
+    }
+
+    /// Removes a QP, adding its counters to the run's totals; returns it.
+    fn retire_qp(&mut self, qpn: u32) -> Option<RcQueuePair> {
+        let slot = self.qps.get_mut(qpn as usize).and_then(Option::take)?;
+        let s = slot.qp.stats();
+        self.totals.retransmitted += s.tx_retransmitted;
+        self.totals.timeouts += s.timeouts;
+        self.totals.cnps += s.tx_cnps;
+        Some(slot.qp)
     }
     /// Posts a receive on an app QP (a WRITE with immediate consumes one).
     pub fn post_recv(&mut self, qpn: u32, wr_id: u64) -> Result<(), String> {
@@ -1608,13 +1611,15 @@ impl Engine {
     /// arrives at the far end after serialisation and propagation. MRP is
     /// control-plane traffic sent before the group's data, so it is not queued
     /// behind data here.
-    fn send_mrp(&mut self, node: u32, port: u16, bytes: Vec<u8>) {
+    fn send_mrp(&mut self, at: u64, node: u32, port: u16, mrp: &MrpRepr) {
         let p = &self.ports[(self.node_port_base[node as usize] + port as u32) as usize];
         if !p.up {
             return;
         }
+        let mut bytes = vec![0; mrp.buffer_len()];
+        mrp.emit(&mut bytes);
         let wire = bytes.len() as u64 + 20 + 8 + crate::packet::FRAME_OVERHEAD as u64;
-        let at = self.now + Duration::for_bytes(wire, p.rate_bps).as_ps() + p.delay_ps;
+        let at = at + Duration::for_bytes(wire, p.rate_bps).as_ps() + p.delay_ps;
         let peer = &self.ports[p.reverse as usize];
         let (node, port) = (peer.node, peer.local);
         self.push_control(at, ControlMsg::Mrp { node, port, bytes });
@@ -1622,12 +1627,7 @@ impl Engine {
 
     /// The leader host `host` sends an MRP packet toward the group (at `at`).
     pub fn inject_mrp(&mut self, at: Instant, host: u32, mrp: &MrpRepr) {
-        let mut bytes = vec![0; mrp.buffer_len()];
-        mrp.emit(&mut bytes);
-        let saved = self.now;
-        self.now = at.as_ps().max(self.now);
-        self.send_mrp(host, 0, bytes);
-        self.now = saved;
+        self.send_mrp(at.as_ps().max(self.now), host, 0, mrp);
     }
 
     /// Sends `bytes` from host `from` to host `to` over the control channel.
@@ -1663,9 +1663,7 @@ impl Engine {
                 match switch_agent::handle_mrp(&mut self.cepheus[sw], port, &mrp, &table) {
                     Ok(out) => {
                         for (p, m) in out {
-                            let mut b = vec![0; m.buffer_len()];
-                            m.emit(&mut b);
-                            self.send_mrp(node, p, b);
+                            self.send_mrp(self.now, node, p, &m);
                         }
                     }
                     Err(reason) => {
@@ -1679,24 +1677,6 @@ impl Engine {
                     }
                 }
             }
-        }
-    }
-
-    fn connection_events(&mut self, conn: u32, events: &[Event]) {
-        for ev in events {
-            let app = match *ev {
-                Event::SendComplete { wr_id, ref result } => {
-                    self.app_outstanding = self.app_outstanding.saturating_sub(1);
-                    AppEvent::SendDone {
-                        conn,
-                        wr_id,
-                        ok: result.is_ok(),
-                    }
-                }
-                Event::RecvWriteImm { imm, len, .. } => AppEvent::Delivered { conn, imm, len },
-                _ => continue,
-            };
-            self.app_events.push_back((self.now, app));
         }
     }
 

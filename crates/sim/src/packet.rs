@@ -8,6 +8,7 @@
 //!
 //! Memory: 104 bytes per packet record; records live in a reusable slab.
 
+use rocast_core::fabric::cepheus::Bridge;
 use rocast_core::wire::{
     AckSyndrome, AethRepr, BthRepr, Ecn, ExtHeaders, Ipv4Address, Opcode, Psn, RethRepr, RoceRepr,
 };
@@ -130,9 +131,17 @@ impl SimPacket {
         self.flags & (F_AETH | F_CNP) == 0 && self.payload_len > 0
     }
 
-    /// Whether the packet carries a RETH (the first packet of an RDMA WRITE).
-    pub fn has_reth(&self) -> bool {
-        self.flags & F_RETH != 0
+    /// Cepheus connection bridging on the record's fields: the same rewrite as
+    /// `Bridge::apply` does on a parsed packet (a test checks they agree), done in
+    /// place because it runs for every copy a switch makes.
+    pub fn apply_bridge(&mut self, b: &Bridge) {
+        self.src_ip = b.mcst_id.to_u32();
+        self.dst_ip = b.dst_ip.to_u32();
+        self.dest_qp = b.dst_qp;
+        if let (true, Some((va, rkey))) = (self.flags & F_RETH != 0, b.region) {
+            self.reth_va = va.wrapping_add(self.reth_va);
+            self.reth_rkey = rkey;
+        }
     }
 
     /// Bytes the frame occupies on a link.
@@ -215,4 +224,57 @@ pub fn host_ip(id: u32) -> u32 {
 /// The host id of a simulator address.
 pub fn host_of_ip(ip: u32) -> u32 {
     (ip >> 8) & 0xffff
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocast_core::wire::Ecn;
+
+    /// The in-place bridge on a record equals `Bridge::apply` on the parsed packet,
+    /// with and without a RETH.
+    #[test]
+    fn record_bridge_agrees_with_the_core_rewrite() {
+        let b = Bridge {
+            mcst_id: Ipv4Address::new(239, 1, 0, 1),
+            dst_ip: Ipv4Address::from_u32(host_ip(7)),
+            dst_qp: 0x77,
+            region: Some((0x1000, 9)),
+        };
+        for (op, reth) in [
+            (Opcode::RC_WRITE_FIRST, true),
+            (Opcode::RC_WRITE_MIDDLE, false),
+        ] {
+            let mut ext = ExtHeaders::default();
+            if reth {
+                ext.reth = Some(RethRepr {
+                    va: 0x40,
+                    rkey: 0,
+                    dma_len: 4096,
+                });
+            }
+            let bth = BthRepr::new(op, 1, Psn::new(5));
+            let r = RoceRepr::new(
+                Ipv4Address::from_u32(host_ip(0)),
+                b.mcst_id,
+                26,
+                Ecn::Ect0,
+                49152,
+                bth,
+                ext,
+                &[0; 64],
+            );
+            let mut rec = SimPacket::from_repr(&r);
+            rec.apply_bridge(&b);
+            let mut want = r;
+            b.apply(&mut want);
+            let got = rec.to_repr();
+            assert_eq!(
+                (got.ip.src_addr, got.ip.dst_addr),
+                (want.ip.src_addr, want.ip.dst_addr)
+            );
+            assert_eq!(got.bth.dest_qp, want.bth.dest_qp);
+            assert_eq!(got.ext.reth, want.ext.reth);
+        }
+    }
 }

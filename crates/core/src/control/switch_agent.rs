@@ -152,6 +152,11 @@ mod tests {
         }
     }
 
+    /// The single MRP packet registering `members` for `mcst`.
+    fn one(mcst: Ipv4Address, members: &[MrpMember]) -> MrpRepr {
+        MrpRepr::split(mcst, members).unwrap().remove(0)
+    }
+
     fn member(ip: Ipv4Address, qpn: u32) -> MrpMember {
         MrpMember {
             ip,
@@ -171,7 +176,7 @@ mod tests {
             member(Ipv4Address::new(10, 1, 0, 1), 0x21),
             member(Ipv4Address::new(10, 1, 5, 1), 0x22),
         ];
-        let mrp = MrpRepr::split(MCST, &members).unwrap().remove(0);
+        let mrp = one(MCST, &members);
         let out = handle_mrp(&mut sw, 0, &mrp, &Leaf).unwrap();
         let ports: Vec<u16> = out.iter().map(|(p, _)| *p).collect();
         assert_eq!(ports, vec![2, 3, 4], "remote members share one uplink");
@@ -198,15 +203,11 @@ mod tests {
         let mut chosen = Vec::new();
         for g in 0..4u8 {
             let mcst = Ipv4Address::new(239, 1, 0, g);
-            let mrp = MrpRepr::split(mcst, &[leader, member(Ipv4Address::new(10, 1, 0, 1), 2)])
-                .unwrap()
-                .remove(0);
+            let mrp = one(mcst, &[leader, member(Ipv4Address::new(10, 1, 0, 1), 2)]);
             let out = handle_mrp(&mut sw, 0, &mrp, &Leaf).unwrap();
             chosen.push(out[0].0);
             // A second registration packet of the same group reuses its uplink.
-            let more = MrpRepr::split(mcst, &[member(Ipv4Address::new(10, 1, 9, 1), 3)])
-                .unwrap()
-                .remove(0);
+            let more = one(mcst, &[member(Ipv4Address::new(10, 1, 9, 1), 3)]);
             assert_eq!(handle_mrp(&mut sw, 0, &more, &Leaf).unwrap()[0].0, out[0].0);
         }
         assert_eq!(chosen, vec![4, 5, 6, 7], "least-used uplink each time");
@@ -247,34 +248,26 @@ mod tests {
     #[test]
     fn refusals_leave_no_trace() {
         let mut sw = CepheusSwitch::new(8, 1, Box::new(ForwardAllCnp));
-        let ok = MrpRepr::split(
+        let ok = one(
             Ipv4Address::new(239, 0, 0, 1),
             &[member(Ipv4Address::new(10, 0, 0, 1), 1)],
-        )
-        .unwrap()
-        .remove(0);
+        );
         handle_mrp(&mut sw, 0, &ok, &Leaf).unwrap();
-        let full = MrpRepr::split(
+        let full = one(
             Ipv4Address::new(239, 0, 0, 2),
             &[member(Ipv4Address::new(10, 0, 0, 1), 1)],
-        )
-        .unwrap()
-        .remove(0);
+        );
         assert_eq!(
             handle_mrp(&mut sw, 0, &full, &Leaf),
             Err(SwitchRejection::TableFull)
         );
-        let unknown = MrpRepr::split(MCST, &[member(Ipv4Address::new(192, 168, 0, 1), 1)])
-            .unwrap()
-            .remove(0);
+        let unknown = one(MCST, &[member(Ipv4Address::new(192, 168, 0, 1), 1)]);
         assert_eq!(
             handle_mrp(&mut sw, 0, &unknown, &Leaf),
             Err(SwitchRejection::NotInTree)
         );
         // A remote member reached back through the arrival uplink would loop.
-        let back = MrpRepr::split(MCST, &[member(Ipv4Address::new(10, 1, 0, 1), 1)])
-            .unwrap()
-            .remove(0);
+        let back = one(MCST, &[member(Ipv4Address::new(10, 1, 0, 1), 1)]);
         assert_eq!(
             handle_mrp(&mut sw, 5, &back, &Leaf),
             Err(SwitchRejection::Conflict)

@@ -82,6 +82,18 @@ pub enum FeedbackKind {
     Cnp,
 }
 
+impl FeedbackKind {
+    /// A plain ACK (credits "invalid", as RoCE endpoints send them).
+    pub fn ack(msn: u32) -> Self {
+        FeedbackKind::Ack {
+            syndrome: AckSyndrome::Ack {
+                credits: AckSyndrome::CREDITS_INVALID,
+            },
+            msn,
+        }
+    }
+}
+
 /// A feedback packet a Cepheus switch sends toward the source: a forwarded CNP, an
 /// aggregated ACK or NAK, or one rewritten at the source's switch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

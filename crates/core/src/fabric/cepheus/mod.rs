@@ -283,18 +283,34 @@ impl CepheusSwitch {
         Handling::Handled
     }
 
-    /// Where feedback for the source leaves, addressed as the source expects.
+    /// Sends feedback toward the source (out of AckOutPort, addressed as the source
+    /// expects) and counts it by kind. False when no source is known.
     fn toward_source(
         g: &MulticastForwardingTable,
+        stats: &mut CepheusStats,
         kind: FeedbackKind,
         psn: Psn,
-    ) -> Option<CepheusAction> {
-        let port = g.ack_out_port?;
-        let (dst_ip, dst_qp) = match g.entry(port)?.next_hop {
+        out: &mut Vec<CepheusAction>,
+    ) -> bool {
+        let Some(port) = g.ack_out_port else {
+            return false;
+        };
+        let Some(e) = g.entry(port) else {
+            return false;
+        };
+        let (dst_ip, dst_qp) = match e.next_hop {
             NextHop::Host { ip, qpn, .. } => (ip, qpn),
             NextHop::Switch => (g.mcst_id, VIRTUAL_QPN),
         };
-        Some(CepheusAction::Feedback {
+        match kind {
+            FeedbackKind::Ack {
+                syndrome: AckSyndrome::Ack { .. },
+                ..
+            } => stats.acks_out += 1,
+            FeedbackKind::Ack { .. } => stats.naks_out += 1,
+            FeedbackKind::Cnp => stats.cnps_out += 1,
+        }
+        out.push(CepheusAction::Feedback {
             port,
             packet: FeedbackPacket {
                 kind,
@@ -303,7 +319,8 @@ impl CepheusSwitch {
                 dst_ip,
                 dst_qp,
             },
-        })
+        });
+        true
     }
 
     fn data(
@@ -359,16 +376,9 @@ impl CepheusSwitch {
         // Every path below has this PSN: answer for them if the source asks.
         if sent == 0 && downstream > 0 && pkt.bth.ack_req {
             if let Some(agg) = g.agg_ack_psn.filter(|&a| psn <= a) {
-                let kind = FeedbackKind::Ack {
-                    syndrome: AckSyndrome::Ack {
-                        credits: AckSyndrome::CREDITS_INVALID,
-                    },
-                    msn: g.agg_ack_msn,
-                };
-                if let Some(a) = Self::toward_source(g, kind, agg) {
+                let kind = FeedbackKind::ack(g.agg_ack_msn);
+                if Self::toward_source(g, stats, kind, agg, out) {
                     stats.reacks += 1;
-                    stats.acks_out += 1;
-                    out.push(a);
                 }
             }
         }
@@ -400,11 +410,7 @@ impl CepheusSwitch {
                 // A fatal NAK (access or request error) ends the sender's request
                 // whatever the others say: pass it on.
                 stats.naks_in += 1;
-                let kind = FeedbackKind::Ack { syndrome, msn };
-                if let Some(a) = Self::toward_source(g, kind, psn) {
-                    stats.naks_out += 1;
-                    out.push(a);
-                }
+                Self::toward_source(g, stats, FeedbackKind::Ack { syndrome, msn }, psn, out);
                 return;
             }
             AckSyndrome::Reserved(_) => {
@@ -437,41 +443,33 @@ impl CepheusSwitch {
             return;
         };
         g.tri_port = Some(port);
-        if let Some((me, syn)) = g.me_psn {
-            if min == me.sub(1) {
-                // Every path holds everything below ePSN: the NAK covers no one's loss.
+        // What goes upstream: the pending NAK once no path lacks anything below its
+        // ePSN (it then covers no one's loss), else an ACK if the minimum advanced.
+        let (kind, psn) = match g.me_psn {
+            Some((me, syn)) if min == me.sub(1) => {
                 g.me_psn = None;
-                g.agg_ack_psn = Some(min);
-                g.agg_ack_msn = min_msn;
-                let kind = FeedbackKind::Ack {
-                    syndrome: syn,
-                    msn: min_msn,
-                };
-                if let Some(a) = Self::toward_source(g, kind, me) {
-                    stats.naks_out += 1;
-                    out.push(a);
+                (
+                    FeedbackKind::Ack {
+                        syndrome: syn,
+                        msn: min_msn,
+                    },
+                    me,
+                )
+            }
+            pending => {
+                if pending.is_some_and(|(me, _)| min >= me) {
+                    // Repaired by other means (a timeout's retransmission).
+                    g.me_psn = None;
                 }
-                return;
+                if g.agg_ack_psn.is_some_and(|a| min <= a) {
+                    return;
+                }
+                (FeedbackKind::ack(min_msn), min)
             }
-            if min >= me {
-                // Repaired by other means (a timeout's retransmission): nothing to ask.
-                g.me_psn = None;
-            }
-        }
-        if g.agg_ack_psn.is_none_or(|a| min > a) {
-            g.agg_ack_psn = Some(min);
-            g.agg_ack_msn = min_msn;
-            let kind = FeedbackKind::Ack {
-                syndrome: AckSyndrome::Ack {
-                    credits: AckSyndrome::CREDITS_INVALID,
-                },
-                msn: min_msn,
-            };
-            if let Some(a) = Self::toward_source(g, kind, min) {
-                stats.acks_out += 1;
-                out.push(a);
-            }
-        }
+        };
+        g.agg_ack_psn = Some(min);
+        g.agg_ack_msn = min_msn;
+        Self::toward_source(g, stats, kind, psn, out);
     }
 
     fn cnp(
@@ -494,10 +492,7 @@ impl CepheusSwitch {
             stats.cnps_filtered += 1;
             return;
         }
-        if let Some(a) = Self::toward_source(g, FeedbackKind::Cnp, Psn::new(0)) {
-            stats.cnps_out += 1;
-            out.push(a);
-        }
+        Self::toward_source(g, stats, FeedbackKind::Cnp, Psn::new(0), out);
     }
 }
 
