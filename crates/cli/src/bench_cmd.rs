@@ -11,6 +11,22 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 64)]
         k: u32,
     },
+    /// PEEL's per-group planning time: a layer-peeling tree and its prefix covers on a
+    /// fat-tree with failed links (PEEL §2.3, §3.2). Prints median and worst of --runs
+    /// groups (destinations re-drawn per run).
+    PeelTree {
+        #[arg(long, default_value_t = 64)]
+        k: u32,
+        /// Fraction of switch-to-switch links failed.
+        #[arg(long, default_value_t = 0.05)]
+        fail: f64,
+        #[arg(long, default_value_t = 512)]
+        dests: u32,
+        #[arg(long, default_value_t = 20)]
+        runs: u32,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
 }
 
 fn peak_rss_kb() -> Option<u64> {
@@ -25,6 +41,13 @@ fn peak_rss_kb() -> Option<u64> {
 
 pub fn run(cmd: BenchCmd) -> Result<(), String> {
     match cmd {
+        BenchCmd::PeelTree {
+            k,
+            fail,
+            dests,
+            runs,
+            seed,
+        } => peel_tree(k, fail, dests, runs, seed),
         BenchCmd::FatTree { k } => {
             let tier = TierSpec::new(100_000_000_000, Duration::from_ns(1000));
             let t0 = std::time::Instant::now();
@@ -54,4 +77,65 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+fn peel_tree(k: u32, fail: f64, dests: u32, runs: u32, seed: u64) -> Result<(), String> {
+    use rocast_core::plan::multicast_tree::layer_peeling_tree;
+    use rocast_core::plan::prefix::{plan_group, CoverPolicy, PrefixLayout};
+    if runs == 0 {
+        return Err("--runs must be at least 1".into());
+    }
+    let topo = crate::tree_cmd::topology_from_spec(&format!("fat-tree:k={k}"), fail, seed)?;
+    let t0 = std::time::Instant::now();
+    let layout = PrefixLayout::from_topology(&topo).map_err(|e| e.to_string())?;
+    let layout_s = t0.elapsed().as_secs_f64();
+    let hosts = topo.num_hosts() as u32;
+    if dests == 0 || dests >= hosts {
+        return Err(format!("--dests must be 1..{}", hosts - 1));
+    }
+    let mut tree_ms = Vec::new();
+    let mut cover_ms = Vec::new();
+    let mut links = 0;
+    let mut packets = 0;
+    for r in 0..runs as u64 {
+        let src = (r * 7919 % hosts as u64) as u32;
+        let dst = rocast_sim::workload::sample_hosts(hosts, src, dests, seed + r);
+        let t = std::time::Instant::now();
+        let tree = layer_peeling_tree(&topo, src, &dst).map_err(|e| e.to_string())?;
+        tree_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let t = std::time::Instant::now();
+        let plan =
+            plan_group(&topo, &layout, &tree, CoverPolicy::Exact).map_err(|e| e.to_string())?;
+        cover_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        links += tree.arcs.len();
+        packets += plan.packets.len();
+    }
+    let stat = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        (v[v.len() / 2], v[v.len() - 1])
+    };
+    let mut total: Vec<f64> = tree_ms.iter().zip(&cover_ms).map(|(a, b)| a + b).collect();
+    let (tm, tw) = stat(&mut tree_ms);
+    let (cm, cw) = stat(&mut cover_ms);
+    let (am, aw) = stat(&mut total);
+    println!(
+        "# {}: {} hosts, {} links ({} failed), {dests} destinations, {runs} groups",
+        topo.name,
+        hosts,
+        topo.links.len(),
+        topo.links.iter().filter(|l| l.failed).count()
+    );
+    println!(
+        "layout_ms {:.2}  (once per fabric: pods, rack ids, rules)",
+        layout_s * 1e3
+    );
+    println!("tree_ms median {tm:.2} worst {tw:.2}");
+    println!("covers_ms median {cm:.2} worst {cw:.2}");
+    println!("tree_plus_covers_ms median {am:.2} worst {aw:.2}  (target < 10)");
+    println!(
+        "mean tree links {:.1}, mean packets per message {:.1}",
+        links as f64 / runs as f64,
+        packets as f64 / runs as f64
+    );
+    Ok(())
 }

@@ -10,6 +10,7 @@ mod bench_cmd;
 mod pcap_cmd;
 mod perf_cmd;
 mod sim_cmd;
+mod tree_cmd;
 
 #[derive(Debug, Parser)]
 #[command(name = "rocast", version, about = "RoCEv2 multicast toolkit")]
@@ -31,18 +32,28 @@ enum Command {
     /// OSU-style broadcast latency of application-layer multicast (sequential, tree,
     /// chain, RDMC binomial pipeline, ring) in the simulator.
     Bcast(bcast_cmd::BcastCmd),
+    /// Build a multicast tree offline (PEEL layer peeling, the symmetric optimum,
+    /// Cepheus' hop-by-hop tree, the exact optimum) and PEEL's prefix state.
+    Tree(tree_cmd::TreeCmd),
     /// Benchmarks that print figures.
     #[command(subcommand)]
     Bench(bench_cmd::BenchCmd),
 }
 
 fn main() -> ExitCode {
+    // Die quietly on a closed pipe (`rocast tree … | head`), as Unix tools do, instead
+    // of panicking in println!.
+    // SAFETY: setting a signal disposition to SIG_DFL before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     match Cli::parse().command {
         Command::Pcap(cmd) => pcap_cmd::run(cmd),
         Command::Perf(cmd) => perf_cmd::run(cmd),
         Command::Sim(cmd) => finish("rocast sim", sim_cmd::run(cmd)),
-        Command::Bench(cmd) => finish("rocast bench fat-tree", bench_cmd::run(cmd)),
+        Command::Bench(cmd) => finish("rocast bench", bench_cmd::run(cmd)),
         Command::Bcast(cmd) => finish("rocast bcast", bcast_cmd::run(cmd)),
+        Command::Tree(cmd) => finish("rocast tree", tree_cmd::run(cmd)),
     }
 }
 

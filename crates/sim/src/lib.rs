@@ -10,6 +10,7 @@
 //!   WebSearch/Hadoop CDFs, HPCC flow files, explicit lists with dependencies).
 //! - [`engine`]: the event loop, links, switch ports, NICs.
 //! - [`packet`]: the compact packet record and its serialisation for captures.
+//! - [`steiner_exact`]: the exact minimum Steiner tree via HiGHS, PEEL's yardstick.
 //! - [`run`]: ties them together and writes `fct.txt`, `summary.json`, logs and pcaps.
 
 pub mod broadcast;
@@ -19,6 +20,7 @@ pub mod config;
 pub mod engine;
 pub mod packet;
 pub mod run;
+pub mod steiner_exact;
 pub mod workload;
 
 pub use config::Scenario;

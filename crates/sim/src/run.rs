@@ -48,12 +48,14 @@ pub fn build_topology(sc: &Scenario, base: &Path) -> Result<Topology, String> {
     let gbps = |g: f64| (g * 1e9).round() as u64;
     let tier = |g: f64, ns: u64| TierSpec::new(gbps(g), Duration::from_ns(ns));
     let mut topo = match t.kind.as_str() {
-        "fat-tree" => Topology::fat_tree(
+        "fat-tree" => Topology::fat_tree_with_gpus(
             t.k,
             t.oversubscription,
+            t.gpus_per_host,
             tier(t.host_gbps, t.host_delay_ns),
             tier(t.fabric_gbps, t.fabric_delay_ns),
             tier(t.core_gbps, t.core_delay_ns),
+            tier(t.gpu_gbps, t.gpu_delay_ns),
         ),
         "leaf-spine" => Topology::leaf_spine(
             t.spines,

@@ -367,3 +367,23 @@ mod tests {
         }
     }
 }
+
+/// `n` distinct hosts of `0..hosts`, none of them `exclude`, sampled uniformly with a
+/// seeded partial Fisher–Yates shuffle; returned ascending. Panics if `n` exceeds the
+/// hosts available (callers check).
+pub fn sample_hosts(hosts: u32, exclude: u32, n: u32, seed: u64) -> Vec<u32> {
+    let mut pool: Vec<u32> = (0..hosts).filter(|&h| h != exclude).collect();
+    assert!(
+        n as usize <= pool.len(),
+        "sample of {n} from {}",
+        pool.len()
+    );
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5045_454c);
+    for i in 0..n as usize {
+        let j = i + (rng.next_u64() % (pool.len() - i) as u64) as usize;
+        pool.swap(i, j);
+    }
+    let mut v = pool[..n as usize].to_vec();
+    v.sort_unstable();
+    v
+}

@@ -337,7 +337,10 @@ impl PrefixLayout {
     /// Index of `plane` among its pod's planes (the header's plane field).
     pub fn plane_index(&self, plane: NodeId) -> Option<u16> {
         let pod = &self.pods[self.plane_pod(plane)? as usize];
-        pod.planes.iter().position(|&p| p == plane).map(|i| i as u16)
+        pod.planes
+            .iter()
+            .position(|&p| p == plane)
+            .map(|i| i as u16)
     }
 
     /// The rules `plane` holds: per block, its ports toward the block's racks.
@@ -465,14 +468,16 @@ pub fn plan_group(
                     .copied()
                     .filter(|i| !mine.contains(i))
                     .collect();
-                bounded_cover(ids, &forbidden, racks, pod.bits, max_prefixes)
-                    .unwrap_or_else(exact)
+                bounded_cover(ids, &forbidden, racks, pod.bits, max_prefixes).unwrap_or_else(exact)
             }
         };
         for prefix in covers {
             let existing = (prefix.first(pod.bits) + prefix.size(pod.bits)).min(racks)
                 - prefix.first(pod.bits);
-            let inside = ids.iter().filter(|&&i| prefix.contains(i, pod.bits)).count();
+            let inside = ids
+                .iter()
+                .filter(|&&i| prefix.contains(i, pod.bits))
+                .count();
             discarded += existing as usize - inside;
             packets.push(PeelPacket {
                 pod: pod_no,
@@ -483,25 +488,31 @@ pub fn plan_group(
     }
     packets.sort_unstable();
     // Link accounting.
-    let paths: BTreeMap<NodeId, Vec<u32>> = members
-        .keys()
-        .map(|&p| {
-            let path = tree.path_to(p).expect("a plane with members is in the tree");
-            (p, path.iter().map(|a| a.link).collect())
-        })
-        .collect();
-    let union: BTreeSet<u32> = paths.values().flatten().copied().collect();
+    let parents = tree.parents();
+    let path_links = |mut at: NodeId| {
+        let mut v = Vec::new();
+        while let Some(&(p, link)) = parents.get(&at) {
+            v.push(link);
+            at = p;
+        }
+        v
+    };
+    let mut per_plane: BTreeMap<NodeId, usize> = BTreeMap::new();
+    for p in &packets {
+        *per_plane.entry(p.plane).or_insert(0) += 1;
+    }
+    let mut union: BTreeSet<u32> = BTreeSet::new();
     let mut static_up = 0;
     let mut programmable_up = 0;
-    for (plane, path) in &paths {
-        let n = packets.iter().filter(|p| p.plane == *plane).count();
+    for (&plane, &n) in &per_plane {
+        let path = path_links(plane);
         static_up += n * path.len();
-        let from_above = tree
-            .parents()
-            .get(plane)
+        let from_above = parents
+            .get(&plane)
             .and_then(|&(parent, _)| switch_tier(topo, parent))
             .is_some_and(|t| t > layout.rack_tier + 1);
         programmable_up += (n - 1) * if from_above { 1 } else { path.len() };
+        union.extend(path);
     }
     let tree_links = tree.arcs.len();
     Ok(PeelPlan {

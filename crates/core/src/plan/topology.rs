@@ -160,6 +160,22 @@ impl Topology {
         edge_agg: TierSpec,
         agg_core: TierSpec,
     ) -> Result<Self, TopologyError> {
+        Self::fat_tree_with_gpus(k, oversubscription, 0, host, edge_agg, agg_core, host)
+    }
+
+    /// [`fat_tree`](Self::fat_tree) whose servers, with `gpus_per_host > 0`, are NICs
+    /// (tier-0 switches) fanning out to that many GPUs (the hosts) over `gpu` links, as
+    /// in PEEL §4; edges are then tier 1, aggregation 2, core 3. Numbering: GPUs, NICs,
+    /// edges, aggregation, cores.
+    pub fn fat_tree_with_gpus(
+        k: u32,
+        oversubscription: u32,
+        gpus_per_host: u32,
+        host: TierSpec,
+        edge_agg: TierSpec,
+        agg_core: TierSpec,
+        gpu: TierSpec,
+    ) -> Result<Self, TopologyError> {
         if k < 2 || k % 2 != 0 || k > 128 {
             return Err(TopologyError::FatTreeK(k));
         }
@@ -168,31 +184,50 @@ impl Topology {
         }
         let h = k / 2;
         let hosts_per_edge = h * oversubscription;
-        let n_hosts = k * h * hosts_per_edge;
+        let n_servers = k * h * hosts_per_edge;
+        let (n_hosts, n_nics) = if gpus_per_host > 0 {
+            (n_servers as u64 * gpus_per_host as u64, n_servers)
+        } else {
+            (n_servers as u64, 0)
+        };
         let n_edge = k * h;
         let n_core = h * h;
-        let total = n_hosts as u64 + 2 * n_edge as u64 + n_core as u64;
+        let total = n_hosts + n_nics as u64 + 2 * n_edge as u64 + n_core as u64;
         if total >= 1 << 24 {
             return Err(TopologyError::TooLarge(total));
         }
-        let mut tiers = vec![0u8; n_edge as usize];
-        tiers.extend(std::iter::repeat_n(1u8, n_edge as usize));
-        tiers.extend(std::iter::repeat_n(2u8, n_core as usize));
-        let name = if oversubscription == 1 {
+        let n_hosts = n_hosts as u32;
+        let base = u8::from(gpus_per_host > 0);
+        let mut tiers = vec![0u8; n_nics as usize];
+        tiers.extend(std::iter::repeat_n(base, n_edge as usize));
+        tiers.extend(std::iter::repeat_n(base + 1, n_edge as usize));
+        tiers.extend(std::iter::repeat_n(base + 2, n_core as usize));
+        let mut name = if oversubscription == 1 {
             format!("fat-tree k={k}")
         } else {
             format!("fat-tree k={k} oversubscribed {oversubscription}:1")
         };
+        if gpus_per_host > 0 {
+            name.push_str(&format!(", {gpus_per_host} GPUs/server"));
+        }
         let mut t = Topology::new(name, n_hosts, &tiers);
-        let edge = |p: u32, e: u32| n_hosts + p * h + e;
-        let agg = |p: u32, a: u32| n_hosts + n_edge + p * h + a;
-        let core = |c: u32| n_hosts + 2 * n_edge + c;
-        t.links.reserve((n_hosts + 2 * k * h * h) as usize);
+        let nic = |s: u32| n_hosts + s;
+        let edge = |p: u32, e: u32| n_hosts + n_nics + p * h + e;
+        let agg = |p: u32, a: u32| n_hosts + n_nics + n_edge + p * h + a;
+        let core = |c: u32| n_hosts + n_nics + 2 * n_edge + c;
+        t.links.reserve((n_hosts + n_nics + 2 * k * h * h) as usize);
         for p in 0..k {
             for e in 0..h {
                 for i in 0..hosts_per_edge {
-                    let host_id = (p * h + e) * hosts_per_edge + i;
-                    t.add_link(host_id, edge(p, e), host);
+                    let server = (p * h + e) * hosts_per_edge + i;
+                    if gpus_per_host > 0 {
+                        for g in 0..gpus_per_host {
+                            t.add_link(server * gpus_per_host + g, nic(server), gpu);
+                        }
+                        t.add_link(nic(server), edge(p, e), host);
+                    } else {
+                        t.add_link(server, edge(p, e), host);
+                    }
                 }
             }
         }
@@ -393,16 +428,27 @@ impl Topology {
     }
 
     /// Fails `fraction` of the switch-to-switch links, chosen by a seeded shuffle (host
-    /// links stay up: failing one would only disconnect its host). Returns the failed
+    /// links stay up: failing one would only disconnect its host; so do the uplinks of
+    /// GPU servers' NICs, switches with a single switch neighbour). Returns the failed
     /// link indices, ascending.
     pub fn fail_fraction(&mut self, fraction: f64, seed: u64) -> Result<Vec<u32>, TopologyError> {
         if !(0.0..=1.0).contains(&fraction) {
             return Err(TopologyError::FailFraction(fraction.to_string()));
         }
+        let single_uplink = |n: NodeId| {
+            self.adjacency[n as usize]
+                .iter()
+                .filter(|&&(_, m)| !self.is_host(m))
+                .count()
+                == 1
+        };
         let mut fabric: Vec<u32> = (0..self.links.len() as u32)
             .filter(|&l| {
                 let s = &self.links[l as usize];
-                !self.is_host(s.a) && !self.is_host(s.b)
+                !self.is_host(s.a)
+                    && !self.is_host(s.b)
+                    && !single_uplink(s.a)
+                    && !single_uplink(s.b)
             })
             .collect();
         let n = (fraction * fabric.len() as f64).round() as usize;

@@ -16,6 +16,7 @@ pub mod icrc;
 mod ipv4;
 pub mod mrp;
 pub mod pcap;
+pub mod peel;
 mod psn;
 mod roce;
 mod udp;

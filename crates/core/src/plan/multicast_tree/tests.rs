@@ -34,7 +34,11 @@ fn symmetric_fat_tree_tree_is_the_hand_counted_optimum() {
     assert_eq!(tree.depth(), 6);
     let lp = layer_peeling_tree(&t, 0, &dests).unwrap();
     lp.validate(&t).unwrap();
-    assert_eq!(lp.arcs.len(), 11, "the greedy is optimal on a symmetric fat-tree too");
+    assert_eq!(
+        lp.arcs.len(),
+        11,
+        "the greedy is optimal on a symmetric fat-tree too"
+    );
 }
 
 #[test]
@@ -72,7 +76,10 @@ fn layer_peeling_picks_the_spine_that_covers_most_leaves() {
     let tree = layer_peeling_tree(&t, 0, &[1, 2, 3]).unwrap();
     tree.validate(&t).unwrap();
     assert_eq!(tree.arcs.len(), 1 + 1 + 3 + 3);
-    assert!(tree.arcs.iter().any(|a| a.parent == leaf(4, 0) && a.child == s(2)));
+    assert!(tree
+        .arcs
+        .iter()
+        .any(|a| a.parent == leaf(4, 0) && a.child == s(2)));
     assert!(matches!(
         symmetric_tree(&t, 0, &[1, 2, 3]),
         Err(TreeError::NotSymmetric(_))
@@ -110,8 +117,14 @@ fn unreachable_and_malformed_inputs_are_errors() {
         Err(TreeError::Unreachable(2))
     );
     assert_eq!(layer_peeling_tree(&t, 0, &[3]), Err(TreeError::NotAHost(3)));
-    assert_eq!(layer_peeling_tree(&t, 0, &[99]), Err(TreeError::NoSuchNode(99)));
-    assert_eq!(layer_peeling_tree(&t, 0, &[0]), Err(TreeError::NoDestinations));
+    assert_eq!(
+        layer_peeling_tree(&t, 0, &[99]),
+        Err(TreeError::NoSuchNode(99))
+    );
+    assert_eq!(
+        layer_peeling_tree(&t, 0, &[0]),
+        Err(TreeError::NoDestinations)
+    );
 }
 
 #[test]
@@ -124,7 +137,10 @@ fn hop_by_hop_prefers_least_used_then_on_tree_ports() {
     let tree = hop_by_hop_tree(&t, &routes, 0, &[1, 2, 4, 6], &load).unwrap();
     tree.validate(&t).unwrap();
     let spine2 = 8 + 4 + 2;
-    assert!(tree.arcs.iter().any(|a| a.parent == leaf0 && a.child == spine2));
+    assert!(tree
+        .arcs
+        .iter()
+        .any(|a| a.parent == leaf0 && a.child == spine2));
     // One uplink for all members: the on-tree rule.
     assert_eq!(tree.arcs.iter().filter(|a| a.parent == leaf0).count(), 2);
     assert_eq!(tree.arcs.len(), 1 + 1 + 1 + 3 + 3);

@@ -65,7 +65,10 @@ fn fat_tree_layout_has_one_pod_per_pod_and_63_rules_at_k64() {
     let l = PrefixLayout::from_topology(&t).unwrap();
     assert_eq!(l.rack_tier, 0);
     assert_eq!(l.pods.len(), 8);
-    assert!(l.pods.iter().all(|p| p.racks.len() == 4 && p.planes.len() == 4));
+    assert!(l
+        .pods
+        .iter()
+        .all(|p| p.racks.len() == 4 && p.planes.len() == 4));
     assert_eq!(l.max_rules(), 7);
     let plane = l.pods[1].planes[0];
     let rules = l.rules(&t, plane);

@@ -1,0 +1,144 @@
+//! The exact minimum Steiner tree, the yardstick for PEEL's approximation (PEEL §2.3):
+//! an integer program solved by HiGHS through `python/steiner_exact.py` (highspy from
+//! PyPI, installed in the project venv by `scripts/install-deps.sh`). The formulation
+//! and why it is exact are in that script's docstring.
+//!
+//! Hosts that are neither the source nor a destination cannot relay, so they are left
+//! out of the graph handed to the solver; the model then grows with switch links ×
+//! destinations, which keeps small instances (tens of switches) at well under a second.
+
+use rocast_core::plan::multicast_tree::{normalise_destinations, MulticastTree, TreeArc};
+use rocast_core::plan::topology::{NodeId, Topology};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+/// Python with highspy: the project venv's, else `python3`.
+fn python() -> PathBuf {
+    let venv = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../.venv/bin/python"
+    ));
+    if venv.exists() {
+        venv
+    } else {
+        PathBuf::from("python3")
+    }
+}
+
+fn script() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../python/steiner_exact.py"
+    ))
+}
+
+/// The minimum tree from `source` to `destinations` over working links, proved optimal
+/// by HiGHS within `time_limit_s`.
+pub fn exact_tree(
+    topo: &Topology,
+    source: NodeId,
+    destinations: &[NodeId],
+    time_limit_s: f64,
+) -> Result<MulticastTree, String> {
+    let dests = normalise_destinations(topo, source, destinations).map_err(|e| e.to_string())?;
+    let keep = |n: NodeId| !topo.is_host(n) || n == source || dests.binary_search(&n).is_ok();
+    let edges: Vec<[NodeId; 2]> = topo
+        .links
+        .iter()
+        .filter(|l| !l.failed && keep(l.a) && keep(l.b))
+        .map(|l| [l.a, l.b])
+        .collect();
+    let request = serde_json::json!({
+        "nodes": topo.num_nodes(),
+        "edges": edges,
+        "root": source,
+        "terminals": dests,
+        "time_limit_s": time_limit_s,
+    });
+    let mut child = Command::new(python())
+        .arg(script())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting the HiGHS solver: {e}"))?;
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(request.to_string().as_bytes())
+        .map_err(|e| format!("writing to the HiGHS solver: {e}"))?;
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("HiGHS solver: {e}"))?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        let why = String::from_utf8_lossy(&out.stderr);
+        return Err(match out.status.code() {
+            Some(3) => format!("HiGHS did not prove optimality within {time_limit_s} s: {stdout}"),
+            _ => format!(
+                "exact solver failed ({}): {} (is highspy installed? bash scripts/install-deps.sh)",
+                out.status,
+                why.trim()
+            ),
+        });
+    }
+    let reply: serde_json::Value =
+        serde_json::from_str(&stdout).map_err(|e| format!("exact solver output: {e}"))?;
+    let arcs = reply["edges"]
+        .as_array()
+        .ok_or("exact solver output has no edges")?;
+    let mut tree = MulticastTree {
+        source,
+        destinations: dests,
+        arcs: Vec::with_capacity(arcs.len()),
+    };
+    for a in arcs {
+        let (Some(p), Some(c)) = (a[0].as_u64(), a[1].as_u64()) else {
+            return Err(format!("exact solver output: bad arc {a}"));
+        };
+        let (p, c) = (p as NodeId, c as NodeId);
+        let link = topo
+            .ports(p)
+            .iter()
+            .find(|&&(l, m)| m == c && !topo.links[l as usize].failed)
+            .map(|&(l, _)| l)
+            .ok_or_else(|| format!("exact solver returned a non-link {p}-{c}"))?;
+        tree.arcs.push(TreeArc {
+            parent: p,
+            child: c,
+            link,
+        });
+    }
+    tree.arcs.sort_unstable();
+    tree.validate(topo).map_err(|e| e.to_string())?;
+    Ok(tree)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocast_core::plan::multicast_tree::{layer_peeling_tree, symmetric_tree};
+    use rocast_core::plan::topology::TierSpec;
+    use rocast_core::time::Duration;
+
+    fn tier() -> TierSpec {
+        TierSpec::new(100_000_000_000, Duration::from_ns(1000))
+    }
+
+    #[test]
+    fn exact_matches_the_symmetric_optimum_and_never_loses_to_the_greedy() {
+        let t = Topology::fat_tree(4, 1, tier(), tier(), tier()).unwrap();
+        let dests = [2, 4, 10, 15];
+        let exact = exact_tree(&t, 0, &dests, 30.0).unwrap();
+        let sym = symmetric_tree(&t, 0, &dests).unwrap();
+        assert_eq!(exact.arcs.len(), sym.arcs.len());
+        let mut f = Topology::leaf_spine(4, 6, 2, 0, tier(), tier(), tier()).unwrap();
+        f.fail_fraction(0.3, 3).unwrap();
+        let d = [3, 5, 7, 9, 11];
+        let greedy = layer_peeling_tree(&f, 0, &d).unwrap();
+        let exact = exact_tree(&f, 0, &d, 30.0).unwrap();
+        assert!(exact.arcs.len() <= greedy.arcs.len());
+    }
+}
