@@ -48,9 +48,11 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "loss" => loss(sc, &topo, &cfg)?,
         "iops" => iops(sc, &topo, &cfg)?,
         "fairness" => fairness(sc, &topo, &cfg)?,
+        "peel-rules" => crate::peel_eval::rules(sc)?,
+        "peel-approx" => crate::peel_eval::approx(sc, base)?,
         other => {
             return Err(format!(
-            "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops or fairness"
+            "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops, fairness, peel-rules or peel-approx"
         ))
         }
     };
@@ -59,7 +61,7 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
 }
 
 /// Runs `jobs` on the configured number of threads; results in job order.
-fn parallel<T: Send, J: Sync>(
+pub(crate) fn parallel<T: Send, J: Sync>(
     threads: u32,
     jobs: &[J],
     run: impl Fn(&J) -> Result<T, String> + Sync,

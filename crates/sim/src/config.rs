@@ -48,8 +48,8 @@ pub struct Scenario {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MulticastConfig {
-    /// "" (none: run the workload), "testbed", "large-scale", "loss", "iops" or
-    /// "fairness".
+    /// "" (none: run the workload), Cepheus' "testbed", "large-scale", "loss",
+    /// "iops" or "fairness", or PEEL's "peel-rules" or "peel-approx".
     pub experiment: String,
     /// Group size (source included).
     pub group: u32,
@@ -77,6 +77,14 @@ pub struct MulticastConfig {
     pub io_stack_us: f64,
     /// Worker threads (0: all cores).
     pub threads: u32,
+    /// PEEL: fat-tree arities of the rule-count table (`peel-rules`).
+    pub ks: Vec<u32>,
+    /// PEEL: seeded instances of the approximation experiment (`peel-approx`), their
+    /// failed-link fractions and destination counts (`groups`), both cycled, and the
+    /// exact solver's time limit per instance.
+    pub instances: u32,
+    pub fail_fractions: Vec<f64>,
+    pub exact_time_limit_s: f64,
 }
 
 impl Default for MulticastConfig {
@@ -102,6 +110,10 @@ impl Default for MulticastConfig {
             queue_depth: 16,
             io_stack_us: 0.842,
             threads: 0,
+            ks: vec![8, 16, 32, 64, 128],
+            instances: 200,
+            fail_fractions: vec![0.05, 0.1, 0.2, 0.3],
+            exact_time_limit_s: 60.0,
         }
     }
 }
@@ -413,6 +425,8 @@ pub const PRESETS: &[(&str, &str)] = &[
         "cepheus-fairness",
         include_str!("../scenarios/cepheus-fairness.toml"),
     ),
+    ("peel-rules", include_str!("../scenarios/peel-rules.toml")),
+    ("peel-approx", include_str!("../scenarios/peel-approx.toml")),
 ];
 
 pub fn preset_names() -> String {

@@ -10,6 +10,7 @@
 //!   WebSearch/Hadoop CDFs, HPCC flow files, explicit lists with dependencies).
 //! - [`engine`]: the event loop, links, switch ports, NICs.
 //! - [`packet`]: the compact packet record and its serialisation for captures.
+//! - [`peel_eval`]: PEEL's evaluation presets (rule counts, approximation ratio).
 //! - [`steiner_exact`]: the exact minimum Steiner tree via HiGHS, PEEL's yardstick.
 //! - [`run`]: ties them together and writes `fct.txt`, `summary.json`, logs and pcaps.
 
@@ -19,6 +20,7 @@ pub mod cepheus_eval;
 pub mod config;
 pub mod engine;
 pub mod packet;
+pub mod peel_eval;
 pub mod run;
 pub mod steiner_exact;
 pub mod workload;
