@@ -41,19 +41,21 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // Die quietly on a closed pipe (`rocast tree … | head`), as Unix tools do, instead
-    // of panicking in println!.
-    // SAFETY: setting a signal disposition to SIG_DFL before any thread starts.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-    }
     match Cli::parse().command {
         Command::Pcap(cmd) => pcap_cmd::run(cmd),
         Command::Perf(cmd) => perf_cmd::run(cmd),
         Command::Sim(cmd) => finish("rocast sim", sim_cmd::run(cmd)),
         Command::Bench(cmd) => finish("rocast bench", bench_cmd::run(cmd)),
         Command::Bcast(cmd) => finish("rocast bcast", bcast_cmd::run(cmd)),
-        Command::Tree(cmd) => finish("rocast tree", tree_cmd::run(cmd)),
+        Command::Tree(cmd) => {
+            // `rocast tree … | head`: end quietly on a closed pipe, as Unix filters
+            // do, rather than panic in println! (`pcap dump` handles EPIPE itself).
+            // SAFETY: sets a signal disposition to SIG_DFL before any thread starts.
+            unsafe {
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            }
+            finish("rocast tree", tree_cmd::run(cmd))
+        }
     }
 }
 
