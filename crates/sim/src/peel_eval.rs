@@ -92,6 +92,9 @@ struct Instance {
     dests: u32,
 }
 
+/// Picks one tree's link count out of an outcome.
+type LinksOf = fn(&Outcome) -> Option<usize>;
+
 struct Outcome {
     index: u32,
     fail: f64,
@@ -153,7 +156,7 @@ pub fn approx(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         "{:<10} {:>10} {:>10} {:>10} {:>10} {:>11}",
         "tree", "mean/exact", "worst", "optimal", "mean/LB", "not a tree"
     );
-    let rows: [(&str, fn(&Outcome) -> Option<usize>); 3] = [
+    let rows: [(&str, LinksOf); 3] = [
         ("peel", |o| Some(o.peel)),
         ("cepheus", |o| o.cepheus),
         ("exact", |o| Some(o.exact)),
