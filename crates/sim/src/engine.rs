@@ -317,6 +317,43 @@ pub struct Totals {
     pub peak_packets: u64,
 }
 
+/// Items waiting for their event (posts, control messages), in slots reused through a
+/// free list so that an event carries a `u32` index, not the item.
+struct SlotPool<T> {
+    slots: Vec<Option<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Default for SlotPool<T> {
+    fn default() -> Self {
+        SlotPool {
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T> SlotPool<T> {
+    fn insert(&mut self, item: T) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = Some(item);
+                i
+            }
+            None => {
+                self.slots.push(Some(item));
+                self.slots.len() as u32 - 1
+            }
+        }
+    }
+    /// The item in slot `i`, freeing the slot; `None` if it is empty.
+    fn take(&mut self, i: u32) -> Option<T> {
+        let item = self.slots.get_mut(i as usize)?.take()?;
+        self.free.push(i);
+        Some(item)
+    }
+}
+
 pub struct Engine {
     pub topo: Topology,
     routes: Routes,
@@ -346,8 +383,7 @@ pub struct Engine {
     /// finalized).
     unroutable_bytes: u64,
     conns: Vec<Connection>,
-    posts: Vec<Option<PendingPost>>,
-    post_free: Vec<u32>,
+    posts: SlotPool<PendingPost>,
     app_events: VecDeque<(u64, AppEvent)>,
     /// Messages posted (or due to be) on connections and not yet completed.
     app_outstanding: u64,
@@ -361,8 +397,7 @@ pub struct Engine {
     /// Each switch's multicast engine (index: switch − hosts).
     cepheus: Vec<CepheusSwitch>,
     cepheus_out: Vec<CepheusAction>,
-    controls: Vec<Option<ControlMsg>>,
-    control_free: Vec<u32>,
+    controls: SlotPool<ControlMsg>,
     /// QPNs handed out by `open_qp` come from the same counter as connections'.
     pub mrp_malformed: u64,
 }
@@ -529,8 +564,7 @@ impl Engine {
             last_event: 0,
             unroutable_bytes: 0,
             conns: Vec::new(),
-            posts: Vec::new(),
-            post_free: Vec::new(),
+            posts: SlotPool::default(),
             app_events: VecDeque::new(),
             app_outstanding: 0,
             next_conn_qpn: 2 * flows_len + 2,
@@ -541,8 +575,7 @@ impl Engine {
             ),
             cepheus,
             cepheus_out: Vec::new(),
-            controls: Vec::new(),
-            control_free: Vec::new(),
+            controls: SlotPool::default(),
             mrp_malformed: 0,
             topo,
         };
@@ -1412,25 +1445,15 @@ impl Engine {
             imm,
             wr_id,
         };
-        let i = match self.post_free.pop() {
-            Some(i) => {
-                self.posts[i as usize] = Some(post);
-                i
-            }
-            None => {
-                self.posts.push(Some(post));
-                self.posts.len() as u32 - 1
-            }
-        };
+        let i = self.posts.insert(post);
         self.app_outstanding += 1;
         self.schedule(at.as_ps().max(self.now), EvKind::Post, i, 0);
     }
 
     fn do_post(&mut self, i: u32) {
-        let Some(p) = self.posts.get_mut(i as usize).and_then(Option::take) else {
+        let Some(p) = self.posts.take(i) else {
             return;
         };
-        self.post_free.push(i);
         let (sq, ok) = match p.target {
             PostTarget::Conn(conn) => {
                 let c = self.conns[conn as usize];
@@ -1593,16 +1616,7 @@ impl Engine {
     }
 
     fn push_control(&mut self, at: u64, msg: ControlMsg) {
-        let i = match self.control_free.pop() {
-            Some(i) => {
-                self.controls[i as usize] = Some(msg);
-                i
-            }
-            None => {
-                self.controls.push(Some(msg));
-                self.controls.len() as u32 - 1
-            }
-        };
+        let i = self.controls.insert(msg);
         self.app_outstanding += 1;
         self.schedule(at, EvKind::Control, i, 0);
     }
@@ -1637,10 +1651,9 @@ impl Engine {
     }
 
     fn control_arrive(&mut self, i: u32) {
-        let Some(msg) = self.controls.get_mut(i as usize).and_then(Option::take) else {
+        let Some(msg) = self.controls.take(i) else {
             return;
         };
-        self.control_free.push(i);
         self.app_outstanding -= 1;
         match msg {
             ControlMsg::App(ev) => self.app_events.push_back((self.now, ev)),

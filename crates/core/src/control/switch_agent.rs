@@ -17,6 +17,7 @@
 
 use super::registration::SwitchRejection;
 use crate::fabric::cepheus::{CepheusSwitch, MftError, NextHop};
+use crate::plan::multicast_tree::hop_by_hop_port;
 use crate::wire::mrp::{MrpMember, MrpRepr};
 use crate::wire::Ipv4Address;
 use std::collections::BTreeMap;
@@ -92,18 +93,14 @@ pub fn handle_mrp(
                 p
             }
             Choice::Via(ports) => {
-                let on_tree = sw.group(mcst).and_then(|g| {
-                    ports
-                        .iter()
-                        .copied()
-                        .find(|&p| p != in_port && g.entry(p).is_some())
-                });
-                let p = on_tree.unwrap_or_else(|| {
-                    *ports
-                        .iter()
-                        .min_by_key(|&&p| (sw.port_load(p), p))
-                        .expect("non-empty")
-                });
+                let group = sw.group(mcst);
+                let p = hop_by_hop_port(
+                    ports,
+                    in_port,
+                    |p| group.is_some_and(|g| g.entry(p).is_some()),
+                    |p| sw.port_load(p),
+                )
+                .expect("non-empty, without in_port: checked above");
                 sw.set_path(mcst, p, NextHop::Switch, false)
                     .map_err(map_err)?;
                 p

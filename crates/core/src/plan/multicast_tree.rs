@@ -337,9 +337,8 @@ pub fn layer_peeling_tree(
     let mut heap: BinaryHeap<(u32, Reverse<NodeId>)> = BinaryHeap::new();
     for i in (0..f).rev() {
         let inner = i as u32;
-        let outer = inner + 1;
-        let mut upper = std::mem::take(&mut layers[i + 1]);
-        upper.sort_unstable();
+        // Layers farther out are done with, so this one can be moved out.
+        let upper = std::mem::take(&mut layers[i + 1]);
         // Nodes that already see a tree node one layer in are attached to it.
         let mut n_waiting = 0usize;
         let mut candidates: Vec<NodeId> = Vec::new();
@@ -363,7 +362,6 @@ pub fn layer_peeling_tree(
                 }
             }
         }
-        layers[i + 1] = upper;
         if n_waiting == 0 {
             continue;
         }
@@ -373,9 +371,10 @@ pub fn layer_peeling_tree(
         // true maximum.
         candidates.sort_unstable();
         candidates.dedup();
+        // Only this layer's nodes are ever waiting: each layer empties before the next.
         let count = |v: NodeId, waiting: &[bool]| {
             working(topo, v)
-                .filter(|&(_, u)| waiting[u as usize] && dist[u as usize] == outer)
+                .filter(|&(_, u)| waiting[u as usize])
                 .count() as u32
         };
         heap.clear();
@@ -397,7 +396,7 @@ pub fn layer_peeling_tree(
             in_tree[v as usize] = true;
             layers[i].push(v);
             for (link, u) in working(topo, v) {
-                if waiting[u as usize] && dist[u as usize] == outer {
+                if waiting[u as usize] {
                     waiting[u as usize] = false;
                     n_waiting -= 1;
                     arcs.push(TreeArc {
@@ -433,29 +432,30 @@ pub fn symmetric_tree(
         let t = tier(topo, n);
         working(topo, n).filter(move |&(_, m)| tier(topo, m) > t)
     };
+    // A node is in the tree when it is the source or has a parent.
     let mut parents: BTreeMap<NodeId, (NodeId, u32)> = BTreeMap::new();
-    let mut in_tree = BTreeSet::new();
+    let in_tree = |parents: &BTreeMap<NodeId, (NodeId, u32)>, n: NodeId| {
+        n == source || parents.contains_key(&n)
+    };
     // The source's chain: lowest-numbered uplink at every tier, up to the top.
-    in_tree.insert(source);
     let mut at = source;
     while let Some((l, next)) = up(at).min_by_key(|&(_, m)| m) {
         // Data climbs the chain, so each chain node's parent is the one below it.
         parents.insert(next, (at, l));
-        in_tree.insert(next);
         at = next;
     }
     for &d in &dests {
         let mut x = d;
         let mut climbed = 0;
-        while !in_tree.contains(&x) {
+        while !in_tree(&parents, x) {
             let ups: Vec<(u32, NodeId)> = up(x).collect();
             let choice = ups
                 .iter()
-                .filter(|&&(_, y)| in_tree.contains(&y))
+                .filter(|&&(_, y)| in_tree(&parents, y))
                 .min_by_key(|&&(_, y)| y)
                 .or_else(|| {
                     ups.iter()
-                        .filter(|&&(_, y)| up(y).any(|(_, z)| in_tree.contains(&z)))
+                        .filter(|&&(_, y)| up(y).any(|(_, z)| in_tree(&parents, z)))
                         .min_by_key(|&&(_, y)| y)
                 })
                 .or_else(|| ups.iter().min_by_key(|&&(_, y)| y));
@@ -466,7 +466,6 @@ pub fn symmetric_tree(
             };
             // Data flows y → x.
             parents.insert(x, (y, l));
-            in_tree.insert(x);
             x = y;
             climbed += 1;
             if climbed > topo.num_nodes() {
@@ -476,7 +475,7 @@ pub fn symmetric_tree(
     }
     // Prune chain nodes and walk ends that lead to no destination: repeatedly drop
     // leaves that are not destinations.
-    let dest_set: BTreeSet<NodeId> = dests.iter().copied().collect();
+    let is_dest = |n: NodeId| dests.binary_search(&n).is_ok();
     let mut child_count: BTreeMap<NodeId, u32> = BTreeMap::new();
     for &(p, _) in parents.values() {
         *child_count.entry(p).or_insert(0) += 1;
@@ -484,19 +483,36 @@ pub fn symmetric_tree(
     let mut leaves: Vec<NodeId> = parents
         .keys()
         .copied()
-        .filter(|n| !child_count.contains_key(n) && !dest_set.contains(n))
+        .filter(|&n| !child_count.contains_key(&n) && !is_dest(n))
         .collect();
     while let Some(n) = leaves.pop() {
         if let Some((p, _)) = parents.remove(&n) {
             let c = child_count.get_mut(&p).expect("parent counted");
             *c -= 1;
-            if *c == 0 && p != source && !dest_set.contains(&p) {
+            if *c == 0 && p != source && !is_dest(p) {
                 child_count.remove(&p);
                 leaves.push(p);
             }
         }
     }
     Ok(MulticastTree::from_parents(source, dests, &parents))
+}
+
+/// Cepheus' port rule (Cepheus §III-C), shared by [`hop_by_hop_tree`] and the switch's
+/// MRP agent (`control::switch_agent::handle_mrp`): among the equal-cost `candidates`
+/// other than `in_port`, the first already in the group's tree, else the least used
+/// (ties: lowest port). `None` when no candidate is left.
+pub fn hop_by_hop_port(
+    candidates: &[u16],
+    in_port: u16,
+    on_tree: impl Fn(u16) -> bool,
+    load: impl Fn(u16) -> u32,
+) -> Option<u16> {
+    let usable = candidates.iter().copied().filter(|&p| p != in_port);
+    usable
+        .clone()
+        .find(|&p| on_tree(p))
+        .or_else(|| usable.min_by_key(|&p| (load(p), p)))
 }
 
 /// Cepheus' MRP tree: see the module docs. `port_load(switch, port)` is the number of
@@ -519,28 +535,21 @@ pub fn hop_by_hop_tree(
     let in_port = topo.port_of(first, first_link).expect("link at its end");
     queue.push_back((first, in_port, dests.clone()));
     while let Some((sw, in_port, members)) = queue.pop_front() {
-        let mut chosen: BTreeSet<u16> = BTreeSet::new();
+        // Members per chosen port; its keys are this switch's ports in the tree.
         let mut behind: BTreeMap<u16, Vec<NodeId>> = BTreeMap::new();
         for m in members {
             let (att, host_port) = routes.attachment(m);
             let port = if att == sw {
                 host_port
             } else {
-                let cands: Vec<u16> = routes
-                    .next_hops(sw, m)
-                    .iter()
-                    .copied()
-                    .filter(|&p| p != in_port)
-                    .collect();
-                let on_tree = cands.iter().copied().find(|p| chosen.contains(p));
-                match on_tree
-                    .or_else(|| cands.iter().copied().min_by_key(|&p| (port_load(sw, p), p)))
-                {
-                    Some(p) => p,
-                    None => return Err(TreeError::Unreachable(m)),
-                }
+                let choice = hop_by_hop_port(
+                    routes.next_hops(sw, m),
+                    in_port,
+                    |p| behind.contains_key(&p),
+                    |p| port_load(sw, p),
+                );
+                choice.ok_or(TreeError::Unreachable(m))?
             };
-            chosen.insert(port);
             behind.entry(port).or_default().push(m);
         }
         for (port, ms) in behind {

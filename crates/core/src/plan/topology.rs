@@ -148,6 +148,28 @@ impl Topology {
                 .sum::<usize>()
     }
 
+    /// Wires server `server` to its top-of-rack switch `tor`: directly (the server is a
+    /// host), or, with `gpus_per_host > 0`, as the NIC switch `nic` with GPUs
+    /// `server·gpus .. (server+1)·gpus` behind it.
+    fn attach_server(
+        &mut self,
+        server: u32,
+        gpus_per_host: u32,
+        nic: NodeId,
+        tor: NodeId,
+        host: TierSpec,
+        gpu: TierSpec,
+    ) {
+        if gpus_per_host > 0 {
+            for g in 0..gpus_per_host {
+                self.add_link(server * gpus_per_host + g, nic, gpu);
+            }
+            self.add_link(nic, tor, host);
+        } else {
+            self.add_link(server, tor, host);
+        }
+    }
+
     /// The k-ary three-tier fat-tree: k pods of k/2 edge and k/2 aggregation switches,
     /// (k/2)² core switches, and `k/2 × oversubscription` hosts per edge switch
     /// (oversubscription 1 gives the classic k³/4 hosts). Edge `e` of pod `p` is
@@ -220,14 +242,7 @@ impl Topology {
             for e in 0..h {
                 for i in 0..hosts_per_edge {
                     let server = (p * h + e) * hosts_per_edge + i;
-                    if gpus_per_host > 0 {
-                        for g in 0..gpus_per_host {
-                            t.add_link(server * gpus_per_host + g, nic(server), gpu);
-                        }
-                        t.add_link(nic(server), edge(p, e), host);
-                    } else {
-                        t.add_link(server, edge(p, e), host);
-                    }
+                    t.attach_server(server, gpus_per_host, nic(server), edge(p, e), host, gpu);
                 }
             }
         }
@@ -294,14 +309,7 @@ impl Topology {
         for l in 0..leaves {
             for i in 0..hosts_per_leaf {
                 let server = l * hosts_per_leaf + i;
-                if gpus_per_host > 0 {
-                    for g in 0..gpus_per_host {
-                        t.add_link(server * gpus_per_host + g, nic(server), gpu);
-                    }
-                    t.add_link(nic(server), leaf(l), host);
-                } else {
-                    t.add_link(server, leaf(l), host);
-                }
+                t.attach_server(server, gpus_per_host, nic(server), leaf(l), host, gpu);
             }
         }
         for l in 0..leaves {

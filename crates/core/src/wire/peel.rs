@@ -143,8 +143,8 @@ pub fn insert_shim(ip_packet: &[u8], header: &PeelHeader) -> Result<Vec<u8>, Err
     Ok(out)
 }
 
-/// Reads the shim of a packet sent to [`PEEL_UDP_PORT`] without changing it.
-pub fn read_shim(ip_packet: &[u8]) -> Result<PeelHeader, Error> {
+/// The shim of a packet sent to [`PEEL_UDP_PORT`], and the packet's IP total length.
+fn parse_shim(ip_packet: &[u8]) -> Result<(PeelHeader, usize), Error> {
     let total = check_udp(ip_packet)?;
     if udp_port(ip_packet) != PEEL_UDP_PORT {
         return Err(Error::Unsupported("udp port"));
@@ -152,13 +152,17 @@ pub fn read_shim(ip_packet: &[u8]) -> Result<PeelHeader, Error> {
     if total < SHIM_AT + PEEL_HEADER_LEN {
         return Err(Error::Truncated("peel header"));
     }
-    PeelHeader::parse(&ip_packet[SHIM_AT..])
+    Ok((PeelHeader::parse(&ip_packet[SHIM_AT..])?, total))
+}
+
+/// Reads the shim of a packet sent to [`PEEL_UDP_PORT`] without changing it.
+pub fn read_shim(ip_packet: &[u8]) -> Result<PeelHeader, Error> {
+    parse_shim(ip_packet).map(|(h, _)| h)
 }
 
 /// Removes the shim: the header and the original RoCEv2 packet, byte for byte.
 pub fn strip_shim(ip_packet: &[u8]) -> Result<(PeelHeader, Vec<u8>), Error> {
-    let header = read_shim(ip_packet)?;
-    let total = check_udp(ip_packet)?;
+    let (header, total) = parse_shim(ip_packet)?;
     let mut out = Vec::with_capacity(total - PEEL_HEADER_LEN);
     out.extend_from_slice(&ip_packet[..SHIM_AT]);
     out.extend_from_slice(&ip_packet[SHIM_AT + PEEL_HEADER_LEN..total]);
