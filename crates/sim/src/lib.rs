@@ -23,6 +23,7 @@ pub mod packet;
 pub mod peel_eval;
 pub mod run;
 pub mod steiner_exact;
+pub mod tree_multicast;
 pub mod workload;
 
 pub use config::Scenario;

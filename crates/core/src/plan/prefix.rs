@@ -489,12 +489,14 @@ pub fn plan_group(
     packets.sort_unstable();
     // Link accounting.
     let parents = tree.parents();
-    let path_links = |mut at: NodeId| {
+    // (parent, link) from the source down to `at`.
+    let path_arcs = |mut at: NodeId| {
         let mut v = Vec::new();
         while let Some(&(p, link)) = parents.get(&at) {
-            v.push(link);
+            v.push((p, link));
             at = p;
         }
+        v.reverse();
         v
     };
     let mut per_plane: BTreeMap<NodeId, usize> = BTreeMap::new();
@@ -503,24 +505,42 @@ pub fn plan_group(
     }
     let mut union: BTreeSet<u32> = BTreeSet::new();
     let mut static_up = 0;
-    let mut programmable_up = 0;
+    // §3.3: one copy climbs to each core a path turns down at (a switch above the
+    // prefix tier), which sends one per packet; packets to planes below no core
+    // (the source pod's own) still climb on their own.
+    let mut core_paths: BTreeMap<NodeId, BTreeSet<u32>> = BTreeMap::new();
+    let mut below_core = 0;
+    let mut direct_up = 0;
     for (&plane, &n) in &per_plane {
-        let path = path_links(plane);
-        static_up += n * path.len();
-        let from_above = parents
-            .get(&plane)
-            .and_then(|&(parent, _)| switch_tier(topo, parent))
-            .is_some_and(|t| t > layout.rack_tier + 1);
-        programmable_up += (n - 1) * if from_above { 1 } else { path.len() };
-        union.extend(path);
+        let arcs = path_arcs(plane);
+        static_up += n * arcs.len();
+        union.extend(arcs.iter().map(|&(_, l)| l));
+        let turn = arcs
+            .iter()
+            .rposition(|&(p, _)| switch_tier(topo, p).is_some_and(|t| t > layout.rack_tier + 1));
+        match turn {
+            Some(t) => {
+                core_paths
+                    .entry(arcs[t].0)
+                    .or_default()
+                    .extend(arcs[..t].iter().map(|&(_, l)| l));
+                below_core += n * (arcs.len() - t);
+            }
+            None => direct_up += n * arcs.len(),
+        }
     }
+    let core_up: usize = core_paths.values().map(BTreeSet::len).sum();
     let tree_links = tree.arcs.len();
     Ok(PeelPlan {
         member_racks: members.values().map(Vec::len).sum(),
         discarded_rack_copies: discarded,
         tree_link_copies: tree_links,
         static_link_copies: tree_links + static_up - union.len() + discarded,
-        programmable_link_copies: tree_links + programmable_up + discarded,
+        programmable_link_copies: if core_paths.is_empty() {
+            tree_links + static_up - union.len() + discarded
+        } else {
+            tree_links - union.len() + core_up + below_core + direct_up + discarded
+        },
         naive_group_entries: tree.switches(topo),
         packets,
     })

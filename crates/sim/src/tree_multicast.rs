@@ -1,0 +1,360 @@
+//! Tree multicast in the simulated fabric: how a group's copies find their way, for
+//! PEEL's static prefix replication (PEEL §3.2), its programmable-core refinement
+//! (§3.3), and per-group tree state (Orca once its controller has installed the
+//! rules; the bandwidth-optimal baseline of PEEL §4).
+//!
+//! A [`GroupForwarding`] turns a group's [`MulticastTree`] and its [`PeelPlan`] into
+//! *labels*. Every copy in the fabric carries one label, and a switch reads it in this
+//! order (the engine does the reading, `Engine::labelled_receive`):
+//!
+//! 1. **Explicit hops.** The label names this switch: copy out of the listed ports,
+//!    each copy with the listed label. These are the source's single-copy upward path
+//!    (PEEL: "from the source host up to the spine, only a single packet copy exists";
+//!    a source-routed label stack on a real NIC), a programmable core's per-group rule,
+//!    and, for per-group trees, every branch point.
+//! 2. **Static prefix rule.** The label is a PEEL packet and this switch is its plane:
+//!    the switch matches the packet's (prefix value, length) against its k − 1 static
+//!    rules (`PrefixLayout::rules`, shared by every group) and copies to the block's
+//!    racks.
+//! 3. **Member delivery.** Below the prefix tier (ToR, and a GPU server's NIC) the
+//!    switch copies toward the group's members: the per-port membership every
+//!    commodity ToR keeps by IGMP snooping, and the NIC's own attachment list.
+//! 4. Otherwise the copy reached a rack the cover over-covers: the ToR discards it
+//!    and counts it (PEEL §3.3, "redundant packets that the ToRs later discard").
+//!
+//! Memory: per group, one map entry per (label, switch on its explicit hops), 8 bytes
+//! per hop, plus 4 bytes per member port below the prefix tier; a 512-GPU group on
+//! the 8-ary fat-tree holds about 3 KB.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rocast_core::plan::multicast_tree::{MulticastTree, TreeArc};
+use rocast_core::plan::prefix::{PeelPacket, PeelPlan, Prefix, PrefixLayout};
+use rocast_core::plan::topology::NodeId;
+use rocast_core::plan::{NodeRole, Topology};
+
+/// Out of this port, carrying this label.
+pub type Hop = (u16, u16);
+
+/// One label: what a copy carrying it does at the switches it names.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Label {
+    /// The PEEL packet (prefix, plane) the copy carries in its shim, if any.
+    pub peel: Option<PeelPacket>,
+    pub hops: BTreeMap<NodeId, Vec<Hop>>,
+}
+
+/// A group's forwarding: its labels, which the source emits, and member ports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupForwarding {
+    pub labels: Vec<Label>,
+    /// Labels of one first transmission with static state only.
+    pub static_send: Vec<u16>,
+    /// Labels of one first transmission once the programmable cores hold the group's
+    /// rule (empty: no core refinement for this group).
+    pub core_send: Vec<u16>,
+    /// Switches below the prefix tier on the tree: their ports toward members.
+    pub member_ports: BTreeMap<NodeId, Vec<u16>>,
+}
+
+fn tier(topo: &Topology, n: NodeId) -> Option<u8> {
+    match topo.roles[n as usize] {
+        NodeRole::Switch { tier } => Some(tier),
+        NodeRole::Host => None,
+    }
+}
+
+fn port(topo: &Topology, a: &TreeArc) -> Result<u16, String> {
+    topo.port_of(a.parent, a.link)
+        .ok_or_else(|| format!("link {} is not at node {}", a.link, a.parent))
+}
+
+impl GroupForwarding {
+    /// Per-group state on every switch of `tree`: one label, the whole tree.
+    pub fn group_tree(topo: &Topology, tree: &MulticastTree) -> Result<Self, String> {
+        let mut hops: BTreeMap<NodeId, Vec<Hop>> = BTreeMap::new();
+        for a in &tree.arcs {
+            hops.entry(a.parent).or_default().push((port(topo, a)?, 0));
+        }
+        Ok(GroupForwarding {
+            labels: vec![Label { peel: None, hops }],
+            static_send: vec![0],
+            core_send: Vec::new(),
+            member_ports: BTreeMap::new(),
+        })
+    }
+
+    /// PEEL: one label per packet of `plan`, climbing the tree's path to its plane;
+    /// with `programmable_core`, also the labels of §3.3's refinement (one copy per
+    /// core the tree turns at, which sends one copy per packet down to the planes).
+    pub fn peel(
+        topo: &Topology,
+        layout: &PrefixLayout,
+        tree: &MulticastTree,
+        plan: &PeelPlan,
+        programmable_core: bool,
+    ) -> Result<Self, String> {
+        if plan.packets.is_empty() {
+            // Every member is in the source's own rack: the ToR's membership does it.
+            return Self::group_tree(topo, tree);
+        }
+        let parents = tree.parents();
+        let plane_tier = layout.rack_tier + 1;
+        // Racks a plane serves, and every node below them: reached through rules 2–3.
+        let served: BTreeSet<NodeId> = tree
+            .arcs
+            .iter()
+            .filter(|a| tier(topo, a.parent) == Some(plane_tier) && layout.rack(a.child).is_some())
+            .map(|a| a.child)
+            .collect();
+        let below_served = |mut n: NodeId| loop {
+            if served.contains(&n) {
+                return true;
+            }
+            match parents.get(&n) {
+                Some(&(p, _)) => n = p,
+                None => return false,
+            }
+        };
+        let mut member_ports: BTreeMap<NodeId, Vec<u16>> = BTreeMap::new();
+        let mut explicit: Vec<&TreeArc> = Vec::new();
+        for a in &tree.arcs {
+            if below_served(a.parent) {
+                member_ports.entry(a.parent).or_default().push(port(topo, a)?);
+            } else if !served.contains(&a.child) {
+                explicit.push(a);
+            }
+        }
+        let path = |to: NodeId| -> Result<Vec<TreeArc>, String> {
+            tree.path_to(to)
+                .ok_or_else(|| format!("plane {to} is not on the tree"))
+        };
+        let mut f = GroupForwarding {
+            member_ports,
+            ..Default::default()
+        };
+        // Static labels: one per packet, its path to the plane.
+        let mut on_path: BTreeSet<(NodeId, NodeId)> = BTreeSet::new();
+        for (j, p) in plan.packets.iter().enumerate() {
+            let mut hops: BTreeMap<NodeId, Vec<Hop>> = BTreeMap::new();
+            for a in path(p.plane)? {
+                hops.entry(a.parent).or_default().push((port(topo, &a)?, j as u16));
+                on_path.insert((a.parent, a.child));
+            }
+            f.labels.push(Label {
+                peel: Some(*p),
+                hops,
+            });
+        }
+        f.static_send = (0..plan.packets.len() as u16).collect();
+        let local: Vec<&TreeArc> = explicit
+            .iter()
+            .copied()
+            .filter(|a| !on_path.contains(&(a.parent, a.child)))
+            .collect();
+        assign_local(topo, &parents, &local, &mut f.labels, &f.static_send.clone())?;
+        if !programmable_core {
+            return Ok(f);
+        }
+        // §3.3: the cores hold a per-group rule. A packet whose path turns down at a
+        // switch above the prefix tier is sent once per such core, and the core makes
+        // one copy per packet, each carrying that packet's prefix.
+        let mut core_label: BTreeMap<NodeId, u16> = BTreeMap::new();
+        let mut direct: Vec<u16> = Vec::new();
+        for (j, p) in plan.packets.iter().enumerate() {
+            // A fresh copy of packet j's label without local deliveries, for use below
+            // a core.
+            let mut below: BTreeMap<NodeId, Vec<Hop>> = BTreeMap::new();
+            let arcs = path(p.plane)?;
+            let turn = arcs
+                .iter()
+                .rposition(|a| tier(topo, a.parent).is_some_and(|t| t > plane_tier));
+            let Some(turn) = turn else {
+                direct.push(j as u16);
+                continue;
+            };
+            let core = arcs[turn].parent;
+            let down_label = f.labels.len() as u16;
+            for a in &arcs[turn + 1..] {
+                below
+                    .entry(a.parent)
+                    .or_default()
+                    .push((port(topo, a)?, down_label));
+            }
+            f.labels.push(Label {
+                peel: Some(*p),
+                hops: below,
+            });
+            let next = f.labels.len() as u16;
+            let cl = *core_label.entry(core).or_insert_with(|| {
+                f.labels.push(Label::default());
+                next
+            });
+            let up = &mut f.labels[cl as usize].hops;
+            for a in &arcs[..turn] {
+                let h = (port(topo, a)?, cl);
+                let v = up.entry(a.parent).or_default();
+                if !v.contains(&h) {
+                    v.push(h);
+                }
+            }
+            up.entry(core)
+                .or_default()
+                .push((port(topo, &arcs[turn])?, down_label));
+        }
+        if core_label.is_empty() {
+            return Ok(f); // no packet crosses a core: nothing to refine
+        }
+        // Direct packets keep their own labels but need fresh copies: the local
+        // deliveries are re-assigned among this mode's labels.
+        let mut send: Vec<u16> = core_label.values().copied().collect();
+        for j in direct {
+            let mut l = f.labels[j as usize].clone();
+            let me = f.labels.len() as u16;
+            l.hops = path(plan.packets[j as usize].plane)?
+                .iter()
+                .map(|a| Ok((a.parent, vec![(port(topo, a)?, me)])))
+                .collect::<Result<_, String>>()?;
+            f.labels.push(l);
+            send.push(me);
+        }
+        assign_local(topo, &parents, &local, &mut f.labels, &send)?;
+        f.core_send = send;
+        Ok(f)
+    }
+
+    /// What switch `node` does with a copy carrying `label` (rules 1–4 of the
+    /// module docs).
+    pub fn step<'a>(&'a self, rules: &'a StaticPrefixRules, node: NodeId, label: u16) -> Step<'a> {
+        let Some(l) = self.labels.get(label as usize) else {
+            return Step::Discard;
+        };
+        if let Some(h) = l.hops.get(&node) {
+            return Step::Hops(h);
+        }
+        if let Some(p) = l.peel.filter(|p| p.plane == node) {
+            return match rules.lookup(node, p.prefix) {
+                Some(ports) => Step::Prefix(ports),
+                None => Step::Discard,
+            };
+        }
+        match self.member_ports.get(&node) {
+            Some(ports) => Step::Members(ports),
+            None => Step::Discard,
+        }
+    }
+
+    /// Bytes this group's state takes (see the module docs).
+    pub fn memory_bytes(&self) -> usize {
+        let hops: usize = self
+            .labels
+            .iter()
+            .map(|l| l.hops.values().map(|v| 24 + 8 * v.len()).sum::<usize>())
+            .sum();
+        let members: usize = self.member_ports.values().map(|v| 24 + 4 * v.len()).sum();
+        hops + members + 64 * self.labels.len()
+    }
+}
+
+/// What a switch does with a labelled copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step<'a> {
+    /// Rule 1: explicit hops, each with its label.
+    Hops(&'a [Hop]),
+    /// Rule 2: a static prefix rule's ports; the copies keep their label.
+    Prefix(&'a [u16]),
+    /// Rule 3: ports toward members; the copies keep their label.
+    Members(&'a [u16]),
+    /// Rule 4: an over-covered rack (or a label this switch has no use for).
+    Discard,
+}
+
+/// Every prefix-tier switch's static rules (PEEL §3.2): built once per fabric and
+/// shared by all groups. Memory: per plane k − 1 rules, 8 bytes plus 2 per port.
+#[derive(Clone, Debug, Default)]
+pub struct StaticPrefixRules {
+    per_plane: BTreeMap<NodeId, BTreeMap<(u8, u32), Vec<u16>>>,
+}
+
+impl StaticPrefixRules {
+    pub fn new(topo: &Topology, layout: &PrefixLayout) -> Self {
+        let per_plane = layout
+            .pods
+            .iter()
+            .flat_map(|pod| pod.planes.iter().copied())
+            .map(|plane| {
+                let rules = layout
+                    .rules(topo, plane)
+                    .into_iter()
+                    .map(|(p, ports)| ((p.len, p.value), ports))
+                    .collect();
+                (plane, rules)
+            })
+            .collect();
+        StaticPrefixRules { per_plane }
+    }
+
+    /// The ports of `plane`'s rule for exactly `prefix` (a TCAM's ternary match on
+    /// the shim's value under the length's mask).
+    pub fn lookup(&self, plane: NodeId, prefix: Prefix) -> Option<&[u16]> {
+        self.per_plane
+            .get(&plane)?
+            .get(&(prefix.len, prefix.value))
+            .map(Vec::as_slice)
+    }
+
+    pub fn rule_count(&self) -> usize {
+        self.per_plane.values().map(BTreeMap::len).sum()
+    }
+}
+
+/// Gives each tree arc that no label's path covers (deliveries on the way up, such as
+/// the source rack's other members) to exactly one of `send`'s labels: the first whose
+/// explicit hops reach the arc's nearest ancestor, extended down to the arc.
+fn assign_local(
+    topo: &Topology,
+    parents: &BTreeMap<NodeId, (NodeId, u32)>,
+    local: &[&TreeArc],
+    labels: &mut [Label],
+    send: &[u16],
+) -> Result<(), String> {
+    for a in local {
+        let mut chain = vec![**a];
+        let mut at = a.parent;
+        let owner = loop {
+            if let Some(&l) = send
+                .iter()
+                .find(|&&l| labels[l as usize].hops.contains_key(&at))
+            {
+                break l;
+            }
+            let Some(&(p, link)) = parents.get(&at) else {
+                return Err(format!("tree arc {}→{} hangs off no label", a.parent, a.child));
+            };
+            chain.push(TreeArc {
+                parent: p,
+                child: at,
+                link,
+            });
+            at = p;
+        };
+        let label = &mut labels[owner as usize];
+        for c in chain.iter().rev() {
+            let h = (port(topo, c)?, owner);
+            if label.peel.is_some_and(|p| p.plane == c.parent) {
+                return Err(format!(
+                    "tree arc {}→{} hangs below a plane outside its prefix",
+                    c.parent, c.child
+                ));
+            }
+            let v = label.hops.entry(c.parent).or_default();
+            if !v.contains(&h) {
+                v.push(h);
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
