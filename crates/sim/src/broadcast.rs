@@ -278,8 +278,8 @@ pub fn spread_hosts(num_hosts: u32, n: u32) -> Vec<u32> {
 /// - sequential: N unicasts of the whole message, all posted at once (window n − 1);
 /// - binomial tree: the whole message per hop, children in turn (MPI's binomial
 ///   `MPI_Bcast` without segmentation);
-/// - chain and binomial pipeline: `block`-sized blocks, one outstanding send per
-///   rank (RDMC);
+/// - chain, binomial pipeline and binary tree: `block`-sized blocks, one
+///   outstanding send per rank (RDMC; NCCL's tree pipelines the same way);
 /// - ring: `block`-sized slices with `ring_slots` in flight per connection (NCCL's
 ///   `NCCL_STEPS` = 8).
 ///
@@ -298,7 +298,7 @@ pub fn bench_driver_config(
     let (block_bytes, window) = match scheme {
         Scheme::Sequential => (whole, group.saturating_sub(1).max(1)),
         Scheme::BinomialTree => (whole, 1),
-        Scheme::Chain | Scheme::BinomialPipeline => (block, 1),
+        Scheme::Chain | Scheme::BinomialPipeline | Scheme::BinaryTree => (block, 1),
         Scheme::Ring => (block, ring_slots.max(1)),
     };
     DriverConfig {

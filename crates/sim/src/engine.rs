@@ -14,6 +14,7 @@
 //! flight 104 bytes.
 
 use crate::packet::{host_ip, host_of_ip, traffic_class, SimPacket, CONTROL_CLASS};
+use crate::tree_multicast::{GroupForwarding, StaticPrefixRules, Step};
 use crate::uniform;
 use crate::workload::FlowSpec;
 use rand_chacha::ChaCha8Rng;
@@ -21,11 +22,12 @@ use rand_core::SeedableRng;
 use rocast_core::control::switch_agent::{self, UnicastRoute, UnicastTable};
 use rocast_core::control::SwitchReport;
 use rocast_core::fabric::cepheus::{
-    CepheusAction, CepheusSwitch, CnpFilter, CounterCnpFilter, ForwardAllCnp,
+    is_mcst_id, CepheusAction, CepheusSwitch, CnpFilter, CounterCnpFilter, ForwardAllCnp, NextHop,
 };
 use rocast_core::fabric::mmu::{Admission, PRIORITIES};
 use rocast_core::fabric::{ecmp_hash, EcnRed, SharedBufferMmu};
 use rocast_core::overlay::model::MessageCost;
+use rocast_core::plan::prefix::PrefixLayout;
 use rocast_core::plan::{Routes, Topology};
 use rocast_core::rnic::{
     Dcqcn, DcqcnConfig, Event, Payload, QpConfig, RateController, RcQueuePair, Retransmission,
@@ -226,6 +228,9 @@ struct Host {
     port: u32,
     ctrl: VecDeque<u32>,
     active: VecDeque<u32>,
+    /// Copies a multicast source's NIC made of one packet (one per PEEL label, or
+    /// repairs), waiting for the wire.
+    copies: VecDeque<u32>,
 }
 
 /// A persistent RC connection opened by a layer above the engine (the overlay
@@ -317,6 +322,63 @@ pub struct Totals {
     pub peak_packets: u64,
 }
 
+/// A tree-multicast group ([`Engine::install_tree_group`]): PEEL, or per-group trees.
+#[derive(Clone, Debug)]
+pub struct TreeGroupSpec {
+    /// The group's address: copies in the fabric are addressed to it.
+    pub mcst_id: u32,
+    pub source: u32,
+    /// The source's QP, connected to (McstID, 1) as a Cepheus member's is.
+    pub source_qpn: u32,
+    /// (host, QPN) of each receiver; each receiver's QP is connected to the source's
+    /// address and QPN, so its ACKs, NAKs and CNPs are ordinary unicast.
+    pub receivers: Vec<(u32, u32)>,
+    pub forwarding: GroupForwarding,
+    /// When the programmable cores hold the group's rule (PEEL §3.3): from then on
+    /// first transmissions use `forwarding.core_send`.
+    pub core_from: Option<Instant>,
+}
+
+/// What tree multicast did, across groups.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TreeMulticastStats {
+    /// Data packets the sources' QPs sent to a group, and how many of them went to
+    /// every receiver (first transmissions, or retransmissions all still need).
+    pub source_packets: u64,
+    pub full_transmissions: u64,
+    /// Copies put on the sources' links for full transmissions (one per label).
+    pub label_copies: u64,
+    /// Of those, sent with the programmable cores' rule in place.
+    pub core_copies: u64,
+    /// Retransmitted copies sent only to the receivers that had not acknowledged
+    /// them, as unicast.
+    pub repair_copies: u64,
+    /// Copies a ToR discarded (rack over-covered) or a static rule could not send
+    /// (its port's link down).
+    pub over_cover_discards: u64,
+    /// Labelled copies at a switch or host that had no use for them (none expected).
+    pub stray_copies: u64,
+    /// Feedback packets from receivers into the sources' aggregators, and the
+    /// aggregated feedback that reached the sources' QPs.
+    pub feedback_in: u64,
+    pub feedback_to_source: u64,
+}
+
+struct TreeGroup {
+    source: u32,
+    source_qpn: u32,
+    /// Receiver host → (aggregator port, QPN).
+    receivers: std::collections::BTreeMap<u32, (u16, u32)>,
+    forwarding: GroupForwarding,
+    core_from_ps: Option<u64>,
+    /// The source NIC's feedback aggregation and retransmission filter: Cepheus'
+    /// MFT logic with one path per receiver (port 0: the source's QP), so the
+    /// sender tracks the minimum over receivers and repairs only the laggards
+    /// (PEEL §4 leaves reliability to the hosts). CNPs all pass: the source's DCQCN
+    /// reacts at most once per `decrease_interval` (PEEL's 50 µs guard timer).
+    aggregator: CepheusSwitch,
+}
+
 /// Items waiting for their event (posts, control messages), in slots reused through a
 /// free list so that an event carries a `u32` index, not the item.
 struct SlotPool<T> {
@@ -400,6 +462,12 @@ pub struct Engine {
     controls: SlotPool<ControlMsg>,
     /// QPNs handed out by `open_qp` come from the same counter as connections'.
     pub mrp_malformed: u64,
+    tree_groups: Vec<TreeGroup>,
+    tree_by_mcst: std::collections::BTreeMap<u32, u32>,
+    tree_by_source_qp: std::collections::BTreeMap<u32, u32>,
+    prefix_rules: Option<StaticPrefixRules>,
+    copy_scratch: Vec<(u16, SimPacket)>,
+    pub tree_stats: TreeMulticastStats,
 }
 
 /// Where a post goes: a connection's sender, or an app QP with the remote key to use.
@@ -505,6 +573,7 @@ impl Engine {
         }
         let hosts = (0..n_hosts)
             .map(|h| Host {
+                copies: VecDeque::new(),
                 port: node_port_base[h],
                 ctrl: VecDeque::new(),
                 active: VecDeque::new(),
@@ -577,6 +646,12 @@ impl Engine {
             cepheus_out: Vec::new(),
             controls: SlotPool::default(),
             mrp_malformed: 0,
+            tree_groups: Vec::new(),
+            tree_by_mcst: Default::default(),
+            tree_by_source_qp: Default::default(),
+            prefix_rules: None,
+            copy_scratch: Vec::new(),
+            tree_stats: TreeMulticastStats::default(),
             topo,
         };
         for i in 0..e.flows.len() {
@@ -897,6 +972,10 @@ impl Engine {
     fn switch_receive(&mut self, node: u32, in_local: u16, pkt: u32) {
         let sp = &mut self.slab[pkt as usize];
         sp.in_port = in_local;
+        if sp.label().is_some() {
+            self.labelled_receive(node, in_local, pkt);
+            return;
+        }
         if sp.dst_ip >> 28 == 0xe {
             self.multicast_receive(node, in_local, pkt);
             return;
@@ -958,9 +1037,10 @@ impl Engine {
         // Every McstID-range address is the engine's: an unknown group is counted
         // there and yields no action.
         self.cepheus[sw].handle_packet(Instant::from_ps(self.now), in_local, &repr, &mut out);
-        let mut original = Some(pkt);
+        let mut copies = std::mem::take(&mut self.copy_scratch);
+        copies.clear();
         for a in out.iter().copied() {
-            let (port, copy) = match a {
+            copies.push(match a {
                 CepheusAction::Replicate { port, bridge } => {
                     let mut c = sp;
                     if let Some(b) = bridge {
@@ -973,7 +1053,19 @@ impl Engine {
                     c.in_port = in_local;
                     (port, c)
                 }
-            };
+            });
+        }
+        self.cepheus_out = out;
+        self.emit_copies(node, in_local, pkt, &copies);
+        self.copy_scratch = copies;
+    }
+
+    /// Sends `copies` of switch `node`'s packet `pkt` (arrived on `in_local`): new
+    /// slab records (with the payload when carried), the original's slot reused for
+    /// the first; no copies frees it.
+    fn emit_copies(&mut self, node: u32, in_local: u16, pkt: u32, copies: &[(u16, SimPacket)]) {
+        let mut original = Some(pkt);
+        for &(port, copy) in copies {
             let slot = match original.take() {
                 Some(p) => {
                     self.slab[p as usize] = copy;
@@ -995,13 +1087,269 @@ impl Engine {
         if let Some(p) = original {
             self.release(p);
         }
+    }
+
+    /// A labelled tree-multicast copy at a switch: `tree_multicast`'s rules 1–4.
+    fn labelled_receive(&mut self, node: u32, in_local: u16, pkt: u32) {
+        let sp = self.slab[pkt as usize];
+        let label = sp.label().unwrap_or(0);
+        let mut copies = std::mem::take(&mut self.copy_scratch);
+        copies.clear();
+        let mut discards = 0;
+        match self.tree_by_mcst.get(&sp.dst_ip) {
+            None => self.tree_stats.stray_copies += 1,
+            Some(&g) => {
+                let f = &self.tree_groups[g as usize].forwarding;
+                let rules = self.prefix_rules.as_ref();
+                let empty = StaticPrefixRules::default();
+                let base = self.node_port_base[node as usize];
+                match f.step(rules.unwrap_or(&empty), node, label) {
+                    Step::Hops(h) => {
+                        for &(port, out) in h {
+                            let mut c = sp;
+                            let shim = f.labels.get(out as usize).is_some_and(|l| l.peel.is_some());
+                            c.set_label(out, shim);
+                            copies.push((port, c));
+                        }
+                    }
+                    Step::Prefix(ports) => {
+                        for &port in ports {
+                            if self.ports[(base + port as u32) as usize].up {
+                                copies.push((port, sp));
+                            } else {
+                                discards += 1;
+                            }
+                        }
+                    }
+                    Step::Members(ports) => copies.extend(ports.iter().map(|&p| (p, sp))),
+                    Step::Discard => discards += 1,
+                }
+            }
+        }
+        self.tree_stats.over_cover_discards += discards;
+        self.emit_copies(node, in_local, pkt, &copies);
+        self.copy_scratch = copies;
+    }
+
+    // ---- tree multicast at the hosts ----
+
+    /// Registers a tree-multicast group; its source QP's packets to the McstID go
+    /// through the group's aggregator and out as labelled copies.
+    pub fn install_tree_group(&mut self, spec: TreeGroupSpec) -> Result<(), String> {
+        let mcst = Ipv4Address::from_u32(spec.mcst_id);
+        if !is_mcst_id(mcst) {
+            return Err(format!("{mcst} is not a McstID"));
+        }
+        if self.tree_by_mcst.contains_key(&spec.mcst_id) {
+            return Err(format!("group {mcst} exists"));
+        }
+        let on = |h: u32, q: u32| self.qps.get(q as usize).and_then(|s| s.as_ref()).is_some_and(|s| s.host == h);
+        if !on(spec.source, spec.source_qpn) {
+            return Err(format!("QP {} is not on source host {}", spec.source_qpn, spec.source));
+        }
+        let ports = u16::try_from(spec.receivers.len() + 1).map_err(|_| "too many receivers")?;
+        let mut aggregator = CepheusSwitch::new(ports, 1, Box::new(ForwardAllCnp));
+        let host_hop = |h: u32, qpn: u32, region| NextHop::Host {
+            ip: Ipv4Address::from_u32(host_ip(h)),
+            qpn,
+            region,
+        };
+        aggregator
+            .set_path(mcst, 0, host_hop(spec.source, spec.source_qpn, None), true)
+            .map_err(|e| e.to_string())?;
+        let mut receivers = std::collections::BTreeMap::new();
+        for (i, &(h, q)) in spec.receivers.iter().enumerate() {
+            if !on(h, q) || h == spec.source {
+                return Err(format!("QP {q} is not on receiver host {h}"));
+            }
+            let port = i as u16 + 1;
+            if receivers.insert(h, (port, q)).is_some() {
+                return Err(format!("host {h} is a receiver twice"));
+            }
+            aggregator
+                .set_path(mcst, port, host_hop(h, q, Some((0, 1))), false)
+                .map_err(|e| e.to_string())?;
+        }
+        let peel = spec.forwarding.labels.iter().any(|l| l.peel.is_some());
+        if peel && self.prefix_rules.is_none() {
+            let layout = PrefixLayout::from_topology(&self.topo).map_err(|e| e.to_string())?;
+            self.prefix_rules = Some(StaticPrefixRules::new(&self.topo, &layout));
+        }
+        let g = self.tree_groups.len() as u32;
+        self.tree_by_mcst.insert(spec.mcst_id, g);
+        self.tree_by_source_qp.insert(spec.source_qpn, g);
+        self.tree_groups.push(TreeGroup {
+            source: spec.source,
+            source_qpn: spec.source_qpn,
+            receivers,
+            forwarding: spec.forwarding,
+            core_from_ps: spec.core_from.map(Instant::as_ps),
+            aggregator,
+        });
+        Ok(())
+    }
+
+    /// Forgets a group (its copies still in flight are then counted as strays).
+    pub fn remove_tree_group(&mut self, mcst_id: u32) {
+        if let Some(g) = self.tree_by_mcst.remove(&mcst_id) {
+            let t = &mut self.tree_groups[g as usize];
+            self.tree_by_source_qp.remove(&t.source_qpn);
+            t.receivers.clear();
+            t.forwarding = GroupForwarding::default();
+            t.aggregator = CepheusSwitch::new(1, 0, Box::new(ForwardAllCnp));
+        }
+    }
+
+    /// The source's NIC sends packet `sp` of group `g`: to every receiver as labelled
+    /// copies, or, for a retransmission some receivers already hold, as unicast
+    /// repairs to the others. The first copy starts now; the rest queue.
+    fn tree_source_send(&mut self, g: u32, host: u32, sp: SimPacket) {
+        let now = self.now;
+        let repr = sp.to_repr();
+        let mut out = std::mem::take(&mut self.cepheus_out);
+        out.clear();
+        let grp = &mut self.tree_groups[g as usize];
+        grp.aggregator.handle_packet(Instant::from_ps(now), 0, &repr, &mut out);
+        let mut copies = std::mem::take(&mut self.copy_scratch);
+        copies.clear();
+        let replicas = out
+            .iter()
+            .filter(|a| matches!(a, CepheusAction::Replicate { .. }))
+            .count();
+        let mut feedback = Vec::new();
+        self.tree_stats.source_packets += 1;
+        if replicas == grp.receivers.len() {
+            let core = grp.core_from_ps.is_some_and(|t| now >= t) && !grp.forwarding.core_send.is_empty();
+            let send = if core {
+                &grp.forwarding.core_send
+            } else {
+                &grp.forwarding.static_send
+            };
+            for &l in send {
+                let mut c = sp;
+                let shim = grp.forwarding.labels[l as usize].peel.is_some();
+                c.set_label(l, shim);
+                copies.push((0, c));
+            }
+            self.tree_stats.full_transmissions += 1;
+            self.tree_stats.label_copies += send.len() as u64;
+            if core {
+                self.tree_stats.core_copies += send.len() as u64;
+            }
+        }
+        for a in out.iter().copied() {
+            match a {
+                CepheusAction::Replicate {
+                    bridge: Some(b), ..
+                } if replicas < grp.receivers.len() => {
+                    let mut c = sp;
+                    c.apply_bridge(&b);
+                    c.src_ip = host_ip(grp.source);
+                    copies.push((0, c));
+                    self.tree_stats.repair_copies += 1;
+                }
+                CepheusAction::Feedback { packet, .. } => feedback.push(packet),
+                _ => {}
+            }
+        }
         self.cepheus_out = out;
+        let port = self.hosts[host as usize].port;
+        for (i, &(_, c)) in copies.iter().enumerate() {
+            if self.cfg.carry_payload && i + 1 < copies.len() {
+                // The scratch is swapped into each slot; keep a copy for the next.
+                let keep = self.payload_scratch.clone();
+                let slot = self.alloc_with_scratch_payload(c, true);
+                self.payload_scratch = keep;
+                self.hosts[host as usize].copies.push_back(slot);
+            } else {
+                let slot = self.alloc_with_scratch_payload(c, self.cfg.carry_payload);
+                self.hosts[host as usize].copies.push_back(slot);
+            }
+        }
+        self.copy_scratch = copies;
+        if let Some(pkt) = self.hosts[host as usize].copies.pop_front() {
+            self.start_tx(port, pkt);
+        }
+        for f in feedback {
+            self.tree_deliver_feedback(g, &repr, f);
+        }
+    }
+
+    /// A receiver's ACK, NAK or CNP reached the source of group `g`: into the
+    /// aggregator on the receiver's port.
+    fn tree_feedback(&mut self, g: u32, sp: SimPacket) {
+        self.tree_stats.feedback_in += 1;
+        let grp = &mut self.tree_groups[g as usize];
+        let Some(&(port, _)) = grp.receivers.get(&host_of_ip(sp.src_ip)) else {
+            self.totals.stale_packets += 1;
+            return;
+        };
+        let repr = sp.to_repr();
+        let mut out = std::mem::take(&mut self.cepheus_out);
+        out.clear();
+        grp.aggregator
+            .handle_packet(Instant::from_ps(self.now), port, &repr, &mut out);
+        let fb: Vec<_> = out
+            .iter()
+            .filter_map(|a| match *a {
+                CepheusAction::Feedback { packet, .. } => Some(packet),
+                CepheusAction::Replicate { .. } => None,
+            })
+            .collect();
+        self.cepheus_out = out;
+        for f in fb {
+            self.tree_deliver_feedback(g, &repr, f);
+        }
+    }
+
+    /// Aggregated feedback into the source's QP (inside its NIC: no wire).
+    fn tree_deliver_feedback(
+        &mut self,
+        g: u32,
+        template: &rocast_core::wire::RoceRepr<'_>,
+        f: rocast_core::fabric::cepheus::FeedbackPacket,
+    ) {
+        let qpn = self.tree_groups[g as usize].source_qpn;
+        let repr = f.repr(template);
+        let Some(slot) = self.qps.get_mut(qpn as usize).and_then(|s| s.as_mut()) else {
+            return;
+        };
+        self.tree_stats.feedback_to_source += 1;
+        if slot.qp.handle_repr(Instant::from_ps(self.now), &repr).is_err() {
+            self.totals.qp_rx_drops += 1;
+        }
+        self.service_qp(qpn);
     }
 
     // ---- hosts ----
 
     fn host_receive(&mut self, host: u32, pkt: u32) {
-        let sp = self.slab[pkt as usize];
+        let mut sp = self.slab[pkt as usize];
+        if sp.label().is_some() {
+            // The member's NIC: strip the shim and bridge to the member's QP.
+            let member = self
+                .tree_by_mcst
+                .get(&sp.dst_ip)
+                .map(|&g| &self.tree_groups[g as usize])
+                .and_then(|g| Some((g.source, g.receivers.get(&host)?.1)));
+            let Some((source, qpn)) = member else {
+                self.tree_stats.stray_copies += 1;
+                self.release(pkt);
+                return;
+            };
+            sp.clear_label();
+            sp.src_ip = host_ip(source);
+            sp.dst_ip = host_ip(host);
+            sp.dest_qp = qpn;
+            sp.reth_rkey = 1;
+            self.slab[pkt as usize] = sp;
+        } else if sp.flags_feedback() {
+            if let Some(&g) = self.tree_by_source_qp.get(&sp.dest_qp) {
+                self.release(pkt);
+                self.tree_feedback(g, sp);
+                return;
+            }
+        }
         // The slot's payload stays in place until the slot is reused by `alloc`.
         self.release(pkt);
         let qpn = sp.dest_qp;
@@ -1161,6 +1509,10 @@ impl Engine {
         if self.ports[port as usize].paused & (1 << self.data_class) != 0 {
             return;
         }
+        if let Some(pkt) = self.hosts[host as usize].copies.pop_front() {
+            self.start_tx(port, pkt);
+            return;
+        }
         while let Some(qpn) = self.hosts[host as usize].active.pop_front() {
             let Some(slot) = self.qps[qpn as usize].as_mut() else {
                 continue;
@@ -1173,6 +1525,13 @@ impl Engine {
                         self.payload_scratch.extend_from_slice(repr.payload);
                     }
                     self.hosts[host as usize].active.push_back(qpn);
+                    if is_mcst_id(Ipv4Address::from_u32(sp.dst_ip)) {
+                        if let Some(&g) = self.tree_by_source_qp.get(&qpn) {
+                            self.tree_source_send(g, host, sp);
+                            self.arm_timer(qpn);
+                            return;
+                        }
+                    }
                     let pkt = self.alloc_with_scratch_payload(sp, self.cfg.carry_payload);
                     self.start_tx(port, pkt);
                     self.arm_timer(qpn);

@@ -24,6 +24,10 @@ const F_AETH: u8 = 8;
 const F_CNP: u8 = 16;
 const F_SACK: u8 = 32;
 const F_BECN: u8 = 64;
+const F_LABEL: u8 = 128;
+
+/// Bytes PEEL's shim adds between UDP and BTH (`wire::peel`).
+pub const PEEL_SHIM_LEN: u16 = rocast_core::wire::peel::PEEL_HEADER_LEN as u16;
 
 #[derive(Clone, Copy, Debug)]
 pub struct SimPacket {
@@ -50,6 +54,10 @@ pub struct SimPacket {
     pub syndrome: u8,
     /// Traffic class the fabric queues it in.
     pub class: u8,
+    /// Tree multicast: the copy's label (`tree_multicast`), valid with `F_LABEL`.
+    pub label: u16,
+    /// The copy carries PEEL's shim (counted in `ip_len`).
+    pub shim: bool,
     pub sack: [u8; 32],
 }
 
@@ -122,8 +130,46 @@ impl SimPacket {
             } else {
                 traffic_class(r.ip.dscp)
             },
+            label: 0,
+            shim: false,
             sack,
         }
+    }
+
+    /// The tree-multicast label this copy carries, if any.
+    pub fn label(&self) -> Option<u16> {
+        (self.flags & F_LABEL != 0).then_some(self.label)
+    }
+
+    /// Labels the copy; `shim` says whether the label carries a PEEL prefix, whose
+    /// 8-byte shim the copy then occupies on the wire (added or removed as needed).
+    pub fn set_label(&mut self, label: u16, shim: bool) {
+        self.set_shim(shim);
+        self.flags |= F_LABEL;
+        self.label = label;
+    }
+
+    /// Removes the label and any shim (at the member's NIC).
+    pub fn clear_label(&mut self) {
+        self.set_shim(false);
+        self.flags &= !F_LABEL;
+        self.label = 0;
+    }
+
+    fn set_shim(&mut self, on: bool) {
+        if on != self.shim {
+            if on {
+                self.ip_len += PEEL_SHIM_LEN;
+            } else {
+                self.ip_len -= PEEL_SHIM_LEN;
+            }
+            self.shim = on;
+        }
+    }
+
+    /// An ACK, NAK or CNP.
+    pub fn flags_feedback(&self) -> bool {
+        self.flags & (F_AETH | F_CNP) != 0
     }
 
     /// A data packet with payload bytes (not an ACK, NAK or CNP).

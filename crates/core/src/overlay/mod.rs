@@ -43,15 +43,20 @@ pub enum Scheme {
     /// NCCL's ring broadcast: blocks flow root → root+1 → … around the ring, with
     /// several slices in flight per connection instead of one block at a time.
     Ring,
+    /// A pipelined binary tree (the "Binary Tree" of PEEL §4 and NCCL's tree): rank
+    /// v's children are 2v+1 and 2v+2; each block goes to the first child, then the
+    /// second, so a rank forwards one block every two steps.
+    BinaryTree,
 }
 
 impl Scheme {
-    pub const ALL: [Scheme; 5] = [
+    pub const ALL: [Scheme; 6] = [
         Scheme::Sequential,
         Scheme::BinomialTree,
         Scheme::Chain,
         Scheme::BinomialPipeline,
         Scheme::Ring,
+        Scheme::BinaryTree,
     ];
 
     /// The short name the CLI and the CSV use.
@@ -62,6 +67,7 @@ impl Scheme {
             Scheme::Chain => "chain",
             Scheme::BinomialPipeline => "pipeline",
             Scheme::Ring => "ring",
+            Scheme::BinaryTree => "binary-tree",
         }
     }
 }
@@ -81,9 +87,10 @@ impl FromStr for Scheme {
             "chain" => Scheme::Chain,
             "pipeline" | "binomial-pipeline" | "binomial_pipeline" => Scheme::BinomialPipeline,
             "ring" => Scheme::Ring,
+            "binary-tree" | "binary_tree" | "btree" => Scheme::BinaryTree,
             other => {
                 return Err(format!(
-                    "unknown scheme {other:?} (expected sequential, tree, chain, pipeline or ring)"
+                    "unknown scheme {other:?} (expected sequential, tree, chain, pipeline, ring or binary-tree)"
                 ))
             }
         })

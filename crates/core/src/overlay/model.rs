@@ -165,7 +165,7 @@ pub fn closed_form(
             }
             Some(t.iter().max().copied().unwrap_or(0) + (k64 - 1) * p)
         }
-        Scheme::BinomialPipeline | Scheme::Ring => None,
+        Scheme::BinomialPipeline | Scheme::Ring | Scheme::BinaryTree => None,
     }
 }
 

@@ -105,6 +105,7 @@ impl Schedule {
                     k + self.l
                 }
             }
+            Scheme::BinaryTree => binary_max_offset(n) + 2 * k - 2,
         }
     }
 
@@ -137,6 +138,8 @@ impl Schedule {
             (Scheme::BinomialTree, Direction::In) => tree_in(k, v, step),
             (Scheme::Chain | Scheme::Ring, Direction::Out) => chain_out(n, k, v, step),
             (Scheme::Chain | Scheme::Ring, Direction::In) => chain_in(k, v, step),
+            (Scheme::BinaryTree, Direction::Out) => binary_out(n, k, v, step),
+            (Scheme::BinaryTree, Direction::In) => binary_in(k, v, step),
             (Scheme::BinomialPipeline, Direction::Out) => self.pipeline().node_send(v, step as u64),
             (Scheme::BinomialPipeline, Direction::In) => self.pipeline().node_recv(v, step as u64),
         }?;
@@ -253,6 +256,60 @@ fn chain_in(k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
     (b < k).then(|| BlockTransfer {
         peer: v - 1,
         block: b,
+    })
+}
+
+// ---- pipelined binary tree: virtual rank v's children are 2v+1 and 2v+2. Rank v
+// sends block b to child c ∈ {0, 1} at step A(v) + 2b + c, where A(0) = 0 and a
+// child's offset is its parent's plus c + 1 (it holds block b from that step on). ----
+
+/// A(v): one per hop to the root, plus one per hop that is a second child.
+fn binary_offset(mut v: u32) -> u32 {
+    let mut a = 0;
+    while v > 0 {
+        a += 1 + (v - 1) % 2;
+        v = (v - 1) / 2;
+    }
+    a
+}
+
+/// The largest A(v) over ranks 1..n: at depth d the ranks are 2^d − 1 + i for
+/// i < 2^d, with A = d + popcount(i); the largest popcount of an i ≤ m is
+/// max(popcount(m), bit length of m − 1).
+fn binary_max_offset(n: u32) -> u32 {
+    let mut best = 0;
+    let mut d = 1u32;
+    while d < 32 && (1u64 << d) - 1 < n as u64 {
+        let first = (1u64 << d) - 1;
+        let m = ((n as u64 - 1 - first).min((1u64 << d) - 1)) as u32;
+        let len = 32 - m.leading_zeros();
+        best = best.max(d + m.count_ones().max(len.saturating_sub(1)));
+        d += 1;
+    }
+    best
+}
+
+fn binary_out(n: u32, k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
+    let a = binary_offset(v);
+    let rel = step.checked_sub(a)?;
+    let c = rel % 2;
+    let (child, b) = (2 * v as u64 + 1 + c as u64, rel / 2);
+    (child < n as u64 && b < k).then(|| BlockTransfer {
+        peer: child as u32,
+        block: b,
+    })
+}
+
+fn binary_in(k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
+    if v == 0 {
+        return None;
+    }
+    let parent = (v - 1) / 2;
+    let c = (v - 1) % 2;
+    let rel = step.checked_sub(binary_offset(parent) + c)?;
+    (rel % 2 == 0 && rel / 2 < k).then(|| BlockTransfer {
+        peer: parent,
+        block: rel / 2,
     })
 }
 

@@ -4,6 +4,17 @@ fn floor_log2(n: u32) -> u32 {
     31 - n.leading_zeros()
 }
 
+/// A binary-tree rank's first send step, by walking to the root: each hop adds one,
+/// and one more when the rank is its parent's second child.
+fn binary_tree_offset(mut v: u32) -> u32 {
+    let mut a = 0;
+    while v > 0 {
+        a += 1 + (v - 1) % 2;
+        v = (v - 1) / 2;
+    }
+    a
+}
+
 /// RDMC's `test_pattern`, for every group size 2–64 and block count 1–32, every
 /// scheme, root 0: the schedule is consistent and its length is the published one.
 #[test]
@@ -22,6 +33,11 @@ fn every_schedule_is_consistent_for_groups_2_to_64_and_blocks_1_to_32() {
                     Scheme::Chain | Scheme::Ring => k + n - 2,
                     Scheme::Sequential => k * (n - 1),
                     Scheme::BinomialTree => k * schedule::ceil_log2(n),
+                    // The deepest offset (depth plus right turns) plus two steps
+                    // per further block.
+                    Scheme::BinaryTree => {
+                        (1..n).map(binary_tree_offset).max().unwrap() + 2 * k - 2
+                    }
                 };
                 assert_eq!(s.total_steps(), want, "{scheme} n={n} k={k}");
             }
