@@ -365,6 +365,7 @@ pub struct TreeMulticastStats {
 }
 
 struct TreeGroup {
+    mcst: u32,
     source: u32,
     source_qpn: u32,
     /// Receiver host → (aggregator port, QPN).
@@ -1179,6 +1180,7 @@ impl Engine {
         self.tree_by_mcst.insert(spec.mcst_id, g);
         self.tree_by_source_qp.insert(spec.source_qpn, g);
         self.tree_groups.push(TreeGroup {
+            mcst: spec.mcst_id,
             source: spec.source,
             source_qpn: spec.source_qpn,
             receivers,
@@ -1277,8 +1279,10 @@ impl Engine {
 
     /// A receiver's ACK, NAK or CNP reached the source of group `g`: into the
     /// aggregator on the receiver's port.
-    fn tree_feedback(&mut self, g: u32, sp: SimPacket) {
+    fn tree_feedback(&mut self, g: u32, mut sp: SimPacket) {
         self.tree_stats.feedback_in += 1;
+        // The receivers address the source itself; the aggregator keys on the group.
+        sp.dst_ip = self.tree_groups[g as usize].mcst;
         let grp = &mut self.tree_groups[g as usize];
         let Some(&(port, _)) = grp.receivers.get(&host_of_ip(sp.src_ip)) else {
             self.totals.stale_packets += 1;

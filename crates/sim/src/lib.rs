@@ -17,6 +17,7 @@
 pub mod broadcast;
 pub mod cepheus;
 pub mod cepheus_eval;
+pub mod collective;
 pub mod config;
 pub mod engine;
 pub mod packet;

@@ -1,0 +1,461 @@
+//! Concurrent Broadcast collectives on one simulated fabric: PEEL §4's workload.
+//! Every job is a root, its members and a message; jobs start at their own times
+//! and overlap. A scheme says how each job moves its message:
+//!
+//! - **Multicast** schemes build the job's tree (`symmetric_tree` on a fault-free
+//!   Clos, the layer-peeling greedy otherwise) and run it on the engine's tree
+//!   multicast (`tree_multicast`), with end-host reliability at the source's NIC:
+//!   - `optimal`: per-group state on the optimal tree from the first packet (the
+//!     bandwidth-optimal Broadcast);
+//!   - `orca`: the same tree, but the job waits for its controller to install the
+//!     rules, N(10 ms, 5 ms) truncated at zero;
+//!   - `peel`: static prefix rules, one packet per cover from the source;
+//!   - `peel-cores`: as `peel` until the controller has programmed the cores after
+//!     the same set-up delay (PEEL §3.3), then one copy through the core.
+//! - **Application-layer** schemes run `overlay`'s schedules over RC connections,
+//!   the message cut into `chunks` blocks (PEEL §4 uses 8): `ring` (NCCL's ring
+//!   broadcast) and `binary-tree` (pipelined binary tree).
+//!
+//! The collective-completion time (CCT) of a job runs from its start until its last
+//! member holds the whole message.
+//!
+//! Memory: the engine's, plus per job its tree (a few KB) and, while it runs, one QP
+//! per member (multicast) or two per connection (application layer).
+
+use std::collections::BTreeMap;
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+use rocast_core::fabric::cepheus::VIRTUAL_QPN;
+use rocast_core::overlay::{BroadcastGroup, DriverAction, DriverConfig, Scheme, TimedPost};
+use rocast_core::plan::multicast_tree::{layer_peeling_tree, symmetric_tree, MulticastTree};
+use rocast_core::plan::prefix::{plan_group, CoverPolicy, PrefixLayout};
+use rocast_core::plan::Topology;
+use rocast_core::rnic::Payload;
+use rocast_core::time::{Duration, Instant};
+
+use crate::engine::{AppEvent, Engine, EngineConfig, TreeGroupSpec, TreeMulticastStats};
+use crate::packet::host_ip;
+use crate::tree_multicast::GroupForwarding;
+use crate::uniform;
+
+/// How a job moves its message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CollectiveScheme {
+    Optimal,
+    Orca,
+    Peel,
+    PeelCores,
+    Ring,
+    BinaryTree,
+}
+
+impl CollectiveScheme {
+    pub const ALL: [CollectiveScheme; 6] = [
+        CollectiveScheme::Peel,
+        CollectiveScheme::PeelCores,
+        CollectiveScheme::Ring,
+        CollectiveScheme::BinaryTree,
+        CollectiveScheme::Orca,
+        CollectiveScheme::Optimal,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            CollectiveScheme::Optimal => "optimal",
+            CollectiveScheme::Orca => "orca",
+            CollectiveScheme::Peel => "peel",
+            CollectiveScheme::PeelCores => "peel-cores",
+            CollectiveScheme::Ring => "ring",
+            CollectiveScheme::BinaryTree => "binary-tree",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.name() == s.trim())
+            .ok_or_else(|| {
+                format!("unknown collective scheme {s:?} (expected peel, peel-cores, ring, binary-tree, orca or optimal)")
+            })
+    }
+
+    fn overlay(self) -> Option<Scheme> {
+        match self {
+            CollectiveScheme::Ring => Some(Scheme::Ring),
+            CollectiveScheme::BinaryTree => Some(Scheme::BinaryTree),
+            _ => None,
+        }
+    }
+}
+
+/// One Broadcast: `members[0]` is the root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BroadcastJob {
+    pub start_ps: u64,
+    pub members: Vec<u32>,
+    pub bytes: u64,
+}
+
+/// Knobs shared by all jobs of a run.
+#[derive(Clone, Copy, Debug)]
+pub struct CollectiveSettings {
+    pub cover: CoverPolicy,
+    /// Controller set-up delay: normal, truncated at zero.
+    pub setup_mean: Duration,
+    pub setup_sd: Duration,
+    /// Blocks per message for the application-layer schemes.
+    pub chunks: u32,
+    /// Per-post software overhead of the application-layer schemes.
+    pub overhead: Duration,
+    /// Seeds the set-up delays (job i's draw depends on this and i only, so every
+    /// scheme sees the same delays).
+    pub seed: u64,
+}
+
+impl Default for CollectiveSettings {
+    fn default() -> Self {
+        CollectiveSettings {
+            cover: CoverPolicy::Exact,
+            setup_mean: Duration::from_ms(10),
+            setup_sd: Duration::from_ms(5),
+            chunks: 8,
+            overhead: crate::broadcast::DEFAULT_OVERHEAD,
+            seed: 1,
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CollectiveOutcome {
+    /// Per job, its CCT.
+    pub cct_ps: Vec<u64>,
+    /// Per job, the controller set-up delay it drew (used by orca and peel-cores).
+    pub setup_ps: Vec<u64>,
+    /// PEEL packets per message, summed over jobs (multicast schemes).
+    pub packets_per_message: u64,
+    pub tree: TreeMulticastStats,
+    pub host_tx_bytes: u64,
+    pub switch_tx_bytes: u64,
+    pub retransmitted: u64,
+    pub drops: u64,
+    pub events: u64,
+}
+
+/// Job `i`'s set-up delay: N(mean, sd) by Box–Muller, truncated at zero.
+pub fn setup_delay(s: &CollectiveSettings, i: usize) -> u64 {
+    let mut rng = ChaCha8Rng::seed_from_u64(s.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let u1 = uniform(&mut rng).max(f64::MIN_POSITIVE);
+    let u2 = uniform(&mut rng);
+    let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+    let d = s.setup_mean.as_ps() as f64 + z * s.setup_sd.as_ps() as f64;
+    d.max(0.0) as u64
+}
+
+/// The job's tree: optimal on a fault-free Clos, the greedy otherwise.
+pub fn job_tree(topo: &Topology, members: &[u32]) -> Result<MulticastTree, String> {
+    let (root, dests) = members.split_first().ok_or("a job needs members")?;
+    let failed = topo.links.iter().any(|l| l.failed);
+    let t = if failed {
+        layer_peeling_tree(topo, *root, dests)
+    } else {
+        symmetric_tree(topo, *root, dests).or_else(|_| layer_peeling_tree(topo, *root, dests))
+    };
+    t.map_err(|e| format!("tree from {root}: {e}"))
+}
+
+enum JobState {
+    /// Member QPs (index 0: the source); receivers done so far.
+    Multicast { qpns: Vec<u32>, got: usize, sent: bool, mcst: u32 },
+    /// Created when the job starts.
+    Overlay(Option<OverlayJob>),
+}
+
+struct OverlayJob {
+    group: BroadcastGroup,
+    driver: DriverConfig,
+    /// (from rank, to rank, ready?) → connection.
+    conns: BTreeMap<(u32, u32, bool), u32>,
+}
+
+/// Runs `jobs` with `scheme` on a fresh engine; every job must finish.
+pub fn run_collectives(
+    topo: Topology,
+    cfg: EngineConfig,
+    jobs: &[BroadcastJob],
+    scheme: CollectiveScheme,
+    s: &CollectiveSettings,
+) -> Result<CollectiveOutcome, String> {
+    let hosts = topo.num_hosts() as u32;
+    for (i, j) in jobs.iter().enumerate() {
+        let mut seen = std::collections::BTreeSet::new();
+        if j.members.len() < 2 || j.members.iter().any(|&h| h >= hosts || !seen.insert(h)) {
+            return Err(format!("job {i}: needs 2 or more distinct hosts below {hosts}"));
+        }
+    }
+    let layout = match scheme {
+        CollectiveScheme::Peel | CollectiveScheme::PeelCores => {
+            Some(PrefixLayout::from_topology(&topo).map_err(|e| e.to_string())?)
+        }
+        _ => None,
+    };
+    let mut out = CollectiveOutcome {
+        setup_ps: (0..jobs.len()).map(|i| setup_delay(s, i)).collect(),
+        ..Default::default()
+    };
+    let mut engine = Engine::new(topo.clone(), cfg, Vec::new())?;
+    let mut states = Vec::with_capacity(jobs.len());
+    // QPN → (job, member) for multicast; connection → (job, from, to, ready).
+    let mut by_qpn: BTreeMap<u32, (usize, usize)> = BTreeMap::new();
+    let mut by_conn: BTreeMap<u32, (usize, u32, u32, bool)> = BTreeMap::new();
+    for (i, j) in jobs.iter().enumerate() {
+        if scheme.overlay().is_some() {
+            states.push(JobState::Overlay(None));
+            continue;
+        }
+        let tree = job_tree(&topo, &j.members)?;
+        let forwarding = match &layout {
+            Some(layout) => {
+                let plan = plan_group(&topo, layout, &tree, s.cover).map_err(|e| e.to_string())?;
+                out.packets_per_message += plan.packets.len().max(1) as u64;
+                GroupForwarding::peel(&topo, layout, &tree, &plan, scheme == CollectiveScheme::PeelCores)?
+            }
+            None => {
+                out.packets_per_message += 1;
+                GroupForwarding::group_tree(&topo, &tree)?
+            }
+        };
+        let mcst = 0xef00_0000 + i as u32 + 1;
+        let source = j.members[0];
+        let src_qpn = engine.open_qp(source, mcst, VIRTUAL_QPN, j.bytes)?;
+        let mut qpns = vec![src_qpn];
+        let mut receivers = Vec::new();
+        for &h in &j.members[1..] {
+            let q = engine.open_qp(h, host_ip(source), src_qpn, j.bytes)?;
+            engine.post_recv(q, i as u64)?;
+            receivers.push((h, q));
+            qpns.push(q);
+        }
+        for (m, &q) in qpns.iter().enumerate() {
+            by_qpn.insert(q, (i, m));
+        }
+        let setup = out.setup_ps[i];
+        engine.install_tree_group(TreeGroupSpec {
+            mcst_id: mcst,
+            source,
+            source_qpn: src_qpn,
+            receivers,
+            forwarding,
+            core_from: (scheme == CollectiveScheme::PeelCores)
+                .then(|| Instant::from_ps(j.start_ps + setup)),
+        })?;
+        let at = j.start_ps + if scheme == CollectiveScheme::Orca { setup } else { 0 };
+        engine.post_qp_write(
+            Instant::from_ps(at),
+            src_qpn,
+            0,
+            0,
+            Payload::Zeros(j.bytes as usize),
+            0,
+            i as u64,
+        )?;
+        states.push(JobState::Multicast {
+            qpns,
+            got: 0,
+            sent: false,
+            mcst,
+        });
+    }
+    let mut done: Vec<Option<u64>> = vec![None; jobs.len()];
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| (jobs[i].start_ps, i));
+    let mut next_start = 0;
+    let mut posts = Vec::new();
+    let horizon = u64::MAX / 2;
+    loop {
+        // Start the application-layer jobs that are due.
+        let now = engine.now().as_ps();
+        while let Some(&i) = order.get(next_start) {
+            if scheme.overlay().is_none() || jobs[i].start_ps > now {
+                break;
+            }
+            next_start += 1;
+            let j = &jobs[i];
+            let n = j.members.len() as u32;
+            let driver = DriverConfig {
+                message_bytes: j.bytes,
+                block_bytes: j.bytes.div_ceil(s.chunks.max(1) as u64).max(1),
+                window: 1,
+                ready_for_block: false,
+            };
+            let group = BroadcastGroup::new(scheme.overlay().expect("overlay"), n, 0, driver, s.overhead.as_ps())
+                .map_err(|e| format!("job {i}: {e}"))?;
+            states[i] = JobState::Overlay(Some(OverlayJob {
+                group,
+                driver,
+                conns: BTreeMap::new(),
+            }));
+        }
+        // Posts of the running application-layer jobs.
+        for (i, st) in states.iter_mut().enumerate() {
+            let JobState::Overlay(Some(job)) = st else { continue };
+            job.group.drain_posts(now.max(jobs[i].start_ps), &mut posts);
+            for TimedPost { rank, at_ps, action } in posts.drain(..) {
+                let (to, ready) = match action {
+                    DriverAction::SendBlock { to, .. } => (to, false),
+                    DriverAction::SendReady { to, .. } => (to, true),
+                };
+                let conn = match job.conns.get(&(rank, to, ready)) {
+                    Some(&c) => c,
+                    None => {
+                        let m = &jobs[i].members;
+                        let region = if ready { 0 } else { jobs[i].bytes };
+                        let c = engine.open_connection(m[rank as usize], m[to as usize], region)?;
+                        job.conns.insert((rank, to, ready), c);
+                        by_conn.insert(c, (i, rank, to, ready));
+                        c
+                    }
+                };
+                let (offset, len, imm, wr) = match action {
+                    DriverAction::SendBlock { id, block, .. } => {
+                        let (off, len) = job.driver.block_range(block);
+                        (off, len, block, id as u64)
+                    }
+                    DriverAction::SendReady { step, .. } => (0, 0, step, 0),
+                };
+                engine.post_message(Instant::from_ps(at_ps), conn, offset, Payload::Zeros(len as usize), imm, wr)?;
+            }
+        }
+        if done.iter().all(Option::is_some) {
+            break;
+        }
+        let wake = order
+            .get(next_start)
+            .filter(|_| scheme.overlay().is_some())
+            .map_or(horizon, |&i| jobs[i].start_ps);
+        let more = engine.run_until_app_event(Instant::from_ps(wake));
+        let mut any = false;
+        while let Some((t, ev)) = engine.poll_app_event() {
+            any = true;
+            let now = t.as_ps();
+            match ev {
+                AppEvent::QpDelivered { qpn, .. } => {
+                    let Some(&(i, m)) = by_qpn.get(&qpn) else { continue };
+                    if let JobState::Multicast { got, .. } = &mut states[i] {
+                        if m > 0 {
+                            *got += 1;
+                            if *got == jobs[i].members.len() - 1 {
+                                done[i] = Some(now - jobs[i].start_ps);
+                            }
+                        }
+                    }
+                }
+                AppEvent::QpSendDone { qpn, ok, .. } => {
+                    let Some(&(i, _)) = by_qpn.get(&qpn) else { continue };
+                    if !ok {
+                        return Err(format!("job {i}: the source's send failed"));
+                    }
+                    if let JobState::Multicast { sent, .. } = &mut states[i] {
+                        *sent = true;
+                    }
+                }
+                AppEvent::SendDone { conn, wr_id, ok } => {
+                    let Some(&(i, from, _, ready)) = by_conn.get(&conn) else { continue };
+                    if !ok {
+                        return Err(format!("job {i}: rank {from}'s send failed"));
+                    }
+                    if let (JobState::Overlay(Some(job)), false) = (&mut states[i], ready) {
+                        job.group
+                            .on_send_complete(from, wr_id as u32)
+                            .map_err(|e| format!("job {i}: {e}"))?;
+                    }
+                }
+                AppEvent::Delivered { conn, imm, .. } => {
+                    let Some(&(i, from, to, ready)) = by_conn.get(&conn) else { continue };
+                    if let JobState::Overlay(Some(job)) = &mut states[i] {
+                        let r = if ready {
+                            job.group.on_ready(to, from, imm)
+                        } else {
+                            job.group.on_block(now, to, from, imm)
+                        };
+                        r.map_err(|e| format!("job {i}: {e}"))?;
+                        if job.group.first_incomplete().is_none() && done[i].is_none() {
+                            done[i] = Some(now - jobs[i].start_ps);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Free finished multicast jobs' QPs and group state.
+        for (i, st) in states.iter_mut().enumerate() {
+            if let JobState::Multicast { qpns, sent: true, mcst, .. } = st {
+                if done[i].is_some() && !qpns.is_empty() {
+                    engine.remove_tree_group(*mcst);
+                    for q in qpns.drain(..) {
+                        engine.close_qp(q);
+                    }
+                }
+            }
+        }
+        if !more && !any && next_start >= order.len() {
+            let stuck = done.iter().position(Option::is_none).unwrap_or(0);
+            return Err(format!("job {stuck} never completed (the fabric went idle)"));
+        }
+    }
+    engine.finalize();
+    out.cct_ps = done.into_iter().map(|d| d.unwrap_or(0)).collect();
+    out.tree = engine.tree_stats.clone();
+    out.host_tx_bytes = engine.totals.host_tx_bytes;
+    out.switch_tx_bytes = engine.totals.switch_tx_bytes;
+    out.retransmitted = engine.retransmitted();
+    out.drops = engine.totals.link_drops + engine.totals.queue_drops;
+    out.events = engine.totals.events;
+    Ok(out)
+}
+
+/// Poisson arrivals of `count` Broadcasts of `bytes` among `gpus` consecutive hosts
+/// (job locality: a block of whole servers, starting at a random server, wrapping),
+/// at the rate that makes their payload `load` of the servers' NIC capacity:
+/// λ = load × servers × rate / (bytes × receiving servers). The root is the block's
+/// first host.
+#[allow(clippy::too_many_arguments)]
+pub fn poisson_broadcasts(
+    hosts: u32,
+    hosts_per_server: u32,
+    gpus: u32,
+    bytes: u64,
+    count: u32,
+    load: f64,
+    nic_bps: u64,
+    seed: u64,
+) -> Result<Vec<BroadcastJob>, String> {
+    let per = hosts_per_server.max(1);
+    if gpus < 2 || gpus > hosts || !(0.0..=1.0).contains(&load) || load == 0.0 || bytes == 0 {
+        return Err(format!(
+            "broadcasts of {gpus} among {hosts} hosts at load {load}: need 2 ≤ group ≤ hosts, 0 < load ≤ 1, bytes > 0"
+        ));
+    }
+    let servers = hosts / per;
+    let job_servers = gpus.div_ceil(per);
+    let receiving = (job_servers.max(2) - 1) as f64;
+    let rate = load * servers as f64 * nic_bps as f64 / 8.0 / (bytes as f64 * receiving);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut t = 0f64;
+    let mut jobs = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        t += -uniform(&mut rng).max(f64::MIN_POSITIVE).ln() / rate;
+        let first = (rng.next_u32() % servers) * per;
+        let members = (0..gpus).map(|g| (first + g) % hosts).collect();
+        jobs.push(BroadcastJob {
+            start_ps: (t * 1e12) as u64,
+            members,
+            bytes,
+        });
+    }
+    Ok(jobs)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,165 @@
+use super::*;
+use crate::config::Scenario;
+use crate::run::{build_topology, engine_config};
+use std::path::Path;
+
+/// A k=4 fat-tree (16 hosts, 2 per rack) with the given overrides.
+fn fabric(extra: &[&str]) -> (Topology, EngineConfig) {
+    let mut sets: Vec<String> = ["topology.kind=\"fat-tree\"", "topology.k=4", "nic.mtu=4096"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    sets.extend(extra.iter().map(|s| s.to_string()));
+    let sc = Scenario::from_toml("", &sets).unwrap();
+    let topo = build_topology(&sc, Path::new(".")).unwrap();
+    let cfg = engine_config(&sc, &topo).unwrap();
+    (topo, cfg)
+}
+
+fn quick() -> CollectiveSettings {
+    CollectiveSettings {
+        setup_mean: Duration::from_us(200),
+        setup_sd: Duration::from_us(50),
+        ..Default::default()
+    }
+}
+
+/// Two overlapping jobs: one from host 0 to 8 hosts in three pods, one from host 5.
+fn two_jobs(bytes: u64) -> Vec<BroadcastJob> {
+    vec![
+        BroadcastJob {
+            start_ps: 0,
+            members: vec![0, 1, 2, 3, 4, 6, 9, 12, 14],
+            bytes,
+        },
+        BroadcastJob {
+            start_ps: 20_000_000,
+            members: vec![5, 7, 8, 10, 11, 13, 15],
+            bytes,
+        },
+    ]
+}
+
+/// The time one copy of `bytes` needs on a 100 Gb/s link (payload only): no scheme
+/// can beat it.
+fn wire_floor_ps(bytes: u64) -> u64 {
+    bytes * 8 * 1000 / 100
+}
+
+#[test]
+fn every_scheme_completes_overlapping_jobs() {
+    let (topo, cfg) = fabric(&[]);
+    let jobs = two_jobs(1 << 20);
+    let mut cct = BTreeMap::new();
+    for scheme in CollectiveScheme::ALL {
+        let out = run_collectives(topo.clone(), cfg.clone(), &jobs, scheme, &quick()).unwrap();
+        assert_eq!(out.cct_ps.len(), 2);
+        for &c in &out.cct_ps {
+            assert!(c > wire_floor_ps(1 << 20), "{scheme:?}: {c} ps beats the wire");
+        }
+        assert_eq!(out.drops, 0, "{scheme:?}: lossless fabric");
+        cct.insert(scheme, out);
+    }
+    let peel = &cct[&CollectiveScheme::Peel];
+    let optimal = &cct[&CollectiveScheme::Optimal];
+    let orca = &cct[&CollectiveScheme::Orca];
+    // Orca waits for its controller; its tree is the optimal one.
+    for i in 0..2 {
+        assert!(orca.cct_ps[i] >= orca.setup_ps[i] + wire_floor_ps(1 << 20));
+    }
+    // PEEL's copies climb separately: more bytes on switch links than the optimal
+    // tree, never fewer.
+    assert!(peel.switch_tx_bytes > optimal.switch_tx_bytes);
+    assert!(peel.packets_per_message > optimal.packets_per_message);
+    assert_eq!(peel.tree.repair_copies, 0, "nothing lost, nothing repaired");
+    assert_eq!(peel.tree.stray_copies, 0);
+    assert!(peel.tree.feedback_in > 0 && peel.tree.feedback_to_source > 0);
+    assert!(
+        peel.tree.feedback_to_source < peel.tree.feedback_in,
+        "the source's NIC aggregates receivers' ACKs"
+    );
+    // The application-layer schemes move the message host to host.
+    let ring = &cct[&CollectiveScheme::Ring];
+    assert!(ring.host_tx_bytes > optimal.host_tx_bytes * 4);
+}
+
+#[test]
+fn programmable_cores_take_over_after_the_set_up_delay() {
+    let (topo, cfg) = fabric(&[]);
+    let jobs = two_jobs(4 << 20);
+    let s = quick();
+    let peel = run_collectives(topo.clone(), cfg.clone(), &jobs, CollectiveScheme::Peel, &s).unwrap();
+    let cores = run_collectives(topo, cfg, &jobs, CollectiveScheme::PeelCores, &s).unwrap();
+    assert_eq!(peel.tree.core_copies, 0);
+    assert!(cores.tree.core_copies > 0, "{:?}", cores.tree);
+    assert!(cores.tree.label_copies < peel.tree.label_copies);
+    assert!(cores.switch_tx_bytes < peel.switch_tx_bytes);
+}
+
+#[test]
+fn lost_packets_are_repaired_to_the_receivers_that_miss_them() {
+    let (topo, cfg) = fabric(&["topology.link_loss=0.002"]);
+    let jobs = two_jobs(1 << 20);
+    for scheme in [CollectiveScheme::Peel, CollectiveScheme::Optimal] {
+        let out = run_collectives(topo.clone(), cfg.clone(), &jobs, scheme, &quick()).unwrap();
+        assert!(out.drops > 0, "{scheme:?}: the loss must bite");
+        assert!(out.retransmitted > 0, "{scheme:?}");
+        assert!(out.tree.repair_copies > 0, "{scheme:?}: {:?}", out.tree);
+        assert!(
+            out.tree.repair_copies < out.retransmitted * 8,
+            "{scheme:?}: repairs go to the laggards, not to all 8 receivers"
+        );
+    }
+}
+
+#[test]
+fn over_cover_discards_are_counted_and_never_delivered() {
+    // k=8: pod 1 holds hosts 16..32, four per rack. Members in its racks 00 and 11:
+    // exactly two packets, or one "**" that racks 01 and 10 discard.
+    let (topo, cfg) = fabric(&["topology.k=8"]);
+    let jobs = vec![BroadcastJob {
+        start_ps: 0,
+        members: vec![0, 16, 28],
+        bytes: 256 << 10,
+    }];
+    let mut s = quick();
+    let exact = run_collectives(topo.clone(), cfg.clone(), &jobs, CollectiveScheme::Peel, &s).unwrap();
+    assert_eq!(exact.packets_per_message, 2);
+    assert_eq!(exact.tree.over_cover_discards, 0);
+    s.cover = CoverPolicy::OverCover { max_prefixes: 1 };
+    let over = run_collectives(topo, cfg, &jobs, CollectiveScheme::Peel, &s).unwrap();
+    assert_eq!(over.packets_per_message, 1);
+    let packets = over.tree.full_transmissions;
+    assert_eq!(over.tree.over_cover_discards, 2 * packets, "two racks discard every packet");
+    assert_eq!(over.tree.stray_copies, 0);
+    assert!(over.host_tx_bytes < exact.host_tx_bytes, "one copy leaves the source, not two");
+}
+
+#[test]
+fn setup_delays_are_seeded_and_truncated_at_zero() {
+    let s = CollectiveSettings::default();
+    let a: Vec<u64> = (0..200).map(|i| setup_delay(&s, i)).collect();
+    let b: Vec<u64> = (0..200).map(|i| setup_delay(&s, i)).collect();
+    assert_eq!(a, b);
+    let mean = a.iter().sum::<u64>() as f64 / 200.0 / 1e9;
+    assert!((8.5..11.5).contains(&mean), "mean {mean} ms");
+    assert!(a.contains(&0) || a.iter().all(|&d| d > 0));
+}
+
+#[test]
+fn poisson_jobs_honour_locality_and_load() {
+    let jobs = poisson_broadcasts(1024, 8, 512, 2 << 20, 100, 0.3, 100_000_000_000, 7).unwrap();
+    assert_eq!(jobs.len(), 100);
+    for j in &jobs {
+        assert_eq!(j.members.len(), 512);
+        assert_eq!(j.members[0] % 8, 0, "jobs start on a server boundary");
+        for w in j.members.windows(2) {
+            assert_eq!(w[1], (w[0] + 1) % 1024, "consecutive GPUs");
+        }
+    }
+    // λ = 0.3 × 128 × 12.5 GB/s / (2 MiB × 63): mean gap ≈ 277 µs.
+    let gap = jobs.last().unwrap().start_ps as f64 / 100.0 / 1e6;
+    assert!((200.0..360.0).contains(&gap), "mean gap {gap} µs");
+    assert!(poisson_broadcasts(16, 1, 1, 1, 1, 0.3, 1, 1).is_err());
+    assert!(poisson_broadcasts(16, 1, 4, 1, 1, 0.0, 1, 1).is_err());
+}
