@@ -50,9 +50,12 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "fairness" => fairness(sc, &topo, &cfg)?,
         "peel-rules" => crate::peel_eval::rules(sc)?,
         "peel-approx" => crate::peel_eval::approx(sc, base)?,
+        "peel-fig5" => crate::peel_eval::fig5(sc, base)?,
+        "peel-fig6" => crate::peel_eval::fig6(sc, base)?,
+        "peel-fig7" => crate::peel_eval::fig7(sc, base)?,
         other => {
             return Err(format!(
-            "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops, fairness, peel-rules or peel-approx"
+            "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops, fairness, peel-rules, peel-approx or peel-fig5/6/7"
         ))
         }
     };

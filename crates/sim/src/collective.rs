@@ -273,9 +273,12 @@ pub fn run_collectives(
     let mut next_start = 0;
     let mut posts = Vec::new();
     let horizon = u64::MAX / 2;
+    // The engine's clock stops at its last event; ours also moves to a wake-up time
+    // reached with nothing happening.
+    let mut clock = 0u64;
     loop {
         // Start the application-layer jobs that are due.
-        let now = engine.now().as_ps();
+        let now = engine.now().as_ps().max(clock);
         while let Some(&i) = order.get(next_start) {
             if scheme.overlay().is_none() || jobs[i].start_ps > now {
                 break;
@@ -387,6 +390,9 @@ pub fn run_collectives(
                 }
                 _ => {}
             }
+        }
+        if !any && wake < horizon {
+            clock = clock.max(wake); // nothing happened before the next job's start
         }
         // Free finished multicast jobs' QPs and group state.
         for (i, st) in states.iter_mut().enumerate() {

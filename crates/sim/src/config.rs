@@ -85,6 +85,23 @@ pub struct MulticastConfig {
     pub instances: u32,
     pub fail_fractions: Vec<f64>,
     pub exact_time_limit_s: f64,
+    /// PEEL Figs 5–7 (`peel-fig5`, `peel-fig6`, `peel-fig7`): offered load of the
+    /// Poisson Broadcasts (fraction of the servers' NIC capacity their payload
+    /// needs), the most jobs per point and the bytes a point aims to move (jobs =
+    /// budget / size, at least 4, at most `broadcasts`).
+    pub load: f64,
+    pub broadcasts: u32,
+    pub broadcast_budget: String,
+    /// GPUs behind each server's NIC (group sizes count GPUs) and their NVLink rate.
+    pub gpus_per_server: u32,
+    pub nvlink_gbps: f64,
+    /// Controller set-up delay of Orca and of PEEL's programmable cores, N(mean, sd).
+    pub setup_ms: f64,
+    pub setup_sd_ms: f64,
+    /// Chunks per message of the ring and binary tree.
+    pub chunks: u32,
+    /// PEEL covers: 0 exact, else at most this many prefixes per plane.
+    pub cover_max: u32,
 }
 
 impl Default for MulticastConfig {
@@ -114,6 +131,15 @@ impl Default for MulticastConfig {
             instances: 200,
             fail_fractions: vec![0.05, 0.1, 0.2, 0.3],
             exact_time_limit_s: 60.0,
+            load: 0.3,
+            broadcasts: 100,
+            broadcast_budget: "4G".into(),
+            gpus_per_server: 8,
+            nvlink_gbps: 7200.0,
+            setup_ms: 10.0,
+            setup_sd_ms: 5.0,
+            chunks: 8,
+            cover_max: 0,
         }
     }
 }
@@ -246,6 +272,10 @@ pub struct NicConfig {
     pub ack_every: u32,
     /// CNP spacing per QP at the notification point (DCQCN: 50 µs).
     pub cnp_interval_us: u64,
+    /// Sender-side guard: at most one DCQCN rate cut per this many µs (PEEL §4's
+    /// 50 µs guard timer for multicast, where one mark fans out into many CNPs);
+    /// 0 keeps the preset's.
+    pub cnp_guard_us: u64,
 }
 
 impl Default for NicConfig {
@@ -259,6 +289,7 @@ impl Default for NicConfig {
             rto_us: 1000,
             ack_every: 16,
             cnp_interval_us: 50,
+            cnp_guard_us: 0,
         }
     }
 }
@@ -427,6 +458,9 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
     ("peel-rules", include_str!("../scenarios/peel-rules.toml")),
     ("peel-approx", include_str!("../scenarios/peel-approx.toml")),
+    ("peel-fig5", include_str!("../scenarios/peel-fig5.toml")),
+    ("peel-fig6", include_str!("../scenarios/peel-fig6.toml")),
+    ("peel-fig7", include_str!("../scenarios/peel-fig7.toml")),
 ];
 
 pub fn preset_names() -> String {

@@ -122,7 +122,13 @@ pub fn engine_config(sc: &Scenario, topo: &Topology) -> Result<EngineConfig, Str
             ("dcqcn", "paper") => Some(DcqcnConfig::paper(host_rate)),
             ("dcqcn", _) => Some(DcqcnConfig::hpcc(host_rate)),
             _ => None,
-        },
+        }
+        .map(|mut d| {
+            if n.cnp_guard_us > 0 {
+                d.decrease_interval = Duration::from_us(n.cnp_guard_us);
+            }
+            d
+        }),
         lossless: s.lossless,
         buffer_bytes: (s.buffer_mb * 1024.0 * 1024.0) as u64,
         reserve_bytes: s.reserve_bytes,

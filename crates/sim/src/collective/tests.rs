@@ -163,3 +163,19 @@ fn poisson_jobs_honour_locality_and_load() {
     assert!(poisson_broadcasts(16, 1, 1, 1, 1, 0.3, 1, 1).is_err());
     assert!(poisson_broadcasts(16, 1, 4, 1, 1, 0.0, 1, 1).is_err());
 }
+
+#[test]
+fn a_lone_job_starting_later_still_runs() {
+    // The engine idles until the job's start: the driver must move its own clock.
+    let (topo, cfg) = fabric(&[]);
+    let jobs = vec![BroadcastJob {
+        start_ps: 50_000_000,
+        members: vec![3, 0, 9, 14],
+        bytes: 64 << 10,
+    }];
+    for scheme in [CollectiveScheme::Ring, CollectiveScheme::BinaryTree, CollectiveScheme::Peel] {
+        let out = run_collectives(topo.clone(), cfg.clone(), &jobs, scheme, &quick()).unwrap();
+        assert!(out.cct_ps[0] > wire_floor_ps(64 << 10), "{scheme:?}");
+        assert!(out.cct_ps[0] < 1_000_000_000, "{scheme:?}: CCT counts from the job's start");
+    }
+}
