@@ -41,6 +41,9 @@ use rocast_core::wire::{
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+/// `in_port` of a replicated copy whose buffer cell the first copy holds.
+const SHARED_CELL: u16 = u16::MAX;
+
 /// Settings the engine needs beyond the topology (resolved from a scenario).
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -896,7 +899,10 @@ impl Engine {
         let (wire, in_port) = (sp.wire_len() as u64, sp.in_port as usize);
         p.queue_bytes[class] -= wire;
         let (node, local) = (p.node, p.local as usize);
-        if class != CONTROL_CLASS as usize {
+        if class != CONTROL_CLASS as usize && in_port == SHARED_CELL as usize {
+            let sw = node as usize - self.topo.num_hosts();
+            self.mmus[sw].dequeue_copy(local, class, wire);
+        } else if class != CONTROL_CLASS as usize {
             let sw = node as usize - self.topo.num_hosts();
             self.mmus[sw].dequeue(in_port, local, class, wire);
             if self.mmus[sw].check_resume(in_port, class) {
@@ -1008,7 +1014,15 @@ impl Engine {
             self.drop_at_queue(out_port, pkt);
             return;
         }
-        if class != CONTROL_CLASS as usize {
+        if class != CONTROL_CLASS as usize && in_local == SHARED_CELL {
+            let sw = node as usize - self.topo.num_hosts();
+            let mmu = &mut self.mmus[sw];
+            if mmu.admit_copy(out as usize, class, wire) != Admission::Admit {
+                self.drop_at_queue(out_port, pkt);
+                return;
+            }
+            mmu.enqueue_copy(out as usize, class, wire);
+        } else if class != CONTROL_CLASS as usize {
             let sw = node as usize - self.topo.num_hosts();
             let mmu = &mut self.mmus[sw];
             if mmu.admit(in_local as usize, out as usize, class, wire) != Admission::Admit {
@@ -1057,16 +1071,31 @@ impl Engine {
             });
         }
         self.cepheus_out = out;
-        self.emit_copies(node, in_local, pkt, &copies);
+        self.emit_copies(node, in_local, pkt, &copies, false);
         self.copy_scratch = copies;
     }
 
     /// Sends `copies` of switch `node`'s packet `pkt` (arrived on `in_local`): new
     /// slab records (with the payload when carried), the original's slot reused for
     /// the first; no copies frees it.
-    fn emit_copies(&mut self, node: u32, in_local: u16, pkt: u32, copies: &[(u16, SimPacket)]) {
+    /// With `shared_cell`, copies after the first are charged to their egress queues
+    /// only (one stored cell; the ingress and PFC see the packet once).
+    fn emit_copies(
+        &mut self,
+        node: u32,
+        in_local: u16,
+        pkt: u32,
+        copies: &[(u16, SimPacket)],
+        shared_cell: bool,
+    ) {
         let mut original = Some(pkt);
-        for &(port, copy) in copies {
+        for (n, &(port, mut copy)) in copies.iter().enumerate() {
+            let ingress = if shared_cell && n > 0 {
+                copy.in_port = SHARED_CELL;
+                SHARED_CELL
+            } else {
+                in_local
+            };
             let slot = match original.take() {
                 Some(p) => {
                     self.slab[p as usize] = copy;
@@ -1083,7 +1112,7 @@ impl Engine {
                     self.alloc_with_scratch_payload(copy, carried)
                 }
             };
-            self.switch_enqueue(node, in_local, port, slot);
+            self.switch_enqueue(node, ingress, port, slot);
         }
         if let Some(p) = original {
             self.release(p);
@@ -1128,7 +1157,7 @@ impl Engine {
             }
         }
         self.tree_stats.over_cover_discards += discards;
-        self.emit_copies(node, in_local, pkt, &copies);
+        self.emit_copies(node, in_local, pkt, &copies, true);
         self.copy_scratch = copies;
     }
 

@@ -307,6 +307,9 @@ struct Point {
     cct_ms: Vec<f64>,
     packets_per_message: f64,
     switch_gb: f64,
+    /// Packets retransmitted, and repair copies among them (multicast).
+    retransmitted: u64,
+    repairs: u64,
 }
 
 fn settings(sc: &Scenario) -> Result<CollectiveSettings, String> {
@@ -384,6 +387,8 @@ fn run_point(
         cct_ms,
         packets_per_message: out.packets_per_message as f64 / jobs.len().max(1) as f64,
         switch_gb: out.switch_tx_bytes as f64 / 1e9,
+        retransmitted: out.retransmitted,
+        repairs: out.tree.repair_copies,
     })
 }
 
@@ -406,14 +411,16 @@ fn figure_report(
     header: String,
 ) -> EvalReport {
     let mut text = header;
-    let mut csv = format!("figure,{x_name},scheme,jobs,mean_ms,p99_ms,packets_per_message,switch_gb\n");
+    let mut csv = format!(
+        "figure,{x_name},scheme,jobs,mean_ms,p99_ms,packets_per_message,switch_gb,retransmitted,repairs\n"
+    );
     let reference = [CollectiveScheme::Optimal, CollectiveScheme::Peel]
         .into_iter()
         .find(|r| points.iter().any(|p| p.scheme == *r));
     let _ = writeln!(
         text,
-        "{:>10} {:<12} {:>5} {:>11} {:>11} {:>9} {:>9} {:>8} {:>9}",
-        x_name, "scheme", "jobs", "mean ms", "p99 ms", "mean/ref", "p99/ref", "pkts/msg", "switch GB"
+        "{:>10} {:<12} {:>5} {:>11} {:>11} {:>9} {:>9} {:>8} {:>9} {:>9}",
+        x_name, "scheme", "jobs", "mean ms", "p99 ms", "mean/ref", "p99/ref", "pkts/msg", "switch GB", "retx"
     );
     let mut xs: Vec<f64> = points.iter().map(|p| p.x).collect();
     xs.sort_by(f64::total_cmp);
@@ -426,7 +433,7 @@ fn figure_report(
             let (rm, rp) = refp.map_or((f64::NAN, f64::NAN), |(a, b)| (mean / a, p99 / b));
             let _ = writeln!(
                 text,
-                "{:>10} {:<12} {:>5} {:>11.3} {:>11.3} {:>9.3} {:>9.3} {:>8.2} {:>9.2}",
+                "{:>10} {:<12} {:>5} {:>11.3} {:>11.3} {:>9.3} {:>9.3} {:>8.2} {:>9.2} {:>9}",
                 fmt_x(x),
                 p.scheme.name(),
                 p.cct_ms.len(),
@@ -435,15 +442,18 @@ fn figure_report(
                 rm,
                 rp,
                 p.packets_per_message,
-                p.switch_gb
+                p.switch_gb,
+                p.retransmitted
             );
             let _ = writeln!(
                 csv,
-                "{figure},{x},{},{},{mean:.6},{p99:.6},{:.3},{:.4}",
+                "{figure},{x},{},{},{mean:.6},{p99:.6},{:.3},{:.4},{},{}",
                 p.scheme.name(),
                 p.cct_ms.len(),
                 p.packets_per_message,
-                p.switch_gb
+                p.switch_gb,
+                p.retransmitted,
+                p.repairs
             );
         }
     }
@@ -589,6 +599,8 @@ pub fn fig7(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
                 let n = q.cct_ms.len() as f64;
                 q.packets_per_message = (q.packets_per_message * n + p.packets_per_message) / (n + 1.0);
                 q.switch_gb += p.switch_gb;
+                q.retransmitted += p.retransmitted;
+                q.repairs += p.repairs;
                 q.cct_ms.extend(p.cct_ms);
             }
             None => merged.push(p),

@@ -139,6 +139,31 @@ impl SharedBufferMmu {
         self.total_used += size;
     }
 
+    /// A further copy of a replicated packet whose cell is already stored (and
+    /// charged to its ingress by the first copy): whether its egress queue takes it.
+    /// Lossless switches always do; lossy ones apply the egress threshold.
+    pub fn admit_copy(&self, out_port: usize, prio: usize, size: u64) -> Admission {
+        let e = out_port * PRIORITIES + prio;
+        if !self.cfg.lossless
+            && self.egress[e] + size > self.cfg.reserve_bytes + self.threshold(out_port)
+        {
+            return Admission::DropEgressThreshold;
+        }
+        Admission::Admit
+    }
+
+    /// Charges a further copy to its egress queue only (ECN and egress thresholds
+    /// see it; ingress accounting and PFC do not: one cell, many queue entries).
+    pub fn enqueue_copy(&mut self, out_port: usize, prio: usize, size: u64) {
+        self.egress[out_port * PRIORITIES + prio] += size;
+    }
+
+    /// Releases a departing further copy.
+    pub fn dequeue_copy(&mut self, out_port: usize, prio: usize, size: u64) {
+        let e = out_port * PRIORITIES + prio;
+        self.egress[e] -= size.min(self.egress[e]);
+    }
+
     /// Releases a departing packet's bytes.
     pub fn dequeue(&mut self, in_port: usize, out_port: usize, prio: usize, size: u64) {
         let i = in_port * PRIORITIES + prio;
