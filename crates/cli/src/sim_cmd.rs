@@ -74,10 +74,14 @@ pub fn run(cmd: SimCmd) -> Result<(), String> {
         for (name, body) in &report.files {
             let path = cmd.out.join(name);
             std::fs::write(&path, body).map_err(|e| format!("{}: {e}", path.display()))?;
-            if name == "fairness.csv" {
-                let png = cmd.out.join("fairness.png");
-                match crate::bcast_cmd::run_python("python/plot_fairness.py", &path, &png, &sc.name)
-                {
+            let script = match name.as_str() {
+                "fairness.csv" => Some("python/plot_fairness.py"),
+                "peel-fig5.csv" | "peel-fig6.csv" | "peel-fig7.csv" => Some("python/plot_peel.py"),
+                _ => None,
+            };
+            if let Some(script) = script {
+                let png = path.with_extension("png");
+                match crate::bcast_cmd::run_python(script, &path, &png, &sc.name) {
                     Ok(()) => println!("plot: {}", png.display()),
                     Err(e) => println!("no plot ({e})"),
                 }

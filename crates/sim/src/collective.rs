@@ -11,7 +11,11 @@
 //!     rules, N(10 ms, 5 ms) truncated at zero;
 //!   - `peel`: static prefix rules, one packet per cover from the source;
 //!   - `peel-cores`: as `peel` until the controller has programmed the cores after
-//!     the same set-up delay (PEEL §3.3), then one copy through the core.
+//!     the same set-up delay (PEEL §3.3), then one copy through the core;
+//!   - `peel-agg`: PEEL's data plane composed with Cepheus' in-network feedback
+//!     aggregation (no paper has it): the tree's switches hold the group's MFT, so
+//!     the source sees one aggregated ACK stream and retransmissions are filtered
+//!     in the fabric.
 //! - **Application-layer** schemes run `overlay`'s schedules over RC connections,
 //!   the message cut into `chunks` blocks (PEEL §4 uses 8): `ring` (NCCL's ring
 //!   broadcast) and `binary-tree` (pipelined binary tree).
@@ -46,14 +50,17 @@ pub enum CollectiveScheme {
     Orca,
     Peel,
     PeelCores,
+    /// PEEL's data plane with Cepheus' in-network feedback aggregation.
+    PeelAgg,
     Ring,
     BinaryTree,
 }
 
 impl CollectiveScheme {
-    pub const ALL: [CollectiveScheme; 6] = [
+    pub const ALL: [CollectiveScheme; 7] = [
         CollectiveScheme::Peel,
         CollectiveScheme::PeelCores,
+        CollectiveScheme::PeelAgg,
         CollectiveScheme::Ring,
         CollectiveScheme::BinaryTree,
         CollectiveScheme::Orca,
@@ -66,6 +73,7 @@ impl CollectiveScheme {
             CollectiveScheme::Orca => "orca",
             CollectiveScheme::Peel => "peel",
             CollectiveScheme::PeelCores => "peel-cores",
+            CollectiveScheme::PeelAgg => "peel-agg",
             CollectiveScheme::Ring => "ring",
             CollectiveScheme::BinaryTree => "binary-tree",
         }
@@ -76,7 +84,7 @@ impl CollectiveScheme {
             .into_iter()
             .find(|c| c.name() == s.trim())
             .ok_or_else(|| {
-                format!("unknown collective scheme {s:?} (expected peel, peel-cores, ring, binary-tree, orca or optimal)")
+                format!("unknown collective scheme {s:?} (expected peel, peel-cores, peel-agg, ring, binary-tree, orca or optimal)")
             })
     }
 
@@ -195,7 +203,7 @@ pub fn run_collectives(
         }
     }
     let layout = match scheme {
-        CollectiveScheme::Peel | CollectiveScheme::PeelCores => {
+        CollectiveScheme::Peel | CollectiveScheme::PeelCores | CollectiveScheme::PeelAgg => {
             Some(PrefixLayout::from_topology(&topo).map_err(|e| e.to_string())?)
         }
         _ => None,
@@ -231,8 +239,15 @@ pub fn run_collectives(
         let src_qpn = engine.open_qp(source, mcst, VIRTUAL_QPN, j.bytes)?;
         let mut qpns = vec![src_qpn];
         let mut receivers = Vec::new();
+        let agg = scheme == CollectiveScheme::PeelAgg;
         for &h in &j.members[1..] {
-            let q = engine.open_qp(h, host_ip(source), src_qpn, j.bytes)?;
+            // Host aggregation: receivers answer the source itself; switch aggregation:
+            // the group's virtual remote, as Cepheus members do.
+            let q = if agg {
+                engine.open_qp(h, mcst, VIRTUAL_QPN, j.bytes)?
+            } else {
+                engine.open_qp(h, host_ip(source), src_qpn, j.bytes)?
+            };
             engine.post_recv(q, i as u64)?;
             receivers.push((h, q));
             qpns.push(q);
@@ -249,6 +264,7 @@ pub fn run_collectives(
             forwarding,
             core_from: (scheme == CollectiveScheme::PeelCores)
                 .then(|| Instant::from_ps(j.start_ps + setup)),
+            switch_feedback: agg.then_some(tree),
         })?;
         let at = j.start_ps + if scheme == CollectiveScheme::Orca { setup } else { 0 };
         engine.post_qp_write(

@@ -340,6 +340,12 @@ pub struct TreeGroupSpec {
     /// When the programmable cores hold the group's rule (PEEL §3.3): from then on
     /// first transmissions use `forwarding.core_send`.
     pub core_from: Option<Instant>,
+    /// Compose with Cepheus' in-network feedback aggregation: the tree's switches get
+    /// MFT paths for the group, receivers' QPs are connected to (McstID, 1) so their
+    /// ACKs, NAKs and CNPs climb the tree and are aggregated on the way (Cepheus
+    /// §III-D), and retransmissions go as Cepheus packets the switches filter. Data
+    /// still travels by `forwarding`. `None`: aggregation at the source's NIC.
+    pub switch_feedback: Option<rocast_core::plan::multicast_tree::MulticastTree>,
 }
 
 /// What tree multicast did, across groups.
@@ -365,6 +371,11 @@ pub struct TreeMulticastStats {
     /// aggregated feedback that reached the sources' QPs.
     pub feedback_in: u64,
     pub feedback_to_source: u64,
+    /// With switch aggregation: feedback packets that reached the sources' hosts
+    /// (already aggregated by the fabric), and retransmissions sent as Cepheus
+    /// packets.
+    pub switch_feedback_to_source: u64,
+    pub cepheus_retransmissions: u64,
 }
 
 struct TreeGroup {
@@ -375,6 +386,10 @@ struct TreeGroup {
     receivers: std::collections::BTreeMap<u32, (u16, u32)>,
     forwarding: GroupForwarding,
     core_from_ps: Option<u64>,
+    /// Feedback is aggregated by the switches; the highest PSN sent so far tells
+    /// first transmissions (labelled) from retransmissions (Cepheus packets).
+    switch_feedback: bool,
+    highest_psn: Option<u32>,
     /// The source NIC's feedback aggregation and retransmission filter: Cepheus'
     /// MFT logic with one path per receiver (port 0: the source's QP), so the
     /// sender tracks the minimum over receivers and repairs only the laggards
@@ -1205,6 +1220,29 @@ impl Engine {
             let layout = PrefixLayout::from_topology(&self.topo).map_err(|e| e.to_string())?;
             self.prefix_rules = Some(StaticPrefixRules::new(&self.topo, &layout));
         }
+        if let Some(tree) = &spec.switch_feedback {
+            let hosts = self.topo.num_hosts() as u32;
+            let hop_of = |n: u32| -> NextHop {
+                if n == spec.source {
+                    host_hop(n, spec.source_qpn, None)
+                } else if let Some(&(_, q)) = receivers.get(&n) {
+                    host_hop(n, q, Some((0, 1)))
+                } else {
+                    NextHop::Switch
+                }
+            };
+            for a in &tree.arcs {
+                for (at, toward, source_side) in [(a.parent, a.child, false), (a.child, a.parent, true)] {
+                    if at < hosts {
+                        continue;
+                    }
+                    let port = self.topo.port_of(at, a.link).ok_or("tree link not at its node")?;
+                    self.cepheus[(at - hosts) as usize]
+                        .set_path(mcst, port, hop_of(toward), source_side)
+                        .map_err(|e| format!("switch {at}: {e}"))?;
+                }
+            }
+        }
         let g = self.tree_groups.len() as u32;
         self.tree_by_mcst.insert(spec.mcst_id, g);
         self.tree_by_source_qp.insert(spec.source_qpn, g);
@@ -1215,6 +1253,8 @@ impl Engine {
             receivers,
             forwarding: spec.forwarding,
             core_from_ps: spec.core_from.map(Instant::as_ps),
+            switch_feedback: spec.switch_feedback.is_some(),
+            highest_psn: None,
             aggregator,
         });
         Ok(())
@@ -1223,6 +1263,12 @@ impl Engine {
     /// Forgets a group (its copies still in flight are then counted as strays).
     pub fn remove_tree_group(&mut self, mcst_id: u32) {
         if let Some(g) = self.tree_by_mcst.remove(&mcst_id) {
+            if self.tree_groups[g as usize].switch_feedback {
+                let id = Ipv4Address::from_u32(mcst_id);
+                for c in &mut self.cepheus {
+                    c.remove_group(id);
+                }
+            }
             let t = &mut self.tree_groups[g as usize];
             self.tree_by_source_qp.remove(&t.source_qpn);
             t.receivers.clear();
@@ -1236,6 +1282,22 @@ impl Engine {
     /// repairs to the others. The first copy starts now; the rest queue.
     fn tree_source_send(&mut self, g: u32, host: u32, sp: SimPacket) {
         let now = self.now;
+        let grp = &mut self.tree_groups[g as usize];
+        if grp.switch_feedback {
+            let newer = grp
+                .highest_psn
+                .is_none_or(|h| sp.psn != h && (sp.psn.wrapping_sub(h) & 0xff_ffff) < 0x80_0000);
+            let port = self.hosts[host as usize].port;
+            if !newer {
+                // A retransmission: the switches' MFTs send it only down the paths
+                // that have not acknowledged it.
+                self.tree_stats.cepheus_retransmissions += 1;
+                let slot = self.alloc_with_scratch_payload(sp, self.cfg.carry_payload);
+                self.start_tx(port, slot);
+                return;
+            }
+            grp.highest_psn = Some(sp.psn);
+        }
         let repr = sp.to_repr();
         let mut out = std::mem::take(&mut self.cepheus_out);
         out.clear();
@@ -1243,10 +1305,13 @@ impl Engine {
         grp.aggregator.handle_packet(Instant::from_ps(now), 0, &repr, &mut out);
         let mut copies = std::mem::take(&mut self.copy_scratch);
         copies.clear();
-        let replicas = out
-            .iter()
-            .filter(|a| matches!(a, CepheusAction::Replicate { .. }))
-            .count();
+        let replicas = if grp.switch_feedback {
+            grp.receivers.len()
+        } else {
+            out.iter()
+                .filter(|a| matches!(a, CepheusAction::Replicate { .. }))
+                .count()
+        };
         let mut feedback = Vec::new();
         self.tree_stats.source_packets += 1;
         if replicas == grp.receivers.len() {
@@ -1378,9 +1443,13 @@ impl Engine {
             self.slab[pkt as usize] = sp;
         } else if sp.flags_feedback() {
             if let Some(&g) = self.tree_by_source_qp.get(&sp.dest_qp) {
-                self.release(pkt);
-                self.tree_feedback(g, sp);
-                return;
+                if self.tree_groups[g as usize].switch_feedback {
+                    self.tree_stats.switch_feedback_to_source += 1;
+                } else {
+                    self.release(pkt);
+                    self.tree_feedback(g, sp);
+                    return;
+                }
             }
         }
         // The slot's payload stays in place until the slot is reused by `alloc`.

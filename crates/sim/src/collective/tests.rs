@@ -179,3 +179,35 @@ fn a_lone_job_starting_later_still_runs() {
         assert!(out.cct_ps[0] < 1_000_000_000, "{scheme:?}: CCT counts from the job's start");
     }
 }
+
+#[test]
+fn peel_with_switch_feedback_aggregation_spares_the_source_link() {
+    let (topo, cfg) = fabric(&[]);
+    let jobs = two_jobs(1 << 20);
+    let s = quick();
+    let host = run_collectives(topo.clone(), cfg.clone(), &jobs, CollectiveScheme::Peel, &s).unwrap();
+    let agg = run_collectives(topo, cfg, &jobs, CollectiveScheme::PeelAgg, &s).unwrap();
+    // Host aggregation: every receiver's ACK crosses the source's link.
+    assert_eq!(host.tree.switch_feedback_to_source, 0);
+    // Switch aggregation: the fabric merges them; far fewer reach the source.
+    assert_eq!(agg.tree.feedback_in, 0);
+    assert!(agg.tree.switch_feedback_to_source > 0);
+    assert!(
+        agg.tree.switch_feedback_to_source * 3 < host.tree.feedback_in,
+        "{} vs {}",
+        agg.tree.switch_feedback_to_source,
+        host.tree.feedback_in
+    );
+    // Same data plane.
+    assert_eq!(agg.tree.label_copies, host.tree.label_copies);
+}
+
+#[test]
+fn switch_aggregated_groups_recover_losses_through_the_fabric() {
+    let (topo, cfg) = fabric(&["topology.link_loss=0.002"]);
+    let jobs = two_jobs(1 << 20);
+    let out = run_collectives(topo, cfg, &jobs, CollectiveScheme::PeelAgg, &quick()).unwrap();
+    assert!(out.drops > 0 && out.retransmitted > 0);
+    assert!(out.tree.cepheus_retransmissions > 0, "{:?}", out.tree);
+    assert_eq!(out.tree.repair_copies, 0, "no source-side repairs in this mode");
+}

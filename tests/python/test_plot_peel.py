@@ -1,0 +1,41 @@
+"""python/plot_peel.py draws the PEEL figures from the CSV the presets write."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+CSV = """figure,{x},scheme,jobs,mean_ms,p99_ms,packets_per_message,switch_gb,retransmitted,repairs
+peel-figN,{a},peel,10,1.5,2.0,3.0,1.0,0,0
+peel-figN,{a},ring,10,2.5,3.0,0.0,1.0,0,0
+peel-figN,{b},peel,10,4.5,6.0,3.0,1.0,0,0
+peel-figN,{b},ring,10,9.5,12.0,0.0,1.0,0,0
+"""
+
+
+def run_plot(tmp_path, x, a, b):
+    csv = tmp_path / "f.csv"
+    png = tmp_path / "f.png"
+    csv.write_text(CSV.format(x=x, a=a, b=b))
+    r = subprocess.run(
+        [sys.executable, str(REPO / "python" / "plot_peel.py"), str(csv), str(png), "t"],
+        capture_output=True,
+        text=True,
+    )
+    return r, png
+
+
+def test_each_figure_axis_plots(tmp_path):
+    for x, a, b in [("size", 2097152, 8388608), ("gpus", 32, 64), ("failed", 0.01, 0.1)]:
+        r, png = run_plot(tmp_path, x, a, b)
+        assert r.returncode == 0, r.stderr
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_arguments_are_a_usage_error(tmp_path):
+    r = subprocess.run(
+        [sys.executable, str(REPO / "python" / "plot_peel.py")], capture_output=True, text=True
+    )
+    assert r.returncode == 2
+    assert "Usage" in r.stderr
