@@ -497,21 +497,28 @@ fn poisson_jobs(sc: &Scenario, topo: &Topology, gpus: u32, bytes: u64) -> Result
     )
 }
 
+/// Every scheme on Poisson jobs at each (x, GPUs, bytes); the same jobs for all
+/// schemes of one x.
+fn poisson_points(sc: &Scenario, topo: &Topology, xs: &[(f64, u32, u64)]) -> Result<Vec<Point>, String> {
+    let mut work = Vec::new();
+    for &(x, gpus, bytes) in xs {
+        let jobs = poisson_jobs(sc, topo, gpus, bytes)?;
+        for scheme in schemes(sc)? {
+            work.push((x, scheme, jobs.clone()));
+        }
+    }
+    parallel(sc.multicast.threads, &work, |(x, scheme, jobs)| {
+        run_point(sc, topo, jobs, *scheme, *x)
+    })
+}
+
 /// Fig 5: mean and p99 CCT of Poisson Broadcasts among `group` GPUs per size.
 pub fn fig5(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     let topo = build_topology(sc, base)?;
     let sizes = parse_sizes(&sc.multicast.sizes)?;
     let gpus = sc.multicast.group;
-    let mut work = Vec::new();
-    for &size in &sizes {
-        let jobs = poisson_jobs(sc, &topo, gpus, size)?;
-        for scheme in schemes(sc)? {
-            work.push((size, scheme, jobs.clone()));
-        }
-    }
-    let points = parallel(sc.multicast.threads, &work, |(size, scheme, jobs)| {
-        run_point(sc, &topo, jobs, *scheme, *size as f64)
-    })?;
+    let xs: Vec<(f64, u32, u64)> = sizes.iter().map(|&b| (b as f64, gpus, b)).collect();
+    let points = poisson_points(sc, &topo, &xs)?;
     let header = format!(
         "# PEEL Fig 5: Poisson Broadcasts among {gpus} GPUs ({} servers) on {}, load {:.0}%, sizes {}\n\
          paper: PEEL's mean CCT 23% (2 MB) and 18% (512 MB) above optimal; PEEL's tail 101x (2 MB)\n\
@@ -529,16 +536,8 @@ pub fn fig5(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
 pub fn fig6(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     let topo = build_topology(sc, base)?;
     let size = parse_bytes(&sc.multicast.message)?;
-    let mut work = Vec::new();
-    for &gpus in &sc.multicast.groups {
-        let jobs = poisson_jobs(sc, &topo, gpus, size)?;
-        for scheme in schemes(sc)? {
-            work.push((gpus, scheme, jobs.clone()));
-        }
-    }
-    let points = parallel(sc.multicast.threads, &work, |(gpus, scheme, jobs)| {
-        run_point(sc, &topo, jobs, *scheme, *gpus as f64)
-    })?;
+    let xs: Vec<(f64, u32, u64)> = sc.multicast.groups.iter().map(|&g| (g as f64, g, size)).collect();
+    let points = poisson_points(sc, &topo, &xs)?;
     let header = format!(
         "# PEEL Fig 6: {} Broadcasts at load {:.0}% on {}, group of 32-1024 GPUs\n\
          paper, at 256 GPUs: PEEL's mean CCT 5x below Ring, 13x below Tree, 2.5x below Orca.\n",
