@@ -153,7 +153,8 @@ pub struct CollectiveOutcome {
 
 /// Job `i`'s set-up delay: N(mean, sd) by Box–Muller, truncated at zero.
 pub fn setup_delay(s: &CollectiveSettings, i: usize) -> u64 {
-    let mut rng = ChaCha8Rng::seed_from_u64(s.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let mut rng =
+        ChaCha8Rng::seed_from_u64(s.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let u1 = uniform(&mut rng).max(f64::MIN_POSITIVE);
     let u2 = uniform(&mut rng);
     let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
@@ -175,7 +176,12 @@ pub fn job_tree(topo: &Topology, members: &[u32]) -> Result<MulticastTree, Strin
 
 enum JobState {
     /// Member QPs (index 0: the source); receivers done so far.
-    Multicast { qpns: Vec<u32>, got: usize, sent: bool, mcst: u32 },
+    Multicast {
+        qpns: Vec<u32>,
+        got: usize,
+        sent: bool,
+        mcst: u32,
+    },
     /// Created when the job starts.
     Overlay(Option<OverlayJob>),
 }
@@ -199,7 +205,9 @@ pub fn run_collectives(
     for (i, j) in jobs.iter().enumerate() {
         let mut seen = std::collections::BTreeSet::new();
         if j.members.len() < 2 || j.members.iter().any(|&h| h >= hosts || !seen.insert(h)) {
-            return Err(format!("job {i}: needs 2 or more distinct hosts below {hosts}"));
+            return Err(format!(
+                "job {i}: needs 2 or more distinct hosts below {hosts}"
+            ));
         }
     }
     let layout = match scheme {
@@ -227,7 +235,13 @@ pub fn run_collectives(
             Some(layout) => {
                 let plan = plan_group(&topo, layout, &tree, s.cover).map_err(|e| e.to_string())?;
                 out.packets_per_message += plan.packets.len().max(1) as u64;
-                GroupForwarding::peel(&topo, layout, &tree, &plan, scheme == CollectiveScheme::PeelCores)?
+                GroupForwarding::peel(
+                    &topo,
+                    layout,
+                    &tree,
+                    &plan,
+                    scheme == CollectiveScheme::PeelCores,
+                )?
             }
             None => {
                 out.packets_per_message += 1;
@@ -266,7 +280,12 @@ pub fn run_collectives(
                 .then(|| Instant::from_ps(j.start_ps + setup)),
             switch_feedback: agg.then_some(tree),
         })?;
-        let at = j.start_ps + if scheme == CollectiveScheme::Orca { setup } else { 0 };
+        let at = j.start_ps
+            + if scheme == CollectiveScheme::Orca {
+                setup
+            } else {
+                0
+            };
         engine.post_qp_write(
             Instant::from_ps(at),
             src_qpn,
@@ -308,8 +327,14 @@ pub fn run_collectives(
                 window: 1,
                 ready_for_block: false,
             };
-            let group = BroadcastGroup::new(scheme.overlay().expect("overlay"), n, 0, driver, s.overhead.as_ps())
-                .map_err(|e| format!("job {i}: {e}"))?;
+            let group = BroadcastGroup::new(
+                scheme.overlay().expect("overlay"),
+                n,
+                0,
+                driver,
+                s.overhead.as_ps(),
+            )
+            .map_err(|e| format!("job {i}: {e}"))?;
             states[i] = JobState::Overlay(Some(OverlayJob {
                 group,
                 driver,
@@ -318,9 +343,16 @@ pub fn run_collectives(
         }
         // Posts of the running application-layer jobs.
         for (i, st) in states.iter_mut().enumerate() {
-            let JobState::Overlay(Some(job)) = st else { continue };
+            let JobState::Overlay(Some(job)) = st else {
+                continue;
+            };
             job.group.drain_posts(now.max(jobs[i].start_ps), &mut posts);
-            for TimedPost { rank, at_ps, action } in posts.drain(..) {
+            for TimedPost {
+                rank,
+                at_ps,
+                action,
+            } in posts.drain(..)
+            {
                 let (to, ready) = match action {
                     DriverAction::SendBlock { to, .. } => (to, false),
                     DriverAction::SendReady { to, .. } => (to, true),
@@ -343,7 +375,14 @@ pub fn run_collectives(
                     }
                     DriverAction::SendReady { step, .. } => (0, 0, step, 0),
                 };
-                engine.post_message(Instant::from_ps(at_ps), conn, offset, Payload::Zeros(len as usize), imm, wr)?;
+                engine.post_message(
+                    Instant::from_ps(at_ps),
+                    conn,
+                    offset,
+                    Payload::Zeros(len as usize),
+                    imm,
+                    wr,
+                )?;
             }
         }
         if done.iter().all(Option::is_some) {
@@ -360,7 +399,9 @@ pub fn run_collectives(
             let now = t.as_ps();
             match ev {
                 AppEvent::QpDelivered { qpn, .. } => {
-                    let Some(&(i, m)) = by_qpn.get(&qpn) else { continue };
+                    let Some(&(i, m)) = by_qpn.get(&qpn) else {
+                        continue;
+                    };
                     if let JobState::Multicast { got, .. } = &mut states[i] {
                         if m > 0 {
                             *got += 1;
@@ -371,7 +412,9 @@ pub fn run_collectives(
                     }
                 }
                 AppEvent::QpSendDone { qpn, ok, .. } => {
-                    let Some(&(i, _)) = by_qpn.get(&qpn) else { continue };
+                    let Some(&(i, _)) = by_qpn.get(&qpn) else {
+                        continue;
+                    };
                     if !ok {
                         return Err(format!("job {i}: the source's send failed"));
                     }
@@ -380,7 +423,9 @@ pub fn run_collectives(
                     }
                 }
                 AppEvent::SendDone { conn, wr_id, ok } => {
-                    let Some(&(i, from, _, ready)) = by_conn.get(&conn) else { continue };
+                    let Some(&(i, from, _, ready)) = by_conn.get(&conn) else {
+                        continue;
+                    };
                     if !ok {
                         return Err(format!("job {i}: rank {from}'s send failed"));
                     }
@@ -391,7 +436,9 @@ pub fn run_collectives(
                     }
                 }
                 AppEvent::Delivered { conn, imm, .. } => {
-                    let Some(&(i, from, to, ready)) = by_conn.get(&conn) else { continue };
+                    let Some(&(i, from, to, ready)) = by_conn.get(&conn) else {
+                        continue;
+                    };
                     if let JobState::Overlay(Some(job)) = &mut states[i] {
                         let r = if ready {
                             job.group.on_ready(to, from, imm)
@@ -412,7 +459,13 @@ pub fn run_collectives(
         }
         // Free finished multicast jobs' QPs and group state.
         for (i, st) in states.iter_mut().enumerate() {
-            if let JobState::Multicast { qpns, sent: true, mcst, .. } = st {
+            if let JobState::Multicast {
+                qpns,
+                sent: true,
+                mcst,
+                ..
+            } = st
+            {
                 if done[i].is_some() && !qpns.is_empty() {
                     engine.remove_tree_group(*mcst);
                     for q in qpns.drain(..) {
@@ -423,7 +476,9 @@ pub fn run_collectives(
         }
         if !more && !any && next_start >= order.len() {
             let stuck = done.iter().position(Option::is_none).unwrap_or(0);
-            return Err(format!("job {stuck} never completed (the fabric went idle)"));
+            return Err(format!(
+                "job {stuck} never completed (the fabric went idle)"
+            ));
         }
     }
     engine.finalize();

@@ -1188,9 +1188,17 @@ impl Engine {
         if self.tree_by_mcst.contains_key(&spec.mcst_id) {
             return Err(format!("group {mcst} exists"));
         }
-        let on = |h: u32, q: u32| self.qps.get(q as usize).and_then(|s| s.as_ref()).is_some_and(|s| s.host == h);
+        let on = |h: u32, q: u32| {
+            self.qps
+                .get(q as usize)
+                .and_then(|s| s.as_ref())
+                .is_some_and(|s| s.host == h)
+        };
         if !on(spec.source, spec.source_qpn) {
-            return Err(format!("QP {} is not on source host {}", spec.source_qpn, spec.source));
+            return Err(format!(
+                "QP {} is not on source host {}",
+                spec.source_qpn, spec.source
+            ));
         }
         let ports = u16::try_from(spec.receivers.len() + 1).map_err(|_| "too many receivers")?;
         let mut aggregator = CepheusSwitch::new(ports, 1, Box::new(ForwardAllCnp));
@@ -1232,11 +1240,16 @@ impl Engine {
                 }
             };
             for a in &tree.arcs {
-                for (at, toward, source_side) in [(a.parent, a.child, false), (a.child, a.parent, true)] {
+                for (at, toward, source_side) in
+                    [(a.parent, a.child, false), (a.child, a.parent, true)]
+                {
                     if at < hosts {
                         continue;
                     }
-                    let port = self.topo.port_of(at, a.link).ok_or("tree link not at its node")?;
+                    let port = self
+                        .topo
+                        .port_of(at, a.link)
+                        .ok_or("tree link not at its node")?;
                     self.cepheus[(at - hosts) as usize]
                         .set_path(mcst, port, hop_of(toward), source_side)
                         .map_err(|e| format!("switch {at}: {e}"))?;
@@ -1302,7 +1315,8 @@ impl Engine {
         let mut out = std::mem::take(&mut self.cepheus_out);
         out.clear();
         let grp = &mut self.tree_groups[g as usize];
-        grp.aggregator.handle_packet(Instant::from_ps(now), 0, &repr, &mut out);
+        grp.aggregator
+            .handle_packet(Instant::from_ps(now), 0, &repr, &mut out);
         let mut copies = std::mem::take(&mut self.copy_scratch);
         copies.clear();
         let replicas = if grp.switch_feedback {
@@ -1315,7 +1329,8 @@ impl Engine {
         let mut feedback = Vec::new();
         self.tree_stats.source_packets += 1;
         if replicas == grp.receivers.len() {
-            let core = grp.core_from_ps.is_some_and(|t| now >= t) && !grp.forwarding.core_send.is_empty();
+            let core =
+                grp.core_from_ps.is_some_and(|t| now >= t) && !grp.forwarding.core_send.is_empty();
             let send = if core {
                 &grp.forwarding.core_send
             } else {
@@ -1413,7 +1428,11 @@ impl Engine {
             return;
         };
         self.tree_stats.feedback_to_source += 1;
-        if slot.qp.handle_repr(Instant::from_ps(self.now), &repr).is_err() {
+        if slot
+            .qp
+            .handle_repr(Instant::from_ps(self.now), &repr)
+            .is_err()
+        {
             self.totals.qp_rx_drops += 1;
         }
         self.service_qp(qpn);

@@ -423,14 +423,26 @@ fn figure_report(
     let _ = writeln!(
         text,
         "{:>10} {:<12} {:>5} {:>11} {:>11} {:>9} {:>9} {:>8} {:>9} {:>9} {:>10}",
-        x_name, "scheme", "jobs", "mean ms", "p99 ms", "mean/ref", "p99/ref", "pkts/msg", "switch GB", "retx", "fb@source"
+        x_name,
+        "scheme",
+        "jobs",
+        "mean ms",
+        "p99 ms",
+        "mean/ref",
+        "p99/ref",
+        "pkts/msg",
+        "switch GB",
+        "retx",
+        "fb@source"
     );
     let mut xs: Vec<f64> = points.iter().map(|p| p.x).collect();
     xs.sort_by(f64::total_cmp);
     xs.dedup();
     for x in xs {
         let at: Vec<&Point> = points.iter().filter(|p| p.x == x).collect();
-        let refp = reference.and_then(|r| at.iter().find(|p| p.scheme == r)).map(|p| mean_p99(&p.cct_ms));
+        let refp = reference
+            .and_then(|r| at.iter().find(|p| p.scheme == r))
+            .map(|p| mean_p99(&p.cct_ms));
         for p in at {
             let (mean, p99) = mean_p99(&p.cct_ms);
             let (rm, rp) = refp.map_or((f64::NAN, f64::NAN), |(a, b)| (mean / a, p99 / b));
@@ -481,7 +493,12 @@ fn servers_of(sc: &Scenario, gpus: u32) -> u32 {
     gpus.div_ceil(sc.multicast.gpus_per_server.max(1))
 }
 
-fn poisson_jobs(sc: &Scenario, topo: &Topology, gpus: u32, bytes: u64) -> Result<Vec<BroadcastJob>, String> {
+fn poisson_jobs(
+    sc: &Scenario,
+    topo: &Topology,
+    gpus: u32,
+    bytes: u64,
+) -> Result<Vec<BroadcastJob>, String> {
     let hosts = topo.num_hosts() as u32;
     let servers = servers_of(sc, gpus).min(hosts);
     let nic = (sc.topology.host_gbps * 1e9) as u64;
@@ -499,7 +516,11 @@ fn poisson_jobs(sc: &Scenario, topo: &Topology, gpus: u32, bytes: u64) -> Result
 
 /// Every scheme on Poisson jobs at each (x, GPUs, bytes); the same jobs for all
 /// schemes of one x.
-fn poisson_points(sc: &Scenario, topo: &Topology, xs: &[(f64, u32, u64)]) -> Result<Vec<Point>, String> {
+fn poisson_points(
+    sc: &Scenario,
+    topo: &Topology,
+    xs: &[(f64, u32, u64)],
+) -> Result<Vec<Point>, String> {
     let mut work = Vec::new();
     for &(x, gpus, bytes) in xs {
         let jobs = poisson_jobs(sc, topo, gpus, bytes)?;
@@ -529,14 +550,25 @@ pub fn fig5(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         sc.multicast.load * 100.0,
         sc.multicast.sizes
     );
-    Ok(figure_report("peel-fig5", "size", |x| fmt_bytes(x as u64), &points, header))
+    Ok(figure_report(
+        "peel-fig5",
+        "size",
+        |x| fmt_bytes(x as u64),
+        &points,
+        header,
+    ))
 }
 
 /// Fig 6: one message size while the group grows.
 pub fn fig6(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     let topo = build_topology(sc, base)?;
     let size = parse_bytes(&sc.multicast.message)?;
-    let xs: Vec<(f64, u32, u64)> = sc.multicast.groups.iter().map(|&g| (g as f64, g, size)).collect();
+    let xs: Vec<(f64, u32, u64)> = sc
+        .multicast
+        .groups
+        .iter()
+        .map(|&g| (g as f64, g, size))
+        .collect();
     let points = poisson_points(sc, &topo, &xs)?;
     let header = format!(
         "# PEEL Fig 6: {} Broadcasts at load {:.0}% on {}, group of 32-1024 GPUs\n\
@@ -545,7 +577,13 @@ pub fn fig6(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         sc.multicast.load * 100.0,
         topo.name
     );
-    Ok(figure_report("peel-fig6", "gpus", |x| format!("{x}"), &points, header))
+    Ok(figure_report(
+        "peel-fig6",
+        "gpus",
+        |x| format!("{x}"),
+        &points,
+        header,
+    ))
 }
 
 /// Fig 7: one Broadcast at a time on a leaf–spine with failed spine–leaf links.
@@ -570,9 +608,11 @@ pub fn fig7(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
             // Trial t places its job the same way at every failure rate (a paired
             // comparison); the failed links are drawn per (rate, trial).
             let mut place = ChaCha8Rng::seed_from_u64(sc.seed.wrapping_mul(1_000_003) + t as u64);
-            let fail_seed = ChaCha8Rng::seed_from_u64(sc.seed ^ ((fi as u64) << 32 | t as u64)).next_u64();
+            let fail_seed =
+                ChaCha8Rng::seed_from_u64(sc.seed ^ ((fi as u64) << 32 | t as u64)).next_u64();
             let mut topo = clean.clone();
-            topo.fail_fraction(fail, fail_seed).map_err(|e| e.to_string())?;
+            topo.fail_fraction(fail, fail_seed)
+                .map_err(|e| e.to_string())?;
             // Job locality, as Fig 5: consecutive servers from a random one.
             let first = place.next_u32() % hosts;
             let members: Vec<u32> = (0..servers).map(|i| (first + i) % hosts).collect();
@@ -601,10 +641,14 @@ pub fn fig7(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     // Merge the trials of each (fail, scheme).
     let mut merged: Vec<Point> = Vec::new();
     for p in runs {
-        match merged.iter_mut().find(|q| q.x == p.x && q.scheme == p.scheme) {
+        match merged
+            .iter_mut()
+            .find(|q| q.x == p.x && q.scheme == p.scheme)
+        {
             Some(q) => {
                 let n = q.cct_ms.len() as f64;
-                q.packets_per_message = (q.packets_per_message * n + p.packets_per_message) / (n + 1.0);
+                q.packets_per_message =
+                    (q.packets_per_message * n + p.packets_per_message) / (n + 1.0);
                 q.switch_gb += p.switch_gb;
                 q.retransmitted += p.retransmitted;
                 q.repairs += p.repairs;
@@ -621,7 +665,13 @@ pub fn fig7(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
          paper: at 10% failed, PEEL's p99 CCT is 3x below Ring's and 30x below Tree's.\n",
         m.group, m.message, clean.name, m.instances
     );
-    Ok(figure_report("peel-fig7", "failed", |x| format!("{:.0}%", x * 100.0), &merged, header))
+    Ok(figure_report(
+        "peel-fig7",
+        "failed",
+        |x| format!("{:.0}%", x * 100.0),
+        &merged,
+        header,
+    ))
 }
 
 fn fmt_bytes(b: u64) -> String {

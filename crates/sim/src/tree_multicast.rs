@@ -120,7 +120,10 @@ impl GroupForwarding {
         let mut explicit: Vec<&TreeArc> = Vec::new();
         for a in &tree.arcs {
             if below_served(a.parent) {
-                member_ports.entry(a.parent).or_default().push(port(topo, a)?);
+                member_ports
+                    .entry(a.parent)
+                    .or_default()
+                    .push(port(topo, a)?);
             } else if !served.contains(&a.child) {
                 explicit.push(a);
             }
@@ -138,7 +141,9 @@ impl GroupForwarding {
         for (j, p) in plan.packets.iter().enumerate() {
             let mut hops: BTreeMap<NodeId, Vec<Hop>> = BTreeMap::new();
             for a in path(p.plane)? {
-                hops.entry(a.parent).or_default().push((port(topo, &a)?, j as u16));
+                hops.entry(a.parent)
+                    .or_default()
+                    .push((port(topo, &a)?, j as u16));
                 on_path.insert((a.parent, a.child));
             }
             f.labels.push(Label {
@@ -152,7 +157,13 @@ impl GroupForwarding {
             .copied()
             .filter(|a| !on_path.contains(&(a.parent, a.child)))
             .collect();
-        assign_local(topo, &parents, &local, &mut f.labels, &f.static_send.clone())?;
+        assign_local(
+            topo,
+            &parents,
+            &local,
+            &mut f.labels,
+            &f.static_send.clone(),
+        )?;
         if !programmable_core {
             return Ok(f);
         }
@@ -329,7 +340,10 @@ fn assign_local(
                 break l;
             }
             let Some(&(p, link)) = parents.get(&at) else {
-                return Err(format!("tree arc {}→{} hangs off no label", a.parent, a.child));
+                return Err(format!(
+                    "tree arc {}→{} hangs off no label",
+                    a.parent, a.child
+                ));
             };
             chain.push(TreeArc {
                 parent: p,

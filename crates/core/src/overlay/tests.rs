@@ -35,9 +35,7 @@ fn every_schedule_is_consistent_for_groups_2_to_64_and_blocks_1_to_32() {
                     Scheme::BinomialTree => k * schedule::ceil_log2(n),
                     // The deepest offset (depth plus right turns) plus two steps
                     // per further block.
-                    Scheme::BinaryTree => {
-                        (1..n).map(binary_tree_offset).max().unwrap() + 2 * k - 2
-                    }
+                    Scheme::BinaryTree => (1..n).map(binary_tree_offset).max().unwrap() + 2 * k - 2,
                 };
                 assert_eq!(s.total_steps(), want, "{scheme} n={n} k={k}");
             }

@@ -55,7 +55,10 @@ fn every_scheme_completes_overlapping_jobs() {
         let out = run_collectives(topo.clone(), cfg.clone(), &jobs, scheme, &quick()).unwrap();
         assert_eq!(out.cct_ps.len(), 2);
         for &c in &out.cct_ps {
-            assert!(c > wire_floor_ps(1 << 20), "{scheme:?}: {c} ps beats the wire");
+            assert!(
+                c > wire_floor_ps(1 << 20),
+                "{scheme:?}: {c} ps beats the wire"
+            );
         }
         assert_eq!(out.drops, 0, "{scheme:?}: lossless fabric");
         cct.insert(scheme, out);
@@ -88,7 +91,8 @@ fn programmable_cores_take_over_after_the_set_up_delay() {
     let (topo, cfg) = fabric(&[]);
     let jobs = two_jobs(4 << 20);
     let s = quick();
-    let peel = run_collectives(topo.clone(), cfg.clone(), &jobs, CollectiveScheme::Peel, &s).unwrap();
+    let peel =
+        run_collectives(topo.clone(), cfg.clone(), &jobs, CollectiveScheme::Peel, &s).unwrap();
     let cores = run_collectives(topo, cfg, &jobs, CollectiveScheme::PeelCores, &s).unwrap();
     assert_eq!(peel.tree.core_copies, 0);
     assert!(cores.tree.core_copies > 0, "{:?}", cores.tree);
@@ -123,16 +127,24 @@ fn over_cover_discards_are_counted_and_never_delivered() {
         bytes: 256 << 10,
     }];
     let mut s = quick();
-    let exact = run_collectives(topo.clone(), cfg.clone(), &jobs, CollectiveScheme::Peel, &s).unwrap();
+    let exact =
+        run_collectives(topo.clone(), cfg.clone(), &jobs, CollectiveScheme::Peel, &s).unwrap();
     assert_eq!(exact.packets_per_message, 2);
     assert_eq!(exact.tree.over_cover_discards, 0);
     s.cover = CoverPolicy::OverCover { max_prefixes: 1 };
     let over = run_collectives(topo, cfg, &jobs, CollectiveScheme::Peel, &s).unwrap();
     assert_eq!(over.packets_per_message, 1);
     let packets = over.tree.full_transmissions;
-    assert_eq!(over.tree.over_cover_discards, 2 * packets, "two racks discard every packet");
+    assert_eq!(
+        over.tree.over_cover_discards,
+        2 * packets,
+        "two racks discard every packet"
+    );
     assert_eq!(over.tree.stray_copies, 0);
-    assert!(over.host_tx_bytes < exact.host_tx_bytes, "one copy leaves the source, not two");
+    assert!(
+        over.host_tx_bytes < exact.host_tx_bytes,
+        "one copy leaves the source, not two"
+    );
 }
 
 #[test]
@@ -173,10 +185,17 @@ fn a_lone_job_starting_later_still_runs() {
         members: vec![3, 0, 9, 14],
         bytes: 64 << 10,
     }];
-    for scheme in [CollectiveScheme::Ring, CollectiveScheme::BinaryTree, CollectiveScheme::Peel] {
+    for scheme in [
+        CollectiveScheme::Ring,
+        CollectiveScheme::BinaryTree,
+        CollectiveScheme::Peel,
+    ] {
         let out = run_collectives(topo.clone(), cfg.clone(), &jobs, scheme, &quick()).unwrap();
         assert!(out.cct_ps[0] > wire_floor_ps(64 << 10), "{scheme:?}");
-        assert!(out.cct_ps[0] < 1_000_000_000, "{scheme:?}: CCT counts from the job's start");
+        assert!(
+            out.cct_ps[0] < 1_000_000_000,
+            "{scheme:?}: CCT counts from the job's start"
+        );
     }
 }
 
@@ -185,7 +204,8 @@ fn peel_with_switch_feedback_aggregation_spares_the_source_link() {
     let (topo, cfg) = fabric(&[]);
     let jobs = two_jobs(1 << 20);
     let s = quick();
-    let host = run_collectives(topo.clone(), cfg.clone(), &jobs, CollectiveScheme::Peel, &s).unwrap();
+    let host =
+        run_collectives(topo.clone(), cfg.clone(), &jobs, CollectiveScheme::Peel, &s).unwrap();
     let agg = run_collectives(topo, cfg, &jobs, CollectiveScheme::PeelAgg, &s).unwrap();
     // Host aggregation: every receiver's ACK crosses the source's link.
     assert_eq!(host.tree.switch_feedback_to_source, 0);
@@ -209,5 +229,8 @@ fn switch_aggregated_groups_recover_losses_through_the_fabric() {
     let out = run_collectives(topo, cfg, &jobs, CollectiveScheme::PeelAgg, &quick()).unwrap();
     assert!(out.drops > 0 && out.retransmitted > 0);
     assert!(out.tree.cepheus_retransmissions > 0, "{:?}", out.tree);
-    assert_eq!(out.tree.repair_copies, 0, "no source-side repairs in this mode");
+    assert_eq!(
+        out.tree.repair_copies, 0,
+        "no source-side repairs in this mode"
+    );
 }

@@ -20,12 +20,22 @@ struct Walk {
 
 /// Follows every copy of one transmission through the switches' rules (the same
 /// `step` the engine runs), without queues.
-fn walk(topo: &Topology, rules: &StaticPrefixRules, f: &GroupForwarding, src: NodeId, send: &[u16]) -> Walk {
+fn walk(
+    topo: &Topology,
+    rules: &StaticPrefixRules,
+    f: &GroupForwarding,
+    src: NodeId,
+    send: &[u16],
+) -> Walk {
     let mut w = Walk::default();
     let mut todo: Vec<(NodeId, u16)> = Vec::new();
     for &l in send {
         // The source host: its label's hop (its only port).
-        for &(p, out) in f.labels[l as usize].hops.get(&src).expect("source on every label") {
+        for &(p, out) in f.labels[l as usize]
+            .hops
+            .get(&src)
+            .expect("source on every label")
+        {
             let (_, next) = topo.ports(src)[p as usize];
             w.link_copies += 1;
             todo.push((next, out));
@@ -49,7 +59,10 @@ fn walk(topo: &Topology, rules: &StaticPrefixRules, f: &GroupForwarding, src: No
             if topo.links[link as usize].failed {
                 // A static rule's port whose link is down: the copy goes nowhere, as
                 // a discard (only an over-covered rack can sit behind it).
-                assert!(matches!(f.step(rules, node, label), Step::Prefix(_)), "a tree copy took failed link {link}");
+                assert!(
+                    matches!(f.step(rules, node, label), Step::Prefix(_)),
+                    "a tree copy took failed link {link}"
+                );
                 w.discards += 1;
                 continue;
             }
@@ -85,7 +98,11 @@ fn peel_packets_climb_separately_and_match_the_plan() {
     let topo = Topology::fat_tree(8, 1, tier(), tier(), tier()).unwrap();
     let layout = PrefixLayout::from_topology(&topo).unwrap();
     let rules = StaticPrefixRules::new(&topo, &layout);
-    assert_eq!(rules.rule_count(), 8 * 4 * 7, "k − 1 = 7 rules at each of 32 aggregation switches");
+    assert_eq!(
+        rules.rule_count(),
+        8 * 4 * 7,
+        "k − 1 = 7 rules at each of 32 aggregation switches"
+    );
     let dests: Vec<NodeId> = vec![1, 5, 9, 16, 20, 28];
     let tree = symmetric_tree(&topo, 0, &dests).unwrap();
     for (policy, packets, discards) in [
@@ -146,7 +163,10 @@ fn gpu_servers_deliver_through_the_nic() {
     let f = GroupForwarding::peel(&topo, &layout, &tree, &plan, true).unwrap();
     let w = walk(&topo, &rules, &f, 0, &f.static_send);
     check_delivers_once(&w, &dests);
-    assert!(f.core_send.is_empty(), "a leaf–spine has no tier above its planes");
+    assert!(
+        f.core_send.is_empty(),
+        "a leaf–spine has no tier above its planes"
+    );
 }
 
 #[test]
@@ -168,7 +188,10 @@ fn random_groups_on_failed_fabrics_deliver_exactly_once() {
         let Ok(tree) = layer_peeling_tree(&topo, 0, &dests) else {
             continue; // a destination cut off by the failures
         };
-        for policy in [CoverPolicy::Exact, CoverPolicy::OverCover { max_prefixes: 1 }] {
+        for policy in [
+            CoverPolicy::Exact,
+            CoverPolicy::OverCover { max_prefixes: 1 },
+        ] {
             let plan = plan_group(&topo, &layout, &tree, policy).unwrap();
             let f = GroupForwarding::peel(&topo, &layout, &tree, &plan, true).unwrap();
             for send in [&f.static_send, &f.core_send] {
@@ -177,7 +200,10 @@ fn random_groups_on_failed_fabrics_deliver_exactly_once() {
                 }
                 let w = walk(&topo, &rules, &f, 0, send);
                 check_delivers_once(&w, &tree.destinations);
-                assert_eq!(w.discards, plan.discarded_rack_copies, "seed {seed} {policy:?}");
+                assert_eq!(
+                    w.discards, plan.discarded_rack_copies,
+                    "seed {seed} {policy:?}"
+                );
                 checked += 1;
             }
         }

@@ -1,0 +1,132 @@
+//! `rocast sim --preset peel-fig5|6|7`, shrunk: every scheme runs, the paper's figures
+//! are printed beside the table, the CSV is written, and bad scheme names are errors.
+
+mod common;
+use common::rocast;
+use std::path::Path;
+
+fn out_dir(name: &str) -> String {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("peel_figs")
+        .join(name);
+    d.to_str().unwrap().to_string()
+}
+
+/// The table rows: (x, scheme, jobs, mean ms).
+fn rows(stdout: &str) -> Vec<(String, String, u32, f64)> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let jobs = f.get(2)?.parse().ok()?;
+            let mean = f.get(3)?.parse().ok()?;
+            Some((f[0].to_string(), f[1].to_string(), jobs, mean))
+        })
+        .collect()
+}
+
+#[test]
+fn fig5_runs_every_scheme_and_writes_its_csv() {
+    let out = out_dir("fig5");
+    let r = rocast(&[
+        "sim",
+        "--preset",
+        "peel-fig5",
+        "--out",
+        &out,
+        "--set",
+        "multicast.sizes=\"256K\"",
+        "--set",
+        "multicast.group=64",
+        "--set",
+        "multicast.broadcasts=4",
+        "--set",
+        "multicast.setup_ms=0.2",
+        "--set",
+        "multicast.setup_sd_ms=0.05",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.contains("paper: PEEL's mean CCT 23%"),
+        "{}",
+        r.stdout
+    );
+    let rows = rows(&r.stdout);
+    let schemes: Vec<&str> = rows.iter().map(|r| r.1.as_str()).collect();
+    assert_eq!(
+        schemes,
+        [
+            "peel",
+            "peel-cores",
+            "ring",
+            "binary-tree",
+            "orca",
+            "optimal"
+        ]
+    );
+    for (x, s, jobs, mean) in &rows {
+        assert_eq!(x, "256K");
+        assert_eq!(*jobs, 4, "{s}");
+        // 256 KiB at 100 Gb/s takes at least 21 µs.
+        assert!(*mean > 0.021, "{s}: {mean} ms");
+    }
+    let csv = std::fs::read_to_string(Path::new(&out).join("peel-fig5.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 7);
+    assert!(csv.starts_with("figure,size,scheme,jobs,mean_ms,p99_ms"));
+}
+
+#[test]
+fn fig6_and_fig7_run_shrunk() {
+    let r = rocast(&[
+        "sim",
+        "--preset",
+        "peel-fig6",
+        "--out",
+        &out_dir("fig6"),
+        "--set",
+        "multicast.groups=[32, 64]",
+        "--set",
+        "multicast.message=\"128K\"",
+        "--set",
+        "multicast.broadcasts=4",
+        "--set",
+        "multicast.schemes=[\"peel\", \"optimal\"]",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(rows(&r.stdout).len(), 4);
+    let r = rocast(&[
+        "sim",
+        "--preset",
+        "peel-fig7",
+        "--out",
+        &out_dir("fig7"),
+        "--set",
+        "multicast.instances=3",
+        "--set",
+        "multicast.fail_fractions=[0.1]",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let rows = rows(&r.stdout);
+    assert_eq!(rows.len(), 4, "{}", r.stdout);
+    assert!(rows.iter().all(|r| r.0 == "10%" && r.2 == 3));
+    assert!(r.stdout.contains("30x below Tree's"));
+}
+
+#[test]
+fn unknown_scheme_is_a_clear_error() {
+    let r = rocast(&[
+        "sim",
+        "--preset",
+        "peel-fig7",
+        "--out",
+        &out_dir("bad"),
+        "--set",
+        "multicast.schemes=[\"multicast-magic\"]",
+    ]);
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("unknown collective scheme"),
+        "{}",
+        r.stderr
+    );
+}
