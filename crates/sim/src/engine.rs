@@ -1650,7 +1650,12 @@ impl Engine {
                         if let Some(&g) = self.tree_by_source_qp.get(&qpn) {
                             self.tree_source_send(g, host, sp);
                             self.arm_timer(qpn);
-                            return;
+                            if self.ports[port as usize].busy {
+                                return;
+                            }
+                            // Every receiver had it: nothing went out, so the NIC
+                            // moves on to the next packet now.
+                            continue;
                         }
                     }
                     let pkt = self.alloc_with_scratch_payload(sp, self.cfg.carry_payload);
