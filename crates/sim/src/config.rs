@@ -233,6 +233,12 @@ pub struct SwitchConfig {
     pub kmin_kb: f64,
     pub kmax_kb: f64,
     pub pmax: f64,
+    /// Which CNPs a switch's multicast engine passes toward the source: "cepheus"
+    /// (per-path counters, aged every window), "tmcf" (the previous slot's busiest
+    /// interface) or "forward-all" (MC-RDMA).
+    pub cnp_filter: String,
+    /// The Cepheus window or TMCF slot, µs.
+    pub cnp_window_us: u64,
 }
 
 impl Default for SwitchConfig {
@@ -251,6 +257,8 @@ impl Default for SwitchConfig {
             kmin_kb: 400.0,
             kmax_kb: 1600.0,
             pmax: 0.2,
+            cnp_filter: "cepheus".into(),
+            cnp_window_us: 50,
         }
     }
 }
@@ -584,6 +592,21 @@ impl Scenario {
                 "nic.cc",
                 format!("expected \"dcqcn\" or \"none\", got {:?}", n.cc),
             ));
+        }
+        if !matches!(
+            self.switch.cnp_filter.as_str(),
+            "cepheus" | "tmcf" | "forward-all"
+        ) {
+            return Err(invalid(
+                "switch.cnp_filter",
+                format!(
+                    "expected \"cepheus\", \"tmcf\" or \"forward-all\", got {:?}",
+                    self.switch.cnp_filter
+                ),
+            ));
+        }
+        if self.switch.cnp_window_us == 0 {
+            return Err(invalid("switch.cnp_window_us", "must be at least 1"));
         }
         if !matches!(n.dcqcn_preset.as_str(), "hpcc" | "paper") {
             return Err(invalid(

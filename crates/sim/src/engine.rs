@@ -23,6 +23,7 @@ use rocast_core::control::switch_agent::{self, UnicastRoute, UnicastTable};
 use rocast_core::control::SwitchReport;
 use rocast_core::fabric::cepheus::{
     is_mcst_id, CepheusAction, CepheusSwitch, CnpFilter, CounterCnpFilter, ForwardAllCnp, NextHop,
+    TmcfCnpFilter,
 };
 use rocast_core::fabric::mmu::{Admission, PRIORITIES};
 use rocast_core::fabric::{ecmp_hash, EcnRed, SharedBufferMmu};
@@ -88,6 +89,8 @@ pub enum CnpFilterChoice {
     ForwardAll,
     /// Cepheus' per-path counters, aged every window.
     Counter(Duration),
+    /// TMCF: the previous slot's busiest interface.
+    Tmcf(Duration),
 }
 
 impl CnpFilterChoice {
@@ -95,6 +98,7 @@ impl CnpFilterChoice {
         match self {
             CnpFilterChoice::ForwardAll => Box::new(ForwardAllCnp),
             CnpFilterChoice::Counter(w) => Box::new(CounterCnpFilter::new(w)),
+            CnpFilterChoice::Tmcf(w) => Box::new(TmcfCnpFilter::new(w)),
         }
     }
 }

@@ -147,7 +147,14 @@ pub fn engine_config(sc: &Scenario, topo: &Topology) -> Result<EngineConfig, Str
         capture_max_packets: sc.output.capture_max_packets,
         carry_payload: false,
         mft_max_groups: 1024,
-        cnp_filter: crate::engine::CnpFilterChoice::Counter(Duration::from_us(50)),
+        cnp_filter: {
+            let w = Duration::from_us(s.cnp_window_us);
+            match s.cnp_filter.as_str() {
+                "tmcf" => crate::engine::CnpFilterChoice::Tmcf(w),
+                "forward-all" => crate::engine::CnpFilterChoice::ForwardAll,
+                _ => crate::engine::CnpFilterChoice::Counter(w),
+            }
+        },
         control_latency: Duration::from_us(10),
     })
 }

@@ -9,8 +9,8 @@
 //! the CNPs of the path with the highest count.
 //!
 //! The filter is a trait so the policy is pluggable: [`ForwardAllCnp`] is MC-RDMA's
-//! behaviour (no filtering), [`CounterCnpFilter`] is Cepheus', and TMCF's filter joins
-//! them later.
+//! behaviour (no filtering), [`CounterCnpFilter`] is Cepheus', and [`TmcfCnpFilter`] is
+//! TMCF's per-slot selection (TMCF §III: the congestion path multiplicity problem).
 
 use crate::time::{Duration, Instant};
 use std::collections::BTreeMap;
@@ -115,6 +115,97 @@ impl CnpFilter for CounterCnpFilter {
     }
 }
 
+/// TMCF's filter: at a branching switch, CNPs are counted per downstream interface
+/// in time slots (default 50 µs); during a slot only the CNPs of the interface that
+/// counted most in the previous slot pass, so the sender follows the single worst
+/// path instead of cutting once per congested branch.
+///
+/// Choices where the paper is silent:
+/// - **Ties**: the interface chosen for the previous slot keeps the slot if it is
+///   among the largest counts (no flapping between equally congested paths); else
+///   the lowest-numbered of them.
+/// - **Empty previous slot** (no CNPs, or more than one slot passed without any):
+///   nothing is known, so the first interface to send a CNP in this slot is chosen
+///   for the rest of it. Congestion onset is then signalled without a slot's delay.
+#[derive(Clone, Debug)]
+pub struct TmcfCnpFilter {
+    pub slot: Duration,
+    groups: BTreeMap<u32, TmcfState>,
+}
+
+#[derive(Clone, Debug)]
+struct TmcfState {
+    slot_start: Instant,
+    /// CNPs per interface in the current slot.
+    counts: Vec<u32>,
+    /// The interface whose CNPs pass in the current slot.
+    chosen: Option<usize>,
+}
+
+impl TmcfCnpFilter {
+    pub fn new(slot: Duration) -> Self {
+        TmcfCnpFilter {
+            slot,
+            groups: BTreeMap::new(),
+        }
+    }
+    /// The interface whose CNPs pass in a group's current slot, for inspection.
+    pub fn chosen(&self, group: u32) -> Option<usize> {
+        self.groups.get(&group).and_then(|s| s.chosen)
+    }
+}
+
+impl CnpFilter for TmcfCnpFilter {
+    fn admit(&mut self, now: Instant, group: u32, entry: usize, entries: usize) -> bool {
+        let st = self.groups.entry(group).or_insert_with(|| TmcfState {
+            slot_start: now,
+            counts: Vec::new(),
+            chosen: None,
+        });
+        if st.counts.len() < entries {
+            st.counts.resize(entries, 0);
+        }
+        let w = self.slot.as_ps().max(1);
+        let elapsed = now.saturating_since(st.slot_start).as_ps();
+        if elapsed >= w {
+            let slots = elapsed / w;
+            let max = st.counts.iter().copied().max().unwrap_or(0);
+            st.chosen = if slots > 1 || max == 0 {
+                None
+            } else if st.chosen.is_some_and(|c| st.counts.get(c) == Some(&max)) {
+                st.chosen
+            } else {
+                st.counts.iter().position(|&c| c == max)
+            };
+            st.counts.iter_mut().for_each(|c| *c = 0);
+            st.slot_start += Duration::from_ps(slots * w);
+        }
+        let Some(c) = st.counts.get_mut(entry) else {
+            return false;
+        };
+        *c = c.saturating_add(1);
+        match st.chosen {
+            Some(x) => x == entry,
+            None => {
+                st.chosen = Some(entry);
+                true
+            }
+        }
+    }
+    fn forget(&mut self, group: u32) {
+        self.groups.remove(&group);
+    }
+    fn memory_bytes(&self) -> usize {
+        self.groups
+            .values()
+            .map(|s| 64 + s.counts.capacity() * 4)
+            .sum()
+    }
+    fn name(&self) -> &'static str {
+        "tmcf"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,5 +252,85 @@ mod tests {
         );
         f.forget(1);
         assert!(f.counters(1).is_none());
+    }
+
+    // ---- TMCF slot logic, packet by packet (slot 50 µs) ----
+
+    #[test]
+    fn tmcf_first_slot_passes_the_first_interface_heard() {
+        let mut f = TmcfCnpFilter::new(Duration::from_us(50));
+        assert!(
+            f.admit(us(1), 1, 2, 3),
+            "nothing known: the first CNP passes"
+        );
+        assert_eq!(f.chosen(1), Some(2));
+        assert!(
+            !f.admit(us(2), 1, 0, 3),
+            "another interface in the same slot is held back"
+        );
+        assert!(f.admit(us(3), 1, 2, 3));
+    }
+
+    #[test]
+    fn tmcf_next_slot_follows_the_largest_count() {
+        let mut f = TmcfCnpFilter::new(Duration::from_us(50));
+        // Slot [0, 50): interface 0 first (chosen), but interface 1 counts 3 to 1.
+        assert!(f.admit(us(0), 1, 0, 2));
+        for t in [10, 20, 30] {
+            assert!(!f.admit(us(t), 1, 1, 2));
+        }
+        // Slot [50, 100): only interface 1 passes.
+        assert!(!f.admit(us(55), 1, 0, 2));
+        assert!(f.admit(us(60), 1, 1, 2));
+        assert_eq!(f.chosen(1), Some(1));
+    }
+
+    #[test]
+    fn tmcf_ties_keep_the_previous_choice_else_the_lowest() {
+        let mut f = TmcfCnpFilter::new(Duration::from_us(50));
+        assert!(f.admit(us(0), 1, 2, 3)); // chosen 2
+        assert!(!f.admit(us(1), 1, 1, 3));
+        // Tie 1:1 between 1 and 2: 2 keeps the next slot.
+        assert!(f.admit(us(51), 1, 2, 3));
+        assert!(!f.admit(us(52), 1, 1, 3));
+        assert!(!f.admit(us(53), 1, 0, 3));
+        // Slot [100, 150) after a three-way tie 1:1:1: 2 still holds it.
+        assert!(f.admit(us(101), 1, 2, 3));
+        // A tie the previous choice is not part of goes to the lowest interface.
+        let mut g = TmcfCnpFilter::new(Duration::from_us(50));
+        assert!(g.admit(us(0), 9, 2, 3)); // chosen 2, count 1
+        for t in [1, 2] {
+            g.admit(us(t), 9, 0, 3);
+            g.admit(us(t), 9, 1, 3);
+        }
+        assert!(g.admit(us(60), 9, 0, 3));
+        assert!(!g.admit(us(61), 9, 1, 3));
+    }
+
+    #[test]
+    fn tmcf_empty_or_skipped_slots_forget_the_choice() {
+        let mut f = TmcfCnpFilter::new(Duration::from_us(50));
+        assert!(f.admit(us(0), 1, 0, 2));
+        // Slot [50, 100) is empty; at 120 µs the choice is gone: interface 1 passes.
+        assert!(f.admit(us(120), 1, 1, 2));
+        assert_eq!(f.chosen(1), Some(1));
+        // Exactly the next slot after a slot with CNPs keeps the count-based choice.
+        assert!(!f.admit(us(160), 1, 0, 2));
+    }
+
+    #[test]
+    fn tmcf_groups_are_independent_and_forgotten() {
+        let mut f = TmcfCnpFilter::new(Duration::from_us(50));
+        assert!(f.admit(us(0), 1, 0, 2));
+        assert!(f.admit(us(0), 2, 1, 2));
+        assert!(!f.admit(us(1), 1, 1, 2));
+        assert!(f.memory_bytes() > 0);
+        f.forget(1);
+        f.forget(2);
+        assert_eq!(f.memory_bytes(), 0);
+        assert!(
+            !f.admit(us(2), 3, 5, 2),
+            "an entry beyond the table passes nothing"
+        );
     }
 }
