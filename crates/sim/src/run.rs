@@ -43,6 +43,16 @@ pub struct RunReport {
     pub switches: usize,
 }
 
+/// The topology and engine settings of the built-in defaults plus `--set`-style
+/// overrides (`"topology.k=4"`), for code and tests that drive an engine directly.
+pub fn fabric_with(sets: &[&str]) -> Result<(Topology, EngineConfig), String> {
+    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+    let sc = Scenario::from_toml("", &sets).map_err(|e| e.to_string())?;
+    let topo = build_topology(&sc, Path::new("."))?;
+    let cfg = engine_config(&sc, &topo)?;
+    Ok((topo, cfg))
+}
+
 pub fn build_topology(sc: &Scenario, base: &Path) -> Result<Topology, String> {
     let t = &sc.topology;
     let gbps = |g: f64| (g * 1e9).round() as u64;

@@ -7,23 +7,15 @@ use rocast_core::plan::Topology;
 use rocast_core::time::Duration;
 use rocast_core::wire::{classify_frame, FrameClass, Ipv4Address, Opcode};
 use rocast_sim::cepheus::{run_cepheus, CepheusOutcome, CepheusSpec};
-use rocast_sim::config::Scenario;
 use rocast_sim::engine::EngineConfig;
 use rocast_sim::packet::host_ip;
-use rocast_sim::run::{build_topology, engine_config};
-use std::path::Path;
+use rocast_sim::run::fabric_with;
 
 /// A k=4 fat-tree (16 hosts, 20 switches) with the given overrides.
 fn fat_tree(extra: &[&str]) -> (Topology, EngineConfig) {
-    let mut sets: Vec<String> = ["topology.kind=\"fat-tree\"", "topology.k=4"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    sets.extend(extra.iter().map(|s| s.to_string()));
-    let sc = Scenario::from_toml("", &sets).unwrap();
-    let topo = build_topology(&sc, Path::new(".")).unwrap();
-    let cfg = engine_config(&sc, &topo).unwrap();
-    (topo, cfg)
+    let mut sets = vec!["topology.kind=\"fat-tree\"", "topology.k=4"];
+    sets.extend_from_slice(extra);
+    fabric_with(&sets).unwrap()
 }
 
 fn group(receivers: &[u32], size: u64, messages: u32) -> CepheusSpec {

@@ -6,21 +6,14 @@
 
 use rocast_core::time::Duration;
 use rocast_sim::cepheus::{run_cepheus_with_flows, CepheusSpec};
-use rocast_sim::config::Scenario;
-use rocast_sim::run::{build_topology, engine_config};
+use rocast_sim::run::fabric_with;
 use rocast_sim::workload::FlowSpec;
-use std::path::Path;
 
 /// The multicast's mean rate (Gb/s) while all six unicasts run, for one policy.
 fn multicast_gbps(extra: &[&str]) -> f64 {
-    let mut sets: Vec<String> = ["topology.kind=\"fat-tree\"", "topology.k=4", "nic.mtu=4096"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    sets.extend(extra.iter().map(|s| s.to_string()));
-    let sc = Scenario::from_toml("", &sets).unwrap();
-    let topo = build_topology(&sc, Path::new(".")).unwrap();
-    let cfg = engine_config(&sc, &topo).unwrap();
+    let mut sets = vec!["topology.kind=\"fat-tree\"", "topology.k=4", "nic.mtu=4096"];
+    sets.extend_from_slice(extra);
+    let (topo, cfg) = fabric_with(&sets).unwrap();
     let receivers = vec![2, 4, 6, 8, 10, 12];
     // Rack neighbours: each unicast shares exactly one receiver's ToR downlink.
     let flows: Vec<FlowSpec> = receivers

@@ -1,19 +1,11 @@
 use super::*;
-use crate::config::Scenario;
-use crate::run::{build_topology, engine_config};
-use std::path::Path;
+use crate::run::fabric_with;
 
 /// A k=4 fat-tree (16 hosts, 2 per rack) with the given overrides.
 fn fabric(extra: &[&str]) -> (Topology, EngineConfig) {
-    let mut sets: Vec<String> = ["topology.kind=\"fat-tree\"", "topology.k=4", "nic.mtu=4096"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    sets.extend(extra.iter().map(|s| s.to_string()));
-    let sc = Scenario::from_toml("", &sets).unwrap();
-    let topo = build_topology(&sc, Path::new(".")).unwrap();
-    let cfg = engine_config(&sc, &topo).unwrap();
-    (topo, cfg)
+    let mut sets = vec!["topology.kind=\"fat-tree\"", "topology.k=4", "nic.mtu=4096"];
+    sets.extend_from_slice(extra);
+    fabric_with(&sets).unwrap()
 }
 
 fn quick() -> CollectiveSettings {
