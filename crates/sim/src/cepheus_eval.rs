@@ -189,7 +189,8 @@ fn run_name(r: Run) -> String {
     }
 }
 
-fn fmt_size(b: u64) -> String {
+/// `64`, `4K`, `8M`, `1G`: the sizes the tables print.
+pub(crate) fn fmt_size(b: u64) -> String {
     match b {
         b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}G", b >> 30),
         b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),

@@ -19,7 +19,7 @@ use rocast_core::plan::prefix::{
 use rocast_core::plan::{Routes, TierSpec, Topology};
 use rocast_core::time::Duration;
 
-use crate::cepheus_eval::{parallel, EvalReport};
+use crate::cepheus_eval::{fmt_size, parallel, EvalReport};
 use crate::collective::{
     job_tree, poisson_broadcasts, run_collectives, BroadcastJob, CollectiveScheme,
     CollectiveSettings,
@@ -553,7 +553,7 @@ pub fn fig5(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     Ok(figure_report(
         "peel-fig5",
         "size",
-        |x| fmt_bytes(x as u64),
+        |x| fmt_size(x as u64),
         &points,
         header,
     ))
@@ -672,14 +672,4 @@ pub fn fig7(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         &merged,
         header,
     ))
-}
-
-fn fmt_bytes(b: u64) -> String {
-    if b >= 1 << 20 && b % (1 << 20) == 0 {
-        format!("{}M", b >> 20)
-    } else if b >= 1 << 10 && b % (1 << 10) == 0 {
-        format!("{}K", b >> 10)
-    } else {
-        format!("{b}")
-    }
 }
