@@ -39,3 +39,16 @@ def test_bad_arguments_are_a_usage_error(tmp_path):
     )
     assert r.returncode == 2
     assert "Usage" in r.stderr
+
+
+def test_rate_plot(tmp_path):
+    csv = tmp_path / "r.csv"
+    png = tmp_path / "r.png"
+    csv.write_text("ms,policy,gbps\n0.1,tmcf,39.0\n0.2,tmcf,20.0\n0.1,forward-all,39.0\n0.2,forward-all,9.0\n")
+    r = subprocess.run(
+        [sys.executable, str(REPO / "python" / "plot_rate.py"), str(csv), str(png), "t"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -130,3 +130,27 @@ fn unknown_scheme_is_a_clear_error() {
         r.stderr
     );
 }
+
+/// TMCF's CPMP preset: forward-all collapses as paths congest, TMCF holds more.
+#[test]
+fn tmcf_cpmp_preset_separates_the_policies() {
+    let out = out_dir("cpmp");
+    let r = rocast(&["sim", "--preset", "tmcf-cpmp", "--out", &out]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // The row with all six paths congested: forward-all, tmcf, cepheus, guard, fair.
+    let row: Vec<f64> = r
+        .stdout
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("6"))
+        .unwrap_or_else(|| panic!("{}", r.stdout))
+        .split_whitespace()
+        .skip(1)
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let (fa, tmcf, fair) = (row[0], row[1], row[4]);
+    assert_eq!(fair, 20.0);
+    assert!(fa < 0.6 * fair, "forward-all {fa}");
+    assert!(tmcf > 0.65 * fair && tmcf > 1.3 * fa, "tmcf {tmcf} vs {fa}");
+    let csv = std::fs::read_to_string(Path::new(&out).join("tmcf-cpmp.csv")).unwrap();
+    assert!(csv.starts_with("ms,policy,gbps\n"));
+}

@@ -102,6 +102,11 @@ pub struct MulticastConfig {
     pub chunks: u32,
     /// PEEL covers: 0 exact, else at most this many prefixes per plane.
     pub cover_max: u32,
+    /// TMCF CPMP (`tmcf-cpmp`): the CNP policies to compare, when the first unicast
+    /// joins and how long each phase lasts (ms).
+    pub cnp_policies: Vec<String>,
+    pub start_ms: f64,
+    pub phase_ms: f64,
 }
 
 impl Default for MulticastConfig {
@@ -140,6 +145,14 @@ impl Default for MulticastConfig {
             setup_sd_ms: 5.0,
             chunks: 8,
             cover_max: 0,
+            cnp_policies: vec![
+                "forward-all".into(),
+                "tmcf".into(),
+                "cepheus".into(),
+                "guard".into(),
+            ],
+            start_ms: 2.0,
+            phase_ms: 1.0,
         }
     }
 }
@@ -469,6 +482,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("peel-fig5", include_str!("../scenarios/peel-fig5.toml")),
     ("peel-fig6", include_str!("../scenarios/peel-fig6.toml")),
     ("peel-fig7", include_str!("../scenarios/peel-fig7.toml")),
+    ("tmcf-cpmp", include_str!("../scenarios/tmcf-cpmp.toml")),
 ];
 
 pub fn preset_names() -> String {

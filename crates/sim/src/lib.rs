@@ -15,6 +15,7 @@
 //! - [`run`]: ties them together and writes `fct.txt`, `summary.json`, logs and pcaps.
 
 pub mod broadcast;
+pub mod cc_eval;
 pub mod cepheus;
 pub mod cepheus_eval;
 pub mod collective;
