@@ -8,19 +8,10 @@ The CSV has one row per millisecond: ms, f1_gbps (the multicast), f2_gbps, f3_gb
 
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+from plotcli import run
 
 
-def main(argv):
-    if len(argv) != 4:
-        print(__doc__, file=sys.stderr)
-        return 2
-    csv, png, title = argv[1:]
-    df = pd.read_csv(csv)
+def draw(df, title, plt):
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for col, label in [("f1_gbps", "f1 multicast"), ("f2_gbps", "f2 unicast"), ("f3_gbps", "f3 unicast")]:
         ax.plot(df["ms"], df[col], label=label, drawstyle="steps-post")
@@ -30,10 +21,8 @@ def main(argv):
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(png, dpi=120)
-    return 0
+    return fig
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(run(__doc__, draw))

@@ -9,11 +9,7 @@ The plot shows mean and 99th-percentile CCT per scheme, as the paper's figures.
 
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+from plotcli import run
 
 LABELS = {
     "size": ("message size (MB)", lambda v: v / 2**20, True),
@@ -22,12 +18,7 @@ LABELS = {
 }
 
 
-def main(argv):
-    if len(argv) != 4:
-        print(__doc__, file=sys.stderr)
-        return 2
-    csv, png, title = argv[1:]
-    df = pd.read_csv(csv)
+def draw(df, title, plt):
     xcol = df.columns[1]
     xlabel, scale, log = LABELS.get(xcol, (xcol, lambda v: v, False))
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -43,10 +34,8 @@ def main(argv):
         ax.grid(alpha=0.3, which="both")
     axes[1].legend(fontsize=8)
     fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(png, dpi=120)
-    return 0
+    return fig
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(run(__doc__, draw))
