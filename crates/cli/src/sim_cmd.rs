@@ -77,7 +77,7 @@ pub fn run(cmd: SimCmd) -> Result<(), String> {
             let script = match name.as_str() {
                 "fairness.csv" => Some("python/plot_fairness.py"),
                 "peel-fig5.csv" | "peel-fig6.csv" | "peel-fig7.csv" => Some("python/plot_peel.py"),
-                "tmcf-cpmp.csv" => Some("python/plot_rate.py"),
+                "tmcf-cpmp.csv" | "tmcf-moving.csv" => Some("python/plot_rate.py"),
                 _ => None,
             };
             if let Some(script) = script {

@@ -154,3 +154,43 @@ fn tmcf_cpmp_preset_separates_the_policies() {
     let csv = std::fs::read_to_string(Path::new(&out).join("tmcf-cpmp.csv")).unwrap();
     assert!(csv.starts_with("ms,policy,gbps\n"));
 }
+
+/// TMCF's moving bottleneck: while receiver 4 is the worst (two unicasts into it,
+/// one into receiver 1), TMCF follows it closer than forward-all.
+#[test]
+fn tmcf_moving_preset_follows_the_worst_bottleneck() {
+    let r = rocast(&[
+        "sim",
+        "--preset",
+        "tmcf-moving",
+        "--out",
+        &out_dir("moving"),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let frac = |policy: &str| -> f64 {
+        let l = r
+            .stdout
+            .lines()
+            .find(|l| l.starts_with(policy) && l.contains("receiver 4"))
+            .unwrap_or_else(|| panic!("{policy}: {}", r.stdout));
+        l.split_whitespace().last().unwrap().parse().unwrap()
+    };
+    let (fa, tmcf) = (frac("forward-all "), frac("tmcf "));
+    assert!(fa < 0.8, "forward-all {fa}");
+    assert!(tmcf > 0.85 && tmcf > fa, "tmcf {tmcf} vs {fa}");
+    let bad = rocast(&[
+        "sim",
+        "--preset",
+        "tmcf-moving",
+        "--out",
+        &out_dir("moving-bad"),
+        "--set",
+        "multicast.unicasts=[[1, 1, 0.0, 1.0]]",
+    ]);
+    assert_ne!(bad.code, 0);
+    assert!(
+        bad.stderr.contains("multicast.unicasts[0]"),
+        "{}",
+        bad.stderr
+    );
+}

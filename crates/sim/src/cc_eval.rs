@@ -27,8 +27,21 @@ use crate::workload::FlowSpec;
 /// TMCF's unicast order: (source receiver, destination receiver).
 const UNICASTS: [(u32, u32); 6] = [(1, 2), (2, 3), (3, 1), (4, 5), (5, 6), (6, 4)];
 
-/// The multicast's sending rate (Gb/s) per sample interval under `policy`.
-fn rate_series(sc: &Scenario, base: &Path, policy: &str) -> Result<Vec<(f64, f64)>, String> {
+/// One policy's run: the multicast's rate per sample, and each unicast's
+/// (destination, start ms, end ms).
+struct PolicyRun {
+    series: Vec<(f64, f64)>,
+    unicasts: Vec<(u32, f64, f64)>,
+}
+
+/// The multicast's sending rate (Gb/s) per sample interval under `policy`, beside
+/// `flows` (TMCF's CPMP schedule when `None`).
+fn rate_series(
+    sc: &Scenario,
+    base: &Path,
+    policy: &str,
+    flows: Option<Vec<FlowSpec>>,
+) -> Result<PolicyRun, String> {
     let mut sc = sc.clone();
     match policy {
         "guard" => {
@@ -52,33 +65,52 @@ fn rate_series(sc: &Scenario, base: &Path, policy: &str) -> Result<Vec<(f64, f64
     let end_ms = m.start_ms + m.phase_ms * (UNICASTS.len() as f64 + 1.0);
     // Every unicast outlasts the run at line rate.
     let uni = (rate as f64 / 8.0 * end_ms / 1e3) as u64;
-    let flows = UNICASTS
-        .iter()
-        .enumerate()
-        .map(|(i, &(s, d))| FlowSpec {
-            src: s,
-            dst: d,
-            size: uni,
-            start_ps: ((m.start_ms + m.phase_ms * i as f64) * 1e9) as u64,
-            after: None,
-        })
-        .collect();
+    // CPMP's series stops when its last phase does; a given schedule runs to the end.
+    let cut_ms = if flows.is_some() {
+        f64::INFINITY
+    } else {
+        end_ms
+    };
+    let flows = flows.unwrap_or_else(|| {
+        UNICASTS
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, d))| FlowSpec {
+                src: s,
+                dst: d,
+                size: uni,
+                start_ps: ((m.start_ms + m.phase_ms * i as f64) * 1e9) as u64,
+                after: None,
+            })
+            .collect()
+    });
     let mut spec = CepheusSpec::new(0, (1..=6).collect(), parse_bytes(&m.message)?);
     let step = Duration::from_us(100);
     spec.sample_interval = Some(step);
     let out = run_cepheus_with_flows(topo, cfg, &spec, flows)?;
+    let unicasts = out
+        .flows
+        .iter()
+        .map(|f| {
+            let end = f
+                .received_ps
+                .or(f.finish_ps)
+                .map_or(f64::INFINITY, |t| t as f64 / 1e9);
+            (f.dst, f.start_ps as f64 / 1e9, end)
+        })
+        .collect();
     let mut series = Vec::new();
     let mut prev = 0u64;
     for (t, src, _) in &out.samples {
         let ms = *t as f64 / 1e9;
-        if ms > end_ms {
+        if ms > cut_ms {
             break;
         }
         let gbps = src.saturating_sub(prev) as f64 * 8.0 / (step.as_ps() as f64 / 1e12) / 1e9;
         series.push((ms, gbps));
         prev = *src;
     }
-    Ok(series)
+    Ok(PolicyRun { series, unicasts })
 }
 
 /// The CPMP experiment: a rate table per phase and policy, and the series as CSV.
@@ -88,7 +120,11 @@ pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         return Err("multicast.start_ms and multicast.phase_ms must be positive".into());
     }
     let policies = &m.cnp_policies;
-    let series = parallel(m.threads, policies, |p| rate_series(sc, base, p))?;
+    let series: Vec<Vec<(f64, f64)>> =
+        parallel(m.threads, policies, |p| rate_series(sc, base, p, None))?
+            .into_iter()
+            .map(|r| r.series)
+            .collect();
     let topo = build_topology(sc, base)?;
     let line = topo.links[topo.ports(0)[0].0 as usize].rate_bps as f64 / 1e9;
     let mut text = String::new();
@@ -139,5 +175,109 @@ pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     Ok(EvalReport {
         text,
         files: vec![("tmcf-cpmp.csv".into(), csv)],
+    })
+}
+
+/// TMCF Figs 5–6, the moving bottleneck: unicasts from `multicast.unicasts` start
+/// (and, being finite, end); per phase between those events the table gives the
+/// multicast's rate, its max-min fair share (the line over one plus the most unicasts
+/// into any receiver), and which receiver is the bottleneck.
+pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
+    let m = &sc.multicast;
+    if m.unicasts.is_empty() {
+        return Err(
+            "tmcf-moving needs multicast.unicasts = [[src, dst, start_ms, MB], ...]".into(),
+        );
+    }
+    let mut flows = Vec::new();
+    for (i, &[s, d, start, mb]) in m.unicasts.iter().enumerate() {
+        let ok = |v: f64| v.fract() == 0.0 && (1.0..=6.0).contains(&v);
+        if !ok(s) || !ok(d) || s == d || !(start >= 0.0) || !(mb > 0.0) {
+            return Err(format!(
+                "multicast.unicasts[{i}]: need receivers 1-6 (distinct), start >= 0 and MB > 0"
+            ));
+        }
+        flows.push(FlowSpec {
+            src: s as u32,
+            dst: d as u32,
+            size: (mb * 1e6) as u64,
+            start_ps: (start * 1e9) as u64,
+            after: None,
+        });
+    }
+    let runs = parallel(m.threads, &m.cnp_policies, |p| {
+        rate_series(sc, base, p, Some(flows.clone()))
+    })?;
+    let topo = build_topology(sc, base)?;
+    let line = topo.links[topo.ports(0)[0].0 as usize].rate_bps as f64 / 1e9;
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "# TMCF moving bottleneck (Figs 5-6): multicast 0 -> 1..6 on {}; unicasts {:?}\n\
+         ([src, dst, start ms, MB]); time scaled down\n\
+         paper: the multicast follows the worst bottleneck as it moves, and back\n",
+        topo.name, m.unicasts
+    );
+    let _ = writeln!(
+        text,
+        "{:<12} {:>15} {:>11} {:>9} {:>9} {:>9}",
+        "policy", "phase ms", "bottleneck", "Gb/s", "fair", "rate/fair"
+    );
+    let mut csv = String::from("ms,policy,gbps\n");
+    for (p, r) in m.cnp_policies.iter().zip(&runs) {
+        for (ms, g) in &r.series {
+            let _ = writeln!(csv, "{ms:.3},{p},{g:.3}");
+        }
+        let end = r.series.last().map_or(0.0, |s| s.0);
+        let mut cuts: Vec<f64> = vec![0.0, end];
+        for &(_, a, b) in &r.unicasts {
+            cuts.extend([a, b].into_iter().filter(|t| *t < end));
+        }
+        cuts.sort_by(f64::total_cmp);
+        cuts.dedup();
+        for w in cuts.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            if b - a < 0.4 {
+                continue; // too short to settle
+            }
+            let mut into = [0u32; 7];
+            for &(d, s, e) in &r.unicasts {
+                if s <= a && e >= b {
+                    into[d as usize] += 1;
+                }
+            }
+            let (worst, n) = (1..=6)
+                .map(|d| (d, into[d]))
+                .max_by_key(|&(d, n)| (n, std::cmp::Reverse(d)))
+                .unwrap_or((1, 0));
+            let fair = line / (1.0 + n as f64);
+            let half = (a + b) / 2.0;
+            let v: Vec<f64> = r
+                .series
+                .iter()
+                .filter(|(t, _)| *t > half && *t <= b)
+                .map(|x| x.1)
+                .collect();
+            let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+            let bottleneck = if n == 0 {
+                "-".to_string()
+            } else {
+                format!("receiver {worst}")
+            };
+            let _ = writeln!(
+                text,
+                "{p:<12} {:>15} {bottleneck:>11} {mean:>9.1} {fair:>9.1} {:>9.2}",
+                format!("{a:.1}-{b:.1}"),
+                mean / fair
+            );
+        }
+    }
+    let _ = writeln!(
+        text,
+        "\nrate: the multicast's mean sending rate over the second half of each phase"
+    );
+    Ok(EvalReport {
+        text,
+        files: vec![("tmcf-moving.csv".into(), csv)],
     })
 }

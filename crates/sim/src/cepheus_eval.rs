@@ -54,9 +54,10 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "peel-fig6" => crate::peel_eval::fig6(sc, base)?,
         "peel-fig7" => crate::peel_eval::fig7(sc, base)?,
         "tmcf-cpmp" => crate::cc_eval::cpmp(sc, base)?,
+        "tmcf-moving" => crate::cc_eval::moving(sc, base)?,
         other => {
             return Err(format!(
-            "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7 or tmcf-cpmp"
+            "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp or tmcf-moving"
         ))
         }
     };

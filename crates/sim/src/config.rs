@@ -107,6 +107,9 @@ pub struct MulticastConfig {
     pub cnp_policies: Vec<String>,
     pub start_ms: f64,
     pub phase_ms: f64,
+    /// TMCF moving bottleneck (`tmcf-moving`): unicasts among the receivers as
+    /// [source, destination, start ms, megabytes].
+    pub unicasts: Vec<[f64; 4]>,
 }
 
 impl Default for MulticastConfig {
@@ -153,6 +156,7 @@ impl Default for MulticastConfig {
             ],
             start_ms: 2.0,
             phase_ms: 1.0,
+            unicasts: Vec::new(),
         }
     }
 }
@@ -483,6 +487,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("peel-fig6", include_str!("../scenarios/peel-fig6.toml")),
     ("peel-fig7", include_str!("../scenarios/peel-fig7.toml")),
     ("tmcf-cpmp", include_str!("../scenarios/tmcf-cpmp.toml")),
+    ("tmcf-moving", include_str!("../scenarios/tmcf-moving.toml")),
 ];
 
 pub fn preset_names() -> String {
