@@ -173,7 +173,11 @@ fn tmcf_moving_preset_follows_the_worst_bottleneck() {
             .lines()
             .find(|l| l.starts_with(policy) && l.contains("receiver 4"))
             .unwrap_or_else(|| panic!("{policy}: {}", r.stdout));
-        l.split_whitespace().last().unwrap().parse().unwrap()
+        // Columns end with rate/fair, then Jain's index.
+        let f: Vec<&str> = l.split_whitespace().collect();
+        let jain: f64 = f[f.len() - 1].parse().unwrap();
+        assert!((0.5..=1.0).contains(&jain), "{l}");
+        f[f.len() - 2].parse().unwrap()
     };
     let (fa, tmcf) = (frac("forward-all "), frac("tmcf "));
     assert!(fa < 0.8, "forward-all {fa}");

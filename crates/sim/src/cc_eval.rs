@@ -32,6 +32,8 @@ const UNICASTS: [(u32, u32); 6] = [(1, 2), (2, 3), (3, 1), (4, 5), (5, 6), (6, 4
 struct PolicyRun {
     series: Vec<(f64, f64)>,
     unicasts: Vec<(u32, f64, f64)>,
+    /// Per sample, each unicast's rate (Gb/s).
+    unicast_gbps: Vec<Vec<f64>>,
 }
 
 /// The multicast's sending rate (Gb/s) per sample interval under `policy`, beside
@@ -100,17 +102,42 @@ fn rate_series(
         })
         .collect();
     let mut series = Vec::new();
+    let mut unicast_gbps = Vec::new();
     let mut prev = 0u64;
-    for (t, src, _) in &out.samples {
+    let mut prev_flows = vec![0u64; out.flows.len()];
+    let per_step = |bytes: u64| bytes as f64 * 8.0 / (step.as_ps() as f64 / 1e12) / 1e9;
+    for (t, src, fl) in &out.samples {
         let ms = *t as f64 / 1e9;
         if ms > cut_ms {
             break;
         }
-        let gbps = src.saturating_sub(prev) as f64 * 8.0 / (step.as_ps() as f64 / 1e12) / 1e9;
-        series.push((ms, gbps));
+        series.push((ms, per_step(src.saturating_sub(prev))));
         prev = *src;
+        // A finished flow's counter is gone: it has sent its whole size.
+        let now: Vec<u64> = fl
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                b.unwrap_or(if out.flows[i].start_ps <= *t {
+                    out.flows[i].size
+                } else {
+                    0
+                })
+            })
+            .collect();
+        unicast_gbps.push(
+            now.iter()
+                .zip(&prev_flows)
+                .map(|(a, b)| per_step(a.saturating_sub(*b)))
+                .collect(),
+        );
+        prev_flows = now;
     }
-    Ok(PolicyRun { series, unicasts })
+    Ok(PolicyRun {
+        series,
+        unicasts,
+        unicast_gbps,
+    })
 }
 
 /// The CPMP experiment: a rate table per phase and policy, and the series as CSV.
@@ -220,8 +247,8 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     );
     let _ = writeln!(
         text,
-        "{:<12} {:>15} {:>11} {:>9} {:>9} {:>9}",
-        "policy", "phase ms", "bottleneck", "Gb/s", "fair", "rate/fair"
+        "{:<12} {:>15} {:>11} {:>9} {:>9} {:>9} {:>6}",
+        "policy", "phase ms", "bottleneck", "Gb/s", "fair", "rate/fair", "Jain"
     );
     let mut csv = String::from("ms,policy,gbps\n");
     for (p, r) in m.cnp_policies.iter().zip(&runs) {
@@ -252,13 +279,27 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
                 .unwrap_or((1, 0));
             let fair = line / (1.0 + n as f64);
             let half = (a + b) / 2.0;
-            let v: Vec<f64> = r
-                .series
-                .iter()
-                .filter(|(t, _)| *t > half && *t <= b)
-                .map(|x| x.1)
+            let settled: Vec<usize> = (0..r.series.len())
+                .filter(|&i| r.series[i].0 > half && r.series[i].0 <= b)
                 .collect();
-            let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
+            let avg = |f: &dyn Fn(usize) -> f64| {
+                settled.iter().map(|&i| f(i)).sum::<f64>() / settled.len().max(1) as f64
+            };
+            let mean = avg(&|i| r.series[i].1);
+            // Jain's index at the bottleneck: the multicast and the unicasts into it.
+            let mut shares = vec![mean];
+            for (k, &(d, s, e)) in r.unicasts.iter().enumerate() {
+                if n > 0 && d as usize == worst && s <= a && e >= b {
+                    shares.push(avg(&|i| r.unicast_gbps[i].get(k).copied().unwrap_or(0.0)));
+                }
+            }
+            let sum: f64 = shares.iter().sum();
+            let sq: f64 = shares.iter().map(|x| x * x).sum();
+            let jain = if sq > 0.0 {
+                sum * sum / (shares.len() as f64 * sq)
+            } else {
+                0.0
+            };
             let bottleneck = if n == 0 {
                 "-".to_string()
             } else {
@@ -266,7 +307,7 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
             };
             let _ = writeln!(
                 text,
-                "{p:<12} {:>15} {bottleneck:>11} {mean:>9.1} {fair:>9.1} {:>9.2}",
+                "{p:<12} {:>15} {bottleneck:>11} {mean:>9.1} {fair:>9.1} {:>9.2} {jain:>6.3}",
                 format!("{a:.1}-{b:.1}"),
                 mean / fair
             );
@@ -274,7 +315,8 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     }
     let _ = writeln!(
         text,
-        "\nrate: the multicast's mean sending rate over the second half of each phase"
+        "\nrate: the multicast's mean sending rate over the second half of each phase;\n\
+         Jain: fairness index of the multicast and the unicasts into the bottleneck receiver"
     );
     Ok(EvalReport {
         text,
