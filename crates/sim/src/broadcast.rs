@@ -63,10 +63,61 @@ pub struct BroadcastOutcome {
     pub corrupt_ranks: Vec<u32>,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum ConnKind {
-    Data,
-    Ready,
+/// One post an overlay driver asks for: to which rank, whether it is a
+/// ready-for-block message (on its own connection) or a block, and what it carries.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OverlayPost {
+    pub to: u32,
+    pub ready: bool,
+    pub offset: u64,
+    pub len: u64,
+    pub imm: u32,
+    pub wr_id: u64,
+}
+
+impl OverlayPost {
+    pub(crate) fn of(driver: &DriverConfig, a: DriverAction) -> Self {
+        match a {
+            DriverAction::SendBlock { to, id, block, .. } => {
+                let (offset, len) = driver.block_range(block);
+                OverlayPost {
+                    to,
+                    ready: false,
+                    offset,
+                    len,
+                    imm: block,
+                    wr_id: id as u64,
+                }
+            }
+            DriverAction::SendReady { to, step, .. } => OverlayPost {
+                to,
+                ready: true,
+                offset: 0,
+                len: 0,
+                imm: step,
+                wr_id: 0,
+            },
+        }
+    }
+
+    /// The connection `from` → `to` of this post's kind, opened on first use (a
+    /// data connection exposes `size` bytes at the receiver); true when new.
+    pub(crate) fn connection(
+        &self,
+        engine: &mut Engine,
+        conns: &mut BTreeMap<(u32, u32, bool), u32>,
+        hosts: &[u32],
+        from: u32,
+        size: u64,
+    ) -> Result<(u32, bool), String> {
+        if let Some(&c) = conns.get(&(from, self.to, self.ready)) {
+            return Ok((c, false));
+        }
+        let region = if self.ready { 0 } else { size };
+        let c = engine.open_connection(hosts[from as usize], hosts[self.to as usize], region)?;
+        conns.insert((from, self.to, self.ready), c);
+        Ok((c, true))
+    }
 }
 
 /// Runs one broadcast on an otherwise idle fabric.
@@ -136,8 +187,8 @@ pub(crate) fn broadcast_on(
         buffers = vec![vec![0u8; root.len()]; n as usize];
         buffers[spec.root as usize] = root;
     }
-    let mut conns: BTreeMap<(u32, u32, u8), u32> = BTreeMap::new();
-    let mut conn_info: BTreeMap<u32, (u32, u32, ConnKind)> = BTreeMap::new();
+    let mut conns: BTreeMap<(u32, u32, bool), u32> = BTreeMap::new();
+    let mut conn_info: BTreeMap<u32, (u32, u32, bool)> = BTreeMap::new();
     let mut messages = 0u64;
     let mut posts = Vec::new();
     let mut now = start_ps;
@@ -150,38 +201,18 @@ pub(crate) fn broadcast_on(
             action: a,
         } in posts.drain(..)
         {
-            let (to, kind) = match a {
-                DriverAction::SendBlock { to, .. } => (to, ConnKind::Data),
-                DriverAction::SendReady { to, .. } => (to, ConnKind::Ready),
+            let p = OverlayPost::of(&spec.driver, a);
+            let (conn, new) = p.connection(engine, &mut conns, &spec.hosts, r, size)?;
+            if new {
+                conn_info.insert(conn, (r, p.to, p.ready));
+            }
+            let data = if verify && !p.ready {
+                let b = &buffers[r as usize][p.offset as usize..(p.offset + p.len) as usize];
+                Payload::Bytes(Arc::from(b))
+            } else {
+                Payload::Zeros(p.len as usize)
             };
-            let key = (r, to, kind as u8);
-            let conn = match conns.get(&key) {
-                Some(&c) => c,
-                None => {
-                    let region = if kind == ConnKind::Data { size } else { 0 };
-                    let c = engine.open_connection(
-                        spec.hosts[r as usize],
-                        spec.hosts[to as usize],
-                        region,
-                    )?;
-                    conns.insert(key, c);
-                    conn_info.insert(c, (r, to, kind));
-                    c
-                }
-            };
-            let (offset, data, imm, wr_id) = match a {
-                DriverAction::SendBlock { id, block, .. } => {
-                    let (off, len) = spec.driver.block_range(block);
-                    let data = if verify {
-                        let b = &buffers[r as usize][off as usize..(off + len) as usize];
-                        Payload::Bytes(Arc::from(b))
-                    } else {
-                        Payload::Zeros(len as usize)
-                    };
-                    (off, data, block, id as u64)
-                }
-                DriverAction::SendReady { step, .. } => (0, Payload::Zeros(0), step, 0),
-            };
+            let (offset, imm, wr_id) = (p.offset, p.imm, p.wr_id);
             engine.post_message(Instant::from_ps(at_ps), conn, offset, data, imm, wr_id)?;
             messages += 1;
         }
@@ -193,34 +224,33 @@ pub(crate) fn broadcast_on(
             let info = |conn: u32| conn_info[&conn];
             match ev {
                 AppEvent::SendDone { conn, wr_id, ok } if conn_info.contains_key(&conn) => {
-                    let (from, _, kind) = info(conn);
+                    let (from, _, ready) = info(conn);
                     if !ok {
                         return Err(format!(
                             "rank {from}: a send failed at {} ns (QP error)",
                             now / 1000
                         ));
                     }
-                    if kind == ConnKind::Data {
+                    if !ready {
                         group
                             .on_send_complete(from, wr_id as u32)
                             .map_err(|e| format!("rank {from}: {e}"))?;
                     }
                 }
                 AppEvent::Delivered { conn, imm, .. } if conn_info.contains_key(&conn) => {
-                    let (from, to, kind) = info(conn);
-                    let r = match kind {
-                        ConnKind::Data => {
-                            if verify {
-                                let (off, len) = spec.driver.block_range(imm);
-                                let region = engine.connection_region(conn).unwrap_or(&[]);
-                                let (a, b) = (off as usize, (off + len) as usize);
-                                if b <= region.len() {
-                                    buffers[to as usize][a..b].copy_from_slice(&region[a..b]);
-                                }
+                    let (from, to, ready) = info(conn);
+                    let r = if ready {
+                        group.on_ready(to, from, imm)
+                    } else {
+                        if verify {
+                            let (off, len) = spec.driver.block_range(imm);
+                            let region = engine.connection_region(conn).unwrap_or(&[]);
+                            let (a, b) = (off as usize, (off + len) as usize);
+                            if b <= region.len() {
+                                buffers[to as usize][a..b].copy_from_slice(&region[a..b]);
                             }
-                            group.on_block(now, to, from, imm)
                         }
-                        ConnKind::Ready => group.on_ready(to, from, imm),
+                        group.on_block(now, to, from, imm)
                     };
                     r.map_err(|e| format!("rank {to}: {e}"))?;
                 }

@@ -31,13 +31,14 @@ use std::collections::BTreeMap;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use rocast_core::fabric::cepheus::VIRTUAL_QPN;
-use rocast_core::overlay::{BroadcastGroup, DriverAction, DriverConfig, Scheme, TimedPost};
+use rocast_core::overlay::{BroadcastGroup, DriverConfig, Scheme, TimedPost};
 use rocast_core::plan::multicast_tree::{layer_peeling_tree, symmetric_tree, MulticastTree};
 use rocast_core::plan::prefix::{plan_group, CoverPolicy, PrefixLayout};
 use rocast_core::plan::Topology;
 use rocast_core::rnic::Payload;
 use rocast_core::time::{Duration, Instant};
 
+use crate::broadcast::OverlayPost;
 use crate::engine::{AppEvent, Engine, EngineConfig, TreeGroupSpec, TreeMulticastStats};
 use crate::packet::host_ip;
 use crate::tree_multicast::GroupForwarding;
@@ -353,35 +354,24 @@ pub fn run_collectives(
                 action,
             } in posts.drain(..)
             {
-                let (to, ready) = match action {
-                    DriverAction::SendBlock { to, .. } => (to, false),
-                    DriverAction::SendReady { to, .. } => (to, true),
-                };
-                let conn = match job.conns.get(&(rank, to, ready)) {
-                    Some(&c) => c,
-                    None => {
-                        let m = &jobs[i].members;
-                        let region = if ready { 0 } else { jobs[i].bytes };
-                        let c = engine.open_connection(m[rank as usize], m[to as usize], region)?;
-                        job.conns.insert((rank, to, ready), c);
-                        by_conn.insert(c, (i, rank, to, ready));
-                        c
-                    }
-                };
-                let (offset, len, imm, wr) = match action {
-                    DriverAction::SendBlock { id, block, .. } => {
-                        let (off, len) = job.driver.block_range(block);
-                        (off, len, block, id as u64)
-                    }
-                    DriverAction::SendReady { step, .. } => (0, 0, step, 0),
-                };
+                let p = OverlayPost::of(&job.driver, action);
+                let (conn, new) = p.connection(
+                    &mut engine,
+                    &mut job.conns,
+                    &jobs[i].members,
+                    rank,
+                    jobs[i].bytes,
+                )?;
+                if new {
+                    by_conn.insert(conn, (i, rank, p.to, p.ready));
+                }
                 engine.post_message(
                     Instant::from_ps(at_ps),
                     conn,
-                    offset,
-                    Payload::Zeros(len as usize),
-                    imm,
-                    wr,
+                    p.offset,
+                    Payload::Zeros(p.len as usize),
+                    p.imm,
+                    p.wr_id,
                 )?;
             }
         }

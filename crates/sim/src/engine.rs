@@ -42,6 +42,19 @@ use rocast_core::wire::{
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+/// Hands `repr` to a QP; a packet the QP refuses is counted. The caller services
+/// the QP afterwards.
+fn qp_input(
+    qp: &mut RcQueuePair,
+    now: u64,
+    repr: &rocast_core::wire::RoceRepr<'_>,
+    totals: &mut Totals,
+) {
+    if qp.handle_repr(Instant::from_ps(now), repr).is_err() {
+        totals.qp_rx_drops += 1;
+    }
+}
+
 /// `in_port` of a replicated copy whose buffer cell the first copy holds.
 const SHARED_CELL: u16 = u16::MAX;
 
@@ -488,7 +501,9 @@ pub struct Engine {
     tree_groups: Vec<TreeGroup>,
     tree_by_mcst: std::collections::BTreeMap<u32, u32>,
     tree_by_source_qp: std::collections::BTreeMap<u32, u32>,
-    prefix_rules: Option<StaticPrefixRules>,
+    /// Every prefix-tier switch's static rules, built when the first PEEL group
+    /// arrives (empty before).
+    prefix_rules: StaticPrefixRules,
     copy_scratch: Vec<(u16, SimPacket)>,
     pub tree_stats: TreeMulticastStats,
 }
@@ -672,7 +687,7 @@ impl Engine {
             tree_groups: Vec::new(),
             tree_by_mcst: Default::default(),
             tree_by_source_qp: Default::default(),
-            prefix_rules: None,
+            prefix_rules: StaticPrefixRules::default(),
             copy_scratch: Vec::new(),
             tree_stats: TreeMulticastStats::default(),
             topo,
@@ -1149,10 +1164,8 @@ impl Engine {
             None => self.tree_stats.stray_copies += 1,
             Some(&g) => {
                 let f = &self.tree_groups[g as usize].forwarding;
-                let rules = self.prefix_rules.as_ref();
-                let empty = StaticPrefixRules::default();
                 let base = self.node_port_base[node as usize];
-                match f.step(rules.unwrap_or(&empty), node, label) {
+                match f.step(&self.prefix_rules, node, label) {
                     Step::Hops(h) => {
                         for &(port, out) in h {
                             let mut c = sp;
@@ -1228,9 +1241,9 @@ impl Engine {
                 .map_err(|e| e.to_string())?;
         }
         let peel = spec.forwarding.labels.iter().any(|l| l.peel.is_some());
-        if peel && self.prefix_rules.is_none() {
+        if peel && self.prefix_rules.rule_count() == 0 {
             let layout = PrefixLayout::from_topology(&self.topo).map_err(|e| e.to_string())?;
-            self.prefix_rules = Some(StaticPrefixRules::new(&self.topo, &layout));
+            self.prefix_rules = StaticPrefixRules::new(&self.topo, &layout);
         }
         if let Some(tree) = &spec.switch_feedback {
             let hosts = self.topo.num_hosts() as u32;
@@ -1432,13 +1445,7 @@ impl Engine {
             return;
         };
         self.tree_stats.feedback_to_source += 1;
-        if slot
-            .qp
-            .handle_repr(Instant::from_ps(self.now), &repr)
-            .is_err()
-        {
-            self.totals.qp_rx_drops += 1;
-        }
+        qp_input(&mut slot.qp, self.now, &repr, &mut self.totals);
         self.service_qp(qpn);
     }
 
@@ -1494,13 +1501,7 @@ impl Engine {
                 }
             }
         }
-        if slot
-            .qp
-            .handle_repr(Instant::from_ps(self.now), &repr)
-            .is_err()
-        {
-            self.totals.qp_rx_drops += 1;
-        }
+        qp_input(&mut slot.qp, self.now, &repr, &mut self.totals);
         self.service_qp(qpn);
     }
 
