@@ -1,8 +1,11 @@
-"""Plot a multicast's sending rate over time per CNP policy (rocast sim --preset tmcf-cpmp).
+"""Plot a multicast's sending rate over time per CNP policy (rocast sim --preset
+tmcf-cpmp or tmcf-moving).
 
 Usage: plot_rate.py rate.csv rate.png "title"
 
-The CSV has one row per sample: ms, policy, gbps.
+The CSV has one row per sample: ms, policy, gbps (the multicast), u<k>_gbps (each
+unicast), queue_kb (the fullest receiver downlink), pauses (PFC pauses so far). The
+top panel is the multicast's rate, the bottom one the queue, one line per policy.
 """
 
 import sys
@@ -11,15 +14,21 @@ from plotcli import run
 
 
 def draw(df, title, plt):
-    fig, ax = plt.subplots(figsize=(8, 3.8))
+    fig, (rate, queue) = plt.subplots(
+        2, 1, figsize=(8, 5.5), sharex=True, gridspec_kw={"height_ratios": [2, 1]}
+    )
     for policy, g in df.groupby("policy", sort=False):
-        ax.plot(g["ms"], g["gbps"], label=policy, drawstyle="steps-post", linewidth=1)
-    ax.set_xlabel("time (ms)")
-    ax.set_ylabel("multicast sending rate (Gbps)")
-    ax.set_title(title, fontsize=9)
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+        rate.plot(g["ms"], g["gbps"], label=policy, drawstyle="steps-post", linewidth=1)
+        queue.plot(g["ms"], g["queue_kb"], label=policy, linewidth=0.8)
+    rate.set_ylabel("multicast sending rate (Gbps)")
+    rate.set_title(title, fontsize=9)
+    rate.set_ylim(bottom=0)
+    rate.grid(alpha=0.3)
+    rate.legend(fontsize=8)
+    queue.set_xlabel("time (ms)")
+    queue.set_ylabel("fullest receiver\nqueue (KB)")
+    queue.set_ylim(bottom=0)
+    queue.grid(alpha=0.3)
     return fig
 
 

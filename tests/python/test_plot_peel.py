@@ -41,14 +41,34 @@ def test_bad_arguments_are_a_usage_error(tmp_path):
     assert "Usage" in r.stderr
 
 
-def test_rate_plot(tmp_path):
+RATE_CSV = """ms,policy,gbps,u0_gbps,u1_gbps,queue_kb,pauses
+0.1,tmcf,39.0,0.0,0.0,0.0,0
+0.2,tmcf,20.0,20.0,0.0,150.0,0
+0.3,tmcf,20.0,0.0,20.0,120.0,1
+0.1,forward-all,39.0,0.0,0.0,0.0,0
+0.2,forward-all,9.0,30.0,0.0,300.0,2
+0.3,forward-all,9.0,0.0,30.0,250.0,2
+"""
+
+
+def plot(tmp_path, script):
     csv = tmp_path / "r.csv"
     png = tmp_path / "r.png"
-    csv.write_text("ms,policy,gbps\n0.1,tmcf,39.0\n0.2,tmcf,20.0\n0.1,forward-all,39.0\n0.2,forward-all,9.0\n")
+    csv.write_text(RATE_CSV)
     r = subprocess.run(
-        [sys.executable, str(REPO / "python" / "plot_rate.py"), str(csv), str(png), "t"],
+        [sys.executable, str(REPO / "python" / script), str(csv), str(png), "t"],
         capture_output=True,
         text=True,
     )
     assert r.returncode == 0, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_rate_plot(tmp_path):
+    """The TMCF presets' CSV: rate and queue panels per policy."""
+    plot(tmp_path, "plot_rate.py")
+
+
+def test_fairness_plot(tmp_path):
+    """The same CSV as cepheus-fairness writes it: a panel per policy."""
+    plot(tmp_path, "plot_fairness.py")

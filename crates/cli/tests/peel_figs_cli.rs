@@ -152,7 +152,42 @@ fn tmcf_cpmp_preset_separates_the_policies() {
     assert!(fa < 0.6 * fair, "forward-all {fa}");
     assert!(tmcf > 0.65 * fair && tmcf > 1.3 * fa, "tmcf {tmcf} vs {fa}");
     let csv = std::fs::read_to_string(Path::new(&out).join("tmcf-cpmp.csv")).unwrap();
-    assert!(csv.starts_with("ms,policy,gbps\n"));
+    assert!(csv.starts_with("ms,policy,gbps,u0_gbps,"));
+    // The per-phase table: with six congested paths TMCF's Jain index is above
+    // forward-all's, and no pauses are sent (the buffer holds every queue).
+    let fa6 = phase_row(&r.stdout, "forward-all", "7.0-9.0");
+    let tmcf6 = phase_row(&r.stdout, "tmcf", "7.0-9.0");
+    assert!(tmcf6.jain > fa6.jain, "{} vs {}", tmcf6.jain, fa6.jain);
+    assert_eq!(fa6.pauses + tmcf6.pauses, 0);
+}
+
+/// One row of the congestion-control presets' per-phase table.
+struct PhaseRow {
+    bottleneck: String,
+    rate_over_fair: f64,
+    jain: f64,
+    converge_ms: Option<f64>,
+    queue_max_kb: f64,
+    pauses: u64,
+}
+
+/// The row of `policy` whose phase starts as `phase` does ("7.0-9.0", or "4.0-" for
+/// any end).
+fn phase_row(stdout: &str, policy: &str, phase: &str) -> PhaseRow {
+    let f: Vec<&str> = stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() == 12 && f[0] == policy && f[1].starts_with(phase))
+        .unwrap_or_else(|| panic!("{policy} {phase}: {stdout}"));
+    let num = |s: &str| s.parse::<f64>().unwrap_or_else(|_| panic!("{s} in {f:?}"));
+    PhaseRow {
+        bottleneck: f[3].to_string(),
+        rate_over_fair: num(f[6]),
+        jain: if f[7] == "-" { f64::NAN } else { num(f[7]) },
+        converge_ms: (f[8] != "-").then(|| num(f[8])),
+        queue_max_kb: num(f[10]),
+        pauses: f[11].parse().unwrap(),
+    }
 }
 
 /// TMCF's moving bottleneck: while receiver 4 is the worst (two unicasts into it,
@@ -167,21 +202,30 @@ fn tmcf_moving_preset_follows_the_worst_bottleneck() {
         &out_dir("moving"),
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let frac = |policy: &str| -> f64 {
-        let l = r
-            .stdout
-            .lines()
-            .find(|l| l.starts_with(policy) && l.contains("receiver 4"))
-            .unwrap_or_else(|| panic!("{policy}: {}", r.stdout));
-        // Columns end with rate/fair, then Jain's index.
-        let f: Vec<&str> = l.split_whitespace().collect();
-        let jain: f64 = f[f.len() - 1].parse().unwrap();
-        assert!((0.5..=1.0).contains(&jain), "{l}");
-        f[f.len() - 2].parse().unwrap()
-    };
-    let (fa, tmcf) = (frac("forward-all "), frac("tmcf "));
-    assert!(fa < 0.8, "forward-all {fa}");
-    assert!(tmcf > 0.85 && tmcf > fa, "tmcf {tmcf} vs {fa}");
+    // Receiver 4 is the bottleneck (two unicasts into it, one into receiver 1) from 4 ms.
+    let fa = phase_row(&r.stdout, "forward-all", "4.0-");
+    let tmcf = phase_row(&r.stdout, "tmcf", "4.0-");
+    assert_eq!(
+        (fa.bottleneck.as_str(), tmcf.bottleneck.as_str()),
+        ("4", "4")
+    );
+    for row in [&fa, &tmcf] {
+        assert!((0.5..=1.0).contains(&row.jain), "{}", row.jain);
+        assert!(row.queue_max_kb > 0.0);
+    }
+    assert!(fa.rate_over_fair < 0.8, "forward-all {}", fa.rate_over_fair);
+    assert!(
+        tmcf.rate_over_fair > 0.85 && tmcf.rate_over_fair > fa.rate_over_fair,
+        "tmcf {} vs {}",
+        tmcf.rate_over_fair,
+        fa.rate_over_fair
+    );
+    // Converged within the phase, measured from the change.
+    assert!(
+        tmcf.converge_ms.is_some_and(|c| c < 4.0),
+        "{:?}",
+        tmcf.converge_ms
+    );
     let bad = rocast(&[
         "sim",
         "--preset",
@@ -197,4 +241,24 @@ fn tmcf_moving_preset_follows_the_worst_bottleneck() {
         "{}",
         bad.stderr
     );
+}
+
+/// Cepheus' Fig 14 under every policy: with one unicast at a time, the multicast holds
+/// at least 85 % of its half-link share under each policy, with a Jain index above 0.95.
+#[test]
+fn cepheus_fairness_preset_runs_every_policy() {
+    let out = out_dir("fairness");
+    let r = rocast(&["sim", "--preset", "cepheus-fairness", "--out", &out]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for policy in ["forward-all", "tmcf", "cepheus", "guard"] {
+        let f2 = phase_row(&r.stdout, policy, "5.0-");
+        assert_ne!(f2.bottleneck, "-");
+        assert!(f2.rate_over_fair > 0.85, "{policy}: {}", f2.rate_over_fair);
+        assert!(f2.jain > 0.95, "{policy}: {}", f2.jain);
+        assert!(r
+            .stdout
+            .contains(&format!("{policy:<12} multicast done at")));
+    }
+    let csv = std::fs::read_to_string(Path::new(&out).join("fairness.csv")).unwrap();
+    assert!(csv.starts_with("ms,policy,gbps,u0_gbps,u1_gbps,queue_kb,pauses\n"));
 }

@@ -1,25 +1,37 @@
-//! Multicast congestion control under several congested branches (TMCF §II–IV): the
-//! congestion path multiplicity problem (CPMP), run under each CNP policy as
-//! `rocast sim --preset tmcf-cpmp`.
+//! Multicast congestion control beside unicast flows, under each CNP policy: the
+//! congestion path multiplicity problem (TMCF §II–IV, `rocast sim --preset
+//! tmcf-cpmp`), the moving bottleneck (TMCF Figs 5–6, `tmcf-moving`) and Cepheus'
+//! fairness experiment (Cepheus §V-C Fig 14, `cepheus-fairness`).
 //!
-//! A multicast from host 0 to receivers 1–6 (one switch, TMCF's Fig 2 shape) starts
-//! at 0; from `start_ms`, every `phase_ms` one more unicast flow joins, each sharing
-//! one receiver's downlink (1→2, 2→3, 3→1, 4→5, 5→6, 6→4). Once a receiver's
-//! downlink is shared, the multicast's max-min fair share is half a link. Policies:
-//! `forward-all` (MC-RDMA), `tmcf` (TMCF's slots), `cepheus` (Cepheus' aged
-//! counters) and `guard` (forward-all at the switch, PEEL's 50 µs sender guard).
+//! Policies: `forward-all` (MC-RDMA), `tmcf` (TMCF's slots), `cepheus` (Cepheus'
+//! aged counters) and `guard` (forward-all at the switch, PEEL's 50 µs sender guard).
 //!
-//! Time is scaled down from the paper's (2.1 s, then one flow per 0.1 s) to
-//! `start_ms` and `phase_ms`: DCQCN's timers (55 µs rate increase, 50 µs CNP
-//! spacing and TMCF slot) are far shorter than a phase either way.
+//! Every experiment is one multicast and some unicast flows. Each run is sampled
+//! (rates, the queue at every receiver's downlink, PFC pauses) and cut into phases at
+//! the unicasts' actual starts and ends. Per phase the report gives:
+//! - the multicast's **max-min fair share**: each receiver's downlink carries the
+//!   multicast and the unicasts into it, so the multicast gets line / (1 + the most
+//!   unicasts into any receiver), and the unicasts into a receiver split the rest
+//!   (other links are assumed not to bind, true of the star presets);
+//! - its **rate** (mean over the phase's second half, after the policy settled) and
+//!   rate / fair;
+//! - **Jain's index** of the rates normalised by their fair shares (Jain's optimal-
+//!   allocation form), at each bottleneck receiver — the minimum over them is shown;
+//! - **convergence time**: from the change until the multicast's rate (a 3-sample
+//!   moving mean) enters and stays within ±20 % of the level it settles at; "-" when
+//!   it never holds still that long;
+//! - **queue occupancy**: the fullest receiver downlink per sample, mean and max over
+//!   the phase, and the **PFC pauses** sent during the phase.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
 use rocast_core::time::Duration;
 
 use crate::cepheus::{run_cepheus_with_flows, CepheusSpec};
-use crate::cepheus_eval::{parallel, EvalReport};
+use crate::cepheus_eval::{fmt_size, parallel, EvalReport};
 use crate::config::{parse_bytes, Scenario};
 use crate::run::{build_topology, engine_config};
 use crate::workload::FlowSpec;
@@ -27,23 +39,50 @@ use crate::workload::FlowSpec;
 /// TMCF's unicast order: (source receiver, destination receiver).
 const UNICASTS: [(u32, u32); 6] = [(1, 2), (2, 3), (3, 1), (4, 5), (5, 6), (6, 4)];
 
-/// One policy's run: the multicast's rate per sample, and each unicast's
-/// (destination, start ms, end ms).
-struct PolicyRun {
-    series: Vec<(f64, f64)>,
-    unicasts: Vec<(u32, f64, f64)>,
-    /// Per sample, each unicast's rate (Gb/s).
-    unicast_gbps: Vec<Vec<f64>>,
+/// Band around the settled rate that counts as converged, and the moving mean's length.
+const CONVERGED_BAND: f64 = 0.2;
+const SMOOTHING_SAMPLES: usize = 3;
+
+/// A multicast and the unicasts beside it: what every policy runs.
+struct Trial {
+    source: u32,
+    receivers: Vec<u32>,
+    message: u64,
+    flows: Vec<FlowSpec>,
+    step: Duration,
+    /// The series stops here (ms).
+    cut_ms: f64,
 }
 
-/// The multicast's sending rate (Gb/s) per sample interval under `policy`, beside
-/// `flows` (TMCF's CPMP schedule when `None`).
-fn rate_series(
-    sc: &Scenario,
-    base: &Path,
-    policy: &str,
-    flows: Option<Vec<FlowSpec>>,
-) -> Result<PolicyRun, String> {
+/// One sampling interval of a policy's run.
+struct Sample {
+    ms: f64,
+    /// The multicast's sending rate over the interval (Gb/s).
+    gbps: f64,
+    /// Each unicast's sending rate over the interval (Gb/s).
+    unicast_gbps: Vec<f64>,
+    /// The fullest receiver downlink at the sample (bytes).
+    max_queue: u64,
+    /// PFC pauses sent so far.
+    pauses: u64,
+}
+
+/// One policy's run.
+struct PolicyRun {
+    policy: String,
+    samples: Vec<Sample>,
+    /// Each unicast's (destination, start ms, end ms).
+    unicasts: Vec<(u32, f64, f64)>,
+    /// The multicast's completion (ms), and CNPs into / out of / filtered by switches.
+    done_ms: Option<f64>,
+    cnps: [u64; 3],
+    /// CNPs the source's QP received, and packets it retransmitted.
+    source_cnps: u64,
+    retransmitted: u64,
+}
+
+/// Sets `policy` on the scenario.
+fn with_policy(sc: &Scenario, policy: &str) -> Result<Scenario, String> {
     let mut sc = sc.clone();
     match policy {
         "guard" => {
@@ -57,24 +96,331 @@ fn rate_series(
             ))
         }
     }
+    Ok(sc)
+}
+
+fn run_policy(sc: &Scenario, base: &Path, policy: &str, t: &Trial) -> Result<PolicyRun, String> {
+    let sc = with_policy(sc, policy)?;
     let topo = build_topology(&sc, base)?;
-    if topo.num_hosts() < 7 {
-        return Err("tmcf-cpmp needs 7 hosts (a source and 6 receivers)".into());
-    }
     let cfg = engine_config(&sc, &topo)?;
+    let mut spec = CepheusSpec::new(t.source, t.receivers.clone(), t.message);
+    spec.sample_interval = Some(t.step);
+    let out = run_cepheus_with_flows(topo, cfg, &spec, t.flows.clone())?;
+    let ms = |ps: u64| ps as f64 / 1e9;
+    let unicasts = out
+        .flows
+        .iter()
+        .map(|f| {
+            let end = f.received_ps.or(f.finish_ps).map_or(f64::INFINITY, ms);
+            (f.dst, ms(f.start_ps), end)
+        })
+        .collect();
+    let per_step = |bytes: u64| bytes as f64 * 8.0 / (t.step.as_ps() as f64 / 1e12) / 1e9;
+    let mut samples = Vec::new();
+    let mut prev = 0u64;
+    let mut prev_flows = vec![0u64; out.flows.len()];
+    for s in &out.samples {
+        if ms(s.t_ps) > t.cut_ms {
+            break;
+        }
+        // A finished flow's counter is gone: it has sent its whole size.
+        let now: Vec<u64> = s
+            .flow_tx_bytes
+            .iter()
+            .zip(&out.flows)
+            .map(|(b, f)| b.unwrap_or(if f.start_ps <= s.t_ps { f.size } else { 0 }))
+            .collect();
+        samples.push(Sample {
+            ms: ms(s.t_ps),
+            gbps: per_step(s.source_tx_bytes.saturating_sub(prev)),
+            unicast_gbps: now
+                .iter()
+                .zip(&prev_flows)
+                .map(|(a, b)| per_step(a.saturating_sub(*b)))
+                .collect(),
+            max_queue: s.receiver_queue_bytes.iter().copied().max().unwrap_or(0),
+            pauses: s.pauses_sent,
+        });
+        prev = s.source_tx_bytes;
+        prev_flows = now;
+    }
+    Ok(PolicyRun {
+        policy: policy.to_string(),
+        samples,
+        unicasts,
+        done_ms: out.completion_ps().map(ms),
+        cnps: [
+            out.switches.cnps_in,
+            out.switches.cnps_out,
+            out.switches.cnps_filtered,
+        ],
+        source_cnps: out.source_feedback.cnps,
+        retransmitted: out.retransmitted,
+    })
+}
+
+/// Runs the trial under every policy of `multicast.cnp_policies` (in parallel).
+fn run_policies(sc: &Scenario, base: &Path, t: &Trial) -> Result<Vec<PolicyRun>, String> {
     let m = &sc.multicast;
-    let rate = topo.links[topo.ports(0)[0].0 as usize].rate_bps;
+    if m.cnp_policies.is_empty() {
+        return Err("multicast.cnp_policies is empty".into());
+    }
+    parallel(m.threads, &m.cnp_policies, |p| run_policy(sc, base, p, t))
+}
+
+/// One phase of a policy's run: between two changes in the unicasts running.
+struct Phase {
+    a: f64,
+    b: f64,
+    /// Receivers whose downlink some unicast shares.
+    congested: usize,
+    /// The receiver with the most unicasts into it (the multicast's bottleneck).
+    bottleneck: Option<u32>,
+    fair: f64,
+    mean: f64,
+    /// Jain's index at the bottleneck receivers (the minimum), if any.
+    jain: Option<f64>,
+    /// Time from the change to convergence (ms).
+    converge_ms: Option<f64>,
+    queue_mean_kb: f64,
+    queue_max_kb: f64,
+    pauses: u64,
+}
+
+/// Jain's fairness index of `x` (1 when all equal).
+fn jain(x: &[f64]) -> f64 {
+    let sum: f64 = x.iter().sum();
+    let sq: f64 = x.iter().map(|v| v * v).sum();
+    if sq > 0.0 {
+        sum * sum / (x.len() as f64 * sq)
+    } else {
+        0.0
+    }
+}
+
+/// When the multicast's moving-mean rate enters and then stays within the band
+/// around `level`, as time since `samples[0]`'s phase began at `a`.
+fn convergence(samples: &[&Sample], a: f64, level: f64) -> Option<f64> {
+    let smooth: Vec<f64> = (0..samples.len())
+        .map(|i| {
+            let lo = (i + 1).saturating_sub(SMOOTHING_SAMPLES);
+            samples[lo..=i].iter().map(|s| s.gbps).sum::<f64>() / (i + 1 - lo) as f64
+        })
+        .collect();
+    let inside = |v: f64| (v - level).abs() <= CONVERGED_BAND * level.max(1e-9);
+    // The first sample after which every one is inside.
+    let first = smooth
+        .iter()
+        .rposition(|&v| !inside(v))
+        .map_or(0, |i| i + 1);
+    // Never settled if only the phase's last sample or two are inside.
+    if first + SMOOTHING_SAMPLES > samples.len() {
+        return None;
+    }
+    Some((samples[first].ms - a).max(0.0))
+}
+
+/// Cuts a run into phases at the unicasts' starts and ends; phases shorter than
+/// `min_samples` intervals are skipped (too short to settle).
+fn phases(run: &PolicyRun, receivers: &[u32], line: f64, min_samples: usize) -> Vec<Phase> {
+    let Some(step) = run.samples.first().map(|s| s.ms) else {
+        return Vec::new();
+    };
+    let end = run.samples.last().map_or(0.0, |s| s.ms);
+    let mut cuts = vec![0.0, end];
+    for &(_, a, b) in &run.unicasts {
+        cuts.extend([a, b].into_iter().filter(|t| *t < end));
+    }
+    cuts.sort_by(f64::total_cmp);
+    cuts.dedup();
+    let mut out = Vec::new();
+    for w in cuts.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        if b - a < step * min_samples as f64 {
+            continue;
+        }
+        // The unicasts running throughout, and how many enter each receiver.
+        let running: Vec<usize> = (0..run.unicasts.len())
+            .filter(|&k| run.unicasts[k].1 <= a && run.unicasts[k].2 >= b)
+            .filter(|&k| receivers.contains(&run.unicasts[k].0))
+            .collect();
+        let into = |d: u32| running.iter().filter(|&&k| run.unicasts[k].0 == d).count();
+        let busiest = receivers.iter().map(|&d| into(d)).max().unwrap_or(0);
+        let fair = line / (1.0 + busiest as f64);
+        let in_phase: Vec<&Sample> = run
+            .samples
+            .iter()
+            .filter(|s| s.ms > a && s.ms <= b)
+            .collect();
+        let settled: Vec<&Sample> = in_phase
+            .iter()
+            .copied()
+            .filter(|s| s.ms > (a + b) / 2.0)
+            .collect();
+        let avg = |f: &dyn Fn(&Sample) -> f64| {
+            settled.iter().map(|s| f(s)).sum::<f64>() / settled.len().max(1) as f64
+        };
+        let mean = avg(&|s| s.gbps);
+        // Jain's index per congested receiver, each rate over its max-min share.
+        let jain_min = receivers
+            .iter()
+            .filter(|&&d| into(d) > 0)
+            .map(|&d| {
+                let n = into(d) as f64;
+                let mut x = vec![mean / fair];
+                for &k in running.iter().filter(|&&k| run.unicasts[k].0 == d) {
+                    let u = avg(&|s| s.unicast_gbps.get(k).copied().unwrap_or(0.0));
+                    x.push(u / ((line - fair) / n));
+                }
+                jain(&x)
+            })
+            .min_by(f64::total_cmp);
+        let q: Vec<f64> = in_phase.iter().map(|s| s.max_queue as f64 / 1e3).collect();
+        let pauses_at = |t: f64| {
+            run.samples
+                .iter()
+                .take_while(|s| s.ms <= t)
+                .last()
+                .map_or(0, |s| s.pauses)
+        };
+        out.push(Phase {
+            a,
+            b,
+            congested: receivers.iter().filter(|&&d| into(d) > 0).count(),
+            bottleneck: (busiest > 0)
+                .then(|| receivers.iter().copied().find(|&d| into(d) == busiest))
+                .flatten(),
+            fair,
+            mean,
+            jain: jain_min,
+            converge_ms: convergence(&in_phase, a, mean),
+            queue_mean_kb: q.iter().sum::<f64>() / q.len().max(1) as f64,
+            queue_max_kb: q.iter().copied().fold(0.0, f64::max),
+            pauses: pauses_at(b) - pauses_at(a),
+        });
+    }
+    out
+}
+
+/// The per-phase table of every policy, and the legend below it.
+fn phase_table(text: &mut String, runs: &[(&PolicyRun, Vec<Phase>)]) {
+    let _ = writeln!(
+        text,
+        "{:<12} {:>11} {:>5} {:>10} {:>7} {:>6} {:>9} {:>6} {:>7} {:>8} {:>8} {:>6}",
+        "policy",
+        "phase ms",
+        "cong",
+        "bottleneck",
+        "Gb/s",
+        "fair",
+        "rate/fair",
+        "Jain",
+        "conv ms",
+        "q avg KB",
+        "q max KB",
+        "PFC"
+    );
+    for (run, phases) in runs {
+        for p in phases {
+            let bottleneck = p.bottleneck.map_or("-".into(), |d| d.to_string());
+            let jain = p.jain.map_or("-".into(), |j| format!("{j:.3}"));
+            let conv = p.converge_ms.map_or("-".into(), |c| format!("{c:.2}"));
+            let _ = writeln!(
+                text,
+                "{:<12} {:>11} {:>5} {bottleneck:>10} {:>7.1} {:>6.1} {:>9.2} {jain:>6} {conv:>7} {:>8.1} {:>8.1} {:>6}",
+                run.policy,
+                format!("{:.1}-{:.1}", p.a, p.b),
+                p.congested,
+                p.mean,
+                p.fair,
+                p.mean / p.fair,
+                p.queue_mean_kb,
+                p.queue_max_kb,
+                p.pauses
+            );
+        }
+    }
+    let _ = writeln!(
+        text,
+        "\ncong: receivers whose downlink a unicast shares; bottleneck: the (host of the) one with the most;\n\
+         Gb/s: the multicast's mean sending rate over the phase's second half; fair: its\n\
+         max-min share; Jain: fairness index of the rates over their max-min shares at each\n\
+         congested receiver (the minimum); conv ms: from the change until the rate stays\n\
+         within {:.0}% of where it settles; q: the fullest receiver downlink queue; PFC:\n\
+         pause frames sent in the phase",
+        CONVERGED_BAND * 100.0
+    );
+}
+
+/// Per policy: when the multicast finished, and what happened to its CNPs.
+fn cnp_summary(text: &mut String, runs: &[PolicyRun]) {
+    let _ = writeln!(text);
+    for r in runs {
+        let _ = writeln!(
+            text,
+            "{:<12} multicast done at {} ms; CNPs: {} reached switches, {} passed, {} filtered, {} reached the source; {} packets retransmitted",
+            r.policy,
+            r.done_ms.map_or("-".into(), |t| format!("{t:.1}")),
+            r.cnps[0],
+            r.cnps[1],
+            r.cnps[2],
+            r.source_cnps,
+            r.retransmitted
+        );
+    }
+}
+
+/// The series of every policy as one CSV: the multicast's rate, each unicast's, the
+/// fullest receiver downlink and PFC pauses so far.
+fn series_csv(runs: &[PolicyRun]) -> String {
+    let flows = runs.first().map_or(0, |r| r.unicasts.len());
+    let mut csv = String::from("ms,policy,gbps");
+    for k in 0..flows {
+        let _ = write!(csv, ",u{k}_gbps");
+    }
+    csv.push_str(",queue_kb,pauses\n");
+    for r in runs {
+        for s in &r.samples {
+            let _ = write!(csv, "{:.3},{},{:.3}", s.ms, r.policy, s.gbps);
+            for u in &s.unicast_gbps {
+                let _ = write!(csv, ",{u:.3}");
+            }
+            let _ = writeln!(csv, ",{:.1},{}", s.max_queue as f64 / 1e3, s.pauses);
+        }
+    }
+    csv
+}
+
+/// The star presets' checks: 7 hosts, and the host link rate (Gb/s).
+fn star_line(sc: &Scenario, base: &Path, what: &str) -> Result<(String, f64), String> {
+    let topo = build_topology(sc, base)?;
+    if topo.num_hosts() < 7 {
+        return Err(format!("{what} needs 7 hosts (a source and 6 receivers)"));
+    }
+    let line = topo.links[topo.ports(0)[0].0 as usize].rate_bps as f64 / 1e9;
+    Ok((topo.name.clone(), line))
+}
+
+/// The CPMP experiment (TMCF Figs 3–4): a multicast from host 0 to receivers 1–6
+/// (one switch, TMCF's Fig 2 shape) starts at 0; from `start_ms`, every `phase_ms` one
+/// more unicast joins, each sharing one receiver's downlink (1→2, 2→3, 3→1, 4→5, 5→6,
+/// 6→4). Time is scaled down from the paper's (2.1 s, then one flow per 0.1 s):
+/// DCQCN's timers (55 µs rate increase, 50 µs CNP spacing and TMCF slot) are far
+/// shorter than a phase either way.
+pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
+    let m = &sc.multicast;
+    if !(m.start_ms > 0.0 && m.phase_ms > 0.0) {
+        return Err("multicast.start_ms and multicast.phase_ms must be positive".into());
+    }
+    let (name, line) = star_line(sc, base, "tmcf-cpmp")?;
     let end_ms = m.start_ms + m.phase_ms * (UNICASTS.len() as f64 + 1.0);
     // Every unicast outlasts the run at line rate.
-    let uni = (rate as f64 / 8.0 * end_ms / 1e3) as u64;
-    // CPMP's series stops when its last phase does; a given schedule runs to the end.
-    let cut_ms = if flows.is_some() {
-        f64::INFINITY
-    } else {
-        end_ms
-    };
-    let flows = flows.unwrap_or_else(|| {
-        UNICASTS
+    let uni = (line * 1e9 / 8.0 * end_ms / 1e3) as u64;
+    let trial = Trial {
+        source: 0,
+        receivers: (1..=6).collect(),
+        message: parse_bytes(&m.message)?,
+        flows: UNICASTS
             .iter()
             .enumerate()
             .map(|(i, &(s, d))| FlowSpec {
@@ -84,131 +430,61 @@ fn rate_series(
                 start_ps: ((m.start_ms + m.phase_ms * i as f64) * 1e9) as u64,
                 after: None,
             })
-            .collect()
-    });
-    let mut spec = CepheusSpec::new(0, (1..=6).collect(), parse_bytes(&m.message)?);
-    let step = Duration::from_us(100);
-    spec.sample_interval = Some(step);
-    let out = run_cepheus_with_flows(topo, cfg, &spec, flows)?;
-    let unicasts = out
-        .flows
+            .collect(),
+        step: Duration::from_us(100),
+        cut_ms: end_ms,
+    };
+    let runs = run_policies(sc, base, &trial)?;
+    let tables: Vec<(&PolicyRun, Vec<Phase>)> = runs
         .iter()
-        .map(|f| {
-            let end = f
-                .received_ps
-                .or(f.finish_ps)
-                .map_or(f64::INFINITY, |t| t as f64 / 1e9);
-            (f.dst, f.start_ps as f64 / 1e9, end)
-        })
+        .map(|r| (r, phases(r, &trial.receivers, line, 4)))
         .collect();
-    let mut series = Vec::new();
-    let mut unicast_gbps = Vec::new();
-    let mut prev = 0u64;
-    let mut prev_flows = vec![0u64; out.flows.len()];
-    let per_step = |bytes: u64| bytes as f64 * 8.0 / (step.as_ps() as f64 / 1e12) / 1e9;
-    for (t, src, fl) in &out.samples {
-        let ms = *t as f64 / 1e9;
-        if ms > cut_ms {
-            break;
-        }
-        series.push((ms, per_step(src.saturating_sub(prev))));
-        prev = *src;
-        // A finished flow's counter is gone: it has sent its whole size.
-        let now: Vec<u64> = fl
-            .iter()
-            .enumerate()
-            .map(|(i, b)| {
-                b.unwrap_or(if out.flows[i].start_ps <= *t {
-                    out.flows[i].size
-                } else {
-                    0
-                })
-            })
-            .collect();
-        unicast_gbps.push(
-            now.iter()
-                .zip(&prev_flows)
-                .map(|(a, b)| per_step(a.saturating_sub(*b)))
-                .collect(),
-        );
-        prev_flows = now;
-    }
-    Ok(PolicyRun {
-        series,
-        unicasts,
-        unicast_gbps,
-    })
-}
-
-/// The CPMP experiment: a rate table per phase and policy, and the series as CSV.
-pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
-    let m = &sc.multicast;
-    if !(m.start_ms > 0.0 && m.phase_ms > 0.0) {
-        return Err("multicast.start_ms and multicast.phase_ms must be positive".into());
-    }
-    let policies = &m.cnp_policies;
-    let series: Vec<Vec<(f64, f64)>> =
-        parallel(m.threads, policies, |p| rate_series(sc, base, p, None))?
-            .into_iter()
-            .map(|r| r.series)
-            .collect();
-    let topo = build_topology(sc, base)?;
-    let line = topo.links[topo.ports(0)[0].0 as usize].rate_bps as f64 / 1e9;
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "# TMCF CPMP (Figs 3-4): multicast 0 -> 1..6 on {}; from {} ms one unicast every {} ms\n\
+        "# TMCF CPMP (Figs 3-4): multicast 0 -> 1..6 on {name}; from {} ms one unicast every {} ms\n\
          (1->2, 2->3, 3->1, 4->5, 5->6, 6->4); time scaled down from 2.1 s / 0.1 s\n\
          paper: forward-all's multicast rate collapses as congested paths are added; TMCF\n\
          holds the fair share of each bottleneck (about half the link)\n",
-        topo.name, m.start_ms, m.phase_ms
+        m.start_ms, m.phase_ms
     );
+    // The paper's figure: the rate per number of congested paths, policies side by side.
     let _ = write!(text, "{:>18}", "congested paths");
-    for p in policies {
-        let _ = write!(text, " {p:>12}");
+    for r in &runs {
+        let _ = write!(text, " {:>12}", r.policy);
     }
     let _ = writeln!(text, " {:>10}", "fair share");
-    let mut csv = String::from("ms,policy,gbps\n");
-    for (p, s) in policies.iter().zip(&series) {
-        for (ms, g) in s {
-            let _ = writeln!(csv, "{ms:.3},{p},{g:.3}");
-        }
-    }
-    // Per phase: the mean over its second half (after the policy settled).
     for k in 0..=UNICASTS.len() {
-        let (a, b) = if k == 0 {
-            (m.start_ms / 2.0, m.start_ms)
-        } else {
-            let s = m.start_ms + m.phase_ms * (k as f64 - 1.0);
-            (s + m.phase_ms / 2.0, s + m.phase_ms)
-        };
         let _ = write!(text, "{k:>18}");
-        for s in &series {
-            let v: Vec<f64> = s
-                .iter()
-                .filter(|(t, _)| *t > a && *t <= b)
-                .map(|x| x.1)
-                .collect();
-            let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
-            let _ = write!(text, " {mean:>12.1}");
+        let mut fair = None;
+        for (_, ph) in &tables {
+            match ph.iter().find(|p| p.congested == k) {
+                Some(p) => {
+                    fair = Some(p.fair);
+                    let _ = write!(text, " {:>12.1}", p.mean);
+                }
+                None => {
+                    let _ = write!(text, " {:>12}", "-");
+                }
+            }
         }
-        let fair = if k == 0 { line } else { line / 2.0 };
-        let _ = writeln!(text, " {fair:>10.1}");
+        let _ = writeln!(text, " {:>10.1}", fair.unwrap_or(f64::NAN));
     }
     let _ = writeln!(
         text,
-        "\nGb/s of the multicast's sending rate, mean over the second half of each phase"
+        "\nGb/s of the multicast's sending rate, mean over the second half of each phase\n"
     );
+    phase_table(&mut text, &tables);
+    cnp_summary(&mut text, &runs);
     Ok(EvalReport {
         text,
-        files: vec![("tmcf-cpmp.csv".into(), csv)],
+        files: vec![("tmcf-cpmp.csv".into(), series_csv(&runs))],
     })
 }
 
-/// TMCF Figs 5–6, the moving bottleneck: unicasts from `multicast.unicasts` start
-/// (and, being finite, end); per phase between those events the table gives the
-/// multicast's rate, its max-min fair share (the line over one plus the most unicasts
-/// into any receiver), and which receiver is the bottleneck.
+/// TMCF Figs 5–6, the moving bottleneck: a multicast from host 0 to receivers 1–6,
+/// and the unicasts of `multicast.unicasts` ([source, destination, start ms, MB]),
+/// which start and, being finite, end.
 pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     let m = &sc.multicast;
     if m.unicasts.is_empty() {
@@ -232,94 +508,219 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
             after: None,
         });
     }
-    let runs = parallel(m.threads, &m.cnp_policies, |p| {
-        rate_series(sc, base, p, Some(flows.clone()))
-    })?;
-    let topo = build_topology(sc, base)?;
-    let line = topo.links[topo.ports(0)[0].0 as usize].rate_bps as f64 / 1e9;
+    let (name, line) = star_line(sc, base, "tmcf-moving")?;
+    let trial = Trial {
+        source: 0,
+        receivers: (1..=6).collect(),
+        message: parse_bytes(&m.message)?,
+        flows,
+        step: Duration::from_us(100),
+        cut_ms: f64::INFINITY,
+    };
+    let runs = run_policies(sc, base, &trial)?;
+    let tables: Vec<(&PolicyRun, Vec<Phase>)> = runs
+        .iter()
+        .map(|r| (r, phases(r, &trial.receivers, line, 4)))
+        .collect();
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "# TMCF moving bottleneck (Figs 5-6): multicast 0 -> 1..6 on {}; unicasts {:?}\n\
+        "# TMCF moving bottleneck (Figs 5-6): multicast 0 -> 1..6 on {name}; unicasts {:?}\n\
          ([src, dst, start ms, MB]); time scaled down\n\
          paper: the multicast follows the worst bottleneck as it moves, and back\n",
-        topo.name, m.unicasts
+        m.unicasts
     );
-    let _ = writeln!(
-        text,
-        "{:<12} {:>15} {:>11} {:>9} {:>9} {:>9} {:>6}",
-        "policy", "phase ms", "bottleneck", "Gb/s", "fair", "rate/fair", "Jain"
-    );
-    let mut csv = String::from("ms,policy,gbps\n");
-    for (p, r) in m.cnp_policies.iter().zip(&runs) {
-        for (ms, g) in &r.series {
-            let _ = writeln!(csv, "{ms:.3},{p},{g:.3}");
-        }
-        let end = r.series.last().map_or(0.0, |s| s.0);
-        let mut cuts: Vec<f64> = vec![0.0, end];
-        for &(_, a, b) in &r.unicasts {
-            cuts.extend([a, b].into_iter().filter(|t| *t < end));
-        }
-        cuts.sort_by(f64::total_cmp);
-        cuts.dedup();
-        for w in cuts.windows(2) {
-            let (a, b) = (w[0], w[1]);
-            if b - a < 0.4 {
-                continue; // too short to settle
-            }
-            let mut into = [0u32; 7];
-            for &(d, s, e) in &r.unicasts {
-                if s <= a && e >= b {
-                    into[d as usize] += 1;
-                }
-            }
-            let (worst, n) = (1..=6)
-                .map(|d| (d, into[d]))
-                .max_by_key(|&(d, n)| (n, std::cmp::Reverse(d)))
-                .unwrap_or((1, 0));
-            let fair = line / (1.0 + n as f64);
-            let half = (a + b) / 2.0;
-            let settled: Vec<usize> = (0..r.series.len())
-                .filter(|&i| r.series[i].0 > half && r.series[i].0 <= b)
-                .collect();
-            let avg = |f: &dyn Fn(usize) -> f64| {
-                settled.iter().map(|&i| f(i)).sum::<f64>() / settled.len().max(1) as f64
-            };
-            let mean = avg(&|i| r.series[i].1);
-            // Jain's index at the bottleneck: the multicast and the unicasts into it.
-            let mut shares = vec![mean];
-            for (k, &(d, s, e)) in r.unicasts.iter().enumerate() {
-                if n > 0 && d as usize == worst && s <= a && e >= b {
-                    shares.push(avg(&|i| r.unicast_gbps[i].get(k).copied().unwrap_or(0.0)));
-                }
-            }
-            let sum: f64 = shares.iter().sum();
-            let sq: f64 = shares.iter().map(|x| x * x).sum();
-            let jain = if sq > 0.0 {
-                sum * sum / (shares.len() as f64 * sq)
-            } else {
-                0.0
-            };
-            let bottleneck = if n == 0 {
-                "-".to_string()
-            } else {
-                format!("receiver {worst}")
-            };
-            let _ = writeln!(
-                text,
-                "{p:<12} {:>15} {bottleneck:>11} {mean:>9.1} {fair:>9.1} {:>9.2} {jain:>6.3}",
-                format!("{a:.1}-{b:.1}"),
-                mean / fair
-            );
-        }
-    }
-    let _ = writeln!(
-        text,
-        "\nrate: the multicast's mean sending rate over the second half of each phase;\n\
-         Jain: fairness index of the multicast and the unicasts into the bottleneck receiver"
-    );
+    phase_table(&mut text, &tables);
+    cnp_summary(&mut text, &runs);
     Ok(EvalReport {
         text,
-        files: vec![("tmcf-moving.csv".into(), csv)],
+        files: vec![("tmcf-moving.csv".into(), series_csv(&runs))],
     })
+}
+
+/// Cepheus Fig 14: multicast f1 from N0 to N1..N(g-1) (hosts drawn, seeded, from the
+/// fabric); unicast f2 N1→N2 from `start_ms`, then f3 N3→N4 `start_ms` after f2 is
+/// received, each carrying what the line moves in `phase_ms`. N2's and then N4's
+/// downlinks are the shared bottlenecks: the multicast should converge to half a link
+/// and take the whole link back when a competitor ends. DCQCN climbs back slowly
+/// (HPCC's settings: +200 Mb/s per 300 µs at 100 Gb/s), so seeing the whole link
+/// retaken needs a `start_ms` of tens of milliseconds.
+pub fn fairness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
+    let m = &sc.multicast;
+    let size = parse_bytes(&m.message)?;
+    let topo = build_topology(sc, base)?;
+    let hosts_n = topo.num_hosts() as u32;
+    if m.group < 5 || m.group > hosts_n {
+        return Err(format!("multicast.group must be 5..{hosts_n}"));
+    }
+    // Draw the group's hosts N0..N(g-1) (seeded).
+    let mut rng = ChaCha8Rng::seed_from_u64(sc.seed);
+    let mut pool: Vec<u32> = (0..hosts_n).collect();
+    let mut nodes = Vec::new();
+    for _ in 0..m.group {
+        let i = (rng.next_u64() % pool.len() as u64) as usize;
+        nodes.push(pool.swap_remove(i));
+    }
+    if !(m.start_ms > 0.0 && m.phase_ms > 0.0) {
+        return Err("multicast.start_ms and multicast.phase_ms must be positive".into());
+    }
+    let rate = topo.links[topo.ports(nodes[0])[0].0 as usize].rate_bps;
+    let uni = (rate as f64 / 8.0 * m.phase_ms / 1e3) as u64;
+    let gap = (m.start_ms * 1e9) as u64;
+    let trial = Trial {
+        source: nodes[0],
+        receivers: nodes[1..].to_vec(),
+        message: size,
+        flows: vec![
+            FlowSpec {
+                src: nodes[1],
+                dst: nodes[2],
+                size: uni,
+                start_ps: gap,
+                after: None,
+            },
+            FlowSpec {
+                src: nodes[3],
+                dst: nodes[4],
+                size: uni,
+                start_ps: gap,
+                after: Some(0),
+            },
+        ],
+        step: Duration::from_us(100),
+        cut_ms: f64::INFINITY,
+    };
+    let runs = run_policies(sc, base, &trial)?;
+    let line = rate as f64 / 1e9;
+    let tables: Vec<(&PolicyRun, Vec<Phase>)> = runs
+        .iter()
+        .map(|r| (r, phases(r, &trial.receivers, line, 10)))
+        .collect();
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "# Cepheus Fig. 14: f1 multicast N0={} -> {} receivers ({}) on {}; f2 N1={} -> N2={} at {} ms;\n\
+         f3 N3={} -> N4={} {} ms after f2 is received; each carries {} ms of the line\n\
+         paper: f1 takes the whole link alone, converges to a fair share with f2, then with f3,\n\
+         and takes the link back when each ends\n",
+        nodes[0],
+        m.group - 1,
+        fmt_size(size),
+        topo.name,
+        nodes[1],
+        nodes[2],
+        m.start_ms,
+        nodes[3],
+        nodes[4],
+        m.start_ms,
+        m.phase_ms
+    );
+    phase_table(&mut text, &tables);
+    cnp_summary(&mut text, &runs);
+    Ok(EvalReport {
+        text,
+        files: vec![("fairness.csv".into(), series_csv(&runs))],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(ms: f64, gbps: f64) -> Sample {
+        Sample {
+            ms,
+            gbps,
+            unicast_gbps: Vec::new(),
+            max_queue: 0,
+            pauses: 0,
+        }
+    }
+
+    #[test]
+    fn jain_is_one_when_equal_and_one_over_n_when_one_takes_all() {
+        assert!((jain(&[2.0, 2.0, 2.0]) - 1.0).abs() < 1e-12);
+        assert!((jain(&[3.0, 0.0, 0.0]) - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(jain(&[0.0, 0.0]), 0.0);
+    }
+
+    #[test]
+    fn convergence_is_when_the_moving_mean_stays_in_the_band() {
+        // Falls from 40 to 20 over four samples, then holds at 20.
+        let rates = [40.0, 35.0, 30.0, 25.0, 20.0, 20.0, 20.0, 20.0, 20.0, 20.0];
+        let s: Vec<Sample> = rates
+            .iter()
+            .enumerate()
+            .map(|(i, &g)| sample(1.0 + 0.1 * (i + 1) as f64, g))
+            .collect();
+        let refs: Vec<&Sample> = s.iter().collect();
+        // Means: 40, 37.5, 35, 30, 25, 21.7, 20…; 25 is outside ±20% of 20 (24), 21.7 in.
+        let c = convergence(&refs, 1.0, 20.0).unwrap();
+        assert!((c - 0.6).abs() < 1e-9, "{c}");
+        // A rate that keeps swinging out of the band, or sits elsewhere, never does.
+        let osc: Vec<Sample> = (0..10)
+            .map(|i| sample(0.1 * i as f64, if i % 2 == 0 { 5.0 } else { 35.0 }))
+            .collect();
+        let refs: Vec<&Sample> = osc.iter().collect();
+        assert_eq!(convergence(&refs, 0.0, 20.0), None);
+        let flat: Vec<Sample> = (0..10).map(|i| sample(0.1 * i as f64, 5.0)).collect();
+        let refs: Vec<&Sample> = flat.iter().collect();
+        assert_eq!(convergence(&refs, 0.0, 20.0), None);
+    }
+
+    #[test]
+    fn phases_follow_the_unicasts_and_their_fair_shares() {
+        // 40 Gb/s line; receivers 1-3; a unicast into 1 over 1-3 ms and one into 2 and
+        // 1 more into 1 over 2-3 ms (so 1 carries two: fair share 40/3).
+        let samples: Vec<Sample> = (1..=40)
+            .map(|i| {
+                let ms = 0.1 * i as f64;
+                let two = ms > 2.0 && ms <= 3.0;
+                let one = ms > 1.0 && ms <= 3.0;
+                let mc = if two {
+                    40.0 / 3.0
+                } else if one {
+                    20.0
+                } else {
+                    40.0
+                };
+                Sample {
+                    ms,
+                    gbps: mc,
+                    unicast_gbps: vec![
+                        (if one { 40.0 - mc } else { 0.0 }) / (if two { 2.0 } else { 1.0 }),
+                        if two { 40.0 - mc } else { 0.0 },
+                        if two { (40.0 - mc) / 2.0 } else { 0.0 },
+                    ],
+                    max_queue: (i * 1000) as u64,
+                    pauses: i as u64 / 10,
+                }
+            })
+            .collect();
+        let run = PolicyRun {
+            policy: "t".into(),
+            samples,
+            unicasts: vec![(1, 1.0, 3.0), (2, 2.0, 3.0), (1, 2.0, 3.0)],
+            done_ms: None,
+            cnps: [0; 3],
+            source_cnps: 0,
+            retransmitted: 0,
+        };
+        let ph = phases(&run, &[1, 2, 3], 40.0, 4);
+        let spans: Vec<(f64, f64, usize)> = ph.iter().map(|p| (p.a, p.b, p.congested)).collect();
+        assert_eq!(
+            spans,
+            vec![(0.0, 1.0, 0), (1.0, 2.0, 1), (2.0, 3.0, 2), (3.0, 4.0, 0)]
+        );
+        assert_eq!(ph[1].bottleneck, Some(1));
+        assert!((ph[1].fair - 20.0).abs() < 1e-9 && (ph[1].mean - 20.0).abs() < 1e-9);
+        assert!((ph[2].fair - 40.0 / 3.0).abs() < 1e-9);
+        // Everyone at its max-min share: Jain 1 at both congested receivers.
+        assert!((ph[2].jain.unwrap() - 1.0).abs() < 1e-9, "{:?}", ph[2].jain);
+        assert_eq!(ph[0].jain, None);
+        // Settled from the first sample: converged within one interval.
+        assert!((ph[1].converge_ms.unwrap() - 0.1).abs() < 1e-9);
+        assert!((ph[1].queue_max_kb - 20.0).abs() < 1e-9);
+        assert_eq!(ph[1].pauses, 1);
+    }
 }

@@ -162,11 +162,26 @@ pub struct CepheusOutcome {
     pub qp_rx_drops: u64,
     /// Frames captured on `EngineConfig::capture_links`: (time ps, Ethernet frame).
     pub capture: Vec<(u64, Vec<u8>)>,
-    /// With `sample_interval`: (time ps, source data bytes sent, each unicast flow's
-    /// data bytes sent so far, None before it starts or once it finished).
-    pub samples: Vec<(u64, u64, Vec<Option<u64>>)>,
+    /// With `sample_interval`: one sample per interval.
+    pub samples: Vec<RateSample>,
     /// The unicast flows run beside the group (`run_cepheus_with_flows`).
     pub flows: Vec<crate::engine::FlowResult>,
+}
+
+/// What the run looked like at one sampling instant (`CepheusSpec::sample_interval`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RateSample {
+    pub t_ps: u64,
+    /// Data bytes the source's QP has sent so far.
+    pub source_tx_bytes: u64,
+    /// Each unicast flow's data bytes sent so far; None before it starts or once it
+    /// finished.
+    pub flow_tx_bytes: Vec<Option<u64>>,
+    /// Bytes queued at the switch port facing each receiver (its downlink), in
+    /// `CepheusSpec::receivers` order: where a multicast's congestion builds.
+    pub receiver_queue_bytes: Vec<u64>,
+    /// PFC pause frames sent by all ports so far.
+    pub pauses_sent: u64,
 }
 
 impl CepheusOutcome {
@@ -252,7 +267,9 @@ struct GroupRun<'s> {
     /// When the source's CPU is free for the next post.
     cpu_free: u64,
     next_sample: Option<u64>,
-    samples: Vec<(u64, u64, Vec<Option<u64>>)>,
+    samples: Vec<RateSample>,
+    /// (switch, port) facing each receiver, for `RateSample::receiver_queue_bytes`.
+    downlinks: Vec<(u32, u16)>,
     /// The source QP's feedback counters, kept when the QP is destroyed.
     source_feedback: Option<SourceFeedback>,
 }
@@ -260,6 +277,12 @@ struct GroupRun<'s> {
 impl<'s> GroupRun<'s> {
     fn new(engine: &mut Engine, spec: &'s CepheusSpec) -> Result<Self, String> {
         let mcst = spec.mcst_id.to_u32();
+        if spec.message_bytes > i32::MAX as u64 {
+            return Err(format!(
+                "a message of {} bytes exceeds RDMA's 2 GiB message limit",
+                spec.message_bytes
+            ));
+        }
         let slots = if spec.verify_data {
             spec.messages as u64
         } else {
@@ -333,6 +356,14 @@ impl<'s> GroupRun<'s> {
             cpu_free: 0,
             next_sample: spec.sample_interval.map(|d| d.as_ps()),
             samples: Vec::new(),
+            downlinks: spec
+                .receivers
+                .iter()
+                .filter_map(|&h| {
+                    let &(link, peer) = engine.topo.ports(h).first()?;
+                    Some((peer, engine.topo.port_of(peer, link)?))
+                })
+                .collect(),
             source_feedback: None,
         })
     }
@@ -469,7 +500,17 @@ impl<'s> GroupRun<'s> {
                     let flows = (0..engine.results.len() as u32)
                         .map(|i| engine.flow_tx_bytes(i))
                         .collect();
-                    self.samples.push((t, src, flows));
+                    self.samples.push(RateSample {
+                        t_ps: t,
+                        source_tx_bytes: src,
+                        flow_tx_bytes: flows,
+                        receiver_queue_bytes: self
+                            .downlinks
+                            .iter()
+                            .map(|&(n, p)| engine.port_queue_bytes(n, p))
+                            .collect(),
+                        pauses_sent: engine.port_counters().map(|c| c.3.pauses_sent).sum(),
+                    });
                     self.next_sample = Some(t + iv.as_ps());
                 }
             }

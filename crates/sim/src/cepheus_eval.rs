@@ -17,19 +17,16 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use rand_chacha::ChaCha8Rng;
-use rand_core::{RngCore, SeedableRng};
 use rocast_core::overlay::Scheme;
 use rocast_core::plan::Topology;
 use rocast_core::rnic::{Payload, Retransmission};
 use rocast_core::time::{Duration, Instant};
 
 use crate::broadcast::{bench_driver_config, run_broadcast, spread_hosts, BroadcastSpec};
-use crate::cepheus::{run_cepheus, run_cepheus_with_flows, CepheusSpec};
+use crate::cepheus::{run_cepheus, CepheusSpec};
 use crate::config::{parse_bytes, parse_sizes, Scenario};
 use crate::engine::{AppEvent, Engine, EngineConfig};
 use crate::run::{build_topology, engine_config};
-use crate::workload::FlowSpec;
 
 /// What one experiment produced: the report, and files to write (name, contents).
 pub struct EvalReport {
@@ -47,7 +44,7 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "large-scale" => testbed(sc, &topo, &cfg, true)?,
         "loss" => loss(sc, &topo, &cfg)?,
         "iops" => iops(sc, &topo, &cfg)?,
-        "fairness" => fairness(sc, &topo, &cfg)?,
+        "fairness" => crate::cc_eval::fairness(sc, base)?,
         "peel-rules" => crate::peel_eval::rules(sc)?,
         "peel-approx" => crate::peel_eval::approx(sc, base)?,
         "peel-fig5" => crate::peel_eval::fig5(sc, base)?,
@@ -668,112 +665,4 @@ fn unicast_iops(
         }
     }
     Ok(ios as f64 / (last as f64 / 1e12))
-}
-
-/// Fig. 14: per-ms throughput of a multicast f1 against unicasts f2 and f3.
-fn fairness(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport, String> {
-    let m = &sc.multicast;
-    let size = parse_bytes(&m.message)?;
-    let hosts_n = topo.num_hosts() as u32;
-    if m.group < 5 || m.group > hosts_n {
-        return Err(format!("multicast.group must be 5..{hosts_n}"));
-    }
-    // Draw the group's hosts N0..N(g-1) (seeded).
-    let mut rng = ChaCha8Rng::seed_from_u64(sc.seed);
-    let mut pool: Vec<u32> = (0..hosts_n).collect();
-    let mut nodes = Vec::new();
-    for _ in 0..m.group {
-        let i = (rng.next_u64() % pool.len() as u64) as usize;
-        nodes.push(pool.swap_remove(i));
-    }
-    let rate = topo.links[topo.ports(nodes[0])[0].0 as usize].rate_bps;
-    // f2 and f3 each carry what the line moves in 8 ms alone (rate/8 bytes per
-    // second × 8 ms = rate/1000 bytes); f2 starts at 5 ms and f3 once f2 has been
-    // received, 5 ms later.
-    let uni = rate / 1000;
-    let flows = vec![
-        FlowSpec {
-            src: nodes[1],
-            dst: nodes[2],
-            size: uni,
-            start_ps: 5_000_000_000,
-            after: None,
-        },
-        FlowSpec {
-            src: nodes[3],
-            dst: nodes[4],
-            size: uni,
-            start_ps: 5_000_000_000,
-            after: Some(0),
-        },
-    ];
-    let mut spec = CepheusSpec::new(nodes[0], nodes[1..].to_vec(), size);
-    spec.sample_interval = Some(Duration::from_ms(1));
-    let out = run_cepheus_with_flows(topo.clone(), cfg.clone(), &spec, flows)?;
-    let mut text = String::new();
-    let mut csv = String::from("ms,f1_gbps,f2_gbps,f3_gbps\n");
-    let _ = writeln!(
-        text,
-        "# Fig. 14: f1 multicast N0={} -> {} receivers ({}); f2 N1={} -> N2={} at 5 ms; f3 N3={} -> N4={} 5 ms after f2 ends",
-        nodes[0],
-        m.group - 1,
-        fmt_size(size),
-        nodes[1],
-        nodes[2],
-        nodes[3],
-        nodes[4]
-    );
-    let _ = writeln!(
-        text,
-        "{:>4} {:>9} {:>9} {:>9}",
-        "ms", "f1 Gbps", "f2 Gbps", "f3 Gbps"
-    );
-    let mut prev = (0u64, vec![0u64; 2]);
-    let finals: Vec<u64> = out.flows.iter().map(|f| f.size).collect();
-    let mut shares = Vec::new();
-    for (t, src, fl) in &out.samples {
-        let ms = t / 1_000_000_000;
-        let cur: Vec<u64> = fl
-            .iter()
-            .enumerate()
-            .map(|(i, b)| match b {
-                Some(b) => *b,
-                None if out.flows[i].finish_ps.is_some_and(|f| f <= *t) => finals[i],
-                None => 0,
-            })
-            .collect();
-        let g = |a: u64, b: u64| (a.saturating_sub(b)) as f64 * 8.0 / 1e6; // per ms → Gbps
-        let (f1, f2, f3) = (g(*src, prev.0), g(cur[0], prev.1[0]), g(cur[1], prev.1[1]));
-        let _ = writeln!(text, "{ms:>4} {f1:>9.1} {f2:>9.1} {f3:>9.1}");
-        let _ = writeln!(csv, "{ms},{f1:.3},{f2:.3},{f3:.3}");
-        if f2 > 1.0 || f3 > 1.0 {
-            shares.push(f1 / (f1 + f2 + f3));
-        }
-        prev = (*src, cur);
-    }
-    let _ = writeln!(text, "\npaper vs rocast:");
-    let _ = writeln!(
-        text,
-        "  paper: f1 takes the whole link alone, converges to a fair share with f2, then with f3"
-    );
-    if let Some((lo, hi)) = range(&shares) {
-        let mean = shares.iter().sum::<f64>() / shares.len() as f64;
-        let _ = writeln!(
-            text,
-            "  rocast: f1's share of the bottleneck while contended: mean {:.2} (range {:.2}-{:.2}); fair = 0.50",
-            mean, lo, hi
-        );
-    }
-    let _ = writeln!(
-        text,
-        "  f1 done at {:.1} ms; CNPs: {} reached switches, {} passed, {} filtered",
-        out.completion_ps().unwrap_or(0) as f64 / 1e9,
-        out.switches.cnps_in,
-        out.switches.cnps_out,
-        out.switches.cnps_filtered
-    );
-    Ok(EvalReport {
-        text,
-        files: vec![("fairness.csv".into(), csv)],
-    })
 }

@@ -33,17 +33,18 @@ fn multicast_gbps(extra: &[&str]) -> f64 {
     let at = |ps: u64| {
         out.samples
             .iter()
-            .find(|s| s.0 >= ps)
-            .map(|s| s.1)
+            .find(|s| s.t_ps >= ps)
+            .map(|s| s.source_tx_bytes)
             .unwrap_or(0)
     };
     let (a, b) = (at(3_000_000_000), at(9_000_000_000));
     (b - a) as f64 * 8.0 / 6e-3 / 1e9
 }
 
-/// Thresholds are what the model does (measured 26.3 / 41.2 / 26.6 / 31.7 Gb/s for
-/// forward-all / TMCF / Cepheus / guard against a 50 Gb/s fair share), with margin:
-/// forward-all below 60 % of the fair share, TMCF above 75 %. Cepheus' counters let
+/// Thresholds are the issue's, checked against what the model does (measured 26.3 /
+/// 48.1 / 26.6 / 31.7 Gb/s for forward-all / TMCF / Cepheus / guard against a 50 Gb/s
+/// fair share: 53 % and 96 %): forward-all below 60 % of the fair share, TMCF above
+/// 85 %. Cepheus' counters let
 /// equally congested paths all speak (its tie rule), so under this symmetric load it
 /// does no better than forward-all; the guard timer sits in between.
 #[test]
@@ -54,7 +55,7 @@ fn cpmp_forward_all_collapses_and_tmcf_holds_the_fair_share() {
     let cepheus = multicast_gbps(&["switch.cnp_filter=\"cepheus\""]);
     let guard = multicast_gbps(&["switch.cnp_filter=\"forward-all\"", "nic.cnp_guard_us=50"]);
     assert!(fa < 0.60 * fair, "forward-all {fa:.1} Gb/s");
-    assert!(tmcf > 0.75 * fair, "TMCF {tmcf:.1} Gb/s");
+    assert!(tmcf > 0.85 * fair, "TMCF {tmcf:.1} Gb/s");
     assert!(
         tmcf > cepheus && tmcf > guard,
         "{tmcf:.1} {cepheus:.1} {guard:.1}"
