@@ -358,7 +358,7 @@ fn cnp_summary(text: &mut String, runs: &[PolicyRun]) {
     for r in runs {
         let _ = writeln!(
             text,
-            "{:<12} multicast done at {} ms; CNPs: {} reached switches, {} passed, {} filtered, {} reached the source; {} packets retransmitted",
+            "{:<12} multicast done at {} ms; CNPs (counted at every switch crossed): {} in, {} passed, {} filtered; {} reached the source; {} packets retransmitted",
             r.policy,
             r.done_ms.map_or("-".into(), |t| format!("{t:.1}")),
             r.cnps[0],

@@ -45,8 +45,11 @@ impl CnpFilter for ForwardAllCnp {
     }
 }
 
-/// Cepheus' filter: per-path CNP counters; a CNP passes when its path's count is the
-/// highest of the group's (ties pass, so two equally congested paths both speak).
+/// Cepheus' filter: per-path CNP counters; a CNP passes when its path is the most
+/// congested, the one with the highest count. Ties go to the path whose CNPs passed
+/// last (else the CNP's own): "only the CNPs from the most congested link" pass, so
+/// equally congested paths do not all speak — letting ties pass made this filter no
+/// better than forward-all whenever the branches were equally loaded (`tmcf-cpmp`).
 /// Every `window` the counters halve, so an old bottleneck stops dominating once its
 /// CNPs stop (the paper's "periodic aging"; it gives no constants, and halving keeps
 /// history without letting it outweigh a new bottleneck for more than a few windows).
@@ -60,6 +63,8 @@ pub struct CounterCnpFilter {
 struct CounterState {
     window_start: Instant,
     counters: Vec<u16>,
+    /// The path whose CNP passed last.
+    passing: Option<usize>,
 }
 
 impl CounterCnpFilter {
@@ -80,6 +85,7 @@ impl CnpFilter for CounterCnpFilter {
         let st = self.groups.entry(group).or_insert_with(|| CounterState {
             window_start: now,
             counters: Vec::new(),
+            passing: None,
         });
         if st.counters.len() < entries {
             st.counters.resize(entries, 0);
@@ -99,7 +105,15 @@ impl CnpFilter for CounterCnpFilter {
         };
         *c = c.saturating_add(1);
         let mine = *c;
-        mine >= st.counters.iter().copied().max().unwrap_or(0)
+        let max = st.counters.iter().copied().max().unwrap_or(0);
+        let holder_tied = st
+            .passing
+            .is_some_and(|p| p != entry && st.counters.get(p) == Some(&max));
+        let pass = mine == max && !holder_tied;
+        if pass {
+            st.passing = Some(entry);
+        }
+        pass
     }
     fn forget(&mut self, group: u32) {
         self.groups.remove(&group);
@@ -107,7 +121,7 @@ impl CnpFilter for CounterCnpFilter {
     fn memory_bytes(&self) -> usize {
         self.groups
             .values()
-            .map(|s| 48 + s.counters.capacity() * 2)
+            .map(|s| 64 + s.counters.capacity() * 2)
             .sum()
     }
     fn name(&self) -> &'static str {
@@ -241,14 +255,28 @@ mod tests {
     }
 
     #[test]
+    fn equally_congested_paths_do_not_all_pass() {
+        let mut f = CounterCnpFilter::new(Duration::from_us(1_000));
+        // Three paths alternate one CNP each: the first to speak keeps the ties.
+        let passed: Vec<bool> = (0..9)
+            .map(|i| f.admit(us(i), 1, (i % 3) as usize, 3))
+            .collect();
+        assert_eq!(
+            passed,
+            [true, false, false, true, false, false, true, false, false]
+        );
+    }
+
+    #[test]
     fn aging_lets_a_new_bottleneck_take_over() {
         let mut f = CounterCnpFilter::new(Duration::from_us(10));
         for i in 0..8 {
             assert!(f.admit(us(i), 1, 0, 2));
         }
         assert!(!f.admit(us(9), 1, 1, 2), "path 0 still dominates");
-        // Path 0 goes quiet; three windows later its 8 CNPs have aged to 1.
-        assert!(f.admit(us(30), 1, 1, 2));
+        // Path 0 goes quiet; three windows later its 8 CNPs have aged to 1. A tie
+        // stays with path 0, whose CNPs passed last; one more CNP and path 1 leads.
+        assert!(!f.admit(us(30), 1, 1, 2));
         assert_eq!(f.counters(1), Some(&[1u16, 1][..]));
         assert!(f.admit(us(31), 1, 1, 2));
         assert!(f.admit(us(32), 1, 1, 2));
