@@ -18,6 +18,7 @@
 //! member becomes the source, §III-E) and any member can later be the source without a
 //! second registration. The leader counts as confirmed from the start.
 
+use crate::fabric::cepheus::GroupAddressSpace;
 use crate::time::{Duration, Instant};
 use crate::wire::mrp::{MrpMember, MrpRepr};
 use crate::wire::{Error as WireError, Ipv4Address};
@@ -35,7 +36,7 @@ pub fn is_multicast(ip: Ipv4Address) -> bool {
 /// controller never starts a registration a switch would have to reject half-way.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GroupError {
-    #[error("McstID {0} is not an IPv4 multicast address (224.0.0.0/4)")]
+    #[error("McstID {0} is not in the group address space (224.0.0.0/4 unless configured)")]
     NotMulticast(Ipv4Address),
     #[error("the group has no members besides the leader")]
     Empty,
@@ -72,7 +73,19 @@ impl GroupSpec {
         leader: MrpMember,
         members: Vec<MrpMember>,
     ) -> Result<Self, GroupError> {
-        if !is_multicast(mcst_id) {
+        Self::in_space(GroupAddressSpace::MULTICAST, mcst_id, leader, members)
+    }
+
+    /// Like [`new`](Self::new), with McstIDs drawn from `space` (the real-time
+    /// runtime's unicast block; see [`GroupAddressSpace`]). Members may be in neither
+    /// 224.0.0.0/4 nor `space`.
+    pub fn in_space(
+        space: GroupAddressSpace,
+        mcst_id: Ipv4Address,
+        leader: MrpMember,
+        members: Vec<MrpMember>,
+    ) -> Result<Self, GroupError> {
+        if !space.contains(mcst_id) {
             return Err(GroupError::NotMulticast(mcst_id));
         }
         if members.is_empty() {
@@ -84,6 +97,7 @@ impl GroupSpec {
             if m.ip == Ipv4Address::UNSPECIFIED
                 || m.ip == Ipv4Address::new(255, 255, 255, 255)
                 || is_multicast(m.ip)
+                || space.contains(m.ip)
             {
                 return Err(GroupError::BadMemberAddress(m.ip));
             }
@@ -185,6 +199,63 @@ pub struct SwitchReport {
     pub switch: u32,
     pub mcst_id: Ipv4Address,
     pub reason: SwitchRejection,
+}
+
+impl SwitchRejection {
+    fn code(self) -> u8 {
+        match self {
+            SwitchRejection::TableFull => 1,
+            SwitchRejection::NotInTree => 2,
+            SwitchRejection::Conflict => 3,
+            SwitchRejection::Malformed => 4,
+        }
+    }
+    fn from_code(c: u8) -> Option<Self> {
+        Some(match c {
+            1 => SwitchRejection::TableFull,
+            2 => SwitchRejection::NotInTree,
+            3 => SwitchRejection::Conflict,
+            4 => SwitchRejection::Malformed,
+            _ => return None,
+        })
+    }
+}
+
+/// Bytes of an encoded [`SwitchReport`].
+pub const SWITCH_REPORT_LEN: usize = 13;
+const SWITCH_REPORT_MAGIC: [u8; 4] = *b"RCRJ";
+
+impl SwitchReport {
+    /// On a real network a switch sends the report in a UDP datagram to the MRP
+    /// packet's source (the leader), port `MRP_UDP_PORT`; 13 bytes, big-endian:
+    /// `"RCRJ" | McstID (4) | switch id (4) | reason (1)`. The magic keeps it apart
+    /// from MRP packets on the same port.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
+        let Some(out) = buf.get_mut(..SWITCH_REPORT_LEN) else {
+            return Err(WireError::Truncated("switch report buffer"));
+        };
+        out[0..4].copy_from_slice(&SWITCH_REPORT_MAGIC);
+        out[4..8].copy_from_slice(&self.mcst_id.0);
+        out[8..12].copy_from_slice(&self.switch.to_be_bytes());
+        out[12] = self.reason.code();
+        Ok(SWITCH_REPORT_LEN)
+    }
+
+    /// Parses exactly 13 bytes with the magic and a known reason.
+    pub fn parse(b: &[u8]) -> Result<SwitchReport, WireError> {
+        if b.len() < SWITCH_REPORT_LEN {
+            return Err(WireError::Truncated("switch report"));
+        }
+        if b.len() > SWITCH_REPORT_LEN || b[0..4] != SWITCH_REPORT_MAGIC {
+            return Err(WireError::Malformed("switch report"));
+        }
+        Ok(SwitchReport {
+            mcst_id: Ipv4Address([b[4], b[5], b[6], b[7]]),
+            switch: u32::from_be_bytes([b[8], b[9], b[10], b[11]]),
+            reason: SwitchRejection::from_code(b[12])
+                .ok_or(WireError::Malformed("switch report reason"))?,
+        })
+    }
 }
 
 /// A member confirming its membership to the leader's controller.
@@ -522,6 +593,7 @@ pub struct MemberAgentStats {
 pub struct MemberAgent {
     ip: Ipv4Address,
     groups: BTreeMap<Ipv4Address, MrpMember>,
+    space: GroupAddressSpace,
     stats: MemberAgentStats,
 }
 
@@ -530,8 +602,14 @@ impl MemberAgent {
         MemberAgent {
             ip,
             groups: BTreeMap::new(),
+            space: GroupAddressSpace::MULTICAST,
             stats: MemberAgentStats::default(),
         }
+    }
+    /// The same agent answering MRP for McstIDs in `space`.
+    pub fn with_group_space(mut self, space: GroupAddressSpace) -> Self {
+        self.space = space;
+        self
     }
     pub fn ip(&self) -> Ipv4Address {
         self.ip
@@ -552,7 +630,7 @@ impl MemberAgent {
             .members
             .iter()
             .find(|m| m.ip == self.ip)
-            .filter(|_| is_multicast(mrp.mcst_id));
+            .filter(|_| self.space.contains(mrp.mcst_id));
         let Some(me) = me else {
             self.stats.ignored += 1;
             return None;
@@ -570,6 +648,39 @@ impl MemberAgent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn switch_reports_round_trip_and_reject_garbage() {
+        for reason in [
+            SwitchRejection::TableFull,
+            SwitchRejection::NotInTree,
+            SwitchRejection::Conflict,
+            SwitchRejection::Malformed,
+        ] {
+            let r = SwitchReport {
+                switch: 7,
+                mcst_id: Ipv4Address::new(10, 77, 0, 200),
+                reason,
+            };
+            let mut b = [0u8; SWITCH_REPORT_LEN];
+            assert_eq!(r.emit(&mut b), Ok(SWITCH_REPORT_LEN));
+            assert_eq!(SwitchReport::parse(&b), Ok(r));
+            let mut bad = b;
+            bad[12] = 9;
+            assert!(SwitchReport::parse(&bad).is_err());
+            bad = b;
+            bad[0] = b'X';
+            assert!(SwitchReport::parse(&bad).is_err());
+            assert!(SwitchReport::parse(&b[..12]).is_err());
+        }
+        assert!(SwitchReport {
+            switch: 0,
+            mcst_id: Ipv4Address::UNSPECIFIED,
+            reason: SwitchRejection::Conflict
+        }
+        .emit(&mut [0u8; 4])
+        .is_err());
+    }
     use proptest::prelude::*;
 
     const MCST: Ipv4Address = Ipv4Address::new(239, 1, 0, 7);

@@ -9,6 +9,7 @@
 //! extended transport headers), and Annex A17 "RoCEv2" (UDP port 4791, the ICRC rule,
 //! the CNP). The exact ICRC rule used here is the one in `shared/testdata/README.md`.
 
+pub mod arp;
 mod bth;
 mod ethernet;
 mod ext;

@@ -51,9 +51,92 @@ use crate::time::Instant;
 use crate::wire::{AckSyndrome, Ipv4Address, NakCode, Opcode, Psn, RoceRepr};
 use std::collections::BTreeMap;
 
-/// True for the addresses rocast uses as McstIDs: IPv4 multicast, 224.0.0.0/4.
+/// True for the addresses rocast uses as McstIDs by default: IPv4 multicast,
+/// 224.0.0.0/4 ([`GroupAddressSpace::MULTICAST`]).
 pub fn is_mcst_id(ip: Ipv4Address) -> bool {
-    ip.to_u32() >> 28 == 0xe
+    GroupAddressSpace::MULTICAST.contains(ip)
+}
+
+/// The block of addresses a switch (and the hosts' member agents) take as McstIDs.
+///
+/// Cepheus draws McstIDs from IPv4 multicast, and the simulator does. A kernel RoCE
+/// or UDP stack cannot receive them, though: a bridged copy carries the McstID as its
+/// *source* address so that the receiver's feedback returns to the group, and Linux
+/// drops any packet with a multicast source as a martian before UDP (or rxe) sees it.
+/// The real-time runtime therefore uses a unicast block the switch owns (it answers
+/// ARP for those addresses), e.g. `10.77.0.128/25`; everything else about the group
+/// is unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GroupAddressSpace {
+    base: u32,
+    prefix_len: u8,
+}
+
+impl GroupAddressSpace {
+    /// 224.0.0.0/4.
+    pub const MULTICAST: GroupAddressSpace = GroupAddressSpace {
+        base: 0xe000_0000,
+        prefix_len: 4,
+    };
+
+    /// The block `base/prefix_len`. Errors when the length is not 1..=32, when `base`
+    /// has bits below the prefix, or when the block holds 0.0.0.0 or 255.255.255.255.
+    pub fn new(base: Ipv4Address, prefix_len: u8) -> Result<Self, MftError> {
+        let bad = || MftError::BadGroupSpace(base, prefix_len);
+        if !(1..=32).contains(&prefix_len) {
+            return Err(bad());
+        }
+        let s = GroupAddressSpace {
+            base: base.to_u32(),
+            prefix_len,
+        };
+        if s.base & !s.mask() != 0
+            || s.contains(Ipv4Address::UNSPECIFIED)
+            || s.contains(Ipv4Address::new(255, 255, 255, 255))
+        {
+            return Err(bad());
+        }
+        Ok(s)
+    }
+
+    /// Parses `a.b.c.d/len`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (ip, len) = text
+            .split_once('/')
+            .ok_or_else(|| format!("group space {text:?}: expected a.b.c.d/len"))?;
+        let ip: std::net::Ipv4Addr = ip
+            .parse()
+            .map_err(|_| format!("group space {text:?}: bad address"))?;
+        let len: u8 = len
+            .parse()
+            .map_err(|_| format!("group space {text:?}: bad prefix length"))?;
+        Self::new(Ipv4Address(ip.octets()), len).map_err(|e| e.to_string())
+    }
+
+    fn mask(&self) -> u32 {
+        u32::MAX << (32 - self.prefix_len as u32)
+    }
+
+    pub fn contains(&self, ip: Ipv4Address) -> bool {
+        ip.to_u32() & self.mask() == self.base
+    }
+}
+
+impl Default for GroupAddressSpace {
+    fn default() -> Self {
+        Self::MULTICAST
+    }
+}
+
+impl std::fmt::Display for GroupAddressSpace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}/{}",
+            Ipv4Address::from_u32(self.base),
+            self.prefix_len
+        )
+    }
 }
 
 /// What the switch does with a packet.
@@ -82,8 +165,10 @@ pub enum MftError {
     TableFull(usize),
     #[error("no port {0}")]
     NoSuchPort(u16),
-    #[error("{0} is not a multicast address")]
+    #[error("{0} is not in the switch's group address space")]
     NotMulticast(Ipv4Address),
+    #[error("{0}/{1} is not a usable group address block")]
+    BadGroupSpace(Ipv4Address, u8),
 }
 
 /// Counters of the multicast engine.
@@ -145,6 +230,7 @@ pub struct CepheusSwitch {
     /// Groups whose tree uses each port (MRP's group-level load balancing).
     port_load: Vec<u32>,
     cnp_filter: Box<dyn CnpFilter>,
+    group_space: GroupAddressSpace,
     pub stats: CepheusStats,
 }
 
@@ -156,8 +242,22 @@ impl CepheusSwitch {
             groups: BTreeMap::new(),
             port_load: vec![0; ports as usize],
             cnp_filter,
+            group_space: GroupAddressSpace::MULTICAST,
             stats: CepheusStats::default(),
         }
+    }
+
+    /// The same switch taking McstIDs from `space` instead of 224.0.0.0/4.
+    pub fn with_group_space(mut self, space: GroupAddressSpace) -> Self {
+        self.group_space = space;
+        self
+    }
+    pub fn group_space(&self) -> GroupAddressSpace {
+        self.group_space
+    }
+    /// The McstIDs of the groups this switch holds, ascending.
+    pub fn group_ids(&self) -> impl Iterator<Item = Ipv4Address> + '_ {
+        self.groups.keys().map(|&k| Ipv4Address::from_u32(k))
     }
 
     pub fn ports(&self) -> u16 {
@@ -201,7 +301,7 @@ impl CepheusSwitch {
         next_hop: NextHop,
         source: bool,
     ) -> Result<(), MftError> {
-        if !is_mcst_id(mcst_id) {
+        if !self.group_space.contains(mcst_id) {
             return Err(MftError::NotMulticast(mcst_id));
         }
         if port >= self.ports {
@@ -248,7 +348,7 @@ impl CepheusSwitch {
     ) -> Handling {
         let dst = pkt.ip.dst_addr;
         let Some(g) = self.groups.get_mut(&dst.to_u32()) else {
-            if is_mcst_id(dst) {
+            if self.group_space.contains(dst) {
                 self.stats.unknown_group += 1;
                 return Handling::Handled;
             }

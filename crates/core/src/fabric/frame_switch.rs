@@ -1,0 +1,570 @@
+//! [`FrameSwitch`]: one switch's whole pipeline on Ethernet frames, sans-IO — what
+//! `rocast switch` runs on real ports (issue 8). It owns no socket and no clock: the
+//! driver hands it `(now, in port, frame)` and sends the frames it returns.
+//!
+//! Per frame, in order:
+//! 1. **Learning.** The source MAC is learned on the arrival port; an IPv4 or ARP
+//!    sender address is learned as a host (port, MAC) unless pinned by configuration.
+//! 2. **ARP.** A request for a group address (the switch's [`GroupAddressSpace`]) is
+//!    answered by the switch (proxy ARP: the switch is where a group lives); any other
+//!    ARP is switched at layer 2 (flooded when broadcast).
+//! 3. **MRP** (UDP [`MRP_UDP_PORT`] to a group address, Cepheus §III-C) goes to the
+//!    MRP agent ([`switch_agent::handle_mrp`]), which fills the MFT from the host
+//!    table. The MRP packet for a port with one attached member is addressed to that
+//!    member's own IP: a host's kernel only accepts UDP to its unicast address or to
+//!    multicast groups it joined, and the member cannot know the McstID in advance. A
+//!    refusal goes back to the leader as a [`SwitchReport`] datagram.
+//! 4. **RoCE to a group address** goes to the Cepheus engine
+//!    ([`CepheusSwitch::handle_packet`], Cepheus §III-B/§III-D): replicas are bridged
+//!    to each member's connection ([`Bridge::rewrite_ip_packet`], checksum and ICRC
+//!    recomputed), feedback is emitted toward the source ([`FeedbackPacket::repr`]).
+//! 5. **Other IPv4** is forwarded by the host table (destination MAC set to the
+//!    host's), else switched at layer 2.
+//! 6. **Everything else** is switched at layer 2: by the learned MAC table, flooded
+//!    when the destination is broadcast, multicast or unknown.
+//!
+//! Bad input never panics: a short frame, a bad IPv4 header, a bad ARP body, a
+//! malformed MRP or RoCE packet, or a copy whose ICRC does not verify is dropped and
+//! counted in [`FrameSwitchStats`].
+//!
+//! Memory: 8 bytes per learned MAC and 16 per host entry (plus `BTreeMap` nodes), and
+//! the Cepheus engine's tables (see [`CepheusSwitch::memory_bytes`]): about 1 KB per
+//! group on a 64-port switch.
+
+use super::cepheus::{
+    Bridge, CepheusAction, CepheusSwitch, CnpFilter, GroupAddressSpace, Handling, NextHop,
+};
+use crate::control::registration::{SwitchRejection, SwitchReport, SWITCH_REPORT_LEN};
+use crate::control::switch_agent::{self, UnicastRoute, UnicastTable};
+use crate::time::Instant;
+use crate::wire::arp::{ArpOperation, ArpRepr, ARP_LEN};
+use crate::wire::mrp::{MrpRepr, MRP_UDP_PORT};
+use crate::wire::{
+    Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Address, Ipv4Packet,
+    Ipv4Repr, RoceRepr, UdpPacket, UdpRepr, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, IP_PROTO_UDP,
+    ROCEV2_UDP_PORT, UDP_HEADER_LEN,
+};
+use std::collections::BTreeMap;
+
+/// How a [`FrameSwitch`] is set up.
+#[derive(Clone, Debug)]
+pub struct FrameSwitchConfig {
+    pub ports: u16,
+    /// MFT capacity in groups (0 refuses every registration: the fallback test).
+    pub max_groups: usize,
+    pub group_space: GroupAddressSpace,
+    /// The switch's id in the [`SwitchReport`]s it sends.
+    pub switch_id: u32,
+    /// Base of the MACs the switch sends from: port p uses it with p in the last two
+    /// bytes.
+    pub mac: EthernetAddress,
+}
+
+/// Counters, each drop by its reason.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FrameSwitchStats {
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    /// Too short for Ethernet, a bad IPv4 header, a bad ARP body, or an arrival port
+    /// the switch does not have.
+    pub malformed: u64,
+    pub arp_proxied: u64,
+    /// Frames sent out of every other port (broadcast, multicast, unknown MAC).
+    pub flooded: u64,
+    /// Frames forwarded to one port by the host or MAC table.
+    pub forwarded: u64,
+    /// Frames whose destination is behind the port they arrived on.
+    pub hairpin_drops: u64,
+    /// Addressed to a group address but not a RoCE packet that parses.
+    pub roce_malformed: u64,
+    /// Replicas not sent because the packet's ICRC did not verify (never laundered).
+    pub bridge_errors: u64,
+    /// Replicas or feedback for a host whose MAC is not known.
+    pub no_mac: u64,
+    pub mrp_in: u64,
+    pub mrp_out: u64,
+    pub mrp_malformed: u64,
+    pub mrp_refused: u64,
+    /// Bytes of IP packets sent as replicas.
+    pub replicated_bytes: u64,
+}
+
+/// A host the switch knows: the port it is behind and its MAC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostEntry {
+    pub port: u16,
+    pub mac: EthernetAddress,
+    /// Set by configuration; learning does not move it.
+    pub pinned: bool,
+}
+
+/// One frame to send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutFrame {
+    pub port: u16,
+    pub frame: Vec<u8>,
+}
+
+/// A switch's pipeline on frames (see the module docs).
+#[derive(Debug)]
+pub struct FrameSwitch {
+    cfg: FrameSwitchConfig,
+    cepheus: CepheusSwitch,
+    macs: BTreeMap<[u8; 6], u16>,
+    hosts: BTreeMap<u32, HostEntry>,
+    stats: FrameSwitchStats,
+    actions: Vec<CepheusAction>,
+}
+
+/// The host table as the MRP agent reads it.
+struct HostRoutes<'a>(&'a BTreeMap<u32, HostEntry>);
+
+impl UnicastTable for HostRoutes<'_> {
+    fn route(&self, ip: Ipv4Address) -> UnicastRoute<'_> {
+        match self.0.get(&ip.to_u32()) {
+            Some(h) => UnicastRoute::Attached(h.port),
+            None => UnicastRoute::Unknown,
+        }
+    }
+}
+
+fn is_unicast_mac(m: EthernetAddress) -> bool {
+    m.0[0] & 1 == 0
+}
+
+impl FrameSwitch {
+    pub fn new(cfg: FrameSwitchConfig, cnp_filter: Box<dyn CnpFilter>) -> Self {
+        let cepheus = CepheusSwitch::new(cfg.ports, cfg.max_groups, cnp_filter)
+            .with_group_space(cfg.group_space);
+        FrameSwitch {
+            cfg,
+            cepheus,
+            macs: BTreeMap::new(),
+            hosts: BTreeMap::new(),
+            stats: FrameSwitchStats::default(),
+            actions: Vec::new(),
+        }
+    }
+
+    pub fn config(&self) -> &FrameSwitchConfig {
+        &self.cfg
+    }
+    pub fn stats(&self) -> &FrameSwitchStats {
+        &self.stats
+    }
+    pub fn cepheus(&self) -> &CepheusSwitch {
+        &self.cepheus
+    }
+    /// Known hosts, by address.
+    pub fn hosts(&self) -> impl Iterator<Item = (Ipv4Address, &HostEntry)> {
+        self.hosts
+            .iter()
+            .map(|(&ip, h)| (Ipv4Address::from_u32(ip), h))
+    }
+    pub fn learned_macs(&self) -> usize {
+        self.macs.len()
+    }
+    /// Bytes of the tables (the figure `rocast switch --stats` prints).
+    pub fn memory_bytes(&self) -> usize {
+        self.cepheus.memory_bytes() + self.macs.len() * 8 + self.hosts.len() * 16
+    }
+
+    /// Pins host `ip` behind `port` with `mac` (configuration, not learning).
+    pub fn add_host(
+        &mut self,
+        ip: Ipv4Address,
+        port: u16,
+        mac: EthernetAddress,
+    ) -> Result<(), String> {
+        if port >= self.cfg.ports {
+            return Err(format!("host {ip}: no port {port}"));
+        }
+        if !self.is_host_address(ip) || !is_unicast_mac(mac) {
+            return Err(format!("host {ip}: not a unicast host address and MAC"));
+        }
+        self.hosts.insert(
+            ip.to_u32(),
+            HostEntry {
+                port,
+                mac,
+                pinned: true,
+            },
+        );
+        self.macs.insert(mac.0, port);
+        Ok(())
+    }
+
+    /// The MAC the switch sends from on `port`.
+    pub fn port_mac(&self, port: u16) -> EthernetAddress {
+        let mut m = self.cfg.mac.0;
+        m[4..6].copy_from_slice(&port.to_be_bytes());
+        EthernetAddress(m)
+    }
+
+    fn is_host_address(&self, ip: Ipv4Address) -> bool {
+        let v = ip.to_u32();
+        v != 0 && v != u32::MAX && v >> 28 != 0xe && !self.cfg.group_space.contains(ip)
+    }
+
+    fn learn_host(&mut self, ip: Ipv4Address, port: u16, mac: EthernetAddress) {
+        if !self.is_host_address(ip) || !is_unicast_mac(mac) {
+            return;
+        }
+        match self.hosts.get_mut(&ip.to_u32()) {
+            Some(h) if h.pinned => {}
+            Some(h) => {
+                h.port = port;
+                h.mac = mac;
+            }
+            None => {
+                self.hosts.insert(
+                    ip.to_u32(),
+                    HostEntry {
+                        port,
+                        mac,
+                        pinned: false,
+                    },
+                );
+            }
+        }
+    }
+
+    fn send(&mut self, port: u16, frame: Vec<u8>, out: &mut Vec<OutFrame>) {
+        self.stats.tx_frames += 1;
+        self.stats.tx_bytes += frame.len() as u64;
+        out.push(OutFrame { port, frame });
+    }
+
+    /// Takes one frame that arrived on `in_port` and appends what to send to `out`.
+    pub fn handle_frame(
+        &mut self,
+        now: Instant,
+        in_port: u16,
+        frame: &[u8],
+        out: &mut Vec<OutFrame>,
+    ) {
+        self.stats.rx_frames += 1;
+        self.stats.rx_bytes += frame.len() as u64;
+        if in_port >= self.cfg.ports {
+            self.stats.malformed += 1;
+            return;
+        }
+        let Ok(eth) = EthernetFrame::new_checked(frame) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        let (src, dst) = (eth.src_addr(), eth.dst_addr());
+        if is_unicast_mac(src) {
+            self.macs.insert(src.0, in_port);
+        }
+        match eth.ethertype() {
+            EtherType::Arp => match ArpRepr::parse(eth.payload()) {
+                Err(_) => self.stats.malformed += 1,
+                Ok(a) => {
+                    self.learn_host(a.sender_ip, in_port, a.sender_mac);
+                    if a.operation == ArpOperation::Request
+                        && self.cfg.group_space.contains(a.target_ip)
+                    {
+                        self.proxy_arp(in_port, &a, out);
+                    } else {
+                        self.l2_forward(in_port, frame, dst, out);
+                    }
+                }
+            },
+            EtherType::Ipv4 => self.ipv4(now, in_port, frame, src, dst, out),
+            _ => self.l2_forward(in_port, frame, dst, out),
+        }
+    }
+
+    fn proxy_arp(&mut self, port: u16, a: &ArpRepr, out: &mut Vec<OutFrame>) {
+        self.stats.arp_proxied += 1;
+        let mac = self.port_mac(port);
+        let mut f = vec![0u8; ETHERNET_HEADER_LEN + ARP_LEN];
+        EthernetRepr {
+            src_addr: mac,
+            dst_addr: a.sender_mac,
+            ethertype: EtherType::Arp,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        a.reply_from(mac).emit(&mut f[ETHERNET_HEADER_LEN..]);
+        self.send(port, f, out);
+    }
+
+    /// Layer-2 switching: to the learned port, else flooded.
+    fn l2_forward(
+        &mut self,
+        in_port: u16,
+        frame: &[u8],
+        dst: EthernetAddress,
+        out: &mut Vec<OutFrame>,
+    ) {
+        match self.macs.get(&dst.0).copied() {
+            Some(p) if is_unicast_mac(dst) => {
+                if p == in_port {
+                    self.stats.hairpin_drops += 1;
+                } else {
+                    self.stats.forwarded += 1;
+                    self.send(p, frame.to_vec(), out);
+                }
+            }
+            _ => {
+                self.stats.flooded += 1;
+                for p in (0..self.cfg.ports).filter(|&p| p != in_port) {
+                    self.send(p, frame.to_vec(), out);
+                }
+            }
+        }
+    }
+
+    fn ipv4(
+        &mut self,
+        now: Instant,
+        in_port: u16,
+        frame: &[u8],
+        src_mac: EthernetAddress,
+        dst_mac: EthernetAddress,
+        out: &mut Vec<OutFrame>,
+    ) {
+        let Ok(ip) = Ipv4Packet::new_checked(&frame[ETHERNET_HEADER_LEN..]) else {
+            self.stats.malformed += 1;
+            return;
+        };
+        // Link-layer padding is not part of the packet.
+        let ip_bytes = &frame[ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + ip.total_len() as usize];
+        let (src_ip, dst_ip) = (ip.src_addr(), ip.dst_addr());
+        self.learn_host(src_ip, in_port, src_mac);
+        let to_group = self.cfg.group_space.contains(dst_ip);
+        if to_group && ip.protocol() == IP_PROTO_UDP {
+            match UdpPacket::new_checked(ip.payload()) {
+                Ok(u) if u.dst_port() == MRP_UDP_PORT => {
+                    let payload = u.payload().to_vec();
+                    self.mrp(in_port, src_ip, src_mac, &payload, out);
+                    return;
+                }
+                Ok(u) if u.dst_port() == ROCEV2_UDP_PORT => {
+                    self.roce(now, in_port, ip_bytes, out);
+                    return;
+                }
+                _ => {}
+            }
+        }
+        if to_group {
+            // Only RoCE and MRP are carried to groups.
+            self.stats.roce_malformed += 1;
+            return;
+        }
+        match self.hosts.get(&dst_ip.to_u32()).copied() {
+            Some(h) if h.port == in_port => self.stats.hairpin_drops += 1,
+            Some(h) => {
+                let mut f = frame.to_vec();
+                EthernetFrame::new_unchecked(&mut f[..]).set_dst_addr(h.mac);
+                self.stats.forwarded += 1;
+                self.send(h.port, f, out);
+            }
+            None => self.l2_forward(in_port, frame, dst_mac, out),
+        }
+    }
+
+    fn roce(&mut self, now: Instant, in_port: u16, ip_bytes: &[u8], out: &mut Vec<OutFrame>) {
+        let Ok(pkt) = RoceRepr::parse(ip_bytes) else {
+            self.stats.roce_malformed += 1;
+            return;
+        };
+        let mut actions = std::mem::take(&mut self.actions);
+        actions.clear();
+        if self.cepheus.handle_packet(now, in_port, &pkt, &mut actions) == Handling::NotMulticast {
+            // Cannot happen for a group address, but never drop silently.
+            self.stats.roce_malformed += 1;
+        }
+        for a in &actions {
+            match *a {
+                CepheusAction::Replicate { port, bridge } => {
+                    self.replica(port, bridge, ip_bytes, out)
+                }
+                CepheusAction::Feedback { port, packet } => {
+                    let repr = packet.repr(&pkt);
+                    let mut ipb = vec![0u8; repr.buffer_len()];
+                    repr.emit(&mut ipb);
+                    let dst = self.next_hop_mac(port, packet.dst_ip);
+                    self.emit_ip(port, dst, &ipb, out);
+                }
+            }
+        }
+        self.actions = actions;
+    }
+
+    fn replica(
+        &mut self,
+        port: u16,
+        bridge: Option<Bridge>,
+        ip_bytes: &[u8],
+        out: &mut Vec<OutFrame>,
+    ) {
+        let mut copy = ip_bytes.to_vec();
+        let dst = match bridge {
+            Some(b) => {
+                if b.rewrite_ip_packet(&mut copy).is_err() {
+                    self.stats.bridge_errors += 1;
+                    return;
+                }
+                self.next_hop_mac(port, b.dst_ip)
+            }
+            None => Some(EthernetAddress::BROADCAST),
+        };
+        self.stats.replicated_bytes += copy.len() as u64;
+        self.emit_ip(port, dst, &copy, out);
+    }
+
+    /// The MAC of host `ip` behind `port`, or broadcast toward a switch (a group
+    /// address); None (counted) when the host's MAC is not known.
+    fn next_hop_mac(&mut self, port: u16, ip: Ipv4Address) -> Option<EthernetAddress> {
+        if self.cfg.group_space.contains(ip) {
+            return Some(EthernetAddress::BROADCAST);
+        }
+        match self.hosts.get(&ip.to_u32()) {
+            Some(h) if h.port == port => Some(h.mac),
+            _ => None,
+        }
+    }
+
+    fn emit_ip(
+        &mut self,
+        port: u16,
+        dst: Option<EthernetAddress>,
+        ip_packet: &[u8],
+        out: &mut Vec<OutFrame>,
+    ) {
+        let Some(dst) = dst else {
+            self.stats.no_mac += 1;
+            return;
+        };
+        let mut f = vec![0u8; ETHERNET_HEADER_LEN + ip_packet.len()];
+        EthernetRepr {
+            src_addr: self.port_mac(port),
+            dst_addr: dst,
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        f[ETHERNET_HEADER_LEN..].copy_from_slice(ip_packet);
+        self.send(port, f, out);
+    }
+
+    /// A UDP datagram as an IPv4 packet (DF, TTL 64, UDP checksum 0).
+    fn udp_packet(src: Ipv4Address, dst: Ipv4Address, port: u16, payload: &[u8]) -> Vec<u8> {
+        let udp_len = UDP_HEADER_LEN + payload.len();
+        let mut b = vec![0u8; IPV4_HEADER_LEN + udp_len];
+        Ipv4Repr {
+            src_addr: src,
+            dst_addr: dst,
+            dscp: 0,
+            ecn: Ecn::NotEct,
+            ident: 0,
+            dont_frag: true,
+            ttl: 64,
+            protocol: IP_PROTO_UDP,
+            payload_len: udp_len,
+        }
+        .emit(&mut b);
+        UdpRepr {
+            src_port: port,
+            dst_port: port,
+            checksum: 0,
+            payload_len: payload.len(),
+        }
+        .emit(&mut b[IPV4_HEADER_LEN..]);
+        b[IPV4_HEADER_LEN + UDP_HEADER_LEN..].copy_from_slice(payload);
+        b
+    }
+
+    fn mrp(
+        &mut self,
+        in_port: u16,
+        leader: Ipv4Address,
+        leader_mac: EthernetAddress,
+        payload: &[u8],
+        out: &mut Vec<OutFrame>,
+    ) {
+        self.stats.mrp_in += 1;
+        let (mcst, result) = match MrpRepr::parse(payload) {
+            Ok(m) => {
+                let r = switch_agent::handle_mrp(
+                    &mut self.cepheus,
+                    in_port,
+                    &m,
+                    &HostRoutes(&self.hosts),
+                );
+                (m.mcst_id, r)
+            }
+            Err(_) => {
+                self.stats.mrp_malformed += 1;
+                // The McstID is the first 4 bytes when there are 4.
+                let id = payload.get(..4).map_or(Ipv4Address::UNSPECIFIED, |b| {
+                    Ipv4Address([b[0], b[1], b[2], b[3]])
+                });
+                (id, Err(SwitchRejection::Malformed))
+            }
+        };
+        match result {
+            Ok(next) => {
+                for (port, m) in next {
+                    let mut body = vec![0u8; m.buffer_len()];
+                    m.emit(&mut body);
+                    // One attached member: address it directly (see the module docs).
+                    let host = match m.members.as_slice() {
+                        [one] => self
+                            .hosts
+                            .get(&one.ip.to_u32())
+                            .filter(|h| h.port == port)
+                            .map(|h| (one.ip, h.mac)),
+                        _ => None,
+                    };
+                    let (dst_ip, dst_mac) = host.unwrap_or((m.mcst_id, EthernetAddress::BROADCAST));
+                    let ipb = Self::udp_packet(leader, dst_ip, MRP_UDP_PORT, &body);
+                    self.stats.mrp_out += 1;
+                    self.emit_ip(port, Some(dst_mac), &ipb, out);
+                }
+            }
+            Err(reason) => {
+                self.stats.mrp_refused += 1;
+                let report = SwitchReport {
+                    switch: self.cfg.switch_id,
+                    mcst_id: mcst,
+                    reason,
+                };
+                let mut body = [0u8; SWITCH_REPORT_LEN];
+                if report.emit(&mut body).is_ok() {
+                    let src = if self.cfg.group_space.contains(mcst) {
+                        mcst
+                    } else {
+                        Ipv4Address::UNSPECIFIED
+                    };
+                    let ipb = Self::udp_packet(src, leader, MRP_UDP_PORT, &body);
+                    self.emit_ip(in_port, Some(leader_mac), &ipb, out);
+                }
+            }
+        }
+    }
+
+    /// Forgets a group (the controller tearing it down, or an operator).
+    pub fn remove_group(&mut self, mcst_id: Ipv4Address) -> bool {
+        self.cepheus.remove_group(mcst_id)
+    }
+
+    /// The member hosts of a group's tree at this switch: (port, IP, QPN).
+    pub fn group_members(&self, mcst_id: Ipv4Address) -> Vec<(u16, Ipv4Address, u32)> {
+        self.cepheus.group(mcst_id).map_or(Vec::new(), |g| {
+            g.entries()
+                .iter()
+                .filter_map(|e| match e.next_hop {
+                    NextHop::Host { ip, qpn, .. } => Some((e.port, ip, qpn)),
+                    NextHop::Switch => None,
+                })
+                .collect()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

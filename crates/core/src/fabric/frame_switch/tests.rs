@@ -1,0 +1,414 @@
+//! Frame-by-frame scripts for [`FrameSwitch`]: each test feeds Ethernet frames in and
+//! checks exactly what comes out.
+//!
+//! The stage: a 4-port switch; host h_p (10.77.0.(p+1), MAC 02:72:63:00:00:(p+1)) on
+//! port p, pinned; the group address space 10.77.0.128/25 and McstID 10.77.0.200. The
+//! leader h0 (QPN 0x11) multicasts to h1..h3 (QPN 0x101..0x103).
+
+use super::*;
+use crate::control::registration::GroupSpec;
+use crate::fabric::cepheus::{ForwardAllCnp, VIRTUAL_QPN};
+use crate::wire::mrp::MrpMember;
+use crate::wire::{AckSyndrome, AethRepr, BthRepr, ExtHeaders, Opcode, Psn};
+
+const MCST: Ipv4Address = Ipv4Address::new(10, 77, 0, 200);
+
+fn ip(p: u16) -> Ipv4Address {
+    Ipv4Address::new(10, 77, 0, p as u8 + 1)
+}
+fn mac(p: u16) -> EthernetAddress {
+    EthernetAddress([2, 0x72, 0x63, 0, 0, p as u8 + 1])
+}
+fn qpn(p: u16) -> u32 {
+    if p == 0 {
+        0x11
+    } else {
+        0x100 + p as u32
+    }
+}
+fn now() -> Instant {
+    Instant::from_ps(1_000_000)
+}
+
+fn switch(max_groups: usize) -> FrameSwitch {
+    let mut sw = FrameSwitch::new(
+        FrameSwitchConfig {
+            ports: 4,
+            max_groups,
+            group_space: GroupAddressSpace::parse("10.77.0.128/25").unwrap(),
+            switch_id: 9,
+            mac: EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
+        },
+        Box::new(ForwardAllCnp),
+    );
+    for p in 0..4 {
+        sw.add_host(ip(p), p, mac(p)).unwrap();
+    }
+    sw
+}
+
+fn frame(src: EthernetAddress, dst: EthernetAddress, ethertype: EtherType, body: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; ETHERNET_HEADER_LEN + body.len()];
+    EthernetRepr {
+        src_addr: src,
+        dst_addr: dst,
+        ethertype,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+    f[ETHERNET_HEADER_LEN..].copy_from_slice(body);
+    f
+}
+
+fn roce_frame(from: u16, dst_mac: EthernetAddress, r: &RoceRepr<'_>) -> Vec<u8> {
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(&mut b);
+    frame(mac(from), dst_mac, EtherType::Ipv4, &b)
+}
+
+fn parse_out(f: &OutFrame) -> (EthernetAddress, RoceRepr<'_>) {
+    let eth = EthernetFrame::new_checked(&f.frame[..]).unwrap();
+    let r = RoceRepr::parse_verified(&f.frame[ETHERNET_HEADER_LEN..]).expect("ICRC verifies");
+    (eth.dst_addr(), r)
+}
+
+/// Registers the group h0 → h1..h3 and returns the MRP frames the switch sent.
+fn register(sw: &mut FrameSwitch) -> Vec<OutFrame> {
+    let member = |p: u16| MrpMember {
+        ip: ip(p),
+        qpn: qpn(p),
+        region: None,
+    };
+    let space = GroupAddressSpace::parse("10.77.0.128/25").unwrap();
+    let spec = GroupSpec::in_space(space, MCST, member(0), (1..4).map(member).collect()).unwrap();
+    let mut out = Vec::new();
+    for m in spec.mrp_packets() {
+        let mut body = vec![0u8; m.buffer_len()];
+        m.emit(&mut body);
+        let ipb = FrameSwitch::udp_packet(ip(0), MCST, MRP_UDP_PORT, &body);
+        sw.handle_frame(
+            now(),
+            0,
+            &frame(mac(0), sw.port_mac(0), EtherType::Ipv4, &ipb),
+            &mut out,
+        );
+    }
+    out
+}
+
+fn send_only(psn: u32) -> RoceRepr<'static> {
+    let mut bth = BthRepr::new(Opcode::RC_SEND_ONLY, VIRTUAL_QPN, Psn::new(psn));
+    bth.ack_req = true;
+    RoceRepr::new(
+        ip(0),
+        MCST,
+        26,
+        Ecn::Ect0,
+        49152,
+        bth,
+        ExtHeaders::default(),
+        &[7u8; 64],
+    )
+}
+
+fn ack(from: u16, psn: u32) -> RoceRepr<'static> {
+    let bth = BthRepr::new(Opcode::RC_ACKNOWLEDGE, VIRTUAL_QPN, Psn::new(psn));
+    let ext = ExtHeaders {
+        aeth: Some(AethRepr {
+            syndrome: AckSyndrome::Ack { credits: 31 },
+            msn: 1,
+        }),
+        ..Default::default()
+    };
+    RoceRepr::new(ip(from), MCST, 26, Ecn::NotEct, 49153, bth, ext, &[])
+}
+
+#[test]
+fn arp_for_a_group_address_is_answered_by_the_switch() {
+    let mut sw = switch(4);
+    let req = ArpRepr {
+        operation: ArpOperation::Request,
+        sender_mac: mac(0),
+        sender_ip: ip(0),
+        target_mac: EthernetAddress([0; 6]),
+        target_ip: MCST,
+    };
+    let mut body = [0u8; ARP_LEN];
+    req.emit(&mut body);
+    let mut out = Vec::new();
+    sw.handle_frame(
+        now(),
+        0,
+        &frame(mac(0), EthernetAddress::BROADCAST, EtherType::Arp, &body),
+        &mut out,
+    );
+    assert_eq!(out.len(), 1, "answered, not flooded");
+    assert_eq!(out[0].port, 0);
+    let reply = ArpRepr::parse(&out[0].frame[ETHERNET_HEADER_LEN..]).unwrap();
+    assert_eq!(reply.operation, ArpOperation::Reply);
+    assert_eq!((reply.sender_ip, reply.sender_mac), (MCST, sw.port_mac(0)));
+    assert_eq!((reply.target_ip, reply.target_mac), (ip(0), mac(0)));
+    // ARP for a host is flooded to the other ports.
+    let mut host_req = req;
+    host_req.target_ip = ip(2);
+    host_req.emit(&mut body);
+    out.clear();
+    sw.handle_frame(
+        now(),
+        0,
+        &frame(mac(0), EthernetAddress::BROADCAST, EtherType::Arp, &body),
+        &mut out,
+    );
+    assert_eq!(
+        out.iter().map(|o| o.port).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+    assert_eq!(sw.stats().arp_proxied, 1);
+    assert_eq!(sw.stats().flooded, 1);
+}
+
+#[test]
+fn hosts_are_learned_and_unicast_is_forwarded_by_the_host_table() {
+    let mut sw = FrameSwitch::new(switch(4).config().clone(), Box::new(ForwardAllCnp));
+    let pkt = FrameSwitch::udp_packet(ip(1), ip(2), 5000, b"hello");
+    let mut out = Vec::new();
+    // h2 unknown: flooded (by MAC), h1 learned on port 1.
+    sw.handle_frame(
+        now(),
+        1,
+        &frame(mac(1), mac(2), EtherType::Ipv4, &pkt),
+        &mut out,
+    );
+    assert_eq!(out.len(), 3);
+    assert_eq!(sw.hosts().count(), 1);
+    // h2 answers: learned, and its packet goes to port 1 only.
+    out.clear();
+    let back = FrameSwitch::udp_packet(ip(2), ip(1), 5000, b"hi");
+    sw.handle_frame(
+        now(),
+        2,
+        &frame(mac(2), mac(1), EtherType::Ipv4, &back),
+        &mut out,
+    );
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 1);
+    assert_eq!(&out[0].frame[ETHERNET_HEADER_LEN..], &back[..]);
+    // A frame for a host behind its own arrival port is dropped.
+    out.clear();
+    sw.handle_frame(
+        now(),
+        1,
+        &frame(mac(1), mac(1), EtherType::Ipv4, &pkt),
+        &mut out,
+    );
+    let to_self = FrameSwitch::udp_packet(ip(1), ip(1), 5000, b"x");
+    sw.handle_frame(
+        now(),
+        1,
+        &frame(mac(1), mac(1), EtherType::Ipv4, &to_self),
+        &mut out,
+    );
+    assert!(out.iter().all(|o| o.port != 1));
+    assert!(sw.stats().hairpin_drops >= 1);
+}
+
+#[test]
+fn mrp_fills_the_mft_and_reaches_each_member_at_its_own_address() {
+    let mut sw = switch(4);
+    let out = register(&mut sw);
+    assert_eq!(
+        out.iter().map(|o| o.port).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+    for o in &out {
+        let eth = EthernetFrame::new_checked(&o.frame[..]).unwrap();
+        assert_eq!(eth.dst_addr(), mac(o.port));
+        let ipk = Ipv4Packet::new_checked(&o.frame[ETHERNET_HEADER_LEN..]).unwrap();
+        assert_eq!((ipk.src_addr(), ipk.dst_addr()), (ip(0), ip(o.port)));
+        let udp = UdpPacket::new_checked(ipk.payload()).unwrap();
+        assert_eq!(udp.dst_port(), MRP_UDP_PORT);
+        let m = MrpRepr::parse(udp.payload()).unwrap();
+        assert_eq!(m.mcst_id, MCST);
+        assert_eq!(
+            m.members.iter().map(|x| x.ip).collect::<Vec<_>>(),
+            vec![ip(o.port)]
+        );
+    }
+    assert_eq!(
+        sw.group_members(MCST),
+        vec![
+            (0, ip(0), qpn(0)),
+            (1, ip(1), qpn(1)),
+            (2, ip(2), qpn(2)),
+            (3, ip(3), qpn(3))
+        ]
+    );
+    assert_eq!((sw.stats().mrp_in, sw.stats().mrp_out), (1, 3));
+}
+
+#[test]
+fn data_is_replicated_bridged_and_acks_are_aggregated() {
+    let mut sw = switch(4);
+    register(&mut sw);
+    let mut out = Vec::new();
+    sw.handle_frame(
+        now(),
+        0,
+        &roce_frame(0, sw.port_mac(0), &send_only(5)),
+        &mut out,
+    );
+    assert_eq!(
+        out.iter().map(|o| o.port).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
+    for o in &out {
+        let (dst, r) = parse_out(o);
+        assert_eq!(dst, mac(o.port));
+        assert_eq!((r.ip.src_addr, r.ip.dst_addr), (MCST, ip(o.port)));
+        assert_eq!(r.bth.dest_qp, qpn(o.port));
+        assert_eq!(r.payload, &[7u8; 64][..]);
+    }
+    // ACKs from h1 and h2: nothing yet; from h3: one aggregated ACK to the leader.
+    for p in 1..3 {
+        out.clear();
+        sw.handle_frame(
+            now(),
+            p,
+            &roce_frame(p, sw.port_mac(p), &ack(p, 5)),
+            &mut out,
+        );
+        assert!(out.is_empty(), "ACK from {p} alone is not the group's");
+    }
+    out.clear();
+    sw.handle_frame(
+        now(),
+        3,
+        &roce_frame(3, sw.port_mac(3), &ack(3, 5)),
+        &mut out,
+    );
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 0);
+    let (dst, r) = parse_out(&out[0]);
+    assert_eq!(dst, mac(0));
+    assert_eq!(
+        (r.ip.src_addr, r.ip.dst_addr, r.bth.dest_qp),
+        (MCST, ip(0), qpn(0))
+    );
+    assert_eq!(
+        (r.bth.opcode, r.bth.psn),
+        (Opcode::RC_ACKNOWLEDGE, Psn::new(5))
+    );
+    let st = sw.cepheus().stats.clone();
+    assert_eq!(
+        (st.data_in, st.replicas, st.acks_in, st.acks_out),
+        (1, 3, 3, 1)
+    );
+    assert_eq!(
+        sw.stats().replicated_bytes,
+        3 * send_only(5).buffer_len() as u64
+    );
+}
+
+#[test]
+fn a_full_mft_refuses_and_reports_to_the_leader() {
+    let mut sw = switch(0);
+    let out = register(&mut sw);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 0);
+    let ipk = Ipv4Packet::new_checked(&out[0].frame[ETHERNET_HEADER_LEN..]).unwrap();
+    assert_eq!(ipk.dst_addr(), ip(0));
+    let udp = UdpPacket::new_checked(ipk.payload()).unwrap();
+    let report = SwitchReport::parse(udp.payload()).unwrap();
+    assert_eq!(
+        report,
+        SwitchReport {
+            switch: 9,
+            mcst_id: MCST,
+            reason: SwitchRejection::TableFull
+        }
+    );
+    assert_eq!(sw.stats().mrp_refused, 1);
+    assert_eq!(sw.cepheus().num_groups(), 0);
+}
+
+#[test]
+fn bad_frames_are_counted_and_never_forwarded_or_laundered() {
+    let mut sw = switch(4);
+    register(&mut sw);
+    let mut out = Vec::new();
+    let before = sw.stats().clone();
+    sw.handle_frame(now(), 0, &[0u8; 10], &mut out); // shorter than Ethernet
+    sw.handle_frame(
+        now(),
+        9,
+        &roce_frame(0, sw.port_mac(0), &send_only(1)),
+        &mut out,
+    ); // no port 9
+    let mut bad_ip = roce_frame(0, sw.port_mac(0), &send_only(1));
+    bad_ip[ETHERNET_HEADER_LEN] = 0x65; // IPv6 version in an IPv4 frame
+    sw.handle_frame(now(), 0, &bad_ip, &mut out);
+    sw.handle_frame(
+        now(),
+        0,
+        &frame(
+            mac(0),
+            EthernetAddress::BROADCAST,
+            EtherType::Arp,
+            &[0, 1, 2],
+        ),
+        &mut out,
+    );
+    assert_eq!(sw.stats().malformed, before.malformed + 4);
+    // Garbage UDP to the group's RoCE port, and an MRP that does not parse.
+    let junk = FrameSwitch::udp_packet(ip(0), MCST, ROCEV2_UDP_PORT, &[1, 2, 3]);
+    sw.handle_frame(
+        now(),
+        0,
+        &frame(mac(0), sw.port_mac(0), EtherType::Ipv4, &junk),
+        &mut out,
+    );
+    assert_eq!(sw.stats().roce_malformed, before.roce_malformed + 1);
+    assert!(out.is_empty());
+    let bad_mrp = FrameSwitch::udp_packet(ip(0), MCST, MRP_UDP_PORT, &[10, 77, 0, 200, 0]);
+    sw.handle_frame(
+        now(),
+        0,
+        &frame(mac(0), sw.port_mac(0), EtherType::Ipv4, &bad_mrp),
+        &mut out,
+    );
+    assert_eq!(sw.stats().mrp_malformed, 1);
+    assert_eq!(
+        out.len(),
+        1,
+        "a malformed registration is reported to its sender"
+    );
+    out.clear();
+    // A data packet whose payload was corrupted: its ICRC fails, no replica is made.
+    let mut corrupt = roce_frame(0, sw.port_mac(0), &send_only(2));
+    let n = corrupt.len();
+    corrupt[n - 10] ^= 0xff;
+    sw.handle_frame(now(), 0, &corrupt, &mut out);
+    assert!(out.is_empty());
+    assert_eq!(sw.stats().bridge_errors, 3);
+}
+
+#[test]
+fn arbitrary_bytes_never_panic() {
+    // A cheap deterministic sweep (the fuzz target covers more).
+    let mut sw = switch(4);
+    register(&mut sw);
+    let base = roce_frame(0, sw.port_mac(0), &send_only(3));
+    let mut out = Vec::new();
+    let mut x: u32 = 0x1234_5678;
+    for i in 0..2000 {
+        let mut f = base.clone();
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let at = x as usize % f.len();
+        f[at] ^= (x >> 8) as u8 | 1;
+        f.truncate(f.len() - (i % 7));
+        sw.handle_frame(now(), (i % 4) as u16, &f, &mut out);
+        out.clear();
+    }
+    assert!(sw.stats().rx_frames >= 2000);
+}
