@@ -7,9 +7,12 @@ use std::process::ExitCode;
 
 mod bcast_cmd;
 mod bench_cmd;
+mod lab_cmd;
+mod mcast_cmd;
 mod pcap_cmd;
 mod perf_cmd;
 mod sim_cmd;
+mod switch_cmd;
 mod tree_cmd;
 
 #[derive(Debug, Parser)]
@@ -38,14 +41,27 @@ enum Command {
     /// Benchmarks that print figures.
     #[command(subcommand)]
     Bench(bench_cmd::BenchCmd),
+    /// The software multicast switch: a daemon on afpacket/dgram ports running IPv4
+    /// forwarding, the Cepheus engine and the MRP agent; `--stats` queries a running one.
+    Switch(switch_cmd::SwitchCmd),
+    /// Multicast on real sockets through `rocast switch`: lead a group (send) or join it.
+    #[command(subcommand)]
+    Mcast(mcast_cmd::McastCmd),
+    /// A test network of namespaces: hosts on shaped veth links to a switch namespace
+    /// (bridge or `rocast switch`); up, down, status, exec. Needs root.
+    #[command(subcommand)]
+    Lab(lab_cmd::LabCmd),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Pcap(cmd) => pcap_cmd::run(cmd),
         Command::Perf(cmd) => perf_cmd::run(cmd),
+        Command::Lab(cmd) => lab_cmd::run(cmd),
         Command::Sim(cmd) => finish("rocast sim", sim_cmd::run(cmd)),
         Command::Bench(cmd) => finish("rocast bench", bench_cmd::run(cmd)),
+        Command::Switch(cmd) => finish("rocast switch", switch_cmd::run(cmd)),
+        Command::Mcast(cmd) => mcast_cmd::run(cmd),
         Command::Bcast(cmd) => finish("rocast bcast", bcast_cmd::run(cmd)),
         Command::Tree(cmd) => {
             // `rocast tree … | head`: end quietly on a closed pipe, as Unix filters

@@ -6,9 +6,17 @@
 //! - [`endpoint`]: an [`rocast_core::rnic::RcQueuePair`] on such a transport, driven by
 //!   the wall clock; no protocol logic of its own.
 //! - [`perf`]: `rocast perf server|client`, a perftest-style bandwidth test.
+//! - [`mcast`]: the multicast API on real sockets (`rocast mcast lead|join`): member
+//!   discovery over TCP, MRP registration through the switch, SEND/WRITE, the close.
+//! - [`switch`]: `rocast switch`, the software multicast switch daemon on
+//!   `AF_PACKET` or QEMU-style `dgram` ports, driving the core's `FrameSwitch`.
+//! - [`lab`]: `rocast lab`, a test network of namespaces, veths and `tc` shaping.
 
 pub mod endpoint;
+pub mod lab;
+pub mod mcast;
 pub mod perf;
+pub mod switch;
 pub mod udp;
 
 pub use endpoint::{Activity, Clock, Endpoint, EndpointStats, LossInjector};

@@ -38,6 +38,26 @@ pub trait UnicastTable {
     fn route(&self, ip: Ipv4Address) -> UnicastRoute<'_>;
 }
 
+/// Frees a group's table on an [`MrpRelease`](crate::wire::mrp::MrpRelease) that
+/// arrived from the group's source direction (its AckOutPort): returns the ports
+/// toward downstream switches, which get the release in turn. A release from any
+/// other port, or for a group this switch does not hold, changes nothing (`None`), so
+/// a member cannot tear down its leader's group.
+pub fn handle_release(sw: &mut CepheusSwitch, in_port: u16, mcst: Ipv4Address) -> Option<Vec<u16>> {
+    let g = sw.group(mcst)?;
+    if g.ack_out_port != Some(in_port) {
+        return None;
+    }
+    let next: Vec<u16> = g
+        .entries()
+        .iter()
+        .filter(|e| e.port != in_port && matches!(e.next_hop, NextHop::Switch))
+        .map(|e| e.port)
+        .collect();
+    sw.remove_group(mcst);
+    Some(next)
+}
+
 /// Applies one MRP packet that arrived on `in_port` to the switch's tables. Returns
 /// the MRP packets for the next hops (port, packet), in port order. On a refusal
 /// nothing of this packet is kept: the members are checked before any table changes.

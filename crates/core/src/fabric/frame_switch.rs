@@ -13,7 +13,8 @@
 //!    table. The MRP packet for a port with one attached member is addressed to that
 //!    member's own IP: a host's kernel only accepts UDP to its unicast address or to
 //!    multicast groups it joined, and the member cannot know the McstID in advance. A
-//!    refusal goes back to the leader as a [`SwitchReport`] datagram.
+//!    refusal goes back to the leader as a [`SwitchReport`] datagram. An
+//!    [`MrpRelease`] from the group's source direction frees its table.
 //! 4. **RoCE to a group address** goes to the Cepheus engine
 //!    ([`CepheusSwitch::handle_packet`], Cepheus §III-B/§III-D): replicas are bridged
 //!    to each member's connection ([`Bridge::rewrite_ip_packet`], checksum and ICRC
@@ -38,7 +39,7 @@ use crate::control::registration::{SwitchRejection, SwitchReport, SWITCH_REPORT_
 use crate::control::switch_agent::{self, UnicastRoute, UnicastTable};
 use crate::time::Instant;
 use crate::wire::arp::{ArpOperation, ArpRepr, ARP_LEN};
-use crate::wire::mrp::{MrpRepr, MRP_UDP_PORT};
+use crate::wire::mrp::{MrpRelease, MrpRepr, MRP_UDP_PORT};
 use crate::wire::{
     Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Address, Ipv4Packet,
     Ipv4Repr, RoceRepr, UdpPacket, UdpRepr, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, IP_PROTO_UDP,
@@ -87,6 +88,8 @@ pub struct FrameSwitchStats {
     pub mrp_out: u64,
     pub mrp_malformed: u64,
     pub mrp_refused: u64,
+    /// Groups freed by an MRP release from their source direction.
+    pub mrp_released: u64,
     /// Bytes of IP packets sent as replicas.
     pub replicated_bytes: u64,
 }
@@ -487,6 +490,22 @@ impl FrameSwitch {
         out: &mut Vec<OutFrame>,
     ) {
         self.stats.mrp_in += 1;
+        if let Ok(rel) = MrpRelease::parse(payload) {
+            match switch_agent::handle_release(&mut self.cepheus, in_port, rel.mcst_id) {
+                Some(next) => {
+                    self.stats.mrp_released += 1;
+                    let mut body = [0u8; 8];
+                    rel.emit(&mut body);
+                    for port in next {
+                        let ipb = Self::udp_packet(leader, rel.mcst_id, MRP_UDP_PORT, &body);
+                        self.stats.mrp_out += 1;
+                        self.emit_ip(port, Some(EthernetAddress::BROADCAST), &ipb, out);
+                    }
+                }
+                None => self.stats.mrp_refused += 1,
+            }
+            return;
+        }
         let (mcst, result) = match MrpRepr::parse(payload) {
             Ok(m) => {
                 let r = switch_agent::handle_mrp(

@@ -37,6 +37,40 @@ pub const MRP_WRITE_MEMBER_LEN: usize = 20;
 pub const MRP_MAX_MEMBERS: usize = (MRP_MAX_PAYLOAD - MRP_HEADER_LEN) / MRP_MEMBER_LEN;
 pub const MRP_MAX_WRITE_MEMBERS: usize = (MRP_MAX_PAYLOAD - MRP_HEADER_LEN) / MRP_WRITE_MEMBER_LEN;
 const FLAG_WRITE: u8 = 1;
+const FLAG_RELEASE: u8 = 2;
+
+/// A leader's request to free a group's tables along its tree: the 8-byte MRP header
+/// with flags bit 1 set, `seq` 0, `total` 1 and no members. Cepheus leaves teardown
+/// unspecified; without it a re-registered McstID would inherit the old session's
+/// acknowledgement state (rocast's addition). [`MrpRepr::parse`] refuses it, so an old
+/// switch drops it as unsupported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MrpRelease {
+    pub mcst_id: Ipv4Address,
+}
+
+impl MrpRelease {
+    pub const fn buffer_len(&self) -> usize {
+        MRP_HEADER_LEN
+    }
+    /// Parses exactly the release form; anything else is an error.
+    pub fn parse(b: &[u8]) -> Result<MrpRelease> {
+        if b.len() < MRP_HEADER_LEN {
+            return Err(Error::Truncated("mrp header"));
+        }
+        if b.len() > MRP_HEADER_LEN || b[4..8] != [0, 1, 0, FLAG_RELEASE] {
+            return Err(Error::Malformed("mrp release"));
+        }
+        Ok(MrpRelease {
+            mcst_id: Ipv4Address::from_u32(be(b, 0, 4) as u32),
+        })
+    }
+    pub fn emit(&self, b: &mut [u8]) -> usize {
+        put_be(b, 0, 4, self.mcst_id.to_u32() as u64);
+        b[4..8].copy_from_slice(&[0, 1, 0, FLAG_RELEASE]);
+        MRP_HEADER_LEN
+    }
+}
 
 /// One receiver's connection, as the controller gathered it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -181,6 +215,29 @@ impl MrpRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn release_round_trips_and_is_not_a_registration() {
+        let r = MrpRelease {
+            mcst_id: Ipv4Address::new(10, 77, 0, 200),
+        };
+        let mut b = [0u8; 8];
+        assert_eq!(r.emit(&mut b), 8);
+        assert_eq!(MrpRelease::parse(&b), Ok(r));
+        assert!(
+            MrpRepr::parse(&b).is_err(),
+            "a registration parser refuses it"
+        );
+        assert!(MrpRelease::parse(&b[..7]).is_err());
+        let mut longer = b.to_vec();
+        longer.push(0);
+        assert!(MrpRelease::parse(&longer).is_err());
+        for i in 4..8 {
+            let mut bad = b;
+            bad[i] ^= 0x10;
+            assert!(MrpRelease::parse(&bad).is_err(), "byte {i}");
+        }
+    }
 
     fn member(i: u32, write: bool) -> MrpMember {
         MrpMember {

@@ -412,3 +412,36 @@ fn arbitrary_bytes_never_panic() {
     }
     assert!(sw.stats().rx_frames >= 2000);
 }
+
+#[test]
+fn a_release_from_the_leader_frees_the_group_and_others_are_refused() {
+    let mut sw = switch(4);
+    register(&mut sw);
+    let rel = crate::wire::mrp::MrpRelease { mcst_id: MCST };
+    let mut body = [0u8; 8];
+    rel.emit(&mut body);
+    let mut out = Vec::new();
+    // From a member's port: refused, the group stays.
+    let from_member = FrameSwitch::udp_packet(ip(2), MCST, MRP_UDP_PORT, &body);
+    sw.handle_frame(
+        now(),
+        2,
+        &frame(mac(2), sw.port_mac(2), EtherType::Ipv4, &from_member),
+        &mut out,
+    );
+    assert_eq!(sw.cepheus().num_groups(), 1);
+    assert_eq!(sw.stats().mrp_refused, 1);
+    // From the leader: freed; a re-registration starts clean.
+    let from_leader = FrameSwitch::udp_packet(ip(0), MCST, MRP_UDP_PORT, &body);
+    sw.handle_frame(
+        now(),
+        0,
+        &frame(mac(0), sw.port_mac(0), EtherType::Ipv4, &from_leader),
+        &mut out,
+    );
+    assert_eq!(sw.cepheus().num_groups(), 0);
+    assert_eq!(sw.stats().mrp_released, 1);
+    assert!(out.is_empty(), "no downstream switches to tell");
+    register(&mut sw);
+    assert_eq!(sw.cepheus().num_groups(), 1);
+}

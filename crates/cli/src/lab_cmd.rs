@@ -1,0 +1,183 @@
+//! `rocast lab`: build, inspect, use and remove a test network of namespaces (the
+//! runtime's lab, issue 8). The work is in [`rocast_net::lab`]; this module maps the
+//! command line onto it.
+//!
+//! Exit status: 0 on success (`down` on nothing included); 2 for bad arguments; 1 for
+//! any other failure (not root, lab exists, a command failed, `status` of a lab that is
+//! not up). `exec` exits with its command's status.
+
+use clap::{Args, Subcommand, ValueEnum};
+use rocast_net::lab::{self, Lab, LabError, LabOptions, LabSpec, Medium, ShaperChoice};
+use std::os::unix::process::CommandExt;
+use std::process::ExitCode;
+
+#[derive(Debug, Subcommand)]
+pub enum LabCmd {
+    /// Create the namespaces `rocast-<name>-h0`…`h<N-1>` and `rocast-<name>-sw`, a shaped
+    /// veth link from each host's eth0 to port `p<i>` of the switch namespace, and
+    /// optionally a bridge or the switch daemon there.
+    Up(UpArgs),
+    /// Stop the lab's processes and delete every namespace `rocast-<name>-*` and the state
+    /// in `/run/rocast-lab/<name>`; succeeds when nothing is there.
+    Down(NameArg),
+    /// Show the lab's parameters, namespaces, addresses, qdiscs and switch daemon.
+    Status(NameArg),
+    /// Run a command in a lab namespace (`ip netns exec`); exits with its status.
+    Exec(ExecArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct NameArg {
+    /// Lab name ([A-Za-z0-9_], no dashes).
+    #[arg(long, default_value = "lab")]
+    name: String,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ShaperArg {
+    /// netem if the kernel has it, else tbf (rate only; --loss is then an error).
+    Auto,
+    /// netem (rate, delay, loss) or fail.
+    Netem,
+    /// tbf: rate only.
+    Tbf,
+}
+
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// Number of hosts, 1..=64.
+    #[arg(long)]
+    hosts: usize,
+    /// Link rate, each direction (tc syntax: digits and a unit, e.g. 1gbit, 100mbit).
+    #[arg(long, default_value = "1gbit")]
+    rate: String,
+    /// One-way delay added on each egress (digits and a unit: us, ms, s).
+    #[arg(long, default_value = "10us")]
+    delay: String,
+    /// Drop probability in [0, 1) on the switch-side egress (toward the hosts).
+    #[arg(long)]
+    loss: Option<f64>,
+    /// Drop only toward this host (on port `p<I>`); needs --loss.
+    #[arg(long, value_name = "I")]
+    loss_host: Option<usize>,
+    /// MTU of both ends of every link.
+    #[arg(long, default_value_t = 9000)]
+    mtu: u32,
+    /// First three octets of the hosts' /24: host i is `<subnet>.(i+1)`.
+    #[arg(long, default_value = "10.77.0")]
+    subnet: String,
+    /// Lab name ([A-Za-z0-9_], no dashes).
+    #[arg(long, default_value = "lab")]
+    name: String,
+    /// Connect the ports with a Linux bridge br0 (a plain L2 broadcast medium).
+    #[arg(long, conflicts_with = "switch")]
+    bridge: bool,
+    /// Start `rocast switch` on the ports in the switch namespace (log, pid and
+    /// control socket in `/run/rocast-lab/<name>/`).
+    #[arg(long)]
+    switch: bool,
+    /// Which qdisc shapes the links.
+    #[arg(long, value_enum, default_value = "auto")]
+    shaper: ShaperArg,
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Lab name.
+    #[arg(long, default_value = "lab")]
+    name: String,
+    /// `h0`…`h<N-1>`, or `sw` for the switch namespace.
+    host: String,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    cmd: Vec<String>,
+}
+
+pub fn run(cmd: LabCmd) -> ExitCode {
+    let r = match cmd {
+        LabCmd::Up(a) => up(a),
+        LabCmd::Down(a) => lab::down(&a.name).map(|r| println!("{r}")),
+        LabCmd::Status(a) => lab::status(&a.name).map(|s| print!("{s}")),
+        LabCmd::Exec(a) => exec(a),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rocast lab: {e}");
+            ExitCode::from(match e {
+                LabError::Invalid { .. } => 2,
+                _ => 1,
+            })
+        }
+    }
+}
+
+fn up(a: UpArgs) -> Result<(), LabError> {
+    let medium = if a.bridge {
+        Medium::Bridge
+    } else if a.switch {
+        Medium::Switch {
+            exe: std::env::current_exe().map_err(|source| LabError::Io {
+                context: "cannot find the rocast binary to run the switch".into(),
+                source,
+            })?,
+        }
+    } else {
+        Medium::None
+    };
+    let spec = LabSpec::new(LabOptions {
+        name: a.name,
+        hosts: a.hosts,
+        subnet: a.subnet,
+        rate: a.rate,
+        delay: a.delay,
+        loss: a.loss,
+        loss_host: a.loss_host,
+        mtu: a.mtu,
+        medium,
+        shaper: match a.shaper {
+            ShaperArg::Auto => ShaperChoice::Auto,
+            ShaperArg::Netem => ShaperChoice::Netem,
+            ShaperArg::Tbf => ShaperChoice::Tbf,
+        },
+    })?;
+    let lab = Lab::up(&spec)?;
+    for w in &lab.warnings {
+        eprintln!("rocast lab: warning: {w}");
+    }
+    let o = spec.options();
+    println!(
+        "lab '{}' up: {} hosts {}..{} on {}.0/24, shaper {}, medium {}",
+        spec.name(),
+        spec.hosts(),
+        lab::host_ip(&o.subnet, 0),
+        lab::host_ip(&o.subnet, spec.hosts() - 1),
+        o.subnet,
+        match lab.shaper {
+            lab::Shaper::Netem => "netem",
+            lab::Shaper::Tbf => "tbf",
+        },
+        match &o.medium {
+            Medium::None => "none".to_string(),
+            Medium::Bridge => "bridge br0".to_string(),
+            Medium::Switch { .. } => format!("switch daemon pid {}", lab.switch_pid.unwrap_or(0)),
+        }
+    );
+    println!(
+        "run commands with `rocast lab exec --name {} h0 -- CMD…`; remove with `rocast lab down --name {}`",
+        spec.name(),
+        spec.name()
+    );
+    Ok(())
+}
+
+/// Replaces this process with `ip netns exec …`, so the command's exit status (or
+/// signal) is ours without relaying it.
+fn exec(a: ExecArgs) -> Result<(), LabError> {
+    let mut cmd = lab::exec_command(&a.name, &a.host, &a.cmd)?;
+    let e = cmd.exec();
+    Err(LabError::Io {
+        context: "cannot run ip netns exec".into(),
+        source: e,
+    })
+}

@@ -1,0 +1,165 @@
+//! `rocast switch`: the software multicast switch daemon (`rocast_net::switch`), or,
+//! with `--stats`, a query of a running one through its control socket.
+//!
+//! Exit status: 0 after a clean stop (SIGINT/SIGTERM or `--duration`); 2 on bad
+//! arguments or when a port cannot be opened.
+
+use clap::Args;
+use rocast_core::fabric::cepheus::GroupAddressSpace;
+use rocast_core::fabric::{EcnRed, FrameSwitchConfig};
+use rocast_core::time::Duration as CoreDuration;
+use rocast_core::wire::{EthernetAddress, Ipv4Address};
+use rocast_net::switch::{query, CnpFilterKind, PortSpec, Shaping, SwitchConfig, SwitchDaemon};
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct SwitchCmd {
+    /// A port: `afpacket:IFACE` (a raw socket on an interface) or
+    /// `dgram:LOCAL=REMOTE` (Ethernet frames in loopback UDP, QEMU's `-netdev dgram`).
+    /// Ports are numbered in the order given.
+    #[arg(long = "port")]
+    ports: Vec<String>,
+    /// Unix control socket: `stats` and `groups` queries.
+    #[arg(long)]
+    control: Option<PathBuf>,
+    /// Query a running switch at `--control` for its counters, print them and exit.
+    #[arg(long)]
+    stats: bool,
+    /// With --stats: print the groups only.
+    #[arg(long, requires = "stats")]
+    groups: bool,
+    /// The block McstIDs are drawn from (the switch answers ARP for it). A unicast
+    /// block, because Linux drops packets whose source is multicast.
+    #[arg(long, default_value = "10.77.0.128/25")]
+    group_space: String,
+    /// MFT capacity in groups (0 refuses every registration).
+    #[arg(long, default_value_t = 1024)]
+    max_groups: usize,
+    /// CNP filter: cepheus, tmcf or forward-all.
+    #[arg(long, default_value = "cepheus")]
+    cnp_filter: String,
+    /// TMCF slot or Cepheus aging window, microseconds.
+    #[arg(long, default_value_t = 50)]
+    cnp_window_us: u64,
+    /// A host pinned behind a port: IP@PORT=MAC (e.g. 10.77.0.1@0=02:72:63:00:00:01).
+    #[arg(long = "host")]
+    hosts: Vec<String>,
+    /// Shape every port's egress to this rate (Mbit/s), with a queue and ECN marking.
+    #[arg(long)]
+    rate_mbps: Option<u64>,
+    /// Egress queue per port when shaping (KB).
+    #[arg(long, default_value_t = 1024)]
+    queue_kb: usize,
+    /// ECN RED marking when shaping: KMIN_KB,KMAX_KB,PMAX.
+    #[arg(long)]
+    ecn: Option<String>,
+    /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Seed of the ECN marking draws.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(format!("{s:?} is not a MAC address"));
+    }
+    let mut m = [0u8; 6];
+    for (i, p) in parts.iter().enumerate() {
+        m[i] = u8::from_str_radix(p, 16).map_err(|_| format!("{s:?} is not a MAC address"))?;
+    }
+    Ok(EthernetAddress(m))
+}
+
+fn parse_host(s: &str) -> Result<(Ipv4Address, u16, EthernetAddress), String> {
+    let bad = || format!("--host {s:?}: expected IP@PORT=MAC");
+    let (ip, rest) = s.split_once('@').ok_or_else(bad)?;
+    let (port, mac) = rest.split_once('=').ok_or_else(bad)?;
+    let ip: std::net::Ipv4Addr = ip.parse().map_err(|_| bad())?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    Ok((Ipv4Address(ip.octets()), port, parse_mac(mac)?))
+}
+
+fn parse_ecn(s: &str) -> Result<EcnRed, String> {
+    let v: Vec<f64> = s
+        .split(',')
+        .map(|x| x.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("--ecn {s:?}: expected KMIN_KB,KMAX_KB,PMAX"))?;
+    match v.as_slice() {
+        &[kmin, kmax, pmax] if kmin >= 0.0 && kmax > kmin && (0.0..=1.0).contains(&pmax) => {
+            Ok(EcnRed {
+                kmin_bytes: (kmin * 1000.0) as u64,
+                kmax_bytes: (kmax * 1000.0) as u64,
+                pmax,
+            })
+        }
+        _ => Err(format!(
+            "--ecn {s:?}: need 0 <= KMIN < KMAX (KB) and 0 <= PMAX <= 1"
+        )),
+    }
+}
+
+pub fn run(cmd: SwitchCmd) -> Result<(), String> {
+    if cmd.stats {
+        let path = cmd.control.ok_or("--stats needs --control PATH")?;
+        let what = if cmd.groups { "groups" } else { "stats" };
+        print!("{}", query(&path, what).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    if cmd.ports.is_empty() {
+        return Err("give at least one --port".into());
+    }
+    let ports = cmd
+        .ports
+        .iter()
+        .map(|p| p.parse::<PortSpec>())
+        .collect::<Result<Vec<_>, _>>()?;
+    let hosts = cmd
+        .hosts
+        .iter()
+        .map(|h| parse_host(h))
+        .collect::<Result<Vec<_>, _>>()?;
+    let shaping = match cmd.rate_mbps {
+        Some(0) => return Err("--rate-mbps must be positive".into()),
+        Some(r) => Some(Shaping {
+            rate_bps: r * 1_000_000,
+            queue_bytes: cmd.queue_kb * 1000,
+            ecn: cmd.ecn.as_deref().map(parse_ecn).transpose()?,
+        }),
+        None if cmd.ecn.is_some() => return Err("--ecn needs --rate-mbps".into()),
+        None => None,
+    };
+    if let Some(d) = cmd.duration {
+        if !(d > 0.0 && d.is_finite()) {
+            return Err("--duration must be a positive number of seconds".into());
+        }
+    }
+    let cfg = SwitchConfig {
+        pipeline: FrameSwitchConfig {
+            ports: ports.len() as u16,
+            max_groups: cmd.max_groups,
+            group_space: GroupAddressSpace::parse(&cmd.group_space)?,
+            switch_id: 0,
+            mac: EthernetAddress([0x02, 0x72, 0x63, 0xfe, 0, 0]),
+        },
+        ports,
+        cnp_filter: cmd.cnp_filter.parse::<CnpFilterKind>()?,
+        cnp_window: CoreDuration::from_us(cmd.cnp_window_us.max(1)),
+        hosts,
+        shaping,
+        control: cmd.control,
+        seed: cmd.seed,
+    };
+    let mut d = SwitchDaemon::new(cfg)?;
+    eprintln!(
+        "rocast switch: {} ports up; stop with SIGINT/SIGTERM",
+        d.pipeline().config().ports
+    );
+    d.run(cmd.duration.map(std::time::Duration::from_secs_f64))
+        .map_err(|e| e.to_string())?;
+    print!("{}", d.stats_text());
+    Ok(())
+}

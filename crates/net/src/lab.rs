@@ -1,0 +1,1625 @@
+//! `lab`: a test network of Linux network namespaces, built and torn down by
+//! `rocast lab` (the runtime's lab of issue 8).
+//!
+//! The real-time runtime needs a network to run on that is cheap, private and
+//! disposable: N hosts, each in its own namespace with an `eth0`, all wired by veth
+//! pairs to one switch namespace (`p<i>` there), every link shaped by `tc` so that
+//! rate, delay and loss look like a datacenter link rather than a memory copy. The
+//! switch namespace holds a plain Linux bridge (`--bridge`), the rocast switch daemon
+//! on AF_PACKET ports (`--switch`), or nothing (tests that drive the ports themselves).
+//!
+//! This module owns:
+//! - the names, addresses and MACs of a lab (deterministic, so captures and tests are
+//!   reproducible): [`ns_host`], [`ns_switch`], [`host_ip`], [`host_mac`],
+//!   [`switch_port_mac`];
+//! - argument validation ([`LabOptions`] → [`LabSpec`]);
+//! - the plan, a pure list of the commands `up` runs ([`plan`]), unit-testable without
+//!   root;
+//! - [`Lab::up`], which runs that plan and tears down whatever it built if any step
+//!   fails, and [`down`], which removes a lab even after a crash: it finds the
+//!   namespaces by name prefix (`ip netns list`), not by the state file;
+//! - the state directory `/run/rocast-lab/<name>/` (a `key=value` state file, pid
+//!   files, the switch's log and control socket) and [`status`].
+//!
+//! Commands are run with argument vectors (`ip`, `tc`, `sysctl`), never through a shell.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::fs::{self, OpenOptions};
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+/// Where every lab keeps its state: on tmpfs, so a reboot (which also removes every
+/// namespace) clears it too.
+pub const STATE_ROOT: &str = "/run/rocast-lab";
+/// Largest lab: the switch-side MACs and host addresses use one byte for `i + 1`, and
+/// 64 ports is well past what the 2-core test machines can drive anyway.
+pub const MAX_HOSTS: usize = 64;
+/// netem/tbf queue length in packets. netem's default (1000) tail-drops a burst of a
+/// few MB at 1 Gbit/s, which would look like loss the user did not ask for.
+pub const QUEUE_PACKETS: u32 = 10_000;
+/// Prefix of the locally administered MACs ("rc" in ASCII after 02).
+const MAC_PREFIX: &str = "02:72:63";
+
+/// Errors of `rocast lab`.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    #[error("rocast lab must run as root (it creates network namespaces); try sudo")]
+    NotRoot,
+    #[error("invalid {what}: {msg}")]
+    Invalid { what: &'static str, msg: String },
+    #[error("lab '{name}' already exists ({why}); run `rocast lab down --name {name}` first")]
+    Exists { name: String, why: String },
+    #[error("lab '{name}' is not up (no namespaces named {prefix}*)")]
+    NotUp { name: String, prefix: String },
+    #[error("no host '{host}' in lab '{name}': {why}")]
+    NoSuchHost {
+        name: String,
+        host: String,
+        why: String,
+    },
+    #[error("`{cmd}` failed ({status}): {stderr}")]
+    Command {
+        cmd: String,
+        status: String,
+        stderr: String,
+    },
+    #[error(
+        "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM), so {what} cannot be \
+         emulated; drop it, or use a kernel with netem"
+    )]
+    NoNetem { what: String },
+    #[error("the switch daemon exited at once ({status}); the end of its log:\n{tail}")]
+    SwitchDied { status: String, tail: String },
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("teardown incomplete: {}", .0.join("; "))]
+    Teardown(Vec<String>),
+}
+
+fn io_err(context: impl Into<String>) -> impl FnOnce(io::Error) -> LabError {
+    let context = context.into();
+    move |source| LabError::Io { context, source }
+}
+
+fn invalid(what: &'static str, msg: impl Into<String>) -> LabError {
+    LabError::Invalid {
+        what,
+        msg: msg.into(),
+    }
+}
+
+/// What sits in the switch namespace and connects the `p<i>` ports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Medium {
+    /// Nothing: the ports are up but unconnected (a test drives them itself).
+    None,
+    /// Linux bridge `br0` with every `p<i>`: a plain L2 medium, multicast flooded.
+    Bridge,
+    /// The rocast switch daemon, `<exe> switch --port afpacket:p<i> … --control …`,
+    /// started in the switch namespace. `exe` is the rocast binary to run.
+    Switch { exe: PathBuf },
+}
+
+impl Medium {
+    fn label(&self) -> &'static str {
+        match self {
+            Medium::None => "none",
+            Medium::Bridge => "bridge",
+            Medium::Switch { .. } => "switch",
+        }
+    }
+}
+
+/// Which qdisc shapes the links.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShaperChoice {
+    /// netem when the kernel has it, else tbf (rate only, with a warning; an asked-for
+    /// loss is then an error, since silently not dropping would fake a result).
+    Auto,
+    /// netem or fail.
+    Netem,
+    /// tbf: rate only, no delay, no loss (kernels without netem).
+    Tbf,
+}
+
+/// The qdisc actually used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shaper {
+    Netem,
+    Tbf,
+}
+
+impl Shaper {
+    fn label(self) -> &'static str {
+        match self {
+            Shaper::Netem => "netem",
+            Shaper::Tbf => "tbf",
+        }
+    }
+}
+
+/// Unvalidated lab parameters, as the command line gives them.
+#[derive(Debug, Clone)]
+pub struct LabOptions {
+    pub name: String,
+    pub hosts: usize,
+    /// First three octets of the hosts' /24, e.g. "10.77.0".
+    pub subnet: String,
+    /// tc rate, e.g. "1gbit".
+    pub rate: String,
+    /// tc delay, e.g. "10us".
+    pub delay: String,
+    /// Drop probability in [0, 1) on the switch-side egress.
+    pub loss: Option<f64>,
+    /// Apply the loss only toward this host (on `p<I>`).
+    pub loss_host: Option<usize>,
+    pub mtu: u32,
+    pub medium: Medium,
+    pub shaper: ShaperChoice,
+}
+
+impl Default for LabOptions {
+    fn default() -> Self {
+        LabOptions {
+            name: "lab".into(),
+            hosts: 2,
+            subnet: "10.77.0".into(),
+            rate: "1gbit".into(),
+            delay: "10us".into(),
+            loss: None,
+            loss_host: None,
+            // 9000 so a 4096-byte RoCE payload plus headers fits in one frame.
+            mtu: 9000,
+            medium: Medium::None,
+            shaper: ShaperChoice::Auto,
+        }
+    }
+}
+
+/// Validated lab parameters; only [`LabSpec::new`] makes one.
+#[derive(Debug, Clone)]
+pub struct LabSpec {
+    opts: LabOptions,
+    rate_bps: u64,
+}
+
+impl LabSpec {
+    pub fn new(opts: LabOptions) -> Result<LabSpec, LabError> {
+        validate_name(&opts.name)?;
+        if !(1..=MAX_HOSTS).contains(&opts.hosts) {
+            return Err(invalid(
+                "--hosts",
+                format!("{} (must be 1..={MAX_HOSTS})", opts.hosts),
+            ));
+        }
+        validate_subnet(&opts.subnet)?;
+        let rate_bps = parse_rate(&opts.rate)?;
+        parse_delay(&opts.delay)?;
+        if let Some(p) = opts.loss {
+            if !(p.is_finite() && (0.0..1.0).contains(&p)) {
+                return Err(invalid("--loss", format!("{p} (must be in [0, 1))")));
+            }
+        }
+        if let Some(h) = opts.loss_host {
+            if opts.loss.is_none() {
+                return Err(invalid("--loss-host", "needs --loss"));
+            }
+            if h >= opts.hosts {
+                return Err(invalid(
+                    "--loss-host",
+                    format!("{h} (hosts are 0..{})", opts.hosts),
+                ));
+            }
+        }
+        if !(68..=65535).contains(&opts.mtu) {
+            return Err(invalid(
+                "--mtu",
+                format!("{} (must be 68..=65535)", opts.mtu),
+            ));
+        }
+        if opts.shaper == ShaperChoice::Tbf && opts.loss.unwrap_or(0.0) > 0.0 {
+            return Err(invalid("--loss", "tbf cannot drop packets; use netem"));
+        }
+        let mut opts = opts;
+        // tc takes units case-insensitively; store one spelling so plans and state
+        // files compare equal.
+        opts.rate = opts.rate.to_ascii_lowercase();
+        opts.delay = opts.delay.to_ascii_lowercase();
+        Ok(LabSpec { opts, rate_bps })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.opts.name
+    }
+    pub fn hosts(&self) -> usize {
+        self.opts.hosts
+    }
+    pub fn options(&self) -> &LabOptions {
+        &self.opts
+    }
+    /// The link rate in bits per second.
+    pub fn rate_bps(&self) -> u64 {
+        self.rate_bps
+    }
+    fn loss_percent(&self) -> Option<String> {
+        self.opts
+            .loss
+            .filter(|&p| p > 0.0)
+            .map(|p| format_percent(p * 100.0))
+    }
+}
+
+fn validate_name(name: &str) -> Result<(), LabError> {
+    // No '-': down() deletes every namespace under "rocast-<name>-", so a name with a
+    // dash ("a-b") would let `lab down --name a` take lab "a-b" with it.
+    let ok = !name.is_empty()
+        && name.len() <= 24
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            "--name",
+            format!("{name:?} (1–24 characters of [A-Za-z0-9_])"),
+        ))
+    }
+}
+
+fn validate_subnet(s: &str) -> Result<(), LabError> {
+    let parts: Vec<&str> = s.split('.').collect();
+    let ok = parts.len() == 3
+        && parts.iter().all(|p| {
+            !p.is_empty() && p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit()) && {
+                p.parse::<u16>().map(|v| v <= 255).unwrap_or(false)
+            }
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(invalid(
+            "--subnet",
+            format!("{s:?} (three octets, e.g. 10.77.0)"),
+        ))
+    }
+}
+
+/// Splits "123unit" into (123, "unit"); digits then letters, nothing else.
+fn split_number_unit(s: &str) -> Option<(u64, String)> {
+    let digits = s.bytes().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || digits > 12 || digits == s.len() {
+        return None;
+    }
+    let (n, unit) = s.split_at(digits);
+    if !unit.bytes().all(|b| b.is_ascii_alphabetic()) {
+        return None;
+    }
+    Some((n.parse().ok()?, unit.to_ascii_lowercase()))
+}
+
+/// A tc rate ("1gbit", "500mbit", "10gbps") in bits per second. tc's "bps" is bytes
+/// per second.
+fn parse_rate(s: &str) -> Result<u64, LabError> {
+    let bad = || {
+        invalid(
+            "--rate",
+            format!("{s:?} (digits then one of bit, kbit, mbit, gbit, tbit, bps, kbps, mbps, gbps, tbps; e.g. 1gbit)"),
+        )
+    };
+    let (n, unit) = split_number_unit(s).ok_or_else(bad)?;
+    let mult: u64 = match unit.as_str() {
+        "bit" => 1,
+        "kbit" => 1_000,
+        "mbit" => 1_000_000,
+        "gbit" => 1_000_000_000,
+        "tbit" => 1_000_000_000_000,
+        "bps" => 8,
+        "kbps" => 8_000,
+        "mbps" => 8_000_000,
+        "gbps" => 8_000_000_000,
+        "tbps" => 8_000_000_000_000,
+        _ => return Err(bad()),
+    };
+    let bps = n.checked_mul(mult).ok_or_else(bad)?;
+    if bps == 0 {
+        return Err(invalid("--rate", format!("{s:?} (must be above zero)")));
+    }
+    Ok(bps)
+}
+
+/// A tc delay ("10us", "1ms") in nanoseconds.
+fn parse_delay(s: &str) -> Result<u64, LabError> {
+    let bad = || {
+        invalid(
+            "--delay",
+            format!("{s:?} (digits then one of us, usec, ms, msec, s, sec; e.g. 10us)"),
+        )
+    };
+    let (n, unit) = split_number_unit(s).ok_or_else(bad)?;
+    let mult: u64 = match unit.as_str() {
+        "us" | "usec" => 1_000,
+        "ms" | "msec" => 1_000_000,
+        "s" | "sec" => 1_000_000_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(mult).ok_or_else(bad)
+}
+
+/// `p` (a percentage) with at most 4 decimals and no trailing zeros, so 0.07 × 100
+/// prints as "7%", not "7.000000000000001%".
+fn format_percent(p: f64) -> String {
+    let s = format!("{p:.4}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s}%")
+}
+
+// ---------------------------------------------------------------------------------
+// Names and addresses.
+
+/// Every namespace of lab `name` starts with this.
+pub fn ns_prefix(name: &str) -> String {
+    format!("rocast-{name}-")
+}
+/// Namespace of host `i`.
+pub fn ns_host(name: &str, i: usize) -> String {
+    format!("rocast-{name}-h{i}")
+}
+/// Namespace of the switch.
+pub fn ns_switch(name: &str) -> String {
+    format!("rocast-{name}-sw")
+}
+/// Throwaway namespace for the netem probe (under the lab's prefix, so `down` finds it
+/// if `up` dies while it exists).
+fn ns_probe(name: &str) -> String {
+    format!("rocast-{name}-probe")
+}
+/// Host `i`'s eth0 address (without the prefix length).
+pub fn host_ip(subnet: &str, i: usize) -> String {
+    format!("{subnet}.{}", i + 1)
+}
+/// Host `i`'s eth0 MAC.
+pub fn host_mac(i: usize) -> String {
+    format!("{MAC_PREFIX}:00:00:{:02x}", i + 1)
+}
+/// MAC of the switch-side port `p<i>`.
+pub fn switch_port_mac(i: usize) -> String {
+    format!("{MAC_PREFIX}:ff:00:{:02x}", i + 1)
+}
+/// State directory of lab `name`.
+pub fn state_dir(name: &str) -> PathBuf {
+    Path::new(STATE_ROOT).join(name)
+}
+/// The switch daemon's control socket.
+pub fn switch_socket(name: &str) -> PathBuf {
+    state_dir(name).join("switch.sock")
+}
+
+/// The namespace of `host` (`h<i>` or `sw`) in lab `name`, whether or not it exists.
+pub fn host_namespace(name: &str, host: &str) -> Result<String, LabError> {
+    if host == "sw" {
+        return Ok(ns_switch(name));
+    }
+    match host.strip_prefix('h').map(|d| (d, d.parse::<usize>())) {
+        Some((d, Ok(i))) if !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) => {
+            Ok(ns_host(name, i))
+        }
+        _ => Err(LabError::NoSuchHost {
+            name: name.into(),
+            host: host.into(),
+            why: "hosts are h0, h1, … or sw".into(),
+        }),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// The plan.
+
+/// One command of the plan: run to completion, or (the switch daemon) spawn and leave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    Run(Vec<String>),
+    SpawnDaemon {
+        argv: Vec<String>,
+        pid_file: PathBuf,
+        log: PathBuf,
+    },
+}
+
+impl Step {
+    fn argv(&self) -> &[String] {
+        match self {
+            Step::Run(a) | Step::SpawnDaemon { argv: a, .. } => a,
+        }
+    }
+}
+
+fn v(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// An argument vector from a line split at spaces. Not a shell: no quoting, no
+/// expansion; every part interpolated into such a line (lab name, subnet, rate, delay,
+/// MAC, MTU) is validated to hold no space. Paths, which may, are pushed separately.
+fn words(line: &str) -> Vec<String> {
+    line.split_whitespace().map(str::to_string).collect()
+}
+
+/// The root qdisc command for one link direction.
+fn qdisc_cmd(
+    spec: &LabSpec,
+    shaper: Shaper,
+    ns: &str,
+    dev: &str,
+    loss: Option<&str>,
+) -> Vec<String> {
+    let o = &spec.opts;
+    let base = format!("tc -n {ns} qdisc replace dev {dev} root");
+    match shaper {
+        Shaper::Netem => {
+            let loss = loss.map(|l| format!(" loss {l}")).unwrap_or_default();
+            words(&format!(
+                "{base} netem limit {QUEUE_PACKETS} rate {} delay {}{loss}",
+                o.rate, o.delay
+            ))
+        }
+        Shaper::Tbf => {
+            // Bucket: 1 ms at line rate, at least two frames (tbf drops a frame larger
+            // than its bucket). Queue: as many bytes as netem's packet limit holds.
+            let frame = u64::from(o.mtu) + 14;
+            let burst = (spec.rate_bps / 8 / 1000).clamp(2 * frame, u64::from(u32::MAX));
+            let limit = (u64::from(QUEUE_PACKETS) * frame).min(u64::from(u32::MAX));
+            words(&format!(
+                "{base} tbf rate {} burst {burst} limit {limit}",
+                o.rate
+            ))
+        }
+    }
+}
+
+fn plan_steps(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
+    let name = spec.name();
+    let o = &spec.opts;
+    let sw = ns_switch(name);
+    let mtu = o.mtu;
+    let loss = spec.loss_percent();
+    let mut steps = Vec::new();
+    let mut run = |a: Vec<String>| steps.push(Step::Run(a));
+
+    // IPv6 off: no router solicitations, MLD or DAD frames in the captures, so a
+    // capture holds what the test sent and nothing else. Set before the veths exist,
+    // so "default" covers them.
+    let new_ns = |run: &mut dyn FnMut(Vec<String>), ns: &str| {
+        run(words(&format!("ip netns add {ns}")));
+        run(words(&format!(
+            "ip netns exec {ns} sysctl -q -w net.ipv6.conf.all.disable_ipv6=1 \
+             net.ipv6.conf.default.disable_ipv6=1"
+        )));
+        run(words(&format!("ip -n {ns} link set lo up")));
+    };
+
+    new_ns(&mut run, &sw);
+    for i in 0..spec.hosts() {
+        let h = ns_host(name, i);
+        new_ns(&mut run, &h);
+        // Both ends created directly in their namespaces: nothing ever appears in the
+        // namespace `rocast lab` runs in.
+        run(words(&format!(
+            "ip link add eth0 netns {h} address {} mtu {mtu} \
+             type veth peer name p{i} netns {sw} address {} mtu {mtu}",
+            host_mac(i),
+            switch_port_mac(i)
+        )));
+        run(words(&format!(
+            "ip -n {h} addr add {}/24 dev eth0",
+            host_ip(&o.subnet, i)
+        )));
+        run(words(&format!("ip -n {h} link set eth0 up")));
+        run(words(&format!("ip -n {sw} link set p{i} up")));
+        run(qdisc_cmd(spec, shaper, &h, "eth0", None));
+        let port_loss = match o.loss_host {
+            Some(only) if only != i => None,
+            _ => loss.as_deref(),
+        };
+        run(qdisc_cmd(spec, shaper, &sw, &format!("p{i}"), port_loss));
+        if !matches!(o.medium, Medium::Bridge) {
+            // Without the kernel bridge, a userspace switch on AF_PACKET carries the
+            // frames (ours, or one the user starts). A veth hands AF_PACKET frames with checksums left to offload (and TCP
+            // super-frames); switched in userspace they would arrive unfinished.
+            for (ns, dev) in [
+                (h.clone(), "eth0".to_string()),
+                (sw.clone(), format!("p{i}")),
+            ] {
+                run(words(&format!(
+                    "ip netns exec {ns} ethtool -K {dev} tx off tso off gso off gro off"
+                )));
+            }
+        }
+    }
+
+    match &o.medium {
+        Medium::None => {}
+        Medium::Bridge => {
+            // Snooping off: the bridge floods multicast to every port, a true broadcast
+            // medium, instead of learning (or failing to learn, with no querier) groups.
+            run(words(&format!(
+                "ip -n {sw} link add br0 type bridge mcast_snooping 0"
+            )));
+            for i in 0..spec.hosts() {
+                run(words(&format!("ip -n {sw} link set p{i} master br0")));
+            }
+            run(words(&format!("ip -n {sw} link set br0 mtu {mtu} up")));
+        }
+        Medium::Switch { exe } => {
+            let mut argv = words(&format!("ip netns exec {sw}"));
+            argv.push(exe.to_string_lossy().into_owned());
+            argv.push("switch".into());
+            for i in 0..spec.hosts() {
+                argv.push("--port".into());
+                argv.push(format!("afpacket:p{i}"));
+            }
+            // The hosts are known: pin them, so registration never waits on learning.
+            for i in 0..spec.hosts() {
+                argv.push("--host".into());
+                argv.push(format!("{}@{i}={}", host_ip(&o.subnet, i), host_mac(i)));
+            }
+            argv.push("--control".into());
+            argv.push(switch_socket(name).to_string_lossy().into_owned());
+            let dir = state_dir(name);
+            steps.push(Step::SpawnDaemon {
+                argv,
+                pid_file: dir.join("switch.pid"),
+                log: dir.join("switch.log"),
+            });
+        }
+    }
+    steps
+}
+
+/// Every command [`Lab::up`] runs for `spec` with `shaper`, in order (the switch
+/// daemon, when asked for, is the last and is spawned rather than waited for).
+pub fn plan(spec: &LabSpec, shaper: Shaper) -> Vec<Vec<String>> {
+    plan_steps(spec, shaper)
+        .iter()
+        .map(|s| s.argv().to_vec())
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------
+// Running commands.
+
+fn require_root() -> Result<(), LabError> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(LabError::NotRoot);
+    }
+    Ok(())
+}
+
+fn show(argv: &[String]) -> String {
+    argv.join(" ")
+}
+
+/// Runs `argv` to completion; non-zero exit is an error carrying its stderr.
+fn run_cmd(argv: &[String]) -> Result<String, LabError> {
+    let out = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| {
+            let hint = if e.kind() == io::ErrorKind::NotFound {
+                " (is iproute2 installed?)"
+            } else {
+                ""
+            };
+            LabError::Io {
+                context: format!("cannot run {}{hint}", argv[0]),
+                source: e,
+            }
+        })?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(LabError::Command {
+            cmd: show(argv),
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
+/// The names in `ip netns list` ("name" or "name (id: 3)" per line).
+pub fn list_namespaces() -> Result<Vec<String>, LabError> {
+    let out = run_cmd(&v(&["ip", "netns", "list"]))?;
+    Ok(out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect())
+}
+
+/// Namespaces of lab `name`, sorted.
+pub fn lab_namespaces(name: &str) -> Result<Vec<String>, LabError> {
+    let prefix = ns_prefix(name);
+    let mut v: Vec<String> = list_namespaces()?
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// Whether the kernel has netem, tried on `lo` of a throwaway namespace so nothing
+/// outside the lab is touched.
+fn probe_netem(name: &str) -> Result<bool, LabError> {
+    let ns = ns_probe(name);
+    run_cmd(&v(&["ip", "netns", "add", &ns]))?;
+    let r = run_cmd(&v(&[
+        "tc", "-n", &ns, "qdisc", "add", "dev", "lo", "root", "netem",
+    ]));
+    let del = run_cmd(&v(&["ip", "netns", "del", &ns]));
+    let has = match r {
+        Ok(_) => true,
+        // "Specified qdisc kind is unknown." (older tc: "Unknown qdisc").
+        Err(LabError::Command { ref stderr, .. }) if stderr.to_lowercase().contains("unknown") => {
+            false
+        }
+        Err(e) => return Err(e),
+    };
+    del?;
+    Ok(has)
+}
+
+// ---------------------------------------------------------------------------------
+// State file.
+
+/// A lab as recorded in its state file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabState {
+    pub name: String,
+    pub hosts: usize,
+    pub subnet: String,
+    pub rate: String,
+    pub delay: String,
+    pub loss: Option<f64>,
+    pub loss_host: Option<usize>,
+    pub mtu: u32,
+    pub medium: String,
+    pub shaper: String,
+}
+
+impl LabState {
+    fn from_spec(spec: &LabSpec, shaper: Shaper) -> LabState {
+        let o = &spec.opts;
+        LabState {
+            name: o.name.clone(),
+            hosts: o.hosts,
+            subnet: o.subnet.clone(),
+            rate: o.rate.clone(),
+            delay: o.delay.clone(),
+            loss: o.loss,
+            loss_host: o.loss_host,
+            mtu: o.mtu,
+            medium: o.medium.label().into(),
+            shaper: shaper.label().into(),
+        }
+    }
+
+    fn to_text(&self) -> String {
+        let opt = |x: Option<String>| x.unwrap_or_else(|| "none".into());
+        format!(
+            "# rocast lab state: written by `rocast lab up`, read by status/exec/down\n\
+             name={}\nhosts={}\nsubnet={}\nrate={}\ndelay={}\nloss={}\nloss_host={}\n\
+             mtu={}\nmedium={}\nshaper={}\n",
+            self.name,
+            self.hosts,
+            self.subnet,
+            self.rate,
+            self.delay,
+            opt(self.loss.map(|l| l.to_string())),
+            opt(self.loss_host.map(|h| h.to_string())),
+            self.mtu,
+            self.medium,
+            self.shaper,
+        )
+    }
+
+    fn parse(text: &str) -> Option<LabState> {
+        let get = |k: &str| {
+            text.lines()
+                .filter_map(|l| l.split_once('='))
+                .find(|(key, _)| key.trim() == k)
+                .map(|(_, val)| val.trim().to_string())
+        };
+        let opt_num = |k: &str| -> Option<Option<String>> {
+            let s = get(k)?;
+            Some(if s == "none" { None } else { Some(s) })
+        };
+        Some(LabState {
+            name: get("name")?,
+            hosts: get("hosts")?.parse().ok()?,
+            subnet: get("subnet")?,
+            rate: get("rate")?,
+            delay: get("delay")?,
+            loss: match opt_num("loss")? {
+                None => None,
+                Some(s) => Some(s.parse().ok()?),
+            },
+            loss_host: match opt_num("loss_host")? {
+                None => None,
+                Some(s) => Some(s.parse().ok()?),
+            },
+            mtu: get("mtu")?.parse().ok()?,
+            medium: get("medium")?,
+            shaper: get("shaper")?,
+        })
+    }
+
+    /// Reads lab `name`'s state file; `None` when absent or unreadable.
+    pub fn load(name: &str) -> Option<LabState> {
+        let text = fs::read_to_string(state_dir(name).join("state")).ok()?;
+        LabState::parse(&text)
+    }
+}
+
+impl fmt::Display for LabState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let loss = match (self.loss, self.loss_host) {
+            (None, _) => "none".to_string(),
+            (Some(l), None) => format!("{} toward every host", format_percent(l * 100.0)),
+            (Some(l), Some(h)) => format!("{} toward h{h} only", format_percent(l * 100.0)),
+        };
+        write!(
+            f,
+            "{} hosts on {}.0/24, rate {}, delay {}, loss {}, mtu {}, medium {}, shaper {}",
+            self.hosts,
+            self.subnet,
+            self.rate,
+            if self.shaper == "tbf" {
+                "none (tbf)"
+            } else {
+                &self.delay
+            },
+            loss,
+            self.mtu,
+            self.medium,
+            self.shaper
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Up.
+
+/// A lab that is up.
+#[derive(Debug)]
+pub struct Lab {
+    pub spec: LabSpec,
+    pub shaper: Shaper,
+    pub namespaces: Vec<String>,
+    /// Pid of the switch daemon, with `--switch`.
+    pub switch_pid: Option<u32>,
+    /// Things the user asked for that this kernel could not give (e.g. delay without
+    /// netem).
+    pub warnings: Vec<String>,
+}
+
+/// Tears lab `name` down when dropped, unless disarmed: `up` arms it as soon as it
+/// owns the state directory, so an error (or a panic) half-way leaves nothing behind.
+struct TeardownGuard {
+    name: String,
+    armed: bool,
+}
+
+impl TeardownGuard {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for TeardownGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            // Drop has no caller to return to: stderr is the only way to say the
+            // cleanup itself failed, and `rocast lab down` is the way out.
+            if let Err(e) = teardown(&self.name) {
+                eprintln!(
+                    "rocast lab: cleaning up the half-built lab '{}' failed: {e}; run `rocast lab down --name {}`",
+                    self.name, self.name
+                );
+            }
+        }
+    }
+}
+
+impl Lab {
+    /// Builds the lab. Fails, touching nothing, if any namespace or the state directory
+    /// of this lab already exists; fails, after removing what it built, if a step
+    /// fails.
+    pub fn up(spec: &LabSpec) -> Result<Lab, LabError> {
+        require_root()?;
+        let name = spec.name();
+        let existing = lab_namespaces(name)?;
+        if !existing.is_empty() {
+            return Err(LabError::Exists {
+                name: name.into(),
+                why: format!("namespaces {}", existing.join(", ")),
+            });
+        }
+        let dir = state_dir(name);
+        fs::create_dir_all(STATE_ROOT).map_err(io_err(format!("cannot create {STATE_ROOT}")))?;
+        // create_dir, not create_dir_all: it fails if the directory exists, which makes
+        // two concurrent `up`s of one name exclusive.
+        match fs::create_dir(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(LabError::Exists {
+                    name: name.into(),
+                    why: format!("{} exists", dir.display()),
+                })
+            }
+            Err(e) => return Err(io_err(format!("cannot create {}", dir.display()))(e)),
+        }
+        let guard = TeardownGuard {
+            name: name.into(),
+            armed: true,
+        };
+
+        let mut warnings = Vec::new();
+        let shaper = match spec.opts.shaper {
+            ShaperChoice::Tbf => Shaper::Tbf,
+            choice => {
+                if probe_netem(name)? {
+                    Shaper::Netem
+                } else if choice == ShaperChoice::Netem {
+                    return Err(LabError::NoNetem {
+                        what: "--shaper netem".into(),
+                    });
+                } else if let Some(p) = spec.loss_percent() {
+                    return Err(LabError::NoNetem {
+                        what: format!("--loss ({p})"),
+                    });
+                } else {
+                    warnings.push(format!(
+                        "this kernel has no netem qdisc: links are shaped by tbf at {} with no added delay (--delay {} ignored)",
+                        spec.opts.rate, spec.opts.delay
+                    ));
+                    Shaper::Tbf
+                }
+            }
+        };
+
+        let state = LabState::from_spec(spec, shaper);
+        fs::write(dir.join("state"), state.to_text()).map_err(io_err(format!(
+            "cannot write {}",
+            dir.join("state").display()
+        )))?;
+
+        let mut switch_pid = None;
+        for step in plan_steps(spec, shaper) {
+            match step {
+                Step::Run(argv) => {
+                    run_cmd(&argv)?;
+                }
+                Step::SpawnDaemon {
+                    argv,
+                    pid_file,
+                    log,
+                } => {
+                    switch_pid = Some(spawn_daemon(&argv, &pid_file, &log)?);
+                }
+            }
+        }
+        guard.disarm();
+        Ok(Lab {
+            spec: spec.clone(),
+            shaper,
+            namespaces: lab_namespaces(name)?,
+            switch_pid,
+            warnings,
+        })
+    }
+}
+
+/// Starts `argv` detached (own session, stdin from /dev/null, output appended to
+/// `log`), writes its pid to `pid_file`, and checks that it is still running a moment
+/// later, so a daemon that rejects its arguments fails `up` instead of leaving a lab
+/// without a switch.
+fn spawn_daemon(argv: &[String], pid_file: &Path, log: &Path) -> Result<u32, LabError> {
+    let open_log = || {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(io_err(format!("cannot open {}", log.display())))
+    };
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(open_log()?)
+        .stderr(open_log()?);
+    // SAFETY: setsid is async-signal-safe; a new session detaches the daemon from the
+    // terminal, so neither ^C nor closing the shell that ran `lab up` reaches it.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(io_err(format!("cannot start {}", show(argv))))?;
+    // `ip netns exec` execs the daemon in place, so this pid is the daemon's.
+    let pid = child.id();
+    fs::write(pid_file, format!("{pid}\n"))
+        .map_err(io_err(format!("cannot write {}", pid_file.display())))?;
+    let deadline = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < deadline {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(io_err("cannot wait for the switch daemon"))?
+        {
+            let text = fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(10).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            // The log goes with the lab's state directory on teardown: quote it now.
+            return Err(LabError::SwitchDied {
+                status: status.to_string(),
+                tail: tail.join("\n"),
+            });
+        }
+        sleep(Duration::from_millis(20));
+    }
+    Ok(pid)
+}
+
+// ---------------------------------------------------------------------------------
+// Down.
+
+/// What [`down`] removed.
+#[derive(Debug, Default)]
+pub struct DownReport {
+    pub name: String,
+    /// Processes signalled (pid-file daemons and anything else in the namespaces).
+    pub killed: Vec<i32>,
+    pub namespaces: Vec<String>,
+    pub state_dir_removed: bool,
+}
+
+impl DownReport {
+    /// Whether there was nothing to remove.
+    pub fn is_empty(&self) -> bool {
+        self.killed.is_empty() && self.namespaces.is_empty() && !self.state_dir_removed
+    }
+}
+
+impl fmt::Display for DownReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_empty() {
+            return write!(f, "lab '{}': nothing was there", self.name);
+        }
+        write!(f, "lab '{}' down:", self.name)?;
+        if !self.killed.is_empty() {
+            let p: Vec<String> = self.killed.iter().map(|p| p.to_string()).collect();
+            write!(f, " stopped pid {};", p.join(", "))?;
+        }
+        write!(
+            f,
+            " deleted {} namespace{}",
+            self.namespaces.len(),
+            if self.namespaces.len() == 1 { "" } else { "s" }
+        )?;
+        if self.state_dir_removed {
+            write!(f, "; removed {}", state_dir(&self.name).display())?;
+        }
+        Ok(())
+    }
+}
+
+/// Removes lab `name`: stops its processes, deletes every namespace named
+/// `rocast-<name>-*`, removes its state directory. Works from whatever is left after a
+/// crash (namespaces without state, state without namespaces); succeeds with an empty
+/// report when nothing is there.
+pub fn down(name: &str) -> Result<DownReport, LabError> {
+    require_root()?;
+    validate_name(name)?;
+    teardown(name)
+}
+
+fn teardown(name: &str) -> Result<DownReport, LabError> {
+    let mut report = DownReport {
+        name: name.into(),
+        ..Default::default()
+    };
+    let mut problems = Vec::new();
+    let dir = state_dir(name);
+    let namespaces = lab_namespaces(name)?;
+
+    // Processes first: a namespace that still holds a process survives `ip netns del`
+    // (only its name goes), keeping its veths and the daemon alive.
+    let mut pids = BTreeSet::new();
+    for pid in pid_file_pids(&dir) {
+        // A pid file can outlive its process and the pid be reused; only signal a
+        // process that is in one of the lab's namespaces or is a rocast.
+        if in_namespaces(pid, &namespaces) || cmdline(pid).contains("rocast") {
+            pids.insert(pid);
+        }
+    }
+    for ns in &namespaces {
+        if let Ok(out) = run_cmd(&v(&["ip", "netns", "pids", ns])) {
+            pids.extend(out.split_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+        }
+    }
+    pids.remove(&(std::process::id() as i32));
+    let pids: Vec<i32> = pids.into_iter().filter(|&p| alive(p)).collect();
+    if !pids.is_empty() {
+        stop(&pids);
+        for &p in &pids {
+            if alive(p) {
+                problems.push(format!("pid {p} survived SIGKILL"));
+            }
+        }
+        report.killed = pids;
+    }
+
+    for ns in namespaces {
+        match run_cmd(&v(&["ip", "netns", "del", &ns])) {
+            Ok(_) => report.namespaces.push(ns),
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+
+    match fs::remove_dir_all(&dir) {
+        Ok(()) => report.state_dir_removed = true,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => problems.push(format!("cannot remove {}: {e}", dir.display())),
+    }
+    if problems.is_empty() {
+        Ok(report)
+    } else {
+        Err(LabError::Teardown(problems))
+    }
+}
+
+fn pid_file_pids(dir: &Path) -> Vec<i32> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "pid"))
+        .filter_map(|e| fs::read_to_string(e.path()).ok())
+        .filter_map(|s| s.trim().parse::<i32>().ok())
+        .filter(|&p| p > 1)
+        .collect()
+}
+
+fn cmdline(pid: i32) -> String {
+    fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+fn in_namespaces(pid: i32, namespaces: &[String]) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(own) = fs::metadata(format!("/proc/{pid}/ns/net")) else {
+        return false;
+    };
+    namespaces.iter().any(|ns| {
+        fs::metadata(Path::new("/run/netns").join(ns))
+            .map(|m| m.ino() == own.ino() && m.dev() == own.dev())
+            .unwrap_or(false)
+    })
+}
+
+/// Whether `pid` exists and is not a zombie (a zombie holds no namespace and cannot be
+/// killed; its parent reaps it).
+fn alive(pid: i32) -> bool {
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state is the first field after the ")" that closes the command name.
+        Ok(s) => s
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// SIGTERM, up to ~1 s for a clean exit, then SIGKILL and up to ~1 s more.
+fn stop(pids: &[i32]) {
+    let wait_gone = |limit: Duration| {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline && pids.iter().any(|&p| alive(p)) {
+            sleep(Duration::from_millis(20));
+        }
+    };
+    for &p in pids {
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(p, libc::SIGTERM) };
+    }
+    wait_gone(Duration::from_secs(1));
+    for &p in pids.iter().filter(|&&p| alive(p)) {
+        // SAFETY: as above.
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+    wait_gone(Duration::from_secs(1));
+}
+
+// ---------------------------------------------------------------------------------
+// Status and exec.
+
+/// One namespace as `status` sees it.
+#[derive(Debug)]
+pub struct NsStatus {
+    pub name: String,
+    /// `ip -br addr` lines.
+    pub addrs: String,
+    /// `tc qdisc show` lines.
+    pub qdiscs: String,
+}
+
+/// The switch daemon as `status` sees it.
+#[derive(Debug)]
+pub struct DaemonStatus {
+    pub pid: i32,
+    pub alive: bool,
+}
+
+/// What `rocast lab status` shows.
+#[derive(Debug)]
+pub struct LabStatus {
+    pub name: String,
+    pub state: Option<LabState>,
+    pub namespaces: Vec<NsStatus>,
+    pub switch: Option<DaemonStatus>,
+}
+
+/// The lab's state file, namespaces (addresses, qdiscs) and switch daemon. An error
+/// ([`LabError::NotUp`]) when neither state nor namespaces exist.
+pub fn status(name: &str) -> Result<LabStatus, LabError> {
+    require_root()?;
+    validate_name(name)?;
+    let dir = state_dir(name);
+    let namespaces = lab_namespaces(name)?;
+    if namespaces.is_empty() && !dir.exists() {
+        return Err(LabError::NotUp {
+            name: name.into(),
+            prefix: ns_prefix(name),
+        });
+    }
+    let grab = |argv: Vec<String>| run_cmd(&argv).unwrap_or_else(|e| format!("({e})"));
+    let namespaces = namespaces
+        .into_iter()
+        .map(|ns| NsStatus {
+            addrs: grab(v(&["ip", "-n", &ns, "-br", "addr", "show"])),
+            qdiscs: grab(v(&["tc", "-n", &ns, "qdisc", "show"])),
+            name: ns,
+        })
+        .collect();
+    let switch = fs::read_to_string(dir.join("switch.pid"))
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .map(|pid| DaemonStatus {
+            pid,
+            alive: alive(pid),
+        });
+    Ok(LabStatus {
+        name: name.into(),
+        state: LabState::load(name),
+        namespaces,
+        switch,
+    })
+}
+
+impl fmt::Display for LabStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.state {
+            Some(s) => writeln!(f, "lab {}: {s}", self.name)?,
+            None => writeln!(
+                f,
+                "lab {}: no state file in {} (crashed? `rocast lab down --name {}` removes what is left)",
+                self.name,
+                state_dir(&self.name).display(),
+                self.name
+            )?,
+        }
+        for ns in &self.namespaces {
+            writeln!(f, "{}", ns.name)?;
+            for l in ns.addrs.lines().filter(|l| !l.trim().is_empty()) {
+                writeln!(f, "  {}", l.trim_end())?;
+            }
+            for l in ns.qdiscs.lines().filter(|l| !l.trim().is_empty()) {
+                writeln!(f, "  {}", l.trim_end())?;
+            }
+        }
+        match &self.switch {
+            None => writeln!(f, "switch daemon: none"),
+            Some(d) if d.alive => writeln!(f, "switch daemon: pid {} running", d.pid),
+            Some(d) => writeln!(
+                f,
+                "switch daemon: pid {} NOT running (see {})",
+                d.pid,
+                state_dir(&self.name).join("switch.log").display()
+            ),
+        }
+    }
+}
+
+/// `ip netns exec <ns of host> argv…` for host `h<i>` or `sw` of lab `name`, checked to
+/// exist. The caller runs it (or `exec`s it, to hand over its exit status as is).
+pub fn exec_command(name: &str, host: &str, argv: &[String]) -> Result<Command, LabError> {
+    require_root()?;
+    validate_name(name)?;
+    if argv.is_empty() {
+        return Err(invalid("command", "nothing to run"));
+    }
+    let ns = host_namespace(name, host)?;
+    if !lab_namespaces(name)?.contains(&ns) {
+        let why = match LabState::load(name) {
+            Some(s) => format!("the lab has h0..h{} and sw", s.hosts - 1),
+            None => format!("no namespace {ns} (is the lab up?)"),
+        };
+        return Err(LabError::NoSuchHost {
+            name: name.into(),
+            host: host.into(),
+            why,
+        });
+    }
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", &ns]).args(argv);
+    Ok(cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(hosts: usize) -> LabOptions {
+        LabOptions {
+            hosts,
+            ..Default::default()
+        }
+    }
+
+    fn err_of(o: LabOptions) -> String {
+        LabSpec::new(o).expect_err("should be rejected").to_string()
+    }
+
+    #[test]
+    fn host_counts_outside_1_to_64_are_rejected() {
+        assert!(err_of(opts(0)).contains("--hosts"));
+        assert!(err_of(opts(65)).contains("1..=64"));
+        assert!(LabSpec::new(opts(1)).is_ok());
+        assert!(LabSpec::new(opts(64)).is_ok());
+    }
+
+    #[test]
+    fn rates_must_be_digits_and_a_unit() {
+        for bad in [
+            "",
+            "1",
+            "gbit",
+            "1 gbit",
+            "1.5gbit",
+            "1gbit;",
+            "-1gbit",
+            "1furlong",
+            "0gbit",
+            "1gbit rate",
+            "$(x)",
+        ] {
+            let e = err_of(LabOptions {
+                rate: bad.into(),
+                ..opts(2)
+            });
+            assert!(e.contains("--rate"), "{bad:?}: {e}");
+        }
+        for (good, bps) in [
+            ("1gbit", 1_000_000_000),
+            ("100Mbit", 100_000_000),
+            ("10kbit", 10_000),
+            ("1mbps", 8_000_000),
+        ] {
+            let s = LabSpec::new(LabOptions {
+                rate: good.into(),
+                ..opts(2)
+            })
+            .unwrap();
+            assert_eq!(s.rate_bps(), bps, "{good}");
+        }
+    }
+
+    #[test]
+    fn delays_must_be_digits_and_a_unit() {
+        for bad in ["10", "us", "10 us", "1.5ms", "10ns", "10us x"] {
+            let e = err_of(LabOptions {
+                delay: bad.into(),
+                ..opts(2)
+            });
+            assert!(e.contains("--delay"), "{bad:?}: {e}");
+        }
+        for good in ["0us", "10us", "1ms", "2msec", "1s"] {
+            LabSpec::new(LabOptions {
+                delay: good.into(),
+                ..opts(2)
+            })
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn loss_must_be_in_0_to_1() {
+        for bad in [-0.1, 1.0, 1.5, f64::NAN, f64::INFINITY] {
+            let e = err_of(LabOptions {
+                loss: Some(bad),
+                ..opts(2)
+            });
+            assert!(e.contains("--loss"), "{bad}: {e}");
+        }
+        LabSpec::new(LabOptions {
+            loss: Some(0.0),
+            ..opts(2)
+        })
+        .unwrap();
+        LabSpec::new(LabOptions {
+            loss: Some(0.999),
+            ..opts(2)
+        })
+        .unwrap();
+        // --loss-host needs --loss and an existing host.
+        assert!(err_of(LabOptions {
+            loss_host: Some(0),
+            ..opts(2)
+        })
+        .contains("needs --loss"));
+        assert!(err_of(LabOptions {
+            loss: Some(0.1),
+            loss_host: Some(2),
+            ..opts(2)
+        })
+        .contains("--loss-host"));
+        // tbf cannot drop.
+        assert!(err_of(LabOptions {
+            loss: Some(0.1),
+            shaper: ShaperChoice::Tbf,
+            ..opts(2)
+        })
+        .contains("tbf"));
+    }
+
+    #[test]
+    fn names_subnets_and_mtus_are_checked() {
+        for bad in ["", "a-b", "a b", "x/y", "..", "abcdefghijklmnopqrstuvwxy"] {
+            assert!(
+                err_of(LabOptions {
+                    name: bad.into(),
+                    ..opts(2)
+                })
+                .contains("--name"),
+                "{bad:?}"
+            );
+        }
+        for bad in ["10.77", "10.77.0.0", "10.77.256", "10.77.x", "10..0"] {
+            assert!(
+                err_of(LabOptions {
+                    subnet: bad.into(),
+                    ..opts(2)
+                })
+                .contains("--subnet"),
+                "{bad:?}"
+            );
+        }
+        assert!(err_of(LabOptions { mtu: 67, ..opts(2) }).contains("--mtu"));
+    }
+
+    #[test]
+    fn names_and_addresses() {
+        assert_eq!(ns_host("lab", 3), "rocast-lab-h3");
+        assert_eq!(ns_switch("lab"), "rocast-lab-sw");
+        assert_eq!(ns_prefix("lab"), "rocast-lab-");
+        assert!(ns_probe("lab").starts_with(&ns_prefix("lab")));
+        assert_eq!(host_ip("10.77.0", 0), "10.77.0.1");
+        assert_eq!(host_ip("192.168.5", 63), "192.168.5.64");
+        assert_eq!(host_mac(0), "02:72:63:00:00:01");
+        assert_eq!(host_mac(9), "02:72:63:00:00:0a");
+        assert_eq!(host_mac(63), "02:72:63:00:00:40");
+        assert_eq!(switch_port_mac(0), "02:72:63:ff:00:01");
+        assert_eq!(switch_port_mac(15), "02:72:63:ff:00:10");
+        assert_eq!(host_namespace("lab", "h12").unwrap(), "rocast-lab-h12");
+        assert_eq!(host_namespace("lab", "sw").unwrap(), "rocast-lab-sw");
+        for bad in ["h", "x1", "h-1", "h1a", "H1", ""] {
+            assert!(host_namespace("lab", bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            switch_socket("t1"),
+            PathBuf::from("/run/rocast-lab/t1/switch.sock")
+        );
+    }
+
+    #[test]
+    fn loss_percentages_print_short() {
+        assert_eq!(format_percent(1.0), "1%");
+        assert_eq!(format_percent(0.07 * 100.0), "7%");
+        assert_eq!(format_percent(0.5), "0.5%");
+        assert_eq!(format_percent(0.0125 * 100.0), "1.25%");
+    }
+
+    fn lines(p: &[Vec<String>]) -> Vec<String> {
+        p.iter().map(|c| c.join(" ")).collect()
+    }
+
+    /// The exact commands of a 2-host bridged lab with loss toward h1: pinned, so any
+    /// change to what `up` does to the machine shows up here.
+    #[test]
+    fn two_host_plan_is_pinned() {
+        let spec = LabSpec::new(LabOptions {
+            name: "lab".into(),
+            hosts: 2,
+            loss: Some(0.01),
+            loss_host: Some(1),
+            medium: Medium::Bridge,
+            ..Default::default()
+        })
+        .unwrap();
+        let sysctl =
+            "sysctl -q -w net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1";
+        let expect: Vec<String> = [
+            "ip netns add rocast-lab-sw".to_string(),
+            format!("ip netns exec rocast-lab-sw {sysctl}"),
+            "ip -n rocast-lab-sw link set lo up".into(),
+            "ip netns add rocast-lab-h0".into(),
+            format!("ip netns exec rocast-lab-h0 {sysctl}"),
+            "ip -n rocast-lab-h0 link set lo up".into(),
+            "ip link add eth0 netns rocast-lab-h0 address 02:72:63:00:00:01 mtu 9000 type veth peer name p0 netns rocast-lab-sw address 02:72:63:ff:00:01 mtu 9000".into(),
+            "ip -n rocast-lab-h0 addr add 10.77.0.1/24 dev eth0".into(),
+            "ip -n rocast-lab-h0 link set eth0 up".into(),
+            "ip -n rocast-lab-sw link set p0 up".into(),
+            "tc -n rocast-lab-h0 qdisc replace dev eth0 root netem limit 10000 rate 1gbit delay 10us".into(),
+            "tc -n rocast-lab-sw qdisc replace dev p0 root netem limit 10000 rate 1gbit delay 10us".into(),
+            "ip netns add rocast-lab-h1".into(),
+            format!("ip netns exec rocast-lab-h1 {sysctl}"),
+            "ip -n rocast-lab-h1 link set lo up".into(),
+            "ip link add eth0 netns rocast-lab-h1 address 02:72:63:00:00:02 mtu 9000 type veth peer name p1 netns rocast-lab-sw address 02:72:63:ff:00:02 mtu 9000".into(),
+            "ip -n rocast-lab-h1 addr add 10.77.0.2/24 dev eth0".into(),
+            "ip -n rocast-lab-h1 link set eth0 up".into(),
+            "ip -n rocast-lab-sw link set p1 up".into(),
+            "tc -n rocast-lab-h1 qdisc replace dev eth0 root netem limit 10000 rate 1gbit delay 10us".into(),
+            "tc -n rocast-lab-sw qdisc replace dev p1 root netem limit 10000 rate 1gbit delay 10us loss 1%".into(),
+            "ip -n rocast-lab-sw link add br0 type bridge mcast_snooping 0".into(),
+            "ip -n rocast-lab-sw link set p0 master br0".into(),
+            "ip -n rocast-lab-sw link set p1 master br0".into(),
+            "ip -n rocast-lab-sw link set br0 mtu 9000 up".into(),
+        ]
+        .into();
+        assert_eq!(lines(&plan(&spec, Shaper::Netem)), expect);
+    }
+
+    #[test]
+    fn loss_without_loss_host_is_on_every_switch_port_only() {
+        let spec = LabSpec::new(LabOptions {
+            hosts: 3,
+            loss: Some(0.05),
+            ..Default::default()
+        })
+        .unwrap();
+        let tc: Vec<String> = lines(&plan(&spec, Shaper::Netem))
+            .into_iter()
+            .filter(|l| l.starts_with("tc "))
+            .collect();
+        assert_eq!(tc.len(), 6);
+        for l in &tc {
+            assert_eq!(l.ends_with("loss 5%"), l.contains("rocast-lab-sw"), "{l}");
+        }
+    }
+
+    #[test]
+    fn tbf_plan_shapes_rate_only() {
+        let spec = LabSpec::new(LabOptions {
+            hosts: 1,
+            rate: "1gbit".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        let tc: Vec<String> = lines(&plan(&spec, Shaper::Tbf))
+            .into_iter()
+            .filter(|l| l.starts_with("tc "))
+            .collect();
+        // burst: 1 ms at 1 Gbit/s = 125000 bytes; limit: 10000 frames of 9014 bytes.
+        assert_eq!(
+            tc,
+            [
+                "tc -n rocast-lab-h0 qdisc replace dev eth0 root tbf rate 1gbit burst 125000 limit 90140000",
+                "tc -n rocast-lab-sw qdisc replace dev p0 root tbf rate 1gbit burst 125000 limit 90140000",
+            ]
+        );
+    }
+
+    #[test]
+    fn switch_plan_ends_with_the_daemon() {
+        let spec = LabSpec::new(LabOptions {
+            name: "x".into(),
+            hosts: 3,
+            medium: Medium::Switch {
+                exe: "/usr/bin/rocast".into(),
+            },
+            ..Default::default()
+        })
+        .unwrap();
+        let steps = plan_steps(&spec, Shaper::Netem);
+        assert!(!steps.iter().any(|s| show(s.argv()).contains("br0")));
+        // Offloads off on both ends of every link the daemon switches.
+        let ethtool: Vec<String> = steps
+            .iter()
+            .map(|s| show(s.argv()))
+            .filter(|c| c.contains("ethtool"))
+            .collect();
+        assert_eq!(ethtool.len(), 6);
+        assert!(ethtool[1].starts_with("ip netns exec rocast-x-sw ethtool -K p0 tx off"));
+        assert_eq!(
+            steps.last().unwrap(),
+            &Step::SpawnDaemon {
+                argv: v(&[
+                    "ip",
+                    "netns",
+                    "exec",
+                    "rocast-x-sw",
+                    "/usr/bin/rocast",
+                    "switch",
+                    "--port",
+                    "afpacket:p0",
+                    "--port",
+                    "afpacket:p1",
+                    "--port",
+                    "afpacket:p2",
+                    "--host",
+                    "10.77.0.1@0=02:72:63:00:00:01",
+                    "--host",
+                    "10.77.0.2@1=02:72:63:00:00:02",
+                    "--host",
+                    "10.77.0.3@2=02:72:63:00:00:03",
+                    "--control",
+                    "/run/rocast-lab/x/switch.sock",
+                ]),
+                pid_file: "/run/rocast-lab/x/switch.pid".into(),
+                log: "/run/rocast-lab/x/switch.log".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn state_file_round_trips() {
+        let spec = LabSpec::new(LabOptions {
+            name: "t".into(),
+            hosts: 5,
+            rate: "10Gbit".into(),
+            loss: Some(0.02),
+            loss_host: Some(4),
+            medium: Medium::Bridge,
+            ..Default::default()
+        })
+        .unwrap();
+        let s = LabState::from_spec(&spec, Shaper::Netem);
+        assert_eq!(s.rate, "10gbit");
+        assert_eq!(LabState::parse(&s.to_text()), Some(s.clone()));
+        assert!(s.to_string().contains("2% toward h4 only"), "{s}");
+    }
+
+    #[test]
+    fn down_report_says_when_nothing_was_there() {
+        let r = DownReport {
+            name: "t".into(),
+            ..Default::default()
+        };
+        assert!(r.is_empty());
+        assert!(r.to_string().contains("nothing was there"));
+    }
+}

@@ -1,0 +1,842 @@
+//! `rocast switch`: the software multicast switch daemon (issue 8). It owns N ports
+//! and drives the core's [`FrameSwitch`] — IPv4 forwarding, the Cepheus engine, the
+//! MRP agent — on real frames; every protocol decision is the core's, this module only
+//! moves bytes and keeps time.
+//!
+//! Port backends:
+//! - `afpacket:IFACE`: a raw `AF_PACKET` socket on a Linux interface (a veth of
+//!   `rocast lab`), promiscuous, not seeing its own transmissions
+//!   (`PACKET_IGNORE_OUTGOING`).
+//! - `dgram:LOCAL=REMOTE`: Ethernet frames carried one per UDP datagram over loopback,
+//!   the format of QEMU's `-netdev dgram` (and `-netdev socket,udp=`), so a guest's
+//!   NIC (with the kernel's Soft-RoCE) plugs straight into a port.
+//!
+//! Optional per-port egress shaping: a rate limit with a byte-bounded queue whose
+//! occupancy drives ECN RED marking (the core's [`EcnRed`]); tail drops are counted.
+//! Without it, frames leave as soon as they are switched and congestion builds in the
+//! kernel's queues instead.
+//!
+//! Live state: a Unix control socket answers `stats` (ports, pipeline and Cepheus
+//! counters, groups with their members, memory per group) and `groups`. The MFT is soft
+//! state: a restarted switch has no groups, and leaders re-register (MRP is the only
+//! way in), so stopping the daemon loses nothing the controller cannot restore.
+//!
+//! Memory: per port a receive buffer of 64 KB plus the egress queue (at most
+//! `queue_bytes` when shaping); the tables as [`FrameSwitch::memory_bytes`] says.
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+use rocast_core::fabric::cepheus::{CnpFilter, CounterCnpFilter, ForwardAllCnp, TmcfCnpFilter};
+use rocast_core::fabric::{EcnRed, FrameSwitch, FrameSwitchConfig, OutFrame};
+use rocast_core::time::Duration as CoreDuration;
+use rocast_core::wire::{Ecn, EtherType, EthernetFrame, Ipv4Packet, ETHERNET_HEADER_LEN};
+use std::collections::VecDeque;
+use std::ffi::CString;
+use std::fmt::Write as _;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddrV4, UdpSocket};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::endpoint::Clock;
+
+/// Largest frame a port reads (jumbo frames of 9000-byte MTU links fit).
+const MAX_FRAME: usize = 16 * 1024;
+/// Frames read from one port before looking at the others.
+const RX_BURST: usize = 64;
+
+/// Where one port's frames come from and go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PortSpec {
+    AfPacket(String),
+    Dgram {
+        local: SocketAddrV4,
+        remote: SocketAddrV4,
+    },
+}
+
+impl std::str::FromStr for PortSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(ifname) = s.strip_prefix("afpacket:") {
+            let ok = !ifname.is_empty()
+                && ifname.len() < libc::IFNAMSIZ
+                && ifname
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b));
+            if !ok {
+                return Err(format!("port {s:?}: bad interface name"));
+            }
+            return Ok(PortSpec::AfPacket(ifname.to_string()));
+        }
+        if let Some(rest) = s.strip_prefix("dgram:") {
+            let (l, r) = rest
+                .split_once('=')
+                .ok_or_else(|| format!("port {s:?}: expected dgram:LOCAL=REMOTE"))?;
+            let parse = |a: &str| {
+                a.parse::<SocketAddrV4>()
+                    .map_err(|_| format!("port {s:?}: {a:?} is not IPv4:port"))
+            };
+            let (local, remote) = (parse(l)?, parse(r)?);
+            if !local.ip().is_loopback() || !remote.ip().is_loopback() {
+                // Only loopback may carry the lab's traffic.
+                return Err(format!("port {s:?}: dgram ports are loopback only"));
+            }
+            return Ok(PortSpec::Dgram { local, remote });
+        }
+        Err(format!(
+            "port {s:?}: expected afpacket:IFACE or dgram:LOCAL=REMOTE"
+        ))
+    }
+}
+
+/// Counters of one port.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortStats {
+    pub rx_frames: u64,
+    pub rx_bytes: u64,
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    /// The kernel refused a frame (buffer full, too long for the link).
+    pub tx_errors: u64,
+    /// Tail drops of the egress queue (shaping).
+    pub queue_drops: u64,
+    pub ecn_marked: u64,
+    /// Datagrams from an address other than the port's remote (dgram).
+    pub foreign: u64,
+    /// Frames longer than `MAX_FRAME` (truncated on read) dropped.
+    pub oversize: u64,
+}
+
+enum Backend {
+    AfPacket(OwnedFd),
+    Dgram {
+        sock: UdpSocket,
+        remote: SocketAddrV4,
+    },
+}
+
+/// Egress shaping of one port: a token bucket at `rate_bps` over a byte-bounded FIFO.
+#[derive(Clone, Copy, Debug)]
+pub struct Shaping {
+    pub rate_bps: u64,
+    pub queue_bytes: usize,
+    pub ecn: Option<EcnRed>,
+}
+
+struct Port {
+    spec: PortSpec,
+    backend: Backend,
+    stats: PortStats,
+    queue: VecDeque<Vec<u8>>,
+    queued_bytes: usize,
+    /// When the head of the queue may leave (ps on the daemon's clock).
+    next_free_ps: u64,
+}
+
+fn os_err(what: &str) -> io::Error {
+    let e = io::Error::last_os_error();
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+fn setsockopt_int(fd: RawFd, level: i32, name: i32, v: i32) -> io::Result<()> {
+    // SAFETY: passes a valid int and its size.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &v as *const i32 as *const libc::c_void,
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(os_err("setsockopt"));
+    }
+    Ok(())
+}
+
+fn open_afpacket(ifname: &str) -> io::Result<OwnedFd> {
+    let proto = (libc::ETH_P_ALL as u16).to_be();
+    // SAFETY: plain socket(2); the fd is owned right away.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            proto as i32,
+        )
+    };
+    if fd < 0 {
+        return Err(os_err("socket(AF_PACKET)"));
+    }
+    // SAFETY: fd is a fresh descriptor nobody else owns.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let name = CString::new(ifname).map_err(|_| io::Error::other("interface name"))?;
+    // SAFETY: name is NUL-terminated.
+    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if index == 0 {
+        return Err(os_err(&format!("interface {ifname}")));
+    }
+    // SAFETY: zeroed sockaddr_ll is valid; fields set below.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = proto;
+    sll.sll_ifindex = index as i32;
+    // SAFETY: sll is a valid sockaddr_ll of the given size.
+    let r = unsafe {
+        libc::bind(
+            fd,
+            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(os_err(&format!("bind to {ifname}")));
+    }
+    // Frames for other MACs are ours to switch.
+    // SAFETY: zeroed packet_mreq is valid; fields set below.
+    let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
+    mr.mr_ifindex = index as i32;
+    mr.mr_type = libc::PACKET_MR_PROMISC as u16;
+    // SAFETY: mr is a valid packet_mreq.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_PACKET,
+            libc::PACKET_ADD_MEMBERSHIP,
+            &mr as *const libc::packet_mreq as *const libc::c_void,
+            std::mem::size_of::<libc::packet_mreq>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(os_err("PACKET_ADD_MEMBERSHIP"));
+    }
+    // Our own transmissions must not come back as arrivals (Linux 4.20+).
+    const PACKET_IGNORE_OUTGOING: i32 = 23;
+    setsockopt_int(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
+    let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20);
+    let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 8 << 20);
+    Ok(owned)
+}
+
+impl Port {
+    fn open(spec: &PortSpec) -> io::Result<Port> {
+        let backend = match spec {
+            PortSpec::AfPacket(ifname) => Backend::AfPacket(open_afpacket(ifname)?),
+            PortSpec::Dgram { local, remote } => {
+                let sock = UdpSocket::bind(local)
+                    .map_err(|e| io::Error::new(e.kind(), format!("bind {local}: {e}")))?;
+                sock.set_nonblocking(true)?;
+                Backend::Dgram {
+                    sock,
+                    remote: *remote,
+                }
+            }
+        };
+        Ok(Port {
+            spec: spec.clone(),
+            backend,
+            stats: PortStats::default(),
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            next_free_ps: 0,
+        })
+    }
+
+    fn fd(&self) -> RawFd {
+        match &self.backend {
+            Backend::AfPacket(fd) => fd.as_raw_fd(),
+            Backend::Dgram { sock, .. } => sock.as_raw_fd(),
+        }
+    }
+
+    /// One frame if one is waiting.
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        loop {
+            let r = match &self.backend {
+                Backend::AfPacket(fd) => {
+                    // SAFETY: buf is valid for buf.len() bytes; MSG_TRUNC reports the
+                    // real length so oversize frames are detected.
+                    let n = unsafe {
+                        libc::recv(
+                            fd.as_raw_fd(),
+                            buf.as_mut_ptr() as *mut libc::c_void,
+                            buf.len(),
+                            libc::MSG_TRUNC,
+                        )
+                    };
+                    if n < 0 {
+                        Err(io::Error::last_os_error())
+                    } else {
+                        Ok(n as usize)
+                    }
+                }
+                Backend::Dgram { sock, remote } => match sock.recv_from(buf) {
+                    Ok((n, from)) if from != std::net::SocketAddr::V4(*remote) => {
+                        let _ = n;
+                        self.stats.foreign += 1;
+                        continue;
+                    }
+                    Ok((n, _)) => Ok(n),
+                    Err(e) => Err(e),
+                },
+            };
+            return match r {
+                Ok(n) if n > buf.len() => {
+                    self.stats.oversize += 1;
+                    continue;
+                }
+                Ok(n) => {
+                    self.stats.rx_frames += 1;
+                    self.stats.rx_bytes += n as u64;
+                    Ok(Some(n))
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => Err(e),
+            };
+        }
+    }
+
+    fn transmit(&mut self, frame: &[u8]) {
+        let ok = match &self.backend {
+            // SAFETY: frame is valid for its length.
+            Backend::AfPacket(fd) => unsafe {
+                libc::send(
+                    fd.as_raw_fd(),
+                    frame.as_ptr() as *const libc::c_void,
+                    frame.len(),
+                    0,
+                ) == frame.len() as isize
+            },
+            Backend::Dgram { sock, remote } => sock.send_to(frame, remote).is_ok(),
+        };
+        if ok {
+            self.stats.tx_frames += 1;
+            self.stats.tx_bytes += frame.len() as u64;
+        } else {
+            self.stats.tx_errors += 1;
+        }
+    }
+}
+
+/// Sets CE on an ECN-capable IPv4 frame; false if it is not one.
+fn mark_ce(frame: &mut [u8]) -> bool {
+    let Ok(eth) = EthernetFrame::new_checked(&frame[..]) else {
+        return false;
+    };
+    if eth.ethertype() != EtherType::Ipv4 {
+        return false;
+    }
+    let Ok(mut ip) = Ipv4Packet::new_checked(&mut frame[ETHERNET_HEADER_LEN..]) else {
+        return false;
+    };
+    if ip.ecn() == Ecn::NotEct {
+        return false;
+    }
+    // The ICRC masks the TOS byte, so only the IPv4 checksum changes.
+    ip.set_ecn(Ecn::Ce);
+    ip.fill_checksum();
+    true
+}
+
+/// Which CNP filter the Cepheus engine runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CnpFilterKind {
+    Cepheus,
+    Tmcf,
+    ForwardAll,
+}
+
+impl std::str::FromStr for CnpFilterKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "cepheus" => Ok(Self::Cepheus),
+            "tmcf" => Ok(Self::Tmcf),
+            "forward-all" => Ok(Self::ForwardAll),
+            _ => Err(format!(
+                "CNP filter {s:?}: expected cepheus, tmcf or forward-all"
+            )),
+        }
+    }
+}
+
+/// Everything `rocast switch` is started with.
+#[derive(Clone, Debug)]
+pub struct SwitchConfig {
+    pub ports: Vec<PortSpec>,
+    pub pipeline: FrameSwitchConfig,
+    pub cnp_filter: CnpFilterKind,
+    pub cnp_window: CoreDuration,
+    /// Pinned hosts: (IP, port, MAC).
+    pub hosts: Vec<(
+        rocast_core::wire::Ipv4Address,
+        u16,
+        rocast_core::wire::EthernetAddress,
+    )>,
+    pub shaping: Option<Shaping>,
+    pub control: Option<PathBuf>,
+    pub seed: u64,
+}
+
+/// The running daemon.
+pub struct SwitchDaemon {
+    sw: FrameSwitch,
+    ports: Vec<Port>,
+    shaping: Option<Shaping>,
+    rng: ChaCha8Rng,
+    control: Option<(UnixListener, PathBuf)>,
+    clock: Clock,
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: i32) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+impl SwitchDaemon {
+    pub fn new(cfg: SwitchConfig) -> Result<Self, String> {
+        if cfg.ports.is_empty() || cfg.ports.len() > u16::MAX as usize {
+            return Err("a switch needs 1 to 65535 ports".into());
+        }
+        let mut pipeline = cfg.pipeline.clone();
+        pipeline.ports = cfg.ports.len() as u16;
+        let filter: Box<dyn CnpFilter> = match cfg.cnp_filter {
+            CnpFilterKind::Cepheus => Box::new(CounterCnpFilter::new(cfg.cnp_window)),
+            CnpFilterKind::Tmcf => Box::new(TmcfCnpFilter::new(cfg.cnp_window)),
+            CnpFilterKind::ForwardAll => Box::new(ForwardAllCnp),
+        };
+        let mut sw = FrameSwitch::new(pipeline, filter);
+        for &(ip, port, mac) in &cfg.hosts {
+            sw.add_host(ip, port, mac)?;
+        }
+        let ports = cfg
+            .ports
+            .iter()
+            .map(|p| Port::open(p).map_err(|e| format!("port {p:?}: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let control = match &cfg.control {
+            Some(path) => {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                }
+                // A stale socket from a crashed daemon is ours to replace.
+                let _ = std::fs::remove_file(path);
+                let l = UnixListener::bind(path)
+                    .map_err(|e| format!("control socket {}: {e}", path.display()))?;
+                l.set_nonblocking(true).map_err(|e| e.to_string())?;
+                Some((l, path.clone()))
+            }
+            None => None,
+        };
+        Ok(SwitchDaemon {
+            sw,
+            ports,
+            shaping: cfg.shaping,
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            control,
+            clock: Clock::new(),
+        })
+    }
+
+    pub fn pipeline(&self) -> &FrameSwitch {
+        &self.sw
+    }
+
+    /// Switches until SIGINT or SIGTERM (or `max_time` passes), then returns.
+    pub fn run(&mut self, max_time: Option<std::time::Duration>) -> io::Result<()> {
+        // SAFETY: installs an async-signal-safe handler that only stores to an atomic.
+        unsafe {
+            libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+            libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+        }
+        let started = std::time::Instant::now();
+        let mut buf = vec![0u8; MAX_FRAME];
+        let mut out: Vec<OutFrame> = Vec::new();
+        while !STOP.load(Ordering::SeqCst) {
+            if max_time.is_some_and(|m| started.elapsed() >= m) {
+                break;
+            }
+            let mut busy = false;
+            for p in 0..self.ports.len() {
+                for _ in 0..RX_BURST {
+                    let Some(n) = self.ports[p].recv(&mut buf)? else {
+                        break;
+                    };
+                    busy = true;
+                    let now = self.clock.now();
+                    self.sw.handle_frame(now, p as u16, &buf[..n], &mut out);
+                    for f in out.drain(..) {
+                        self.enqueue(f);
+                    }
+                }
+            }
+            let next_departure = self.drain_queues();
+            self.serve_control();
+            if !busy {
+                self.wait(next_departure)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn enqueue(&mut self, f: OutFrame) {
+        let port = &mut self.ports[f.port as usize];
+        let Some(sh) = self.shaping else {
+            port.transmit(&f.frame);
+            return;
+        };
+        if port.queued_bytes + f.frame.len() > sh.queue_bytes {
+            port.stats.queue_drops += 1;
+            return;
+        }
+        let mut frame = f.frame;
+        if let Some(red) = sh.ecn {
+            let p = red.probability(port.queued_bytes as u64);
+            let draw = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+            if draw < p && mark_ce(&mut frame) {
+                port.stats.ecn_marked += 1;
+            }
+        }
+        port.queued_bytes += frame.len();
+        port.queue.push_back(frame);
+    }
+
+    /// Sends what the token buckets allow; returns when the next frame may leave.
+    fn drain_queues(&mut self) -> Option<u64> {
+        let sh = self.shaping?;
+        let now = self.clock.now().as_ps();
+        let mut next: Option<u64> = None;
+        for port in &mut self.ports {
+            while let Some(head) = port.queue.front() {
+                let start = port.next_free_ps.max(now.saturating_sub(1_000_000_000));
+                if start > now {
+                    next = Some(next.map_or(start, |n| n.min(start)));
+                    break;
+                }
+                let len = head.len();
+                let frame = port.queue.pop_front().expect("non-empty");
+                port.queued_bytes -= len;
+                port.transmit(&frame);
+                // Serialisation time at the shaped rate (Ethernet overhead ignored).
+                port.next_free_ps = start + len as u64 * 8 * 1_000_000_000_000 / sh.rate_bps;
+            }
+        }
+        next
+    }
+
+    fn wait(&mut self, next_departure: Option<u64>) -> io::Result<()> {
+        let now = self.clock.now().as_ps();
+        let timeout_ms = match next_departure {
+            Some(t) if t <= now => 0,
+            Some(t) => ((t - now) / 1_000_000_000).clamp(0, 100) as i32,
+            None => 100,
+        };
+        let mut fds: Vec<libc::pollfd> = self
+            .ports
+            .iter()
+            .map(|p| libc::pollfd {
+                fd: p.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        if let Some((l, _)) = &self.control {
+            fds.push(libc::pollfd {
+                fd: l.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        // SAFETY: fds is a valid array of pollfd of the given length.
+        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn serve_control(&mut self) {
+        let Some((l, _)) = &self.control else {
+            return;
+        };
+        let Ok((mut s, _)) = l.accept() else {
+            return;
+        };
+        let _ = s.set_nonblocking(false);
+        let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(200)));
+        let mut req = [0u8; 64];
+        let n = s.read(&mut req).unwrap_or(0);
+        let cmd = String::from_utf8_lossy(&req[..n]).trim().to_string();
+        let reply = match cmd.as_str() {
+            "stats" | "" => self.stats_text(),
+            "groups" => self.groups_text(),
+            other => format!("unknown command {other:?}: expected stats or groups\n"),
+        };
+        let _ = s.write_all(reply.as_bytes());
+    }
+
+    /// The groups this switch holds, one line each: McstID, members (port IP QPN).
+    pub fn groups_text(&self) -> String {
+        let mut t = String::new();
+        let c = self.sw.cepheus();
+        let per_group = if c.num_groups() > 0 {
+            c.memory_bytes() / c.num_groups()
+        } else {
+            0
+        };
+        let _ = writeln!(
+            t,
+            "groups {} (group space {}, {} B of tables per group)",
+            c.num_groups(),
+            c.group_space(),
+            per_group
+        );
+        for id in c.group_ids() {
+            let members: Vec<String> = self
+                .sw
+                .group_members(id)
+                .iter()
+                .map(|(p, ip, q)| format!("port{p}={ip}/qpn{q:#x}"))
+                .collect();
+            let entries = c.group(id).map_or(0, |g| g.entries().len());
+            let _ = writeln!(
+                t,
+                "group {id} mft_entries {entries} members {}",
+                members.join(" ")
+            );
+        }
+        t
+    }
+
+    /// Every counter, as `name value` lines (stable names for scripts and tests).
+    pub fn stats_text(&self) -> String {
+        let mut t = String::new();
+        for (i, p) in self.ports.iter().enumerate() {
+            let s = &p.stats;
+            let _ = writeln!(
+                t,
+                "port {i} {:?} rx_frames {} rx_bytes {} tx_frames {} tx_bytes {} tx_errors {} queue_drops {} ecn_marked {} foreign {} oversize {}",
+                p.spec, s.rx_frames, s.rx_bytes, s.tx_frames, s.tx_bytes, s.tx_errors, s.queue_drops, s.ecn_marked, s.foreign, s.oversize
+            );
+        }
+        let f = self.sw.stats();
+        for (k, v) in [
+            ("rx_frames", f.rx_frames),
+            ("rx_bytes", f.rx_bytes),
+            ("tx_frames", f.tx_frames),
+            ("tx_bytes", f.tx_bytes),
+            ("drop_malformed", f.malformed),
+            ("arp_proxied", f.arp_proxied),
+            ("flooded", f.flooded),
+            ("forwarded", f.forwarded),
+            ("drop_hairpin", f.hairpin_drops),
+            ("drop_roce_malformed", f.roce_malformed),
+            ("drop_bad_icrc", f.bridge_errors),
+            ("drop_no_mac", f.no_mac),
+            ("mrp_in", f.mrp_in),
+            ("mrp_out", f.mrp_out),
+            ("mrp_malformed", f.mrp_malformed),
+            ("mrp_refused", f.mrp_refused),
+            ("mrp_released", f.mrp_released),
+            ("replicated_bytes", f.replicated_bytes),
+        ] {
+            let _ = writeln!(t, "switch {k} {v}");
+        }
+        let c = &self.sw.cepheus().stats;
+        for (k, v) in [
+            ("data_in", c.data_in),
+            ("replicas", c.replicas),
+            ("bridged", c.bridged),
+            ("retransmission_filtered", c.filtered),
+            ("acks_in", c.acks_in),
+            ("naks_in", c.naks_in),
+            ("cnps_in", c.cnps_in),
+            ("acks_out", c.acks_out),
+            ("naks_out", c.naks_out),
+            ("cnps_out", c.cnps_out),
+            ("cnps_filtered", c.cnps_filtered),
+            ("reacks", c.reacks),
+            ("source_switches", c.source_switches),
+            ("drop_unknown_group", c.unknown_group),
+            ("drop_not_in_tree", c.not_in_tree),
+            ("drop_stray_feedback", c.stray_feedback),
+            ("drop_unsupported", c.unsupported),
+        ] {
+            let _ = writeln!(t, "cepheus {k} {v}");
+        }
+        let _ = writeln!(
+            t,
+            "memory tables_bytes {} learned_macs {} hosts {} cnp_filter {}",
+            self.sw.memory_bytes(),
+            self.sw.learned_macs(),
+            self.sw.hosts().count(),
+            self.sw.cepheus().cnp_filter_name()
+        );
+        t.push_str(&self.groups_text());
+        t
+    }
+}
+
+impl Drop for SwitchDaemon {
+    fn drop(&mut self) {
+        if let Some((_, path)) = &self.control {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Asks a running switch for `command` over its control socket.
+pub fn query(control: &std::path::Path, command: &str) -> io::Result<String> {
+    let mut s = UnixStream::connect(control)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", control.display())))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+    s.write_all(command.as_bytes())?;
+    s.write_all(b"\n")?;
+    s.shutdown(std::net::Shutdown::Write)?;
+    let mut reply = String::new();
+    s.read_to_string(&mut reply)?;
+    Ok(reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn port_specs_parse_and_refuse_what_is_not_loopback() {
+        assert_eq!(
+            "afpacket:p0".parse::<PortSpec>(),
+            Ok(PortSpec::AfPacket("p0".into()))
+        );
+        assert_eq!(
+            "dgram:127.0.0.1:7000=127.0.0.1:7001".parse::<PortSpec>(),
+            Ok(PortSpec::Dgram {
+                local: "127.0.0.1:7000".parse().unwrap(),
+                remote: "127.0.0.1:7001".parse().unwrap()
+            })
+        );
+        for bad in [
+            "afpacket:",
+            "afpacket:a b",
+            "afpacket:waytoolonginterfacename",
+            "dgram:127.0.0.1:7000",
+            "dgram:10.0.0.1:7000=127.0.0.1:7001",
+            "dgram:127.0.0.1=127.0.0.1:1",
+            "tap:x",
+        ] {
+            assert!(bad.parse::<PortSpec>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ce_marking_touches_only_ect_ipv4() {
+        use rocast_core::wire::{EthernetRepr, Ipv4Repr, IP_PROTO_UDP};
+        let mut f = vec![0u8; ETHERNET_HEADER_LEN + 28];
+        EthernetRepr {
+            src_addr: rocast_core::wire::EthernetAddress([2, 0, 0, 0, 0, 1]),
+            dst_addr: rocast_core::wire::EthernetAddress([2, 0, 0, 0, 0, 2]),
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        let mut ip = Ipv4Repr {
+            src_addr: rocast_core::wire::Ipv4Address::new(10, 0, 0, 1),
+            dst_addr: rocast_core::wire::Ipv4Address::new(10, 0, 0, 2),
+            dscp: 26,
+            ecn: Ecn::NotEct,
+            ident: 0,
+            dont_frag: true,
+            ttl: 64,
+            protocol: IP_PROTO_UDP,
+            payload_len: 8,
+        };
+        ip.emit(&mut f[ETHERNET_HEADER_LEN..]);
+        assert!(!mark_ce(&mut f), "not ECN-capable");
+        ip.ecn = Ecn::Ect0;
+        ip.emit(&mut f[ETHERNET_HEADER_LEN..]);
+        assert!(mark_ce(&mut f));
+        let p = Ipv4Packet::new_checked(&f[ETHERNET_HEADER_LEN..]).unwrap();
+        assert_eq!(p.ecn(), Ecn::Ce);
+        assert!(p.verify_checksum());
+        assert!(!mark_ce(&mut f[..10]));
+    }
+
+    #[test]
+    fn dgram_ports_switch_frames_between_loopback_peers() {
+        use rocast_core::wire::{EthernetAddress, EthernetRepr};
+        // Two "guests" on loopback UDP, one switch with a port for each.
+        let g0 = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let g1 = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let s0 = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let s1 = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let v4 = |a: std::net::SocketAddr| match a {
+            std::net::SocketAddr::V4(a) => a,
+            _ => unreachable!(),
+        };
+        let cfg = SwitchConfig {
+            ports: vec![
+                PortSpec::Dgram {
+                    local: v4(s0),
+                    remote: v4(g0.local_addr().unwrap()),
+                },
+                PortSpec::Dgram {
+                    local: v4(s1),
+                    remote: v4(g1.local_addr().unwrap()),
+                },
+            ],
+            pipeline: FrameSwitchConfig {
+                ports: 2,
+                max_groups: 4,
+                group_space: rocast_core::fabric::cepheus::GroupAddressSpace::parse(
+                    "10.77.0.128/25",
+                )
+                .unwrap(),
+                switch_id: 1,
+                mac: EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
+            },
+            cnp_filter: CnpFilterKind::Cepheus,
+            cnp_window: CoreDuration::from_us(50),
+            hosts: Vec::new(),
+            shaping: None,
+            control: None,
+            seed: 1,
+        };
+        let mut d = SwitchDaemon::new(cfg).unwrap();
+        // A broadcast frame from guest 0 is flooded to guest 1, byte for byte.
+        let mut f = vec![0u8; 60];
+        EthernetRepr {
+            src_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            dst_addr: EthernetAddress::BROADCAST,
+            ethertype: EtherType::Unknown(0x88b5),
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        f[20] = 0xab;
+        g0.send_to(&f, s0).unwrap();
+        // A datagram from a stranger to the same port is counted, not switched.
+        let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+        stranger.send_to(&f, s0).unwrap();
+        d.run(Some(std::time::Duration::from_millis(300))).unwrap();
+        g1.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .unwrap();
+        let mut got = [0u8; 100];
+        let (n, from) = g1.recv_from(&mut got).unwrap();
+        assert_eq!(from, s1);
+        assert_eq!(&got[..n], &f[..]);
+        let st = d.stats_text();
+        assert!(st.contains("switch flooded 1"), "{st}");
+        assert!(st.contains("foreign 1"), "{st}");
+    }
+}
