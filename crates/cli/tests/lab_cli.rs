@@ -7,7 +7,8 @@
 //! fails. Argument errors are checked without root.
 
 mod common;
-use common::rocast;
+#[allow(unused_imports)]
+use common::{require_root, rocast, LabGuard};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -15,42 +16,6 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rocast");
-
-fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        panic!(
-            "the `rocast lab` tests create network namespaces and must run as root \
-             (e.g. `sudo -E cargo test -p rocast-cli --test lab_cli`)"
-        );
-    }
-}
-
-/// Owns lab `name` for one test: clears leftovers of an earlier aborted run on creation
-/// and runs `lab down` on drop, pass or fail.
-struct LabGuard(&'static str);
-
-impl LabGuard {
-    fn new(name: &'static str) -> LabGuard {
-        require_root();
-        let r = rocast(&["lab", "down", "--name", name]);
-        assert_eq!(r.code, 0, "clearing leftovers: {}", r.stderr);
-        LabGuard(name)
-    }
-}
-
-impl Drop for LabGuard {
-    fn drop(&mut self) {
-        // No assertions here: a panic while already panicking aborts the test binary.
-        let out = Command::new(BIN)
-            .args(["lab", "down", "--name", self.0])
-            .output();
-        match out {
-            Ok(o) if o.status.success() => {}
-            other => eprintln!("lab_cli: `lab down --name {}` failed: {other:?}", self.0),
-        }
-    }
-}
 
 /// The namespaces of lab `name`, from `ip netns list` (not from rocast).
 fn namespaces(name: &str) -> Vec<String> {

@@ -462,7 +462,7 @@ fn transfer_and_close(
     let transfer = t0.elapsed();
 
     // 4. Close: tell everyone, collect every verdict.
-    let crc = crc32(&data);
+    let crc = crc32(data);
     let mut msg = vec![1u8];
     msg.extend_from_slice(&total.to_be_bytes());
     msg.extend_from_slice(&crc.to_be_bytes());

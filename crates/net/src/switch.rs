@@ -572,8 +572,17 @@ impl SwitchDaemon {
         };
         let _ = s.set_nonblocking(false);
         let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(200)));
+        // Read one line (or until the client closes its side, or 200 ms pass).
         let mut req = [0u8; 64];
-        let n = s.read(&mut req).unwrap_or(0);
+        let mut n = 0;
+        while n < req.len() && !req[..n].contains(&b'\n') {
+            match s.read(&mut req[n..]) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
         let cmd = String::from_utf8_lossy(&req[..n]).trim().to_string();
         let reply = match cmd.as_str() {
             "stats" | "" => self.stats_text(),
@@ -698,9 +707,10 @@ pub fn query(control: &std::path::Path, command: &str) -> io::Result<String> {
     let mut s = UnixStream::connect(control)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", control.display())))?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
-    s.write_all(command.as_bytes())?;
-    s.write_all(b"\n")?;
-    s.shutdown(std::net::Shutdown::Write)?;
+    // A switch that answered before reading the request has closed its side; its
+    // reply is still ours to read.
+    let _ = s.write_all(format!("{command}\n").as_bytes());
+    let _ = s.shutdown(std::net::Shutdown::Write);
     let mut reply = String::new();
     s.read_to_string(&mut reply)?;
     Ok(reply)

@@ -31,3 +31,43 @@ pub fn rocast(args: &[&str]) -> Run {
     assert_ne!(run.code, 101, "rocast {args:?} panicked");
     run
 }
+
+/// Fails the calling test unless it runs as root (the lab tests create namespaces).
+#[allow(dead_code)]
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!(
+            "the `rocast lab` tests create network namespaces and must run as root \
+             (e.g. `sudo -E cargo test -p rocast-cli --test lab_cli`)"
+        );
+    }
+}
+
+/// Owns lab `name` for one test: clears leftovers of an earlier aborted run on creation
+/// and runs `lab down` on drop, pass or fail.
+#[allow(dead_code)]
+pub struct LabGuard(pub &'static str);
+
+#[allow(dead_code)]
+impl LabGuard {
+    pub fn new(name: &'static str) -> LabGuard {
+        require_root();
+        let r = rocast(&["lab", "down", "--name", name]);
+        assert_eq!(r.code, 0, "clearing leftovers: {}", r.stderr);
+        LabGuard(name)
+    }
+}
+
+impl Drop for LabGuard {
+    fn drop(&mut self) {
+        // No assertions here: a panic while already panicking aborts the test binary.
+        let out = Command::new(env!("CARGO_BIN_EXE_rocast"))
+            .args(["lab", "down", "--name", self.0])
+            .output();
+        match out {
+            Ok(o) if o.status.success() => {}
+            other => eprintln!("`lab down --name {}` failed: {other:?}", self.0),
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! Multicast on real packets (issue 8): a lab of namespaces, `rocast switch` as the
+//! Cepheus switch, `rocast mcast lead|join` on the hosts. Needs root (it creates
+//! namespaces); without it the tests fail loudly. Only the lab's own namespaces carry
+//! traffic.
+
+mod common;
+use common::{rocast, LabGuard};
+use std::process::{Child, Command, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rocast");
+
+/// Seeded bytes that differ per position, so a misplaced packet is caught.
+fn data(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 32) as u8
+        })
+        .collect()
+}
+
+fn host_ip(i: usize) -> String {
+    format!("10.77.0.{}", i + 1)
+}
+
+/// `rocast lab exec --name LAB hI -- rocast ARGS…` as a child.
+fn spawn_on(lab: &str, host: usize, args: &[&str]) -> Child {
+    let h = format!("h{host}");
+    let mut a = vec!["lab", "exec", "--name", lab, &h, "--", BIN];
+    a.extend_from_slice(args);
+    Command::new(BIN)
+        .args(&a)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn rocast")
+}
+
+fn finish(c: Child) -> (i32, String) {
+    let o = c.wait_with_output().expect("wait");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!text.contains("panicked"), "{text}");
+    (o.status.code().unwrap_or(-1), text)
+}
+
+/// Runs one transfer from h0 to h1..h(members) and returns (leader's output, each
+/// member's received bytes).
+fn transfer(
+    lab: &str,
+    members: usize,
+    file: &str,
+    op: &str,
+    tag: &str,
+) -> (i32, String, Vec<Vec<u8>>) {
+    let outs: Vec<String> = (1..=members)
+        .map(|i| format!("/tmp/rocast-{lab}-{tag}-h{i}.bin"))
+        .collect();
+    let joins: Vec<Child> = (1..=members)
+        .map(|i| {
+            spawn_on(
+                lab,
+                i,
+                &[
+                    "mcast",
+                    "join",
+                    "--bind",
+                    &host_ip(i),
+                    "--leader",
+                    &host_ip(0),
+                    "--out",
+                    &outs[i - 1],
+                    "--timeout",
+                    "15",
+                ],
+            )
+        })
+        .collect();
+    let n = members.to_string();
+    let lead = spawn_on(
+        lab,
+        0,
+        &[
+            "mcast",
+            "lead",
+            "--bind",
+            &host_ip(0),
+            "--members",
+            &n,
+            "--file",
+            file,
+            "--op",
+            op,
+            "--timeout",
+            "15",
+        ],
+    );
+    let (code, text) = finish(lead);
+    let mut got = Vec::new();
+    for (j, out) in joins.into_iter().zip(&outs) {
+        let (jc, jt) = finish(j);
+        if code == 0 {
+            assert_eq!(jc, 0, "member: {jt}");
+        }
+        got.push(std::fs::read(out).unwrap_or_default());
+        let _ = std::fs::remove_file(out);
+    }
+    (code, text, got)
+}
+
+/// The switch's `name value` counter from its stats text.
+fn counter(stats: &str, scope: &str, name: &str) -> u64 {
+    stats
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[0] == scope && f[1] == name).then(|| f[2].parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("{scope} {name} not in:\n{stats}"))
+}
+
+fn retransmitted(leader_out: &str) -> u64 {
+    let at = leader_out
+        .find(" packets retransmitted")
+        .unwrap_or_else(|| panic!("{leader_out}"));
+    leader_out[..at]
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn ten_megabytes_by_send_and_by_write_reach_every_member_byte_identical() {
+    let lab = LabGuard::new("tm1");
+    let r = rocast(&["lab", "up", "--name", lab.0, "--hosts", "4", "--switch"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let payload = data(10 << 20, 7);
+    let file = "/tmp/rocast-tm1-payload.bin";
+    std::fs::write(file, &payload).unwrap();
+    let mut retx = 0;
+    for op in ["send", "write"] {
+        let (code, text, got) = transfer(lab.0, 3, file, op, op);
+        assert_eq!(code, 0, "{op}: {text}");
+        assert_eq!(text.matches(": ok").count(), 3, "{text}");
+        for (i, g) in got.iter().enumerate() {
+            assert!(
+                g == &payload,
+                "{op}: member h{} holds {} bytes that differ",
+                i + 1,
+                g.len()
+            );
+        }
+        retx += retransmitted(&text);
+    }
+    let _ = std::fs::remove_file(file);
+    // The switch saw every data packet once (plus the sender's retransmissions), sent
+    // one bridged copy per member of each packet a member still needed, and freed the
+    // group after each transfer.
+    let control = format!("/run/rocast-lab/{}/switch.sock", lab.0);
+    let r = rocast(&["switch", "--stats", "--control", &control]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let s = &r.stdout;
+    let packets = 2 * (10u64 << 20) / 4096;
+    let data_in = counter(s, "cepheus", "data_in");
+    assert_eq!(data_in, packets + retx, "{s}");
+    let (replicas, filtered) = (
+        counter(s, "cepheus", "replicas"),
+        counter(s, "cepheus", "retransmission_filtered"),
+    );
+    assert_eq!(replicas + filtered, 3 * data_in, "{s}");
+    assert!(replicas >= 3 * packets, "{s}");
+    assert_eq!(counter(s, "cepheus", "bridged"), replicas);
+    assert_eq!(counter(s, "switch", "mrp_released"), 2);
+    assert_eq!(counter(s, "switch", "drop_bad_icrc"), 0);
+    assert_eq!(counter(s, "switch", "drop_no_mac"), 0);
+    assert!(s.contains("groups 0"), "{s}");
+}
+
+#[test]
+fn a_switch_without_room_refuses_the_group_and_everyone_hears_it() {
+    let lab = LabGuard::new("tm2");
+    let r = rocast(&["lab", "up", "--name", lab.0, "--hosts", "3"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    // Our own switch in the lab's switch namespace, with an MFT of capacity 0.
+    let mut args = vec![
+        "lab".to_string(),
+        "exec".into(),
+        "--name".into(),
+        lab.0.into(),
+        "sw".into(),
+        "--".into(),
+        BIN.into(),
+        "switch".into(),
+        "--max-groups".into(),
+        "0".into(),
+        "--duration".into(),
+        "30".into(),
+    ];
+    for i in 0..3 {
+        args.push("--port".into());
+        args.push(format!("afpacket:p{i}"));
+        args.push("--host".into());
+        args.push(format!("{}@{i}=02:72:63:00:00:{:02x}", host_ip(i), i + 1));
+    }
+    let mut switch = Command::new(BIN)
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let file = "/tmp/rocast-tm2-payload.bin";
+    std::fs::write(file, data(64 << 10, 3)).unwrap();
+    let t0 = std::time::Instant::now();
+    let (code, text, got) = transfer(lab.0, 2, file, "send", "refused");
+    let _ = std::fs::remove_file(file);
+    let _ = switch.kill();
+    let _ = switch.wait();
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("registration failed") && text.contains("TableFull"),
+        "the switch's refusal reaches the leader: {text}"
+    );
+    assert!(got.iter().all(|g| g.is_empty()), "nothing was delivered");
+    // The report is explicit, not a timeout.
+    assert!(t0.elapsed() < std::time::Duration::from_secs(10));
+}
