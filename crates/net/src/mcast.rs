@@ -233,7 +233,8 @@ fn endpoint(
     // that retransmits what is merely queued.
     c.retransmit_timeout = CoreDuration::from_ms(20);
     let rate: Box<dyn RateController> = match rate_bps {
-        Some(r) => Box::new(FixedRate::new(r)),
+        // 64 KB of burst: a late wakeup catches up instead of losing the rate.
+        Some(r) => Box::new(FixedRate::with_burst(r, 64 << 10)),
         None => Box::new(Unlimited::default()),
     };
     let qp = RcQueuePair::with_rate_controller(c, rate)

@@ -44,17 +44,30 @@ impl RateController for Unlimited {
     }
 }
 
-/// A fixed-rate pacer: packets leave no faster than `rate_bps` on the wire.
+/// A fixed-rate pacer: packets leave no faster than `rate_bps` on the wire, with an
+/// optional burst allowance (a token bucket of `burst` worth of the rate).
+///
+/// A hardware NIC paces each packet; a software endpoint that sleeps between packets
+/// wakes tens of microseconds late, so with no burst it sends one packet per wakeup and
+/// falls far below the rate. A burst lets a late wakeup catch up, and the average stays
+/// exactly `rate_bps`.
 #[derive(Debug, Clone)]
 pub struct FixedRate {
     pub rate_bps: u64,
+    /// How far behind the schedule the pacer may fall and then catch up at once.
+    pub burst: Duration,
     next: Instant,
     pub cnps: u64,
 }
 impl FixedRate {
     pub fn new(rate_bps: u64) -> Self {
+        Self::with_burst(rate_bps, 0)
+    }
+    /// A pacer that may send `burst_bytes` back to back after falling behind.
+    pub fn with_burst(rate_bps: u64, burst_bytes: u64) -> Self {
         FixedRate {
             rate_bps,
+            burst: Duration::for_bytes(burst_bytes, rate_bps.max(1)),
             next: Instant::ZERO,
             cnps: 0,
         }
@@ -65,7 +78,9 @@ impl RateController for FixedRate {
         self.cnps += 1;
     }
     fn on_packet_sent(&mut self, now: Instant, bytes: usize) {
-        let start = if self.next > now { self.next } else { now };
+        // Credit older than the burst is lost: the schedule restarts at now − burst.
+        let floor = Instant::from_ps(now.as_ps().saturating_sub(self.burst.as_ps()));
+        let start = if self.next > floor { self.next } else { floor };
         self.next = start + Duration::for_bytes(bytes as u64, self.rate_bps);
     }
     fn next_send_time(&self) -> Option<Instant> {
@@ -382,6 +397,28 @@ mod tests {
         assert_eq!(d.rate_bps(), Some(50_000_000_000));
         assert_eq!(d.target_rate_bps(), 100_000_000_000);
         assert_eq!(d.poll_timeout(), Some(Instant::from_us(65)));
+    }
+
+    #[test]
+    fn fixed_rate_bursts_after_a_late_wakeup_and_keeps_the_average() {
+        // 8 Gb/s: a 1000-byte packet takes 1 µs. Burst allowance 4000 bytes (4 µs).
+        let mut p = FixedRate::with_burst(8_000_000_000, 4000);
+        let us = |n: u64| Instant::from_ps(n * 1_000_000);
+        p.on_packet_sent(us(0), 1000);
+        // Woken 10 µs late: up to 4 µs of credit, so 5 packets may go at once...
+        let mut sent = 0;
+        while p.next_send_time().unwrap() <= us(10) {
+            p.on_packet_sent(us(10), 1000);
+            sent += 1;
+        }
+        assert_eq!(sent, 5);
+        // ...and then the schedule is back to one per µs.
+        assert_eq!(p.next_send_time(), Some(us(11)));
+        // Without a burst, one packet per wakeup.
+        let mut q = FixedRate::new(8_000_000_000);
+        q.on_packet_sent(us(0), 1000);
+        q.on_packet_sent(us(10), 1000);
+        assert_eq!(q.next_send_time(), Some(us(11)));
     }
 
     #[test]
