@@ -7,6 +7,7 @@
 
 use clap::{Args, Subcommand, ValueEnum};
 use rocast_core::fabric::cepheus::GroupAddressSpace;
+use rocast_core::overlay::Scheme;
 use rocast_net::mcast::{join, lead, LeaderConfig, McastOp, MemberConfig, CONTROL_PORT};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -74,6 +75,16 @@ pub struct LeadArgs {
     /// no pacing. Match it to the links (the lab's default is 1000).
     #[arg(long, default_value_t = 1000)]
     rate_mbps: u64,
+    /// Broadcast through this overlay instead of the switch: chain, tree (binomial),
+    /// pipeline (RDMC's binomial pipeline), sequential, ring or binary-tree.
+    #[arg(long)]
+    overlay: Option<String>,
+    /// The overlay used when the switch refuses the group.
+    #[arg(long, default_value = "pipeline")]
+    fallback: String,
+    /// Block size of the overlay schedules.
+    #[arg(long, default_value = "1M")]
+    block: String,
 }
 
 #[derive(Debug, Args)]
@@ -169,14 +180,18 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
                 control_port: a.common.control_port,
                 mtu: a.common.mtu,
                 rate_bps: (a.rate_mbps > 0).then(|| a.rate_mbps * 1_000_000),
+                overlay: a.overlay.as_deref().map(str::parse::<Scheme>).transpose()?,
+                fallback: a.fallback.parse::<Scheme>()?,
+                block_bytes: parse_size(&a.block)?,
                 timeout,
             };
             match lead(&cfg, Arc::from(data)) {
                 Ok(r) => {
                     println!(
-                        "multicast {} bytes (crc32 {:08x}) to {} members: registration {:.1} ms, transfer {:.1} ms, {:.3} Gbit/s goodput, {} packets retransmitted",
+                        "multicast {} bytes (crc32 {:08x}) via {} to {} members: registration {:.1} ms, transfer {:.1} ms, {:.3} Gbit/s goodput, {} packets retransmitted",
                         r.bytes,
                         r.crc32,
+                        r.path,
                         r.members.len(),
                         r.registration.as_secs_f64() * 1e3,
                         r.transfer.as_secs_f64() * 1e3,

@@ -59,6 +59,17 @@ fn transfer(
     op: &str,
     tag: &str,
 ) -> (i32, String, Vec<Vec<u8>>) {
+    transfer_with(lab, members, file, &["--op", op], tag)
+}
+
+/// [`transfer`] with other `mcast lead` options.
+fn transfer_with(
+    lab: &str,
+    members: usize,
+    file: &str,
+    lead_opts: &[&str],
+    tag: &str,
+) -> (i32, String, Vec<Vec<u8>>) {
     let outs: Vec<String> = (1..=members)
         .map(|i| format!("/tmp/rocast-{lab}-{tag}-h{i}.bin"))
         .collect();
@@ -83,24 +94,21 @@ fn transfer(
         })
         .collect();
     let n = members.to_string();
-    let lead = spawn_on(
-        lab,
-        0,
-        &[
-            "mcast",
-            "lead",
-            "--bind",
-            &host_ip(0),
-            "--members",
-            &n,
-            "--file",
-            file,
-            "--op",
-            op,
-            "--timeout",
-            "15",
-        ],
-    );
+    let ip0 = host_ip(0);
+    let mut args = vec![
+        "mcast",
+        "lead",
+        "--bind",
+        &ip0,
+        "--members",
+        &n,
+        "--file",
+        file,
+        "--timeout",
+        "15",
+    ];
+    args.extend_from_slice(lead_opts);
+    let lead = spawn_on(lab, 0, &args);
     let (code, text) = finish(lead);
     let mut got = Vec::new();
     for (j, out) in joins.into_iter().zip(&outs) {
@@ -184,8 +192,43 @@ fn ten_megabytes_by_send_and_by_write_reach_every_member_byte_identical() {
     assert!(s.contains("groups 0"), "{s}");
 }
 
+/// The overlay baselines on the same host runtime (no switch help): every scheme
+/// delivers the bytes.
 #[test]
-fn a_switch_without_room_refuses_the_group_and_everyone_hears_it() {
+fn chain_tree_and_pipeline_overlays_deliver_byte_identical_data() {
+    let lab = LabGuard::new("tm3");
+    let r = rocast(&["lab", "up", "--name", lab.0, "--hosts", "4", "--switch"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let payload = data(3 << 20, 11);
+    let file = "/tmp/rocast-tm3-payload.bin";
+    std::fs::write(file, &payload).unwrap();
+    for scheme in ["chain", "tree", "pipeline"] {
+        let (code, text, got) = transfer_with(
+            lab.0,
+            3,
+            file,
+            &["--overlay", scheme, "--block", "256K"],
+            scheme,
+        );
+        assert_eq!(code, 0, "{scheme}: {text}");
+        assert!(text.contains(&format!("via {scheme} ")), "{text}");
+        for g in &got {
+            assert!(
+                g == &payload,
+                "{scheme}: a member's {} bytes differ",
+                g.len()
+            );
+        }
+    }
+    let _ = std::fs::remove_file(file);
+    // Nothing went through the Cepheus engine.
+    let control = format!("/run/rocast-lab/{}/switch.sock", lab.0);
+    let s = rocast(&["switch", "--stats", "--control", &control]).stdout;
+    assert_eq!(counter(&s, "cepheus", "data_in"), 0, "{s}");
+}
+
+#[test]
+fn a_switch_without_room_refuses_the_group_and_the_transfer_falls_back() {
     let lab = LabGuard::new("tm2");
     let r = rocast(&["lab", "up", "--name", lab.0, "--hosts", "3"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
@@ -219,17 +262,22 @@ fn a_switch_without_room_refuses_the_group_and_everyone_hears_it() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let file = "/tmp/rocast-tm2-payload.bin";
     std::fs::write(file, data(64 << 10, 3)).unwrap();
+    // The 64 KB message in 8 KB blocks, so the pipeline really pipelines.
     let t0 = std::time::Instant::now();
-    let (code, text, got) = transfer(lab.0, 2, file, "send", "refused");
+    let (code, text, got) = transfer_with(lab.0, 2, file, &["--block", "8K"], "refused");
     let _ = std::fs::remove_file(file);
     let _ = switch.kill();
     let _ = switch.wait();
-    assert_eq!(code, 1, "{text}");
+    assert_eq!(code, 0, "{text}");
     assert!(
-        text.contains("registration failed") && text.contains("TableFull"),
-        "the switch's refusal reaches the leader: {text}"
+        text.contains("via pipeline (fallback: registration failed") && text.contains("TableFull"),
+        "the switch's refusal reaches the leader, which falls back: {text}"
     );
-    assert!(got.iter().all(|g| g.is_empty()), "nothing was delivered");
-    // The report is explicit, not a timeout.
+    let payload = data(64 << 10, 3);
+    assert!(
+        got.iter().all(|g| g == &payload),
+        "every member holds the data"
+    );
+    // The refusal is explicit, not a timeout.
     assert!(t0.elapsed() < std::time::Duration::from_secs(10));
 }

@@ -8,6 +8,7 @@
 //! - [`perf`]: `rocast perf server|client`, a perftest-style bandwidth test.
 //! - [`mcast`]: the multicast API on real sockets (`rocast mcast lead|join`): member
 //!   discovery over TCP, MRP registration through the switch, SEND/WRITE, the close.
+//! - [`qp_set`]: several RC QPs on one UDP/4791 socket, demultiplexed by QPN.
 //! - [`switch`]: `rocast switch`, the software multicast switch daemon on
 //!   `AF_PACKET` or QEMU-style `dgram` ports, driving the core's `FrameSwitch`.
 //! - [`lab`]: `rocast lab`, a test network of namespaces, veths and `tc` shaping.
@@ -16,6 +17,7 @@ pub mod endpoint;
 pub mod lab;
 pub mod mcast;
 pub mod perf;
+pub mod qp_set;
 pub mod switch;
 pub mod udp;
 

@@ -30,12 +30,14 @@
 //! over the same host runtime) is the next step and not built yet.
 
 use crate::endpoint::{Clock, Endpoint};
+use crate::qp_set::QpSet;
 use crate::udp::{TransportConfig, UdpTransport};
 use rocast_core::control::registration::{
     Confirmation, GroupSpec, MemberAgent, RegistrationConfig, RegistrationController,
     RegistrationEvent, SwitchReport, CONFIRMATION_LEN,
 };
 use rocast_core::fabric::cepheus::{GroupAddressSpace, VIRTUAL_QPN};
+use rocast_core::overlay::{BroadcastDriver, DriverAction, DriverConfig, Scheme};
 use rocast_core::rnic::{Event, Payload, QpConfig, RcQueuePair, SendOp, SendRequest};
 use rocast_core::rnic::{FixedRate, RateController, Unlimited};
 use rocast_core::time::Duration as CoreDuration;
@@ -95,6 +97,13 @@ pub struct LeaderConfig {
     /// endpoint on a shaped link must pace, or its window sits in the kernel's queue
     /// longer than the retransmission timeout). None: as fast as the window allows.
     pub rate_bps: Option<u64>,
+    /// Use this overlay broadcast instead of the switch (the baselines). None: the
+    /// switch, falling back to `fallback` if registration fails.
+    pub overlay: Option<Scheme>,
+    /// The overlay to run when the switch refuses the group (RDMC's binomial pipeline).
+    pub fallback: Scheme,
+    /// Block size of the overlay schedules.
+    pub block_bytes: usize,
     /// Give up when nothing progresses for this long.
     pub timeout: Duration,
 }
@@ -122,6 +131,9 @@ pub struct LeaderReport {
     /// Each member's (IP, whether its CRC matched).
     pub members: Vec<(Ipv4Addr, bool)>,
     pub retransmitted: u64,
+    /// How the data travelled: "cepheus", or the overlay scheme's name (with
+    /// " (fallback: …)" when the switch refused the group).
+    pub path: String,
 }
 
 impl LeaderReport {
@@ -321,6 +333,16 @@ pub fn lead(cfg: &LeaderConfig, data: Arc<[u8]>) -> Result<LeaderReport, McastEr
         std::thread::sleep(Duration::from_millis(1));
     }
 
+    let member_ips: Vec<Ipv4Addr> = joins
+        .iter()
+        .flatten()
+        .map(|m| Ipv4Addr::from(m.ip.0))
+        .collect();
+    if let Some(scheme) = cfg.overlay {
+        drop(ep);
+        return lead_overlay(cfg, &data, &mut conns, &member_ips, scheme, String::new());
+    }
+
     // 2. Registration (Cepheus §III-C).
     let reg_start = StdInstant::now();
     let leader = MrpMember {
@@ -371,14 +393,10 @@ pub fn lead(cfg: &LeaderConfig, data: Arc<[u8]>) -> Result<LeaderReport, McastEr
         std::thread::sleep(Duration::from_micros(200));
     };
     if let RegistrationEvent::Failed(f) = registered {
-        let why = format!("{f:?}");
-        for c in conns.iter_mut() {
-            let mut done = vec![0u8];
-            done.extend_from_slice(&0u64.to_be_bytes());
-            done.extend_from_slice(&0u32.to_be_bytes());
-            let _ = c.send(4, &done);
-        }
-        return Err(McastError::Registration(why));
+        // The same transfer goes through the overlay (Cepheus §V-D, RDMC).
+        drop(ep);
+        let why = format!("registration failed: {f:?}");
+        return lead_overlay(cfg, &data, &mut conns, &member_ips, cfg.fallback, why);
     }
     let registration = reg_start.elapsed();
     let result = transfer_and_close(cfg, &data, &mut ep, &clock, &mut conns);
@@ -401,6 +419,284 @@ pub fn lead(cfg: &LeaderConfig, data: Arc<[u8]>) -> Result<LeaderReport, McastEr
             .map(|(c, v)| (c.peer, v.unwrap_or(false)))
             .collect(),
         retransmitted: ep.qp.stats().tx_retransmitted,
+        path: "cepheus".into(),
+    })
+}
+
+/// The QPN rank `from` uses for its connection to rank `to` in an overlay broadcast
+/// (both ends compute it, so no exchange is needed; ranks < 256).
+fn overlay_qpn(from: usize, to: usize) -> u32 {
+    0x10000 | ((from as u32) << 8) | to as u32
+}
+
+/// The QPs of `rank`'s overlay connections, receives posted for every block it will
+/// get, on one socket.
+fn overlay_qps(
+    local: Ipv4Addr,
+    rank: usize,
+    roster: &[Ipv4Addr],
+    driver_cfg: &DriverConfig,
+    scheme: Scheme,
+    mtu: usize,
+    rate_bps: Option<u64>,
+) -> Result<QpSet, McastError> {
+    let sched =
+        rocast_core::overlay::Schedule::new(scheme, roster.len() as u32, 0, driver_cfg.blocks())
+            .map_err(|e| McastError::Protocol(e.to_string()))?;
+    let mut set: Option<QpSet> = None;
+    for peer in sched.peers_of(rank as u32) {
+        let p = peer as usize;
+        let mut c = QpConfig::new(
+            v4(local),
+            overlay_qpn(rank, p),
+            v4(roster[p]),
+            overlay_qpn(p, rank),
+        );
+        c.udp_src_port = ROCEV2_UDP_PORT;
+        c.mtu = mtu;
+        c.retransmit_timeout = CoreDuration::from_ms(20);
+        let rate: Box<dyn RateController> = match rate_bps {
+            Some(r) => Box::new(FixedRate::with_burst(r, 64 << 10)),
+            None => Box::new(Unlimited::default()),
+        };
+        let mut qp = RcQueuePair::with_rate_controller(c, rate)
+            .map_err(|e| McastError::Protocol(e.to_string()))?;
+        let expected = sched
+            .receives_of(rank as u32)
+            .iter()
+            .filter(|(_, t)| t.peer == peer)
+            .count();
+        for i in 0..expected {
+            qp.post_recv(i as u64, driver_cfg.block_bytes as usize)
+                .map_err(|e| McastError::Protocol(e.to_string()))?;
+        }
+        if set.is_none() {
+            set = Some(
+                QpSet::bind(local, qp.max_packet_len()).map_err(io(format!("UDP {local}:4791")))?,
+            );
+        }
+        set.as_mut().expect("bound").add(qp).map_err(io("QP"))?;
+    }
+    set.map_or_else(
+        || QpSet::bind(local, 8192).map_err(io(format!("UDP {local}:4791"))),
+        Ok,
+    )
+}
+
+/// Runs `rank`'s part of an overlay broadcast until it holds the whole message and
+/// every send it owes completed. `buf` holds the message (the root's is full).
+fn run_overlay(
+    set: &mut QpSet,
+    rank: usize,
+    n: usize,
+    scheme: Scheme,
+    driver_cfg: DriverConfig,
+    buf: &mut [u8],
+    timeout: Duration,
+) -> Result<(), McastError> {
+    let clock = Clock::new();
+    let mut driver = BroadcastDriver::new(scheme, n as u32, 0, rank as u32, driver_cfg)
+        .map_err(|e| McastError::Protocol(e.to_string()))?;
+    let peers: Vec<(usize, u32)> = set.qpns().map(|q| (((q & 0xff) as usize), q)).collect();
+    let mut last = StdInstant::now();
+    while !driver.is_complete() {
+        while let Some(a) = driver.poll_action() {
+            if let DriverAction::SendBlock { id, to, block, .. } = a {
+                let (off, len) = driver_cfg.block_range(block);
+                let qp = set
+                    .qp_mut(overlay_qpn(rank, to as usize))
+                    .ok_or_else(|| McastError::Protocol(format!("no QP to rank {to}")))?;
+                qp.post_send(SendRequest {
+                    wr_id: id as u64,
+                    op: SendOp::SendImm(block),
+                    data: Payload::Bytes(buf[off as usize..(off + len) as usize].into()),
+                })
+                .map_err(|e| McastError::Transfer(e.to_string()))?;
+            }
+        }
+        let busy = set.poll_once(&clock).map_err(io("overlay"))?;
+        for &(peer, qpn) in &peers {
+            let qp = set.qp_mut(qpn).expect("listed");
+            while let Some(ev) = qp.poll_event() {
+                last = StdInstant::now();
+                match ev {
+                    Event::SendComplete {
+                        wr_id,
+                        result: Ok(()),
+                    } => driver
+                        .on_send_complete(wr_id as u32)
+                        .map_err(|e| McastError::Protocol(e.to_string()))?,
+                    Event::Recv {
+                        data,
+                        imm: Some(block),
+                        ..
+                    } => {
+                        let (off, len) = driver_cfg.block_range(block);
+                        if data.len() as u64 != len || off + len > buf.len() as u64 {
+                            return Err(McastError::Protocol(format!(
+                                "block {block} of {} bytes",
+                                data.len()
+                            )));
+                        }
+                        buf[off as usize..(off + len) as usize].copy_from_slice(&data);
+                        driver
+                            .on_block(peer as u32, block)
+                            .map_err(|e| McastError::Protocol(e.to_string()))?;
+                    }
+                    Event::SendComplete { result: Err(e), .. }
+                    | Event::RecvError { error: e, .. }
+                    | Event::QpError(e) => return Err(McastError::Transfer(e.to_string())),
+                    _ => {}
+                }
+            }
+        }
+        if !busy {
+            if last.elapsed() > timeout {
+                return Err(McastError::Timeout("overlay broadcast stalled".into()));
+            }
+            set.wait(&clock, None, Duration::from_millis(1))
+                .map_err(io("wait"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Control message 6, `Overlay`: scheme (1: its index in `Scheme::ALL`), block bytes
+/// (4), pacing rate in Mbit/s (4, 0 for none), then the roster of IPv4 addresses in
+/// rank order (the leader is rank 0).
+fn overlay_message(
+    scheme: Scheme,
+    block: usize,
+    rate_bps: Option<u64>,
+    roster: &[Ipv4Addr],
+) -> Vec<u8> {
+    let code = Scheme::ALL.iter().position(|&x| x == scheme).unwrap_or(0) as u8;
+    let mut m = vec![code];
+    m.extend_from_slice(&(block as u32).to_be_bytes());
+    m.extend_from_slice(&((rate_bps.unwrap_or(0) / 1_000_000) as u32).to_be_bytes());
+    for ip in roster {
+        m.extend_from_slice(&ip.octets());
+    }
+    m
+}
+
+/// The leader's overlay broadcast: tells every member the roster, waits until all
+/// have their connections up (message 7), says go (8) with the close (4), runs rank 0
+/// and collects the verdicts.
+fn lead_overlay(
+    cfg: &LeaderConfig,
+    data: &Arc<[u8]>,
+    conns: &mut [Control],
+    members: &[Ipv4Addr],
+    scheme: Scheme,
+    why: String,
+) -> Result<LeaderReport, McastError> {
+    let mut roster = vec![cfg.local];
+    roster.extend_from_slice(members);
+    if roster.len() > 256 {
+        return Err(McastError::Protocol(
+            "overlay groups hold at most 256 ranks".into(),
+        ));
+    }
+    let driver_cfg = DriverConfig {
+        message_bytes: data.len() as u64,
+        block_bytes: cfg.block_bytes as u64,
+        window: 2,
+        ready_for_block: false,
+    };
+    let msg = overlay_message(scheme, cfg.block_bytes, cfg.rate_bps, &roster);
+    // Members learn their rank from their position in the roster.
+    for c in conns.iter_mut() {
+        c.send(6, &msg).map_err(io("send Overlay"))?;
+    }
+    let mut set = overlay_qps(
+        cfg.local,
+        0,
+        &roster,
+        &driver_cfg,
+        scheme,
+        cfg.mtu,
+        cfg.rate_bps,
+    )?;
+    let mut ready = vec![false; conns.len()];
+    let deadline = StdInstant::now() + cfg.timeout;
+    while ready.iter().any(|r| !r) {
+        for (c, r) in conns.iter_mut().zip(ready.iter_mut()) {
+            if let Some((7, _)) = c.recv().map_err(io("control"))? {
+                *r = true;
+            }
+        }
+        if StdInstant::now() > deadline {
+            return Err(McastError::Timeout(
+                "members never set up the overlay".into(),
+            ));
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let crc = crc32(data);
+    let mut done = vec![1u8];
+    done.extend_from_slice(&(data.len() as u64).to_be_bytes());
+    done.extend_from_slice(&crc.to_be_bytes());
+    for c in conns.iter_mut() {
+        c.send(8, &[]).map_err(io("send Go"))?;
+        c.send(4, &done).map_err(io("send Done"))?;
+    }
+    let t0 = StdInstant::now();
+    let mut own = data.to_vec();
+    run_overlay(
+        &mut set,
+        0,
+        roster.len(),
+        scheme,
+        driver_cfg,
+        &mut own,
+        cfg.timeout,
+    )?;
+    // Every member reports when it holds everything; the root keeps answering
+    // retransmissions meanwhile.
+    let mut verdicts: Vec<Option<bool>> = vec![None; conns.len()];
+    let clock = Clock::new();
+    while verdicts.iter().any(|v| v.is_none()) {
+        let _ = set.poll_once(&clock);
+        for (c, v) in conns.iter_mut().zip(verdicts.iter_mut()) {
+            if v.is_some() {
+                continue;
+            }
+            match c.recv() {
+                Ok(Some((5, b))) if b.len() == 5 => {
+                    let theirs = u32::from_be_bytes([b[1], b[2], b[3], b[4]]);
+                    *v = Some(b[0] == 1 && theirs == crc);
+                }
+                Ok(_) => {}
+                Err(_) => *v = Some(false),
+            }
+        }
+        if t0.elapsed() > cfg.timeout * 4 {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    let transfer = t0.elapsed();
+    let retransmitted = set
+        .qpns()
+        .filter_map(|q| set.qp(q).map(|qp| qp.stats().tx_retransmitted))
+        .sum();
+    Ok(LeaderReport {
+        bytes: data.len() as u64,
+        crc32: crc,
+        registration: Duration::ZERO,
+        transfer,
+        members: conns
+            .iter()
+            .zip(&verdicts)
+            .map(|(c, v)| (c.peer, v.unwrap_or(false)))
+            .collect(),
+        retransmitted,
+        path: if why.is_empty() {
+            scheme.name().to_string()
+        } else {
+            format!("{} (fallback: {why})", scheme.name())
+        },
     })
 }
 
@@ -496,6 +792,99 @@ fn transfer_and_close(
     Ok((transfer, crc, verdicts))
 }
 
+/// A member's overlay broadcast, after the leader's `Overlay` message `msg`.
+fn join_overlay(
+    cfg: &MemberConfig,
+    c: &mut Control,
+    msg: &[u8],
+    total: usize,
+) -> Result<MemberReport, McastError> {
+    if msg.len() < 9 || (msg.len() - 9) % 4 != 0 {
+        return Err(McastError::Protocol("bad Overlay".into()));
+    }
+    let scheme = *Scheme::ALL
+        .get(msg[0] as usize)
+        .ok_or_else(|| McastError::Protocol("unknown overlay scheme".into()))?;
+    let block = u32::from_be_bytes([msg[1], msg[2], msg[3], msg[4]]) as u64;
+    let mbps = u32::from_be_bytes([msg[5], msg[6], msg[7], msg[8]]) as u64;
+    let rate_bps = (mbps > 0).then_some(mbps * 1_000_000);
+    let roster: Vec<Ipv4Addr> = msg[9..]
+        .chunks(4)
+        .map(|b| Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+        .collect();
+    let rank = roster
+        .iter()
+        .position(|&ip| ip == cfg.local)
+        .filter(|&r| r > 0)
+        .ok_or_else(|| McastError::Protocol("this host is not in the roster".into()))?;
+    if block == 0 || roster.len() > 256 {
+        return Err(McastError::Protocol("bad Overlay".into()));
+    }
+    let driver_cfg = DriverConfig {
+        message_bytes: total as u64,
+        block_bytes: block,
+        window: 2,
+        ready_for_block: false,
+    };
+    let mut set = overlay_qps(
+        cfg.local,
+        rank,
+        &roster,
+        &driver_cfg,
+        scheme,
+        cfg.mtu,
+        rate_bps,
+    )?;
+    c.send(7, &[]).map_err(io("send Ready"))?;
+    // Go (8) then the leader's Done (4, with its CRC).
+    let deadline = StdInstant::now() + cfg.timeout;
+    let mut go = false;
+    let mut leader = None;
+    while leader.is_none() {
+        match c.recv().map_err(io("control"))? {
+            Some((8, _)) => go = true,
+            Some((4, b)) if b.len() == 13 => {
+                leader = Some((b[0] == 1, u32::from_be_bytes([b[9], b[10], b[11], b[12]])))
+            }
+            _ => {}
+        }
+        if StdInstant::now() > deadline {
+            return Err(McastError::Timeout("no go from the leader".into()));
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    let (leader_ok, leader_crc) = leader.expect("set");
+    let _ = go;
+    let mut data = vec![0u8; total];
+    let r = run_overlay(
+        &mut set,
+        rank,
+        roster.len(),
+        scheme,
+        driver_cfg,
+        &mut data,
+        cfg.timeout,
+    );
+    let ours = crc32(&data);
+    let ok = r.is_ok() && leader_ok && ours == leader_crc;
+    let mut res = vec![ok as u8];
+    res.extend_from_slice(&ours.to_be_bytes());
+    let _ = c.send(5, &res);
+    // Stay a moment so peers still retransmitting to us get their ACKs.
+    let clock = Clock::new();
+    let until = StdInstant::now() + Duration::from_millis(100);
+    while StdInstant::now() < until {
+        let _ = set.poll_once(&clock);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    r?;
+    Ok(MemberReport {
+        data,
+        crc32: ours,
+        ok,
+    })
+}
+
 /// Runs a member: joins the leader's group, receives the data, reports its CRC.
 pub fn join(cfg: &MemberConfig) -> Result<MemberReport, McastError> {
     let clock = Clock::new();
@@ -582,11 +971,19 @@ pub fn join(cfg: &MemberConfig) -> Result<MemberReport, McastError> {
                 }
             }
         }
-        if let Some((4, b)) = c.recv().map_err(io("control"))? {
-            if b.len() != 13 {
-                return Err(McastError::Protocol("bad Done".into()));
+        match c.recv().map_err(io("control"))? {
+            Some((4, b)) => {
+                if b.len() != 13 {
+                    return Err(McastError::Protocol("bad Done".into()));
+                }
+                break (b[0] == 1, u32::from_be_bytes([b[9], b[10], b[11], b[12]]));
             }
-            break (b[0] == 1, u32::from_be_bytes([b[9], b[10], b[11], b[12]]));
+            Some((6, b)) => {
+                // The group goes through the overlay: this QP is not used.
+                drop(ep);
+                return join_overlay(cfg, &mut c, &b, total_usize);
+            }
+            _ => {}
         }
         if act.received > 0 {
             last_progress = StdInstant::now();
