@@ -6,6 +6,31 @@ use rocast_core::time::Duration;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCmd {
+    /// Broadcast latency and goodput on real packets in a `rocast lab` (root): Cepheus
+    /// through `rocast switch` against chain, binomial tree and binomial pipeline over
+    /// the same host runtime, and optionally Open MPI's MPI_Bcast. OSU-format tables,
+    /// CSV and PNG under --out.
+    LabBcast {
+        /// Group sizes (hosts, leader included), comma-separated.
+        #[arg(long, default_value = "4,8")]
+        hosts: String,
+        /// Message sizes, comma-separated (K, M suffixes) or MIN:MAX (powers of two).
+        #[arg(long, default_value = "64,1K,16K,256K,1M,4M,16M,64M")]
+        sizes: String,
+        #[arg(long, default_value = "cepheus,chain,tree,pipeline")]
+        schemes: String,
+        /// Link rate of the lab (tc), e.g. 1gbit.
+        #[arg(long, default_value = "1gbit")]
+        rate: String,
+        /// Runs per point; the median is reported.
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
+        /// Also run Open MPI's MPI_Bcast (openmpi-bin, mpi4py) on the same lab.
+        #[arg(long)]
+        mpi: bool,
+        #[arg(long, default_value = "out/lab-bcast")]
+        out: std::path::PathBuf,
+    },
     /// Build a k-ary fat-tree and precompute its ECMP routes; print time and memory.
     FatTree {
         #[arg(long, default_value_t = 64)]
@@ -41,6 +66,40 @@ fn peak_rss_kb() -> Option<u64> {
 
 pub fn run(cmd: BenchCmd) -> Result<(), String> {
     match cmd {
+        BenchCmd::LabBcast {
+            hosts,
+            sizes,
+            schemes,
+            rate,
+            reps,
+            mpi,
+            out,
+        } => {
+            let hosts = hosts
+                .split(',')
+                .map(|h| {
+                    h.trim()
+                        .parse::<usize>()
+                        .map_err(|_| format!("--hosts {h:?}"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let sizes = rocast_sim::config::parse_sizes(&sizes)?;
+            let schemes: Vec<String> = schemes.split(',').map(|s| s.trim().to_string()).collect();
+            for s in &schemes {
+                if s != "cepheus" {
+                    s.parse::<rocast_core::overlay::Scheme>()?;
+                }
+            }
+            crate::lab_bench::lab_bcast(&crate::lab_bench::LabBcastArgs {
+                hosts,
+                sizes,
+                schemes,
+                rate,
+                reps,
+                out,
+                mpi,
+            })
+        }
         BenchCmd::PeelTree {
             k,
             fail,

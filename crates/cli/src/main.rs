@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 mod bcast_cmd;
 mod bench_cmd;
+mod lab_bench;
 mod lab_cmd;
 mod mcast_cmd;
 mod pcap_cmd;

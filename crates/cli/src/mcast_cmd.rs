@@ -188,13 +188,15 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
             match lead(&cfg, Arc::from(data)) {
                 Ok(r) => {
                     println!(
-                        "multicast {} bytes (crc32 {:08x}) via {} to {} members: registration {:.1} ms, transfer {:.1} ms, {:.3} Gbit/s goodput, {} packets retransmitted",
+                        "multicast {} bytes (crc32 {:08x}) via {} to {} members: registration {:.1} ms, transfer {:.1} ms, latency {} us, {:.3} Gbit/s goodput, {} packets retransmitted",
                         r.bytes,
                         r.crc32,
                         r.path,
                         r.members.len(),
                         r.registration.as_secs_f64() * 1e3,
                         r.transfer.as_secs_f64() * 1e3,
+                        r.latency
+                            .map_or("-".into(), |l| format!("{:.1}", l.as_secs_f64() * 1e6)),
                         r.goodput_gbps(),
                         r.retransmitted
                     );

@@ -14,7 +14,12 @@
 //!   2. member → leader `Join`: IP (4), QPN (4), VA (8), RKey (4);
 //!   3. member → leader `Confirm`: a [`Confirmation`] (12);
 //!   4. leader → member `Done`: ok (1), bytes (8), CRC-32 of the data (4);
-//!   5. member → leader `Result`: ok (1), CRC-32 of what it holds (4).
+//!   5. member → leader `Result`: ok (1), CRC-32 of what it holds (4), when it held
+//!      all of it (8, CLOCK_MONOTONIC ns: one clock for every process on a machine);
+//!   6. leader → member `Overlay`: the scheme, block size, pacing and roster, when the
+//!      group goes through an overlay broadcast (forced, or the switch refused it);
+//!   7. member → leader `Ready` (its overlay connections are up); 8. leader → member
+//!      `Go`.
 //! - **MRP** (UDP [`MRP_UDP_PORT`]): the leader sends the registration to the McstID;
 //!   the switch delivers each member's record to the member's own address; a refusing
 //!   switch answers with a [`SwitchReport`].
@@ -134,6 +139,9 @@ pub struct LeaderReport {
     /// How the data travelled: "cepheus", or the overlay scheme's name (with
     /// " (fallback: …)" when the switch refused the group).
     pub path: String,
+    /// From the first post until the last member held the whole message (members
+    /// report their completion on the shared monotonic clock); None if one failed.
+    pub latency: Option<Duration>,
 }
 
 impl LeaderReport {
@@ -264,6 +272,91 @@ fn mrp_socket(local: Ipv4Addr) -> Result<UdpSocket, McastError> {
         .map_err(io(format!("UDP {local}:{MRP_UDP_PORT}")))?;
     s.set_nonblocking(true).map_err(io("MRP socket"))?;
     Ok(s)
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the machine (lab
+/// namespaces included), so a member's completion time compares with the leader's
+/// start.
+pub fn mono_ns() -> u64 {
+    // SAFETY: clock_gettime writes the timespec it is given.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// A member's verdict: whether its data matched, and when it held all of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Verdict {
+    ok: bool,
+    done_ns: u64,
+}
+
+/// Control message 5, `Result`: ok (1), CRC-32 (4), completion time (8, CLOCK_MONOTONIC ns).
+fn result_message(ok: bool, crc: u32, done_ns: u64) -> Vec<u8> {
+    let mut m = vec![ok as u8];
+    m.extend_from_slice(&crc.to_be_bytes());
+    m.extend_from_slice(&done_ns.to_be_bytes());
+    m
+}
+
+/// Collects every member's `Result` until all answered or `timeout` passes, calling
+/// `keep_alive` between polls (the leader's QPs still answer retransmissions).
+fn collect_verdicts(
+    conns: &mut [Control],
+    crc: u32,
+    timeout: Duration,
+    mut keep_alive: impl FnMut(),
+) -> Vec<Option<Verdict>> {
+    let mut verdicts: Vec<Option<Verdict>> = vec![None; conns.len()];
+    let deadline = StdInstant::now() + timeout;
+    while verdicts.iter().any(|v| v.is_none()) && StdInstant::now() < deadline {
+        keep_alive();
+        for (c, v) in conns.iter_mut().zip(verdicts.iter_mut()) {
+            if v.is_some() {
+                continue;
+            }
+            match c.recv() {
+                Ok(Some((5, b))) if b.len() == 13 => {
+                    let theirs = u32::from_be_bytes([b[1], b[2], b[3], b[4]]);
+                    *v = Some(Verdict {
+                        ok: b[0] == 1 && theirs == crc,
+                        done_ns: u64::from_be_bytes(b[5..13].try_into().expect("8 bytes")),
+                    });
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    *v = Some(Verdict {
+                        ok: false,
+                        done_ns: 0,
+                    })
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    verdicts
+}
+
+/// From the start of the transfer until the last member held everything, if all
+/// reported.
+fn latency(t0_ns: u64, verdicts: &[Option<Verdict>]) -> Option<Duration> {
+    let mut last = t0_ns;
+    for v in verdicts {
+        let v = (*v)?;
+        if !v.ok {
+            return None;
+        }
+        last = last.max(v.done_ns);
+    }
+    Some(Duration::from_nanos(last - t0_ns))
+}
+
+fn report_members(conns: &[Control], verdicts: &[Option<Verdict>]) -> Vec<(Ipv4Addr, bool)> {
+    conns
+        .iter()
+        .zip(verdicts)
+        .map(|(c, v)| (c.peer, v.is_some_and(|v| v.ok)))
+        .collect()
 }
 
 /// Frees the group's switch state (sent twice: it is one UDP datagram).
@@ -407,17 +500,14 @@ pub fn lead(cfg: &LeaderConfig, data: Arc<[u8]>) -> Result<LeaderReport, McastEr
             let _ = c.send(4, &[0u8; 13]);
         }
     }
-    let (transfer, crc, verdicts) = result?;
+    let (transfer, t0_ns, crc, verdicts) = result?;
     Ok(LeaderReport {
         bytes: total,
         crc32: crc,
         registration,
         transfer,
-        members: conns
-            .iter()
-            .zip(&verdicts)
-            .map(|(c, v)| (c.peer, v.unwrap_or(false)))
-            .collect(),
+        members: report_members(&conns, &verdicts),
+        latency: latency(t0_ns, &verdicts),
         retransmitted: ep.qp.stats().tx_retransmitted,
         path: "cepheus".into(),
     })
@@ -493,13 +583,17 @@ fn run_overlay(
     driver_cfg: DriverConfig,
     buf: &mut [u8],
     timeout: Duration,
-) -> Result<(), McastError> {
+) -> Result<u64, McastError> {
     let clock = Clock::new();
+    let mut held_ns = None;
     let mut driver = BroadcastDriver::new(scheme, n as u32, 0, rank as u32, driver_cfg)
         .map_err(|e| McastError::Protocol(e.to_string()))?;
     let peers: Vec<(usize, u32)> = set.qpns().map(|q| (((q & 0xff) as usize), q)).collect();
     let mut last = StdInstant::now();
     while !driver.is_complete() {
+        if held_ns.is_none() && driver.has_message() {
+            held_ns = Some(mono_ns());
+        }
         while let Some(a) = driver.poll_action() {
             if let DriverAction::SendBlock { id, to, block, .. } = a {
                 let (off, len) = driver_cfg.block_range(block);
@@ -558,7 +652,7 @@ fn run_overlay(
                 .map_err(io("wait"))?;
         }
     }
-    Ok(())
+    Ok(held_ns.unwrap_or_else(mono_ns))
 }
 
 /// Control message 6, `Overlay`: scheme (1: its index in `Scheme::ALL`), block bytes
@@ -642,6 +736,7 @@ fn lead_overlay(
         c.send(4, &done).map_err(io("send Done"))?;
     }
     let t0 = StdInstant::now();
+    let t0_ns = mono_ns();
     let mut own = data.to_vec();
     run_overlay(
         &mut set,
@@ -654,28 +749,10 @@ fn lead_overlay(
     )?;
     // Every member reports when it holds everything; the root keeps answering
     // retransmissions meanwhile.
-    let mut verdicts: Vec<Option<bool>> = vec![None; conns.len()];
     let clock = Clock::new();
-    while verdicts.iter().any(|v| v.is_none()) {
+    let verdicts = collect_verdicts(conns, crc, cfg.timeout, || {
         let _ = set.poll_once(&clock);
-        for (c, v) in conns.iter_mut().zip(verdicts.iter_mut()) {
-            if v.is_some() {
-                continue;
-            }
-            match c.recv() {
-                Ok(Some((5, b))) if b.len() == 5 => {
-                    let theirs = u32::from_be_bytes([b[1], b[2], b[3], b[4]]);
-                    *v = Some(b[0] == 1 && theirs == crc);
-                }
-                Ok(_) => {}
-                Err(_) => *v = Some(false),
-            }
-        }
-        if t0.elapsed() > cfg.timeout * 4 {
-            break;
-        }
-        std::thread::sleep(Duration::from_micros(100));
-    }
+    });
     let transfer = t0.elapsed();
     let retransmitted = set
         .qpns()
@@ -686,11 +763,8 @@ fn lead_overlay(
         crc32: crc,
         registration: Duration::ZERO,
         transfer,
-        members: conns
-            .iter()
-            .zip(&verdicts)
-            .map(|(c, v)| (c.peer, v.unwrap_or(false)))
-            .collect(),
+        members: report_members(conns, &verdicts),
+        latency: latency(t0_ns, &verdicts),
         retransmitted,
         path: if why.is_empty() {
             scheme.name().to_string()
@@ -707,10 +781,11 @@ fn transfer_and_close(
     ep: &mut Endpoint,
     clock: &Clock,
     conns: &mut [Control],
-) -> Result<(Duration, u32, Vec<Option<bool>>), McastError> {
+) -> Result<(Duration, u64, u32, Vec<Option<Verdict>>), McastError> {
     let total = data.len() as u64;
     // 3. Transfer.
     let t0 = StdInstant::now();
+    let t0_ns = mono_ns();
     let n_msgs = data.len().div_ceil(cfg.message_bytes).max(1);
     for i in 0..n_msgs {
         let a = i * cfg.message_bytes;
@@ -766,30 +841,11 @@ fn transfer_and_close(
     for c in conns.iter_mut() {
         c.send(4, &msg).map_err(io("send Done"))?;
     }
-    let mut verdicts: Vec<Option<bool>> = vec![None; conns.len()];
-    let deadline = StdInstant::now() + cfg.timeout;
-    while verdicts.iter().any(|v| v.is_none()) {
+    let verdicts = collect_verdicts(conns, crc, cfg.timeout, || {
         // Keep answering retransmissions while members finish.
         let _ = ep.poll_once(clock);
-        for (c, v) in conns.iter_mut().zip(verdicts.iter_mut()) {
-            if v.is_some() {
-                continue;
-            }
-            match c.recv() {
-                Ok(Some((5, b))) if b.len() == 5 => {
-                    let theirs = u32::from_be_bytes([b[1], b[2], b[3], b[4]]);
-                    *v = Some(b[0] == 1 && theirs == crc);
-                }
-                Ok(_) => {}
-                Err(_) => *v = Some(false),
-            }
-        }
-        if StdInstant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    Ok((transfer, crc, verdicts))
+    });
+    Ok((transfer, t0_ns, crc, verdicts))
 }
 
 /// A member's overlay broadcast, after the leader's `Overlay` message `msg`.
@@ -867,9 +923,8 @@ fn join_overlay(
     );
     let ours = crc32(&data);
     let ok = r.is_ok() && leader_ok && ours == leader_crc;
-    let mut res = vec![ok as u8];
-    res.extend_from_slice(&ours.to_be_bytes());
-    let _ = c.send(5, &res);
+    let held = *r.as_ref().unwrap_or(&0);
+    let _ = c.send(5, &result_message(ok, ours, held));
     // Stay a moment so peers still retransmitting to us get their ACKs.
     let clock = Clock::new();
     let until = StdInstant::now() + Duration::from_millis(100);
@@ -943,6 +998,10 @@ pub fn join(cfg: &MemberConfig) -> Result<MemberReport, McastError> {
     c.send(2, &join).map_err(io("send Join"))?;
 
     let mut parts: Vec<Option<Vec<u8>>> = vec![None; if write { 0 } else { n_msgs }];
+    let mut parts_held = 0usize;
+    // When the whole message was here: the last part (SEND), or the last data
+    // packet (WRITE, which completes nothing at the receiver).
+    let mut held_ns = 0u64;
     let mut last_progress = StdInstant::now();
     let verdict = loop {
         let act = ep.poll_once(&clock).map_err(io("endpoint"))?;
@@ -950,6 +1009,12 @@ pub fn join(cfg: &MemberConfig) -> Result<MemberReport, McastError> {
             match ev {
                 Event::Recv { wr_id, data, .. } => {
                     if let Some(p) = parts.get_mut(wr_id as usize) {
+                        if p.is_none() {
+                            parts_held += 1;
+                            if parts_held == n_msgs {
+                                held_ns = mono_ns();
+                            }
+                        }
                         *p = Some(data);
                     }
                     last_progress = StdInstant::now();
@@ -987,6 +1052,9 @@ pub fn join(cfg: &MemberConfig) -> Result<MemberReport, McastError> {
         }
         if act.received > 0 {
             last_progress = StdInstant::now();
+            if write {
+                held_ns = mono_ns();
+            }
         }
         if act.is_idle() {
             if last_progress.elapsed() > cfg.timeout {
@@ -1022,9 +1090,7 @@ pub fn join(cfg: &MemberConfig) -> Result<MemberReport, McastError> {
     };
     let ours = crc32(&data);
     let ok = leader_ok && data.len() == total_usize && ours == leader_crc;
-    let mut res = vec![ok as u8];
-    res.extend_from_slice(&ours.to_be_bytes());
-    let _ = c.send(5, &res);
+    let _ = c.send(5, &result_message(ok, ours, held_ns));
     // Let the leader read it before the socket closes.
     std::thread::sleep(Duration::from_millis(20));
     Ok(MemberReport {

@@ -1,0 +1,392 @@
+//! `rocast bench lab-bcast`: broadcast latency and goodput on real packets (issue 8).
+//! For each group size it brings up a `rocast lab` with the switch daemon, then for
+//! each message size and scheme runs `rocast mcast lead|join` on the hosts (Cepheus
+//! through the switch; chain, binomial tree and binomial pipeline over the same host
+//! runtime without switch help) and keeps the median of `--reps` runs. Optionally
+//! Open MPI's `MPI_Bcast` (TCP BTL between the namespaces) runs on the same lab.
+//!
+//! Output: an OSU-style table per scheme (`# Size  Avg Latency(us)`), a summary with
+//! goodput and the ratio of the best overlay's latency to Cepheus', a CSV and a PNG.
+//! Latency is from the leader's first post until the last member held the whole
+//! message, on the machine's one monotonic clock. A benchmark: it prints figures and
+//! asserts nothing.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+const LAB: &str = "bench";
+
+pub struct LabBcastArgs {
+    pub hosts: Vec<usize>,
+    pub sizes: Vec<u64>,
+    pub schemes: Vec<String>,
+    pub rate: String,
+    pub reps: usize,
+    pub out: PathBuf,
+    pub mpi: bool,
+}
+
+fn exe() -> Result<String, String> {
+    std::env::current_exe()
+        .map(|p| p.to_string_lossy().into_owned())
+        .map_err(|e| e.to_string())
+}
+
+fn run_rocast(args: &[&str]) -> Result<String, String> {
+    let o = Command::new(exe()?)
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !o.status.success() {
+        return Err(format!(
+            "rocast {}: {}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+fn spawn_on(host: usize, args: &[String]) -> Result<Child, String> {
+    let h = format!("h{host}");
+    let bin = exe()?;
+    let mut a: Vec<&str> = vec!["lab", "exec", "--name", LAB, &h, "--", &bin];
+    a.extend(args.iter().map(String::as_str));
+    Command::new(&bin)
+        .args(&a)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())
+}
+
+fn host_ip(i: usize) -> String {
+    format!("10.77.0.{}", i + 1)
+}
+
+/// One transfer of `file` from h0 to h1..h(n-1) by `scheme`; its latency in µs.
+fn one_run(n: usize, file: &Path, size: u64, scheme: &str) -> Result<f64, String> {
+    let joins = (1..n)
+        .map(|i| {
+            spawn_on(
+                i,
+                &[
+                    "mcast".into(),
+                    "join".into(),
+                    "--bind".into(),
+                    host_ip(i),
+                    "--leader".into(),
+                    host_ip(0),
+                    "--timeout".into(),
+                    "30".into(),
+                ],
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // Overlay blocks: an eighth of the message, 16 KB to 1 MB (RDMC's default is 1 MB).
+    let block = (size / 8).clamp(16 << 10, 1 << 20);
+    let mut args: Vec<String> = [
+        "mcast",
+        "lead",
+        "--bind",
+        &host_ip(0),
+        "--members",
+        &(n - 1).to_string(),
+        "--file",
+        &file.to_string_lossy(),
+        "--block",
+        &block.to_string(),
+        "--timeout",
+        "30",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if scheme != "cepheus" {
+        args.push("--overlay".into());
+        args.push(scheme.into());
+    }
+    let lead = spawn_on(0, &args)?
+        .wait_with_output()
+        .map_err(|e| e.to_string())?;
+    for j in joins {
+        let _ = j.wait_with_output();
+    }
+    let text = String::from_utf8_lossy(&lead.stdout).into_owned();
+    if !lead.status.success() {
+        return Err(format!(
+            "{scheme} {size} B: {text}{}",
+            String::from_utf8_lossy(&lead.stderr)
+        ));
+    }
+    let at = text
+        .find("latency ")
+        .ok_or_else(|| format!("no latency in {text:?}"))?;
+    text[at + 8..]
+        .split_whitespace()
+        .next()
+        .and_then(|v| v.parse::<f64>().ok())
+        .ok_or_else(|| format!("no latency in {text:?}"))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Seeded bytes (the content does not matter for timing; members verify it anyway).
+fn payload(len: u64) -> Vec<u8> {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Open MPI's MPI_Bcast over TCP between the lab's namespaces: mpirun in h0, its
+/// daemons started in the other namespaces by an rsh agent that enters them.
+fn mpi_run(n: usize, sizes: &[u64], out: &Path) -> Result<Vec<(u64, f64)>, String> {
+    let repo = std::env::current_dir().map_err(|e| e.to_string())?;
+    let script = repo.join("python/mpi_bcast.py");
+    let python = repo.join(".venv/bin/python");
+    if !script.exists() || !python.exists() {
+        return Err("needs python/mpi_bcast.py and .venv (run from the repository root)".into());
+    }
+    let agent = out.join("lab-rsh-agent.sh");
+    // Open MPI calls `agent HOST CMD…`; HOST is 10.77.0.(i+1) → namespace h<i>.
+    std::fs::write(
+        &agent,
+        format!(
+            "#!/bin/sh\nhost=$1; shift\ni=${{host##*.}}\nexec ip netns exec rocast-{LAB}-h$((i-1)) sh -c \"$*\"\n"
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    let _ = Command::new("chmod").arg("+x").arg(&agent).status();
+    let hostfile = out.join("lab-hosts.txt");
+    let hosts: String = (0..n)
+        .map(|i| format!("{} slots=1\n", host_ip(i)))
+        .collect();
+    std::fs::write(&hostfile, hosts).map_err(|e| e.to_string())?;
+    let mut a: Vec<String> = vec![
+        "h0".into(),
+        "--".into(),
+        "env".into(),
+        "OMPI_ALLOW_RUN_AS_ROOT=1".into(),
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1".into(),
+        "mpirun".into(),
+        "-np".into(),
+        n.to_string(),
+        "--hostfile".into(),
+        hostfile.to_string_lossy().into_owned(),
+        "--mca".into(),
+        "plm_rsh_agent".into(),
+        agent.to_string_lossy().into_owned(),
+        "--mca".into(),
+        "btl".into(),
+        "tcp,self".into(),
+        "--mca".into(),
+        "btl_tcp_if_include".into(),
+        "eth0".into(),
+        "--mca".into(),
+        "oob_tcp_if_include".into(),
+        "eth0".into(),
+        python.to_string_lossy().into_owned(),
+        script.to_string_lossy().into_owned(),
+    ];
+    a.extend(sizes.iter().map(|s| s.to_string()));
+    let mut full = vec![
+        "lab".to_string(),
+        "exec".into(),
+        "--name".into(),
+        LAB.into(),
+    ];
+    full.extend(a);
+    let o = Command::new(exe()?)
+        .args(&full)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&o.stdout);
+    if !o.status.success() {
+        return Err(format!(
+            "mpirun failed: {text}{}",
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            match f.as_slice() {
+                [s, lat] => Some((s.parse().ok()?, lat.parse().ok()?)),
+                _ => None,
+            }
+        })
+        .collect())
+}
+
+pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("lab-bcast builds network namespaces: run it as root".into());
+    }
+    if a.reps == 0 || a.hosts.iter().any(|&n| !(2..=64).contains(&n)) {
+        return Err("--reps must be positive and --hosts between 2 and 64".into());
+    }
+    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    let mut csv = String::from("hosts,size,scheme,latency_us,goodput_gbps\n");
+    let mut text = String::new();
+    for &n in &a.hosts {
+        run_rocast(&["lab", "down", "--name", LAB])?;
+        run_rocast(&[
+            "lab",
+            "up",
+            "--name",
+            LAB,
+            "--hosts",
+            &n.to_string(),
+            "--switch",
+            "--rate",
+            &a.rate,
+        ])?;
+        let result = (|| -> Result<(), String> {
+            let mut rows: Vec<(u64, Vec<f64>)> = Vec::new();
+            for &size in &a.sizes {
+                let file = a.out.join(format!("payload-{size}.bin"));
+                std::fs::write(&file, payload(size)).map_err(|e| e.to_string())?;
+                let mut lat = Vec::new();
+                for scheme in &a.schemes {
+                    let runs = (0..a.reps)
+                        .map(|_| one_run(n, &file, size, scheme))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let us = median(runs);
+                    let gbps = size as f64 * 8.0 / (us * 1e3);
+                    let _ = writeln!(csv, "{n},{size},{scheme},{us:.1},{gbps:.4}");
+                    lat.push(us);
+                }
+                let _ = std::fs::remove_file(&file);
+                eprintln!("lab-bcast: {n} hosts, {size} B done");
+                rows.push((size, lat));
+            }
+            let mpi = if a.mpi {
+                match mpi_run(n, &a.sizes, &a.out) {
+                    Ok(v) => Some(v),
+                    Err(e) => {
+                        let _ = writeln!(text, "# Open MPI: not measured: {e}");
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            // OSU-style tables, one per scheme.
+            for (k, scheme) in a.schemes.iter().enumerate() {
+                let _ = writeln!(
+                    text,
+                    "# OSU MPI Broadcast Latency Test (rocast lab, real packets): {scheme}, {n} hosts, links {}\n# Size       Avg Latency(us)",
+                    a.rate
+                );
+                for (size, lat) in &rows {
+                    let _ = writeln!(text, "{size:<12}{:>16.2}", lat[k]);
+                }
+                let _ = writeln!(text);
+            }
+            if let Some(m) = &mpi {
+                let _ = writeln!(
+                    text,
+                    "# OSU MPI Broadcast Latency Test (Open MPI MPI_Bcast, TCP BTL): {n} hosts, links {}\n# Size       Avg Latency(us)",
+                    a.rate
+                );
+                for (size, us) in m {
+                    let _ = writeln!(text, "{size:<12}{us:>16.2}");
+                    let gbps = *size as f64 * 8.0 / (us * 1e3);
+                    let _ = writeln!(csv, "{n},{size},open-mpi,{us:.1},{gbps:.4}");
+                }
+                let _ = writeln!(text);
+            }
+            // Summary: goodput and Cepheus against the best overlay.
+            let _ = write!(text, "# {n} hosts: goodput (Gbit/s)\n{:>10}", "size");
+            for s in &a.schemes {
+                let _ = write!(text, " {s:>10}");
+            }
+            if mpi.is_some() {
+                let _ = write!(text, " {:>10}", "open-mpi");
+            }
+            let _ = writeln!(text, " {:>14}", "best/cepheus");
+            for (size, lat) in &rows {
+                let _ = write!(text, "{size:>10}");
+                for us in lat {
+                    let _ = write!(text, " {:>10.3}", *size as f64 * 8.0 / (us * 1e3));
+                }
+                let mpi_us = mpi
+                    .as_ref()
+                    .and_then(|m| m.iter().find(|x| x.0 == *size).map(|x| x.1));
+                if mpi.is_some() {
+                    match mpi_us {
+                        Some(us) => {
+                            let _ = write!(text, " {:>10.3}", *size as f64 * 8.0 / (us * 1e3));
+                        }
+                        None => {
+                            let _ = write!(text, " {:>10}", "-");
+                        }
+                    }
+                }
+                let cep = a
+                    .schemes
+                    .iter()
+                    .position(|s| s == "cepheus")
+                    .map(|i| lat[i]);
+                let best = a
+                    .schemes
+                    .iter()
+                    .zip(lat)
+                    .filter(|(s, _)| *s != "cepheus")
+                    .map(|(_, &l)| l)
+                    .chain(mpi_us)
+                    .fold(f64::INFINITY, f64::min);
+                match cep {
+                    Some(c) if best.is_finite() => {
+                        let _ = writeln!(text, " {:>14.2}", best / c);
+                    }
+                    _ => {
+                        let _ = writeln!(text, " {:>14}", "-");
+                    }
+                }
+            }
+            let _ = writeln!(
+                text,
+                "best/cepheus: the fastest other scheme's latency over Cepheus' (above 1: Cepheus is faster)\n"
+            );
+            Ok(())
+        })();
+        run_rocast(&["lab", "down", "--name", LAB])?;
+        result?;
+    }
+    print!("{text}");
+    std::fs::write(a.out.join("lab-bcast.txt"), &text).map_err(|e| e.to_string())?;
+    let csv_path = a.out.join("lab-bcast.csv");
+    std::fs::write(&csv_path, csv).map_err(|e| e.to_string())?;
+    let png = a.out.join("lab-bcast.png");
+    let plotted = Command::new(".venv/bin/python")
+        .args([
+            "python/plot_lab_bcast.py",
+            &csv_path.to_string_lossy(),
+            &png.to_string_lossy(),
+            &format!("broadcast on real packets, links {}", a.rate),
+        ])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if plotted {
+        println!("plot: {}", png.display());
+    } else {
+        println!("no plot (run from the repository root after scripts/install-deps.sh)");
+    }
+    println!("outputs in {}", a.out.display());
+    Ok(())
+}

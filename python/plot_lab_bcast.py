@@ -1,0 +1,40 @@
+"""Plot broadcast on real packets (rocast bench lab-bcast).
+
+Usage: plot_lab_bcast.py lab-bcast.csv lab-bcast.png "title"
+
+The CSV has one row per point: hosts, size (bytes), scheme, latency_us, goodput_gbps.
+One column of panels per group size: latency against message size (log-log) above,
+goodput below, one line per scheme.
+"""
+
+import sys
+
+from plotcli import run
+
+
+def draw(df, title, plt):
+    groups = sorted(df["hosts"].unique())
+    fig, axes = plt.subplots(2, len(groups), figsize=(5 * len(groups), 6.5), squeeze=False)
+    for col, n in enumerate(groups):
+        g = df[df["hosts"] == n]
+        lat, put = axes[0, col], axes[1, col]
+        for scheme, s in g.groupby("scheme", sort=False):
+            s = s.sort_values("size")
+            lat.plot(s["size"], s["latency_us"], marker="o", label=scheme, linewidth=1)
+            put.plot(s["size"], s["goodput_gbps"], marker="o", label=scheme, linewidth=1)
+        lat.set_xscale("log", base=2)
+        lat.set_yscale("log")
+        lat.set_title(f"{title}: {n} hosts", fontsize=9)
+        lat.set_ylabel("latency (us)")
+        lat.grid(alpha=0.3)
+        lat.legend(fontsize=7)
+        put.set_xscale("log", base=2)
+        put.set_xlabel("message size (bytes)")
+        put.set_ylabel("goodput (Gbit/s)")
+        put.set_ylim(bottom=0)
+        put.grid(alpha=0.3)
+    return fig
+
+
+if __name__ == "__main__":
+    sys.exit(run(__doc__, draw))
