@@ -53,6 +53,12 @@ pub struct SwitchCmd {
     /// ECN RED marking when shaping: KMIN_KB,KMAX_KB,PMAX.
     #[arg(long)]
     ecn: Option<String>,
+    /// Drop frames leaving --loss-port with this probability (seeded): a lossy link.
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Ports whose egress --loss applies to (repeatable; default every port).
+    #[arg(long = "loss-port")]
+    loss_ports: Vec<u16>,
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
     #[arg(long)]
     duration: Option<f64>,
@@ -137,6 +143,10 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
             return Err("--duration must be a positive number of seconds".into());
         }
     }
+    if !(0.0..1.0).contains(&cmd.loss) {
+        return Err("--loss must be in [0, 1)".into());
+    }
+    let n_ports = ports.len();
     let cfg = SwitchConfig {
         pipeline: FrameSwitchConfig {
             ports: ports.len() as u16,
@@ -150,6 +160,14 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
         cnp_window: CoreDuration::from_us(cmd.cnp_window_us.max(1)),
         hosts,
         shaping,
+        loss: (cmd.loss > 0.0).then(|| {
+            let ports = if cmd.loss_ports.is_empty() {
+                (0..n_ports as u16).collect()
+            } else {
+                cmd.loss_ports.clone()
+            };
+            (ports, cmd.loss)
+        }),
         control: cmd.control,
         seed: cmd.seed,
     };

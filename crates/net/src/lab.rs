@@ -226,7 +226,8 @@ impl LabSpec {
                 format!("{} (must be 68..=65535)", opts.mtu),
             ));
         }
-        if opts.shaper == ShaperChoice::Tbf && opts.loss.unwrap_or(0.0) > 0.0 {
+        let daemon = matches!(opts.medium, Medium::Switch { .. });
+        if opts.shaper == ShaperChoice::Tbf && opts.loss.unwrap_or(0.0) > 0.0 && !daemon {
             return Err(invalid("--loss", "tbf cannot drop packets; use netem"));
         }
         let mut opts = opts;
@@ -524,7 +525,9 @@ fn plan_steps(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
         run(words(&format!("ip -n {h} link set eth0 up")));
         run(words(&format!("ip -n {sw} link set p{i} up")));
         run(qdisc_cmd(spec, shaper, &h, "eth0", None));
+        // With the switch daemon, the daemon drops (the same everywhere, netem or not).
         let port_loss = match o.loss_host {
+            _ if matches!(o.medium, Medium::Switch { .. }) => None,
             Some(only) if only != i => None,
             _ => loss.as_deref(),
         };
@@ -569,6 +572,14 @@ fn plan_steps(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
             for i in 0..spec.hosts() {
                 argv.push("--host".into());
                 argv.push(format!("{}@{i}={}", host_ip(&o.subnet, i), host_mac(i)));
+            }
+            if let Some(p) = o.loss.filter(|&p| p > 0.0) {
+                argv.push("--loss".into());
+                argv.push(p.to_string());
+                if let Some(h) = o.loss_host {
+                    argv.push("--loss-port".into());
+                    argv.push(h.to_string());
+                }
             }
             argv.push("--control".into());
             argv.push(switch_socket(name).to_string_lossy().into_owned());
@@ -882,7 +893,10 @@ impl Lab {
                     return Err(LabError::NoNetem {
                         what: "--shaper netem".into(),
                     });
-                } else if let Some(p) = spec.loss_percent() {
+                } else if let Some(p) = spec
+                    .loss_percent()
+                    .filter(|_| !matches!(spec.opts.medium, Medium::Switch { .. }))
+                {
                     return Err(LabError::NoNetem {
                         what: format!("--loss ({p})"),
                     });

@@ -103,6 +103,8 @@ pub struct PortStats {
     pub tx_errors: u64,
     /// Tail drops of the egress queue (shaping).
     pub queue_drops: u64,
+    /// Frames dropped on purpose (`--loss`): the lossy link of a recovery test.
+    pub injected_drops: u64,
     pub ecn_marked: u64,
     /// Datagrams from an address other than the port's remote (dgram).
     pub foreign: u64,
@@ -378,6 +380,8 @@ pub struct SwitchConfig {
         rocast_core::wire::EthernetAddress,
     )>,
     pub shaping: Option<Shaping>,
+    /// Drop each frame leaving these ports with this probability (seeded).
+    pub loss: Option<(Vec<u16>, f64)>,
     pub control: Option<PathBuf>,
     pub seed: u64,
 }
@@ -387,6 +391,9 @@ pub struct SwitchDaemon {
     sw: FrameSwitch,
     ports: Vec<Port>,
     shaping: Option<Shaping>,
+    /// Per port, the drop probability as a threshold on a u64 draw (0: none).
+    loss_threshold: Vec<u64>,
+    loss_rng: ChaCha8Rng,
     rng: ChaCha8Rng,
     control: Option<(UnixListener, PathBuf)>,
     clock: Clock,
@@ -433,9 +440,23 @@ impl SwitchDaemon {
             }
             None => None,
         };
+        let mut loss_threshold = vec![0u64; ports.len()];
+        if let Some((lossy, p)) = &cfg.loss {
+            if !(0.0..1.0).contains(p) {
+                return Err(format!("loss {p}: must be in [0, 1)"));
+            }
+            for &port in lossy {
+                *loss_threshold
+                    .get_mut(port as usize)
+                    .ok_or_else(|| format!("loss on port {port}: no such port"))? =
+                    (p * 2f64.powi(64)) as u64;
+            }
+        }
         Ok(SwitchDaemon {
             sw,
             ports,
+            loss_threshold,
+            loss_rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x6c6f_7373),
             shaping: cfg.shaping,
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             control,
@@ -485,6 +506,11 @@ impl SwitchDaemon {
     }
 
     fn enqueue(&mut self, f: OutFrame) {
+        let t = self.loss_threshold[f.port as usize];
+        if t > 0 && self.loss_rng.next_u64() < t {
+            self.ports[f.port as usize].stats.injected_drops += 1;
+            return;
+        }
         let port = &mut self.ports[f.port as usize];
         let Some(sh) = self.shaping else {
             port.transmit(&f.frame);
@@ -632,8 +658,8 @@ impl SwitchDaemon {
             let s = &p.stats;
             let _ = writeln!(
                 t,
-                "port {i} {:?} rx_frames {} rx_bytes {} tx_frames {} tx_bytes {} tx_errors {} queue_drops {} ecn_marked {} foreign {} oversize {}",
-                p.spec, s.rx_frames, s.rx_bytes, s.tx_frames, s.tx_bytes, s.tx_errors, s.queue_drops, s.ecn_marked, s.foreign, s.oversize
+                "port {i} {:?} rx_frames {} rx_bytes {} tx_frames {} tx_bytes {} tx_errors {} queue_drops {} injected_drops {} ecn_marked {} foreign {} oversize {}",
+                p.spec, s.rx_frames, s.rx_bytes, s.tx_frames, s.tx_bytes, s.tx_errors, s.queue_drops, s.injected_drops, s.ecn_marked, s.foreign, s.oversize
             );
         }
         let f = self.sw.stats();
@@ -821,6 +847,7 @@ mod tests {
             cnp_window: CoreDuration::from_us(50),
             hosts: Vec::new(),
             shaping: None,
+            loss: None,
             control: None,
             seed: 1,
         };
