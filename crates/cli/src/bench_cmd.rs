@@ -6,6 +6,23 @@ use rocast_core::time::Duration;
 
 #[derive(Debug, Subcommand)]
 pub enum BenchCmd {
+    /// 3-replica writes on real packets (Cepheus Table I analogue, root): IOPS of
+    /// 1-unicast, 3-unicasts and Cepheus multicast in a 4-host `rocast lab`.
+    LabIops {
+        #[arg(long, default_value = "8K")]
+        io: String,
+        #[arg(long, default_value_t = 2000)]
+        ios: u64,
+        /// Writes in flight per unicast connection.
+        #[arg(long, default_value_t = 16)]
+        depth: u8,
+        #[arg(long, default_value = "1gbit")]
+        rate: String,
+        #[arg(long, default_value_t = 3)]
+        reps: usize,
+        #[arg(long, default_value = "out/lab-iops")]
+        out: std::path::PathBuf,
+    },
     /// Broadcast latency and goodput on real packets in a `rocast lab` (root): Cepheus
     /// through `rocast switch` against chain, binomial tree and binomial pipeline over
     /// the same host runtime, and optionally Open MPI's MPI_Bcast. OSU-format tables,
@@ -66,6 +83,21 @@ fn peak_rss_kb() -> Option<u64> {
 
 pub fn run(cmd: BenchCmd) -> Result<(), String> {
     match cmd {
+        BenchCmd::LabIops {
+            io,
+            ios,
+            depth,
+            rate,
+            reps,
+            out,
+        } => crate::lab_bench::lab_iops(
+            &rate,
+            rocast_sim::config::parse_bytes(&io)?,
+            ios,
+            depth.max(1),
+            reps,
+            &out,
+        ),
         BenchCmd::LabBcast {
             hosts,
             sizes,

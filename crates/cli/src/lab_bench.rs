@@ -68,6 +68,23 @@ fn host_ip(i: usize) -> String {
 
 /// One transfer of `file` from h0 to h1..h(n-1) by `scheme`; its latency in µs.
 fn one_run(n: usize, file: &Path, size: u64, scheme: &str) -> Result<f64, String> {
+    // Overlay blocks: an eighth of the message, 16 KB to 1 MB (RDMC's default is 1 MB).
+    let block = (size / 8).clamp(16 << 10, 1 << 20);
+    let extra: Vec<String> = if scheme == "cepheus" {
+        Vec::new()
+    } else {
+        vec![
+            "--overlay".into(),
+            scheme.into(),
+            "--block".into(),
+            block.to_string(),
+        ]
+    };
+    transfer_latency(n, file, &extra)
+}
+
+/// Runs `mcast lead` (with `extra` options) from h0 to h1..h(n-1); the latency in µs.
+fn transfer_latency(n: usize, file: &Path, extra: &[String]) -> Result<f64, String> {
     let joins = (1..n)
         .map(|i| {
             spawn_on(
@@ -85,8 +102,6 @@ fn one_run(n: usize, file: &Path, size: u64, scheme: &str) -> Result<f64, String
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
-    // Overlay blocks: an eighth of the message, 16 KB to 1 MB (RDMC's default is 1 MB).
-    let block = (size / 8).clamp(16 << 10, 1 << 20);
     let mut args: Vec<String> = [
         "mcast",
         "lead",
@@ -96,18 +111,13 @@ fn one_run(n: usize, file: &Path, size: u64, scheme: &str) -> Result<f64, String
         &(n - 1).to_string(),
         "--file",
         &file.to_string_lossy(),
-        "--block",
-        &block.to_string(),
         "--timeout",
         "30",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
-    if scheme != "cepheus" {
-        args.push("--overlay".into());
-        args.push(scheme.into());
-    }
+    args.extend_from_slice(extra);
     let lead = spawn_on(0, &args)?
         .wait_with_output()
         .map_err(|e| e.to_string())?;
@@ -117,7 +127,7 @@ fn one_run(n: usize, file: &Path, size: u64, scheme: &str) -> Result<f64, String
     let text = String::from_utf8_lossy(&lead.stdout).into_owned();
     if !lead.status.success() {
         return Err(format!(
-            "{scheme} {size} B: {text}{}",
+            "{extra:?}: {text}{}",
             String::from_utf8_lossy(&lead.stderr)
         ));
     }
@@ -388,5 +398,79 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
         println!("no plot (run from the repository root after scripts/install-deps.sh)");
     }
     println!("outputs in {}", a.out.display());
+    Ok(())
+}
+
+/// The 3-replica write benchmark (Cepheus Table I's analogue): `ios` messages of
+/// `io_bytes` from h0 — to one replica by RC unicast, to three by three unicasts (the
+/// overlay's sequential scheme: the source sends each message to each replica), and to
+/// three by Cepheus multicast through the switch. Prints IOPS per case and the ratio
+/// of multicast to 1-unicast.
+pub fn lab_iops(
+    rate: &str,
+    io_bytes: u64,
+    ios: u64,
+    depth: u8,
+    reps: usize,
+    out: &Path,
+) -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("lab-iops builds network namespaces: run it as root".into());
+    }
+    if io_bytes == 0 || ios == 0 || reps == 0 {
+        return Err("--io, --ios and --reps must be positive".into());
+    }
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let file = out.join("iops-payload.bin");
+    std::fs::write(&file, payload(io_bytes * ios)).map_err(|e| e.to_string())?;
+    run_rocast(&["lab", "down", "--name", LAB])?;
+    run_rocast(&[
+        "lab", "up", "--name", LAB, "--hosts", "4", "--switch", "--rate", rate,
+    ])?;
+    let io = io_bytes.to_string();
+    let d = depth.to_string();
+    let unicast: Vec<String> = ["--overlay", "sequential", "--block", &io, "--window", &d]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let multicast: Vec<String> = ["--message", &io, "--op", "write"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let cases: [(&str, usize, &Vec<String>); 3] = [
+        ("1-unicast", 2, &unicast),
+        ("3-unicasts", 4, &unicast),
+        ("multicast", 4, &multicast),
+    ];
+    let result = (|| -> Result<String, String> {
+        let mut text = format!(
+            "# 3-replica writes of {io_bytes} B x {ios} from h0, links {rate} (Cepheus Table I analogue)\n{:<12} {:>10} {:>12}\n",
+            "case", "IOPS", "latency ms"
+        );
+        let mut iops = Vec::new();
+        for (name, n, extra) in cases {
+            let runs = (0..reps)
+                .map(|_| transfer_latency(n, &file, extra))
+                .collect::<Result<Vec<_>, _>>()?;
+            let us = median(runs);
+            let rate = ios as f64 / (us / 1e6);
+            iops.push(rate);
+            text.push_str(&format!("{name:<12} {rate:>10.0} {:>12.2}\n", us / 1e3));
+        }
+        text.push_str(&format!(
+            "multicast / 1-unicast = {:.2}; multicast / 3-unicasts = {:.2}\n\
+             (unicast cases: {depth} writes in flight per connection; multicast: the QP's \
+             256-packet window)\n",
+            iops[2] / iops[0],
+            iops[2] / iops[1]
+        ));
+        Ok(text)
+    })();
+    run_rocast(&["lab", "down", "--name", LAB])?;
+    let _ = std::fs::remove_file(&file);
+    let text = result?;
+    print!("{text}");
+    std::fs::write(out.join("lab-iops.txt"), &text).map_err(|e| e.to_string())?;
     Ok(())
 }

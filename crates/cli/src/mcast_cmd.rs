@@ -85,6 +85,9 @@ pub struct LeadArgs {
     /// Block size of the overlay schedules.
     #[arg(long, default_value = "1M")]
     block: String,
+    /// Sends an overlay rank keeps in flight (RDMC: 1).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..))]
+    window: u8,
 }
 
 #[derive(Debug, Args)]
@@ -183,6 +186,7 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
                 overlay: a.overlay.as_deref().map(str::parse::<Scheme>).transpose()?,
                 fallback: a.fallback.parse::<Scheme>()?,
                 block_bytes: parse_size(&a.block)?,
+                window: a.window,
                 timeout,
             };
             match lead(&cfg, Arc::from(data)) {

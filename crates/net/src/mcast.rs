@@ -109,6 +109,9 @@ pub struct LeaderConfig {
     pub fallback: Scheme,
     /// Block size of the overlay schedules.
     pub block_bytes: usize,
+    /// Sends an overlay rank keeps in flight (RDMC: 1; more keeps small blocks
+    /// flowing), 1..=255.
+    pub window: u8,
     /// Give up when nothing progresses for this long.
     pub timeout: Duration,
 }
@@ -656,18 +659,20 @@ fn run_overlay(
 }
 
 /// Control message 6, `Overlay`: scheme (1: its index in `Scheme::ALL`), block bytes
-/// (4), pacing rate in Mbit/s (4, 0 for none), then the roster of IPv4 addresses in
+/// (4), pacing rate in Mbit/s (4, 0 for none), window (1), then the roster of IPv4 addresses in
 /// rank order (the leader is rank 0).
 fn overlay_message(
     scheme: Scheme,
     block: usize,
     rate_bps: Option<u64>,
+    window: u8,
     roster: &[Ipv4Addr],
 ) -> Vec<u8> {
     let code = Scheme::ALL.iter().position(|&x| x == scheme).unwrap_or(0) as u8;
     let mut m = vec![code];
     m.extend_from_slice(&(block as u32).to_be_bytes());
     m.extend_from_slice(&((rate_bps.unwrap_or(0) / 1_000_000) as u32).to_be_bytes());
+    m.push(window);
     for ip in roster {
         m.extend_from_slice(&ip.octets());
     }
@@ -695,10 +700,10 @@ fn lead_overlay(
     let driver_cfg = DriverConfig {
         message_bytes: data.len() as u64,
         block_bytes: cfg.block_bytes as u64,
-        window: 2,
+        window: cfg.window.max(1) as u32,
         ready_for_block: false,
     };
-    let msg = overlay_message(scheme, cfg.block_bytes, cfg.rate_bps, &roster);
+    let msg = overlay_message(scheme, cfg.block_bytes, cfg.rate_bps, cfg.window, &roster);
     // Members learn their rank from their position in the roster.
     for c in conns.iter_mut() {
         c.send(6, &msg).map_err(io("send Overlay"))?;
@@ -855,7 +860,7 @@ fn join_overlay(
     msg: &[u8],
     total: usize,
 ) -> Result<MemberReport, McastError> {
-    if msg.len() < 9 || (msg.len() - 9) % 4 != 0 {
+    if msg.len() < 10 || (msg.len() - 10) % 4 != 0 || msg[9] == 0 {
         return Err(McastError::Protocol("bad Overlay".into()));
     }
     let scheme = *Scheme::ALL
@@ -864,7 +869,8 @@ fn join_overlay(
     let block = u32::from_be_bytes([msg[1], msg[2], msg[3], msg[4]]) as u64;
     let mbps = u32::from_be_bytes([msg[5], msg[6], msg[7], msg[8]]) as u64;
     let rate_bps = (mbps > 0).then_some(mbps * 1_000_000);
-    let roster: Vec<Ipv4Addr> = msg[9..]
+    let window = msg[9] as u32;
+    let roster: Vec<Ipv4Addr> = msg[10..]
         .chunks(4)
         .map(|b| Ipv4Addr::new(b[0], b[1], b[2], b[3]))
         .collect();
@@ -879,7 +885,7 @@ fn join_overlay(
     let driver_cfg = DriverConfig {
         message_bytes: total as u64,
         block_bytes: block,
-        window: 2,
+        window,
         ready_for_block: false,
     };
     let mut set = overlay_qps(
