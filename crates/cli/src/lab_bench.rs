@@ -17,6 +17,147 @@ use std::process::{Child, Command, Stdio};
 
 const LAB: &str = "bench";
 
+/// `rocast lab run`: the `transfer` scenario on real packets. Brings up lab `name`
+/// with `multicast.group` hosts and the switch, writes the scenario's data (the same
+/// bytes the simulator sends, `rocast_core::payload`), has h0 send it by WRITE in
+/// `message`-sized messages to the others, and prints each member's CRC-32 in the
+/// simulator's format.
+pub fn lab_run(
+    preset: Option<&str>,
+    file: Option<&Path>,
+    sets: &[String],
+    name: &str,
+) -> Result<String, String> {
+    use rocast_sim::config::{parse_bytes, Scenario};
+    let sc = match (preset, file) {
+        (Some(p), _) => Scenario::preset(p, sets).map_err(|e| e.to_string())?,
+        (None, Some(f)) => {
+            let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
+            Scenario::from_toml(&text, sets).map_err(|e| e.to_string())?
+        }
+        (None, None) => return Err("give --preset or --scenario".into()),
+    };
+    let m = &sc.multicast;
+    if m.experiment != "transfer" {
+        return Err(format!(
+            "multicast.experiment is {:?}: `lab run` runs transfer scenarios",
+            m.experiment
+        ));
+    }
+    let n = m.group as usize;
+    if !(2..=64).contains(&n) || m.messages == 0 {
+        return Err(
+            "transfer: multicast.group must be 2..64 and multicast.messages positive".into(),
+        );
+    }
+    let size = parse_bytes(&m.message)?;
+    let data = rocast_core::payload::transfer_data(sc.seed, m.messages, size as usize);
+    let dir = std::env::temp_dir().join(format!("rocast-lab-run-{name}"));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let file = dir.join("data.bin");
+    std::fs::write(&file, &data).map_err(|e| e.to_string())?;
+    run_rocast(&["lab", "down", "--name", name])?;
+    run_rocast(&[
+        "lab",
+        "up",
+        "--name",
+        name,
+        "--hosts",
+        &n.to_string(),
+        "--switch",
+    ])?;
+    let result = (|| -> Result<String, String> {
+        let bin = exe()?;
+        let outs: Vec<PathBuf> = (1..n).map(|i| dir.join(format!("h{i}.bin"))).collect();
+        let joins = (1..n)
+            .map(|i| {
+                let h = format!("h{i}");
+                Command::new(&bin)
+                    .args([
+                        "lab",
+                        "exec",
+                        "--name",
+                        name,
+                        &h,
+                        "--",
+                        &bin,
+                        "mcast",
+                        "join",
+                        "--bind",
+                        &host_ip(i),
+                        "--leader",
+                        &host_ip(0),
+                        "--out",
+                        &outs[i - 1].to_string_lossy(),
+                        "--timeout",
+                        "30",
+                    ])
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let lead = Command::new(&bin)
+            .args([
+                "lab",
+                "exec",
+                "--name",
+                name,
+                "h0",
+                "--",
+                &bin,
+                "mcast",
+                "lead",
+                "--bind",
+                &host_ip(0),
+                "--members",
+                &(n - 1).to_string(),
+                "--file",
+                &file.to_string_lossy(),
+                "--message",
+                &size.to_string(),
+                "--op",
+                "write",
+                "--timeout",
+                "30",
+            ])
+            .output()
+            .map_err(|e| e.to_string())?;
+        for j in joins {
+            let _ = j.wait_with_output();
+        }
+        let lead_text = String::from_utf8_lossy(&lead.stdout).into_owned();
+        if !lead.status.success() {
+            return Err(format!(
+                "transfer failed: {lead_text}{}",
+                String::from_utf8_lossy(&lead.stderr)
+            ));
+        }
+        let mut text = format!(
+            "# transfer: {} x {} B from rank 0 to ranks 1..{}, seed {} (lab, real packets: {})\n",
+            m.messages,
+            size,
+            n - 1,
+            sc.seed,
+            lead_text.lines().next().unwrap_or("").trim()
+        );
+        for (r, out) in outs.iter().enumerate() {
+            let got = std::fs::read(out).unwrap_or_default();
+            text.push_str(&format!(
+                "rank {} bytes {} crc32 {:08x}\n",
+                r + 1,
+                got.len(),
+                rocast_core::payload::crc32(&got)
+            ));
+        }
+        Ok(text)
+    })();
+    run_rocast(&["lab", "down", "--name", name])?;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
 pub struct LabBcastArgs {
     pub hosts: Vec<usize>,
     pub sizes: Vec<u64>,

@@ -24,6 +24,25 @@ pub enum LabCmd {
     Status(NameArg),
     /// Run a command in a lab namespace (`ip netns exec`); exits with its status.
     Exec(ExecArgs),
+    /// Run a `transfer` scenario (the one `rocast sim` runs) on real packets: a lab of
+    /// `multicast.group` hosts with the switch, one multicast, each member's CRC-32.
+    Run(RunArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// A built-in scenario (e.g. `transfer`)...
+    #[arg(long, conflicts_with = "scenario")]
+    preset: Option<String>,
+    /// ...or a scenario file.
+    #[arg(long)]
+    scenario: Option<std::path::PathBuf>,
+    /// Override a scenario key, as `rocast sim --set`.
+    #[arg(long = "set")]
+    sets: Vec<String>,
+    /// Lab name used for the run (brought up and removed).
+    #[arg(long, default_value = "run")]
+    name: String,
 }
 
 #[derive(Debug, Args)]
@@ -99,6 +118,23 @@ pub fn run(cmd: LabCmd) -> ExitCode {
         LabCmd::Down(a) => lab::down(&a.name).map(|r| println!("{r}")),
         LabCmd::Status(a) => lab::status(&a.name).map(|s| print!("{s}")),
         LabCmd::Exec(a) => exec(a),
+        LabCmd::Run(a) => {
+            return match crate::lab_bench::lab_run(
+                a.preset.as_deref(),
+                a.scenario.as_deref(),
+                &a.sets,
+                &a.name,
+            ) {
+                Ok(text) => {
+                    print!("{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("rocast lab run: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

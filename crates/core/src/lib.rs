@@ -12,10 +12,12 @@
 //!   agents), multicast source switching (PSN synchronisation), safeguard fallback.
 //! - [`plan`]: topologies (fat-tree, leaf–spine, HPCC files, failures) and routing.
 //! - [`time`]: the one integer clock type the core uses; drivers supply `now`.
+//! - [`payload`]: deterministic message bytes, the same in the simulator and the lab.
 
 pub mod control;
 pub mod fabric;
 pub mod overlay;
+pub mod payload;
 pub mod plan;
 pub mod rnic;
 pub mod time;

@@ -169,11 +169,7 @@ fn v4(a: Ipv4Addr) -> Ipv4Address {
     Ipv4Address(a.octets())
 }
 
-fn crc32(b: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(b);
-    h.finalize()
-}
+use rocast_core::payload::crc32;
 
 /// A framed, non-blocking control connection.
 struct Control {

@@ -24,8 +24,6 @@
 
 use std::sync::Arc;
 
-use rand_chacha::ChaCha8Rng;
-use rand_core::{RngCore, SeedableRng};
 use rocast_core::control::source::synchronise_source_switch;
 use rocast_core::control::{
     Confirmation, FallbackReason, GroupSpec, MemberAgent, RegistrationConfig,
@@ -149,6 +147,9 @@ pub struct CepheusOutcome {
     pub duplicates: u64,
     /// Members (hosts) whose memory differs from what was sent (with `verify_data`).
     pub corrupt_receivers: Vec<u32>,
+    /// With `verify_data`: CRC-32 of what each member's application holds, in member
+    /// order (the source first), for comparison with a real run of the scenario.
+    pub member_crc32: Vec<u32>,
     pub fallback: Option<Fallback>,
     pub source_feedback: SourceFeedback,
     /// All switches' multicast counters, summed.
@@ -198,11 +199,7 @@ impl CepheusOutcome {
     }
 }
 
-fn message_data(seed: u64, i: u32, len: usize) -> Vec<u8> {
-    let mut b = vec![0u8; len];
-    ChaCha8Rng::seed_from_u64(seed ^ ((i as u64) << 32 | 0x5eed)).fill_bytes(&mut b);
-    b
-}
+use rocast_core::payload::message_data;
 
 /// Runs one group's transfer on an otherwise idle fabric.
 pub fn run_cepheus(
@@ -709,6 +706,14 @@ impl<'s> GroupRun<'s> {
             .map(SourceFeedback::of)
             .or(self.source_feedback)
             .unwrap_or_default();
+        let member_crc32 = if self.spec.verify_data {
+            self.app_buffers
+                .iter()
+                .map(|b| rocast_core::payload::crc32(b))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let corrupt_receivers = if self.spec.verify_data {
             let len = self.spec.message_bytes as usize;
             let mut want = Vec::with_capacity(len * self.spec.messages as usize);
@@ -735,6 +740,7 @@ impl<'s> GroupRun<'s> {
             duplicates: self.duplicates,
             source_switches: self.source_switches,
             corrupt_receivers,
+            member_crc32,
             fallback: self.fallback,
             source_feedback,
             switches,

@@ -52,6 +52,7 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "peel-fig7" => crate::peel_eval::fig7(sc, base)?,
         "tmcf-cpmp" => crate::cc_eval::cpmp(sc, base)?,
         "tmcf-moving" => crate::cc_eval::moving(sc, base)?,
+        "transfer" => transfer(sc, &topo, &cfg)?,
         other => {
             return Err(format!(
             "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp or tmcf-moving"
@@ -196,6 +197,46 @@ pub(crate) fn fmt_size(b: u64) -> String {
         b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
         b => b.to_string(),
     }
+}
+
+/// The conformance scenario: host 0 multicasts `messages` × `message` bytes of
+/// seeded data to hosts 1..group; one line per member with the CRC-32 of what its
+/// application holds, in the format `rocast lab run` prints for the same scenario.
+fn transfer(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport, String> {
+    let m = &sc.multicast;
+    let n = m.group;
+    if n < 2 || n as usize > topo.num_hosts() || m.messages == 0 {
+        return Err(format!(
+            "transfer: multicast.group must be 2..{} and multicast.messages positive",
+            topo.num_hosts()
+        ));
+    }
+    let size = parse_bytes(&m.message)?;
+    let mut spec = CepheusSpec::new(0, (1..n).collect(), size);
+    spec.messages = m.messages;
+    spec.verify_data = true;
+    spec.seed = sc.seed;
+    let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
+    let mut text = format!(
+        "# transfer: {} x {} B from rank 0 to ranks 1..{}, seed {} (simulated)\n",
+        m.messages,
+        size,
+        n - 1,
+        sc.seed
+    );
+    for (r, crc) in out.member_crc32.iter().enumerate().skip(1) {
+        text.push_str(&format!(
+            "rank {r} bytes {} crc32 {crc:08x}\n",
+            size * m.messages as u64
+        ));
+    }
+    if !out.corrupt_receivers.is_empty() {
+        return Err(format!("hosts {:?} hold wrong data", out.corrupt_receivers));
+    }
+    Ok(EvalReport {
+        text,
+        files: Vec::new(),
+    })
 }
 
 /// `(lo, hi)` of a non-empty list.

@@ -110,6 +110,9 @@ pub struct MulticastConfig {
     /// TMCF moving bottleneck (`tmcf-moving`): unicasts among the receivers as
     /// [source, destination, start ms, megabytes].
     pub unicasts: Vec<[f64; 4]>,
+    /// `transfer` (the sim/lab conformance scenario): messages of `message` bytes
+    /// from host 0 to hosts 1..group.
+    pub messages: u32,
 }
 
 impl Default for MulticastConfig {
@@ -157,6 +160,7 @@ impl Default for MulticastConfig {
             start_ms: 2.0,
             phase_ms: 1.0,
             unicasts: Vec::new(),
+            messages: 1,
         }
     }
 }
@@ -488,6 +492,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("peel-fig7", include_str!("../scenarios/peel-fig7.toml")),
     ("tmcf-cpmp", include_str!("../scenarios/tmcf-cpmp.toml")),
     ("tmcf-moving", include_str!("../scenarios/tmcf-moving.toml")),
+    ("transfer", include_str!("../scenarios/transfer.toml")),
 ];
 
 pub fn preset_names() -> String {
