@@ -62,7 +62,15 @@ fn main() -> ExitCode {
         Command::Sim(cmd) => finish("rocast sim", sim_cmd::run(cmd)),
         Command::Bench(cmd) => finish("rocast bench", bench_cmd::run(cmd)),
         Command::Switch(cmd) => finish("rocast switch", switch_cmd::run(cmd)),
-        Command::Mcast(cmd) => mcast_cmd::run(cmd),
+        Command::Mcast(cmd) => {
+            // `rocast mcast … | head`: end quietly on a closed pipe. Its sockets are
+            // TCP (sent with MSG_NOSIGNAL by std) and UDP, which never raise SIGPIPE.
+            // SAFETY: sets a signal disposition to SIG_DFL before any thread starts.
+            unsafe {
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            }
+            mcast_cmd::run(cmd)
+        }
         Command::Bcast(cmd) => finish("rocast bcast", bcast_cmd::run(cmd)),
         Command::Tree(cmd) => {
             // `rocast tree … | head`: end quietly on a closed pipe, as Unix filters

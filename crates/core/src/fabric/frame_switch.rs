@@ -80,8 +80,10 @@ pub struct FrameSwitchStats {
     pub hairpin_drops: u64,
     /// Addressed to a group address but not a RoCE packet that parses.
     pub roce_malformed: u64,
-    /// Replicas not sent because the packet's ICRC did not verify (never laundered).
-    pub bridge_errors: u64,
+    /// RoCE packets to a group whose ICRC did not verify: dropped before the engine
+    /// sees them, so a corrupted packet neither changes the MFT nor is laundered into
+    /// copies with a fresh ICRC.
+    pub bad_icrc: u64,
     /// Replicas or feedback for a host whose MAC is not known.
     pub no_mac: u64,
     pub mrp_in: u64,
@@ -375,6 +377,11 @@ impl FrameSwitch {
             self.stats.roce_malformed += 1;
             return;
         };
+        // Verified once here; each bridged copy then gets a fresh ICRC from `emit`.
+        if !pkt.icrc_ok(ip_bytes) {
+            self.stats.bad_icrc += 1;
+            return;
+        }
         let mut actions = std::mem::take(&mut self.actions);
         actions.clear();
         if self.cepheus.handle_packet(now, in_port, &pkt, &mut actions) == Handling::NotMulticast {
@@ -384,7 +391,7 @@ impl FrameSwitch {
         for a in &actions {
             match *a {
                 CepheusAction::Replicate { port, bridge } => {
-                    self.replica(port, bridge, ip_bytes, out)
+                    self.replica(port, bridge, &pkt, ip_bytes, out)
                 }
                 CepheusAction::Feedback { port, packet } => {
                     let repr = packet.repr(&pkt);
@@ -402,19 +409,20 @@ impl FrameSwitch {
         &mut self,
         port: u16,
         bridge: Option<Bridge>,
+        pkt: &RoceRepr<'_>,
         ip_bytes: &[u8],
         out: &mut Vec<OutFrame>,
     ) {
-        let mut copy = ip_bytes.to_vec();
-        let dst = match bridge {
+        let (copy, dst) = match bridge {
             Some(b) => {
-                if b.rewrite_ip_packet(&mut copy).is_err() {
-                    self.stats.bridge_errors += 1;
-                    return;
-                }
-                self.next_hop_mac(port, b.dst_ip)
+                // Rewritten from the parsed packet: checksum and ICRC recomputed once.
+                let mut r = *pkt;
+                b.apply(&mut r);
+                let mut copy = vec![0u8; r.buffer_len()];
+                r.emit(&mut copy);
+                (copy, self.next_hop_mac(port, b.dst_ip))
             }
-            None => Some(EthernetAddress::BROADCAST),
+            None => (ip_bytes.to_vec(), Some(EthernetAddress::BROADCAST)),
         };
         self.stats.replicated_bytes += copy.len() as u64;
         self.emit_ip(port, dst, &copy, out);

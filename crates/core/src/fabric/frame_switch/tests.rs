@@ -388,7 +388,8 @@ fn bad_frames_are_counted_and_never_forwarded_or_laundered() {
     corrupt[n - 10] ^= 0xff;
     sw.handle_frame(now(), 0, &corrupt, &mut out);
     assert!(out.is_empty());
-    assert_eq!(sw.stats().bridge_errors, 3);
+    assert_eq!(sw.stats().bad_icrc, 1);
+    assert_eq!(sw.cepheus().stats.data_in, 0, "the engine never saw it");
 }
 
 #[test]
