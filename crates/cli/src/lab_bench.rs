@@ -67,73 +67,12 @@ pub fn lab_run(
         "--switch",
     ])?;
     let result = (|| -> Result<String, String> {
-        let bin = exe()?;
         let outs: Vec<PathBuf> = (1..n).map(|i| dir.join(format!("h{i}.bin"))).collect();
-        let joins = (1..n)
-            .map(|i| {
-                let h = format!("h{i}");
-                Command::new(&bin)
-                    .args([
-                        "lab",
-                        "exec",
-                        "--name",
-                        name,
-                        &h,
-                        "--",
-                        &bin,
-                        "mcast",
-                        "join",
-                        "--bind",
-                        &host_ip(i),
-                        "--leader",
-                        &host_ip(0),
-                        "--out",
-                        &outs[i - 1].to_string_lossy(),
-                        "--timeout",
-                        "30",
-                    ])
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|e| e.to_string())
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let lead = Command::new(&bin)
-            .args([
-                "lab",
-                "exec",
-                "--name",
-                name,
-                "h0",
-                "--",
-                &bin,
-                "mcast",
-                "lead",
-                "--bind",
-                &host_ip(0),
-                "--members",
-                &(n - 1).to_string(),
-                "--file",
-                &file.to_string_lossy(),
-                "--message",
-                &size.to_string(),
-                "--op",
-                "write",
-                "--timeout",
-                "30",
-            ])
-            .output()
-            .map_err(|e| e.to_string())?;
-        for j in joins {
-            let _ = j.wait_with_output();
-        }
-        let lead_text = String::from_utf8_lossy(&lead.stdout).into_owned();
-        if !lead.status.success() {
-            return Err(format!(
-                "transfer failed: {lead_text}{}",
-                String::from_utf8_lossy(&lead.stderr)
-            ));
-        }
+        let extra: Vec<String> = ["--message", &size.to_string(), "--op", "write"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let lead_text = run_group(name, n, &file, &extra, Some(&outs))?;
         let mut text = format!(
             "# transfer: {} x {} B from rank 0 to ranks 1..{}, seed {} (lab, real packets: {})\n",
             m.messages,
@@ -190,10 +129,10 @@ fn run_rocast(args: &[&str]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
-fn spawn_on(host: usize, args: &[String]) -> Result<Child, String> {
+fn spawn_on(lab: &str, host: usize, args: &[String]) -> Result<Child, String> {
     let h = format!("h{host}");
     let bin = exe()?;
-    let mut a: Vec<&str> = vec!["lab", "exec", "--name", LAB, &h, "--", &bin];
+    let mut a: Vec<&str> = vec!["lab", "exec", "--name", lab, &h, "--", &bin];
     a.extend(args.iter().map(String::as_str));
     Command::new(&bin)
         .args(&a)
@@ -201,6 +140,61 @@ fn spawn_on(host: usize, args: &[String]) -> Result<Child, String> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| e.to_string())
+}
+
+/// One group transfer in lab `lab`: `mcast join` on h1..h(n-1) (writing `outs[i-1]`
+/// when given), then `mcast lead` on h0 sending `file` with `extra` options. Returns
+/// the leader's output; a failed transfer is an error.
+fn run_group(
+    lab: &str,
+    n: usize,
+    file: &Path,
+    extra: &[String],
+    outs: Option<&[PathBuf]>,
+) -> Result<String, String> {
+    let joins = (1..n)
+        .map(|i| {
+            let mut args: Vec<String> = ["mcast", "join", "--bind", &host_ip(i), "--leader"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            args.extend([host_ip(0), "--timeout".into(), "30".into()]);
+            if let Some(o) = outs {
+                args.extend(["--out".into(), o[i - 1].to_string_lossy().into_owned()]);
+            }
+            spawn_on(lab, i, &args)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut args: Vec<String> = [
+        "mcast",
+        "lead",
+        "--bind",
+        &host_ip(0),
+        "--members",
+        &(n - 1).to_string(),
+        "--file",
+        &file.to_string_lossy(),
+        "--timeout",
+        "30",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend_from_slice(extra);
+    let lead = spawn_on(lab, 0, &args)?
+        .wait_with_output()
+        .map_err(|e| e.to_string())?;
+    for j in joins {
+        let _ = j.wait_with_output();
+    }
+    let text = String::from_utf8_lossy(&lead.stdout).into_owned();
+    if !lead.status.success() {
+        return Err(format!(
+            "{extra:?}: {text}{}",
+            String::from_utf8_lossy(&lead.stderr)
+        ));
+    }
+    Ok(text)
 }
 
 fn host_ip(i: usize) -> String {
@@ -226,52 +220,7 @@ fn one_run(n: usize, file: &Path, size: u64, scheme: &str) -> Result<f64, String
 
 /// Runs `mcast lead` (with `extra` options) from h0 to h1..h(n-1); the latency in µs.
 fn transfer_latency(n: usize, file: &Path, extra: &[String]) -> Result<f64, String> {
-    let joins = (1..n)
-        .map(|i| {
-            spawn_on(
-                i,
-                &[
-                    "mcast".into(),
-                    "join".into(),
-                    "--bind".into(),
-                    host_ip(i),
-                    "--leader".into(),
-                    host_ip(0),
-                    "--timeout".into(),
-                    "30".into(),
-                ],
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut args: Vec<String> = [
-        "mcast",
-        "lead",
-        "--bind",
-        &host_ip(0),
-        "--members",
-        &(n - 1).to_string(),
-        "--file",
-        &file.to_string_lossy(),
-        "--timeout",
-        "30",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.extend_from_slice(extra);
-    let lead = spawn_on(0, &args)?
-        .wait_with_output()
-        .map_err(|e| e.to_string())?;
-    for j in joins {
-        let _ = j.wait_with_output();
-    }
-    let text = String::from_utf8_lossy(&lead.stdout).into_owned();
-    if !lead.status.success() {
-        return Err(format!(
-            "{extra:?}: {text}{}",
-            String::from_utf8_lossy(&lead.stderr)
-        ));
-    }
+    let text = run_group(LAB, n, file, extra, None)?;
     let at = text
         .find("latency ")
         .ok_or_else(|| format!("no latency in {text:?}"))?;
@@ -289,15 +238,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Seeded bytes (the content does not matter for timing; members verify it anyway).
 fn payload(len: u64) -> Vec<u8> {
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    rocast_core::payload::message_data(0x2545_f491, 0, len as usize)
 }
 
 /// Open MPI's MPI_Bcast over TCP between the lab's namespaces: mpirun in h0, its

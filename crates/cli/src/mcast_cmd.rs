@@ -117,17 +117,9 @@ fn parse_size(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{s:?}: expected a size from 1 to 2G (K, M, G suffixes)"))
 }
 
-/// Seeded bytes that differ per position (so a misplaced packet is caught).
+/// Seeded bytes (`rocast_core::payload`, as the simulator generates them).
 fn generated(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    rocast_core::payload::message_data(seed, 0, len)
 }
 
 fn common(c: &Common) -> Result<(GroupAddressSpace, Duration), String> {

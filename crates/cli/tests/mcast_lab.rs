@@ -9,17 +9,9 @@ use std::process::{Child, Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rocast");
 
-/// Seeded bytes that differ per position, so a misplaced packet is caught.
+/// Seeded bytes, so a misplaced packet is caught.
 fn data(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 32) as u8
-        })
-        .collect()
+    rocast_core::payload::message_data(seed, 0, len)
 }
 
 fn host_ip(i: usize) -> String {
