@@ -8,7 +8,9 @@
 use clap::{Args, Subcommand, ValueEnum};
 use rocast_core::fabric::cepheus::GroupAddressSpace;
 use rocast_core::overlay::Scheme;
-use rocast_net::mcast::{join, lead, LeaderConfig, McastOp, MemberConfig, CONTROL_PORT};
+use rocast_net::mcast::{
+    Leader, LeaderConfig, McastOp, Member, MemberConfig, MemberEvent, CONTROL_PORT,
+};
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -88,6 +90,10 @@ pub struct LeadArgs {
     /// Sends an overlay rank keeps in flight (RDMC: 1).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..))]
     window: u8,
+    /// Send the buffer this many times in the one group (registration once); a line
+    /// per send, then the median latency.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
 }
 
 #[derive(Debug, Args)]
@@ -172,6 +178,7 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
                     OpArg::Write => McastOp::Write,
                 },
                 message_bytes: parse_size(&a.message)?,
+                capacity: data.len(),
                 control_port: a.common.control_port,
                 mtu: a.common.mtu,
                 rate_bps: (a.rate_mbps > 0).then(|| a.rate_mbps * 1_000_000),
@@ -181,31 +188,57 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
                 window: a.window,
                 timeout,
             };
-            match lead(&cfg, Arc::from(data)) {
-                Ok(r) => {
-                    println!(
-                        "multicast {} bytes (crc32 {:08x}) via {} to {} members: registration {:.1} ms, transfer {:.1} ms, latency {} us, {:.3} Gbit/s goodput, {} packets retransmitted",
-                        r.bytes,
-                        r.crc32,
-                        r.path,
-                        r.members.len(),
-                        r.registration.as_secs_f64() * 1e3,
-                        r.transfer.as_secs_f64() * 1e3,
-                        r.latency
-                            .map_or("-".into(), |l| format!("{:.1}", l.as_secs_f64() * 1e6)),
-                        r.goodput_gbps(),
-                        r.retransmitted
-                    );
-                    for (ip, ok) in &r.members {
-                        println!("  member {ip}: {}", if *ok { "ok" } else { "FAILED" });
-                    }
-                    Ok(r.all_ok())
-                }
+            let data: Arc<[u8]> = Arc::from(data);
+            let mut group = match Leader::create(&cfg) {
+                Ok(g) => g,
                 Err(e) => {
                     println!("multicast failed: {e}");
-                    Ok(false)
+                    return Ok(false);
+                }
+            };
+            let mut all_ok = true;
+            let mut latencies = Vec::new();
+            for _ in 0..a.repeat {
+                match group.send(data.clone()) {
+                    Ok(r) => {
+                        println!(
+                            "multicast {} bytes (crc32 {:08x}) via {} to {} members: registration {:.1} ms, transfer {:.1} ms, latency {} us, {:.3} Gbit/s goodput, {} packets retransmitted",
+                            r.bytes,
+                            r.crc32,
+                            r.path,
+                            r.members.len(),
+                            r.registration.as_secs_f64() * 1e3,
+                            r.transfer.as_secs_f64() * 1e3,
+                            r.latency
+                                .map_or("-".into(), |l| format!("{:.1}", l.as_secs_f64() * 1e6)),
+                            r.goodput_gbps(),
+                            r.retransmitted
+                        );
+                        for (ip, ok) in &r.members {
+                            println!("  member {ip}: {}", if *ok { "ok" } else { "FAILED" });
+                        }
+                        all_ok &= r.all_ok();
+                        latencies.extend(r.latency);
+                    }
+                    Err(e) => {
+                        println!("multicast failed: {e}");
+                        all_ok = false;
+                        break;
+                    }
                 }
             }
+            group.close(all_ok);
+            if !latencies.is_empty() {
+                latencies.sort();
+                println!(
+                    "summary: {} sends, latency median {:.1} us, min {:.1} us, max {:.1} us",
+                    latencies.len(),
+                    latencies[latencies.len() / 2].as_secs_f64() * 1e6,
+                    latencies[0].as_secs_f64() * 1e6,
+                    latencies[latencies.len() - 1].as_secs_f64() * 1e6
+                );
+            }
+            Ok(all_ok)
         }
         McastCmd::Join(a) => {
             let (space, timeout) = common(&a.common)?;
@@ -218,23 +251,42 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
                 mtu: a.common.mtu,
                 timeout,
             };
-            match join(&cfg) {
-                Ok(r) => {
-                    if let Some(out) = &a.out {
-                        std::fs::write(out, &r.data)
-                            .map_err(|e| format!("{}: {e}", out.display()))?;
-                    }
-                    println!(
-                        "received {} bytes (crc32 {:08x}): {}",
-                        r.data.len(),
-                        r.crc32,
-                        if r.ok { "ok" } else { "FAILED" }
-                    );
-                    Ok(r.ok)
-                }
+            let mut member = match Member::join(&cfg) {
+                Ok(m) => m,
                 Err(e) => {
                     println!("join failed: {e}");
-                    Ok(false)
+                    return Ok(false);
+                }
+            };
+            let mut all_ok = true;
+            let mut received = 0;
+            loop {
+                match member.next() {
+                    Ok(MemberEvent::Received(r)) => {
+                        if let Some(out) = &a.out {
+                            std::fs::write(out, &r.data)
+                                .map_err(|e| format!("{}: {e}", out.display()))?;
+                        }
+                        println!(
+                            "received {} bytes (crc32 {:08x}): {}",
+                            r.data.len(),
+                            r.crc32,
+                            if r.ok { "ok" } else { "FAILED" }
+                        );
+                        all_ok &= r.ok;
+                        received += 1;
+                    }
+                    Ok(MemberEvent::Closed { ok }) => {
+                        println!(
+                            "group closed by the leader: {}",
+                            if ok { "ok" } else { "FAILED" }
+                        );
+                        return Ok(all_ok && ok && received > 0);
+                    }
+                    Err(e) => {
+                        println!("join failed: {e}");
+                        return Ok(false);
+                    }
                 }
             }
         }

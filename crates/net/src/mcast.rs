@@ -96,6 +96,9 @@ pub struct LeaderConfig {
     pub op: McastOp,
     /// The data is cut into messages of at most this many bytes.
     pub message_bytes: usize,
+    /// The largest buffer one send may carry: members size their WRITE region (and
+    /// check announced sends) by it.
+    pub capacity: usize,
     pub control_port: u16,
     pub mtu: usize,
     /// Pace the leader's QP at this rate (an RNIC sends at its line rate; a software
@@ -367,426 +370,400 @@ fn release(mrp: &UdpSocket, mcst: Ipv4Addr) {
     }
 }
 
-/// Runs the leader: waits for `members` to join, registers the group, sends `data`,
-/// and collects every member's verdict.
-pub fn lead(cfg: &LeaderConfig, data: Arc<[u8]>) -> Result<LeaderReport, McastError> {
-    if cfg.members == 0 || cfg.message_bytes == 0 {
-        return Err(McastError::Protocol(
-            "need members and a message size".into(),
-        ));
-    }
-    let listener = TcpListener::bind(SocketAddrV4::new(cfg.local, cfg.control_port))
-        .map_err(io(format!("TCP {}:{}", cfg.local, cfg.control_port)))?;
-    listener.set_nonblocking(true).map_err(io("listener"))?;
-    let mrp = mrp_socket(cfg.local)?;
-    let clock = Clock::new();
-    let mut ep = endpoint(cfg.local, 0x11, cfg.mcst_id, cfg.mtu, cfg.rate_bps)?;
-    let total = data.len() as u64;
-    let mut params = vec![(cfg.op == McastOp::Write) as u8];
-    params.extend_from_slice(&total.to_be_bytes());
-    params.extend_from_slice(&(cfg.message_bytes as u32).to_be_bytes());
-
-    // 1. Member discovery.
-    let mut conns: Vec<Control> = Vec::new();
-    let mut joins: Vec<Option<MrpMember>> = Vec::new();
-    let deadline = StdInstant::now() + cfg.timeout;
-    while joins.iter().filter(|j| j.is_some()).count() < cfg.members {
-        if StdInstant::now() > deadline {
-            return Err(McastError::Timeout(format!(
-                "{} of {} members joined",
-                joins.iter().flatten().count(),
-                cfg.members
-            )));
-        }
-        match listener.accept() {
-            Ok((s, _)) => {
-                let mut c = Control::new(s).map_err(io("control"))?;
-                c.send(1, &params).map_err(io("send params"))?;
-                conns.push(c);
-                joins.push(None);
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(io("accept")(e)),
-        }
-        for (c, j) in conns.iter_mut().zip(joins.iter_mut()) {
-            if let Some((2, b)) = c.recv().map_err(io("control"))? {
-                if b.len() != 20 {
-                    return Err(McastError::Protocol("bad Join".into()));
-                }
-                let w = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-                let va = u64::from_be_bytes(b[8..16].try_into().expect("8 bytes"));
-                *j = Some(MrpMember {
-                    ip: Ipv4Address::from_u32(w(0)),
-                    qpn: w(4),
-                    region: (cfg.op == McastOp::Write).then_some((va, w(16))),
-                });
-            }
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-
-    let member_ips: Vec<Ipv4Addr> = joins
-        .iter()
-        .flatten()
-        .map(|m| Ipv4Addr::from(m.ip.0))
-        .collect();
-    if let Some(scheme) = cfg.overlay {
-        drop(ep);
-        return lead_overlay(cfg, &data, &mut conns, &member_ips, scheme, String::new());
-    }
-
-    // 2. Registration (Cepheus §III-C).
-    let reg_start = StdInstant::now();
-    let leader = MrpMember {
-        ip: v4(cfg.local),
-        qpn: 0x11,
-        region: (cfg.op == McastOp::Write).then_some((0, 0)),
-    };
-    let members: Vec<MrpMember> = joins.iter().flatten().copied().collect();
-    let spec = GroupSpec::in_space(cfg.group_space, v4(cfg.mcst_id), leader, members)
-        .map_err(|e| McastError::Registration(e.to_string()))?;
-    // A userspace switch and busy hosts answer in milliseconds, not microseconds.
-    let reg_cfg = RegistrationConfig {
-        timeout: CoreDuration::from_ms(250),
-        retries: 3,
-    };
-    let mut ctl = RegistrationController::new(spec, reg_cfg);
-    let send_mrp = |pkts: Vec<MrpRepr>| -> Result<(), McastError> {
-        for m in pkts {
-            let mut b = vec![0u8; m.buffer_len()];
-            m.emit(&mut b);
-            mrp.send_to(&b, SocketAddrV4::new(cfg.mcst_id, MRP_UDP_PORT))
-                .map_err(io("send MRP"))?;
-        }
-        Ok(())
-    };
-    send_mrp(ctl.start(clock.now()))?;
-    let registered = loop {
-        let now = clock.now();
-        if ctl.poll_timeout().is_some_and(|t| t <= now) {
-            send_mrp(ctl.handle_timeout(now))?;
-        }
-        for c in conns.iter_mut() {
-            if let Some((3, b)) = c.recv().map_err(io("control"))? {
-                let conf =
-                    Confirmation::parse(&b).map_err(|e| McastError::Protocol(e.to_string()))?;
-                ctl.handle_confirmation(clock.now(), &conf);
-            }
-        }
-        let mut buf = [0u8; 1500];
-        while let Ok((n, _)) = mrp.recv_from(&mut buf) {
-            if let Ok(r) = SwitchReport::parse(&buf[..n]) {
-                ctl.handle_switch_report(clock.now(), r);
-            }
-        }
-        if let Some(ev) = ctl.poll_event() {
-            break ev;
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    };
-    if let RegistrationEvent::Failed(f) = registered {
-        // The same transfer goes through the overlay (Cepheus §V-D, RDMC).
-        drop(ep);
-        let why = format!("registration failed: {f:?}");
-        return lead_overlay(cfg, &data, &mut conns, &member_ips, cfg.fallback, why);
-    }
-    let registration = reg_start.elapsed();
-    let result = transfer_and_close(cfg, &data, &mut ep, &clock, &mut conns);
-    release(&mrp, cfg.mcst_id);
-    if result.is_err() {
-        // Failure is reported to all, as success is.
-        for c in conns.iter_mut() {
-            let _ = c.send(4, &[0u8; 13]);
-        }
-    }
-    let (transfer, t0_ns, crc, verdicts) = result?;
-    Ok(LeaderReport {
-        bytes: total,
-        crc32: crc,
-        registration,
-        transfer,
-        members: report_members(&conns, &verdicts),
-        latency: latency(t0_ns, &verdicts),
-        retransmitted: ep.qp.stats().tx_retransmitted,
-        path: "cepheus".into(),
-    })
+/// How a group's data travels.
+enum LeaderPath {
+    /// Through the switch: one RC QP to (McstID, 1).
+    Cepheus { ep: Endpoint },
+    /// An overlay broadcast: one RC QP per schedule peer, on one socket.
+    Overlay {
+        set: QpSet,
+        roster: Vec<Ipv4Addr>,
+        scheme: Scheme,
+        /// Why the switch was not used, when it refused.
+        why: String,
+    },
+    /// Between the two: the switch QP closed, the overlay not up yet.
+    Detached,
 }
 
-/// The QPN rank `from` uses for its connection to rank `to` in an overlay broadcast
-/// (both ends compute it, so no exchange is needed; ranks < 256).
-fn overlay_qpn(from: usize, to: usize) -> u32 {
-    0x10000 | ((from as u32) << 8) | to as u32
+/// A group, at its leader: created once (member discovery, registration or the
+/// overlay), then any number of [`send`](Self::send)s, then [`close`](Self::close).
+pub struct Leader {
+    cfg: LeaderConfig,
+    conns: Vec<Control>,
+    mrp: UdpSocket,
+    clock: Clock,
+    path: LeaderPath,
+    registration: Duration,
+    seq: u32,
+    released: bool,
 }
 
-/// The QPs of `rank`'s overlay connections, receives posted for every block it will
-/// get, on one socket.
-fn overlay_qps(
-    local: Ipv4Addr,
-    rank: usize,
-    roster: &[Ipv4Addr],
-    driver_cfg: &DriverConfig,
-    scheme: Scheme,
-    mtu: usize,
-    rate_bps: Option<u64>,
-) -> Result<QpSet, McastError> {
-    let sched =
-        rocast_core::overlay::Schedule::new(scheme, roster.len() as u32, 0, driver_cfg.blocks())
-            .map_err(|e| McastError::Protocol(e.to_string()))?;
-    let mut set: Option<QpSet> = None;
-    for peer in sched.peers_of(rank as u32) {
-        let p = peer as usize;
-        let mut c = QpConfig::new(
-            v4(local),
-            overlay_qpn(rank, p),
-            v4(roster[p]),
-            overlay_qpn(p, rank),
-        );
-        c.udp_src_port = ROCEV2_UDP_PORT;
-        c.mtu = mtu;
-        c.retransmit_timeout = CoreDuration::from_ms(20);
-        let rate: Box<dyn RateController> = match rate_bps {
-            Some(r) => Box::new(FixedRate::with_burst(r, 64 << 10)),
-            None => Box::new(Unlimited::default()),
-        };
-        let mut qp = RcQueuePair::with_rate_controller(c, rate)
-            .map_err(|e| McastError::Protocol(e.to_string()))?;
-        let expected = sched
-            .receives_of(rank as u32)
-            .iter()
-            .filter(|(_, t)| t.peer == peer)
-            .count();
-        for i in 0..expected {
-            qp.post_recv(i as u64, driver_cfg.block_bytes as usize)
-                .map_err(|e| McastError::Protocol(e.to_string()))?;
-        }
-        if set.is_none() {
-            set = Some(
-                QpSet::bind(local, qp.max_packet_len()).map_err(io(format!("UDP {local}:4791")))?,
-            );
-        }
-        set.as_mut().expect("bound").add(qp).map_err(io("QP"))?;
-    }
-    set.map_or_else(
-        || QpSet::bind(local, 8192).map_err(io(format!("UDP {local}:4791"))),
-        Ok,
-    )
-}
-
-/// Runs `rank`'s part of an overlay broadcast until it holds the whole message and
-/// every send it owes completed. `buf` holds the message (the root's is full).
-fn run_overlay(
-    set: &mut QpSet,
-    rank: usize,
-    n: usize,
-    scheme: Scheme,
-    driver_cfg: DriverConfig,
-    buf: &mut [u8],
-    timeout: Duration,
-) -> Result<u64, McastError> {
-    let clock = Clock::new();
-    let mut held_ns = None;
-    let mut driver = BroadcastDriver::new(scheme, n as u32, 0, rank as u32, driver_cfg)
-        .map_err(|e| McastError::Protocol(e.to_string()))?;
-    let peers: Vec<(usize, u32)> = set.qpns().map(|q| (((q & 0xff) as usize), q)).collect();
-    let mut last = StdInstant::now();
-    while !driver.is_complete() {
-        if held_ns.is_none() && driver.has_message() {
-            held_ns = Some(mono_ns());
-        }
-        while let Some(a) = driver.poll_action() {
-            if let DriverAction::SendBlock { id, to, block, .. } = a {
-                let (off, len) = driver_cfg.block_range(block);
-                let qp = set
-                    .qp_mut(overlay_qpn(rank, to as usize))
-                    .ok_or_else(|| McastError::Protocol(format!("no QP to rank {to}")))?;
-                qp.post_send(SendRequest {
-                    wr_id: id as u64,
-                    op: SendOp::SendImm(block),
-                    data: Payload::Bytes(buf[off as usize..(off + len) as usize].into()),
-                })
-                .map_err(|e| McastError::Transfer(e.to_string()))?;
-            }
-        }
-        let busy = set.poll_once(&clock).map_err(io("overlay"))?;
-        for &(peer, qpn) in &peers {
-            let qp = set.qp_mut(qpn).expect("listed");
-            while let Some(ev) = qp.poll_event() {
-                last = StdInstant::now();
-                match ev {
-                    Event::SendComplete {
-                        wr_id,
-                        result: Ok(()),
-                    } => driver
-                        .on_send_complete(wr_id as u32)
-                        .map_err(|e| McastError::Protocol(e.to_string()))?,
-                    Event::Recv {
-                        data,
-                        imm: Some(block),
-                        ..
-                    } => {
-                        let (off, len) = driver_cfg.block_range(block);
-                        if data.len() as u64 != len || off + len > buf.len() as u64 {
-                            return Err(McastError::Protocol(format!(
-                                "block {block} of {} bytes",
-                                data.len()
-                            )));
-                        }
-                        buf[off as usize..(off + len) as usize].copy_from_slice(&data);
-                        driver
-                            .on_block(peer as u32, block)
-                            .map_err(|e| McastError::Protocol(e.to_string()))?;
-                    }
-                    Event::SendComplete { result: Err(e), .. }
-                    | Event::RecvError { error: e, .. }
-                    | Event::QpError(e) => return Err(McastError::Transfer(e.to_string())),
-                    _ => {}
-                }
-            }
-        }
-        if !busy {
-            if last.elapsed() > timeout {
-                return Err(McastError::Timeout("overlay broadcast stalled".into()));
-            }
-            set.wait(&clock, None, Duration::from_millis(1))
-                .map_err(io("wait"))?;
-        }
-    }
-    Ok(held_ns.unwrap_or_else(mono_ns))
-}
-
-/// Control message 6, `Overlay`: scheme (1: its index in `Scheme::ALL`), block bytes
-/// (4), pacing rate in Mbit/s (4, 0 for none), window (1), then the roster of IPv4 addresses in
-/// rank order (the leader is rank 0).
-fn overlay_message(
-    scheme: Scheme,
-    block: usize,
-    rate_bps: Option<u64>,
-    window: u8,
-    roster: &[Ipv4Addr],
-) -> Vec<u8> {
-    let code = Scheme::ALL.iter().position(|&x| x == scheme).unwrap_or(0) as u8;
-    let mut m = vec![code];
-    m.extend_from_slice(&(block as u32).to_be_bytes());
-    m.extend_from_slice(&((rate_bps.unwrap_or(0) / 1_000_000) as u32).to_be_bytes());
-    m.push(window);
-    for ip in roster {
-        m.extend_from_slice(&ip.octets());
-    }
+/// Control message 9, `Send`: sequence (4), bytes (8), CRC-32 (4) of the next buffer.
+fn send_message(seq: u32, bytes: u64, crc: u32) -> Vec<u8> {
+    let mut m = seq.to_be_bytes().to_vec();
+    m.extend_from_slice(&bytes.to_be_bytes());
+    m.extend_from_slice(&crc.to_be_bytes());
     m
 }
 
-/// The leader's overlay broadcast: tells every member the roster, waits until all
-/// have their connections up (message 7), says go (8) with the close (4), runs rank 0
-/// and collects the verdicts.
-fn lead_overlay(
-    cfg: &LeaderConfig,
-    data: &Arc<[u8]>,
-    conns: &mut [Control],
-    members: &[Ipv4Addr],
-    scheme: Scheme,
-    why: String,
-) -> Result<LeaderReport, McastError> {
-    let mut roster = vec![cfg.local];
-    roster.extend_from_slice(members);
-    if roster.len() > 256 {
-        return Err(McastError::Protocol(
-            "overlay groups hold at most 256 ranks".into(),
-        ));
-    }
-    let driver_cfg = DriverConfig {
-        message_bytes: data.len() as u64,
-        block_bytes: cfg.block_bytes as u64,
-        window: cfg.window.max(1) as u32,
-        ready_for_block: false,
-    };
-    let msg = overlay_message(scheme, cfg.block_bytes, cfg.rate_bps, cfg.window, &roster);
-    // Members learn their rank from their position in the roster.
-    for c in conns.iter_mut() {
-        c.send(6, &msg).map_err(io("send Overlay"))?;
-    }
-    let mut set = overlay_qps(
-        cfg.local,
-        0,
-        &roster,
-        &driver_cfg,
-        scheme,
-        cfg.mtu,
-        cfg.rate_bps,
-    )?;
-    let mut ready = vec![false; conns.len()];
-    let deadline = StdInstant::now() + cfg.timeout;
-    while ready.iter().any(|r| !r) {
-        for (c, r) in conns.iter_mut().zip(ready.iter_mut()) {
-            if let Some((7, _)) = c.recv().map_err(io("control"))? {
-                *r = true;
-            }
-        }
-        if StdInstant::now() > deadline {
-            return Err(McastError::Timeout(
-                "members never set up the overlay".into(),
+impl Leader {
+    /// Waits for `members` to join, registers the group with the switch (MRP), and
+    /// falls back to `cfg.fallback` when the switch refuses (or uses `cfg.overlay`).
+    pub fn create(cfg: &LeaderConfig) -> Result<Leader, McastError> {
+        if cfg.members == 0 || cfg.message_bytes == 0 || cfg.capacity == 0 {
+            return Err(McastError::Protocol(
+                "need members, a message size and a capacity".into(),
             ));
         }
-        std::thread::sleep(Duration::from_micros(200));
+        let listener = TcpListener::bind(SocketAddrV4::new(cfg.local, cfg.control_port))
+            .map_err(io(format!("TCP {}:{}", cfg.local, cfg.control_port)))?;
+        listener.set_nonblocking(true).map_err(io("listener"))?;
+        let mrp = mrp_socket(cfg.local)?;
+        let clock = Clock::new();
+        let ep = endpoint(cfg.local, 0x11, cfg.mcst_id, cfg.mtu, cfg.rate_bps)?;
+        let mut params = vec![(cfg.op == McastOp::Write) as u8];
+        params.extend_from_slice(&(cfg.capacity as u64).to_be_bytes());
+        params.extend_from_slice(&(cfg.message_bytes as u32).to_be_bytes());
+
+        // 1. Member discovery.
+        let mut conns: Vec<Control> = Vec::new();
+        let mut joins: Vec<Option<MrpMember>> = Vec::new();
+        let deadline = StdInstant::now() + cfg.timeout;
+        while joins.iter().filter(|j| j.is_some()).count() < cfg.members {
+            if StdInstant::now() > deadline {
+                return Err(McastError::Timeout(format!(
+                    "{} of {} members joined",
+                    joins.iter().flatten().count(),
+                    cfg.members
+                )));
+            }
+            match listener.accept() {
+                Ok((s, _)) => {
+                    let mut c = Control::new(s).map_err(io("control"))?;
+                    c.send(1, &params).map_err(io("send params"))?;
+                    conns.push(c);
+                    joins.push(None);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(io("accept")(e)),
+            }
+            for (c, j) in conns.iter_mut().zip(joins.iter_mut()) {
+                if let Some((2, b)) = c.recv().map_err(io("control"))? {
+                    if b.len() != 20 {
+                        return Err(McastError::Protocol("bad Join".into()));
+                    }
+                    let w = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+                    let va = u64::from_be_bytes(b[8..16].try_into().expect("8 bytes"));
+                    *j = Some(MrpMember {
+                        ip: Ipv4Address::from_u32(w(0)),
+                        qpn: w(4),
+                        region: (cfg.op == McastOp::Write).then_some((va, w(16))),
+                    });
+                }
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let members: Vec<MrpMember> = joins.iter().flatten().copied().collect();
+        let mut leader = Leader {
+            cfg: cfg.clone(),
+            conns,
+            mrp,
+            clock,
+            path: LeaderPath::Cepheus { ep },
+            registration: Duration::ZERO,
+            seq: 0,
+            released: true,
+        };
+        if let Some(scheme) = cfg.overlay {
+            leader.use_overlay(&members, scheme, String::new())?;
+            return Ok(leader);
+        }
+
+        // 2. Registration (Cepheus §III-C).
+        let reg_start = StdInstant::now();
+        let me = MrpMember {
+            ip: v4(cfg.local),
+            qpn: 0x11,
+            region: (cfg.op == McastOp::Write).then_some((0, 0)),
+        };
+        let spec = GroupSpec::in_space(cfg.group_space, v4(cfg.mcst_id), me, members.clone())
+            .map_err(|e| McastError::Registration(e.to_string()))?;
+        // A userspace switch and busy hosts answer in milliseconds, not microseconds.
+        let reg_cfg = RegistrationConfig {
+            timeout: CoreDuration::from_ms(250),
+            retries: 3,
+        };
+        let mut ctl = RegistrationController::new(spec, reg_cfg);
+        let send_mrp = |mrp: &UdpSocket, pkts: Vec<MrpRepr>| -> Result<(), McastError> {
+            for m in pkts {
+                let mut b = vec![0u8; m.buffer_len()];
+                m.emit(&mut b);
+                mrp.send_to(&b, SocketAddrV4::new(cfg.mcst_id, MRP_UDP_PORT))
+                    .map_err(io("send MRP"))?;
+            }
+            Ok(())
+        };
+        leader.released = false;
+        send_mrp(&leader.mrp, ctl.start(leader.clock.now()))?;
+        let registered = loop {
+            let now = leader.clock.now();
+            if ctl.poll_timeout().is_some_and(|t| t <= now) {
+                send_mrp(&leader.mrp, ctl.handle_timeout(now))?;
+            }
+            for c in leader.conns.iter_mut() {
+                if let Some((3, b)) = c.recv().map_err(io("control"))? {
+                    let conf =
+                        Confirmation::parse(&b).map_err(|e| McastError::Protocol(e.to_string()))?;
+                    ctl.handle_confirmation(leader.clock.now(), &conf);
+                }
+            }
+            let mut buf = [0u8; 1500];
+            while let Ok((n, _)) = leader.mrp.recv_from(&mut buf) {
+                if let Ok(r) = SwitchReport::parse(&buf[..n]) {
+                    ctl.handle_switch_report(leader.clock.now(), r);
+                }
+            }
+            if let Some(ev) = ctl.poll_event() {
+                break ev;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        };
+        leader.registration = reg_start.elapsed();
+        if let RegistrationEvent::Failed(f) = registered {
+            // The group goes through the overlay (Cepheus §V-D, RDMC).
+            leader.release();
+            leader.use_overlay(
+                &members,
+                cfg.fallback,
+                format!("registration failed: {f:?}"),
+            )?;
+        }
+        Ok(leader)
     }
-    let crc = crc32(data);
-    let mut done = vec![1u8];
-    done.extend_from_slice(&(data.len() as u64).to_be_bytes());
-    done.extend_from_slice(&crc.to_be_bytes());
-    for c in conns.iter_mut() {
-        c.send(8, &[]).map_err(io("send Go"))?;
-        c.send(4, &done).map_err(io("send Done"))?;
+
+    /// Switches the group to an overlay broadcast: tells every member the roster and
+    /// waits until all have their connections up.
+    fn use_overlay(
+        &mut self,
+        members: &[MrpMember],
+        scheme: Scheme,
+        why: String,
+    ) -> Result<(), McastError> {
+        let mut roster = vec![self.cfg.local];
+        roster.extend(members.iter().map(|m| Ipv4Addr::from(m.ip.0)));
+        if roster.len() > 256 {
+            return Err(McastError::Protocol(
+                "overlay groups hold at most 256 ranks".into(),
+            ));
+        }
+        // The switch QP's socket must go before the overlay's binds the same port.
+        self.path = LeaderPath::Detached;
+        let msg = overlay_message(
+            scheme,
+            self.cfg.block_bytes,
+            self.cfg.rate_bps,
+            self.cfg.window,
+            &roster,
+        );
+        for c in self.conns.iter_mut() {
+            c.send(6, &msg).map_err(io("send Overlay"))?;
+        }
+        let set = overlay_qps(self.cfg.local, self.cfg.mtu)?;
+        self.path = LeaderPath::Overlay {
+            set,
+            roster,
+            scheme,
+            why,
+        };
+        self.wait_ready()
     }
-    let t0 = StdInstant::now();
-    let t0_ns = mono_ns();
-    let mut own = data.to_vec();
-    run_overlay(
-        &mut set,
-        0,
-        roster.len(),
-        scheme,
-        driver_cfg,
-        &mut own,
-        cfg.timeout,
-    )?;
-    // Every member reports when it holds everything; the root keeps answering
-    // retransmissions meanwhile.
-    let clock = Clock::new();
-    let verdicts = collect_verdicts(conns, crc, cfg.timeout, || {
-        let _ = set.poll_once(&clock);
-    });
-    let transfer = t0.elapsed();
-    let retransmitted = set
-        .qpns()
-        .filter_map(|q| set.qp(q).map(|qp| qp.stats().tx_retransmitted))
-        .sum();
-    Ok(LeaderReport {
-        bytes: data.len() as u64,
-        crc32: crc,
-        registration: Duration::ZERO,
-        transfer,
-        members: report_members(conns, &verdicts),
-        latency: latency(t0_ns, &verdicts),
-        retransmitted,
-        path: if why.is_empty() {
-            scheme.name().to_string()
-        } else {
-            format!("{} (fallback: {why})", scheme.name())
-        },
-    })
+
+    /// Waits for `Ready` (7) from every member, keeping the QPs serviced.
+    fn wait_ready(&mut self) -> Result<(), McastError> {
+        let mut ready = vec![false; self.conns.len()];
+        let deadline = StdInstant::now() + self.cfg.timeout;
+        while ready.iter().any(|r| !r) {
+            self.service();
+            for (c, r) in self.conns.iter_mut().zip(ready.iter_mut()) {
+                if let Some((7, _)) = c.recv().map_err(io("control"))? {
+                    *r = true;
+                }
+            }
+            if StdInstant::now() > deadline {
+                return Err(McastError::Timeout("members never became ready".into()));
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        Ok(())
+    }
+
+    /// Lets the QPs answer what arrives (retransmissions, late ACKs).
+    fn service(&mut self) {
+        match &mut self.path {
+            LeaderPath::Cepheus { ep } => {
+                let _ = ep.poll_once(&self.clock);
+            }
+            LeaderPath::Overlay { set, .. } => {
+                let _ = set.poll_once(&self.clock);
+            }
+            LeaderPath::Detached => {}
+        }
+    }
+
+    /// How the data travels: "cepheus", or the overlay's name (and why).
+    pub fn path(&self) -> String {
+        match &self.path {
+            LeaderPath::Cepheus { .. } => "cepheus".into(),
+            LeaderPath::Overlay { scheme, why, .. } if why.is_empty() => scheme.name().into(),
+            LeaderPath::Overlay { scheme, why, .. } => {
+                format!("{} (fallback: {why})", scheme.name())
+            }
+            LeaderPath::Detached => "none".into(),
+        }
+    }
+
+    /// Sends one buffer (at most the group's capacity) to every member and returns
+    /// when all have reported it (each with its CRC-32 and completion time).
+    pub fn send(&mut self, data: Arc<[u8]>) -> Result<LeaderReport, McastError> {
+        if data.is_empty() || data.len() > self.cfg.capacity {
+            return Err(McastError::Protocol(format!(
+                "a buffer of {} bytes: the group carries 1..={} per send",
+                data.len(),
+                self.cfg.capacity
+            )));
+        }
+        self.seq += 1;
+        let crc = crc32(&data);
+        let announce = send_message(self.seq, data.len() as u64, crc);
+        for c in self.conns.iter_mut() {
+            c.send(9, &announce).map_err(io("send Send"))?;
+        }
+        self.wait_ready()?;
+        let t0 = StdInstant::now();
+        let t0_ns = mono_ns();
+        let cfg = self.cfg.clone();
+        let retransmitted_before = self.retransmitted();
+        match &mut self.path {
+            LeaderPath::Cepheus { ep } => {
+                cepheus_send(&cfg, &data, ep, &self.clock)?;
+                if cfg.op == McastOp::Write {
+                    // WRITEs complete nothing at a member: tell them it is all there.
+                    for c in self.conns.iter_mut() {
+                        c.send(4, &self.seq.to_be_bytes())
+                            .map_err(io("send Done"))?;
+                    }
+                }
+            }
+            LeaderPath::Overlay {
+                set,
+                roster,
+                scheme,
+                ..
+            } => {
+                let driver_cfg = DriverConfig {
+                    message_bytes: data.len() as u64,
+                    block_bytes: cfg.block_bytes as u64,
+                    window: cfg.window.max(1) as u32,
+                    ready_for_block: false,
+                };
+                ensure_overlay_peers(
+                    set,
+                    cfg.local,
+                    0,
+                    roster,
+                    *scheme,
+                    &driver_cfg,
+                    cfg.mtu,
+                    cfg.rate_bps,
+                )?;
+                let mut own = data.to_vec();
+                run_overlay(
+                    &self.clock,
+                    set,
+                    0,
+                    roster.len(),
+                    *scheme,
+                    driver_cfg,
+                    &mut own,
+                    cfg.timeout,
+                )?;
+            }
+            LeaderPath::Detached => {
+                return Err(McastError::Protocol("the group has no data path".into()))
+            }
+        }
+        let transfer = t0.elapsed();
+        let (conns, path, clock) = (&mut self.conns, &mut self.path, &self.clock);
+        let verdicts = collect_verdicts(conns, crc, cfg.timeout, || match path {
+            LeaderPath::Cepheus { ep } => {
+                let _ = ep.poll_once(clock);
+            }
+            LeaderPath::Overlay { set, .. } => {
+                let _ = set.poll_once(clock);
+            }
+            LeaderPath::Detached => {}
+        });
+        Ok(LeaderReport {
+            bytes: data.len() as u64,
+            crc32: crc,
+            registration: self.registration,
+            transfer,
+            members: report_members(&self.conns, &verdicts),
+            latency: latency(t0_ns, &verdicts),
+            retransmitted: self.retransmitted() - retransmitted_before,
+            path: self.path(),
+        })
+    }
+
+    fn retransmitted(&self) -> u64 {
+        match &self.path {
+            LeaderPath::Cepheus { ep } => ep.qp.stats().tx_retransmitted,
+            LeaderPath::Overlay { set, .. } => set
+                .qpns()
+                .filter_map(|q| set.qp(q).map(|qp| qp.stats().tx_retransmitted))
+                .sum(),
+            LeaderPath::Detached => 0,
+        }
+    }
+
+    fn release(&mut self) {
+        if !self.released {
+            release(&self.mrp, self.cfg.mcst_id);
+            self.released = true;
+        }
+    }
+
+    /// Ends the group: every member hears `ok` (10, `Close`), and the switch frees the
+    /// group's tables.
+    pub fn close(mut self, ok: bool) {
+        for c in self.conns.iter_mut() {
+            let _ = c.send(10, &[ok as u8]);
+        }
+        self.release();
+    }
 }
 
-/// Sends the data, then the close, and collects the members' verdicts.
-fn transfer_and_close(
+impl Drop for Leader {
+    fn drop(&mut self) {
+        // A leader that fails or is dropped still frees the switch and tells everyone.
+        if !self.released {
+            for c in self.conns.iter_mut() {
+                let _ = c.send(10, &[0]);
+            }
+        }
+        self.release();
+    }
+}
+
+/// Posts `data` on the group's QP in `message_bytes` messages and waits until every
+/// one is acknowledged (by every member: the switch aggregates the ACKs).
+fn cepheus_send(
     cfg: &LeaderConfig,
     data: &Arc<[u8]>,
     ep: &mut Endpoint,
     clock: &Clock,
-    conns: &mut [Control],
-) -> Result<(Duration, u64, u32, Vec<Option<Verdict>>), McastError> {
-    let total = data.len() as u64;
-    // 3. Transfer.
-    let t0 = StdInstant::now();
-    let t0_ns = mono_ns();
+) -> Result<(), McastError> {
     let n_msgs = data.len().div_ceil(cfg.message_bytes).max(1);
     for i in 0..n_msgs {
         let a = i * cfg.message_bytes;
@@ -832,272 +809,676 @@ fn transfer_and_close(
                 .map_err(io("wait"))?;
         }
     }
-    let transfer = t0.elapsed();
-
-    // 4. Close: tell everyone, collect every verdict.
-    let crc = crc32(data);
-    let mut msg = vec![1u8];
-    msg.extend_from_slice(&total.to_be_bytes());
-    msg.extend_from_slice(&crc.to_be_bytes());
-    for c in conns.iter_mut() {
-        c.send(4, &msg).map_err(io("send Done"))?;
-    }
-    let verdicts = collect_verdicts(conns, crc, cfg.timeout, || {
-        // Keep answering retransmissions while members finish.
-        let _ = ep.poll_once(clock);
-    });
-    Ok((transfer, t0_ns, crc, verdicts))
+    Ok(())
 }
 
-/// A member's overlay broadcast, after the leader's `Overlay` message `msg`.
-fn join_overlay(
-    cfg: &MemberConfig,
-    c: &mut Control,
-    msg: &[u8],
-    total: usize,
-) -> Result<MemberReport, McastError> {
-    if msg.len() < 10 || (msg.len() - 10) % 4 != 0 || msg[9] == 0 {
-        return Err(McastError::Protocol("bad Overlay".into()));
-    }
-    let scheme = *Scheme::ALL
-        .get(msg[0] as usize)
-        .ok_or_else(|| McastError::Protocol("unknown overlay scheme".into()))?;
-    let block = u32::from_be_bytes([msg[1], msg[2], msg[3], msg[4]]) as u64;
-    let mbps = u32::from_be_bytes([msg[5], msg[6], msg[7], msg[8]]) as u64;
-    let rate_bps = (mbps > 0).then_some(mbps * 1_000_000);
-    let window = msg[9] as u32;
-    let roster: Vec<Ipv4Addr> = msg[10..]
-        .chunks(4)
-        .map(|b| Ipv4Addr::new(b[0], b[1], b[2], b[3]))
-        .collect();
-    let rank = roster
-        .iter()
-        .position(|&ip| ip == cfg.local)
-        .filter(|&r| r > 0)
-        .ok_or_else(|| McastError::Protocol("this host is not in the roster".into()))?;
-    if block == 0 || roster.len() > 256 {
-        return Err(McastError::Protocol("bad Overlay".into()));
-    }
-    let driver_cfg = DriverConfig {
-        message_bytes: total as u64,
-        block_bytes: block,
-        window,
-        ready_for_block: false,
-    };
-    let mut set = overlay_qps(
-        cfg.local,
-        rank,
-        &roster,
-        &driver_cfg,
-        scheme,
-        cfg.mtu,
-        rate_bps,
-    )?;
-    c.send(7, &[]).map_err(io("send Ready"))?;
-    // Go (8) then the leader's Done (4, with its CRC).
-    let deadline = StdInstant::now() + cfg.timeout;
-    let mut go = false;
-    let mut leader = None;
-    while leader.is_none() {
-        match c.recv().map_err(io("control"))? {
-            Some((8, _)) => go = true,
-            Some((4, b)) if b.len() == 13 => {
-                leader = Some((b[0] == 1, u32::from_be_bytes([b[9], b[10], b[11], b[12]])))
+/// The one-shot form: create the group, send `data` once, close. The leader's report.
+pub fn lead(cfg: &LeaderConfig, data: Arc<[u8]>) -> Result<LeaderReport, McastError> {
+    let mut l = Leader::create(cfg)?;
+    let r = l.send(data);
+    l.close(r.as_ref().is_ok_and(|r| r.all_ok()));
+    r
+}
+
+/// A member's view of the group.
+enum MemberPath {
+    Cepheus {
+        ep: Endpoint,
+    },
+    Overlay {
+        set: QpSet,
+        rank: usize,
+        roster: Vec<Ipv4Addr>,
+        scheme: Scheme,
+        block: u64,
+        window: u32,
+        rate_bps: Option<u64>,
+    },
+    /// Between the two: the switch QP closed, the overlay not up yet.
+    Detached,
+}
+
+/// What [`Member::next`] reports.
+#[derive(Clone, Debug)]
+pub enum MemberEvent {
+    /// A buffer arrived: its bytes, their CRC-32, and whether it matched the leader's.
+    Received(MemberReport),
+    /// The leader closed the group, successfully or not.
+    Closed { ok: bool },
+}
+
+/// A group, at a member: [`join`](Self::join), then [`next`](Self::next) until
+/// `Closed`.
+pub struct Member {
+    cfg: MemberConfig,
+    c: Control,
+    mrp: UdpSocket,
+    agent: MemberAgent,
+    clock: Clock,
+    path: MemberPath,
+    write: bool,
+    capacity: usize,
+    msg: usize,
+    qpn: u32,
+}
+
+impl Member {
+    /// Connects to the leader, opens the QP (and WRITE region) the group's capacity
+    /// needs, and sends the Join.
+    pub fn join(cfg: &MemberConfig) -> Result<Member, McastError> {
+        let clock = Clock::new();
+        let mrp = mrp_socket(cfg.local)?;
+        let agent = MemberAgent::new(v4(cfg.local)).with_group_space(cfg.group_space);
+        let deadline = StdInstant::now() + cfg.timeout;
+        let s = loop {
+            match TcpStream::connect_timeout(
+                &SocketAddrV4::new(cfg.leader, cfg.control_port).into(),
+                Duration::from_secs(1),
+            ) {
+                Ok(s) => break s,
+                Err(_) if StdInstant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                Err(e) => return Err(io("connect to the leader")(e)),
             }
-            _ => {}
+        };
+        let mut c = Control::new(s).map_err(io("control"))?;
+        let params = loop {
+            if let Some((1, b)) = c.recv().map_err(io("control"))? {
+                break b;
+            }
+            if StdInstant::now() > deadline {
+                return Err(McastError::Timeout("no parameters from the leader".into()));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        if params.len() != 13 {
+            return Err(McastError::Protocol("bad Params".into()));
         }
-        if StdInstant::now() > deadline {
-            return Err(McastError::Timeout("no go from the leader".into()));
+        let write = params[0] == 1;
+        let capacity = u64::from_be_bytes(params[1..9].try_into().expect("8 bytes"));
+        let msg = u32::from_be_bytes(params[9..13].try_into().expect("4 bytes")) as usize;
+        if msg == 0 || capacity == 0 || capacity > (4u64 << 30) {
+            return Err(McastError::Protocol("sizes out of range".into()));
         }
-        std::thread::sleep(Duration::from_micros(100));
-    }
-    let (leader_ok, leader_crc) = leader.expect("set");
-    let _ = go;
-    let mut data = vec![0u8; total];
-    let r = run_overlay(
-        &mut set,
-        rank,
-        roster.len(),
-        scheme,
-        driver_cfg,
-        &mut data,
-        cfg.timeout,
-    );
-    let ours = crc32(&data);
-    let ok = r.is_ok() && leader_ok && ours == leader_crc;
-    let held = *r.as_ref().unwrap_or(&0);
-    let _ = c.send(5, &result_message(ok, ours, held));
-    // Stay a moment so peers still retransmitting to us get their ACKs.
-    let clock = Clock::new();
-    let until = StdInstant::now() + Duration::from_millis(100);
-    while StdInstant::now() < until {
-        let _ = set.poll_once(&clock);
-        std::thread::sleep(Duration::from_micros(200));
-    }
-    r?;
-    Ok(MemberReport {
-        data,
-        crc32: ours,
-        ok,
-    })
-}
-
-/// Runs a member: joins the leader's group, receives the data, reports its CRC.
-pub fn join(cfg: &MemberConfig) -> Result<MemberReport, McastError> {
-    let clock = Clock::new();
-    let mrp = mrp_socket(cfg.local)?;
-    let mut agent = MemberAgent::new(v4(cfg.local)).with_group_space(cfg.group_space);
-    let deadline = StdInstant::now() + cfg.timeout;
-    let s = loop {
-        match TcpStream::connect_timeout(
-            &SocketAddrV4::new(cfg.leader, cfg.control_port).into(),
-            Duration::from_secs(1),
-        ) {
-            Ok(s) => break s,
-            Err(_) if StdInstant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => return Err(io("connect to the leader")(e)),
-        }
-    };
-    let mut c = Control::new(s).map_err(io("control"))?;
-    let params = loop {
-        if let Some((1, b)) = c.recv().map_err(io("control"))? {
-            break b;
-        }
-        if StdInstant::now() > deadline {
-            return Err(McastError::Timeout("no parameters from the leader".into()));
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    };
-    if params.len() != 13 {
-        return Err(McastError::Protocol("bad Params".into()));
-    }
-    let write = params[0] == 1;
-    let total = u64::from_be_bytes(params[1..9].try_into().expect("8 bytes"));
-    let msg = u32::from_be_bytes(params[9..13].try_into().expect("4 bytes")) as usize;
-    let total_usize = usize::try_from(total).map_err(|_| McastError::Protocol("size".into()))?;
-    if msg == 0 || total > (4u64 << 30) {
-        return Err(McastError::Protocol("message size out of range".into()));
-    }
-    let qpn = 0x100 | (cfg.local.octets()[3] as u32);
-    let mut ep = endpoint(cfg.local, qpn, cfg.mcst_id, cfg.mtu, None)?;
-    let n_msgs = total_usize.div_ceil(msg).max(1);
-    if write {
-        ep.qp
-            .register_mr(MEMBER_VA, total_usize, MEMBER_RKEY)
-            .map_err(|e| McastError::Protocol(e.to_string()))?;
-    } else {
-        for i in 0..n_msgs {
+        let capacity = capacity as usize;
+        let qpn = 0x100 | (cfg.local.octets()[3] as u32);
+        let mut ep = endpoint(cfg.local, qpn, cfg.mcst_id, cfg.mtu, None)?;
+        if write {
             ep.qp
-                .post_recv(i as u64, msg)
+                .register_mr(MEMBER_VA, capacity, MEMBER_RKEY)
                 .map_err(|e| McastError::Protocol(e.to_string()))?;
         }
+        let mut join = Vec::with_capacity(20);
+        join.extend_from_slice(&cfg.local.octets());
+        join.extend_from_slice(&qpn.to_be_bytes());
+        join.extend_from_slice(&MEMBER_VA.to_be_bytes());
+        join.extend_from_slice(&MEMBER_RKEY.to_be_bytes());
+        c.send(2, &join).map_err(io("send Join"))?;
+        Ok(Member {
+            cfg: cfg.clone(),
+            c,
+            mrp,
+            agent,
+            clock,
+            path: MemberPath::Cepheus { ep },
+            write,
+            capacity,
+            msg,
+            qpn,
+        })
     }
-    let mut join = Vec::with_capacity(20);
-    join.extend_from_slice(&cfg.local.octets());
-    join.extend_from_slice(&qpn.to_be_bytes());
-    join.extend_from_slice(&MEMBER_VA.to_be_bytes());
-    join.extend_from_slice(&MEMBER_RKEY.to_be_bytes());
-    c.send(2, &join).map_err(io("send Join"))?;
 
-    let mut parts: Vec<Option<Vec<u8>>> = vec![None; if write { 0 } else { n_msgs }];
-    let mut parts_held = 0usize;
-    // When the whole message was here: the last part (SEND), or the last data
-    // packet (WRITE, which completes nothing at the receiver).
-    let mut held_ns = 0u64;
-    let mut last_progress = StdInstant::now();
-    let verdict = loop {
-        let act = ep.poll_once(&clock).map_err(io("endpoint"))?;
-        while let Some(ev) = ep.qp.poll_event() {
-            match ev {
-                Event::Recv { wr_id, data, .. } => {
-                    if let Some(p) = parts.get_mut(wr_id as usize) {
-                        if p.is_none() {
-                            parts_held += 1;
-                            if parts_held == n_msgs {
-                                held_ns = mono_ns();
-                            }
-                        }
-                        *p = Some(data);
-                    }
-                    last_progress = StdInstant::now();
-                }
-                Event::RecvError { error, .. } | Event::QpError(error) => {
-                    return Err(McastError::Transfer(error.to_string()))
-                }
-                _ => {}
-            }
-        }
+    /// Answers MRP packets that list this host (Cepheus §III-C step 3).
+    fn answer_mrp(&mut self) -> Result<(), McastError> {
         let mut buf = [0u8; 1500];
-        while let Ok((n, _)) = mrp.recv_from(&mut buf) {
+        while let Ok((n, _)) = self.mrp.recv_from(&mut buf) {
             if let Ok(m) = MrpRepr::parse(&buf[..n]) {
-                if let Some(conf) = agent.handle_mrp(&m) {
+                if let Some(conf) = self.agent.handle_mrp(&m) {
                     let mut b = [0u8; CONFIRMATION_LEN];
                     if conf.emit(&mut b).is_ok() {
-                        c.send(3, &b).map_err(io("send Confirm"))?;
+                        self.c.send(3, &b).map_err(io("send Confirm"))?;
                     }
                 }
             }
         }
-        match c.recv().map_err(io("control"))? {
-            Some((4, b)) => {
-                if b.len() != 13 {
-                    return Err(McastError::Protocol("bad Done".into()));
+        Ok(())
+    }
+
+    /// Services the QPs and the MRP socket; waits briefly when idle.
+    fn service(&mut self, wait: bool) -> Result<(), McastError> {
+        self.answer_mrp()?;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.c.s);
+        match &mut self.path {
+            MemberPath::Cepheus { ep } => {
+                let act = ep.poll_once(&self.clock).map_err(io("endpoint"))?;
+                if wait && act.is_idle() {
+                    ep.wait(&self.clock, Some(fd), Duration::from_millis(1))
+                        .map_err(io("wait"))?;
                 }
-                break (b[0] == 1, u32::from_be_bytes([b[9], b[10], b[11], b[12]]));
             }
-            Some((6, b)) => {
-                // The group goes through the overlay: this QP is not used.
-                drop(ep);
-                return join_overlay(cfg, &mut c, &b, total_usize);
+            MemberPath::Overlay { set, .. } => {
+                let busy = set.poll_once(&self.clock).map_err(io("overlay"))?;
+                if wait && !busy {
+                    set.wait(&self.clock, Some(fd), Duration::from_millis(1))
+                        .map_err(io("wait"))?;
+                }
             }
-            _ => {}
+            MemberPath::Detached => std::thread::sleep(Duration::from_micros(200)),
         }
-        if act.received > 0 {
-            last_progress = StdInstant::now();
-            if write {
-                held_ns = mono_ns();
+        Ok(())
+    }
+
+    /// The next thing that happens to the group: a buffer arrived, or the leader
+    /// closed it. Errors (a failed QP, a vanished leader, a timeout) end the group.
+    pub fn next(&mut self) -> Result<MemberEvent, McastError> {
+        let mut last = StdInstant::now();
+        loop {
+            self.service(true)?;
+            match self.c.recv().map_err(io("control"))? {
+                Some((6, b)) => {
+                    self.use_overlay(&b)?;
+                    last = StdInstant::now();
+                }
+                Some((9, b)) if b.len() == 16 => {
+                    let seq = u32::from_be_bytes(b[0..4].try_into().expect("4 bytes"));
+                    let bytes = u64::from_be_bytes(b[4..12].try_into().expect("8 bytes"));
+                    let crc = u32::from_be_bytes(b[12..16].try_into().expect("4 bytes"));
+                    if bytes == 0 || bytes > self.capacity as u64 {
+                        return Err(McastError::Protocol("a buffer over the capacity".into()));
+                    }
+                    return self
+                        .receive(seq, bytes as usize, crc)
+                        .map(MemberEvent::Received);
+                }
+                Some((10, b)) => {
+                    return Ok(MemberEvent::Closed {
+                        ok: b.first() == Some(&1),
+                    })
+                }
+                Some(_) => return Err(McastError::Protocol("unexpected control message".into())),
+                None => {}
+            }
+            if last.elapsed() > self.cfg.timeout {
+                return Err(McastError::Timeout("nothing from the leader".into()));
             }
         }
-        if act.is_idle() {
-            if last_progress.elapsed() > cfg.timeout {
-                return Err(McastError::Timeout(
-                    "no data and no close from the leader".into(),
-                ));
-            }
-            ep.wait(
-                &clock,
-                Some(std::os::fd::AsRawFd::as_raw_fd(&c.s)),
-                Duration::from_millis(1),
-            )
-            .map_err(io("wait"))?;
+    }
+
+    /// The group goes through an overlay: this host's rank, and its connections.
+    fn use_overlay(&mut self, msg: &[u8]) -> Result<(), McastError> {
+        if msg.len() < 10 || (msg.len() - 10) % 4 != 0 || msg[9] == 0 {
+            return Err(McastError::Protocol("bad Overlay".into()));
         }
+        let scheme = *Scheme::ALL
+            .get(msg[0] as usize)
+            .ok_or_else(|| McastError::Protocol("unknown overlay scheme".into()))?;
+        let block = u32::from_be_bytes([msg[1], msg[2], msg[3], msg[4]]) as u64;
+        let mbps = u32::from_be_bytes([msg[5], msg[6], msg[7], msg[8]]) as u64;
+        let rate_bps = (mbps > 0).then_some(mbps * 1_000_000);
+        let window = msg[9] as u32;
+        let roster: Vec<Ipv4Addr> = msg[10..]
+            .chunks(4)
+            .map(|b| Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+            .collect();
+        let rank = roster
+            .iter()
+            .position(|&ip| ip == self.cfg.local)
+            .filter(|&r| r > 0)
+            .ok_or_else(|| McastError::Protocol("this host is not in the roster".into()))?;
+        if block == 0 || roster.len() > 256 {
+            return Err(McastError::Protocol("bad Overlay".into()));
+        }
+        // The switch QP's socket goes first: the overlay binds the same port.
+        self.path = MemberPath::Detached;
+        let set = overlay_qps(self.cfg.local, self.cfg.mtu)?;
+        self.path = MemberPath::Overlay {
+            set,
+            rank,
+            roster,
+            scheme,
+            block,
+            window,
+            rate_bps,
+        };
+        self.c.send(7, &[]).map_err(io("send Ready"))
+    }
+
+    /// Receives buffer `seq` of `bytes` bytes whose CRC-32 is `want`.
+    fn receive(&mut self, seq: u32, bytes: usize, want: u32) -> Result<MemberReport, McastError> {
+        let n_msgs = bytes.div_ceil(self.msg).max(1);
+        let (data, held_ns) = match &mut self.path {
+            MemberPath::Overlay {
+                set,
+                rank,
+                roster,
+                scheme,
+                block,
+                window,
+                rate_bps,
+            } => {
+                let driver_cfg = DriverConfig {
+                    message_bytes: bytes as u64,
+                    block_bytes: *block,
+                    window: *window,
+                    ready_for_block: false,
+                };
+                let sched = ensure_overlay_peers(
+                    set,
+                    self.cfg.local,
+                    *rank,
+                    roster,
+                    *scheme,
+                    &driver_cfg,
+                    self.cfg.mtu,
+                    *rate_bps,
+                )?;
+                post_overlay_receives(set, *rank, &sched, *block)?;
+                self.c.send(7, &[]).map_err(io("send Ready"))?;
+                let mut data = vec![0u8; bytes];
+                let (r, n, s) = (*rank, roster.len(), *scheme);
+                let held = run_overlay(
+                    &self.clock,
+                    set,
+                    r,
+                    n,
+                    s,
+                    driver_cfg,
+                    &mut data,
+                    self.cfg.timeout,
+                )?;
+                (data, held)
+            }
+            MemberPath::Cepheus { ep } => {
+                if !self.write {
+                    for i in 0..n_msgs {
+                        let len = self.msg.min(bytes - i * self.msg);
+                        ep.qp
+                            .post_recv((seq as u64) << 32 | i as u64, len)
+                            .map_err(|e| McastError::Protocol(e.to_string()))?;
+                    }
+                }
+                self.c.send(7, &[]).map_err(io("send Ready"))?;
+                self.cepheus_receive(seq, bytes, n_msgs)?
+            }
+            MemberPath::Detached => {
+                return Err(McastError::Protocol("the group has no data path".into()))
+            }
+        };
+        let ours = crc32(&data);
+        let ok = ours == want;
+        self.c
+            .send(5, &result_message(ok, ours, held_ns))
+            .map_err(io("send Result"))?;
+        Ok(MemberReport {
+            data,
+            crc32: ours,
+            ok,
+        })
+    }
+
+    /// The Cepheus path's receive: SEND completes per message; WRITE completes nothing
+    /// here, so the leader's `Done` says the region holds it all.
+    fn cepheus_receive(
+        &mut self,
+        seq: u32,
+        bytes: usize,
+        n_msgs: usize,
+    ) -> Result<(Vec<u8>, u64), McastError> {
+        let mut parts: Vec<Option<Vec<u8>>> = vec![None; if self.write { 0 } else { n_msgs }];
+        let mut held = 0usize;
+        let mut held_ns = 0u64;
+        let mut last = StdInstant::now();
+        loop {
+            self.answer_mrp()?;
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&self.c.s);
+            let MemberPath::Cepheus { ep } = &mut self.path else {
+                return Err(McastError::Protocol("no switch QP".into()));
+            };
+            let act = ep.poll_once(&self.clock).map_err(io("endpoint"))?;
+            if act.received > 0 {
+                last = StdInstant::now();
+                if self.write {
+                    held_ns = mono_ns();
+                }
+            }
+            while let Some(ev) = ep.qp.poll_event() {
+                match ev {
+                    Event::Recv { wr_id, data, .. } if (wr_id >> 32) as u32 == seq => {
+                        if let Some(p) = parts.get_mut((wr_id & 0xffff_ffff) as usize) {
+                            if p.is_none() {
+                                held += 1;
+                                if held == n_msgs {
+                                    held_ns = mono_ns();
+                                }
+                            }
+                            *p = Some(data);
+                        }
+                    }
+                    Event::RecvError { error, .. } | Event::QpError(error) => {
+                        return Err(McastError::Transfer(error.to_string()))
+                    }
+                    _ => {}
+                }
+            }
+            if !self.write && held == n_msgs {
+                return Ok((parts.into_iter().flatten().flatten().collect(), held_ns));
+            }
+            match self.c.recv().map_err(io("control"))? {
+                Some((4, b)) if self.write && b == seq.to_be_bytes() => {
+                    let data = ep
+                        .qp
+                        .mr(MEMBER_RKEY)
+                        .map(|m| m.data[..bytes].to_vec())
+                        .unwrap_or_default();
+                    return Ok((data, held_ns));
+                }
+                Some((10, _)) => {
+                    return Err(McastError::Transfer(
+                        "the leader closed mid-transfer".into(),
+                    ))
+                }
+                Some(_) => return Err(McastError::Protocol("unexpected control message".into())),
+                None => {}
+            }
+            if act.is_idle() {
+                if last.elapsed() > self.cfg.timeout {
+                    return Err(McastError::Timeout("no data from the leader".into()));
+                }
+                ep.wait(&self.clock, Some(fd), Duration::from_millis(1))
+                    .map_err(io("wait"))?;
+            }
+        }
+    }
+
+    /// This member's QPN on the group's switch connection.
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+}
+
+/// The one-shot form: join, receive one buffer, wait for the close.
+pub fn join(cfg: &MemberConfig) -> Result<MemberReport, McastError> {
+    let mut m = Member::join(cfg)?;
+    let mut got = None;
+    loop {
+        match m.next()? {
+            MemberEvent::Received(r) => got = Some(r),
+            MemberEvent::Closed { ok } => {
+                let mut r = got.ok_or_else(|| {
+                    McastError::Transfer("the leader closed the group before sending".into())
+                })?;
+                r.ok &= ok;
+                return Ok(r);
+            }
+        }
+    }
+}
+
+/// One overlay connection: rank `rank`'s QP toward rank `peer`.
+fn overlay_qp(
+    local: Ipv4Addr,
+    rank: usize,
+    peer: usize,
+    peer_ip: Ipv4Addr,
+    mtu: usize,
+    rate_bps: Option<u64>,
+) -> Result<RcQueuePair, McastError> {
+    let mut c = QpConfig::new(
+        v4(local),
+        overlay_qpn(rank, peer),
+        v4(peer_ip),
+        overlay_qpn(peer, rank),
+    );
+    c.udp_src_port = ROCEV2_UDP_PORT;
+    c.mtu = mtu;
+    c.retransmit_timeout = CoreDuration::from_ms(20);
+    let rate: Box<dyn RateController> = match rate_bps {
+        Some(r) => Box::new(FixedRate::with_burst(r, 64 << 10)),
+        None => Box::new(Unlimited::default()),
     };
-    let (leader_ok, leader_crc) = verdict;
-    // The leader closes after every message is acknowledged by all, so everything is
-    // here; still, anything missing is a failure, never a silent hole.
-    let data = if write {
-        ep.qp
-            .mr(MEMBER_RKEY)
-            .map(|m| m.data.clone())
-            .unwrap_or_default()
-    } else {
-        let mut d = Vec::with_capacity(total_usize);
-        for p in &parts {
-            match p {
-                Some(x) => d.extend_from_slice(x),
-                None => break,
+    RcQueuePair::with_rate_controller(c, rate).map_err(|e| McastError::Protocol(e.to_string()))
+}
+
+/// The socket of `rank`'s overlay connections (QPs are added per buffer by
+/// [`ensure_overlay_peers`]: which peers a rank talks to depends on the block count).
+fn overlay_qps(local: Ipv4Addr, mtu: usize) -> Result<QpSet, McastError> {
+    let probe = overlay_qp(local, 0, 1, local, mtu, None)?;
+    QpSet::bind(local, probe.max_packet_len()).map_err(io(format!("UDP {local}:4791")))
+}
+
+/// Adds the QPs toward every peer `rank` has in one broadcast of `driver_cfg` that
+/// are not there yet (both ends compute the same schedule, so both add the pair).
+#[allow(clippy::too_many_arguments)]
+fn ensure_overlay_peers(
+    set: &mut QpSet,
+    local: Ipv4Addr,
+    rank: usize,
+    roster: &[Ipv4Addr],
+    scheme: Scheme,
+    driver_cfg: &DriverConfig,
+    mtu: usize,
+    rate_bps: Option<u64>,
+) -> Result<rocast_core::overlay::Schedule, McastError> {
+    let sched =
+        rocast_core::overlay::Schedule::new(scheme, roster.len() as u32, 0, driver_cfg.blocks())
+            .map_err(|e| McastError::Protocol(e.to_string()))?;
+    for peer in sched.peers_of(rank as u32) {
+        let p = peer as usize;
+        if set.qp(overlay_qpn(rank, p)).is_none() {
+            let qp = overlay_qp(local, rank, p, roster[p], mtu, rate_bps)?;
+            set.add(qp).map_err(io("QP"))?;
+        }
+    }
+    Ok(sched)
+}
+
+/// Posts a receive for every block this rank gets in one broadcast of `sched`.
+fn post_overlay_receives(
+    set: &mut QpSet,
+    rank: usize,
+    sched: &rocast_core::overlay::Schedule,
+    block_bytes: u64,
+) -> Result<(), McastError> {
+    for (i, (_, t)) in sched.receives_of(rank as u32).iter().enumerate() {
+        let qp = set
+            .qp_mut(overlay_qpn(rank, t.peer as usize))
+            .ok_or_else(|| McastError::Protocol(format!("no QP to rank {}", t.peer)))?;
+        qp.post_recv(i as u64, block_bytes as usize)
+            .map_err(|e| McastError::Protocol(e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// The QPN rank `from` uses for its connection to rank `to` in an overlay broadcast
+/// (both ends compute it, so no exchange is needed; ranks < 256).
+fn overlay_qpn(from: usize, to: usize) -> u32 {
+    0x10000 | ((from as u32) << 8) | to as u32
+}
+
+/// Runs `rank`'s part of an overlay broadcast until it holds the whole message and
+/// every send it owes completed. `buf` holds the message (the root's is full).
+#[allow(clippy::too_many_arguments)]
+fn run_overlay(
+    clock: &Clock,
+    set: &mut QpSet,
+    rank: usize,
+    n: usize,
+    scheme: Scheme,
+    driver_cfg: DriverConfig,
+    buf: &mut [u8],
+    timeout: Duration,
+) -> Result<u64, McastError> {
+    // The caller's clock: the QPs' timers and pacer hold instants of it, so a fresh
+    // clock per broadcast would put them in the future and stall every later send.
+    let mut held_ns = None;
+    let mut driver = BroadcastDriver::new(scheme, n as u32, 0, rank as u32, driver_cfg)
+        .map_err(|e| McastError::Protocol(e.to_string()))?;
+    let peers: Vec<(usize, u32)> = set.qpns().map(|q| (((q & 0xff) as usize), q)).collect();
+    let mut last = StdInstant::now();
+    while !driver.is_complete() {
+        if held_ns.is_none() && driver.has_message() {
+            held_ns = Some(mono_ns());
+        }
+        while let Some(a) = driver.poll_action() {
+            if let DriverAction::SendBlock { id, to, block, .. } = a {
+                let (off, len) = driver_cfg.block_range(block);
+                let qp = set
+                    .qp_mut(overlay_qpn(rank, to as usize))
+                    .ok_or_else(|| McastError::Protocol(format!("no QP to rank {to}")))?;
+                qp.post_send(SendRequest {
+                    wr_id: id as u64,
+                    op: SendOp::SendImm(block),
+                    data: Payload::Bytes(buf[off as usize..(off + len) as usize].into()),
+                })
+                .map_err(|e| McastError::Transfer(e.to_string()))?;
             }
         }
-        d
-    };
-    let ours = crc32(&data);
-    let ok = leader_ok && data.len() == total_usize && ours == leader_crc;
-    let _ = c.send(5, &result_message(ok, ours, held_ns));
-    // Let the leader read it before the socket closes.
-    std::thread::sleep(Duration::from_millis(20));
-    Ok(MemberReport {
-        data,
-        crc32: ours,
-        ok,
-    })
+        let busy = set.poll_once(clock).map_err(io("overlay"))?;
+        for &(peer, qpn) in &peers {
+            let qp = set.qp_mut(qpn).expect("listed");
+            while let Some(ev) = qp.poll_event() {
+                last = StdInstant::now();
+                match ev {
+                    Event::SendComplete {
+                        wr_id,
+                        result: Ok(()),
+                    } => driver
+                        .on_send_complete(wr_id as u32)
+                        .map_err(|e| McastError::Protocol(e.to_string()))?,
+                    Event::Recv {
+                        data,
+                        imm: Some(block),
+                        ..
+                    } => {
+                        let (off, len) = driver_cfg.block_range(block);
+                        if data.len() as u64 != len || off + len > buf.len() as u64 {
+                            return Err(McastError::Protocol(format!(
+                                "block {block} of {} bytes",
+                                data.len()
+                            )));
+                        }
+                        buf[off as usize..(off + len) as usize].copy_from_slice(&data);
+                        driver
+                            .on_block(peer as u32, block)
+                            .map_err(|e| McastError::Protocol(e.to_string()))?;
+                    }
+                    Event::SendComplete { result: Err(e), .. }
+                    | Event::RecvError { error: e, .. }
+                    | Event::QpError(e) => return Err(McastError::Transfer(e.to_string())),
+                    _ => {}
+                }
+            }
+        }
+        if !busy {
+            if last.elapsed() > timeout {
+                return Err(McastError::Timeout("overlay broadcast stalled".into()));
+            }
+            set.wait(clock, None, Duration::from_millis(1))
+                .map_err(io("wait"))?;
+        }
+    }
+    Ok(held_ns.unwrap_or_else(mono_ns))
+}
+
+/// Control message 6, `Overlay`: scheme (1: its index in `Scheme::ALL`), block bytes
+/// (4), pacing rate in Mbit/s (4, 0 for none), window (1), then the roster of IPv4 addresses in
+/// rank order (the leader is rank 0).
+fn overlay_message(
+    scheme: Scheme,
+    block: usize,
+    rate_bps: Option<u64>,
+    window: u8,
+    roster: &[Ipv4Addr],
+) -> Vec<u8> {
+    let code = Scheme::ALL.iter().position(|&x| x == scheme).unwrap_or(0) as u8;
+    let mut m = vec![code];
+    m.extend_from_slice(&(block as u32).to_be_bytes());
+    m.extend_from_slice(&((rate_bps.unwrap_or(0) / 1_000_000) as u32).to_be_bytes());
+    m.push(window);
+    for ip in roster {
+        m.extend_from_slice(&ip.octets());
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member_cfg(local: Ipv4Addr, port: u16) -> MemberConfig {
+        MemberConfig {
+            local,
+            leader: Ipv4Addr::new(127, 0, 0, 31),
+            mcst_id: Ipv4Addr::new(10, 77, 0, 200),
+            group_space: GroupAddressSpace::parse("10.77.0.128/25").unwrap(),
+            control_port: port,
+            mtu: 1024,
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// The session API over loopback (an overlay needs no switch): one group, three
+    /// buffers of different sizes, then the close; each member sees each buffer once,
+    /// in order, byte-identical, then `Closed { ok: true }`.
+    #[test]
+    fn a_group_carries_several_buffers_then_closes() {
+        let port = 47_931;
+        let members: Vec<Ipv4Addr> = (32..34).map(|d| Ipv4Addr::new(127, 0, 0, d)).collect();
+        let buffers: Vec<Vec<u8>> = [70_000usize, 3, 200_000]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| rocast_core::payload::message_data(9, i as u32, n))
+            .collect();
+        let handles: Vec<_> = members
+            .iter()
+            .map(|&ip| {
+                std::thread::spawn(move || {
+                    let mut m = Member::join(&member_cfg(ip, port)).unwrap();
+                    let mut got = Vec::new();
+                    loop {
+                        match m.next().unwrap() {
+                            MemberEvent::Received(r) => {
+                                assert!(r.ok);
+                                got.push(r.data);
+                            }
+                            MemberEvent::Closed { ok } => return (got, ok),
+                        }
+                    }
+                })
+            })
+            .collect();
+        let cfg = LeaderConfig {
+            local: Ipv4Addr::new(127, 0, 0, 31),
+            mcst_id: Ipv4Addr::new(10, 77, 0, 200),
+            group_space: GroupAddressSpace::parse("10.77.0.128/25").unwrap(),
+            members: 2,
+            op: McastOp::Send,
+            message_bytes: 64 << 10,
+            capacity: 256 << 10,
+            control_port: port,
+            mtu: 1024,
+            rate_bps: None,
+            overlay: Some(Scheme::Chain),
+            fallback: Scheme::BinomialPipeline,
+            block_bytes: 16 << 10,
+            window: 2,
+            timeout: Duration::from_secs(10),
+        };
+        let mut leader = Leader::create(&cfg).unwrap();
+        assert_eq!(leader.path(), "chain");
+        for b in &buffers {
+            let r = leader.send(Arc::from(b.clone())).unwrap();
+            assert!(r.all_ok(), "{r:?}");
+            assert!(r.latency.is_some());
+        }
+        // Over the capacity: refused before anything is announced.
+        assert!(leader.send(Arc::from(vec![0u8; 300 << 10])).is_err());
+        leader.close(true);
+        for h in handles {
+            let (got, ok) = h.join().unwrap();
+            assert!(ok);
+            assert_eq!(got, buffers);
+        }
+    }
 }
