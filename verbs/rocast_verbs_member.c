@@ -1,0 +1,253 @@
+/*
+ * rocast-verbs-member: a group member on a real RNIC (or Soft-RoCE), speaking the
+ * member side of rocast's multicast API (rocast_net::mcast) to a `rocast mcast lead`
+ * leader: TCP control channel (port 4793), MRP member agent (UDP 4792), and one RC QP
+ * connected to the group's virtual remote (McstID, QPN 1) through the Cepheus switch.
+ *
+ * usage: rocast-verbs-member --bind IP --leader IP [--group 10.77.0.200] [--dev rxe0]
+ *                            [--port 1] [--gid 1] [--mtu 1024] [--out FILE] [--timeout S]
+ *
+ * Prints "received N bytes (crc32 X): ok|FAILED" per buffer and exits 0 when every
+ * buffer matched and the leader closed the group successfully; 1 otherwise; 2 on bad
+ * arguments. Only the switch path is supported: an Overlay message (the leader fell
+ * back to an overlay broadcast) ends the member with an error.
+ */
+#include "rocast_verbs.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CONTROL_PORT 4793
+#define MRP_PORT 4792
+
+static uint64_t be64(const uint8_t *b) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = v << 8 | b[i];
+    return v;
+}
+static uint32_t be32(const uint8_t *b) { return (uint32_t)b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3]; }
+static void put32(uint8_t *b, uint32_t v) { for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (24 - 8 * i)); }
+static void put64(uint8_t *b, uint64_t v) { for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (56 - 8 * i)); }
+
+static uint64_t mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* A framed control connection: type (1) | length (2) | body. */
+struct ctl { int fd; uint8_t in[1 << 16]; size_t have; };
+
+static int ctl_send(struct ctl *c, uint8_t ty, const uint8_t *body, uint16_t len) {
+    uint8_t h[3] = {ty, (uint8_t)(len >> 8), (uint8_t)len};
+    if (send(c->fd, h, 3, MSG_NOSIGNAL) != 3) return -1;
+    if (len && send(c->fd, body, len, MSG_NOSIGNAL) != len) return -1;
+    return 0;
+}
+
+/* 1 and the frame when one is complete, 0 if not yet, -1 when the leader is gone. */
+static int ctl_recv(struct ctl *c, uint8_t *ty, uint8_t *body, uint16_t *len) {
+    ssize_t n = recv(c->fd, c->in + c->have, sizeof(c->in) - c->have, MSG_DONTWAIT);
+    if (n == 0 && c->have == 0) return -1;
+    if (n > 0) c->have += (size_t)n;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+    if (c->have < 3) return 0;
+    uint16_t l = (uint16_t)(c->in[1] << 8 | c->in[2]);
+    if (c->have < 3u + l) return 0;
+    *ty = c->in[0];
+    *len = l;
+    memcpy(body, c->in + 3, l);
+    memmove(c->in, c->in + 3 + l, c->have - 3 - l);
+    c->have -= 3u + l;
+    return 1;
+}
+
+static void usage(void) {
+    fprintf(stderr, "usage: rocast-verbs-member --bind IP --leader IP [--group IP] [--dev NAME]"
+                    " [--port N] [--gid N] [--mtu 256|512|1024|2048|4096] [--out FILE] [--timeout S]\n");
+}
+
+int main(int argc, char **argv) {
+    const char *bind_ip = NULL, *leader_ip = NULL, *group_ip = "10.77.0.200", *dev = NULL, *out = NULL;
+    int port = 1, gid = 1, mtu = 1024, timeout_s = 30;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) { usage(); return 2; }
+        if (!strcmp(a, "--bind")) bind_ip = v;
+        else if (!strcmp(a, "--leader")) leader_ip = v;
+        else if (!strcmp(a, "--group")) group_ip = v;
+        else if (!strcmp(a, "--dev")) dev = v;
+        else if (!strcmp(a, "--port")) port = atoi(v);
+        else if (!strcmp(a, "--gid")) gid = atoi(v);
+        else if (!strcmp(a, "--mtu")) mtu = atoi(v);
+        else if (!strcmp(a, "--out")) out = v;
+        else if (!strcmp(a, "--timeout")) timeout_s = atoi(v);
+        else { usage(); return 2; }
+        i++;
+    }
+    struct in_addr me, leader, mcst;
+    if (!bind_ip || !leader_ip || !inet_aton(bind_ip, &me) || !inet_aton(leader_ip, &leader) ||
+        !inet_aton(group_ip, &mcst) || port < 1 || port > 255 || gid < 0 || timeout_s <= 0) {
+        usage();
+        return 2;
+    }
+    enum ibv_mtu imtu;
+    switch (mtu) {
+    case 256: imtu = IBV_MTU_256; break;
+    case 512: imtu = IBV_MTU_512; break;
+    case 1024: imtu = IBV_MTU_1024; break;
+    case 2048: imtu = IBV_MTU_2048; break;
+    case 4096: imtu = IBV_MTU_4096; break;
+    default: usage(); return 2;
+    }
+
+    /* The MRP agent's socket first: the switch may deliver our record right after Join. */
+    int mrp = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in ma = {.sin_family = AF_INET, .sin_port = htons(MRP_PORT), .sin_addr = me};
+    if (mrp < 0 || bind(mrp, (struct sockaddr *)&ma, sizeof(ma))) { perror("bind MRP"); return 1; }
+
+    struct ctl c = {.fd = -1};
+    struct sockaddr_in la = {.sin_family = AF_INET, .sin_port = htons(CONTROL_PORT), .sin_addr = leader};
+    uint64_t deadline = mono_ns() + (uint64_t)timeout_s * 1000000000ull;
+    for (;;) {
+        c.fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in src = {.sin_family = AF_INET, .sin_addr = me};
+        bind(c.fd, (struct sockaddr *)&src, sizeof(src));
+        if (connect(c.fd, (struct sockaddr *)&la, sizeof(la)) == 0) break;
+        close(c.fd);
+        if (mono_ns() > deadline) { fprintf(stderr, "no leader at %s\n", leader_ip); return 1; }
+        usleep(100000);
+    }
+    uint8_t ty, body[1 << 16];
+    uint16_t len;
+    int r;
+    while ((r = ctl_recv(&c, &ty, body, &len)) == 0) usleep(1000);
+    if (r < 0 || ty != 1 || len != 13) { fprintf(stderr, "bad Params\n"); return 1; }
+    int write = body[0] == 1;
+    uint64_t capacity = be64(body + 1);
+    uint32_t msg = be32(body + 9);
+    if (!msg || !capacity || capacity > (1ull << 31)) { fprintf(stderr, "sizes out of range\n"); return 1; }
+
+    struct rv_group_qp g;
+    int e = rv_open(&g, dev, (uint8_t)port, gid, (size_t)capacity, write);
+    if (e) { fprintf(stderr, "rv_open: %s\n", strerror(-e)); return 1; }
+    e = rv_connect_group(&g, mcst, imtu);
+    if (e) { fprintf(stderr, "rv_connect_group: %s\n", strerror(-e)); return 1; }
+    uint8_t join[20];
+    memcpy(join, &me.s_addr, 4);
+    put32(join + 4, rv_qpn(&g));
+    put64(join + 8, rv_va(&g));
+    put32(join + 16, rv_rkey(&g));
+    if (ctl_send(&c, 2, join, 20)) { fprintf(stderr, "send Join\n"); return 1; }
+    printf("joined %s as QPN %#x (VA %#llx, RKey %#x)\n", group_ip, rv_qpn(&g),
+           (unsigned long long)rv_va(&g), rv_rkey(&g));
+    fflush(stdout);
+
+    int all_ok = 1, received = 0;
+    /* The buffer being received: its sequence, size, expected CRC and progress. */
+    uint32_t seq = 0, want_crc = 0, parts = 0, parts_done = 0;
+    uint64_t bytes = 0, held_ns = 0;
+    int active = 0, done = 0;
+    uint64_t last = mono_ns();
+    for (;;) {
+        /* MRP: confirm the record that lists us (Cepheus §III-C step 3). */
+        uint8_t m[1500];
+        ssize_t n;
+        while ((n = recv(mrp, m, sizeof(m), MSG_DONTWAIT)) >= 8) {
+            int rec = (m[7] & 1) ? 20 : 8;
+            size_t count = m[6];
+            if ((size_t)n != 8 + count * (size_t)rec) continue;
+            for (size_t i = 0; i < count; i++) {
+                const uint8_t *r0 = m + 8 + i * (size_t)rec;
+                if (memcmp(r0, &me.s_addr, 4) == 0) {
+                    uint8_t conf[12];
+                    memcpy(conf, m, 4);
+                    memcpy(conf + 4, r0, 4);
+                    memcpy(conf + 8, r0 + 4, 4);
+                    ctl_send(&c, 3, conf, 12);
+                }
+            }
+        }
+        /* Completions. */
+        struct ibv_wc wc;
+        while ((r = rv_poll(&g, &wc)) > 0) {
+            if (wc.status != IBV_WC_SUCCESS) {
+                fprintf(stderr, "completion error: %s\n", ibv_wc_status_str(wc.status));
+                return 1;
+            }
+            if (wc.opcode == IBV_WC_RECV && active && (wc.wr_id >> 32) == seq) {
+                parts_done++;
+                last = mono_ns();
+                if (parts_done == parts) { held_ns = last; done = 1; }
+            }
+        }
+        if (r < 0) { fprintf(stderr, "poll_cq failed\n"); return 1; }
+        /* Control. */
+        r = ctl_recv(&c, &ty, body, &len);
+        if (r < 0) { fprintf(stderr, "the leader closed the connection\n"); return 1; }
+        if (r > 0) {
+            last = mono_ns();
+            if (ty == 9 && len == 16) {
+                seq = be32(body);
+                bytes = be64(body + 4);
+                want_crc = be32(body + 12);
+                if (!bytes || bytes > capacity) { fprintf(stderr, "buffer over capacity\n"); return 1; }
+                parts = (uint32_t)((bytes + msg - 1) / msg);
+                parts_done = 0;
+                done = 0;
+                active = 1;
+                if (!write) {
+                    for (uint32_t i = 0; i < parts; i++) {
+                        uint64_t off = (uint64_t)i * msg, l = bytes - off < msg ? bytes - off : msg;
+                        e = rv_post_recv(&g, (uint64_t)seq << 32 | i, (size_t)off, (size_t)l);
+                        if (e) { fprintf(stderr, "post_recv: %s\n", strerror(-e)); return 1; }
+                    }
+                }
+                ctl_send(&c, 7, NULL, 0);
+            } else if (ty == 4 && len == 4 && write && active && be32(body) == seq) {
+                held_ns = mono_ns();
+                done = 1;
+            } else if (ty == 10) {
+                int ok = len >= 1 && body[0] == 1;
+                printf("group closed by the leader: %s\n", ok ? "ok" : "FAILED");
+                rv_close(&g);
+                return all_ok && ok && received ? 0 : 1;
+            } else if (ty == 6) {
+                fprintf(stderr, "the leader chose an overlay broadcast; rocast-verbs-member only joins switch groups\n");
+                return 1;
+            }
+        }
+        if (active && done) {
+            uint32_t crc = rv_crc32(g.buf, (size_t)bytes);
+            int ok = crc == want_crc;
+            uint8_t res[13];
+            res[0] = (uint8_t)ok;
+            put32(res + 1, crc);
+            put64(res + 5, held_ns);
+            ctl_send(&c, 5, res, 13);
+            printf("received %llu bytes (crc32 %08x): %s\n", (unsigned long long)bytes, crc,
+                   ok ? "ok" : "FAILED");
+            fflush(stdout);
+            if (out) {
+                FILE *f = fopen(out, "wb");
+                if (f) { fwrite(g.buf, 1, (size_t)bytes, f); fclose(f); }
+            }
+            all_ok &= ok;
+            received++;
+            active = 0;
+        }
+        if (mono_ns() - last > (uint64_t)timeout_s * 1000000000ull) {
+            fprintf(stderr, "timed out waiting for the leader\n");
+            return 1;
+        }
+        struct pollfd p[2] = {{.fd = c.fd, .events = POLLIN}, {.fd = mrp, .events = POLLIN}};
+        poll(p, 2, 1);
+    }
+}
