@@ -340,12 +340,13 @@ fn collect_verdicts(
 }
 
 /// From the start of the transfer until the last member held everything, if all
-/// reported.
+/// reported on this machine's clock (a member in a VM has its own: its time is earlier
+/// than our start, and no latency is claimed).
 fn latency(t0_ns: u64, verdicts: &[Option<Verdict>]) -> Option<Duration> {
     let mut last = t0_ns;
     for v in verdicts {
         let v = (*v)?;
-        if !v.ok {
+        if !v.ok || v.done_ns < t0_ns {
             return None;
         }
         last = last.max(v.done_ns);

@@ -745,6 +745,7 @@ impl SwitchDaemon {
             ("mrp_malformed", f.mrp_malformed),
             ("mrp_refused", f.mrp_refused),
             ("mrp_released", f.mrp_released),
+            ("mrp_stale_release", f.mrp_stale_release),
             ("replicated_bytes", f.replicated_bytes),
         ] {
             let _ = writeln!(t, "switch {k} {v}");

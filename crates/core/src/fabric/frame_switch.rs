@@ -92,6 +92,8 @@ pub struct FrameSwitchStats {
     pub mrp_refused: u64,
     /// Groups freed by an MRP release from their source direction.
     pub mrp_released: u64,
+    /// Releases for a group this switch no longer holds (the leader's repeat).
+    pub mrp_stale_release: u64,
     /// Bytes of IP packets sent as replicas.
     pub replicated_bytes: u64,
 }
@@ -509,6 +511,10 @@ impl FrameSwitch {
                         self.stats.mrp_out += 1;
                         self.emit_ip(port, Some(EthernetAddress::BROADCAST), &ipb, out);
                     }
+                }
+                // A repeated release (the leader sends two) finds nothing left.
+                None if self.cepheus.group(rel.mcst_id).is_none() => {
+                    self.stats.mrp_stale_release += 1
                 }
                 None => self.stats.mrp_refused += 1,
             }

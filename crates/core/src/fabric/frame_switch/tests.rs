@@ -442,6 +442,17 @@ fn a_release_from_the_leader_frees_the_group_and_others_are_refused() {
     );
     assert_eq!(sw.cepheus().num_groups(), 0);
     assert_eq!(sw.stats().mrp_released, 1);
+    // The leader's repeated release finds nothing: counted apart from refusals.
+    sw.handle_frame(
+        now(),
+        0,
+        &frame(mac(0), sw.port_mac(0), EtherType::Ipv4, &from_leader),
+        &mut out,
+    );
+    assert_eq!(
+        (sw.stats().mrp_stale_release, sw.stats().mrp_refused),
+        (1, 1)
+    );
     assert!(out.is_empty(), "no downstream switches to tell");
     register(&mut sw);
     assert_eq!(sw.cepheus().num_groups(), 1);

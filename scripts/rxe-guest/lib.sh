@@ -1,0 +1,60 @@
+# Shared helpers for scripts/rxe-guest/*.sh (sourced, not run).
+
+RXE_HOST_PACKAGES=(qemu-system-x86 busybox-static ibverbs-providers ibverbs-utils perftest rdma-core iproute2 cpio xz-utils kmod libibverbs-dev gcc make)
+
+# apt-get install whatever of RXE_HOST_PACKAGES is missing (needs root).
+rxe_ensure_host_packages() {
+  local need=() p
+  for p in "${RXE_HOST_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || need+=("$p")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "rxe-guest: apt-get install ${need[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  fi
+}
+
+# The concrete kernel package behind linux-image-amd64 (e.g. linux-image-6.1.0-56-amd64).
+rxe_kernel_package() {
+  local k
+  k=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-6\.1\.0-[0-9]+-amd64$/ {print $2; exit}')
+  if [ -z "$k" ]; then
+    k=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-amd64$' | awk '{print $1}' | sort -V | tail -n1)
+  fi
+  echo "$k"
+}
+
+# One line per input of the image: package versions and the hash of the image-defining scripts.
+rxe_image_versions() {
+  local k here p
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  k=$(rxe_kernel_package)
+  echo "$k $(apt-cache policy "$k" | awk '/Candidate:/ {print $2}')"
+  for p in busybox-static libibverbs1 ibverbs-providers ibverbs-utils perftest iproute2 libc6; do
+    echo "$p $(dpkg-query -W -f='${Version}' "$p" 2>/dev/null || echo none)"
+  done
+  echo "scripts $(cat "$here/build-image.sh" "$here/init" "$here/lib.sh" | sha256sum | cut -c1-16)"
+  echo "verbs $(cat "$here/../../verbs/"*.c "$here/../../verbs/"*.h "$here/../../verbs/Makefile" | sha256sum | cut -c1-16)"
+}
+
+rxe_image_key() { rxe_image_versions | sha256sum | cut -c1-16; }
+
+# Builds the guest image unless the cache holds it; prints its directory (progress on stderr).
+rxe_ensure_image() {
+  local here root key img t
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  rxe_ensure_host_packages >&2
+  root=${ROCAST_RXE_IMAGE_ROOT:-/var/tmp/rocast-rxe-image}
+  key=$(rxe_image_key)
+  img="$root/$key"
+  if [ ! -f "$img/vmlinuz" ] || [ ! -f "$img/initrd.gz" ]; then
+    t=$(date +%s)
+    mkdir -p "$root"
+    rm -rf "$img.tmp"
+    "$here/build-image.sh" "$img.tmp" >&2
+    rm -rf "$img"; mv "$img.tmp" "$img"
+    echo "rxe-guest: image $img built in $(( $(date +%s) - t ))s" >&2
+  fi
+  echo "$img"
+}
