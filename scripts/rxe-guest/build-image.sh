@@ -71,8 +71,8 @@ for b in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ib_write_bw ib_
 done
 # rocast-verbs-member (verbs/): the member side of rocast's multicast API on libibverbs.
 make -s -C "$HERE/../../verbs" OUT="$WORK/verbs" >/dev/null
-cp "$WORK/verbs/rocast-verbs-member" "$R/usr/bin/"
-BINS+=("$WORK/verbs/rocast-verbs-member")
+cp "$WORK/verbs/rocast-verbs-member" "$WORK/verbs/rocast-verbs-lead" "$R/usr/bin/"
+BINS+=("$WORK/verbs/rocast-verbs-member" "$WORK/verbs/rocast-verbs-lead")
 PROV=$(ls /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so | head -n1)
 mkdir -p "$R/usr/lib/x86_64-linux-gnu/libibverbs" "$R/etc/libibverbs.d"
 cp "$PROV" "$R/usr/lib/x86_64-linux-gnu/libibverbs/"

@@ -234,6 +234,11 @@ impl Port {
                 let sock = UdpSocket::bind(local)
                     .map_err(|e| io::Error::new(e.kind(), format!("bind {local}: {e}")))?;
                 sock.set_nonblocking(true)?;
+                // A guest's burst (a 1 MB message is 1,000 frames) must not overflow the
+                // default ~200 KB socket buffer: rxe would see it as loss.
+                let fd = sock.as_raw_fd();
+                let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20);
+                let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 8 << 20);
                 Backend::Dgram {
                     sock,
                     remote: *remote,

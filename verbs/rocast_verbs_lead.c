@@ -1,0 +1,264 @@
+/*
+ * rocast-verbs-lead: a group's leader and sender on a real RNIC (or Soft-RoCE): the
+ * leader side of rocast's multicast API (rocast_net::mcast), with the controller in the
+ * same process as the paper runs it on the leader host (Cepheus §III-C):
+ *   1. members connect over TCP (port 4793) and send their QPN (and VA/RKey);
+ *   2. the leader sends the MRP registration (UDP 4792) to the McstID, with its own QP
+ *      as the first record, and waits for every member's confirmation (resending up to
+ *      three times); a switch's refusal ends the run;
+ *   3. per buffer: announce, wait for every member's Ready, post the messages on the
+ *      one RC QP connected to (McstID, QPN 1), wait for their completions (the switch's
+ *      aggregated ACKs), and for WRITE tell the members it is there; collect verdicts;
+ *   4. close, and free the switch's state with an MRP release.
+ *
+ * usage: rocast-verbs-lead --bind IP --members N [--group 10.77.0.200] [--op send|write]
+ *          [--size BYTES] [--message BYTES] [--repeat K] [--dev rxe0] [--port 1] [--gid 1]
+ *          [--mtu 1024] [--seed S] [--timeout S]
+ * Exits 0 when every member reported every buffer intact; 1 otherwise; 2 on bad arguments.
+ */
+#include "rocast_verbs.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CONTROL_PORT 4793
+#define MRP_PORT 4792
+#define MAX_MEMBERS 64
+
+static void put32(uint8_t *b, uint32_t v) { for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (24 - 8 * i)); }
+static void put64(uint8_t *b, uint64_t v) { for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (56 - 8 * i)); }
+static uint32_t be32(const uint8_t *b) { return (uint32_t)b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3]; }
+static uint64_t be64(const uint8_t *b) { uint64_t v = 0; for (int i = 0; i < 8; i++) v = v << 8 | b[i]; return v; }
+static uint64_t mono_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+struct ctl { int fd; uint8_t in[1 << 16]; size_t have; };
+static int ctl_send(struct ctl *c, uint8_t ty, const uint8_t *body, uint16_t len) {
+    uint8_t h[3] = {ty, (uint8_t)(len >> 8), (uint8_t)len};
+    if (send(c->fd, h, 3, MSG_NOSIGNAL) != 3) return -1;
+    if (len && send(c->fd, body, len, MSG_NOSIGNAL) != len) return -1;
+    return 0;
+}
+static int ctl_recv(struct ctl *c, uint8_t *ty, uint8_t *body, uint16_t *len) {
+    ssize_t n = recv(c->fd, c->in + c->have, sizeof(c->in) - c->have, MSG_DONTWAIT);
+    if (n == 0 && c->have == 0) return -1;
+    if (n > 0) c->have += (size_t)n;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+    if (c->have < 3) return 0;
+    uint16_t l = (uint16_t)(c->in[1] << 8 | c->in[2]);
+    if (c->have < 3u + l) return 0;
+    *ty = c->in[0];
+    *len = l;
+    memcpy(body, c->in + 3, l);
+    memmove(c->in, c->in + 3 + l, c->have - 3 - l);
+    c->have -= 3u + l;
+    return 1;
+}
+
+struct member { struct ctl c; uint8_t ip[4]; uint32_t qpn; uint64_t va; uint32_t rkey; int joined, confirmed; };
+
+static void usage(void) {
+    fprintf(stderr, "usage: rocast-verbs-lead --bind IP --members N [--group IP] [--op send|write] [--size B]"
+                    " [--message B] [--repeat K] [--dev NAME] [--port N] [--gid N] [--mtu M] [--seed S] [--timeout S]\n");
+}
+
+int main(int argc, char **argv) {
+    const char *bind_ip = NULL, *group_ip = "10.77.0.200", *dev = NULL, *op = "send";
+    long members = 0, size = 1 << 20, message = 1 << 20, repeat = 1, port = 1, gid = 1, mtu = 1024, timeout_s = 60;
+    unsigned long seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) { usage(); return 2; }
+        if (!strcmp(a, "--bind")) bind_ip = v;
+        else if (!strcmp(a, "--members")) members = atol(v);
+        else if (!strcmp(a, "--group")) group_ip = v;
+        else if (!strcmp(a, "--op")) op = v;
+        else if (!strcmp(a, "--size")) size = atol(v);
+        else if (!strcmp(a, "--message")) message = atol(v);
+        else if (!strcmp(a, "--repeat")) repeat = atol(v);
+        else if (!strcmp(a, "--dev")) dev = v;
+        else if (!strcmp(a, "--port")) port = atol(v);
+        else if (!strcmp(a, "--gid")) gid = atol(v);
+        else if (!strcmp(a, "--mtu")) mtu = atol(v);
+        else if (!strcmp(a, "--seed")) seed = strtoul(v, NULL, 0);
+        else if (!strcmp(a, "--timeout")) timeout_s = atol(v);
+        else { usage(); return 2; }
+        i++;
+    }
+    struct in_addr me, mcst;
+    int write = !strcmp(op, "write");
+    enum ibv_mtu imtu = mtu == 256 ? IBV_MTU_256 : mtu == 512 ? IBV_MTU_512 : mtu == 1024 ? IBV_MTU_1024
+                      : mtu == 2048 ? IBV_MTU_2048 : mtu == 4096 ? IBV_MTU_4096 : 0;
+    if (!bind_ip || !inet_aton(bind_ip, &me) || !inet_aton(group_ip, &mcst) || members < 1 ||
+        members > MAX_MEMBERS || size < 1 || size > (1L << 30) || message < 1 || repeat < 1 ||
+        (!write && strcmp(op, "send")) || !imtu || port < 1 || port > 255 || timeout_s < 1) {
+        usage();
+        return 2;
+    }
+    struct rv_group_qp g;
+    int e = rv_open(&g, dev, (uint8_t)port, (int)gid, (size_t)size, 0);
+    if (e || (e = rv_connect_group(&g, mcst, imtu))) { fprintf(stderr, "verbs: %s\n", strerror(-e)); return 1; }
+    /* The data: seeded bytes (xorshift), so members can be checked by CRC. */
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull | 1;
+    for (long i = 0; i < size; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; g.buf[i] = (uint8_t)(x >> 24); }
+    uint32_t crc = rv_crc32(g.buf, (size_t)size);
+
+    int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in la = {.sin_family = AF_INET, .sin_port = htons(CONTROL_PORT), .sin_addr = me};
+    int mrp = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in ma = {.sin_family = AF_INET, .sin_port = htons(MRP_PORT), .sin_addr = me};
+    if (bind(ls, (struct sockaddr *)&la, sizeof(la)) || listen(ls, MAX_MEMBERS) ||
+        bind(mrp, (struct sockaddr *)&ma, sizeof(ma))) { perror("bind"); return 1; }
+
+    /* 1. Member discovery. */
+    static struct member m[MAX_MEMBERS];
+    uint8_t params[13], ty, body[1 << 16];
+    uint16_t len;
+    params[0] = (uint8_t)write;
+    put64(params + 1, (uint64_t)size);
+    put32(params + 9, (uint32_t)message);
+    uint64_t deadline = mono_ns() + (uint64_t)timeout_s * 1000000000ull;
+    int joined = 0, accepted = 0;
+    while (joined < members) {
+        if (mono_ns() > deadline) { fprintf(stderr, "%d of %ld members joined\n", joined, members); return 1; }
+        struct pollfd p = {.fd = ls, .events = POLLIN};
+        if (accepted < members && poll(&p, 1, 5) > 0) {
+            m[accepted].c.fd = accept(ls, NULL, NULL);
+            if (m[accepted].c.fd >= 0 && ctl_send(&m[accepted].c, 1, params, 13) == 0) accepted++;
+        }
+        for (int i = 0; i < accepted; i++) {
+            if (!m[i].joined && ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == 2 && len == 20) {
+                memcpy(m[i].ip, body, 4);
+                m[i].qpn = be32(body + 4);
+                m[i].va = be64(body + 8);
+                m[i].rkey = be32(body + 16);
+                m[i].joined = 1;
+                joined++;
+            }
+        }
+    }
+
+    /* 2. Registration: one MRP packet (groups here are small), the leader first. */
+    int rec = write ? 20 : 8;
+    uint8_t pkt[1472];
+    size_t plen = 8 + (size_t)(members + 1) * (size_t)rec;
+    if (plen > sizeof(pkt)) { fprintf(stderr, "group too large for one MRP packet\n"); return 1; }
+    memset(pkt, 0, plen);
+    memcpy(pkt, &mcst.s_addr, 4);
+    pkt[4] = 0; pkt[5] = 1; pkt[6] = (uint8_t)(members + 1); pkt[7] = (uint8_t)write;
+    memcpy(pkt + 8, &me.s_addr, 4);
+    put32(pkt + 12, rv_qpn(&g));
+    for (long i = 0; i < members; i++) {
+        uint8_t *r = pkt + 8 + (size_t)(i + 1) * (size_t)rec;
+        memcpy(r, m[i].ip, 4);
+        put32(r + 4, m[i].qpn);
+        if (write) { put64(r + 8, m[i].va); put32(r + 16, m[i].rkey); }
+    }
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(MRP_PORT), .sin_addr = mcst};
+    uint64_t t_reg = mono_ns();
+    int confirmed = 0;
+    for (int attempt = 0; attempt < 4 && confirmed < members; attempt++) {
+        sendto(mrp, pkt, plen, 0, (struct sockaddr *)&to, sizeof(to));
+        uint64_t until = mono_ns() + 500000000ull;
+        while (confirmed < members && mono_ns() < until) {
+            uint8_t rj[64];
+            ssize_t n = recv(mrp, rj, sizeof(rj), MSG_DONTWAIT);
+            if (n == 13 && !memcmp(rj, "RCRJ", 4)) {
+                fprintf(stderr, "the switch refused the group (reason %u)\n", rj[12]);
+                return 1;
+            }
+            for (long i = 0; i < members; i++) {
+                if (!m[i].confirmed && ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == 3 && len == 12 &&
+                    !memcmp(body, &mcst.s_addr, 4) && !memcmp(body + 4, m[i].ip, 4)) {
+                    m[i].confirmed = 1;
+                    confirmed++;
+                }
+            }
+            usleep(200);
+        }
+    }
+    if (confirmed < members) { fprintf(stderr, "%d of %ld members confirmed\n", confirmed, members); return 1; }
+    printf("registered %s with %ld members in %.1f ms (QPN %#x)\n", group_ip, members,
+           (double)(mono_ns() - t_reg) / 1e6, rv_qpn(&g));
+    fflush(stdout);
+
+    /* 3. The buffers. */
+    int all_ok = 1;
+    long n_msgs = (size + message - 1) / message;
+    for (long k = 1; k <= repeat && all_ok; k++) {
+        uint8_t ann[16];
+        put32(ann, (uint32_t)k);
+        put64(ann + 4, (uint64_t)size);
+        put32(ann + 12, crc);
+        int ready = 0;
+        for (long i = 0; i < members; i++) ctl_send(&m[i].c, 9, ann, 16);
+        deadline = mono_ns() + (uint64_t)timeout_s * 1000000000ull;
+        while (ready < members) {
+            for (long i = 0; i < members; i++)
+                if (ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == 7) ready++;
+            if (mono_ns() > deadline) { fprintf(stderr, "members not ready\n"); return 1; }
+            usleep(100);
+        }
+        uint64_t t0 = mono_ns();
+        for (long j = 0; j < n_msgs; j++) {
+            long off = j * message, l = size - off < message ? size - off : message;
+            e = rv_post_send(&g, (uint64_t)j, (size_t)off, (size_t)l, write, (uint64_t)off);
+            if (e) { fprintf(stderr, "post_send: %s\n", strerror(-e)); return 1; }
+        }
+        long done = 0;
+        while (done < n_msgs) {
+            struct ibv_wc wc;
+            int r = rv_poll(&g, &wc);
+            if (r < 0) { fprintf(stderr, "poll_cq failed\n"); return 1; }
+            if (r == 0) {
+                if (mono_ns() - t0 > (uint64_t)timeout_s * 1000000000ull) { fprintf(stderr, "no completions\n"); return 1; }
+                continue;
+            }
+            if (wc.status != IBV_WC_SUCCESS) { fprintf(stderr, "completion error: %s\n", ibv_wc_status_str(wc.status)); return 1; }
+            done++;
+        }
+        double ms = (double)(mono_ns() - t0) / 1e6;
+        if (write) {
+            uint8_t d[4];
+            put32(d, (uint32_t)k);
+            for (long i = 0; i < members; i++) ctl_send(&m[i].c, 4, d, 4);
+        }
+        int verdicts = 0, good = 0;
+        deadline = mono_ns() + (uint64_t)timeout_s * 1000000000ull;
+        while (verdicts < members) {
+            for (long i = 0; i < members; i++) {
+                if (ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == 5 && len == 13) {
+                    verdicts++;
+                    good += body[0] == 1 && be32(body + 1) == crc;
+                }
+            }
+            if (mono_ns() > deadline) break;
+            usleep(100);
+        }
+        printf("multicast %ld bytes (crc32 %08x) in %ld %s messages: %.1f ms, %.1f Mbit/s; %d of %ld members ok\n",
+               size, crc, n_msgs, write ? "WRITE" : "SEND", ms, (double)size * 8 / ms / 1e3, good, members);
+        fflush(stdout);
+        all_ok &= good == members;
+    }
+
+    /* 4. Close, and free the switch's tables. */
+    uint8_t okb = (uint8_t)all_ok, rel[8];
+    for (long i = 0; i < members; i++) ctl_send(&m[i].c, 10, &okb, 1);
+    memcpy(rel, &mcst.s_addr, 4);
+    rel[4] = 0; rel[5] = 1; rel[6] = 0; rel[7] = 2;
+    sendto(mrp, rel, 8, 0, (struct sockaddr *)&to, sizeof(to));
+    usleep(50000);
+    rv_close(&g);
+    return all_ok ? 0 : 1;
+}
