@@ -94,7 +94,7 @@ int rv_connect_group(struct rv_group_qp *g, struct in_addr mcst, enum ibv_mtu mt
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;
     a.sq_psn = 0;
-    a.timeout = 14;
+    a.timeout = 16; /* 4.096 us x 2^16 = 268 ms: TCG guests and a busy host answer late */
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     a.max_rd_atomic = 1;
