@@ -18,7 +18,9 @@
 //!   byte the kernel reports through `IP_RECVTOS` (so ECN, CE marks included, arrives
 //!   as it was on the wire). The ICRC masks TOS and TTL, and covers everything else we
 //!   rebuild, so the core's ICRC check passes exactly when it would on the wire —
-//!   provided the sender is an RoCEv2 stack that, like rxe and rocast, sends ident 0.
+//!   provided the sender sent ident 0, as rocast does and as `rocast switch` makes every
+//!   bridged copy do (Linux rxe numbers its packets: a packet straight from rxe fails
+//!   the check here and is counted as a bad ICRC).
 //!
 //! Batches go through `sendmmsg`/`recvmmsg`. Every buffer (payloads, iovecs, message
 //! headers, addresses, control messages) is allocated once in [`UdpTransport::bind`];

@@ -420,6 +420,11 @@ impl FrameSwitch {
                 // Rewritten from the parsed packet: checksum and ICRC recomputed once.
                 let mut r = *pkt;
                 b.apply(&mut r);
+                // The ICRC covers the IPv4 ident, which a receiver on a kernel UDP socket
+                // cannot see (it rebuilds the header with ident 0). rxe numbers its DF
+                // packets; for a DF datagram the ident means nothing (RFC 6864), so the
+                // copy carries 0 and every kind of receiver can verify it.
+                r.ip.ident = 0;
                 let mut copy = vec![0u8; r.buffer_len()];
                 r.emit(&mut copy);
                 (copy, self.next_hop_mac(port, b.dst_ip))
