@@ -58,3 +58,20 @@ rxe_ensure_image() {
   fi
   echo "$img"
 }
+
+# rxe_lab_start LAB HOSTS LOGS ROCAST: a fresh `rocast lab` LAB of HOSTS hosts (the
+# switch and the guests run in its switch namespace), torn down on exit together with
+# the processes in RXE_PIDS and the qemu processes whose pid files are in LOGS.
+RXE_PIDS=()
+rxe_lab_start() {
+  RXE_LAB=$1 RXE_LOGS=$3 RXE_ROCAST=$4
+  trap rxe_lab_cleanup EXIT
+  "$RXE_ROCAST" lab down --name "$RXE_LAB" >/dev/null
+  "$RXE_ROCAST" lab up --name "$RXE_LAB" --hosts "$2" >/dev/null
+}
+rxe_lab_cleanup() {
+  local p f
+  for p in "${RXE_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for f in "$RXE_LOGS"/*.qemu.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
+  "$RXE_ROCAST" lab down --name "$RXE_LAB" >/dev/null 2>&1 || true
+}

@@ -19,17 +19,7 @@ LAB=rxerev
 LOGS=${ROCAST_RXE_LOGS:-/var/tmp/rocast-rxe-logs/mixedrev-$(date +%Y%m%d-%H%M%S)-$$}
 mkdir -p "$LOGS"
 export ROCAST_LOG_DIR=$LOGS ROCAST_BOOT_TIMEOUT=${ROCAST_BOOT_TIMEOUT:-300}
-PIDS=()
-cleanup() {
-  local p f
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for f in "$LOGS"/*.qemu.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
-  "$ROCAST" lab down --name "$LAB" >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-
-"$ROCAST" lab down --name "$LAB" >/dev/null
-"$ROCAST" lab up --name "$LAB" --hosts 3 >/dev/null
+rxe_lab_start "$LAB" 3 "$LOGS" "$ROCAST"
 NS=rocast-$LAB-sw
 SOCK=$LOGS/switch.sock
 # Ports 0-2: the lab hosts h0..h2 (10.77.0.1-3); port 3: the rxe sender, a QEMU dgram peer
@@ -40,7 +30,7 @@ for i in 0 1 2; do
 done
 ARGS+=(--port "dgram:127.0.0.1:43003=127.0.0.1:43103" --host "10.77.0.100@3=52:54:00:79:00:00")
 ip netns exec "$NS" "$ROCAST" switch "${ARGS[@]}" --control "$SOCK" >"$LOGS/switch.txt" 2>&1 &
-PIDS+=($!)
+RXE_PIDS+=($!)
 sleep 0.5
 
 # "op size count"
@@ -53,7 +43,7 @@ for c in "${CASES[@]}"; do
 done
 ip netns exec "$NS" "$HERE/boot.sh" "$IMG" s0 10.77.0.100/24 52:54:00:79:00:00 43103 43003 "$CMD" >"$LOGS/boot-s0.txt" 2>&1 &
 SENDER=$!
-PIDS+=("$SENDER")
+RXE_PIDS+=("$SENDER")
 fail=0
 # Each group: the three rocast receivers join the rxe leader, receive, and report.
 first=1

@@ -22,17 +22,7 @@ LAB=rxemix
 LOGS=${ROCAST_RXE_LOGS:-/var/tmp/rocast-rxe-logs/mixed-$(date +%Y%m%d-%H%M%S)-$$}
 mkdir -p "$LOGS"
 export ROCAST_LOG_DIR=$LOGS ROCAST_BOOT_TIMEOUT=${ROCAST_BOOT_TIMEOUT:-300}
-PIDS=()
-cleanup() {
-  local p f
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for f in "$LOGS"/*.qemu.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
-  "$ROCAST" lab down --name "$LAB" >/dev/null 2>&1 || true
-}
-trap cleanup EXIT
-
-"$ROCAST" lab down --name "$LAB" >/dev/null
-"$ROCAST" lab up --name "$LAB" --hosts 1 >/dev/null
+rxe_lab_start "$LAB" 1 "$LOGS" "$ROCAST"
 NS=rocast-$LAB-sw
 SOCK=$LOGS/switch.sock
 # Port 0: the lab host h0 (10.77.0.1); ports 1-3: the guests, as QEMU dgram peers in the
@@ -42,14 +32,14 @@ for i in 1 2 3; do
   ARGS+=(--port "dgram:127.0.0.1:4100$i=127.0.0.1:4110$i" --host "10.77.0.10$i@$i=52:54:00:77:00:0$i")
 done
 ip netns exec "$NS" "$ROCAST" switch "${ARGS[@]}" --control "$SOCK" >"$LOGS/switch.txt" 2>&1 &
-PIDS+=($!)
+RXE_PIDS+=($!)
 sleep 0.5
 
 CASES=("send 4K 100" "send 1M 10" "write 4K 100" "write 1M 10")
 for i in 1 2 3; do
   CMD="for n in 1 2 3 4; do rocast-verbs-member --bind 10.77.0.10$i --leader 10.77.0.1 --dev rxe0 --gid 1 --mtu 1024 --timeout 200 || exit 1; done"
   ip netns exec "$NS" "$HERE/boot.sh" "$IMG" "g$i" "10.77.0.10$i/24" "52:54:00:77:00:0$i" "4110$i" "4100$i" "$CMD" >"$LOGS/boot$i.txt" 2>&1 &
-  PIDS+=($!)
+  RXE_PIDS+=($!)
   BOOTS[$i]=$!
 done
 fail=0
