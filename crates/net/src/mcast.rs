@@ -387,6 +387,21 @@ enum LeaderPath {
     Detached,
 }
 
+impl LeaderPath {
+    /// Lets the QPs answer what arrives (retransmissions, late ACKs).
+    fn service(&mut self, clock: &Clock) {
+        match self {
+            LeaderPath::Cepheus { ep } => {
+                let _ = ep.poll_once(clock);
+            }
+            LeaderPath::Overlay { set, .. } => {
+                let _ = set.poll_once(clock);
+            }
+            LeaderPath::Detached => {}
+        }
+    }
+}
+
 /// A group, at its leader: created once (member discovery, registration or the
 /// overlay), then any number of [`send`](Self::send)s, then [`close`](Self::close).
 pub struct Leader {
@@ -601,15 +616,7 @@ impl Leader {
 
     /// Lets the QPs answer what arrives (retransmissions, late ACKs).
     fn service(&mut self) {
-        match &mut self.path {
-            LeaderPath::Cepheus { ep } => {
-                let _ = ep.poll_once(&self.clock);
-            }
-            LeaderPath::Overlay { set, .. } => {
-                let _ = set.poll_once(&self.clock);
-            }
-            LeaderPath::Detached => {}
-        }
+        self.path.service(&self.clock);
     }
 
     /// How the data travels: "cepheus", or the overlay's name (and why).
@@ -696,15 +703,7 @@ impl Leader {
         }
         let transfer = t0.elapsed();
         let (conns, path, clock) = (&mut self.conns, &mut self.path, &self.clock);
-        let verdicts = collect_verdicts(conns, crc, cfg.timeout, || match path {
-            LeaderPath::Cepheus { ep } => {
-                let _ = ep.poll_once(clock);
-            }
-            LeaderPath::Overlay { set, .. } => {
-                let _ = set.poll_once(clock);
-            }
-            LeaderPath::Detached => {}
-        });
+        let verdicts = collect_verdicts(conns, crc, cfg.timeout, || path.service(clock));
         Ok(LeaderReport {
             bytes: data.len() as u64,
             crc32: crc,

@@ -28,6 +28,7 @@ use std::path::Path;
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
+use rocast_core::plan::Topology;
 use rocast_core::time::Duration;
 
 use crate::cepheus::{run_cepheus_with_flows, CepheusSpec};
@@ -99,13 +100,18 @@ fn with_policy(sc: &Scenario, policy: &str) -> Result<Scenario, String> {
     Ok(sc)
 }
 
-fn run_policy(sc: &Scenario, base: &Path, policy: &str, t: &Trial) -> Result<PolicyRun, String> {
+fn run_policy(
+    sc: &Scenario,
+    topo: &Topology,
+    policy: &str,
+    t: &Trial,
+) -> Result<PolicyRun, String> {
+    // The policy changes switch and NIC settings only: the fabric is the caller's.
     let sc = with_policy(sc, policy)?;
-    let topo = build_topology(&sc, base)?;
-    let cfg = engine_config(&sc, &topo)?;
+    let cfg = engine_config(&sc, topo)?;
     let mut spec = CepheusSpec::new(t.source, t.receivers.clone(), t.message);
     spec.sample_interval = Some(t.step);
-    let out = run_cepheus_with_flows(topo, cfg, &spec, t.flows.clone())?;
+    let out = run_cepheus_with_flows(topo.clone(), cfg, &spec, t.flows.clone())?;
     let ms = |ps: u64| ps as f64 / 1e9;
     let unicasts = out
         .flows
@@ -159,13 +165,42 @@ fn run_policy(sc: &Scenario, base: &Path, policy: &str, t: &Trial) -> Result<Pol
     })
 }
 
-/// Runs the trial under every policy of `multicast.cnp_policies` (in parallel).
-fn run_policies(sc: &Scenario, base: &Path, t: &Trial) -> Result<Vec<PolicyRun>, String> {
+/// Runs the trial on `topo` under every policy of `multicast.cnp_policies` (in
+/// parallel).
+fn run_policies(sc: &Scenario, topo: &Topology, t: &Trial) -> Result<Vec<PolicyRun>, String> {
     let m = &sc.multicast;
     if m.cnp_policies.is_empty() {
         return Err("multicast.cnp_policies is empty".into());
     }
-    parallel(m.threads, &m.cnp_policies, |p| run_policy(sc, base, p, t))
+    parallel(m.threads, &m.cnp_policies, |p| run_policy(sc, topo, p, t))
+}
+
+/// Each run cut into phases (`min_samples` intervals at least).
+fn analyse<'a>(
+    runs: &'a [PolicyRun],
+    receivers: &[u32],
+    line: f64,
+    min_samples: usize,
+) -> Vec<(&'a PolicyRun, Vec<Phase>)> {
+    runs.iter()
+        .map(|r| (r, phases(r, receivers, line, min_samples)))
+        .collect()
+}
+
+/// The report every experiment ends with: its heading `text`, the phase table, the CNP
+/// summary, and the series as `csv_name`.
+fn report(
+    mut text: String,
+    tables: &[(&PolicyRun, Vec<Phase>)],
+    runs: &[PolicyRun],
+    csv_name: &str,
+) -> EvalReport {
+    phase_table(&mut text, tables);
+    cnp_summary(&mut text, runs);
+    EvalReport {
+        text,
+        files: vec![(csv_name.into(), series_csv(runs))],
+    }
 }
 
 /// One phase of a policy's run: between two changes in the unicasts running.
@@ -391,14 +426,14 @@ fn series_csv(runs: &[PolicyRun]) -> String {
     csv
 }
 
-/// The star presets' checks: 7 hosts, and the host link rate (Gb/s).
-fn star_line(sc: &Scenario, base: &Path, what: &str) -> Result<(String, f64), String> {
+/// The star presets' fabric: 7 hosts at least, and the host link rate (Gb/s).
+fn star(sc: &Scenario, base: &Path, what: &str) -> Result<(Topology, f64), String> {
     let topo = build_topology(sc, base)?;
     if topo.num_hosts() < 7 {
         return Err(format!("{what} needs 7 hosts (a source and 6 receivers)"));
     }
     let line = topo.links[topo.ports(0)[0].0 as usize].rate_bps as f64 / 1e9;
-    Ok((topo.name.clone(), line))
+    Ok((topo, line))
 }
 
 /// The CPMP experiment (TMCF Figs 3–4): a multicast from host 0 to receivers 1–6
@@ -412,7 +447,8 @@ pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     if !(m.start_ms > 0.0 && m.phase_ms > 0.0) {
         return Err("multicast.start_ms and multicast.phase_ms must be positive".into());
     }
-    let (name, line) = star_line(sc, base, "tmcf-cpmp")?;
+    let (topo, line) = star(sc, base, "tmcf-cpmp")?;
+    let name = &topo.name;
     let end_ms = m.start_ms + m.phase_ms * (UNICASTS.len() as f64 + 1.0);
     // Every unicast outlasts the run at line rate.
     let uni = (line * 1e9 / 8.0 * end_ms / 1e3) as u64;
@@ -434,11 +470,8 @@ pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         step: Duration::from_us(100),
         cut_ms: end_ms,
     };
-    let runs = run_policies(sc, base, &trial)?;
-    let tables: Vec<(&PolicyRun, Vec<Phase>)> = runs
-        .iter()
-        .map(|r| (r, phases(r, &trial.receivers, line, 4)))
-        .collect();
+    let runs = run_policies(sc, &topo, &trial)?;
+    let tables = analyse(&runs, &trial.receivers, line, 4);
     let mut text = String::new();
     let _ = writeln!(
         text,
@@ -474,12 +507,7 @@ pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         text,
         "\nGb/s of the multicast's sending rate, mean over the second half of each phase\n"
     );
-    phase_table(&mut text, &tables);
-    cnp_summary(&mut text, &runs);
-    Ok(EvalReport {
-        text,
-        files: vec![("tmcf-cpmp.csv".into(), series_csv(&runs))],
-    })
+    Ok(report(text, &tables, &runs, "tmcf-cpmp.csv"))
 }
 
 /// TMCF Figs 5–6, the moving bottleneck: a multicast from host 0 to receivers 1–6,
@@ -508,7 +536,8 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
             after: None,
         });
     }
-    let (name, line) = star_line(sc, base, "tmcf-moving")?;
+    let (topo, line) = star(sc, base, "tmcf-moving")?;
+    let name = &topo.name;
     let trial = Trial {
         source: 0,
         receivers: (1..=6).collect(),
@@ -517,11 +546,8 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         step: Duration::from_us(100),
         cut_ms: f64::INFINITY,
     };
-    let runs = run_policies(sc, base, &trial)?;
-    let tables: Vec<(&PolicyRun, Vec<Phase>)> = runs
-        .iter()
-        .map(|r| (r, phases(r, &trial.receivers, line, 4)))
-        .collect();
+    let runs = run_policies(sc, &topo, &trial)?;
+    let tables = analyse(&runs, &trial.receivers, line, 4);
     let mut text = String::new();
     let _ = writeln!(
         text,
@@ -530,12 +556,7 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
          paper: the multicast follows the worst bottleneck as it moves, and back\n",
         m.unicasts
     );
-    phase_table(&mut text, &tables);
-    cnp_summary(&mut text, &runs);
-    Ok(EvalReport {
-        text,
-        files: vec![("tmcf-moving.csv".into(), series_csv(&runs))],
-    })
+    Ok(report(text, &tables, &runs, "tmcf-moving.csv"))
 }
 
 /// Cepheus Fig 14: multicast f1 from N0 to N1..N(g-1) (hosts drawn, seeded, from the
@@ -590,12 +611,9 @@ pub fn fairness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         step: Duration::from_us(100),
         cut_ms: f64::INFINITY,
     };
-    let runs = run_policies(sc, base, &trial)?;
+    let runs = run_policies(sc, &topo, &trial)?;
     let line = rate as f64 / 1e9;
-    let tables: Vec<(&PolicyRun, Vec<Phase>)> = runs
-        .iter()
-        .map(|r| (r, phases(r, &trial.receivers, line, 10)))
-        .collect();
+    let tables = analyse(&runs, &trial.receivers, line, 10);
     let mut text = String::new();
     let _ = writeln!(
         text,
@@ -615,12 +633,7 @@ pub fn fairness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         m.start_ms,
         m.phase_ms
     );
-    phase_table(&mut text, &tables);
-    cnp_summary(&mut text, &runs);
-    Ok(EvalReport {
-        text,
-        files: vec![("fairness.csv".into(), series_csv(&runs))],
-    })
+    Ok(report(text, &tables, &runs, "fairness.csv"))
 }
 
 #[cfg(test)]
