@@ -117,6 +117,10 @@ int main(int argc, char **argv) {
         }
     }
 
+    /* Discovery is over: stop listening, so a member starting for the next group is
+     * refused (and retries) instead of landing in this closing leader's backlog. */
+    close(ls);
+
     /* 2. Registration: one MRP packet (groups here are small), the leader first. */
     int rec = write ? 20 : 8;
     uint8_t pkt[1472];
