@@ -75,3 +75,27 @@ rxe_lab_cleanup() {
   for f in "$RXE_LOGS"/*.qemu.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
   "$RXE_ROCAST" lab down --name "$RXE_LAB" >/dev/null 2>&1 || true
 }
+
+# rxe_check_captures ROCAST DIR TAG: `rocast pcap check` on every link capture the switch
+# wrote to DIR (`rocast switch --capture DIR`; the switch must have stopped, which closes
+# them). One line per port; returns 1 if a file is missing, a frame fails, or a link
+# carried no RoCE at all (a check of nothing proves nothing). Passing captures are
+# deleted: a 100 x 1 MB run writes about a gigabyte.
+rxe_check_captures() {
+  local rocast=$1 dir=$2 tag=$3 f out roce rc=0 n=0
+  for f in "$dir"/port*.pcap; do
+    [ -f "$f" ] || continue
+    n=$((n + 1))
+    if out=$("$rocast" pcap check "$f" 2>&1); then
+      roce=$(echo "$out" | tail -n1 | awk '{print $3}')
+      echo "$tag: capture $(basename "$f"): $(echo "$out" | tail -n1)"
+      [ "${roce:-0}" -gt 0 ] || { echo "$tag: capture $(basename "$f") carried no RoCE"; rc=1; }
+    else
+      echo "$tag: capture $(basename "$f") FAILED: $(echo "$out" | head -n5)"
+      rc=1
+    fi
+  done
+  [ "$n" -gt 0 ] || { echo "$tag: no captures in $dir"; return 1; }
+  if [ "$rc" = 0 ]; then rm -f "$dir"/port*.pcap; fi
+  return "$rc"
+}

@@ -2,8 +2,9 @@
 # Mixed (issue 9, acceptance 4, second direction): an unmodified Soft-RoCE sender (an rxe
 # guest running rocast-verbs-lead: controller and sender on libibverbs) multicasts through
 # `rocast switch` (Cepheus engine) to three rocast software receivers (`rocast mcast join`
-# in `rocast lab` namespaces). SEND and WRITE, 100 buffers of 4 KB and 10 of 1 MB; every
-# receiver must report every buffer intact.
+# in `rocast lab` namespaces). SEND and WRITE, 100 buffers of 4 KB and 100 of 1 MB; every
+# receiver must report every buffer intact, and every frame on every link (captured in
+# the switch) must pass `rocast pcap check`.
 # Run as root. ROCAST_BIN: the rocast binary (default target/release/rocast, built if missing).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -29,12 +30,13 @@ for i in 0 1 2; do
   ARGS+=(--port "afpacket:p$i" --host "10.77.0.$((i + 1))@$i=02:72:63:00:00:0$((i + 1))")
 done
 ARGS+=(--port "dgram:127.0.0.1:43003=127.0.0.1:43103" --host "10.77.0.100@3=52:54:00:79:00:00")
-ip netns exec "$NS" "$ROCAST" switch "${ARGS[@]}" --control "$SOCK" >"$LOGS/switch.txt" 2>&1 &
-RXE_PIDS+=($!)
+ip netns exec "$NS" "$ROCAST" switch "${ARGS[@]}" --control "$SOCK" --capture "$LOGS/pcap" >"$LOGS/switch.txt" 2>&1 &
+SW=$!
+RXE_PIDS+=($SW)
 sleep 0.5
 
 # "op size count"
-CASES=("send 4096 100" "send 1048576 10" "write 4096 100" "write 1048576 10")
+CASES=("send 4096 100" "send 1048576 100" "write 4096 100" "write 1048576 100")
 LEAD="rocast-verbs-lead --bind 10.77.0.100 --members 3 --dev rxe0 --gid 1 --mtu 1024 --timeout 200"
 CMD=""
 for c in "${CASES[@]}"; do
@@ -70,5 +72,8 @@ done
 wait "$SENDER" || { say "the rxe sender failed: $(tail -3 "$LOGS/boot-s0.txt")"; fail=1; }
 grep -h -E '^registered' "$LOGS/s0.log" | sed 's/^/mixed-reverse-test: /' || true
 grep -h "hw_counters" "$LOGS/s0.log" | sed 's/^.*hw_counters:/mixed-reverse-test: sender hw_counters:/' || true
+kill "$SW" 2>/dev/null || true
+wait "$SW" 2>/dev/null || true
+rxe_check_captures "$ROCAST" "$LOGS/pcap" mixed-reverse-test || fail=1
 say "$([ $fail = 0 ] && echo PASS || echo FAIL) in $(( $(date +%s) - T0 ))s; logs in $LOGS"
 exit $fail

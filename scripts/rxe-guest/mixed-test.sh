@@ -3,7 +3,7 @@
 # namespace multicasts through `rocast switch` (Cepheus engine: replication, bridging, ACK
 # aggregation) to three unmodified Soft-RoCE receivers: rxe guests under qemu TCG running
 # rocast-verbs-member (verbs/), one ordinary RC QP each, connected to (McstID, QPN 1).
-# Four groups in turn: SEND and WRITE, 100 buffers of 4 KB and 10 of 1 MB; every receiver's
+# Four groups in turn: SEND and WRITE, 100 buffers of 4 KB and 100 of 1 MB; every receiver's
 # CRC-32 must match the sender's, and every guest must exit 0.
 # Run as root. ROCAST_BIN: the rocast binary (default target/release/rocast, built if missing).
 set -euo pipefail
@@ -31,11 +31,12 @@ ARGS=(--port afpacket:p0 --host 10.77.0.1@0=02:72:63:00:00:01)
 for i in 1 2 3; do
   ARGS+=(--port "dgram:127.0.0.1:4100$i=127.0.0.1:4110$i" --host "10.77.0.10$i@$i=52:54:00:77:00:0$i")
 done
-ip netns exec "$NS" "$ROCAST" switch "${ARGS[@]}" --control "$SOCK" >"$LOGS/switch.txt" 2>&1 &
-RXE_PIDS+=($!)
+ip netns exec "$NS" "$ROCAST" switch "${ARGS[@]}" --control "$SOCK" --capture "$LOGS/pcap" >"$LOGS/switch.txt" 2>&1 &
+SW=$!
+RXE_PIDS+=($SW)
 sleep 0.5
 
-CASES=("send 4K 100" "send 1M 10" "write 4K 100" "write 1M 10")
+CASES=("send 4K 100" "send 1M 100" "write 4K 100" "write 1M 100")
 for i in 1 2 3; do
   CMD="for n in 1 2 3 4; do rocast-verbs-member --bind 10.77.0.10$i --leader 10.77.0.1 --dev rxe0 --gid 1 --mtu 1024 --timeout 200 || exit 1; done"
   ip netns exec "$NS" "$HERE/boot.sh" "$IMG" "g$i" "10.77.0.10$i/24" "52:54:00:77:00:0$i" "4110$i" "4100$i" "$CMD" >"$LOGS/boot$i.txt" 2>&1 &
@@ -60,5 +61,8 @@ for i in 1 2 3; do
   grep -h "hw_counters" "$LOGS/g$i.log" | sed "s/^/mixed-test: g$i /" || true
 done
 "$ROCAST" switch --stats --control "$SOCK" | grep -E '^(cepheus (data_in|replicas|bridged|acks_in|acks_out|naks_out)|switch (drop_|mrp_))' | grep -v ' 0$' | sed 's/^/mixed-test:   /' || true
+kill "$SW" 2>/dev/null || true
+wait "$SW" 2>/dev/null || true
+rxe_check_captures "$ROCAST" "$LOGS/pcap" mixed-test || fail=1
 say "$([ $fail = 0 ] && echo PASS || echo FAIL) in $(( $(date +%s) - T0 ))s; logs in $LOGS"
 exit $fail

@@ -103,10 +103,10 @@ run_pair() {
 }
 
 start_switch() {  # start_switch SW0 GUEST0 SW1 GUEST1
-  SW_SOCK="$LOGS/sw.sock"
+  SW_SOCK="$LOGS/sw.sock" SW_PORT0=$1
   rm -f "$SW_SOCK"
   "$ROCAST" switch --port "dgram:127.0.0.1:$1=127.0.0.1:$2" --port "dgram:127.0.0.1:$3=127.0.0.1:$4" \
-    --control "$SW_SOCK" >"$LOGS/switch.$1.log" 2>&1 &
+    --control "$SW_SOCK" --capture "$LOGS/pcap.$1" >"$LOGS/switch.$1.log" 2>&1 &
   SW_PID=$!
   for _ in $(seq 50); do [ -S "$SW_SOCK" ] && return 0; sleep 0.1; done
   say "switch did not come up:"; cat "$LOGS/switch.$1.log"; return 1
@@ -115,6 +115,7 @@ stop_switch() {  # prints the stats; checks that the switch forwarded at least $
   local stats fwd
   stats=$("$ROCAST" switch --stats --control "$SW_SOCK" 2>&1) || true
   kill "$SW_PID" 2>/dev/null || true; wait "$SW_PID" 2>/dev/null || true; SW_PID=
+  rxe_check_captures "$ROCAST" "$LOGS/pcap.$SW_PORT0" pingpong-test || return 1
   echo "$stats" | grep -E '^port |^switch (rx_frames|tx_frames|forwarded|flooded|drop_[a-z_]+ [1-9])|^memory' | sed 's/^/  switch: /'
   fwd=$(echo "$stats" | awk '$1 == "switch" && $2 == "forwarded" {print $3}')
   if [ "${fwd:-0}" -lt "$1" ]; then say "switch forwarded ${fwd:-0} frames, expected >= $1"; return 1; fi

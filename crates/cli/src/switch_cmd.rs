@@ -59,6 +59,10 @@ pub struct SwitchCmd {
     /// Ports whose egress --loss applies to (repeatable; default every port).
     #[arg(long = "loss-port")]
     loss_ports: Vec<u16>,
+    /// Write every frame each port receives or sends to DIR/portN.pcap (a tap on
+    /// each link), for `rocast pcap check`.
+    #[arg(long, value_name = "DIR")]
+    capture: Option<PathBuf>,
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
     #[arg(long)]
     duration: Option<f64>,
@@ -169,6 +173,7 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
             (ports, cmd.loss)
         }),
         control: cmd.control,
+        capture: cmd.capture,
         seed: cmd.seed,
     };
     let mut d = SwitchDaemon::new(cfg)?;

@@ -21,6 +21,12 @@
 //! state: a restarted switch has no groups, and leaders re-register (MRP is the only
 //! way in), so stopping the daemon loses nothing the controller cannot restore.
 //!
+//! Captures: with `capture` set, every frame a port receives and every frame it sends
+//! is written to `DIR/portN.pcap` (Ethernet, ns timestamps) as a tap on that link
+//! would see it, so `rocast pcap check` can verify what real guests put on the wire
+//! and what the switch gave them. Injected drops never reach the link and are not
+//! captured.
+//!
 //! Memory: per port a receive buffer of 64 KB plus the egress queue (at most
 //! `queue_bytes` when shaping); the tables as [`FrameSwitch::memory_bytes`] says.
 
@@ -33,7 +39,9 @@ use rocast_core::wire::{Ecn, EtherType, EthernetFrame, Ipv4Packet, ETHERNET_HEAD
 use std::collections::VecDeque;
 use std::ffi::CString;
 use std::fmt::Write as _;
-use std::io::{self, Read, Write};
+use rocast_core::wire::pcap::{PcapWriter, LINKTYPE_ETHERNET};
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
 use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -110,6 +118,8 @@ pub struct PortStats {
     pub foreign: u64,
     /// Frames longer than `MAX_FRAME` (truncated on read) dropped.
     pub oversize: u64,
+    /// The capture file could not be written (the capture stopped there).
+    pub capture_errors: u64,
 }
 
 enum Backend {
@@ -139,6 +149,8 @@ struct Port {
     queued_bytes: usize,
     /// When the head of the queue may leave (ps on the daemon's clock).
     next_free_ps: u64,
+    /// The link's capture, both directions.
+    capture: Option<PcapWriter<BufWriter<File>>>,
 }
 
 fn os_err(what: &str) -> io::Error {
@@ -253,7 +265,31 @@ impl Port {
             queue: VecDeque::new(),
             queued_bytes: 0,
             next_free_ps: 0,
+            capture: None,
         })
+    }
+
+    /// Writes one frame seen on this port's link to its capture, if any. A failed
+    /// write (disk full) ends the capture rather than the switch, and is counted.
+    fn capture(&mut self, frame: &[u8]) {
+        let Some(w) = &mut self.capture else {
+            return;
+        };
+        let ts_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        if w.write_record(ts_ns, frame).is_err() {
+            self.stats.capture_errors += 1;
+            self.capture = None;
+        }
+    }
+
+    fn close_capture(&mut self) {
+        if let Some(w) = self.capture.take() {
+            if w.into_inner().flush().is_err() {
+                self.stats.capture_errors += 1;
+            }
+        }
     }
 
     fn fd(&self) -> RawFd {
@@ -302,6 +338,7 @@ impl Port {
                 Ok(n) => {
                     self.stats.rx_frames += 1;
                     self.stats.rx_bytes += n as u64;
+                    self.capture(&buf[..n]);
                     Ok(Some(n))
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
@@ -319,6 +356,7 @@ impl Port {
         let frames = std::mem::take(&mut self.pending);
         match &self.backend {
             Backend::AfPacket(fd) => {
+                let fd = fd.as_raw_fd();
                 let mut iov: Vec<libc::iovec> = frames
                     .iter()
                     .map(|f| libc::iovec {
@@ -341,7 +379,7 @@ impl Port {
                     // SAFETY: msgs[done..] are valid headers over live buffers.
                     let r = unsafe {
                         libc::sendmmsg(
-                            fd.as_raw_fd(),
+                            fd,
                             msgs[done..].as_mut_ptr(),
                             (msgs.len() - done) as u32,
                             0,
@@ -356,6 +394,7 @@ impl Port {
                     for f in &frames[done..done + r as usize] {
                         self.stats.tx_frames += 1;
                         self.stats.tx_bytes += f.len() as u64;
+                        self.capture(f);
                     }
                     done += r as usize;
                 }
@@ -384,6 +423,7 @@ impl Port {
         if ok {
             self.stats.tx_frames += 1;
             self.stats.tx_bytes += frame.len() as u64;
+            self.capture(frame);
         } else {
             self.stats.tx_errors += 1;
         }
@@ -449,6 +489,8 @@ pub struct SwitchConfig {
     /// Drop each frame leaving these ports with this probability (seeded).
     pub loss: Option<(Vec<u16>, f64)>,
     pub control: Option<PathBuf>,
+    /// Write each port's link to `DIR/portN.pcap`.
+    pub capture: Option<PathBuf>,
     pub seed: u64,
 }
 
@@ -487,11 +529,22 @@ impl SwitchDaemon {
         for &(ip, port, mac) in &cfg.hosts {
             sw.add_host(ip, port, mac)?;
         }
-        let ports = cfg
+        let mut ports = cfg
             .ports
             .iter()
             .map(|p| Port::open(p).map_err(|e| format!("port {p:?}: {e}")))
             .collect::<Result<Vec<_>, _>>()?;
+        if let Some(dir) = &cfg.capture {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            for (i, port) in ports.iter_mut().enumerate() {
+                let path = dir.join(format!("port{i}.pcap"));
+                let f = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                port.capture = Some(
+                    PcapWriter::new(BufWriter::with_capacity(1 << 20, f), LINKTYPE_ETHERNET)
+                        .map_err(|e| format!("{}: {e}", path.display()))?,
+                );
+            }
+        }
         let control = match &cfg.control {
             Some(path) => {
                 if let Some(dir) = path.parent() {
@@ -570,6 +623,9 @@ impl SwitchDaemon {
             if !busy {
                 self.wait(next_departure)?;
             }
+        }
+        for p in &mut self.ports {
+            p.close_capture();
         }
         Ok(())
     }
@@ -727,8 +783,8 @@ impl SwitchDaemon {
             let s = &p.stats;
             let _ = writeln!(
                 t,
-                "port {i} {:?} rx_frames {} rx_bytes {} tx_frames {} tx_bytes {} tx_errors {} queue_drops {} injected_drops {} ecn_marked {} foreign {} oversize {}",
-                p.spec, s.rx_frames, s.rx_bytes, s.tx_frames, s.tx_bytes, s.tx_errors, s.queue_drops, s.injected_drops, s.ecn_marked, s.foreign, s.oversize
+                "port {i} {:?} rx_frames {} rx_bytes {} tx_frames {} tx_bytes {} tx_errors {} queue_drops {} injected_drops {} ecn_marked {} foreign {} oversize {} capture_errors {}",
+                p.spec, s.rx_frames, s.rx_bytes, s.tx_frames, s.tx_bytes, s.tx_errors, s.queue_drops, s.injected_drops, s.ecn_marked, s.foreign, s.oversize, s.capture_errors
             );
         }
         let f = self.sw.stats();
@@ -876,7 +932,9 @@ mod tests {
 
     #[test]
     fn dgram_ports_switch_frames_between_loopback_peers() {
+        use rocast_core::wire::pcap::PcapReader;
         use rocast_core::wire::{EthernetAddress, EthernetRepr};
+        let dir = std::env::temp_dir().join(format!("rocast-switch-capture-{}", std::process::id()));
         // Two "guests" on loopback UDP, one switch with a port for each.
         let g0 = UdpSocket::bind("127.0.0.1:0").unwrap();
         let g1 = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -919,6 +977,7 @@ mod tests {
             shaping: None,
             loss: None,
             control: None,
+            capture: Some(dir.clone()),
             seed: 1,
         };
         let mut d = SwitchDaemon::new(cfg).unwrap();
@@ -945,5 +1004,17 @@ mod tests {
         let st = d.stats_text();
         assert!(st.contains("switch flooded 1"), "{st}");
         assert!(st.contains("foreign 1"), "{st}");
+        // Each link's capture holds the frame once: received on port 0, sent on
+        // port 1; the stranger's datagram never entered the switch.
+        drop(d);
+        for port in 0..2 {
+            let bytes = std::fs::read(dir.join(format!("port{port}.pcap"))).unwrap();
+            let recs: Vec<Vec<u8>> = PcapReader::new(&bytes)
+                .unwrap()
+                .map(|r| r.unwrap().data.to_vec())
+                .collect();
+            assert_eq!(recs, vec![f.clone()], "port {port}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
