@@ -78,6 +78,7 @@ pub fn run(cmd: SimCmd) -> Result<(), String> {
                 "fairness.csv" => Some("python/plot_fairness.py"),
                 "peel-fig5.csv" | "peel-fig6.csv" | "peel-fig7.csv" => Some("python/plot_peel.py"),
                 "tmcf-cpmp.csv" | "tmcf-moving.csv" => Some("python/plot_rate.py"),
+                "ud-latency.csv" => Some("python/plot_ud_latency.py"),
                 _ => None,
             };
             if let Some(script) = script {

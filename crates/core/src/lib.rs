@@ -16,6 +16,7 @@
 
 pub mod control;
 pub mod fabric;
+pub mod nack_multicast;
 pub mod overlay;
 pub mod payload;
 pub mod plan;

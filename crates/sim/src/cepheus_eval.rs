@@ -53,6 +53,7 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "tmcf-cpmp" => crate::cc_eval::cpmp(sc, base)?,
         "tmcf-moving" => crate::cc_eval::moving(sc, base)?,
         "transfer" => transfer(sc, &topo, &cfg)?,
+        "ud-latency" => crate::broadcast_select::ud_latency(sc)?,
         other => {
             return Err(format!(
             "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp or tmcf-moving"

@@ -113,6 +113,9 @@ pub struct MulticastConfig {
     /// `transfer` (the sim/lab conformance scenario): messages of `message` bytes
     /// from host 0 to hosts 1..group.
     pub messages: u32,
+    /// `ud-latency`: the optical broadcast-select fabric and its latency model
+    /// (`[multicast.odbss]`, see `broadcast_select::OdbssConfig`).
+    pub odbss: crate::broadcast_select::OdbssConfig,
 }
 
 impl Default for MulticastConfig {
@@ -161,6 +164,7 @@ impl Default for MulticastConfig {
             phase_ms: 1.0,
             unicasts: Vec::new(),
             messages: 1,
+            odbss: Default::default(),
         }
     }
 }
@@ -493,6 +497,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("tmcf-cpmp", include_str!("../scenarios/tmcf-cpmp.toml")),
     ("tmcf-moving", include_str!("../scenarios/tmcf-moving.toml")),
     ("transfer", include_str!("../scenarios/transfer.toml")),
+    ("ud-latency", include_str!("../scenarios/ud-latency.toml")),
 ];
 
 pub fn preset_names() -> String {
@@ -656,6 +661,7 @@ impl Scenario {
         if n.ack_every == 0 || n.rto_us == 0 {
             return Err(invalid("nic.ack_every/rto_us", "must be at least 1"));
         }
+        self.multicast.odbss.validate()?;
         let w = &self.workload;
         if !matches!(
             w.kind.as_str(),

@@ -5,6 +5,8 @@
 //!
 //! - [`broadcast`]: application-layer broadcast (RDMC/MPI schedules from
 //!   `rocast_core::overlay`) executed over the engine's RC connections.
+//! - [`broadcast_select`]: the optical broadcast-select fabric (ODBSS): elements,
+//!   multi-dimensional scaling, hybrid offload and the `ud-latency` preset.
 //! - [`config`]: TOML scenarios, presets and `--set` overrides.
 //! - [`workload`]: flow generators (permutation, incast, all-to-all, Poisson with the
 //!   WebSearch/Hadoop CDFs, HPCC flow files, explicit lists with dependencies).
@@ -15,6 +17,7 @@
 //! - [`run`]: ties them together and writes `fct.txt`, `summary.json`, logs and pcaps.
 
 pub mod broadcast;
+pub mod broadcast_select;
 pub mod cc_eval;
 pub mod cepheus;
 pub mod cepheus_eval;

@@ -25,14 +25,26 @@
 //! `wire`; an RC responder here answers them with an invalid-request NAK), end-to-end
 //! credits (ACKs carry the "credits invalid" code 31, as Linux rxe does), and path
 //! migration.
+//!
+//! Beside RC, [`UdEndpoint`] (in `ud`) holds one host's unreliable-datagram QPs. The RC
+//! part above still knows nothing of Cepheus multicast; UD multicast attach/detach is
+//! different: it is the standard IBTA feature (vol. 1 §10.5, RoCEv2 Annex A17) that the
+//! broadcast-select reliable-multicast path of paper 002 runs on, so the endpoint owns
+//! the group table a real RNIC owns.
 
 mod cc;
 mod qp;
 mod requester;
 mod responder;
+mod ud;
 
 pub use cc::{Dcqcn, DcqcnConfig, FixedRate, RateController, Unlimited};
 pub use qp::{ModifyError, RcQueuePair};
+pub use ud::{
+    ipv4_gid, ipv4_multicast_gid, ipv4_multicast_mac, is_ipv4_multicast, psn_step, MulticastGroup,
+    PsnStep, UdAddress, UdConfig, UdCounters, UdDrop, UdEndpoint, UdError, UdEvent, MULTICAST_QPN,
+    QKEY_USE_OWN,
+};
 
 use crate::time::Duration;
 use crate::wire::{Ipv4Address, NakCode, Psn};

@@ -1,0 +1,529 @@
+//! The receiving side: any number of sender streams (sessions), each delivered exactly
+//! once and in order (see the module doc).
+//!
+//! Calling order: feed every packet that arrives from the group (DATA, heartbeats, other
+//! receivers' NACKs) to [`handle_packet`], call [`handle_timeout`] when
+//! [`poll_timeout`] says, and drain [`poll_transmit`] (NACKs to the group, STATUS to the
+//! sender) and [`poll_event`] (messages and loss reports, in stream order).
+//!
+//! NACK rules, per stream (RFC 5401 §3.5 and NORM's suppression):
+//! 1. A gap (sequences below the highest seen, from DATA or a heartbeat, that have not
+//!    arrived) arms a NACK timer with a random back-off ([`NackBackoff`]) if none is armed
+//!    and the stream is not holding off.
+//! 2. When the timer fires, the missing ranges not covered by NACKs heard from other
+//!    receivers since the timer was armed are NACKed (to the group); the stream then
+//!    holds off for `nack_holdoff` (long enough for the repair to arrive).
+//! 3. If every missing range was covered by heard NACKs, nothing is sent: suppressed.
+//! 4. After the hold-off, whatever is still missing starts again at rule 1.
+//!
+//! [`handle_packet`]: NackMulticastReceiver::handle_packet
+//! [`handle_timeout`]: NackMulticastReceiver::handle_timeout
+//! [`poll_timeout`]: NackMulticastReceiver::poll_timeout
+//! [`poll_transmit`]: NackMulticastReceiver::poll_transmit
+//! [`poll_event`]: NackMulticastReceiver::poll_event
+
+use super::backoff::NackBackoff;
+use super::packet::{DataRepr, Packet, PacketRepr};
+use super::Destination;
+use crate::time::{Duration, Instant};
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Range;
+
+#[derive(Debug, Clone)]
+pub struct ReceiverConfig {
+    pub receiver_id: u32,
+    /// Out-of-order packets held per stream; advertised to the sender as the window.
+    pub window: u32,
+    /// Receivers in the group: scales the NACK back-off (RFC 5401 λ = ln N + 1).
+    pub group_size: usize,
+    /// The back-off's upper bound (a few one-way delays).
+    pub nack_max_backoff: Duration,
+    /// After NACKing (or being suppressed), wait this long before NACKing the same gap
+    /// again: at least a round trip plus the sender's repair time.
+    pub nack_holdoff: Duration,
+    /// STATUS period (also sent when the position advanced a quarter window).
+    pub status_interval: Duration,
+    /// NACK ranges per timer expiry (the rest wait for the next round).
+    pub max_nack_ranges: usize,
+    pub seed: u64,
+}
+
+impl ReceiverConfig {
+    pub fn new(receiver_id: u32, group_size: usize, seed: u64) -> Self {
+        ReceiverConfig {
+            receiver_id,
+            window: 256,
+            group_size,
+            nack_max_backoff: Duration::from_us(20),
+            nack_holdoff: Duration::from_us(60),
+            status_interval: Duration::from_us(100),
+            max_nack_ranges: 16,
+            seed,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReceiverEvent {
+    /// Message `msg_seq` of `session`, whole, exactly once, in order.
+    Message { session: u32, msg_seq: u64, data: Vec<u8> },
+    /// Messages `messages` of `session` can never be delivered: part of them left the
+    /// sender's retransmission window before it reached this receiver.
+    Unrecoverable { session: u32, messages: Range<u64> },
+}
+
+/// A packet for the network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    pub dest: Destination,
+    pub session: u32,
+    pub bytes: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReceiverCounters {
+    pub data_packets: u64,
+    pub repair_packets: u64,
+    pub duplicates: u64,
+    /// DATA beyond the advertised window (a sender ignoring flow control).
+    pub beyond_window: u64,
+    pub heartbeats: u64,
+    pub messages: u64,
+    pub nacks_sent: u64,
+    /// NACK ranges sent (one NACK packet carries one range).
+    pub nack_ranges_sent: u64,
+    /// Timer expiries whose whole NACK was covered by ones heard from others.
+    pub nacks_suppressed: u64,
+    pub nacks_heard: u64,
+    pub status_sent: u64,
+    /// Sequences given up on (left the sender's window).
+    pub lost_packets: u64,
+    pub lost_messages: u64,
+    pub malformed: u64,
+}
+
+#[derive(Debug)]
+struct Fragment {
+    msg_seq: u64,
+    msg_len: u32,
+    frag_offset: u32,
+    first: bool,
+    last: bool,
+    payload: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Stream {
+    /// Every sequence below this was consumed (delivered or given up).
+    next_seq: u64,
+    /// One past the highest sequence known to exist (DATA or heartbeat).
+    high: u64,
+    /// Out-of-order fragments, index `seq - next_seq - 1` (next_seq itself is never held).
+    held: VecDeque<Option<Fragment>>,
+    /// The message being reassembled: (msg_seq, bytes so far).
+    partial: Option<(u64, Vec<u8>)>,
+    /// After a loss: drop fragments until a message starts.
+    skipping: bool,
+    /// The message sequence expected next (loss reports name messages from here).
+    next_msg: u64,
+    nack_due: Option<Instant>,
+    holdoff_until: Option<Instant>,
+    /// NACK ranges heard from other receivers since the timer was armed.
+    heard: Vec<Range<u64>>,
+    last_status: Option<Instant>,
+    status_position: u64,
+}
+
+pub struct NackMulticastReceiver {
+    cfg: ReceiverConfig,
+    backoff: NackBackoff,
+    streams: BTreeMap<u32, Stream>,
+    tx: VecDeque<Transmit>,
+    events: VecDeque<ReceiverEvent>,
+    counters: ReceiverCounters,
+}
+
+impl NackMulticastReceiver {
+    pub fn new(cfg: ReceiverConfig) -> Self {
+        assert!(cfg.window > 0, "window must be positive");
+        NackMulticastReceiver {
+            backoff: NackBackoff::new(cfg.nack_max_backoff, cfg.group_size, cfg.seed),
+            cfg,
+            streams: BTreeMap::new(),
+            tx: VecDeque::new(),
+            events: VecDeque::new(),
+            counters: ReceiverCounters::default(),
+        }
+    }
+
+    pub fn counters(&self) -> &ReceiverCounters {
+        &self.counters
+    }
+    pub fn config(&self) -> &ReceiverConfig {
+        &self.cfg
+    }
+    /// The consumed position of `session` (every sequence below it delivered or lost).
+    pub fn position(&self, session: u32) -> Option<u64> {
+        self.streams.get(&session).map(|s| s.next_seq)
+    }
+    /// Sequences of `session` known to exist and not yet consumed.
+    pub fn missing(&self, session: u32) -> u64 {
+        self.streams.get(&session).map_or(0, |s| s.high - s.next_seq)
+    }
+    pub fn memory_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self
+                .streams
+                .values()
+                .map(|s| {
+                    std::mem::size_of::<Stream>()
+                        + s.held.len() * std::mem::size_of::<Option<Fragment>>()
+                        + s.held.iter().flatten().map(|f| f.payload.capacity()).sum::<usize>()
+                        + s.partial.as_ref().map_or(0, |p| p.1.capacity())
+                })
+                .sum::<usize>()
+    }
+
+    /// The stream of `session`, created on its first packet; `last_status: None` makes
+    /// the first `after_change` announce the receiver (the sender's flow control waits
+    /// for it).
+    fn stream(&mut self, session: u32) -> &mut Stream {
+        self.streams.entry(session).or_insert_with(|| Stream {
+            // A stream starts at sequence 0: a receiver that missed the first packets
+            // NACKs them, or is told they are gone. Nothing is skipped silently.
+            next_seq: 0,
+            high: 0,
+            held: VecDeque::new(),
+            partial: None,
+            skipping: false,
+            next_msg: 0,
+            nack_due: None,
+            holdoff_until: None,
+            heard: Vec::new(),
+            last_status: None,
+            status_position: 0,
+        })
+    }
+
+    pub fn handle_packet(&mut self, now: Instant, bytes: &[u8]) {
+        let p = match Packet::parse(bytes) {
+            Ok(p) => p,
+            Err(_) => {
+                self.counters.malformed += 1;
+                return;
+            }
+        };
+        match p.repr {
+            PacketRepr::Data(d) => self.on_data(now, p.session, &d),
+            PacketRepr::Heartbeat { next_seq, low_seq } => {
+                self.counters.heartbeats += 1;
+                let s = self.stream(p.session);
+                s.high = s.high.max(next_seq);
+                if low_seq > s.next_seq {
+                    self.give_up_below(p.session, low_seq);
+                }
+                self.after_change(now, p.session);
+            }
+            PacketRepr::Nack { receiver, from_seq, count } => {
+                if receiver == self.cfg.receiver_id {
+                    return; // our own, looped back
+                }
+                self.counters.nacks_heard += 1;
+                if let Some(s) = self.streams.get_mut(&p.session) {
+                    if s.nack_due.is_some() {
+                        s.heard.push(from_seq..from_seq + count as u64);
+                    }
+                }
+            }
+            PacketRepr::Status { .. } => {} // other receivers' feedback, if it loops back
+        }
+    }
+
+    fn on_data(&mut self, now: Instant, session: u32, d: &DataRepr<'_>) {
+        self.counters.data_packets += 1;
+        if d.is_repair() {
+            self.counters.repair_packets += 1;
+        }
+        let window = self.cfg.window as u64;
+        let s = self.stream(session);
+        if d.seq < s.next_seq {
+            self.counters.duplicates += 1;
+            return;
+        }
+        if d.seq - s.next_seq > window {
+            self.counters.beyond_window += 1;
+            return;
+        }
+        s.high = s.high.max(d.seq + 1);
+        let frag = Fragment {
+            msg_seq: d.msg_seq,
+            msg_len: d.msg_len,
+            frag_offset: d.frag_offset,
+            first: d.is_first(),
+            last: d.is_last(),
+            payload: d.payload.to_vec(),
+        };
+        if d.seq == s.next_seq {
+            self.consume(session, Some(frag));
+            self.drain_held(session);
+        } else {
+            let idx = (d.seq - s.next_seq - 1) as usize;
+            if s.held.len() <= idx {
+                s.held.resize_with(idx + 1, || None);
+            }
+            if s.held[idx].is_some() {
+                self.counters.duplicates += 1;
+                return;
+            }
+            s.held[idx] = Some(frag);
+        }
+        self.after_change(now, session);
+    }
+
+    /// Consumes sequence `next_seq`: a fragment, or `None` for one given up on.
+    fn consume(&mut self, session: u32, frag: Option<Fragment>) {
+        let s = self.streams.get_mut(&session).expect("stream exists");
+        // `held` now starts at the new next_seq: drain_held restores the invariant.
+        s.next_seq += 1;
+        let Some(f) = frag else {
+            self.counters.lost_packets += 1;
+            s.partial = None;
+            s.skipping = true;
+            return;
+        };
+        if s.skipping {
+            if !f.first {
+                return;
+            }
+            s.skipping = false;
+            if f.msg_seq > s.next_msg {
+                self.counters.lost_messages += f.msg_seq - s.next_msg;
+                self.events.push_back(ReceiverEvent::Unrecoverable { session, messages: s.next_msg..f.msg_seq });
+            }
+            s.next_msg = f.msg_seq;
+        }
+        if f.first {
+            s.partial = Some((f.msg_seq, Vec::with_capacity(f.msg_len as usize)));
+        }
+        let Some((msg_seq, buf)) = s.partial.as_mut() else {
+            return; // a middle fragment without its start: impossible in order
+        };
+        if *msg_seq != f.msg_seq || buf.len() != f.frag_offset as usize {
+            // A sender bug or corruption the parser could not see: drop the message.
+            s.partial = None;
+            self.counters.malformed += 1;
+            return;
+        }
+        buf.extend_from_slice(&f.payload);
+        if f.last {
+            let (msg_seq, data) = s.partial.take().expect("partial");
+            s.next_msg = msg_seq + 1;
+            self.counters.messages += 1;
+            self.events.push_back(ReceiverEvent::Message { session, msg_seq, data });
+        }
+    }
+
+    /// After [`consume`](Self::consume): `held[0]` is the new `next_seq`. Consumes held
+    /// fragments while they are in order, and drops the slot of the first missing one,
+    /// so that `held[i]` is again sequence `next_seq + 1 + i`.
+    fn drain_held(&mut self, session: u32) {
+        loop {
+            let s = self.streams.get_mut(&session).expect("stream exists");
+            match s.held.pop_front() {
+                Some(Some(f)) => self.consume(session, Some(f)),
+                Some(None) | None => return,
+            }
+        }
+    }
+
+    /// The sender can no longer repair anything below `low`: consume what is held and
+    /// give up on the rest.
+    fn give_up_below(&mut self, session: u32, low: u64) {
+        loop {
+            let s = self.streams.get_mut(&session).expect("stream exists");
+            if s.next_seq >= low {
+                break;
+            }
+            // next_seq itself never sits in `held` (it would have been consumed).
+            self.consume(session, None);
+            self.drain_held(session);
+        }
+    }
+
+    /// Arms the NACK timer for a gap and sends STATUS when the position moved enough.
+    fn after_change(&mut self, now: Instant, session: u32) {
+        let window = self.cfg.window as u64;
+        let s = self.streams.get_mut(&session).expect("stream exists");
+        // next_seq is never held, so anything known beyond it means a gap.
+        if s.high <= s.next_seq {
+            s.nack_due = None;
+            s.holdoff_until = None;
+            s.heard.clear();
+        } else if s.nack_due.is_none() && s.holdoff_until.is_none() {
+            s.nack_due = Some(now + self.backoff.next_delay());
+        }
+        if s.last_status.is_none() || s.next_seq >= s.status_position + window / 4 {
+            self.send_status(now, session);
+        }
+    }
+
+    fn send_status(&mut self, now: Instant, session: u32) {
+        let s = self.streams.get_mut(&session).expect("stream exists");
+        s.last_status = Some(now);
+        s.status_position = s.next_seq;
+        self.counters.status_sent += 1;
+        self.tx.push_back(Transmit {
+            dest: Destination::Sender,
+            session,
+            bytes: Packet {
+                session,
+                repr: PacketRepr::Status {
+                    receiver: self.cfg.receiver_id,
+                    position: s.next_seq,
+                    window: self.cfg.window,
+                },
+            }
+            .to_vec(),
+        });
+    }
+
+    /// Missing sequence ranges of a stream, in order.
+    fn missing_ranges(s: &Stream) -> Vec<Range<u64>> {
+        let mut out: Vec<Range<u64>> = Vec::new();
+        let mut push = |seq: u64| match out.last_mut() {
+            Some(r) if r.end == seq => r.end += 1,
+            _ => out.push(seq..seq + 1),
+        };
+        if s.next_seq < s.high {
+            push(s.next_seq);
+        }
+        for (i, slot) in s.held.iter().enumerate() {
+            let seq = s.next_seq + 1 + i as u64;
+            if seq >= s.high {
+                break;
+            }
+            if slot.is_none() {
+                push(seq);
+            }
+        }
+        let tail_from = s.next_seq + 1 + s.held.len() as u64;
+        if tail_from < s.high {
+            match out.last_mut() {
+                Some(r) if r.end == tail_from => r.end = s.high,
+                _ => out.push(tail_from..s.high),
+            }
+        }
+        out
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let sessions: Vec<u32> = self.streams.keys().copied().collect();
+        for session in sessions {
+            let s = self.streams.get_mut(&session).expect("stream exists");
+            if s.last_status.is_some_and(|t| now >= t + self.cfg.status_interval) {
+                self.send_status(now, session);
+            }
+            let s = self.streams.get_mut(&session).expect("stream exists");
+            if s.holdoff_until.is_some_and(|t| now >= t) {
+                // Hold-off over: whatever is still missing arms a fresh back-off.
+                s.holdoff_until = None;
+                self.after_change(now, session);
+            }
+            let s = self.streams.get_mut(&session).expect("stream exists");
+            if !s.nack_due.is_some_and(|t| now >= t) {
+                continue;
+            }
+            s.nack_due = None;
+            s.holdoff_until = Some(now + self.cfg.nack_holdoff);
+            let heard = std::mem::take(&mut s.heard);
+            let mut ranges = Vec::new();
+            for r in Self::missing_ranges(s) {
+                subtract(r, &heard, &mut ranges);
+            }
+            if ranges.is_empty() {
+                self.counters.nacks_suppressed += 1;
+                continue;
+            }
+            self.counters.nacks_sent += 1;
+            for r in ranges.into_iter().take(self.cfg.max_nack_ranges) {
+                // One range per NACK; ranges longer than u32 are split.
+                let mut from = r.start;
+                while from < r.end {
+                    let count = (r.end - from).min(u32::MAX as u64) as u32;
+                    self.counters.nack_ranges_sent += 1;
+                    self.tx.push_back(Transmit {
+                        dest: Destination::Group,
+                        session,
+                        bytes: Packet {
+                            session,
+                            repr: PacketRepr::Nack { receiver: self.cfg.receiver_id, from_seq: from, count },
+                        }
+                        .to_vec(),
+                    });
+                    from += count as u64;
+                }
+            }
+        }
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        let mut at = |x: Instant| t = Some(t.map_or(x, |t| t.min(x)));
+        for s in self.streams.values() {
+            if let Some(x) = s.nack_due {
+                at(x);
+            } else if let Some(x) = s.holdoff_until {
+                at(x);
+            }
+            if let Some(x) = s.last_status {
+                at(x + self.cfg.status_interval);
+            }
+        }
+        t
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.tx.pop_front()
+    }
+
+    pub fn poll_event(&mut self) -> Option<ReceiverEvent> {
+        self.events.pop_front()
+    }
+}
+
+/// Appends to `out` the parts of `r` that no range in `cover` contains.
+fn subtract(r: Range<u64>, cover: &[Range<u64>], out: &mut Vec<Range<u64>>) {
+    let mut parts = vec![r];
+    for c in cover {
+        let mut next = Vec::with_capacity(parts.len() + 1);
+        for p in parts {
+            if c.end <= p.start || c.start >= p.end {
+                next.push(p);
+                continue;
+            }
+            if p.start < c.start {
+                next.push(p.start..c.start);
+            }
+            if c.end < p.end {
+                next.push(c.end..p.end);
+            }
+        }
+        parts = next;
+    }
+    out.extend(parts);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subtract;
+
+    #[test]
+    fn subtract_leaves_the_uncovered_parts() {
+        let mut out = Vec::new();
+        subtract(10..20, &[12..14, 18..30, 0..5], &mut out);
+        assert_eq!(out, vec![10..12, 14..18]);
+        out.clear();
+        subtract(10..20, &[0..100], &mut out);
+        assert!(out.is_empty());
+    }
+}

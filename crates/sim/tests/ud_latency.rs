@@ -1,0 +1,95 @@
+//! The `ud-latency` preset end to end (issue 10): UD multicast on the optical
+//! broadcast-select fabric against the binomial tree over RC, the multi-dimensional
+//! fabric and the hybrid offload, with fewer trials than the preset's 2000.
+
+use rocast_sim::cepheus_eval::run_experiment;
+use rocast_sim::config::Scenario;
+use std::path::Path;
+
+fn run(sets: &[&str]) -> (String, String) {
+    let mut all = vec![
+        "multicast.odbss.trials=200",
+        "multicast.odbss.bench_rounds=0",
+    ];
+    all.extend_from_slice(sets);
+    let sets: Vec<String> = all.iter().map(|s| s.to_string()).collect();
+    let sc = Scenario::preset("ud-latency", &sets).unwrap();
+    let r = run_experiment(&sc, Path::new(".")).unwrap();
+    let csv = r
+        .files
+        .iter()
+        .find(|(n, _)| n == "ud-latency.csv")
+        .expect("ud-latency.csv")
+        .1
+        .clone();
+    (r.text, csv)
+}
+
+/// (mean, p99) of one CSV row.
+fn row(csv: &str, n: u32, size: u64, scheme: &str) -> (f64, f64) {
+    let prefix = format!("{n},{size},{scheme},");
+    let line = csv
+        .lines()
+        .find(|l| l.starts_with(&prefix))
+        .unwrap_or_else(|| panic!("no row {prefix}"));
+    let v: Vec<f64> = line[prefix.len()..]
+        .split(',')
+        .map(|x| x.parse().unwrap())
+        .collect();
+    (v[0], v[2])
+}
+
+#[test]
+fn ud_latency_preset_reproduces_the_papers_shape() {
+    let (text, csv) = run(&[]);
+    assert!(csv.starts_with("n,size,scheme,mean_us,p50_us,p99_us,max_us\n"));
+    // 9 group sizes x 4 message sizes x 3 schemes.
+    assert_eq!(csv.lines().count(), 1 + 9 * 4 * 3);
+
+    for size in [64, 4096] {
+        let mc = |n| row(&csv, n, size, "ud-mcast").0;
+        let tree = |n| row(&csv, n, size, "binomial-rc").0;
+        // Within one dimension the multicast costs one unicast hop whatever N.
+        assert!((mc(32) - mc(4)).abs() < 0.5, "{size}: {} {}", mc(4), mc(32));
+        // The overlay grows with N, and faster than its log2 N hops.
+        assert!(tree(8) < tree(64) && tree(64) < tree(1024));
+        assert!(tree(1024) / 10.0 > tree(4) / 2.0 * 1.1, "{size}");
+        assert!(tree(1024) > 7.0 * mc(1024), "{size}");
+    }
+    // Pinned (seeded): 64 B to four nodes is Fig. 4's 1.66 us plus the post and
+    // the tail's mean; to 1024 the binomial tree takes ~50 us.
+    for (got, want) in [
+        (row(&csv, 4, 64, "ud-mcast"), PIN_MCAST_4_64),
+        (row(&csv, 1024, 64, "binomial-rc"), PIN_TREE_1024_64),
+    ] {
+        // Printed to the nanosecond; allow the last digit for libm differences.
+        assert!(
+            (got.0 - want.0).abs() < 2e-3 && (got.1 - want.1).abs() < 2e-3,
+            "{got:?} vs {want:?}"
+        );
+    }
+
+    // The hybrid offload table: the paper's 96.8% is 1 - 32/1024, printed 96.9%.
+    assert!(
+        text.contains(
+            "full (1024)  1024    32 |   96.9% |   4030    124   96.9% |  1056    64   93.9%"
+        ),
+        "{text}"
+    );
+    // The multi-dimensional table: 32^2 and 32^3 nodes in 2 and 3 hops.
+    assert!(
+        text.contains("  32  2    1024 |      1023        2 |"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  32  3   32768 |     32767        3 |"),
+        "{text}"
+    );
+
+    // Deterministic: the same seed gives the same CSV.
+    assert_eq!(run(&[]).1, csv);
+    assert_ne!(run(&["seed=2"]).1, csv);
+}
+
+const PIN_MCAST_4_64: (f64, f64) = (3.179, 6.178);
+const PIN_TREE_1024_64: (f64, f64) = (50.78, 78.225);
