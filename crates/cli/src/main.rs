@@ -15,6 +15,7 @@ mod perf_cmd;
 mod sim_cmd;
 mod switch_cmd;
 mod tree_cmd;
+mod ud_bench;
 
 #[derive(Debug, Parser)]
 #[command(name = "rocast", version, about = "RoCEv2 multicast toolkit")]

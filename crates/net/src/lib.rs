@@ -19,6 +19,7 @@ pub mod mcast;
 pub mod perf;
 pub mod qp_set;
 pub mod switch;
+pub mod ud_mcast;
 pub mod udp;
 
 pub use endpoint::{Activity, Clock, Endpoint, EndpointStats, LossInjector};

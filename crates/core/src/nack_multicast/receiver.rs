@@ -230,7 +230,9 @@ impl NackMulticastReceiver {
                 }
                 self.counters.nacks_heard += 1;
                 if let Some(s) = self.streams.get_mut(&p.session) {
-                    if s.nack_due.is_some() {
+                    // Bounded: past 64 heard ranges a receiver may NACK redundantly,
+                    // which costs a repair, never correctness.
+                    if s.nack_due.is_some() && s.heard.len() < 64 {
                         s.heard.push(from_seq..from_seq + count as u64);
                     }
                 }
@@ -301,6 +303,14 @@ impl NackMulticastReceiver {
                 self.events.push_back(ReceiverEvent::Unrecoverable { session, messages: s.next_msg..f.msg_seq });
             }
             s.next_msg = f.msg_seq;
+        }
+        if f.first && f.last {
+            // A one-packet message (the common case): its payload is the message.
+            s.partial = None;
+            s.next_msg = f.msg_seq + 1;
+            self.counters.messages += 1;
+            self.events.push_back(ReceiverEvent::Message { session, msg_seq: f.msg_seq, data: f.payload });
+            return;
         }
         if f.first {
             s.partial = Some((f.msg_seq, Vec::with_capacity(f.msg_len as usize)));

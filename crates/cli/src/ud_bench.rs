@@ -1,0 +1,537 @@
+//! `rocast bench lab-ud`: reliable UD multicast on real packets (issue 10, lab part).
+//!
+//! Brings up a `rocast lab` whose switch namespace is a broadcast medium (a Linux
+//! bridge with multicast snooping off, or `rocast switch`, which floods IPv4 multicast
+//! MACs outside its Cepheus group space at layer 2), then runs one thread per host, each
+//! moved into its host's namespace (`setns`): h0 a [`NackMulticastSender`], the others
+//! [`NackMulticastReceiver`]s, each on a core [`UdEndpoint`] whose RoCEv2 UD frames go
+//! out through a UDP/4791 socket joined to an IPv4 multicast group
+//! ([`rocast_net::ud_mcast`]). Loss is injected in the drivers on receive (seeded, every
+//! host, every packet kind): this lab's kernel has no netem.
+//!
+//! Prints messages, bytes, throughput, per-receiver exactly-once accounting (delivered,
+//! duplicates, out of order, corrupt, unrecoverable), injected drops, NACKs sent and
+//! suppressed, repairs, heartbeats and the UD endpoints' counters. Fails (non-zero exit)
+//! unless every receiver got every message exactly once, in order, intact.
+//!
+//! [`NackMulticastSender`]: rocast_core::nack_multicast::NackMulticastSender
+//! [`NackMulticastReceiver`]: rocast_core::nack_multicast::NackMulticastReceiver
+//! [`UdEndpoint`]: rocast_core::rnic::UdEndpoint
+
+use rocast_core::nack_multicast::{ReceiverConfig, SenderConfig};
+use rocast_core::rnic::UdCounters;
+use rocast_core::time::Duration;
+use rocast_core::wire::EthernetAddress;
+use rocast_net::endpoint::Clock;
+use rocast_net::lab::{self, Lab, LabOptions, LabSpec, Medium};
+use rocast_net::ud_mcast::{
+    enter_netns, run_receiver, run_sender, ReceiverReport, SenderReport, UdHost, UdHostConfig,
+};
+use std::fmt::Write as _;
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+
+/// The protocol's DATA header in front of each fragment (see `nack_multicast::packet`).
+const DATA_HEADER: usize = 32;
+
+#[derive(Debug, Clone)]
+pub struct LabUdArgs {
+    pub name: String,
+    pub hosts: usize,
+    pub medium: String,
+    pub loss: f64,
+    /// Where the loss happens: "driver" (on receive, in every host's driver) or
+    /// "switch" (`rocast switch` drops frames leaving every port; --medium switch only).
+    pub loss_at: String,
+    pub messages: u64,
+    pub size: usize,
+    pub mtu: usize,
+    pub rate: String,
+    pub group: Ipv4Addr,
+    pub seed: u64,
+    pub timeout_s: u64,
+}
+
+fn parse_mac(s: &str) -> EthernetAddress {
+    let mut m = [0u8; 6];
+    for (i, p) in s.split(':').enumerate().take(6) {
+        m[i] = u8::from_str_radix(p, 16).unwrap_or(0);
+    }
+    EthernetAddress(m)
+}
+
+/// Message `i` of the run: seeded bytes (a SplitMix64 stream per message, cheap enough
+/// for the receivers to regenerate and compare every message even in a debug build).
+fn message(seed: u64, i: u64, size: usize) -> Vec<u8> {
+    let mut x = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed_0000_0000_0000;
+    let mut out = Vec::with_capacity(size + 8);
+    while out.len() < size {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    out.truncate(size);
+    out
+}
+
+fn host_config(a: &LabUdArgs, subnet: &str, i: usize) -> Result<UdHostConfig, String> {
+    let ip: Ipv4Addr = lab::host_ip(subnet, i)
+        .parse()
+        .map_err(|e| format!("host address: {e}"))?;
+    let mut c = UdHostConfig::new(ip, parse_mac(&lab::host_mac(i)), a.group, 0x100 + i as u32);
+    c.mtu = a.mtu;
+    c.loss = if a.loss_at == "driver" { a.loss } else { 0.0 };
+    c.seed = a.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64 + 1);
+    c.timeout = std::time::Duration::from_secs(a.timeout_s);
+    Ok(c)
+}
+
+/// The protocol settings for real time on a loaded 2-core machine: timers in the
+/// hundreds of microseconds to milliseconds (the core's defaults are for a fabric
+/// with microsecond round trips).
+fn sender_config(a: &LabUdArgs) -> SenderConfig {
+    let mut c = SenderConfig::new(1, a.mtu - DATA_HEADER);
+    c.window = 4096;
+    c.expected_receivers = a.hosts - 1;
+    c.heartbeat_interval = Duration::from_ms(1);
+    c.receiver_timeout = Duration::from_ms(10_000);
+    c.repair_linger = Duration::from_ms(2);
+    c.max_pending_repairs = 1024;
+    c.initial_receiver_window = 256;
+    c
+}
+
+fn receiver_config(a: &LabUdArgs, i: usize) -> ReceiverConfig {
+    let mut c = ReceiverConfig::new(i as u32, a.hosts - 1, a.seed ^ (i as u64) << 20);
+    c.window = 1024;
+    c.nack_max_backoff = Duration::from_us(300);
+    c.nack_holdoff = Duration::from_ms(10);
+    c.status_interval = Duration::from_ms(1);
+    c
+}
+
+fn ud_drops(u: &UdCounters) -> String {
+    let mut s = String::new();
+    for (k, v) in [
+        ("not_roce", u.drop_not_roce),
+        ("malformed", u.drop_malformed),
+        ("bad_icrc", u.drop_bad_icrc),
+        ("not_for_us", u.drop_not_for_us),
+        ("wrong_transport", u.drop_wrong_transport),
+        ("pkey", u.drop_pkey_mismatch),
+        ("mcast_mismatch", u.drop_multicast_mismatch),
+        ("unknown_qpn", u.drop_unknown_qpn),
+        ("unknown_group", u.drop_unknown_group),
+        ("qkey", u.drop_qkey_mismatch),
+        ("no_recv_buffer", u.drop_no_recv_buffer),
+        ("too_long", u.drop_too_long),
+    ] {
+        let _ = write!(s, " {k}={v}");
+    }
+    s
+}
+
+/// Runs the benchmark. `Err` if it could not run (arguments, lab); else the report,
+/// `Ok` when every receiver got everything exactly once and `Err` otherwise (the
+/// caller prints it either way).
+pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("lab-ud builds network namespaces: run it as root".into());
+    }
+    if !(2..=lab::MAX_HOSTS).contains(&a.hosts) {
+        return Err(format!("--hosts must be 2..={}", lab::MAX_HOSTS));
+    }
+    if !(0.0..1.0).contains(&a.loss) {
+        return Err("--loss must be in [0, 1)".into());
+    }
+    if !matches!(a.mtu, 256 | 512 | 1024 | 2048 | 4096) {
+        return Err("--mtu must be 256, 512, 1024, 2048 or 4096".into());
+    }
+    if a.messages == 0 || a.messages > u32::MAX as u64 {
+        return Err("--messages must be 1..2^32".into());
+    }
+    if !a.group.is_multicast() {
+        return Err(format!(
+            "--group {} is not an IPv4 multicast address",
+            a.group
+        ));
+    }
+    let medium = match a.medium.as_str() {
+        "bridge" => Medium::Bridge,
+        "switch" => Medium::Switch {
+            exe: std::env::current_exe().map_err(|e| e.to_string())?,
+        },
+        m => return Err(format!("--medium {m:?}: bridge or switch")),
+    };
+    let fabric_loss = match (a.loss_at.as_str(), &medium) {
+        ("driver", _) => None,
+        ("switch", Medium::Switch { .. }) => Some(a.loss).filter(|&p| p > 0.0),
+        ("switch", _) => {
+            return Err("--loss-at switch needs --medium switch (this kernel has no netem for the bridge's ports)".into())
+        }
+        (w, _) => return Err(format!("--loss-at {w:?}: driver or switch")),
+    };
+    let opts = LabOptions {
+        name: a.name.clone(),
+        hosts: a.hosts,
+        rate: a.rate.clone(),
+        medium,
+        loss: fabric_loss,
+        ..LabOptions::default()
+    };
+    let subnet = opts.subnet.clone();
+    let spec = LabSpec::new(opts).map_err(|e| e.to_string())?;
+    lab::down(&a.name).map_err(|e| e.to_string())?;
+    let up = Lab::up(&spec).map_err(|e| e.to_string())?;
+    let mut result = run(a, &subnet, &up);
+    if up.switch_pid.is_some() {
+        // What the switch did with the group's frames (flooded at layer 2).
+        let stats = switch_stats(&a.name);
+        if let Ok(r) = &mut result {
+            match r {
+                Ok(t) | Err(t) => t.push_str(&stats),
+            }
+        }
+    }
+    let down = lab::down(&a.name);
+    let report = result?;
+    down.map_err(|e| format!("lab down: {e}"))?;
+    Ok(report)
+}
+
+/// The switch daemon's frame counters, one `switch: …` line.
+fn switch_stats(name: &str) -> String {
+    let out = std::env::current_exe().and_then(|exe| {
+        std::process::Command::new(exe)
+            .args(["switch", "--stats", "--control"])
+            .arg(lab::switch_socket(name))
+            .output()
+    });
+    match out {
+        Ok(o) if o.status.success() => {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let mut line = String::from("switch:");
+            let mut port_drops = 0u64;
+            for l in text.lines() {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                if f.first() == Some(&"port") {
+                    if let Some(i) = f.iter().position(|w| *w == "injected_drops") {
+                        port_drops += f
+                            .get(i + 1)
+                            .and_then(|v| v.parse::<u64>().ok())
+                            .unwrap_or(0);
+                    }
+                }
+                if let ["switch", k, v] = f.as_slice() {
+                    if matches!(
+                        *k,
+                        "rx_frames"
+                            | "tx_frames"
+                            | "flooded"
+                            | "forwarded"
+                            | "drop_bad_icrc"
+                            | "drop_malformed"
+                            | "drop_roce_malformed"
+                    ) {
+                        let _ = write!(line, " {k} {v}");
+                    }
+                }
+            }
+            let _ = writeln!(line, " port_injected_drops {port_drops}");
+            line
+        }
+        Ok(o) => format!(
+            "switch: stats query failed: {}\n",
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => format!("switch: stats query failed: {e}\n"),
+    }
+}
+
+fn run(a: &LabUdArgs, subnet: &str, up: &Lab) -> Result<Result<String, String>, String> {
+    let n = a.hosts;
+    let clock = Clock::new();
+    let stop = Arc::new(AtomicBool::new(false));
+    let ready = Arc::new(Barrier::new(n));
+    let mut receivers = Vec::new();
+    for i in 1..n {
+        let (a2, stop, ready) = (a.clone(), stop.clone(), ready.clone());
+        let cfg = host_config(a, subnet, i)?;
+        let ns = lab::ns_host(&a.name, i);
+        receivers.push(std::thread::spawn(
+            move || -> Result<ReceiverReport, String> {
+                let host = enter_netns(&ns)
+                    .and_then(|_| UdHost::new(cfg, clock))
+                    .map_err(|e| format!("h{i}: {e}"));
+                ready.wait();
+                let mut host = host?;
+                let (seed, size) = (a2.seed, a2.size);
+                run_receiver(
+                    &mut host,
+                    receiver_config(&a2, i),
+                    a2.messages,
+                    |m, d| d == message(seed, m, size).as_slice(),
+                    &stop,
+                )
+                .map_err(|e| format!("h{i}: {e}"))
+            },
+        ));
+    }
+    let sender = {
+        let (a2, stop, ready) = (a.clone(), stop.clone(), ready.clone());
+        let cfg = host_config(a, subnet, 0)?;
+        let ns = lab::ns_host(&a.name, 0);
+        std::thread::spawn(move || -> Result<SenderReport, String> {
+            let host = enter_netns(&ns)
+                .and_then(|_| UdHost::new(cfg, clock))
+                .map_err(|e| format!("h0: {e}"));
+            ready.wait();
+            let r = host.and_then(|mut host| {
+                let (seed, size) = (a2.seed, a2.size);
+                run_sender(
+                    &mut host,
+                    sender_config(&a2),
+                    a2.messages,
+                    |m| message(seed, m, size),
+                    &stop,
+                )
+                .map_err(|e| format!("h0: {e}"))
+            });
+            // Done (or failed): the receivers have nothing more to wait for.
+            stop.store(true, Ordering::Relaxed);
+            r
+        })
+    };
+    let s = sender
+        .join()
+        .map_err(|_| "the sender thread panicked".to_string())?;
+    let rs: Vec<Result<ReceiverReport, String>> = receivers
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err("a receiver thread panicked".into()))
+        })
+        .collect();
+    Ok(report(a, up, s, rs))
+}
+
+fn report(
+    a: &LabUdArgs,
+    up: &Lab,
+    s: Result<SenderReport, String>,
+    rs: Vec<Result<ReceiverReport, String>>,
+) -> Result<String, String> {
+    let mut t = String::new();
+    let n = a.hosts;
+    let _ = writeln!(
+        t,
+        "# rocast bench lab-ud: NACK-reliable UD multicast on real RoCEv2 packets (issue 10)"
+    );
+    let _ = writeln!(
+        t,
+        "# lab: {n} hosts (h0 sends, h1..h{} receive), medium {}, links {} ({}), group {} (UDP/4791), UD MTU {}",
+        n - 1,
+        a.medium,
+        a.rate,
+        match up.shaper {
+            lab::Shaper::Netem => "netem",
+            lab::Shaper::Tbf => "tbf",
+        },
+        a.group,
+        a.mtu
+    );
+    for w in &up.warnings {
+        let _ = writeln!(t, "# lab warning: {w}");
+    }
+    if a.loss_at == "driver" {
+        let _ = writeln!(
+            t,
+            "# loss: {} per datagram, injected on receive in each host's driver (seeded ChaCha8, \
+             seed {}; every packet kind: DATA, repairs, heartbeats, NACKs, STATUS) — the kernel \
+             has no netem; losses the kernel adds are counted as kernel_drops",
+            a.loss, a.seed
+        );
+    } else {
+        let _ = writeln!(
+            t,
+            "# loss: {} per frame leaving each `rocast switch` port (the daemon's seeded --loss; \
+             every frame kind), counted in the switch line as port_injected_drops",
+            a.loss
+        );
+    }
+    let bytes = a.messages * a.size as u64;
+    let _ = writeln!(
+        t,
+        "messages {}  size {} B  bytes {}",
+        a.messages, a.size, bytes
+    );
+    let mut failures = Vec::new();
+    let sender = match s {
+        Ok(s) => Some(s),
+        Err(e) => {
+            failures.push(e);
+            None
+        }
+    };
+    let last_done = rs
+        .iter()
+        .filter_map(|r| r.as_ref().ok().and_then(|r| r.done))
+        .max();
+    if let Some(s) = &sender {
+        if let (Some(t0), Some(t1)) = (s.first_tx, last_done) {
+            let secs = t1.duration_since(t0).as_secs_f64().max(1e-9);
+            let _ = writeln!(
+                t,
+                "elapsed_s {secs:.3}  throughput_mbps {:.1}  messages_per_s {:.0}  \
+                 (first DATA sent to the last message delivered at the last receiver; payload bytes)",
+                bytes as f64 * 8.0 / secs / 1e6,
+                a.messages as f64 / secs
+            );
+        }
+        if let (Some(t0), Some(t1)) = (s.first_tx, s.all_delivered) {
+            let _ = writeln!(
+                t,
+                "sender_complete_s {:.3}  (until every receiver's STATUS covered the stream)",
+                t1.duration_since(t0).as_secs_f64()
+            );
+        }
+        let p = &s.protocol;
+        let _ = writeln!(
+            t,
+            "sender h0: data_packets {} repairs {} heartbeats {} nacks_in {} (lingering {}, queued {}, \
+             capped {}, unavailable {}, bogus {}) status_in {} injected_drops {} kernel_drops {} tx_dropped {}",
+            p.data_packets,
+            p.repair_packets,
+            p.heartbeats,
+            p.nacks_in,
+            p.nacked_lingering,
+            p.nacked_queued,
+            p.repairs_capped,
+            p.nacked_unavailable,
+            p.nacks_bogus,
+            p.status_in,
+            s.driver.injected_drops,
+            s.socket.rx_kernel_drops,
+            s.socket.tx_dropped
+        );
+    }
+    let _ = writeln!(
+        t,
+        "{:<4} {:>9} {:>4} {:>6} {:>7} {:>5} {:>10} {:>11} {:>10} {:>7} {:>8} {:>9} {:>8} {:>8} {:>7}",
+        "host",
+        "delivered",
+        "dup",
+        "order",
+        "corrupt",
+        "lost",
+        "nacks_sent",
+        "nack_ranges",
+        "suppressed",
+        "heard",
+        "repairs",
+        "pkt_dups",
+        "injected",
+        "kern_drp",
+        "status"
+    );
+    let mut tot = (0u64, 0u64, 0u64, 0u64);
+    for (k, r) in rs.iter().enumerate() {
+        let i = k + 1;
+        match r {
+            Ok(r) => {
+                let p = &r.protocol;
+                tot.0 += p.nacks_sent;
+                tot.1 += p.nacks_suppressed;
+                tot.2 += r.driver.injected_drops;
+                tot.3 += p.repair_packets;
+                let _ = writeln!(
+                    t,
+                    "h{i:<3} {:>9} {:>4} {:>6} {:>7} {:>5} {:>10} {:>11} {:>10} {:>7} {:>8} {:>9} {:>8} {:>8} {:>7}",
+                    r.delivered,
+                    r.duplicates,
+                    r.out_of_order,
+                    r.corrupt,
+                    r.unrecoverable,
+                    p.nacks_sent,
+                    p.nack_ranges_sent,
+                    p.nacks_suppressed,
+                    p.nacks_heard,
+                    p.repair_packets,
+                    p.duplicates,
+                    r.driver.injected_drops,
+                    r.socket.rx_kernel_drops,
+                    p.status_sent
+                );
+                if !r.exactly_once(a.messages) {
+                    failures.push(format!(
+                        "h{i}: delivered {}/{} (duplicates {}, out of order {}, corrupt {}, unrecoverable {})",
+                        r.delivered, a.messages, r.duplicates, r.out_of_order, r.corrupt, r.unrecoverable
+                    ));
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(t, "h{i:<3} failed: {e}");
+                failures.push(e.clone());
+            }
+        }
+    }
+    let sender_inj = sender.as_ref().map_or(0, |s| s.driver.injected_drops);
+    let _ = writeln!(
+        t,
+        "totals: nacks_sent {} nacks_suppressed {} repairs_sent {} repairs_received {} \
+         heartbeats {} injected_drops {} (receivers {} + sender {})",
+        tot.0,
+        tot.1,
+        sender.as_ref().map_or(0, |s| s.protocol.repair_packets),
+        tot.3,
+        sender.as_ref().map_or(0, |s| s.protocol.heartbeats),
+        tot.2 + sender_inj,
+        tot.2,
+        sender_inj
+    );
+    let _ = writeln!(
+        t,
+        "# UD endpoint counters (frames the endpoint saw, after injected loss)"
+    );
+    let mut ud_rows: Vec<(String, &UdCounters, u64)> = Vec::new();
+    if let Some(s) = &sender {
+        ud_rows.push(("h0".into(), &s.ud, s.driver.ud_rejects));
+    }
+    for (k, r) in rs.iter().enumerate() {
+        if let Ok(r) = r {
+            ud_rows.push((format!("h{}", k + 1), &r.ud, r.driver.ud_rejects));
+        }
+    }
+    for (h, u, _) in &ud_rows {
+        let _ = writeln!(
+            t,
+            "{h}: tx {} (mcast {}) rx {} (mcast {}) delivered {} psn_gaps {} ({} packets) psn_late {} psn_dup {} drops{}",
+            u.tx_packets,
+            u.tx_multicast_packets,
+            u.rx_packets,
+            u.rx_multicast_packets,
+            u.rx_deliveries,
+            u.psn_gaps,
+            u.psn_gap_packets,
+            u.psn_late,
+            u.psn_duplicates,
+            ud_drops(u)
+        );
+    }
+    if failures.is_empty() {
+        let _ = writeln!(
+            t,
+            "result: PASS — {} receivers got all {} messages exactly once, in order, content verified",
+            n - 1,
+            a.messages
+        );
+        Ok(t)
+    } else {
+        let _ = writeln!(t, "result: FAIL — {}", failures.join("; "));
+        Err(t)
+    }
+}

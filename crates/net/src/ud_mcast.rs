@@ -1,0 +1,781 @@
+//! UD multicast on real packets: one host's [`UdEndpoint`] carrying a
+//! [`NackMulticastSender`] or [`NackMulticastReceiver`] over a kernel UDP/4791 socket
+//! joined to an IPv4 multicast group (issue 10, the lab part).
+//!
+//! The wire carries real RoCEv2 UD packets: the kernel's IPv4 and UDP headers, then the
+//! BTH, DETH, payload and ICRC the core's [`UdEndpoint`] emitted. The driver has no
+//! protocol logic of its own:
+//!
+//! - **send**: [`UdEndpoint::poll_transmit`] yields a whole Ethernet frame; the driver
+//!   strips the Ethernet, IPv4 and UDP headers and sends the UDP payload (BTH … ICRC) to
+//!   the IPv4 destination the core wrote, port 4791 — the group for multicast, the host
+//!   for unicast. The socket is set up so the kernel writes the header the core did:
+//!   source = the host's address (IP_MULTICAST_IF, and the only route), source port
+//!   4791 (the endpoint is configured with it), DF with identification 0 (an
+//!   unconnected socket's DF datagrams), UDP checksum 0 (`SO_NO_CHECK`), TOS = the
+//!   core's DSCP. Multicast goes out with TTL 1 and `IP_MULTICAST_LOOP` off, so a host
+//!   never hears itself.
+//! - **receive**: the socket is bound to `0.0.0.0:4791` (Linux delivers a group's
+//!   datagrams only to sockets bound to the wildcard or the group) and joined to the
+//!   group (`IP_ADD_MEMBERSHIP` on the host's interface). Each datagram is rebuilt into
+//!   a whole Ethernet frame: destination MAC = the group's (RFC 1112) for a datagram
+//!   the kernel reports (`IP_PKTINFO`) as sent to the group, else the host's own;
+//!   IPv4+UDP header as [`Ipv4Repr::rocev2`] writes it, with the sender's address and
+//!   port from `recvmsg`, the header's destination address, and the TOS byte from
+//!   `IP_RECVTOS`. [`UdEndpoint::handle_frame`] then checks everything a RoCE NIC
+//!   would, the ICRC included (the ICRC masks TOS and TTL and covers the rest, so it
+//!   verifies exactly when the bytes on the wire were intact). The source MAC is not
+//!   reported by a UDP socket and not covered by the ICRC: it is written as
+//!   [`UNKNOWN_MAC`].
+//!
+//! Loss: the lab's kernel may lack netem, so [`UdHostConfig::loss`] drops arriving
+//! datagrams in the driver, before the endpoint sees them, with a seeded
+//! [`LossInjector`] per host (DATA, repairs, heartbeats, NACKs and STATUS alike).
+//! Losses the kernel causes itself (a full socket buffer: `SO_RXQ_OVFL`) are counted
+//! separately.
+//!
+//! Protocol packets ride one per UD SEND: the sender's DATA, repairs and heartbeats go
+//! to the group; a receiver's NACKs go to the group (so other receivers hear and
+//! suppress theirs); its STATUS goes unicast to the sender's UD QP, learnt from the
+//! source IP and QPN of the sender's packets.
+
+use crate::endpoint::{Clock, LossInjector};
+use crate::udp::wait_readable;
+use rocast_core::nack_multicast::{
+    Destination, NackMulticastReceiver, NackMulticastSender, ReceiverConfig, ReceiverCounters,
+    ReceiverEvent, SenderConfig, SenderCounters,
+};
+use rocast_core::rnic::{ipv4_multicast_mac, UdAddress, UdConfig, UdCounters, UdEndpoint, UdEvent};
+use rocast_core::time::Instant;
+use rocast_core::wire::{
+    Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Address, Ipv4Repr, Psn,
+    UdpRepr, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
+};
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Ethernet + IPv4 + UDP in front of every RoCEv2 payload in a frame.
+pub const FRAME_HEADER_LEN: usize = ETHERNET_HEADER_LEN + IPV4_HEADER_LEN + UDP_HEADER_LEN;
+/// The source MAC of a rebuilt frame (a UDP socket does not report the real one; the
+/// ICRC does not cover it and the endpoint does not check it).
+pub const UNKNOWN_MAC: EthernetAddress = EthernetAddress([0x02, 0, 0, 0, 0, 0]);
+
+/// Counters of a [`UdMcastSocket`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SocketStats {
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Datagrams the kernel refused for lack of buffer (dropped; the protocol recovers).
+    pub tx_dropped: u64,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    /// Datagrams the kernel dropped because our receive buffer was full (`SO_RXQ_OVFL`).
+    pub rx_kernel_drops: u64,
+    /// Datagrams longer than the receive buffer, dropped.
+    pub rx_truncated: u64,
+}
+
+/// A UDP/4791 socket joined to one IPv4 multicast group on one interface address,
+/// carrying whole RoCEv2 frames (see the module documentation).
+pub struct UdMcastSocket {
+    fd: OwnedFd,
+    local: Ipv4Addr,
+    group: Ipv4Addr,
+    buf: Vec<u8>,
+    last_ovfl: u32,
+    stats: SocketStats,
+}
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Result<()> {
+    // SAFETY: a live value of the stated size; the kernel copies it.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            v as *const T as *const libc::c_void,
+            size_of::<T>() as libc::socklen_t,
+        )
+    })
+    .map(drop)
+}
+
+fn in_addr(a: Ipv4Addr) -> libc::in_addr {
+    libc::in_addr {
+        s_addr: u32::from_ne_bytes(a.octets()),
+    }
+}
+
+impl UdMcastSocket {
+    /// Opens `0.0.0.0:port`, joins `group` on the interface holding `local`, and sets
+    /// the options listed in the module documentation. `tos` is the TOS byte the core
+    /// writes (DSCP << 2 | ECN).
+    pub fn open(
+        local: Ipv4Addr,
+        group: Ipv4Addr,
+        port: u16,
+        tos: u8,
+        bufs: usize,
+        max_datagram: usize,
+    ) -> io::Result<Self> {
+        if !group.is_multicast() || local.is_multicast() || local.is_unspecified() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "need a unicast local address and a multicast group",
+            ));
+        }
+        // SAFETY: plain socket(2); the result is owned at once.
+        let raw =
+            cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+        // SAFETY: a fresh descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let one: libc::c_int = 1;
+        let zero: libc::c_int = 0;
+        setsockopt(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, &one)?;
+        setsockopt(raw, libc::SOL_SOCKET, libc::SO_NO_CHECK, &one)?;
+        setsockopt(
+            raw,
+            libc::IPPROTO_IP,
+            libc::IP_MTU_DISCOVER,
+            &(libc::IP_PMTUDISC_DO as libc::c_int),
+        )?;
+        setsockopt(raw, libc::IPPROTO_IP, libc::IP_TOS, &(tos as libc::c_int))?;
+        setsockopt(raw, libc::IPPROTO_IP, libc::IP_RECVTOS, &one)?;
+        setsockopt(raw, libc::IPPROTO_IP, libc::IP_PKTINFO, &one)?;
+        setsockopt(raw, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, &one)?;
+        let b = bufs.min(i32::MAX as usize / 2) as libc::c_int;
+        if setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &b).is_err() {
+            setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &b)?;
+        }
+        if setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &b).is_err() {
+            setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, &b)?;
+        }
+        // SAFETY: sockaddr_in is plain old data.
+        let mut sa: libc::sockaddr_in = unsafe { zeroed() };
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_port = port.to_be();
+        sa.sin_addr = in_addr(Ipv4Addr::UNSPECIFIED);
+        // SAFETY: a valid sockaddr_in of the stated length.
+        cvt(unsafe {
+            libc::bind(
+                raw,
+                &sa as *const _ as *const libc::sockaddr,
+                size_of::<libc::sockaddr_in>() as u32,
+            )
+        })?;
+        let mreq = libc::ip_mreq {
+            imr_multiaddr: in_addr(group),
+            imr_interface: in_addr(local),
+        };
+        setsockopt(raw, libc::IPPROTO_IP, libc::IP_ADD_MEMBERSHIP, &mreq)?;
+        setsockopt(
+            raw,
+            libc::IPPROTO_IP,
+            libc::IP_MULTICAST_IF,
+            &in_addr(local),
+        )?;
+        setsockopt(raw, libc::IPPROTO_IP, libc::IP_MULTICAST_LOOP, &zero)?;
+        setsockopt(raw, libc::IPPROTO_IP, libc::IP_MULTICAST_TTL, &one)?;
+        Ok(UdMcastSocket {
+            fd,
+            local,
+            group,
+            buf: vec![0; FRAME_HEADER_LEN + max_datagram.max(64)],
+            last_ovfl: 0,
+            stats: SocketStats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> &SocketStats {
+        &self.stats
+    }
+    pub fn group(&self) -> Ipv4Addr {
+        self.group
+    }
+
+    /// Sends one Ethernet frame as [`UdEndpoint::poll_transmit`] made it: its UDP
+    /// payload to the frame's IPv4 destination, port 4791. Returns false if the kernel
+    /// had no buffer (the datagram is dropped and counted). Fails on a frame that is
+    /// not IPv4/UDP from this host's address and port 4791 (the kernel would write a
+    /// different header, and the ICRC would not verify).
+    pub fn send_frame(&mut self, frame: &[u8]) -> io::Result<bool> {
+        let bad = |m: &'static str| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
+        if frame.len() < FRAME_HEADER_LEN {
+            return bad("frame shorter than its headers");
+        }
+        let ip = &frame[ETHERNET_HEADER_LEN..];
+        if frame[12..14] != [0x08, 0x00] || ip[0] != 0x45 || ip[9] != libc::IPPROTO_UDP as u8 {
+            return bad("not an option-less IPv4/UDP frame");
+        }
+        if ip[12..16] != self.local.octets()
+            || u16::from_be_bytes([ip[20], ip[21]]) != ROCEV2_UDP_PORT
+        {
+            return bad(
+                "source address/port is not this socket's: the ICRC would not match the wire",
+            );
+        }
+        let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+        let dport = u16::from_be_bytes([ip[22], ip[23]]);
+        let payload = &frame[FRAME_HEADER_LEN..];
+        // SAFETY: sockaddr_in is plain old data.
+        let mut sa: libc::sockaddr_in = unsafe { zeroed() };
+        sa.sin_family = libc::AF_INET as libc::sa_family_t;
+        sa.sin_port = dport.to_be();
+        sa.sin_addr = in_addr(dst);
+        loop {
+            // SAFETY: a live buffer and sockaddr of the stated lengths.
+            let r = unsafe {
+                libc::sendto(
+                    self.fd.as_raw_fd(),
+                    payload.as_ptr() as *const libc::c_void,
+                    payload.len(),
+                    0,
+                    &sa as *const _ as *const libc::sockaddr,
+                    size_of::<libc::sockaddr_in>() as u32,
+                )
+            };
+            if r >= 0 {
+                self.stats.tx_packets += 1;
+                self.stats.tx_bytes += payload.len() as u64;
+                return Ok(true);
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(
+                    libc::ENOBUFS
+                    | libc::EAGAIN
+                    | libc::ECONNREFUSED
+                    | libc::EHOSTUNREACH
+                    | libc::ENETUNREACH,
+                ) => {
+                    self.stats.tx_dropped += 1;
+                    return Ok(false);
+                }
+                _ => return Err(e),
+            }
+        }
+    }
+
+    /// Receives one datagram without blocking and returns it rebuilt into a whole
+    /// Ethernet frame (see the module documentation); `None` if nothing was waiting.
+    pub fn recv_frame(&mut self, local_mac: EthernetAddress) -> io::Result<Option<&[u8]>> {
+        // SAFETY (zeroed): sockaddr_in and msghdr are plain old data.
+        let mut src: libc::sockaddr_in = unsafe { zeroed() };
+        let mut cmsg = [0u64; 16];
+        let cap = self.buf.len() - FRAME_HEADER_LEN;
+        let mut iov = libc::iovec {
+            iov_base: self.buf[FRAME_HEADER_LEN..].as_mut_ptr() as *mut libc::c_void,
+            iov_len: cap,
+        };
+        let mut h: libc::msghdr = unsafe { zeroed() };
+        h.msg_name = &mut src as *mut _ as *mut libc::c_void;
+        h.msg_namelen = size_of::<libc::sockaddr_in>() as u32;
+        h.msg_iov = &mut iov;
+        h.msg_iovlen = 1;
+        h.msg_control = cmsg.as_mut_ptr() as *mut libc::c_void;
+        h.msg_controllen = size_of::<[u64; 16]>() as _;
+        let len = loop {
+            // SAFETY: every pointer in `h` points at a live local or our buffer.
+            let r = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut h, libc::MSG_DONTWAIT) };
+            if r >= 0 {
+                break r as usize;
+            }
+            let e = io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::EAGAIN) => return Ok(None),
+                Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH) => {
+                    return Ok(None)
+                }
+                _ => return Err(e),
+            }
+        };
+        let (mut tos, mut dst, mut ovfl) = (0u8, None, None);
+        // SAFETY: the kernel wrote well-formed cmsgs up to msg_controllen.
+        unsafe {
+            let mut cm = libc::CMSG_FIRSTHDR(&h);
+            while !cm.is_null() {
+                let c = &*cm;
+                if c.cmsg_level == libc::IPPROTO_IP && c.cmsg_type == libc::IP_TOS {
+                    tos = *libc::CMSG_DATA(cm);
+                } else if c.cmsg_level == libc::IPPROTO_IP && c.cmsg_type == libc::IP_PKTINFO {
+                    let pi: libc::in_pktinfo =
+                        std::ptr::read_unaligned(libc::CMSG_DATA(cm) as *const libc::in_pktinfo);
+                    dst = Some(Ipv4Addr::from(pi.ipi_addr.s_addr.to_ne_bytes()));
+                } else if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == libc::SO_RXQ_OVFL {
+                    ovfl = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cm) as *const u32));
+                }
+                cm = libc::CMSG_NXTHDR(&h, cm);
+            }
+        }
+        if let Some(o) = ovfl {
+            self.stats.rx_kernel_drops += o.wrapping_sub(self.last_ovfl) as u64;
+            self.last_ovfl = o;
+        }
+        if h.msg_flags & libc::MSG_TRUNC != 0 || len > cap {
+            self.stats.rx_truncated += 1;
+            return Ok(Some(&[]));
+        }
+        self.stats.rx_packets += 1;
+        self.stats.rx_bytes += len as u64;
+        let dst = dst.unwrap_or(self.local);
+        let dst_ip: Ipv4Address = dst.into();
+        let dst_mac = ipv4_multicast_mac(dst_ip).unwrap_or(local_mac);
+        let frame = &mut self.buf[..FRAME_HEADER_LEN + len];
+        EthernetRepr {
+            src_addr: UNKNOWN_MAC,
+            dst_addr: dst_mac,
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(
+            &mut frame[..ETHERNET_HEADER_LEN],
+        ));
+        Ipv4Repr::rocev2(
+            Ipv4Address(src.sin_addr.s_addr.to_ne_bytes()),
+            dst_ip,
+            tos >> 2,
+            Ecn::from_bits(tos),
+            UDP_HEADER_LEN + len,
+        )
+        .emit(&mut frame[ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + IPV4_HEADER_LEN]);
+        UdpRepr {
+            src_port: u16::from_be(src.sin_port),
+            dst_port: ROCEV2_UDP_PORT,
+            checksum: 0,
+            payload_len: len,
+        }
+        .emit(&mut frame[ETHERNET_HEADER_LEN + IPV4_HEADER_LEN..FRAME_HEADER_LEN]);
+        Ok(Some(&self.buf[..FRAME_HEADER_LEN + len]))
+    }
+}
+
+impl AsRawFd for UdMcastSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// One host of a UD multicast run.
+#[derive(Clone, Debug)]
+pub struct UdHostConfig {
+    pub local_ip: Ipv4Addr,
+    pub local_mac: EthernetAddress,
+    pub group: Ipv4Addr,
+    /// This host's UD QP number and the Q_Key every QP of the run uses.
+    pub qpn: u32,
+    pub qkey: u32,
+    /// UD path MTU (the largest protocol packet).
+    pub mtu: usize,
+    /// Receive buffers kept posted to the QP.
+    pub recv_buffers: usize,
+    /// Socket buffer sizes, bytes.
+    pub socket_buffer: usize,
+    /// Drop probability of every arriving datagram, in the driver (seeded).
+    pub loss: f64,
+    pub seed: u64,
+    /// Give up (with an error) after this long.
+    pub timeout: std::time::Duration,
+}
+
+impl UdHostConfig {
+    pub fn new(local_ip: Ipv4Addr, local_mac: EthernetAddress, group: Ipv4Addr, qpn: u32) -> Self {
+        UdHostConfig {
+            local_ip,
+            local_mac,
+            group,
+            qpn,
+            qkey: 0x1111_0000,
+            mtu: 4096,
+            recv_buffers: 4096,
+            socket_buffer: 32 << 20,
+            loss: 0.0,
+            seed: 1,
+            timeout: std::time::Duration::from_secs(60),
+        }
+    }
+}
+
+/// Counters of the driver itself (the endpoint, socket and protocol keep their own).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DriverStats {
+    /// Datagrams the loss injector dropped before the endpoint saw them.
+    pub injected_drops: u64,
+    /// Frames the UD endpoint dropped (its counters say why).
+    pub ud_rejects: u64,
+    /// Times the loop blocked in `ppoll`.
+    pub waits: u64,
+}
+
+/// A UD endpoint with one QP attached to the group, on a [`UdMcastSocket`].
+pub struct UdHost {
+    pub cfg: UdHostConfig,
+    pub ep: UdEndpoint,
+    pub sock: UdMcastSocket,
+    pub clock: Clock,
+    loss: LossInjector,
+    next_wr: u64,
+    pub stats: DriverStats,
+}
+
+impl UdHost {
+    /// Creates the endpoint (UDP source port 4791), its QP, attaches it to the group,
+    /// posts the receive buffers and opens the socket. Call it in the host's namespace.
+    pub fn new(cfg: UdHostConfig, clock: Clock) -> io::Result<Self> {
+        let inv = |e: rocast_core::rnic::UdError| {
+            io::Error::new(io::ErrorKind::InvalidInput, e.to_string())
+        };
+        let mut uc = UdConfig::new(cfg.local_ip.into(), cfg.local_mac);
+        uc.mtu = cfg.mtu;
+        uc.udp_src_port = ROCEV2_UDP_PORT;
+        let tos = uc.dscp << 2;
+        let mut ep = UdEndpoint::new(uc).map_err(inv)?;
+        ep.create_qp(cfg.qpn, cfg.qkey, Psn::new(0)).map_err(inv)?;
+        ep.attach_multicast(cfg.qpn, cfg.group.into())
+            .map_err(inv)?;
+        for wr in 0..cfg.recv_buffers as u64 {
+            ep.post_recv(cfg.qpn, wr, cfg.mtu).map_err(inv)?;
+        }
+        let sock = UdMcastSocket::open(
+            cfg.local_ip,
+            cfg.group,
+            ROCEV2_UDP_PORT,
+            tos,
+            cfg.socket_buffer,
+            ep.max_frame_len(),
+        )?;
+        Ok(UdHost {
+            loss: LossInjector::new(cfg.loss, cfg.seed),
+            next_wr: cfg.recv_buffers as u64,
+            cfg,
+            ep,
+            sock,
+            clock,
+            stats: DriverStats::default(),
+        })
+    }
+
+    pub fn counters(&self) -> &UdCounters {
+        self.ep.counters()
+    }
+
+    /// Reads up to `max` datagrams and feeds each (unless the loss injector drops it) to
+    /// the endpoint; calls `on_message(now, src_ip, src_qpn, payload)` for each message
+    /// the QP received. Returns how many datagrams arrived.
+    pub fn receive(
+        &mut self,
+        max: usize,
+        mut on_message: impl FnMut(Instant, Ipv4Address, u32, &[u8]),
+    ) -> io::Result<usize> {
+        let mut n = 0;
+        while n < max {
+            let now = self.clock.now();
+            let Some(frame) = self.sock.recv_frame(self.cfg.local_mac)? else {
+                break;
+            };
+            n += 1;
+            if frame.is_empty() {
+                continue;
+            }
+            if self.loss.drop_next() {
+                self.stats.injected_drops += 1;
+                continue;
+            }
+            if self.ep.handle_frame(now, frame).is_err() {
+                self.stats.ud_rejects += 1;
+            }
+            while let Some(ev) = self.ep.poll_event() {
+                match ev {
+                    UdEvent::Receive {
+                        qpn,
+                        src_ip,
+                        src_qpn,
+                        data,
+                        ..
+                    } => {
+                        // Keep the receive queue full: one buffer back per message.
+                        let wr = self.next_wr;
+                        self.next_wr += 1;
+                        let _ = self.ep.post_recv(qpn, wr, self.cfg.mtu);
+                        on_message(now, src_ip, src_qpn, &data);
+                    }
+                    UdEvent::RecvError { qpn, .. } => {
+                        let wr = self.next_wr;
+                        self.next_wr += 1;
+                        let _ = self.ep.post_recv(qpn, wr, self.cfg.mtu);
+                    }
+                    UdEvent::SendComplete { .. } => {}
+                }
+            }
+        }
+        Ok(n)
+    }
+
+    /// Posts one UD SEND of `payload` to `dest` and puts the endpoint's frames on the wire.
+    pub fn send(&mut self, dest: &UdAddress, payload: &[u8]) -> io::Result<()> {
+        let now = self.clock.now();
+        self.ep
+            .post_send(self.cfg.qpn, 0, dest, payload, None)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
+        while let Some(f) = self.ep.poll_transmit(now) {
+            self.sock.send_frame(&f)?;
+        }
+        // Send completions are of no interest here.
+        while let Some(UdEvent::SendComplete { .. }) = self.ep.poll_event() {}
+        Ok(())
+    }
+
+    /// The group's UD address with this run's Q_Key.
+    pub fn group_address(&self) -> UdAddress {
+        UdAddress::multicast(self.cfg.group.into(), self.cfg.qkey).expect("group is multicast")
+    }
+
+    /// Blocks until the socket is readable, `until` (core time) passes, or 5 ms pass.
+    pub fn wait(&mut self, until: Option<Instant>) -> io::Result<()> {
+        let now = self.clock.now();
+        let max = std::time::Duration::from_millis(5);
+        let t = until.map_or(max, |u| self.clock.until(now, u).min(max));
+        if t.is_zero() {
+            return Ok(());
+        }
+        self.stats.waits += 1;
+        wait_readable([self.sock.as_raw_fd()], Some(t)).map(drop)
+    }
+}
+
+fn timed_out(
+    start: std::time::Instant,
+    cfg: &UdHostConfig,
+    what: impl FnOnce() -> String,
+) -> io::Result<()> {
+    if start.elapsed() > cfg.timeout {
+        return Err(io::Error::new(io::ErrorKind::TimedOut, what()));
+    }
+    Ok(())
+}
+
+/// What the sending host did.
+#[derive(Clone, Debug, Default)]
+pub struct SenderReport {
+    pub protocol: SenderCounters,
+    pub ud: UdCounters,
+    pub socket: SocketStats,
+    pub driver: DriverStats,
+    /// When the first DATA went out and when every receiver had reported everything.
+    pub first_tx: Option<std::time::Instant>,
+    pub all_delivered: Option<std::time::Instant>,
+}
+
+/// Runs the sender: queues messages `0..count` (`message(i)`) as the window allows,
+/// serves NACKs and STATUS, and returns once every expected receiver has reported the
+/// whole stream (or `stop` is set, or the timeout passes: an error).
+pub fn run_sender(
+    host: &mut UdHost,
+    scfg: SenderConfig,
+    count: u64,
+    message: impl Fn(u64) -> Vec<u8>,
+    stop: &AtomicBool,
+) -> io::Result<SenderReport> {
+    let mut s = NackMulticastSender::new(scfg);
+    let group = host.group_address();
+    let start = std::time::Instant::now();
+    let mut rep = SenderReport::default();
+    let mut queued = 0u64;
+    let mut pending: Option<Vec<u8>> = None;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        timed_out(start, &host.cfg, || {
+            format!(
+                "sender: {queued}/{count} messages queued, receivers at {:?}",
+                s.receivers().collect::<Vec<_>>()
+            )
+        })?;
+        let mut busy = host.receive(64, |now, _, _, data| s.handle_packet(now, data))? > 0;
+        let now = host.clock.now();
+        if s.poll_timeout().is_some_and(|t| t <= now) {
+            s.handle_timeout(now);
+        }
+        while queued < count {
+            let m = pending.take().unwrap_or_else(|| message(queued));
+            match s.send(now, &m) {
+                Ok(_) => queued += 1,
+                Err(_) => {
+                    pending = Some(m);
+                    break;
+                }
+            }
+        }
+        let mut sent = 0;
+        while sent < 64 {
+            let Some(p) = s.poll_transmit(now) else { break };
+            if rep.first_tx.is_none() {
+                rep.first_tx = Some(std::time::Instant::now());
+            }
+            host.send(&group, &p)?;
+            sent += 1;
+        }
+        busy |= sent > 0;
+        if queued == count && s.all_delivered() {
+            rep.all_delivered = Some(std::time::Instant::now());
+            break;
+        }
+        if !busy {
+            host.wait(s.poll_timeout())?;
+        }
+    }
+    rep.protocol = s.counters().clone();
+    rep.ud = host.counters().clone();
+    rep.socket = host.sock.stats().clone();
+    rep.driver = host.stats.clone();
+    Ok(rep)
+}
+
+/// What one receiving host got.
+#[derive(Clone, Debug, Default)]
+pub struct ReceiverReport {
+    /// Messages delivered (each counted once, whatever its order or content).
+    pub delivered: u64,
+    /// Deliveries of a message already delivered.
+    pub duplicates: u64,
+    /// Deliveries whose message number was not the next expected one.
+    pub out_of_order: u64,
+    /// Deliveries whose bytes differ from the message sent.
+    pub corrupt: u64,
+    /// Messages reported lost for good ([`ReceiverEvent::Unrecoverable`]).
+    pub unrecoverable: u64,
+    pub bytes: u64,
+    pub protocol: ReceiverCounters,
+    pub ud: UdCounters,
+    pub socket: SocketStats,
+    pub driver: DriverStats,
+    /// When the last expected message was delivered.
+    pub done: Option<std::time::Instant>,
+}
+
+impl ReceiverReport {
+    /// Every message exactly once, in order, intact.
+    pub fn exactly_once(&self, count: u64) -> bool {
+        self.delivered == count
+            && self.duplicates == 0
+            && self.out_of_order == 0
+            && self.corrupt == 0
+            && self.unrecoverable == 0
+    }
+}
+
+/// Runs a receiver until `stop` is set (it keeps answering after its last delivery, so
+/// the sender learns it) or the timeout passes (an error). `verify(i, bytes)` checks
+/// message `i`'s content.
+pub fn run_receiver(
+    host: &mut UdHost,
+    rcfg: ReceiverConfig,
+    count: u64,
+    verify: impl Fn(u64, &[u8]) -> bool,
+    stop: &AtomicBool,
+) -> io::Result<ReceiverReport> {
+    let mut r = NackMulticastReceiver::new(rcfg);
+    let start = std::time::Instant::now();
+    let mut rep = ReceiverReport::default();
+    let mut seen = vec![false; count as usize];
+    let mut next = 0u64;
+    // The sender's QP, learnt from its packets.
+    let mut sender: Option<UdAddress> = None;
+    let group = host.group_address();
+    let qkey = host.cfg.qkey;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        timed_out(start, &host.cfg, || {
+            format!(
+                "receiver {}: {}/{count} delivered",
+                host.cfg.local_ip, rep.delivered
+            )
+        })?;
+        let mut busy = host.receive(64, |now, src_ip, src_qpn, data| {
+            if sender.is_none() {
+                // Only the sender sends DATA and heartbeats; NACKs come from receivers.
+                if let Ok(p) = rocast_core::nack_multicast::packet::Packet::parse(data) {
+                    use rocast_core::nack_multicast::packet::PacketRepr;
+                    if matches!(p.repr, PacketRepr::Data(_) | PacketRepr::Heartbeat { .. }) {
+                        sender = Some(UdAddress::unicast(src_ip, UNKNOWN_MAC, src_qpn, qkey));
+                    }
+                }
+            }
+            r.handle_packet(now, data);
+        })? > 0;
+        let now = host.clock.now();
+        if r.poll_timeout().is_some_and(|t| t <= now) {
+            r.handle_timeout(now);
+        }
+        while let Some(ev) = r.poll_event() {
+            match ev {
+                ReceiverEvent::Message { msg_seq, data, .. } => {
+                    if msg_seq != next {
+                        rep.out_of_order += 1;
+                    }
+                    next = msg_seq + 1;
+                    match seen.get_mut(msg_seq as usize) {
+                        Some(true) => rep.duplicates += 1,
+                        Some(s) => {
+                            *s = true;
+                            rep.delivered += 1;
+                            rep.bytes += data.len() as u64;
+                        }
+                        None => rep.corrupt += 1,
+                    }
+                    if !verify(msg_seq, &data) {
+                        rep.corrupt += 1;
+                    }
+                    if rep.delivered == count && rep.done.is_none() {
+                        rep.done = Some(std::time::Instant::now());
+                    }
+                }
+                ReceiverEvent::Unrecoverable { messages, .. } => {
+                    rep.unrecoverable += messages.end - messages.start;
+                }
+            }
+        }
+        while let Some(t) = r.poll_transmit() {
+            let dest = match t.dest {
+                Destination::Group => group,
+                Destination::Sender => match sender {
+                    Some(a) => a,
+                    None => continue,
+                },
+            };
+            host.send(&dest, &t.bytes)?;
+            busy = true;
+        }
+        if !busy {
+            host.wait(r.poll_timeout())?;
+        }
+    }
+    rep.protocol = r.counters().clone();
+    rep.ud = host.counters().clone();
+    rep.socket = host.sock.stats().clone();
+    rep.driver = host.stats.clone();
+    Ok(rep)
+}
+
+/// Moves the calling thread into network namespace `ns` (`/run/netns/<ns>`, as
+/// `ip netns` names it). Sockets it opens afterwards live there. Needs CAP_SYS_ADMIN.
+pub fn enter_netns(ns: &str) -> io::Result<()> {
+    let f = std::fs::File::open(std::path::Path::new("/run/netns").join(ns))?;
+    // SAFETY: a valid namespace descriptor; setns affects only this thread's network
+    // namespace.
+    cvt(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
+}
