@@ -54,9 +54,10 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "tmcf-moving" => crate::cc_eval::moving(sc, base)?,
         "transfer" => transfer(sc, &topo, &cfg)?,
         "ud-latency" => crate::broadcast_select::ud_latency(sc)?,
+        "ud-loss" => crate::ud_loss::ud_loss(sc)?,
         other => {
             return Err(format!(
-            "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp or tmcf-moving"
+            "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp, tmcf-moving, transfer, ud-latency or ud-loss"
         ))
         }
     };

@@ -116,6 +116,9 @@ pub struct MulticastConfig {
     /// `ud-latency`: the optical broadcast-select fabric and its latency model
     /// (`[multicast.odbss]`, see `broadcast_select::OdbssConfig`).
     pub odbss: crate::broadcast_select::OdbssConfig,
+    /// `ud-loss`: loss ratio of the NACK multicast on one element
+    /// (`[multicast.ud_loss]`, see `ud_loss::UdLossConfig`).
+    pub ud_loss: crate::ud_loss::UdLossConfig,
 }
 
 impl Default for MulticastConfig {
@@ -165,6 +168,7 @@ impl Default for MulticastConfig {
             unicasts: Vec::new(),
             messages: 1,
             odbss: Default::default(),
+            ud_loss: Default::default(),
         }
     }
 }
@@ -498,6 +502,7 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("tmcf-moving", include_str!("../scenarios/tmcf-moving.toml")),
     ("transfer", include_str!("../scenarios/transfer.toml")),
     ("ud-latency", include_str!("../scenarios/ud-latency.toml")),
+    ("ud-loss", include_str!("../scenarios/ud-loss.toml")),
 ];
 
 pub fn preset_names() -> String {

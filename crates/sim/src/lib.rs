@@ -7,6 +7,8 @@
 //!   `rocast_core::overlay`) executed over the engine's RC connections.
 //! - [`broadcast_select`]: the optical broadcast-select fabric (ODBSS): elements,
 //!   multi-dimensional scaling, hybrid offload and the `ud-latency` preset.
+//! - [`ud_loss`]: the `ud-loss` preset: 10^8 packets of NACK multicast over UD through
+//!   a broadcast-select element with NIC, receive-queue and bit-error loss models.
 //! - [`config`]: TOML scenarios, presets and `--set` overrides.
 //! - [`workload`]: flow generators (permutation, incast, all-to-all, Poisson with the
 //!   WebSearch/Hadoop CDFs, HPCC flow files, explicit lists with dependencies).
@@ -29,6 +31,7 @@ pub mod peel_eval;
 pub mod run;
 pub mod steiner_exact;
 pub mod tree_multicast;
+pub mod ud_loss;
 pub mod workload;
 
 pub use config::Scenario;
