@@ -59,6 +59,19 @@ rxe_ensure_image() {
   echo "$img"
 }
 
+# QEMU's dgram sockets get the default receive buffer (~200 KB); a 1 MB message arriving
+# from the switch in one burst overflows it, which rxe sees as loss (measured: sequence
+# errors and go-back-N retransmissions with no loss injected). rxe_raise_rmem sets 4 MB
+# for the run; rxe_restore_rmem (called by the scripts' exit traps) puts it back.
+RXE_RMEM_SAVED=
+rxe_raise_rmem() {
+  RXE_RMEM_SAVED=$(sysctl -n net.core.rmem_default)
+  sysctl -qw net.core.rmem_default=4194304
+}
+rxe_restore_rmem() {
+  if [ -n "$RXE_RMEM_SAVED" ]; then sysctl -qw net.core.rmem_default="$RXE_RMEM_SAVED"; fi
+}
+
 # rxe_lab_start LAB HOSTS LOGS ROCAST: a fresh `rocast lab` LAB of HOSTS hosts (the
 # switch and the guests run in its switch namespace), torn down on exit together with
 # the processes in RXE_PIDS and the qemu processes whose pid files are in LOGS.
@@ -66,6 +79,7 @@ RXE_PIDS=()
 rxe_lab_start() {
   RXE_LAB=$1 RXE_LOGS=$3 RXE_ROCAST=$4
   trap rxe_lab_cleanup EXIT
+  rxe_raise_rmem
   "$RXE_ROCAST" lab down --name "$RXE_LAB" >/dev/null
   "$RXE_ROCAST" lab up --name "$RXE_LAB" --hosts "$2" >/dev/null
 }
@@ -74,6 +88,7 @@ rxe_lab_cleanup() {
   for p in "${RXE_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for f in "$RXE_LOGS"/*.qemu.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
   "$RXE_ROCAST" lab down --name "$RXE_LAB" >/dev/null 2>&1 || true
+  rxe_restore_rmem
 }
 
 # rxe_check_captures ROCAST DIR TAG: `rocast pcap check` on every link capture the switch

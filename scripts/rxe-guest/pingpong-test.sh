@@ -51,10 +51,12 @@ cleanup() {
   done
   [ -n "$SW_PID" ] && kill "$SW_PID" 2>/dev/null || true
   [ -n "$SW_SOCK" ] && rm -f "$SW_SOCK"
+  rxe_restore_rmem
   return 0
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+rxe_raise_rmem
 
 # UDP ports: 10 consecutive free ones on 127.0.0.1.
 pick_ports() {

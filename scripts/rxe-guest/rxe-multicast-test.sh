@@ -21,16 +21,12 @@ LOGS=${ROCAST_RXE_LOGS:-/var/tmp/rocast-rxe-logs/rxemc-$(date +%Y%m%d-%H%M%S)-$$
 mkdir -p "$LOGS"
 export ROCAST_BOOT_TIMEOUT=${ROCAST_BOOT_TIMEOUT:-300}
 PIDS=()
-# QEMU's dgram sockets get the default receive buffer (~200 KB); a 1 MB message arriving
-# from the switch in one burst overflows it, which rxe sees as loss (measured: sequence
-# errors and retries with no loss injected). 4 MB while the test runs; restored after.
-RMEM=$(sysctl -n net.core.rmem_default)
-sysctl -qw net.core.rmem_default=4194304
+rxe_raise_rmem
 cleanup() {
   local p f
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for f in "$LOGS"/*/*.qemu.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
-  sysctl -qw net.core.rmem_default="$RMEM"
+  rxe_restore_rmem
 }
 trap cleanup EXIT
 fail=0

@@ -908,6 +908,16 @@ pub fn ud_loss(sc: &Scenario) -> Result<EvalReport, String> {
         c.status_us,
         c.repair_linger_us
     );
+    if c.rx_window as u64 > c.rq_depth as u64 {
+        // The receiver advertises more than its posted buffers hold: the sender may put
+        // more unconsumed packets in flight than a stalled host can absorb.
+        let _ = writeln!(
+            text,
+            "note: rx window {} > {} posted receive buffers: a host stall longer than the ring's fill time
+             overruns it (set rx_window <= rq_depth and only bit errors remain).",
+            c.rx_window, c.rq_depth
+        );
+    }
     let mut csv = String::from(
         "run,injected_loss,receivers,messages,data_packets,lost,nic_overruns,rq_overruns,rq_bursts,bit_errors,injected,stalls,loss_ratio,loss_upper95,nack_rounds,nack_packets,suppressed,repairs,heartbeats,status,delivered_ratio,sim_ms,wall_s\n",
     );

@@ -33,6 +33,10 @@ use std::ops::Range;
 pub struct ReceiverConfig {
     pub receiver_id: u32,
     /// Out-of-order packets held per stream; advertised to the sender as the window.
+    /// Keep it within the UD receive buffers posted below this receiver: UD drops a
+    /// packet that finds none, and a larger window lets the sender put more packets in
+    /// flight than a stalled host can absorb (`ud-loss`: 5.2e-6 lost at window 4096 over
+    /// 1024 buffers, only bit errors at 1000).
     pub window: u32,
     /// Receivers in the group: scales the NACK back-off (RFC 5401 λ = ln N + 1).
     pub group_size: usize,
