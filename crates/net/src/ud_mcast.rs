@@ -40,7 +40,7 @@
 //! source IP and QPN of the sender's packets.
 
 use crate::endpoint::{Clock, LossInjector};
-use crate::udp::wait_readable;
+use crate::udp::{send_error_kind, wait_readable, SendErrorKind};
 use rocast_core::nack_multicast::{
     Destination, NackMulticastReceiver, NackMulticastSender, ReceiverConfig, ReceiverCounters,
     ReceiverEvent, SenderConfig, SenderCounters,
@@ -251,19 +251,13 @@ impl UdMcastSocket {
                 return Ok(true);
             }
             let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(
-                    libc::ENOBUFS
-                    | libc::EAGAIN
-                    | libc::ECONNREFUSED
-                    | libc::EHOSTUNREACH
-                    | libc::ENETUNREACH,
-                ) => {
+            match send_error_kind(&e) {
+                SendErrorKind::Interrupted => continue,
+                SendErrorKind::Dropped => {
                     self.stats.tx_dropped += 1;
                     return Ok(false);
                 }
-                _ => return Err(e),
+                SendErrorKind::Fatal => return Err(e),
             }
         }
     }

@@ -472,21 +472,15 @@ impl UdpTransport {
             self.stats.tx_syscalls += 1;
             if r < 0 {
                 let e = io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::EINTR) => continue,
-                    Some(
-                        libc::ENOBUFS
-                        | libc::EAGAIN
-                        | libc::ECONNREFUSED
-                        | libc::EHOSTUNREACH
-                        | libc::ENETUNREACH,
-                    ) => {
+                match send_error_kind(&e) {
+                    SendErrorKind::Interrupted => continue,
+                    SendErrorKind::Dropped => {
                         // The first datagram of the rest failed: drop it and go on.
                         self.stats.tx_dropped += 1;
                         sent += 1;
                         continue;
                     }
-                    _ => return Err(e),
+                    SendErrorKind::Fatal => return Err(e),
                 }
             }
             for i in sent..sent + r as usize {
@@ -598,6 +592,32 @@ impl AsRawFd for UdpTransport {
 impl AsFd for UdpTransport {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+}
+
+/// How a datagram send that failed should be treated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SendErrorKind {
+    /// A signal interrupted the call: retry it.
+    Interrupted,
+    /// The datagram is lost as on a congested or unreachable link (no buffer space, an
+    /// ICMP error from an earlier datagram): count it and go on.
+    Dropped,
+    /// Anything else is a real error for the caller.
+    Fatal,
+}
+
+pub(crate) fn send_error_kind(e: &io::Error) -> SendErrorKind {
+    match e.raw_os_error() {
+        Some(libc::EINTR) => SendErrorKind::Interrupted,
+        Some(
+            libc::ENOBUFS
+            | libc::EAGAIN
+            | libc::ECONNREFUSED
+            | libc::EHOSTUNREACH
+            | libc::ENETUNREACH,
+        ) => SendErrorKind::Dropped,
+        _ => SendErrorKind::Fatal,
     }
 }
 
