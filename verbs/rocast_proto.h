@@ -17,6 +17,10 @@ static inline uint64_t be64(const uint8_t *b) { uint64_t v = 0; for (int i = 0; 
 static inline void put32(uint8_t *b, uint32_t v) { for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (24 - 8 * i)); }
 static inline void put64(uint8_t *b, uint64_t v) { for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (56 - 8 * i)); }
 
+/* The leader's control channel (TCP) and every host's MRP agent (UDP). */
+#define CONTROL_PORT 4793
+#define MRP_PORT 4792
+
 /* CLOCK_MONOTONIC in ns (a member reports when it held a buffer on it). */
 static inline uint64_t mono_ns(void) {
     struct timespec t;

@@ -48,6 +48,18 @@ int rv_open(struct rv_group_qp *g, const char *dev_name, uint8_t port, int gid_i
  * QPN 1, PSNs 0, path MTU `mtu` (IBV_MTU_1024 unless the netdev MTU allows more). */
 int rv_connect_group(struct rv_group_qp *g, struct in_addr mcst, enum ibv_mtu mtu);
 
+/* The verbs path MTU for `bytes` (256 ... 4096), or 0 if it names none. */
+static inline enum ibv_mtu rv_mtu(long bytes) {
+    switch (bytes) {
+    case 256: return IBV_MTU_256;
+    case 512: return IBV_MTU_512;
+    case 1024: return IBV_MTU_1024;
+    case 2048: return IBV_MTU_2048;
+    case 4096: return IBV_MTU_4096;
+    default: return 0;
+    }
+}
+
 /* Posts a receive of `len` bytes at `offset` of the region, with work request id `wr_id`. */
 int rv_post_recv(struct rv_group_qp *g, uint64_t wr_id, size_t offset, size_t len);
 

@@ -29,8 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CONTROL_PORT 4793
-#define MRP_PORT 4792
 #define MAX_MEMBERS 64
 
 struct member { struct ctl c; uint8_t ip[4]; uint32_t qpn; uint64_t va; uint32_t rkey; int joined, confirmed; };
@@ -65,8 +63,7 @@ int main(int argc, char **argv) {
     }
     struct in_addr me, mcst;
     int write = !strcmp(op, "write");
-    enum ibv_mtu imtu = mtu == 256 ? IBV_MTU_256 : mtu == 512 ? IBV_MTU_512 : mtu == 1024 ? IBV_MTU_1024
-                      : mtu == 2048 ? IBV_MTU_2048 : mtu == 4096 ? IBV_MTU_4096 : 0;
+    enum ibv_mtu imtu = rv_mtu(mtu);
     if (!bind_ip || !inet_aton(bind_ip, &me) || !inet_aton(group_ip, &mcst) || members < 1 ||
         members > MAX_MEMBERS || size < 1 || size > (1L << 30) || message < 1 || repeat < 1 ||
         (!write && strcmp(op, "send")) || !imtu || port < 1 || port > 255 || timeout_s < 1) {
@@ -96,7 +93,8 @@ int main(int argc, char **argv) {
     params[0] = (uint8_t)write;
     put64(params + 1, (uint64_t)size);
     put32(params + 9, (uint32_t)message);
-    uint64_t deadline = mono_ns() + (uint64_t)timeout_s * 1000000000ull;
+    const uint64_t timeout_ns = (uint64_t)timeout_s * 1000000000ull;
+    uint64_t deadline = mono_ns() + timeout_ns;
     int joined = 0, accepted = 0;
     while (joined < members) {
         if (mono_ns() > deadline) { fprintf(stderr, "%d of %ld members joined\n", joined, members); return 1; }
@@ -175,7 +173,7 @@ int main(int argc, char **argv) {
         put32(ann + 12, crc);
         int ready = 0;
         for (long i = 0; i < members; i++) ctl_send(&m[i].c, 9, ann, 16);
-        deadline = mono_ns() + (uint64_t)timeout_s * 1000000000ull;
+        deadline = mono_ns() + timeout_ns;
         while (ready < members) {
             for (long i = 0; i < members; i++)
                 if (ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == 7) ready++;
@@ -194,7 +192,7 @@ int main(int argc, char **argv) {
             int r = rv_poll(&g, &wc);
             if (r < 0) { fprintf(stderr, "poll_cq failed\n"); return 1; }
             if (r == 0) {
-                if (mono_ns() - t0 > (uint64_t)timeout_s * 1000000000ull) { fprintf(stderr, "no completions\n"); return 1; }
+                if (mono_ns() - t0 > timeout_ns) { fprintf(stderr, "no completions\n"); return 1; }
                 continue;
             }
             if (wc.status != IBV_WC_SUCCESS) { fprintf(stderr, "completion error: %s\n", ibv_wc_status_str(wc.status)); return 1; }
@@ -207,7 +205,7 @@ int main(int argc, char **argv) {
             for (long i = 0; i < members; i++) ctl_send(&m[i].c, 4, d, 4);
         }
         int verdicts = 0, good = 0;
-        deadline = mono_ns() + (uint64_t)timeout_s * 1000000000ull;
+        deadline = mono_ns() + timeout_ns;
         while (verdicts < members) {
             for (long i = 0; i < members; i++) {
                 if (ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == 5 && len == 13) {

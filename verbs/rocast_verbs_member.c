@@ -25,8 +25,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CONTROL_PORT 4793
-#define MRP_PORT 4792
 
 static void usage(void) {
     fprintf(stderr, "usage: rocast-verbs-member --bind IP --leader IP [--group IP] [--dev NAME]"
@@ -57,14 +55,10 @@ int main(int argc, char **argv) {
         usage();
         return 2;
     }
-    enum ibv_mtu imtu;
-    switch (mtu) {
-    case 256: imtu = IBV_MTU_256; break;
-    case 512: imtu = IBV_MTU_512; break;
-    case 1024: imtu = IBV_MTU_1024; break;
-    case 2048: imtu = IBV_MTU_2048; break;
-    case 4096: imtu = IBV_MTU_4096; break;
-    default: usage(); return 2;
+    enum ibv_mtu imtu = rv_mtu(mtu);
+    if (!imtu) {
+        usage();
+        return 2;
     }
 
     /* The MRP agent's socket first: the switch may deliver our record right after Join. */

@@ -72,6 +72,17 @@ rxe_restore_rmem() {
   if [ -n "$RXE_RMEM_SAVED" ]; then sysctl -qw net.core.rmem_default="$RXE_RMEM_SAVED"; fi
 }
 
+# rxe_rocast_bin REPO: prints the rocast binary the tests drive: $ROCAST_BIN if set, else
+# REPO's release build, (re)built first so that it is never stale (progress on stderr).
+rxe_rocast_bin() {
+  local repo=$1 bin=${ROCAST_BIN:-$1/target/release/rocast}
+  if [ -z "${ROCAST_BIN:-}" ] && { command -v cargo >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/cargo" ]; }; then
+    (cd "$repo" && PATH=$PATH:$HOME/.cargo/bin cargo build --release -q -p rocast-cli) >&2
+  fi
+  [ -x "$bin" ] || { echo "rxe-guest: no $bin (cargo build --release -p rocast-cli)" >&2; return 1; }
+  echo "$bin"
+}
+
 # rxe_lab_start LAB HOSTS LOGS ROCAST: a fresh `rocast lab` LAB of HOSTS hosts (the
 # switch and the guests run in its switch namespace), torn down on exit together with
 # the processes in RXE_PIDS and the qemu processes whose pid files are in LOGS.

@@ -14,8 +14,7 @@ T0=$(date +%s)
 say() { echo "mixed-reverse-test: $*"; }
 
 IMG=$(rxe_ensure_image)
-ROCAST=${ROCAST_BIN:-$REPO/target/release/rocast}
-[ -x "$ROCAST" ] || (cd "$REPO" && PATH=$PATH:$HOME/.cargo/bin cargo build --release -q -p rocast-cli)
+ROCAST=$(rxe_rocast_bin "$REPO")
 LAB=rxerev
 LOGS=${ROCAST_RXE_LOGS:-/var/tmp/rocast-rxe-logs/mixedrev-$(date +%Y%m%d-%H%M%S)-$$}
 mkdir -p "$LOGS"

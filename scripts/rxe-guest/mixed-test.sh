@@ -14,10 +14,7 @@ T0=$(date +%s)
 say() { echo "mixed-test: $*"; }
 
 IMG=$(rxe_ensure_image)
-ROCAST=${ROCAST_BIN:-$REPO/target/release/rocast}
-if [ ! -x "$ROCAST" ]; then
-  (cd "$REPO" && PATH=$PATH:$HOME/.cargo/bin cargo build --release -q -p rocast-cli)
-fi
+ROCAST=$(rxe_rocast_bin "$REPO")
 LAB=rxemix
 LOGS=${ROCAST_RXE_LOGS:-/var/tmp/rocast-rxe-logs/mixed-$(date +%Y%m%d-%H%M%S)-$$}
 mkdir -p "$LOGS"

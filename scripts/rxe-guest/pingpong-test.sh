@@ -27,12 +27,7 @@ IMG=$(rxe_ensure_image)
 sed 's/^/  /' "$IMG/versions"
 
 # --- switch binary ------------------------------------------------------------------------------
-ROCAST=${ROCAST_BIN:-$REPO/target/release/rocast}
-if [ -z "${ROCAST_BIN:-}" ] && { command -v cargo >/dev/null 2>&1 || [ -x "$HOME/.cargo/bin/cargo" ]; }; then
-  PATH=$PATH:$HOME/.cargo/bin
-  (cd "$REPO" && cargo build --release -q -p rocast-cli)
-fi
-[ -x "$ROCAST" ] || { say "no $ROCAST (cargo build --release -p rocast-cli)"; exit 1; }
+ROCAST=$(rxe_rocast_bin "$REPO")
 
 # --- run state and cleanup ----------------------------------------------------------------------
 LOGS=${ROCAST_RXE_LOGS:-/var/tmp/rocast-rxe-logs/$(date +%Y%m%d-%H%M%S)-$$}

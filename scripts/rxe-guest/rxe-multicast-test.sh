@@ -15,8 +15,7 @@ REPO=$(cd "$HERE/../.." && pwd)
 T0=$(date +%s)
 say() { echo "rxe-multicast-test: $*"; }
 IMG=$(rxe_ensure_image)
-ROCAST=${ROCAST_BIN:-$REPO/target/release/rocast}
-[ -x "$ROCAST" ] || (cd "$REPO" && PATH=$PATH:$HOME/.cargo/bin cargo build --release -q -p rocast-cli)
+ROCAST=$(rxe_rocast_bin "$REPO")
 LOGS=${ROCAST_RXE_LOGS:-/var/tmp/rocast-rxe-logs/rxemc-$(date +%Y%m%d-%H%M%S)-$$}
 mkdir -p "$LOGS"
 export ROCAST_BOOT_TIMEOUT=${ROCAST_BOOT_TIMEOUT:-300}

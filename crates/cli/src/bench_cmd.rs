@@ -53,41 +53,7 @@ pub enum BenchCmd {
     /// the NACK multicast protocol over a core UD endpoint on an IPv4 multicast group,
     /// the other hosts receiving. Loss is injected on receive in the drivers (seeded).
     /// Exits non-zero unless every receiver got every message exactly once, in order.
-    LabUd {
-        #[arg(long, default_value_t = 4)]
-        hosts: usize,
-        /// bridge (Linux bridge, snooping off) or switch (`rocast switch`, flooding).
-        #[arg(long, default_value = "bridge")]
-        medium: String,
-        /// Drop probability per arriving datagram, every host (injected in the driver).
-        #[arg(long, default_value_t = 0.001)]
-        loss: f64,
-        /// Where --loss drops: driver (on receive at every host) or switch (the
-        /// `rocast switch` daemon's egress on every port; needs --medium switch).
-        #[arg(long, default_value = "driver")]
-        loss_at: String,
-        #[arg(long, default_value_t = 20_000)]
-        messages: u64,
-        /// Message size in bytes (fragmented into UD-MTU packets by the protocol).
-        #[arg(long, default_value_t = 4000)]
-        size: usize,
-        /// UD path MTU.
-        #[arg(long, default_value_t = 4096)]
-        mtu: usize,
-        /// Link rate of the lab (tc).
-        #[arg(long, default_value = "10gbit")]
-        rate: String,
-        #[arg(long, default_value = "239.77.0.1")]
-        group: std::net::Ipv4Addr,
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Lab name (namespaces rocast-NAME-*).
-        #[arg(long, default_value = "udbench")]
-        name: String,
-        /// Give up after this many seconds.
-        #[arg(long, default_value_t = 120)]
-        timeout: u64,
-    },
+    LabUd(crate::ud_bench::LabUdArgs),
     /// Build a k-ary fat-tree and precompute its ECMP routes; print time and memory.
     FatTree {
         #[arg(long, default_value_t = 64)]
@@ -172,34 +138,8 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                 mpi,
             })
         }
-        BenchCmd::LabUd {
-            hosts,
-            medium,
-            loss,
-            loss_at,
-            messages,
-            size,
-            mtu,
-            rate,
-            group,
-            seed,
-            name,
-            timeout,
-        } => {
-            let r = crate::ud_bench::lab_ud(&crate::ud_bench::LabUdArgs {
-                name,
-                hosts,
-                medium,
-                loss,
-                loss_at,
-                messages,
-                size,
-                mtu,
-                rate,
-                group,
-                seed,
-                timeout_s: timeout,
-            });
+        BenchCmd::LabUd(args) => {
+            let r = crate::ud_bench::lab_ud(&args);
             match r? {
                 Ok(text) => {
                     print!("{text}");

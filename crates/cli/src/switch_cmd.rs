@@ -71,7 +71,7 @@ pub struct SwitchCmd {
     seed: u64,
 }
 
-fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
+pub(crate) fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
     let parts: Vec<&str> = s.split(':').collect();
     if parts.len() != 6 {
         return Err(format!("{s:?} is not a MAC address"));

@@ -18,10 +18,10 @@
 //! [`NackMulticastReceiver`]: rocast_core::nack_multicast::NackMulticastReceiver
 //! [`UdEndpoint`]: rocast_core::rnic::UdEndpoint
 
+use rocast_core::nack_multicast::packet::DATA_HEADER_LEN;
 use rocast_core::nack_multicast::{ReceiverConfig, SenderConfig};
 use rocast_core::rnic::UdCounters;
 use rocast_core::time::Duration;
-use rocast_core::wire::EthernetAddress;
 use rocast_net::endpoint::Clock;
 use rocast_net::lab::{self, Lab, LabOptions, LabSpec, Medium};
 use rocast_net::ud_mcast::{
@@ -32,33 +32,42 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 
-/// The protocol's DATA header in front of each fragment (see `nack_multicast::packet`).
-const DATA_HEADER: usize = 32;
-
-#[derive(Debug, Clone)]
+/// `rocast bench lab-ud`'s arguments.
+#[derive(Debug, Clone, clap::Args)]
 pub struct LabUdArgs {
-    pub name: String,
+    #[arg(long, default_value_t = 4)]
     pub hosts: usize,
+    /// bridge (Linux bridge, snooping off) or switch (`rocast switch`, flooding).
+    #[arg(long, default_value = "bridge")]
     pub medium: String,
+    /// Drop probability per arriving datagram, every host (injected in the driver).
+    #[arg(long, default_value_t = 0.001)]
     pub loss: f64,
-    /// Where the loss happens: "driver" (on receive, in every host's driver) or
-    /// "switch" (`rocast switch` drops frames leaving every port; --medium switch only).
+    /// Where --loss drops: driver (on receive at every host) or switch (the
+    /// `rocast switch` daemon's egress on every port; needs --medium switch).
+    #[arg(long, default_value = "driver")]
     pub loss_at: String,
+    #[arg(long, default_value_t = 20_000)]
     pub messages: u64,
+    /// Message size in bytes (fragmented into UD-MTU packets by the protocol).
+    #[arg(long, default_value_t = 4000)]
     pub size: usize,
+    /// UD path MTU.
+    #[arg(long, default_value_t = 4096)]
     pub mtu: usize,
+    /// Link rate of the lab (tc).
+    #[arg(long, default_value = "10gbit")]
     pub rate: String,
+    #[arg(long, default_value = "239.77.0.1")]
     pub group: Ipv4Addr,
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Lab name (namespaces rocast-NAME-*).
+    #[arg(long, default_value = "udbench")]
+    pub name: String,
+    /// Give up after this many seconds.
+    #[arg(long = "timeout", value_name = "TIMEOUT", default_value_t = 120)]
     pub timeout_s: u64,
-}
-
-fn parse_mac(s: &str) -> EthernetAddress {
-    let mut m = [0u8; 6];
-    for (i, p) in s.split(':').enumerate().take(6) {
-        m[i] = u8::from_str_radix(p, 16).unwrap_or(0);
-    }
-    EthernetAddress(m)
 }
 
 /// Message `i` of the run: seeded bytes (a SplitMix64 stream per message, cheap enough
@@ -81,7 +90,12 @@ fn host_config(a: &LabUdArgs, subnet: &str, i: usize) -> Result<UdHostConfig, St
     let ip: Ipv4Addr = lab::host_ip(subnet, i)
         .parse()
         .map_err(|e| format!("host address: {e}"))?;
-    let mut c = UdHostConfig::new(ip, parse_mac(&lab::host_mac(i)), a.group, 0x100 + i as u32);
+    let mut c = UdHostConfig::new(
+        ip,
+        crate::switch_cmd::parse_mac(&lab::host_mac(i))?,
+        a.group,
+        0x100 + i as u32,
+    );
     c.mtu = a.mtu;
     c.loss = if a.loss_at == "driver" { a.loss } else { 0.0 };
     c.seed = a.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64 + 1);
@@ -93,7 +107,7 @@ fn host_config(a: &LabUdArgs, subnet: &str, i: usize) -> Result<UdHostConfig, St
 /// hundreds of microseconds to milliseconds (the core's defaults are for a fabric
 /// with microsecond round trips).
 fn sender_config(a: &LabUdArgs) -> SenderConfig {
-    let mut c = SenderConfig::new(1, a.mtu - DATA_HEADER);
+    let mut c = SenderConfig::new(1, a.mtu - DATA_HEADER_LEN);
     c.window = 4096;
     c.expected_receivers = a.hosts - 1;
     c.heartbeat_interval = Duration::from_ms(1);
@@ -205,15 +219,8 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
 
 /// The switch daemon's frame counters, one `switch: …` line.
 fn switch_stats(name: &str) -> String {
-    let out = std::env::current_exe().and_then(|exe| {
-        std::process::Command::new(exe)
-            .args(["switch", "--stats", "--control"])
-            .arg(lab::switch_socket(name))
-            .output()
-    });
-    match out {
-        Ok(o) if o.status.success() => {
-            let text = String::from_utf8_lossy(&o.stdout);
+    match rocast_net::switch::query(&lab::switch_socket(name), "stats") {
+        Ok(text) => {
             let mut line = String::from("switch:");
             let mut port_drops = 0u64;
             for l in text.lines() {
@@ -244,10 +251,6 @@ fn switch_stats(name: &str) -> String {
             let _ = writeln!(line, " port_injected_drops {port_drops}");
             line
         }
-        Ok(o) => format!(
-            "switch: stats query failed: {}\n",
-            String::from_utf8_lossy(&o.stderr).trim()
-        ),
         Err(e) => format!("switch: stats query failed: {e}\n"),
     }
 }

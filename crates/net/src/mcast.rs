@@ -47,7 +47,7 @@ use rocast_core::rnic::{Event, Payload, QpConfig, RcQueuePair, SendOp, SendReque
 use rocast_core::rnic::{FixedRate, RateController, Unlimited};
 use rocast_core::time::Duration as CoreDuration;
 use rocast_core::wire::mrp::{MrpMember, MrpRelease, MrpRepr, MRP_UDP_PORT};
-use rocast_core::wire::{Ipv4Address, Psn, ROCEV2_UDP_PORT};
+use rocast_core::wire::{Ipv4Address, ROCEV2_UDP_PORT};
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::sync::Arc;
@@ -246,21 +246,7 @@ fn endpoint(
     mtu: usize,
     rate_bps: Option<u64>,
 ) -> Result<Endpoint, McastError> {
-    let mut c = QpConfig::new(v4(local), local_qpn, v4(mcst), VIRTUAL_QPN);
-    c.udp_src_port = ROCEV2_UDP_PORT;
-    c.mtu = mtu;
-    c.send_psn = Psn::new(0);
-    c.recv_psn = Psn::new(0);
-    // Userspace hops (switch, endpoints) add milliseconds under load; a timeout below
-    // that retransmits what is merely queued.
-    c.retransmit_timeout = CoreDuration::from_ms(20);
-    let rate: Box<dyn RateController> = match rate_bps {
-        // 64 KB of burst: a late wakeup catches up instead of losing the rate.
-        Some(r) => Box::new(FixedRate::with_burst(r, 64 << 10)),
-        None => Box::new(Unlimited::default()),
-    };
-    let qp = RcQueuePair::with_rate_controller(c, rate)
-        .map_err(|e| McastError::Protocol(e.to_string()))?;
+    let qp = rc_qp(local, local_qpn, mcst, VIRTUAL_QPN, mtu, rate_bps)?;
     let tcfg = TransportConfig {
         max_packet_len: qp.max_packet_len(),
         ..Default::default()
@@ -812,14 +798,6 @@ fn cepheus_send(
     Ok(())
 }
 
-/// The one-shot form: create the group, send `data` once, close. The leader's report.
-pub fn lead(cfg: &LeaderConfig, data: Arc<[u8]>) -> Result<LeaderReport, McastError> {
-    let mut l = Leader::create(cfg)?;
-    let r = l.send(data);
-    l.close(r.as_ref().is_ok_and(|r| r.all_ok()));
-    r
-}
-
 /// A member's view of the group.
 enum MemberPath {
     Cepheus {
@@ -1197,24 +1175,6 @@ impl Member {
     }
 }
 
-/// The one-shot form: join, receive one buffer, wait for the close.
-pub fn join(cfg: &MemberConfig) -> Result<MemberReport, McastError> {
-    let mut m = Member::join(cfg)?;
-    let mut got = None;
-    loop {
-        match m.next()? {
-            MemberEvent::Received(r) => got = Some(r),
-            MemberEvent::Closed { ok } => {
-                let mut r = got.ok_or_else(|| {
-                    McastError::Transfer("the leader closed the group before sending".into())
-                })?;
-                r.ok &= ok;
-                return Ok(r);
-            }
-        }
-    }
-}
-
 /// One overlay connection: rank `rank`'s QP toward rank `peer`.
 fn overlay_qp(
     local: Ipv4Addr,
@@ -1224,16 +1184,34 @@ fn overlay_qp(
     mtu: usize,
     rate_bps: Option<u64>,
 ) -> Result<RcQueuePair, McastError> {
-    let mut c = QpConfig::new(
-        v4(local),
+    rc_qp(
+        local,
         overlay_qpn(rank, peer),
-        v4(peer_ip),
+        peer_ip,
         overlay_qpn(peer, rank),
-    );
+        mtu,
+        rate_bps,
+    )
+}
+
+/// An RC QP as every rocast host here runs one: UDP source port 4791 (one socket per
+/// host), PSNs 0, the given MTU, and a pacer at `rate_bps` if set.
+fn rc_qp(
+    local: Ipv4Addr,
+    local_qpn: u32,
+    remote: Ipv4Addr,
+    remote_qpn: u32,
+    mtu: usize,
+    rate_bps: Option<u64>,
+) -> Result<RcQueuePair, McastError> {
+    let mut c = QpConfig::new(v4(local), local_qpn, v4(remote), remote_qpn);
     c.udp_src_port = ROCEV2_UDP_PORT;
     c.mtu = mtu;
+    // Userspace hops (switch, endpoints) add milliseconds under load; a timeout below
+    // that retransmits what is merely queued.
     c.retransmit_timeout = CoreDuration::from_ms(20);
     let rate: Box<dyn RateController> = match rate_bps {
+        // 64 KB of burst: a late wakeup catches up instead of losing the rate.
         Some(r) => Box::new(FixedRate::with_burst(r, 64 << 10)),
         None => Box::new(Unlimited::default()),
     };

@@ -35,11 +35,11 @@ use rand_core::{RngCore, SeedableRng};
 use rocast_core::fabric::cepheus::{CnpFilter, CounterCnpFilter, ForwardAllCnp, TmcfCnpFilter};
 use rocast_core::fabric::{EcnRed, FrameSwitch, FrameSwitchConfig, OutFrame};
 use rocast_core::time::Duration as CoreDuration;
+use rocast_core::wire::pcap::{PcapWriter, LINKTYPE_ETHERNET};
 use rocast_core::wire::{Ecn, EtherType, EthernetFrame, Ipv4Packet, ETHERNET_HEADER_LEN};
 use std::collections::VecDeque;
 use std::ffi::CString;
 use std::fmt::Write as _;
-use rocast_core::wire::pcap::{PcapWriter, LINKTYPE_ETHERNET};
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::net::{SocketAddrV4, UdpSocket};
@@ -48,7 +48,8 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::endpoint::Clock;
+use crate::endpoint::{Clock, LossInjector};
+use crate::udp::setsockopt_int;
 
 /// Largest frame a port reads (jumbo frames of 9000-byte MTU links fit).
 const MAX_FRAME: usize = 16 * 1024;
@@ -158,23 +159,6 @@ fn os_err(what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-fn setsockopt_int(fd: RawFd, level: i32, name: i32, v: i32) -> io::Result<()> {
-    // SAFETY: passes a valid int and its size.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            &v as *const i32 as *const libc::c_void,
-            std::mem::size_of::<i32>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(os_err("setsockopt"));
-    }
-    Ok(())
-}
-
 fn open_afpacket(ifname: &str) -> io::Result<OwnedFd> {
     let proto = (libc::ETH_P_ALL as u16).to_be();
     // SAFETY: plain socket(2); the fd is owned right away.
@@ -232,7 +216,8 @@ fn open_afpacket(ifname: &str) -> io::Result<OwnedFd> {
     }
     // Our own transmissions must not come back as arrivals (Linux 4.20+).
     const PACKET_IGNORE_OUTGOING: i32 = 23;
-    setsockopt_int(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
+    setsockopt_int(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
+        .map_err(|e| io::Error::new(e.kind(), format!("setsockopt: {e}")))?;
     let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 8 << 20);
     let _ = setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, 8 << 20);
     Ok(owned)
@@ -353,7 +338,7 @@ impl Port {
         if self.pending.is_empty() {
             return;
         }
-        let frames = std::mem::take(&mut self.pending);
+        let mut frames = std::mem::take(&mut self.pending);
         match &self.backend {
             Backend::AfPacket(fd) => {
                 let fd = fd.as_raw_fd();
@@ -378,12 +363,7 @@ impl Port {
                 while done < msgs.len() {
                     // SAFETY: msgs[done..] are valid headers over live buffers.
                     let r = unsafe {
-                        libc::sendmmsg(
-                            fd,
-                            msgs[done..].as_mut_ptr(),
-                            (msgs.len() - done) as u32,
-                            0,
-                        )
+                        libc::sendmmsg(fd, msgs[done..].as_mut_ptr(), (msgs.len() - done) as u32, 0)
                     };
                     if r <= 0 {
                         // The kernel refused the next frame: count it and go on.
@@ -405,6 +385,9 @@ impl Port {
                 }
             }
         }
+        // Keep the list's capacity for the next round.
+        frames.clear();
+        self.pending = frames;
     }
 
     fn transmit(&mut self, frame: &[u8]) {
@@ -499,9 +482,9 @@ pub struct SwitchDaemon {
     sw: FrameSwitch,
     ports: Vec<Port>,
     shaping: Option<Shaping>,
-    /// Per port, the drop probability as a threshold on a u64 draw (0: none).
-    loss_threshold: Vec<u64>,
-    loss_rng: ChaCha8Rng,
+    /// Per port, whether its egress is lossy, and the one seeded injector they share.
+    lossy: Vec<bool>,
+    loss: LossInjector,
     rng: ChaCha8Rng,
     control: Option<(UnixListener, PathBuf)>,
     clock: Clock,
@@ -559,23 +542,24 @@ impl SwitchDaemon {
             }
             None => None,
         };
-        let mut loss_threshold = vec![0u64; ports.len()];
-        if let Some((lossy, p)) = &cfg.loss {
+        let mut lossy = vec![false; ports.len()];
+        let mut loss_p = 0.0;
+        if let Some((ports, p)) = &cfg.loss {
             if !(0.0..1.0).contains(p) {
                 return Err(format!("loss {p}: must be in [0, 1)"));
             }
-            for &port in lossy {
-                *loss_threshold
+            loss_p = *p;
+            for &port in ports {
+                *lossy
                     .get_mut(port as usize)
-                    .ok_or_else(|| format!("loss on port {port}: no such port"))? =
-                    (p * 2f64.powi(64)) as u64;
+                    .ok_or_else(|| format!("loss on port {port}: no such port"))? = true;
             }
         }
         Ok(SwitchDaemon {
             sw,
             ports,
-            loss_threshold,
-            loss_rng: ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x6c6f_7373),
+            lossy,
+            loss: LossInjector::new(loss_p, cfg.seed ^ 0x6c6f_7373),
             shaping: cfg.shaping,
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             control,
@@ -631,8 +615,7 @@ impl SwitchDaemon {
     }
 
     fn enqueue(&mut self, f: OutFrame) {
-        let t = self.loss_threshold[f.port as usize];
-        if t > 0 && self.loss_rng.next_u64() < t {
+        if self.lossy[f.port as usize] && self.loss.drop_next() {
             self.ports[f.port as usize].stats.injected_drops += 1;
             return;
         }
@@ -934,7 +917,8 @@ mod tests {
     fn dgram_ports_switch_frames_between_loopback_peers() {
         use rocast_core::wire::pcap::PcapReader;
         use rocast_core::wire::{EthernetAddress, EthernetRepr};
-        let dir = std::env::temp_dir().join(format!("rocast-switch-capture-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("rocast-switch-capture-{}", std::process::id()));
         // Two "guests" on loopback UDP, one switch with a port for each.
         let g0 = UdpSocket::bind("127.0.0.1:0").unwrap();
         let g1 = UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -40,7 +40,10 @@
 //! source IP and QPN of the sender's packets.
 
 use crate::endpoint::{Clock, LossInjector};
-use crate::udp::{send_error_kind, wait_readable, SendErrorKind};
+use crate::udp::{
+    cvt, emit_rocev2_headers, open_rocev2_socket, parse_rx_cmsgs, rocev2_destination, setsockopt,
+    sockaddr, socket_addr, socket_error_kind, wait_readable, RxCmsgs, SocketErrorKind,
+};
 use rocast_core::nack_multicast::{
     Destination, NackMulticastReceiver, NackMulticastSender, ReceiverConfig, ReceiverCounters,
     ReceiverEvent, SenderConfig, SenderCounters,
@@ -48,13 +51,13 @@ use rocast_core::nack_multicast::{
 use rocast_core::rnic::{ipv4_multicast_mac, UdAddress, UdConfig, UdCounters, UdEndpoint, UdEvent};
 use rocast_core::time::Instant;
 use rocast_core::wire::{
-    Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Address, Ipv4Repr, Psn,
-    UdpRepr, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
+    EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Address, Psn, ETHERNET_HEADER_LEN,
+    IPV4_HEADER_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
 };
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::net::Ipv4Addr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Ethernet + IPv4 + UDP in front of every RoCEv2 payload in a frame.
@@ -82,33 +85,12 @@ pub struct SocketStats {
 /// carrying whole RoCEv2 frames (see the module documentation).
 pub struct UdMcastSocket {
     fd: OwnedFd,
-    local: Ipv4Addr,
+    /// This host's address and the bound port: the source of everything it sends.
+    local: SocketAddrV4,
     group: Ipv4Addr,
     buf: Vec<u8>,
     last_ovfl: u32,
     stats: SocketStats,
-}
-
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, v: &T) -> io::Result<()> {
-    // SAFETY: a live value of the stated size; the kernel copies it.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            v as *const T as *const libc::c_void,
-            size_of::<T>() as libc::socklen_t,
-        )
-    })
-    .map(drop)
 }
 
 fn in_addr(a: Ipv4Addr) -> libc::in_addr {
@@ -135,45 +117,13 @@ impl UdMcastSocket {
                 "need a unicast local address and a multicast group",
             ));
         }
-        // SAFETY: plain socket(2); the result is owned at once.
-        let raw =
-            cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-        // SAFETY: a fresh descriptor nobody else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let (fd, _) =
+            open_rocev2_socket(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, port), bufs, bufs)?;
+        let raw = fd.as_raw_fd();
         let one: libc::c_int = 1;
         let zero: libc::c_int = 0;
-        setsockopt(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, &one)?;
-        setsockopt(raw, libc::SOL_SOCKET, libc::SO_NO_CHECK, &one)?;
-        setsockopt(
-            raw,
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            &(libc::IP_PMTUDISC_DO as libc::c_int),
-        )?;
         setsockopt(raw, libc::IPPROTO_IP, libc::IP_TOS, &(tos as libc::c_int))?;
-        setsockopt(raw, libc::IPPROTO_IP, libc::IP_RECVTOS, &one)?;
         setsockopt(raw, libc::IPPROTO_IP, libc::IP_PKTINFO, &one)?;
-        setsockopt(raw, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, &one)?;
-        let b = bufs.min(i32::MAX as usize / 2) as libc::c_int;
-        if setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &b).is_err() {
-            setsockopt(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, &b)?;
-        }
-        if setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &b).is_err() {
-            setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, &b)?;
-        }
-        // SAFETY: sockaddr_in is plain old data.
-        let mut sa: libc::sockaddr_in = unsafe { zeroed() };
-        sa.sin_family = libc::AF_INET as libc::sa_family_t;
-        sa.sin_port = port.to_be();
-        sa.sin_addr = in_addr(Ipv4Addr::UNSPECIFIED);
-        // SAFETY: a valid sockaddr_in of the stated length.
-        cvt(unsafe {
-            libc::bind(
-                raw,
-                &sa as *const _ as *const libc::sockaddr,
-                size_of::<libc::sockaddr_in>() as u32,
-            )
-        })?;
         let mreq = libc::ip_mreq {
             imr_multiaddr: in_addr(group),
             imr_interface: in_addr(local),
@@ -189,7 +139,7 @@ impl UdMcastSocket {
         setsockopt(raw, libc::IPPROTO_IP, libc::IP_MULTICAST_TTL, &one)?;
         Ok(UdMcastSocket {
             fd,
-            local,
+            local: SocketAddrV4::new(local, port),
             group,
             buf: vec![0; FRAME_HEADER_LEN + max_datagram.max(64)],
             last_ovfl: 0,
@@ -210,29 +160,17 @@ impl UdMcastSocket {
     /// not IPv4/UDP from this host's address and port 4791 (the kernel would write a
     /// different header, and the ICRC would not verify).
     pub fn send_frame(&mut self, frame: &[u8]) -> io::Result<bool> {
-        let bad = |m: &'static str| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
-        if frame.len() < FRAME_HEADER_LEN {
-            return bad("frame shorter than its headers");
+        if frame.len() < FRAME_HEADER_LEN || frame[12..14] != [0x08, 0x00] {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not an option-less IPv4/UDP frame",
+            ));
         }
-        let ip = &frame[ETHERNET_HEADER_LEN..];
-        if frame[12..14] != [0x08, 0x00] || ip[0] != 0x45 || ip[9] != libc::IPPROTO_UDP as u8 {
-            return bad("not an option-less IPv4/UDP frame");
-        }
-        if ip[12..16] != self.local.octets()
-            || u16::from_be_bytes([ip[20], ip[21]]) != ROCEV2_UDP_PORT
-        {
-            return bad(
-                "source address/port is not this socket's: the ICRC would not match the wire",
-            );
-        }
-        let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-        let dport = u16::from_be_bytes([ip[22], ip[23]]);
+        let sa = sockaddr(rocev2_destination(
+            &frame[ETHERNET_HEADER_LEN..],
+            self.local,
+        )?);
         let payload = &frame[FRAME_HEADER_LEN..];
-        // SAFETY: sockaddr_in is plain old data.
-        let mut sa: libc::sockaddr_in = unsafe { zeroed() };
-        sa.sin_family = libc::AF_INET as libc::sa_family_t;
-        sa.sin_port = dport.to_be();
-        sa.sin_addr = in_addr(dst);
         loop {
             // SAFETY: a live buffer and sockaddr of the stated lengths.
             let r = unsafe {
@@ -251,13 +189,13 @@ impl UdMcastSocket {
                 return Ok(true);
             }
             let e = io::Error::last_os_error();
-            match send_error_kind(&e) {
-                SendErrorKind::Interrupted => continue,
-                SendErrorKind::Dropped => {
+            match socket_error_kind(&e) {
+                SocketErrorKind::Interrupted => continue,
+                SocketErrorKind::Transient => {
                     self.stats.tx_dropped += 1;
                     return Ok(false);
                 }
-                SendErrorKind::Fatal => return Err(e),
+                SocketErrorKind::Fatal => return Err(e),
             }
         }
     }
@@ -287,33 +225,13 @@ impl UdMcastSocket {
                 break r as usize;
             }
             let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EAGAIN) => return Ok(None),
-                Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH) => {
-                    return Ok(None)
-                }
-                _ => return Err(e),
+            match socket_error_kind(&e) {
+                SocketErrorKind::Interrupted => continue,
+                SocketErrorKind::Transient => return Ok(None),
+                SocketErrorKind::Fatal => return Err(e),
             }
         };
-        let (mut tos, mut dst, mut ovfl) = (0u8, None, None);
-        // SAFETY: the kernel wrote well-formed cmsgs up to msg_controllen.
-        unsafe {
-            let mut cm = libc::CMSG_FIRSTHDR(&h);
-            while !cm.is_null() {
-                let c = &*cm;
-                if c.cmsg_level == libc::IPPROTO_IP && c.cmsg_type == libc::IP_TOS {
-                    tos = *libc::CMSG_DATA(cm);
-                } else if c.cmsg_level == libc::IPPROTO_IP && c.cmsg_type == libc::IP_PKTINFO {
-                    let pi: libc::in_pktinfo =
-                        std::ptr::read_unaligned(libc::CMSG_DATA(cm) as *const libc::in_pktinfo);
-                    dst = Some(Ipv4Addr::from(pi.ipi_addr.s_addr.to_ne_bytes()));
-                } else if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == libc::SO_RXQ_OVFL {
-                    ovfl = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cm) as *const u32));
-                }
-                cm = libc::CMSG_NXTHDR(&h, cm);
-            }
-        }
+        let RxCmsgs { tos, ovfl, dst } = parse_rx_cmsgs(&h);
         if let Some(o) = ovfl {
             self.stats.rx_kernel_drops += o.wrapping_sub(self.last_ovfl) as u64;
             self.last_ovfl = o;
@@ -324,9 +242,8 @@ impl UdMcastSocket {
         }
         self.stats.rx_packets += 1;
         self.stats.rx_bytes += len as u64;
-        let dst = dst.unwrap_or(self.local);
-        let dst_ip: Ipv4Address = dst.into();
-        let dst_mac = ipv4_multicast_mac(dst_ip).unwrap_or(local_mac);
+        let dst = SocketAddrV4::new(dst.unwrap_or(*self.local.ip()), self.local.port());
+        let dst_mac = ipv4_multicast_mac((*dst.ip()).into()).unwrap_or(local_mac);
         let frame = &mut self.buf[..FRAME_HEADER_LEN + len];
         EthernetRepr {
             src_addr: UNKNOWN_MAC,
@@ -336,21 +253,13 @@ impl UdMcastSocket {
         .emit(&mut EthernetFrame::new_unchecked(
             &mut frame[..ETHERNET_HEADER_LEN],
         ));
-        Ipv4Repr::rocev2(
-            Ipv4Address(src.sin_addr.s_addr.to_ne_bytes()),
-            dst_ip,
-            tos >> 2,
-            Ecn::from_bits(tos),
-            UDP_HEADER_LEN + len,
-        )
-        .emit(&mut frame[ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + IPV4_HEADER_LEN]);
-        UdpRepr {
-            src_port: u16::from_be(src.sin_port),
-            dst_port: ROCEV2_UDP_PORT,
-            checksum: 0,
-            payload_len: len,
-        }
-        .emit(&mut frame[ETHERNET_HEADER_LEN + IPV4_HEADER_LEN..FRAME_HEADER_LEN]);
+        emit_rocev2_headers(
+            &mut frame[ETHERNET_HEADER_LEN..],
+            socket_addr(&src),
+            dst,
+            tos,
+            len,
+        );
         Ok(Some(&self.buf[..FRAME_HEADER_LEN + len]))
     }
 }

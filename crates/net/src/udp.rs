@@ -27,8 +27,7 @@
 //! nothing is allocated per packet.
 
 use rocast_core::wire::{
-    Ecn, Ipv4Address, Ipv4Repr, UdpRepr, IPV4_HEADER_LEN, IP_PROTO_UDP, ROCEV2_UDP_PORT,
-    UDP_HEADER_LEN,
+    Ecn, Ipv4Repr, UdpRepr, IPV4_HEADER_LEN, IP_PROTO_UDP, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
 };
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -136,7 +135,7 @@ impl std::fmt::Debug for UdpTransport {
     }
 }
 
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+pub(crate) fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -144,23 +143,33 @@ fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-fn setsockopt_int(
+/// `setsockopt(2)` with any plain-old-data option value.
+pub(crate) fn setsockopt<T>(
     fd: RawFd,
     level: libc::c_int,
     name: libc::c_int,
-    v: libc::c_int,
+    v: &T,
 ) -> io::Result<()> {
-    // SAFETY: valid fd and a pointer to a live c_int of the stated size.
+    // SAFETY: valid fd and a pointer to a live value of the stated size; the kernel copies it.
     cvt(unsafe {
         libc::setsockopt(
             fd,
             level,
             name,
-            &v as *const _ as *const libc::c_void,
-            size_of::<libc::c_int>() as u32,
+            v as *const T as *const libc::c_void,
+            size_of::<T>() as libc::socklen_t,
         )
     })
     .map(drop)
+}
+
+pub(crate) fn setsockopt_int(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    v: libc::c_int,
+) -> io::Result<()> {
+    setsockopt(fd, level, name, &v)
 }
 
 fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
@@ -179,7 +188,7 @@ fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Resul
     Ok(v)
 }
 
-fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
+pub(crate) fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
     // SAFETY: sockaddr_in is plain old data.
     let mut s: libc::sockaddr_in = unsafe { zeroed() };
     s.sin_family = libc::AF_INET as libc::sa_family_t;
@@ -188,6 +197,112 @@ fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
         s_addr: u32::from_ne_bytes(a.ip().octets()),
     };
     s
+}
+
+/// A UDP socket as Linux rxe runs RoCEv2, bound to `local`: `SO_REUSEADDR`, DF
+/// (`IP_PMTUDISC_DO`), UDP checksum off (`SO_NO_CHECK`), the TOS byte and the kernel's
+/// drop counter reported on receive (`IP_RECVTOS`, `SO_RXQ_OVFL`), and the buffer sizes
+/// (forced past `rmem_max`/`wmem_max` where allowed). Returns the socket and whether
+/// both sizes were forced.
+pub(crate) fn open_rocev2_socket(
+    local: SocketAddrV4,
+    rcvbuf: usize,
+    sndbuf: usize,
+) -> io::Result<(OwnedFd, bool)> {
+    // SAFETY: plain socket(2); the result is owned immediately.
+    let raw =
+        cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: `raw` is a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+    setsockopt_int(
+        raw,
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        libc::IP_PMTUDISC_DO,
+    )?;
+    setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1)?;
+    setsockopt_int(raw, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
+    setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)?;
+    let clamp = |v: usize| v.min(i32::MAX as usize / 2) as libc::c_int;
+    let mut forced = true;
+    for (force, plain, v) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, rcvbuf),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, sndbuf),
+    ] {
+        if setsockopt_int(raw, libc::SOL_SOCKET, force, clamp(v)).is_err() {
+            forced = false;
+            setsockopt_int(raw, libc::SOL_SOCKET, plain, clamp(v))?;
+        }
+    }
+    let sa = sockaddr(local);
+    // SAFETY: a valid sockaddr_in of the stated length.
+    cvt(unsafe {
+        libc::bind(
+            raw,
+            &sa as *const _ as *const libc::sockaddr,
+            size_of::<libc::sockaddr_in>() as u32,
+        )
+    })?;
+    Ok((fd, forced))
+}
+
+/// The UDP destination of a whole IPv4 RoCEv2 packet (at least `HEADER_LEN` bytes)
+/// that a socket bound to `local` is to send. Refuses a packet with IPv4 options, not
+/// UDP, or from another address or port: the kernel would write a different header
+/// than the core did, and the ICRC would not match the wire.
+pub(crate) fn rocev2_destination(p: &[u8], local: SocketAddrV4) -> io::Result<SocketAddrV4> {
+    let bad = |m: &'static str| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
+    if p.len() < HEADER_LEN || p[0] != 0x45 || p[9] != IP_PROTO_UDP {
+        return bad("not an option-less IPv4/UDP packet");
+    }
+    if p[12..16] != local.ip().octets() || u16::from_be_bytes([p[20], p[21]]) != local.port() {
+        return bad(
+            "packet's source address/port is not the socket's: the ICRC would not match the wire",
+        );
+    }
+    Ok(SocketAddrV4::new(
+        Ipv4Addr::new(p[16], p[17], p[18], p[19]),
+        u16::from_be_bytes([p[22], p[23]]),
+    ))
+}
+
+/// What the control messages of one received datagram said.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RxCmsgs {
+    /// The TOS byte (0 if the kernel sent none).
+    pub tos: u8,
+    /// The kernel's cumulative drop counter (`SO_RXQ_OVFL`), if present.
+    pub ovfl: Option<u32>,
+    /// The datagram's destination address (`IP_PKTINFO`), if enabled.
+    pub dst: Option<Ipv4Addr>,
+}
+
+/// Writes the IPv4 and UDP headers a UDP socket strips (ident 0, DF, TTL 64, UDP
+/// checksum 0, the received TOS) into `out[..HEADER_LEN]` in front of `payload_len`
+/// bytes of RoCEv2 payload.
+pub(crate) fn emit_rocev2_headers(
+    out: &mut [u8],
+    src: SocketAddrV4,
+    dst: SocketAddrV4,
+    tos: u8,
+    payload_len: usize,
+) {
+    Ipv4Repr::rocev2(
+        (*src.ip()).into(),
+        (*dst.ip()).into(),
+        tos >> 2,
+        Ecn::from_bits(tos),
+        UDP_HEADER_LEN + payload_len,
+    )
+    .emit(&mut out[..IPV4_HEADER_LEN]);
+    UdpRepr {
+        src_port: src.port(),
+        dst_port: dst.port(),
+        checksum: 0,
+        payload_len,
+    }
+    .emit(&mut out[IPV4_HEADER_LEN..HEADER_LEN]);
 }
 
 impl UdpTransport {
@@ -209,56 +324,13 @@ impl UdpTransport {
                 "batch must be 1..=1024 and max_packet_len > 28",
             ));
         }
-        // SAFETY: plain socket(2); the result is owned immediately.
-        let raw =
-            cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-        // SAFETY: `raw` is a fresh descriptor nobody else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
-        setsockopt_int(
-            raw,
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            libc::IP_PMTUDISC_DO,
-        )?;
-        setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_NO_CHECK, 1)?;
-        setsockopt_int(raw, libc::IPPROTO_IP, libc::IP_RECVTOS, 1)?;
-        setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1)?;
-        let clamp = |v: usize| v.min(i32::MAX as usize / 2) as libc::c_int;
-        let forced_rcv = setsockopt_int(
-            raw,
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            clamp(cfg.rcvbuf),
-        )
-        .is_ok();
-        if !forced_rcv {
-            setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, clamp(cfg.rcvbuf))?;
-        }
-        let forced_snd = setsockopt_int(
-            raw,
-            libc::SOL_SOCKET,
-            libc::SO_SNDBUFFORCE,
-            clamp(cfg.sndbuf),
-        )
-        .is_ok();
-        if !forced_snd {
-            setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, clamp(cfg.sndbuf))?;
-        }
         let local = SocketAddrV4::new(local, cfg.port);
-        let sa = sockaddr(local);
-        // SAFETY: a valid sockaddr_in of the stated length.
-        cvt(unsafe {
-            libc::bind(
-                raw,
-                &sa as *const _ as *const libc::sockaddr,
-                size_of::<libc::sockaddr_in>() as u32,
-            )
-        })?;
+        let (fd, forced) = open_rocev2_socket(local, cfg.rcvbuf, cfg.sndbuf)?;
+        let raw = fd.as_raw_fd();
         let info = SocketInfo {
             sndbuf: getsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUF)? as usize,
             rcvbuf: getsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF)? as usize,
-            forced: forced_rcv && forced_snd,
+            forced,
         };
         let n = cfg.batch;
         // Slots are a whole number of cache lines.
@@ -422,17 +494,7 @@ impl UdpTransport {
         if len > self.slot_len || len < HEADER_LEN {
             return bad("packet length out of range");
         }
-        if p[0] != 0x45 || p[9] != IP_PROTO_UDP {
-            return bad("not an option-less IPv4/UDP packet");
-        }
-        if p[12..16] != self.local.ip().octets()
-            || u16::from_be_bytes([p[20], p[21]]) != self.local.port()
-        {
-            return bad("packet's source address/port is not the socket's: the ICRC would not match the wire");
-        }
-        let dst = Ipv4Addr::new(p[16], p[17], p[18], p[19]);
-        let dport = u16::from_be_bytes([p[22], p[23]]);
-        self.tx_addr[i] = sockaddr(SocketAddrV4::new(dst, dport));
+        self.tx_addr[i] = sockaddr(rocev2_destination(p, self.local)?);
         self.tx_len[i] = len;
         // One IP_TOS control message carrying the header's TOS byte (DSCP + ECN).
         let c = &mut self.tx_cmsg[i * TX_CMSG_SPACE / 8..(i + 1) * TX_CMSG_SPACE / 8];
@@ -472,15 +534,15 @@ impl UdpTransport {
             self.stats.tx_syscalls += 1;
             if r < 0 {
                 let e = io::Error::last_os_error();
-                match send_error_kind(&e) {
-                    SendErrorKind::Interrupted => continue,
-                    SendErrorKind::Dropped => {
+                match socket_error_kind(&e) {
+                    SocketErrorKind::Interrupted => continue,
+                    SocketErrorKind::Transient => {
                         // The first datagram of the rest failed: drop it and go on.
                         self.stats.tx_dropped += 1;
                         sent += 1;
                         continue;
                     }
-                    SendErrorKind::Fatal => return Err(e),
+                    SocketErrorKind::Fatal => return Err(e),
                 }
             }
             for i in sent..sent + r as usize {
@@ -514,18 +576,17 @@ impl UdpTransport {
                 break r as usize;
             }
             let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::EAGAIN) => return Ok(0),
-                // ICMP errors queued on the socket (e.g. port unreachable): not ours to act on.
-                Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH) => return Ok(0),
-                _ => return Err(e),
+            match socket_error_kind(&e) {
+                SocketErrorKind::Interrupted => continue,
+                // Nothing waiting, or an ICMP error queued on the socket: not ours to act on.
+                SocketErrorKind::Transient => return Ok(0),
+                SocketErrorKind::Fatal => return Err(e),
             }
         };
         for i in 0..r {
             let len = self.rx_hdr[i].msg_len as usize;
             let h = &self.rx_hdr[i].msg_hdr;
-            let (tos, ovfl) = parse_rx_cmsgs(h);
+            let RxCmsgs { tos, ovfl, .. } = parse_rx_cmsgs(h);
             let truncated = h.msg_flags & libc::MSG_TRUNC != 0 || len > cap;
             self.reset_rx_header(i);
             if let Some(o) = ovfl {
@@ -537,25 +598,9 @@ impl UdpTransport {
                 self.stats.rx_truncated += 1;
                 continue;
             }
-            let sa = &self.rx_addr[i];
-            let src = Ipv4Address(sa.sin_addr.s_addr.to_ne_bytes());
-            let sport = u16::from_be(sa.sin_port);
+            let src = socket_addr(&self.rx_addr[i]);
             let slot = &mut self.rx_buf[i * self.slot_len..i * self.slot_len + HEADER_LEN + len];
-            Ipv4Repr::rocev2(
-                src,
-                (*self.local.ip()).into(),
-                tos >> 2,
-                Ecn::from_bits(tos),
-                UDP_HEADER_LEN + len,
-            )
-            .emit(&mut slot[..IPV4_HEADER_LEN]);
-            UdpRepr {
-                src_port: sport,
-                dst_port: self.local.port(),
-                checksum: 0,
-                payload_len: len,
-            }
-            .emit(&mut slot[IPV4_HEADER_LEN..HEADER_LEN]);
+            emit_rocev2_headers(slot, src, self.local, tos, len);
             self.stats.rx_packets += 1;
             self.stats.rx_bytes += len as u64;
             handle(slot);
@@ -564,9 +609,9 @@ impl UdpTransport {
     }
 }
 
-/// The TOS byte (0 if the kernel sent none) and the SO_RXQ_OVFL drop counter, if present.
-fn parse_rx_cmsgs(h: &libc::msghdr) -> (u8, Option<u32>) {
-    let (mut tos, mut ovfl) = (0u8, None);
+/// Reads the TOS, `SO_RXQ_OVFL` and `IP_PKTINFO` control messages of a received datagram.
+pub(crate) fn parse_rx_cmsgs(h: &libc::msghdr) -> RxCmsgs {
+    let mut out = RxCmsgs::default();
     // SAFETY: the kernel filled msg_control up to msg_controllen with well-formed cmsgs;
     // the CMSG_* macros stay within it.
     unsafe {
@@ -574,14 +619,26 @@ fn parse_rx_cmsgs(h: &libc::msghdr) -> (u8, Option<u32>) {
         while !cm.is_null() {
             let c = &*cm;
             if c.cmsg_level == libc::IPPROTO_IP && c.cmsg_type == libc::IP_TOS {
-                tos = *libc::CMSG_DATA(cm);
+                out.tos = *libc::CMSG_DATA(cm);
+            } else if c.cmsg_level == libc::IPPROTO_IP && c.cmsg_type == libc::IP_PKTINFO {
+                let pi: libc::in_pktinfo =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(cm) as *const libc::in_pktinfo);
+                out.dst = Some(Ipv4Addr::from(pi.ipi_addr.s_addr.to_ne_bytes()));
             } else if c.cmsg_level == libc::SOL_SOCKET && c.cmsg_type == libc::SO_RXQ_OVFL {
-                ovfl = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cm) as *const u32));
+                out.ovfl = Some(std::ptr::read_unaligned(libc::CMSG_DATA(cm) as *const u32));
             }
             cm = libc::CMSG_NXTHDR(h, cm);
         }
     }
-    (tos, ovfl)
+    out
+}
+
+/// The address in a `sockaddr_in` the kernel filled.
+pub(crate) fn socket_addr(sa: &libc::sockaddr_in) -> SocketAddrV4 {
+    SocketAddrV4::new(
+        Ipv4Addr::from(sa.sin_addr.s_addr.to_ne_bytes()),
+        u16::from_be(sa.sin_port),
+    )
 }
 
 impl AsRawFd for UdpTransport {
@@ -595,29 +652,30 @@ impl AsFd for UdpTransport {
     }
 }
 
-/// How a datagram send that failed should be treated.
+/// How a failed datagram send or receive should be treated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum SendErrorKind {
+pub(crate) enum SocketErrorKind {
     /// A signal interrupted the call: retry it.
     Interrupted,
-    /// The datagram is lost as on a congested or unreachable link (no buffer space, an
-    /// ICMP error from an earlier datagram): count it and go on.
-    Dropped,
+    /// Nothing to do now: no buffer space or nothing waiting (`ENOBUFS`, `EAGAIN`), or
+    /// an ICMP error an earlier datagram left queued on the socket. A send's datagram
+    /// is lost as on a congested or unreachable link: count it and go on.
+    Transient,
     /// Anything else is a real error for the caller.
     Fatal,
 }
 
-pub(crate) fn send_error_kind(e: &io::Error) -> SendErrorKind {
+pub(crate) fn socket_error_kind(e: &io::Error) -> SocketErrorKind {
     match e.raw_os_error() {
-        Some(libc::EINTR) => SendErrorKind::Interrupted,
+        Some(libc::EINTR) => SocketErrorKind::Interrupted,
         Some(
             libc::ENOBUFS
             | libc::EAGAIN
             | libc::ECONNREFUSED
             | libc::EHOSTUNREACH
             | libc::ENETUNREACH,
-        ) => SendErrorKind::Dropped,
-        _ => SendErrorKind::Fatal,
+        ) => SocketErrorKind::Transient,
+        _ => SocketErrorKind::Fatal,
     }
 }
 

@@ -41,7 +41,7 @@ use rocast_core::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::cepheus_eval::{fmt_size, parallel, EvalReport};
-use crate::config::{parse_sizes, ConfigError, Scenario};
+use crate::config::{invalid, parse_sizes, ConfigError, Scenario};
 use crate::uniform;
 
 // ---------------------------------------------------------------------------
@@ -236,8 +236,70 @@ impl Ord for Event {
     }
 }
 
+/// The pending events of one model in time order (ties in insertion order), and the
+/// model's clock: what the element and the N^D fabric share.
+struct EventQueue {
+    heap: BinaryHeap<Event>,
+    seq: u64,
+    now: u64,
+}
+
+impl EventQueue {
+    fn with_capacity(n: usize) -> Self {
+        EventQueue {
+            heap: BinaryHeap::with_capacity(n),
+            seq: 0,
+            now: 0,
+        }
+    }
+
+    fn push(&mut self, t: u64, kind: Kind, node: u32, dim: u8, frame: Frame) {
+        self.seq += 1;
+        self.heap.push(Event {
+            t,
+            seq: self.seq,
+            kind,
+            node,
+            dim,
+            frame,
+        });
+    }
+
+    /// Refuses a send before the model's present.
+    fn check_at(&self, at: Instant) -> Result<(), BsError> {
+        if at.0 < self.now {
+            return Err(BsError::InThePast {
+                at: at.0,
+                now: self.now,
+            });
+        }
+        Ok(())
+    }
+
+    /// The next event at or before `until`, with the clock moved to it.
+    fn pop_until(&mut self, until: u64) -> Option<Event> {
+        if self.heap.peek()?.t > until {
+            return None;
+        }
+        let ev = self.heap.pop().expect("peeked");
+        self.now = ev.t;
+        Some(ev)
+    }
+
+    /// After a run to `until`: the clock stands at `until` (unless running to the end).
+    fn finish(&mut self, until: u64) {
+        if until != u64::MAX {
+            self.now = self.now.max(until);
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.heap.capacity() * std::mem::size_of::<Event>()
+    }
+}
+
 /// Probability that a frame of `bytes` on the wire has at least one bit error.
-fn frame_error_prob(ber: f64, bytes: u64) -> f64 {
+pub(crate) fn frame_error_prob(ber: f64, bytes: u64) -> f64 {
     if ber <= 0.0 {
         0.0
     } else {
@@ -403,9 +465,7 @@ pub struct BroadcastSelectElement {
     ports: Vec<PortState>,
     counters: Vec<PortCounters>,
     groups: Groups,
-    heap: BinaryHeap<Event>,
-    seq: u64,
-    now: u64,
+    events: EventQueue,
     rng: ChaCha8Rng,
 }
 
@@ -425,9 +485,7 @@ impl BroadcastSelectElement {
             ports,
             counters: vec![PortCounters::default(); cfg.ports as usize],
             groups: Groups::new(cfg.ports),
-            heap: BinaryHeap::with_capacity(cfg.ports as usize * 2),
-            seq: 0,
-            now: 0,
+            events: EventQueue::with_capacity(cfg.ports as usize * 2),
             rng: ChaCha8Rng::seed_from_u64(seed),
         })
     }
@@ -436,7 +494,7 @@ impl BroadcastSelectElement {
         self.cfg.ports
     }
     pub fn now(&self) -> Instant {
-        Instant(self.now)
+        Instant(self.events.now)
     }
 
     /// Registers a multicast group; its id goes in [`Dest::Group`].
@@ -470,47 +528,23 @@ impl BroadcastSelectElement {
             Dest::Group(g) if g >= self.groups.count => return Err(BsError::NoSuchGroup(g)),
             _ => {}
         }
-        if at.0 < self.now {
-            return Err(BsError::InThePast {
-                at: at.0,
-                now: self.now,
-            });
-        }
+        self.events.check_at(at)?;
         frame.sent = at;
         frame.hops = 0;
-        self.push(at.0, Kind::Offer, frame.src, frame);
+        self.events.push(at.0, Kind::Offer, frame.src, 0, frame);
         Ok(())
-    }
-
-    fn push(&mut self, t: u64, kind: Kind, node: u32, frame: Frame) {
-        self.seq += 1;
-        self.heap.push(Event {
-            t,
-            seq: self.seq,
-            kind,
-            node,
-            dim: 0,
-            frame,
-        });
     }
 
     /// Runs every event up to and including `until`; returns the deliveries made.
     pub fn run_until(&mut self, until: Instant, mut sink: impl FnMut(&Delivery)) -> u64 {
         let mut delivered = 0;
-        while let Some(ev) = self.heap.peek() {
-            if ev.t > until.0 {
-                break;
-            }
-            let ev = self.heap.pop().expect("peeked");
-            self.now = ev.t;
+        while let Some(ev) = self.events.pop_until(until.0) {
             match ev.kind {
                 Kind::Offer => self.transmit(ev.t, ev.frame),
                 Kind::Arrive => delivered += self.fan_out(ev.t, ev.frame, &mut sink),
             }
         }
-        if until.0 != u64::MAX {
-            self.now = self.now.max(until.0);
-        }
+        self.events.finish(until.0);
         delivered
     }
 
@@ -528,7 +562,13 @@ impl BroadcastSelectElement {
                 self.counters[s].sent += 1;
                 // Store-and-forward at the receivers: the last bit arrives one
                 // propagation after it left, at every port at once.
-                self.push(end + self.cfg.prop.as_ps(), Kind::Arrive, frame.src, frame);
+                self.events.push(
+                    end + self.cfg.prop.as_ps(),
+                    Kind::Arrive,
+                    frame.src,
+                    0,
+                    frame,
+                );
             }
         }
     }
@@ -541,6 +581,9 @@ impl BroadcastSelectElement {
         let tx_ber = self.ports[src as usize].ber_tx;
         // A corrupted transmit fibre: every receiver sees the same bad frame.
         let tx_lost = tx_ber > 0.0 && uniform(&mut self.rng) < frame_error_prob(tx_ber, wire);
+        // The receive fibres' error probability for this frame, computed once per
+        // distinct BER (ports normally share one) rather than once per delivery.
+        let mut rx_prob = (f64::NAN, 0.0);
         let mut delivered = 0;
         for port in 0..self.cfg.ports {
             if port == src {
@@ -557,9 +600,10 @@ impl BroadcastSelectElement {
                 continue;
             }
             let p = &mut self.ports[port as usize];
-            if tx_lost
-                || (p.ber_rx > 0.0 && uniform(&mut self.rng) < frame_error_prob(p.ber_rx, wire))
-            {
+            if p.ber_rx > 0.0 && p.ber_rx != rx_prob.0 {
+                rx_prob = (p.ber_rx, frame_error_prob(p.ber_rx, wire));
+            }
+            if tx_lost || (p.ber_rx > 0.0 && uniform(&mut self.rng) < rx_prob.1) {
                 c.bit_error_drops += 1;
                 continue;
             }
@@ -603,7 +647,7 @@ impl BroadcastSelectElement {
                 .sum::<usize>()
             + self.counters.capacity() * std::mem::size_of::<PortCounters>()
             + self.groups.bits.capacity() * 8
-            + self.heap.capacity() * std::mem::size_of::<Event>()
+            + self.events.heap_bytes()
     }
 }
 
@@ -653,9 +697,7 @@ pub struct MultiDimBroadcastSelect {
     rx: Vec<Fifo>,
     counters: Vec<PortCounters>,
     groups: Vec<MdGroup>,
-    heap: BinaryHeap<Event>,
-    seq: u64,
-    now: u64,
+    events: EventQueue,
     rng: ChaCha8Rng,
     /// Deliveries by element hops (index = hops).
     by_hops: Vec<u64>,
@@ -701,9 +743,7 @@ impl MultiDimBroadcastSelect {
                 .collect(),
             counters: vec![PortCounters::default(); nodes as usize],
             groups: Vec::new(),
-            heap: BinaryHeap::new(),
-            seq: 0,
-            now: 0,
+            events: EventQueue::with_capacity(0),
             rng: ChaCha8Rng::seed_from_u64(seed),
             by_hops: vec![0; d as usize + 1],
         })
@@ -716,7 +756,7 @@ impl MultiDimBroadcastSelect {
         self.d
     }
     pub fn now(&self) -> Instant {
-        Instant(self.now)
+        Instant(self.events.now)
     }
 
     /// A node's coordinates, dimension 0 first.
@@ -790,50 +830,27 @@ impl MultiDimBroadcastSelect {
             }
             _ => {}
         }
-        if at.0 < self.now {
-            return Err(BsError::InThePast {
-                at: at.0,
-                now: self.now,
-            });
-        }
+        self.events.check_at(at)?;
         frame.sent = at;
         frame.hops = 0;
         for e in 0..self.d {
             if self.beyond(frame.dest, frame.src, e) {
-                self.push(at.0, Kind::Offer, frame.src, e as u8, frame);
+                self.events
+                    .push(at.0, Kind::Offer, frame.src, e as u8, frame);
             }
         }
         Ok(())
     }
 
-    fn push(&mut self, t: u64, kind: Kind, node: u32, dim: u8, frame: Frame) {
-        self.seq += 1;
-        self.heap.push(Event {
-            t,
-            seq: self.seq,
-            kind,
-            node,
-            dim,
-            frame,
-        });
-    }
-
     pub fn run_until(&mut self, until: Instant, mut sink: impl FnMut(&Delivery)) -> u64 {
         let mut delivered = 0;
-        while let Some(ev) = self.heap.peek() {
-            if ev.t > until.0 {
-                break;
-            }
-            let ev = self.heap.pop().expect("peeked");
-            self.now = ev.t;
+        while let Some(ev) = self.events.pop_until(until.0) {
             match ev.kind {
                 Kind::Offer => self.transmit(ev),
                 Kind::Arrive => delivered += self.fan_out(ev, &mut sink),
             }
         }
-        if until.0 != u64::MAX {
-            self.now = self.now.max(until.0);
-        }
+        self.events.finish(until.0);
         delivered
     }
 
@@ -857,7 +874,7 @@ impl MultiDimBroadcastSelect {
                     c.forwarded += 1;
                 }
                 let t = end + self.cfg.element.prop.as_ps();
-                self.push(t, Kind::Arrive, ev.node, ev.dim, ev.frame);
+                self.events.push(t, Kind::Arrive, ev.node, ev.dim, ev.frame);
             }
         }
     }
@@ -883,11 +900,14 @@ impl MultiDimBroadcastSelect {
             }
             let y = base + j * stride;
             let member = self.is_member(frame.dest, y) && y != frame.src;
-            let mut forward = false;
+            // The later dimensions in which a destination lies beyond `y`, one bit each.
+            let mut forward = 0u64;
             for e in dim + 1..self.d {
-                forward |= self.beyond(frame.dest, y, e);
+                if self.beyond(frame.dest, y, e) {
+                    forward |= 1 << e;
+                }
             }
-            if !member && !forward {
+            if !member && forward == 0 {
                 self.counters[y as usize].filtered += 1;
                 continue;
             }
@@ -912,13 +932,11 @@ impl MultiDimBroadcastSelect {
                     }
                 }
             }
-            if forward {
-                // The OEO stage filters per dimension: only where a destination
-                // lies beyond does it spend a transmission.
-                for e in dim + 1..self.d {
-                    if self.beyond(frame.dest, y, e) {
-                        self.push(t + oeo, Kind::Offer, y, e as u8, frame);
-                    }
+            // The OEO stage filters per dimension: only where a destination lies
+            // beyond does it spend a transmission.
+            for e in dim + 1..self.d {
+                if forward & (1 << e) != 0 {
+                    self.events.push(t + oeo, Kind::Offer, y, e as u8, frame);
                 }
             }
         }
@@ -956,7 +974,7 @@ impl MultiDimBroadcastSelect {
                 .iter()
                 .map(|g| g.bits.capacity() * 8 + g.prefix.capacity() * 4)
                 .sum::<usize>()
-            + self.heap.capacity() * std::mem::size_of::<Event>()
+            + self.events.heap_bytes()
     }
 }
 
@@ -1428,13 +1446,6 @@ impl Default for OdbssConfig {
             bench_rounds: 0,
             offload_groups: vec![64, 256],
         }
-    }
-}
-
-fn invalid(key: &'static str, msg: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        key,
-        msg: msg.into(),
     }
 }
 

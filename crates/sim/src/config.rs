@@ -18,7 +18,7 @@ pub enum ConfigError {
     UnknownPreset(String, String),
 }
 
-fn invalid(key: &'static str, msg: impl Into<String>) -> ConfigError {
+pub(crate) fn invalid(key: &'static str, msg: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key,
         msg: msg.into(),

@@ -62,13 +62,15 @@ use rocast_core::nack_multicast::{
 use rocast_core::time::{Duration, Instant};
 use serde::Deserialize;
 
-use crate::broadcast_select::{BroadcastSelectElement, Dest, ElementConfig, Frame};
+use crate::broadcast_select::{
+    frame_error_prob, BroadcastSelectElement, Dest, ElementConfig, Frame,
+};
 use crate::cepheus_eval::{parallel, EvalReport};
-use crate::config::{ConfigError, Scenario};
+use crate::config::{invalid, ConfigError, Scenario};
 use crate::uniform;
 
-/// The protocol's DATA header (`nack_multicast::packet::DATA_HEADER_LEN`).
-const DATA_HEADER: u32 = 32;
+/// The protocol's DATA header in front of every fragment.
+const DATA_HEADER: u32 = rocast_core::nack_multicast::packet::DATA_HEADER_LEN as u32;
 const SESSION: u32 = 1;
 
 /// `[multicast.ud_loss]`: the fabric, the hosts' receive path, the protocol and the
@@ -153,13 +155,6 @@ impl Default for UdLossConfig {
             sweep_messages: 100_000,
             sweep_max_bytes: 3000,
         }
-    }
-}
-
-fn invalid(key: &'static str, msg: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        key,
-        msg: msg.into(),
     }
 }
 
@@ -603,11 +598,8 @@ pub fn run(
     }
 
     // Timer deadlines, refreshed after every call that can move them.
-    let mut sender_due = sender.poll_timeout().map_or(u64::MAX, |t| t.0);
-    let mut rx_due: Vec<u64> = rx
-        .iter()
-        .map(|x| x.poll_timeout().map_or(u64::MAX, |t| t.0))
-        .collect();
+    let mut sender_due = due(sender.poll_timeout());
+    let mut rx_due: Vec<u64> = rx.iter().map(|x| due(x.poll_timeout())).collect();
 
     loop {
         iter += 1;
@@ -617,7 +609,7 @@ pub fn run(
             sender.handle_packet(Instant(now), &b);
             rings[0].pool.push(b);
             sender_try = true;
-            sender_due = sender.poll_timeout().map_or(u64::MAX, |t| t.0);
+            sender_due = due(sender.poll_timeout());
         }
         for i in 0..r {
             let ring = &mut rings[i + 1];
@@ -632,15 +624,15 @@ pub fn run(
         if sender_due <= now {
             sender.handle_timeout(Instant(now));
             sender_try = true;
-            sender_due = sender.poll_timeout().map_or(u64::MAX, |t| t.0);
+            sender_due = due(sender.poll_timeout());
         }
         for (i, x) in rx.iter_mut().enumerate() {
             if rx_due[i] == u64::MAX {
-                rx_due[i] = x.poll_timeout().map_or(u64::MAX, |t| t.0);
+                rx_due[i] = due(x.poll_timeout());
             }
             if rx_due[i] <= now {
                 x.handle_timeout(Instant(now));
-                rx_due[i] = x.poll_timeout().map_or(u64::MAX, |t| t.0);
+                rx_due[i] = due(x.poll_timeout());
             }
         }
         // The application fills the sender's window.
@@ -662,7 +654,7 @@ pub fn run(
                 Some(p) => {
                     wire_free = now + ser(p.len());
                     offer!(0, Dest::Group(group), &p);
-                    sender_due = sender.poll_timeout().map_or(u64::MAX, |t| t.0);
+                    sender_due = due(sender.poll_timeout());
                 }
                 None => sender_try = false,
             }
@@ -828,6 +820,11 @@ pub enum MsgSizes {
 // The preset
 // ---------------------------------------------------------------------------
 
+/// A state machine's next timer in ps, or never.
+fn due(t: Option<Instant>) -> u64 {
+    t.map_or(u64::MAX, |t| t.0)
+}
+
 fn sum(v: &[u64]) -> u64 {
     v.iter().sum()
 }
@@ -868,11 +865,10 @@ pub fn ud_loss(sc: &Scenario) -> Result<EvalReport, String> {
     c.validate().map_err(|e| e.to_string())?;
     let el = c.element();
     let wire = c.msg_bytes + DATA_HEADER + c.frame_overhead;
-    let bits = wire as f64 * 8.0;
     // Expected bit-error frame drops: a transmit-fibre error loses the frame at every
     // receiver, a receive-fibre error at one.
     let exp_ber =
-        c.packets as f64 * c.receivers as f64 * 2.0 * (-(bits * (-c.ber).ln_1p()).exp_m1());
+        c.packets as f64 * c.receivers as f64 * 2.0 * frame_error_prob(c.ber, wire as u64);
     let mut text = String::new();
     let _ = writeln!(
         text,

@@ -27,11 +27,6 @@ use std::collections::{BTreeMap, VecDeque};
 /// The largest QPN (24 bits).
 const QPN_MAX: u32 = 0xff_ffff;
 
-/// Whether `ip` is in 224.0.0.0/4, the IPv4 multicast range McstIDs are drawn from.
-pub fn is_multicast(ip: Ipv4Address) -> bool {
-    ip.0[0] & 0xf0 == 0xe0
-}
-
 /// Why a group cannot be registered. Checked once, in [`GroupSpec::new`], so that the
 /// controller never starts a registration a switch would have to reject half-way.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -96,7 +91,7 @@ impl GroupSpec {
         for m in std::iter::once(&leader).chain(&members) {
             if m.ip == Ipv4Address::UNSPECIFIED
                 || m.ip == Ipv4Address::new(255, 255, 255, 255)
-                || is_multicast(m.ip)
+                || m.ip.is_multicast()
                 || space.contains(m.ip)
             {
                 return Err(GroupError::BadMemberAddress(m.ip));

@@ -17,8 +17,8 @@
 //!    [`MrpRelease`] from the group's source direction frees its table.
 //! 4. **RoCE to a group address** goes to the Cepheus engine
 //!    ([`CepheusSwitch::handle_packet`], Cepheus §III-B/§III-D): replicas are bridged
-//!    to each member's connection ([`Bridge::rewrite_ip_packet`], checksum and ICRC
-//!    recomputed), feedback is emitted toward the source ([`FeedbackPacket::repr`]).
+//!    to each member's connection ([`Bridge::apply`] on the parsed packet, checksum and
+//!    ICRC recomputed, IPv4 ident 0), feedback is emitted toward the source ([`FeedbackPacket::repr`]).
 //! 5. **Other IPv4** is forwarded by the host table (destination MAC set to the
 //!    host's), else switched at layer 2.
 //! 6. **Everything else** is switched at layer 2: by the learned MAC table, flooded
@@ -415,24 +415,21 @@ impl FrameSwitch {
         ip_bytes: &[u8],
         out: &mut Vec<OutFrame>,
     ) {
-        let (copy, dst) = match bridge {
+        let rewritten;
+        let (copy, dst): (&[u8], _) = match bridge {
             Some(b) => {
                 // Rewritten from the parsed packet: checksum and ICRC recomputed once.
                 let mut r = *pkt;
                 b.apply(&mut r);
-                // The ICRC covers the IPv4 ident, which a receiver on a kernel UDP socket
-                // cannot see (it rebuilds the header with ident 0). rxe numbers its DF
-                // packets; for a DF datagram the ident means nothing (RFC 6864), so the
-                // copy carries 0 and every kind of receiver can verify it.
-                r.ip.ident = 0;
-                let mut copy = vec![0u8; r.buffer_len()];
-                r.emit(&mut copy);
-                (copy, self.next_hop_mac(port, b.dst_ip))
+                let mut bytes = vec![0u8; r.buffer_len()];
+                r.emit(&mut bytes);
+                rewritten = bytes;
+                (&rewritten, self.next_hop_mac(port, b.dst_ip))
             }
-            None => (ip_bytes.to_vec(), Some(EthernetAddress::BROADCAST)),
+            None => (ip_bytes, Some(EthernetAddress::BROADCAST)),
         };
         self.stats.replicated_bytes += copy.len() as u64;
-        self.emit_ip(port, dst, &copy, out);
+        self.emit_ip(port, dst, copy, out);
     }
 
     /// The MAC of host `ip` behind `port`, or broadcast toward a switch (a group

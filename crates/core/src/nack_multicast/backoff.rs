@@ -69,7 +69,10 @@ mod tests {
                 let a = l.exp() - 1.0;
                 ((1.0 + a) * (1.0 + a).ln() - a) / (a * l)
             };
-            assert!((mean - expect).abs() < 0.01, "n={n}: mean {mean} vs {expect}");
+            assert!(
+                (mean - expect).abs() < 0.01,
+                "n={n}: mean {mean} vs {expect}"
+            );
         }
     }
 
@@ -89,7 +92,10 @@ mod tests {
             within += d.iter().filter(|&&x| x < d[0] + 50_000_000).count();
         }
         let per_loss = within as f64 / trials as f64;
-        assert!(per_loss < 4.0, "{per_loss} NACKs per loss expected without suppression in time");
+        assert!(
+            per_loss < 4.0,
+            "{per_loss} NACKs per loss expected without suppression in time"
+        );
     }
 
     #[test]

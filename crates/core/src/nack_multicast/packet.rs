@@ -86,12 +86,23 @@ pub enum PacketRepr<'a> {
     Data(DataRepr<'a>),
     /// The sender's high edge (the next sequence it will use) and low edge (the oldest
     /// sequence it can still repair): tail-loss detection and explicit loss reports.
-    Heartbeat { next_seq: u64, low_seq: u64 },
+    Heartbeat {
+        next_seq: u64,
+        low_seq: u64,
+    },
     /// Receiver `receiver` misses `count` sequences starting at `from_seq`.
-    Nack { receiver: u32, from_seq: u64, count: u32 },
+    Nack {
+        receiver: u32,
+        from_seq: u64,
+        count: u32,
+    },
     /// Receiver `receiver` has consumed every sequence below `position` and can buffer
     /// `window` more packets: flow-control feedback and liveness.
-    Status { receiver: u32, position: u64, window: u32 },
+    Status {
+        receiver: u32,
+        position: u64,
+        window: u32,
+    },
 }
 
 /// A whole packet: which stream it belongs to and what it says.
@@ -111,7 +122,10 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 impl<'a> Packet<'a> {
     pub fn parse(b: &'a [u8]) -> Result<Packet<'a>, PacketError> {
         if b.len() < COMMON_LEN {
-            return Err(PacketError::Truncated { len: b.len(), need: COMMON_LEN });
+            return Err(PacketError::Truncated {
+                len: b.len(),
+                need: COMMON_LEN,
+            });
         }
         if b[0] != MAGIC {
             return Err(PacketError::BadMagic(b[0]));
@@ -148,17 +162,23 @@ impl<'a> Packet<'a> {
                     return Err(PacketError::Inconsistent("FIRST flag and offset disagree"));
                 }
                 if d.is_last() != (end == d.msg_len as u64) {
-                    return Err(PacketError::Inconsistent("LAST flag and message end disagree"));
+                    return Err(PacketError::Inconsistent(
+                        "LAST flag and message end disagree",
+                    ));
                 }
                 if d.payload.is_empty() && d.msg_len != 0 {
-                    return Err(PacketError::Inconsistent("empty fragment of a non-empty message"));
+                    return Err(PacketError::Inconsistent(
+                        "empty fragment of a non-empty message",
+                    ));
                 }
                 PacketRepr::Data(d)
             }
             TYPE_HEARTBEAT => {
                 let (next_seq, low_seq) = (u64_at(b, 8), u64_at(b, 16));
                 if low_seq > next_seq {
-                    return Err(PacketError::Inconsistent("heartbeat low edge above high edge"));
+                    return Err(PacketError::Inconsistent(
+                        "heartbeat low edge above high edge",
+                    ));
                 }
                 PacketRepr::Heartbeat { next_seq, low_seq }
             }
@@ -167,9 +187,17 @@ impl<'a> Packet<'a> {
                 if count == 0 || from_seq.checked_add(count as u64).is_none() {
                     return Err(PacketError::Inconsistent("empty or overflowing NACK range"));
                 }
-                PacketRepr::Nack { receiver, from_seq, count }
+                PacketRepr::Nack {
+                    receiver,
+                    from_seq,
+                    count,
+                }
             }
-            _ => PacketRepr::Status { receiver: u32_at(b, 8), window: u32_at(b, 12), position: u64_at(b, 16) },
+            _ => PacketRepr::Status {
+                receiver: u32_at(b, 8),
+                window: u32_at(b, 12),
+                position: u64_at(b, 16),
+            },
         };
         Ok(Packet { session, repr })
     }
@@ -206,12 +234,20 @@ impl<'a> Packet<'a> {
                 out.extend_from_slice(&next_seq.to_be_bytes());
                 out.extend_from_slice(&low_seq.to_be_bytes());
             }
-            PacketRepr::Nack { receiver, from_seq, count } => {
+            PacketRepr::Nack {
+                receiver,
+                from_seq,
+                count,
+            } => {
                 out.extend_from_slice(&receiver.to_be_bytes());
                 out.extend_from_slice(&count.to_be_bytes());
                 out.extend_from_slice(&from_seq.to_be_bytes());
             }
-            PacketRepr::Status { receiver, position, window } => {
+            PacketRepr::Status {
+                receiver,
+                position,
+                window,
+            } => {
                 out.extend_from_slice(&receiver.to_be_bytes());
                 out.extend_from_slice(&window.to_be_bytes());
                 out.extend_from_slice(&position.to_be_bytes());
@@ -251,9 +287,29 @@ mod tests {
                     payload: b"hello",
                 }),
             },
-            Packet { session: 1, repr: PacketRepr::Heartbeat { next_seq: 100, low_seq: 40 } },
-            Packet { session: 2, repr: PacketRepr::Nack { receiver: 3, from_seq: 17, count: 4 } },
-            Packet { session: 3, repr: PacketRepr::Status { receiver: 4, position: 99, window: 256 } },
+            Packet {
+                session: 1,
+                repr: PacketRepr::Heartbeat {
+                    next_seq: 100,
+                    low_seq: 40,
+                },
+            },
+            Packet {
+                session: 2,
+                repr: PacketRepr::Nack {
+                    receiver: 3,
+                    from_seq: 17,
+                    count: 4,
+                },
+            },
+            Packet {
+                session: 3,
+                repr: PacketRepr::Status {
+                    receiver: 4,
+                    position: 99,
+                    window: 256,
+                },
+            },
         ]
     }
 
@@ -279,7 +335,12 @@ mod tests {
     fn every_prefix_and_corruption_is_an_error_not_a_panic() {
         for p in all_kinds() {
             let b = p.to_vec();
-            let fixed = b.len() - if matches!(p.repr, PacketRepr::Data(_)) { 5 } else { 0 };
+            let fixed = b.len()
+                - if matches!(p.repr, PacketRepr::Data(_)) {
+                    5
+                } else {
+                    0
+                };
             for n in 0..fixed {
                 assert!(Packet::parse(&b[..n]).is_err(), "prefix {n} of {p:?}");
             }
@@ -292,8 +353,14 @@ mod tests {
             }
         }
         assert_eq!(Packet::parse(&[0x00; 40]), Err(PacketError::BadMagic(0)));
-        assert_eq!(Packet::parse(&[0xA7, 2, 1, 0, 0, 0, 0, 0]), Err(PacketError::BadVersion(2)));
-        assert_eq!(Packet::parse(&[0xA7, 1, 9, 0, 0, 0, 0, 0]), Err(PacketError::UnknownType(9)));
+        assert_eq!(
+            Packet::parse(&[0xA7, 2, 1, 0, 0, 0, 0, 0]),
+            Err(PacketError::BadVersion(2))
+        );
+        assert_eq!(
+            Packet::parse(&[0xA7, 1, 9, 0, 0, 0, 0, 0]),
+            Err(PacketError::UnknownType(9))
+        );
     }
 
     #[test]
@@ -301,7 +368,14 @@ mod tests {
         let frag = |offset: u32, len: u32, flags: u8, payload: &'static [u8]| {
             Packet {
                 session: 1,
-                repr: PacketRepr::Data(DataRepr { seq: 0, msg_seq: 0, msg_len: len, frag_offset: offset, flags, payload }),
+                repr: PacketRepr::Data(DataRepr {
+                    seq: 0,
+                    msg_seq: 0,
+                    msg_len: len,
+                    frag_offset: offset,
+                    flags,
+                    payload,
+                }),
             }
             .to_vec()
         };
@@ -311,9 +385,24 @@ mod tests {
         assert!(Packet::parse(&frag(0, 8, FLAG_FIRST, b"abcd")).is_ok());
         assert!(Packet::parse(&frag(4, 8, FLAG_LAST, b"abcd")).is_ok());
         assert!(Packet::parse(&frag(0, 0, FLAG_FIRST | FLAG_LAST, b"")).is_ok());
-        let nack0 = Packet { session: 1, repr: PacketRepr::Nack { receiver: 1, from_seq: 5, count: 0 } }.to_vec();
+        let nack0 = Packet {
+            session: 1,
+            repr: PacketRepr::Nack {
+                receiver: 1,
+                from_seq: 5,
+                count: 0,
+            },
+        }
+        .to_vec();
         assert!(Packet::parse(&nack0).is_err());
-        let hb = Packet { session: 1, repr: PacketRepr::Heartbeat { next_seq: 5, low_seq: 6 } }.to_vec();
+        let hb = Packet {
+            session: 1,
+            repr: PacketRepr::Heartbeat {
+                next_seq: 5,
+                low_seq: 6,
+            },
+        }
+        .to_vec();
         assert!(Packet::parse(&hb).is_err());
     }
 
@@ -321,7 +410,13 @@ mod tests {
     fn mark_repair_sets_only_the_flag() {
         let mut b = all_kinds()[0].to_vec();
         mark_repair(&mut b);
-        let Ok(Packet { repr: PacketRepr::Data(d), .. }) = Packet::parse(&b) else { panic!() };
+        let Ok(Packet {
+            repr: PacketRepr::Data(d),
+            ..
+        }) = Packet::parse(&b)
+        else {
+            panic!()
+        };
         assert!(d.is_repair() && d.is_first() && d.is_last());
     }
 }

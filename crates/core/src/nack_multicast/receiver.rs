@@ -70,7 +70,11 @@ impl ReceiverConfig {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReceiverEvent {
     /// Message `msg_seq` of `session`, whole, exactly once, in order.
-    Message { session: u32, msg_seq: u64, data: Vec<u8> },
+    Message {
+        session: u32,
+        msg_seq: u64,
+        data: Vec<u8>,
+    },
     /// Messages `messages` of `session` can never be delivered: part of them left the
     /// sender's retransmission window before it reached this receiver.
     Unrecoverable { session: u32, messages: Range<u64> },
@@ -172,7 +176,9 @@ impl NackMulticastReceiver {
     }
     /// Sequences of `session` known to exist and not yet consumed.
     pub fn missing(&self, session: u32) -> u64 {
-        self.streams.get(&session).map_or(0, |s| s.high - s.next_seq)
+        self.streams
+            .get(&session)
+            .map_or(0, |s| s.high - s.next_seq)
     }
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
@@ -182,7 +188,11 @@ impl NackMulticastReceiver {
                 .map(|s| {
                     std::mem::size_of::<Stream>()
                         + s.held.len() * std::mem::size_of::<Option<Fragment>>()
-                        + s.held.iter().flatten().map(|f| f.payload.capacity()).sum::<usize>()
+                        + s.held
+                            .iter()
+                            .flatten()
+                            .map(|f| f.payload.capacity())
+                            .sum::<usize>()
                         + s.partial.as_ref().map_or(0, |p| p.1.capacity())
                 })
                 .sum::<usize>()
@@ -228,7 +238,11 @@ impl NackMulticastReceiver {
                 }
                 self.after_change(now, p.session);
             }
-            PacketRepr::Nack { receiver, from_seq, count } => {
+            PacketRepr::Nack {
+                receiver,
+                from_seq,
+                count,
+            } => {
                 if receiver == self.cfg.receiver_id {
                     return; // our own, looped back
                 }
@@ -261,7 +275,7 @@ impl NackMulticastReceiver {
             return;
         }
         s.high = s.high.max(d.seq + 1);
-        let frag = Fragment {
+        let frag = || Fragment {
             msg_seq: d.msg_seq,
             msg_len: d.msg_len,
             frag_offset: d.frag_offset,
@@ -270,7 +284,7 @@ impl NackMulticastReceiver {
             payload: d.payload.to_vec(),
         };
         if d.seq == s.next_seq {
-            self.consume(session, Some(frag));
+            self.consume(session, Some(frag()));
             self.drain_held(session);
         } else {
             let idx = (d.seq - s.next_seq - 1) as usize;
@@ -281,7 +295,7 @@ impl NackMulticastReceiver {
                 self.counters.duplicates += 1;
                 return;
             }
-            s.held[idx] = Some(frag);
+            s.held[idx] = Some(frag());
         }
         self.after_change(now, session);
     }
@@ -304,7 +318,10 @@ impl NackMulticastReceiver {
             s.skipping = false;
             if f.msg_seq > s.next_msg {
                 self.counters.lost_messages += f.msg_seq - s.next_msg;
-                self.events.push_back(ReceiverEvent::Unrecoverable { session, messages: s.next_msg..f.msg_seq });
+                self.events.push_back(ReceiverEvent::Unrecoverable {
+                    session,
+                    messages: s.next_msg..f.msg_seq,
+                });
             }
             s.next_msg = f.msg_seq;
         }
@@ -313,7 +330,11 @@ impl NackMulticastReceiver {
             s.partial = None;
             s.next_msg = f.msg_seq + 1;
             self.counters.messages += 1;
-            self.events.push_back(ReceiverEvent::Message { session, msg_seq: f.msg_seq, data: f.payload });
+            self.events.push_back(ReceiverEvent::Message {
+                session,
+                msg_seq: f.msg_seq,
+                data: f.payload,
+            });
             return;
         }
         if f.first {
@@ -333,7 +354,11 @@ impl NackMulticastReceiver {
             let (msg_seq, data) = s.partial.take().expect("partial");
             s.next_msg = msg_seq + 1;
             self.counters.messages += 1;
-            self.events.push_back(ReceiverEvent::Message { session, msg_seq, data });
+            self.events.push_back(ReceiverEvent::Message {
+                session,
+                msg_seq,
+                data,
+            });
         }
     }
 
@@ -434,7 +459,9 @@ impl NackMulticastReceiver {
         let sessions: Vec<u32> = self.streams.keys().copied().collect();
         for session in sessions {
             let s = self.streams.get_mut(&session).expect("stream exists");
-            if s.last_status.is_some_and(|t| now >= t + self.cfg.status_interval) {
+            if s.last_status
+                .is_some_and(|t| now >= t + self.cfg.status_interval)
+            {
                 self.send_status(now, session);
             }
             let s = self.streams.get_mut(&session).expect("stream exists");
@@ -470,7 +497,11 @@ impl NackMulticastReceiver {
                         session,
                         bytes: Packet {
                             session,
-                            repr: PacketRepr::Nack { receiver: self.cfg.receiver_id, from_seq: from, count },
+                            repr: PacketRepr::Nack {
+                                receiver: self.cfg.receiver_id,
+                                from_seq: from,
+                                count,
+                            },
                         }
                         .to_vec(),
                     });

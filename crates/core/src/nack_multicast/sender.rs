@@ -80,7 +80,11 @@ pub enum SendError {
     WindowFull { need: usize, free: usize },
     /// The message needs more packets than the whole window holds.
     #[error("message of {len} bytes needs {packets} packets; the window is {window}")]
-    TooLarge { len: usize, packets: usize, window: usize },
+    TooLarge {
+        len: usize,
+        packets: usize,
+        window: usize,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,7 +153,10 @@ pub struct NackMulticastSender {
 
 impl NackMulticastSender {
     pub fn new(cfg: SenderConfig) -> Self {
-        assert!(cfg.max_payload > 0 && cfg.window > 0, "max_payload and window must be positive");
+        assert!(
+            cfg.max_payload > 0 && cfg.window > 0,
+            "max_payload and window must be positive"
+        );
         NackMulticastSender {
             buffer: VecDeque::with_capacity(cfg.window.min(1 << 16)),
             cfg,
@@ -194,7 +201,11 @@ impl NackMulticastSender {
     }
     pub fn memory_bytes(&self) -> usize {
         std::mem::size_of::<Self>()
-            + self.buffer.iter().map(|b| b.bytes.capacity() + std::mem::size_of::<Buffered>()).sum::<usize>()
+            + self
+                .buffer
+                .iter()
+                .map(|b| b.bytes.capacity() + std::mem::size_of::<Buffered>())
+                .sum::<usize>()
             + self.repairs.len() * 8
             + self.receivers.len() * (std::mem::size_of::<ReceiverState>() + 16)
     }
@@ -205,19 +216,28 @@ impl NackMulticastSender {
     }
 
     /// Queues one message; returns its message sequence number.
-    pub fn send(&mut self, now: Instant, msg: &[u8]) -> Result<u64, SendError> {
+    /// (`_now` keeps the shape every rocast state machine's inputs share; queueing
+    /// itself needs no time.)
+    pub fn send(&mut self, _now: Instant, msg: &[u8]) -> Result<u64, SendError> {
         let packets = msg.len().div_ceil(self.cfg.max_payload).max(1);
         if packets > self.cfg.window || msg.len() > u32::MAX as usize {
-            return Err(SendError::TooLarge { len: msg.len(), packets, window: self.cfg.window });
+            return Err(SendError::TooLarge {
+                len: msg.len(),
+                packets,
+                window: self.cfg.window,
+            });
         }
         if packets > self.free_window() {
             // Under Max/Tagged the window slides past receivers that are not followed.
-            self.release(now);
+            self.release();
             if packets > self.free_window() && self.cfg.flow_control != FlowControl::Min {
                 self.evict(packets - self.free_window());
             }
             if packets > self.free_window() {
-                return Err(SendError::WindowFull { need: packets, free: self.free_window() });
+                return Err(SendError::WindowFull {
+                    need: packets,
+                    free: self.free_window(),
+                });
             }
         }
         let msg_seq = self.next_msg_seq;
@@ -244,7 +264,11 @@ impl NackMulticastSender {
                 }),
             }
             .to_vec();
-            self.buffer.push_back(Buffered { bytes, repaired_at: None, repair_queued: false });
+            self.buffer.push_back(Buffered {
+                bytes,
+                repaired_at: None,
+                repair_queued: false,
+            });
             self.next_seq += 1;
         }
         self.counters.messages += 1;
@@ -254,7 +278,12 @@ impl NackMulticastSender {
     /// The sequence below which the flow-control policy lets the sender transmit.
     fn flow_limit(&self) -> u64 {
         let followed = self.followed_position();
-        let window = self.receivers.values().map(|r| r.window).min().unwrap_or(self.cfg.initial_receiver_window);
+        let window = self
+            .receivers
+            .values()
+            .map(|r| r.window)
+            .min()
+            .unwrap_or(self.cfg.initial_receiver_window);
         followed.saturating_add(window.max(1) as u64)
     }
 
@@ -264,11 +293,22 @@ impl NackMulticastSender {
             // Some expected receivers have not reported: they are at the start.
             return match self.cfg.flow_control {
                 FlowControl::Max if !self.receivers.is_empty() => self.max_position(),
-                _ => self.low_seq.min(self.receivers.values().map(|r| r.position).min().unwrap_or(0)),
+                _ => self.low_seq.min(
+                    self.receivers
+                        .values()
+                        .map(|r| r.position)
+                        .min()
+                        .unwrap_or(0),
+                ),
             };
         }
         match &self.cfg.flow_control {
-            FlowControl::Min => self.receivers.values().map(|r| r.position).min().unwrap_or(self.sent_upto),
+            FlowControl::Min => self
+                .receivers
+                .values()
+                .map(|r| r.position)
+                .min()
+                .unwrap_or(self.sent_upto),
             FlowControl::Max => self.max_position(),
             FlowControl::Tagged(ids) => self
                 .receivers
@@ -281,41 +321,47 @@ impl NackMulticastSender {
     }
 
     fn max_position(&self) -> u64 {
-        self.receivers.values().map(|r| r.position).max().unwrap_or(self.sent_upto)
+        self.receivers
+            .values()
+            .map(|r| r.position)
+            .max()
+            .unwrap_or(self.sent_upto)
     }
 
-    /// Drops buffered packets every followed receiver has consumed. Under `Min` that is
-    /// every live receiver; under `Max`/`Tagged` the followed ones (others may still be
-    /// repaired while the packet stays in the buffer, until it is evicted for room).
-    fn release(&mut self, _now: Instant) {
-        let all_min = self.receivers.values().map(|r| r.position).min();
-        let upto = match (&self.cfg.flow_control, all_min) {
-            _ if self.joined < self.cfg.expected_receivers => return,
-            (_, None) => self.sent_upto,
-            (_, Some(m)) => m,
+    /// Drops buffered packets every live receiver has consumed, whatever the policy:
+    /// under `Max`/`Tagged` a slower receiver can still be repaired until the packet is
+    /// evicted for room ([`evict`](Self::evict)). Nothing is released before the
+    /// expected receivers have all reported.
+    fn release(&mut self) {
+        if self.joined < self.cfg.expected_receivers {
+            return;
         }
-        .min(self.sent_upto);
-        while self.low_seq < upto {
-            self.buffer.pop_front();
-            self.low_seq += 1;
-        }
+        let upto = self
+            .receivers
+            .values()
+            .map(|r| r.position)
+            .min()
+            .unwrap_or(self.sent_upto);
+        self.drop_oldest(upto.min(self.sent_upto).saturating_sub(self.low_seq));
     }
 
     /// Makes room under `Max`/`Tagged`: drops the oldest packets the followed receivers
     /// have consumed, even though slower receivers have not.
     fn evict(&mut self, want: usize) {
         let followed = self.followed_position().min(self.sent_upto);
-        let mut n = 0;
-        while n < want && self.low_seq < followed {
-            self.buffer.pop_front();
-            self.low_seq += 1;
-            self.counters.evicted_unconsumed += 1;
-            n += 1;
-        }
+        let n = (want as u64).min(followed.saturating_sub(self.low_seq));
+        self.drop_oldest(n);
+        self.counters.evicted_unconsumed += n;
         if n > 0 {
             // Receivers behind the new low edge learn it now, not at the next heartbeat.
             self.heartbeat_now = true;
         }
+    }
+
+    /// Moves the low edge up by `n`, freeing those packets.
+    fn drop_oldest(&mut self, n: u64) {
+        self.buffer.drain(..n as usize);
+        self.low_seq += n;
     }
 
     /// Feeds one NACK or STATUS addressed to this stream (others are counted, ignored).
@@ -329,8 +375,14 @@ impl NackMulticastSender {
             return;
         }
         match p.repr {
-            PacketRepr::Nack { from_seq, count, .. } => self.on_nack(now, from_seq, count),
-            PacketRepr::Status { receiver, position, window } => {
+            PacketRepr::Nack {
+                from_seq, count, ..
+            } => self.on_nack(now, from_seq, count),
+            PacketRepr::Status {
+                receiver,
+                position,
+                window,
+            } => {
                 self.counters.status_in += 1;
                 let position = position.min(self.next_seq);
                 match self.receivers.get_mut(&receiver) {
@@ -340,12 +392,19 @@ impl NackMulticastSender {
                         r.last_heard = now;
                     }
                     None => {
-                        self.receivers.insert(receiver, ReceiverState { position, window, last_heard: now });
+                        self.receivers.insert(
+                            receiver,
+                            ReceiverState {
+                                position,
+                                window,
+                                last_heard: now,
+                            },
+                        );
                         self.joined += 1;
                         self.events.push_back(SenderEvent::ReceiverJoined(receiver));
                     }
                 }
-                self.release(now);
+                self.release();
             }
             // Our own DATA/heartbeats looped back by the fabric.
             PacketRepr::Data(_) | PacketRepr::Heartbeat { .. } => {}
@@ -366,7 +425,10 @@ impl NackMulticastSender {
             let b = &mut self.buffer[(seq - self.low_seq) as usize];
             if b.repair_queued {
                 self.counters.nacked_queued += 1;
-            } else if b.repaired_at.is_some_and(|t| now < t + self.cfg.repair_linger) {
+            } else if b
+                .repaired_at
+                .is_some_and(|t| now < t + self.cfg.repair_linger)
+            {
                 self.counters.nacked_lingering += 1;
             } else if self.repairs.len() >= self.cfg.max_pending_repairs {
                 self.counters.repairs_capped += 1;
@@ -380,13 +442,17 @@ impl NackMulticastSender {
     /// Expires silent receivers.
     pub fn handle_timeout(&mut self, now: Instant) {
         let timeout = self.cfg.receiver_timeout;
-        let dead: Vec<u32> =
-            self.receivers.iter().filter(|(_, r)| now >= r.last_heard + timeout).map(|(&id, _)| id).collect();
+        let dead: Vec<u32> = self
+            .receivers
+            .iter()
+            .filter(|(_, r)| now >= r.last_heard + timeout)
+            .map(|(&id, _)| id)
+            .collect();
         for id in dead {
             self.receivers.remove(&id);
             self.events.push_back(SenderEvent::ReceiverTimedOut(id));
         }
-        self.release(now);
+        self.release();
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) or [`poll_transmit`](Self::poll_transmit)
@@ -396,7 +462,11 @@ impl NackMulticastSender {
             Some(t) => t + self.cfg.heartbeat_interval,
             None => Instant::ZERO,
         };
-        let expiry = self.receivers.values().map(|r| r.last_heard + self.cfg.receiver_timeout).min();
+        let expiry = self
+            .receivers
+            .values()
+            .map(|r| r.last_heard + self.cfg.receiver_timeout)
+            .min();
         Some(expiry.map_or(hb, |e| e.min(hb)))
     }
 
@@ -417,13 +487,17 @@ impl NackMulticastSender {
             return Some(bytes);
         }
         if self.sent_upto < self.next_seq && self.sent_upto < self.flow_limit() {
-            let bytes = self.buffer[(self.sent_upto - self.low_seq) as usize].bytes.clone();
+            let bytes = self.buffer[(self.sent_upto - self.low_seq) as usize]
+                .bytes
+                .clone();
             self.sent_upto += 1;
             self.counters.data_packets += 1;
             self.last_tx = Some(now);
             return Some(bytes);
         }
-        let due = self.last_tx.is_none_or(|t| now >= t + self.cfg.heartbeat_interval);
+        let due = self
+            .last_tx
+            .is_none_or(|t| now >= t + self.cfg.heartbeat_interval);
         if self.heartbeat_now || due {
             self.heartbeat_now = false;
             self.counters.heartbeats += 1;
@@ -431,7 +505,10 @@ impl NackMulticastSender {
             return Some(
                 Packet {
                     session: self.cfg.session,
-                    repr: PacketRepr::Heartbeat { next_seq: self.sent_upto, low_seq: self.low_seq },
+                    repr: PacketRepr::Heartbeat {
+                        next_seq: self.sent_upto,
+                        low_seq: self.low_seq,
+                    },
                 }
                 .to_vec(),
             );

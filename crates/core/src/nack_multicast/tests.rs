@@ -21,7 +21,11 @@ fn data_seq(b: &[u8]) -> Option<u64> {
 
 fn nack(b: &[u8]) -> Option<(u32, u64, u32)> {
     match Packet::parse(b).ok()?.repr {
-        PacketRepr::Nack { receiver, from_seq, count } => Some((receiver, from_seq, count)),
+        PacketRepr::Nack {
+            receiver,
+            from_seq,
+            count,
+        } => Some((receiver, from_seq, count)),
         _ => None,
     }
 }
@@ -54,16 +58,31 @@ fn in_order_delivery_and_fragmentation() {
     assert_eq!(s.send(us(0), b""), Ok(2));
     let pkts = drain_tx(&mut s, us(0));
     // 1 + 3 fragments (100-byte payloads) + 1 empty message + a first heartbeat.
-    assert_eq!(pkts.iter().filter_map(|p| data_seq(p)).collect::<Vec<_>>(), vec![0, 1, 2, 3, 4]);
+    assert_eq!(
+        pkts.iter().filter_map(|p| data_seq(p)).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3, 4]
+    );
     for p in &pkts {
         r.handle_packet(us(1), p);
     }
     assert_eq!(
         messages(&mut r),
         vec![
-            ReceiverEvent::Message { session: 5, msg_seq: 0, data: b"one".to_vec() },
-            ReceiverEvent::Message { session: 5, msg_seq: 1, data: big },
-            ReceiverEvent::Message { session: 5, msg_seq: 2, data: Vec::new() },
+            ReceiverEvent::Message {
+                session: 5,
+                msg_seq: 0,
+                data: b"one".to_vec()
+            },
+            ReceiverEvent::Message {
+                session: 5,
+                msg_seq: 1,
+                data: big
+            },
+            ReceiverEvent::Message {
+                session: 5,
+                msg_seq: 2,
+                data: Vec::new()
+            },
         ]
     );
     // The receiver announced itself and nothing is missing: no NACK.
@@ -86,7 +105,10 @@ fn a_gap_is_nacked_after_the_backoff_and_repaired_once() {
     while r.poll_transmit().is_some() {}
     // The timer is armed within the back-off bound, and nothing goes out before it.
     let due = r.poll_timeout().unwrap();
-    assert!(due > us(1) && due < us(1) + r.config().nack_max_backoff, "{due}");
+    assert!(
+        due > us(1) && due < us(1) + r.config().nack_max_backoff,
+        "{due}"
+    );
     r.handle_timeout(Instant::from_ps(due.as_ps() - 1));
     assert!(std::iter::from_fn(|| r.poll_transmit()).all(|t| nack(&t.bytes).is_none()));
     r.handle_timeout(due);
@@ -97,7 +119,10 @@ fn a_gap_is_nacked_after_the_backoff_and_repaired_once() {
     s.handle_packet(us(20), &t.bytes);
     s.handle_packet(us(21), &t.bytes);
     let rep = drain_tx(&mut s, us(21));
-    assert_eq!(rep.iter().filter_map(|p| data_seq(p)).collect::<Vec<_>>(), vec![1]);
+    assert_eq!(
+        rep.iter().filter_map(|p| data_seq(p)).collect::<Vec<_>>(),
+        vec![1]
+    );
     assert_eq!(s.counters().nacked_queued, 1);
     s.handle_packet(us(22), &t.bytes);
     assert_eq!(s.counters().nacked_lingering, 1);
@@ -105,7 +130,13 @@ fn a_gap_is_nacked_after_the_backoff_and_repaired_once() {
     // After the linger a NACK is served again (a lost repair).
     let after_linger = us(22) + s.config().repair_linger;
     s.handle_packet(after_linger, &t.bytes);
-    assert_eq!(drain_tx(&mut s, us(80)).iter().filter_map(|p| data_seq(p)).count(), 1);
+    assert_eq!(
+        drain_tx(&mut s, us(80))
+            .iter()
+            .filter_map(|p| data_seq(p))
+            .count(),
+        1
+    );
     r.handle_packet(us(30), &rep[0]);
     let got: Vec<u64> = messages(&mut r)
         .into_iter()
@@ -127,7 +158,11 @@ fn tail_loss_is_found_by_the_heartbeat() {
     s.send(us(0), b"y").unwrap();
     let pkts = drain_tx(&mut s, us(0));
     r.handle_packet(us(1), &pkts[0]); // the last data packet is lost
-    assert_eq!(r.poll_timeout(), Some(us(1) + r.config().status_interval), "no gap known yet");
+    assert_eq!(
+        r.poll_timeout(),
+        Some(us(1) + r.config().status_interval),
+        "no gap known yet"
+    );
     // The next heartbeat, a heartbeat interval later, carries next_seq = 2.
     assert!(drain_tx(&mut s, us(50)).is_empty());
     let hb_at = us(0) + s.config().heartbeat_interval;
@@ -158,23 +193,49 @@ fn a_heard_nack_suppresses_ours_and_a_partial_one_narrows_it() {
     }
     while r.poll_transmit().is_some() {}
     // Receiver 7's NACK for 1..3 arrives before our timer.
-    let heard = Packet { session: 5, repr: PacketRepr::Nack { receiver: 7, from_seq: 1, count: 2 } }.to_vec();
+    let heard = Packet {
+        session: 5,
+        repr: PacketRepr::Nack {
+            receiver: 7,
+            from_seq: 1,
+            count: 2,
+        },
+    }
+    .to_vec();
     r.handle_packet(us(2), &heard);
     let due = r.poll_timeout().unwrap();
     r.handle_timeout(due);
-    let n: Vec<_> = std::iter::from_fn(|| r.poll_transmit()).filter_map(|t| nack(&t.bytes)).collect();
+    let n: Vec<_> = std::iter::from_fn(|| r.poll_transmit())
+        .filter_map(|t| nack(&t.bytes))
+        .collect();
     assert_eq!(n, vec![(2, 4, 1)], "only the range nobody NACKed");
     // Second round: 7 NACKs everything we miss; ours is suppressed entirely.
     let after_holdoff = due + r.config().nack_holdoff;
     r.handle_timeout(after_holdoff);
-    let heard_all = Packet { session: 5, repr: PacketRepr::Nack { receiver: 7, from_seq: 1, count: 4 } }.to_vec();
+    let heard_all = Packet {
+        session: 5,
+        repr: PacketRepr::Nack {
+            receiver: 7,
+            from_seq: 1,
+            count: 4,
+        },
+    }
+    .to_vec();
     r.handle_packet(after_holdoff, &heard_all);
     let due2 = r.poll_timeout().unwrap();
     r.handle_timeout(due2);
     assert!(std::iter::from_fn(|| r.poll_transmit()).all(|t| nack(&t.bytes).is_none()));
     assert_eq!(r.counters().nacks_suppressed, 1);
     // Our own NACK looped back by the fabric is not "heard".
-    let own = Packet { session: 5, repr: PacketRepr::Nack { receiver: 2, from_seq: 1, count: 4 } }.to_vec();
+    let own = Packet {
+        session: 5,
+        repr: PacketRepr::Nack {
+            receiver: 2,
+            from_seq: 1,
+            count: 4,
+        },
+    }
+    .to_vec();
     let heard_before = r.counters().nacks_heard;
     r.handle_packet(due2, &own);
     assert_eq!(r.counters().nacks_heard, heard_before);
@@ -191,7 +252,14 @@ fn loss_beyond_the_window_is_reported_not_silent() {
     let mut fast = receiver(1, 2);
     let mut slow = receiver(2, 2);
     // The slow receiver announced itself at position 0, then heard nothing more.
-    let hello = Packet { session: 5, repr: PacketRepr::Status { receiver: 2, position: 0, window: 256 } };
+    let hello = Packet {
+        session: 5,
+        repr: PacketRepr::Status {
+            receiver: 2,
+            position: 0,
+            window: 256,
+        },
+    };
     s.handle_packet(us(0), &hello.to_vec());
     let mut t = 0;
     for m in 0..10u8 {
@@ -231,7 +299,13 @@ fn loss_beyond_the_window_is_reported_not_silent() {
     }
     let ev = messages(&mut slow);
     let low_msg = s.low_seq(); // one packet per message here
-    assert_eq!(ev[0], ReceiverEvent::Unrecoverable { session: 5, messages: 0..low_msg });
+    assert_eq!(
+        ev[0],
+        ReceiverEvent::Unrecoverable {
+            session: 5,
+            messages: 0..low_msg
+        }
+    );
     let got: Vec<u64> = ev[1..]
         .iter()
         .map(|e| match e {
@@ -253,15 +327,38 @@ fn min_flow_control_waits_for_the_slowest_and_for_expected_receivers() {
     for m in 0..10u8 {
         s.send(us(0), &[m]).unwrap();
     }
-    let first: Vec<u64> = drain_tx(&mut s, us(0)).iter().filter_map(|p| data_seq(p)).collect();
-    assert_eq!(first, vec![0, 1, 2, 3], "the initial window, nobody has reported");
+    let first: Vec<u64> = drain_tx(&mut s, us(0))
+        .iter()
+        .filter_map(|p| data_seq(p))
+        .collect();
+    assert_eq!(
+        first,
+        vec![0, 1, 2, 3],
+        "the initial window, nobody has reported"
+    );
     let status = |id: u32, pos: u64| {
-        Packet { session: 5, repr: PacketRepr::Status { receiver: id, position: pos, window: 4 } }.to_vec()
+        Packet {
+            session: 5,
+            repr: PacketRepr::Status {
+                receiver: id,
+                position: pos,
+                window: 4,
+            },
+        }
+        .to_vec()
     };
     s.handle_packet(us(1), &status(1, 4));
-    assert!(drain_tx(&mut s, us(1)).iter().all(|p| data_seq(p).is_none()), "receiver 2 not heard yet");
+    assert!(
+        drain_tx(&mut s, us(1))
+            .iter()
+            .all(|p| data_seq(p).is_none()),
+        "receiver 2 not heard yet"
+    );
     s.handle_packet(us(2), &status(2, 2));
-    let next: Vec<u64> = drain_tx(&mut s, us(2)).iter().filter_map(|p| data_seq(p)).collect();
+    let next: Vec<u64> = drain_tx(&mut s, us(2))
+        .iter()
+        .filter_map(|p| data_seq(p))
+        .collect();
     assert_eq!(next, vec![4, 5], "slowest at 2, window 4");
     assert_eq!(s.low_seq(), 2, "released what both consumed");
     // Receiver 2 goes silent: after the timeout it stops limiting the sender.
@@ -271,16 +368,29 @@ fn min_flow_control_waits_for_the_slowest_and_for_expected_receivers() {
     assert_eq!(s.poll_event(), Some(SenderEvent::ReceiverJoined(2)));
     assert_eq!(s.poll_event(), Some(SenderEvent::ReceiverTimedOut(2)));
     let later = us(2) + s.config().receiver_timeout;
-    let rest: Vec<u64> = drain_tx(&mut s, later).iter().filter_map(|p| data_seq(p)).collect();
+    let rest: Vec<u64> = drain_tx(&mut s, later)
+        .iter()
+        .filter_map(|p| data_seq(p))
+        .collect();
     assert_eq!(rest, vec![6, 7, 8, 9]);
 }
 
 #[test]
 fn window_and_size_limits_are_errors() {
     let mut s = sender(4);
-    assert_eq!(s.send(us(0), &[0u8; 401]), Err(SendError::TooLarge { len: 401, packets: 5, window: 4 }));
+    assert_eq!(
+        s.send(us(0), &[0u8; 401]),
+        Err(SendError::TooLarge {
+            len: 401,
+            packets: 5,
+            window: 4
+        })
+    );
     s.send(us(0), &[0u8; 300]).unwrap();
-    assert_eq!(s.send(us(0), &[0u8; 200]), Err(SendError::WindowFull { need: 2, free: 1 }));
+    assert_eq!(
+        s.send(us(0), &[0u8; 200]),
+        Err(SendError::WindowFull { need: 2, free: 1 })
+    );
 }
 
 #[test]
@@ -289,16 +399,34 @@ fn malformed_and_foreign_packets_are_counted() {
     let mut r = receiver(1, 1);
     s.handle_packet(us(0), b"garbage");
     r.handle_packet(us(0), &[0xA7, 1, 1, 0]);
-    let foreign = Packet { session: 99, repr: PacketRepr::Nack { receiver: 1, from_seq: 0, count: 1 } }.to_vec();
+    let foreign = Packet {
+        session: 99,
+        repr: PacketRepr::Nack {
+            receiver: 1,
+            from_seq: 0,
+            count: 1,
+        },
+    }
+    .to_vec();
     s.handle_packet(us(0), &foreign);
     assert_eq!(s.counters().malformed, 1);
     assert_eq!(s.counters().nacks_bogus, 1);
     assert_eq!(r.counters().malformed, 1);
     // A NACK for sequences never sent asks for nothing.
-    let future = Packet { session: 5, repr: PacketRepr::Nack { receiver: 1, from_seq: 10, count: 5 } }.to_vec();
+    let future = Packet {
+        session: 5,
+        repr: PacketRepr::Nack {
+            receiver: 1,
+            from_seq: 10,
+            count: 5,
+        },
+    }
+    .to_vec();
     s.handle_packet(us(0), &future);
     assert_eq!(s.counters().nacks_bogus, 2);
-    assert!(drain_tx(&mut s, us(0)).iter().all(|p| data_seq(p).is_none()));
+    assert!(drain_tx(&mut s, us(0))
+        .iter()
+        .all(|p| data_seq(p).is_none()));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -384,9 +512,16 @@ pub(crate) fn lossy_run(n: usize, loss: f64, msgs: usize, seed: u64) -> RunResul
             }
             while let Some(e) = r.poll_event() {
                 match e {
-                    ReceiverEvent::Message { session, msg_seq, data } => {
+                    ReceiverEvent::Message {
+                        session,
+                        msg_seq,
+                        data,
+                    } => {
                         assert_eq!(session, 9);
-                        assert_eq!(data, messages[msg_seq as usize], "receiver {i} message {msg_seq}");
+                        assert_eq!(
+                            data, messages[msg_seq as usize],
+                            "receiver {i} message {msg_seq}"
+                        );
                         got[i].push(msg_seq);
                     }
                     e => panic!("receiver {i}: {e:?} under Min flow control"),
@@ -396,7 +531,11 @@ pub(crate) fn lossy_run(n: usize, loss: f64, msgs: usize, seed: u64) -> RunResul
         if got.iter().all(|g| g.len() == msgs) {
             break;
         }
-        assert!(now < deadline, "stalled at {now}: got {:?}", got.iter().map(Vec::len).collect::<Vec<_>>());
+        assert!(
+            now < deadline,
+            "stalled at {now}: got {:?}",
+            got.iter().map(Vec::len).collect::<Vec<_>>()
+        );
         // Advance to the next event.
         let mut t = wire.keys().next().map(|k| k.0);
         let mut at = |x: Option<Instant>| {
@@ -433,7 +572,12 @@ pub(crate) fn lossy_run(n: usize, loss: f64, msgs: usize, seed: u64) -> RunResul
     for g in &got {
         assert_eq!(*g, (0..msgs as u64).collect::<Vec<_>>());
     }
-    RunResult { lost_data, nacks, repairs: s.counters().repair_packets, end: now }
+    RunResult {
+        lost_data,
+        nacks,
+        repairs: s.counters().repair_packets,
+        end: now,
+    }
 }
 
 #[test]
@@ -442,7 +586,10 @@ fn seeded_loss_sweep_delivers_everything_once_in_order_with_bounded_nacks() {
         let r = lossy_run(8, loss, 300, 40 + i as u64);
         eprintln!("loss {loss}: {r:?}");
         if loss > 0.0 {
-            assert!(r.lost_data > 0 && r.repairs > 0, "loss {loss} lost nothing: {r:?}");
+            assert!(
+                r.lost_data > 0 && r.repairs > 0,
+                "loss {loss} lost nothing: {r:?}"
+            );
         }
         // Repairs take round trips, not heartbeat-length waits: everyone has everything
         // within 1 ms of virtual time even at 5% loss.
@@ -479,7 +626,11 @@ fn nack_suppression_keeps_nacks_per_lost_packet_low_in_a_large_group() {
     let mut inflight: Vec<(Instant, Vec<u8>, usize)> = Vec::new();
     for step in 0.. {
         assert!(step < 10_000, "timers do not advance");
-        let next = rs.iter().enumerate().filter_map(|(i, r)| r.poll_timeout().map(|t| (t, i))).min();
+        let next = rs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.poll_timeout().map(|t| (t, i)))
+            .min();
         let Some((t, i)) = next else { break };
         if t > us(1) + Duration::from_us(25) {
             break;
@@ -504,5 +655,8 @@ fn nack_suppression_keeps_nacks_per_lost_packet_low_in_a_large_group() {
             }
         }
     }
-    assert!(sent >= 1 && sent <= 6, "{sent} of 32 receivers NACKed one common loss");
+    assert!(
+        sent >= 1 && sent <= 6,
+        "{sent} of 32 receivers NACKed one common loss"
+    );
 }

@@ -55,16 +55,11 @@ pub const MULTICAST_QPN: u32 = 0xff_ffff;
 /// go on the wire instead (IBTA vol. 1, the controlled-Q_Key rule for UD sends).
 pub const QKEY_USE_OWN: u32 = 0x8000_0000;
 
-/// Whether `ip` is an IPv4 multicast address (224.0.0.0/4).
-pub fn is_ipv4_multicast(ip: Ipv4Address) -> bool {
-    ip.0[0] & 0xf0 == 0xe0
-}
-
 /// The Ethernet address IPv4 multicast group `group` maps to: `01:00:5e` followed by the
 /// low 23 bits of the address (RFC 1112 §6.4). `None` if `group` is not multicast.
 /// 32 groups share each MAC; receivers still check the IP destination.
 pub fn ipv4_multicast_mac(group: Ipv4Address) -> Option<EthernetAddress> {
-    if !is_ipv4_multicast(group) {
+    if !group.is_multicast() {
         return None;
     }
     let [_, b, c, d] = group.0;
@@ -84,7 +79,7 @@ pub fn ipv4_gid(ip: Ipv4Address) -> [u8; 16] {
 /// The multicast GID a QP attaches to for IPv4 group `group` ([`ipv4_gid`] of it).
 /// `None` if `group` is not multicast.
 pub fn ipv4_multicast_gid(group: Ipv4Address) -> Option<[u8; 16]> {
-    is_ipv4_multicast(group).then(|| ipv4_gid(group))
+    group.is_multicast().then(|| ipv4_gid(group))
 }
 
 /// A multicast group as a UD QP sees it: the IPv4 group address and its two mappings.
@@ -136,7 +131,7 @@ impl UdAddress {
         })
     }
     pub fn is_multicast(&self) -> bool {
-        is_ipv4_multicast(self.ip)
+        self.ip.is_multicast()
     }
 }
 

@@ -189,12 +189,12 @@ fn multicast_mac_mapping() {
         ip(10, 0, 0, 1),
         ip(0, 0, 0, 0),
     ] {
-        assert!(!is_ipv4_multicast(not));
+        assert!(!not.is_multicast());
         assert_eq!(ipv4_multicast_mac(not), None, "{not}");
         assert_eq!(ipv4_multicast_gid(not), None, "{not}");
         assert_eq!(MulticastGroup::new(not), Err(UdError::NotMulticast(not)));
     }
-    assert!(is_ipv4_multicast(ip(224, 0, 0, 0)) && is_ipv4_multicast(ip(239, 255, 255, 255)));
+    assert!(ip(224, 0, 0, 0).is_multicast() && ip(239, 255, 255, 255).is_multicast());
 }
 
 #[test]
@@ -220,7 +220,7 @@ proptest! {
     fn prop_mappings(v in any::<u32>()) {
         let ip = Ipv4Address::from_u32(v);
         let mcast = v >> 28 == 0xe;
-        prop_assert_eq!(is_ipv4_multicast(ip), mcast);
+        prop_assert_eq!(ip.is_multicast(), mcast);
         let gid = ipv4_gid(ip);
         prop_assert_eq!(
             std::net::Ipv6Addr::from(gid).to_ipv4_mapped(),

@@ -20,6 +20,10 @@ impl Ipv4Address {
     pub const fn from_u32(v: u32) -> Self {
         Ipv4Address(v.to_be_bytes())
     }
+    /// Whether the address is in 224.0.0.0/4 (IPv4 multicast).
+    pub const fn is_multicast(self) -> bool {
+        self.0[0] & 0xf0 == 0xe0
+    }
 }
 impl From<std::net::Ipv4Addr> for Ipv4Address {
     fn from(a: std::net::Ipv4Addr) -> Self {

@@ -36,9 +36,15 @@ impl Bridge {
     /// Rewrites a parsed packet. The sender addresses the virtual remote's region at
     /// VA 0, so a RETH's VA is an offset into the group's buffer and becomes the same
     /// offset into the member's region.
+    ///
+    /// The copy carries IPv4 ident 0: the ICRC covers the ident, which a receiver on a
+    /// kernel UDP socket cannot see (it rebuilds the header with ident 0), and rxe
+    /// numbers its DF packets; for a DF datagram the ident means nothing (RFC 6864),
+    /// so with 0 every kind of receiver can verify the copy.
     pub fn apply(&self, p: &mut RoceRepr<'_>) {
         p.ip.src_addr = self.mcst_id;
         p.ip.dst_addr = self.dst_ip;
+        p.ip.ident = 0;
         p.bth.dest_qp = self.dst_qp;
         if let (Some(reth), Some((va, rkey))) = (p.ext.reth.as_mut(), self.region) {
             reth.va = va.wrapping_add(reth.va);
