@@ -486,10 +486,14 @@ impl NackMulticastReceiver {
                 continue;
             }
             self.counters.nacks_sent += 1;
-            for r in ranges.into_iter().take(self.cfg.max_nack_ranges) {
-                // One range per NACK; ranges longer than u32 are split.
+            // One range per NACK packet, ranges longer than u32 split, and at most
+            // `max_nack_ranges` packets per round however the ranges split: a forged
+            // heartbeat claiming 2^63 sequences must not make billions of NACKs.
+            let mut budget = self.cfg.max_nack_ranges;
+            for r in ranges {
                 let mut from = r.start;
-                while from < r.end {
+                while from < r.end && budget > 0 {
+                    budget -= 1;
                     let count = (r.end - from).min(u32::MAX as u64) as u32;
                     self.counters.nack_ranges_sent += 1;
                     self.tx.push_back(Transmit {

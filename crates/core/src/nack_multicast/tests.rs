@@ -660,3 +660,28 @@ fn nack_suppression_keeps_nacks_per_lost_packet_low_in_a_large_group() {
         "{sent} of 32 receivers NACKed one common loss"
     );
 }
+
+#[test]
+fn a_forged_heartbeat_cannot_make_a_nack_flood() {
+    // A heartbeat claiming 2^62 sequences: the gap is NACKed, but one round sends at
+    // most `max_nack_ranges` packets however the range has to be split.
+    let mut r = receiver(1, 1);
+    let hb = Packet {
+        session: 5,
+        repr: PacketRepr::Heartbeat {
+            next_seq: 1 << 62,
+            low_seq: 0,
+        },
+    }
+    .to_vec();
+    r.handle_packet(us(0), &hb);
+    let mut nacks = Vec::new();
+    while nacks.is_empty() {
+        let due = r.poll_timeout().unwrap();
+        r.handle_timeout(due);
+        nacks.extend(std::iter::from_fn(|| r.poll_transmit()).filter_map(|t| nack(&t.bytes)));
+    }
+    assert_eq!(nacks.len(), r.config().max_nack_ranges);
+    assert_eq!(nacks[0], (1, 0, u32::MAX));
+    assert_eq!(nacks[1], (1, u32::MAX as u64, u32::MAX));
+}
