@@ -41,7 +41,7 @@ use rocast_core::time::{Duration, Instant};
 use serde::Deserialize;
 
 use crate::cepheus_eval::{fmt_size, parallel, EvalReport};
-use crate::config::{invalid, parse_sizes, ConfigError, Scenario};
+use crate::config::{check_gbps, invalid, parse_sizes, ConfigError, Scenario};
 use crate::uniform;
 
 // ---------------------------------------------------------------------------
@@ -1463,14 +1463,10 @@ impl OdbssConfig {
                 format!("must be 1 to 4096, got {}", self.racks),
             ));
         }
-        for (key, v) in [
+        check_gbps(&[
             ("multicast.odbss.gbps", self.gbps),
             ("multicast.odbss.host_gbps", self.host_gbps),
-        ] {
-            if !(v > 0.0 && v <= 10_000.0) {
-                return Err(invalid(key, format!("must be in (0, 10000] Gb/s, got {v}")));
-            }
-        }
+        ])?;
         if self.rx_frames == 0 || self.oeo_frames == 0 {
             return Err(invalid(
                 "multicast.odbss.rx_frames/oeo_frames",

@@ -25,6 +25,16 @@ pub(crate) fn invalid(key: &'static str, msg: impl Into<String>) -> ConfigError 
     }
 }
 
+/// Every rate of `rates` (key, Gb/s) must be in (0, 10000].
+pub(crate) fn check_gbps(rates: &[(&'static str, f64)]) -> Result<(), ConfigError> {
+    for &(key, v) in rates {
+        if !(v > 0.0 && v <= 10_000.0) {
+            return Err(invalid(key, format!("must be in (0, 10000] Gb/s, got {v}")));
+        }
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Scenario {
@@ -579,16 +589,12 @@ impl Scenario {
                 ))
             }
         }
-        for (key, v) in [
+        check_gbps(&[
             ("topology.host_gbps", t.host_gbps),
             ("topology.fabric_gbps", t.fabric_gbps),
             ("topology.core_gbps", t.core_gbps),
             ("topology.gpu_gbps", t.gpu_gbps),
-        ] {
-            if !(v > 0.0 && v <= 10_000.0) {
-                return Err(invalid(key, format!("must be in (0, 10000] Gb/s, got {v}")));
-            }
-        }
+        ])?;
         for (key, v) in [
             ("topology.link_loss", t.link_loss),
             ("topology.fail_fraction", t.fail_fraction),

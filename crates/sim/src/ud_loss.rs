@@ -66,7 +66,7 @@ use crate::broadcast_select::{
     frame_error_prob, BroadcastSelectElement, Dest, ElementConfig, Frame,
 };
 use crate::cepheus_eval::{parallel, EvalReport};
-use crate::config::{invalid, ConfigError, Scenario};
+use crate::config::{check_gbps, invalid, ConfigError, Scenario};
 use crate::uniform;
 
 /// The protocol's DATA header in front of every fragment.
@@ -180,14 +180,10 @@ impl UdLossConfig {
                 "must be 8 to 64 packets",
             ));
         }
-        for (key, v) in [
+        check_gbps(&[
             ("multicast.ud_loss.gbps", self.gbps),
             ("multicast.ud_loss.dma_gbps", self.dma_gbps),
-        ] {
-            if !(v > 0.0 && v <= 10_000.0) {
-                return Err(invalid(key, format!("must be in (0, 10000] Gb/s, got {v}")));
-            }
-        }
+        ])?;
         if self.tx_frames == 0 || self.nic_frames == 0 || self.rq_depth == 0 {
             return Err(invalid(
                 "multicast.ud_loss.tx_frames/nic_frames/rq_depth",
