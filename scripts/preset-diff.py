@@ -57,6 +57,14 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     before, after = files(sys.argv[1]), files(sys.argv[2])
+    # A preset run on one side only is reported, not compared (a partial run).
+    ran = lambda d: {f[: -len(".stdout")] for f in os.listdir(d) if f.endswith(".stdout")}
+    both = ran(sys.argv[1]) & ran(sys.argv[2])
+    for name in sorted(ran(sys.argv[1]) ^ ran(sys.argv[2])):
+        print(f"not compared (run on one side only): {name}")
+    preset_of = lambda rel: rel.split(os.sep)[0].removesuffix(".stdout").removesuffix(".stderr")
+    before = {k: v for k, v in before.items() if preset_of(k) in both}
+    after = {k: v for k, v in after.items() if preset_of(k) in both}
     bad = 0
     for rel in sorted(set(before) | set(after)):
         if rel not in before or rel not in after:
@@ -70,12 +78,11 @@ def main():
             sys.stdout.writelines(
                 l + "\n" for l in list(difflib.unified_diff(a, b, "before", "after", lineterm=""))[:60]
             )
-    print(f"{len(set(before) | set(after))} files compared, {bad} differ")
-    for t in sorted(f for f in os.listdir(sys.argv[1]) if f.endswith(".time")):
-        name = t[: -len(".time")]
+    print(f"{len(both)} presets, {len(set(before) | set(after))} files compared, {bad} differ")
+    for name in sorted(both):
+        t = name + ".time"
         tb = open(os.path.join(sys.argv[1], t)).read().split()
-        ta_path = os.path.join(sys.argv[2], t)
-        ta = open(ta_path).read().split() if os.path.exists(ta_path) else ["-", "-"]
+        ta = open(os.path.join(sys.argv[2], t)).read().split()
         print(f"  {name:20} before {tb[0]:4} {tb[-1]:>8} ms   after {ta[0]:4} {ta[-1]:>8} ms")
     return 1 if bad else 0
 

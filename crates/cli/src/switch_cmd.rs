@@ -5,11 +5,12 @@
 //! arguments or when a port cannot be opened.
 
 use clap::Args;
-use rocast_core::fabric::cepheus::GroupAddressSpace;
-use rocast_core::fabric::{EcnRed, FrameSwitchConfig};
+use rocast_core::fabric::cepheus::{CnpFilterPolicy, GroupAddressSpace};
+use rocast_core::fabric::EcnRed;
+use rocast_core::switch::FrameSwitchConfig;
 use rocast_core::time::Duration as CoreDuration;
 use rocast_core::wire::{EthernetAddress, Ipv4Address};
-use rocast_net::switch::{query, CnpFilterKind, PortSpec, Shaping, SwitchConfig, SwitchDaemon};
+use rocast_net::switch::{query, PortSpec, Shaping, SwitchConfig, SwitchDaemon};
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -160,8 +161,10 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
             mac: EthernetAddress([0x02, 0x72, 0x63, 0xfe, 0, 0]),
         },
         ports,
-        cnp_filter: cmd.cnp_filter.parse::<CnpFilterKind>()?,
-        cnp_window: CoreDuration::from_us(cmd.cnp_window_us.max(1)),
+        cnp_filter: CnpFilterPolicy::from_name(
+            &cmd.cnp_filter,
+            CoreDuration::from_us(cmd.cnp_window_us.max(1)),
+        )?,
         hosts,
         shaping,
         loss: (cmd.loss > 0.0).then(|| {

@@ -6,8 +6,10 @@
 //!   headers, ICRC, CNP), the 24-bit [`wire::Psn`], and pcap files.
 //! - [`rnic`]: a software RoCE endpoint (reliable connection) with the
 //!   `handle_*`/`poll_*` shape every rocast state machine shares.
-//! - [`fabric`]: one switch's decisions: ECMP hashing, the shared-buffer MMU with PFC,
-//!   ECN RED marking.
+//! - [`fabric`]: the parts of a switch: ECMP hashing, the shared-buffer MMU with PFC,
+//!   ECN RED marking, the Cepheus multicast engine.
+//! - [`switch`]: the one switch pipeline composed of them, driven unchanged by the
+//!   simulator and by `rocast switch`.
 //! - [`control`]: Cepheus' control plane: MFT registration (MRP controller and member
 //!   agents), multicast source switching (PSN synchronisation), safeguard fallback.
 //! - [`plan`]: topologies (fat-tree, leaf–spine, HPCC files, failures) and routing.
@@ -21,5 +23,6 @@ pub mod overlay;
 pub mod payload;
 pub mod plan;
 pub mod rnic;
+pub mod switch;
 pub mod time;
 pub mod wire;

@@ -11,10 +11,11 @@
 //!   the format of QEMU's `-netdev dgram` (and `-netdev socket,udp=`), so a guest's
 //!   NIC (with the kernel's Soft-RoCE) plugs straight into a port.
 //!
-//! Optional per-port egress shaping: a rate limit with a byte-bounded queue whose
-//! occupancy drives ECN RED marking (the core's [`EcnRed`]); tail drops are counted.
-//! Without it, frames leave as soon as they are switched and congestion builds in the
-//! kernel's queues instead.
+//! Optional per-port egress shaping: a rate limit over the core's egress queues
+//! ([`EgressQueues`], the same admission and RED-at-dequeue marking the simulator's
+//! switches use), each port bounded to `queue_bytes`; tail drops are counted. Without
+//! it, frames leave as soon as they are switched and congestion builds in the kernel's
+//! queues instead.
 //!
 //! Live state: a Unix control socket answers `stats` (ports, pipeline and Cepheus
 //! counters, groups with their members, memory per group) and `groups`. The MFT is soft
@@ -32,12 +33,12 @@
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
-use rocast_core::fabric::cepheus::{CnpFilter, CounterCnpFilter, ForwardAllCnp, TmcfCnpFilter};
-use rocast_core::fabric::{EcnRed, FrameSwitch, FrameSwitchConfig, OutFrame};
-use rocast_core::time::Duration as CoreDuration;
+use rocast_core::fabric::cepheus::CnpFilterPolicy;
+use rocast_core::fabric::EcnRed;
+use rocast_core::switch::{
+    mark_ce, EgressConfig, EgressQueues, FrameSwitch, FrameSwitchConfig, Ingress, OutFrame,
+};
 use rocast_core::wire::pcap::{PcapWriter, LINKTYPE_ETHERNET};
-use rocast_core::wire::{Ecn, EtherType, EthernetFrame, Ipv4Packet, ETHERNET_HEADER_LEN};
-use std::collections::VecDeque;
 use std::ffi::CString;
 use std::fmt::Write as _;
 use std::fs::File;
@@ -146,8 +147,6 @@ struct Port {
     /// Frames switched in this round, sent in one `sendmmsg` (one syscall for the
     /// copies a replication makes, instead of one each).
     pending: Vec<Vec<u8>>,
-    queue: VecDeque<Vec<u8>>,
-    queued_bytes: usize,
     /// When the head of the queue may leave (ps on the daemon's clock).
     next_free_ps: u64,
     /// The link's capture, both directions.
@@ -247,8 +246,6 @@ impl Port {
             backend,
             stats: PortStats::default(),
             pending: Vec::new(),
-            queue: VecDeque::new(),
-            queued_bytes: 0,
             next_free_ps: 0,
             capture: None,
         })
@@ -413,55 +410,12 @@ impl Port {
     }
 }
 
-/// Sets CE on an ECN-capable IPv4 frame; false if it is not one.
-fn mark_ce(frame: &mut [u8]) -> bool {
-    let Ok(eth) = EthernetFrame::new_checked(&frame[..]) else {
-        return false;
-    };
-    if eth.ethertype() != EtherType::Ipv4 {
-        return false;
-    }
-    let Ok(mut ip) = Ipv4Packet::new_checked(&mut frame[ETHERNET_HEADER_LEN..]) else {
-        return false;
-    };
-    if ip.ecn() == Ecn::NotEct {
-        return false;
-    }
-    // The ICRC masks the TOS byte, so only the IPv4 checksum changes.
-    ip.set_ecn(Ecn::Ce);
-    ip.fill_checksum();
-    true
-}
-
-/// Which CNP filter the Cepheus engine runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CnpFilterKind {
-    Cepheus,
-    Tmcf,
-    ForwardAll,
-}
-
-impl std::str::FromStr for CnpFilterKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "cepheus" => Ok(Self::Cepheus),
-            "tmcf" => Ok(Self::Tmcf),
-            "forward-all" => Ok(Self::ForwardAll),
-            _ => Err(format!(
-                "CNP filter {s:?}: expected cepheus, tmcf or forward-all"
-            )),
-        }
-    }
-}
-
 /// Everything `rocast switch` is started with.
 #[derive(Clone, Debug)]
 pub struct SwitchConfig {
     pub ports: Vec<PortSpec>,
     pub pipeline: FrameSwitchConfig,
-    pub cnp_filter: CnpFilterKind,
-    pub cnp_window: CoreDuration,
+    pub cnp_filter: CnpFilterPolicy,
     /// Pinned hosts: (IP, port, MAC).
     pub hosts: Vec<(
         rocast_core::wire::Ipv4Address,
@@ -482,6 +436,8 @@ pub struct SwitchDaemon {
     sw: FrameSwitch,
     ports: Vec<Port>,
     shaping: Option<Shaping>,
+    /// The shaped ports' queues (with `shaping`).
+    egress: Option<EgressQueues<Vec<u8>>>,
     /// Per port, whether its egress is lossy, and the one seeded injector they share.
     lossy: Vec<bool>,
     loss: LossInjector,
@@ -503,12 +459,7 @@ impl SwitchDaemon {
         }
         let mut pipeline = cfg.pipeline.clone();
         pipeline.ports = cfg.ports.len() as u16;
-        let filter: Box<dyn CnpFilter> = match cfg.cnp_filter {
-            CnpFilterKind::Cepheus => Box::new(CounterCnpFilter::new(cfg.cnp_window)),
-            CnpFilterKind::Tmcf => Box::new(TmcfCnpFilter::new(cfg.cnp_window)),
-            CnpFilterKind::ForwardAll => Box::new(ForwardAllCnp),
-        };
-        let mut sw = FrameSwitch::new(pipeline, filter);
+        let mut sw = FrameSwitch::new(pipeline, cfg.cnp_filter.build());
         for &(ip, port, mac) in &cfg.hosts {
             sw.add_host(ip, port, mac)?;
         }
@@ -555,8 +506,16 @@ impl SwitchDaemon {
                     .ok_or_else(|| format!("loss on port {port}: no such port"))? = true;
             }
         }
+        let egress = cfg.shaping.map(|sh| {
+            EgressQueues::new(EgressConfig::per_port_limit(
+                ports.len() as u16,
+                sh.queue_bytes as u64,
+                sh.ecn,
+            ))
+        });
         Ok(SwitchDaemon {
             sw,
+            egress,
             ports,
             lossy,
             loss: LossInjector::new(loss_p, cfg.seed ^ 0x6c6f_7373),
@@ -594,8 +553,8 @@ impl SwitchDaemon {
                     busy = true;
                     let now = self.clock.now();
                     self.sw.handle_frame(now, p as u16, &buf[..n], &mut out);
-                    for f in out.drain(..) {
-                        self.enqueue(f);
+                    for f in std::mem::take(&mut out) {
+                        self.enqueue(p as u16, f);
                     }
                 }
             }
@@ -614,50 +573,52 @@ impl SwitchDaemon {
         Ok(())
     }
 
-    fn enqueue(&mut self, f: OutFrame) {
+    fn enqueue(&mut self, in_port: u16, f: OutFrame) {
         if self.lossy[f.port as usize] && self.loss.drop_next() {
             self.ports[f.port as usize].stats.injected_drops += 1;
             return;
         }
-        let port = &mut self.ports[f.port as usize];
-        let Some(sh) = self.shaping else {
-            port.pending.push(f.frame);
+        let Some(egress) = &mut self.egress else {
+            self.ports[f.port as usize].pending.push(f.frame);
             return;
         };
-        if port.queued_bytes + f.frame.len() > sh.queue_bytes {
-            port.stats.queue_drops += 1;
-            return;
+        let len = f.frame.len() as u64;
+        if egress
+            .enqueue(Ingress::Port(in_port), f.port, 0, len, f.frame)
+            .is_err()
+        {
+            self.ports[f.port as usize].stats.queue_drops += 1;
         }
-        let mut frame = f.frame;
-        if let Some(red) = sh.ecn {
-            let p = red.probability(port.queued_bytes as u64);
-            let draw = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-            if draw < p && mark_ce(&mut frame) {
-                port.stats.ecn_marked += 1;
-            }
-        }
-        port.queued_bytes += frame.len();
-        port.queue.push_back(frame);
     }
 
     /// Sends what the token buckets allow; returns when the next frame may leave.
     fn drain_queues(&mut self) -> Option<u64> {
         let sh = self.shaping?;
+        let egress = self.egress.as_mut()?;
         let now = self.clock.now().as_ps();
         let mut next: Option<u64> = None;
-        for port in &mut self.ports {
-            while let Some(head) = port.queue.front() {
+        for (i, port) in self.ports.iter_mut().enumerate() {
+            let out = i as u16;
+            while egress.port_len(out) > 0 {
                 let start = port.next_free_ps.max(now.saturating_sub(1_000_000_000));
                 if start > now {
                     next = Some(next.map_or(start, |n| n.min(start)));
                     break;
                 }
-                let len = head.len();
-                let frame = port.queue.pop_front().expect("non-empty");
-                port.queued_bytes -= len;
+                let Some(d) = egress.dequeue(out, 0) else {
+                    break;
+                };
+                let mut frame = d.item;
+                // RED at dequeue, against the bytes left behind (the core's rule).
+                let rng = &mut self.rng;
+                let draw = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+                if egress.red_marks(out, 0, draw) && mark_ce(&mut frame) {
+                    port.stats.ecn_marked += 1;
+                }
                 port.transmit(&frame);
                 // Serialisation time at the shaped rate (Ethernet overhead ignored).
-                port.next_free_ps = start + len as u64 * 8 * 1_000_000_000_000 / sh.rate_bps;
+                port.next_free_ps =
+                    start + frame.len() as u64 * 8 * 1_000_000_000_000 / sh.rate_bps;
             }
         }
         next
@@ -882,41 +843,9 @@ mod tests {
     }
 
     #[test]
-    fn ce_marking_touches_only_ect_ipv4() {
-        use rocast_core::wire::{EthernetRepr, Ipv4Repr, IP_PROTO_UDP};
-        let mut f = vec![0u8; ETHERNET_HEADER_LEN + 28];
-        EthernetRepr {
-            src_addr: rocast_core::wire::EthernetAddress([2, 0, 0, 0, 0, 1]),
-            dst_addr: rocast_core::wire::EthernetAddress([2, 0, 0, 0, 0, 2]),
-            ethertype: EtherType::Ipv4,
-        }
-        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-        let mut ip = Ipv4Repr {
-            src_addr: rocast_core::wire::Ipv4Address::new(10, 0, 0, 1),
-            dst_addr: rocast_core::wire::Ipv4Address::new(10, 0, 0, 2),
-            dscp: 26,
-            ecn: Ecn::NotEct,
-            ident: 0,
-            dont_frag: true,
-            ttl: 64,
-            protocol: IP_PROTO_UDP,
-            payload_len: 8,
-        };
-        ip.emit(&mut f[ETHERNET_HEADER_LEN..]);
-        assert!(!mark_ce(&mut f), "not ECN-capable");
-        ip.ecn = Ecn::Ect0;
-        ip.emit(&mut f[ETHERNET_HEADER_LEN..]);
-        assert!(mark_ce(&mut f));
-        let p = Ipv4Packet::new_checked(&f[ETHERNET_HEADER_LEN..]).unwrap();
-        assert_eq!(p.ecn(), Ecn::Ce);
-        assert!(p.verify_checksum());
-        assert!(!mark_ce(&mut f[..10]));
-    }
-
-    #[test]
     fn dgram_ports_switch_frames_between_loopback_peers() {
         use rocast_core::wire::pcap::PcapReader;
-        use rocast_core::wire::{EthernetAddress, EthernetRepr};
+        use rocast_core::wire::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr};
         let dir =
             std::env::temp_dir().join(format!("rocast-switch-capture-{}", std::process::id()));
         // Two "guests" on loopback UDP, one switch with a port for each.
@@ -955,8 +884,7 @@ mod tests {
                 switch_id: 1,
                 mac: EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
             },
-            cnp_filter: CnpFilterKind::Cepheus,
-            cnp_window: CoreDuration::from_us(50),
+            cnp_filter: CnpFilterPolicy::Counter(rocast_core::time::Duration::from_us(50)),
             hosts: Vec::new(),
             shaping: None,
             loss: None,

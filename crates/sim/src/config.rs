@@ -633,10 +633,10 @@ impl Scenario {
                 format!("expected \"dcqcn\" or \"none\", got {:?}", n.cc),
             ));
         }
-        if !matches!(
-            self.switch.cnp_filter.as_str(),
-            "cepheus" | "tmcf" | "forward-all"
-        ) {
+        let window = rocast_core::time::Duration::from_us(self.switch.cnp_window_us);
+        if rocast_core::fabric::cepheus::CnpFilterPolicy::from_name(&self.switch.cnp_filter, window)
+            .is_err()
+        {
             return Err(invalid(
                 "switch.cnp_filter",
                 format!(

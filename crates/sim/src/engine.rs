@@ -19,14 +19,12 @@ use crate::uniform;
 use crate::workload::FlowSpec;
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
-use rocast_core::control::switch_agent::{self, UnicastRoute, UnicastTable};
 use rocast_core::control::SwitchReport;
 use rocast_core::fabric::cepheus::{
-    is_mcst_id, CepheusAction, CepheusSwitch, CnpFilter, CounterCnpFilter, ForwardAllCnp, NextHop,
-    TmcfCnpFilter,
+    is_mcst_id, CepheusAction, CepheusSwitch, CnpFilterPolicy, NextHop,
 };
-use rocast_core::fabric::mmu::{Admission, PRIORITIES};
-use rocast_core::fabric::{ecmp_hash, EcnRed, SharedBufferMmu};
+use rocast_core::fabric::mmu::PRIORITIES;
+use rocast_core::fabric::{ecmp_hash, EcnRed};
 use rocast_core::overlay::model::MessageCost;
 use rocast_core::plan::prefix::PrefixLayout;
 use rocast_core::plan::{Routes, Topology};
@@ -34,6 +32,8 @@ use rocast_core::rnic::{
     Dcqcn, DcqcnConfig, Event, Payload, QpConfig, RateController, RcQueuePair, Retransmission,
     SendOp, SendRequest, Unlimited,
 };
+use rocast_core::switch::mrp_agent::{self, UnicastRoute, UnicastTable};
+use rocast_core::switch::{EgressConfig, EgressQueues, Ingress};
 use rocast_core::time::{Duration, Instant};
 use rocast_core::wire::mrp::MrpRepr;
 use rocast_core::wire::{
@@ -89,31 +89,10 @@ pub struct EngineConfig {
     /// Cepheus: most groups one switch's MFT holds.
     pub mft_max_groups: usize,
     /// Cepheus: which CNPs a switch passes toward a multicast source.
-    pub cnp_filter: CnpFilterChoice,
+    pub cnp_filter: CnpFilterPolicy,
     /// Latency of the out-of-band control channel between hosts (MRP confirmations,
     /// switch reports): TCP over the management network in a real deployment.
     pub control_latency: Duration,
-}
-
-/// The CNP filter every switch's multicast engine runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CnpFilterChoice {
-    /// Pass every CNP (MC-RDMA).
-    ForwardAll,
-    /// Cepheus' per-path counters, aged every window.
-    Counter(Duration),
-    /// TMCF: the previous slot's busiest interface.
-    Tmcf(Duration),
-}
-
-impl CnpFilterChoice {
-    fn build(self) -> Box<dyn CnpFilter> {
-        match self {
-            CnpFilterChoice::ForwardAll => Box::new(ForwardAllCnp),
-            CnpFilterChoice::Counter(w) => Box::new(CounterCnpFilter::new(w)),
-            CnpFilterChoice::Tmcf(w) => Box::new(TmcfCnpFilter::new(w)),
-        }
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -210,8 +189,6 @@ struct Port {
     /// Classes paused by the peer's PFC (bit per class).
     paused: u8,
     paused_since: [u64; PRIORITIES],
-    queues: [VecDeque<u32>; PRIORITIES],
-    queue_bytes: [u64; PRIORITIES],
     current: u32,
     in_flight: VecDeque<(u64, u32)>,
     capture: bool,
@@ -461,7 +438,9 @@ pub struct Engine {
     heap: BinaryHeap<Reverse<Ev>>,
     ports: Vec<Port>,
     node_port_base: Vec<u32>,
-    mmus: Vec<SharedBufferMmu>,
+    /// Each switch's egress queues (index: switch − hosts): the core's admission, PFC
+    /// and RED decisions; the engine owns the links.
+    egress: Vec<EgressQueues<u32>>,
     hosts: Vec<Host>,
     qps: Vec<Option<Box<QpSlot>>>,
     flows: Vec<FlowSpec>,
@@ -574,8 +553,6 @@ impl Engine {
                     busy: false,
                     paused: 0,
                     paused_since: [0; PRIORITIES],
-                    queues: Default::default(),
-                    queue_bytes: [0; PRIORITIES],
                     current: u32::MAX,
                     in_flight: VecDeque::new(),
                     capture: cfg.capture_links.contains(&link),
@@ -584,7 +561,7 @@ impl Engine {
             }
         }
         let n_hosts = topo.num_hosts();
-        let mut mmus = Vec::with_capacity(topo.num_switches());
+        let mut egress = Vec::with_capacity(topo.num_switches());
         for s in n_hosts..n {
             let base = node_port_base[s] as usize;
             let np = topo.ports(s as u32).len();
@@ -600,13 +577,17 @@ impl Engine {
                     }
                 })
                 .collect();
-            mmus.push(SharedBufferMmu::new(rocast_core::fabric::MmuConfig {
-                buffer_bytes: cfg.buffer_bytes,
-                reserve_bytes: cfg.reserve_bytes,
-                resume_offset_bytes: cfg.resume_offset_bytes,
-                headroom_bytes: headroom,
-                alpha_shift: vec![cfg.alpha_shift; np],
-                lossless: cfg.lossless,
+            egress.push(EgressQueues::new(EgressConfig {
+                mmu: rocast_core::fabric::MmuConfig {
+                    buffer_bytes: cfg.buffer_bytes,
+                    reserve_bytes: cfg.reserve_bytes,
+                    resume_offset_bytes: cfg.resume_offset_bytes,
+                    headroom_bytes: headroom,
+                    alpha_shift: vec![cfg.alpha_shift; np],
+                    lossless: cfg.lossless,
+                },
+                red: cfg.ecn,
+                control_class: Some(CONTROL_CLASS),
             }));
         }
         let hosts = (0..n_hosts)
@@ -654,7 +635,7 @@ impl Engine {
             heap: BinaryHeap::new(),
             ports,
             node_port_base,
-            mmus,
+            egress,
             hosts,
             qps: Vec::new(),
             flows,
@@ -893,33 +874,21 @@ impl Engine {
             self.host_pull(p.node);
             return;
         }
-        // Control first and never paused; then data classes high to low, skipping paused.
-        let mut chosen = None;
-        for class in (0..PRIORITIES).rev() {
-            if p.queues[class].is_empty() {
-                continue;
-            }
-            if class != CONTROL_CLASS as usize && p.paused & (1 << class) != 0 {
-                continue;
-            }
-            chosen = Some(class);
-            break;
-        }
-        let Some(class) = chosen else { return };
-        let pkt = self.dequeue(port, class).expect("non-empty");
-        if class != CONTROL_CLASS as usize {
-            if let Some(red) = self.cfg.ecn {
-                // RED at dequeue, against the bytes left behind this packet.
-                let p = &self.ports[port as usize];
-                let sw = p.node as usize - self.topo.num_hosts();
-                let q = self.mmus[sw].egress_bytes(p.local as usize, class);
-                let sp = &mut self.slab[pkt as usize];
-                if sp.ecn != 0 && red.should_mark(q, || uniform(&mut self.rng)) {
-                    sp.set_ce();
-                    self.ports[port as usize].c.ecn_marks += 1;
-                    self.totals.ecn_marks += 1;
-                }
-            }
+        // The core's egress rule: control first and never paused; then data classes
+        // high to low, skipping paused.
+        let sw = p.node as usize - self.topo.num_hosts();
+        let local = p.local;
+        let Some(class) = self.egress[sw].next_class(local, p.paused) else {
+            return;
+        };
+        let pkt = self.dequeue(port, class as usize).expect("non-empty");
+        // RED at dequeue, against the bytes left behind this packet (ECN-capable only).
+        let rng = &mut self.rng;
+        let sp = &mut self.slab[pkt as usize];
+        if sp.ecn != 0 && self.egress[sw].red_marks(local, class, || uniform(rng)) {
+            sp.set_ce();
+            self.ports[port as usize].c.ecn_marks += 1;
+            self.totals.ecn_marks += 1;
         }
         self.start_tx(port, pkt);
     }
@@ -927,23 +896,14 @@ impl Engine {
     /// Takes the head packet of a switch port's class queue and releases its buffer
     /// (which may resume a paused upstream).
     fn dequeue(&mut self, port: u32, class: usize) -> Option<u32> {
-        let p = &mut self.ports[port as usize];
-        let pkt = p.queues[class].pop_front()?;
-        let sp = &self.slab[pkt as usize];
-        let (wire, in_port) = (sp.wire_len() as u64, sp.in_port as usize);
-        p.queue_bytes[class] -= wire;
-        let (node, local) = (p.node, p.local as usize);
-        if class != CONTROL_CLASS as usize && in_port == SHARED_CELL as usize {
-            let sw = node as usize - self.topo.num_hosts();
-            self.mmus[sw].dequeue_copy(local, class, wire);
-        } else if class != CONTROL_CLASS as usize {
-            let sw = node as usize - self.topo.num_hosts();
-            self.mmus[sw].dequeue(in_port, local, class, wire);
-            if self.mmus[sw].check_resume(in_port, class) {
-                self.send_pfc(node, in_port, class, false);
-            }
+        let p = &self.ports[port as usize];
+        let (node, local) = (p.node, p.local);
+        let sw = node as usize - self.topo.num_hosts();
+        let d = self.egress[sw].dequeue(local, class as u8)?;
+        if let Some(in_port) = d.resume {
+            self.send_pfc(node, in_port as usize, class, false);
         }
-        Some(pkt)
+        Some(d.item)
     }
 
     /// Counts a packet dropped at the egress of `port` and frees it.
@@ -1042,35 +1002,26 @@ impl Engine {
     /// through the MMU's admission and PFC.
     fn switch_enqueue(&mut self, node: u32, in_local: u16, out: u16, pkt: u32) {
         let sp = &self.slab[pkt as usize];
-        let (class, wire) = (sp.class as usize, sp.wire_len() as u64);
+        let (class, wire) = (sp.class, sp.wire_len() as u64);
         let out_port = self.node_port_base[node as usize] + out as u32;
         if !self.ports[out_port as usize].up {
             self.drop_at_queue(out_port, pkt);
             return;
         }
-        if class != CONTROL_CLASS as usize && in_local == SHARED_CELL {
-            let sw = node as usize - self.topo.num_hosts();
-            let mmu = &mut self.mmus[sw];
-            if mmu.admit_copy(out as usize, class, wire) != Admission::Admit {
+        let ingress = if in_local == SHARED_CELL {
+            Ingress::SharedCell
+        } else {
+            Ingress::Port(in_local)
+        };
+        let sw = node as usize - self.topo.num_hosts();
+        match self.egress[sw].enqueue(ingress, out, class, wire, pkt) {
+            Err((pkt, _)) => {
                 self.drop_at_queue(out_port, pkt);
                 return;
             }
-            mmu.enqueue_copy(out as usize, class, wire);
-        } else if class != CONTROL_CLASS as usize {
-            let sw = node as usize - self.topo.num_hosts();
-            let mmu = &mut self.mmus[sw];
-            if mmu.admit(in_local as usize, out as usize, class, wire) != Admission::Admit {
-                self.drop_at_queue(out_port, pkt);
-                return;
-            }
-            mmu.enqueue(in_local as usize, out as usize, class, wire);
-            if mmu.check_pause(in_local as usize, class) {
-                self.send_pfc(node, in_local as usize, class, true);
-            }
+            Ok(Some(paused)) => self.send_pfc(node, paused as usize, class as usize, true),
+            Ok(None) => {}
         }
-        let p = &mut self.ports[out_port as usize];
-        p.queues[class].push_back(pkt);
-        p.queue_bytes[class] += wire;
         self.kick(out_port);
     }
 
@@ -1218,7 +1169,7 @@ impl Engine {
             ));
         }
         let ports = u16::try_from(spec.receivers.len() + 1).map_err(|_| "too many receivers")?;
-        let mut aggregator = CepheusSwitch::new(ports, 1, Box::new(ForwardAllCnp));
+        let mut aggregator = CepheusSwitch::new(ports, 1, CnpFilterPolicy::ForwardAll.build());
         let host_hop = |h: u32, qpn: u32, region| NextHop::Host {
             ip: Ipv4Address::from_u32(host_ip(h)),
             qpn,
@@ -1303,7 +1254,7 @@ impl Engine {
             self.tree_by_source_qp.remove(&t.source_qpn);
             t.receivers.clear();
             t.forwarding = GroupForwarding::default();
-            t.aggregator = CepheusSwitch::new(1, 0, Box::new(ForwardAllCnp));
+            t.aggregator = CepheusSwitch::new(1, 0, CnpFilterPolicy::ForwardAll.build());
         }
     }
 
@@ -2163,7 +2114,7 @@ impl Engine {
                     routes: &self.routes,
                     node,
                 };
-                match switch_agent::handle_mrp(&mut self.cepheus[sw], port, &mrp, &table) {
+                match mrp_agent::handle_mrp(&mut self.cepheus[sw], port, &mrp, &table) {
                     Ok(out) => {
                         for (p, m) in out {
                             self.send_mrp(self.now, node, p, &m);
@@ -2224,7 +2175,9 @@ impl Engine {
             if (p.node as usize) < n_hosts {
                 continue;
             }
-            for (class, &b) in p.queue_bytes.iter().enumerate() {
+            let q = &self.egress[p.node as usize - n_hosts];
+            for class in 0..PRIORITIES as u8 {
+                let b = q.queue_bytes(p.local, class);
                 if b > 0 {
                     self.qlen_log.push(format!(
                         "{} {} {} {} {}",
@@ -2255,11 +2208,14 @@ impl Engine {
         t.queue_drops = 0;
         let mut dropped = self.unroutable_bytes as i128;
         let mut held = 0i128;
+        let n_hosts = self.topo.num_hosts();
         for p in &self.ports {
+            if p.node as usize >= n_hosts {
+                held += self.egress[p.node as usize - n_hosts].port_bytes(p.local) as i128;
+            }
             t.link_drops += p.c.link_drops;
             t.queue_drops += p.c.queue_drops;
             dropped += (p.c.link_drop_bytes + p.c.queue_drop_bytes) as i128;
-            held += p.queue_bytes.iter().sum::<u64>() as i128;
             for &(_, pkt) in &p.in_flight {
                 held += self.slab[pkt as usize].wire_len() as i128;
             }
@@ -2291,8 +2247,10 @@ impl Engine {
 
     /// Bytes queued at `node`'s port `local`, all classes.
     pub fn port_queue_bytes(&self, node: u32, local: u16) -> u64 {
-        let p = &self.ports[(self.node_port_base[node as usize] + local as u32) as usize];
-        p.queue_bytes.iter().sum()
+        match (node as usize).checked_sub(self.topo.num_hosts()) {
+            Some(sw) => self.egress[sw].port_bytes(local),
+            None => 0,
+        }
     }
 
     /// Data bytes flow `i`'s sender has transmitted so far (None before it starts or

@@ -11,6 +11,7 @@
 use crate::config::Scenario;
 use crate::engine::{Engine, EngineConfig, FlowResult};
 use crate::workload;
+use rocast_core::fabric::cepheus::CnpFilterPolicy;
 use rocast_core::fabric::EcnRed;
 use rocast_core::plan::{TierSpec, Topology};
 use rocast_core::rnic::{DcqcnConfig, Retransmission};
@@ -157,14 +158,9 @@ pub fn engine_config(sc: &Scenario, topo: &Topology) -> Result<EngineConfig, Str
         capture_max_packets: sc.output.capture_max_packets,
         carry_payload: false,
         mft_max_groups: 1024,
-        cnp_filter: {
-            let w = Duration::from_us(s.cnp_window_us);
-            match s.cnp_filter.as_str() {
-                "tmcf" => crate::engine::CnpFilterChoice::Tmcf(w),
-                "forward-all" => crate::engine::CnpFilterChoice::ForwardAll,
-                _ => crate::engine::CnpFilterChoice::Counter(w),
-            }
-        },
+        // Validated with the scenario (`Scenario::validate`).
+        cnp_filter: CnpFilterPolicy::from_name(&s.cnp_filter, Duration::from_us(s.cnp_window_us))
+            .map_err(|e| format!("switch.cnp_filter: {e}"))?,
         control_latency: Duration::from_us(10),
     })
 }

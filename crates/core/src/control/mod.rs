@@ -10,11 +10,11 @@
 //!   one outcome: registered, or failed (switch rejection or timeout), never a hang.
 //! - [`source`]: multicast source switching (Cepheus §III-E), the PSN synchronisation
 //!   that lets another member send on the same MFT and QPs.
-//! - [`switch_agent`]: a switch's side of MRP (Cepheus §III-C steps 2–3): members
-//!   routed through the unicast table, ports reused or load-balanced, MFT entries
-//!   filled, and per-port MRP packets for the next hops.
 //! - [`safeguard`]: the fallback to application-layer multicast (Cepheus §V-D) when
 //!   registration failed or throughput stays below a fraction of the expected rate.
+//!
+//! A switch's side of MRP lives with the switch ([`crate::switch::mrp_agent`]): `control`
+//! decides for end hosts and never imports the switch, so the two cannot form a cycle.
 //!
 //! Everything here is a sans-IO state machine or a pure function: the driver passes
 //! `now`, carries MRP packets and confirmations, and acts on events. Nothing reads a
@@ -23,7 +23,6 @@
 pub mod registration;
 pub mod safeguard;
 pub mod source;
-pub mod switch_agent;
 
 pub use registration::{
     Confirmation, GroupError, GroupSpec, MemberAgent, MemberAgentStats, RegistrationConfig,

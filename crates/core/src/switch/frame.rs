@@ -9,7 +9,7 @@
 //!    answered by the switch (proxy ARP: the switch is where a group lives); any other
 //!    ARP is switched at layer 2 (flooded when broadcast).
 //! 3. **MRP** (UDP [`MRP_UDP_PORT`] to a group address, Cepheus §III-C) goes to the
-//!    MRP agent ([`switch_agent::handle_mrp`]), which fills the MFT from the host
+//!    MRP agent ([`mrp_agent::handle_mrp`]), which fills the MFT from the host
 //!    table. The MRP packet for a port with one attached member is addressed to that
 //!    member's own IP: a host's kernel only accepts UDP to its unicast address or to
 //!    multicast groups it joined, and the member cannot know the McstID in advance. A
@@ -32,11 +32,11 @@
 //! the Cepheus engine's tables (see [`CepheusSwitch::memory_bytes`]): about 1 KB per
 //! group on a 64-port switch.
 
-use super::cepheus::{
+use super::mrp_agent::{self, UnicastRoute, UnicastTable};
+use crate::control::registration::{SwitchRejection, SwitchReport, SWITCH_REPORT_LEN};
+use crate::fabric::cepheus::{
     Bridge, CepheusAction, CepheusSwitch, CnpFilter, GroupAddressSpace, Handling, NextHop,
 };
-use crate::control::registration::{SwitchRejection, SwitchReport, SWITCH_REPORT_LEN};
-use crate::control::switch_agent::{self, UnicastRoute, UnicastTable};
 use crate::time::Instant;
 use crate::wire::arp::{ArpOperation, ArpRepr, ARP_LEN};
 use crate::wire::mrp::{MrpRelease, MrpRepr, MRP_UDP_PORT};
@@ -503,7 +503,7 @@ impl FrameSwitch {
     ) {
         self.stats.mrp_in += 1;
         if let Ok(rel) = MrpRelease::parse(payload) {
-            match switch_agent::handle_release(&mut self.cepheus, in_port, rel.mcst_id) {
+            match mrp_agent::handle_release(&mut self.cepheus, in_port, rel.mcst_id) {
                 Some(next) => {
                     self.stats.mrp_released += 1;
                     let mut body = [0u8; 8];
@@ -524,12 +524,8 @@ impl FrameSwitch {
         }
         let (mcst, result) = match MrpRepr::parse(payload) {
             Ok(m) => {
-                let r = switch_agent::handle_mrp(
-                    &mut self.cepheus,
-                    in_port,
-                    &m,
-                    &HostRoutes(&self.hosts),
-                );
+                let r =
+                    mrp_agent::handle_mrp(&mut self.cepheus, in_port, &m, &HostRoutes(&self.hosts));
                 (m.mcst_id, r)
             }
             Err(_) => {

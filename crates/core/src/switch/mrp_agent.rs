@@ -15,7 +15,7 @@
 //! there — the leader itself, which is listed so that any member can later be the
 //! source) would make the tree a loop and is refused.
 
-use super::registration::SwitchRejection;
+use crate::control::registration::SwitchRejection;
 use crate::fabric::cepheus::{CepheusSwitch, MftError, NextHop};
 use crate::plan::multicast_tree::hop_by_hop_port;
 use crate::wire::mrp::{MrpMember, MrpRepr};

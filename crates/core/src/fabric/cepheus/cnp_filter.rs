@@ -28,6 +28,54 @@ pub trait CnpFilter: std::fmt::Debug + Send {
     fn name(&self) -> &'static str;
 }
 
+/// Which [`CnpFilter`] a switch runs: the one place a policy name becomes a filter, for
+/// the simulator's switches and `rocast switch` alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CnpFilterPolicy {
+    /// Pass every CNP (MC-RDMA): [`ForwardAllCnp`].
+    ForwardAll,
+    /// Cepheus' per-path counters, aged every window: [`CounterCnpFilter`].
+    Counter(Duration),
+    /// TMCF: the previous slot's busiest interface: [`TmcfCnpFilter`].
+    Tmcf(Duration),
+}
+
+impl CnpFilterPolicy {
+    /// The names configuration files and flags use, in [`Self::from_name`]'s order.
+    pub const NAMES: [&'static str; 3] = ["cepheus", "tmcf", "forward-all"];
+
+    /// The policy called `name` (one of [`Self::NAMES`]), with `window` as its counter
+    /// age or slot length (unused by forward-all).
+    pub fn from_name(name: &str, window: Duration) -> Result<Self, String> {
+        match name {
+            "cepheus" => Ok(Self::Counter(window)),
+            "tmcf" => Ok(Self::Tmcf(window)),
+            "forward-all" => Ok(Self::ForwardAll),
+            _ => Err(format!(
+                "CNP filter {name:?}: expected one of {}",
+                Self::NAMES.join(", ")
+            )),
+        }
+    }
+
+    /// The policy's name, as [`Self::from_name`] reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Counter(_) => "cepheus",
+            Self::Tmcf(_) => "tmcf",
+            Self::ForwardAll => "forward-all",
+        }
+    }
+
+    pub fn build(self) -> Box<dyn CnpFilter> {
+        match self {
+            Self::ForwardAll => Box::new(ForwardAllCnp),
+            Self::Counter(w) => Box::new(CounterCnpFilter::new(w)),
+            Self::Tmcf(w) => Box::new(TmcfCnpFilter::new(w)),
+        }
+    }
+}
+
 /// MC-RDMA: every CNP reaches the sender.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ForwardAllCnp;
@@ -232,6 +280,22 @@ mod tests {
 
     fn us(n: u64) -> Instant {
         Instant::from_ps(n * 1_000_000)
+    }
+
+    #[test]
+    fn policy_names_round_trip_and_build_their_filter() {
+        let w = Duration::from_us(50);
+        let built: Vec<&str> = CnpFilterPolicy::NAMES
+            .iter()
+            .map(|n| {
+                let p = CnpFilterPolicy::from_name(n, w).unwrap();
+                assert_eq!(p.name(), *n);
+                p.build().name()
+            })
+            .collect();
+        assert_eq!(built, ["cepheus-counter", "tmcf", "forward-all"]);
+        let e = CnpFilterPolicy::from_name("counter", w).unwrap_err();
+        assert!(e.contains("cepheus, tmcf, forward-all"), "{e}");
     }
 
     #[test]
