@@ -1044,7 +1044,7 @@ impl Engine {
                 CepheusAction::Replicate { port, bridge } => {
                     let mut c = sp;
                     if let Some(b) = bridge {
-                        c.apply_bridge(&b);
+                        b.apply(&mut c);
                     }
                     (port, c)
                 }
@@ -1322,7 +1322,7 @@ impl Engine {
                     bridge: Some(b), ..
                 } if replicas < grp.receivers.len() => {
                     let mut c = sp;
-                    c.apply_bridge(&b);
+                    b.apply(&mut c);
                     c.src_ip = host_ip(grp.source);
                     copies.push((0, c));
                     self.tree_stats.repair_copies += 1;

@@ -8,6 +8,8 @@
 //!
 //! Memory: 104 bytes per packet record; records live in a reusable slab.
 
+use rocast_core::fabric::cepheus::BridgedHeaders;
+#[cfg(test)]
 use rocast_core::fabric::cepheus::Bridge;
 use rocast_core::wire::{
     AckSyndrome, AethRepr, BthRepr, Ecn, ExtHeaders, Ipv4Address, Opcode, Psn, RethRepr, RoceRepr,
@@ -177,19 +179,6 @@ impl SimPacket {
         self.flags & (F_AETH | F_CNP) == 0 && self.payload_len > 0
     }
 
-    /// Cepheus connection bridging on the record's fields: the same rewrite as
-    /// `Bridge::apply` does on a parsed packet (a test checks they agree), done in
-    /// place because it runs for every copy a switch makes.
-    pub fn apply_bridge(&mut self, b: &Bridge) {
-        self.src_ip = b.mcst_id.to_u32();
-        self.dst_ip = b.dst_ip.to_u32();
-        self.dest_qp = b.dst_qp;
-        if let (true, Some((va, rkey))) = (self.flags & F_RETH != 0, b.region) {
-            self.reth_va = va.wrapping_add(self.reth_va);
-            self.reth_rkey = rkey;
-        }
-    }
-
     /// Bytes the frame occupies on a link.
     #[inline]
     pub fn wire_len(&self) -> u32 {
@@ -272,13 +261,37 @@ pub fn host_of_ip(ip: u32) -> u32 {
     (ip >> 8) & 0xffff
 }
 
+/// Cepheus connection bridging on the record's fields: the core's one rewrite
+/// ([`Bridge::apply`]) sees where the record keeps them. In place, because it runs for
+/// every copy a switch makes. The record carries no IPv4 ident.
+impl BridgedHeaders for SimPacket {
+    #[inline]
+    fn set_src_ip(&mut self, ip: Ipv4Address) {
+        self.src_ip = ip.to_u32();
+    }
+    #[inline]
+    fn set_dst_ip(&mut self, ip: Ipv4Address) {
+        self.dst_ip = ip.to_u32();
+    }
+    #[inline]
+    fn clear_ident(&mut self) {}
+    #[inline]
+    fn set_dest_qp(&mut self, qpn: u32) {
+        self.dest_qp = qpn;
+    }
+    #[inline]
+    fn reth_mut(&mut self) -> Option<(&mut u64, &mut u32)> {
+        (self.flags & F_RETH != 0).then_some((&mut self.reth_va, &mut self.reth_rkey))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use rocast_core::wire::Ecn;
 
-    /// The in-place bridge on a record equals `Bridge::apply` on the parsed packet,
-    /// with and without a RETH.
+    /// The bridge on a record equals the bridge on the parsed packet, with and
+    /// without a RETH: the record maps the rewritten fields where `to_repr` reads them.
     #[test]
     fn record_bridge_agrees_with_the_core_rewrite() {
         let b = Bridge {
@@ -311,7 +324,7 @@ mod tests {
                 &[0; 64],
             );
             let mut rec = SimPacket::from_repr(&r);
-            rec.apply_bridge(&b);
+            b.apply(&mut rec);
             let mut want = r;
             b.apply(&mut want);
             let got = rec.to_repr();

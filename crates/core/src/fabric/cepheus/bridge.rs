@@ -21,6 +21,38 @@ use crate::wire::{
 /// The reserved QPN of every member's virtual remote (Cepheus §III-A).
 pub const VIRTUAL_QPN: u32 = 0x1;
 
+/// The header fields a [`Bridge`] rewrites, on whatever form a driver holds a packet in:
+/// a parsed [`RoceRepr`] (the frame pipeline) or the simulator's compact packet record.
+/// The rewrite rules live once, in [`Bridge::apply`]; a form only says where its fields
+/// are.
+pub trait BridgedHeaders {
+    fn set_src_ip(&mut self, ip: Ipv4Address);
+    fn set_dst_ip(&mut self, ip: Ipv4Address);
+    /// Sets the IPv4 ident to 0 (a form that does not carry the ident ignores it).
+    fn clear_ident(&mut self);
+    fn set_dest_qp(&mut self, qpn: u32);
+    /// The RETH's (VA, RKey), when the packet has one.
+    fn reth_mut(&mut self) -> Option<(&mut u64, &mut u32)>;
+}
+
+impl BridgedHeaders for RoceRepr<'_> {
+    fn set_src_ip(&mut self, ip: Ipv4Address) {
+        self.ip.src_addr = ip;
+    }
+    fn set_dst_ip(&mut self, ip: Ipv4Address) {
+        self.ip.dst_addr = ip;
+    }
+    fn clear_ident(&mut self) {
+        self.ip.ident = 0;
+    }
+    fn set_dest_qp(&mut self, qpn: u32) {
+        self.bth.dest_qp = qpn;
+    }
+    fn reth_mut(&mut self) -> Option<(&mut u64, &mut u32)> {
+        self.ext.reth.as_mut().map(|r| (&mut r.va, &mut r.rkey))
+    }
+}
+
 /// The header rewrite that bridges the group's packet to one member's connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bridge {
@@ -41,14 +73,16 @@ impl Bridge {
     /// kernel UDP socket cannot see (it rebuilds the header with ident 0), and rxe
     /// numbers its DF packets; for a DF datagram the ident means nothing (RFC 6864),
     /// so with 0 every kind of receiver can verify the copy.
-    pub fn apply(&self, p: &mut RoceRepr<'_>) {
-        p.ip.src_addr = self.mcst_id;
-        p.ip.dst_addr = self.dst_ip;
-        p.ip.ident = 0;
-        p.bth.dest_qp = self.dst_qp;
-        if let (Some(reth), Some((va, rkey))) = (p.ext.reth.as_mut(), self.region) {
-            reth.va = va.wrapping_add(reth.va);
-            reth.rkey = rkey;
+    pub fn apply(&self, p: &mut impl BridgedHeaders) {
+        p.set_src_ip(self.mcst_id);
+        p.set_dst_ip(self.dst_ip);
+        p.clear_ident();
+        p.set_dest_qp(self.dst_qp);
+        if let Some((va, rkey)) = self.region {
+            if let Some((reth_va, reth_rkey)) = p.reth_mut() {
+                *reth_va = va.wrapping_add(*reth_va);
+                *reth_rkey = rkey;
+            }
         }
     }
 

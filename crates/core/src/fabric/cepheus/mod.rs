@@ -43,7 +43,7 @@ pub mod bridge;
 pub mod cnp_filter;
 pub mod mft;
 
-pub use bridge::{Bridge, FeedbackKind, FeedbackPacket, VIRTUAL_QPN};
+pub use bridge::{Bridge, BridgedHeaders, FeedbackKind, FeedbackPacket, VIRTUAL_QPN};
 pub use cnp_filter::{CnpFilter, CnpFilterPolicy, CounterCnpFilter, ForwardAllCnp, TmcfCnpFilter};
 pub use mft::{MulticastForwardingTable, NextHop, PathEntry};
 
