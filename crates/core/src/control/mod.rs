@@ -13,7 +13,7 @@
 //! - [`safeguard`]: the fallback to application-layer multicast (Cepheus §V-D) when
 //!   registration failed or throughput stays below a fraction of the expected rate.
 //!
-//! A switch's side of MRP lives with the switch ([`crate::switch::mrp_agent`]): `control`
+//! A switch's side of MRP lives with the switch (`switch::mrp_agent`): `control`
 //! decides for end hosts and never imports the switch, so the two cannot form a cycle.
 //!
 //! Everything here is a sans-IO state machine or a pure function: the driver passes
