@@ -26,14 +26,15 @@ fuzz_target!(|data: &[u8]| {
     let mut rx = NackMulticastReceiver::new(ReceiverConfig::new(1, 4, 7));
     let mut tx = NackMulticastSender::new(SenderConfig::new(1, 64));
     let _ = tx.send(Instant::ZERO, b"fuzz");
+    let mut buf = vec![0u8; rx.max_packet_len().max(tx.max_packet_len())];
     for (i, chunk) in data.split(|&b| b == 0xFF).enumerate() {
         let now = Instant::from_us(i as u64);
         rx.handle_packet(now, chunk);
         rx.handle_timeout(now);
-        while rx.poll_transmit().is_some() {}
+        while rx.poll_transmit(now, &mut buf).is_some() {}
         tx.handle_packet(now, chunk);
         tx.handle_timeout(now);
-        while tx.poll_transmit(now).is_some() {}
+        while tx.poll_transmit(now, &mut buf).is_some() {}
     }
     while let Some(e) = rx.poll_event() {
         if let ReceiverEvent::Message { data, .. } = e {
@@ -46,7 +47,8 @@ fuzz_target!(|data: &[u8]| {
     ))
     .expect("valid config");
     ud.create_qp(0x11, 0x1111_1111, Psn::new(0)).expect("qp");
-    ud.attach_multicast(0x11, Ipv4Address([239, 1, 1, 1])).expect("attach");
+    ud.attach_multicast(0x11, Ipv4Address([239, 1, 1, 1]))
+        .expect("attach");
     ud.post_recv(0x11, 1, 4096).expect("recv");
     let before = ud.counters().drops_total() + ud.counters().rx_deliveries;
     let _ = ud.handle_frame(Instant::ZERO, data);

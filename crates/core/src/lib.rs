@@ -25,4 +25,7 @@ pub mod plan;
 pub mod rnic;
 pub mod switch;
 pub mod time;
+pub mod transmit;
 pub mod wire;
+
+pub use transmit::Transmit;

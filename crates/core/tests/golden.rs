@@ -131,7 +131,10 @@ fn write_burst_replay_matches_linux_acks() {
     let mut ours: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
     for (i, w) in writes.iter().enumerate() {
         qp.handle_packet(Instant::from_us(i as u64), w).unwrap();
-        while let Some(n) = qp.poll_transmit(Instant::from_us(i as u64), &mut buf) {
+        while let Some(n) = qp
+            .poll_transmit(Instant::from_us(i as u64), &mut buf)
+            .map(|t| t.len)
+        {
             let r = parse(&buf[..n]);
             assert_eq!(r.bth.opcode, Opcode::RC_ACKNOWLEDGE);
             ours.insert(r.bth.psn.value(), buf[..n].to_vec());

@@ -52,7 +52,10 @@ impl Pair {
     }
     fn flush(&mut self) {
         for from in 0..2 {
-            while let Some(n) = self.qps[from].poll_transmit(self.now, &mut self.buf) {
+            while let Some(n) = self.qps[from]
+                .poll_transmit(self.now, &mut self.buf)
+                .map(|t| t.len)
+            {
                 let pkt = self.buf[..n].to_vec();
                 let copies = if self.chance(self.faults.loss) {
                     0

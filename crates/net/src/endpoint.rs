@@ -182,7 +182,7 @@ impl Endpoint {
             let qp = &mut self.qp;
             let sent = self
                 .transport
-                .send_batch_with(|buf| qp.poll_transmit(now, buf))?;
+                .send_batch_with(|buf| qp.poll_transmit(now, buf).map(|t| t.len))?;
             act.sent += sent;
             if received < batch && sent < batch {
                 break;

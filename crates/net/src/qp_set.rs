@@ -129,7 +129,8 @@ impl QpSet {
                 while idle_turns < order.len() {
                     let k = order[i % order.len()];
                     i += 1;
-                    if let Some(n) = qps.get_mut(&k).and_then(|qp| qp.poll_transmit(now, buf)) {
+                    let qp = qps.get_mut(&k);
+                    if let Some(n) = qp.and_then(|qp| qp.poll_transmit(now, buf)).map(|t| t.len) {
                         idle_turns = 0;
                         return Some(n);
                     }

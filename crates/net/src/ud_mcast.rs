@@ -431,8 +431,9 @@ impl UdHost {
         self.ep
             .post_send(self.cfg.qpn, 0, dest, payload, None)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
-        while let Some(f) = self.ep.poll_transmit(now) {
-            self.sock.send_frame(&f)?;
+        let mut frame = vec![0u8; self.ep.max_frame_len()];
+        while let Some(t) = self.ep.poll_transmit(now, &mut frame) {
+            self.sock.send_frame(&frame[..t.len])?;
         }
         // Send completions are of no interest here.
         while let Some(UdEvent::SendComplete { .. }) = self.ep.poll_event() {}
@@ -491,6 +492,7 @@ pub fn run_sender(
     stop: &AtomicBool,
 ) -> io::Result<SenderReport> {
     let mut s = NackMulticastSender::new(scfg);
+    let mut packet = vec![0u8; s.max_packet_len()];
     let group = host.group_address();
     let start = std::time::Instant::now();
     let mut rep = SenderReport::default();
@@ -523,11 +525,14 @@ pub fn run_sender(
         }
         let mut sent = 0;
         while sent < 64 {
-            let Some(p) = s.poll_transmit(now) else { break };
+            let Some(t) = s.poll_transmit(now, &mut packet) else {
+                break;
+            };
+            let p = &packet[..t.len];
             if rep.first_tx.is_none() {
                 rep.first_tx = Some(std::time::Instant::now());
             }
-            host.send(&group, &p)?;
+            host.send(&group, p)?;
             sent += 1;
         }
         busy |= sent > 0;
@@ -590,6 +595,7 @@ pub fn run_receiver(
     stop: &AtomicBool,
 ) -> io::Result<ReceiverReport> {
     let mut r = NackMulticastReceiver::new(rcfg);
+    let mut packet = vec![0u8; r.max_packet_len()];
     let start = std::time::Instant::now();
     let mut rep = ReceiverReport::default();
     let mut seen = vec![false; count as usize];
@@ -652,7 +658,7 @@ pub fn run_receiver(
                 }
             }
         }
-        while let Some(t) = r.poll_transmit() {
+        while let Some(t) = r.poll_transmit(now, &mut packet) {
             let dest = match t.dest {
                 Destination::Group => group,
                 Destination::Sender => match sender {
@@ -660,7 +666,7 @@ pub fn run_receiver(
                     None => continue,
                 },
             };
-            host.send(&dest, &t.bytes)?;
+            host.send(&dest, &packet[..t.len])?;
             busy = true;
         }
         if !busy {

@@ -570,6 +570,9 @@ pub fn run(
     let mut now = 0u64;
     let mut wire_free = 0u64;
     let mut sender_try = true;
+    // The buffers the sender and the receivers write their packets into.
+    let mut packet = vec![0u8; sender.max_packet_len()];
+    let mut feedback = vec![0u8; rx.first().map_or(0, |x| x.max_packet_len())];
     let mut next_msg = 0u64;
     let mut pending: Vec<u8> = Vec::with_capacity(msgs.max as usize);
     let mut have_pending = false;
@@ -646,10 +649,10 @@ pub fn run(
         }
         // The sender's wavelength: one packet at a time at the line rate.
         if sender_try && wire_free <= now {
-            match sender.poll_transmit(Instant(now)) {
-                Some(p) => {
-                    wire_free = now + ser(p.len());
-                    offer!(0, Dest::Group(group), &p);
+            match sender.poll_transmit(Instant(now), &mut packet) {
+                Some(t) => {
+                    wire_free = now + ser(t.len);
+                    offer!(0, Dest::Group(group), &packet[..t.len]);
                     sender_due = due(sender.poll_timeout());
                 }
                 None => sender_try = false,
@@ -657,12 +660,12 @@ pub fn run(
         }
         // Receivers' NACKs and STATUS, and their deliveries.
         for i in 0..r {
-            while let Some(t) = rx[i].poll_transmit() {
+            while let Some(t) = rx[i].poll_transmit(Instant(now), &mut feedback) {
                 let dest = match t.dest {
                     Destination::Group => Dest::Group(group),
                     Destination::Sender => Dest::Unicast(0),
                 };
-                offer!(i as u32 + 1, dest, &t.bytes);
+                offer!(i as u32 + 1, dest, &feedback[..t.len]);
             }
             while let Some(e) = rx[i].poll_event() {
                 match e {

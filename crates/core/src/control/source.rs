@@ -192,7 +192,7 @@ mod tests {
         let mut buf = vec![0u8; hosts[src].max_packet_len()];
         for _ in 0..10_000 {
             let mut moved = false;
-            while let Some(n) = hosts[src].poll_transmit(now, &mut buf) {
+            while let Some(n) = hosts[src].poll_transmit(now, &mut buf).map(|t| t.len) {
                 moved = true;
                 let pkt = RoceRepr::parse(&buf[..n]).unwrap();
                 for (i, h) in hosts.iter_mut().enumerate() {
@@ -210,7 +210,7 @@ mod tests {
                 if i == src {
                     continue;
                 }
-                while let Some(n) = hosts[i].poll_transmit(now, &mut buf) {
+                while let Some(n) = hosts[i].poll_transmit(now, &mut buf).map(|t| t.len) {
                     moved = true;
                     let mut p = RoceRepr::parse(&buf[..n]).unwrap();
                     p.bth.dest_qp = src_qpn;

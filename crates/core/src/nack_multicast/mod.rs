@@ -37,9 +37,7 @@ mod sender;
 mod tests;
 
 pub use backoff::NackBackoff;
-pub use receiver::{
-    NackMulticastReceiver, ReceiverConfig, ReceiverCounters, ReceiverEvent, Transmit,
-};
+pub use receiver::{NackMulticastReceiver, ReceiverConfig, ReceiverCounters, ReceiverEvent};
 pub use sender::{
     FlowControl, NackMulticastSender, SendError, SenderConfig, SenderCounters, SenderEvent,
 };

@@ -23,9 +23,10 @@
 //! [`poll_event`]: NackMulticastReceiver::poll_event
 
 use super::backoff::NackBackoff;
-use super::packet::{DataRepr, Packet, PacketRepr};
+use super::packet::{DataRepr, Packet, PacketRepr, NACK_LEN, STATUS_LEN};
 use super::Destination;
 use crate::time::{Duration, Instant};
+use crate::transmit::Transmit;
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
 
@@ -80,12 +81,11 @@ pub enum ReceiverEvent {
     Unrecoverable { session: u32, messages: Range<u64> },
 }
 
-/// A packet for the network.
+/// A packet waiting for [`NackMulticastReceiver::poll_transmit`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Transmit {
-    pub dest: Destination,
-    pub session: u32,
-    pub bytes: Vec<u8>,
+struct Queued {
+    dest: Destination,
+    bytes: Vec<u8>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -146,7 +146,7 @@ pub struct NackMulticastReceiver {
     cfg: ReceiverConfig,
     backoff: NackBackoff,
     streams: BTreeMap<u32, Stream>,
-    tx: VecDeque<Transmit>,
+    tx: VecDeque<Queued>,
     events: VecDeque<ReceiverEvent>,
     counters: ReceiverCounters,
 }
@@ -411,9 +411,8 @@ impl NackMulticastReceiver {
         s.last_status = Some(now);
         s.status_position = s.next_seq;
         self.counters.status_sent += 1;
-        self.tx.push_back(Transmit {
+        self.tx.push_back(Queued {
             dest: Destination::Sender,
-            session,
             bytes: Packet {
                 session,
                 repr: PacketRepr::Status {
@@ -496,9 +495,8 @@ impl NackMulticastReceiver {
                     budget -= 1;
                     let count = (r.end - from).min(u32::MAX as u64) as u32;
                     self.counters.nack_ranges_sent += 1;
-                    self.tx.push_back(Transmit {
+                    self.tx.push_back(Queued {
                         dest: Destination::Group,
-                        session,
                         bytes: Packet {
                             session,
                             repr: PacketRepr::Nack {
@@ -531,8 +529,22 @@ impl NackMulticastReceiver {
         t
     }
 
-    pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.tx.pop_front()
+    /// The longest packet [`poll_transmit`](Self::poll_transmit) writes.
+    pub fn max_packet_len(&self) -> usize {
+        NACK_LEN.max(STATUS_LEN)
+    }
+
+    /// Writes the next NACK (to the group) or STATUS (to the sender) into `buf`. `buf`
+    /// must hold [`max_packet_len`](Self::max_packet_len) bytes (a shorter one is a
+    /// driver bug and panics).
+    pub fn poll_transmit(
+        &mut self,
+        _now: Instant,
+        buf: &mut [u8],
+    ) -> Option<Transmit<Destination>> {
+        let q = self.tx.pop_front()?;
+        buf[..q.bytes.len()].copy_from_slice(&q.bytes);
+        Some(Transmit::to(q.bytes.len(), q.dest))
     }
 
     pub fn poll_event(&mut self) -> Option<ReceiverEvent> {

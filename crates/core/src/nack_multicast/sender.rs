@@ -13,8 +13,11 @@
 //! [`poll_event`]: NackMulticastSender::poll_event
 //! [`send`]: NackMulticastSender::send
 
-use super::packet::{mark_repair, DataRepr, Packet, PacketRepr, FLAG_FIRST, FLAG_LAST};
+use super::packet::{
+    mark_repair, DataRepr, Packet, PacketRepr, DATA_HEADER_LEN, FLAG_FIRST, FLAG_LAST,
+};
 use crate::time::{Duration, Instant};
+use crate::transmit::Transmit;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use thiserror::Error;
 
@@ -470,9 +473,17 @@ impl NackMulticastSender {
         Some(expiry.map_or(hb, |e| e.min(hb)))
     }
 
-    /// The next packet for the group: queued repairs first, then new data within the
-    /// flow-control limit, then a heartbeat if one is due.
-    pub fn poll_transmit(&mut self, now: Instant) -> Option<Vec<u8>> {
+    /// The longest packet [`poll_transmit`](Self::poll_transmit) writes: a full DATA
+    /// packet (heartbeats are shorter).
+    pub fn max_packet_len(&self) -> usize {
+        DATA_HEADER_LEN + self.cfg.max_payload
+    }
+
+    /// Writes the next packet for the group into `buf`: queued repairs first, then new
+    /// data within the flow-control limit, then a heartbeat if one is due. `buf` must
+    /// hold [`max_packet_len`](Self::max_packet_len) bytes (a shorter one is a driver
+    /// bug and panics).
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         while let Some(seq) = self.repairs.pop_front() {
             if seq < self.low_seq {
                 continue;
@@ -480,20 +491,21 @@ impl NackMulticastSender {
             let b = &mut self.buffer[(seq - self.low_seq) as usize];
             b.repair_queued = false;
             b.repaired_at = Some(now);
-            let mut bytes = b.bytes.clone();
-            mark_repair(&mut bytes);
+            let n = b.bytes.len();
+            buf[..n].copy_from_slice(&b.bytes);
+            mark_repair(&mut buf[..n]);
             self.counters.repair_packets += 1;
             self.last_tx = Some(now);
-            return Some(bytes);
+            return Some(Transmit::one(n));
         }
         if self.sent_upto < self.next_seq && self.sent_upto < self.flow_limit() {
-            let bytes = self.buffer[(self.sent_upto - self.low_seq) as usize]
-                .bytes
-                .clone();
+            let bytes = &self.buffer[(self.sent_upto - self.low_seq) as usize].bytes;
+            buf[..bytes.len()].copy_from_slice(bytes);
+            let n = bytes.len();
             self.sent_upto += 1;
             self.counters.data_packets += 1;
             self.last_tx = Some(now);
-            return Some(bytes);
+            return Some(Transmit::one(n));
         }
         let due = self
             .last_tx
@@ -502,16 +514,16 @@ impl NackMulticastSender {
             self.heartbeat_now = false;
             self.counters.heartbeats += 1;
             self.last_tx = Some(now);
-            return Some(
-                Packet {
-                    session: self.cfg.session,
-                    repr: PacketRepr::Heartbeat {
-                        next_seq: self.sent_upto,
-                        low_seq: self.low_seq,
-                    },
-                }
-                .to_vec(),
-            );
+            let hb = Packet {
+                session: self.cfg.session,
+                repr: PacketRepr::Heartbeat {
+                    next_seq: self.sent_upto,
+                    low_seq: self.low_seq,
+                },
+            }
+            .to_vec();
+            buf[..hb.len()].copy_from_slice(&hb);
+            return Some(Transmit::one(hb.len()));
         }
         None
     }

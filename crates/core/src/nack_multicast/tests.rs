@@ -40,8 +40,34 @@ fn receiver(id: u32, group: usize) -> NackMulticastReceiver {
     NackMulticastReceiver::new(ReceiverConfig::new(id, group, id as u64))
 }
 
+/// The sender's next packet, as an owned buffer.
+fn data_out(s: &mut NackMulticastSender, now: Instant) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; s.max_packet_len()];
+    let t = s.poll_transmit(now, &mut buf)?;
+    buf.truncate(t.len);
+    Some(buf)
+}
+
+/// A packet a receiver sent, and where to.
+#[derive(Debug)]
+struct Sent {
+    dest: Destination,
+    bytes: Vec<u8>,
+}
+
+/// The receiver's next packet.
+fn nack_out(r: &mut NackMulticastReceiver) -> Option<Sent> {
+    let mut buf = vec![0u8; r.max_packet_len()];
+    let t = r.poll_transmit(Instant::ZERO, &mut buf)?;
+    buf.truncate(t.len);
+    Some(Sent {
+        dest: t.dest,
+        bytes: buf,
+    })
+}
+
 fn drain_tx(s: &mut NackMulticastSender, now: Instant) -> Vec<Vec<u8>> {
-    std::iter::from_fn(|| s.poll_transmit(now)).collect()
+    std::iter::from_fn(|| data_out(s, now)).collect()
 }
 
 fn messages(r: &mut NackMulticastReceiver) -> Vec<ReceiverEvent> {
@@ -86,7 +112,7 @@ fn in_order_delivery_and_fragmentation() {
         ]
     );
     // The receiver announced itself and nothing is missing: no NACK.
-    let out: Vec<Transmit> = std::iter::from_fn(|| r.poll_transmit()).collect();
+    let out: Vec<Sent> = std::iter::from_fn(|| nack_out(&mut r)).collect();
     assert!(out.iter().all(|t| t.dest == Destination::Sender));
     assert_eq!(r.poll_timeout(), Some(us(1) + r.config().status_interval));
 }
@@ -102,7 +128,7 @@ fn a_gap_is_nacked_after_the_backoff_and_repaired_once() {
     r.handle_packet(us(1), &pkts[0]);
     r.handle_packet(us(1), &pkts[2]); // seq 1 lost
     let _ = messages(&mut r);
-    while r.poll_transmit().is_some() {}
+    while nack_out(&mut r).is_some() {}
     // The timer is armed within the back-off bound, and nothing goes out before it.
     let due = r.poll_timeout().unwrap();
     assert!(
@@ -110,9 +136,9 @@ fn a_gap_is_nacked_after_the_backoff_and_repaired_once() {
         "{due}"
     );
     r.handle_timeout(Instant::from_ps(due.as_ps() - 1));
-    assert!(std::iter::from_fn(|| r.poll_transmit()).all(|t| nack(&t.bytes).is_none()));
+    assert!(std::iter::from_fn(|| nack_out(&mut r)).all(|t| nack(&t.bytes).is_none()));
     r.handle_timeout(due);
-    let t = r.poll_transmit().unwrap();
+    let t = nack_out(&mut r).unwrap();
     assert_eq!(t.dest, Destination::Group);
     assert_eq!(nack(&t.bytes), Some((1, 1, 1)));
     // The sender repairs once; a second NACK inside the linger is absorbed.
@@ -174,7 +200,7 @@ fn tail_loss_is_found_by_the_heartbeat() {
         let due = r.poll_timeout().unwrap();
         assert!(due < us(101) + r.config().nack_max_backoff);
         r.handle_timeout(due);
-        n.extend(std::iter::from_fn(|| r.poll_transmit()).filter_map(|t| nack(&t.bytes)));
+        n.extend(std::iter::from_fn(|| nack_out(&mut r)).filter_map(|t| nack(&t.bytes)));
     }
     assert_eq!(n, vec![(1, 1, 1)]);
 }
@@ -191,7 +217,7 @@ fn a_heard_nack_suppresses_ours_and_a_partial_one_narrows_it() {
     for i in [0usize, 3, 5] {
         r.handle_packet(us(1), &pkts[i]);
     }
-    while r.poll_transmit().is_some() {}
+    while nack_out(&mut r).is_some() {}
     // Receiver 7's NACK for 1..3 arrives before our timer.
     let heard = Packet {
         session: 5,
@@ -205,7 +231,7 @@ fn a_heard_nack_suppresses_ours_and_a_partial_one_narrows_it() {
     r.handle_packet(us(2), &heard);
     let due = r.poll_timeout().unwrap();
     r.handle_timeout(due);
-    let n: Vec<_> = std::iter::from_fn(|| r.poll_transmit())
+    let n: Vec<_> = std::iter::from_fn(|| nack_out(&mut r))
         .filter_map(|t| nack(&t.bytes))
         .collect();
     assert_eq!(n, vec![(2, 4, 1)], "only the range nobody NACKed");
@@ -224,7 +250,7 @@ fn a_heard_nack_suppresses_ours_and_a_partial_one_narrows_it() {
     r.handle_packet(after_holdoff, &heard_all);
     let due2 = r.poll_timeout().unwrap();
     r.handle_timeout(due2);
-    assert!(std::iter::from_fn(|| r.poll_transmit()).all(|t| nack(&t.bytes).is_none()));
+    assert!(std::iter::from_fn(|| nack_out(&mut r)).all(|t| nack(&t.bytes).is_none()));
     assert_eq!(r.counters().nacks_suppressed, 1);
     // Our own NACK looped back by the fabric is not "heard".
     let own = Packet {
@@ -271,7 +297,7 @@ fn loss_beyond_the_window_is_reported_not_silent() {
                 fast.handle_packet(us(t), &p);
             }
             fast.handle_timeout(us(t));
-            for tx in std::iter::from_fn(|| fast.poll_transmit()) {
+            for tx in std::iter::from_fn(|| nack_out(&mut fast)) {
                 s.handle_packet(us(t), &tx.bytes);
             }
             t += 50;
@@ -291,7 +317,7 @@ fn loss_beyond_the_window_is_reported_not_silent() {
     // delivered and the loss is named.
     let due = slow.poll_timeout().unwrap();
     slow.handle_timeout(due);
-    for tx in std::iter::from_fn(|| slow.poll_transmit()) {
+    for tx in std::iter::from_fn(|| nack_out(&mut slow)) {
         s.handle_packet(due, &tx.bytes);
     }
     for p in drain_tx(&mut s, due) {
@@ -482,7 +508,7 @@ pub(crate) fn lossy_run(n: usize, loss: f64, msgs: usize, seed: u64) -> RunResul
             next_msg += 1;
         }
         if now >= next_tx {
-            if let Some(p) = s.poll_transmit(now) {
+            if let Some(p) = data_out(&mut s, now) {
                 next_tx = now + Duration::from_ns(100);
                 for to in 1..=n {
                     if (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 >= loss {
@@ -495,7 +521,7 @@ pub(crate) fn lossy_run(n: usize, loss: f64, msgs: usize, seed: u64) -> RunResul
             }
         }
         for (i, r) in rs.iter_mut().enumerate() {
-            while let Some(t) = r.poll_transmit() {
+            while let Some(t) = nack_out(r) {
                 let targets: Vec<usize> = match t.dest {
                     Destination::Sender => vec![0],
                     Destination::Group => {
@@ -619,7 +645,7 @@ fn nack_suppression_keeps_nacks_per_lost_packet_low_in_a_large_group() {
     for r in rs.iter_mut() {
         r.handle_packet(us(1), &pkts[0]);
         r.handle_packet(us(1), &pkts[2]);
-        while r.poll_transmit().is_some() {}
+        while nack_out(r).is_some() {}
     }
     // Fire timers in time order; each NACK reaches all others 2 µs later.
     let mut sent = 0;
@@ -648,7 +674,7 @@ fn nack_suppression_keeps_nacks_per_lost_packet_low_in_a_large_group() {
             }
         });
         rs[i].handle_timeout(t);
-        while let Some(tx) = rs[i].poll_transmit() {
+        while let Some(tx) = nack_out(&mut rs[i]) {
             if nack(&tx.bytes).is_some() {
                 sent += 1;
                 inflight.push((t + Duration::from_us(2), tx.bytes, i));
@@ -679,7 +705,7 @@ fn a_forged_heartbeat_cannot_make_a_nack_flood() {
     while nacks.is_empty() {
         let due = r.poll_timeout().unwrap();
         r.handle_timeout(due);
-        nacks.extend(std::iter::from_fn(|| r.poll_transmit()).filter_map(|t| nack(&t.bytes)));
+        nacks.extend(std::iter::from_fn(|| nack_out(&mut r)).filter_map(|t| nack(&t.bytes)));
     }
     assert_eq!(nacks.len(), r.config().max_nack_ranges);
     assert_eq!(nacks[0], (1, 0, u32::MAX));

@@ -8,6 +8,7 @@ use super::{
     Unlimited, SACK_LEN,
 };
 use crate::time::Instant;
+use crate::transmit::Transmit;
 use crate::wire::{
     AethRepr, BthRepr, Ecn, ExtHeaders, Opcode, Psn, RethRepr, RoceRepr, BTH_LEN, ICRC_LEN,
     IPV4_HEADER_LEN, RETH_LEN, UDP_HEADER_LEN,
@@ -342,12 +343,13 @@ impl RcQueuePair {
 
     // ---- poll ----
 
-    /// Writes the next packet to send (IPv4 header through ICRC) into `buf` and returns
-    /// its length. CNPs go first, then ACK/NAKs, then data as the window and the rate
-    /// controller allow. `buf` must hold [`max_packet_len`](Self::max_packet_len) bytes.
-    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+    /// Writes the next packet to send (IPv4 header through ICRC) into `buf` and says
+    /// how long it is. CNPs go first, then ACK/NAKs, then data as the window and the
+    /// rate controller allow. `buf` must hold [`max_packet_len`](Self::max_packet_len)
+    /// bytes (a shorter one is a driver bug and panics).
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let repr = self.poll_transmit_repr(now)?;
-        Some(repr.emit(buf))
+        Some(Transmit::one(repr.emit(buf)))
     }
 
     /// Whether a CNP or an ACK/NAK waits to be sent: a NIC serves these ahead of data.

@@ -58,7 +58,7 @@ struct Out {
 fn drain(qp: &mut RcQueuePair, now: Instant) -> Vec<Out> {
     let mut buf = vec![0u8; qp.max_packet_len()];
     let mut v = Vec::new();
-    while let Some(n) = qp.poll_transmit(now, &mut buf) {
+    while let Some(n) = qp.poll_transmit(now, &mut buf).map(|t| t.len) {
         let r = RoceRepr::parse_verified(&buf[..n]).expect("QP emits valid packets");
         v.push(Out {
             op: r.bth.opcode,
@@ -1005,7 +1005,7 @@ fn selective_repeat_resends_only_what_is_missing() {
     a.post_send(msg.clone()).unwrap();
     let mut buf = vec![0u8; a.max_packet_len()];
     let mut sent = Vec::new();
-    while let Some(n) = a.poll_transmit(t(0), &mut buf) {
+    while let Some(n) = a.poll_transmit(t(0), &mut buf).map(|t| t.len) {
         sent.push(buf[..n].to_vec());
     }
     assert_eq!(sent.len(), 10);
@@ -1018,7 +1018,7 @@ fn selective_repeat_resends_only_what_is_missing() {
     let fb: Vec<Vec<u8>> = {
         let mut v = Vec::new();
         let mut fbuf = vec![0u8; b.max_packet_len()];
-        while let Some(n) = b.poll_transmit(t(1), &mut fbuf) {
+        while let Some(n) = b.poll_transmit(t(1), &mut fbuf).map(|t| t.len) {
             v.push(fbuf[..n].to_vec());
         }
         v

@@ -40,6 +40,7 @@
 
 use super::WcError;
 use crate::time::Instant;
+use crate::transmit::Transmit;
 use crate::wire::{
     classify_frame, BthRepr, DethRepr, Ecn, EtherType, EthernetAddress, EthernetRepr, ExtHeaders,
     FrameClass, Ipv4Address, Opcode, Psn, RoceFrameRepr, RoceRepr, BTH_LEN, DETH_LEN,
@@ -755,9 +756,11 @@ impl UdEndpoint {
 
     // ---- poll ----
 
-    /// The next frame to send (Ethernet header through ICRC), in posting order across
-    /// QPs. Each one completes its send (a [`UdEvent::SendComplete`]).
-    pub fn poll_transmit(&mut self, _now: Instant) -> Option<Vec<u8>> {
+    /// Writes the next frame to send (Ethernet header through ICRC) into `buf`, in
+    /// posting order across QPs. Each one completes its send (a
+    /// [`UdEvent::SendComplete`]). `buf` must hold [`max_frame_len`](Self::max_frame_len)
+    /// bytes (a shorter one is a driver bug and panics).
+    pub fn poll_transmit(&mut self, _now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let w = self.sendq.pop_front()?;
         let opcode = if w.imm.is_some() {
             Opcode::UD_SEND_ONLY_IMM
@@ -793,8 +796,8 @@ impl UdEndpoint {
                 &w.payload,
             ),
         };
-        let mut buf = vec![0u8; f.buffer_len()];
-        f.emit(&mut buf);
+        let len = f.buffer_len();
+        f.emit(&mut buf[..len]);
         self.counters.tx_packets += 1;
         self.counters.tx_bytes += w.payload.len() as u64;
         if w.dest.qpn == MULTICAST_QPN {
@@ -804,7 +807,7 @@ impl UdEndpoint {
             qpn: w.qpn,
             wr_id: w.wr_id,
         });
-        Some(buf)
+        Some(Transmit::one(len))
     }
 
     /// UD keeps no timers; present for the shape every rocast state machine shares.
