@@ -461,7 +461,7 @@ impl Overlay {
             return Err(Error::Truncated("overlay"));
         }
         let roster_len = b.len() - ROSTER;
-        if roster_len % 4 != 0 {
+        if !roster_len.is_multiple_of(4) {
             return Err(Error::Truncated("overlay roster"));
         }
         if roster_len / 4 > OVERLAY_MAX_RANKS {
@@ -885,7 +885,7 @@ mod tests {
                 // (A roster cut after a whole address is a shorter, valid roster.)
                 let whole_roster = m.message_type() == MessageType::Overlay
                     && cut >= FRAME_HEADER_LEN + OVERLAY_HEADER_LEN + 4
-                    && (cut - FRAME_HEADER_LEN - OVERLAY_HEADER_LEN) % 4 == 0;
+                    && (cut - FRAME_HEADER_LEN - OVERLAY_HEADER_LEN).is_multiple_of(4);
                 if cut >= FRAME_HEADER_LEN && !whole_roster {
                     let body = &bytes[FRAME_HEADER_LEN..cut];
                     assert!(
