@@ -57,7 +57,7 @@ use rocast_core::rnic::{FixedRate, RateController, Unlimited};
 use rocast_core::time::Duration as CoreDuration;
 use rocast_core::wire::group_control::{
     Announce, BufferResult, Close, Done, Join, Message, Overlay, Params, StreamDecoder,
-    GROUP_CONTROL_VERSION,
+    GROUP_CONTROL_PORT, GROUP_CONTROL_VERSION,
 };
 use rocast_core::wire::mrp::{MrpMember, MrpRelease, MrpRepr, MRP_UDP_PORT};
 use rocast_core::wire::{Error as WireError, Ipv4Address, ROCEV2_UDP_PORT};
@@ -67,8 +67,8 @@ use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
 
-/// The control channel's default TCP port (after RoCE's 4791 and MRP's 4792).
-pub const CONTROL_PORT: u16 = 4793;
+/// The control channel's default TCP port.
+pub const CONTROL_PORT: u16 = GROUP_CONTROL_PORT;
 /// The WRITE region's VA at every member (any value works; the switch rewrites RETHs).
 const MEMBER_VA: u64 = 0x1000_0000;
 const MEMBER_RKEY: u32 = 0x5a5a;

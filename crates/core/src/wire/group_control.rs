@@ -60,6 +60,9 @@
 
 use super::{be, put_be, Error, Ipv4Address, Result};
 
+/// The leader's default TCP port for the channel (after RoCEv2's 4791 and MRP's 4792;
+/// PEEL's 4793 is UDP).
+pub const GROUP_CONTROL_PORT: u16 = 4793;
 /// The version this build speaks (see the module docs for why it is 2).
 pub const GROUP_CONTROL_VERSION: u8 = 2;
 /// `type (1) | length (2)`.
