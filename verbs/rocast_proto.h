@@ -1,12 +1,22 @@
 /*
- * The framing of rocast's multicast control channel (rocast_net::mcast): frames of
- * type (1) | length (2, big-endian) | body on a TCP stream, and the big-endian helpers
- * both of rocast-verbs' programs use. Header-only.
+ * rocast's group control channel (TCP) in C: the message type codes, body layouts and
+ * protocol version of rocast_core::wire::group_control (whose module docs are the
+ * specification), frame and message helpers, and the big-endian helpers both of
+ * rocast-verbs' programs use. Header-only.
+ *
+ * Every #define with a number here is checked against the Rust definitions by
+ * crates/core/tests/c_header.rs, which also compiles verbs/proto_check.c and has Rust
+ * parse what these helpers emit (and these parsers read what Rust emits). Change a
+ * layout on both sides together, and bump ROCAST_GROUP_CONTROL_VERSION.
+ *
+ * The C programs speak the switch path only: they never send Overlay, and a member
+ * that receives one gives up, so Overlay's body layout is not spelled out here.
  */
 #ifndef ROCAST_PROTO_H
 #define ROCAST_PROTO_H
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -21,6 +31,190 @@ static inline void put64(uint8_t *b, uint64_t v) { for (int i = 0; i < 8; i++) b
 #define CONTROL_PORT 4793
 #define MRP_PORT 4792
 
+/* --- The group control protocol (rocast_core::wire::group_control) --- */
+
+/* First body byte of Params and Join; a peer with another is refused. */
+#define ROCAST_GROUP_CONTROL_VERSION 2
+
+/* Frame: type (1) | body length (2, big-endian) | body. */
+#define ROCAST_FRAME_HEADER_LEN 3
+/* No frame's body is longer (an Overlay of 256 ranks): a longer one is an error. */
+#define ROCAST_MAX_BODY_LEN 1034
+
+/* Message types (8 is reserved and refused). */
+#define ROCAST_MSG_PARAMS 1   /* leader -> member */
+#define ROCAST_MSG_JOIN 2     /* member -> leader */
+#define ROCAST_MSG_CONFIRM 3  /* member -> leader */
+#define ROCAST_MSG_DONE 4     /* leader -> member, WRITE groups */
+#define ROCAST_MSG_RESULT 5   /* member -> leader */
+#define ROCAST_MSG_OVERLAY 6  /* leader -> member */
+#define ROCAST_MSG_READY 7    /* member -> leader, empty */
+#define ROCAST_MSG_ANNOUNCE 9 /* leader -> member */
+#define ROCAST_MSG_CLOSE 10   /* leader -> member */
+
+/* Body lengths and field offsets. */
+#define ROCAST_PARAMS_LEN 14
+#define ROCAST_PARAMS_VERSION 0
+#define ROCAST_PARAMS_OP 1
+#define ROCAST_PARAMS_CAPACITY 2
+#define ROCAST_PARAMS_MESSAGE_BYTES 10
+
+#define ROCAST_JOIN_LEN 21
+#define ROCAST_JOIN_VERSION 0
+#define ROCAST_JOIN_IP 1
+#define ROCAST_JOIN_QPN 5
+#define ROCAST_JOIN_VA 9
+#define ROCAST_JOIN_RKEY 17
+
+#define ROCAST_CONFIRM_LEN 12
+#define ROCAST_CONFIRM_MCST_ID 0
+#define ROCAST_CONFIRM_IP 4
+#define ROCAST_CONFIRM_QPN 8
+
+#define ROCAST_DONE_LEN 4
+#define ROCAST_DONE_SEQ 0
+
+#define ROCAST_RESULT_LEN 13
+#define ROCAST_RESULT_OK 0
+#define ROCAST_RESULT_CRC32 1
+#define ROCAST_RESULT_HELD_NS 5
+
+#define ROCAST_READY_LEN 0
+
+#define ROCAST_ANNOUNCE_LEN 16
+#define ROCAST_ANNOUNCE_SEQ 0
+#define ROCAST_ANNOUNCE_BYTES 4
+#define ROCAST_ANNOUNCE_CRC32 12
+
+#define ROCAST_CLOSE_LEN 1
+#define ROCAST_CLOSE_OK 0
+
+/* The longest body a frame of type `ty` may carry; -1 for an unknown type. */
+static inline int rocast_max_body_len(uint8_t ty) {
+    switch (ty) {
+    case ROCAST_MSG_PARAMS: return ROCAST_PARAMS_LEN;
+    case ROCAST_MSG_JOIN: return ROCAST_JOIN_LEN;
+    case ROCAST_MSG_CONFIRM: return ROCAST_CONFIRM_LEN;
+    case ROCAST_MSG_DONE: return ROCAST_DONE_LEN;
+    case ROCAST_MSG_RESULT: return ROCAST_RESULT_LEN;
+    case ROCAST_MSG_OVERLAY: return ROCAST_MAX_BODY_LEN;
+    case ROCAST_MSG_READY: return ROCAST_READY_LEN;
+    case ROCAST_MSG_ANNOUNCE: return ROCAST_ANNOUNCE_LEN;
+    case ROCAST_MSG_CLOSE: return ROCAST_CLOSE_LEN;
+    default: return -1;
+    }
+}
+
+/* Emitters: write the body into b (at least the message's _LEN bytes); return its length. */
+static inline uint16_t rocast_emit_params(uint8_t *b, int write, uint64_t capacity, uint32_t message_bytes) {
+    b[ROCAST_PARAMS_VERSION] = ROCAST_GROUP_CONTROL_VERSION;
+    b[ROCAST_PARAMS_OP] = write ? 1 : 0;
+    put64(b + ROCAST_PARAMS_CAPACITY, capacity);
+    put32(b + ROCAST_PARAMS_MESSAGE_BYTES, message_bytes);
+    return ROCAST_PARAMS_LEN;
+}
+/* ip: 4 bytes in network order; qpn: 24 bits. */
+static inline uint16_t rocast_emit_join(uint8_t *b, const uint8_t *ip, uint32_t qpn, uint64_t va, uint32_t rkey) {
+    b[ROCAST_JOIN_VERSION] = ROCAST_GROUP_CONTROL_VERSION;
+    memcpy(b + ROCAST_JOIN_IP, ip, 4);
+    put32(b + ROCAST_JOIN_QPN, qpn & 0xffffff);
+    put64(b + ROCAST_JOIN_VA, va);
+    put32(b + ROCAST_JOIN_RKEY, rkey);
+    return ROCAST_JOIN_LEN;
+}
+static inline uint16_t rocast_emit_confirm(uint8_t *b, const uint8_t *mcst_id, const uint8_t *ip, uint32_t qpn) {
+    memcpy(b + ROCAST_CONFIRM_MCST_ID, mcst_id, 4);
+    memcpy(b + ROCAST_CONFIRM_IP, ip, 4);
+    put32(b + ROCAST_CONFIRM_QPN, qpn & 0xffffff);
+    return ROCAST_CONFIRM_LEN;
+}
+static inline uint16_t rocast_emit_done(uint8_t *b, uint32_t seq) {
+    put32(b + ROCAST_DONE_SEQ, seq);
+    return ROCAST_DONE_LEN;
+}
+static inline uint16_t rocast_emit_result(uint8_t *b, int ok, uint32_t crc32, uint64_t held_ns) {
+    b[ROCAST_RESULT_OK] = ok ? 1 : 0;
+    put32(b + ROCAST_RESULT_CRC32, crc32);
+    put64(b + ROCAST_RESULT_HELD_NS, held_ns);
+    return ROCAST_RESULT_LEN;
+}
+static inline uint16_t rocast_emit_announce(uint8_t *b, uint32_t seq, uint64_t bytes, uint32_t crc32) {
+    put32(b + ROCAST_ANNOUNCE_SEQ, seq);
+    put64(b + ROCAST_ANNOUNCE_BYTES, bytes);
+    put32(b + ROCAST_ANNOUNCE_CRC32, crc32);
+    return ROCAST_ANNOUNCE_LEN;
+}
+static inline uint16_t rocast_emit_close(uint8_t *b, int ok) {
+    b[ROCAST_CLOSE_OK] = ok ? 1 : 0;
+    return ROCAST_CLOSE_LEN;
+}
+
+/* Parsers: 0 when the body is a well-formed message, -1 when it is not (wrong length,
+ * a flag other than 0/1, a QPN over 24 bits), -2 for a handshake message of another
+ * protocol version (checked first: another version may have another length). */
+#define ROCAST_PARSE_MALFORMED (-1)
+#define ROCAST_PARSE_VERSION (-2)
+static inline int rocast_flag(uint8_t v, int *out) {
+    if (v > 1) return ROCAST_PARSE_MALFORMED;
+    *out = v;
+    return 0;
+}
+static inline int rocast_parse_params(const uint8_t *b, uint16_t len, int *write, uint64_t *capacity, uint32_t *message_bytes) {
+    if (len < 1) return ROCAST_PARSE_MALFORMED;
+    if (b[ROCAST_PARAMS_VERSION] != ROCAST_GROUP_CONTROL_VERSION) return ROCAST_PARSE_VERSION;
+    if (len != ROCAST_PARAMS_LEN || rocast_flag(b[ROCAST_PARAMS_OP], write)) return ROCAST_PARSE_MALFORMED;
+    *capacity = be64(b + ROCAST_PARAMS_CAPACITY);
+    *message_bytes = be32(b + ROCAST_PARAMS_MESSAGE_BYTES);
+    return 0;
+}
+/* ip: receives 4 bytes in network order. */
+static inline int rocast_parse_join(const uint8_t *b, uint16_t len, uint8_t *ip, uint32_t *qpn, uint64_t *va, uint32_t *rkey) {
+    if (len < 1) return ROCAST_PARSE_MALFORMED;
+    if (b[ROCAST_JOIN_VERSION] != ROCAST_GROUP_CONTROL_VERSION) return ROCAST_PARSE_VERSION;
+    if (len != ROCAST_JOIN_LEN || be32(b + ROCAST_JOIN_QPN) > 0xffffff) return ROCAST_PARSE_MALFORMED;
+    memcpy(ip, b + ROCAST_JOIN_IP, 4);
+    *qpn = be32(b + ROCAST_JOIN_QPN);
+    *va = be64(b + ROCAST_JOIN_VA);
+    *rkey = be32(b + ROCAST_JOIN_RKEY);
+    return 0;
+}
+static inline int rocast_parse_confirm(const uint8_t *b, uint16_t len, uint8_t *mcst_id, uint8_t *ip, uint32_t *qpn) {
+    if (len != ROCAST_CONFIRM_LEN || be32(b + ROCAST_CONFIRM_QPN) > 0xffffff) return ROCAST_PARSE_MALFORMED;
+    memcpy(mcst_id, b + ROCAST_CONFIRM_MCST_ID, 4);
+    memcpy(ip, b + ROCAST_CONFIRM_IP, 4);
+    *qpn = be32(b + ROCAST_CONFIRM_QPN);
+    return 0;
+}
+static inline int rocast_parse_done(const uint8_t *b, uint16_t len, uint32_t *seq) {
+    if (len != ROCAST_DONE_LEN) return ROCAST_PARSE_MALFORMED;
+    *seq = be32(b + ROCAST_DONE_SEQ);
+    return 0;
+}
+static inline int rocast_parse_result(const uint8_t *b, uint16_t len, int *ok, uint32_t *crc32, uint64_t *held_ns) {
+    if (len != ROCAST_RESULT_LEN || rocast_flag(b[ROCAST_RESULT_OK], ok)) return ROCAST_PARSE_MALFORMED;
+    *crc32 = be32(b + ROCAST_RESULT_CRC32);
+    *held_ns = be64(b + ROCAST_RESULT_HELD_NS);
+    return 0;
+}
+static inline int rocast_parse_announce(const uint8_t *b, uint16_t len, uint32_t *seq, uint64_t *bytes, uint32_t *crc32) {
+    if (len != ROCAST_ANNOUNCE_LEN) return ROCAST_PARSE_MALFORMED;
+    *seq = be32(b + ROCAST_ANNOUNCE_SEQ);
+    *bytes = be64(b + ROCAST_ANNOUNCE_BYTES);
+    *crc32 = be32(b + ROCAST_ANNOUNCE_CRC32);
+    return 0;
+}
+static inline int rocast_parse_close(const uint8_t *b, uint16_t len, int *ok) {
+    if (len != ROCAST_CLOSE_LEN) return ROCAST_PARSE_MALFORMED;
+    return rocast_flag(b[ROCAST_CLOSE_OK], ok);
+}
+
+/* The frame header of a body of `len` bytes into h[0..ROCAST_FRAME_HEADER_LEN]. */
+static inline void rocast_frame_header(uint8_t *h, uint8_t ty, uint16_t len) {
+    h[0] = ty;
+    h[1] = (uint8_t)(len >> 8);
+    h[2] = (uint8_t)len;
+}
+
 /* CLOCK_MONOTONIC in ns (a member reports when it held a buffer on it). */
 static inline uint64_t mono_ns(void) {
     struct timespec t;
@@ -28,30 +222,36 @@ static inline uint64_t mono_ns(void) {
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-/* A framed control connection. */
+/* A framed control connection. Frames are at most ROCAST_FRAME_HEADER_LEN +
+ * ROCAST_MAX_BODY_LEN bytes, so a whole one always fits `in`. */
 struct ctl { int fd; uint8_t in[1 << 16]; size_t have; };
 
 static inline int ctl_send(struct ctl *c, uint8_t ty, const uint8_t *body, uint16_t len) {
-    uint8_t h[3] = {ty, (uint8_t)(len >> 8), (uint8_t)len};
-    if (send(c->fd, h, 3, MSG_NOSIGNAL) != 3) return -1;
+    uint8_t h[ROCAST_FRAME_HEADER_LEN];
+    rocast_frame_header(h, ty, len);
+    if (send(c->fd, h, sizeof(h), MSG_NOSIGNAL) != (ssize_t)sizeof(h)) return -1;
     if (len && send(c->fd, body, len, MSG_NOSIGNAL) != len) return -1;
     return 0;
 }
 
-/* 1 and the frame when one is complete, 0 if not yet, -1 when the peer is gone. */
+/* 1 and the frame when one is complete, 0 if not yet, -1 when the peer is gone or
+ * sent a frame of an unknown type or a body longer than its type carries (the stream
+ * has lost its framing then). `body` must hold ROCAST_MAX_BODY_LEN bytes. */
 static inline int ctl_recv(struct ctl *c, uint8_t *ty, uint8_t *body, uint16_t *len) {
     ssize_t n = recv(c->fd, c->in + c->have, sizeof(c->in) - c->have, MSG_DONTWAIT);
     if (n == 0 && c->have == 0) return -1;
     if (n > 0) c->have += (size_t)n;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
-    if (c->have < 3) return 0;
+    if (c->have < ROCAST_FRAME_HEADER_LEN) return 0;
     uint16_t l = (uint16_t)(c->in[1] << 8 | c->in[2]);
-    if (c->have < 3u + l) return 0;
+    int max = rocast_max_body_len(c->in[0]);
+    if (max < 0 || l > max) return -1;
+    if (c->have < ROCAST_FRAME_HEADER_LEN + (size_t)l) return 0;
     *ty = c->in[0];
     *len = l;
-    memcpy(body, c->in + 3, l);
-    memmove(c->in, c->in + 3 + l, c->have - 3 - l);
-    c->have -= 3u + l;
+    memcpy(body, c->in + ROCAST_FRAME_HEADER_LEN, l);
+    memmove(c->in, c->in + ROCAST_FRAME_HEADER_LEN + l, c->have - ROCAST_FRAME_HEADER_LEN - l);
+    c->have -= ROCAST_FRAME_HEADER_LEN + (size_t)l;
     return 1;
 }
 

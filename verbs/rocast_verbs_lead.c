@@ -88,11 +88,8 @@ int main(int argc, char **argv) {
 
     /* 1. Member discovery. */
     static struct member m[MAX_MEMBERS];
-    uint8_t params[13], ty, body[1 << 16];
-    uint16_t len;
-    params[0] = (uint8_t)write;
-    put64(params + 1, (uint64_t)size);
-    put32(params + 9, (uint32_t)message);
+    uint8_t params[ROCAST_PARAMS_LEN], ty, body[1 << 16];
+    uint16_t len, params_len = rocast_emit_params(params, write, (uint64_t)size, (uint32_t)message);
     const uint64_t timeout_ns = (uint64_t)timeout_s * 1000000000ull;
     uint64_t deadline = mono_ns() + timeout_ns;
     int joined = 0, accepted = 0;
@@ -101,14 +98,17 @@ int main(int argc, char **argv) {
         struct pollfd p = {.fd = ls, .events = POLLIN};
         if (accepted < members && poll(&p, 1, 5) > 0) {
             m[accepted].c.fd = accept(ls, NULL, NULL);
-            if (m[accepted].c.fd >= 0 && ctl_send(&m[accepted].c, 1, params, 13) == 0) accepted++;
+            if (m[accepted].c.fd >= 0 && ctl_send(&m[accepted].c, ROCAST_MSG_PARAMS, params, params_len) == 0) accepted++;
         }
         for (int i = 0; i < accepted; i++) {
-            if (!m[i].joined && ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == 2 && len == 20) {
-                memcpy(m[i].ip, body, 4);
-                m[i].qpn = be32(body + 4);
-                m[i].va = be64(body + 8);
-                m[i].rkey = be32(body + 16);
+            if (!m[i].joined && ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == ROCAST_MSG_JOIN) {
+                int r = rocast_parse_join(body, len, m[i].ip, &m[i].qpn, &m[i].va, &m[i].rkey);
+                if (r == ROCAST_PARSE_VERSION) {
+                    fprintf(stderr, "a member speaks control protocol version %u, this leader %d\n", body[0],
+                            ROCAST_GROUP_CONTROL_VERSION);
+                    return 1;
+                }
+                if (r) { fprintf(stderr, "a member sent a malformed Join\n"); return 1; }
                 m[i].joined = 1;
                 joined++;
             }
@@ -149,8 +149,11 @@ int main(int argc, char **argv) {
                 return 1;
             }
             for (long i = 0; i < members; i++) {
-                if (!m[i].confirmed && ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == 3 && len == 12 &&
-                    !memcmp(body, &mcst.s_addr, 4) && !memcmp(body + 4, m[i].ip, 4)) {
+                uint8_t c_mcst[4], c_ip[4];
+                uint32_t c_qpn;
+                if (!m[i].confirmed && ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == ROCAST_MSG_CONFIRM &&
+                    rocast_parse_confirm(body, len, c_mcst, c_ip, &c_qpn) == 0 &&
+                    !memcmp(c_mcst, &mcst.s_addr, 4) && !memcmp(c_ip, m[i].ip, 4)) {
                     m[i].confirmed = 1;
                     confirmed++;
                 }
@@ -167,16 +170,14 @@ int main(int argc, char **argv) {
     int all_ok = 1;
     long n_msgs = (size + message - 1) / message;
     for (long k = 1; k <= repeat && all_ok; k++) {
-        uint8_t ann[16];
-        put32(ann, (uint32_t)k);
-        put64(ann + 4, (uint64_t)size);
-        put32(ann + 12, crc);
+        uint8_t ann[ROCAST_ANNOUNCE_LEN];
+        uint16_t ann_len = rocast_emit_announce(ann, (uint32_t)k, (uint64_t)size, crc);
         int ready = 0;
-        for (long i = 0; i < members; i++) ctl_send(&m[i].c, 9, ann, 16);
+        for (long i = 0; i < members; i++) ctl_send(&m[i].c, ROCAST_MSG_ANNOUNCE, ann, ann_len);
         deadline = mono_ns() + timeout_ns;
         while (ready < members) {
             for (long i = 0; i < members; i++)
-                if (ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == 7) ready++;
+                if (ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == ROCAST_MSG_READY) ready++;
             if (mono_ns() > deadline) { fprintf(stderr, "members not ready\n"); return 1; }
             usleep(100);
         }
@@ -200,17 +201,22 @@ int main(int argc, char **argv) {
         }
         double ms = (double)(mono_ns() - t0) / 1e6;
         if (write) {
-            uint8_t d[4];
-            put32(d, (uint32_t)k);
-            for (long i = 0; i < members; i++) ctl_send(&m[i].c, 4, d, 4);
+            uint8_t d[ROCAST_DONE_LEN];
+            uint16_t d_len = rocast_emit_done(d, (uint32_t)k);
+            for (long i = 0; i < members; i++) ctl_send(&m[i].c, ROCAST_MSG_DONE, d, d_len);
         }
         int verdicts = 0, good = 0;
         deadline = mono_ns() + timeout_ns;
         while (verdicts < members) {
             for (long i = 0; i < members; i++) {
-                if (ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == 5 && len == 13) {
+                int ok;
+                uint32_t their_crc;
+                uint64_t held_ns;
+                if (ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == ROCAST_MSG_RESULT) {
+                    /* A malformed Result counts as a failed member. */
+                    int r = rocast_parse_result(body, len, &ok, &their_crc, &held_ns);
                     verdicts++;
-                    good += body[0] == 1 && be32(body + 1) == crc;
+                    good += r == 0 && ok && their_crc == crc;
                 }
             }
             if (mono_ns() > deadline) break;
@@ -223,8 +229,9 @@ int main(int argc, char **argv) {
     }
 
     /* 4. Close, and free the switch's tables. */
-    uint8_t okb = (uint8_t)all_ok, rel[8];
-    for (long i = 0; i < members; i++) ctl_send(&m[i].c, 10, &okb, 1);
+    uint8_t closing[ROCAST_CLOSE_LEN], rel[8];
+    uint16_t closing_len = rocast_emit_close(closing, all_ok);
+    for (long i = 0; i < members; i++) ctl_send(&m[i].c, ROCAST_MSG_CLOSE, closing, closing_len);
     memcpy(rel, &mcst.s_addr, 4);
     rel[4] = 0; rel[5] = 1; rel[6] = 0; rel[7] = 2;
     sendto(mrp, rel, 8, 0, (struct sockaddr *)&to, sizeof(to));

@@ -82,10 +82,17 @@ int main(int argc, char **argv) {
     uint16_t len;
     int r;
     while ((r = ctl_recv(&c, &ty, body, &len)) == 0) usleep(1000);
-    if (r < 0 || ty != 1 || len != 13) { fprintf(stderr, "bad Params\n"); return 1; }
-    int write = body[0] == 1;
-    uint64_t capacity = be64(body + 1);
-    uint32_t msg = be32(body + 9);
+    int write;
+    uint64_t capacity;
+    uint32_t msg;
+    if (r < 0 || ty != ROCAST_MSG_PARAMS) { fprintf(stderr, "no Params from the leader\n"); return 1; }
+    r = rocast_parse_params(body, len, &write, &capacity, &msg);
+    if (r == ROCAST_PARSE_VERSION) {
+        fprintf(stderr, "the leader speaks control protocol version %u, this member %d\n", body[0],
+                ROCAST_GROUP_CONTROL_VERSION);
+        return 1;
+    }
+    if (r) { fprintf(stderr, "bad Params\n"); return 1; }
     if (!msg || !capacity || capacity > (1ull << 31)) { fprintf(stderr, "sizes out of range\n"); return 1; }
 
     struct rv_group_qp g;
@@ -93,12 +100,9 @@ int main(int argc, char **argv) {
     if (e) { fprintf(stderr, "rv_open: %s\n", strerror(-e)); return 1; }
     e = rv_connect_group(&g, mcst, imtu);
     if (e) { fprintf(stderr, "rv_connect_group: %s\n", strerror(-e)); return 1; }
-    uint8_t join[20];
-    memcpy(join, &me.s_addr, 4);
-    put32(join + 4, rv_qpn(&g));
-    put64(join + 8, rv_va(&g));
-    put32(join + 16, rv_rkey(&g));
-    if (ctl_send(&c, 2, join, 20)) { fprintf(stderr, "send Join\n"); return 1; }
+    uint8_t join[ROCAST_JOIN_LEN];
+    uint16_t join_len = rocast_emit_join(join, (const uint8_t *)&me.s_addr, rv_qpn(&g), rv_va(&g), rv_rkey(&g));
+    if (ctl_send(&c, ROCAST_MSG_JOIN, join, join_len)) { fprintf(stderr, "send Join\n"); return 1; }
     printf("joined %s as QPN %#x (VA %#llx, RKey %#x)\n", group_ip, rv_qpn(&g),
            (unsigned long long)rv_va(&g), rv_rkey(&g));
     fflush(stdout);
@@ -120,11 +124,9 @@ int main(int argc, char **argv) {
             for (size_t i = 0; i < count; i++) {
                 const uint8_t *r0 = m + 8 + i * (size_t)rec;
                 if (memcmp(r0, &me.s_addr, 4) == 0) {
-                    uint8_t conf[12];
-                    memcpy(conf, m, 4);
-                    memcpy(conf + 4, r0, 4);
-                    memcpy(conf + 8, r0 + 4, 4);
-                    ctl_send(&c, 3, conf, 12);
+                    uint8_t conf[ROCAST_CONFIRM_LEN];
+                    uint16_t conf_len = rocast_emit_confirm(conf, m, r0, be32(r0 + 4));
+                    ctl_send(&c, ROCAST_MSG_CONFIRM, conf, conf_len);
                 }
             }
         }
@@ -147,10 +149,9 @@ int main(int argc, char **argv) {
         if (r < 0) { fprintf(stderr, "the leader closed the connection\n"); return 1; }
         if (r > 0) {
             last = mono_ns();
-            if (ty == 9 && len == 16) {
-                seq = be32(body);
-                bytes = be64(body + 4);
-                want_crc = be32(body + 12);
+            uint32_t done_seq;
+            int closed_ok;
+            if (ty == ROCAST_MSG_ANNOUNCE && rocast_parse_announce(body, len, &seq, &bytes, &want_crc) == 0) {
                 if (!bytes || bytes > capacity) { fprintf(stderr, "buffer over capacity\n"); return 1; }
                 parts = (uint32_t)((bytes + msg - 1) / msg);
                 parts_done = 0;
@@ -163,16 +164,17 @@ int main(int argc, char **argv) {
                         if (e) { fprintf(stderr, "post_recv: %s\n", strerror(-e)); return 1; }
                     }
                 }
-                ctl_send(&c, 7, NULL, 0);
-            } else if (ty == 4 && len == 4 && write && active && be32(body) == seq) {
+                ctl_send(&c, ROCAST_MSG_READY, NULL, 0);
+            } else if (ty == ROCAST_MSG_DONE && rocast_parse_done(body, len, &done_seq) == 0 && write && active &&
+                       done_seq == seq) {
                 held_ns = mono_ns();
                 done = 1;
-            } else if (ty == 10) {
-                int ok = len >= 1 && body[0] == 1;
+            } else if (ty == ROCAST_MSG_CLOSE) {
+                int ok = rocast_parse_close(body, len, &closed_ok) == 0 && closed_ok;
                 printf("group closed by the leader: %s\n", ok ? "ok" : "FAILED");
                 rv_close(&g);
                 return all_ok && ok && received ? 0 : 1;
-            } else if (ty == 6) {
+            } else if (ty == ROCAST_MSG_OVERLAY) {
                 fprintf(stderr, "the leader chose an overlay broadcast; rocast-verbs-member only joins switch groups\n");
                 return 1;
             }
@@ -180,11 +182,9 @@ int main(int argc, char **argv) {
         if (active && done) {
             uint32_t crc = rv_crc32(g.buf, (size_t)bytes);
             int ok = crc == want_crc;
-            uint8_t res[13];
-            res[0] = (uint8_t)ok;
-            put32(res + 1, crc);
-            put64(res + 5, held_ns);
-            ctl_send(&c, 5, res, 13);
+            uint8_t res[ROCAST_RESULT_LEN];
+            uint16_t res_len = rocast_emit_result(res, ok, crc, held_ns);
+            ctl_send(&c, ROCAST_MSG_RESULT, res, res_len);
             printf("received %llu bytes (crc32 %08x): %s\n", (unsigned long long)bytes, crc,
                    ok ? "ok" : "FAILED");
             fflush(stdout);

@@ -7,19 +7,26 @@
 //! §III-C), the switch runs [`rocast_core::fabric::FrameSwitch`]. This module only
 //! carries their messages:
 //!
-//! - **Control channel** (TCP, the leader's `control_port`): member discovery and the
-//!   close. Frames are `type (1) | length (2, big-endian) | body`:
-//!   1. leader → member `Params`: op (0 SEND, 1 WRITE), total bytes (8), message bytes
-//!      (4) — sent as soon as a member connects, so it can post its buffers;
-//!   2. member → leader `Join`: IP (4), QPN (4), VA (8), RKey (4);
-//!   3. member → leader `Confirm`: a [`Confirmation`] (12);
-//!   4. leader → member `Done`: ok (1), bytes (8), CRC-32 of the data (4);
-//!   5. member → leader `Result`: ok (1), CRC-32 of what it holds (4), when it held
-//!      all of it (8, CLOCK_MONOTONIC ns: one clock for every process on a machine);
-//!   6. leader → member `Overlay`: the scheme, block size, pacing and roster, when the
-//!      group goes through an overlay broadcast (forced, or the switch refused it);
-//!   7. member → leader `Ready` (its overlay connections are up); 8. leader → member
-//!      `Go`.
+//! - **Control channel** (TCP, the leader's `control_port`): member discovery, each
+//!   buffer's announcement and verdicts, the switch to an overlay, and the close. The
+//!   messages and their framing are [`rocast_core::wire::group_control`] (its module
+//!   docs have the byte layouts); in order of a group's life:
+//!   - leader → member `Params` as soon as a member connects (so it can open its QP
+//!     and size its buffers), member → leader `Join` (its IP, QPN, VA, RKey); both
+//!     carry the protocol version, and a peer of another version is refused;
+//!   - member → leader `Confirm` for each MRP record that lists it;
+//!   - leader → member `Overlay` when the group goes through an overlay broadcast
+//!     (forced, or the switch refused it), answered by `Ready` once the member's
+//!     overlay connections are up;
+//!   - per buffer: leader → member `Announce` (sequence, bytes, CRC-32), member →
+//!     leader `Ready` (receives posted), the data, leader → member `Done` for WRITE
+//!     (WRITEs complete nothing at a member), member → leader `Result` (ok, its
+//!     CRC-32, when it held everything on CLOCK_MONOTONIC: one clock for every
+//!     process on a machine);
+//!   - leader → member `Close` (ok or not).
+//!
+//!   A malformed frame, an unknown type or a version mismatch ends that connection
+//!   with a protocol error naming the peer.
 //! - **MRP** (UDP [`MRP_UDP_PORT`]): the leader sends the registration to the McstID;
 //!   the switch delivers each member's record to the member's own address; a refusing
 //!   switch answers with a [`SwitchReport`].
@@ -31,30 +38,37 @@
 //! connection a few hundred bytes.
 //!
 //! If the switch refuses the group (or never answers), registration fails and the
-//! transfer fails with that reason; falling back to an overlay (the binomial pipeline
-//! over the same host runtime) is the next step and not built yet.
+//! group falls back to the leader's `fallback` overlay (RDMC's binomial pipeline by
+//! default) over the same host runtime: the leader frees the switch's state, sends
+//! every member `Overlay`, and the buffers travel over per-peer RC connections;
+//! [`LeaderReport::path`] says which way the data went and why.
 
 use crate::endpoint::{Clock, Endpoint};
 use crate::qp_set::QpSet;
 use crate::udp::{TransportConfig, UdpTransport};
 use rocast_core::control::registration::{
-    Confirmation, GroupSpec, MemberAgent, RegistrationConfig, RegistrationController,
-    RegistrationEvent, SwitchReport, CONFIRMATION_LEN,
+    GroupSpec, MemberAgent, RegistrationConfig, RegistrationController, RegistrationEvent,
+    SwitchReport,
 };
 use rocast_core::fabric::cepheus::{GroupAddressSpace, VIRTUAL_QPN};
 use rocast_core::overlay::{BroadcastDriver, DriverAction, DriverConfig, Scheme};
 use rocast_core::rnic::{Event, Payload, QpConfig, RcQueuePair, SendOp, SendRequest};
 use rocast_core::rnic::{FixedRate, RateController, Unlimited};
 use rocast_core::time::Duration as CoreDuration;
+use rocast_core::wire::group_control::{
+    Announce, BufferResult, Close, Done, Join, Message, Overlay, Params, StreamDecoder,
+    GROUP_CONTROL_PORT, GROUP_CONTROL_VERSION,
+};
 use rocast_core::wire::mrp::{MrpMember, MrpRelease, MrpRepr, MRP_UDP_PORT};
-use rocast_core::wire::{Ipv4Address, ROCEV2_UDP_PORT};
+use rocast_core::wire::{Error as WireError, Ipv4Address, ROCEV2_UDP_PORT};
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
 
-/// The control channel's default TCP port (after RoCE's 4791 and MRP's 4792).
-pub const CONTROL_PORT: u16 = 4793;
+/// The control channel's default TCP port.
+pub const CONTROL_PORT: u16 = GROUP_CONTROL_PORT;
 /// The WRITE region's VA at every member (any value works; the switch rewrites RETHs).
 const MEMBER_VA: u64 = 0x1000_0000;
 const MEMBER_RKEY: u32 = 0x5a5a;
@@ -174,12 +188,18 @@ fn v4(a: Ipv4Addr) -> Ipv4Address {
 
 use rocast_core::payload::crc32;
 
-/// A framed, non-blocking control connection.
+/// A non-blocking control connection carrying [`Message`]s.
 struct Control {
     s: TcpStream,
-    inbuf: Vec<u8>,
+    decoder: StreamDecoder,
+    /// Messages decoded from the last read and not handed out yet (at most one read's
+    /// worth: reading stops once a message is complete).
+    pending: VecDeque<Message>,
     peer: Ipv4Addr,
 }
+
+/// Bytes taken from the socket per read.
+const CONTROL_READ_LEN: usize = 512;
 
 impl Control {
     fn new(s: TcpStream) -> io::Result<Self> {
@@ -191,51 +211,64 @@ impl Control {
         };
         Ok(Control {
             s,
-            inbuf: Vec::new(),
+            decoder: StreamDecoder::new(),
+            pending: VecDeque::new(),
             peer,
         })
     }
-    fn send(&mut self, ty: u8, body: &[u8]) -> io::Result<()> {
-        let mut f = vec![ty];
-        f.extend_from_slice(&(body.len() as u16).to_be_bytes());
-        f.extend_from_slice(body);
+
+    fn send(&mut self, m: &Message) -> Result<(), McastError> {
+        let what = m.message_type().name();
+        let f = m
+            .to_frame()
+            .map_err(|e| McastError::Protocol(format!("cannot send {what}: {e}")))?;
         // Small frames on a fresh socket: a blocking write is fine and simpler.
-        self.s.set_nonblocking(false)?;
-        let r = self.s.write_all(&f);
-        self.s.set_nonblocking(true)?;
-        r
+        let r = self.s.set_nonblocking(false).and_then(|()| {
+            let r = self.s.write_all(&f);
+            self.s.set_nonblocking(true)?;
+            r
+        });
+        r.map_err(io(format!("send {what} to {}", self.peer)))
     }
-    /// The next whole frame, if one has arrived. Err on EOF or a broken stream.
-    fn recv(&mut self) -> io::Result<Option<(u8, Vec<u8>)>> {
-        let mut tmp = [0u8; 512];
-        loop {
+
+    /// The next whole message, if one has arrived. Err on EOF, a broken stream, or a
+    /// frame that does not decode (the stream has lost its framing then).
+    fn recv(&mut self) -> Result<Option<Message>, McastError> {
+        let mut tmp = [0u8; CONTROL_READ_LEN];
+        while self.pending.is_empty() {
             match self.s.read(&mut tmp) {
-                Ok(0) => {
-                    if self.inbuf.is_empty() {
-                        return Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            "peer closed the control connection",
-                        ));
-                    }
-                    break;
+                Ok(0) if self.decoder.buffered() == 0 => {
+                    return Err(McastError::Io(format!(
+                        "control: {} closed the connection",
+                        self.peer
+                    )))
                 }
-                Ok(n) => self.inbuf.extend_from_slice(&tmp[..n]),
+                Ok(0) => {
+                    return Err(McastError::Protocol(format!(
+                        "control: {} closed the connection in the middle of a frame",
+                        self.peer
+                    )))
+                }
+                Ok(n) => {
+                    let msgs = self.decoder.feed_all(&tmp[..n]).map_err(|e| {
+                        let hint = if e == WireError::Unsupported("group control version") {
+                            format!(" (this host speaks version {GROUP_CONTROL_VERSION})")
+                        } else {
+                            String::new()
+                        };
+                        McastError::Protocol(format!(
+                            "control message from {}: {e}{hint}",
+                            self.peer
+                        ))
+                    })?;
+                    self.pending.extend(msgs);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+                Err(e) => return Err(io(format!("control from {}", self.peer))(e)),
             }
         }
-        if self.inbuf.len() < 3 {
-            return Ok(None);
-        }
-        let len = u16::from_be_bytes([self.inbuf[1], self.inbuf[2]]) as usize;
-        if self.inbuf.len() < 3 + len {
-            return Ok(None);
-        }
-        let ty = self.inbuf[0];
-        let body = self.inbuf[3..3 + len].to_vec();
-        self.inbuf.drain(..3 + len);
-        Ok(Some((ty, body)))
+        Ok(self.pending.pop_front())
     }
 }
 
@@ -279,14 +312,6 @@ struct Verdict {
     done_ns: u64,
 }
 
-/// Control message 5, `Result`: ok (1), CRC-32 (4), completion time (8, CLOCK_MONOTONIC ns).
-fn result_message(ok: bool, crc: u32, done_ns: u64) -> Vec<u8> {
-    let mut m = vec![ok as u8];
-    m.extend_from_slice(&crc.to_be_bytes());
-    m.extend_from_slice(&done_ns.to_be_bytes());
-    m
-}
-
 /// Collects every member's `Result` until all answered or `timeout` passes, calling
 /// `keep_alive` between polls (the leader's QPs still answer retransmissions).
 fn collect_verdicts(
@@ -304,11 +329,10 @@ fn collect_verdicts(
                 continue;
             }
             match c.recv() {
-                Ok(Some((5, b))) if b.len() == 13 => {
-                    let theirs = u32::from_be_bytes([b[1], b[2], b[3], b[4]]);
+                Ok(Some(Message::Result(r))) => {
                     *v = Some(Verdict {
-                        ok: b[0] == 1 && theirs == crc,
-                        done_ns: u64::from_be_bytes(b[5..13].try_into().expect("8 bytes")),
+                        ok: r.ok && r.crc32 == crc,
+                        done_ns: r.held_ns,
                     });
                 }
                 Ok(_) => {}
@@ -401,14 +425,6 @@ pub struct Leader {
     released: bool,
 }
 
-/// Control message 9, `Send`: sequence (4), bytes (8), CRC-32 (4) of the next buffer.
-fn send_message(seq: u32, bytes: u64, crc: u32) -> Vec<u8> {
-    let mut m = seq.to_be_bytes().to_vec();
-    m.extend_from_slice(&bytes.to_be_bytes());
-    m.extend_from_slice(&crc.to_be_bytes());
-    m
-}
-
 impl Leader {
     /// Waits for `members` to join, registers the group with the switch (MRP), and
     /// falls back to `cfg.fallback` when the switch refuses (or uses `cfg.overlay`).
@@ -424,9 +440,12 @@ impl Leader {
         let mrp = mrp_socket(cfg.local)?;
         let clock = Clock::new();
         let ep = endpoint(cfg.local, 0x11, cfg.mcst_id, cfg.mtu, cfg.rate_bps)?;
-        let mut params = vec![(cfg.op == McastOp::Write) as u8];
-        params.extend_from_slice(&(cfg.capacity as u64).to_be_bytes());
-        params.extend_from_slice(&(cfg.message_bytes as u32).to_be_bytes());
+        let params = Message::Params(Params {
+            write: cfg.op == McastOp::Write,
+            capacity: cfg.capacity as u64,
+            message_bytes: u32::try_from(cfg.message_bytes)
+                .map_err(|_| McastError::Protocol("messages are at most 4 GiB - 1 bytes".into()))?,
+        });
 
         // 1. Member discovery.
         let mut conns: Vec<Control> = Vec::new();
@@ -443,7 +462,7 @@ impl Leader {
             match listener.accept() {
                 Ok((s, _)) => {
                     let mut c = Control::new(s).map_err(io("control"))?;
-                    c.send(1, &params).map_err(io("send params"))?;
+                    c.send(&params)?;
                     conns.push(c);
                     joins.push(None);
                 }
@@ -451,16 +470,11 @@ impl Leader {
                 Err(e) => return Err(io("accept")(e)),
             }
             for (c, j) in conns.iter_mut().zip(joins.iter_mut()) {
-                if let Some((2, b)) = c.recv().map_err(io("control"))? {
-                    if b.len() != 20 {
-                        return Err(McastError::Protocol("bad Join".into()));
-                    }
-                    let w = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-                    let va = u64::from_be_bytes(b[8..16].try_into().expect("8 bytes"));
+                if let Some(Message::Join(join)) = c.recv()? {
                     *j = Some(MrpMember {
-                        ip: Ipv4Address::from_u32(w(0)),
-                        qpn: w(4),
-                        region: (cfg.op == McastOp::Write).then_some((va, w(16))),
+                        ip: join.ip,
+                        qpn: join.qpn,
+                        region: (cfg.op == McastOp::Write).then_some((join.va, join.rkey)),
                     });
                 }
             }
@@ -514,9 +528,7 @@ impl Leader {
                 send_mrp(&leader.mrp, ctl.handle_timeout(now))?;
             }
             for c in leader.conns.iter_mut() {
-                if let Some((3, b)) = c.recv().map_err(io("control"))? {
-                    let conf =
-                        Confirmation::parse(&b).map_err(|e| McastError::Protocol(e.to_string()))?;
+                if let Some(Message::Confirm(conf)) = c.recv()? {
                     ctl.handle_confirmation(leader.clock.now(), &conf);
                 }
             }
@@ -561,15 +573,16 @@ impl Leader {
         }
         // The switch QP's socket must go before the overlay's binds the same port.
         self.path = LeaderPath::Detached;
-        let msg = overlay_message(
-            scheme,
-            self.cfg.block_bytes,
-            self.cfg.rate_bps,
-            self.cfg.window,
-            &roster,
-        );
+        let msg = Message::Overlay(Overlay {
+            scheme: scheme.code(),
+            block_bytes: u32::try_from(self.cfg.block_bytes)
+                .map_err(|_| McastError::Protocol("blocks are at most 4 GiB - 1 bytes".into()))?,
+            rate_mbps: (self.cfg.rate_bps.unwrap_or(0) / 1_000_000) as u32,
+            window: self.cfg.window,
+            roster: roster.iter().map(|&ip| v4(ip)).collect(),
+        });
         for c in self.conns.iter_mut() {
-            c.send(6, &msg).map_err(io("send Overlay"))?;
+            c.send(&msg)?;
         }
         let set = overlay_qps(self.cfg.local, self.cfg.mtu)?;
         self.path = LeaderPath::Overlay {
@@ -581,14 +594,14 @@ impl Leader {
         self.wait_ready()
     }
 
-    /// Waits for `Ready` (7) from every member, keeping the QPs serviced.
+    /// Waits for `Ready` from every member, keeping the QPs serviced.
     fn wait_ready(&mut self) -> Result<(), McastError> {
         let mut ready = vec![false; self.conns.len()];
         let deadline = StdInstant::now() + self.cfg.timeout;
         while ready.iter().any(|r| !r) {
             self.service();
             for (c, r) in self.conns.iter_mut().zip(ready.iter_mut()) {
-                if let Some((7, _)) = c.recv().map_err(io("control"))? {
+                if let Some(Message::Ready) = c.recv()? {
                     *r = true;
                 }
             }
@@ -629,9 +642,13 @@ impl Leader {
         }
         self.seq += 1;
         let crc = crc32(&data);
-        let announce = send_message(self.seq, data.len() as u64, crc);
+        let announce = Message::Announce(Announce {
+            seq: self.seq,
+            bytes: data.len() as u64,
+            crc32: crc,
+        });
         for c in self.conns.iter_mut() {
-            c.send(9, &announce).map_err(io("send Send"))?;
+            c.send(&announce)?;
         }
         self.wait_ready()?;
         let t0 = StdInstant::now();
@@ -644,8 +661,7 @@ impl Leader {
                 if cfg.op == McastOp::Write {
                     // WRITEs complete nothing at a member: tell them it is all there.
                     for c in self.conns.iter_mut() {
-                        c.send(4, &self.seq.to_be_bytes())
-                            .map_err(io("send Done"))?;
+                        c.send(&Message::Done(Done { seq: self.seq }))?;
                     }
                 }
             }
@@ -720,11 +736,11 @@ impl Leader {
         }
     }
 
-    /// Ends the group: every member hears `ok` (10, `Close`), and the switch frees the
+    /// Ends the group: every member hears `ok` (`Close`), and the switch frees the
     /// group's tables.
     pub fn close(mut self, ok: bool) {
         for c in self.conns.iter_mut() {
-            let _ = c.send(10, &[ok as u8]);
+            let _ = c.send(&Message::Close(Close { ok }));
         }
         self.release();
     }
@@ -735,7 +751,7 @@ impl Drop for Leader {
         // A leader that fails or is dropped still frees the switch and tells everyone.
         if !self.released {
             for c in self.conns.iter_mut() {
-                let _ = c.send(10, &[0]);
+                let _ = c.send(&Message::Close(Close { ok: false }));
             }
         }
         self.release();
@@ -862,20 +878,17 @@ impl Member {
         };
         let mut c = Control::new(s).map_err(io("control"))?;
         let params = loop {
-            if let Some((1, b)) = c.recv().map_err(io("control"))? {
-                break b;
+            if let Some(Message::Params(p)) = c.recv()? {
+                break p;
             }
             if StdInstant::now() > deadline {
                 return Err(McastError::Timeout("no parameters from the leader".into()));
             }
             std::thread::sleep(Duration::from_millis(1));
         };
-        if params.len() != 13 {
-            return Err(McastError::Protocol("bad Params".into()));
-        }
-        let write = params[0] == 1;
-        let capacity = u64::from_be_bytes(params[1..9].try_into().expect("8 bytes"));
-        let msg = u32::from_be_bytes(params[9..13].try_into().expect("4 bytes")) as usize;
+        let write = params.write;
+        let capacity = params.capacity;
+        let msg = params.message_bytes as usize;
         if msg == 0 || capacity == 0 || capacity > (4u64 << 30) {
             return Err(McastError::Protocol("sizes out of range".into()));
         }
@@ -887,12 +900,12 @@ impl Member {
                 .register_mr(MEMBER_VA, capacity, MEMBER_RKEY)
                 .map_err(|e| McastError::Protocol(e.to_string()))?;
         }
-        let mut join = Vec::with_capacity(20);
-        join.extend_from_slice(&cfg.local.octets());
-        join.extend_from_slice(&qpn.to_be_bytes());
-        join.extend_from_slice(&MEMBER_VA.to_be_bytes());
-        join.extend_from_slice(&MEMBER_RKEY.to_be_bytes());
-        c.send(2, &join).map_err(io("send Join"))?;
+        c.send(&Message::Join(Join {
+            ip: v4(cfg.local),
+            qpn,
+            va: MEMBER_VA,
+            rkey: MEMBER_RKEY,
+        }))?;
         Ok(Member {
             cfg: cfg.clone(),
             c,
@@ -913,10 +926,7 @@ impl Member {
         while let Ok((n, _)) = self.mrp.recv_from(&mut buf) {
             if let Ok(m) = MrpRepr::parse(&buf[..n]) {
                 if let Some(conf) = self.agent.handle_mrp(&m) {
-                    let mut b = [0u8; CONFIRMATION_LEN];
-                    if conf.emit(&mut b).is_ok() {
-                        self.c.send(3, &b).map_err(io("send Confirm"))?;
-                    }
+                    self.c.send(&Message::Confirm(conf))?;
                 }
             }
         }
@@ -953,27 +963,20 @@ impl Member {
         let mut last = StdInstant::now();
         loop {
             self.service(true)?;
-            match self.c.recv().map_err(io("control"))? {
-                Some((6, b)) => {
-                    self.use_overlay(&b)?;
+            match self.c.recv()? {
+                Some(Message::Overlay(o)) => {
+                    self.use_overlay(o)?;
                     last = StdInstant::now();
                 }
-                Some((9, b)) if b.len() == 16 => {
-                    let seq = u32::from_be_bytes(b[0..4].try_into().expect("4 bytes"));
-                    let bytes = u64::from_be_bytes(b[4..12].try_into().expect("8 bytes"));
-                    let crc = u32::from_be_bytes(b[12..16].try_into().expect("4 bytes"));
-                    if bytes == 0 || bytes > self.capacity as u64 {
+                Some(Message::Announce(a)) => {
+                    if a.bytes == 0 || a.bytes > self.capacity as u64 {
                         return Err(McastError::Protocol("a buffer over the capacity".into()));
                     }
                     return self
-                        .receive(seq, bytes as usize, crc)
+                        .receive(a.seq, a.bytes as usize, a.crc32)
                         .map(MemberEvent::Received);
                 }
-                Some((10, b)) => {
-                    return Ok(MemberEvent::Closed {
-                        ok: b.first() == Some(&1),
-                    })
-                }
+                Some(Message::Close(c)) => return Ok(MemberEvent::Closed { ok: c.ok }),
                 Some(_) => return Err(McastError::Protocol("unexpected control message".into())),
                 None => {}
             }
@@ -984,29 +987,21 @@ impl Member {
     }
 
     /// The group goes through an overlay: this host's rank, and its connections.
-    fn use_overlay(&mut self, msg: &[u8]) -> Result<(), McastError> {
-        if msg.len() < 10 || (msg.len() - 10) % 4 != 0 || msg[9] == 0 {
-            return Err(McastError::Protocol("bad Overlay".into()));
-        }
-        let scheme = *Scheme::ALL
-            .get(msg[0] as usize)
-            .ok_or_else(|| McastError::Protocol("unknown overlay scheme".into()))?;
-        let block = u32::from_be_bytes([msg[1], msg[2], msg[3], msg[4]]) as u64;
-        let mbps = u32::from_be_bytes([msg[5], msg[6], msg[7], msg[8]]) as u64;
+    /// (The wire parser has checked the block size, window and roster length.)
+    fn use_overlay(&mut self, msg: Overlay) -> Result<(), McastError> {
+        let scheme = Scheme::from_code(msg.scheme).ok_or_else(|| {
+            McastError::Protocol(format!("unknown overlay scheme code {}", msg.scheme))
+        })?;
+        let block = msg.block_bytes as u64;
+        let mbps = msg.rate_mbps as u64;
         let rate_bps = (mbps > 0).then_some(mbps * 1_000_000);
-        let window = msg[9] as u32;
-        let roster: Vec<Ipv4Addr> = msg[10..]
-            .chunks(4)
-            .map(|b| Ipv4Addr::new(b[0], b[1], b[2], b[3]))
-            .collect();
+        let window = msg.window as u32;
+        let roster: Vec<Ipv4Addr> = msg.roster.iter().map(|a| Ipv4Addr::from(a.0)).collect();
         let rank = roster
             .iter()
             .position(|&ip| ip == self.cfg.local)
             .filter(|&r| r > 0)
             .ok_or_else(|| McastError::Protocol("this host is not in the roster".into()))?;
-        if block == 0 || roster.len() > 256 {
-            return Err(McastError::Protocol("bad Overlay".into()));
-        }
         // The switch QP's socket goes first: the overlay binds the same port.
         self.path = MemberPath::Detached;
         let set = overlay_qps(self.cfg.local, self.cfg.mtu)?;
@@ -1019,7 +1014,7 @@ impl Member {
             window,
             rate_bps,
         };
-        self.c.send(7, &[]).map_err(io("send Ready"))
+        self.c.send(&Message::Ready)
     }
 
     /// Receives buffer `seq` of `bytes` bytes whose CRC-32 is `want`.
@@ -1052,7 +1047,7 @@ impl Member {
                     *rate_bps,
                 )?;
                 post_overlay_receives(set, *rank, &sched, *block)?;
-                self.c.send(7, &[]).map_err(io("send Ready"))?;
+                self.c.send(&Message::Ready)?;
                 let mut data = vec![0u8; bytes];
                 let (r, n, s) = (*rank, roster.len(), *scheme);
                 let held = run_overlay(
@@ -1076,7 +1071,7 @@ impl Member {
                             .map_err(|e| McastError::Protocol(e.to_string()))?;
                     }
                 }
-                self.c.send(7, &[]).map_err(io("send Ready"))?;
+                self.c.send(&Message::Ready)?;
                 self.cepheus_receive(seq, bytes, n_msgs)?
             }
             MemberPath::Detached => {
@@ -1085,9 +1080,11 @@ impl Member {
         };
         let ours = crc32(&data);
         let ok = ours == want;
-        self.c
-            .send(5, &result_message(ok, ours, held_ns))
-            .map_err(io("send Result"))?;
+        self.c.send(&Message::Result(BufferResult {
+            ok,
+            crc32: ours,
+            held_ns,
+        }))?;
         Ok(MemberReport {
             data,
             crc32: ours,
@@ -1142,8 +1139,8 @@ impl Member {
             if !self.write && held == n_msgs {
                 return Ok((parts.into_iter().flatten().flatten().collect(), held_ns));
             }
-            match self.c.recv().map_err(io("control"))? {
-                Some((4, b)) if self.write && b == seq.to_be_bytes() => {
+            match self.c.recv()? {
+                Some(Message::Done(d)) if self.write && d.seq == seq => {
                     let data = ep
                         .qp
                         .mr(MEMBER_RKEY)
@@ -1151,7 +1148,7 @@ impl Member {
                         .unwrap_or_default();
                     return Ok((data, held_ns));
                 }
-                Some((10, _)) => {
+                Some(Message::Close(_)) => {
                     return Err(McastError::Transfer(
                         "the leader closed mid-transfer".into(),
                     ))
@@ -1359,27 +1356,6 @@ fn run_overlay(
     Ok(held_ns.unwrap_or_else(mono_ns))
 }
 
-/// Control message 6, `Overlay`: scheme (1: its index in `Scheme::ALL`), block bytes
-/// (4), pacing rate in Mbit/s (4, 0 for none), window (1), then the roster of IPv4 addresses in
-/// rank order (the leader is rank 0).
-fn overlay_message(
-    scheme: Scheme,
-    block: usize,
-    rate_bps: Option<u64>,
-    window: u8,
-    roster: &[Ipv4Addr],
-) -> Vec<u8> {
-    let code = Scheme::ALL.iter().position(|&x| x == scheme).unwrap_or(0) as u8;
-    let mut m = vec![code];
-    m.extend_from_slice(&(block as u32).to_be_bytes());
-    m.extend_from_slice(&((rate_bps.unwrap_or(0) / 1_000_000) as u32).to_be_bytes());
-    m.push(window);
-    for ip in roster {
-        m.extend_from_slice(&ip.octets());
-    }
-    m
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1394,6 +1370,94 @@ mod tests {
             mtu: 1024,
             timeout: Duration::from_secs(10),
         }
+    }
+
+    /// A member of this build facing a leader of the unversioned layout (its 13-byte
+    /// `Params` begins with the op byte) refuses it with an error naming the version,
+    /// before opening anything.
+    #[test]
+    fn a_member_refuses_a_leader_of_another_version() {
+        let port = 47_932;
+        let leader = TcpListener::bind((Ipv4Addr::new(127, 0, 0, 31), port)).unwrap();
+        let old_leader = std::thread::spawn(move || {
+            let (mut s, _) = leader.accept().unwrap();
+            // type 1, length 13: WRITE, capacity 1 MiB, messages of 64 KiB.
+            let old_params = [1u8, 0, 13, 1, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 1, 0, 0];
+            s.write_all(&old_params).unwrap();
+            let mut rest = Vec::new();
+            let _ = s.read_to_end(&mut rest);
+            rest
+        });
+        let err = Member::join(&member_cfg(Ipv4Addr::new(127, 0, 0, 35), port))
+            .err()
+            .expect("refused");
+        let text = err.to_string();
+        assert!(matches!(err, McastError::Protocol(_)), "{text}");
+        assert!(text.contains("unsupported group control version"), "{text}");
+        assert!(
+            text.contains(&format!("speaks version {GROUP_CONTROL_VERSION}")),
+            "{text}"
+        );
+        assert_eq!(old_leader.join().unwrap(), b"", "no Join was sent");
+    }
+
+    /// A leader facing a member that sends the unversioned 20-byte `Join` fails the
+    /// group with a protocol error instead of registering a garbled member.
+    #[test]
+    fn a_leader_refuses_a_member_of_another_version() {
+        let port = 47_933;
+        let local = Ipv4Addr::new(127, 0, 0, 36);
+        let member = std::thread::spawn(move || {
+            let deadline = StdInstant::now() + Duration::from_secs(10);
+            let mut s = loop {
+                match TcpStream::connect((local, port)) {
+                    Ok(s) => break s,
+                    Err(e) if StdInstant::now() > deadline => panic!("{e}"),
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            };
+            let mut params = [0u8; 17];
+            s.read_exact(&mut params).unwrap();
+            let mut old_join = vec![2u8, 0, 20];
+            old_join.extend_from_slice(&[127, 0, 0, 37, 0, 0, 1, 37]);
+            old_join.extend_from_slice(&[0; 12]);
+            s.write_all(&old_join).unwrap();
+            params
+        });
+        let cfg = LeaderConfig {
+            local,
+            mcst_id: Ipv4Addr::new(10, 77, 0, 200),
+            group_space: GroupAddressSpace::parse("10.77.0.128/25").unwrap(),
+            members: 1,
+            op: McastOp::Send,
+            message_bytes: 4096,
+            capacity: 8192,
+            control_port: port,
+            mtu: 1024,
+            rate_bps: None,
+            overlay: None,
+            fallback: Scheme::BinomialPipeline,
+            block_bytes: 4096,
+            window: 1,
+            timeout: Duration::from_secs(10),
+        };
+        let err = Leader::create(&cfg).err().expect("refused");
+        let text = err.to_string();
+        assert!(matches!(err, McastError::Protocol(_)), "{text}");
+        assert!(text.contains("unsupported group control version"), "{text}");
+        // What the leader sent first is this build's Params.
+        let params = member.join().unwrap();
+        assert_eq!(
+            rocast_core::wire::group_control::parse_frame(&params),
+            Ok((
+                Message::Params(Params {
+                    write: false,
+                    capacity: 8192,
+                    message_bytes: 4096
+                }),
+                17
+            ))
+        );
     }
 
     /// The session API over loopback (an overlay needs no switch): one group, three

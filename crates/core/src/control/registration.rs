@@ -253,72 +253,9 @@ impl SwitchReport {
     }
 }
 
-/// A member confirming its membership to the leader's controller.
-///
-/// Wire format on the out-of-band channel (a TCP stream in the real runtime, a control
-/// message in the simulator), 12 bytes, big-endian:
-///
-/// ```text
-///  0        4        8        12
-///  +--------+--------+--------+
-///  | McstID |   IP   |  QPN   |   QPN: 24 bits, top byte zero
-///  +--------+--------+--------+
-/// ```
-///
-/// The QPN is the one the MRP record carried, so the controller also learns that the
-/// record arrived intact through every switch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Confirmation {
-    pub mcst_id: Ipv4Address,
-    pub ip: Ipv4Address,
-    pub qpn: u32,
-}
-
-/// Bytes of an encoded [`Confirmation`].
-pub const CONFIRMATION_LEN: usize = 12;
-
-impl Confirmation {
-    pub const fn buffer_len(&self) -> usize {
-        CONFIRMATION_LEN
-    }
-
-    /// Writes the 12 bytes into `buf`; returns 12. Errors, writing nothing, if `buf` is
-    /// shorter or the QPN does not fit 24 bits.
-    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
-        if self.qpn > QPN_MAX {
-            return Err(WireError::Malformed("confirmation qpn"));
-        }
-        let Some(out) = buf.get_mut(..CONFIRMATION_LEN) else {
-            return Err(WireError::Truncated("confirmation buffer"));
-        };
-        out[0..4].copy_from_slice(&self.mcst_id.0);
-        out[4..8].copy_from_slice(&self.ip.0);
-        out[8..12].copy_from_slice(&self.qpn.to_be_bytes());
-        Ok(CONFIRMATION_LEN)
-    }
-
-    /// Parses exactly 12 bytes. A shorter or longer message, or a QPN over 24 bits, is
-    /// an error (the channel frames messages; extra bytes mean a different protocol).
-    pub fn parse(b: &[u8]) -> Result<Confirmation, WireError> {
-        let b: &[u8; CONFIRMATION_LEN] = match b.len() {
-            n if n < CONFIRMATION_LEN => return Err(WireError::Truncated("confirmation")),
-            CONFIRMATION_LEN => b
-                .try_into()
-                .map_err(|_| WireError::Truncated("confirmation"))?,
-            _ => return Err(WireError::Malformed("confirmation length")),
-        };
-        let word = |i: usize| [b[i], b[i + 1], b[i + 2], b[i + 3]];
-        let qpn = u32::from_be_bytes(word(8));
-        if qpn > QPN_MAX {
-            return Err(WireError::Malformed("confirmation qpn"));
-        }
-        Ok(Confirmation {
-            mcst_id: Ipv4Address(word(0)),
-            ip: Ipv4Address(word(4)),
-            qpn,
-        })
-    }
-}
+/// A member's confirmation travels on the group control channel: its bytes are
+/// `wire::group_control`'s (`Confirm`), re-exported here where the controller uses it.
+pub use crate::wire::group_control::{Confirmation, CONFIRMATION_LEN};
 
 /// How a registration failed.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -59,6 +59,26 @@ impl Scheme {
         Scheme::BinaryTree,
     ];
 
+    /// The scheme's code in the group control channel's `Overlay` message
+    /// (`wire::group_control`). Written out per scheme rather than taken from the
+    /// position in [`ALL`](Self::ALL), so reordering or extending `ALL` cannot change
+    /// the bytes peers exchange.
+    pub fn code(self) -> u8 {
+        match self {
+            Scheme::Sequential => 0,
+            Scheme::BinomialTree => 1,
+            Scheme::Chain => 2,
+            Scheme::BinomialPipeline => 3,
+            Scheme::Ring => 4,
+            Scheme::BinaryTree => 5,
+        }
+    }
+
+    /// The scheme with this [`code`](Self::code); None for a code no scheme has.
+    pub fn from_code(code: u8) -> Option<Scheme> {
+        Scheme::ALL.into_iter().find(|s| s.code() == code)
+    }
+
     /// The short name the CLI and the CSV use.
     pub fn name(self) -> &'static str {
         match self {

@@ -148,3 +148,15 @@ fn bad_parameters_are_errors() {
     assert_eq!(s.outgoing(6, 0), None);
     assert_eq!(s.incoming(0, 1000), None);
 }
+
+/// The control channel's scheme codes are pinned: they are wire bytes a peer of
+/// another build must read the same way.
+#[test]
+fn scheme_codes_are_pinned_and_round_trip() {
+    assert_eq!(Scheme::ALL.map(Scheme::code), [0, 1, 2, 3, 4, 5]);
+    for s in Scheme::ALL {
+        assert_eq!(Scheme::from_code(s.code()), Some(s));
+    }
+    assert_eq!(Scheme::from_code(6), None);
+    assert_eq!(Scheme::from_code(255), None);
+}

@@ -13,6 +13,7 @@ pub mod arp;
 mod bth;
 mod ethernet;
 mod ext;
+pub mod group_control;
 pub mod icrc;
 mod ipv4;
 pub mod mrp;

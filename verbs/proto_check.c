@@ -1,0 +1,110 @@
+/*
+ * proto_check: the C side of crates/core/tests/c_header.rs, which compiles it against
+ * rocast_proto.h alone (no libibverbs) and compares it with rocast_core::wire::group_control.
+ *
+ *   proto_check emit    writes one frame of every message the C programs send or
+ *                       receive, with fixed field values, to stdout (binary);
+ *   proto_check parse   reads frames from stdin and prints one line per frame: the
+ *                       message's fields as the C parsers read them, or
+ *                       "<name> error <code>" when a parser refuses the body, or
+ *                       "frame error" when the header is refused (and stops).
+ *
+ * The values and the line format are the Rust test's; change them together.
+ */
+#include "rocast_proto.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static void frame(uint8_t ty, const uint8_t *body, uint16_t len) {
+    uint8_t h[ROCAST_FRAME_HEADER_LEN];
+    rocast_frame_header(h, ty, len);
+    fwrite(h, 1, sizeof(h), stdout);
+    fwrite(body, 1, len, stdout);
+}
+
+static int emit(void) {
+    uint8_t b[ROCAST_MAX_BODY_LEN];
+    const uint8_t member[4] = {10, 0, 0, 7}, group[4] = {10, 77, 0, 200};
+    frame(ROCAST_MSG_PARAMS, b, rocast_emit_params(b, 1, 0x0102030405060708ull, 0x0a0b0c0d));
+    frame(ROCAST_MSG_JOIN, b, rocast_emit_join(b, member, 0x123456, 0x10000000, 0x5a5a));
+    frame(ROCAST_MSG_CONFIRM, b, rocast_emit_confirm(b, group, member, 0x107));
+    frame(ROCAST_MSG_DONE, b, rocast_emit_done(b, 0x01020304));
+    frame(ROCAST_MSG_RESULT, b, rocast_emit_result(b, 1, 0xdeadbeef, 0x1122334455667788ull));
+    frame(ROCAST_MSG_READY, b, 0);
+    frame(ROCAST_MSG_ANNOUNCE, b, rocast_emit_announce(b, 1, 70000, 0x01020304));
+    frame(ROCAST_MSG_CLOSE, b, rocast_emit_close(b, 0));
+    return fflush(stdout) ? 1 : 0;
+}
+
+static void ip(const uint8_t *a) { printf(" %u.%u.%u.%u", a[0], a[1], a[2], a[3]); }
+
+static int parse(void) {
+    static uint8_t in[1 << 20];
+    size_t have = fread(in, 1, sizeof(in), stdin), at = 0;
+    while (at < have) {
+        if (have - at < ROCAST_FRAME_HEADER_LEN) { printf("frame error\n"); return 0; }
+        uint8_t ty = in[at];
+        uint16_t len = (uint16_t)(in[at + 1] << 8 | in[at + 2]);
+        int max = rocast_max_body_len(ty);
+        if (max < 0 || len > max || have - at - ROCAST_FRAME_HEADER_LEN < len) { printf("frame error\n"); return 0; }
+        const uint8_t *b = in + at + ROCAST_FRAME_HEADER_LEN;
+        at += ROCAST_FRAME_HEADER_LEN + (size_t)len;
+        int r = 0, ok = 0;
+        uint8_t a1[4], a2[4];
+        uint32_t u1 = 0, u2 = 0;
+        uint64_t w1 = 0, w2 = 0;
+        switch (ty) {
+        case ROCAST_MSG_PARAMS:
+            if (!(r = rocast_parse_params(b, len, &ok, &w1, &u1))) printf("params %d %" PRIu64 " %" PRIu32 "\n", ok, w1, u1);
+            else printf("params error %d\n", r);
+            break;
+        case ROCAST_MSG_JOIN:
+            if (!(r = rocast_parse_join(b, len, a1, &u1, &w1, &u2))) {
+                printf("join");
+                ip(a1);
+                printf(" %" PRIu32 " %" PRIu64 " %" PRIu32 "\n", u1, w1, u2);
+            } else printf("join error %d\n", r);
+            break;
+        case ROCAST_MSG_CONFIRM:
+            if (!(r = rocast_parse_confirm(b, len, a1, a2, &u1))) {
+                printf("confirm");
+                ip(a1);
+                ip(a2);
+                printf(" %" PRIu32 "\n", u1);
+            } else printf("confirm error %d\n", r);
+            break;
+        case ROCAST_MSG_DONE:
+            if (!(r = rocast_parse_done(b, len, &u1))) printf("done %" PRIu32 "\n", u1);
+            else printf("done error %d\n", r);
+            break;
+        case ROCAST_MSG_RESULT:
+            if (!(r = rocast_parse_result(b, len, &ok, &u1, &w1))) printf("result %d %" PRIu32 " %" PRIu64 "\n", ok, u1, w1);
+            else printf("result error %d\n", r);
+            break;
+        case ROCAST_MSG_OVERLAY:
+            printf("overlay %u\n", len); /* C peers only recognise it */
+            break;
+        case ROCAST_MSG_READY:
+            printf("ready %u\n", len);
+            break;
+        case ROCAST_MSG_ANNOUNCE:
+            if (!(r = rocast_parse_announce(b, len, &u1, &w2, &u2))) printf("announce %" PRIu32 " %" PRIu64 " %" PRIu32 "\n", u1, w2, u2);
+            else printf("announce error %d\n", r);
+            break;
+        case ROCAST_MSG_CLOSE:
+            if (!(r = rocast_parse_close(b, len, &ok))) printf("close %d\n", ok);
+            else printf("close error %d\n", r);
+            break;
+        }
+    }
+    return fflush(stdout) ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "emit")) return emit();
+    if (argc == 2 && !strcmp(argv[1], "parse")) return parse();
+    fprintf(stderr, "usage: proto_check emit|parse\n");
+    return 2;
+}
