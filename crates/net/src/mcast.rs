@@ -1295,7 +1295,7 @@ fn run_overlay(
         if held_ns.is_none() && driver.has_message() {
             held_ns = Some(mono_ns());
         }
-        while let Some(a) = driver.poll_action() {
+        while let Some(a) = driver.poll_event() {
             if let DriverAction::SendBlock { id, to, block, .. } = a {
                 let (off, len) = driver_cfg.block_range(block);
                 let qp = set
@@ -1319,7 +1319,7 @@ fn run_overlay(
                         wr_id,
                         result: Ok(()),
                     } => driver
-                        .on_send_complete(wr_id as u32)
+                        .handle_send_complete(wr_id as u32)
                         .map_err(|e| McastError::Protocol(e.to_string()))?,
                     Event::Recv {
                         data,
@@ -1335,7 +1335,7 @@ fn run_overlay(
                         }
                         buf[off as usize..(off + len) as usize].copy_from_slice(&data);
                         driver
-                            .on_block(peer as u32, block)
+                            .handle_block(peer as u32, block)
                             .map_err(|e| McastError::Protocol(e.to_string()))?;
                     }
                     Event::SendComplete { result: Err(e), .. }

@@ -233,14 +233,14 @@ pub(crate) fn broadcast_on(
                     }
                     if !ready {
                         group
-                            .on_send_complete(from, wr_id as u32)
+                            .handle_send_complete(from, wr_id as u32)
                             .map_err(|e| format!("rank {from}: {e}"))?;
                     }
                 }
                 AppEvent::Delivered { conn, imm, .. } if conn_info.contains_key(&conn) => {
                     let (from, to, ready) = info(conn);
                     let r = if ready {
-                        group.on_ready(to, from, imm)
+                        group.handle_ready(to, from, imm)
                     } else {
                         if verify {
                             let (off, len) = spec.driver.block_range(imm);
@@ -250,7 +250,7 @@ pub(crate) fn broadcast_on(
                                 buffers[to as usize][a..b].copy_from_slice(&region[a..b]);
                             }
                         }
-                        group.on_block(now, to, from, imm)
+                        group.handle_block(now, to, from, imm)
                     };
                     r.map_err(|e| format!("rank {to}: {e}"))?;
                 }

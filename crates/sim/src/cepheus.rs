@@ -415,7 +415,7 @@ impl<'s> GroupRun<'s> {
                 i as u64,
             )?;
             if let Some(m) = self.monitor.as_mut() {
-                m.on_busy(Instant::from_ps(at));
+                m.handle_busy(Instant::from_ps(at));
             }
         }
         Ok(())
@@ -524,7 +524,7 @@ impl<'s> GroupRun<'s> {
                     }
                     RegistrationEvent::Failed(f) => {
                         if let Some(m) = self.monitor.as_mut() {
-                            m.on_registration_failed();
+                            m.handle_registration_failed();
                         }
                         self.fallback_reason
                             .get_or_insert(format!("registration failed: {f:?}"));
@@ -535,7 +535,7 @@ impl<'s> GroupRun<'s> {
                 if m.poll_timeout().is_some_and(|t| t <= now) {
                     m.handle_timeout(now);
                 }
-                if let Some(d) = m.poll_decision() {
+                if let Some(d) = m.poll_event() {
                     let why = match d {
                         FallbackReason::RegistrationFailed => "registration failed".to_string(),
                         FallbackReason::LowThroughput {
@@ -604,9 +604,9 @@ impl<'s> GroupRun<'s> {
                     *d = Some(now);
                 }
                 if let Some(m) = self.monitor.as_mut() {
-                    m.on_acked(t, self.spec.message_bytes);
+                    m.handle_acked(t, self.spec.message_bytes);
                     if self.outstanding == 0 && self.next_post >= self.spec.messages {
-                        m.on_idle(t);
+                        m.handle_idle(t);
                     }
                 }
                 self.post_next(engine, now)?;

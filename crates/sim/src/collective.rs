@@ -421,7 +421,7 @@ pub fn run_collectives(
                     }
                     if let (JobState::Overlay(Some(job)), false) = (&mut states[i], ready) {
                         job.group
-                            .on_send_complete(from, wr_id as u32)
+                            .handle_send_complete(from, wr_id as u32)
                             .map_err(|e| format!("job {i}: {e}"))?;
                     }
                 }
@@ -431,9 +431,9 @@ pub fn run_collectives(
                     };
                     if let JobState::Overlay(Some(job)) = &mut states[i] {
                         let r = if ready {
-                            job.group.on_ready(to, from, imm)
+                            job.group.handle_ready(to, from, imm)
                         } else {
-                            job.group.on_block(now, to, from, imm)
+                            job.group.handle_block(now, to, from, imm)
                         };
                         r.map_err(|e| format!("job {i}: {e}"))?;
                         if job.group.first_incomplete().is_none() && done[i].is_none() {

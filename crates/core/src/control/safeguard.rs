@@ -5,9 +5,9 @@
 //! misconfigured switch or server would make it.
 //!
 //! [`SafeguardMonitor`] runs beside the multicast source's QP. The driver reports
-//! acknowledged bytes ([`on_acked`](SafeguardMonitor::on_acked)) and whether the source
-//! has anything to send ([`on_busy`](SafeguardMonitor::on_busy) /
-//! [`on_idle`](SafeguardMonitor::on_idle)); the monitor decides once, and the decision
+//! acknowledged bytes ([`handle_acked`](SafeguardMonitor::handle_acked)) and whether the source
+//! has anything to send ([`handle_busy`](SafeguardMonitor::handle_busy) /
+//! [`handle_idle`](SafeguardMonitor::handle_idle)); the monitor decides once, and the decision
 //! is sticky.
 //!
 //! # How throughput is measured
@@ -100,11 +100,11 @@ pub enum FallbackReason {
 
 /// Watches one multicast source and decides, at most once, to fall back (Cepheus §V-D).
 ///
-/// The monitor starts idle. Drivers call [`on_busy`](Self::on_busy) when the source
-/// gets something to send, [`on_idle`](Self::on_idle) when its send queue is empty and
-/// everything is acknowledged, [`on_acked`](Self::on_acked) for every acknowledgement
+/// The monitor starts idle. Drivers call [`handle_busy`](Self::handle_busy) when the source
+/// gets something to send, [`handle_idle`](Self::handle_idle) when its send queue is empty and
+/// everything is acknowledged, [`handle_acked`](Self::handle_acked) for every acknowledgement
 /// that completes bytes, and [`handle_timeout`](Self::handle_timeout) at
-/// [`poll_timeout`](Self::poll_timeout); then [`poll_decision`](Self::poll_decision).
+/// [`poll_timeout`](Self::poll_timeout); then [`poll_event`](Self::poll_event).
 /// Times that go backwards are treated as the latest time seen.
 #[derive(Clone, Debug)]
 pub struct SafeguardMonitor {
@@ -153,7 +153,7 @@ impl SafeguardMonitor {
     pub fn busy_time(&self) -> Duration {
         Duration::from_ps(self.busy_ps)
     }
-    /// The decision, once taken (whether or not `poll_decision` reported it yet).
+    /// The decision, once taken (whether or not `poll_event` reported it yet).
     pub fn decision(&self) -> Option<FallbackReason> {
         self.decision
     }
@@ -204,7 +204,7 @@ impl SafeguardMonitor {
     }
 
     /// The source has something to send from `now` on.
-    pub fn on_busy(&mut self, now: Instant) {
+    pub fn handle_busy(&mut self, now: Instant) {
         if self.decision.is_some() {
             return;
         }
@@ -216,8 +216,8 @@ impl SafeguardMonitor {
     }
 
     /// The source has nothing to send and nothing unacknowledged from `now` on: the
-    /// time until the next [`on_busy`](Self::on_busy) does not count.
-    pub fn on_idle(&mut self, now: Instant) {
+    /// time until the next [`handle_busy`](Self::handle_busy) does not count.
+    pub fn handle_idle(&mut self, now: Instant) {
         if self.decision.is_some() {
             return;
         }
@@ -227,7 +227,7 @@ impl SafeguardMonitor {
     }
 
     /// `bytes` of multicast payload were acknowledged (by all receivers) at `now`.
-    pub fn on_acked(&mut self, now: Instant, bytes: u64) {
+    pub fn handle_acked(&mut self, now: Instant, bytes: u64) {
         if self.decision.is_some() {
             return;
         }
@@ -244,7 +244,7 @@ impl SafeguardMonitor {
     }
 
     /// MFT registration failed: fall back at once.
-    pub fn on_registration_failed(&mut self) {
+    pub fn handle_registration_failed(&mut self) {
         if self.decision.is_none() {
             self.decision = Some(FallbackReason::RegistrationFailed);
         }
@@ -275,7 +275,7 @@ impl SafeguardMonitor {
     }
 
     /// The decision, reported once.
-    pub fn poll_decision(&mut self) -> Option<FallbackReason> {
+    pub fn poll_event(&mut self) -> Option<FallbackReason> {
         if self.reported {
             return None;
         }
@@ -316,7 +316,7 @@ mod tests {
                 }
                 (_, Some(a)) => {
                     if rate_bps > 0 {
-                        m.on_acked(a, bytes);
+                        m.handle_acked(a, bytes);
                     }
                     next_ack = a + STEP;
                     a
@@ -341,7 +341,7 @@ mod tests {
     fn a_healthy_transfer_never_triggers() {
         for pct in [100, 60, 51] {
             let mut m = SafeguardMonitor::new(cfg()).unwrap();
-            m.on_busy(Instant::ZERO);
+            m.handle_busy(Instant::ZERO);
             assert_eq!(
                 run(&mut m, Instant::ZERO, ms(20), pct * GBPS),
                 None,
@@ -352,7 +352,7 @@ mod tests {
                 measured >= pct * GBPS && measured < pct * GBPS * 102 / 100,
                 "{measured}"
             );
-            assert_eq!(m.poll_decision(), None);
+            assert_eq!(m.poll_event(), None);
         }
     }
 
@@ -360,9 +360,9 @@ mod tests {
     fn thirty_percent_triggers_after_one_window() {
         let decide = || {
             let mut m = SafeguardMonitor::new(cfg()).unwrap();
-            m.on_busy(Instant::ZERO);
+            m.handle_busy(Instant::ZERO);
             let at = run(&mut m, Instant::ZERO, ms(20), 30 * GBPS);
-            (at, m.poll_decision(), m.poll_decision())
+            (at, m.poll_event(), m.poll_event())
         };
         let (at, d, again) = decide();
         // One window of busy time after the grace, not before.
@@ -389,17 +389,17 @@ mod tests {
     fn a_just_started_transfer_is_not_judged() {
         let mut m = SafeguardMonitor::new(cfg()).unwrap();
         assert_eq!(m.poll_timeout(), None, "idle: no timer");
-        m.on_busy(Instant::ZERO);
+        m.handle_busy(Instant::ZERO);
         let first = Instant::ZERO + cfg().grace + cfg().window;
         assert_eq!(m.poll_timeout(), Some(first));
         // No ACK at all yet, but less than a window of busy time: no decision.
         m.handle_timeout(Instant::from_ps(first.as_ps() - 1));
         assert_eq!(m.measured_bps(), None);
-        assert_eq!(m.poll_decision(), None);
+        assert_eq!(m.poll_event(), None);
         // Still nothing by the end of the window: a blackhole is caught by time alone.
         m.handle_timeout(first);
         assert_eq!(
-            m.poll_decision(),
+            m.poll_event(),
             Some(FallbackReason::LowThroughput {
                 measured_bps: 0,
                 expected_bps: 100 * GBPS
@@ -411,9 +411,9 @@ mod tests {
     #[test]
     fn an_idle_gap_does_not_trigger() {
         let mut m = SafeguardMonitor::new(cfg()).unwrap();
-        m.on_busy(Instant::ZERO);
+        m.handle_busy(Instant::ZERO);
         assert_eq!(run(&mut m, Instant::ZERO, ms(2), 100 * GBPS), None);
-        m.on_idle(ms(2));
+        m.handle_idle(ms(2));
         assert_eq!(m.poll_timeout(), None);
         // Fifty windows with nothing to send, with timers fired anyway.
         m.handle_timeout(ms(30));
@@ -422,13 +422,13 @@ mod tests {
             m.busy_time(),
             Duration::from_ps(Duration::from_ms(2).as_ps() - cfg().grace.as_ps())
         );
-        m.on_busy(ms(52));
+        m.handle_busy(ms(52));
         assert_eq!(run(&mut m, ms(52), ms(55), 100 * GBPS), None);
-        assert_eq!(m.poll_decision(), None);
+        assert_eq!(m.poll_event(), None);
 
         // The same gap reported as busy (a source stuck with data and no ACKs) does trigger.
         let mut stuck = SafeguardMonitor::new(cfg()).unwrap();
-        stuck.on_busy(Instant::ZERO);
+        stuck.handle_busy(Instant::ZERO);
         run(&mut stuck, Instant::ZERO, ms(2), 100 * GBPS);
         let at = run(&mut stuck, ms(2), ms(52), 0).expect("falls back");
         // The average falls below 50% about half a window into the silence.
@@ -438,7 +438,7 @@ mod tests {
             "{d}"
         );
         assert!(matches!(
-            stuck.poll_decision(),
+            stuck.poll_event(),
             Some(FallbackReason::LowThroughput { .. })
         ));
     }
@@ -450,22 +450,22 @@ mod tests {
         let mut m = SafeguardMonitor::new(cfg()).unwrap();
         for i in 0..100 {
             let start = Instant::ZERO + Duration::from_ms(i);
-            m.on_busy(start);
+            m.handle_busy(start);
             assert_eq!(
                 run(&mut m, start, start + Duration::from_us(100), 100 * GBPS),
                 None
             );
-            m.on_idle(start + Duration::from_us(100));
+            m.handle_idle(start + Duration::from_us(100));
         }
         assert!(m.busy_time() >= Duration::from_ms(9));
         assert!(m.measured_bps().unwrap() >= 100 * GBPS);
-        assert_eq!(m.poll_decision(), None);
+        assert_eq!(m.poll_event(), None);
     }
 
     #[test]
     fn a_slowdown_after_a_healthy_start_triggers_within_a_window() {
         let mut m = SafeguardMonitor::new(cfg()).unwrap();
-        m.on_busy(Instant::ZERO);
+        m.handle_busy(Instant::ZERO);
         assert_eq!(run(&mut m, Instant::ZERO, ms(5), 100 * GBPS), None);
         let at = run(&mut m, ms(5), ms(10), 20 * GBPS).expect("falls back");
         // The average crosses 50% once (100 x + 20 (1 - x)) < 50, i.e. x < 3/8 of the
@@ -480,38 +480,38 @@ mod tests {
     #[test]
     fn registration_failure_decides_at_once_and_sticks() {
         let mut m = SafeguardMonitor::new(cfg()).unwrap();
-        m.on_registration_failed();
+        m.handle_registration_failed();
         assert_eq!(m.poll_timeout(), None);
-        m.on_busy(Instant::ZERO);
+        m.handle_busy(Instant::ZERO);
         run(&mut m, Instant::ZERO, ms(3), 0);
-        m.on_registration_failed();
-        assert_eq!(m.poll_decision(), Some(FallbackReason::RegistrationFailed));
-        assert_eq!(m.poll_decision(), None);
+        m.handle_registration_failed();
+        assert_eq!(m.poll_event(), Some(FallbackReason::RegistrationFailed));
+        assert_eq!(m.poll_event(), None);
         assert_eq!(m.decision(), Some(FallbackReason::RegistrationFailed));
     }
 
     #[test]
     fn time_going_backwards_is_harmless() {
         let mut m = SafeguardMonitor::new(cfg()).unwrap();
-        m.on_busy(ms(5));
-        m.on_acked(ms(1), 1000);
+        m.handle_busy(ms(5));
+        m.handle_acked(ms(1), 1000);
         m.handle_timeout(Instant::ZERO);
-        m.on_idle(ms(2));
+        m.handle_idle(ms(2));
         assert_eq!(m.busy_time(), Duration::ZERO);
-        m.on_acked(Instant::from_ps(u64::MAX), u64::MAX);
-        m.on_acked(Instant::from_ps(u64::MAX), u64::MAX);
-        assert_eq!(m.poll_decision(), None);
+        m.handle_acked(Instant::from_ps(u64::MAX), u64::MAX);
+        m.handle_acked(Instant::from_ps(u64::MAX), u64::MAX);
+        assert_eq!(m.poll_event(), None);
         // The end of time, busy, with absurd byte counts: no overflow anywhere.
-        m.on_busy(Instant::from_ps(u64::MAX - 1));
-        m.on_acked(Instant::from_ps(u64::MAX), u64::MAX);
+        m.handle_busy(Instant::from_ps(u64::MAX - 1));
+        m.handle_acked(Instant::from_ps(u64::MAX), u64::MAX);
         let mut late = SafeguardMonitor::new(cfg()).unwrap();
-        late.on_busy(Instant::ZERO);
-        late.on_acked(Instant::from_ps(u64::MAX), u64::MAX);
-        late.on_acked(Instant::from_ps(u64::MAX), u64::MAX);
+        late.handle_busy(Instant::ZERO);
+        late.handle_acked(Instant::from_ps(u64::MAX), u64::MAX);
+        late.handle_acked(Instant::from_ps(u64::MAX), u64::MAX);
         assert!(late.measured_bps().unwrap() > 100 * GBPS);
         assert_eq!(late.poll_timeout(), Some(Instant::from_ps(u64::MAX)));
         late.handle_timeout(Instant::from_ps(u64::MAX));
-        assert_eq!(late.poll_decision(), None);
+        assert_eq!(late.poll_event(), None);
     }
 
     proptest::proptest! {
@@ -533,16 +533,16 @@ mod tests {
                 let now = Instant::from_ps(t);
                 latest = latest.max(now);
                 match op {
-                    0 => m.on_busy(now),
-                    1 => m.on_idle(now),
-                    2 | 3 => m.on_acked(now, bytes),
+                    0 => m.handle_busy(now),
+                    1 => m.handle_idle(now),
+                    2 | 3 => m.handle_acked(now, bytes),
                     4 => m.handle_timeout(now),
-                    _ => m.on_registration_failed(),
+                    _ => m.handle_registration_failed(),
                 }
                 if let Some(t) = m.poll_timeout() {
                     proptest::prop_assert!(t >= latest);
                 }
-                decisions += m.poll_decision().iter().count();
+                decisions += m.poll_event().iter().count();
                 proptest::prop_assert!(decisions <= 1);
             }
         }

@@ -58,7 +58,7 @@ impl DriverConfig {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DriverAction {
     /// Write `block` into `to`'s message buffer at the block's offset, with the block
-    /// number as immediate. Report completion with [`BroadcastDriver::on_send_complete`]
+    /// number as immediate. Report completion with [`BroadcastDriver::handle_send_complete`]
     /// and `id`.
     SendBlock {
         id: u32,
@@ -177,12 +177,12 @@ impl BroadcastDriver {
         self.rank
     }
     /// The next thing to post, if any.
-    pub fn poll_action(&mut self) -> Option<DriverAction> {
+    pub fn poll_event(&mut self) -> Option<DriverAction> {
         self.actions.pop_front()
     }
 
     /// A block arrived (the WRITE-with-immediate completed at this rank).
-    pub fn on_block(&mut self, from: u32, block: u32) -> Result<(), DriverError> {
+    pub fn handle_block(&mut self, from: u32, block: u32) -> Result<(), DriverError> {
         let Some(&i) = self.recv_index.get(&(from, block)) else {
             return Err(DriverError::UnexpectedBlock { from, block });
         };
@@ -201,7 +201,7 @@ impl BroadcastDriver {
     }
 
     /// The send `id` of a [`DriverAction::SendBlock`] completed (acknowledged).
-    pub fn on_send_complete(&mut self, id: u32) -> Result<(), DriverError> {
+    pub fn handle_send_complete(&mut self, id: u32) -> Result<(), DriverError> {
         match self.send_state.get(id as usize) {
             Some(SendState::Posted) => {}
             _ => return Err(DriverError::UnexpectedCompletion(id)),
@@ -214,7 +214,7 @@ impl BroadcastDriver {
     }
 
     /// `from` is ready for the block this rank sends it at `step`.
-    pub fn on_ready(&mut self, from: u32, step: u32) -> Result<(), DriverError> {
+    pub fn handle_ready(&mut self, from: u32, step: u32) -> Result<(), DriverError> {
         let i = self.sends.partition_point(|(s, _)| *s < step);
         match (self.sends.get(i), self.send_state.get(i)) {
             (Some((s, t)), Some(SendState::Waiting { ready: false }))
@@ -301,16 +301,16 @@ mod tests {
         loop {
             let mut progressed = false;
             for r in 0..n as usize {
-                while let Some(a) = d[r].poll_action() {
+                while let Some(a) = d[r].poll_event() {
                     progressed = true;
                     match a {
                         DriverAction::SendBlock { id, to, block, .. } => {
                             log.push((r as u32, to, block));
-                            d[to as usize].on_block(r as u32, block).unwrap();
-                            d[r].on_send_complete(id).unwrap();
+                            d[to as usize].handle_block(r as u32, block).unwrap();
+                            d[r].handle_send_complete(id).unwrap();
                         }
                         DriverAction::SendReady { to, step } => {
-                            d[to as usize].on_ready(r as u32, step).unwrap();
+                            d[to as usize].handle_ready(r as u32, step).unwrap();
                         }
                     }
                 }
@@ -346,10 +346,10 @@ mod tests {
         // Rank 1 of a 3-rank chain, 2 blocks: block 0 in, forward, block 1 in, forward.
         let mut d =
             BroadcastDriver::new(Scheme::Chain, 3, 0, 1, cfg(2048, 1024, 1, false)).unwrap();
-        assert_eq!(d.poll_action(), None);
-        d.on_block(0, 0).unwrap();
+        assert_eq!(d.poll_event(), None);
+        d.handle_block(0, 0).unwrap();
         assert_eq!(
-            d.poll_action(),
+            d.poll_event(),
             Some(DriverAction::SendBlock {
                 id: 0,
                 to: 2,
@@ -357,12 +357,12 @@ mod tests {
                 step: 1
             })
         );
-        d.on_block(0, 1).unwrap();
+        d.handle_block(0, 1).unwrap();
         // Window 1: block 1 waits for block 0's completion.
-        assert_eq!(d.poll_action(), None);
-        d.on_send_complete(0).unwrap();
+        assert_eq!(d.poll_event(), None);
+        d.handle_send_complete(0).unwrap();
         assert_eq!(
-            d.poll_action(),
+            d.poll_event(),
             Some(DriverAction::SendBlock {
                 id: 1,
                 to: 2,
@@ -370,7 +370,7 @@ mod tests {
                 step: 2
             })
         );
-        d.on_send_complete(1).unwrap();
+        d.handle_send_complete(1).unwrap();
         assert!(d.is_complete());
     }
 
@@ -380,31 +380,31 @@ mod tests {
         let c = cfg(2048, 1024, 1, true);
         let mut r2 = BroadcastDriver::new(Scheme::Chain, 3, 0, 2, c).unwrap();
         assert_eq!(
-            r2.poll_action(),
+            r2.poll_event(),
             Some(DriverAction::SendReady { to: 1, step: 1 })
         );
-        assert_eq!(r2.poll_action(), None);
-        r2.on_block(1, 0).unwrap();
+        assert_eq!(r2.poll_event(), None);
+        r2.handle_block(1, 0).unwrap();
         assert_eq!(
-            r2.poll_action(),
+            r2.poll_event(),
             Some(DriverAction::SendReady { to: 1, step: 2 })
         );
 
         let mut r1 = BroadcastDriver::new(Scheme::Chain, 3, 0, 1, c).unwrap();
         assert_eq!(
-            r1.poll_action(),
+            r1.poll_event(),
             Some(DriverAction::SendReady { to: 0, step: 0 })
         );
-        r1.on_block(0, 0).unwrap();
+        r1.handle_block(0, 0).unwrap();
         assert_eq!(
-            r1.poll_action(),
+            r1.poll_event(),
             Some(DriverAction::SendReady { to: 0, step: 1 })
         );
         // Has block 0 but rank 2 has not said it is ready.
-        assert_eq!(r1.poll_action(), None);
-        r1.on_ready(2, 1).unwrap();
+        assert_eq!(r1.poll_event(), None);
+        r1.handle_ready(2, 1).unwrap();
         assert!(matches!(
-            r1.poll_action(),
+            r1.poll_event(),
             Some(DriverAction::SendBlock {
                 to: 2,
                 block: 0,
@@ -418,27 +418,27 @@ mod tests {
         let mut d =
             BroadcastDriver::new(Scheme::Chain, 3, 0, 1, cfg(2048, 1024, 1, false)).unwrap();
         assert_eq!(
-            d.on_block(2, 0),
+            d.handle_block(2, 0),
             Err(DriverError::UnexpectedBlock { from: 2, block: 0 })
         );
         assert_eq!(
-            d.on_block(0, 7),
+            d.handle_block(0, 7),
             Err(DriverError::UnexpectedBlock { from: 0, block: 7 })
         );
-        d.on_block(0, 0).unwrap();
+        d.handle_block(0, 0).unwrap();
         assert_eq!(
-            d.on_block(0, 0),
+            d.handle_block(0, 0),
             Err(DriverError::DuplicateBlock { from: 0, block: 0 })
         );
         assert_eq!(
-            d.on_send_complete(5),
+            d.handle_send_complete(5),
             Err(DriverError::UnexpectedCompletion(5))
         );
         assert_eq!(
-            d.on_send_complete(1),
+            d.handle_send_complete(1),
             Err(DriverError::UnexpectedCompletion(1))
         );
-        assert!(d.on_ready(2, 99).is_err());
+        assert!(d.handle_ready(2, 99).is_err());
         assert!(BroadcastDriver::new(Scheme::Chain, 3, 0, 3, cfg(1, 1, 1, false)).is_err());
         assert!(BroadcastDriver::new(Scheme::Chain, 3, 0, 0, cfg(1, 0, 1, false)).is_err());
         assert!(BroadcastDriver::new(Scheme::Chain, 3, 0, 0, cfg(1, 1, 0, false)).is_err());
@@ -456,14 +456,14 @@ mod tests {
             let mut outstanding = 0i64;
             for (kind, a, b) in ops {
                 let r = match kind {
-                    0 => d.on_block(a, b),
-                    1 => d.on_send_complete(a),
-                    _ => d.on_ready(a, b),
+                    0 => d.handle_block(a, b),
+                    1 => d.handle_send_complete(a),
+                    _ => d.handle_ready(a, b),
                 };
                 if kind == 1 && r.is_ok() {
                     outstanding -= 1;
                 }
-                while let Some(act) = d.poll_action() {
+                while let Some(act) = d.poll_event() {
                     if let DriverAction::SendBlock { .. } = act {
                         outstanding += 1;
                     }

@@ -58,7 +58,7 @@ impl BroadcastGroup {
         self.touched.sort_unstable();
         self.touched.dedup();
         for r in self.touched.drain(..) {
-            while let Some(action) = self.drivers[r as usize].poll_action() {
+            while let Some(action) = self.drivers[r as usize].poll_event() {
                 let at_ps = now_ps.max(self.cpu_free[r as usize]) + self.overhead_ps;
                 self.cpu_free[r as usize] = at_ps;
                 out.push(TimedPost {
@@ -71,7 +71,7 @@ impl BroadcastGroup {
     }
 
     /// Block `block` from `from` arrived at `to` at `now_ps`.
-    pub fn on_block(
+    pub fn handle_block(
         &mut self,
         now_ps: u64,
         to: u32,
@@ -79,7 +79,7 @@ impl BroadcastGroup {
         block: u32,
     ) -> Result<(), DriverError> {
         let d = &mut self.drivers[to as usize];
-        d.on_block(from, block)?;
+        d.handle_block(from, block)?;
         if d.has_message() && self.done[to as usize] == u64::MAX {
             self.done[to as usize] = now_ps;
         }
@@ -88,15 +88,15 @@ impl BroadcastGroup {
     }
 
     /// `rank`'s send `id` completed.
-    pub fn on_send_complete(&mut self, rank: u32, id: u32) -> Result<(), DriverError> {
-        self.drivers[rank as usize].on_send_complete(id)?;
+    pub fn handle_send_complete(&mut self, rank: u32, id: u32) -> Result<(), DriverError> {
+        self.drivers[rank as usize].handle_send_complete(id)?;
         self.touch(rank);
         Ok(())
     }
 
     /// `from` told `to` it is ready for `to`'s send at `step`.
-    pub fn on_ready(&mut self, to: u32, from: u32, step: u32) -> Result<(), DriverError> {
-        self.drivers[to as usize].on_ready(from, step)?;
+    pub fn handle_ready(&mut self, to: u32, from: u32, step: u32) -> Result<(), DriverError> {
+        self.drivers[to as usize].handle_ready(from, step)?;
         self.touch(to);
         Ok(())
     }

@@ -124,9 +124,9 @@ pub fn critical_path(
         };
         now = t;
         match ev {
-            Ev::SendDone { rank, id } => group.on_send_complete(rank, id)?,
-            Ev::Ready { to, from, step } => group.on_ready(to, from, step)?,
-            Ev::Block { to, from, block } => group.on_block(t, to, from, block)?,
+            Ev::SendDone { rank, id } => group.handle_send_complete(rank, id)?,
+            Ev::Ready { to, from, step } => group.handle_ready(to, from, step)?,
+            Ev::Block { to, from, block } => group.handle_block(t, to, from, block)?,
         }
     }
     Ok(Prediction {
