@@ -50,6 +50,7 @@ use rocast_core::nack_multicast::{
 };
 use rocast_core::rnic::{ipv4_multicast_mac, UdAddress, UdConfig, UdCounters, UdEndpoint, UdEvent};
 use rocast_core::time::Instant;
+use rocast_core::wire::peel::{PeelHeader, PEEL_HEADER_LEN, PEEL_UDP_PORT};
 use rocast_core::wire::{
     EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Address, Psn, ETHERNET_HEADER_LEN,
     IPV4_HEADER_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
@@ -170,7 +171,38 @@ impl UdMcastSocket {
             &frame[ETHERNET_HEADER_LEN..],
             self.local,
         )?);
-        let payload = &frame[FRAME_HEADER_LEN..];
+        self.sendto(&sa, &frame[FRAME_HEADER_LEN..])
+    }
+
+    /// Sends `frame` as [`send_frame`](Self::send_frame) does, except that a frame to
+    /// the group goes out once per header of `shims`, each copy the PEEL shim then the
+    /// frame's UDP payload, to UDP [`PEEL_UDP_PORT`] (PEEL §3.2; see the module docs).
+    /// The kernel writes the IPv4 and UDP headers with 8 more bytes and port 4793; the
+    /// rack switch that strips the shim restores exactly the header the core's ICRC
+    /// covers. Returns false if the kernel dropped any copy.
+    pub fn send_frame_peel(&mut self, frame: &[u8], shims: &[PeelHeader]) -> io::Result<bool> {
+        if frame.len() < FRAME_HEADER_LEN || frame[12..14] != [0x08, 0x00] {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not an option-less IPv4/UDP frame",
+            ));
+        }
+        let dst = rocev2_destination(&frame[ETHERNET_HEADER_LEN..], self.local)?;
+        if shims.is_empty() || *dst.ip() != self.group {
+            return self.send_frame(frame);
+        }
+        let sa = sockaddr(SocketAddrV4::new(*dst.ip(), PEEL_UDP_PORT));
+        let mut copy = vec![0u8; PEEL_HEADER_LEN + frame.len() - FRAME_HEADER_LEN];
+        copy[PEEL_HEADER_LEN..].copy_from_slice(&frame[FRAME_HEADER_LEN..]);
+        let mut all = true;
+        for h in shims {
+            h.emit(&mut copy[..PEEL_HEADER_LEN]);
+            all &= self.sendto(&sa, &copy)?;
+        }
+        Ok(all)
+    }
+
+    fn sendto(&mut self, sa: &libc::sockaddr_in, payload: &[u8]) -> io::Result<bool> {
         loop {
             // SAFETY: a live buffer and sockaddr of the stated lengths.
             let r = unsafe {
@@ -179,7 +211,7 @@ impl UdMcastSocket {
                     payload.as_ptr() as *const libc::c_void,
                     payload.len(),
                     0,
-                    &sa as *const _ as *const libc::sockaddr,
+                    sa as *const _ as *const libc::sockaddr,
                     size_of::<libc::sockaddr_in>() as u32,
                 )
             };
@@ -290,6 +322,9 @@ pub struct UdHostConfig {
     pub seed: u64,
     /// Give up (with an error) after this long.
     pub timeout: std::time::Duration,
+    /// PEEL: every frame to the group goes out once per header, shimmed, to UDP 4793
+    /// ([`UdMcastSocket::send_frame_peel`]); empty: plain multicast to UDP 4791.
+    pub peel: Vec<PeelHeader>,
 }
 
 impl UdHostConfig {
@@ -306,6 +341,7 @@ impl UdHostConfig {
             loss: 0.0,
             seed: 1,
             timeout: std::time::Duration::from_secs(60),
+            peel: Vec::new(),
         }
     }
 }
@@ -432,7 +468,7 @@ impl UdHost {
             .post_send(self.cfg.qpn, 0, dest, payload, None)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         while let Some(f) = self.ep.poll_transmit(now) {
-            self.sock.send_frame(&f)?;
+            self.sock.send_frame_peel(&f, &self.cfg.peel)?;
         }
         // Send completions are of no interest here.
         while let Some(UdEvent::SendComplete { .. }) = self.ep.poll_event() {}
