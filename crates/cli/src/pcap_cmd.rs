@@ -7,13 +7,13 @@
 
 use clap::Subcommand;
 use rocast_core::wire::pcap::{PcapError, PcapReader, PcapWriter, LINKTYPE_ETHERNET, LINKTYPE_RAW};
+use rocast_core::wire::peel::{strip_shim, PeelHeader, PEEL_UDP_PORT};
 use rocast_core::wire::{
     classify_frame, icrc, AckSyndrome, AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr,
     DethRepr, Ecn, EtherType, EthernetAddress, EthernetRepr, ExtHeaders, FrameClass, Ipv4Address,
     Ipv4Repr, NakCode, Opcode, Psn, RethRepr, RoceFrameRepr, RoceRepr, UdpRepr, CNP_RESERVED_LEN,
     ETHERNET_HEADER_LEN, ICRC_LEN, IPV4_HEADER_LEN, IP_PROTO_UDP, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
 };
-use rocast_core::wire::peel::{strip_shim, PeelHeader, PEEL_UDP_PORT};
 use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};

@@ -98,15 +98,21 @@ pub struct SwitchCmd {
     peel_members: Vec<String>,
 }
 
+/// (group, port) pairs of `--peel-member`.
+type PeelMembers = Vec<(Ipv4Address, u16)>;
+
 /// The PEEL role the `--peel-*` flags describe, and the rack members.
-fn peel_config(cmd: &SwitchCmd) -> Result<(Option<PeelRole>, Vec<(Ipv4Address, u16)>), String> {
+fn peel_config(cmd: &SwitchCmd) -> Result<(Option<PeelRole>, PeelMembers), String> {
     let mut members = Vec::new();
     for m in &cmd.peel_members {
         let bad = || format!("--peel-member {m:?}: expected GROUP=PORT[,PORT…]");
         let (g, ports) = m.split_once('=').ok_or_else(bad)?;
         let g: std::net::Ipv4Addr = g.parse().map_err(|_| bad())?;
         for p in ports.split(',') {
-            members.push((Ipv4Address(g.octets()), p.trim().parse::<u16>().map_err(|_| bad())?));
+            members.push((
+                Ipv4Address(g.octets()),
+                p.trim().parse::<u16>().map_err(|_| bad())?,
+            ));
         }
     }
     let role = match cmd.peel_role.as_deref() {
@@ -118,7 +124,10 @@ fn peel_config(cmd: &SwitchCmd) -> Result<(Option<PeelRole>, Vec<(Ipv4Address, u
         }
         Some("prefix") => {
             if !cmd.peel_uplinks.is_empty() || !members.is_empty() {
-                return Err("--peel-role prefix takes --peel-rack, not --peel-uplink or --peel-member".into());
+                return Err(
+                    "--peel-role prefix takes --peel-rack, not --peel-uplink or --peel-member"
+                        .into(),
+                );
             }
             let mut racks = std::collections::BTreeMap::new();
             for r in &cmd.peel_racks {
@@ -131,7 +140,9 @@ fn peel_config(cmd: &SwitchCmd) -> Result<(Option<PeelRole>, Vec<(Ipv4Address, u
                 }
             }
             if racks.is_empty() || racks.keys().copied().ne(0..racks.len()) {
-                return Err("--peel-role prefix needs --peel-rack ID=PORT for ids 0..N-1, each once".into());
+                return Err(
+                    "--peel-role prefix needs --peel-rack ID=PORT for ids 0..N-1, each once".into(),
+                );
             }
             let ports: Vec<u16> = racks.into_values().collect();
             Some(PeelRole::Prefix {
@@ -142,7 +153,10 @@ fn peel_config(cmd: &SwitchCmd) -> Result<(Option<PeelRole>, Vec<(Ipv4Address, u
         }
         Some("rack") => {
             if !cmd.peel_racks.is_empty() {
-                return Err("--peel-role rack takes --peel-uplink and --peel-member, not --peel-rack".into());
+                return Err(
+                    "--peel-role rack takes --peel-uplink and --peel-member, not --peel-rack"
+                        .into(),
+                );
             }
             if cmd.peel_uplinks.is_empty() {
                 return Err("--peel-role rack needs --peel-uplink PORT".into());
@@ -157,11 +171,17 @@ fn peel_config(cmd: &SwitchCmd) -> Result<(Option<PeelRole>, Vec<(Ipv4Address, u
         let n = cmd.ports.len();
         let bad_port = |p: u16| (p as usize) >= n;
         let used: Vec<u16> = match &role {
-            Some(PeelRole::Prefix { rules, .. }) => rules.iter().flat_map(|(_, p)| p.to_vec()).collect(),
+            Some(PeelRole::Prefix { rules, .. }) => {
+                rules.iter().flat_map(|(_, p)| p.to_vec()).collect()
+            }
             Some(PeelRole::Rack { uplinks }) => uplinks.clone(),
             None => Vec::new(),
         };
-        if let Some(p) = used.into_iter().chain(members.iter().map(|m| m.1)).find(|&p| bad_port(p)) {
+        if let Some(p) = used
+            .into_iter()
+            .chain(members.iter().map(|m| m.1))
+            .find(|&p| bad_port(p))
+        {
             return Err(format!("--peel-*: no port {p} (the switch has {n})"));
         }
     }

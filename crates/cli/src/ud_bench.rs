@@ -34,8 +34,8 @@ use rocast_core::nack_multicast::packet::DATA_HEADER_LEN;
 use rocast_core::nack_multicast::{ReceiverConfig, SenderConfig};
 use rocast_core::plan::prefix::{exact_cover, id_bits};
 use rocast_core::rnic::UdCounters;
-use rocast_core::wire::peel::PeelHeader;
 use rocast_core::time::Duration;
+use rocast_core::wire::peel::PeelHeader;
 use rocast_net::endpoint::Clock;
 use rocast_net::lab::{self, Lab, LabOptions, LabSpec, Medium};
 use rocast_net::ud_mcast::{
@@ -255,9 +255,11 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
         "flat" => (1, Vec::new()),
         "peel" => {
             if !matches!(medium, Medium::Switch { .. }) {
-                return Err("--fabric peel needs --medium switch (PEEL runs in rocast switch)".into());
+                return Err(
+                    "--fabric peel needs --medium switch (PEEL runs in rocast switch)".into(),
+                );
             }
-            if a.tors < 2 || a.hosts % a.tors != 0 {
+            if a.tors < 2 || !a.hosts.is_multiple_of(a.tors) {
                 return Err(format!(
                     "--fabric peel needs --tors 2 or more dividing --hosts ({} hosts, {} ToRs)",
                     a.hosts, a.tors
@@ -632,5 +634,32 @@ fn report(
     } else {
         let _ = writeln!(t, "result: FAIL — {}", failures.join("; "));
         Err(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(v: &[PeelHeader]) -> Vec<(u8, u16, bool)> {
+        v.iter()
+            .map(|h| {
+                (
+                    h.prefix_len,
+                    h.prefix_value,
+                    h.flags & PeelHeader::SOURCE_RACK != 0,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_sender_covers_the_other_racks_and_serves_its_own_on_the_way_up() {
+        // 2 ToRs × 2: rack 1 = 1*; h1 shares h0's rack.
+        assert_eq!(shown(&peel_headers(4, 2)), [(1, 1, true)]);
+        // 3 ToRs × 2: racks 1, 2 of a 2-bit space = 01 and 10; SOURCE_RACK once.
+        assert_eq!(shown(&peel_headers(6, 3)), [(2, 1, true), (2, 2, false)]);
+        // 4 ToRs × 1: racks 1..3 = 01 and 1*; nobody else in h0's rack.
+        assert_eq!(shown(&peel_headers(4, 4)), [(2, 1, false), (1, 1, false)]);
     }
 }

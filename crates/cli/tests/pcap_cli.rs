@@ -523,7 +523,10 @@ fn peel_shimmed_frames_check_without_their_shim_and_dump_it() {
     let clean = w.into_inner();
     let r = run_on("check", &clean, "peel-clean.pcap");
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.stdout, "2 frames, 2 roce, 2 icrc-ok, 0 icrc-bad\n1 peel\n");
+    assert_eq!(
+        r.stdout,
+        "2 frames, 2 roce, 2 icrc-ok, 0 icrc-bad\n1 peel\n"
+    );
 
     let d = run_on("dump", &clean, "peel-dump.pcap");
     assert_eq!(d.code, 0, "{}", d.stderr);
@@ -543,7 +546,12 @@ fn peel_shimmed_frames_check_without_their_shim_and_dump_it() {
     let mut bad_shim = shimmed.clone();
     bad_shim[shim_at] = 0x20; // version 2
     let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
-    for (t, f) in [(1_000, plain), (2_000, &shimmed[..]), (3_000, &bad_payload[..]), (4_000, &bad_shim[..])] {
+    for (t, f) in [
+        (1_000, plain),
+        (2_000, &shimmed[..]),
+        (3_000, &bad_payload[..]),
+        (4_000, &bad_shim[..]),
+    ] {
         w.write_record(t, f).unwrap();
     }
     let r = run_on("check", &w.into_inner(), "peel-bad.pcap");
@@ -554,5 +562,8 @@ fn peel_shimmed_frames_check_without_their_shim_and_dump_it() {
     );
     let errs: Vec<&str> = r.stderr.lines().collect();
     assert!(errs[0].starts_with("frame 3: bad ICRC"), "{}", r.stderr);
-    assert_eq!(errs[1], "frame 4: malformed RoCE frame: unsupported peel version");
+    assert_eq!(
+        errs[1],
+        "frame 4: malformed RoCE frame: unsupported peel version"
+    );
 }

@@ -46,9 +46,21 @@ fn line_counter(out: &str, prefix: &str, key: &str) -> u64 {
 fn check_capture(path: &Path) -> (u64, u64) {
     let r = rocast(&["pcap", "check", path.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}: {}{}", path.display(), r.stdout, r.stderr);
-    let first: Vec<&str> = r.stdout.lines().next().unwrap().split_whitespace().collect();
+    let first: Vec<&str> = r
+        .stdout
+        .lines()
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .collect();
     // "N frames, N roce, N icrc-ok, 0 icrc-bad"
-    assert_eq!(first[2], first[4], "{}: every RoCE frame verifies: {}", path.display(), r.stdout);
+    assert_eq!(
+        first[2],
+        first[4],
+        "{}: every RoCE frame verifies: {}",
+        path.display(),
+        r.stdout
+    );
     assert_eq!(first[6], "0", "{}", r.stdout);
     let peel = r
         .stdout
@@ -118,28 +130,47 @@ fn peel_multicast_through_a_two_tier_lab_delivers_exactly_once_and_every_link_ch
 
     // What each switch did with the PEEL frames.
     for s in ["agg", "tor0", "tor1", "tor2"] {
-        assert_eq!(switch_counter(&out, s, "peel_drop_malformed"), 0, "{s}\n{out}");
+        assert_eq!(
+            switch_counter(&out, s, "peel_drop_malformed"),
+            0,
+            "{s}\n{out}"
+        );
         assert_eq!(switch_counter(&out, s, "peel_dropped"), 0, "{s}\n{out}");
     }
     // The aggregation switch: each copy (prefix 01 or 10) to exactly one rack.
     let agg_in = switch_counter(&out, "agg", "peel_in");
     assert!(agg_in >= 2 * MESSAGES - 100, "{out}");
-    assert_eq!(switch_counter(&out, "agg", "peel_forwarded"), agg_in, "{out}");
+    assert_eq!(
+        switch_counter(&out, "agg", "peel_forwarded"),
+        agg_in,
+        "{out}"
+    );
     assert_eq!(switch_counter(&out, "agg", "peel_delivered"), 0, "{out}");
     // h0's ToR: every copy up; the SOURCE_RACK copy (one of two) also to h1, stripped.
     let tor0_in = switch_counter(&out, "tor0", "peel_in");
-    assert_eq!(switch_counter(&out, "tor0", "peel_forwarded"), tor0_in, "{out}");
+    assert_eq!(
+        switch_counter(&out, "tor0", "peel_forwarded"),
+        tor0_in,
+        "{out}"
+    );
     let tor0_delivered = switch_counter(&out, "tor0", "peel_delivered");
     if line_counter(&out, "sender h0:", "tx_dropped") == 0 {
         assert_eq!(2 * tor0_delivered, tor0_in, "{out}");
     } else {
-        assert!(2 * tor0_delivered >= tor0_in && tor0_delivered <= tor0_in, "{out}");
+        assert!(
+            2 * tor0_delivered >= tor0_in && tor0_delivered <= tor0_in,
+            "{out}"
+        );
     }
     // The receivers' ToRs: each copy to both members, stripped; nothing goes up.
     for s in ["tor1", "tor2"] {
         let n = switch_counter(&out, s, "peel_in");
         assert!(n >= MESSAGES, "{s}\n{out}");
-        assert_eq!(switch_counter(&out, s, "peel_delivered"), 2 * n, "{s}\n{out}");
+        assert_eq!(
+            switch_counter(&out, s, "peel_delivered"),
+            2 * n,
+            "{s}\n{out}"
+        );
         assert_eq!(switch_counter(&out, s, "peel_forwarded"), 0, "{s}\n{out}");
     }
 
@@ -153,7 +184,11 @@ fn peel_multicast_through_a_two_tier_lab_delivers_exactly_once_and_every_link_ch
             let path = dir.join(sw).join(format!("port{p}.pcap"));
             let (roce, peel) = check_capture(&path);
             files += 1;
-            assert!(roce > 0, "{}: a check of nothing proves nothing", path.display());
+            assert!(
+                roce > 0,
+                "{}: a check of nothing proves nothing",
+                path.display()
+            );
             let uplink = sw == "agg" || p == 2;
             let sender_link = sw == "tor0" && p == 0;
             if uplink || sender_link {

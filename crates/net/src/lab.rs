@@ -251,28 +251,46 @@ impl LabSpec {
         }
         let daemon = matches!(opts.medium, Medium::Switch { .. });
         if opts.tors == 0 || opts.tors > MAX_HOSTS {
-            return Err(invalid("--tors", format!("{} (must be 1..={MAX_HOSTS})", opts.tors)));
+            return Err(invalid(
+                "--tors",
+                format!("{} (must be 1..={MAX_HOSTS})", opts.tors),
+            ));
         }
         if opts.tors > 1 {
             if !daemon {
-                return Err(invalid("--tors", "a two-tier lab needs the switch daemon (--switch)"));
-            }
-            if opts.hosts % opts.tors != 0 {
                 return Err(invalid(
                     "--tors",
-                    format!("{} hosts do not split evenly under {} ToRs", opts.hosts, opts.tors),
+                    "a two-tier lab needs the switch daemon (--switch)",
+                ));
+            }
+            if !opts.hosts.is_multiple_of(opts.tors) {
+                return Err(invalid(
+                    "--tors",
+                    format!(
+                        "{} hosts do not split evenly under {} ToRs",
+                        opts.hosts, opts.tors
+                    ),
                 ));
             }
             if opts.loss_host.is_some() {
-                return Err(invalid("--loss-host", "not in a two-tier lab (--loss is on every switch port)"));
+                return Err(invalid(
+                    "--loss-host",
+                    "not in a two-tier lab (--loss is on every switch port)",
+                ));
             }
         }
         if !opts.peel_groups.is_empty() && opts.tors < 2 {
-            return Err(invalid("--peel-group", "needs a two-tier lab (--tors 2 or more)"));
+            return Err(invalid(
+                "--peel-group",
+                "needs a two-tier lab (--tors 2 or more)",
+            ));
         }
         for (g, members) in &opts.peel_groups {
             if !g.is_multicast() {
-                return Err(invalid("--peel-group", format!("{g} is not an IPv4 multicast group")));
+                return Err(invalid(
+                    "--peel-group",
+                    format!("{g} is not an IPv4 multicast group"),
+                ));
             }
             if let Some(h) = members.iter().find(|&&h| h >= opts.hosts) {
                 return Err(invalid("--peel-group", format!("{g}: no host {h}")));
@@ -511,7 +529,10 @@ pub fn host_namespace(name: &str, host: &str) -> Result<String, LabError> {
     if host == "agg" {
         return Ok(ns_agg(name));
     }
-    if let Some(t) = host.strip_prefix("tor").and_then(|d| d.parse::<usize>().ok()) {
+    if let Some(t) = host
+        .strip_prefix("tor")
+        .and_then(|d| d.parse::<usize>().ok())
+    {
         return Ok(ns_tor(name, t));
     }
     match host.strip_prefix('h').map(|d| (d, d.parse::<usize>())) {
@@ -768,7 +789,10 @@ fn plan_two_tier(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
             );
             run(
                 &mut steps,
-                words(&format!("ip -n {h} addr add {}/24 dev eth0", host_ip(&o.subnet, i))),
+                words(&format!(
+                    "ip -n {h} addr add {}/24 dev eth0",
+                    host_ip(&o.subnet, i)
+                )),
             );
         }
     }
@@ -784,7 +808,11 @@ fn plan_two_tier(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
             argv.push(p.to_string());
         }
         argv.push("--control".into());
-        argv.push(dir.join(format!("{short}.sock")).to_string_lossy().into_owned());
+        argv.push(
+            dir.join(format!("{short}.sock"))
+                .to_string_lossy()
+                .into_owned(),
+        );
         if let Some(c) = &o.capture {
             argv.push("--capture".into());
             argv.push(c.join(short).to_string_lossy().into_owned());
@@ -831,7 +859,10 @@ fn plan_two_tier(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
                 .map(|&i| (i % per).to_string())
                 .collect();
             if !ports.is_empty() {
-                args.extend(["--peel-member".to_string(), format!("{g}={}", ports.join(","))]);
+                args.extend([
+                    "--peel-member".to_string(),
+                    format!("{g}={}", ports.join(",")),
+                ]);
             }
         }
         steps.push(daemon(&format!("tor{t}"), &ns_tor(name, t), args));
@@ -1058,7 +1089,11 @@ impl fmt::Display for LabState {
             self.shaper
         )?;
         if self.tors > 1 {
-            write!(f, ", two-tier: {} ToRs under one aggregation switch (PEEL)", self.tors)?;
+            write!(
+                f,
+                ", two-tier: {} ToRs under one aggregation switch (PEEL)",
+                self.tors
+            )?;
         }
         Ok(())
     }
@@ -1889,6 +1924,110 @@ mod tests {
         assert_eq!(s.rate, "10gbit");
         assert_eq!(LabState::parse(&s.to_text()), Some(s.clone()));
         assert!(s.to_string().contains("2% toward h4 only"), "{s}");
+    }
+
+    /// 4 hosts under 2 ToRs, with the daemon.
+    fn two_tier() -> LabOptions {
+        LabOptions {
+            name: "x".into(),
+            hosts: 4,
+            medium: Medium::Switch {
+                exe: "/bin/rocast".into(),
+            },
+            tors: 2,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn two_tier_labs_need_the_daemon_and_an_even_split() {
+        let e = |o: LabOptions| LabSpec::new(o).unwrap_err().to_string();
+        assert!(e(LabOptions {
+            medium: Medium::Bridge,
+            ..two_tier()
+        })
+        .contains("switch daemon"));
+        assert!(e(LabOptions {
+            hosts: 5,
+            ..two_tier()
+        })
+        .contains("do not split evenly"));
+        assert!(e(LabOptions {
+            tors: 0,
+            ..two_tier()
+        })
+        .contains("--tors"));
+        let g = |s: &str, h: Vec<usize>| vec![(s.parse().unwrap(), h)];
+        assert!(e(LabOptions {
+            peel_groups: g("10.0.0.1", vec![1]),
+            ..two_tier()
+        })
+        .contains("not an IPv4 multicast group"));
+        assert!(e(LabOptions {
+            peel_groups: g("239.1.1.1", vec![4]),
+            ..two_tier()
+        })
+        .contains("no host 4"));
+        let one = LabSpec::new(LabOptions {
+            peel_groups: g("239.1.1.1", vec![1]),
+            ..opts(2)
+        });
+        assert!(one.unwrap_err().to_string().contains("two-tier"));
+    }
+
+    #[test]
+    fn two_tier_plan_wires_tors_under_the_agg_with_peel_roles() {
+        let spec = LabSpec::new(LabOptions {
+            peel_groups: vec![("239.77.0.1".parse().unwrap(), vec![1, 2, 3])],
+            capture: Some("/tmp/cap".into()),
+            ..two_tier()
+        })
+        .unwrap();
+        let l = lines(&plan(&spec, Shaper::Tbf));
+        let has = |s: &str| assert!(l.iter().any(|x| x == s), "no `{s}` in\n{}", l.join("\n"));
+        has(
+            "ip link add uplink netns rocast-x-tor1 address 02:72:63:fe:02:01 mtu 9000 \
+             type veth peer name t1 netns rocast-x-agg address 02:72:63:fe:02:02 mtu 9000",
+        );
+        has(
+            "ip link add eth0 netns rocast-x-h3 address 02:72:63:00:00:04 mtu 9000 \
+             type veth peer name p1 netns rocast-x-tor1 address 02:72:63:ff:00:04 mtu 9000",
+        );
+        has("ip -n rocast-x-h3 addr add 10.77.0.4/24 dev eth0");
+        let daemons: Vec<&String> = l.iter().filter(|x| x.contains(" switch ")).collect();
+        assert_eq!(daemons.len(), 3, "{daemons:?}");
+        assert_eq!(
+            daemons[0].as_str(),
+            "ip netns exec rocast-x-agg /bin/rocast switch --port afpacket:t0 --port afpacket:t1 \
+             --host 10.77.0.1@0=02:72:63:00:00:01 --host 10.77.0.2@0=02:72:63:00:00:02 \
+             --host 10.77.0.3@1=02:72:63:00:00:03 --host 10.77.0.4@1=02:72:63:00:00:04 \
+             --peel-role prefix --peel-rack 0=0 --peel-rack 1=1 \
+             --control /run/rocast-lab/x/agg.sock --capture /tmp/cap/agg"
+        );
+        assert_eq!(
+            daemons[1].as_str(),
+            "ip netns exec rocast-x-tor0 /bin/rocast switch --port afpacket:p0 --port afpacket:p1 \
+             --port afpacket:uplink --host 10.77.0.1@0=02:72:63:00:00:01 \
+             --host 10.77.0.2@1=02:72:63:00:00:02 --peel-role rack --peel-uplink 2 \
+             --peel-member 239.77.0.1=1 --control /run/rocast-lab/x/tor0.sock --capture /tmp/cap/tor0"
+        );
+        assert!(
+            daemons[2].contains("--peel-member 239.77.0.1=0,1"),
+            "{}",
+            daemons[2]
+        );
+        let names: Vec<String> = switch_daemons(&spec).into_iter().map(|d| d.short).collect();
+        assert_eq!(names, ["agg", "tor0", "tor1"]);
+        let s = LabState::from_spec(&spec, Shaper::Tbf);
+        assert_eq!(LabState::parse(&s.to_text()), Some(s.clone()));
+        assert!(
+            s.to_string()
+                .contains("2 ToRs under one aggregation switch"),
+            "{s}"
+        );
+        // A state file from before the two-tier lab reads as one switch.
+        let old = s.to_text().replace("tors=2\n", "");
+        assert_eq!(LabState::parse(&old).map(|s| s.tors), Some(1));
     }
 
     #[test]

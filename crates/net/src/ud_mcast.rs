@@ -15,6 +15,11 @@
 //!   unconnected socket's DF datagrams), UDP checksum 0 (`SO_NO_CHECK`), TOS = the
 //!   core's DSCP. Multicast goes out with TTL 1 and `IP_MULTICAST_LOOP` off, so a host
 //!   never hears itself.
+//! - **send, PEEL** ([`UdHostConfig::peel`], PEEL §3.2): a frame to the group goes out
+//!   once per PEEL header instead, each copy the 8-byte shim then the same UDP payload,
+//!   to UDP 4793 ([`UdMcastSocket::send_frame_peel`]). The ICRC is the core's, computed
+//!   for port 4791 and the unshimmed lengths: the rack switch that strips the shim
+//!   restores exactly those bytes, so the receiver's check passes.
 //! - **receive**: the socket is bound to `0.0.0.0:4791` (Linux delivers a group's
 //!   datagrams only to sockets bound to the wildcard or the group) and joined to the
 //!   group (`IP_ADD_MEMBERSHIP` on the host's interface). Each datagram is rebuilt into

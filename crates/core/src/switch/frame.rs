@@ -52,9 +52,9 @@ use crate::fabric::cepheus::{
 };
 use crate::fabric::peel::{PeelAction, PeelRole, PeelSwitch};
 use crate::time::Instant;
-use crate::wire::peel::{read_shim, strip_shim, PEEL_UDP_PORT};
 use crate::wire::arp::{ArpOperation, ArpRepr, ARP_LEN};
 use crate::wire::mrp::{MrpRelease, MrpRepr, MRP_UDP_PORT};
+use crate::wire::peel::{read_shim, strip_shim, PEEL_UDP_PORT};
 use crate::wire::{
     Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Address, Ipv4Packet,
     Ipv4Repr, RoceRepr, UdpPacket, UdpRepr, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, IP_PROTO_UDP,
@@ -208,7 +208,8 @@ impl FrameSwitch {
             return Err(format!("PEEL member of {group}: no port {port}"));
         }
         match &mut self.peel {
-            Some(p) if matches!(p.role(), PeelRole::Rack { uplinks } if !uplinks.contains(&port)) => {
+            Some(p) if matches!(p.role(), PeelRole::Rack { uplinks } if !uplinks.contains(&port)) =>
+            {
                 p.add_member(group, port);
                 Ok(())
             }

@@ -35,14 +35,32 @@ fn for_racks_holds_k_minus_one_rules_and_the_papers_blocks() {
         Some(&[14u16, 15, 16, 17][..]),
         "1** = racks 100..111"
     );
-    assert_eq!(r.lookup(Prefix { value: 0b01, len: 2 }), Some(&[12u16, 13][..]));
+    assert_eq!(
+        r.lookup(Prefix {
+            value: 0b01,
+            len: 2
+        }),
+        Some(&[12u16, 13][..])
+    );
     assert_eq!(r.lookup(Prefix { value: 0, len: 0 }).unwrap().len(), 8);
-    assert_eq!(r.lookup(Prefix { value: 0b101, len: 3 }), Some(&[15u16][..]));
+    assert_eq!(
+        r.lookup(Prefix {
+            value: 0b101,
+            len: 3
+        }),
+        Some(&[15u16][..])
+    );
     assert_eq!(r.lookup(Prefix { value: 0, len: 4 }), None);
     assert_eq!(r.memory_bytes(), 15 * 8 + 4 * 8 * 2);
     // A pod of 3 racks: blocks that hold no existing rack are not installed.
     let r3 = PrefixRules::for_racks(&[1, 2, 3]);
-    assert_eq!(r3.lookup(Prefix { value: 0b11, len: 2 }), None);
+    assert_eq!(
+        r3.lookup(Prefix {
+            value: 0b11,
+            len: 2
+        }),
+        None
+    );
     assert_eq!(r3.lookup(Prefix { value: 0b1, len: 1 }), Some(&[3u16][..]));
 }
 
@@ -56,12 +74,7 @@ fn for_racks_is_the_layouts_table_on_a_fat_tree() {
     let rack_ports: Vec<u16> = l.pods[2]
         .racks
         .iter()
-        .map(|&r| {
-            t.ports(plane)
-                .iter()
-                .position(|&(_, m)| m == r)
-                .unwrap() as u16
-        })
+        .map(|&r| t.ports(plane).iter().position(|&(_, m)| m == r).unwrap() as u16)
         .collect();
     assert_eq!(PrefixRules::for_racks(&rack_ports), from_layout);
 }

@@ -114,7 +114,10 @@ fn rack_switch_sends_a_source_rack_copy_up_unchanged_and_to_local_members_stripp
     let out = feed(&mut sw, 1, &f);
     assert_eq!(out.len(), 2, "{out:?}");
     assert_eq!(out[0].port, 4);
-    assert_eq!(out[0].frame, f, "the copy toward the plane is the frame as it came");
+    assert_eq!(
+        out[0].frame, f,
+        "the copy toward the plane is the frame as it came"
+    );
     assert_eq!(out[1].port, 2, "the other member, never the sender's port");
     assert_restored(&out[1]);
     // A second packet of the same cover, without SOURCE_RACK: up only.
@@ -158,7 +161,10 @@ fn prefix_switch_replicates_to_the_blocks_racks_unchanged() {
     assert!(out.iter().all(|o| o.frame == f));
     // * from rack 0: every other rack, not back down to the source's.
     let out = feed(&mut sw, 0, &shimmed(shim(0, 0, 0)));
-    assert_eq!(out.iter().map(|o| o.port).collect::<Vec<_>>(), vec![1, 2, 3]);
+    assert_eq!(
+        out.iter().map(|o| o.port).collect::<Vec<_>>(),
+        vec![1, 2, 3]
+    );
     // A prefix longer than the 2-bit rack space: no rule, counted.
     let out = feed(&mut sw, 0, &shimmed(shim(3, 0, 0)));
     assert!(out.is_empty());
@@ -185,7 +191,10 @@ fn malformed_shims_are_counted_drops() {
     assert!(feed(&mut sw, 0, &good[..at + 4]).is_empty());
     let s = sw.stats();
     assert_eq!(s.peel_malformed, 3);
-    assert_eq!(s.malformed, 1, "a truncated IPv4 packet is the pipeline's malformed");
+    assert_eq!(
+        s.malformed, 1,
+        "a truncated IPv4 packet is the pipeline's malformed"
+    );
     assert_eq!(s.tx_frames, 0);
 }
 
