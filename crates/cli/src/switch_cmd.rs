@@ -308,3 +308,116 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
     print!("{}", d.stats_text());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        cmd: SwitchCmd,
+    }
+
+    fn peel(args: &[&str]) -> Result<(Option<PeelRole>, PeelMembers), String> {
+        let mut argv = vec!["switch", "--port", "afpacket:a", "--port", "afpacket:b"];
+        argv.extend_from_slice(&["--port", "afpacket:c"]);
+        argv.extend_from_slice(args);
+        peel_config(&Cli::try_parse_from(argv).map_err(|e| e.to_string())?.cmd)
+    }
+
+    #[test]
+    fn peel_flags_build_the_role_and_members() {
+        assert_eq!(peel(&[]).unwrap(), (None, Vec::new()));
+        let (role, m) = peel(&[
+            "--peel-role",
+            "prefix",
+            "--peel-rack",
+            "1=0",
+            "--peel-rack",
+            "0=2",
+        ])
+        .unwrap();
+        let Some(PeelRole::Prefix {
+            pod: 0,
+            plane: 0,
+            rules,
+        }) = role
+        else {
+            panic!("{role:?}")
+        };
+        assert_eq!(rules, PrefixRules::for_racks(&[2, 0]));
+        assert!(m.is_empty());
+        let g = Ipv4Address([239, 77, 0, 1]);
+        let (role, m) = peel(&[
+            "--peel-role",
+            "rack",
+            "--peel-uplink",
+            "2",
+            "--peel-member",
+            "239.77.0.1=0,1",
+        ])
+        .unwrap();
+        assert_eq!(role, Some(PeelRole::Rack { uplinks: vec![2] }));
+        assert_eq!(m, vec![(g, 0), (g, 1)]);
+    }
+
+    #[test]
+    fn bad_peel_flags_are_clear_errors() {
+        for (args, want) in [
+            (&["--peel-rack", "0=0"][..], "need --peel-role"),
+            (&["--peel-role", "spine"][..], "prefix or rack"),
+            (&["--peel-role", "prefix"][..], "ids 0..N-1"),
+            (
+                &["--peel-role", "prefix", "--peel-rack", "1=0"][..],
+                "ids 0..N-1",
+            ),
+            (
+                &[
+                    "--peel-role",
+                    "prefix",
+                    "--peel-rack",
+                    "0=0",
+                    "--peel-rack",
+                    "0=1",
+                ][..],
+                "given twice",
+            ),
+            (
+                &["--peel-role", "prefix", "--peel-rack", "0=7"][..],
+                "no port 7",
+            ),
+            (&["--peel-role", "rack"][..], "needs --peel-uplink"),
+            (
+                &["--peel-role", "rack", "--peel-uplink", "9"][..],
+                "no port 9",
+            ),
+            (
+                &[
+                    "--peel-role",
+                    "rack",
+                    "--peel-uplink",
+                    "2",
+                    "--peel-member",
+                    "x",
+                ][..],
+                "GROUP=PORT",
+            ),
+            (
+                &[
+                    "--peel-role",
+                    "rack",
+                    "--peel-uplink",
+                    "2",
+                    "--peel-rack",
+                    "0=0",
+                ][..],
+                "not --peel-rack",
+            ),
+        ] {
+            let e = peel(args).unwrap_err();
+            assert!(e.contains(want), "{args:?}: {e}");
+        }
+    }
+}

@@ -26,7 +26,8 @@
 //!    the source's, so layer-2 learning stays consistent with the tree); a copy to a
 //!    member host has the shim stripped ([`strip_shim`]: UDP port 4791, IPv4 total
 //!    length and checksum restored), which restores exactly the bytes the source's
-//!    ICRC covers — no switch recomputes an ICRC. A shim that does not parse is a
+//!    ICRC covers — no switch recomputes an ICRC, nor checks one (a commodity switch
+//!    cannot; the receiving endpoint does). A shim that does not parse is a
 //!    counted drop (`peel_malformed`); so are the engine's refusals (no rule, another
 //!    pod or plane, no uplink, an over-covered rack). A switch without a PEEL role
 //!    treats such a frame as any other IPv4 packet.
