@@ -98,6 +98,34 @@ pub struct UpArgs {
     /// Which qdisc shapes the links.
     #[arg(long, value_enum, default_value = "auto")]
     shaper: ShaperArg,
+    /// Rack switches: 2 or more builds the two-tier lab (needs --switch): the hosts
+    /// split evenly under N ToRs (namespaces tor0, tor1, …; host ports p<j>, `uplink`
+    /// to the agg), all under one aggregation switch (agg; port t<t> to ToR t), each running
+    /// `rocast switch` with its PEEL role (agg: prefix, rack id t = port t; ToRs: rack,
+    /// uplink = the port after the host ports).
+    #[arg(long, default_value_t = 1)]
+    tors: usize,
+    /// Two-tier lab: a PEEL group and its member hosts, GROUP=I[,I…] (e.g.
+    /// 239.77.0.1=1,2,3), configured as members on their ToRs (repeatable).
+    #[arg(long = "peel-group", value_name = "GROUP=HOSTS")]
+    peel_groups: Vec<String>,
+    /// Every switch daemon writes its links to DIR/<switch>/portN.pcap (needs --switch).
+    #[arg(long, value_name = "DIR")]
+    capture: Option<std::path::PathBuf>,
+}
+
+fn parse_peel_group(s: &str) -> Result<(std::net::Ipv4Addr, Vec<usize>), LabError> {
+    let bad = || LabError::Invalid {
+        what: "--peel-group",
+        msg: format!("{s:?}: expected GROUP=I[,I…]"),
+    };
+    let (g, hosts) = s.split_once('=').ok_or_else(bad)?;
+    let g = g.parse().map_err(|_| bad())?;
+    let hosts = hosts
+        .split(',')
+        .map(|h| h.trim().parse::<usize>().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    Ok((g, hosts))
 }
 
 #[derive(Debug, Args)]
@@ -176,6 +204,13 @@ fn up(a: UpArgs) -> Result<(), LabError> {
             ShaperArg::Netem => ShaperChoice::Netem,
             ShaperArg::Tbf => ShaperChoice::Tbf,
         },
+        tors: a.tors,
+        peel_groups: a
+            .peel_groups
+            .iter()
+            .map(|g| parse_peel_group(g))
+            .collect::<Result<_, _>>()?,
+        capture: a.capture,
     })?;
     let lab = Lab::up(&spec)?;
     for w in &lab.warnings {
@@ -196,6 +231,10 @@ fn up(a: UpArgs) -> Result<(), LabError> {
         match &o.medium {
             Medium::None => "none".to_string(),
             Medium::Bridge => "bridge br0".to_string(),
+            Medium::Switch { .. } if o.tors > 1 => format!(
+                "two-tier: {} ToRs under one aggregation switch, switch daemon pids {:?}",
+                o.tors, lab.daemon_pids
+            ),
             Medium::Switch { .. } => format!("switch daemon pid {}", lab.switch_pid.unwrap_or(0)),
         }
     );

@@ -7,6 +7,7 @@
 
 use clap::Subcommand;
 use rocast_core::wire::pcap::{PcapError, PcapReader, PcapWriter, LINKTYPE_ETHERNET, LINKTYPE_RAW};
+use rocast_core::wire::peel::{strip_shim, PeelHeader, PEEL_UDP_PORT};
 use rocast_core::wire::{
     classify_frame, icrc, AckSyndrome, AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr,
     DethRepr, Ecn, EtherType, EthernetAddress, EthernetRepr, ExtHeaders, FrameClass, Ipv4Address,
@@ -29,7 +30,9 @@ pub enum PcapCmd {
     /// Verify every RoCEv2 frame (headers and ICRC) and print a one-line summary.
     ///
     /// Prints `N frames, N roce, N icrc-ok, N icrc-bad` (roce = frames to UDP 4791 that
-    /// parse), then `N malformed` if any frame to UDP 4791 does not parse. Each bad or
+    /// parse), then `N malformed` if any frame to UDP 4791 does not parse, and `N peel`
+    /// if any RoCE frame carried the PEEL shim (UDP 4793; checked without the shim, as
+    /// its ICRC was computed; a shim that does not parse is malformed). Each bad or
     /// malformed frame is named on stderr (frames are numbered from 1, as in Wireshark).
     /// Exit status: 0 all good; 1 a bad ICRC or a malformed RoCE frame; 2 the file is
     /// unreadable, not a pcap, of an unsupported link type, or truncated.
@@ -41,7 +44,9 @@ pub enum PcapCmd {
     ///
     /// Columns: frame number, time relative to the first frame, source → destination,
     /// opcode, destination QP, PSN, BTH/IP flags, extended headers, payload length, ICRC
-    /// verdict. Malformed RoCE frames get a line saying why; other traffic is skipped.
+    /// verdict; a PEEL frame (UDP 4793) starts with its shim, `PEEL[len= value= pod=
+    /// plane= flags]`. Malformed RoCE frames get a line saying why; other traffic is
+    /// skipped.
     /// Exit status: 0, or 2 if the file cannot be read (entirely).
     Dump {
         /// Capture file (libpcap format).
@@ -161,8 +166,11 @@ struct Frame<'a> {
     orig_len: u32,
     /// Bytes captured (before any link-layer conversion).
     caplen: usize,
-    /// The frame as Ethernet II.
+    /// The frame as Ethernet II; for a PEEL frame, without its shim (what the ICRC
+    /// covers).
     eth: &'a [u8],
+    /// The PEEL shim the frame carried on the wire (UDP 4793), if any.
+    peel: Option<PeelHeader>,
 }
 
 impl Frame<'_> {
@@ -206,13 +214,25 @@ fn walk(
         )
     })?;
     let mut scratch = Vec::new();
+    let mut unshimmed = Vec::new();
     for (i, rec) in reader.enumerate() {
         match rec {
             Ok(rec) => {
                 let eth = link.to_ethernet(rec.data, &mut scratch);
-                let frame =
-                    Frame { number: i + 1, ts_ns: rec.ts_ns, orig_len: rec.orig_len, caplen: rec.data.len(), eth };
-                if !f(&frame, classify_frame(eth)) {
+                let (eth, peel, class) = match unshim(eth, &mut unshimmed) {
+                    Peel::No => (eth, None, classify_frame(eth)),
+                    Peel::Bad(e) => (eth, None, FrameClass::Malformed(e)),
+                    Peel::Shim(h) => (&unshimmed[..], Some(h), classify_frame(&unshimmed)),
+                };
+                let frame = Frame {
+                    number: i + 1,
+                    ts_ns: rec.ts_ns,
+                    orig_len: rec.orig_len,
+                    caplen: rec.data.len(),
+                    eth,
+                    peel,
+                };
+                if !f(&frame, class) {
                     break;
                 }
             }
@@ -236,6 +256,59 @@ fn walk(
     Ok(None)
 }
 
+/// What [`unshim`] found.
+enum Peel {
+    /// Not an IPv4/UDP frame to [`PEEL_UDP_PORT`].
+    No,
+    /// To UDP 4793, but the framing or the shim does not parse.
+    Bad(rocast_core::wire::Error),
+    /// A PEEL frame: its shim; the frame without it is in the scratch buffer.
+    Shim(PeelHeader),
+}
+
+/// A frame to UDP [`PEEL_UDP_PORT`] carries the PEEL shim between UDP and BTH, and its
+/// ICRC was computed without it (`rocast_core::wire::peel`): strip it into `out` so
+/// the frame checks and prints as the RoCEv2 frame a member receives.
+fn unshim(eth: &[u8], out: &mut Vec<u8>) -> Peel {
+    let udp_at = ETHERNET_HEADER_LEN + IPV4_HEADER_LEN;
+    let is_peel = eth.len() >= udp_at + 4
+        && eth[12..14] == [0x08, 0x00]
+        && eth[ETHERNET_HEADER_LEN] == 0x45
+        && eth[ETHERNET_HEADER_LEN + 9] == IP_PROTO_UDP
+        && u16::from_be_bytes([eth[udp_at + 2], eth[udp_at + 3]]) == PEEL_UDP_PORT;
+    if !is_peel {
+        return Peel::No;
+    }
+    match strip_shim(&eth[ETHERNET_HEADER_LEN..]) {
+        Ok((h, ip)) => {
+            out.clear();
+            out.extend_from_slice(&eth[..ETHERNET_HEADER_LEN]);
+            out.extend_from_slice(&ip);
+            Peel::Shim(h)
+        }
+        Err(e) => Peel::Bad(e),
+    }
+}
+
+/// The shim as `dump` prints it: `PEEL[len=2 value=0b01 pod=0 plane=0 SR]`.
+fn peel_str(h: &PeelHeader) -> String {
+    let mut s = format!(
+        "PEEL[len={} value={:#b} pod={} plane={}",
+        h.prefix_len, h.prefix_value, h.pod, h.plane
+    );
+    for (bit, name) in [
+        (PeelHeader::CORE_REPLICATE, " CORE"),
+        (PeelHeader::OVER_COVERED, " OVER"),
+        (PeelHeader::SOURCE_RACK, " SRC-RACK"),
+    ] {
+        if h.flags & bit != 0 {
+            s.push_str(name);
+        }
+    }
+    s.push(']');
+    s
+}
+
 /// The bytes from the IPv4 header up to (not including) the ICRC of a parsed frame.
 fn icrc_covered<'a>(eth: &'a [u8], roce: &RoceRepr<'_>) -> Option<&'a [u8]> {
     let end = ETHERNET_HEADER_LEN + IPV4_HEADER_LEN + UDP_HEADER_LEN + roce.udp.payload_len;
@@ -252,6 +325,7 @@ struct Counts {
     icrc_ok: usize,
     icrc_bad: usize,
     malformed: usize,
+    peel: usize,
 }
 
 fn check(path: &Path) -> u8 {
@@ -273,6 +347,7 @@ fn check(path: &Path) -> u8 {
             }
             FrameClass::Roce { frame, icrc_ok } => {
                 n.roce += 1;
+                n.peel += usize::from(fr.peel.is_some());
                 if icrc_ok {
                     n.icrc_ok += 1;
                 } else {
@@ -310,6 +385,9 @@ fn check(path: &Path) -> u8 {
     if n.malformed > 0 {
         let _ = writeln!(summary, "{} malformed", n.malformed);
     }
+    if n.peel > 0 {
+        let _ = writeln!(summary, "{} peel", n.peel);
+    }
     let _ = io::stdout().lock().write_all(summary.as_bytes());
     if let Some(msg) = trailer {
         report(format_args!("error: {msg}"));
@@ -338,7 +416,10 @@ fn dump(path: &Path) -> u8 {
                 let (src, dst) = raw_ip_addrs(fr.eth);
                 format!("{src} → {dst} MALFORMED: {e}{}", fr.snap_note())
             }
-            FrameClass::Roce { frame, icrc_ok } => describe(&frame, icrc_ok),
+            FrameClass::Roce { frame, icrc_ok } => match &fr.peel {
+                Some(h) => format!("{} {}", peel_str(h), describe(&frame, icrc_ok)),
+                None => describe(&frame, icrc_ok),
+            },
         };
         let line = format!("{:>5} {:>11} {what}\n", fr.number, rel_time(fr.ts_ns, base));
         match out.write_all(line.as_bytes()) {

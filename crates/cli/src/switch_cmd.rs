@@ -6,6 +6,7 @@
 
 use clap::Args;
 use rocast_core::fabric::cepheus::{CnpFilterPolicy, GroupAddressSpace};
+use rocast_core::fabric::peel::{PeelRole, PrefixRules};
 use rocast_core::fabric::EcnRed;
 use rocast_core::switch::FrameSwitchConfig;
 use rocast_core::time::Duration as CoreDuration;
@@ -70,6 +71,121 @@ pub struct SwitchCmd {
     /// Seed of the ECN marking draws.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// This switch's place in a PEEL fabric (PEEL §3.2): `prefix` (one tier above the
+    /// racks: replicates a shimmed frame, UDP 4793, to the racks of its (value,
+    /// length) block by k − 1 static rules built from --peel-rack) or `rack` (a ToR:
+    /// a shimmed frame from a host climbs to --peel-uplink, and also goes to the local
+    /// members when it carries SOURCE_RACK; from above it goes to the --peel-member
+    /// ports with the shim stripped, or is discarded and counted when the rack has
+    /// none). Without it, shimmed frames are forwarded as plain IPv4.
+    #[arg(long, value_name = "prefix|rack")]
+    peel_role: Option<String>,
+    /// Prefix role: rack id ID is behind PORT (repeatable; ids 0..N-1, each once).
+    #[arg(long = "peel-rack", value_name = "ID=PORT")]
+    peel_racks: Vec<String>,
+    /// Prefix role: the pod this switch serves (the shim's pod field).
+    #[arg(long, default_value_t = 0)]
+    peel_pod: u16,
+    /// Prefix role: this switch's plane index in its pod (the shim's plane field).
+    #[arg(long, default_value_t = 0)]
+    peel_plane: u16,
+    /// Rack role: the port toward plane 0, 1, … (repeatable, in plane order).
+    #[arg(long = "peel-uplink", value_name = "PORT")]
+    peel_uplinks: Vec<u16>,
+    /// Rack role: the member ports of a group, GROUP=PORT[,PORT…] (repeatable), what
+    /// IGMP snooping keeps on a commodity ToR.
+    #[arg(long = "peel-member", value_name = "GROUP=PORTS")]
+    peel_members: Vec<String>,
+}
+
+/// (group, port) pairs of `--peel-member`.
+type PeelMembers = Vec<(Ipv4Address, u16)>;
+
+/// The PEEL role the `--peel-*` flags describe, and the rack members.
+fn peel_config(cmd: &SwitchCmd) -> Result<(Option<PeelRole>, PeelMembers), String> {
+    let mut members = Vec::new();
+    for m in &cmd.peel_members {
+        let bad = || format!("--peel-member {m:?}: expected GROUP=PORT[,PORT…]");
+        let (g, ports) = m.split_once('=').ok_or_else(bad)?;
+        let g: std::net::Ipv4Addr = g.parse().map_err(|_| bad())?;
+        for p in ports.split(',') {
+            members.push((
+                Ipv4Address(g.octets()),
+                p.trim().parse::<u16>().map_err(|_| bad())?,
+            ));
+        }
+    }
+    let role = match cmd.peel_role.as_deref() {
+        None => {
+            if !(cmd.peel_racks.is_empty() && cmd.peel_uplinks.is_empty() && members.is_empty()) {
+                return Err("--peel-rack, --peel-uplink and --peel-member need --peel-role".into());
+            }
+            None
+        }
+        Some("prefix") => {
+            if !cmd.peel_uplinks.is_empty() || !members.is_empty() {
+                return Err(
+                    "--peel-role prefix takes --peel-rack, not --peel-uplink or --peel-member"
+                        .into(),
+                );
+            }
+            let mut racks = std::collections::BTreeMap::new();
+            for r in &cmd.peel_racks {
+                let bad = || format!("--peel-rack {r:?}: expected ID=PORT");
+                let (id, port) = r.split_once('=').ok_or_else(bad)?;
+                let id: usize = id.parse().map_err(|_| bad())?;
+                let port: u16 = port.parse().map_err(|_| bad())?;
+                if racks.insert(id, port).is_some() {
+                    return Err(format!("--peel-rack: rack {id} given twice"));
+                }
+            }
+            if racks.is_empty() || racks.keys().copied().ne(0..racks.len()) {
+                return Err(
+                    "--peel-role prefix needs --peel-rack ID=PORT for ids 0..N-1, each once".into(),
+                );
+            }
+            let ports: Vec<u16> = racks.into_values().collect();
+            Some(PeelRole::Prefix {
+                pod: cmd.peel_pod,
+                plane: cmd.peel_plane,
+                rules: PrefixRules::for_racks(&ports),
+            })
+        }
+        Some("rack") => {
+            if !cmd.peel_racks.is_empty() {
+                return Err(
+                    "--peel-role rack takes --peel-uplink and --peel-member, not --peel-rack"
+                        .into(),
+                );
+            }
+            if cmd.peel_uplinks.is_empty() {
+                return Err("--peel-role rack needs --peel-uplink PORT".into());
+            }
+            Some(PeelRole::Rack {
+                uplinks: cmd.peel_uplinks.clone(),
+            })
+        }
+        Some(r) => return Err(format!("--peel-role {r:?}: prefix or rack")),
+    };
+    {
+        let n = cmd.ports.len();
+        let bad_port = |p: u16| (p as usize) >= n;
+        let used: Vec<u16> = match &role {
+            Some(PeelRole::Prefix { rules, .. }) => {
+                rules.iter().flat_map(|(_, p)| p.to_vec()).collect()
+            }
+            Some(PeelRole::Rack { uplinks }) => uplinks.clone(),
+            None => Vec::new(),
+        };
+        if let Some(p) = used
+            .into_iter()
+            .chain(members.iter().map(|m| m.1))
+            .find(|&p| bad_port(p))
+        {
+            return Err(format!("--peel-*: no port {p} (the switch has {n})"));
+        }
+    }
+    Ok((role, members))
 }
 
 pub(crate) fn parse_mac(s: &str) -> Result<EthernetAddress, String> {
@@ -152,6 +268,7 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
         return Err("--loss must be in [0, 1)".into());
     }
     let n_ports = ports.len();
+    let (peel, peel_members) = peel_config(&cmd)?;
     let cfg = SwitchConfig {
         pipeline: FrameSwitchConfig {
             ports: ports.len() as u16,
@@ -159,6 +276,7 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
             group_space: GroupAddressSpace::parse(&cmd.group_space)?,
             switch_id: 0,
             mac: EthernetAddress([0x02, 0x72, 0x63, 0xfe, 0, 0]),
+            peel,
         },
         ports,
         cnp_filter: CnpFilterPolicy::from_name(
@@ -166,6 +284,7 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
             CoreDuration::from_us(cmd.cnp_window_us.max(1)),
         )?,
         hosts,
+        peel_members,
         shaping,
         loss: (cmd.loss > 0.0).then(|| {
             let ports = if cmd.loss_ports.is_empty() {
@@ -188,4 +307,117 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     print!("{}", d.stats_text());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        cmd: SwitchCmd,
+    }
+
+    fn peel(args: &[&str]) -> Result<(Option<PeelRole>, PeelMembers), String> {
+        let mut argv = vec!["switch", "--port", "afpacket:a", "--port", "afpacket:b"];
+        argv.extend_from_slice(&["--port", "afpacket:c"]);
+        argv.extend_from_slice(args);
+        peel_config(&Cli::try_parse_from(argv).map_err(|e| e.to_string())?.cmd)
+    }
+
+    #[test]
+    fn peel_flags_build_the_role_and_members() {
+        assert_eq!(peel(&[]).unwrap(), (None, Vec::new()));
+        let (role, m) = peel(&[
+            "--peel-role",
+            "prefix",
+            "--peel-rack",
+            "1=0",
+            "--peel-rack",
+            "0=2",
+        ])
+        .unwrap();
+        let Some(PeelRole::Prefix {
+            pod: 0,
+            plane: 0,
+            rules,
+        }) = role
+        else {
+            panic!("{role:?}")
+        };
+        assert_eq!(rules, PrefixRules::for_racks(&[2, 0]));
+        assert!(m.is_empty());
+        let g = Ipv4Address([239, 77, 0, 1]);
+        let (role, m) = peel(&[
+            "--peel-role",
+            "rack",
+            "--peel-uplink",
+            "2",
+            "--peel-member",
+            "239.77.0.1=0,1",
+        ])
+        .unwrap();
+        assert_eq!(role, Some(PeelRole::Rack { uplinks: vec![2] }));
+        assert_eq!(m, vec![(g, 0), (g, 1)]);
+    }
+
+    #[test]
+    fn bad_peel_flags_are_clear_errors() {
+        for (args, want) in [
+            (&["--peel-rack", "0=0"][..], "need --peel-role"),
+            (&["--peel-role", "spine"][..], "prefix or rack"),
+            (&["--peel-role", "prefix"][..], "ids 0..N-1"),
+            (
+                &["--peel-role", "prefix", "--peel-rack", "1=0"][..],
+                "ids 0..N-1",
+            ),
+            (
+                &[
+                    "--peel-role",
+                    "prefix",
+                    "--peel-rack",
+                    "0=0",
+                    "--peel-rack",
+                    "0=1",
+                ][..],
+                "given twice",
+            ),
+            (
+                &["--peel-role", "prefix", "--peel-rack", "0=7"][..],
+                "no port 7",
+            ),
+            (&["--peel-role", "rack"][..], "needs --peel-uplink"),
+            (
+                &["--peel-role", "rack", "--peel-uplink", "9"][..],
+                "no port 9",
+            ),
+            (
+                &[
+                    "--peel-role",
+                    "rack",
+                    "--peel-uplink",
+                    "2",
+                    "--peel-member",
+                    "x",
+                ][..],
+                "GROUP=PORT",
+            ),
+            (
+                &[
+                    "--peel-role",
+                    "rack",
+                    "--peel-uplink",
+                    "2",
+                    "--peel-rack",
+                    "0=0",
+                ][..],
+                "not --peel-rack",
+            ),
+        ] {
+            let e = peel(args).unwrap_err();
+            assert!(e.contains(want), "{args:?}: {e}");
+        }
+    }
 }

@@ -9,6 +9,18 @@
 //! ([`rocast_net::ud_mcast`]). Loss is injected in the drivers on receive (seeded, every
 //! host, every packet kind): this lab's kernel has no netem.
 //!
+//! With `--fabric peel` (PEEL §3.2, on real packets) the lab is two-tier: `--tors` rack
+//! switches under one aggregation switch, each a `rocast switch` with its PEEL role
+//! (`rocast_net::lab`, the two-tier lab); hosts split evenly under the ToRs, h0 under
+//! ToR 0. Every receiver is a PEEL member of the group on its ToR. The sender emits each
+//! DATA, repair and heartbeat once per packet of the cover of the receivers' racks
+//! other than its own ([`exact_cover`], ids `⌈log2 tors⌉` bits), shimmed, to UDP 4793;
+//! the first copy carries `SOURCE_RACK` when h0's own rack has receivers (its ToR serves
+//! them on the way up). The aggregation switch replicates by its static rules, the
+//! receivers' ToRs strip the shim, and the receivers' endpoints verify the source's
+//! ICRC. NACKs (to the group) and STATUS (unicast) stay plain RoCEv2, switched at
+//! layer 2. `--capture DIR` keeps every switch's links as `DIR/<switch>/portN.pcap`.
+//!
 //! Prints messages, bytes, throughput, per-receiver exactly-once accounting (delivered,
 //! duplicates, out of order, corrupt, unrecoverable), injected drops, NACKs sent and
 //! suppressed, repairs, heartbeats and the UD endpoints' counters. Fails (non-zero exit)
@@ -20,8 +32,10 @@
 
 use rocast_core::nack_multicast::packet::DATA_HEADER_LEN;
 use rocast_core::nack_multicast::{ReceiverConfig, SenderConfig};
+use rocast_core::plan::prefix::{exact_cover, id_bits};
 use rocast_core::rnic::UdCounters;
 use rocast_core::time::Duration;
+use rocast_core::wire::peel::PeelHeader;
 use rocast_net::endpoint::Clock;
 use rocast_net::lab::{self, Lab, LabOptions, LabSpec, Medium};
 use rocast_net::ud_mcast::{
@@ -68,6 +82,51 @@ pub struct LabUdArgs {
     /// Give up after this many seconds.
     #[arg(long = "timeout", value_name = "TIMEOUT", default_value_t = 120)]
     pub timeout_s: u64,
+    /// flat (one switch or bridge, the group flooded) or peel (a two-tier lab of
+    /// `rocast switch` daemons, the sender's copies PEEL-shimmed per prefix cover;
+    /// needs --medium switch).
+    #[arg(long, default_value = "flat")]
+    pub fabric: String,
+    /// --fabric peel: rack switches (ToRs) under the aggregation switch.
+    #[arg(long, default_value_t = 2)]
+    pub tors: usize,
+    /// Every switch daemon writes its links to DIR/<switch>/portN.pcap (--medium switch).
+    #[arg(long, value_name = "DIR")]
+    pub capture: Option<std::path::PathBuf>,
+}
+
+/// The PEEL headers h0 sends every group packet with: the exact cover of the racks of
+/// h1..h{hosts-1} other than h0's (rack 0), in `tors` racks of `hosts / tors` hosts.
+/// The first carries SOURCE_RACK when rack 0 has receivers; when only rack 0 has
+/// receivers, one copy with rack 0's own full-length prefix serves them on the way up
+/// (the aggregation switch sends it nowhere: never back down the port it came from).
+pub fn peel_headers(hosts: usize, tors: usize) -> Vec<PeelHeader> {
+    let per = hosts / tors;
+    let remote: Vec<u32> = (1..hosts)
+        .map(|i| (i / per) as u32)
+        .filter(|&r| r != 0)
+        .collect();
+    let bits = id_bits(tors as u32);
+    let mut v: Vec<PeelHeader> = exact_cover(&remote, bits)
+        .into_iter()
+        .map(|p| PeelHeader {
+            flags: 0,
+            prefix_len: p.len,
+            pod: 0,
+            prefix_value: p.value as u16,
+            plane: 0,
+        })
+        .collect();
+    if per > 1 {
+        if v.is_empty() {
+            v.push(PeelHeader {
+                prefix_len: bits,
+                ..PeelHeader::default()
+            });
+        }
+        v[0].flags |= PeelHeader::SOURCE_RACK;
+    }
+    v
 }
 
 /// Message `i` of the run: seeded bytes (a SplitMix64 stream per message, cheap enough
@@ -100,6 +159,9 @@ fn host_config(a: &LabUdArgs, subnet: &str, i: usize) -> Result<UdHostConfig, St
     c.loss = if a.loss_at == "driver" { a.loss } else { 0.0 };
     c.seed = a.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64 + 1);
     c.timeout = std::time::Duration::from_secs(a.timeout_s);
+    if a.fabric == "peel" && i == 0 {
+        c.peel = peel_headers(a.hosts, a.tors);
+    }
     Ok(c)
 }
 
@@ -189,12 +251,33 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
         }
         (w, _) => return Err(format!("--loss-at {w:?}: driver or switch")),
     };
+    let (tors, peel_groups) = match a.fabric.as_str() {
+        "flat" => (1, Vec::new()),
+        "peel" => {
+            if !matches!(medium, Medium::Switch { .. }) {
+                return Err(
+                    "--fabric peel needs --medium switch (PEEL runs in rocast switch)".into(),
+                );
+            }
+            if a.tors < 2 || !a.hosts.is_multiple_of(a.tors) {
+                return Err(format!(
+                    "--fabric peel needs --tors 2 or more dividing --hosts ({} hosts, {} ToRs)",
+                    a.hosts, a.tors
+                ));
+            }
+            (a.tors, vec![(a.group, (1..a.hosts).collect())])
+        }
+        f => return Err(format!("--fabric {f:?}: flat or peel")),
+    };
     let opts = LabOptions {
         name: a.name.clone(),
         hosts: a.hosts,
         rate: a.rate.clone(),
         medium,
         loss: fabric_loss,
+        tors,
+        peel_groups,
+        capture: a.capture.clone(),
         ..LabOptions::default()
     };
     let subnet = opts.subnet.clone();
@@ -204,7 +287,14 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
     let mut result = run(a, &subnet, &up);
     if up.switch_pid.is_some() {
         // What the switch did with the group's frames (flooded at layer 2).
-        let stats = switch_stats(&a.name);
+        let stats = if tors > 1 {
+            lab::switch_daemons(&spec)
+                .iter()
+                .map(|d| switch_stats_at(&d.control, &format!("switch {}:", d.short)))
+                .collect()
+        } else {
+            switch_stats(&a.name)
+        };
         if let Ok(r) = &mut result {
             match r {
                 Ok(t) | Err(t) => t.push_str(&stats),
@@ -219,9 +309,14 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
 
 /// The switch daemon's frame counters, one `switch: …` line.
 fn switch_stats(name: &str) -> String {
-    match rocast_net::switch::query(&lab::switch_socket(name), "stats") {
+    switch_stats_at(&lab::switch_socket(name), "switch:")
+}
+
+/// One switch daemon's frame (and PEEL) counters, one `<label> …` line.
+fn switch_stats_at(control: &std::path::Path, label: &str) -> String {
+    match rocast_net::switch::query(control, "stats") {
         Ok(text) => {
-            let mut line = String::from("switch:");
+            let mut line = String::from(label);
             let mut port_drops = 0u64;
             for l in text.lines() {
                 let f: Vec<&str> = l.split_whitespace().collect();
@@ -247,11 +342,14 @@ fn switch_stats(name: &str) -> String {
                         let _ = write!(line, " {k} {v}");
                     }
                 }
+                if let ["peel", k, v] = f.as_slice() {
+                    let _ = write!(line, " peel_{k} {v}");
+                }
             }
             let _ = writeln!(line, " port_injected_drops {port_drops}");
             line
         }
-        Err(e) => format!("switch: stats query failed: {e}\n"),
+        Err(e) => format!("{label} stats query failed: {e}\n"),
     }
 }
 
@@ -536,5 +634,32 @@ fn report(
     } else {
         let _ = writeln!(t, "result: FAIL — {}", failures.join("; "));
         Err(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(v: &[PeelHeader]) -> Vec<(u8, u16, bool)> {
+        v.iter()
+            .map(|h| {
+                (
+                    h.prefix_len,
+                    h.prefix_value,
+                    h.flags & PeelHeader::SOURCE_RACK != 0,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_sender_covers_the_other_racks_and_serves_its_own_on_the_way_up() {
+        // 2 ToRs × 2: rack 1 = 1*; h1 shares h0's rack.
+        assert_eq!(shown(&peel_headers(4, 2)), [(1, 1, true)]);
+        // 3 ToRs × 2: racks 1, 2 of a 2-bit space = 01 and 10; SOURCE_RACK once.
+        assert_eq!(shown(&peel_headers(6, 3)), [(2, 1, true), (2, 2, false)]);
+        // 4 ToRs × 1: racks 1..3 = 01 and 1*; nobody else in h0's rack.
+        assert_eq!(shown(&peel_headers(4, 4)), [(2, 1, false), (1, 1, false)]);
     }
 }

@@ -496,3 +496,74 @@ fn bridged_rxe_frames_pass_check() {
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.ends_with(GOLDEN_SUMMARY), "{}", r.stdout);
 }
+
+#[test]
+fn peel_shimmed_frames_check_without_their_shim_and_dump_it() {
+    use rocast_core::wire::peel::{insert_shim, PeelHeader};
+    let golden = golden();
+    let spans = record_spans(&golden);
+    let (o, l) = spans[21]; // frame 22: RC SEND_ONLY
+    let plain = &golden[o..o + l];
+    let h = PeelHeader {
+        flags: PeelHeader::SOURCE_RACK,
+        prefix_len: 2,
+        pod: 3,
+        prefix_value: 0b01,
+        plane: 1,
+    };
+    let mut shimmed = plain[..14].to_vec();
+    shimmed.extend_from_slice(&insert_shim(&plain[14..], &h).unwrap());
+    assert_eq!(shimmed.len(), plain.len() + 8);
+    let shim_at = 14 + 20 + 8;
+
+    // Clean: the plain frame and its shimmed copy both verify.
+    let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
+    w.write_record(1_000, plain).unwrap();
+    w.write_record(2_000, &shimmed).unwrap();
+    let clean = w.into_inner();
+    let r = run_on("check", &clean, "peel-clean.pcap");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        r.stdout,
+        "2 frames, 2 roce, 2 icrc-ok, 0 icrc-bad\n1 peel\n"
+    );
+
+    let d = run_on("dump", &clean, "peel-dump.pcap");
+    assert_eq!(d.code, 0, "{}", d.stderr);
+    let lines: Vec<&str> = d.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", d.stdout);
+    let what = &lines[0][18..];
+    assert_eq!(
+        &lines[1][18..],
+        format!("PEEL[len=2 value=0b1 pod=3 plane=1 SRC-RACK] {what}"),
+        "the shim, then the frame a member receives"
+    );
+
+    // A corrupted payload under the shim fails the ICRC; a bad shim is malformed.
+    let mut bad_payload = shimmed.clone();
+    let last = bad_payload.len() - 10;
+    bad_payload[last] ^= 0x40;
+    let mut bad_shim = shimmed.clone();
+    bad_shim[shim_at] = 0x20; // version 2
+    let mut w = PcapWriter::new(Vec::new(), LINKTYPE_ETHERNET).unwrap();
+    for (t, f) in [
+        (1_000, plain),
+        (2_000, &shimmed[..]),
+        (3_000, &bad_payload[..]),
+        (4_000, &bad_shim[..]),
+    ] {
+        w.write_record(t, f).unwrap();
+    }
+    let r = run_on("check", &w.into_inner(), "peel-bad.pcap");
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.stdout,
+        "4 frames, 3 roce, 2 icrc-ok, 1 icrc-bad\n1 malformed\n2 peel\n"
+    );
+    let errs: Vec<&str> = r.stderr.lines().collect();
+    assert!(errs[0].starts_with("frame 3: bad ICRC"), "{}", r.stderr);
+    assert_eq!(
+        errs[1],
+        "frame 4: malformed RoCE frame: unsupported peel version"
+    );
+}

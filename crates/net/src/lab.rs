@@ -19,7 +19,19 @@
 //!   fails, and [`down`], which removes a lab even after a crash: it finds the
 //!   namespaces by name prefix (`ip netns list`), not by the state file;
 //! - the state directory `/run/rocast-lab/<name>/` (a `key=value` state file, pid
-//!   files, the switch's log and control socket) and [`status`].
+//!   files, the switch's log and control socket) and [`status`];
+//! - the **two-tier** lab ([`LabOptions::tors`] ≥ 2, with the switch daemon): the hosts
+//!   split evenly under `tors` rack switches (ToRs, namespaces `rocast-<name>-tor<t>`,
+//!   ports `p<j>` to their hosts and `uplink` to the aggregation switch), all under one
+//!   aggregation switch (`rocast-<name>-agg`, port `t<t>` to ToR t): a tree, so
+//!   layer-2 learning and flooding need no loop prevention. Every switch runs
+//!   `rocast switch` on AF_PACKET ports with its PEEL role (PEEL §3.2): the
+//!   aggregation switch is the pod's one prefix-tier switch (rack id t behind port t),
+//!   each ToR a rack switch with its uplink and the members of
+//!   [`LabOptions::peel_groups`] under it ([`switch_daemons`] names them all).
+//!
+//! With [`LabOptions::capture`], every switch writes each of its links to
+//! `DIR/<switch>/portN.pcap` (`rocast switch --capture`).
 //!
 //! Commands are run with argument vectors (`ip`, `tc`, `sysctl`), never through a shell.
 
@@ -165,6 +177,14 @@ pub struct LabOptions {
     pub mtu: u32,
     pub medium: Medium,
     pub shaper: ShaperChoice,
+    /// Rack switches: 1 is the one-switch lab; 2 or more, the two-tier lab (module
+    /// docs), which needs the switch daemon and `hosts` divisible by `tors`.
+    pub tors: usize,
+    /// Two-tier lab: per IPv4 multicast group, its member hosts, configured on their
+    /// ToRs as the PEEL members (what IGMP snooping would learn).
+    pub peel_groups: Vec<(std::net::Ipv4Addr, Vec<usize>)>,
+    /// Every switch daemon captures its links to `DIR/<switch>/portN.pcap`.
+    pub capture: Option<PathBuf>,
 }
 
 impl Default for LabOptions {
@@ -181,6 +201,9 @@ impl Default for LabOptions {
             mtu: 9000,
             medium: Medium::None,
             shaper: ShaperChoice::Auto,
+            tors: 1,
+            peel_groups: Vec::new(),
+            capture: None,
         }
     }
 }
@@ -227,6 +250,60 @@ impl LabSpec {
             ));
         }
         let daemon = matches!(opts.medium, Medium::Switch { .. });
+        if opts.tors == 0 || opts.tors > MAX_HOSTS {
+            return Err(invalid(
+                "--tors",
+                format!("{} (must be 1..={MAX_HOSTS})", opts.tors),
+            ));
+        }
+        if opts.tors > 1 {
+            if !daemon {
+                return Err(invalid(
+                    "--tors",
+                    "a two-tier lab needs the switch daemon (--switch)",
+                ));
+            }
+            if !opts.hosts.is_multiple_of(opts.tors) {
+                return Err(invalid(
+                    "--tors",
+                    format!(
+                        "{} hosts do not split evenly under {} ToRs",
+                        opts.hosts, opts.tors
+                    ),
+                ));
+            }
+            if opts.loss_host.is_some() {
+                return Err(invalid(
+                    "--loss-host",
+                    "not in a two-tier lab (--loss is on every switch port)",
+                ));
+            }
+        }
+        if !opts.peel_groups.is_empty() && opts.tors < 2 {
+            return Err(invalid(
+                "--peel-group",
+                "needs a two-tier lab (--tors 2 or more)",
+            ));
+        }
+        for (g, members) in &opts.peel_groups {
+            if !g.is_multicast() {
+                return Err(invalid(
+                    "--peel-group",
+                    format!("{g} is not an IPv4 multicast group"),
+                ));
+            }
+            if let Some(h) = members.iter().find(|&&h| h >= opts.hosts) {
+                return Err(invalid("--peel-group", format!("{g}: no host {h}")));
+            }
+        }
+        if let Some(c) = &opts.capture {
+            if !daemon {
+                return Err(invalid("--capture", "needs the switch daemon (--switch)"));
+            }
+            if c.to_str().is_none_or(|s| s.contains(char::is_whitespace)) {
+                return Err(invalid("--capture", "a UTF-8 path without spaces"));
+            }
+        }
         if opts.shaper == ShaperChoice::Tbf && opts.loss.unwrap_or(0.0) > 0.0 && !daemon {
             return Err(invalid("--loss", "tbf cannot drop packets; use netem"));
         }
@@ -377,6 +454,47 @@ pub fn ns_host(name: &str, i: usize) -> String {
 pub fn ns_switch(name: &str) -> String {
     format!("rocast-{name}-sw")
 }
+/// Namespace of ToR `t` of a two-tier lab.
+pub fn ns_tor(name: &str, t: usize) -> String {
+    format!("rocast-{name}-tor{t}")
+}
+/// Namespace of the aggregation switch of a two-tier lab.
+pub fn ns_agg(name: &str) -> String {
+    format!("rocast-{name}-agg")
+}
+
+/// One `rocast switch` daemon of a lab: its short name (`sw`, `agg`, `tor<t>`; the
+/// capture subdirectory and the file names in the state directory), namespace and
+/// control socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SwitchDaemonInfo {
+    pub short: String,
+    pub namespace: String,
+    pub control: PathBuf,
+}
+
+/// The switch daemons a lab of `spec` runs (none without the switch medium).
+pub fn switch_daemons(spec: &LabSpec) -> Vec<SwitchDaemonInfo> {
+    let name = spec.name();
+    if !matches!(spec.opts.medium, Medium::Switch { .. }) {
+        return Vec::new();
+    }
+    let d = |short: String, namespace: String| SwitchDaemonInfo {
+        control: state_dir(name).join(format!("{short}.sock")),
+        short,
+        namespace,
+    };
+    if spec.opts.tors < 2 {
+        return vec![SwitchDaemonInfo {
+            short: "sw".into(),
+            namespace: ns_switch(name),
+            control: switch_socket(name),
+        }];
+    }
+    let mut v = vec![d("agg".into(), ns_agg(name))];
+    v.extend((0..spec.opts.tors).map(|t| d(format!("tor{t}"), ns_tor(name, t))));
+    v
+}
 /// Throwaway namespace for the netem probe (under the lab's prefix, so `down` finds it
 /// if `up` dies while it exists).
 fn ns_probe(name: &str) -> String {
@@ -408,6 +526,15 @@ pub fn host_namespace(name: &str, host: &str) -> Result<String, LabError> {
     if host == "sw" {
         return Ok(ns_switch(name));
     }
+    if host == "agg" {
+        return Ok(ns_agg(name));
+    }
+    if let Some(t) = host
+        .strip_prefix("tor")
+        .and_then(|d| d.parse::<usize>().ok())
+    {
+        return Ok(ns_tor(name, t));
+    }
     match host.strip_prefix('h').map(|d| (d, d.parse::<usize>())) {
         Some((d, Ok(i))) if !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()) => {
             Ok(ns_host(name, i))
@@ -415,7 +542,7 @@ pub fn host_namespace(name: &str, host: &str) -> Result<String, LabError> {
         _ => Err(LabError::NoSuchHost {
             name: name.into(),
             host: host.into(),
-            why: "hosts are h0, h1, … or sw".into(),
+            why: "hosts are h0, h1, …, sw (or agg, tor0, … in a two-tier lab)".into(),
         }),
     }
 }
@@ -486,6 +613,9 @@ fn qdisc_cmd(
 }
 
 fn plan_steps(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
+    if spec.opts.tors > 1 {
+        return plan_two_tier(spec, shaper);
+    }
     let name = spec.name();
     let o = &spec.opts;
     let sw = ns_switch(name);
@@ -583,6 +713,10 @@ fn plan_steps(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
             }
             argv.push("--control".into());
             argv.push(switch_socket(name).to_string_lossy().into_owned());
+            if let Some(c) = &o.capture {
+                argv.push("--capture".into());
+                argv.push(c.join("sw").to_string_lossy().into_owned());
+            }
             let dir = state_dir(name);
             steps.push(Step::SpawnDaemon {
                 argv,
@@ -590,6 +724,148 @@ fn plan_steps(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
                 log: dir.join("switch.log"),
             });
         }
+    }
+    steps
+}
+
+/// The namespaces, veths, qdiscs and daemons of a two-tier lab (module docs).
+fn plan_two_tier(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
+    let name = spec.name();
+    let o = &spec.opts;
+    let Medium::Switch { exe } = &o.medium else {
+        return Vec::new(); // LabSpec::new refuses this
+    };
+    let per = o.hosts / o.tors;
+    let mtu = o.mtu;
+    let agg = ns_agg(name);
+    let mut steps = Vec::new();
+    let run = |steps: &mut Vec<Step>, a: Vec<String>| steps.push(Step::Run(a));
+    let new_ns = |steps: &mut Vec<Step>, ns: &str| {
+        for l in [
+            format!("ip netns add {ns}"),
+            format!(
+                "ip netns exec {ns} sysctl -q -w net.ipv6.conf.all.disable_ipv6=1 \
+                 net.ipv6.conf.default.disable_ipv6=1"
+            ),
+            format!("ip -n {ns} link set lo up"),
+        ] {
+            steps.push(Step::Run(words(&l)));
+        }
+    };
+    // One link: a veth pair `a_dev`@`a_ns` — `b_dev`@`b_ns`, both up, shaped, offloads
+    // off (userspace switches must get finished frames).
+    let link = |steps: &mut Vec<Step>, a: (&str, &str, &str), b: (&str, &str, &str)| {
+        let ((a_ns, a_dev, a_mac), (b_ns, b_dev, b_mac)) = (a, b);
+        steps.push(Step::Run(words(&format!(
+            "ip link add {a_dev} netns {a_ns} address {a_mac} mtu {mtu} \
+             type veth peer name {b_dev} netns {b_ns} address {b_mac} mtu {mtu}"
+        ))));
+        for (ns, dev) in [(a_ns, a_dev), (b_ns, b_dev)] {
+            steps.push(Step::Run(words(&format!("ip -n {ns} link set {dev} up"))));
+            steps.push(Step::Run(qdisc_cmd(spec, shaper, ns, dev, None)));
+            steps.push(Step::Run(words(&format!(
+                "ip netns exec {ns} ethtool -K {dev} tx off tso off gso off gro off"
+            ))));
+        }
+    };
+    let uplink_mac = |t: usize, side: u8| format!("{MAC_PREFIX}:fe:{:02x}:{side:02x}", t + 1);
+    new_ns(&mut steps, &agg);
+    for t in 0..o.tors {
+        let tor = ns_tor(name, t);
+        new_ns(&mut steps, &tor);
+        link(
+            &mut steps,
+            (&tor, "uplink", &uplink_mac(t, 1)),
+            (&agg, &format!("t{t}"), &uplink_mac(t, 2)),
+        );
+        for j in 0..per {
+            let i = t * per + j;
+            let h = ns_host(name, i);
+            new_ns(&mut steps, &h);
+            link(
+                &mut steps,
+                (&h, "eth0", &host_mac(i)),
+                (&tor, &format!("p{j}"), &switch_port_mac(i)),
+            );
+            run(
+                &mut steps,
+                words(&format!(
+                    "ip -n {h} addr add {}/24 dev eth0",
+                    host_ip(&o.subnet, i)
+                )),
+            );
+        }
+    }
+    // The daemons: the aggregation switch first, so the ToRs' first frames find it.
+    let dir = state_dir(name);
+    let daemon = |short: &str, ns: &str, args: Vec<String>| {
+        let mut argv = words(&format!("ip netns exec {ns}"));
+        argv.push(exe.to_string_lossy().into_owned());
+        argv.push("switch".into());
+        argv.extend(args);
+        if let Some(p) = o.loss.filter(|&p| p > 0.0) {
+            argv.push("--loss".into());
+            argv.push(p.to_string());
+        }
+        argv.push("--control".into());
+        argv.push(
+            dir.join(format!("{short}.sock"))
+                .to_string_lossy()
+                .into_owned(),
+        );
+        if let Some(c) = &o.capture {
+            argv.push("--capture".into());
+            argv.push(c.join(short).to_string_lossy().into_owned());
+        }
+        Step::SpawnDaemon {
+            argv,
+            pid_file: dir.join(format!("{short}.pid")),
+            log: dir.join(format!("{short}.log")),
+        }
+    };
+    let mut args = Vec::new();
+    for t in 0..o.tors {
+        args.extend(["--port".to_string(), format!("afpacket:t{t}")]);
+    }
+    for i in 0..o.hosts {
+        args.extend([
+            "--host".to_string(),
+            format!("{}@{}={}", host_ip(&o.subnet, i), i / per, host_mac(i)),
+        ]);
+    }
+    args.extend(words("--peel-role prefix"));
+    for t in 0..o.tors {
+        args.extend(["--peel-rack".to_string(), format!("{t}={t}")]);
+    }
+    steps.push(daemon("agg", &agg, args));
+    for t in 0..o.tors {
+        let mut args = Vec::new();
+        for j in 0..per {
+            args.extend(["--port".to_string(), format!("afpacket:p{j}")]);
+        }
+        args.extend(words("--port afpacket:uplink"));
+        for j in 0..per {
+            let i = t * per + j;
+            args.extend([
+                "--host".to_string(),
+                format!("{}@{j}={}", host_ip(&o.subnet, i), host_mac(i)),
+            ]);
+        }
+        args.extend(words(&format!("--peel-role rack --peel-uplink {per}")));
+        for (g, members) in &o.peel_groups {
+            let ports: Vec<String> = members
+                .iter()
+                .filter(|&&i| i / per == t)
+                .map(|&i| (i % per).to_string())
+                .collect();
+            if !ports.is_empty() {
+                args.extend([
+                    "--peel-member".to_string(),
+                    format!("{g}={}", ports.join(",")),
+                ]);
+            }
+        }
+        steps.push(daemon(&format!("tor{t}"), &ns_tor(name, t), args));
     }
     steps
 }
@@ -704,6 +980,8 @@ pub struct LabState {
     pub mtu: u32,
     pub medium: String,
     pub shaper: String,
+    /// Rack switches (1: the one-switch lab).
+    pub tors: usize,
 }
 
 impl LabState {
@@ -720,6 +998,7 @@ impl LabState {
             mtu: o.mtu,
             medium: o.medium.label().into(),
             shaper: shaper.label().into(),
+            tors: o.tors,
         }
     }
 
@@ -728,7 +1007,7 @@ impl LabState {
         format!(
             "# rocast lab state: written by `rocast lab up`, read by status/exec/down\n\
              name={}\nhosts={}\nsubnet={}\nrate={}\ndelay={}\nloss={}\nloss_host={}\n\
-             mtu={}\nmedium={}\nshaper={}\n",
+             mtu={}\nmedium={}\nshaper={}\ntors={}\n",
             self.name,
             self.hosts,
             self.subnet,
@@ -739,6 +1018,7 @@ impl LabState {
             self.mtu,
             self.medium,
             self.shaper,
+            self.tors,
         )
     }
 
@@ -770,6 +1050,11 @@ impl LabState {
             mtu: get("mtu")?.parse().ok()?,
             medium: get("medium")?,
             shaper: get("shaper")?,
+            // Written since the two-tier lab; absent means one switch.
+            tors: match get("tors") {
+                None => 1,
+                Some(t) => t.parse().ok()?,
+            },
         })
     }
 
@@ -802,7 +1087,15 @@ impl fmt::Display for LabState {
             self.mtu,
             self.medium,
             self.shaper
-        )
+        )?;
+        if self.tors > 1 {
+            write!(
+                f,
+                ", two-tier: {} ToRs under one aggregation switch (PEEL)",
+                self.tors
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -815,8 +1108,10 @@ pub struct Lab {
     pub spec: LabSpec,
     pub shaper: Shaper,
     pub namespaces: Vec<String>,
-    /// Pid of the switch daemon, with `--switch`.
+    /// Pid of the switch daemon, with `--switch` (the last started, in a two-tier lab).
     pub switch_pid: Option<u32>,
+    /// Pids of every switch daemon, in [`switch_daemons`] order.
+    pub daemon_pids: Vec<u32>,
     /// Things the user asked for that this kernel could not give (e.g. delay without
     /// netem).
     pub warnings: Vec<String>,
@@ -917,6 +1212,7 @@ impl Lab {
         )))?;
 
         let mut switch_pid = None;
+        let mut daemon_pids = Vec::new();
         for step in plan_steps(spec, shaper) {
             match step {
                 Step::Run(argv) => {
@@ -927,7 +1223,9 @@ impl Lab {
                     pid_file,
                     log,
                 } => {
-                    switch_pid = Some(spawn_daemon(&argv, &pid_file, &log)?);
+                    let pid = spawn_daemon(&argv, &pid_file, &log)?;
+                    switch_pid = Some(pid);
+                    daemon_pids.push(pid);
                 }
             }
         }
@@ -937,6 +1235,7 @@ impl Lab {
             shaper,
             namespaces: lab_namespaces(name)?,
             switch_pid,
+            daemon_pids,
             warnings,
         })
     }
@@ -1625,6 +1924,110 @@ mod tests {
         assert_eq!(s.rate, "10gbit");
         assert_eq!(LabState::parse(&s.to_text()), Some(s.clone()));
         assert!(s.to_string().contains("2% toward h4 only"), "{s}");
+    }
+
+    /// 4 hosts under 2 ToRs, with the daemon.
+    fn two_tier() -> LabOptions {
+        LabOptions {
+            name: "x".into(),
+            hosts: 4,
+            medium: Medium::Switch {
+                exe: "/bin/rocast".into(),
+            },
+            tors: 2,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn two_tier_labs_need_the_daemon_and_an_even_split() {
+        let e = |o: LabOptions| LabSpec::new(o).unwrap_err().to_string();
+        assert!(e(LabOptions {
+            medium: Medium::Bridge,
+            ..two_tier()
+        })
+        .contains("switch daemon"));
+        assert!(e(LabOptions {
+            hosts: 5,
+            ..two_tier()
+        })
+        .contains("do not split evenly"));
+        assert!(e(LabOptions {
+            tors: 0,
+            ..two_tier()
+        })
+        .contains("--tors"));
+        let g = |s: &str, h: Vec<usize>| vec![(s.parse().unwrap(), h)];
+        assert!(e(LabOptions {
+            peel_groups: g("10.0.0.1", vec![1]),
+            ..two_tier()
+        })
+        .contains("not an IPv4 multicast group"));
+        assert!(e(LabOptions {
+            peel_groups: g("239.1.1.1", vec![4]),
+            ..two_tier()
+        })
+        .contains("no host 4"));
+        let one = LabSpec::new(LabOptions {
+            peel_groups: g("239.1.1.1", vec![1]),
+            ..opts(2)
+        });
+        assert!(one.unwrap_err().to_string().contains("two-tier"));
+    }
+
+    #[test]
+    fn two_tier_plan_wires_tors_under_the_agg_with_peel_roles() {
+        let spec = LabSpec::new(LabOptions {
+            peel_groups: vec![("239.77.0.1".parse().unwrap(), vec![1, 2, 3])],
+            capture: Some("/tmp/cap".into()),
+            ..two_tier()
+        })
+        .unwrap();
+        let l = lines(&plan(&spec, Shaper::Tbf));
+        let has = |s: &str| assert!(l.iter().any(|x| x == s), "no `{s}` in\n{}", l.join("\n"));
+        has(
+            "ip link add uplink netns rocast-x-tor1 address 02:72:63:fe:02:01 mtu 9000 \
+             type veth peer name t1 netns rocast-x-agg address 02:72:63:fe:02:02 mtu 9000",
+        );
+        has(
+            "ip link add eth0 netns rocast-x-h3 address 02:72:63:00:00:04 mtu 9000 \
+             type veth peer name p1 netns rocast-x-tor1 address 02:72:63:ff:00:04 mtu 9000",
+        );
+        has("ip -n rocast-x-h3 addr add 10.77.0.4/24 dev eth0");
+        let daemons: Vec<&String> = l.iter().filter(|x| x.contains(" switch ")).collect();
+        assert_eq!(daemons.len(), 3, "{daemons:?}");
+        assert_eq!(
+            daemons[0].as_str(),
+            "ip netns exec rocast-x-agg /bin/rocast switch --port afpacket:t0 --port afpacket:t1 \
+             --host 10.77.0.1@0=02:72:63:00:00:01 --host 10.77.0.2@0=02:72:63:00:00:02 \
+             --host 10.77.0.3@1=02:72:63:00:00:03 --host 10.77.0.4@1=02:72:63:00:00:04 \
+             --peel-role prefix --peel-rack 0=0 --peel-rack 1=1 \
+             --control /run/rocast-lab/x/agg.sock --capture /tmp/cap/agg"
+        );
+        assert_eq!(
+            daemons[1].as_str(),
+            "ip netns exec rocast-x-tor0 /bin/rocast switch --port afpacket:p0 --port afpacket:p1 \
+             --port afpacket:uplink --host 10.77.0.1@0=02:72:63:00:00:01 \
+             --host 10.77.0.2@1=02:72:63:00:00:02 --peel-role rack --peel-uplink 2 \
+             --peel-member 239.77.0.1=1 --control /run/rocast-lab/x/tor0.sock --capture /tmp/cap/tor0"
+        );
+        assert!(
+            daemons[2].contains("--peel-member 239.77.0.1=0,1"),
+            "{}",
+            daemons[2]
+        );
+        let names: Vec<String> = switch_daemons(&spec).into_iter().map(|d| d.short).collect();
+        assert_eq!(names, ["agg", "tor0", "tor1"]);
+        let s = LabState::from_spec(&spec, Shaper::Tbf);
+        assert_eq!(LabState::parse(&s.to_text()), Some(s.clone()));
+        assert!(
+            s.to_string()
+                .contains("2 ToRs under one aggregation switch"),
+            "{s}"
+        );
+        // A state file from before the two-tier lab reads as one switch.
+        let old = s.to_text().replace("tors=2\n", "");
+        assert_eq!(LabState::parse(&old).map(|s| s.tors), Some(1));
     }
 
     #[test]

@@ -422,6 +422,9 @@ pub struct SwitchConfig {
         u16,
         rocast_core::wire::EthernetAddress,
     )>,
+    /// PEEL group members at a rack switch: (group, port), as IGMP snooping would
+    /// learn them (needs `pipeline.peel` = a rack role).
+    pub peel_members: Vec<(rocast_core::wire::Ipv4Address, u16)>,
     pub shaping: Option<Shaping>,
     /// Drop each frame leaving these ports with this probability (seeded).
     pub loss: Option<(Vec<u16>, f64)>,
@@ -462,6 +465,9 @@ impl SwitchDaemon {
         let mut sw = FrameSwitch::new(pipeline, cfg.cnp_filter.build());
         for &(ip, port, mac) in &cfg.hosts {
             sw.add_host(ip, port, mac)?;
+        }
+        for &(group, port) in &cfg.peel_members {
+            sw.add_peel_member(group, port)?;
         }
         let mut ports = cfg
             .ports
@@ -777,6 +783,26 @@ impl SwitchDaemon {
         ] {
             let _ = writeln!(t, "cepheus {k} {v}");
         }
+        if let Some(p) = self.sw.peel() {
+            let s = &p.stats;
+            for (k, v) in [
+                ("in", f.peel_in),
+                ("drop_malformed", f.peel_malformed),
+                ("forwarded", f.peel_forwarded),
+                ("delivered", f.peel_delivered),
+                ("dropped", f.peel_dropped),
+                ("drop_over_covered", s.over_covered),
+                ("drop_no_rule", s.no_rule),
+                ("drop_misrouted", s.misrouted),
+                ("drop_no_uplink", s.no_uplink),
+            ] {
+                let _ = writeln!(t, "peel {k} {v}");
+            }
+            for g in p.groups() {
+                let m: Vec<String> = p.members(g).iter().map(u16::to_string).collect();
+                let _ = writeln!(t, "peel group {g} member_ports {}", m.join(","));
+            }
+        }
         let _ = writeln!(
             t,
             "memory tables_bytes {} learned_macs {} hosts {} cnp_filter {}",
@@ -883,9 +909,11 @@ mod tests {
                 .unwrap(),
                 switch_id: 1,
                 mac: EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
+                peel: None,
             },
             cnp_filter: CnpFilterPolicy::Counter(rocast_core::time::Duration::from_us(50)),
             hosts: Vec::new(),
+            peel_members: Vec::new(),
             shaping: None,
             loss: None,
             control: None,

@@ -15,6 +15,11 @@
 //!   unconnected socket's DF datagrams), UDP checksum 0 (`SO_NO_CHECK`), TOS = the
 //!   core's DSCP. Multicast goes out with TTL 1 and `IP_MULTICAST_LOOP` off, so a host
 //!   never hears itself.
+//! - **send, PEEL** ([`UdHostConfig::peel`], PEEL §3.2): a frame to the group goes out
+//!   once per PEEL header instead, each copy the 8-byte shim then the same UDP payload,
+//!   to UDP 4793 ([`UdMcastSocket::send_frame_peel`]). The ICRC is the core's, computed
+//!   for port 4791 and the unshimmed lengths: the rack switch that strips the shim
+//!   restores exactly those bytes, so the receiver's check passes.
 //! - **receive**: the socket is bound to `0.0.0.0:4791` (Linux delivers a group's
 //!   datagrams only to sockets bound to the wildcard or the group) and joined to the
 //!   group (`IP_ADD_MEMBERSHIP` on the host's interface). Each datagram is rebuilt into
@@ -50,6 +55,7 @@ use rocast_core::nack_multicast::{
 };
 use rocast_core::rnic::{ipv4_multicast_mac, UdAddress, UdConfig, UdCounters, UdEndpoint, UdEvent};
 use rocast_core::time::Instant;
+use rocast_core::wire::peel::{PeelHeader, PEEL_HEADER_LEN, PEEL_UDP_PORT};
 use rocast_core::wire::{
     EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Address, Psn, ETHERNET_HEADER_LEN,
     IPV4_HEADER_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
@@ -170,7 +176,38 @@ impl UdMcastSocket {
             &frame[ETHERNET_HEADER_LEN..],
             self.local,
         )?);
-        let payload = &frame[FRAME_HEADER_LEN..];
+        self.sendto(&sa, &frame[FRAME_HEADER_LEN..])
+    }
+
+    /// Sends `frame` as [`send_frame`](Self::send_frame) does, except that a frame to
+    /// the group goes out once per header of `shims`, each copy the PEEL shim then the
+    /// frame's UDP payload, to UDP [`PEEL_UDP_PORT`] (PEEL §3.2; see the module docs).
+    /// The kernel writes the IPv4 and UDP headers with 8 more bytes and port 4793; the
+    /// rack switch that strips the shim restores exactly the header the core's ICRC
+    /// covers. Returns false if the kernel dropped any copy.
+    pub fn send_frame_peel(&mut self, frame: &[u8], shims: &[PeelHeader]) -> io::Result<bool> {
+        if frame.len() < FRAME_HEADER_LEN || frame[12..14] != [0x08, 0x00] {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not an option-less IPv4/UDP frame",
+            ));
+        }
+        let dst = rocev2_destination(&frame[ETHERNET_HEADER_LEN..], self.local)?;
+        if shims.is_empty() || *dst.ip() != self.group {
+            return self.send_frame(frame);
+        }
+        let sa = sockaddr(SocketAddrV4::new(*dst.ip(), PEEL_UDP_PORT));
+        let mut copy = vec![0u8; PEEL_HEADER_LEN + frame.len() - FRAME_HEADER_LEN];
+        copy[PEEL_HEADER_LEN..].copy_from_slice(&frame[FRAME_HEADER_LEN..]);
+        let mut all = true;
+        for h in shims {
+            h.emit(&mut copy[..PEEL_HEADER_LEN]);
+            all &= self.sendto(&sa, &copy)?;
+        }
+        Ok(all)
+    }
+
+    fn sendto(&mut self, sa: &libc::sockaddr_in, payload: &[u8]) -> io::Result<bool> {
         loop {
             // SAFETY: a live buffer and sockaddr of the stated lengths.
             let r = unsafe {
@@ -179,7 +216,7 @@ impl UdMcastSocket {
                     payload.as_ptr() as *const libc::c_void,
                     payload.len(),
                     0,
-                    &sa as *const _ as *const libc::sockaddr,
+                    sa as *const _ as *const libc::sockaddr,
                     size_of::<libc::sockaddr_in>() as u32,
                 )
             };
@@ -290,6 +327,9 @@ pub struct UdHostConfig {
     pub seed: u64,
     /// Give up (with an error) after this long.
     pub timeout: std::time::Duration,
+    /// PEEL: every frame to the group goes out once per header, shimmed, to UDP 4793
+    /// ([`UdMcastSocket::send_frame_peel`]); empty: plain multicast to UDP 4791.
+    pub peel: Vec<PeelHeader>,
 }
 
 impl UdHostConfig {
@@ -306,6 +346,7 @@ impl UdHostConfig {
             loss: 0.0,
             seed: 1,
             timeout: std::time::Duration::from_secs(60),
+            peel: Vec::new(),
         }
     }
 }
@@ -433,7 +474,7 @@ impl UdHost {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?;
         let mut frame = vec![0u8; self.ep.max_frame_len()];
         while let Some(t) = self.ep.poll_transmit(now, &mut frame) {
-            self.sock.send_frame(&frame[..t.len])?;
+            self.sock.send_frame_peel(&frame[..t.len], &self.cfg.peel)?;
         }
         // Send completions are of no interest here.
         while let Some(UdEvent::SendComplete { .. }) = self.ep.poll_event() {}

@@ -28,6 +28,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rocast_core::fabric::peel::PrefixRules;
 use rocast_core::plan::multicast_tree::{MulticastTree, TreeArc};
 use rocast_core::plan::prefix::{PeelPacket, PeelPlan, Prefix, PrefixLayout};
 use rocast_core::plan::topology::NodeId;
@@ -281,10 +282,11 @@ pub enum Step<'a> {
 }
 
 /// Every prefix-tier switch's static rules (PEEL §3.2): built once per fabric and
-/// shared by all groups. Memory: per plane k − 1 rules, 8 bytes plus 2 per port.
+/// shared by all groups; per plane the core's [`PrefixRules`], the table
+/// `rocast switch` looks up too. Memory: per plane k − 1 rules, 8 bytes plus 2 per port.
 #[derive(Clone, Debug, Default)]
 pub struct StaticPrefixRules {
-    per_plane: BTreeMap<NodeId, BTreeMap<(u8, u32), Vec<u16>>>,
+    per_plane: BTreeMap<NodeId, PrefixRules>,
 }
 
 impl StaticPrefixRules {
@@ -293,14 +295,7 @@ impl StaticPrefixRules {
             .pods
             .iter()
             .flat_map(|pod| pod.planes.iter().copied())
-            .map(|plane| {
-                let rules = layout
-                    .rules(topo, plane)
-                    .into_iter()
-                    .map(|(p, ports)| ((p.len, p.value), ports))
-                    .collect();
-                (plane, rules)
-            })
+            .map(|plane| (plane, PrefixRules::from_rules(layout.rules(topo, plane))))
             .collect();
         StaticPrefixRules { per_plane }
     }
@@ -308,14 +303,11 @@ impl StaticPrefixRules {
     /// The ports of `plane`'s rule for exactly `prefix` (a TCAM's ternary match on
     /// the shim's value under the length's mask).
     pub fn lookup(&self, plane: NodeId, prefix: Prefix) -> Option<&[u16]> {
-        self.per_plane
-            .get(&plane)?
-            .get(&(prefix.len, prefix.value))
-            .map(Vec::as_slice)
+        self.per_plane.get(&plane)?.lookup(prefix)
     }
 
     pub fn rule_count(&self) -> usize {
-        self.per_plane.values().map(BTreeMap::len).sum()
+        self.per_plane.values().map(PrefixRules::len).sum()
     }
 }
 

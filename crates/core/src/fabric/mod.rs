@@ -2,7 +2,8 @@
 //! no clock and no packets of their own — ECMP hashing, the shared-buffer MMU with PFC,
 //! and ECN RED marking — and the multicast engines that plug into the pipeline:
 //! [`cepheus`] (MFT, replication, connection bridging, feedback aggregation, CNP
-//! filtering). `switch` composes them into the one switch pipeline that the
+//! filtering) and [`peel`] (static power-of-two prefix rules, rack membership).
+//! `switch` composes them into the one switch pipeline that the
 //! simulator and `rocast switch` both drive; nothing here imports `switch` or `control`.
 //!
 //! The models follow the HPCC simulator (Li et al., SIGCOMM 2019;
@@ -12,6 +13,7 @@
 pub mod cepheus;
 pub mod ecmp;
 pub mod mmu;
+pub mod peel;
 pub mod red;
 
 pub use ecmp::ecmp_hash;

@@ -19,9 +19,21 @@
 //!    ([`CepheusSwitch::handle_packet`], Cepheus §III-B/§III-D): replicas are bridged
 //!    to each member's connection ([`Bridge::apply`] on the parsed packet, checksum and
 //!    ICRC recomputed, IPv4 ident 0), feedback is emitted toward the source ([`FeedbackPacket::repr`]).
-//! 5. **Other IPv4** is forwarded by the host table (destination MAC set to the
+//! 5. **PEEL** (UDP [`PEEL_UDP_PORT`], PEEL §3.2–3.3), at a switch configured with a
+//!    [`PeelRole`]: the shim is read ([`read_shim`]) and the PEEL engine
+//!    ([`PeelSwitch::handle`]) decides the copies. A copy toward a switch keeps the
+//!    frame as it arrived, byte for byte (Ethernet header included: the group's MAC and
+//!    the source's, so layer-2 learning stays consistent with the tree); a copy to a
+//!    member host has the shim stripped ([`strip_shim`]: UDP port 4791, IPv4 total
+//!    length and checksum restored), which restores exactly the bytes the source's
+//!    ICRC covers — no switch recomputes an ICRC, nor checks one (a commodity switch
+//!    cannot; the receiving endpoint does). A shim that does not parse is a
+//!    counted drop (`peel_malformed`); so are the engine's refusals (no rule, another
+//!    pod or plane, no uplink, an over-covered rack). A switch without a PEEL role
+//!    treats such a frame as any other IPv4 packet.
+//! 6. **Other IPv4** is forwarded by the host table (destination MAC set to the
 //!    host's), else switched at layer 2.
-//! 6. **Everything else** is switched at layer 2: by the learned MAC table, flooded
+//! 7. **Everything else** is switched at layer 2: by the learned MAC table, flooded
 //!    when the destination is broadcast, multicast or unknown.
 //!
 //! Bad input never panics: a short frame, a bad IPv4 header, a bad ARP body, a
@@ -30,16 +42,20 @@
 //!
 //! Memory: 8 bytes per learned MAC and 16 per host entry (plus `BTreeMap` nodes), and
 //! the Cepheus engine's tables (see [`CepheusSwitch::memory_bytes`]): about 1 KB per
-//! group on a 64-port switch.
+//! group on a 64-port switch; and the PEEL state ([`PeelSwitch::memory_bytes`]): k − 1
+//! static rules at a prefix-tier switch, 8 bytes plus 2 per member port per group at a
+//! rack switch.
 
 use super::mrp_agent::{self, UnicastRoute, UnicastTable};
 use crate::control::registration::{SwitchRejection, SwitchReport, SWITCH_REPORT_LEN};
 use crate::fabric::cepheus::{
     Bridge, CepheusAction, CepheusSwitch, CnpFilter, GroupAddressSpace, Handling, NextHop,
 };
+use crate::fabric::peel::{PeelAction, PeelRole, PeelSwitch};
 use crate::time::Instant;
 use crate::wire::arp::{ArpOperation, ArpRepr, ARP_LEN};
 use crate::wire::mrp::{MrpRelease, MrpRepr, MRP_UDP_PORT};
+use crate::wire::peel::{read_shim, strip_shim, PEEL_UDP_PORT};
 use crate::wire::{
     Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Address, Ipv4Packet,
     Ipv4Repr, RoceRepr, UdpPacket, UdpRepr, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, IP_PROTO_UDP,
@@ -59,6 +75,8 @@ pub struct FrameSwitchConfig {
     /// Base of the MACs the switch sends from: port p uses it with p in the last two
     /// bytes.
     pub mac: EthernetAddress,
+    /// The switch's place in a PEEL fabric, if any (module docs, step 5).
+    pub peel: Option<PeelRole>,
 }
 
 /// Counters, each drop by its reason.
@@ -96,6 +114,18 @@ pub struct FrameSwitchStats {
     pub mrp_stale_release: u64,
     /// Bytes of IP packets sent as replicas.
     pub replicated_bytes: u64,
+    /// PEEL frames (UDP 4793) whose shim parsed, at a switch with a PEEL role.
+    pub peel_in: u64,
+    /// PEEL frames whose IPv4/UDP framing or shim did not parse: dropped.
+    pub peel_malformed: u64,
+    /// PEEL copies sent with the shim (toward another switch).
+    pub peel_forwarded: u64,
+    /// PEEL copies sent to member hosts with the shim stripped.
+    pub peel_delivered: u64,
+    /// PEEL frames that produced no copy: an over-covered rack's discard, no rule, another
+    /// pod or plane, no uplink (the engine's [`PeelStats`](crate::fabric::peel::PeelStats)
+    /// says which).
+    pub peel_dropped: u64,
 }
 
 /// A host the switch knows: the port it is behind and its MAC.
@@ -119,6 +149,7 @@ pub struct OutFrame {
 pub struct FrameSwitch {
     cfg: FrameSwitchConfig,
     cepheus: CepheusSwitch,
+    peel: Option<PeelSwitch>,
     macs: BTreeMap<[u8; 6], u16>,
     hosts: BTreeMap<u32, HostEntry>,
     stats: FrameSwitchStats,
@@ -145,9 +176,11 @@ impl FrameSwitch {
     pub fn new(cfg: FrameSwitchConfig, cnp_filter: Box<dyn CnpFilter>) -> Self {
         let cepheus = CepheusSwitch::new(cfg.ports, cfg.max_groups, cnp_filter)
             .with_group_space(cfg.group_space);
+        let peel = cfg.peel.clone().map(PeelSwitch::new);
         FrameSwitch {
             cfg,
             cepheus,
+            peel,
             macs: BTreeMap::new(),
             hosts: BTreeMap::new(),
             stats: FrameSwitchStats::default(),
@@ -164,6 +197,31 @@ impl FrameSwitch {
     pub fn cepheus(&self) -> &CepheusSwitch {
         &self.cepheus
     }
+    /// The PEEL engine, at a switch with a PEEL role.
+    pub fn peel(&self) -> Option<&PeelSwitch> {
+        self.peel.as_ref()
+    }
+
+    /// Makes `port` a member of `group` at a PEEL rack switch (configuration standing
+    /// in for IGMP snooping).
+    pub fn add_peel_member(&mut self, group: Ipv4Address, port: u16) -> Result<(), String> {
+        if port >= self.cfg.ports {
+            return Err(format!("PEEL member of {group}: no port {port}"));
+        }
+        match &mut self.peel {
+            Some(p) if matches!(p.role(), PeelRole::Rack { uplinks } if !uplinks.contains(&port)) =>
+            {
+                p.add_member(group, port);
+                Ok(())
+            }
+            Some(p) if matches!(p.role(), PeelRole::Rack { .. }) => {
+                Err(format!("PEEL member of {group}: port {port} is an uplink"))
+            }
+            _ => Err(format!(
+                "PEEL member of {group}: only a rack switch (PEEL role rack) has members"
+            )),
+        }
+    }
     /// Known hosts, by address.
     pub fn hosts(&self) -> impl Iterator<Item = (Ipv4Address, &HostEntry)> {
         self.hosts
@@ -175,7 +233,10 @@ impl FrameSwitch {
     }
     /// Bytes of the tables (the figure `rocast switch --stats` prints).
     pub fn memory_bytes(&self) -> usize {
-        self.cepheus.memory_bytes() + self.macs.len() * 8 + self.hosts.len() * 16
+        self.cepheus.memory_bytes()
+            + self.peel.as_ref().map_or(0, PeelSwitch::memory_bytes)
+            + self.macs.len() * 8
+            + self.hosts.len() * 16
     }
 
     /// Pins host `ip` behind `port` with `mac` (configuration, not learning).
@@ -342,6 +403,14 @@ impl FrameSwitch {
         let ip_bytes = &frame[ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + ip.total_len() as usize];
         let (src_ip, dst_ip) = (ip.src_addr(), ip.dst_addr());
         self.learn_host(src_ip, in_port, src_mac);
+        if self.peel.is_some() && ip.protocol() == IP_PROTO_UDP {
+            if let Ok(u) = UdpPacket::new_checked(ip.payload()) {
+                if u.dst_port() == PEEL_UDP_PORT {
+                    self.peel_frame(in_port, frame, ip_bytes, dst_ip, out);
+                    return;
+                }
+            }
+        }
         let to_group = self.cfg.group_space.contains(dst_ip);
         if to_group && ip.protocol() == IP_PROTO_UDP {
             match UdpPacket::new_checked(ip.payload()) {
@@ -371,6 +440,59 @@ impl FrameSwitch {
                 self.send(h.port, f, out);
             }
             None => self.l2_forward(in_port, frame, dst_mac, out),
+        }
+    }
+
+    /// Step 5 of the module docs.
+    fn peel_frame(
+        &mut self,
+        in_port: u16,
+        frame: &[u8],
+        ip_bytes: &[u8],
+        group: Ipv4Address,
+        out: &mut Vec<OutFrame>,
+    ) {
+        let Some(peel) = self.peel.as_mut() else {
+            return;
+        };
+        let Ok(shim) = read_shim(ip_bytes) else {
+            self.stats.peel_malformed += 1;
+            return;
+        };
+        self.stats.peel_in += 1;
+        let mut actions = Vec::new();
+        peel.handle(in_port, group, &shim, &mut actions);
+        if actions.is_empty() {
+            self.stats.peel_dropped += 1;
+            return;
+        }
+        let as_sent = &frame[..ETHERNET_HEADER_LEN + ip_bytes.len()];
+        let mut stripped: Option<Vec<u8>> = None;
+        for a in actions {
+            match a {
+                PeelAction::Forward(port) => {
+                    self.stats.peel_forwarded += 1;
+                    self.send(port, as_sent.to_vec(), out);
+                }
+                PeelAction::Deliver(port) => {
+                    if stripped.is_none() {
+                        // Parsed above, so stripping cannot fail; count it if it does.
+                        let Ok((_, inner)) = strip_shim(ip_bytes) else {
+                            self.stats.peel_malformed += 1;
+                            return;
+                        };
+                        let mut f = Vec::with_capacity(ETHERNET_HEADER_LEN + inner.len());
+                        f.extend_from_slice(&frame[..ETHERNET_HEADER_LEN]);
+                        f.extend_from_slice(&inner);
+                        stripped = Some(f);
+                    }
+                    if let Some(f) = &stripped {
+                        self.stats.peel_delivered += 1;
+                        let f = f.clone();
+                        self.send(port, f, out);
+                    }
+                }
+            }
         }
     }
 
@@ -599,3 +721,6 @@ impl FrameSwitch {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod peel_tests;

@@ -12,7 +12,11 @@
 //! ```
 //! Eight bytes, network order. Version 1. Flags: bit 0 `CORE_REPLICATE` (a
 //! programmable core should replicate this packet per the group's installed rules, §3.3),
-//! bit 1 `OVER_COVERED` (the block includes racks without members, which discard).
+//! bit 1 `OVER_COVERED` (the block includes racks without members, which discard),
+//! bit 2 `SOURCE_RACK` (the source's own rack switch also delivers this copy to its
+//! local members on the way up; a sender sets it on exactly one copy of each packet,
+//! since the source's rack is served on the way up and never by a prefix — the
+//! real-packet form of the simulator's explicit local hops).
 //! `pod` selects the destination pod (the core's ordinary per-pod route), `plane` the
 //! prefix-tier switch of that pod the packet climbs to (the layer-peeling tree chose it;
 //! under failures not every aggregation switch or spine reaches every rack), and the
@@ -42,7 +46,7 @@ pub const PEEL_VERSION: u8 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct PeelHeader {
-    /// Bit 0: core replicates; bit 1: over-covered.
+    /// Bit 0: core replicates; bit 1: over-covered; bit 2: source rack delivers.
     pub flags: u8,
     pub prefix_len: u8,
     pub pod: u16,
@@ -53,6 +57,7 @@ pub struct PeelHeader {
 impl PeelHeader {
     pub const CORE_REPLICATE: u8 = 1;
     pub const OVER_COVERED: u8 = 2;
+    pub const SOURCE_RACK: u8 = 4;
 
     pub fn parse(buf: &[u8]) -> Result<Self, Error> {
         if buf.len() < PEEL_HEADER_LEN {
@@ -68,7 +73,7 @@ impl PeelHeader {
             prefix_value: u16::from_be_bytes([buf[4], buf[5]]),
             plane: u16::from_be_bytes([buf[6], buf[7]]),
         };
-        if h.flags & !(Self::CORE_REPLICATE | Self::OVER_COVERED) != 0 {
+        if h.flags & !(Self::CORE_REPLICATE | Self::OVER_COVERED | Self::SOURCE_RACK) != 0 {
             return Err(Error::Malformed("peel flags"));
         }
         if h.prefix_len > 16 || (h.prefix_value as u32) >> h.prefix_len != 0 {

@@ -38,6 +38,7 @@ fn switch(max_groups: usize) -> FrameSwitch {
             group_space: GroupAddressSpace::parse("10.77.0.128/25").unwrap(),
             switch_id: 9,
             mac: EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
+            peel: None,
         },
         Box::new(ForwardAllCnp),
     );
