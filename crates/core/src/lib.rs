@@ -35,8 +35,8 @@
 //!
 //! A driver's loop: feed what arrived, fire due timers, drain `poll_transmit` and
 //! `poll_event`, then sleep until the next packet or `poll_timeout`. The switch
-//! pipeline ([`switch::FrameSwitch`]) has no timers of its own and is driven by
-//! `handle_frame` alone.
+//! pipeline ([`switch::FrameSwitch`]) has no timers of its own: `handle_frame` and
+//! `poll_transmit`.
 //!
 //! Two RC queue pairs and a switch between them, driven by hand (the frame pipeline
 //! forwards the IPv4 packets by its host table):
@@ -61,6 +61,7 @@
 //!         group_space: GroupAddressSpace::default(),
 //!         switch_id: 1,
 //!         mac: EthernetAddress([2, 0xfe, 0, 0, 0, 0]),
+//!         peel: None,
 //!     },
 //!     CnpFilterPolicy::ForwardAll.build(),
 //! );
@@ -81,11 +82,11 @@
 //!         while let Some(t) = qps[host].poll_transmit(now, &mut buf[14..]) {
 //!             let eth = EthernetRepr { src_addr: mac, dst_addr: EthernetAddress([2, 0xfe, 0, 0, 0, 0]), ethertype: EtherType::Ipv4 };
 //!             eth.emit(&mut EthernetFrame::new_unchecked(&mut buf[..14]));
-//!             let mut out = Vec::new();
-//!             sw.handle_frame(now, host as u16, &buf[..14 + t.len], &mut out);
-//!             for f in out {
+//!             sw.handle_frame(now, host as u16, &buf[..14 + t.len]);
+//!             let mut frame = vec![0u8; 9000];
+//!             while let Some(out) = sw.poll_transmit(now, &mut frame) {
 //!                 // The switch's output port is the other host; hand it the IP packet.
-//!                 qps[f.port as usize].handle_packet(now, &f.frame[14..]).unwrap();
+//!                 qps[out.port as usize].handle_packet(now, &frame[14..out.len]).unwrap();
 //!             }
 //!         }
 //!     }

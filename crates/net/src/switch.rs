@@ -36,7 +36,7 @@ use rand_core::{RngCore, SeedableRng};
 use rocast_core::fabric::cepheus::CnpFilterPolicy;
 use rocast_core::fabric::EcnRed;
 use rocast_core::switch::{
-    mark_ce, EgressConfig, EgressQueues, FrameSwitch, FrameSwitchConfig, Ingress, OutFrame,
+    mark_ce, EgressConfig, EgressQueues, FrameSwitch, FrameSwitchConfig, Ingress,
 };
 use rocast_core::wire::pcap::{PcapWriter, LINKTYPE_ETHERNET};
 use std::ffi::CString;
@@ -545,7 +545,8 @@ impl SwitchDaemon {
         }
         let started = std::time::Instant::now();
         let mut buf = vec![0u8; MAX_FRAME];
-        let mut out: Vec<OutFrame> = Vec::new();
+        // No frame the pipeline makes is longer than one it was given.
+        let mut tx = vec![0u8; MAX_FRAME];
         while !STOP.load(Ordering::SeqCst) {
             if max_time.is_some_and(|m| started.elapsed() >= m) {
                 break;
@@ -558,9 +559,9 @@ impl SwitchDaemon {
                     };
                     busy = true;
                     let now = self.clock.now();
-                    self.sw.handle_frame(now, p as u16, &buf[..n], &mut out);
-                    for f in std::mem::take(&mut out) {
-                        self.enqueue(p as u16, f);
+                    self.sw.handle_frame(now, p as u16, &buf[..n]);
+                    while let Some(t) = self.sw.poll_transmit(now, &mut tx) {
+                        self.enqueue(p as u16, t.port, tx[..t.len].to_vec());
                     }
                 }
             }
@@ -579,21 +580,21 @@ impl SwitchDaemon {
         Ok(())
     }
 
-    fn enqueue(&mut self, in_port: u16, f: OutFrame) {
-        if self.lossy[f.port as usize] && self.loss.drop_next() {
-            self.ports[f.port as usize].stats.injected_drops += 1;
+    fn enqueue(&mut self, in_port: u16, out: u16, frame: Vec<u8>) {
+        if self.lossy[out as usize] && self.loss.drop_next() {
+            self.ports[out as usize].stats.injected_drops += 1;
             return;
         }
         let Some(egress) = &mut self.egress else {
-            self.ports[f.port as usize].pending.push(f.frame);
+            self.ports[out as usize].pending.push(frame);
             return;
         };
-        let len = f.frame.len() as u64;
+        let len = frame.len() as u64;
         if egress
-            .enqueue(Ingress::Port(in_port), f.port, 0, len, f.frame)
+            .enqueue(Ingress::Port(in_port), out, 0, len, frame)
             .is_err()
         {
-            self.ports[f.port as usize].stats.queue_drops += 1;
+            self.ports[out as usize].stats.queue_drops += 1;
         }
     }
 

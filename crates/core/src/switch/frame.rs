@@ -53,6 +53,7 @@ use crate::fabric::cepheus::{
 };
 use crate::fabric::peel::{PeelAction, PeelRole, PeelSwitch};
 use crate::time::Instant;
+use crate::transmit::Transmit;
 use crate::wire::arp::{ArpOperation, ArpRepr, ARP_LEN};
 use crate::wire::mrp::{MrpRelease, MrpRepr, MRP_UDP_PORT};
 use crate::wire::peel::{read_shim, strip_shim, PEEL_UDP_PORT};
@@ -61,7 +62,7 @@ use crate::wire::{
     Ipv4Repr, RoceRepr, UdpPacket, UdpRepr, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, IP_PROTO_UDP,
     ROCEV2_UDP_PORT, UDP_HEADER_LEN,
 };
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// How a [`FrameSwitch`] is set up.
 #[derive(Clone, Debug)]
@@ -126,6 +127,8 @@ pub struct FrameSwitchStats {
     /// pod or plane, no uplink (the engine's [`PeelStats`](crate::fabric::peel::PeelStats)
     /// says which).
     pub peel_dropped: u64,
+    /// Frames that did not fit the driver's `poll_transmit` buffer (dropped).
+    pub tx_too_long: u64,
 }
 
 /// A host the switch knows: the port it is behind and its MAC.
@@ -137,7 +140,7 @@ pub struct HostEntry {
     pub pinned: bool,
 }
 
-/// One frame to send.
+/// One frame the pipeline made, waiting for [`FrameSwitch::poll_transmit`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutFrame {
     pub port: u16,
@@ -154,6 +157,9 @@ pub struct FrameSwitch {
     hosts: BTreeMap<u32, HostEntry>,
     stats: FrameSwitchStats,
     actions: Vec<CepheusAction>,
+    /// Frames made and not yet polled.
+    tx: VecDeque<OutFrame>,
+    scratch: Vec<OutFrame>,
 }
 
 /// The host table as the MRP agent reads it.
@@ -185,6 +191,8 @@ impl FrameSwitch {
             hosts: BTreeMap::new(),
             stats: FrameSwitchStats::default(),
             actions: Vec::new(),
+            tx: VecDeque::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -305,14 +313,42 @@ impl FrameSwitch {
         out.push(OutFrame { port, frame });
     }
 
-    /// Takes one frame that arrived on `in_port` and appends what to send to `out`.
-    pub fn handle_frame(
-        &mut self,
-        now: Instant,
-        in_port: u16,
-        frame: &[u8],
-        out: &mut Vec<OutFrame>,
-    ) {
+    /// Takes one frame that arrived on `in_port`; what it causes waits for
+    /// [`poll_transmit`](Self::poll_transmit).
+    pub fn handle_frame(&mut self, now: Instant, in_port: u16, frame: &[u8]) {
+        let mut out = std::mem::take(&mut self.scratch);
+        self.switch_frame(now, in_port, frame, &mut out);
+        self.tx.extend(out.drain(..));
+        self.scratch = out;
+    }
+
+    /// Writes the next frame to send into `buf`: its length and output port. `buf` must
+    /// hold the longest frame handed to [`handle_frame`](Self::handle_frame) (no frame
+    /// the switch makes is longer, bar a 42-byte ARP reply); a frame that does not fit
+    /// is dropped and counted (`tx_too_long`), never truncated.
+    pub fn poll_transmit(&mut self, _now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        loop {
+            let f = self.tx.pop_front()?;
+            match buf.get_mut(..f.frame.len()) {
+                Some(dst) => {
+                    dst.copy_from_slice(&f.frame);
+                    return Some(Transmit {
+                        port: f.port,
+                        len: f.frame.len(),
+                        dest: (),
+                    });
+                }
+                None => self.stats.tx_too_long += 1,
+            }
+        }
+    }
+
+    /// Frames waiting for [`poll_transmit`](Self::poll_transmit).
+    pub fn pending_transmits(&self) -> usize {
+        self.tx.len()
+    }
+
+    fn switch_frame(&mut self, now: Instant, in_port: u16, frame: &[u8], out: &mut Vec<OutFrame>) {
         self.stats.rx_frames += 1;
         self.stats.rx_bytes += frame.len() as u64;
         if in_port >= self.cfg.ports {

@@ -31,7 +31,7 @@
 //! …)` to feed input, `handle_timeout(now)`, `poll_transmit(now, buf)`,
 //! `poll_timeout()`, `poll_event()`. A switch is the stateless-in-time exception: it
 //! holds no timers (the CNP filters age by the `now` of the next packet), so it is
-//! driven by `handle_frame(now, port, frame, out)` alone.
+//! driven by `handle_frame(now, port, frame)` and `poll_transmit(now, buf)` alone.
 
 pub mod egress;
 pub mod frame;

@@ -5,6 +5,7 @@
 //! plane-0 uplink on port 4, members of the group on ports 1 and 2; a prefix switch
 //! has racks 0..3 behind ports 0..3.
 
+use super::tests::CollectFrames;
 use super::*;
 use crate::fabric::cepheus::ForwardAllCnp;
 use crate::fabric::peel::PrefixRules;
@@ -94,7 +95,7 @@ fn shim(len: u8, value: u16, flags: u8) -> PeelHeader {
 
 fn feed(sw: &mut FrameSwitch, port: u16, frame: &[u8]) -> Vec<OutFrame> {
     let mut out = Vec::new();
-    sw.handle_frame(now(), port, frame, &mut out);
+    sw.handle_frame_into(now(), port, frame, &mut out);
     out
 }
 

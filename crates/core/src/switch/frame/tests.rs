@@ -26,6 +26,31 @@ fn qpn(p: u16) -> u32 {
         0x100 + p as u32
     }
 }
+/// The tests read whole frames: one input, then everything it caused.
+pub(super) trait CollectFrames {
+    fn handle_frame_into(&mut self, now: Instant, port: u16, frame: &[u8], out: &mut Vec<OutFrame>);
+}
+
+impl CollectFrames for FrameSwitch {
+    fn handle_frame_into(
+        &mut self,
+        now: Instant,
+        port: u16,
+        frame: &[u8],
+        out: &mut Vec<OutFrame>,
+    ) {
+        self.handle_frame(now, port, frame);
+        let mut buf = vec![0u8; frame.len().max(64)];
+        while let Some(t) = self.poll_transmit(now, &mut buf) {
+            out.push(OutFrame {
+                port: t.port,
+                frame: buf[..t.len].to_vec(),
+            });
+        }
+        assert_eq!(self.pending_transmits(), 0);
+    }
+}
+
 fn now() -> Instant {
     Instant::from_ps(1_000_000)
 }
@@ -86,7 +111,7 @@ fn register(sw: &mut FrameSwitch) -> Vec<OutFrame> {
         let mut body = vec![0u8; m.buffer_len()];
         m.emit(&mut body);
         let ipb = FrameSwitch::udp_packet(ip(0), MCST, MRP_UDP_PORT, &body);
-        sw.handle_frame(
+        sw.handle_frame_into(
             now(),
             0,
             &frame(mac(0), sw.port_mac(0), EtherType::Ipv4, &ipb),
@@ -136,7 +161,7 @@ fn arp_for_a_group_address_is_answered_by_the_switch() {
     let mut body = [0u8; ARP_LEN];
     req.emit(&mut body);
     let mut out = Vec::new();
-    sw.handle_frame(
+    sw.handle_frame_into(
         now(),
         0,
         &frame(mac(0), EthernetAddress::BROADCAST, EtherType::Arp, &body),
@@ -153,7 +178,7 @@ fn arp_for_a_group_address_is_answered_by_the_switch() {
     host_req.target_ip = ip(2);
     host_req.emit(&mut body);
     out.clear();
-    sw.handle_frame(
+    sw.handle_frame_into(
         now(),
         0,
         &frame(mac(0), EthernetAddress::BROADCAST, EtherType::Arp, &body),
@@ -173,7 +198,7 @@ fn hosts_are_learned_and_unicast_is_forwarded_by_the_host_table() {
     let pkt = FrameSwitch::udp_packet(ip(1), ip(2), 5000, b"hello");
     let mut out = Vec::new();
     // h2 unknown: flooded (by MAC), h1 learned on port 1.
-    sw.handle_frame(
+    sw.handle_frame_into(
         now(),
         1,
         &frame(mac(1), mac(2), EtherType::Ipv4, &pkt),
@@ -184,7 +209,7 @@ fn hosts_are_learned_and_unicast_is_forwarded_by_the_host_table() {
     // h2 answers: learned, and its packet goes to port 1 only.
     out.clear();
     let back = FrameSwitch::udp_packet(ip(2), ip(1), 5000, b"hi");
-    sw.handle_frame(
+    sw.handle_frame_into(
         now(),
         2,
         &frame(mac(2), mac(1), EtherType::Ipv4, &back),
@@ -195,14 +220,14 @@ fn hosts_are_learned_and_unicast_is_forwarded_by_the_host_table() {
     assert_eq!(&out[0].frame[ETHERNET_HEADER_LEN..], &back[..]);
     // A frame for a host behind its own arrival port is dropped.
     out.clear();
-    sw.handle_frame(
+    sw.handle_frame_into(
         now(),
         1,
         &frame(mac(1), mac(1), EtherType::Ipv4, &pkt),
         &mut out,
     );
     let to_self = FrameSwitch::udp_packet(ip(1), ip(1), 5000, b"x");
-    sw.handle_frame(
+    sw.handle_frame_into(
         now(),
         1,
         &frame(mac(1), mac(1), EtherType::Ipv4, &to_self),
@@ -251,7 +276,7 @@ fn data_is_replicated_bridged_and_acks_are_aggregated() {
     let mut sw = switch(4);
     register(&mut sw);
     let mut out = Vec::new();
-    sw.handle_frame(
+    sw.handle_frame_into(
         now(),
         0,
         &roce_frame(0, sw.port_mac(0), &send_only(5)),
@@ -271,7 +296,7 @@ fn data_is_replicated_bridged_and_acks_are_aggregated() {
     // ACKs from h1 and h2: nothing yet; from h3: one aggregated ACK to the leader.
     for p in 1..3 {
         out.clear();
-        sw.handle_frame(
+        sw.handle_frame_into(
             now(),
             p,
             &roce_frame(p, sw.port_mac(p), &ack(p, 5)),
@@ -280,7 +305,7 @@ fn data_is_replicated_bridged_and_acks_are_aggregated() {
         assert!(out.is_empty(), "ACK from {p} alone is not the group's");
     }
     out.clear();
-    sw.handle_frame(
+    sw.handle_frame_into(
         now(),
         3,
         &roce_frame(3, sw.port_mac(3), &ack(3, 5)),
@@ -337,8 +362,8 @@ fn bad_frames_are_counted_and_never_forwarded_or_laundered() {
     register(&mut sw);
     let mut out = Vec::new();
     let before = sw.stats().clone();
-    sw.handle_frame(now(), 0, &[0u8; 10], &mut out); // shorter than Ethernet
-    sw.handle_frame(
+    sw.handle_frame_into(now(), 0, &[0u8; 10], &mut out); // shorter than Ethernet
+    sw.handle_frame_into(
         now(),
         9,
         &roce_frame(0, sw.port_mac(0), &send_only(1)),
@@ -346,8 +371,8 @@ fn bad_frames_are_counted_and_never_forwarded_or_laundered() {
     ); // no port 9
     let mut bad_ip = roce_frame(0, sw.port_mac(0), &send_only(1));
     bad_ip[ETHERNET_HEADER_LEN] = 0x65; // IPv6 version in an IPv4 frame
-    sw.handle_frame(now(), 0, &bad_ip, &mut out);
-    sw.handle_frame(
+    sw.handle_frame_into(now(), 0, &bad_ip, &mut out);
+    sw.handle_frame_into(
         now(),
         0,
         &frame(
@@ -361,7 +386,7 @@ fn bad_frames_are_counted_and_never_forwarded_or_laundered() {
     assert_eq!(sw.stats().malformed, before.malformed + 4);
     // Garbage UDP to the group's RoCE port, and an MRP that does not parse.
     let junk = FrameSwitch::udp_packet(ip(0), MCST, ROCEV2_UDP_PORT, &[1, 2, 3]);
-    sw.handle_frame(
+    sw.handle_frame_into(
         now(),
         0,
         &frame(mac(0), sw.port_mac(0), EtherType::Ipv4, &junk),
@@ -370,7 +395,7 @@ fn bad_frames_are_counted_and_never_forwarded_or_laundered() {
     assert_eq!(sw.stats().roce_malformed, before.roce_malformed + 1);
     assert!(out.is_empty());
     let bad_mrp = FrameSwitch::udp_packet(ip(0), MCST, MRP_UDP_PORT, &[10, 77, 0, 200, 0]);
-    sw.handle_frame(
+    sw.handle_frame_into(
         now(),
         0,
         &frame(mac(0), sw.port_mac(0), EtherType::Ipv4, &bad_mrp),
@@ -387,7 +412,7 @@ fn bad_frames_are_counted_and_never_forwarded_or_laundered() {
     let mut corrupt = roce_frame(0, sw.port_mac(0), &send_only(2));
     let n = corrupt.len();
     corrupt[n - 10] ^= 0xff;
-    sw.handle_frame(now(), 0, &corrupt, &mut out);
+    sw.handle_frame_into(now(), 0, &corrupt, &mut out);
     assert!(out.is_empty());
     assert_eq!(sw.stats().bad_icrc, 1);
     assert_eq!(sw.cepheus().stats.data_in, 0, "the engine never saw it");
@@ -409,7 +434,7 @@ fn arbitrary_bytes_never_panic() {
         let at = x as usize % f.len();
         f[at] ^= (x >> 8) as u8 | 1;
         f.truncate(f.len() - (i % 7));
-        sw.handle_frame(now(), (i % 4) as u16, &f, &mut out);
+        sw.handle_frame_into(now(), (i % 4) as u16, &f, &mut out);
         out.clear();
     }
     assert!(sw.stats().rx_frames >= 2000);
@@ -425,7 +450,7 @@ fn a_release_from_the_leader_frees_the_group_and_others_are_refused() {
     let mut out = Vec::new();
     // From a member's port: refused, the group stays.
     let from_member = FrameSwitch::udp_packet(ip(2), MCST, MRP_UDP_PORT, &body);
-    sw.handle_frame(
+    sw.handle_frame_into(
         now(),
         2,
         &frame(mac(2), sw.port_mac(2), EtherType::Ipv4, &from_member),
@@ -435,7 +460,7 @@ fn a_release_from_the_leader_frees_the_group_and_others_are_refused() {
     assert_eq!(sw.stats().mrp_refused, 1);
     // From the leader: freed; a re-registration starts clean.
     let from_leader = FrameSwitch::udp_packet(ip(0), MCST, MRP_UDP_PORT, &body);
-    sw.handle_frame(
+    sw.handle_frame_into(
         now(),
         0,
         &frame(mac(0), sw.port_mac(0), EtherType::Ipv4, &from_leader),
@@ -444,7 +469,7 @@ fn a_release_from_the_leader_frees_the_group_and_others_are_refused() {
     assert_eq!(sw.cepheus().num_groups(), 0);
     assert_eq!(sw.stats().mrp_released, 1);
     // The leader's repeated release finds nothing: counted apart from refusals.
-    sw.handle_frame(
+    sw.handle_frame_into(
         now(),
         0,
         &frame(mac(0), sw.port_mac(0), EtherType::Ipv4, &from_leader),
