@@ -521,11 +521,11 @@ impl Leader {
             Ok(())
         };
         leader.released = false;
-        send_mrp(&leader.mrp, ctl.start(leader.clock.now()))?;
+        send_mrp(&leader.mrp, ctl.start(leader.clock.now()).collect())?;
         let registered = loop {
             let now = leader.clock.now();
             if ctl.poll_timeout().is_some_and(|t| t <= now) {
-                send_mrp(&leader.mrp, ctl.handle_timeout(now))?;
+                send_mrp(&leader.mrp, ctl.handle_timeout(now).collect())?;
             }
             for c in leader.conns.iter_mut() {
                 if let Some(Message::Confirm(conf)) = c.recv()? {

@@ -27,7 +27,7 @@ pub mod source;
 pub use registration::{
     Confirmation, GroupError, GroupSpec, MemberAgent, MemberAgentStats, RegistrationConfig,
     RegistrationController, RegistrationEvent, RegistrationFailure, RegistrationPhase,
-    RegistrationStats, SwitchRejection, SwitchReport, CONFIRMATION_LEN,
+    RegistrationStats, QueuedMrp, SwitchRejection, SwitchReport, CONFIRMATION_LEN,
 };
 pub use safeguard::{FallbackReason, SafeguardConfig, SafeguardConfigError, SafeguardMonitor};
 pub use source::{
