@@ -857,7 +857,10 @@ mod tests {
         // Left queued: the resend replaces it, and poll_mrp yields one copy.
         assert_eq!(c.handle_timeout(d1).queued(), first.len());
         assert_eq!(c.handle_timeout(d1).queued(), first.len(), "not due again");
-        assert_eq!(std::iter::from_fn(|| c.poll_mrp()).collect::<Vec<_>>(), first);
+        assert_eq!(
+            std::iter::from_fn(|| c.poll_mrp()).collect::<Vec<_>>(),
+            first
+        );
         let d2 = d1 + Duration::from_ms(1);
         assert_eq!(c.poll_timeout(), Some(d2));
         c.handle_confirmation(d1, &confirm(4));
