@@ -7,7 +7,7 @@
 //! MRP registration per Cepheus §III-C, the fallback to an overlay per §V-D, each
 //! buffer's announcement and verdicts, the close with the outcome seen by all), the
 //! queue pairs are [`RcQueuePair`]s on [`Endpoint`]s, the overlay schedules are
-//! [`BroadcastDriver`]s, and the switch runs [`rocast_core::fabric::FrameSwitch`].
+//! [`BroadcastDriver`]s, and the switch runs `rocast_core::switch::FrameSwitch`.
 //! This module is their driver and nothing more:
 //!
 //! - **The driver loop** ([`Leader`]'s and [`Member`]'s `step`): read what the sockets
@@ -26,7 +26,7 @@
 //!   member's own address; a refusing switch answers with a [`SwitchReport`].
 //! - **Data** (UDP 4791): every member's QP is connected to the group's virtual remote
 //!   (McstID, QPN 1) with PSN 0; the leader's too. The transfer loops
-//!   ([`cepheus_send`], the member's receive, [`run_overlay`]) are the driver's: the
+//!   (`cepheus_send`, the member's receive, `run_overlay`) are the driver's: the
 //!   session says when to start and hears how it ended.
 //!
 //! Memory: the leader holds the buffer once (posted messages share it); a member holds
