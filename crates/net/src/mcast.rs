@@ -2,68 +2,64 @@
 //! SEND or RDMA WRITE to every member through a Cepheus switch (`rocast switch`), each
 //! member receives it, and the close reports success or failure to all, as in RDMC.
 //!
-//! Every protocol piece is the core's: the queue pairs are [`RcQueuePair`]s on
-//! [`Endpoint`]s, registration is [`RegistrationController`] / [`MemberAgent`] (Cepheus
-//! §III-C), the switch runs [`rocast_core::fabric::FrameSwitch`]. This module only
-//! carries their messages:
+//! Every protocol decision is the core's: the group's control lifecycle is
+//! [`LeaderSession`] / [`MemberSession`] (`rocast_core::control::session`: discovery,
+//! MRP registration per Cepheus §III-C, the fallback to an overlay per §V-D, each
+//! buffer's announcement and verdicts, the close with the outcome seen by all), the
+//! queue pairs are [`RcQueuePair`]s on [`Endpoint`]s, the overlay schedules are
+//! [`BroadcastDriver`]s, and the switch runs `rocast_core::switch::FrameSwitch`.
+//! This module is their driver and nothing more:
 //!
-//! - **Control channel** (TCP, the leader's `control_port`): member discovery, each
-//!   buffer's announcement and verdicts, the switch to an overlay, and the close. The
-//!   messages and their framing are [`rocast_core::wire::group_control`] (its module
-//!   docs have the byte layouts); in order of a group's life:
-//!   - leader → member `Params` as soon as a member connects (so it can open its QP
-//!     and size its buffers), member → leader `Join` (its IP, QPN, VA, RKey); both
-//!     carry the protocol version, and a peer of another version is refused;
-//!   - member → leader `Confirm` for each MRP record that lists it;
-//!   - leader → member `Overlay` when the group goes through an overlay broadcast
-//!     (forced, or the switch refused it), answered by `Ready` once the member's
-//!     overlay connections are up;
-//!   - per buffer: leader → member `Announce` (sequence, bytes, CRC-32), member →
-//!     leader `Ready` (receives posted), the data, leader → member `Done` for WRITE
-//!     (WRITEs complete nothing at a member), member → leader `Result` (ok, its
-//!     CRC-32, when it held everything on CLOCK_MONOTONIC: one clock for every
-//!     process on a machine);
-//!   - leader → member `Close` (ok or not).
-//!
-//!   A malformed frame, an unknown type or a version mismatch ends that connection
-//!   with a protocol error naming the peer.
-//! - **MRP** (UDP [`MRP_UDP_PORT`]): the leader sends the registration to the McstID;
-//!   the switch delivers each member's record to the member's own address; a refusing
-//!   switch answers with a [`SwitchReport`].
+//! - **The driver loop** ([`Leader`]'s and [`Member`]'s `step`): read what the sockets
+//!   hold and feed the session (control bytes per connection, MRP packets, switch
+//!   reports, closed connections), let its deadlines fire, send its transmits, then
+//!   wait until a socket is readable or the session's next deadline (at most 1 ms, so
+//!   the QPs answer retransmissions). The callers act on the session's events: accept
+//!   the group's path (the switch QP, or an overlay's QPs as rank r), post receives,
+//!   run the transfer, report verdicts. Nothing here decides when a group is up, has
+//!   failed or is over.
+//! - **Control channel** (TCP, the leader's `control_port`): the messages and framing
+//!   of [`rocast_core::wire::group_control`] (its module docs have the byte layouts);
+//!   the sessions decode and emit them, the driver carries bytes.
+//! - **MRP** (UDP [`MRP_UDP_PORT`]): the leader's session emits the registration and the
+//!   release toward the McstID; the switch delivers each member's record to the
+//!   member's own address; a refusing switch answers with a [`SwitchReport`].
 //! - **Data** (UDP 4791): every member's QP is connected to the group's virtual remote
-//!   (McstID, QPN 1) with PSN 0; the leader's too.
+//!   (McstID, QPN 1) with PSN 0; the leader's too. The transfer loops
+//!   (`cepheus_send`, the member's receive, `run_overlay`) are the driver's: the
+//!   session says when to start and hears how it ended.
 //!
 //! Memory: the leader holds the buffer once (posted messages share it); a member holds
-//! the whole message (its receive buffers or its WRITE region), plus per control
-//! connection a few hundred bytes.
+//! the whole message (its receive buffers or its WRITE region); the sessions add about
+//! a kilobyte per control connection (see `control::session`).
 //!
-//! If the switch refuses the group (or never answers), registration fails and the
-//! group falls back to the leader's `fallback` overlay (RDMC's binomial pipeline by
-//! default) over the same host runtime: the leader frees the switch's state, sends
-//! every member `Overlay`, and the buffers travel over per-peer RC connections;
-//! [`LeaderReport::path`] says which way the data went and why.
+//! If the switch refuses the group (or never answers), the session falls back to the
+//! leader's `fallback` overlay (RDMC's binomial pipeline by default) over the same
+//! host runtime: it frees the switch's state, sends every member `Overlay`, and the
+//! buffers travel over per-peer RC connections; [`LeaderReport::path`] says which way
+//! the data went and why.
 
 use crate::endpoint::{Clock, Endpoint};
 use crate::qp_set::QpSet;
 use crate::udp::{TransportConfig, UdpTransport};
-use rocast_core::control::registration::{
-    GroupSpec, MemberAgent, RegistrationConfig, RegistrationController, RegistrationEvent,
-    SwitchReport,
+use rocast_core::control::registration::{RegistrationConfig, SwitchReport};
+use rocast_core::control::session::{
+    BufferOutcome, ConnId, LeaderEvent, LeaderSession, LeaderSessionConfig,
+    MemberEvent as SessionEvent, MemberSession, MemberSessionConfig, OverlayPlan, SessionDest,
+    SessionError, MAX_TRANSMIT_LEN,
 };
 use rocast_core::fabric::cepheus::{GroupAddressSpace, VIRTUAL_QPN};
 use rocast_core::overlay::{BroadcastDriver, DriverAction, DriverConfig, Scheme};
 use rocast_core::rnic::{Event, Payload, QpConfig, RcQueuePair, SendOp, SendRequest};
 use rocast_core::rnic::{FixedRate, RateController, Unlimited};
 use rocast_core::time::Duration as CoreDuration;
-use rocast_core::wire::group_control::{
-    Announce, BufferResult, Close, Done, Join, Message, Overlay, Params, StreamDecoder,
-    GROUP_CONTROL_PORT, GROUP_CONTROL_VERSION,
-};
-use rocast_core::wire::mrp::{MrpMember, MrpRelease, MrpRepr, MRP_UDP_PORT};
-use rocast_core::wire::{Error as WireError, Ipv4Address, ROCEV2_UDP_PORT};
-use std::collections::VecDeque;
+use rocast_core::wire::group_control::{Params, GROUP_CONTROL_PORT};
+use rocast_core::wire::mrp::{MrpRepr, MRP_UDP_PORT};
+use rocast_core::wire::{Ipv4Address, ROCEV2_UDP_PORT};
+use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
 
@@ -188,18 +184,39 @@ fn v4(a: Ipv4Addr) -> Ipv4Address {
 
 use rocast_core::payload::crc32;
 
-/// A non-blocking control connection carrying [`Message`]s.
+impl From<SessionError> for McastError {
+    fn from(e: SessionError) -> Self {
+        match e {
+            SessionError::Protocol(s) => McastError::Protocol(s),
+            SessionError::Timeout(s) => McastError::Timeout(s),
+            SessionError::Registration(s) => McastError::Registration(s),
+            SessionError::Transfer(s) => McastError::Transfer(s),
+            SessionError::Connection(s) => McastError::Io(s),
+        }
+    }
+}
+
+/// The longest the driver loop waits between looks at its QPs (they answer
+/// retransmissions and late ACKs while the session waits on peers).
+const MAX_WAIT: Duration = Duration::from_millis(1);
+
+/// A non-blocking control connection: bytes in and out; the session frames them.
 struct Control {
     s: TcpStream,
-    decoder: StreamDecoder,
-    /// Messages decoded from the last read and not handed out yet (at most one read's
-    /// worth: reading stops once a message is complete).
-    pending: VecDeque<Message>,
     peer: Ipv4Addr,
+    /// EOF or an error was reported to the session: read no more.
+    done: bool,
 }
 
 /// Bytes taken from the socket per read.
 const CONTROL_READ_LEN: usize = 512;
+
+/// What one look at a control socket found.
+enum ControlRead {
+    Bytes(Vec<u8>),
+    /// The peer closed or the socket broke: the words for the session.
+    Gone(String),
+}
 
 impl Control {
     fn new(s: TcpStream) -> io::Result<Self> {
@@ -211,65 +228,67 @@ impl Control {
         };
         Ok(Control {
             s,
-            decoder: StreamDecoder::new(),
-            pending: VecDeque::new(),
             peer,
+            done: false,
         })
     }
 
-    fn send(&mut self, m: &Message) -> Result<(), McastError> {
-        let what = m.message_type().name();
-        let f = m
-            .to_frame()
-            .map_err(|e| McastError::Protocol(format!("cannot send {what}: {e}")))?;
-        // Small frames on a fresh socket: a blocking write is fine and simpler.
-        let r = self.s.set_nonblocking(false).and_then(|()| {
-            let r = self.s.write_all(&f);
-            self.s.set_nonblocking(true)?;
-            r
-        });
-        r.map_err(io(format!("send {what} to {}", self.peer)))
+    /// Writes one frame. Small frames on a fresh socket: a blocking write is fine and
+    /// simpler.
+    fn write_frame(&mut self, f: &[u8]) -> io::Result<()> {
+        self.s.set_nonblocking(false)?;
+        let r = self.s.write_all(f);
+        self.s.set_nonblocking(true)?;
+        r
     }
 
-    /// The next whole message, if one has arrived. Err on EOF, a broken stream, or a
-    /// frame that does not decode (the stream has lost its framing then).
-    fn recv(&mut self) -> Result<Option<Message>, McastError> {
+    /// Whatever the socket holds now (nothing if it would block).
+    fn read_available(&mut self) -> ControlRead {
+        let mut got = Vec::new();
         let mut tmp = [0u8; CONTROL_READ_LEN];
-        while self.pending.is_empty() {
+        loop {
             match self.s.read(&mut tmp) {
-                Ok(0) if self.decoder.buffered() == 0 => {
-                    return Err(McastError::Io(format!(
-                        "control: {} closed the connection",
-                        self.peer
-                    )))
-                }
                 Ok(0) => {
-                    return Err(McastError::Protocol(format!(
-                        "control: {} closed the connection in the middle of a frame",
-                        self.peer
-                    )))
+                    if got.is_empty() {
+                        return ControlRead::Gone(format!("{} closed the connection", self.peer));
+                    }
+                    // Hand over what came first; the EOF is seen on the next read.
+                    return ControlRead::Bytes(got);
                 }
                 Ok(n) => {
-                    let msgs = self.decoder.feed_all(&tmp[..n]).map_err(|e| {
-                        let hint = if e == WireError::Unsupported("group control version") {
-                            format!(" (this host speaks version {GROUP_CONTROL_VERSION})")
-                        } else {
-                            String::new()
-                        };
-                        McastError::Protocol(format!(
-                            "control message from {}: {e}{hint}",
-                            self.peer
-                        ))
-                    })?;
-                    self.pending.extend(msgs);
+                    got.extend_from_slice(&tmp[..n]);
+                    if got.len() >= 64 * CONTROL_READ_LEN {
+                        return ControlRead::Bytes(got);
+                    }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ControlRead::Bytes(got),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(io(format!("control from {}", self.peer))(e)),
+                Err(e) => return ControlRead::Gone(format!("{}: {e}", self.peer)),
             }
         }
-        Ok(self.pending.pop_front())
     }
+}
+
+/// Waits until one of `fds` is readable or `timeout` passes.
+fn wait_any(fds: &[RawFd], timeout: Duration) -> io::Result<()> {
+    let mut p: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
+    // SAFETY: `p` is a live array of `p.len()` pollfds.
+    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 fn endpoint(
@@ -305,80 +324,19 @@ pub fn mono_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// A member's verdict: whether its data matched, and when it held all of it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Verdict {
-    ok: bool,
-    done_ns: u64,
-}
-
-/// Collects every member's `Result` until all answered or `timeout` passes, calling
-/// `keep_alive` between polls (the leader's QPs still answer retransmissions).
-fn collect_verdicts(
-    conns: &mut [Control],
-    crc: u32,
-    timeout: Duration,
-    mut keep_alive: impl FnMut(),
-) -> Vec<Option<Verdict>> {
-    let mut verdicts: Vec<Option<Verdict>> = vec![None; conns.len()];
-    let deadline = StdInstant::now() + timeout;
-    while verdicts.iter().any(|v| v.is_none()) && StdInstant::now() < deadline {
-        keep_alive();
-        for (c, v) in conns.iter_mut().zip(verdicts.iter_mut()) {
-            if v.is_some() {
-                continue;
-            }
-            match c.recv() {
-                Ok(Some(Message::Result(r))) => {
-                    *v = Some(Verdict {
-                        ok: r.ok && r.crc32 == crc,
-                        done_ns: r.held_ns,
-                    });
-                }
-                Ok(_) => {}
-                Err(_) => {
-                    *v = Some(Verdict {
-                        ok: false,
-                        done_ns: 0,
-                    })
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_micros(100));
-    }
-    verdicts
-}
-
 /// From the start of the transfer until the last member held everything, if all
 /// reported on this machine's clock (a member in a VM has its own: its time is earlier
 /// than our start, and no latency is claimed).
-fn latency(t0_ns: u64, verdicts: &[Option<Verdict>]) -> Option<Duration> {
+fn latency(t0_ns: u64, outcome: &BufferOutcome) -> Option<Duration> {
     let mut last = t0_ns;
-    for v in verdicts {
-        let v = (*v)?;
-        if !v.ok || v.done_ns < t0_ns {
+    for v in &outcome.verdicts {
+        let r = v.result?;
+        if !v.ok || r.held_ns < t0_ns {
             return None;
         }
-        last = last.max(v.done_ns);
+        last = last.max(r.held_ns);
     }
     Some(Duration::from_nanos(last - t0_ns))
-}
-
-fn report_members(conns: &[Control], verdicts: &[Option<Verdict>]) -> Vec<(Ipv4Addr, bool)> {
-    conns
-        .iter()
-        .zip(verdicts)
-        .map(|(c, v)| (c.peer, v.is_some_and(|v| v.ok)))
-        .collect()
-}
-
-/// Frees the group's switch state (sent twice: it is one UDP datagram).
-fn release(mrp: &UdpSocket, mcst: Ipv4Addr) {
-    let mut b = [0u8; 8];
-    MrpRelease { mcst_id: v4(mcst) }.emit(&mut b);
-    for _ in 0..2 {
-        let _ = mrp.send_to(&b, SocketAddrV4::new(mcst, MRP_UDP_PORT));
-    }
 }
 
 /// How a group's data travels.
@@ -390,7 +348,7 @@ enum LeaderPath {
         set: QpSet,
         roster: Vec<Ipv4Addr>,
         scheme: Scheme,
-        /// Why the switch was not used, when it refused.
+        /// Why the switch was not used, when it was not configured away.
         why: String,
     },
     /// Between the two: the switch QP closed, the overlay not up yet.
@@ -414,208 +372,233 @@ impl LeaderPath {
 
 /// A group, at its leader: created once (member discovery, registration or the
 /// overlay), then any number of [`send`](Self::send)s, then [`close`](Self::close).
+/// Dropping it without `close` ends the group as failed for every member.
 pub struct Leader {
     cfg: LeaderConfig,
-    conns: Vec<Control>,
+    session: LeaderSession,
+    /// Accepts members until the group is up.
+    listener: Option<TcpListener>,
+    conns: BTreeMap<ConnId, Control>,
+    next_conn: u32,
     mrp: UdpSocket,
     clock: Clock,
     path: LeaderPath,
+    /// When the first MRP packet left.
+    registration_start: Option<StdInstant>,
     registration: Duration,
-    seq: u32,
-    released: bool,
 }
 
 impl Leader {
     /// Waits for `members` to join, registers the group with the switch (MRP), and
     /// falls back to `cfg.fallback` when the switch refuses (or uses `cfg.overlay`).
     pub fn create(cfg: &LeaderConfig) -> Result<Leader, McastError> {
-        if cfg.members == 0 || cfg.message_bytes == 0 || cfg.capacity == 0 {
-            return Err(McastError::Protocol(
-                "need members, a message size and a capacity".into(),
-            ));
-        }
+        let message_bytes = u32::try_from(cfg.message_bytes)
+            .map_err(|_| McastError::Protocol("messages are at most 4 GiB - 1 bytes".into()))?;
+        let block_bytes = u32::try_from(cfg.block_bytes)
+            .map_err(|_| McastError::Protocol("blocks are at most 4 GiB - 1 bytes".into()))?;
+        let plan = |scheme: Scheme| OverlayPlan {
+            scheme,
+            block_bytes,
+            rate_mbps: (cfg.rate_bps.unwrap_or(0) / 1_000_000) as u32,
+            window: cfg.window,
+        };
+        let clock = Clock::new();
+        let session_cfg = LeaderSessionConfig {
+            local: v4(cfg.local),
+            local_qpn: LEADER_QPN,
+            mcst_id: v4(cfg.mcst_id),
+            group_space: cfg.group_space,
+            members: cfg.members,
+            params: Params {
+                write: cfg.op == McastOp::Write,
+                capacity: cfg.capacity as u64,
+                message_bytes,
+            },
+            overlay: cfg.overlay.map(plan),
+            fallback: plan(cfg.fallback),
+            // A userspace switch and busy hosts answer in milliseconds, not microseconds.
+            registration: RegistrationConfig {
+                timeout: CoreDuration::from_ms(250),
+                retries: 3,
+            },
+            safeguard: None,
+            discovery_timeout: core_duration(cfg.timeout),
+            ready_timeout: core_duration(cfg.timeout),
+            verdict_timeout: core_duration(cfg.timeout),
+        };
+        let session = LeaderSession::new(session_cfg, clock.now())?;
         let listener = TcpListener::bind(SocketAddrV4::new(cfg.local, cfg.control_port))
             .map_err(io(format!("TCP {}:{}", cfg.local, cfg.control_port)))?;
         listener.set_nonblocking(true).map_err(io("listener"))?;
         let mrp = mrp_socket(cfg.local)?;
-        let clock = Clock::new();
-        let ep = endpoint(cfg.local, 0x11, cfg.mcst_id, cfg.mtu, cfg.rate_bps)?;
-        let params = Message::Params(Params {
-            write: cfg.op == McastOp::Write,
-            capacity: cfg.capacity as u64,
-            message_bytes: u32::try_from(cfg.message_bytes)
-                .map_err(|_| McastError::Protocol("messages are at most 4 GiB - 1 bytes".into()))?,
-        });
-
-        // 1. Member discovery.
-        let mut conns: Vec<Control> = Vec::new();
-        let mut joins: Vec<Option<MrpMember>> = Vec::new();
-        let deadline = StdInstant::now() + cfg.timeout;
-        while joins.iter().filter(|j| j.is_some()).count() < cfg.members {
-            if StdInstant::now() > deadline {
-                return Err(McastError::Timeout(format!(
-                    "{} of {} members joined",
-                    joins.iter().flatten().count(),
-                    cfg.members
-                )));
-            }
-            match listener.accept() {
-                Ok((s, _)) => {
-                    let mut c = Control::new(s).map_err(io("control"))?;
-                    c.send(&params)?;
-                    conns.push(c);
-                    joins.push(None);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(io("accept")(e)),
-            }
-            for (c, j) in conns.iter_mut().zip(joins.iter_mut()) {
-                if let Some(Message::Join(join)) = c.recv()? {
-                    *j = Some(MrpMember {
-                        ip: join.ip,
-                        qpn: join.qpn,
-                        region: (cfg.op == McastOp::Write).then_some((join.va, join.rkey)),
-                    });
-                }
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let members: Vec<MrpMember> = joins.iter().flatten().copied().collect();
+        let ep = endpoint(cfg.local, LEADER_QPN, cfg.mcst_id, cfg.mtu, cfg.rate_bps)?;
         let mut leader = Leader {
             cfg: cfg.clone(),
-            conns,
+            session,
+            listener: Some(listener),
+            conns: BTreeMap::new(),
+            next_conn: 0,
             mrp,
             clock,
             path: LeaderPath::Cepheus { ep },
+            registration_start: None,
             registration: Duration::ZERO,
-            seq: 0,
-            released: true,
         };
-        if let Some(scheme) = cfg.overlay {
-            leader.use_overlay(&members, scheme, String::new())?;
-            return Ok(leader);
-        }
-
-        // 2. Registration (Cepheus §III-C).
-        let reg_start = StdInstant::now();
-        let me = MrpMember {
-            ip: v4(cfg.local),
-            qpn: 0x11,
-            region: (cfg.op == McastOp::Write).then_some((0, 0)),
-        };
-        let spec = GroupSpec::in_space(cfg.group_space, v4(cfg.mcst_id), me, members.clone())
-            .map_err(|e| McastError::Registration(e.to_string()))?;
-        // A userspace switch and busy hosts answer in milliseconds, not microseconds.
-        let reg_cfg = RegistrationConfig {
-            timeout: CoreDuration::from_ms(250),
-            retries: 3,
-        };
-        let mut ctl = RegistrationController::new(spec, reg_cfg);
-        let send_mrp = |mrp: &UdpSocket, pkts: Vec<MrpRepr>| -> Result<(), McastError> {
-            for m in pkts {
-                let mut b = vec![0u8; m.buffer_len()];
-                m.emit(&mut b);
-                mrp.send_to(&b, SocketAddrV4::new(cfg.mcst_id, MRP_UDP_PORT))
-                    .map_err(io("send MRP"))?;
-            }
-            Ok(())
-        };
-        leader.released = false;
-        send_mrp(&leader.mrp, ctl.start(leader.clock.now()))?;
-        let registered = loop {
-            let now = leader.clock.now();
-            if ctl.poll_timeout().is_some_and(|t| t <= now) {
-                send_mrp(&leader.mrp, ctl.handle_timeout(now))?;
-            }
-            for c in leader.conns.iter_mut() {
-                if let Some(Message::Confirm(conf)) = c.recv()? {
-                    ctl.handle_confirmation(leader.clock.now(), &conf);
+        loop {
+            leader.step()?;
+            while let Some(ev) = leader.session.poll_event() {
+                match leader.act(ev)? {
+                    Some(LeaderEvent::Up) => {
+                        leader.listener = None;
+                        return Ok(leader);
+                    }
+                    Some(ev) => return Err(unexpected(&ev)),
+                    None => {}
                 }
             }
-            let mut buf = [0u8; 1500];
-            while let Ok((n, _)) = leader.mrp.recv_from(&mut buf) {
-                if let Ok(r) = SwitchReport::parse(&buf[..n]) {
-                    ctl.handle_switch_report(leader.clock.now(), r);
+        }
+    }
+
+    /// One turn of the driver loop: sockets → session, deadlines, session → sockets,
+    /// the QPs serviced, then a wait for a readable socket or the next deadline.
+    fn step(&mut self) -> Result<(), McastError> {
+        let now = self.clock.now();
+        if let Some(l) = &self.listener {
+            loop {
+                match l.accept() {
+                    Ok((s, _)) => {
+                        let c = Control::new(s).map_err(io("control"))?;
+                        let id = ConnId(self.next_conn);
+                        self.next_conn += 1;
+                        self.conns.insert(id, c);
+                        self.session.handle_connected(now, id);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => return Err(io("accept")(e)),
                 }
             }
-            if let Some(ev) = ctl.poll_event() {
-                break ev;
+        }
+        for (&id, c) in self.conns.iter_mut() {
+            if c.done {
+                continue;
             }
-            std::thread::sleep(Duration::from_micros(200));
-        };
-        leader.registration = reg_start.elapsed();
-        if let RegistrationEvent::Failed(f) = registered {
-            // The group goes through the overlay (Cepheus §V-D, RDMC).
-            leader.release();
-            leader.use_overlay(
-                &members,
-                cfg.fallback,
-                format!("registration failed: {f:?}"),
-            )?;
-        }
-        Ok(leader)
-    }
-
-    /// Switches the group to an overlay broadcast: tells every member the roster and
-    /// waits until all have their connections up.
-    fn use_overlay(
-        &mut self,
-        members: &[MrpMember],
-        scheme: Scheme,
-        why: String,
-    ) -> Result<(), McastError> {
-        let mut roster = vec![self.cfg.local];
-        roster.extend(members.iter().map(|m| Ipv4Addr::from(m.ip.0)));
-        if roster.len() > 256 {
-            return Err(McastError::Protocol(
-                "overlay groups hold at most 256 ranks".into(),
-            ));
-        }
-        // The switch QP's socket must go before the overlay's binds the same port.
-        self.path = LeaderPath::Detached;
-        let msg = Message::Overlay(Overlay {
-            scheme: scheme.code(),
-            block_bytes: u32::try_from(self.cfg.block_bytes)
-                .map_err(|_| McastError::Protocol("blocks are at most 4 GiB - 1 bytes".into()))?,
-            rate_mbps: (self.cfg.rate_bps.unwrap_or(0) / 1_000_000) as u32,
-            window: self.cfg.window,
-            roster: roster.iter().map(|&ip| v4(ip)).collect(),
-        });
-        for c in self.conns.iter_mut() {
-            c.send(&msg)?;
-        }
-        let set = overlay_qps(self.cfg.local, self.cfg.mtu)?;
-        self.path = LeaderPath::Overlay {
-            set,
-            roster,
-            scheme,
-            why,
-        };
-        self.wait_ready()
-    }
-
-    /// Waits for `Ready` from every member, keeping the QPs serviced.
-    fn wait_ready(&mut self) -> Result<(), McastError> {
-        let mut ready = vec![false; self.conns.len()];
-        let deadline = StdInstant::now() + self.cfg.timeout;
-        while ready.iter().any(|r| !r) {
-            self.service();
-            for (c, r) in self.conns.iter_mut().zip(ready.iter_mut()) {
-                if let Some(Message::Ready) = c.recv()? {
-                    *r = true;
+            match c.read_available() {
+                ControlRead::Bytes(b) => self.session.handle_stream(now, id, &b),
+                ControlRead::Gone(why) => {
+                    c.done = true;
+                    self.session.handle_conn_error(now, id, &why);
                 }
             }
-            if StdInstant::now() > deadline {
-                return Err(McastError::Timeout("members never became ready".into()));
-            }
-            std::thread::sleep(Duration::from_micros(100));
         }
-        Ok(())
-    }
-
-    /// Lets the QPs answer what arrives (retransmissions, late ACKs).
-    fn service(&mut self) {
+        let mut buf = [0u8; 1500];
+        while let Ok((n, _)) = self.mrp.recv_from(&mut buf) {
+            // Anything else on the MRP port (our own MRP looped back) is not for us.
+            if let Ok(r) = SwitchReport::parse(&buf[..n]) {
+                self.session.handle_switch_report(now, r);
+            }
+        }
+        if self.session.poll_timeout().is_some_and(|t| t <= now) {
+            self.session.handle_timeout(now);
+        }
+        self.flush();
         self.path.service(&self.clock);
+        let wait = match self.session.poll_timeout() {
+            Some(t) => MAX_WAIT.min(self.clock.until(self.clock.now(), t)),
+            None => MAX_WAIT,
+        };
+        let mut fds: Vec<RawFd> = vec![self.mrp.as_raw_fd()];
+        fds.extend(self.listener.as_ref().map(|l| l.as_raw_fd()));
+        fds.extend(
+            self.conns
+                .values()
+                .filter(|c| !c.done)
+                .map(|c| c.s.as_raw_fd()),
+        );
+        wait_any(&fds, wait).map_err(io("poll"))
+    }
+
+    /// Sends everything the session has queued. A connection that fails a write is
+    /// reported to the session (which decides what it means for the group).
+    fn flush(&mut self) {
+        let now = self.clock.now();
+        let mut buf = [0u8; MAX_TRANSMIT_LEN];
+        while let Some(t) = self.session.poll_transmit(now, &mut buf) {
+            let frame = &buf[..t.len];
+            match t.dest {
+                SessionDest::Member(id) => {
+                    let Some(c) = self.conns.get_mut(&id) else {
+                        continue;
+                    };
+                    if c.done {
+                        continue;
+                    }
+                    if let Err(e) = c.write_frame(frame) {
+                        c.done = true;
+                        let why = format!("send to {}: {e}", c.peer);
+                        self.session.handle_conn_error(now, id, &why);
+                    }
+                }
+                SessionDest::Mrp => {
+                    self.registration_start.get_or_insert_with(StdInstant::now);
+                    // UDP: a lost datagram is the registration's resend's business.
+                    let _ = self
+                        .mrp
+                        .send_to(frame, SocketAddrV4::new(self.cfg.mcst_id, MRP_UDP_PORT));
+                }
+                SessionDest::Leader => {}
+            }
+        }
+    }
+
+    /// Acts on a session event that changes the data path; hands back the others.
+    fn act(&mut self, ev: LeaderEvent) -> Result<Option<LeaderEvent>, McastError> {
+        match ev {
+            LeaderEvent::Registered { .. } => {
+                self.registration = self
+                    .registration_start
+                    .map_or(Duration::ZERO, |t| t.elapsed());
+                Ok(None)
+            }
+            LeaderEvent::UseOverlay {
+                plan,
+                roster,
+                reason,
+            } => {
+                if let Some(t) = self.registration_start {
+                    if self.registration == Duration::ZERO {
+                        self.registration = t.elapsed();
+                    }
+                }
+                // The switch QP's socket must go before the overlay's binds the port.
+                self.path = LeaderPath::Detached;
+                let set = match overlay_qps(self.cfg.local, self.cfg.mtu) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        self.fail(e.to_string());
+                        return Err(e);
+                    }
+                };
+                self.path = LeaderPath::Overlay {
+                    set,
+                    roster: roster.iter().map(|a| Ipv4Addr::from(a.0)).collect(),
+                    scheme: plan.scheme,
+                    why: reason.describe(),
+                };
+                Ok(None)
+            }
+            LeaderEvent::Failed(e) => {
+                self.flush();
+                Err(e.into())
+            }
+            ev => Ok(Some(ev)),
+        }
+    }
+
+    /// The driver gives up: every member hears the failure and the switch is freed.
+    fn fail(&mut self, why: String) {
+        self.session
+            .abort(self.clock.now(), SessionError::Transfer(why));
+        self.flush();
     }
 
     /// How the data travels: "cepheus", or the overlay's name (and why).
@@ -633,38 +616,68 @@ impl Leader {
     /// Sends one buffer (at most the group's capacity) to every member and returns
     /// when all have reported it (each with its CRC-32 and completion time).
     pub fn send(&mut self, data: Arc<[u8]>) -> Result<LeaderReport, McastError> {
-        if data.is_empty() || data.len() > self.cfg.capacity {
-            return Err(McastError::Protocol(format!(
-                "a buffer of {} bytes: the group carries 1..={} per send",
-                data.len(),
-                self.cfg.capacity
-            )));
-        }
-        self.seq += 1;
         let crc = crc32(&data);
-        let announce = Message::Announce(Announce {
-            seq: self.seq,
-            bytes: data.len() as u64,
-            crc32: crc,
-        });
-        for c in self.conns.iter_mut() {
-            c.send(&announce)?;
+        let seq = self
+            .session
+            .start_buffer(self.clock.now(), data.len() as u64, crc)?;
+        // Announce to all; wait for every Ready.
+        loop {
+            self.step()?;
+            match self.session.poll_event() {
+                Some(ev) => match self.act(ev)? {
+                    Some(LeaderEvent::Transfer { seq: s }) if s == seq => break,
+                    Some(LeaderEvent::Up) | None => {}
+                    Some(ev) => return Err(unexpected(&ev)),
+                },
+                None => continue,
+            }
         }
-        self.wait_ready()?;
         let t0 = StdInstant::now();
         let t0_ns = mono_ns();
-        let cfg = self.cfg.clone();
         let retransmitted_before = self.retransmitted();
-        match &mut self.path {
-            LeaderPath::Cepheus { ep } => {
-                cepheus_send(&cfg, &data, ep, &self.clock)?;
-                if cfg.op == McastOp::Write {
-                    // WRITEs complete nothing at a member: tell them it is all there.
-                    for c in self.conns.iter_mut() {
-                        c.send(&Message::Done(Done { seq: self.seq }))?;
+        let sent = self.transfer(&data);
+        let now = self.clock.now();
+        self.session
+            .handle_transfer_done(now, sent.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        if let Err(e) = sent {
+            self.flush();
+            return Err(e);
+        }
+        let transfer = t0.elapsed();
+        // Done (WRITE) to all; wait for every verdict or the deadline.
+        loop {
+            self.step()?;
+            while let Some(ev) = self.session.poll_event() {
+                match self.act(ev)? {
+                    Some(LeaderEvent::BufferDone(o)) if o.seq == seq => {
+                        let members = o
+                            .verdicts
+                            .iter()
+                            .map(|v| (Ipv4Addr::from(v.ip.0), v.ok))
+                            .collect();
+                        return Ok(LeaderReport {
+                            bytes: data.len() as u64,
+                            crc32: crc,
+                            registration: self.registration,
+                            transfer,
+                            members,
+                            latency: latency(t0_ns, &o),
+                            retransmitted: self.retransmitted() - retransmitted_before,
+                            path: self.path(),
+                        });
                     }
+                    Some(LeaderEvent::Up) | None => {}
+                    Some(ev) => return Err(unexpected(&ev)),
                 }
             }
+        }
+    }
+
+    /// Runs the transfer on the group's path (the driver's loops).
+    fn transfer(&mut self, data: &Arc<[u8]>) -> Result<(), McastError> {
+        let cfg = self.cfg.clone();
+        match &mut self.path {
+            LeaderPath::Cepheus { ep } => cepheus_send(&cfg, data, ep, &self.clock),
             LeaderPath::Overlay {
                 set,
                 roster,
@@ -697,25 +710,11 @@ impl Leader {
                     driver_cfg,
                     &mut own,
                     cfg.timeout,
-                )?;
+                )
+                .map(|_| ())
             }
-            LeaderPath::Detached => {
-                return Err(McastError::Protocol("the group has no data path".into()))
-            }
+            LeaderPath::Detached => Err(McastError::Protocol("the group has no data path".into())),
         }
-        let transfer = t0.elapsed();
-        let (conns, path, clock) = (&mut self.conns, &mut self.path, &self.clock);
-        let verdicts = collect_verdicts(conns, crc, cfg.timeout, || path.service(clock));
-        Ok(LeaderReport {
-            bytes: data.len() as u64,
-            crc32: crc,
-            registration: self.registration,
-            transfer,
-            members: report_members(&self.conns, &verdicts),
-            latency: latency(t0_ns, &verdicts),
-            retransmitted: self.retransmitted() - retransmitted_before,
-            path: self.path(),
-        })
     }
 
     fn retransmitted(&self) -> u64 {
@@ -729,32 +728,25 @@ impl Leader {
         }
     }
 
-    fn release(&mut self) {
-        if !self.released {
-            release(&self.mrp, self.cfg.mcst_id);
-            self.released = true;
-        }
-    }
-
-    /// Ends the group: every member hears `ok` (`Close`), and the switch frees the
-    /// group's tables.
+    /// Ends the group: every member hears the outcome (`Close`: `ok` only if every
+    /// member reported every buffer intact, RDMC's outcome seen by all), and the switch
+    /// frees the group's tables.
     pub fn close(mut self, ok: bool) {
-        for c in self.conns.iter_mut() {
-            let _ = c.send(&Message::Close(Close { ok }));
-        }
-        self.release();
+        let _ = self.session.close(self.clock.now(), ok);
+        self.flush();
     }
 }
 
 impl Drop for Leader {
     fn drop(&mut self) {
         // A leader that fails or is dropped still frees the switch and tells everyone.
-        if !self.released {
-            for c in self.conns.iter_mut() {
-                let _ = c.send(&Message::Close(Close { ok: false }));
-            }
+        if !self.session.is_terminal() {
+            self.session.abort(
+                self.clock.now(),
+                SessionError::Protocol("the leader went away".into()),
+            );
         }
-        self.release();
+        self.flush();
     }
 }
 
@@ -814,6 +806,17 @@ fn cepheus_send(
     Ok(())
 }
 
+/// The leader's QPN on the group's switch connection.
+const LEADER_QPN: u32 = 0x11;
+
+fn core_duration(d: Duration) -> CoreDuration {
+    CoreDuration::from_ns(d.as_nanos().min(u64::MAX as u128) as u64)
+}
+
+fn unexpected(ev: &impl std::fmt::Debug) -> McastError {
+    McastError::Protocol(format!("unexpected group event {ev:?}"))
+}
+
 /// A member's view of the group.
 enum MemberPath {
     Cepheus {
@@ -828,7 +831,8 @@ enum MemberPath {
         window: u32,
         rate_bps: Option<u64>,
     },
-    /// Between the two: the switch QP closed, the overlay not up yet.
+    /// Before the QP opens, and between the two: the switch QP closed, the overlay not
+    /// up yet.
     Detached,
 }
 
@@ -847,13 +851,46 @@ pub struct Member {
     cfg: MemberConfig,
     c: Control,
     mrp: UdpSocket,
-    agent: MemberAgent,
     clock: Clock,
+    session: MemberSession,
     path: MemberPath,
     write: bool,
-    capacity: usize,
     msg: usize,
     qpn: u32,
+}
+
+/// One turn of a member's control loop: the leader's bytes and MRP packets into the
+/// session, its deadlines, its transmits out.
+fn member_pump(c: &mut Control, mrp: &UdpSocket, session: &mut MemberSession, clock: &Clock) {
+    let now = clock.now();
+    if !c.done {
+        match c.read_available() {
+            ControlRead::Bytes(b) => session.handle_stream(now, &b),
+            ControlRead::Gone(why) => {
+                c.done = true;
+                session.handle_conn_error(now, &why);
+            }
+        }
+    }
+    let mut buf = [0u8; 1500];
+    while let Ok((n, _)) = mrp.recv_from(&mut buf) {
+        if let Ok(m) = MrpRepr::parse(&buf[..n]) {
+            session.handle_mrp(now, &m);
+        }
+    }
+    if session.poll_timeout().is_some_and(|t| t <= now) {
+        session.handle_timeout(now);
+    }
+    let mut out = [0u8; MAX_TRANSMIT_LEN];
+    while let Some(t) = session.poll_transmit(now, &mut out) {
+        if c.done {
+            continue;
+        }
+        if let Err(e) = c.write_frame(&out[..t.len]) {
+            c.done = true;
+            session.handle_conn_error(now, &format!("send to the leader: {e}"));
+        }
+    }
 }
 
 impl Member {
@@ -862,8 +899,8 @@ impl Member {
     pub fn join(cfg: &MemberConfig) -> Result<Member, McastError> {
         let clock = Clock::new();
         let mrp = mrp_socket(cfg.local)?;
-        let agent = MemberAgent::new(v4(cfg.local)).with_group_space(cfg.group_space);
         let deadline = StdInstant::now() + cfg.timeout;
+        // Connection establishment is the driver's: the leader may not listen yet.
         let s = loop {
             match TcpStream::connect_timeout(
                 &SocketAddrV4::new(cfg.leader, cfg.control_port).into(),
@@ -876,83 +913,82 @@ impl Member {
                 Err(e) => return Err(io("connect to the leader")(e)),
             }
         };
-        let mut c = Control::new(s).map_err(io("control"))?;
-        let params = loop {
-            if let Some(Message::Params(p)) = c.recv()? {
-                break p;
-            }
-            if StdInstant::now() > deadline {
-                return Err(McastError::Timeout("no parameters from the leader".into()));
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        };
-        let write = params.write;
-        let capacity = params.capacity;
-        let msg = params.message_bytes as usize;
-        if msg == 0 || capacity == 0 || capacity > (4u64 << 30) {
-            return Err(McastError::Protocol("sizes out of range".into()));
-        }
-        let capacity = capacity as usize;
+        let c = Control::new(s).map_err(io("control"))?;
+        let session = MemberSession::new(
+            MemberSessionConfig {
+                local: v4(cfg.local),
+                mcst_id: v4(cfg.mcst_id),
+                group_space: cfg.group_space,
+                max_capacity: 4 << 30,
+                params_timeout: core_duration(cfg.timeout),
+                idle_timeout: core_duration(cfg.timeout),
+            },
+            clock.now(),
+        );
         let qpn = 0x100 | (cfg.local.octets()[3] as u32);
-        let mut ep = endpoint(cfg.local, qpn, cfg.mcst_id, cfg.mtu, None)?;
-        if write {
-            ep.qp
-                .register_mr(MEMBER_VA, capacity, MEMBER_RKEY)
-                .map_err(|e| McastError::Protocol(e.to_string()))?;
-        }
-        c.send(&Message::Join(Join {
-            ip: v4(cfg.local),
-            qpn,
-            va: MEMBER_VA,
-            rkey: MEMBER_RKEY,
-        }))?;
-        Ok(Member {
+        let mut m = Member {
             cfg: cfg.clone(),
             c,
             mrp,
-            agent,
             clock,
-            path: MemberPath::Cepheus { ep },
-            write,
-            capacity,
-            msg,
+            session,
+            path: MemberPath::Detached,
+            write: false,
+            msg: 0,
             qpn,
-        })
-    }
-
-    /// Answers MRP packets that list this host (Cepheus §III-C step 3).
-    fn answer_mrp(&mut self) -> Result<(), McastError> {
-        let mut buf = [0u8; 1500];
-        while let Ok((n, _)) = self.mrp.recv_from(&mut buf) {
-            if let Ok(m) = MrpRepr::parse(&buf[..n]) {
-                if let Some(conf) = self.agent.handle_mrp(&m) {
-                    self.c.send(&Message::Confirm(conf))?;
+        };
+        loop {
+            m.step(true)?;
+            match m.session.poll_event() {
+                Some(SessionEvent::OpenQp(p)) => {
+                    m.write = p.write;
+                    m.msg = p.message_bytes as usize;
+                    let mut ep = endpoint(cfg.local, qpn, cfg.mcst_id, cfg.mtu, None)?;
+                    if p.write {
+                        ep.qp
+                            .register_mr(MEMBER_VA, p.capacity as usize, MEMBER_RKEY)
+                            .map_err(|e| McastError::Protocol(e.to_string()))?;
+                    }
+                    m.path = MemberPath::Cepheus { ep };
+                    m.session
+                        .handle_qp_ready(m.clock.now(), qpn, MEMBER_VA, MEMBER_RKEY);
+                    m.step(false)?;
+                    return Ok(m);
                 }
+                Some(SessionEvent::Failed(e)) => return Err(e.into()),
+                Some(ev) => return Err(unexpected(&ev)),
+                None => {}
             }
         }
-        Ok(())
     }
 
-    /// Services the QPs and the MRP socket; waits briefly when idle.
-    fn service(&mut self, wait: bool) -> Result<(), McastError> {
-        self.answer_mrp()?;
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.c.s);
+    /// One turn of the driver loop; with `wait`, then waits for the leader's bytes, a
+    /// packet, or the next deadline (at most 1 ms).
+    fn step(&mut self, wait: bool) -> Result<(), McastError> {
+        member_pump(&mut self.c, &self.mrp, &mut self.session, &self.clock);
+        let fd = self.c.s.as_raw_fd();
+        let max = match self.session.poll_timeout() {
+            Some(t) => MAX_WAIT.min(self.clock.until(self.clock.now(), t)),
+            None => MAX_WAIT,
+        };
         match &mut self.path {
             MemberPath::Cepheus { ep } => {
                 let act = ep.poll_once(&self.clock).map_err(io("endpoint"))?;
                 if wait && act.is_idle() {
-                    ep.wait(&self.clock, Some(fd), Duration::from_millis(1))
-                        .map_err(io("wait"))?;
+                    ep.wait(&self.clock, Some(fd), max).map_err(io("wait"))?;
                 }
             }
             MemberPath::Overlay { set, .. } => {
                 let busy = set.poll_once(&self.clock).map_err(io("overlay"))?;
                 if wait && !busy {
-                    set.wait(&self.clock, Some(fd), Duration::from_millis(1))
-                        .map_err(io("wait"))?;
+                    set.wait(&self.clock, Some(fd), max).map_err(io("wait"))?;
                 }
             }
-            MemberPath::Detached => std::thread::sleep(Duration::from_micros(200)),
+            MemberPath::Detached => {
+                if wait {
+                    wait_any(&[fd, self.mrp.as_raw_fd()], max).map_err(io("poll"))?;
+                }
+            }
         }
         Ok(())
     }
@@ -960,66 +996,61 @@ impl Member {
     /// The next thing that happens to the group: a buffer arrived, or the leader
     /// closed it. Errors (a failed QP, a vanished leader, a timeout) end the group.
     pub fn next(&mut self) -> Result<MemberEvent, McastError> {
-        let mut last = StdInstant::now();
         loop {
-            self.service(true)?;
-            match self.c.recv()? {
-                Some(Message::Overlay(o)) => {
-                    self.use_overlay(o)?;
-                    last = StdInstant::now();
-                }
-                Some(Message::Announce(a)) => {
-                    if a.bytes == 0 || a.bytes > self.capacity as u64 {
-                        return Err(McastError::Protocol("a buffer over the capacity".into()));
+            self.step(true)?;
+            while let Some(ev) = self.session.poll_event() {
+                match ev {
+                    SessionEvent::UseOverlay(role) => {
+                        if let Err(e) = self.use_overlay(role) {
+                            self.session
+                                .abort(self.clock.now(), SessionError::Transfer(e.to_string()));
+                            return Err(e);
+                        }
+                        self.session.handle_overlay_ready(self.clock.now());
                     }
-                    return self
-                        .receive(a.seq, a.bytes as usize, a.crc32)
-                        .map(MemberEvent::Received);
+                    SessionEvent::PostReceives { seq, bytes, .. } => {
+                        return match self.receive(seq, bytes as usize) {
+                            Ok(r) => Ok(MemberEvent::Received(r)),
+                            Err(e) => {
+                                self.session
+                                    .abort(self.clock.now(), SessionError::Transfer(e.to_string()));
+                                Err(e)
+                            }
+                        };
+                    }
+                    SessionEvent::Closed { ok } => return Ok(MemberEvent::Closed { ok }),
+                    SessionEvent::Failed(e) => return Err(e.into()),
+                    ev => return Err(unexpected(&ev)),
                 }
-                Some(Message::Close(c)) => return Ok(MemberEvent::Closed { ok: c.ok }),
-                Some(_) => return Err(McastError::Protocol("unexpected control message".into())),
-                None => {}
-            }
-            if last.elapsed() > self.cfg.timeout {
-                return Err(McastError::Timeout("nothing from the leader".into()));
             }
         }
     }
 
     /// The group goes through an overlay: this host's rank, and its connections.
-    /// (The wire parser has checked the block size, window and roster length.)
-    fn use_overlay(&mut self, msg: Overlay) -> Result<(), McastError> {
-        let scheme = Scheme::from_code(msg.scheme).ok_or_else(|| {
-            McastError::Protocol(format!("unknown overlay scheme code {}", msg.scheme))
-        })?;
-        let block = msg.block_bytes as u64;
-        let mbps = msg.rate_mbps as u64;
-        let rate_bps = (mbps > 0).then_some(mbps * 1_000_000);
-        let window = msg.window as u32;
-        let roster: Vec<Ipv4Addr> = msg.roster.iter().map(|a| Ipv4Addr::from(a.0)).collect();
-        let rank = roster
-            .iter()
-            .position(|&ip| ip == self.cfg.local)
-            .filter(|&r| r > 0)
-            .ok_or_else(|| McastError::Protocol("this host is not in the roster".into()))?;
+    fn use_overlay(
+        &mut self,
+        role: rocast_core::control::session::OverlayRole,
+    ) -> Result<(), McastError> {
+        let mbps = role.plan.rate_mbps as u64;
         // The switch QP's socket goes first: the overlay binds the same port.
         self.path = MemberPath::Detached;
         let set = overlay_qps(self.cfg.local, self.cfg.mtu)?;
         self.path = MemberPath::Overlay {
             set,
-            rank,
-            roster,
-            scheme,
-            block,
-            window,
-            rate_bps,
+            rank: role.rank,
+            roster: role.roster.iter().map(|a| Ipv4Addr::from(a.0)).collect(),
+            scheme: role.plan.scheme,
+            block: role.plan.block_bytes as u64,
+            window: role.plan.window as u32,
+            rate_bps: (mbps > 0).then_some(mbps * 1_000_000),
         };
-        self.c.send(&Message::Ready)
+        Ok(())
     }
 
-    /// Receives buffer `seq` of `bytes` bytes whose CRC-32 is `want`.
-    fn receive(&mut self, seq: u32, bytes: usize, want: u32) -> Result<MemberReport, McastError> {
-        let n_msgs = bytes.div_ceil(self.msg).max(1);
+    /// Receives buffer `seq` of `bytes` bytes: posts the receives, says `Ready`, runs
+    /// the data path, and reports the verdict (the session compares the CRC-32).
+    fn receive(&mut self, seq: u32, bytes: usize) -> Result<MemberReport, McastError> {
+        let n_msgs = bytes.div_ceil(self.msg.max(1)).max(1);
         let (data, held_ns) = match &mut self.path {
             MemberPath::Overlay {
                 set,
@@ -1047,7 +1078,8 @@ impl Member {
                     *rate_bps,
                 )?;
                 post_overlay_receives(set, *rank, &sched, *block)?;
-                self.c.send(&Message::Ready)?;
+                self.session.handle_receives_posted(self.clock.now());
+                member_pump(&mut self.c, &self.mrp, &mut self.session, &self.clock);
                 let mut data = vec![0u8; bytes];
                 let (r, n, s) = (*rank, roster.len(), *scheme);
                 let held = run_overlay(
@@ -1071,7 +1103,7 @@ impl Member {
                             .map_err(|e| McastError::Protocol(e.to_string()))?;
                     }
                 }
-                self.c.send(&Message::Ready)?;
+                self.session.handle_receives_posted(self.clock.now());
                 self.cepheus_receive(seq, bytes, n_msgs)?
             }
             MemberPath::Detached => {
@@ -1079,12 +1111,15 @@ impl Member {
             }
         };
         let ours = crc32(&data);
-        let ok = ours == want;
-        self.c.send(&Message::Result(BufferResult {
-            ok,
-            crc32: ours,
-            held_ns,
-        }))?;
+        self.session
+            .handle_received(self.clock.now(), ours, held_ns);
+        member_pump(&mut self.c, &self.mrp, &mut self.session, &self.clock);
+        let ok = match self.session.poll_event() {
+            Some(SessionEvent::Received { seq: s, ok, .. }) if s == seq => ok,
+            Some(SessionEvent::Failed(e)) => return Err(e.into()),
+            Some(ev) => return Err(unexpected(&ev)),
+            None => return Err(McastError::Protocol("no verdict for the buffer".into())),
+        };
         Ok(MemberReport {
             data,
             crc32: ours,
@@ -1093,7 +1128,7 @@ impl Member {
     }
 
     /// The Cepheus path's receive: SEND completes per message; WRITE completes nothing
-    /// here, so the leader's `Done` says the region holds it all.
+    /// here, so the leader's `Done` (the session's `WriteDone`) says the region holds it.
     fn cepheus_receive(
         &mut self,
         seq: u32,
@@ -1105,8 +1140,8 @@ impl Member {
         let mut held_ns = 0u64;
         let mut last = StdInstant::now();
         loop {
-            self.answer_mrp()?;
-            let fd = std::os::fd::AsRawFd::as_raw_fd(&self.c.s);
+            member_pump(&mut self.c, &self.mrp, &mut self.session, &self.clock);
+            let fd = self.c.s.as_raw_fd();
             let MemberPath::Cepheus { ep } = &mut self.path else {
                 return Err(McastError::Protocol("no switch QP".into()));
             };
@@ -1139,8 +1174,8 @@ impl Member {
             if !self.write && held == n_msgs {
                 return Ok((parts.into_iter().flatten().flatten().collect(), held_ns));
             }
-            match self.c.recv()? {
-                Some(Message::Done(d)) if self.write && d.seq == seq => {
+            match self.session.poll_event() {
+                Some(SessionEvent::WriteDone { seq: s }) if s == seq => {
                     let data = ep
                         .qp
                         .mr(MEMBER_RKEY)
@@ -1148,19 +1183,20 @@ impl Member {
                         .unwrap_or_default();
                     return Ok((data, held_ns));
                 }
-                Some(Message::Close(_)) => {
+                Some(SessionEvent::Closed { .. }) => {
                     return Err(McastError::Transfer(
                         "the leader closed mid-transfer".into(),
                     ))
                 }
-                Some(_) => return Err(McastError::Protocol("unexpected control message".into())),
+                Some(SessionEvent::Failed(e)) => return Err(e.into()),
+                Some(ev) => return Err(unexpected(&ev)),
                 None => {}
             }
             if act.is_idle() {
                 if last.elapsed() > self.cfg.timeout {
                     return Err(McastError::Timeout("no data from the leader".into()));
                 }
-                ep.wait(&self.clock, Some(fd), Duration::from_millis(1))
+                ep.wait(&self.clock, Some(fd), MAX_WAIT)
                     .map_err(io("wait"))?;
             }
         }
@@ -1359,6 +1395,7 @@ fn run_overlay(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rocast_core::wire::group_control::{Message, GROUP_CONTROL_VERSION};
 
     fn member_cfg(local: Ipv4Addr, port: u16) -> MemberConfig {
         MemberConfig {

@@ -12,6 +12,10 @@
 //!   that lets another member send on the same MFT and QPs.
 //! - [`safeguard`]: the fallback to application-layer multicast (Cepheus §V-D) when
 //!   registration failed or throughput stays below a fraction of the expected rate.
+//! - [`session`]: one group's whole control lifecycle, [`LeaderSession`] and
+//!   [`MemberSession`]: discovery, registration (wrapping the two above), the fallback
+//!   to an overlay, each buffer's announcement and verdicts, and the close that carries
+//!   the outcome seen by all (RDMC).
 //!
 //! A switch's side of MRP lives with the switch (`switch::mrp_agent`): `control`
 //! decides for end hosts and never imports the switch, so the two cannot form a cycle.
@@ -22,14 +26,19 @@
 
 pub mod registration;
 pub mod safeguard;
+pub mod session;
 pub mod source;
 
 pub use registration::{
-    Confirmation, GroupError, GroupSpec, MemberAgent, MemberAgentStats, RegistrationConfig,
-    RegistrationController, RegistrationEvent, RegistrationFailure, RegistrationPhase,
-    RegistrationStats, SwitchRejection, SwitchReport, CONFIRMATION_LEN,
+    Confirmation, GroupError, GroupSpec, MemberAgent, MemberAgentStats, QueuedMrp,
+    RegistrationConfig, RegistrationController, RegistrationEvent, RegistrationFailure,
+    RegistrationPhase, RegistrationStats, SwitchRejection, SwitchReport, CONFIRMATION_LEN,
 };
 pub use safeguard::{FallbackReason, SafeguardConfig, SafeguardConfigError, SafeguardMonitor};
+pub use session::{
+    ConnId, LeaderEvent, LeaderSession, LeaderSessionConfig, MemberSession, MemberSessionConfig,
+    SessionDest, SessionError,
+};
 pub use source::{
     plan_source_switch, synchronise_source_switch, PsnSync, QpPsns, SourceSwitchError,
 };

@@ -313,17 +313,29 @@ enum State {
 
 /// The leader host's registration controller for one group (Cepheus §III-C).
 ///
-/// Calling pattern (the house shape, with transmissions returned directly because the
-/// controller only ever sends at two moments):
-/// 1. [`start`](Self::start) returns the MRP packets to send, as UDP to
+/// Calling pattern (the house shape):
+/// 1. [`start`](Self::start) queues the MRP packets and arms the timeout;
+/// 2. drain [`poll_mrp`](Self::poll_mrp) and send each packet as UDP to
 ///    `mcst_id:`[`MRP_UDP_PORT`](crate::wire::mrp::MRP_UDP_PORT);
-/// 2. feed [`handle_confirmation`](Self::handle_confirmation) and
+/// 3. feed [`handle_confirmation`](Self::handle_confirmation) and
 ///    [`handle_switch_report`](Self::handle_switch_report) as they arrive;
-/// 3. at [`poll_timeout`](Self::poll_timeout) call
-///    [`handle_timeout`](Self::handle_timeout), which returns the packets to resend
-///    (all of them, or none);
-/// 4. drain [`poll_event`](Self::poll_event) after each call: it yields exactly one
+/// 4. at [`poll_timeout`](Self::poll_timeout) call
+///    [`handle_timeout`](Self::handle_timeout), which queues the packets to resend
+///    (all of them, or none), and drain `poll_mrp` again;
+/// 5. drain [`poll_event`](Self::poll_event) after each call: it yields exactly one
 ///    [`RegistrationEvent`] over the controller's life.
+///
+/// The output is the typed [`MrpRepr`], not bytes written into a buffer
+/// (`poll_transmit(now, buf)`): the simulator carries MRP packets as records
+/// (`inject_mrp(&MrpRepr)`) and never serialises them, and the group session
+/// (`control::session`) wraps each one in its own `Transmit` with the destination. A
+/// byte-level `poll_transmit` here would make the simulator parse back what it just
+/// emitted.
+///
+/// `start` and `handle_timeout` also return a [`QueuedMrp`] iterator over the same
+/// queue, for callers that send at once (`for p in c.start(now) { … }`); what it does
+/// not yield stays queued for `poll_mrp`. The queue holds at most one copy of the
+/// registration: a resend replaces packets nobody took yet.
 #[derive(Clone, Debug)]
 pub struct RegistrationController {
     spec: GroupSpec,
@@ -333,8 +345,32 @@ pub struct RegistrationController {
     members: BTreeMap<Ipv4Address, (u32, bool)>,
     unconfirmed: usize,
     state: State,
+    /// MRP packets queued for [`poll_mrp`](Self::poll_mrp).
+    outbox: VecDeque<MrpRepr>,
     events: VecDeque<RegistrationEvent>,
     stats: RegistrationStats,
+}
+
+/// The MRP packets a [`RegistrationController`] has queued, yielded (and taken off the
+/// queue) one at a time; dropping it leaves the rest queued for
+/// [`RegistrationController::poll_mrp`].
+#[derive(Debug)]
+pub struct QueuedMrp<'a> {
+    outbox: &'a mut VecDeque<MrpRepr>,
+}
+
+impl Iterator for QueuedMrp<'_> {
+    type Item = MrpRepr;
+    fn next(&mut self) -> Option<MrpRepr> {
+        self.outbox.pop_front()
+    }
+}
+
+impl QueuedMrp<'_> {
+    /// Packets still queued.
+    pub fn queued(&self) -> usize {
+        self.outbox.len()
+    }
 }
 
 impl RegistrationController {
@@ -351,6 +387,7 @@ impl RegistrationController {
             spec,
             cfg,
             state: State::Idle,
+            outbox: VecDeque::new(),
             events: VecDeque::new(),
             stats: RegistrationStats::default(),
         }
@@ -382,23 +419,37 @@ impl RegistrationController {
             .collect()
     }
 
-    /// Starts the registration: returns the MRP packets to send toward the McstID and
-    /// arms the timeout. A second call returns nothing (counted as ignored).
-    pub fn start(&mut self, now: Instant) -> Vec<MrpRepr> {
+    /// Starts the registration: queues the MRP packets to send toward the McstID (see
+    /// [`poll_mrp`](Self::poll_mrp)) and arms the timeout. A second call queues nothing
+    /// (counted as ignored).
+    pub fn start(&mut self, now: Instant) -> QueuedMrp<'_> {
         if self.state != State::Idle {
             self.stats.ignored += 1;
-            return Vec::new();
+        } else {
+            self.state = State::Pending {
+                deadline: now + self.cfg.timeout,
+                resends_left: self.cfg.retries,
+            };
+            self.transmit();
         }
-        self.state = State::Pending {
-            deadline: now + self.cfg.timeout,
-            resends_left: self.cfg.retries,
-        };
-        self.transmit()
+        self.queued()
     }
 
-    fn transmit(&mut self) -> Vec<MrpRepr> {
+    fn transmit(&mut self) {
         self.stats.mrp_packets_sent += self.packets.len() as u64;
-        self.packets.clone()
+        self.outbox.clear();
+        self.outbox.extend(self.packets.iter().cloned());
+    }
+
+    fn queued(&mut self) -> QueuedMrp<'_> {
+        QueuedMrp {
+            outbox: &mut self.outbox,
+        }
+    }
+
+    /// The next MRP packet to send, as UDP to `mcst_id:`[`MRP_UDP_PORT`](crate::wire::mrp::MRP_UDP_PORT).
+    pub fn poll_mrp(&mut self) -> Option<MrpRepr> {
+        self.outbox.pop_front()
     }
 
     fn is_pending(&mut self) -> bool {
@@ -410,6 +461,8 @@ impl RegistrationController {
     }
 
     fn finish(&mut self, event: RegistrationEvent) {
+        // Packets not sent yet are moot once the outcome is known.
+        self.outbox.clear();
         self.state = State::Done {
             registered: matches!(event, RegistrationEvent::Registered { .. }),
         };
@@ -465,33 +518,35 @@ impl RegistrationController {
         )));
     }
 
-    /// Lets the timer fire. Returns the MRP packets to resend if an attempt timed out
+    /// Lets the timer fire. Queues the MRP packets to resend if an attempt timed out
     /// with resends left; after the last attempt the registration fails with the
-    /// members still missing. Before the deadline (or when not pending) returns nothing.
-    pub fn handle_timeout(&mut self, now: Instant) -> Vec<MrpRepr> {
+    /// members still missing. Before the deadline (or when not pending) queues nothing.
+    /// Returns the queue (see [`QueuedMrp`]).
+    pub fn handle_timeout(&mut self, now: Instant) -> QueuedMrp<'_> {
         let State::Pending {
             deadline,
             resends_left,
         } = self.state
         else {
-            return Vec::new();
+            return self.queued();
         };
         if now < deadline {
-            return Vec::new();
+            return self.queued();
         }
         if resends_left == 0 {
             let missing = self.missing();
             self.finish(RegistrationEvent::Failed(RegistrationFailure::Timeout {
                 missing,
             }));
-            return Vec::new();
+            return self.queued();
         }
         self.state = State::Pending {
             deadline: now + self.cfg.timeout,
             resends_left: resends_left - 1,
         };
         self.stats.resends += 1;
-        self.transmit()
+        self.transmit();
+        self.queued()
     }
 
     /// When to call [`handle_timeout`](Self::handle_timeout); `None` unless pending.
@@ -734,11 +789,12 @@ mod tests {
         c.handle_confirmation(T0, &confirm(1));
         assert_eq!(c.stats().ignored, 1);
 
-        let sent = c.start(T0);
+        let sent: Vec<MrpRepr> = c.start(T0).collect();
         assert_eq!(sent, spec(3).mrp_packets());
         assert_eq!(c.phase(), RegistrationPhase::Pending);
         assert_eq!(c.poll_timeout(), Some(T0 + Duration::from_ms(1)));
-        assert!(c.start(T0).is_empty(), "start is once");
+        assert_eq!(c.start(T0).count(), 0, "start is once");
+        assert_eq!(c.poll_mrp(), None, "start took them all");
 
         c.handle_confirmation(T0, &confirm(2));
         c.handle_confirmation(T0, &confirm(0)); // the leader's own agent: not needed
@@ -781,7 +837,7 @@ mod tests {
                 reason: SwitchRejection::TableFull,
             },
         );
-        assert!(c.handle_timeout(at + Duration::from_ms(100)).is_empty());
+        assert_eq!(c.handle_timeout(at + Duration::from_ms(100)).count(), 0);
         assert!(events(&mut c).is_empty());
         assert_eq!(c.stats().ignored, 4);
     }
@@ -789,26 +845,33 @@ mod tests {
     #[test]
     fn silence_resends_then_fails_with_the_missing_members() {
         let mut c = RegistrationController::new(spec(4), cfg());
-        let first = c.start(T0);
+        let first: Vec<MrpRepr> = c.start(T0).collect();
         c.handle_confirmation(T0, &confirm(2));
         // Before the deadline nothing happens.
         let d1 = T0 + Duration::from_ms(1);
-        assert!(c
-            .handle_timeout(Instant::from_ps(d1.as_ps() - 1))
-            .is_empty());
+        assert_eq!(
+            c.handle_timeout(Instant::from_ps(d1.as_ps() - 1)).count(),
+            0
+        );
         // Each timeout resends everything and re-arms.
-        assert_eq!(c.handle_timeout(d1), first);
+        // Left queued: the resend replaces it, and poll_mrp yields one copy.
+        assert_eq!(c.handle_timeout(d1).queued(), first.len());
+        assert_eq!(c.handle_timeout(d1).queued(), first.len(), "not due again");
+        assert_eq!(
+            std::iter::from_fn(|| c.poll_mrp()).collect::<Vec<_>>(),
+            first
+        );
         let d2 = d1 + Duration::from_ms(1);
         assert_eq!(c.poll_timeout(), Some(d2));
         c.handle_confirmation(d1, &confirm(4));
         // A late timer call re-arms from when it ran.
         let late = d2 + Duration::from_us(300);
-        assert_eq!(c.handle_timeout(late), first);
+        assert_eq!(c.handle_timeout(late).collect::<Vec<_>>(), first);
         let d3 = late + Duration::from_ms(1);
         assert_eq!(c.poll_timeout(), Some(d3));
         assert!(events(&mut c).is_empty());
         // Out of resends: an explicit failure, never a hang.
-        assert!(c.handle_timeout(d3).is_empty());
+        assert_eq!(c.handle_timeout(d3).count(), 0);
         assert_eq!(
             events(&mut c),
             vec![RegistrationEvent::Failed(RegistrationFailure::Timeout {
@@ -834,7 +897,7 @@ mod tests {
             },
         );
         c.start(T0);
-        assert!(c.handle_timeout(T0 + Duration::from_us(10)).is_empty());
+        assert_eq!(c.handle_timeout(T0 + Duration::from_us(10)).count(), 0);
         assert!(matches!(
             events(&mut c)[..],
             [RegistrationEvent::Failed(
@@ -877,7 +940,7 @@ mod tests {
     fn member_agents_confirm_what_lists_them() {
         let s = spec(300);
         let mut c = RegistrationController::new(s.clone(), RegistrationConfig::default());
-        let mrp = c.start(T0);
+        let mrp: Vec<MrpRepr> = c.start(T0).collect();
         assert_eq!(mrp.len(), 2);
         let mut agents: Vec<MemberAgent> =
             (0..=300).map(|i| MemberAgent::new(member(i).ip)).collect();

@@ -1,0 +1,903 @@
+//! [`LeaderSession`]: the leader's side of a group session (see the parent module for
+//! the lifecycle, Cepheus §III-C registration and §V-D fallback).
+//!
+//! States:
+//!
+//! ```text
+//! Discovering ──all joined──▶ Registering ──Registered──▶ Idle ◀──────────────┐
+//!      │                          │ refused / timed out            │ start_buffer │
+//!      │ (overlay configured)     ▼                                ▼              │
+//!      └────────────────────▶ OverlaySetup ──all Ready──▶ Idle   Announced        │
+//!                                 ▲                              │ all Ready      │
+//!                                 │ safeguard decided            ▼                │
+//!                                 └──────────────────────── Transferring          │
+//!                                                                │ transfer done  │
+//!                                                                ▼                │
+//!                                                           Collecting ───────────┘
+//! any state ──close──▶ Closed          any state ──error──▶ Failed
+//! ```
+
+use super::{transmit_from, ConnId, Outgoing, OverlayPlan, SessionDest, SessionError};
+use crate::control::registration::{
+    GroupSpec, RegistrationConfig, RegistrationController, RegistrationEvent, RegistrationFailure,
+    SwitchReport,
+};
+use crate::control::safeguard::{FallbackReason, SafeguardConfig, SafeguardMonitor};
+use crate::fabric::cepheus::GroupAddressSpace;
+use crate::time::{Duration, Instant};
+use crate::transmit::Transmit;
+use crate::wire::group_control::{
+    Announce, BufferResult, Close, Done, Message, Overlay, Params, StreamDecoder, OVERLAY_MAX_RANKS,
+};
+use crate::wire::mrp::{MrpMember, MrpRelease};
+use crate::wire::Ipv4Address;
+use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// What a leader session needs to know.
+#[derive(Clone, Debug)]
+pub struct LeaderSessionConfig {
+    /// The leader's own address and the QPN of its switch QP (its MRP record).
+    pub local: Ipv4Address,
+    pub local_qpn: u32,
+    pub mcst_id: Ipv4Address,
+    /// Where McstIDs come from (224.0.0.0/4, or the runtime's unicast block).
+    pub group_space: GroupAddressSpace,
+    /// Members to wait for, not counting the leader (≥ 1).
+    pub members: usize,
+    /// What every member is told first.
+    pub params: Params,
+    /// Use this overlay instead of the switch (the baselines).
+    pub overlay: Option<OverlayPlan>,
+    /// The overlay to fall back to (Cepheus §V-D; RDMC's binomial pipeline by default).
+    pub fallback: OverlayPlan,
+    pub registration: RegistrationConfig,
+    /// Watch the multicast's throughput while transferring and fall back after the
+    /// buffer when it stays low (§V-D); `None`: only a failed registration falls back.
+    pub safeguard: Option<SafeguardConfig>,
+    /// From the session's start until every member joined.
+    pub discovery_timeout: Duration,
+    /// From `Overlay` or `Announce` until every member answered `Ready`.
+    pub ready_timeout: Duration,
+    /// From the end of a transfer until every member's `Result`.
+    pub verdict_timeout: Duration,
+}
+
+/// Where a leader session stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeaderPhase {
+    Discovering,
+    Registering,
+    OverlaySetup,
+    Idle,
+    Announced,
+    Transferring,
+    Collecting,
+    Closed,
+    Failed,
+}
+
+/// Why the group's data goes through an overlay.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OverlayReason {
+    /// The configuration asked for it.
+    Configured,
+    /// MFT registration failed (a switch refused, or members never confirmed).
+    RegistrationFailed(RegistrationFailure),
+    /// The safeguard found the multicast too slow (after the buffer it watched).
+    Safeguard(FallbackReason),
+}
+
+impl OverlayReason {
+    /// Words for a report: empty when configured, else why the switch is not used.
+    pub fn describe(&self) -> String {
+        match self {
+            OverlayReason::Configured => String::new(),
+            OverlayReason::RegistrationFailed(f) => format!("registration failed: {f:?}"),
+            OverlayReason::Safeguard(r) => format!("safeguard: {r:?}"),
+        }
+    }
+}
+
+/// One member's verdict on one buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemberVerdict {
+    pub ip: Ipv4Address,
+    /// What it reported; `None` if it never did (deadline) or its connection broke.
+    pub result: Option<BufferResult>,
+    /// It reported ok with the announced CRC-32.
+    pub ok: bool,
+}
+
+/// The outcome of one buffer, once every member answered or the deadline passed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BufferOutcome {
+    pub seq: u32,
+    pub crc32: u32,
+    /// In join order.
+    pub verdicts: Vec<MemberVerdict>,
+    /// Every member reported it intact.
+    pub ok: bool,
+}
+
+/// What the leader's driver must do, and what happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeaderEvent {
+    /// Every member confirmed its MRP record: data goes through the switch's QP.
+    Registered { took: Duration },
+    /// Data goes through this overlay: the driver drops the switch QP and runs the
+    /// schedule as rank 0 over `roster` (leader first, then members in join order).
+    UseOverlay {
+        plan: OverlayPlan,
+        roster: Vec<Ipv4Address>,
+        reason: OverlayReason,
+    },
+    /// The group is ready for [`LeaderSession::start_buffer`].
+    Up,
+    /// Every member is ready for buffer `seq`: send it, then call
+    /// [`LeaderSession::handle_transfer_done`].
+    Transfer { seq: u32 },
+    /// Every member answered buffer `seq` (or its deadline passed).
+    BufferDone(BufferOutcome),
+    /// The group ended; every member was told `ok`.
+    Closed { ok: bool },
+    /// The group failed; every member was told `Close { ok: false }`.
+    Failed(SessionError),
+}
+
+/// Counters; every input that changed nothing is counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LeaderStats {
+    pub connections: u64,
+    /// Connections past the group's size, answered `Close { ok: false }`.
+    pub refused_connections: u64,
+    /// `Ready` from a member already ready.
+    pub duplicate_ready: u64,
+    /// A second `Result` from one member for one buffer.
+    pub duplicate_results: u64,
+    /// Confirmations outside registration (resends make them normal).
+    pub late_confirmations: u64,
+    /// Well-formed input the state did not expect (a `Ready` while idle, a `Result`
+    /// after the verdicts, bytes for an unknown connection, a driver call out of turn).
+    pub unexpected: u64,
+    /// Switch reports outside registration.
+    pub late_switch_reports: u64,
+    /// Outputs the wire refused to emit (never expected).
+    pub unemittable: u64,
+}
+
+#[derive(Debug)]
+struct Conn {
+    decoder: StreamDecoder,
+    /// Index into `members` once it joined.
+    member: Option<usize>,
+    /// Past the group's size, or broken: its input is ignored.
+    refused: bool,
+}
+
+#[derive(Debug)]
+enum State {
+    Discovering {
+        deadline: Instant,
+    },
+    Registering {
+        ctl: Box<RegistrationController>,
+        started: Instant,
+    },
+    OverlaySetup {
+        deadline: Instant,
+        ready: BTreeSet<usize>,
+    },
+    Idle,
+    Announced {
+        deadline: Instant,
+        ready: BTreeSet<usize>,
+    },
+    Transferring,
+    Collecting {
+        deadline: Instant,
+        /// Per member index: its report, or `None` when its connection broke.
+        results: BTreeMap<usize, Option<BufferResult>>,
+    },
+    Closed,
+    Failed,
+}
+
+/// The leader's group session (see the module docs).
+#[derive(Debug)]
+pub struct LeaderSession {
+    cfg: LeaderSessionConfig,
+    state: State,
+    conns: BTreeMap<ConnId, Conn>,
+    /// Joined members, in join order: their connection and MRP record.
+    members: Vec<(ConnId, MrpMember)>,
+    /// The data goes through the overlay (decided once registration failed, the
+    /// safeguard fired, or configured).
+    overlay: bool,
+    /// The switch may hold state for the group: release it on close.
+    switch_state: bool,
+    monitor: Option<SafeguardMonitor>,
+    /// The safeguard's decision, acted on after the buffer it watched.
+    safeguard_fallback: Option<FallbackReason>,
+    seq: u32,
+    crc32: u32,
+    /// Every buffer so far was reported intact by every member.
+    all_ok: bool,
+    /// Verdicts that arrived while the leader was still sending (a member holds the
+    /// buffer before the leader sees its last acknowledgement).
+    early_results: BTreeMap<usize, BufferResult>,
+    outbox: VecDeque<(SessionDest, Outgoing)>,
+    events: VecDeque<LeaderEvent>,
+    stats: LeaderStats,
+}
+
+impl LeaderSession {
+    /// A session that starts discovering members at `now`. Errors for a configuration
+    /// no group can run with.
+    pub fn new(cfg: LeaderSessionConfig, now: Instant) -> Result<Self, SessionError> {
+        if cfg.members == 0 || cfg.params.message_bytes == 0 || cfg.params.capacity == 0 {
+            return Err(SessionError::Protocol(
+                "need members, a message size and a capacity".into(),
+            ));
+        }
+        for p in cfg.overlay.iter().chain([&cfg.fallback]) {
+            if p.block_bytes == 0 || p.window == 0 {
+                return Err(SessionError::Protocol(
+                    "overlay blocks and window must be at least 1".into(),
+                ));
+            }
+        }
+        let monitor = match cfg.safeguard {
+            Some(s) => {
+                Some(SafeguardMonitor::new(s).map_err(|e| SessionError::Protocol(e.to_string()))?)
+            }
+            None => None,
+        };
+        Ok(LeaderSession {
+            state: State::Discovering {
+                deadline: now + cfg.discovery_timeout,
+            },
+            cfg,
+            conns: BTreeMap::new(),
+            members: Vec::new(),
+            overlay: false,
+            switch_state: false,
+            monitor,
+            safeguard_fallback: None,
+            seq: 0,
+            crc32: 0,
+            all_ok: true,
+            early_results: BTreeMap::new(),
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: LeaderStats::default(),
+        })
+    }
+
+    pub fn config(&self) -> &LeaderSessionConfig {
+        &self.cfg
+    }
+    pub fn stats(&self) -> &LeaderStats {
+        &self.stats
+    }
+    pub fn phase(&self) -> LeaderPhase {
+        match self.state {
+            State::Discovering { .. } => LeaderPhase::Discovering,
+            State::Registering { .. } => LeaderPhase::Registering,
+            State::OverlaySetup { .. } => LeaderPhase::OverlaySetup,
+            State::Idle => LeaderPhase::Idle,
+            State::Announced { .. } => LeaderPhase::Announced,
+            State::Transferring => LeaderPhase::Transferring,
+            State::Collecting { .. } => LeaderPhase::Collecting,
+            State::Closed => LeaderPhase::Closed,
+            State::Failed => LeaderPhase::Failed,
+        }
+    }
+    /// Closed or failed: nothing more will happen but draining transmits and events.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.state, State::Closed | State::Failed)
+    }
+    /// Joined members' addresses, in join order (the overlay's ranks 1..).
+    pub fn member_ips(&self) -> Vec<Ipv4Address> {
+        self.members.iter().map(|(_, m)| m.ip).collect()
+    }
+    /// The member joined on `conn`, if any.
+    pub fn member_of(&self, conn: ConnId) -> Option<Ipv4Address> {
+        let i = self.conns.get(&conn)?.member?;
+        Some(self.members[i].1.ip)
+    }
+    /// The data goes through an overlay.
+    pub fn uses_overlay(&self) -> bool {
+        self.overlay
+    }
+    /// Every buffer so far was reported intact by every member.
+    pub fn all_ok(&self) -> bool {
+        self.all_ok
+    }
+
+    fn send_to(&mut self, conn: ConnId, m: Message) {
+        self.outbox
+            .push_back((SessionDest::Member(conn), Outgoing::Control(m)));
+    }
+    fn send_to_members(&mut self, m: &Message) {
+        let conns: Vec<ConnId> = self.members.iter().map(|(c, _)| *c).collect();
+        for c in conns {
+            self.send_to(c, m.clone());
+        }
+    }
+    /// Tells every connection still open (joined or not) how the group ended.
+    fn close_all(&mut self, ok: bool) {
+        let conns: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| !c.refused)
+            .map(|(id, _)| *id)
+            .collect();
+        for c in conns {
+            self.send_to(c, Message::Close(Close { ok }));
+        }
+    }
+    /// Frees the switch's state for the group (two copies: it is one UDP datagram and
+    /// nobody acknowledges it; a second release is a no-op at the switch).
+    fn release_switch(&mut self) {
+        if std::mem::take(&mut self.switch_state) {
+            let r = MrpRelease {
+                mcst_id: self.cfg.mcst_id,
+            };
+            for _ in 0..2 {
+                self.outbox
+                    .push_back((SessionDest::Mrp, Outgoing::Release(r)));
+            }
+        }
+    }
+
+    fn fail(&mut self, e: SessionError) {
+        if self.is_terminal() {
+            return;
+        }
+        self.close_all(false);
+        self.release_switch();
+        self.state = State::Failed;
+        self.events.push_back(LeaderEvent::Failed(e));
+    }
+
+    /// The driver gives up on the group (its data path or sockets failed): every member
+    /// hears `Close { ok: false }` and the switch is released.
+    pub fn abort(&mut self, _now: Instant, e: SessionError) {
+        self.fail(e);
+    }
+
+    /// A member's control connection was accepted: it gets `Params` (or, past the
+    /// group's size or after discovery, `Close { ok: false }`).
+    pub fn handle_connected(&mut self, _now: Instant, conn: ConnId) {
+        if self.conns.contains_key(&conn) || self.is_terminal() {
+            self.stats.unexpected += 1;
+            return;
+        }
+        self.stats.connections += 1;
+        let discovering = matches!(self.state, State::Discovering { .. });
+        self.conns.insert(
+            conn,
+            Conn {
+                decoder: StreamDecoder::new(),
+                member: None,
+                refused: false,
+            },
+        );
+        if discovering {
+            self.send_to(conn, Message::Params(self.cfg.params));
+        } else {
+            self.stats.refused_connections += 1;
+            self.send_to(conn, Message::Close(Close { ok: false }));
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.refused = true;
+            }
+        }
+    }
+
+    /// Bytes arrived on `conn`'s stream: decoded into messages and handled in order. A
+    /// frame that does not decode fails the session (the stream has lost its framing).
+    pub fn handle_stream(&mut self, now: Instant, conn: ConnId, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let terminal = self.is_terminal();
+            let Some(c) = self.conns.get_mut(&conn) else {
+                self.stats.unexpected += 1;
+                return;
+            };
+            if c.refused || terminal {
+                return;
+            }
+            match c.decoder.feed(bytes) {
+                Ok((n, m)) => {
+                    bytes = &bytes[n..];
+                    if let Some(m) = m {
+                        self.handle_message(now, conn, m);
+                    }
+                }
+                Err(e) => {
+                    let who = self.peer_name(conn);
+                    self.fail(SessionError::Protocol(format!(
+                        "control message from {who}: {e}"
+                    )));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn peer_name(&self, conn: ConnId) -> String {
+        match self.member_of(conn) {
+            Some(ip) => format!("member {ip}"),
+            None => format!("connection {}", conn.0),
+        }
+    }
+
+    /// `conn` closed or broke. While collecting verdicts this is that member's failed
+    /// verdict; a refused connection is forgotten; otherwise the group fails.
+    pub fn handle_conn_error(&mut self, now: Instant, conn: ConnId, reason: &str) {
+        let terminal = self.is_terminal();
+        let Some(c) = self.conns.get_mut(&conn) else {
+            self.stats.unexpected += 1;
+            return;
+        };
+        if c.refused || terminal {
+            c.refused = true;
+            return;
+        }
+        c.refused = true;
+        let member = c.member;
+        if let (State::Collecting { results, .. }, Some(i)) = (&mut self.state, member) {
+            results.entry(i).or_insert(None);
+            self.check_verdicts(now);
+            return;
+        }
+        let who = self.peer_name(conn);
+        self.fail(SessionError::Connection(format!(
+            "control: {who}: {reason}"
+        )));
+    }
+
+    /// A whole control message from `conn`.
+    pub fn handle_message(&mut self, now: Instant, conn: ConnId, msg: Message) {
+        let Some(c) = self.conns.get(&conn) else {
+            self.stats.unexpected += 1;
+            return;
+        };
+        if c.refused || self.is_terminal() {
+            return;
+        }
+        let member = c.member;
+        match msg {
+            Message::Join(j) => self.on_join(now, conn, member, j),
+            Message::Confirm(conf) => match &mut self.state {
+                State::Registering { ctl, .. } if member.is_some() => {
+                    ctl.handle_confirmation(now, &conf);
+                    self.pump_registration(now);
+                }
+                _ => self.stats.late_confirmations += 1,
+            },
+            Message::Ready => {
+                let Some(i) = member else {
+                    return self.fail(SessionError::Protocol(format!(
+                        "{} sent Ready before Join",
+                        self.peer_name(conn)
+                    )));
+                };
+                match &mut self.state {
+                    State::OverlaySetup { ready, .. } | State::Announced { ready, .. } => {
+                        if !ready.insert(i) {
+                            self.stats.duplicate_ready += 1;
+                        }
+                        self.check_ready(now);
+                    }
+                    _ => self.stats.unexpected += 1,
+                }
+            }
+            Message::Result(r) => {
+                let Some(i) = member else {
+                    return self.fail(SessionError::Protocol(format!(
+                        "{} sent Result before Join",
+                        self.peer_name(conn)
+                    )));
+                };
+                match &mut self.state {
+                    State::Collecting { results, .. } => {
+                        if let Entry::Vacant(slot) = results.entry(i) {
+                            slot.insert(Some(r));
+                            self.check_verdicts(now);
+                        } else {
+                            self.stats.duplicate_results += 1;
+                        }
+                    }
+                    // A member that holds the buffer before the leader saw its own
+                    // transfer complete (SEND completes at the member first).
+                    State::Transferring => {
+                        if let Entry::Vacant(slot) = self.early_results.entry(i) {
+                            slot.insert(r);
+                        } else {
+                            self.stats.duplicate_results += 1;
+                        }
+                    }
+                    _ => self.stats.unexpected += 1,
+                }
+            }
+            Message::Params(_)
+            | Message::Done(_)
+            | Message::Overlay(_)
+            | Message::Announce(_)
+            | Message::Close(_) => {
+                let name = msg.message_type().name();
+                self.fail(SessionError::Protocol(format!(
+                    "{} sent {name}, which only a leader sends",
+                    self.peer_name(conn)
+                )));
+            }
+        }
+    }
+
+    fn on_join(
+        &mut self,
+        now: Instant,
+        conn: ConnId,
+        member: Option<usize>,
+        j: crate::wire::group_control::Join,
+    ) {
+        if member.is_some() {
+            return self.fail(SessionError::Protocol(format!(
+                "{} joined twice",
+                self.peer_name(conn)
+            )));
+        }
+        if !matches!(self.state, State::Discovering { .. }) {
+            self.stats.unexpected += 1;
+            return;
+        }
+        if j.ip == self.cfg.local || self.members.iter().any(|(_, m)| m.ip == j.ip) {
+            return self.fail(SessionError::Protocol(format!(
+                "member {} joined twice (or claims the leader's address)",
+                j.ip
+            )));
+        }
+        let record = MrpMember {
+            ip: j.ip,
+            qpn: j.qpn,
+            region: self.cfg.params.write.then_some((j.va, j.rkey)),
+        };
+        let i = self.members.len();
+        self.members.push((conn, record));
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.member = Some(i);
+        }
+        if self.members.len() == self.cfg.members {
+            self.discovered(now);
+        }
+    }
+
+    /// Every member joined: connections that did not join are refused, then the group
+    /// registers with the switch or goes to the configured overlay.
+    fn discovered(&mut self, now: Instant) {
+        let stragglers: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.member.is_none() && !c.refused)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in stragglers {
+            self.stats.refused_connections += 1;
+            self.send_to(id, Message::Close(Close { ok: false }));
+            if let Some(c) = self.conns.get_mut(&id) {
+                c.refused = true;
+            }
+        }
+        if let Some(plan) = self.cfg.overlay {
+            return self.use_overlay(now, plan, OverlayReason::Configured);
+        }
+        let me = MrpMember {
+            ip: self.cfg.local,
+            qpn: self.cfg.local_qpn,
+            region: self.cfg.params.write.then_some((0, 0)),
+        };
+        let members = self.members.iter().map(|(_, m)| *m).collect();
+        let spec = match GroupSpec::in_space(self.cfg.group_space, self.cfg.mcst_id, me, members) {
+            Ok(s) => s,
+            Err(e) => return self.fail(SessionError::Registration(e.to_string())),
+        };
+        let mut ctl = Box::new(RegistrationController::new(spec, self.cfg.registration));
+        let _ = ctl.start(now);
+        self.switch_state = true;
+        self.state = State::Registering { ctl, started: now };
+        self.pump_registration(now);
+    }
+
+    /// Moves the controller's MRP packets to the outbox and acts on its outcome.
+    fn pump_registration(&mut self, now: Instant) {
+        let State::Registering { ctl, started } = &mut self.state else {
+            return;
+        };
+        let started = *started;
+        while let Some(p) = ctl.poll_mrp() {
+            self.outbox.push_back((SessionDest::Mrp, Outgoing::Mrp(p)));
+        }
+        match ctl.poll_event() {
+            None => {}
+            Some(RegistrationEvent::Registered { at }) => {
+                self.events.push_back(LeaderEvent::Registered {
+                    took: at.saturating_since(started),
+                });
+                self.go_idle();
+            }
+            Some(RegistrationEvent::Failed(f)) => {
+                self.release_switch();
+                let plan = self.cfg.fallback;
+                self.use_overlay(now, plan, OverlayReason::RegistrationFailed(f));
+            }
+        }
+    }
+
+    fn go_idle(&mut self) {
+        self.state = State::Idle;
+        self.events.push_back(LeaderEvent::Up);
+    }
+
+    fn use_overlay(&mut self, now: Instant, plan: OverlayPlan, reason: OverlayReason) {
+        let mut roster = vec![self.cfg.local];
+        roster.extend(self.members.iter().map(|(_, m)| m.ip));
+        if roster.len() > OVERLAY_MAX_RANKS {
+            return self.fail(SessionError::Protocol(format!(
+                "overlay groups hold at most {OVERLAY_MAX_RANKS} ranks"
+            )));
+        }
+        self.overlay = true;
+        self.send_to_members(&Message::Overlay(Overlay {
+            scheme: plan.scheme.code(),
+            block_bytes: plan.block_bytes,
+            rate_mbps: plan.rate_mbps,
+            window: plan.window,
+            roster: roster.clone(),
+        }));
+        self.events.push_back(LeaderEvent::UseOverlay {
+            plan,
+            roster,
+            reason,
+        });
+        self.state = State::OverlaySetup {
+            deadline: now + self.cfg.ready_timeout,
+            ready: BTreeSet::new(),
+        };
+    }
+
+    fn check_ready(&mut self, now: Instant) {
+        let n = self.members.len();
+        match &self.state {
+            State::OverlaySetup { ready, .. } if ready.len() == n => self.go_idle(),
+            State::Announced { ready, .. } if ready.len() == n => {
+                self.state = State::Transferring;
+                if let (Some(m), false) = (self.monitor.as_mut(), self.overlay) {
+                    m.on_busy(now);
+                }
+                self.events
+                    .push_back(LeaderEvent::Transfer { seq: self.seq });
+            }
+            _ => {}
+        }
+    }
+
+    /// Announces the next buffer (`bytes` long, CRC-32 `crc32`) to every member.
+    /// Returns its sequence number; errors, changing nothing, unless the group is idle
+    /// and the size is within `1..=capacity`.
+    pub fn start_buffer(
+        &mut self,
+        now: Instant,
+        bytes: u64,
+        crc32: u32,
+    ) -> Result<u32, SessionError> {
+        if !matches!(self.state, State::Idle) {
+            return Err(SessionError::Protocol(format!(
+                "a buffer cannot start while the group is {:?}",
+                self.phase()
+            )));
+        }
+        if bytes == 0 || bytes > self.cfg.params.capacity {
+            return Err(SessionError::Protocol(format!(
+                "a buffer of {bytes} bytes: the group carries 1..={} per send",
+                self.cfg.params.capacity
+            )));
+        }
+        self.seq += 1;
+        self.crc32 = crc32;
+        self.early_results.clear();
+        self.send_to_members(&Message::Announce(Announce {
+            seq: self.seq,
+            bytes,
+            crc32,
+        }));
+        self.state = State::Announced {
+            deadline: now + self.cfg.ready_timeout,
+            ready: BTreeSet::new(),
+        };
+        Ok(self.seq)
+    }
+
+    /// Payload of the current buffer acknowledged by every member (the switch
+    /// aggregates ACKs): fed to the safeguard.
+    pub fn handle_acked(&mut self, now: Instant, bytes: u64) {
+        if !matches!(self.state, State::Transferring) {
+            self.stats.unexpected += 1;
+            return;
+        }
+        if let (Some(m), false) = (self.monitor.as_mut(), self.overlay) {
+            m.on_acked(now, bytes);
+            self.take_safeguard_decision();
+        }
+    }
+
+    fn take_safeguard_decision(&mut self) {
+        if let Some(d) = self.monitor.as_mut().and_then(|m| m.poll_decision()) {
+            self.safeguard_fallback.get_or_insert(d);
+        }
+    }
+
+    /// The driver finished sending the current buffer: `Ok` when every message
+    /// completed, `Err(why)` when the data path failed (the group fails with it).
+    pub fn handle_transfer_done(&mut self, now: Instant, result: Result<(), String>) {
+        if !matches!(self.state, State::Transferring) {
+            self.stats.unexpected += 1;
+            return;
+        }
+        if let (Some(m), false) = (self.monitor.as_mut(), self.overlay) {
+            m.on_idle(now);
+            self.take_safeguard_decision();
+        }
+        if let Err(why) = result {
+            return self.fail(SessionError::Transfer(why));
+        }
+        if self.cfg.params.write && !self.overlay {
+            // WRITEs complete nothing at a member: tell them the region holds it.
+            self.send_to_members(&Message::Done(Done { seq: self.seq }));
+        }
+        let results = std::mem::take(&mut self.early_results)
+            .into_iter()
+            .map(|(i, r)| (i, Some(r)))
+            .collect();
+        self.state = State::Collecting {
+            deadline: now + self.cfg.verdict_timeout,
+            results,
+        };
+        self.check_verdicts(now);
+    }
+
+    fn check_verdicts(&mut self, now: Instant) {
+        let State::Collecting { results, .. } = &self.state else {
+            return;
+        };
+        if results.len() == self.members.len() {
+            self.finish_buffer(now);
+        }
+    }
+
+    /// Every member answered or the deadline passed: the buffer's outcome, then the
+    /// safeguard's fallback if it fired, else idle.
+    fn finish_buffer(&mut self, now: Instant) {
+        let State::Collecting { results, .. } = std::mem::replace(&mut self.state, State::Idle)
+        else {
+            return;
+        };
+        let verdicts: Vec<MemberVerdict> = self
+            .members
+            .iter()
+            .enumerate()
+            .map(|(i, (_, m))| {
+                let result = results.get(&i).copied().flatten();
+                MemberVerdict {
+                    ip: m.ip,
+                    result,
+                    ok: result.is_some_and(|r| r.ok && r.crc32 == self.crc32),
+                }
+            })
+            .collect();
+        let ok = verdicts.iter().all(|v| v.ok);
+        self.all_ok &= ok;
+        self.events
+            .push_back(LeaderEvent::BufferDone(BufferOutcome {
+                seq: self.seq,
+                crc32: self.crc32,
+                verdicts,
+                ok,
+            }));
+        match self.safeguard_fallback.take() {
+            Some(reason) if !self.overlay => {
+                self.release_switch();
+                let plan = self.cfg.fallback;
+                self.use_overlay(now, plan, OverlayReason::Safeguard(reason));
+            }
+            _ => self.go_idle(),
+        }
+    }
+
+    /// A switch refused the group (its report arrived on the MRP port).
+    pub fn handle_switch_report(&mut self, now: Instant, report: SwitchReport) {
+        match &mut self.state {
+            State::Registering { ctl, .. } => {
+                ctl.handle_switch_report(now, report);
+                self.pump_registration(now);
+            }
+            _ => self.stats.late_switch_reports += 1,
+        }
+    }
+
+    /// Ends the group: every member hears `Close { ok }` with `ok` only if the
+    /// application says so and every buffer was intact at every member (the outcome
+    /// seen by all), and the switch frees the group. Returns that outcome. From any
+    /// state but `Idle`, and with a buffer in flight, the close says `ok: false`.
+    pub fn close(&mut self, _now: Instant, ok: bool) -> Result<bool, SessionError> {
+        if self.is_terminal() {
+            return Err(SessionError::Protocol("the group has already ended".into()));
+        }
+        let ok = ok && self.all_ok && matches!(self.state, State::Idle);
+        self.close_all(ok);
+        self.release_switch();
+        self.state = State::Closed;
+        self.events.push_back(LeaderEvent::Closed { ok });
+        Ok(ok)
+    }
+
+    /// The next deadline: discovery, the registration's resend, members' `Ready`,
+    /// verdicts, or the safeguard's next check while transferring.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match &self.state {
+            State::Discovering { deadline }
+            | State::OverlaySetup { deadline, .. }
+            | State::Announced { deadline, .. }
+            | State::Collecting { deadline, .. } => Some(*deadline),
+            State::Registering { ctl, .. } => ctl.poll_timeout(),
+            State::Transferring if !self.overlay => {
+                self.monitor.as_ref().and_then(|m| m.poll_timeout())
+            }
+            _ => None,
+        }
+    }
+
+    /// Lets the deadlines fire. Each moves the session on, so it fires once.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match &mut self.state {
+            State::Discovering { deadline } if now >= *deadline => {
+                let joined = self.members.len();
+                let want = self.cfg.members;
+                self.fail(SessionError::Timeout(format!(
+                    "{joined} of {want} members joined"
+                )));
+            }
+            State::Registering { ctl, .. } => {
+                let _ = ctl.handle_timeout(now);
+                self.pump_registration(now);
+            }
+            State::OverlaySetup { deadline, .. } | State::Announced { deadline, .. }
+                if now >= *deadline =>
+            {
+                self.fail(SessionError::Timeout("members never became ready".into()));
+            }
+            State::Collecting { deadline, .. } if now >= *deadline => self.finish_buffer(now),
+            State::Transferring if !self.overlay => {
+                if let Some(m) = self.monitor.as_mut() {
+                    m.handle_timeout(now);
+                }
+                self.take_safeguard_decision();
+            }
+            _ => {}
+        }
+    }
+
+    /// The next output: a control frame for a member, or an MRP packet or release for
+    /// the switch (`buf` should hold [`MAX_TRANSMIT_LEN`](super::MAX_TRANSMIT_LEN)).
+    pub fn poll_transmit(
+        &mut self,
+        _now: Instant,
+        buf: &mut [u8],
+    ) -> Option<Transmit<SessionDest>> {
+        transmit_from(&mut self.outbox, buf, &mut self.stats.unemittable)
+    }
+
+    pub fn poll_event(&mut self) -> Option<LeaderEvent> {
+        self.events.pop_front()
+    }
+}

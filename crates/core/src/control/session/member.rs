@@ -1,0 +1,435 @@
+//! [`MemberSession`]: a member's side of a group session (see the parent module for the
+//! lifecycle). It answers MRP with its [`MemberAgent`] (Cepheus §III-C, last step) and
+//! mirrors the leader:
+//!
+//! ```text
+//! AwaitingParams ──Params──▶ OpeningQp ──qp ready / Join──▶ Joined ◀────────────────┐
+//!                                                            │ Overlay    │ Announce │
+//!                                                            ▼            ▼          │
+//!                                                      OverlaySetup    Posting       │
+//!                                                            │ ready      │ posted   │
+//!                                                            └─▶ Joined   ▼          │
+//!                                                                      Receiving ────┘
+//!                                                                        (received / Result)
+//! any state ──Close──▶ Closed          any state ──error──▶ Failed
+//! ```
+//!
+//! Waits on the leader have deadlines (`Params`, and the next instruction while
+//! joined); waits on the driver (opening the QP, the overlay's connections, posting
+//! receives, the data) do not: the data path reports.
+
+use super::{transmit_from, Outgoing, OverlayPlan, SessionDest, SessionError};
+use crate::control::registration::MemberAgent;
+use crate::fabric::cepheus::GroupAddressSpace;
+use crate::overlay::Scheme;
+use crate::time::{Duration, Instant};
+use crate::transmit::Transmit;
+use crate::wire::group_control::{
+    BufferResult, Join, Message, Params, StreamDecoder, GROUP_CONTROL_VERSION,
+};
+use crate::wire::mrp::MrpRepr;
+use crate::wire::{Error as WireError, Ipv4Address};
+use std::collections::VecDeque;
+
+/// The largest QPN (24 bits).
+const QPN_MAX: u32 = 0xff_ffff;
+
+/// What a member session needs to know.
+#[derive(Clone, Debug)]
+pub struct MemberSessionConfig {
+    pub local: Ipv4Address,
+    pub mcst_id: Ipv4Address,
+    pub group_space: GroupAddressSpace,
+    /// The largest capacity this member accepts (its memory for one buffer).
+    pub max_capacity: u64,
+    /// From the session's start until `Params`.
+    pub params_timeout: Duration,
+    /// While joined: from the last instruction until the next (`Overlay`, `Announce`
+    /// or `Close`).
+    pub idle_timeout: Duration,
+}
+
+/// Where a member session stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemberPhase {
+    AwaitingParams,
+    OpeningQp,
+    Joined,
+    OverlaySetup,
+    Posting,
+    Receiving,
+    Closed,
+    Failed,
+}
+
+/// This member's part in an overlay broadcast.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OverlayRole {
+    pub plan: OverlayPlan,
+    /// Every rank's address, the leader (rank 0) first.
+    pub roster: Vec<Ipv4Address>,
+    /// This member's rank (≥ 1).
+    pub rank: usize,
+}
+
+/// What the member's driver must do, and what happened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MemberEvent {
+    /// Open the switch QP (and the WRITE region) these parameters need, then call
+    /// [`MemberSession::handle_qp_ready`].
+    OpenQp(Params),
+    /// Data goes through an overlay: drop the switch QP, set up this rank's
+    /// connections, then call [`MemberSession::handle_overlay_ready`].
+    UseOverlay(OverlayRole),
+    /// Buffer `seq` of `bytes` bytes comes next: post receives (or ready the region),
+    /// then call [`MemberSession::handle_receives_posted`].
+    PostReceives {
+        seq: u32,
+        bytes: u64,
+        crc32: u32,
+    },
+    /// WRITE through the switch: the leader says the region holds buffer `seq`.
+    WriteDone {
+        seq: u32,
+    },
+    /// The member's verdict on buffer `seq` went to the leader.
+    Received {
+        seq: u32,
+        ok: bool,
+        crc32: u32,
+    },
+    /// The leader ended the group with this outcome (seen by all).
+    Closed {
+        ok: bool,
+    },
+    Failed(SessionError),
+}
+
+/// Counters; every input that changed nothing is counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemberStats {
+    pub confirmations_sent: u64,
+    /// MRP packets for another group or not listing this host.
+    pub mrp_ignored: u64,
+    /// A `Done` for another buffer.
+    pub stale_done: u64,
+    /// Driver calls out of turn, bytes after the end.
+    pub unexpected: u64,
+    pub unemittable: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum State {
+    AwaitingParams { deadline: Instant },
+    OpeningQp,
+    Joined { deadline: Instant },
+    OverlaySetup,
+    Posting { seq: u32, crc32: u32 },
+    Receiving { seq: u32, crc32: u32 },
+    Closed,
+    Failed,
+}
+
+/// A member's group session (see the module docs).
+#[derive(Debug)]
+pub struct MemberSession {
+    cfg: MemberSessionConfig,
+    state: State,
+    params: Option<Params>,
+    agent: MemberAgent,
+    decoder: StreamDecoder,
+    last_seq: u32,
+    outbox: VecDeque<(SessionDest, Outgoing)>,
+    events: VecDeque<MemberEvent>,
+    stats: MemberStats,
+}
+
+impl MemberSession {
+    /// A session whose control connection to the leader is up at `now`.
+    pub fn new(cfg: MemberSessionConfig, now: Instant) -> Self {
+        MemberSession {
+            state: State::AwaitingParams {
+                deadline: now + cfg.params_timeout,
+            },
+            agent: MemberAgent::new(cfg.local).with_group_space(cfg.group_space),
+            cfg,
+            params: None,
+            decoder: StreamDecoder::new(),
+            last_seq: 0,
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: MemberStats::default(),
+        }
+    }
+
+    pub fn stats(&self) -> &MemberStats {
+        &self.stats
+    }
+    /// The leader's parameters, once they arrived.
+    pub fn params(&self) -> Option<Params> {
+        self.params
+    }
+    pub fn phase(&self) -> MemberPhase {
+        match self.state {
+            State::AwaitingParams { .. } => MemberPhase::AwaitingParams,
+            State::OpeningQp => MemberPhase::OpeningQp,
+            State::Joined { .. } => MemberPhase::Joined,
+            State::OverlaySetup => MemberPhase::OverlaySetup,
+            State::Posting { .. } => MemberPhase::Posting,
+            State::Receiving { .. } => MemberPhase::Receiving,
+            State::Closed => MemberPhase::Closed,
+            State::Failed => MemberPhase::Failed,
+        }
+    }
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.state, State::Closed | State::Failed)
+    }
+
+    fn send(&mut self, m: Message) {
+        self.outbox
+            .push_back((SessionDest::Leader, Outgoing::Control(m)));
+    }
+    fn fail(&mut self, e: SessionError) {
+        if self.is_terminal() {
+            return;
+        }
+        self.state = State::Failed;
+        self.events.push_back(MemberEvent::Failed(e));
+    }
+    fn protocol(&mut self, what: String) {
+        self.fail(SessionError::Protocol(what));
+    }
+
+    /// The driver gives up (its data path failed).
+    pub fn abort(&mut self, _now: Instant, e: SessionError) {
+        self.fail(e);
+    }
+
+    /// Bytes from the leader's stream, decoded and handled in order. A frame that does
+    /// not decode (another version included) fails the session.
+    pub fn handle_stream(&mut self, now: Instant, mut bytes: &[u8]) {
+        while !bytes.is_empty() && !self.is_terminal() {
+            match self.decoder.feed(bytes) {
+                Ok((n, m)) => {
+                    bytes = &bytes[n..];
+                    if let Some(m) = m {
+                        self.handle_message(now, m);
+                    }
+                }
+                Err(e) => {
+                    let hint = if e == WireError::Unsupported("group control version") {
+                        format!(" (this host speaks version {GROUP_CONTROL_VERSION})")
+                    } else {
+                        String::new()
+                    };
+                    return self.protocol(format!("control message from the leader: {e}{hint}"));
+                }
+            }
+        }
+    }
+
+    /// The leader's connection closed or broke.
+    pub fn handle_conn_error(&mut self, _now: Instant, reason: &str) {
+        self.fail(SessionError::Connection(format!(
+            "control: the leader: {reason}"
+        )));
+    }
+
+    /// A whole message from the leader.
+    pub fn handle_message(&mut self, now: Instant, msg: Message) {
+        if self.is_terminal() {
+            self.stats.unexpected += 1;
+            return;
+        }
+        let name = msg.message_type().name();
+        match (msg, self.state) {
+            (Message::Close(c), _) => {
+                self.state = State::Closed;
+                self.events.push_back(MemberEvent::Closed { ok: c.ok });
+            }
+            (Message::Params(p), State::AwaitingParams { .. }) => {
+                if p.message_bytes == 0 || p.capacity == 0 || p.capacity > self.cfg.max_capacity {
+                    return self.protocol(format!(
+                        "sizes out of range: capacity {} (at most {}), messages of {} bytes",
+                        p.capacity, self.cfg.max_capacity, p.message_bytes
+                    ));
+                }
+                self.params = Some(p);
+                self.state = State::OpeningQp;
+                self.events.push_back(MemberEvent::OpenQp(p));
+            }
+            (Message::Overlay(o), State::Joined { .. }) => {
+                let Some(scheme) = Scheme::from_code(o.scheme) else {
+                    return self.protocol(format!("unknown overlay scheme code {}", o.scheme));
+                };
+                let Some(rank) = o
+                    .roster
+                    .iter()
+                    .position(|&ip| ip == self.cfg.local)
+                    .filter(|&r| r > 0)
+                else {
+                    return self.protocol("this host is not in the roster".into());
+                };
+                self.state = State::OverlaySetup;
+                self.events.push_back(MemberEvent::UseOverlay(OverlayRole {
+                    plan: OverlayPlan {
+                        scheme,
+                        block_bytes: o.block_bytes,
+                        rate_mbps: o.rate_mbps,
+                        window: o.window,
+                    },
+                    roster: o.roster,
+                    rank,
+                }));
+            }
+            (Message::Announce(a), State::Joined { .. }) => {
+                let capacity = self.params.map_or(0, |p| p.capacity);
+                if a.bytes == 0 || a.bytes > capacity {
+                    return self.protocol(format!(
+                        "buffer {} of {} bytes: over the capacity of {capacity}",
+                        a.seq, a.bytes
+                    ));
+                }
+                if a.seq <= self.last_seq {
+                    return self.protocol(format!(
+                        "buffer {} announced after buffer {}",
+                        a.seq, self.last_seq
+                    ));
+                }
+                self.last_seq = a.seq;
+                self.state = State::Posting {
+                    seq: a.seq,
+                    crc32: a.crc32,
+                };
+                self.events.push_back(MemberEvent::PostReceives {
+                    seq: a.seq,
+                    bytes: a.bytes,
+                    crc32: a.crc32,
+                });
+            }
+            (Message::Done(d), State::Receiving { seq, .. }) => {
+                if d.seq == seq && self.params.is_some_and(|p| p.write) {
+                    self.events.push_back(MemberEvent::WriteDone { seq });
+                } else {
+                    self.stats.stale_done += 1;
+                }
+            }
+            (Message::Join(_) | Message::Confirm(_) | Message::Result(_) | Message::Ready, _) => {
+                self.protocol(format!("the leader sent {name}, which only a member sends"))
+            }
+            (_, s) => self.protocol(format!("unexpected {name} from the leader while {s:?}")),
+        }
+        let _ = now;
+    }
+
+    /// An MRP packet arrived: if it lists this host for this group, its confirmation
+    /// goes to the leader (every copy is answered: the previous answer may be lost).
+    pub fn handle_mrp(&mut self, _now: Instant, mrp: &MrpRepr) {
+        if self.is_terminal() || mrp.mcst_id != self.cfg.mcst_id {
+            self.stats.mrp_ignored += 1;
+            return;
+        }
+        match self.agent.handle_mrp(mrp) {
+            Some(c) => {
+                self.stats.confirmations_sent += 1;
+                self.send(Message::Confirm(c));
+            }
+            None => self.stats.mrp_ignored += 1,
+        }
+    }
+
+    /// The driver opened the switch QP (`qpn`, 24 bits) and the WRITE region (`va`,
+    /// `rkey`; ignored for SEND): the `Join` goes to the leader.
+    pub fn handle_qp_ready(&mut self, now: Instant, qpn: u32, va: u64, rkey: u32) {
+        if !matches!(self.state, State::OpeningQp) {
+            self.stats.unexpected += 1;
+            return;
+        }
+        if qpn > QPN_MAX {
+            return self.fail(SessionError::Protocol(format!(
+                "QPN {qpn:#x} does not fit 24 bits"
+            )));
+        }
+        self.send(Message::Join(Join {
+            ip: self.cfg.local,
+            qpn,
+            va,
+            rkey,
+        }));
+        self.joined(now);
+    }
+
+    fn joined(&mut self, now: Instant) {
+        self.state = State::Joined {
+            deadline: now + self.cfg.idle_timeout,
+        };
+    }
+
+    /// The overlay's connections are up: `Ready` goes to the leader.
+    pub fn handle_overlay_ready(&mut self, now: Instant) {
+        if !matches!(self.state, State::OverlaySetup) {
+            self.stats.unexpected += 1;
+            return;
+        }
+        self.send(Message::Ready);
+        self.joined(now);
+    }
+
+    /// The receives for the announced buffer are posted: `Ready` goes to the leader.
+    pub fn handle_receives_posted(&mut self, _now: Instant) {
+        let State::Posting { seq, crc32 } = self.state else {
+            self.stats.unexpected += 1;
+            return;
+        };
+        self.send(Message::Ready);
+        self.state = State::Receiving { seq, crc32 };
+    }
+
+    /// The member holds the whole buffer: its CRC-32 and when it held it
+    /// (CLOCK_MONOTONIC ns). The verdict goes to the leader.
+    pub fn handle_received(&mut self, now: Instant, crc32: u32, held_ns: u64) {
+        let State::Receiving { seq, crc32: want } = self.state else {
+            self.stats.unexpected += 1;
+            return;
+        };
+        let ok = crc32 == want;
+        self.send(Message::Result(BufferResult { ok, crc32, held_ns }));
+        self.events
+            .push_back(MemberEvent::Received { seq, ok, crc32 });
+        self.joined(now);
+    }
+
+    /// The next deadline: `Params`, or the leader's next instruction while joined.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.state {
+            State::AwaitingParams { deadline } | State::Joined { deadline } => Some(deadline),
+            _ => None,
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        match self.state {
+            State::AwaitingParams { deadline } if now >= deadline => self.fail(
+                SessionError::Timeout("no parameters from the leader".into()),
+            ),
+            State::Joined { deadline } if now >= deadline => {
+                self.fail(SessionError::Timeout("nothing from the leader".into()))
+            }
+            _ => {}
+        }
+    }
+
+    /// The next control frame for the leader (`buf` should hold
+    /// [`MAX_TRANSMIT_LEN`](super::MAX_TRANSMIT_LEN)).
+    pub fn poll_transmit(
+        &mut self,
+        _now: Instant,
+        buf: &mut [u8],
+    ) -> Option<Transmit<SessionDest>> {
+        transmit_from(&mut self.outbox, buf, &mut self.stats.unemittable)
+    }
+
+    pub fn poll_event(&mut self) -> Option<MemberEvent> {
+        self.events.pop_front()
+    }
+}
