@@ -673,7 +673,7 @@ impl LeaderSession {
             State::Announced { ready, .. } if ready.len() == n => {
                 self.state = State::Transferring;
                 if let (Some(m), false) = (self.monitor.as_mut(), self.overlay) {
-                    m.on_busy(now);
+                    m.handle_busy(now);
                 }
                 self.events
                     .push_back(LeaderEvent::Transfer { seq: self.seq });
@@ -726,13 +726,13 @@ impl LeaderSession {
             return;
         }
         if let (Some(m), false) = (self.monitor.as_mut(), self.overlay) {
-            m.on_acked(now, bytes);
+            m.handle_acked(now, bytes);
             self.take_safeguard_decision();
         }
     }
 
     fn take_safeguard_decision(&mut self) {
-        if let Some(d) = self.monitor.as_mut().and_then(|m| m.poll_decision()) {
+        if let Some(d) = self.monitor.as_mut().and_then(|m| m.poll_event()) {
             self.safeguard_fallback.get_or_insert(d);
         }
     }
@@ -745,7 +745,7 @@ impl LeaderSession {
             return;
         }
         if let (Some(m), false) = (self.monitor.as_mut(), self.overlay) {
-            m.on_idle(now);
+            m.handle_idle(now);
             self.take_safeguard_decision();
         }
         if let Err(why) = result {
