@@ -37,10 +37,10 @@ use rocast_core::time::{Duration, Instant};
 use rocast_core::wire::mrp::{MrpMember, MrpRepr};
 use rocast_core::wire::Ipv4Address;
 
-use crate::broadcast::{bench_driver_config, broadcast_on, BroadcastSpec, DEFAULT_OVERHEAD};
+use crate::multicast::broadcast::{bench_driver_config, broadcast_on, BroadcastSpec, DEFAULT_OVERHEAD};
 use crate::engine::{AppEvent, Engine, EngineConfig};
 use crate::packet::host_ip;
-use crate::workload::FlowSpec;
+use crate::engine::FlowSpec;
 
 /// One multicast group's transfer.
 #[derive(Clone, Debug)]
