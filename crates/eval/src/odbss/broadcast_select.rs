@@ -1356,7 +1356,7 @@ pub fn stats_us(v: &mut [u64]) -> [f64; 4] {
 }
 
 // ---------------------------------------------------------------------------
-// Scenario keys
+// What the scenario keys (`rocast_sim::scenario::odbss`) build
 // ---------------------------------------------------------------------------
 
 /// The ODBSS models the `[multicast.odbss]` keys describe.

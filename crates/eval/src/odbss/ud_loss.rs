@@ -7,9 +7,9 @@
 //! the fibre (bit errors), which is what makes a simple NACK-based L4 multicast over
 //! UD practical. This module reproduces that experiment in the simulator.
 //!
-//! It owns:
+//! It owns (its `[multicast.ud_loss]` keys are [`UdLossConfig`], in
+//! `rocast_sim::scenario::odbss`):
 //!
-//! - [`UdLossConfig`], the `[multicast.ud_loss]` keys.
 //! - A driver that runs the real protocol objects, [`NackMulticastSender`] and one
 //!   [`NackMulticastReceiver`] per receiver (`rocast_core::nack_multicast`), over one
 //!   [`BroadcastSelectElement`] (sender on port 0, receivers on ports 1..=R, one group
