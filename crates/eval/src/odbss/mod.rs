@@ -5,7 +5,7 @@
 //! - [`broadcast_select`]: the element (§II-A), the N^D fabric (§II-C), the hybrid
 //!   offload (§II-D) and the `ud-latency` study (§III-B): UD multicast against MPI's
 //!   binomial tree over RC.
-//! - [`ud_loss`]: the `ud-loss` study (§III): NACK multicast over UD on one element,
+//! - [`ud_loss`](mod@ud_loss): the `ud-loss` study (§III): NACK multicast over UD on one element,
 //!   its loss ratio without and with repair.
 //!
 //! Their scenario keys are `rocast_sim::scenario::odbss`.
