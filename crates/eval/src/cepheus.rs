@@ -6,7 +6,12 @@
 //! - `large-scale` (§V-C, Fig. 12): group of 512 on a 1024-host fat-tree.
 //! - `loss` (§V-C, Fig. 13): random loss on middle links, normalised FCT/throughput.
 //! - `iops` (§V-B, Table I): 8 KB replication writes to 3 replicas.
-//! - `fairness` (§V-C, Fig. 14): a multicast against two later unicasts.
+//! - `fairness` (§V-C, Fig. 14): a multicast against two later unicasts; it shares
+//!   the CNP-policy machinery of `crate::tmcf`, which runs it.
+//! - `transfer`: the sim/lab conformance scenario (seeded data over a Cepheus group,
+//!   a CRC-32 per member in the format `rocast lab run` prints).
+//!
+//! The application-layer baselines come from `crate::rdmc`.
 //!
 //! Independent runs (one per scheme and size) go to worker threads; every run is a
 //! deterministic function of its scenario and seed, so the tables do not depend on

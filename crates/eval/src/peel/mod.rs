@@ -3,7 +3,8 @@
 //! layer-peeling greedy against the exact Steiner optimum, §2.3), and the
 //! packet-level figures of §4 on `collective`'s concurrent Broadcasts: `peel-fig5`
 //! (CCT per message size), `peel-fig6` (per group size) and `peel-fig7` (per
-//! failed-link fraction on a leaf–spine).
+//! failed-link fraction on a leaf–spine). The exact optimum comes from
+//! [`steiner_exact`] (HiGHS through Python).
 
 use std::fmt::Write as _;
 use std::path::Path;
