@@ -1,9 +1,9 @@
 //! `rocast sim`: run a datacenter scenario in the discrete-event simulator.
 
 use clap::Args;
-use rocast_sim::scenario::config::{preset_names, Scenario};
 use rocast_sim::output::summary::render_summary;
 use rocast_sim::run::{run_scenario, RunOptions};
+use rocast_sim::scenario::config::{preset_names, Scenario};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 

@@ -80,7 +80,11 @@ fn run_name(r: Run) -> String {
 /// The conformance scenario: host 0 multicasts `messages` × `message` bytes of
 /// seeded data to hosts 1..group; one line per member with the CRC-32 of what its
 /// application holds, in the format `rocast lab run` prints for the same scenario.
-pub(crate) fn transfer(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport, String> {
+pub(crate) fn transfer(
+    sc: &Scenario,
+    topo: &Topology,
+    cfg: &EngineConfig,
+) -> Result<EvalReport, String> {
     let m = &sc.multicast;
     let n = m.group;
     if n < 2 || n as usize > topo.num_hosts() || m.messages == 0 {
@@ -296,7 +300,11 @@ pub(crate) fn testbed(
 }
 
 /// Fig. 13: FCT and throughput under loss on the middle links, normalised to no loss.
-pub(crate) fn loss(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport, String> {
+pub(crate) fn loss(
+    sc: &Scenario,
+    topo: &Topology,
+    cfg: &EngineConfig,
+) -> Result<EvalReport, String> {
     let m = &sc.multicast;
     let size = parse_bytes(&m.message)?;
     let block = parse_bytes(&m.block)?;
@@ -429,7 +437,11 @@ pub(crate) fn loss(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result
 }
 
 /// Table I: replication IOPS with a per-copy host stack cost.
-pub(crate) fn iops(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport, String> {
+pub(crate) fn iops(
+    sc: &Scenario,
+    topo: &Topology,
+    cfg: &EngineConfig,
+) -> Result<EvalReport, String> {
     let m = &sc.multicast;
     let io = parse_bytes(&m.io)?;
     let stack = Duration::from_ps((m.io_stack_us * 1e6) as u64);

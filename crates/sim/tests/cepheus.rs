@@ -6,8 +6,8 @@ use rocast_core::control::SafeguardConfig;
 use rocast_core::plan::Topology;
 use rocast_core::time::Duration;
 use rocast_core::wire::{classify_frame, FrameClass, Ipv4Address, Opcode};
-use rocast_sim::multicast::cepheus::{run_cepheus, CepheusOutcome, CepheusSpec};
 use rocast_sim::engine::EngineConfig;
+use rocast_sim::multicast::cepheus::{run_cepheus, CepheusOutcome, CepheusSpec};
 use rocast_sim::packet::host_ip;
 use rocast_sim::scenario::topology::fabric_with;
 

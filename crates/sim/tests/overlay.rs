@@ -7,8 +7,8 @@ use rocast_core::plan::Routes;
 use rocast_sim::multicast::broadcast::{
     message_cost, run_broadcast, spread_hosts, BroadcastSpec, DEFAULT_OVERHEAD,
 };
-use rocast_sim::Scenario;
 use rocast_sim::scenario::topology::{build_topology, engine_config};
+use rocast_sim::Scenario;
 use std::path::Path;
 
 /// One switch with `hosts` 100 Gb/s hosts (1 µs links): an idle non-blocking fabric.

@@ -22,7 +22,6 @@ pub use flow::FlowSpec;
 
 use crate::packet::{host_ip, host_of_ip, traffic_class, SimPacket, CONTROL_CLASS};
 use crate::uniform;
-use tree_multicast::{GroupForwarding, StaticPrefixRules, Step};
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use rocast_core::control::switch_agent::{self, UnicastRoute, UnicastTable};
@@ -46,6 +45,7 @@ use rocast_core::wire::{
     Ipv4Address, AETH_LEN, BTH_LEN, ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, RETH_LEN, UDP_HEADER_LEN,
 };
 use std::collections::VecDeque;
+use tree_multicast::{GroupForwarding, StaticPrefixRules, Step};
 
 /// Hands `repr` to a QP; a packet the QP refuses is counted. The caller services
 /// the QP afterwards.

@@ -38,10 +38,10 @@ use rocast_core::plan::Topology;
 use rocast_core::rnic::Payload;
 use rocast_core::time::{Duration, Instant};
 
-use crate::multicast::broadcast::OverlayPost;
-use crate::engine::{AppEvent, Engine, EngineConfig, TreeGroupSpec, TreeMulticastStats};
-use crate::packet::host_ip;
 use crate::engine::tree_multicast::GroupForwarding;
+use crate::engine::{AppEvent, Engine, EngineConfig, TreeGroupSpec, TreeMulticastStats};
+use crate::multicast::broadcast::OverlayPost;
+use crate::packet::host_ip;
 use crate::uniform;
 
 /// How a job moves its message.

@@ -503,15 +503,27 @@ pub const PRESETS: &[(&str, &str)] = &[
         "cepheus-fairness",
         include_str!("../../scenarios/cepheus-fairness.toml"),
     ),
-    ("peel-rules", include_str!("../../scenarios/peel-rules.toml")),
-    ("peel-approx", include_str!("../../scenarios/peel-approx.toml")),
+    (
+        "peel-rules",
+        include_str!("../../scenarios/peel-rules.toml"),
+    ),
+    (
+        "peel-approx",
+        include_str!("../../scenarios/peel-approx.toml"),
+    ),
     ("peel-fig5", include_str!("../../scenarios/peel-fig5.toml")),
     ("peel-fig6", include_str!("../../scenarios/peel-fig6.toml")),
     ("peel-fig7", include_str!("../../scenarios/peel-fig7.toml")),
     ("tmcf-cpmp", include_str!("../../scenarios/tmcf-cpmp.toml")),
-    ("tmcf-moving", include_str!("../../scenarios/tmcf-moving.toml")),
+    (
+        "tmcf-moving",
+        include_str!("../../scenarios/tmcf-moving.toml"),
+    ),
     ("transfer", include_str!("../../scenarios/transfer.toml")),
-    ("ud-latency", include_str!("../../scenarios/ud-latency.toml")),
+    (
+        "ud-latency",
+        include_str!("../../scenarios/ud-latency.toml"),
+    ),
     ("ud-loss", include_str!("../../scenarios/ud-loss.toml")),
 ];
 
