@@ -12,12 +12,12 @@ use rocast_core::overlay::model::critical_path;
 use rocast_core::overlay::Scheme;
 use rocast_core::plan::Routes;
 use rocast_core::time::Duration;
-use rocast_sim::broadcast::{
+use rocast_sim::multicast::broadcast::{
     bench_driver_config, message_cost, run_broadcast, spread_hosts, BroadcastSpec, DEFAULT_OVERHEAD,
 };
-use rocast_sim::config::Scenario;
-use rocast_sim::config::{parse_bytes, parse_sizes};
-use rocast_sim::run::{build_topology, engine_config};
+use rocast_sim::scenario::config::{parse_bytes, parse_sizes};
+use rocast_sim::scenario::topology::{build_topology, engine_config};
+use rocast_sim::Scenario;
 
 use crate::sim_cmd::load_scenario_file;
 use std::fmt::Write as _;

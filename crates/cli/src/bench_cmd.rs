@@ -98,7 +98,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             out,
         } => crate::lab_bench::lab_iops(
             &rate,
-            rocast_sim::config::parse_bytes(&io)?,
+            rocast_sim::scenario::config::parse_bytes(&io)?,
             ios,
             depth.max(1),
             reps,
@@ -121,7 +121,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                         .map_err(|_| format!("--hosts {h:?}"))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let sizes = rocast_sim::config::parse_sizes(&sizes)?;
+            let sizes = rocast_sim::scenario::config::parse_sizes(&sizes)?;
             let schemes: Vec<String> = schemes.split(',').map(|s| s.trim().to_string()).collect();
             for s in &schemes {
                 if s != "cepheus" {
@@ -209,7 +209,7 @@ fn peel_tree(k: u32, fail: f64, dests: u32, runs: u32, seed: u64) -> Result<(), 
     let mut packets = 0;
     for r in 0..runs as u64 {
         let src = (r * 7919 % hosts as u64) as u32;
-        let dst = rocast_sim::workload::sample_hosts(hosts, src, dests, seed + r);
+        let dst = rocast_sim::scenario::workload::sample_hosts(hosts, src, dests, seed + r);
         let t = std::time::Instant::now();
         let tree = layer_peeling_tree(&topo, src, &dst).map_err(|e| e.to_string())?;
         tree_ms.push(t.elapsed().as_secs_f64() * 1e3);

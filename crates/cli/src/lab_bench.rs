@@ -29,7 +29,7 @@ pub fn lab_run(
     sets: &[String],
     name: &str,
 ) -> Result<String, String> {
-    use rocast_sim::config::{parse_bytes, Scenario};
+    use rocast_sim::scenario::config::{parse_bytes, Scenario};
     let sc = match (preset, file) {
         (Some(p), _) => Scenario::preset(p, sets).map_err(|e| e.to_string())?,
         (None, Some(f)) => {

@@ -1,8 +1,9 @@
 //! `rocast sim`: run a datacenter scenario in the discrete-event simulator.
 
 use clap::Args;
-use rocast_sim::config::{preset_names, Scenario};
-use rocast_sim::run::{render_summary, run_scenario, RunOptions};
+use rocast_sim::output::summary::render_summary;
+use rocast_sim::run::{run_scenario, RunOptions};
+use rocast_sim::scenario::config::{preset_names, Scenario};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -52,7 +53,7 @@ pub fn run(cmd: SimCmd) -> Result<(), String> {
         None => {
             let name = cmd.preset.as_deref().unwrap_or("default");
             if cmd.print_preset {
-                let text = rocast_sim::config::PRESETS
+                let text = rocast_sim::scenario::config::PRESETS
                     .iter()
                     .find(|(n, _)| *n == name)
                     .ok_or_else(|| format!("unknown preset {name:?}; presets: {}", preset_names()))?
@@ -68,7 +69,7 @@ pub fn run(cmd: SimCmd) -> Result<(), String> {
     };
     println!("scenario: {}  (seed {})", sc.name, sc.seed);
     if !sc.multicast.experiment.is_empty() {
-        let report = rocast_sim::cepheus_eval::run_experiment(&sc, &base)?;
+        let report = rocast_eval::run_experiment(&sc, &base)?;
         print!("{}", report.text);
         std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
         for (name, body) in &report.files {

@@ -11,9 +11,9 @@ use rocast_core::plan::prefix::{
 };
 use rocast_core::plan::topology::{NodeId, NodeRole, Topology};
 use rocast_core::plan::Routes;
-use rocast_sim::config::Scenario;
-use rocast_sim::run::build_topology;
-use rocast_sim::steiner_exact::exact_tree;
+use rocast_eval::peel::steiner_exact::exact_tree;
+use rocast_sim::scenario::topology::build_topology;
+use rocast_sim::Scenario;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Args)]
@@ -116,7 +116,9 @@ pub(crate) fn parse_destinations(
                 hosts - 1
             ));
         }
-        return Ok(rocast_sim::workload::sample_hosts(hosts, src, n, seed));
+        return Ok(rocast_sim::scenario::workload::sample_hosts(
+            hosts, src, n, seed,
+        ));
     }
     let text = if Path::new(spec).is_file() {
         std::fs::read_to_string(spec).map_err(|e| format!("{spec}: {e}"))?
@@ -291,8 +293,8 @@ pub fn run(cmd: TreeCmd) -> Result<(), String> {
     }
     if cmd.prefix {
         let policy = parse_cover(&cmd.cover)?;
-        let message =
-            rocast_sim::config::parse_bytes(&cmd.message).map_err(|e| format!("--message: {e}"))?;
+        let message = rocast_sim::scenario::config::parse_bytes(&cmd.message)
+            .map_err(|e| format!("--message: {e}"))?;
         print_prefix(&topo, tree0, algo0, policy, message)?;
     }
     Ok(())

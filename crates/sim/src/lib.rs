@@ -3,41 +3,30 @@
 //! transport) over a RoCE fabric modelled from `rocast_core::fabric` (ECMP, shared
 //! buffer, PFC, ECN) on topologies from `rocast_core::plan`.
 //!
-//! - [`broadcast`]: application-layer broadcast (RDMC/MPI schedules from
-//!   `rocast_core::overlay`) executed over the engine's RC connections.
-//! - [`broadcast_select`]: the optical broadcast-select fabric (ODBSS): elements,
-//!   multi-dimensional scaling, hybrid offload and the `ud-latency` preset.
-//! - [`ud_loss`]: the `ud-loss` preset: 10^8 packets of NACK multicast over UD through
-//!   a broadcast-select element with NIC, receive-queue and bit-error loss models.
-//! - [`config`]: TOML scenarios, presets and `--set` overrides.
-//! - [`workload`]: flow generators (permutation, incast, all-to-all, Poisson with the
-//!   WebSearch/Hadoop CDFs, HPCC flow files, explicit lists with dependencies).
-//! - [`engine`]: the event loop, links, switch ports, NICs.
+//! - [`engine`]: the event loop ([`engine::EventQueue`]), links, switch ports, NICs,
+//!   and the switches' tree multicast forwarding.
 //! - [`packet`]: the compact packet record and its serialisation for captures.
-//! - [`peel_eval`]: PEEL's evaluation presets (rule counts, approximation ratio).
-//! - [`steiner_exact`]: the exact minimum Steiner tree via HiGHS, PEEL's yardstick.
-//! - [`run`]: ties them together and writes `fct.txt`, `summary.json`, logs and pcaps.
+//! - [`scenario`]: TOML scenarios, presets and `--set` overrides; workloads; the
+//!   fabric a scenario describes.
+//! - [`multicast`]: multicast drivers on the engine: application-layer broadcast,
+//!   Cepheus groups, concurrent Broadcast collectives.
+//! - [`output`]: `fct.txt`, `summary.json`, `ports.csv`, logs, pcaps, percentiles.
+//! - [`run`]: runs a scenario's workload and writes the outputs.
+//!
+//! The paper experiments built on these (Cepheus, PEEL, TMCF, ODBSS, RDMC) live in
+//! `rocast-eval`.
 
-pub mod broadcast;
-pub mod broadcast_select;
-pub mod cc_eval;
-pub mod cepheus;
-pub mod cepheus_eval;
-pub mod collective;
-pub mod config;
 pub mod engine;
+pub mod multicast;
+pub mod output;
 pub mod packet;
-pub mod peel_eval;
 pub mod run;
-pub mod steiner_exact;
-pub mod tree_multicast;
-pub mod ud_loss;
-pub mod workload;
+pub mod scenario;
 
-pub use config::Scenario;
+pub use run::{run_scenario, RunOptions, RunReport};
+pub use scenario::Scenario;
 
 /// A uniform draw in [0, 1) from the run's seeded generator (53 random bits).
-pub(crate) fn uniform(rng: &mut impl rand_core::RngCore) -> f64 {
+pub fn uniform(rng: &mut impl rand_core::RngCore) -> f64 {
     (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
 }
-pub use run::{run_scenario, RunOptions, RunReport};

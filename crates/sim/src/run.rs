@@ -1,23 +1,17 @@
-//! Running a scenario: build the topology and routes, generate the workload, run the
-//! engine in slices (rewriting `summary.json` and the progress bar between slices), and
-//! write the outputs:
-//!
-//! - `fct.txt`: HPCC format, `sip dip sport dport size start_ns fct_ns standalone_fct_ns`
-//!   (addresses in hex), one line per finished flow in completion order;
-//! - `summary.json`: totals, FCT percentiles and slowdowns, conservation check;
-//! - `ports.csv`: per-port counters;
-//! - `pfc.txt` / `qlen.txt` on request; `capture.pcap` for the chosen links.
+//! Running a scenario: build the fabric (`scenario::topology`), generate the
+//! workload, run the engine in slices (rewriting `summary.json` and the progress bar
+//! between slices), and write the outputs (`output`): `fct.txt`, `summary.json`,
+//! `ports.csv`, `pfc.txt` / `qlen.txt` on request and `capture.pcap` for the chosen
+//! links.
 
-use crate::config::Scenario;
-use crate::engine::{Engine, EngineConfig, FlowResult};
-use crate::workload;
-use rocast_core::fabric::cepheus::CnpFilterPolicy;
-use rocast_core::fabric::EcnRed;
-use rocast_core::plan::{TierSpec, Topology};
-use rocast_core::rnic::{DcqcnConfig, Retransmission};
+use crate::engine::Engine;
+use crate::output::fct::fct_txt;
+use crate::output::files::{capture_pcap, event_log, ports_csv, write_atomic};
+use crate::output::summary::summary_json;
+pub use crate::output::summary::RunReport;
+use crate::scenario::topology::{build_topology, engine_config, link_between};
+use crate::scenario::{workload, Scenario};
 use rocast_core::time::{Duration, Instant};
-use rocast_core::wire::pcap::{PcapWriter, LINKTYPE_ETHERNET};
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 #[derive(Clone, Debug, Default)]
@@ -26,143 +20,6 @@ pub struct RunOptions {
     pub out_dir: Option<PathBuf>,
     /// Show a progress bar on stderr.
     pub progress: bool,
-}
-
-/// What a run measured.
-#[derive(Clone, Debug)]
-pub struct RunReport {
-    pub summary_json: String,
-    pub fct_txt: String,
-    pub results: Vec<FlowResult>,
-    pub totals: crate::engine::Totals,
-    pub sim_end: Instant,
-    pub wall_s: f64,
-    pub setup_s: f64,
-    pub imbalance_bytes: i128,
-    pub links_unbalanced: u64,
-    pub hosts: usize,
-    pub switches: usize,
-}
-
-/// The topology and engine settings of the built-in defaults plus `--set`-style
-/// overrides (`"topology.k=4"`), for code and tests that drive an engine directly.
-pub fn fabric_with(sets: &[&str]) -> Result<(Topology, EngineConfig), String> {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let sc = Scenario::from_toml("", &sets).map_err(|e| e.to_string())?;
-    let topo = build_topology(&sc, Path::new("."))?;
-    let cfg = engine_config(&sc, &topo)?;
-    Ok((topo, cfg))
-}
-
-pub fn build_topology(sc: &Scenario, base: &Path) -> Result<Topology, String> {
-    let t = &sc.topology;
-    let gbps = |g: f64| (g * 1e9).round() as u64;
-    let tier = |g: f64, ns: u64| TierSpec::new(gbps(g), Duration::from_ns(ns));
-    let mut topo = match t.kind.as_str() {
-        "fat-tree" => Topology::fat_tree_with_gpus(
-            t.k,
-            t.oversubscription,
-            t.gpus_per_host,
-            tier(t.host_gbps, t.host_delay_ns),
-            tier(t.fabric_gbps, t.fabric_delay_ns),
-            tier(t.core_gbps, t.core_delay_ns),
-            tier(t.gpu_gbps, t.gpu_delay_ns),
-        ),
-        "leaf-spine" => Topology::leaf_spine(
-            t.spines,
-            t.leaves,
-            t.hosts_per_leaf,
-            t.gpus_per_host,
-            tier(t.host_gbps, t.host_delay_ns),
-            tier(t.fabric_gbps, t.fabric_delay_ns),
-            tier(t.gpu_gbps, t.gpu_delay_ns),
-        ),
-        _ => {
-            let path = base.join(&t.file);
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("topology.file {}: {e}", path.display()))?;
-            Topology::from_hpcc_file(&text)
-        }
-    }
-    .map_err(|e| format!("topology: {e}"))?;
-    if t.link_loss > 0.0 {
-        for l in &mut topo.links {
-            l.loss = t.link_loss;
-        }
-    }
-    if t.fail_fraction > 0.0 {
-        topo.fail_fraction(t.fail_fraction, sc.seed)
-            .map_err(|e| format!("topology.fail_fraction: {e}"))?;
-    }
-    for &[a, b] in &t.fail_links {
-        topo.fail_link(a, b)
-            .map_err(|e| format!("topology.fail_links: {e}"))?;
-    }
-    Ok(topo)
-}
-
-/// The link between the two nodes a scenario key names.
-fn link_between(topo: &Topology, [a, b]: [u32; 2], key: &str) -> Result<u32, String> {
-    topo.find_link(a, b)
-        .ok_or_else(|| format!("{key}: no link between nodes {a} and {b}"))
-}
-
-pub fn engine_config(sc: &Scenario, topo: &Topology) -> Result<EngineConfig, String> {
-    let n = &sc.nic;
-    let s = &sc.switch;
-    let capture_links = sc
-        .output
-        .capture_links
-        .iter()
-        .map(|&l| link_between(topo, l, "output.capture_links"))
-        .collect::<Result<Vec<_>, _>>()?;
-    let host_rate = (sc.topology.host_gbps * 1e9) as u64;
-    Ok(EngineConfig {
-        seed: sc.seed,
-        mtu: n.mtu,
-        window: n.window,
-        retransmission: if n.retransmission == "selective-repeat" {
-            Retransmission::SelectiveRepeat
-        } else {
-            Retransmission::GoBackN
-        },
-        rto: Duration::from_us(n.rto_us),
-        ack_every: n.ack_every,
-        cnp_interval: Duration::from_us(n.cnp_interval_us),
-        dcqcn: match (n.cc.as_str(), n.dcqcn_preset.as_str()) {
-            ("dcqcn", "paper") => Some(DcqcnConfig::paper(host_rate)),
-            ("dcqcn", _) => Some(DcqcnConfig::hpcc(host_rate)),
-            _ => None,
-        }
-        .map(|mut d| {
-            if n.cnp_guard_us > 0 {
-                d.decrease_interval = Duration::from_us(n.cnp_guard_us);
-            }
-            d
-        }),
-        lossless: s.lossless,
-        buffer_bytes: (s.buffer_mb * 1024.0 * 1024.0) as u64,
-        reserve_bytes: s.reserve_bytes,
-        resume_offset_bytes: s.resume_offset_bytes,
-        headroom_bytes: s.headroom_bytes,
-        alpha_shift: s.alpha_shift,
-        ecn: s.ecn.then_some(EcnRed {
-            kmin_bytes: (s.kmin_kb * 1000.0) as u64,
-            kmax_bytes: (s.kmax_kb * 1000.0) as u64,
-            pmax: s.pmax,
-        }),
-        pfc_log: sc.output.pfc_log,
-        qlen_interval: (sc.output.qlen_interval_us > 0.0)
-            .then(|| Duration::from_ps((sc.output.qlen_interval_us * 1e6) as u64)),
-        capture_links,
-        capture_max_packets: sc.output.capture_max_packets,
-        carry_payload: false,
-        mft_max_groups: 1024,
-        // Validated with the scenario (`Scenario::validate`).
-        cnp_filter: CnpFilterPolicy::from_name(&s.cnp_filter, Duration::from_us(s.cnp_window_us))
-            .map_err(|e| format!("switch.cnp_filter: {e}"))?,
-        control_latency: Duration::from_us(10),
-    })
 }
 
 /// Runs `sc`; relative file names in it resolve against `base`.
@@ -259,51 +116,17 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
         if sc.output.fct {
             write_atomic(&dir.join("fct.txt"), &fct)?;
         }
-        let mut csv = String::from("node,port,link,tx_packets,tx_bytes,rx_bytes,link_drops,queue_drops,ecn_marks,pauses_sent,pauses_received,paused_ns\n");
-        for (node, port, link, c) in engine.port_counters() {
-            let _ = writeln!(
-                csv,
-                "{node},{port},{link},{},{},{},{},{},{},{},{},{}",
-                c.tx_packets,
-                c.tx_bytes,
-                c.rx_bytes,
-                c.link_drops,
-                c.queue_drops,
-                c.ecn_marks,
-                c.pauses_sent,
-                c.pauses_received,
-                c.paused_ps / 1000
-            );
-        }
-        write_atomic(&dir.join("ports.csv"), &csv)?;
+        write_atomic(&dir.join("ports.csv"), &ports_csv(&engine))?;
         if sc.output.pfc_log {
-            let mut s = String::from(
-                "# time_ns node node_type(0 host,1 switch) port pause(1)/resume(0) class\n",
-            );
-            for l in &engine.pfc_log {
-                s.push_str(l);
-                s.push('\n');
-            }
-            write_atomic(&dir.join("pfc.txt"), &s)?;
+            let head = "# time_ns node node_type(0 host,1 switch) port pause(1)/resume(0) class\n";
+            write_atomic(&dir.join("pfc.txt"), &event_log(head, &engine.pfc_log))?;
         }
         if sc.output.qlen_interval_us > 0.0 {
-            let mut s = String::from("# time_ns switch port class bytes (non-empty queues only)\n");
-            for l in &engine.qlen_log {
-                s.push_str(l);
-                s.push('\n');
-            }
-            write_atomic(&dir.join("qlen.txt"), &s)?;
+            let head = "# time_ns switch port class bytes (non-empty queues only)\n";
+            write_atomic(&dir.join("qlen.txt"), &event_log(head, &engine.qlen_log))?;
         }
         if !sc.output.capture_links.is_empty() {
-            let path = dir.join("capture.pcap");
-            let f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let mut w = PcapWriter::new(std::io::BufWriter::new(f), LINKTYPE_ETHERNET)
-                .map_err(|e| e.to_string())?;
-            for (t, frame) in &engine.capture {
-                w.write_record(t / 1000, frame).map_err(|e| e.to_string())?;
-            }
-            use std::io::Write as _;
-            w.into_inner().flush().map_err(|e| e.to_string())?;
+            capture_pcap(&dir.join("capture.pcap"), &engine.capture)?;
         }
     }
     Ok(RunReport {
@@ -319,182 +142,4 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
         hosts,
         switches,
     })
-}
-
-fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// HPCC `fct.txt`: finished flows in completion order (ties by flow index).
-pub fn fct_txt(results: &[FlowResult]) -> String {
-    let mut done: Vec<(u64, usize)> = results
-        .iter()
-        .enumerate()
-        .filter_map(|(i, r)| r.finish_ps.map(|t| (t, i)))
-        .collect();
-    done.sort_unstable();
-    let mut s = String::with_capacity(done.len() * 64);
-    for (_, i) in done {
-        let r = &results[i];
-        let fin = r.finish_ps.expect("finished");
-        let _ = writeln!(
-            s,
-            "{:08x} {:08x} {} 4791 {} {} {} {}",
-            crate::packet::host_ip(r.src),
-            crate::packet::host_ip(r.dst),
-            r.sport,
-            r.size,
-            r.start_ps / 1000,
-            (fin - r.start_ps) / 1000,
-            r.standalone_ps / 1000
-        );
-    }
-    s
-}
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
-    sorted[i]
-}
-
-/// Finished flows' FCTs in µs and their slowdowns (FCT / standalone FCT, at least 1),
-/// each sorted ascending.
-fn fct_stats(results: &[FlowResult]) -> (Vec<f64>, Vec<f64>) {
-    let mut fcts = Vec::new();
-    let mut slow = Vec::new();
-    for r in results {
-        if let Some(f) = r.finish_ps {
-            let fct = (f - r.start_ps) as f64;
-            fcts.push(fct / 1e6);
-            if r.standalone_ps > 0 {
-                slow.push((fct / r.standalone_ps as f64).max(1.0));
-            }
-        }
-    }
-    fcts.sort_by(|a, b| a.total_cmp(b));
-    slow.sort_by(|a, b| a.total_cmp(b));
-    (fcts, slow)
-}
-
-fn summary_json(
-    sc: &Scenario,
-    e: &Engine,
-    hosts: usize,
-    switches: usize,
-    wall_s: f64,
-    setup_s: f64,
-    conservation: Option<(i128, u64)>,
-) -> String {
-    let t = &e.totals;
-    let (fcts, slow) = fct_stats(&e.results);
-    let mean = |v: &[f64]| {
-        if v.is_empty() {
-            0.0
-        } else {
-            v.iter().sum::<f64>() / v.len() as f64
-        }
-    };
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "{{\n  \"scenario\": {:?},\n  \"seed\": {},\n  \"topology\": {:?},\n  \"hosts\": {hosts},\n  \"switches\": {switches},\n  \"finished\": {},\n",
-        sc.name,
-        sc.seed,
-        e.topo.name,
-        conservation.is_some()
-    );
-    let _ = write!(
-        s,
-        "  \"sim_time_us\": {:.3},\n  \"wall_s\": {wall_s:.3},\n  \"setup_s\": {setup_s:.3},\n  \"events\": {},\n  \"events_per_s\": {:.0},\n",
-        e.last_event().as_ps() as f64 / 1e6,
-        t.events,
-        t.events as f64 / wall_s.max(1e-9)
-    );
-    let _ = write!(
-        s,
-        "  \"flows\": {{\"total\": {}, \"started\": {}, \"finished\": {}, \"failed\": {}}},\n",
-        e.results.len(),
-        t.flows_started,
-        t.flows_finished,
-        t.flows_failed
-    );
-    let _ = write!(
-        s,
-        "  \"fct_us\": {{\"mean\": {:.3}, \"p50\": {:.3}, \"p99\": {:.3}, \"max\": {:.3}}},\n  \"slowdown\": {{\"mean\": {:.4}, \"p50\": {:.4}, \"p99\": {:.4}}},\n",
-        mean(&fcts),
-        percentile(&fcts, 50.0),
-        percentile(&fcts, 99.0),
-        fcts.last().copied().unwrap_or(0.0),
-        mean(&slow),
-        percentile(&slow, 50.0),
-        percentile(&slow, 99.0)
-    );
-    let _ = write!(
-        s,
-        "  \"bytes\": {{\"host_tx\": {}, \"host_rx\": {}, \"dropped\": {}}},\n  \"drops\": {{\"link\": {}, \"queue\": {}, \"unroutable\": {}}},\n",
-        t.host_tx_bytes, t.host_rx_bytes, t.drop_bytes, t.link_drops, t.queue_drops, t.unroutable
-    );
-    let _ = write!(
-        s,
-        "  \"ecn_marks\": {},\n  \"pfc_pauses\": {},\n  \"cnps\": {},\n  \"retransmitted_packets\": {},\n  \"timeouts\": {},\n  \"stale_packets\": {},\n  \"peak_packet_records\": {}",
-        t.ecn_marks, t.pauses, t.cnps, t.retransmitted, t.timeouts, t.stale_packets, t.peak_packets
-    );
-    if let Some((imb, links)) = conservation {
-        let _ = write!(
-            s,
-            ",\n  \"conservation\": {{\"end_to_end_imbalance_bytes\": {imb}, \"links_unbalanced\": {links}}}"
-        );
-    }
-    s.push_str("\n}\n");
-    s
-}
-
-/// A short human-readable summary of a report.
-pub fn render_summary(r: &RunReport) -> String {
-    let (fcts, slow) = fct_stats(&r.results);
-    let t = &r.totals;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "hosts {}  switches {}  flows {} finished, {} failed, {} total",
-        r.hosts,
-        r.switches,
-        t.flows_finished,
-        t.flows_failed,
-        r.results.len()
-    );
-    let _ = writeln!(
-        s,
-        "simulated {:.1} µs in {:.2} s wall (+{:.2} s setup): {} events, {:.2} M events/s",
-        r.sim_end.as_ps() as f64 / 1e6,
-        r.wall_s,
-        r.setup_s,
-        t.events,
-        t.events as f64 / r.wall_s.max(1e-9) / 1e6
-    );
-    let _ = writeln!(
-        s,
-        "FCT µs      p50 {:>10.1}  p99 {:>10.1}  max {:>10.1}",
-        percentile(&fcts, 50.0),
-        percentile(&fcts, 99.0),
-        fcts.last().copied().unwrap_or(0.0)
-    );
-    let _ = writeln!(
-        s,
-        "slowdown    p50 {:>10.3}  p99 {:>10.3}",
-        percentile(&slow, 50.0),
-        percentile(&slow, 99.0)
-    );
-    let _ = writeln!(s, "ECN marks {}  CNPs {}  PFC pauses {}  drops: link {} queue {} unroutable {}  retransmitted {}  timeouts {}", t.ecn_marks, t.cnps, t.pauses, t.link_drops, t.queue_drops, t.unroutable, t.retransmitted, t.timeouts);
-    let _ = writeln!(
-        s,
-        "bytes: hosts sent {} = received {} + dropped {} (imbalance {})",
-        t.host_tx_bytes, t.host_rx_bytes, t.drop_bytes, r.imbalance_bytes
-    );
-    s
 }

@@ -6,10 +6,10 @@ use rocast_core::control::SafeguardConfig;
 use rocast_core::plan::Topology;
 use rocast_core::time::Duration;
 use rocast_core::wire::{classify_frame, FrameClass, Ipv4Address, Opcode};
-use rocast_sim::cepheus::{run_cepheus, CepheusOutcome, CepheusSpec};
 use rocast_sim::engine::EngineConfig;
+use rocast_sim::multicast::cepheus::{run_cepheus, CepheusOutcome, CepheusSpec};
 use rocast_sim::packet::host_ip;
-use rocast_sim::run::fabric_with;
+use rocast_sim::scenario::topology::fabric_with;
 
 /// A k=4 fat-tree (16 hosts, 20 switches) with the given overrides.
 fn fat_tree(extra: &[&str]) -> (Topology, EngineConfig) {

@@ -5,9 +5,9 @@
 //! limits the sender to one cut per 50 µs.
 
 use rocast_core::time::Duration;
-use rocast_sim::cepheus::{run_cepheus_with_flows, CepheusSpec};
-use rocast_sim::run::fabric_with;
-use rocast_sim::workload::FlowSpec;
+use rocast_sim::engine::FlowSpec;
+use rocast_sim::multicast::cepheus::{run_cepheus_with_flows, CepheusSpec};
+use rocast_sim::scenario::topology::fabric_with;
 
 /// The multicast's mean rate (Gb/s) while all six unicasts run, for one policy.
 fn multicast_gbps(extra: &[&str]) -> f64 {

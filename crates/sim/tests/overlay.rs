@@ -4,11 +4,11 @@
 use rocast_core::overlay::model::critical_path;
 use rocast_core::overlay::{DriverConfig, Scheme};
 use rocast_core::plan::Routes;
-use rocast_sim::broadcast::{
+use rocast_sim::multicast::broadcast::{
     message_cost, run_broadcast, spread_hosts, BroadcastSpec, DEFAULT_OVERHEAD,
 };
-use rocast_sim::config::Scenario;
-use rocast_sim::run::{build_topology, engine_config};
+use rocast_sim::scenario::topology::{build_topology, engine_config};
+use rocast_sim::Scenario;
 use std::path::Path;
 
 /// One switch with `hosts` 100 Gb/s hosts (1 µs links): an idle non-blocking fabric.

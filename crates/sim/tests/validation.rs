@@ -2,10 +2,12 @@
 //! losslessness under PFC, DCQCN fairness, determinism, and a pinned scenario.
 
 use rocast_core::time::Instant;
-use rocast_sim::config::Scenario;
 use rocast_sim::engine::Engine;
-use rocast_sim::run::{build_topology, engine_config, run_scenario, RunOptions};
-use rocast_sim::workload::{self, FlowSpec};
+use rocast_sim::engine::FlowSpec;
+use rocast_sim::run::{run_scenario, RunOptions};
+use rocast_sim::scenario::topology::{build_topology, engine_config};
+use rocast_sim::scenario::workload;
+use rocast_sim::Scenario;
 use std::path::Path;
 
 fn scenario(toml: &str, sets: &[&str]) -> Scenario {

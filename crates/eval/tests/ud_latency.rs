@@ -2,8 +2,8 @@
 //! broadcast-select fabric against the binomial tree over RC, the multi-dimensional
 //! fabric and the hybrid offload, with fewer trials than the preset's 2000.
 
-use rocast_sim::cepheus_eval::run_experiment;
-use rocast_sim::config::Scenario;
+use rocast_eval::run_experiment;
+use rocast_sim::Scenario;
 use std::path::Path;
 
 fn run(sets: &[&str]) -> (String, String) {

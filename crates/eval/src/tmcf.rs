@@ -31,11 +31,13 @@ use rand_core::{RngCore, SeedableRng};
 use rocast_core::plan::Topology;
 use rocast_core::time::Duration;
 
-use crate::cepheus::{run_cepheus_with_flows, CepheusSpec};
-use crate::cepheus_eval::{fmt_size, parallel, EvalReport};
-use crate::config::{parse_bytes, Scenario};
-use crate::run::{build_topology, engine_config};
-use crate::workload::FlowSpec;
+use rocast_sim::engine::FlowSpec;
+use rocast_sim::multicast::cepheus::{run_cepheus_with_flows, CepheusSpec};
+use rocast_sim::scenario::config::parse_bytes;
+use rocast_sim::scenario::topology::{build_topology, engine_config};
+use rocast_sim::Scenario;
+
+use crate::report::{fmt_size, parallel, EvalReport};
 
 /// TMCF's unicast order: (source receiver, destination receiver).
 const UNICASTS: [(u32, u32); 6] = [(1, 2), (2, 3), (3, 1), (4, 5), (5, 6), (6, 4)];

@@ -18,7 +18,7 @@ pub enum ConfigError {
     UnknownPreset(String, String),
 }
 
-pub(crate) fn invalid(key: &'static str, msg: impl Into<String>) -> ConfigError {
+pub fn invalid(key: &'static str, msg: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key,
         msg: msg.into(),
@@ -26,7 +26,7 @@ pub(crate) fn invalid(key: &'static str, msg: impl Into<String>) -> ConfigError 
 }
 
 /// Every rate of `rates` (key, Gb/s) must be in (0, 10000].
-pub(crate) fn check_gbps(rates: &[(&'static str, f64)]) -> Result<(), ConfigError> {
+pub fn check_gbps(rates: &[(&'static str, f64)]) -> Result<(), ConfigError> {
     for &(key, v) in rates {
         if !(v > 0.0 && v <= 10_000.0) {
             return Err(invalid(key, format!("must be in (0, 10000] Gb/s, got {v}")));
@@ -124,11 +124,11 @@ pub struct MulticastConfig {
     /// from host 0 to hosts 1..group.
     pub messages: u32,
     /// `ud-latency`: the optical broadcast-select fabric and its latency model
-    /// (`[multicast.odbss]`, see `broadcast_select::OdbssConfig`).
-    pub odbss: crate::broadcast_select::OdbssConfig,
+    /// (`[multicast.odbss]`, see `odbss::OdbssConfig`).
+    pub odbss: crate::scenario::odbss::OdbssConfig,
     /// `ud-loss`: loss ratio of the NACK multicast on one element
-    /// (`[multicast.ud_loss]`, see `ud_loss::UdLossConfig`).
-    pub ud_loss: crate::ud_loss::UdLossConfig,
+    /// (`[multicast.ud_loss]`, see `odbss::UdLossConfig`).
+    pub ud_loss: crate::scenario::odbss::UdLossConfig,
 }
 
 impl Default for MulticastConfig {
@@ -476,43 +476,55 @@ pub fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
 
 /// Built-in scenarios, by name.
 pub const PRESETS: &[(&str, &str)] = &[
-    ("default", include_str!("../scenarios/default.toml")),
+    ("default", include_str!("../../scenarios/default.toml")),
     (
         "permutation-1024",
-        include_str!("../scenarios/permutation-1024.toml"),
+        include_str!("../../scenarios/permutation-1024.toml"),
     ),
-    ("incast", include_str!("../scenarios/incast.toml")),
-    ("websearch", include_str!("../scenarios/websearch.toml")),
+    ("incast", include_str!("../../scenarios/incast.toml")),
+    ("websearch", include_str!("../../scenarios/websearch.toml")),
     (
         "cepheus-testbed",
-        include_str!("../scenarios/cepheus-testbed.toml"),
+        include_str!("../../scenarios/cepheus-testbed.toml"),
     ),
     (
         "cepheus-fig12",
-        include_str!("../scenarios/cepheus-fig12.toml"),
+        include_str!("../../scenarios/cepheus-fig12.toml"),
     ),
     (
         "cepheus-loss",
-        include_str!("../scenarios/cepheus-loss.toml"),
+        include_str!("../../scenarios/cepheus-loss.toml"),
     ),
     (
         "cepheus-iops",
-        include_str!("../scenarios/cepheus-iops.toml"),
+        include_str!("../../scenarios/cepheus-iops.toml"),
     ),
     (
         "cepheus-fairness",
-        include_str!("../scenarios/cepheus-fairness.toml"),
+        include_str!("../../scenarios/cepheus-fairness.toml"),
     ),
-    ("peel-rules", include_str!("../scenarios/peel-rules.toml")),
-    ("peel-approx", include_str!("../scenarios/peel-approx.toml")),
-    ("peel-fig5", include_str!("../scenarios/peel-fig5.toml")),
-    ("peel-fig6", include_str!("../scenarios/peel-fig6.toml")),
-    ("peel-fig7", include_str!("../scenarios/peel-fig7.toml")),
-    ("tmcf-cpmp", include_str!("../scenarios/tmcf-cpmp.toml")),
-    ("tmcf-moving", include_str!("../scenarios/tmcf-moving.toml")),
-    ("transfer", include_str!("../scenarios/transfer.toml")),
-    ("ud-latency", include_str!("../scenarios/ud-latency.toml")),
-    ("ud-loss", include_str!("../scenarios/ud-loss.toml")),
+    (
+        "peel-rules",
+        include_str!("../../scenarios/peel-rules.toml"),
+    ),
+    (
+        "peel-approx",
+        include_str!("../../scenarios/peel-approx.toml"),
+    ),
+    ("peel-fig5", include_str!("../../scenarios/peel-fig5.toml")),
+    ("peel-fig6", include_str!("../../scenarios/peel-fig6.toml")),
+    ("peel-fig7", include_str!("../../scenarios/peel-fig7.toml")),
+    ("tmcf-cpmp", include_str!("../../scenarios/tmcf-cpmp.toml")),
+    (
+        "tmcf-moving",
+        include_str!("../../scenarios/tmcf-moving.toml"),
+    ),
+    ("transfer", include_str!("../../scenarios/transfer.toml")),
+    (
+        "ud-latency",
+        include_str!("../../scenarios/ud-latency.toml"),
+    ),
+    ("ud-loss", include_str!("../../scenarios/ud-loss.toml")),
 ];
 
 pub fn preset_names() -> String {
@@ -751,7 +763,7 @@ mod tests {
             Scenario::preset(name, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
         }
         let annotated =
-            Scenario::from_toml(include_str!("../scenarios/annotated.toml"), &[]).unwrap();
+            Scenario::from_toml(include_str!("../../scenarios/annotated.toml"), &[]).unwrap();
         let defaults = Scenario::default();
         // The annotated example spells out the defaults: keep them in step.
         assert_eq!(

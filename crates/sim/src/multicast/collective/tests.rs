@@ -1,5 +1,5 @@
 use super::*;
-use crate::run::fabric_with;
+use crate::scenario::topology::fabric_with;
 
 /// A k=4 fat-tree (16 hosts, 2 per rack) with the given overrides.
 fn fabric(extra: &[&str]) -> (Topology, EngineConfig) {

@@ -6,107 +6,32 @@
 //! - `large-scale` (§V-C, Fig. 12): group of 512 on a 1024-host fat-tree.
 //! - `loss` (§V-C, Fig. 13): random loss on middle links, normalised FCT/throughput.
 //! - `iops` (§V-B, Table I): 8 KB replication writes to 3 replicas.
-//! - `fairness` (§V-C, Fig. 14): a multicast against two later unicasts.
+//! - `fairness` (§V-C, Fig. 14): a multicast against two later unicasts; it shares
+//!   the CNP-policy machinery of `crate::tmcf`, which runs it.
+//! - `transfer`: the sim/lab conformance scenario (seeded data over a Cepheus group,
+//!   a CRC-32 per member in the format `rocast lab run` prints).
+//!
+//! The application-layer baselines come from `crate::rdmc`.
 //!
 //! Independent runs (one per scheme and size) go to worker threads; every run is a
 //! deterministic function of its scenario and seed, so the tables do not depend on
 //! the thread count.
 
 use std::fmt::Write as _;
-use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use rocast_core::overlay::Scheme;
 use rocast_core::plan::Topology;
 use rocast_core::rnic::{Payload, Retransmission};
 use rocast_core::time::{Duration, Instant};
 
-use crate::broadcast::{bench_driver_config, run_broadcast, spread_hosts, BroadcastSpec};
-use crate::cepheus::{run_cepheus, CepheusSpec};
-use crate::config::{parse_bytes, parse_sizes, Scenario};
-use crate::engine::{AppEvent, Engine, EngineConfig};
-use crate::run::{build_topology, engine_config};
+use rocast_sim::engine::{AppEvent, Engine, EngineConfig};
+use rocast_sim::multicast::broadcast::spread_hosts;
+use rocast_sim::multicast::cepheus::{run_cepheus, CepheusSpec};
+use rocast_sim::scenario::config::{parse_bytes, parse_sizes};
+use rocast_sim::Scenario;
 
-/// What one experiment produced: the report, and files to write (name, contents).
-pub struct EvalReport {
-    pub text: String,
-    pub files: Vec<(String, String)>,
-}
-
-/// Runs the scenario's `[multicast]` experiment.
-pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
-    let t0 = std::time::Instant::now();
-    let topo = build_topology(sc, base)?;
-    let cfg = engine_config(sc, &topo)?;
-    let mut r = match sc.multicast.experiment.as_str() {
-        "testbed" => testbed(sc, &topo, &cfg, false)?,
-        "large-scale" => testbed(sc, &topo, &cfg, true)?,
-        "loss" => loss(sc, &topo, &cfg)?,
-        "iops" => iops(sc, &topo, &cfg)?,
-        "fairness" => crate::cc_eval::fairness(sc, base)?,
-        "peel-rules" => crate::peel_eval::rules(sc)?,
-        "peel-approx" => crate::peel_eval::approx(sc, base)?,
-        "peel-fig5" => crate::peel_eval::fig5(sc, base)?,
-        "peel-fig6" => crate::peel_eval::fig6(sc, base)?,
-        "peel-fig7" => crate::peel_eval::fig7(sc, base)?,
-        "tmcf-cpmp" => crate::cc_eval::cpmp(sc, base)?,
-        "tmcf-moving" => crate::cc_eval::moving(sc, base)?,
-        "transfer" => transfer(sc, &topo, &cfg)?,
-        "ud-latency" => crate::broadcast_select::ud_latency(sc)?,
-        "ud-loss" => crate::ud_loss::ud_loss(sc)?,
-        other => {
-            return Err(format!(
-            "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp, tmcf-moving, transfer, ud-latency or ud-loss"
-        ))
-        }
-    };
-    let _ = writeln!(r.text, "\nwall time {:.1} s", t0.elapsed().as_secs_f64());
-    Ok(r)
-}
-
-/// Runs `jobs` on the configured number of threads; results in job order.
-pub(crate) fn parallel<T: Send, J: Sync>(
-    threads: u32,
-    jobs: &[J],
-    run: impl Fn(&J) -> Result<T, String> + Sync,
-) -> Result<Vec<T>, String> {
-    let n = if threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        threads as usize
-    }
-    .min(jobs.len().max(1));
-    let next = AtomicUsize::new(0);
-    let out: Mutex<Vec<Option<Result<T, String>>>> =
-        Mutex::new((0..jobs.len()).map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..n {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(j) = jobs.get(i) else { break };
-                let r = run(j);
-                out.lock().expect("no panics while held")[i] = Some(r);
-            });
-        }
-    });
-    out.into_inner()
-        .expect("threads joined")
-        .into_iter()
-        .map(|r| r.expect("every job ran"))
-        .collect()
-}
-
-/// One timed run's result.
-#[derive(Clone, Copy, Debug)]
-struct Timed {
-    ps: u64,
-    events: u64,
-}
-
-fn overhead(sc: &Scenario) -> Duration {
-    Duration::from_ps((sc.multicast.overhead_us * 1e6) as u64)
-}
+use crate::rdmc::{block_for, overhead, overlay_once, Timed};
+use crate::report::{fmt_size, parallel, EvalReport};
 
 /// Cepheus: one message from `hosts[0]` to the rest, from the call at the source
 /// (which pays one post's overhead) until the last receiver has it.
@@ -126,45 +51,6 @@ fn cepheus_once(
     Ok(Timed {
         ps: out.completion_ps().ok_or("cepheus: incomplete")?,
         events: out.events,
-    })
-}
-
-/// An overlay scheme's broadcast of one message.
-fn overlay_once(
-    topo: &Topology,
-    cfg: &EngineConfig,
-    scheme: Scheme,
-    hosts: &[u32],
-    size: u64,
-    block: u64,
-    post: Duration,
-) -> Result<Timed, String> {
-    let n = hosts.len() as u32;
-    let spec = BroadcastSpec {
-        scheme,
-        hosts: hosts.to_vec(),
-        root: 0,
-        driver: bench_driver_config(scheme, n, size, block.min(size).max(1), 8, true),
-        overhead: post,
-        verify_data: false,
-        seed: 1,
-    };
-    let out = run_broadcast(topo.clone(), cfg.clone(), &spec)?;
-    Ok(Timed {
-        ps: out.latency_ps,
-        events: out.events,
-    })
-}
-
-/// The block a scheme uses for a message: chain with `chain_slices` slices, else
-/// the configured block.
-fn block_for(sc: &Scenario, scheme: Scheme, size: u64) -> Result<u64, String> {
-    let block = parse_bytes(&sc.multicast.block)?;
-    Ok(match scheme {
-        Scheme::Chain if sc.multicast.chain_slices > 0 => {
-            size.div_ceil(sc.multicast.chain_slices as u64).max(1)
-        }
-        _ => block,
     })
 }
 
@@ -191,20 +77,14 @@ fn run_name(r: Run) -> String {
     }
 }
 
-/// `64`, `4K`, `8M`, `1G`: the sizes the tables print.
-pub(crate) fn fmt_size(b: u64) -> String {
-    match b {
-        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}G", b >> 30),
-        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
-        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
-        b => b.to_string(),
-    }
-}
-
 /// The conformance scenario: host 0 multicasts `messages` × `message` bytes of
 /// seeded data to hosts 1..group; one line per member with the CRC-32 of what its
 /// application holds, in the format `rocast lab run` prints for the same scenario.
-fn transfer(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport, String> {
+pub(crate) fn transfer(
+    sc: &Scenario,
+    topo: &Topology,
+    cfg: &EngineConfig,
+) -> Result<EvalReport, String> {
     let m = &sc.multicast;
     let n = m.group;
     if n < 2 || n as usize > topo.num_hosts() || m.messages == 0 {
@@ -249,7 +129,7 @@ fn range(v: &[f64]) -> Option<(f64, f64)> {
 }
 
 /// Figs 8–9 (testbed) and Fig. 12 (large scale): completion time per size and scheme.
-fn testbed(
+pub(crate) fn testbed(
     sc: &Scenario,
     topo: &Topology,
     cfg: &EngineConfig,
@@ -420,7 +300,11 @@ fn testbed(
 }
 
 /// Fig. 13: FCT and throughput under loss on the middle links, normalised to no loss.
-fn loss(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport, String> {
+pub(crate) fn loss(
+    sc: &Scenario,
+    topo: &Topology,
+    cfg: &EngineConfig,
+) -> Result<EvalReport, String> {
     let m = &sc.multicast;
     let size = parse_bytes(&m.message)?;
     let block = parse_bytes(&m.block)?;
@@ -553,7 +437,11 @@ fn loss(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport
 }
 
 /// Table I: replication IOPS with a per-copy host stack cost.
-fn iops(sc: &Scenario, topo: &Topology, cfg: &EngineConfig) -> Result<EvalReport, String> {
+pub(crate) fn iops(
+    sc: &Scenario,
+    topo: &Topology,
+    cfg: &EngineConfig,
+) -> Result<EvalReport, String> {
     let m = &sc.multicast;
     let io = parse_bytes(&m.io)?;
     let stack = Duration::from_ps((m.io_stack_us * 1e6) as u64);

@@ -30,19 +30,20 @@
 //! random draw comes from a ChaCha8 generator seeded by the caller, so a run is a
 //! function of its configuration and seed.
 
-use std::cmp::Ordering as CmpOrdering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use rocast_core::overlay::{Schedule, Scheme};
 use rocast_core::time::{Duration, Instant};
-use serde::Deserialize;
+use rocast_sim::engine::EventQueue;
+use rocast_sim::output::stats::nearest_rank;
+use rocast_sim::scenario::config::parse_sizes;
+pub use rocast_sim::scenario::odbss::{fig4_column, OdbssConfig, FIG4_COLUMNS};
+use rocast_sim::{uniform, Scenario};
 
-use crate::cepheus_eval::{fmt_size, parallel, EvalReport};
-use crate::config::{check_gbps, invalid, parse_sizes, ConfigError, Scenario};
-use crate::uniform;
+use crate::report::{fmt_size, parallel, EvalReport};
 
 // ---------------------------------------------------------------------------
 // Frames, deliveries, counters
@@ -207,62 +208,51 @@ enum Kind {
     Arrive,
 }
 
+/// A pending event of the element or the N^D fabric; its time is the queue's key.
 #[derive(Clone, Copy, Debug)]
-struct Event {
-    t: u64,
-    seq: u64,
+struct Pending {
     kind: Kind,
     node: u32,
     dim: u8,
     frame: Frame,
 }
 
-impl PartialEq for Event {
-    fn eq(&self, o: &Self) -> bool {
-        (self.t, self.seq) == (o.t, o.seq)
-    }
-}
-impl Eq for Event {}
-impl PartialOrd for Event {
-    fn partial_cmp(&self, o: &Self) -> Option<CmpOrdering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Event {
-    // Earliest first from a max-heap; `seq` breaks ties in insertion order, so
-    // simultaneous events run deterministically.
-    fn cmp(&self, o: &Self) -> CmpOrdering {
-        (o.t, o.seq).cmp(&(self.t, self.seq))
-    }
+/// An event that is due: its time and what it is.
+#[derive(Clone, Copy, Debug)]
+struct Event {
+    t: u64,
+    kind: Kind,
+    node: u32,
+    dim: u8,
+    frame: Frame,
 }
 
-/// The pending events of one model in time order (ties in insertion order), and the
-/// model's clock: what the element and the N^D fabric share.
-struct EventQueue {
-    heap: BinaryHeap<Event>,
-    seq: u64,
+/// The pending events of one model on the simulator's event queue (time order, ties
+/// in insertion order), and the model's clock: what the element and the N^D fabric
+/// share.
+struct Timeline {
+    queue: EventQueue<Pending>,
     now: u64,
 }
 
-impl EventQueue {
+impl Timeline {
     fn with_capacity(n: usize) -> Self {
-        EventQueue {
-            heap: BinaryHeap::with_capacity(n),
-            seq: 0,
+        Timeline {
+            queue: EventQueue::with_capacity(n),
             now: 0,
         }
     }
 
     fn push(&mut self, t: u64, kind: Kind, node: u32, dim: u8, frame: Frame) {
-        self.seq += 1;
-        self.heap.push(Event {
+        self.queue.push(
             t,
-            seq: self.seq,
-            kind,
-            node,
-            dim,
-            frame,
-        });
+            Pending {
+                kind,
+                node,
+                dim,
+                frame,
+            },
+        );
     }
 
     /// Refuses a send before the model's present.
@@ -278,12 +268,15 @@ impl EventQueue {
 
     /// The next event at or before `until`, with the clock moved to it.
     fn pop_until(&mut self, until: u64) -> Option<Event> {
-        if self.heap.peek()?.t > until {
-            return None;
-        }
-        let ev = self.heap.pop().expect("peeked");
-        self.now = ev.t;
-        Some(ev)
+        let (t, p) = self.queue.pop_until(until)?;
+        self.now = t;
+        Some(Event {
+            t,
+            kind: p.kind,
+            node: p.node,
+            dim: p.dim,
+            frame: p.frame,
+        })
     }
 
     /// After a run to `until`: the clock stands at `until` (unless running to the end).
@@ -294,12 +287,12 @@ impl EventQueue {
     }
 
     fn heap_bytes(&self) -> usize {
-        self.heap.capacity() * std::mem::size_of::<Event>()
+        self.queue.heap_bytes()
     }
 }
 
 /// Probability that a frame of `bytes` on the wire has at least one bit error.
-pub(crate) fn frame_error_prob(ber: f64, bytes: u64) -> f64 {
+pub fn frame_error_prob(ber: f64, bytes: u64) -> f64 {
     if ber <= 0.0 {
         0.0
     } else {
@@ -465,7 +458,7 @@ pub struct BroadcastSelectElement {
     ports: Vec<PortState>,
     counters: Vec<PortCounters>,
     groups: Groups,
-    events: EventQueue,
+    events: Timeline,
     rng: ChaCha8Rng,
 }
 
@@ -485,7 +478,7 @@ impl BroadcastSelectElement {
             ports,
             counters: vec![PortCounters::default(); cfg.ports as usize],
             groups: Groups::new(cfg.ports),
-            events: EventQueue::with_capacity(cfg.ports as usize * 2),
+            events: Timeline::with_capacity(cfg.ports as usize * 2),
             rng: ChaCha8Rng::seed_from_u64(seed),
         })
     }
@@ -697,7 +690,7 @@ pub struct MultiDimBroadcastSelect {
     rx: Vec<Fifo>,
     counters: Vec<PortCounters>,
     groups: Vec<MdGroup>,
-    events: EventQueue,
+    events: Timeline,
     rng: ChaCha8Rng,
     /// Deliveries by element hops (index = hops).
     by_hops: Vec<u64>,
@@ -743,7 +736,7 @@ impl MultiDimBroadcastSelect {
                 .collect(),
             counters: vec![PortCounters::default(); nodes as usize],
             groups: Vec::new(),
-            events: EventQueue::with_capacity(0),
+            events: Timeline::with_capacity(0),
             rng: ChaCha8Rng::seed_from_u64(seed),
             by_hops: vec![0; d as usize + 1],
         })
@@ -1175,19 +1168,8 @@ pub fn random_group(hosts: u32, k: u32, seed: u64) -> Vec<u32> {
 // Latency model (§III-B, Fig. 4)
 // ---------------------------------------------------------------------------
 
-/// The paper's Fig. 4: perftest latency (µs) by message size, eight columns.
-/// The OCR of the paper spells the Mellanox columns "MInx"; both are accepted.
-pub const FIG4_COLUMNS: [&str; 8] = [
-    "Emulex_VT",
-    "Ether_VT",
-    "Mlnx_VT",
-    "Emulex_Open",
-    "Ether_Open",
-    "Mlnx_Open",
-    "Emulex_HW",
-    "Mlnx_HW",
-];
-
+/// The paper's Fig. 4: perftest latency (µs) by message size, one column per
+/// name of `FIG4_COLUMNS`.
 pub const FIG4: [(u64, [f64; 8]); 17] = [
     (2, [10.47, 4.31, 4.68, 15.01, 10.43, 7.48, 6.45, 1.55]),
     (4, [10.46, 4.32, 4.59, 15.04, 9.78, 7.46, 6.43, 1.54]),
@@ -1224,14 +1206,6 @@ pub const FIG4: [(u64, [f64; 8]); 17] = [
         ],
     ),
 ];
-
-/// The index of a Fig. 4 column by name (case-insensitive; "MInx" = "Mlnx").
-pub fn fig4_column(name: &str) -> Option<usize> {
-    let n = name.replace("MInx", "Mlnx").to_ascii_lowercase();
-    FIG4_COLUMNS
-        .iter()
-        .position(|c| c.to_ascii_lowercase() == n)
-}
 
 /// Fig. 4 latency at `size` bytes, linear in log2(size) between the measured
 /// sizes (exact at them), clamped to the table's ends.
@@ -1376,159 +1350,25 @@ pub fn stats_us(v: &mut [u64]) -> [f64; 4] {
         return [0.0; 4];
     }
     v.sort_unstable();
-    let q = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1] as f64 / 1e6;
+    let q = |p: f64| nearest_rank(v, p).expect("non-empty") as f64 / 1e6;
     let mean = v.iter().map(|&x| x as f64).sum::<f64>() / v.len() as f64 / 1e6;
     [mean, q(0.5), q(0.99), v[v.len() - 1] as f64 / 1e6]
 }
 
 // ---------------------------------------------------------------------------
-// Scenario keys
+// What the scenario keys (`rocast_sim::scenario::odbss`) build
 // ---------------------------------------------------------------------------
 
-/// `[multicast.odbss]`: the broadcast-select fabric and the latency model.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct OdbssConfig {
-    /// Ports (wavelengths) per element; also the hosts per rack of the hybrid.
-    pub ports: u32,
-    /// Racks of the hybrid spine–leaf analysis.
-    pub racks: u32,
-    /// Line rate per wavelength (the paper's test-bed: 10 Gb/s DWDM SFP+).
-    pub gbps: f64,
-    pub prop_ns: u64,
-    /// OEO conversion and filtering between dimensions.
-    pub oeo_ns: u64,
-    /// Wire bytes per frame beyond the payload.
-    pub frame_overhead: u32,
-    /// Receive buffer and OEO buffer bounds, frames.
-    pub rx_frames: u32,
-    pub oeo_frames: u32,
-    /// Host service per received frame: fixed ns plus a copy at host_gbps.
-    pub host_ns: u64,
-    pub host_gbps: f64,
-    /// Bit-error rate of every fibre.
-    pub ber: f64,
-    /// The Fig. 4 column giving the per-hop unicast latency L.
-    pub fig4_column: String,
-    /// Sender-side jitter mean, long-tail probability and size, receiver jitter.
-    pub jitter_us: f64,
-    pub tail_prob: f64,
-    pub tail_us: f64,
-    pub rx_jitter_us: f64,
-    /// Seeded trials per (group size, message size) point.
-    pub trials: u32,
-    /// Rounds of the element throughput benchmark (0: skip it).
-    pub bench_rounds: u32,
-    /// Partial group sizes of the hybrid offload table.
-    pub offload_groups: Vec<u32>,
+/// The ODBSS models the `[multicast.odbss]` keys describe.
+pub trait OdbssModel {
+    /// One element of the fabric.
+    fn element(&self) -> ElementConfig;
+    /// The hop model for a message of `size` bytes.
+    fn hop_model(&self, size: u64, overhead_us: f64) -> HopModel;
 }
 
-impl Default for OdbssConfig {
-    fn default() -> Self {
-        OdbssConfig {
-            ports: 32,
-            racks: 32,
-            gbps: 10.0,
-            prop_ns: 50,
-            oeo_ns: 500,
-            frame_overhead: 90,
-            rx_frames: 256,
-            oeo_frames: 64,
-            host_ns: 200,
-            host_gbps: 40.0,
-            ber: 0.0,
-            fig4_column: "Mlnx_HW".into(),
-            jitter_us: 0.8,
-            tail_prob: 0.002,
-            tail_us: 35.0,
-            rx_jitter_us: 0.5,
-            trials: 2000,
-            bench_rounds: 0,
-            offload_groups: vec![64, 256],
-        }
-    }
-}
-
-impl OdbssConfig {
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if !(2..=1024).contains(&self.ports) {
-            return Err(invalid(
-                "multicast.odbss.ports",
-                format!("must be 2 to 1024, got {}", self.ports),
-            ));
-        }
-        if !(1..=4096).contains(&self.racks) {
-            return Err(invalid(
-                "multicast.odbss.racks",
-                format!("must be 1 to 4096, got {}", self.racks),
-            ));
-        }
-        check_gbps(&[
-            ("multicast.odbss.gbps", self.gbps),
-            ("multicast.odbss.host_gbps", self.host_gbps),
-        ])?;
-        if self.rx_frames == 0 || self.oeo_frames == 0 {
-            return Err(invalid(
-                "multicast.odbss.rx_frames/oeo_frames",
-                "must be at least 1",
-            ));
-        }
-        if !(0.0..1.0).contains(&self.ber) {
-            return Err(invalid(
-                "multicast.odbss.ber",
-                format!("must be in [0, 1), got {}", self.ber),
-            ));
-        }
-        if !(0.0..=1.0).contains(&self.tail_prob) {
-            return Err(invalid(
-                "multicast.odbss.tail_prob",
-                format!("must be in [0, 1], got {}", self.tail_prob),
-            ));
-        }
-        for (key, v) in [
-            ("multicast.odbss.jitter_us", self.jitter_us),
-            ("multicast.odbss.tail_us", self.tail_us),
-            ("multicast.odbss.rx_jitter_us", self.rx_jitter_us),
-        ] {
-            if !(0.0..=1e6).contains(&v) {
-                return Err(invalid(key, format!("must be 0 to 1e6 µs, got {v}")));
-            }
-        }
-        if fig4_column(&self.fig4_column).is_none() {
-            return Err(invalid(
-                "multicast.odbss.fig4_column",
-                format!(
-                    "{:?} is not one of {}",
-                    self.fig4_column,
-                    FIG4_COLUMNS.join(", ")
-                ),
-            ));
-        }
-        if !(1..=1_000_000).contains(&self.trials) {
-            return Err(invalid(
-                "multicast.odbss.trials",
-                format!("must be 1 to 1000000, got {}", self.trials),
-            ));
-        }
-        if self.prop_ns > 1_000_000_000
-            || self.oeo_ns > 1_000_000_000
-            || self.host_ns > 1_000_000_000
-        {
-            return Err(invalid(
-                "multicast.odbss.prop_ns/oeo_ns/host_ns",
-                "must be at most 1 s",
-            ));
-        }
-        if self.frame_overhead > 1 << 16 {
-            return Err(invalid(
-                "multicast.odbss.frame_overhead",
-                "must be at most 65536 bytes",
-            ));
-        }
-        Ok(())
-    }
-
-    pub fn element(&self) -> ElementConfig {
+impl OdbssModel for OdbssConfig {
+    fn element(&self) -> ElementConfig {
         ElementConfig {
             ports: self.ports,
             gbps: self.gbps,
@@ -1543,8 +1383,7 @@ impl OdbssConfig {
         }
     }
 
-    /// The hop model for a message of `size` bytes.
-    pub fn hop_model(&self, size: u64, overhead_us: f64) -> HopModel {
+    fn hop_model(&self, size: u64, overhead_us: f64) -> HopModel {
         let col = fig4_column(&self.fig4_column).unwrap_or(7);
         let el = self.element();
         let ser = el.serialisation(size.min(u32::MAX as u64) as u32).as_ps();

@@ -37,10 +37,12 @@ use rocast_core::time::{Duration, Instant};
 use rocast_core::wire::mrp::{MrpMember, MrpRepr};
 use rocast_core::wire::Ipv4Address;
 
-use crate::broadcast::{bench_driver_config, broadcast_on, BroadcastSpec, DEFAULT_OVERHEAD};
+use crate::engine::FlowSpec;
 use crate::engine::{AppEvent, Engine, EngineConfig};
+use crate::multicast::broadcast::{
+    bench_driver_config, broadcast_on, BroadcastSpec, DEFAULT_OVERHEAD,
+};
 use crate::packet::host_ip;
-use crate::workload::FlowSpec;
 
 /// One multicast group's transfer.
 #[derive(Clone, Debug)]

@@ -7,9 +7,9 @@
 //! the fibre (bit errors), which is what makes a simple NACK-based L4 multicast over
 //! UD practical. This module reproduces that experiment in the simulator.
 //!
-//! It owns:
+//! It owns (its `[multicast.ud_loss]` keys are [`UdLossConfig`], in
+//! `rocast_sim::scenario::odbss`):
 //!
-//! - [`UdLossConfig`], the `[multicast.ud_loss]` keys.
 //! - A driver that runs the real protocol objects, [`NackMulticastSender`] and one
 //!   [`NackMulticastReceiver`] per receiver (`rocast_core::nack_multicast`), over one
 //!   [`BroadcastSelectElement`] (sender on port 0, receivers on ports 1..=R, one group
@@ -60,202 +60,31 @@ use rocast_core::nack_multicast::{
     SenderConfig,
 };
 use rocast_core::time::{Duration, Instant};
-use serde::Deserialize;
+use rocast_sim::scenario::odbss::UdLossConfig;
+use rocast_sim::{uniform, Scenario};
 
-use crate::broadcast_select::{
+use crate::odbss::broadcast_select::{
     frame_error_prob, BroadcastSelectElement, Dest, ElementConfig, Frame,
 };
-use crate::cepheus_eval::{parallel, EvalReport};
-use crate::config::{check_gbps, invalid, ConfigError, Scenario};
-use crate::uniform;
+use crate::report::{parallel, EvalReport};
 
 /// The protocol's DATA header in front of every fragment.
 const DATA_HEADER: u32 = rocast_core::nack_multicast::packet::DATA_HEADER_LEN as u32;
 const SESSION: u32 = 1;
 
-/// `[multicast.ud_loss]`: the fabric, the hosts' receive path, the protocol and the
-/// run lengths of the `ud-loss` preset.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct UdLossConfig {
-    /// Receivers (the paper's test-bed: 4 nodes).
-    pub receivers: u32,
-    /// DATA packets (= messages, one packet each) of the main run.
-    pub packets: u64,
-    /// Message size of the main run, bytes (at most `mtu` − 32).
-    pub msg_bytes: u32,
-    /// UD path MTU: `max_payload` = mtu − 32.
-    pub mtu: u32,
-    /// Line rate per wavelength (the paper's DWDM SFP+: 10 Gb/s), propagation, and
-    /// wire bytes beyond the UD payload (RoCEv2 UD headers, preamble and gap).
-    pub gbps: f64,
-    pub prop_ns: u64,
-    pub frame_overhead: u32,
-    /// Per-port transmit queue, frames.
-    pub tx_frames: u32,
-    /// NIC packet buffer per port, frames, drained by DMA at dma_ns + bytes/dma_gbps.
-    pub nic_frames: u32,
-    pub dma_ns: u64,
-    pub dma_gbps: f64,
-    /// Posted UD receive buffers per host (the receive queue).
-    pub rq_depth: u32,
-    /// Host CPU per received packet: cpu_ns + U[0, cpu_jitter_ns].
-    pub cpu_ns: u64,
-    pub cpu_jitter_ns: u64,
-    /// Probability per received packet of an OS-scheduling stall, and its mean
-    /// (exponential), µs. Receivers only; the sender's host is dedicated.
-    pub stall_prob: f64,
-    pub stall_us: f64,
-    /// Bit-error rate of every transmit and receive fibre, per bit.
-    pub ber: f64,
-    /// Sender retransmission window and receivers' window, packets.
-    pub window: u32,
-    pub rx_window: u32,
-    /// Protocol timers, µs.
-    pub heartbeat_us: u64,
-    pub nack_backoff_us: u64,
-    pub nack_holdoff_us: u64,
-    pub status_us: u64,
-    pub repair_linger_us: u64,
-    /// The sweep's injected per-packet drop rates at every receiver port.
-    pub sweep: Vec<f64>,
-    /// Messages per sweep point, and their largest size (sizes are 8..=max, seeded).
-    pub sweep_messages: u64,
-    pub sweep_max_bytes: u32,
-}
-
-impl Default for UdLossConfig {
-    fn default() -> Self {
-        UdLossConfig {
-            receivers: 4,
-            packets: 100_000_000,
-            msg_bytes: 64,
-            mtu: 1024,
-            gbps: 10.0,
-            prop_ns: 50,
-            frame_overhead: 90,
-            tx_frames: 64,
-            nic_frames: 256,
-            dma_ns: 40,
-            dma_gbps: 64.0,
-            rq_depth: 1024,
-            cpu_ns: 80,
-            cpu_jitter_ns: 40,
-            stall_prob: 1e-5,
-            stall_us: 25.0,
-            ber: 1e-11,
-            window: 4096,
-            rx_window: 4096,
-            heartbeat_us: 100,
-            nack_backoff_us: 20,
-            nack_holdoff_us: 60,
-            status_us: 100,
-            repair_linger_us: 50,
-            sweep: vec![0.0, 0.001, 0.01, 0.02, 0.05],
-            sweep_messages: 100_000,
-            sweep_max_bytes: 3000,
-        }
-    }
-}
-
-impl UdLossConfig {
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if !(1..=1000).contains(&self.receivers) {
-            return Err(invalid("multicast.ud_loss.receivers", "must be 1 to 1000"));
-        }
-        if !(64..=65536).contains(&self.mtu) {
-            return Err(invalid("multicast.ud_loss.mtu", "must be 64 to 65536"));
-        }
-        if !(8..=self.mtu - DATA_HEADER).contains(&self.msg_bytes) {
-            return Err(invalid(
-                "multicast.ud_loss.msg_bytes",
-                "must be 8 to mtu - 32 (one packet)",
-            ));
-        }
-        if self.sweep_max_bytes < 8
-            || self.sweep_max_bytes as u64 > (self.mtu - DATA_HEADER) as u64 * 64
-        {
-            return Err(invalid(
-                "multicast.ud_loss.sweep_max_bytes",
-                "must be 8 to 64 packets",
-            ));
-        }
-        check_gbps(&[
-            ("multicast.ud_loss.gbps", self.gbps),
-            ("multicast.ud_loss.dma_gbps", self.dma_gbps),
-        ])?;
-        if self.tx_frames == 0 || self.nic_frames == 0 || self.rq_depth == 0 {
-            return Err(invalid(
-                "multicast.ud_loss.tx_frames/nic_frames/rq_depth",
-                "must be at least 1",
-            ));
-        }
-        if self.tx_frames > 1 << 16 {
-            return Err(invalid(
-                "multicast.ud_loss.tx_frames",
-                "must be at most 65536",
-            ));
-        }
-        if self.window < 64
-            || self.rx_window < 64
-            || self.window > 1 << 22
-            || self.rx_window > 1 << 22
-        {
-            return Err(invalid(
-                "multicast.ud_loss.window/rx_window",
-                "must be 64 to 4194304 packets",
-            ));
-        }
-        if !(0.0..1.0).contains(&self.ber) {
-            return Err(invalid("multicast.ud_loss.ber", "must be in [0, 1)"));
-        }
-        if !(0.0..=1.0).contains(&self.stall_prob) || !(0.0..=1e5).contains(&self.stall_us) {
-            return Err(invalid(
-                "multicast.ud_loss.stall_prob/stall_us",
-                "probability in [0, 1], mean 0 to 1e5 us",
-            ));
-        }
-        if self.sweep.iter().any(|&p| !(0.0..0.5).contains(&p)) {
-            return Err(invalid(
-                "multicast.ud_loss.sweep",
-                "drop rates must be in [0, 0.5)",
-            ));
-        }
-        if self.cpu_ns + self.dma_ns == 0 {
-            return Err(invalid(
-                "multicast.ud_loss.cpu_ns/dma_ns",
-                "the receive path needs a non-zero latency",
-            ));
-        }
-        if [
-            self.heartbeat_us,
-            self.nack_backoff_us,
-            self.nack_holdoff_us,
-            self.status_us,
-        ]
-        .contains(&0)
-        {
-            return Err(invalid(
-                "multicast.ud_loss timers",
-                "heartbeat, back-off, hold-off and status must be at least 1 us",
-            ));
-        }
-        Ok(())
-    }
-
-    fn element(&self) -> ElementConfig {
-        ElementConfig {
-            ports: self.receivers + 1,
-            gbps: self.gbps,
-            prop: Duration::from_ns(self.prop_ns),
-            frame_overhead: self.frame_overhead,
-            tx_frames: self.tx_frames,
-            rx_frames: self.nic_frames,
-            host_frame_ns: self.dma_ns,
-            host_gbps: self.dma_gbps,
-            ber_tx: self.ber,
-            ber_rx: self.ber,
-        }
+/// The element a `ud-loss` run uses: sender on port 0, receivers on 1..=R.
+fn element(cfg: &UdLossConfig) -> ElementConfig {
+    ElementConfig {
+        ports: cfg.receivers + 1,
+        gbps: cfg.gbps,
+        prop: Duration::from_ns(cfg.prop_ns),
+        frame_overhead: cfg.frame_overhead,
+        tx_frames: cfg.tx_frames,
+        rx_frames: cfg.nic_frames,
+        host_frame_ns: cfg.dma_ns,
+        host_gbps: cfg.dma_gbps,
+        ber_tx: cfg.ber,
+        ber_rx: cfg.ber,
     }
 }
 
@@ -510,7 +339,7 @@ pub fn run(
     cfg.validate().map_err(|e| e.to_string())?;
     let wall = std::time::Instant::now();
     let r = cfg.receivers as usize;
-    let ecfg = cfg.element();
+    let ecfg = element(cfg);
     let mut el = BroadcastSelectElement::new(&ecfg, seed).map_err(|e| e.to_string())?;
     let ports: Vec<u32> = (0..=cfg.receivers).collect();
     let group = el.add_group(&ports).map_err(|e| e.to_string())?;
@@ -862,7 +691,7 @@ fn csv_row(csv: &mut String, kind: &str, s: &RunStats) {
 pub fn ud_loss(sc: &Scenario) -> Result<EvalReport, String> {
     let c = &sc.multicast.ud_loss;
     c.validate().map_err(|e| e.to_string())?;
-    let el = c.element();
+    let el = element(c);
     let wire = c.msg_bytes + DATA_HEADER + c.frame_overhead;
     // Expected bit-error frame drops: a transmit-fibre error loses the frame at every
     // receiver, a receive-fibre error at one.

@@ -38,10 +38,10 @@ use rocast_core::plan::Topology;
 use rocast_core::rnic::Payload;
 use rocast_core::time::{Duration, Instant};
 
-use crate::broadcast::OverlayPost;
+use crate::engine::tree_multicast::GroupForwarding;
 use crate::engine::{AppEvent, Engine, EngineConfig, TreeGroupSpec, TreeMulticastStats};
+use crate::multicast::broadcast::OverlayPost;
 use crate::packet::host_ip;
-use crate::tree_multicast::GroupForwarding;
 use crate::uniform;
 
 /// How a job moves its message.
@@ -129,7 +129,7 @@ impl Default for CollectiveSettings {
             setup_mean: Duration::from_ms(10),
             setup_sd: Duration::from_ms(5),
             chunks: 8,
-            overhead: crate::broadcast::DEFAULT_OVERHEAD,
+            overhead: crate::multicast::broadcast::DEFAULT_OVERHEAD,
             seed: 1,
         }
     }

@@ -184,7 +184,7 @@ fn random_groups_on_failed_fabrics_deliver_exactly_once() {
         let hosts = topo.num_hosts() as u32;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let n = 2 + (rand_core::RngCore::next_u32(&mut rng) % 20);
-        let dests = crate::workload::sample_hosts(hosts, 0, n, seed);
+        let dests = crate::scenario::workload::sample_hosts(hosts, 0, n, seed);
         let Ok(tree) = layer_peeling_tree(&topo, 0, &dests) else {
             continue; // a destination cut off by the failures
         };

@@ -3,9 +3,10 @@
 //! host stalls, bit errors), repaired to a delivered ratio of exactly 1; and the
 //! seeded injected-loss sweep. Small overrides of the preset's 10^8 packets.
 
-use rocast_sim::cepheus_eval::run_experiment;
-use rocast_sim::config::Scenario;
-use rocast_sim::ud_loss::{run, MsgSizes, RunStats, UdLossConfig};
+use rocast_eval::odbss::ud_loss::{run, MsgSizes, RunStats};
+use rocast_eval::run_experiment;
+use rocast_sim::scenario::odbss::UdLossConfig;
+use rocast_sim::Scenario;
 use std::path::Path;
 
 fn preset(sets: &[&str]) -> Scenario {

@@ -3,7 +3,8 @@
 //! layer-peeling greedy against the exact Steiner optimum, §2.3), and the
 //! packet-level figures of §4 on `collective`'s concurrent Broadcasts: `peel-fig5`
 //! (CCT per message size), `peel-fig6` (per group size) and `peel-fig7` (per
-//! failed-link fraction on a leaf–spine).
+//! failed-link fraction on a leaf–spine). The exact optimum comes from
+//! [`steiner_exact`] (HiGHS through Python).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -19,15 +20,20 @@ use rocast_core::plan::prefix::{
 use rocast_core::plan::{Routes, TierSpec, Topology};
 use rocast_core::time::Duration;
 
-use crate::cepheus_eval::{fmt_size, parallel, EvalReport};
-use crate::collective::{
+use rocast_sim::multicast::collective::{
     job_tree, poisson_broadcasts, run_collectives, BroadcastJob, CollectiveScheme,
     CollectiveSettings,
 };
-use crate::config::{parse_bytes, parse_sizes, Scenario};
-use crate::run::{build_topology, engine_config};
-use crate::steiner_exact::exact_tree;
-use crate::workload::sample_hosts;
+use rocast_sim::output::stats::nearest_rank;
+use rocast_sim::scenario::config::{parse_bytes, parse_sizes};
+use rocast_sim::scenario::topology::{build_topology, engine_config};
+use rocast_sim::scenario::workload::sample_hosts;
+use rocast_sim::Scenario;
+
+use crate::report::{fmt_size, parallel, EvalReport};
+use steiner_exact::exact_tree;
+
+pub mod steiner_exact;
 
 /// Rule counts and header bits per fat-tree arity (PEEL §3.2).
 pub fn rules(sc: &Scenario) -> Result<EvalReport, String> {
@@ -400,8 +406,7 @@ fn mean_p99(v: &[f64]) -> (f64, f64) {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     let mean = s.iter().sum::<f64>() / s.len().max(1) as f64;
-    let rank = ((0.99 * s.len() as f64).ceil() as usize).clamp(1, s.len().max(1));
-    (mean, s.get(rank - 1).copied().unwrap_or(0.0))
+    (mean, nearest_rank(&s, 0.99).unwrap_or(0.0))
 }
 
 /// The table and CSV of a figure: per x, per scheme, mean and p99 CCT and the ratio

@@ -13,10 +13,15 @@
 //! 200 bytes per port of MMU state, per active flow two QPs (~1.5 KB), per packet in
 //! flight 104 bytes.
 
+pub mod event_queue;
+mod flow;
+pub mod tree_multicast;
+
+pub use event_queue::EventQueue;
+pub use flow::FlowSpec;
+
 use crate::packet::{host_ip, host_of_ip, traffic_class, SimPacket, CONTROL_CLASS};
-use crate::tree_multicast::{GroupForwarding, StaticPrefixRules, Step};
 use crate::uniform;
-use crate::workload::FlowSpec;
 use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use rocast_core::control::SwitchReport;
@@ -39,8 +44,8 @@ use rocast_core::wire::mrp::MrpRepr;
 use rocast_core::wire::{
     Ipv4Address, AETH_LEN, BTH_LEN, ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, RETH_LEN, UDP_HEADER_LEN,
 };
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
+use tree_multicast::{GroupForwarding, StaticPrefixRules, Step};
 
 /// Hands `repr` to a QP; a packet the QP refuses is counted. The caller services
 /// the QP afterwards.
@@ -121,30 +126,15 @@ const KINDS: [EvKind; 9] = [
     EvKind::Control,
 ];
 
-/// A heap entry: ordered by (time, seq) only — 16 bytes of key compared as one u128 —
-/// with the kind and arguments packed beside it.
+/// An event of the engine's queue: the kind and arguments packed in one word (the
+/// queue keeps the time and the insertion order beside it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Ev {
-    key: u128,
     /// kind << 56 | b << 32 | a
     payload: u64,
 }
 
-impl Ord for Ev {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.key.cmp(&o.key)
-    }
-}
-impl PartialOrd for Ev {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-
 impl Ev {
-    fn time(&self) -> u64 {
-        (self.key >> 64) as u64
-    }
     fn kind(&self) -> EvKind {
         KINDS[(self.payload >> 56) as usize]
     }
@@ -434,8 +424,7 @@ pub struct Engine {
     routes: Routes,
     cfg: EngineConfig,
     now: u64,
-    seq: u64,
-    heap: BinaryHeap<Reverse<Ev>>,
+    events: EventQueue<Ev>,
     ports: Vec<Port>,
     node_port_base: Vec<u32>,
     /// Each switch's egress queues (index: switch − hosts): the core's admission, PFC
@@ -631,8 +620,7 @@ impl Engine {
             routes,
             cfg,
             now: 0,
-            seq: 0,
-            heap: BinaryHeap::new(),
+            events: EventQueue::new(),
             ports,
             node_port_base,
             egress,
@@ -702,12 +690,13 @@ impl Engine {
     }
 
     fn schedule(&mut self, time: u64, kind: EvKind, a: u32, b: u32) {
-        self.seq += 1;
         debug_assert!(b < 1 << 24);
-        self.heap.push(Reverse(Ev {
-            key: (time as u128) << 64 | self.seq as u128,
-            payload: (kind as u64) << 56 | (b as u64) << 32 | a as u64,
-        }));
+        self.events.push(
+            time,
+            Ev {
+                payload: (kind as u64) << 56 | (b as u64) << 32 | a as u64,
+            },
+        );
     }
 
     /// Flows started and not yet finished or failed, plus flows not yet started.
@@ -734,11 +723,11 @@ impl Engine {
     }
 
     fn run(&mut self, until: u64, stop_on_app: bool) -> bool {
-        while let Some(&Reverse(ev)) = self.heap.peek() {
+        while let Some(time) = self.events.peek_time() {
             if stop_on_app && !self.app_events.is_empty() {
                 return true;
             }
-            if ev.time() > until {
+            if time > until {
                 self.now = until;
                 return true;
             }
@@ -746,8 +735,8 @@ impl Engine {
                 // Everything finished: what is left are stale timers and samples.
                 return false;
             }
-            self.heap.pop();
-            self.now = ev.time();
+            let (_, ev) = self.events.pop().expect("peeked");
+            self.now = time;
             self.last_event = self.now;
             self.totals.events += 1;
             let (a, b) = (ev.a(), ev.b());

@@ -6,24 +6,13 @@
 //!
 //! Memory: 40 bytes per flow.
 
-use crate::config::WorkloadConfig;
+pub use crate::engine::FlowSpec;
+use crate::scenario::config::WorkloadConfig;
 use crate::uniform;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-
-/// One flow to run: an RDMA WRITE (with immediate) of `size` bytes from `src` to `dst`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FlowSpec {
-    pub src: u32,
-    pub dst: u32,
-    pub size: u64,
-    /// Start time in picoseconds (for a dependent flow: the delay after its trigger).
-    pub start_ps: u64,
-    /// Start only after this flow (an index into the same list) has been received.
-    pub after: Option<u32>,
-}
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum WorkloadError {
@@ -46,8 +35,8 @@ pub struct SizeCdf {
     points: Vec<(f64, f64)>,
 }
 
-pub const WEBSEARCH_CDF: &str = include_str!("../data/websearch.cdf");
-pub const HADOOP_CDF: &str = include_str!("../data/hadoop.cdf");
+pub const WEBSEARCH_CDF: &str = include_str!("../../data/websearch.cdf");
+pub const HADOOP_CDF: &str = include_str!("../../data/hadoop.cdf");
 
 impl SizeCdf {
     /// Parses `size cum_percent` lines: first percent 0, last 100, both increasing.

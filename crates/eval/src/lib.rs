@@ -1,0 +1,59 @@
+//! `rocast-eval`: the papers' experiments on the `rocast-sim` simulator, one module
+//! per paper, each printing rocast's figures beside the paper's. `rocast sim
+//! --preset NAME` runs them through [`run_experiment`].
+//!
+//! - [`cepheus`]: Cepheus §V (testbed, large scale, loss, IOPS) and the sim/lab
+//!   conformance transfer.
+//! - [`peel`]: PEEL §2–4 (rule counts, approximation ratio against the exact Steiner
+//!   tree, concurrent Broadcast CCTs).
+//! - [`tmcf`]: multicast congestion control under each CNP policy (TMCF's
+//!   congestion path multiplicity and moving bottleneck, Cepheus' fairness).
+//! - [`odbss`]: the optical broadcast-select fabric and UD multicast on it (the
+//!   `ud-latency` and `ud-loss` studies).
+//! - [`rdmc`]: the application-layer baselines the experiments compare against.
+//! - [`report`]: the report type every experiment returns.
+
+pub mod cepheus;
+pub mod odbss;
+pub mod peel;
+pub mod rdmc;
+pub mod report;
+pub mod tmcf;
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+pub use report::EvalReport;
+use rocast_sim::scenario::topology::{build_topology, engine_config};
+use rocast_sim::Scenario;
+
+/// Runs the scenario's `[multicast]` experiment.
+pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
+    let t0 = std::time::Instant::now();
+    let topo = build_topology(sc, base)?;
+    let cfg = engine_config(sc, &topo)?;
+    let mut r = match sc.multicast.experiment.as_str() {
+        "testbed" => cepheus::testbed(sc, &topo, &cfg, false)?,
+        "large-scale" => cepheus::testbed(sc, &topo, &cfg, true)?,
+        "loss" => cepheus::loss(sc, &topo, &cfg)?,
+        "iops" => cepheus::iops(sc, &topo, &cfg)?,
+        "fairness" => tmcf::fairness(sc, base)?,
+        "peel-rules" => peel::rules(sc)?,
+        "peel-approx" => peel::approx(sc, base)?,
+        "peel-fig5" => peel::fig5(sc, base)?,
+        "peel-fig6" => peel::fig6(sc, base)?,
+        "peel-fig7" => peel::fig7(sc, base)?,
+        "tmcf-cpmp" => tmcf::cpmp(sc, base)?,
+        "tmcf-moving" => tmcf::moving(sc, base)?,
+        "transfer" => cepheus::transfer(sc, &topo, &cfg)?,
+        "ud-latency" => odbss::ud_latency(sc)?,
+        "ud-loss" => odbss::ud_loss(sc)?,
+        other => {
+            return Err(format!(
+            "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp, tmcf-moving, transfer, ud-latency or ud-loss"
+        ))
+        }
+    };
+    let _ = writeln!(r.text, "\nwall time {:.1} s", t0.elapsed().as_secs_f64());
+    Ok(r)
+}

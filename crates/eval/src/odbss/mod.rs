@@ -1,0 +1,17 @@
+//! The optical broadcast-select fabric (ODBSS) of Leong, Li and Liu, "Reliable
+//! multicast using RDMA over a passive optical cross-connect fabric enhanced with
+//! WDM" (APSIPA Trans. 2019), and the two studies on it:
+//!
+//! - [`broadcast_select`]: the element (§II-A), the N^D fabric (§II-C), the hybrid
+//!   offload (§II-D) and the `ud-latency` study (§III-B): UD multicast against MPI's
+//!   binomial tree over RC.
+//! - [`ud_loss`](mod@ud_loss): the `ud-loss` study (§III): NACK multicast over UD on one element,
+//!   its loss ratio without and with repair.
+//!
+//! Their scenario keys are `rocast_sim::scenario::odbss`.
+
+pub mod broadcast_select;
+pub mod ud_loss;
+
+pub use broadcast_select::ud_latency;
+pub use ud_loss::ud_loss;

@@ -1,0 +1,55 @@
+//! The one report type every experiment returns ([`EvalReport`]: the text
+//! `rocast sim` prints and the files it writes), and what the experiments share to
+//! build one: independent runs on worker threads ([`parallel`]) and the size labels
+//! of their tables ([`fmt_size`]).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// What one experiment produced: the report, and files to write (name, contents).
+pub struct EvalReport {
+    pub text: String,
+    pub files: Vec<(String, String)>,
+}
+
+/// Runs `jobs` on the configured number of threads; results in job order.
+pub fn parallel<T: Send, J: Sync>(
+    threads: u32,
+    jobs: &[J],
+    run: impl Fn(&J) -> Result<T, String> + Sync,
+) -> Result<Vec<T>, String> {
+    let n = if threads == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        threads as usize
+    }
+    .min(jobs.len().max(1));
+    let next = AtomicUsize::new(0);
+    let out: Mutex<Vec<Option<Result<T, String>>>> =
+        Mutex::new((0..jobs.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..n {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(j) = jobs.get(i) else { break };
+                let r = run(j);
+                out.lock().expect("no panics while held")[i] = Some(r);
+            });
+        }
+    });
+    out.into_inner()
+        .expect("threads joined")
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
+}
+
+/// `64`, `4K`, `8M`, `1G`: the sizes the tables print.
+pub fn fmt_size(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}G", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
+        b => b.to_string(),
+    }
+}
