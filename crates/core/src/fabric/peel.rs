@@ -8,7 +8,7 @@
 //!   k-ary fat-tree, installed once and shared by every group ("deploy once, touch
 //!   never", §3.2). A rule's ports are the block's racks. The simulator
 //!   (`rocast_sim`'s `StaticPrefixRules`) and the frame pipeline
-//!   ([`crate::switch::FrameSwitch`]) look up this one table.
+//!   (`switch::FrameSwitch`) look up this one table.
 //! - [`PeelSwitch`] with [`PeelRole::Rack`]: a **rack-tier** switch (ToR). Its only
 //!   per-group state is the group's member ports, what a commodity ToR keeps by IGMP
 //!   snooping (here filled by configuration: [`PeelSwitch::add_member`]). A copy from

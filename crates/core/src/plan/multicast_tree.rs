@@ -16,7 +16,7 @@
 //!   Every node's parent sits one layer closer to the source, so the result is a
 //!   loop-free tree, of at most |D|·F links (Lemma 2.3).
 //! - [`hop_by_hop_tree`]: what Cepheus' MRP builds (Cepheus §III-C, our
-//!   `control::switch_agent::handle_mrp`): from the source, each switch sends each
+//!   `switch::mrp_agent::handle_mrp`): from the source, each switch sends each
 //!   member on an equal-cost next hop, reusing a port already in the tree, else the
 //!   least-used one.
 //! - [`lower_bound`]: max(|D|, F) links (Lemma 2.4), the yardstick for the ratio.
@@ -499,7 +499,7 @@ pub fn symmetric_tree(
 }
 
 /// Cepheus' port rule (Cepheus §III-C), shared by [`hop_by_hop_tree`] and the switch's
-/// MRP agent (`control::switch_agent::handle_mrp`): among the equal-cost `candidates`
+/// MRP agent (`switch::mrp_agent::handle_mrp`): among the equal-cost `candidates`
 /// other than `in_port`, the first already in the group's tree, else the least used
 /// (ties: lowest port). `None` when no candidate is left.
 pub fn hop_by_hop_port(

@@ -8,7 +8,7 @@
 //!   source posts RDMA WRITEs with immediate at offsets of the virtual region (VA 0);
 //!   every receiver pre-posts the receive the immediate consumes.
 //! - Leader (the source's host): `control::RegistrationController`; its MRP packets
-//!   travel hop by hop through the switches' `control::switch_agent`, each hop after
+//!   travel hop by hop through the switches' `switch::mrp_agent`, each hop after
 //!   the link's serialisation and propagation time. Members run
 //!   `control::MemberAgent` and confirm over the engine's control channel.
 //! - Switches: `fabric::cepheus::CepheusSwitch`, inside the engine's switch model.
