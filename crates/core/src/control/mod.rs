@@ -30,7 +30,7 @@ pub mod session;
 pub mod source;
 
 pub use registration::{
-    Confirmation, GroupError, GroupSpec, MemberAgent, MemberAgentStats, QueuedMrp,
+    Confirmation, GroupError, GroupSpec, MemberAgent, MemberAgentStats,
     RegistrationConfig, RegistrationController, RegistrationEvent, RegistrationFailure,
     RegistrationPhase, RegistrationStats, SwitchRejection, SwitchReport, CONFIRMATION_LEN,
 };

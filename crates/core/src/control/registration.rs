@@ -332,10 +332,8 @@ enum State {
 /// byte-level `poll_transmit` here would make the simulator parse back what it just
 /// emitted.
 ///
-/// `start` and `handle_timeout` also return a [`QueuedMrp`] iterator over the same
-/// queue, for callers that send at once (`for p in c.start(now) { … }`); what it does
-/// not yield stays queued for `poll_mrp`. The queue holds at most one copy of the
-/// registration: a resend replaces packets nobody took yet.
+/// The queue holds at most one copy of the registration: a resend replaces packets
+/// nobody took yet.
 #[derive(Clone, Debug)]
 pub struct RegistrationController {
     spec: GroupSpec,
@@ -349,28 +347,6 @@ pub struct RegistrationController {
     outbox: VecDeque<MrpRepr>,
     events: VecDeque<RegistrationEvent>,
     stats: RegistrationStats,
-}
-
-/// The MRP packets a [`RegistrationController`] has queued, yielded (and taken off the
-/// queue) one at a time; dropping it leaves the rest queued for
-/// [`RegistrationController::poll_mrp`].
-#[derive(Debug)]
-pub struct QueuedMrp<'a> {
-    outbox: &'a mut VecDeque<MrpRepr>,
-}
-
-impl Iterator for QueuedMrp<'_> {
-    type Item = MrpRepr;
-    fn next(&mut self) -> Option<MrpRepr> {
-        self.outbox.pop_front()
-    }
-}
-
-impl QueuedMrp<'_> {
-    /// Packets still queued.
-    pub fn queued(&self) -> usize {
-        self.outbox.len()
-    }
 }
 
 impl RegistrationController {
@@ -422,7 +398,7 @@ impl RegistrationController {
     /// Starts the registration: queues the MRP packets to send toward the McstID (see
     /// [`poll_mrp`](Self::poll_mrp)) and arms the timeout. A second call queues nothing
     /// (counted as ignored).
-    pub fn start(&mut self, now: Instant) -> QueuedMrp<'_> {
+    pub fn start(&mut self, now: Instant) {
         if self.state != State::Idle {
             self.stats.ignored += 1;
         } else {
@@ -432,7 +408,6 @@ impl RegistrationController {
             };
             self.transmit();
         }
-        self.queued()
     }
 
     fn transmit(&mut self) {
@@ -441,10 +416,9 @@ impl RegistrationController {
         self.outbox.extend(self.packets.iter().cloned());
     }
 
-    fn queued(&mut self) -> QueuedMrp<'_> {
-        QueuedMrp {
-            outbox: &mut self.outbox,
-        }
+    /// MRP packets queued for [`poll_mrp`](Self::poll_mrp).
+    pub fn pending_mrp(&self) -> usize {
+        self.outbox.len()
     }
 
     /// The next MRP packet to send, as UDP to `mcst_id:`[`MRP_UDP_PORT`](crate::wire::mrp::MRP_UDP_PORT).
@@ -521,24 +495,23 @@ impl RegistrationController {
     /// Lets the timer fire. Queues the MRP packets to resend if an attempt timed out
     /// with resends left; after the last attempt the registration fails with the
     /// members still missing. Before the deadline (or when not pending) queues nothing.
-    /// Returns the queue (see [`QueuedMrp`]).
-    pub fn handle_timeout(&mut self, now: Instant) -> QueuedMrp<'_> {
+    pub fn handle_timeout(&mut self, now: Instant) {
         let State::Pending {
             deadline,
             resends_left,
         } = self.state
         else {
-            return self.queued();
+            return;
         };
         if now < deadline {
-            return self.queued();
+            return;
         }
         if resends_left == 0 {
             let missing = self.missing();
             self.finish(RegistrationEvent::Failed(RegistrationFailure::Timeout {
                 missing,
             }));
-            return self.queued();
+            return;
         }
         self.state = State::Pending {
             deadline: now + self.cfg.timeout,
@@ -546,7 +519,6 @@ impl RegistrationController {
         };
         self.stats.resends += 1;
         self.transmit();
-        self.queued()
     }
 
     /// When to call [`handle_timeout`](Self::handle_timeout); `None` unless pending.
@@ -635,6 +607,12 @@ impl MemberAgent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Fires the timer and takes what it queued.
+    fn timeout_mrp(c: &mut RegistrationController, at: Instant) -> Vec<MrpRepr> {
+        c.handle_timeout(at);
+        std::iter::from_fn(|| c.poll_mrp()).collect()
+    }
 
     #[test]
     fn switch_reports_round_trip_and_reject_garbage() {
@@ -789,11 +767,13 @@ mod tests {
         c.handle_confirmation(T0, &confirm(1));
         assert_eq!(c.stats().ignored, 1);
 
-        let sent: Vec<MrpRepr> = c.start(T0).collect();
+        c.start(T0);
+        let sent: Vec<MrpRepr> = std::iter::from_fn(|| c.poll_mrp()).collect();
         assert_eq!(sent, spec(3).mrp_packets());
         assert_eq!(c.phase(), RegistrationPhase::Pending);
         assert_eq!(c.poll_timeout(), Some(T0 + Duration::from_ms(1)));
-        assert_eq!(c.start(T0).count(), 0, "start is once");
+        c.start(T0);
+        assert_eq!(c.poll_mrp(), None, "start is once");
         assert_eq!(c.poll_mrp(), None, "start took them all");
 
         c.handle_confirmation(T0, &confirm(2));
@@ -837,7 +817,7 @@ mod tests {
                 reason: SwitchRejection::TableFull,
             },
         );
-        assert_eq!(c.handle_timeout(at + Duration::from_ms(100)).count(), 0);
+        assert_eq!(timeout_mrp(&mut c, at + Duration::from_ms(100)).len(), 0);
         assert!(events(&mut c).is_empty());
         assert_eq!(c.stats().ignored, 4);
     }
@@ -845,18 +825,32 @@ mod tests {
     #[test]
     fn silence_resends_then_fails_with_the_missing_members() {
         let mut c = RegistrationController::new(spec(4), cfg());
-        let first: Vec<MrpRepr> = c.start(T0).collect();
+        c.start(T0);
+        let first: Vec<MrpRepr> = std::iter::from_fn(|| c.poll_mrp()).collect();
         c.handle_confirmation(T0, &confirm(2));
         // Before the deadline nothing happens.
         let d1 = T0 + Duration::from_ms(1);
         assert_eq!(
-            c.handle_timeout(Instant::from_ps(d1.as_ps() - 1)).count(),
+            timeout_mrp(&mut c, Instant::from_ps(d1.as_ps() - 1)).len(),
             0
         );
         // Each timeout resends everything and re-arms.
         // Left queued: the resend replaces it, and poll_mrp yields one copy.
-        assert_eq!(c.handle_timeout(d1).queued(), first.len());
-        assert_eq!(c.handle_timeout(d1).queued(), first.len(), "not due again");
+        assert_eq!(
+            {
+                c.handle_timeout(d1);
+                c.pending_mrp()
+            },
+            first.len()
+        );
+        assert_eq!(
+            {
+                c.handle_timeout(d1);
+                c.pending_mrp()
+            },
+            first.len(),
+            "not due again"
+        );
         assert_eq!(
             std::iter::from_fn(|| c.poll_mrp()).collect::<Vec<_>>(),
             first
@@ -866,12 +860,12 @@ mod tests {
         c.handle_confirmation(d1, &confirm(4));
         // A late timer call re-arms from when it ran.
         let late = d2 + Duration::from_us(300);
-        assert_eq!(c.handle_timeout(late).collect::<Vec<_>>(), first);
+        assert_eq!(timeout_mrp(&mut c, late), first);
         let d3 = late + Duration::from_ms(1);
         assert_eq!(c.poll_timeout(), Some(d3));
         assert!(events(&mut c).is_empty());
         // Out of resends: an explicit failure, never a hang.
-        assert_eq!(c.handle_timeout(d3).count(), 0);
+        assert_eq!(timeout_mrp(&mut c, d3).len(), 0);
         assert_eq!(
             events(&mut c),
             vec![RegistrationEvent::Failed(RegistrationFailure::Timeout {
@@ -897,7 +891,7 @@ mod tests {
             },
         );
         c.start(T0);
-        assert_eq!(c.handle_timeout(T0 + Duration::from_us(10)).count(), 0);
+        assert_eq!(timeout_mrp(&mut c, T0 + Duration::from_us(10)).len(), 0);
         assert!(matches!(
             events(&mut c)[..],
             [RegistrationEvent::Failed(
@@ -940,7 +934,8 @@ mod tests {
     fn member_agents_confirm_what_lists_them() {
         let s = spec(300);
         let mut c = RegistrationController::new(s.clone(), RegistrationConfig::default());
-        let mrp: Vec<MrpRepr> = c.start(T0).collect();
+        c.start(T0);
+        let mrp: Vec<MrpRepr> = std::iter::from_fn(|| c.poll_mrp()).collect();
         assert_eq!(mrp.len(), 2);
         let mut agents: Vec<MemberAgent> =
             (0..=300).map(|i| MemberAgent::new(member(i).ip)).collect();

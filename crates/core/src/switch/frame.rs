@@ -544,7 +544,9 @@ impl FrameSwitch {
         }
         let mut actions = std::mem::take(&mut self.actions);
         actions.clear();
-        if self.cepheus.handle_packet(now, in_port, &pkt, &mut actions) == Handling::NotMulticast {
+        let handling = self.cepheus.handle_packet(now, in_port, &pkt);
+        actions.extend(std::iter::from_fn(|| self.cepheus.poll_transmit(now)));
+        if handling == Handling::NotMulticast {
             // Cannot happen for a group address, but never drop silently.
             self.stats.roce_malformed += 1;
         }

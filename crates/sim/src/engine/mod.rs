@@ -1025,7 +1025,10 @@ impl Engine {
         out.clear();
         // Every McstID-range address is the engine's: an unknown group is counted
         // there and yields no action.
-        self.cepheus[sw].handle_packet(Instant::from_ps(self.now), in_local, &repr, &mut out);
+        let now = Instant::from_ps(self.now);
+        let engine = &mut self.cepheus[sw];
+        engine.handle_packet(now, in_local, &repr);
+        out.extend(std::iter::from_fn(|| engine.poll_transmit(now)));
         let mut copies = std::mem::take(&mut self.copy_scratch);
         copies.clear();
         for a in out.iter().copied() {
@@ -1272,8 +1275,9 @@ impl Engine {
         let mut out = std::mem::take(&mut self.cepheus_out);
         out.clear();
         let grp = &mut self.tree_groups[g as usize];
-        grp.aggregator
-            .handle_packet(Instant::from_ps(now), 0, &repr, &mut out);
+        let at = Instant::from_ps(now);
+        grp.aggregator.handle_packet(at, 0, &repr);
+        out.extend(std::iter::from_fn(|| grp.aggregator.poll_transmit(at)));
         let mut copies = std::mem::take(&mut self.copy_scratch);
         copies.clear();
         let replicas = if grp.switch_feedback {
@@ -1357,8 +1361,9 @@ impl Engine {
         let repr = sp.to_repr();
         let mut out = std::mem::take(&mut self.cepheus_out);
         out.clear();
-        grp.aggregator
-            .handle_packet(Instant::from_ps(self.now), port, &repr, &mut out);
+        let at = Instant::from_ps(self.now);
+        grp.aggregator.handle_packet(at, port, &repr);
+        out.extend(std::iter::from_fn(|| grp.aggregator.poll_transmit(at)));
         let fb: Vec<_> = out
             .iter()
             .filter_map(|a| match *a {

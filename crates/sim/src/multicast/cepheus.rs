@@ -464,7 +464,8 @@ impl<'s> GroupRun<'s> {
 
     fn drive(&mut self, engine: &mut Engine) -> Result<(), String> {
         let now0 = engine.now();
-        for p in self.controller.start(now0) {
+        self.controller.start(now0);
+        while let Some(p) = self.controller.poll_mrp() {
             engine.inject_mrp(now0, self.spec.source, &p);
         }
         loop {
@@ -514,7 +515,8 @@ impl<'s> GroupRun<'s> {
                 }
             }
             if self.controller.poll_timeout().is_some_and(|t| t <= now) {
-                for p in self.controller.handle_timeout(now) {
+                self.controller.handle_timeout(now);
+                while let Some(p) = self.controller.poll_mrp() {
                     engine.inject_mrp(now, self.spec.source, &p);
                 }
             }

@@ -3,8 +3,8 @@
 //! `[switch]`, `[nic]` and `[output]` keys give.
 
 use crate::engine::EngineConfig;
-use rocast_core::fabric::cepheus::CnpFilterPolicy;
 use crate::scenario::Scenario;
+use rocast_core::fabric::cepheus::CnpFilterPolicy;
 use rocast_core::fabric::EcnRed;
 use rocast_core::plan::{TierSpec, Topology};
 use rocast_core::rnic::{DcqcnConfig, Retransmission};

@@ -603,7 +603,7 @@ impl LeaderSession {
             Err(e) => return self.fail(SessionError::Registration(e.to_string())),
         };
         let mut ctl = Box::new(RegistrationController::new(spec, self.cfg.registration));
-        let _ = ctl.start(now);
+        ctl.start(now);
         self.switch_state = true;
         self.state = State::Registering { ctl, started: now };
         self.pump_registration(now);

@@ -49,7 +49,7 @@ pub use mft::{MulticastForwardingTable, NextHop, PathEntry};
 
 use crate::time::Instant;
 use crate::wire::{AckSyndrome, Ipv4Address, NakCode, Opcode, Psn, RoceRepr};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// True for the addresses rocast uses as McstIDs by default: IPv4 multicast,
 /// 224.0.0.0/4 ([`GroupAddressSpace::MULTICAST`]).
@@ -232,6 +232,9 @@ pub struct CepheusSwitch {
     cnp_filter: Box<dyn CnpFilter>,
     group_space: GroupAddressSpace,
     pub stats: CepheusStats,
+    /// Decisions made and not yet polled.
+    pending: VecDeque<CepheusAction>,
+    scratch: Vec<CepheusAction>,
 }
 
 impl CepheusSwitch {
@@ -244,6 +247,8 @@ impl CepheusSwitch {
             cnp_filter,
             group_space: GroupAddressSpace::MULTICAST,
             stats: CepheusStats::default(),
+            pending: VecDeque::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -338,8 +343,25 @@ impl CepheusSwitch {
         true
     }
 
-    /// Takes a RoCE packet that arrived on `in_port` and appends what to send to `out`.
-    pub fn handle_packet(
+    /// Takes a RoCE packet that arrived on `in_port`; what the switch sends because of
+    /// it (replicas, feedback) waits for [`poll_transmit`](Self::poll_transmit).
+    pub fn handle_packet(&mut self, now: Instant, in_port: u16, pkt: &RoceRepr<'_>) -> Handling {
+        let mut out = std::mem::take(&mut self.scratch);
+        let h = self.decide(now, in_port, pkt, &mut out);
+        self.pending.extend(out.drain(..));
+        self.scratch = out;
+        h
+    }
+
+    /// The next transmission the engine decided on, as headers: a replica of the packet
+    /// last handed in (bridged to a member's connection, or as is toward a switch), or
+    /// a feedback packet toward the source. The pipeline that holds the packet's bytes
+    /// (or the simulator's record of them) makes the frame.
+    pub fn poll_transmit(&mut self, _now: Instant) -> Option<CepheusAction> {
+        self.pending.pop_front()
+    }
+
+    fn decide(
         &mut self,
         now: Instant,
         in_port: u16,

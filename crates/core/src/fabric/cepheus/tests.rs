@@ -77,11 +77,9 @@ fn cnp(from: u16) -> RoceRepr<'static> {
 }
 
 fn feed(sw: &mut CepheusSwitch, port: u16, p: &RoceRepr<'_>) -> Vec<CepheusAction> {
-    let mut out = Vec::new();
-    assert_eq!(
-        sw.handle_packet(Instant::from_us(1), port, p, &mut out),
-        Handling::Handled
-    );
+    let now = Instant::from_us(1);
+    assert_eq!(sw.handle_packet(now, port, p), Handling::Handled);
+    let out: Vec<CepheusAction> = std::iter::from_fn(|| sw.poll_transmit(now)).collect();
     out
 }
 
@@ -399,7 +397,7 @@ fn strays_and_strangers_are_counted_not_forwarded() {
     let mut uni = data(0, Opcode::RC_WRITE_ONLY, true);
     uni.ip.dst_addr = host_ip(2);
     assert_eq!(
-        sw.handle_packet(Instant::from_us(0), 0, &uni, &mut Vec::new()),
+        sw.handle_packet(Instant::from_us(0), 0, &uni),
         Handling::NotMulticast
     );
     let mut other = data(0, Opcode::RC_WRITE_ONLY, true);
@@ -501,8 +499,9 @@ mod props {
                         (port, p)
                     }
                 };
-                let mut out = Vec::new();
-                sw.handle_packet(Instant::from_us(t), port, &pkt, &mut out);
+                let now = Instant::from_us(t);
+                sw.handle_packet(now, port, &pkt);
+                let out: Vec<CepheusAction> = std::iter::from_fn(|| sw.poll_transmit(now)).collect();
                 let g = sw.group(MCST).unwrap();
                 for a in &out {
                     let p = match a {
