@@ -58,22 +58,25 @@ pub fn lab_run(
     let file = dir.join("data.bin");
     std::fs::write(&file, &data).map_err(|e| e.to_string())?;
     run_rocast(&["lab", "down", "--name", name])?;
-    run_rocast(&[
-        "lab",
-        "up",
-        "--name",
-        name,
-        "--hosts",
-        &n.to_string(),
-        "--switch",
-    ])?;
+    let hosts = n.to_string();
+    let mut up = vec!["lab", "up", "--name", name, "--hosts", &hosts, "--switch"];
+    // The simulator drops at the switch port toward `loss_rank`; so does the lab's switch.
+    let (loss, rank) = (m.loss.to_string(), m.loss_rank.to_string());
+    if m.loss > 0.0 {
+        up.extend(["--loss", &loss, "--loss-host", &rank]);
+    }
+    run_rocast(&up)?;
     let result = (|| -> Result<String, String> {
         let outs: Vec<PathBuf> = (1..n).map(|i| dir.join(format!("h{i}.bin"))).collect();
-        let extra: Vec<String> = ["--message", &size.to_string(), "--op", "write"]
+        let mut extra: Vec<String> = ["--message", &size.to_string(), "--op", "write"]
             .iter()
             .map(|s| s.to_string())
             .collect();
-        let lead_text = run_group(name, n, &file, &extra, Some(&outs))?;
+        if m.conformance {
+            // One buffer per message: each member reports each, in completion order.
+            extra.extend(["--buffers".to_string(), m.messages.to_string()]);
+        }
+        let (lead_text, member_texts) = run_group_outputs(name, n, &file, &extra, Some(&outs))?;
         let mut text = format!(
             "# transfer: {} x {} B from rank 0 to ranks 1..{}, seed {} (lab, real packets: {})\n",
             m.messages,
@@ -89,6 +92,17 @@ pub fn lab_run(
                 r + 1,
                 got.len(),
                 rocast_core::payload::crc32(&got)
+            ));
+        }
+        if m.conformance {
+            // The same lines as the simulator's (`rocast_eval::cepheus::conformance_lines`).
+            let mut order = vec![Vec::new()];
+            order.extend(member_texts.iter().map(|t| buffer_order(t)));
+            let stats = rocast_net::switch::query(&rocast_net::lab::switch_socket(name), "stats")
+                .map_err(|e| format!("switch stats: {e}"))?;
+            text.push_str(&rocast_eval::cepheus::conformance_lines(
+                &order,
+                &cepheus_stats_of(&stats),
             ));
         }
         Ok(text)
@@ -146,6 +160,41 @@ fn spawn_on(lab: &str, host: usize, args: &[String]) -> Result<Child, String> {
 /// One group transfer in lab `lab`: `mcast join` on h1..h(n-1) (writing `outs[i-1]`
 /// when given), then `mcast lead` on h0 sending `file` with `extra` options. Returns
 /// the leader's output; a failed transfer is an error.
+/// The messages a member completed, in the order it reported them: `mcast join`'s
+/// `received buffer S of …` lines, one buffer per message, S counting from 1 (the
+/// simulator numbers messages from 0).
+fn buffer_order(join_stdout: &str) -> Vec<u32> {
+    join_stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("received buffer "))
+        .filter_map(|l| l.split(' ').next()?.parse::<u32>().ok())
+        .map(|seq| seq.saturating_sub(1))
+        .collect()
+}
+
+/// The Cepheus counters in a `rocast switch` stats reply (`cepheus NAME VALUE` lines).
+fn cepheus_stats_of(reply: &str) -> rocast_core::fabric::cepheus::CepheusStats {
+    let mut c = rocast_core::fabric::cepheus::CepheusStats::default();
+    for l in reply.lines() {
+        let mut w = l.split_whitespace();
+        let (Some("cepheus"), Some(k), Some(v)) = (w.next(), w.next(), w.next()) else {
+            continue;
+        };
+        let Ok(v) = v.parse::<u64>() else { continue };
+        match k {
+            "data_in" => c.data_in = v,
+            "replicas" => c.replicas = v,
+            "bridged" => c.bridged = v,
+            "retransmission_filtered" => c.filtered = v,
+            "acks_in" => c.acks_in = v,
+            "acks_out" => c.acks_out = v,
+            "naks_out" => c.naks_out = v,
+            _ => {}
+        }
+    }
+    c
+}
+
 fn run_group(
     lab: &str,
     n: usize,
@@ -153,6 +202,17 @@ fn run_group(
     extra: &[String],
     outs: Option<&[PathBuf]>,
 ) -> Result<String, String> {
+    run_group_outputs(lab, n, file, extra, outs).map(|(lead, _)| lead)
+}
+
+/// [`run_group`], also returning each member's output (h1.., in order).
+fn run_group_outputs(
+    lab: &str,
+    n: usize,
+    file: &Path,
+    extra: &[String],
+    outs: Option<&[PathBuf]>,
+) -> Result<(String, Vec<String>), String> {
     let joins = (1..n)
         .map(|i| {
             let mut args: Vec<String> = ["mcast", "join", "--bind", &host_ip(i), "--leader"]
@@ -185,9 +245,14 @@ fn run_group(
     let lead = spawn_on(lab, 0, &args)?
         .wait_with_output()
         .map_err(|e| e.to_string())?;
-    for j in joins {
-        let _ = j.wait_with_output();
-    }
+    let members: Vec<String> = joins
+        .into_iter()
+        .map(|j| {
+            j.wait_with_output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default()
+        })
+        .collect();
     let text = String::from_utf8_lossy(&lead.stdout).into_owned();
     if !lead.status.success() {
         return Err(format!(
@@ -195,7 +260,7 @@ fn run_group(
             String::from_utf8_lossy(&lead.stderr)
         ));
     }
-    Ok(text)
+    Ok((text, members))
 }
 
 fn host_ip(i: usize) -> String {

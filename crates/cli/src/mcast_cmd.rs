@@ -11,6 +11,7 @@ use rocast_core::overlay::Scheme;
 use rocast_net::mcast::{
     Leader, LeaderConfig, McastOp, Member, MemberConfig, MemberEvent, CONTROL_PORT,
 };
+use std::io::Write as _;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -94,6 +95,11 @@ pub struct LeadArgs {
     /// per send, then the median latency.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
+    /// Split the data into this many equal buffers, sent one after another in the one
+    /// group (each member then reports each buffer: the completion order the sim/lab
+    /// conformance test compares).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    buffers: u32,
 }
 
 #[derive(Debug, Args)]
@@ -103,7 +109,7 @@ pub struct JoinArgs {
     /// The leader's address.
     #[arg(long)]
     leader: Ipv4Addr,
-    /// Write what was received here.
+    /// Write what was received here (every buffer of the group, in order).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -168,6 +174,14 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
             if data.is_empty() {
                 return Err("nothing to send".into());
             }
+            if data.len() % a.buffers as usize != 0 {
+                return Err(format!(
+                    "--buffers {}: {} bytes do not split into equal buffers",
+                    a.buffers,
+                    data.len()
+                ));
+            }
+            let buffer_len = data.len() / a.buffers as usize;
             let cfg = LeaderConfig {
                 local: a.common.bind,
                 mcst_id: a.common.group,
@@ -178,7 +192,7 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
                     OpArg::Write => McastOp::Write,
                 },
                 message_bytes: parse_size(&a.message)?,
-                capacity: data.len(),
+                capacity: buffer_len,
                 control_port: a.common.control_port,
                 mtu: a.common.mtu,
                 rate_bps: (a.rate_mbps > 0).then(|| a.rate_mbps * 1_000_000),
@@ -188,7 +202,7 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
                 window: a.window,
                 timeout,
             };
-            let data: Arc<[u8]> = Arc::from(data);
+            let buffers: Vec<Arc<[u8]>> = data.chunks(buffer_len).map(Arc::from).collect();
             let mut group = match Leader::create(&cfg) {
                 Ok(g) => g,
                 Err(e) => {
@@ -198,8 +212,8 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
             };
             let mut all_ok = true;
             let mut latencies = Vec::new();
-            for _ in 0..a.repeat {
-                match group.send(data.clone()) {
+            for buffer in (0..a.repeat).flat_map(|_| buffers.iter()) {
+                match group.send(buffer.clone()) {
                     Ok(r) => {
                         println!(
                             "multicast {} bytes (crc32 {:08x}) via {} to {} members: registration {:.1} ms, transfer {:.1} ms, latency {} us, {:.3} Gbit/s goodput, {} packets retransmitted",
@@ -264,11 +278,21 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
                 match member.next() {
                     Ok(MemberEvent::Received(r)) => {
                         if let Some(out) = &a.out {
-                            std::fs::write(out, &r.data)
-                                .map_err(|e| format!("{}: {e}", out.display()))?;
+                            // The file holds every buffer of the group, in order.
+                            let mut f = std::fs::OpenOptions::new()
+                                .create(true)
+                                .write(true)
+                                .append(received > 0)
+                                .truncate(received == 0)
+                                .open(out)
+                                .and_then(|mut f| f.write_all(&r.data).map(|()| f));
+                            if let Err(e) = f.as_mut() {
+                                return Err(format!("{}: {e}", out.display()));
+                            }
                         }
                         println!(
-                            "received {} bytes (crc32 {:08x}): {}",
+                            "received buffer {} of {} bytes (crc32 {:08x}): {}",
+                            r.seq,
                             r.data.len(),
                             r.crc32,
                             if r.ok { "ok" } else { "FAILED" }

@@ -19,6 +19,7 @@
 
 use std::fmt::Write as _;
 
+use rocast_core::fabric::cepheus::CepheusStats;
 use rocast_core::overlay::Scheme;
 use rocast_core::plan::Topology;
 use rocast_core::rnic::{Payload, Retransmission};
@@ -98,6 +99,9 @@ pub(crate) fn transfer(
     spec.messages = m.messages;
     spec.verify_data = true;
     spec.seed = sc.seed;
+    if m.loss > 0.0 {
+        spec.loss_toward = Some((m.loss_rank, m.loss));
+    }
     let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
     let mut text = format!(
         "# transfer: {} x {} B from rank 0 to ranks 1..{}, seed {} (simulated)\n",
@@ -112,6 +116,9 @@ pub(crate) fn transfer(
             size * m.messages as u64
         ));
     }
+    if m.conformance {
+        text.push_str(&conformance_lines(&out.member_order, &out.switches));
+    }
     if !out.corrupt_receivers.is_empty() {
         return Err(format!("hosts {:?} hold wrong data", out.corrupt_receivers));
     }
@@ -119,6 +126,22 @@ pub(crate) fn transfer(
         text,
         files: Vec::new(),
     })
+}
+
+/// What the sim/lab conformance test compares beyond the bytes (`multicast.conformance`;
+/// `rocast lab run` prints the same lines): each member's message completion order, and
+/// the switches' multicast counters, summed.
+pub fn conformance_lines(order: &[Vec<u32>], sw: &CepheusStats) -> String {
+    let mut t = String::new();
+    for (r, o) in order.iter().enumerate().skip(1) {
+        let list: Vec<String> = o.iter().map(u32::to_string).collect();
+        t.push_str(&format!("rank {r} order {}\n", list.join(" ")));
+    }
+    t.push_str(&format!(
+        "switch data_in {} replicas {} bridged {} filtered {} acks_in {} acks_out {} naks_out {}\n",
+        sw.data_in, sw.replicas, sw.bridged, sw.filtered, sw.acks_in, sw.acks_out, sw.naks_out
+    ));
+    t
 }
 
 /// `(lo, hi)` of a non-empty list.

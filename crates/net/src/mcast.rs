@@ -172,6 +172,9 @@ impl LeaderReport {
 /// What a member received.
 #[derive(Clone, Debug)]
 pub struct MemberReport {
+    /// The buffer's sequence number in the group (1, 2, … in the order the leader
+    /// sent them: the `Announce` sequence of `wire::group_control`).
+    pub seq: u32,
     pub data: Vec<u8>,
     pub crc32: u32,
     /// The leader's verdict (its CRC equals ours, and it completed).
@@ -1121,6 +1124,7 @@ impl Member {
             None => return Err(McastError::Protocol("no verdict for the buffer".into())),
         };
         Ok(MemberReport {
+            seq,
             data,
             crc32: ours,
             ok,

@@ -74,6 +74,8 @@ pub struct CepheusSpec {
     /// all from `source`. A change of sender waits until the group is drained, then
     /// runs Cepheus §III-E's PSN synchronisation on the two QPs — same MFT, same QPs.
     pub senders: Vec<u32>,
+    /// Drop this fraction of the frames toward this host (the switch port to it).
+    pub loss_toward: Option<(u32, f64)>,
 }
 
 impl CepheusSpec {
@@ -92,6 +94,7 @@ impl CepheusSpec {
             safeguard: None,
             fallback_block: 1 << 20,
             senders: Vec::new(),
+            loss_toward: None,
             sample_interval: None,
         }
     }
@@ -152,6 +155,9 @@ pub struct CepheusOutcome {
     /// With `verify_data`: CRC-32 of what each member's application holds, in member
     /// order (the source first), for comparison with a real run of the scenario.
     pub member_crc32: Vec<u32>,
+    /// Per member (the source first, empty): the messages in the order its QP
+    /// completed them on the Cepheus path (not the fallback's).
+    pub member_order: Vec<Vec<u32>>,
     pub fallback: Option<Fallback>,
     pub source_feedback: SourceFeedback,
     /// All switches' multicast counters, summed.
@@ -233,6 +239,9 @@ pub fn run_cepheus_with_flows(
     }
     cfg.carry_payload = spec.verify_data;
     let mut engine = Engine::new(topo, cfg, flows)?;
+    if let Some((host, p)) = spec.loss_toward {
+        engine.set_loss_toward_host(host, p)?;
+    }
     let mut run = GroupRun::new(&mut engine, spec)?;
     run.drive(&mut engine)?;
     Ok(run.finish(&mut engine))
@@ -256,6 +265,8 @@ struct GroupRun<'s> {
     outstanding: u32,
     /// delivered[member][message]
     delivered: Vec<Vec<bool>>,
+    /// Per member: messages in the order the Cepheus path completed them.
+    order: Vec<Vec<u32>>,
     message_done_ps: Vec<Option<u64>>,
     source_done_ps: Vec<Option<u64>>,
     duplicates: u64,
@@ -346,6 +357,7 @@ impl<'s> GroupRun<'s> {
             next_post: 0,
             outstanding: 0,
             delivered: vec![vec![false; m]; n],
+            order: vec![Vec::new(); n],
             message_done_ps: vec![None; m],
             source_done_ps: vec![None; m],
             duplicates: 0,
@@ -446,6 +458,7 @@ impl<'s> GroupRun<'s> {
             return;
         }
         *slot = true;
+        self.order[r].push(i);
         if self.spec.verify_data {
             let len = self.spec.message_bytes as usize;
             let off = (i as u64 % self.slots) as usize * len;
@@ -745,6 +758,7 @@ impl<'s> GroupRun<'s> {
             source_switches: self.source_switches,
             corrupt_receivers,
             member_crc32,
+            member_order: self.order,
             fallback: self.fallback,
             source_feedback,
             switches,

@@ -123,6 +123,13 @@ pub struct MulticastConfig {
     /// `transfer` (the sim/lab conformance scenario): messages of `message` bytes
     /// from host 0 to hosts 1..group.
     pub messages: u32,
+    /// `transfer`: drop this fraction of the frames toward member `loss_rank` (the
+    /// switch's port to it, as `rocast lab up --loss P --loss-host R` does).
+    pub loss: f64,
+    pub loss_rank: u32,
+    /// `transfer`: also print each member's message completion order and the
+    /// switches' multicast counters (what the conformance test compares).
+    pub conformance: bool,
     /// `ud-latency`: the optical broadcast-select fabric and its latency model
     /// (`[multicast.odbss]`, see `odbss::OdbssConfig`).
     pub odbss: crate::scenario::odbss::OdbssConfig,
@@ -177,6 +184,9 @@ impl Default for MulticastConfig {
             phase_ms: 1.0,
             unicasts: Vec::new(),
             messages: 1,
+            loss: 0.0,
+            loss_rank: 0,
+            conformance: false,
             odbss: Default::default(),
             ud_loss: Default::default(),
         }
@@ -559,6 +569,16 @@ impl Scenario {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
+        let m = &self.multicast;
+        if !(0.0..1.0).contains(&m.loss) {
+            return Err(invalid("multicast.loss", "must be in [0, 1)"));
+        }
+        if m.loss > 0.0 && !(1..m.group.max(1)).contains(&m.loss_rank) {
+            return Err(invalid(
+                "multicast.loss_rank",
+                format!("must name a member, 1..{}", m.group.saturating_sub(1)),
+            ));
+        }
         let t = &self.topology;
         if !(self.stop_ms > 0.0 && self.stop_ms.is_finite()) {
             return Err(invalid(
