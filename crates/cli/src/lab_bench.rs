@@ -68,7 +68,7 @@ pub fn lab_run(
     run_rocast(&up)?;
     let result = (|| -> Result<String, String> {
         let outs: Vec<PathBuf> = (1..n).map(|i| dir.join(format!("h{i}.bin"))).collect();
-        let mut extra: Vec<String> = ["--message", &size.to_string(), "--op", "write"]
+        let mut extra: Vec<String> = ["--message", &size.to_string(), "--op", &m.op]
             .iter()
             .map(|s| s.to_string())
             .collect();

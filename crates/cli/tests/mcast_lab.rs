@@ -412,9 +412,9 @@ fn the_same_scenario_delivers_the_same_data_in_the_simulator_and_the_lab() {
 }
 
 /// Issue 20's conformance by construction: the `transfer` scenario (a group of 4:
-/// host 0 WRITEs seeded messages to three members through one Cepheus switch) runs in
-/// `rocast sim` and in `rocast lab run`, without loss and with 1e-3 loss at the switch
-/// port toward member 3. Both must deliver the same bytes to every member and complete
+/// host 0 multicasts seeded messages to three members through one Cepheus switch, by
+/// WRITE and by SEND) runs in `rocast sim` and in `rocast lab run`, without loss and
+/// with 1e-3 loss at the switch port toward member 3. Both must deliver the same bytes to every member and complete
 /// the messages at every member in the same order; without loss (where they do not
 /// depend on timing) the switch's data packets in, replicas and bridged copies must be
 /// equal too, and nothing may be filtered as a retransmission.
@@ -436,9 +436,17 @@ fn the_simulator_and_the_lab_agree_on_bytes_order_and_switch_counters() {
             .map(|kv| (kv[0].to_string(), kv[1].parse().unwrap()))
             .collect()
     };
-    for (case, loss) in [("lossless", None), ("lossy", Some("0.001"))] {
+    for (op, loss) in [
+        ("write", None),
+        ("write", Some("0.001")),
+        ("send", None),
+        ("send", Some("0.001")),
+    ] {
+        let case = format!("{op}, loss {}", loss.unwrap_or("0"));
         let mut sets = vec![
             "--set".to_string(),
+            format!("multicast.op={op}"),
+            "--set".into(),
             "multicast.conformance=true".into(),
             "--set".into(),
             "multicast.messages=8".into(),

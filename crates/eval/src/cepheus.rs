@@ -102,6 +102,7 @@ pub(crate) fn transfer(
     if m.loss > 0.0 {
         spec.loss_toward = Some((m.loss_rank, m.loss));
     }
+    spec.send = m.op == "send";
     let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
     let mut text = format!(
         "# transfer: {} x {} B from rank 0 to ranks 1..{}, seed {} (simulated)\n",

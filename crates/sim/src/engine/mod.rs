@@ -239,6 +239,8 @@ pub enum AppEvent {
     QpDelivered { qpn: u32, imm: u32, len: usize },
     /// A WRITE posted on an app QP completed: acknowledged, or failed.
     QpSendDone { qpn: u32, wr_id: u64, ok: bool },
+    /// A SEND with immediate arrived whole at an app QP (its bytes, when carried).
+    QpReceived { qpn: u32, imm: u32, data: Vec<u8> },
     /// An MRP packet reached host `host` (its UDP payload).
     Mrp { host: u32, bytes: Vec<u8> },
     /// A control-channel message from host `from` reached host `to`.
@@ -480,14 +482,21 @@ pub struct Engine {
 #[derive(Clone, Copy, Debug)]
 enum PostTarget {
     Conn(u32),
-    Qp { qpn: u32, rkey: u32 },
+    Qp {
+        qpn: u32,
+        rkey: u32,
+    },
+    /// A SEND with immediate on an app QP.
+    QpSend {
+        qpn: u32,
+    },
 }
 
 impl PostTarget {
     fn endpoint(self) -> AppEndpoint {
         match self {
             PostTarget::Conn(c) => AppEndpoint::Conn(c),
-            PostTarget::Qp { qpn, .. } => AppEndpoint::Qp(qpn),
+            PostTarget::Qp { qpn, .. } | PostTarget::QpSend { qpn } => AppEndpoint::Qp(qpn),
         }
     }
 }
@@ -510,6 +519,20 @@ impl AppEndpoint {
         match self {
             AppEndpoint::Conn(conn) => AppEvent::Delivered { conn, imm, len },
             AppEndpoint::Qp(qpn) => AppEvent::QpDelivered { qpn, imm, len },
+        }
+    }
+    fn received(self, imm: u32, data: &[u8]) -> AppEvent {
+        match self {
+            AppEndpoint::Conn(conn) => AppEvent::Delivered {
+                conn,
+                imm,
+                len: data.len(),
+            },
+            AppEndpoint::Qp(qpn) => AppEvent::QpReceived {
+                qpn,
+                imm,
+                data: data.to_vec(),
+            },
         }
     }
 }
@@ -1913,6 +1936,22 @@ impl Engine {
                 let ok = self.post_write(qpn, p.wr_id, p.remote_offset, rkey, p.imm, p.data);
                 (qpn, ok)
             }
+            PostTarget::QpSend { qpn } => {
+                let ok = self
+                    .qps
+                    .get_mut(qpn as usize)
+                    .and_then(|s| s.as_mut())
+                    .ok_or_else(|| "closed".to_string())
+                    .and_then(|s| {
+                        let req = SendRequest {
+                            wr_id: p.wr_id,
+                            op: SendOp::SendImm(p.imm),
+                            data: p.data,
+                        };
+                        s.qp.post_send(req).map_err(|e| e.to_string())
+                    });
+                (qpn, ok)
+            }
         };
         if ok.is_err() {
             self.app_outstanding -= 1;
@@ -1932,6 +1971,11 @@ impl Engine {
                     ep.send_done(wr_id, result.is_ok())
                 }
                 Event::RecvWriteImm { imm, len, .. } => ep.delivered(imm, len),
+                Event::Recv {
+                    imm: Some(imm),
+                    ref data,
+                    ..
+                } => ep.received(imm, data),
                 _ => continue,
             };
             self.app_events.push_back((self.now, app));
@@ -2017,12 +2061,32 @@ impl Engine {
     }
     /// Posts a receive on an app QP (a WRITE with immediate consumes one).
     pub fn post_recv(&mut self, qpn: u32, wr_id: u64) -> Result<(), String> {
+        self.post_recv_len(qpn, wr_id, 0)
+    }
+    /// Posts a receive of up to `max_len` bytes (a SEND's buffer) on app QP `qpn`.
+    pub fn post_recv_len(&mut self, qpn: u32, wr_id: u64, max_len: usize) -> Result<(), String> {
         let slot = self
             .qps
             .get_mut(qpn as usize)
             .and_then(|s| s.as_mut())
             .ok_or("no such QP")?;
-        slot.qp.post_recv(wr_id, 0).map_err(|e| e.to_string())
+        slot.qp.post_recv(wr_id, max_len).map_err(|e| e.to_string())
+    }
+    /// Posts, at `at`, a SEND with immediate of `data` on app QP `qpn` (the receivers
+    /// need receives of its length). Completion: [`AppEvent::QpSendDone`].
+    pub fn post_qp_send(
+        &mut self,
+        at: Instant,
+        qpn: u32,
+        data: Payload,
+        imm: u32,
+        wr_id: u64,
+    ) -> Result<(), String> {
+        if self.qp(qpn).is_none() {
+            return Err(format!("no QP {qpn}"));
+        }
+        self.schedule_post(at, PostTarget::QpSend { qpn }, 0, data, imm, wr_id);
+        Ok(())
     }
     /// Posts, at `at`, an RDMA WRITE with immediate of `data` at `remote_va` under
     /// `rkey` on app QP `qpn`. Completion: [`AppEvent::QpSendDone`].

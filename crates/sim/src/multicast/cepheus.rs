@@ -76,6 +76,10 @@ pub struct CepheusSpec {
     pub senders: Vec<u32>,
     /// Drop this fraction of the frames toward this host (the switch port to it).
     pub loss_toward: Option<(u32, f64)>,
+    /// SEND (with the message number as immediate, into a posted receive per message)
+    /// instead of RDMA WRITE with immediate. SEND groups register no memory region
+    /// and do not switch sources.
+    pub send: bool,
 }
 
 impl CepheusSpec {
@@ -95,6 +99,7 @@ impl CepheusSpec {
             fallback_block: 1 << 20,
             senders: Vec::new(),
             loss_toward: None,
+            send: false,
             sample_interval: None,
         }
     }
@@ -311,10 +316,13 @@ impl<'s> GroupRun<'s> {
             .iter()
             .map(|&h| engine.open_qp(h, mcst, VIRTUAL_QPN, region))
             .collect::<Result<Vec<_>, _>>()?;
+        if spec.send && !spec.senders.is_empty() {
+            return Err("a SEND group does not switch sources (senders is for WRITE)".into());
+        }
         let member = |h: u32, qpn: u32| MrpMember {
             ip: Ipv4Address::from_u32(host_ip(h)),
             qpn,
-            region: Some((0, 1)),
+            region: (!spec.send).then_some((0, 1)),
         };
         let group = GroupSpec::new(
             spec.mcst_id,
@@ -410,24 +418,33 @@ impl<'s> GroupRun<'s> {
             let at = at.max(self.cpu_free) + self.spec.per_message_overhead.as_ps();
             self.cpu_free = at;
             let offset = (i as u64 % self.slots) * self.spec.message_bytes;
+            let recv_len = if self.spec.send {
+                self.spec.message_bytes as usize
+            } else {
+                0
+            };
             for (m, &q) in self.qpns.iter().enumerate() {
                 if m != s {
-                    engine.post_recv(q, i as u64)?;
+                    engine.post_recv_len(q, i as u64, recv_len)?;
                 }
             }
             let data = match self.hold_own(s, i) {
                 Some(d) => Payload::Bytes(Arc::from(d)),
                 None => Payload::Zeros(self.spec.message_bytes as usize),
             };
-            engine.post_qp_write(
-                Instant::from_ps(at),
-                self.qpns[s],
-                offset,
-                0,
-                data,
-                i,
-                i as u64,
-            )?;
+            if self.spec.send {
+                engine.post_qp_send(Instant::from_ps(at), self.qpns[s], data, i, i as u64)?;
+            } else {
+                engine.post_qp_write(
+                    Instant::from_ps(at),
+                    self.qpns[s],
+                    offset,
+                    0,
+                    data,
+                    i,
+                    i as u64,
+                )?;
+            }
             if let Some(m) = self.monitor.as_mut() {
                 m.handle_busy(Instant::from_ps(at));
             }
@@ -448,7 +465,8 @@ impl<'s> GroupRun<'s> {
         Some(d)
     }
 
-    fn delivered(&mut self, engine: &Engine, r: usize, i: u32, now: u64) {
+    /// Member `r` holds message `i`: in its QP's region (WRITE), or in `sent` (SEND).
+    fn delivered(&mut self, engine: &Engine, r: usize, i: u32, now: u64, sent: Option<&[u8]>) {
         let Some(slot) = self.delivered[r].get_mut(i as usize) else {
             self.duplicates += 1; // an immediate that names no message
             return;
@@ -463,10 +481,13 @@ impl<'s> GroupRun<'s> {
             let len = self.spec.message_bytes as usize;
             let off = (i as u64 % self.slots) as usize * len;
             let at = i as usize * len;
-            if let Some(src) = engine
-                .qp_region(self.qpns[r])
-                .and_then(|m| m.get(off..off + len))
-            {
+            let held = match sent {
+                Some(d) => Some(d),
+                None => engine
+                    .qp_region(self.qpns[r])
+                    .and_then(|m| m.get(off..off + len)),
+            };
+            if let Some(src) = held.filter(|d| d.len() == len) {
                 self.app_buffers[r][at..at + len].copy_from_slice(src);
             }
         }
@@ -630,7 +651,12 @@ impl<'s> GroupRun<'s> {
             }
             AppEvent::QpDelivered { qpn, imm, .. } => {
                 if let Some(r) = self.qpns.iter().position(|&q| q == qpn) {
-                    self.delivered(engine, r, imm, now);
+                    self.delivered(engine, r, imm, now, None);
+                }
+            }
+            AppEvent::QpReceived { qpn, imm, data } => {
+                if let Some(r) = self.qpns.iter().position(|&q| q == qpn) {
+                    self.delivered(engine, r, imm, now, Some(&data));
                 }
             }
             _ => {}

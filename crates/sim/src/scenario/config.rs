@@ -123,6 +123,8 @@ pub struct MulticastConfig {
     /// `transfer` (the sim/lab conformance scenario): messages of `message` bytes
     /// from host 0 to hosts 1..group.
     pub messages: u32,
+    /// `transfer`: "write" (RDMA WRITE with immediate) or "send" (SEND with immediate).
+    pub op: String,
     /// `transfer`: drop this fraction of the frames toward member `loss_rank` (the
     /// switch's port to it, as `rocast lab up --loss P --loss-host R` does).
     pub loss: f64,
@@ -184,6 +186,7 @@ impl Default for MulticastConfig {
             phase_ms: 1.0,
             unicasts: Vec::new(),
             messages: 1,
+            op: "write".into(),
             loss: 0.0,
             loss_rank: 0,
             conformance: false,
@@ -570,6 +573,12 @@ impl Scenario {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let m = &self.multicast;
+        if !matches!(m.op.as_str(), "write" | "send") {
+            return Err(invalid(
+                "multicast.op",
+                format!("expected \"write\" or \"send\", got {:?}", m.op),
+            ));
+        }
         if !(0.0..1.0).contains(&m.loss) {
             return Err(invalid("multicast.loss", "must be in [0, 1)"));
         }
