@@ -57,8 +57,8 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     before, after = files(sys.argv[1]), files(sys.argv[2])
-    # A preset run on one side only is reported, not compared (a partial run).
-    ran = lambda d: {f[: -len(".stdout")] for f in os.listdir(d) if f.endswith(".stdout")}
+    # A preset run on one side only (or still running: no .time yet) is reported, not compared.
+    ran = lambda d: {f[: -len(".time")] for f in os.listdir(d) if f.endswith(".time")}
     both = ran(sys.argv[1]) & ran(sys.argv[2])
     for name in sorted(ran(sys.argv[1]) ^ ran(sys.argv[2])):
         print(f"not compared (run on one side only): {name}")
