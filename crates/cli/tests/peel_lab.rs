@@ -8,38 +8,14 @@
 //! the lab's own namespaces carry traffic, and the lab is torn down pass or fail.
 
 mod common;
-use common::{rocast, LabGuard};
+use common::{line_counter, rocast, LabGuard};
 use std::path::Path;
 
 const MESSAGES: u64 = 2000;
 
 /// `key value` from a `switch <name>:` line.
 fn switch_counter(out: &str, switch: &str, key: &str) -> u64 {
-    let label = format!("switch {switch}:");
-    let line = out
-        .lines()
-        .find(|l| l.starts_with(&label))
-        .unwrap_or_else(|| panic!("no {label} line in:\n{out}"));
-    let f: Vec<&str> = line.split_whitespace().collect();
-    let i = f
-        .iter()
-        .position(|w| *w == key)
-        .unwrap_or_else(|| panic!("no {key} in {line}"));
-    f[i + 1].parse().unwrap()
-}
-
-/// `key value` from the `totals:` or `sender h0:` line.
-fn line_counter(out: &str, prefix: &str, key: &str) -> u64 {
-    let line = out
-        .lines()
-        .find(|l| l.starts_with(prefix))
-        .unwrap_or_else(|| panic!("no {prefix} line in:\n{out}"));
-    let f: Vec<&str> = line.split_whitespace().collect();
-    let i = f
-        .iter()
-        .position(|w| *w == key)
-        .unwrap_or_else(|| panic!("no {key} in {line}"));
-    f[i + 1].parse().unwrap()
+    line_counter(out, &format!("switch {switch}:"), key)
 }
 
 /// `rocast pcap check` on one capture: (roce frames, peel frames), asserting it passes.

@@ -6,7 +6,7 @@
 //! Only the lab's own namespaces carry traffic.
 
 mod common;
-use common::{rocast, LabGuard};
+use common::{line_counter, rocast, LabGuard};
 
 const MESSAGES: u64 = 3000;
 
@@ -18,18 +18,8 @@ fn row<'a>(out: &'a str, host: &str) -> Vec<&'a str> {
         .unwrap_or_else(|| panic!("no row for {host} in:\n{out}"))
 }
 
-/// `key value` from the `totals:` line.
 fn total(out: &str, key: &str) -> u64 {
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("totals:"))
-        .unwrap_or_else(|| panic!("no totals in:\n{out}"));
-    let f: Vec<&str> = line.split_whitespace().collect();
-    let i = f
-        .iter()
-        .position(|w| *w == key)
-        .unwrap_or_else(|| panic!("no {key} in {line}"));
-    f[i + 1].parse().unwrap()
+    line_counter(out, "totals:", key)
 }
 
 fn run_bench(lab: &str, medium: &str) -> String {

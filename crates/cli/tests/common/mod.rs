@@ -71,3 +71,19 @@ impl Drop for LabGuard {
         }
     }
 }
+
+/// The number after `key` on the first line of `out` that starts with `prefix`
+/// (`totals: … key N …`, `switch agg: … key N …`); a missing line or key fails the test.
+#[allow(dead_code)] // not every test binary reads counters
+pub fn line_counter(out: &str, prefix: &str, key: &str) -> u64 {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix} line in:\n{out}"));
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let i = f
+        .iter()
+        .position(|w| *w == key)
+        .unwrap_or_else(|| panic!("no {key} in {line}"));
+    f[i + 1].parse().unwrap()
+}
