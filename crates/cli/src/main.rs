@@ -12,6 +12,7 @@ mod lab_cmd;
 mod mcast_cmd;
 mod pcap_cmd;
 mod perf_cmd;
+mod plot;
 mod sim_cmd;
 mod switch_cmd;
 mod tree_cmd;

@@ -84,7 +84,7 @@ pub fn run(cmd: SimCmd) -> Result<(), String> {
             };
             if let Some(script) = script {
                 let png = path.with_extension("png");
-                match crate::bcast_cmd::run_python(script, &path, &png, &sc.name) {
+                match crate::plot::run_python(script, &path, &png, &sc.name) {
                     Ok(()) => println!("plot: {}", png.display()),
                     Err(e) => println!("no plot ({e})"),
                 }

@@ -7,12 +7,12 @@
 //!
 //! `CHECKED` lists the crates held to it: the core (where `control` must not import
 //! the switch, nor `fabric` the switch or `control`), the simulator, the experiments
-//! and the real-time runtime.
+//! the real-time runtime and the command line.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-const CHECKED: &[&str] = &["core", "sim", "eval", "net"];
+const CHECKED: &[&str] = &["core", "sim", "eval", "net", "cli"];
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
