@@ -91,15 +91,41 @@ fuzz_target!(|data: &[u8]| {
         sw.set_path(mcst, 1, NextHop::Switch, false).unwrap();
         let mut r2 = r;
         r2.ip.dst_addr = mcst;
-        let mut out = Vec::new();
         for port in 0..5 {
-            sw.handle_packet(rocast_core::time::Instant::from_ps(port as u64), port, &r2, &mut out);
+            let now = rocast_core::time::Instant::from_ps(port as u64);
+            sw.handle_packet(now, port, &r2);
+            while sw.poll_transmit(now).is_some() {}
         }
         let b = Bridge { mcst_id: mcst, dst_ip: r.ip.src_addr, dst_qp: 7, region: Some((1, 2)) };
         let mut copy = data.to_vec();
         if b.rewrite_ip_packet(&mut copy).is_ok() {
             assert!(RoceRepr::parse_verified(&copy).is_ok());
         }
+    }
+    // The whole switch pipeline takes any frame on any port (and a port it does not
+    // have) without panicking, and everything it emits fits a buffer of the input's
+    // size or is counted.
+    {
+        use rocast_core::fabric::cepheus::{CnpFilterPolicy, GroupAddressSpace};
+        use rocast_core::switch::{FrameSwitch, FrameSwitchConfig};
+        let mut sw = FrameSwitch::new(
+            FrameSwitchConfig {
+                ports: 4,
+                max_groups: 4,
+                group_space: GroupAddressSpace::default(),
+                switch_id: 1,
+                mac: rocast_core::wire::EthernetAddress([2, 0, 0, 0, 0, 0]),
+                peel: None,
+            },
+            CnpFilterPolicy::ForwardAll.build(),
+        );
+        let mut buf = vec![0u8; data.len().max(64)];
+        for port in 0..5u16 {
+            let now = rocast_core::time::Instant::from_ps(port as u64);
+            sw.handle_frame(now, port, data);
+            while sw.poll_transmit(now, &mut buf).is_some() {}
+        }
+        assert_eq!(sw.stats().rx_frames, 5);
     }
     pcap(data);
     let mut with_header = PCAP_HEADER.to_vec();
