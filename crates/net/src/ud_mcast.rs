@@ -25,7 +25,7 @@
 //!   group (`IP_ADD_MEMBERSHIP` on the host's interface). Each datagram is rebuilt into
 //!   a whole Ethernet frame: destination MAC = the group's (RFC 1112) for a datagram
 //!   the kernel reports (`IP_PKTINFO`) as sent to the group, else the host's own;
-//!   IPv4+UDP header as [`Ipv4Repr::rocev2`] writes it, with the sender's address and
+//!   IPv4+UDP header as [`Ipv4Repr::rocev2`](rocast_core::wire::Ipv4Repr::rocev2) writes it, with the sender's address and
 //!   port from `recvmsg`, the header's destination address, and the TOS byte from
 //!   `IP_RECVTOS`. [`UdEndpoint::handle_frame`] then checks everything a RoCE NIC
 //!   would, the ICRC included (the ICRC masks TOS and TTL and covers the rest, so it

@@ -8,9 +8,9 @@
 //!
 //! Memory: 104 bytes per packet record; records live in a reusable slab.
 
-use rocast_core::fabric::cepheus::BridgedHeaders;
 #[cfg(test)]
 use rocast_core::fabric::cepheus::Bridge;
+use rocast_core::fabric::cepheus::BridgedHeaders;
 use rocast_core::wire::{
     AckSyndrome, AethRepr, BthRepr, Ecn, ExtHeaders, Ipv4Address, Opcode, Psn, RethRepr, RoceRepr,
 };
@@ -262,7 +262,7 @@ pub fn host_of_ip(ip: u32) -> u32 {
 }
 
 /// Cepheus connection bridging on the record's fields: the core's one rewrite
-/// ([`Bridge::apply`]) sees where the record keeps them. In place, because it runs for
+/// ([`Bridge::apply`](rocast_core::fabric::cepheus::Bridge::apply)) sees where the record keeps them. In place, because it runs for
 /// every copy a switch makes. The record carries no IPv4 ident.
 impl BridgedHeaders for SimPacket {
     #[inline]

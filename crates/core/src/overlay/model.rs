@@ -22,7 +22,7 @@
 //!   from [`critical_path`].
 //!
 //! [`critical_path`] evaluates any configuration exactly under this cost model by
-//! running the real [`BroadcastDriver`]s against an ideal network (per-sender FIFO
+//! running the real [`BroadcastDriver`](super::BroadcastDriver)s against an ideal network (per-sender FIFO
 //! NIC, no contention inside the fabric); the closed forms above are checked
 //! against it in the tests, and the simulator is checked against it in
 //! `rocast-sim`'s overlay tests.

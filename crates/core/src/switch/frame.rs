@@ -18,7 +18,7 @@
 //! 4. **RoCE to a group address** goes to the Cepheus engine
 //!    ([`CepheusSwitch::handle_packet`], Cepheus §III-B/§III-D): replicas are bridged
 //!    to each member's connection ([`Bridge::apply`] on the parsed packet, checksum and
-//!    ICRC recomputed, IPv4 ident 0), feedback is emitted toward the source ([`FeedbackPacket::repr`]).
+//!    ICRC recomputed, IPv4 ident 0), feedback is emitted toward the source ([`FeedbackPacket::repr`](crate::fabric::cepheus::FeedbackPacket::repr)).
 //! 5. **PEEL** (UDP [`PEEL_UDP_PORT`], PEEL §3.2–3.3), at a switch configured with a
 //!    [`PeelRole`]: the shim is read ([`read_shim`]) and the PEEL engine
 //!    ([`PeelSwitch::handle`]) decides the copies. A copy toward a switch keeps the
