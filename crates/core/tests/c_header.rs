@@ -150,8 +150,15 @@ fn the_define_reader_refuses_what_it_cannot_check() {
     assert!(std::panic::catch_unwind(|| header_defines("#define D (1 << 4)\n")).is_err());
 }
 
-/// Compiles `verbs/proto_check.c` against the header; panics when it cannot.
+/// Compiles `verbs/proto_check.c` against the header, once per test process (the
+/// tests run in parallel, and running a binary another test is rewriting fails with
+/// "text file busy"); panics when it cannot.
 fn proto_check() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(compile_proto_check).clone()
+}
+
+fn compile_proto_check() -> PathBuf {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("proto_check");
     let src = verbs_dir().join("proto_check.c");
