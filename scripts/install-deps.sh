@@ -8,6 +8,7 @@ need_apt=()
 command -v tcpdump >/dev/null 2>&1 || need_apt+=(tcpdump)        # captures for `rocast pcap check` on real traffic
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)          # rocast lab: namespaces, veths, tc
 command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)        # rocast lab --switch: veth offloads off for AF_PACKET switching
+command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)   # crates/core/tests/c_header.rs compiles verbs/proto_check.c
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   need_apt+=(cargo rustc)
