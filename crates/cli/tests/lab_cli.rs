@@ -342,3 +342,38 @@ fn bad_arguments_are_rejected_up_front() {
     }
     assert!(namespaces("t8").is_empty());
 }
+
+/// A two-tier lab runs one switch daemon per switch namespace; `lab status` names each
+/// (agg, tor0, tor1) and whether it runs, and a daemon that died is reported as such.
+#[test]
+fn status_reports_every_switch_daemon_of_a_two_tier_lab() {
+    let _g = LabGuard::new("t9");
+    up("t9", &["--hosts", "4", "--switch", "--tors", "2"]);
+    let r = rocast(&["lab", "status", "--name", "t9"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for d in ["agg", "tor0", "tor1"] {
+        assert!(
+            r.stdout.contains(&format!("switch daemon {d}: pid ")) && r.stdout.contains("running"),
+            "{d}: {}",
+            r.stdout
+        );
+    }
+    // Kill tor1's daemon: status says it is not running and where its log is.
+    let pid = std::fs::read_to_string(format!("{}/tor1.pid", state_dir("t9"))).unwrap();
+    let k = Command::new("kill")
+        .args(["-9", pid.trim()])
+        .status()
+        .unwrap();
+    assert!(k.success());
+    let mut gone = false;
+    for _ in 0..50 {
+        let r = rocast(&["lab", "status", "--name", "t9"]);
+        if r.stdout.contains("switch daemon tor1: pid") && r.stdout.contains("NOT running") {
+            assert!(r.stdout.contains("tor1.log"), "{}", r.stdout);
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(gone, "tor1's death never showed in lab status");
+}

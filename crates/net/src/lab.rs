@@ -1483,6 +1483,8 @@ pub struct NsStatus {
 /// The switch daemon as `status` sees it.
 #[derive(Debug)]
 pub struct DaemonStatus {
+    /// Which daemon: `switch` (one-switch lab), or `agg`, `tor0`, … (two-tier lab).
+    pub name: String,
     pub pid: i32,
     pub alive: bool,
 }
@@ -1493,7 +1495,8 @@ pub struct LabStatus {
     pub name: String,
     pub state: Option<LabState>,
     pub namespaces: Vec<NsStatus>,
-    pub switch: Option<DaemonStatus>,
+    /// Every switch daemon the lab started (none without `--switch`), by name.
+    pub switches: Vec<DaemonStatus>,
 }
 
 /// The lab's state file, namespaces (addresses, qdiscs) and switch daemon. An error
@@ -1518,18 +1521,31 @@ pub fn status(name: &str) -> Result<LabStatus, LabError> {
             name: ns,
         })
         .collect();
-    let switch = fs::read_to_string(dir.join("switch.pid"))
-        .ok()
-        .and_then(|s| s.trim().parse::<i32>().ok())
-        .map(|pid| DaemonStatus {
-            pid,
-            alive: alive(pid),
-        });
+    // One pid file per daemon: switch.pid, or agg.pid and tor<t>.pid (sorted by name).
+    let mut switches: Vec<DaemonStatus> = fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let path = e.path();
+            let name = path.file_stem()?.to_str()?.to_string();
+            if path.extension()? != "pid" {
+                return None;
+            }
+            let pid = fs::read_to_string(&path).ok()?.trim().parse::<i32>().ok()?;
+            Some(DaemonStatus {
+                alive: alive(pid),
+                name,
+                pid,
+            })
+        })
+        .collect();
+    switches.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(LabStatus {
         name: name.into(),
         state: LabState::load(name),
         namespaces,
-        switch,
+        switches,
     })
 }
 
@@ -1554,16 +1570,25 @@ impl fmt::Display for LabStatus {
                 writeln!(f, "  {}", l.trim_end())?;
             }
         }
-        match &self.switch {
-            None => writeln!(f, "switch daemon: none"),
-            Some(d) if d.alive => writeln!(f, "switch daemon: pid {} running", d.pid),
-            Some(d) => writeln!(
-                f,
-                "switch daemon: pid {} NOT running (see {})",
-                d.pid,
-                state_dir(&self.name).join("switch.log").display()
-            ),
+        if self.switches.is_empty() {
+            writeln!(f, "switch daemon: none")?;
         }
+        for d in &self.switches {
+            if d.alive {
+                writeln!(f, "switch daemon {}: pid {} running", d.name, d.pid)?;
+            } else {
+                writeln!(
+                    f,
+                    "switch daemon {}: pid {} NOT running (see {})",
+                    d.name,
+                    d.pid,
+                    state_dir(&self.name)
+                        .join(format!("{}.log", d.name))
+                        .display()
+                )?;
+            }
+        }
+        Ok(())
     }
 }
 
