@@ -95,6 +95,11 @@ pub struct LeadArgs {
     /// per send, then the median latency.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
+    /// Cepheus' safeguard (§V-D): after a buffer whose acknowledged rate stayed below
+    /// this fraction of `--rate-mbps`, the group continues through `--fallback`
+    /// (e.g. 0.5, the paper's example). Off by default.
+    #[arg(long)]
+    safeguard: Option<f64>,
     /// Split the data into this many equal buffers, sent one after another in the one
     /// group (each member then reports each buffer: the completion order the sim/lab
     /// conformance test compares).
@@ -200,6 +205,7 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
                 fallback: a.fallback.parse::<Scheme>()?,
                 block_bytes: parse_size(&a.block)?,
                 window: a.window,
+                safeguard: a.safeguard,
                 timeout,
             };
             let buffers: Vec<Arc<[u8]>> = data.chunks(buffer_len).map(Arc::from).collect();

@@ -502,3 +502,51 @@ fn the_simulator_and_the_lab_agree_on_bytes_order_and_switch_counters() {
         }
     }
 }
+
+/// Cepheus §V-D's safeguard on real packets: links shaped to 100 Mbit/s while the
+/// leader expects its 1000 Mbit/s pacing rate, threshold 0.5. The first buffer goes
+/// through the switch and is acknowledged at about a tenth of the expected rate; the
+/// session then releases the switch and moves the group to the binomial pipeline, and
+/// the second buffer takes it. Both reach both members byte-identical.
+#[test]
+fn the_safeguard_moves_a_slow_group_to_the_overlay_after_the_buffer_it_watched() {
+    let lab = LabGuard::new("tm7");
+    let r = rocast(&[
+        "lab", "up", "--name", lab.0, "--hosts", "3", "--switch", "--rate", "100mbit",
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let payload = data(2 << 20, 17);
+    let file = "/tmp/rocast-tm7-payload.bin";
+    std::fs::write(file, &payload).unwrap();
+    let (code, text, got) = transfer_with(
+        lab.0,
+        2,
+        file,
+        &[
+            "--buffers",
+            "2",
+            "--message",
+            "64K",
+            "--safeguard",
+            "0.5",
+            "--block",
+            "256K",
+        ],
+        "safeguard",
+    );
+    assert_eq!(code, 0, "{text}");
+    let sends: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("multicast "))
+        .collect();
+    assert_eq!(sends.len(), 2, "{text}");
+    assert!(sends[0].contains(" via cepheus "), "{text}");
+    assert!(
+        sends[1].contains(" via pipeline (fallback: safeguard: LowThroughput"),
+        "{text}"
+    );
+    assert_eq!(text.matches(": ok").count(), 4, "{text}");
+    for g in &got {
+        assert!(g == &payload, "a member's {} bytes differ", g.len());
+    }
+}

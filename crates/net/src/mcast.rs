@@ -43,8 +43,9 @@ use crate::endpoint::{Clock, Endpoint};
 use crate::qp_set::QpSet;
 use crate::udp::{TransportConfig, UdpTransport};
 use rocast_core::control::registration::{RegistrationConfig, SwitchReport};
+use rocast_core::control::safeguard::SafeguardConfig;
 use rocast_core::control::session::{
-    BufferOutcome, ConnId, LeaderEvent, LeaderSession, LeaderSessionConfig,
+    BufferOutcome, ConnId, LeaderEvent, LeaderPhase, LeaderSession, LeaderSessionConfig,
     MemberEvent as SessionEvent, MemberSession, MemberSessionConfig, OverlayPlan, SessionDest,
     SessionError, MAX_TRANSMIT_LEN,
 };
@@ -126,6 +127,10 @@ pub struct LeaderConfig {
     /// flowing), 1..=255.
     pub window: u8,
     /// Give up when nothing progresses for this long.
+    /// Cepheus §V-D's safeguard: fall back to `fallback` when the acknowledged rate
+    /// of a buffer stays below this fraction of `rate_bps` (the pacing rate, or 1 Gbit/s
+    /// unpaced); the switch of paths happens after the buffer it watched. None: off.
+    pub safeguard: Option<f64>,
     pub timeout: Duration,
 }
 
@@ -424,7 +429,10 @@ impl Leader {
                 timeout: CoreDuration::from_ms(250),
                 retries: 3,
             },
-            safeguard: None,
+            safeguard: cfg.safeguard.map(|threshold| SafeguardConfig {
+                threshold,
+                ..SafeguardConfig::new(cfg.rate_bps.unwrap_or(1_000_000_000))
+            }),
             discovery_timeout: core_duration(cfg.timeout),
             ready_timeout: core_duration(cfg.timeout),
             verdict_timeout: core_duration(cfg.timeout),
@@ -619,6 +627,18 @@ impl Leader {
     /// Sends one buffer (at most the group's capacity) to every member and returns
     /// when all have reported it (each with its CRC-32 and completion time).
     pub fn send(&mut self, data: Arc<[u8]>) -> Result<LeaderReport, McastError> {
+        // The safeguard may have decided, during the last buffer, that the group goes
+        // through the overlay: the switch is released and the members set up the overlay
+        // first (every Ready), then this buffer takes the new path.
+        while self.session.phase() == LeaderPhase::OverlaySetup {
+            self.step()?;
+            while let Some(ev) = self.session.poll_event() {
+                match self.act(ev)? {
+                    Some(LeaderEvent::Up) | None => {}
+                    Some(ev) => return Err(unexpected(&ev)),
+                }
+            }
+        }
         let crc = crc32(&data);
         let seq = self
             .session
@@ -680,7 +700,9 @@ impl Leader {
     fn transfer(&mut self, data: &Arc<[u8]>) -> Result<(), McastError> {
         let cfg = self.cfg.clone();
         match &mut self.path {
-            LeaderPath::Cepheus { ep } => cepheus_send(&cfg, data, ep, &self.clock),
+            LeaderPath::Cepheus { ep } => {
+                cepheus_send(&cfg, data, ep, &self.clock, &mut self.session)
+            }
             LeaderPath::Overlay {
                 set,
                 roster,
@@ -755,11 +777,14 @@ impl Drop for Leader {
 
 /// Posts `data` on the group's QP in `message_bytes` messages and waits until every
 /// one is acknowledged (by every member: the switch aggregates the ACKs).
+/// Sends one buffer through the switch, feeding each acknowledged message to the
+/// session's safeguard.
 fn cepheus_send(
     cfg: &LeaderConfig,
     data: &Arc<[u8]>,
     ep: &mut Endpoint,
     clock: &Clock,
+    session: &mut LeaderSession,
 ) -> Result<(), McastError> {
     let n_msgs = data.len().div_ceil(cfg.message_bytes).max(1);
     for i in 0..n_msgs {
@@ -786,9 +811,15 @@ fn cepheus_send(
         let act = ep.poll_once(clock).map_err(io("endpoint"))?;
         while let Some(ev) = ep.qp.poll_event() {
             match ev {
-                Event::SendComplete { result: Ok(()), .. } => {
+                Event::SendComplete {
+                    result: Ok(()),
+                    wr_id,
+                } => {
                     done += 1;
                     last_progress = StdInstant::now();
+                    let a = wr_id as usize * cfg.message_bytes;
+                    let len = cfg.message_bytes.min(data.len().saturating_sub(a));
+                    session.handle_acked(clock.now(), len as u64);
                 }
                 Event::SendComplete { result: Err(e), .. } | Event::QpError(e) => {
                     return Err(McastError::Transfer(e.to_string()))
@@ -1480,6 +1511,7 @@ mod tests {
             fallback: Scheme::BinomialPipeline,
             block_bytes: 4096,
             window: 1,
+            safeguard: None,
             timeout: Duration::from_secs(10),
         };
         let err = Leader::create(&cfg).err().expect("refused");
@@ -1546,6 +1578,7 @@ mod tests {
             fallback: Scheme::BinomialPipeline,
             block_bytes: 16 << 10,
             window: 2,
+            safeguard: None,
             timeout: Duration::from_secs(10),
         };
         let mut leader = Leader::create(&cfg).unwrap();
