@@ -175,12 +175,7 @@ fn buffer_order(join_stdout: &str) -> Vec<u32> {
 /// The Cepheus counters in a `rocast switch` stats reply (`cepheus NAME VALUE` lines).
 fn cepheus_stats_of(reply: &str) -> rocast_core::fabric::cepheus::CepheusStats {
     let mut c = rocast_core::fabric::cepheus::CepheusStats::default();
-    for l in reply.lines() {
-        let mut w = l.split_whitespace();
-        let (Some("cepheus"), Some(k), Some(v)) = (w.next(), w.next(), w.next()) else {
-            continue;
-        };
-        let Ok(v) = v.parse::<u64>() else { continue };
+    for (_, k, v) in rocast_net::switch::stat_counters(reply).filter(|c| c.0 == "cepheus") {
         match k {
             "data_in" => c.data_in = v,
             "replicas" => c.replicas = v,

@@ -328,22 +328,27 @@ fn switch_stats_at(control: &std::path::Path, label: &str) -> String {
                             .unwrap_or(0);
                     }
                 }
-                if let ["switch", k, v] = f.as_slice() {
-                    if matches!(
-                        *k,
-                        "rx_frames"
-                            | "tx_frames"
-                            | "flooded"
-                            | "forwarded"
-                            | "drop_bad_icrc"
-                            | "drop_malformed"
-                            | "drop_roce_malformed"
-                    ) {
+            }
+            for (kind, k, v) in rocast_net::switch::stat_counters(&text) {
+                match kind {
+                    "switch"
+                        if matches!(
+                            k,
+                            "rx_frames"
+                                | "tx_frames"
+                                | "flooded"
+                                | "forwarded"
+                                | "drop_bad_icrc"
+                                | "drop_malformed"
+                                | "drop_roce_malformed"
+                        ) =>
+                    {
                         let _ = write!(line, " {k} {v}");
                     }
-                }
-                if let ["peel", k, v] = f.as_slice() {
-                    let _ = write!(line, " peel_{k} {v}");
+                    "peel" => {
+                        let _ = write!(line, " peel_{k} {v}");
+                    }
+                    _ => {}
                 }
             }
             let _ = writeln!(line, " port_injected_drops {port_drops}");

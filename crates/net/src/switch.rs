@@ -825,6 +825,19 @@ impl Drop for SwitchDaemon {
     }
 }
 
+/// The `KIND KEY VALUE` counter lines of a `stats` reply (`switch rx_frames 12`,
+/// `cepheus replicas 30`, `peel delivered 4`), as (kind, key, value).
+pub fn stat_counters(reply: &str) -> impl Iterator<Item = (&str, &str, u64)> {
+    reply.lines().filter_map(|l| {
+        let mut w = l.split_whitespace();
+        let (kind, key, value) = (w.next()?, w.next()?, w.next()?);
+        if w.next().is_some() {
+            return None;
+        }
+        Some((kind, key, value.parse().ok()?))
+    })
+}
+
 /// Asks a running switch for `command` over its control socket.
 pub fn query(control: &std::path::Path, command: &str) -> io::Result<String> {
     let mut s = UnixStream::connect(control)

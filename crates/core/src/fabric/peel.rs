@@ -269,4 +269,4 @@ impl PeelSwitch {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

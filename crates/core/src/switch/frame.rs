@@ -156,10 +156,8 @@ pub struct FrameSwitch {
     macs: BTreeMap<[u8; 6], u16>,
     hosts: BTreeMap<u32, HostEntry>,
     stats: FrameSwitchStats,
-    actions: Vec<CepheusAction>,
     /// Frames made and not yet polled.
     tx: VecDeque<OutFrame>,
-    scratch: Vec<OutFrame>,
 }
 
 /// The host table as the MRP agent reads it.
@@ -190,9 +188,7 @@ impl FrameSwitch {
             macs: BTreeMap::new(),
             hosts: BTreeMap::new(),
             stats: FrameSwitchStats::default(),
-            actions: Vec::new(),
             tx: VecDeque::new(),
-            scratch: Vec::new(),
         }
     }
 
@@ -307,19 +303,11 @@ impl FrameSwitch {
         }
     }
 
-    fn send(&mut self, port: u16, frame: Vec<u8>, out: &mut Vec<OutFrame>) {
+    /// Queues a frame for [`poll_transmit`](Self::poll_transmit).
+    fn send(&mut self, port: u16, frame: Vec<u8>) {
         self.stats.tx_frames += 1;
         self.stats.tx_bytes += frame.len() as u64;
-        out.push(OutFrame { port, frame });
-    }
-
-    /// Takes one frame that arrived on `in_port`; what it causes waits for
-    /// [`poll_transmit`](Self::poll_transmit).
-    pub fn handle_frame(&mut self, now: Instant, in_port: u16, frame: &[u8]) {
-        let mut out = std::mem::take(&mut self.scratch);
-        self.switch_frame(now, in_port, frame, &mut out);
-        self.tx.extend(out.drain(..));
-        self.scratch = out;
+        self.tx.push_back(OutFrame { port, frame });
     }
 
     /// Writes the next frame to send into `buf`: its length and output port. `buf` must
@@ -348,7 +336,9 @@ impl FrameSwitch {
         self.tx.len()
     }
 
-    fn switch_frame(&mut self, now: Instant, in_port: u16, frame: &[u8], out: &mut Vec<OutFrame>) {
+    /// Takes one frame that arrived on `in_port`; what it causes waits for
+    /// [`poll_transmit`](Self::poll_transmit).
+    pub fn handle_frame(&mut self, now: Instant, in_port: u16, frame: &[u8]) {
         self.stats.rx_frames += 1;
         self.stats.rx_bytes += frame.len() as u64;
         if in_port >= self.cfg.ports {
@@ -371,18 +361,18 @@ impl FrameSwitch {
                     if a.operation == ArpOperation::Request
                         && self.cfg.group_space.contains(a.target_ip)
                     {
-                        self.proxy_arp(in_port, &a, out);
+                        self.proxy_arp(in_port, &a);
                     } else {
-                        self.l2_forward(in_port, frame, dst, out);
+                        self.l2_forward(in_port, frame, dst);
                     }
                 }
             },
-            EtherType::Ipv4 => self.ipv4(now, in_port, frame, src, dst, out),
-            _ => self.l2_forward(in_port, frame, dst, out),
+            EtherType::Ipv4 => self.ipv4(now, in_port, frame, src, dst),
+            _ => self.l2_forward(in_port, frame, dst),
         }
     }
 
-    fn proxy_arp(&mut self, port: u16, a: &ArpRepr, out: &mut Vec<OutFrame>) {
+    fn proxy_arp(&mut self, port: u16, a: &ArpRepr) {
         self.stats.arp_proxied += 1;
         let mac = self.port_mac(port);
         let mut f = vec![0u8; ETHERNET_HEADER_LEN + ARP_LEN];
@@ -393,30 +383,24 @@ impl FrameSwitch {
         }
         .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
         a.reply_from(mac).emit(&mut f[ETHERNET_HEADER_LEN..]);
-        self.send(port, f, out);
+        self.send(port, f);
     }
 
     /// Layer-2 switching: to the learned port, else flooded.
-    fn l2_forward(
-        &mut self,
-        in_port: u16,
-        frame: &[u8],
-        dst: EthernetAddress,
-        out: &mut Vec<OutFrame>,
-    ) {
+    fn l2_forward(&mut self, in_port: u16, frame: &[u8], dst: EthernetAddress) {
         match self.macs.get(&dst.0).copied() {
             Some(p) if is_unicast_mac(dst) => {
                 if p == in_port {
                     self.stats.hairpin_drops += 1;
                 } else {
                     self.stats.forwarded += 1;
-                    self.send(p, frame.to_vec(), out);
+                    self.send(p, frame.to_vec());
                 }
             }
             _ => {
                 self.stats.flooded += 1;
                 for p in (0..self.cfg.ports).filter(|&p| p != in_port) {
-                    self.send(p, frame.to_vec(), out);
+                    self.send(p, frame.to_vec());
                 }
             }
         }
@@ -429,7 +413,6 @@ impl FrameSwitch {
         frame: &[u8],
         src_mac: EthernetAddress,
         dst_mac: EthernetAddress,
-        out: &mut Vec<OutFrame>,
     ) {
         let Ok(ip) = Ipv4Packet::new_checked(&frame[ETHERNET_HEADER_LEN..]) else {
             self.stats.malformed += 1;
@@ -442,7 +425,7 @@ impl FrameSwitch {
         if self.peel.is_some() && ip.protocol() == IP_PROTO_UDP {
             if let Ok(u) = UdpPacket::new_checked(ip.payload()) {
                 if u.dst_port() == PEEL_UDP_PORT {
-                    self.peel_frame(in_port, frame, ip_bytes, dst_ip, out);
+                    self.peel_frame(in_port, frame, ip_bytes, dst_ip);
                     return;
                 }
             }
@@ -452,11 +435,11 @@ impl FrameSwitch {
             match UdpPacket::new_checked(ip.payload()) {
                 Ok(u) if u.dst_port() == MRP_UDP_PORT => {
                     let payload = u.payload().to_vec();
-                    self.mrp(in_port, src_ip, src_mac, &payload, out);
+                    self.mrp(in_port, src_ip, src_mac, &payload);
                     return;
                 }
                 Ok(u) if u.dst_port() == ROCEV2_UDP_PORT => {
-                    self.roce(now, in_port, ip_bytes, out);
+                    self.roce(now, in_port, ip_bytes);
                     return;
                 }
                 _ => {}
@@ -473,21 +456,14 @@ impl FrameSwitch {
                 let mut f = frame.to_vec();
                 EthernetFrame::new_unchecked(&mut f[..]).set_dst_addr(h.mac);
                 self.stats.forwarded += 1;
-                self.send(h.port, f, out);
+                self.send(h.port, f);
             }
-            None => self.l2_forward(in_port, frame, dst_mac, out),
+            None => self.l2_forward(in_port, frame, dst_mac),
         }
     }
 
     /// Step 5 of the module docs.
-    fn peel_frame(
-        &mut self,
-        in_port: u16,
-        frame: &[u8],
-        ip_bytes: &[u8],
-        group: Ipv4Address,
-        out: &mut Vec<OutFrame>,
-    ) {
+    fn peel_frame(&mut self, in_port: u16, frame: &[u8], ip_bytes: &[u8], group: Ipv4Address) {
         let Some(peel) = self.peel.as_mut() else {
             return;
         };
@@ -508,7 +484,7 @@ impl FrameSwitch {
             match a {
                 PeelAction::Forward(port) => {
                     self.stats.peel_forwarded += 1;
-                    self.send(port, as_sent.to_vec(), out);
+                    self.send(port, as_sent.to_vec());
                 }
                 PeelAction::Deliver(port) => {
                     if stripped.is_none() {
@@ -525,14 +501,14 @@ impl FrameSwitch {
                     if let Some(f) = &stripped {
                         self.stats.peel_delivered += 1;
                         let f = f.clone();
-                        self.send(port, f, out);
+                        self.send(port, f);
                     }
                 }
             }
         }
     }
 
-    fn roce(&mut self, now: Instant, in_port: u16, ip_bytes: &[u8], out: &mut Vec<OutFrame>) {
+    fn roce(&mut self, now: Instant, in_port: u16, ip_bytes: &[u8]) {
         let Ok(pkt) = RoceRepr::parse(ip_bytes) else {
             self.stats.roce_malformed += 1;
             return;
@@ -542,39 +518,27 @@ impl FrameSwitch {
             self.stats.bad_icrc += 1;
             return;
         }
-        let mut actions = std::mem::take(&mut self.actions);
-        actions.clear();
-        let handling = self.cepheus.handle_packet(now, in_port, &pkt);
-        actions.extend(std::iter::from_fn(|| self.cepheus.poll_transmit(now)));
-        if handling == Handling::NotMulticast {
+        if self.cepheus.handle_packet(now, in_port, &pkt) == Handling::NotMulticast {
             // Cannot happen for a group address, but never drop silently.
             self.stats.roce_malformed += 1;
         }
-        for a in &actions {
-            match *a {
+        while let Some(a) = self.cepheus.poll_transmit(now) {
+            match a {
                 CepheusAction::Replicate { port, bridge } => {
-                    self.replica(port, bridge, &pkt, ip_bytes, out)
+                    self.replica(port, bridge, &pkt, ip_bytes)
                 }
                 CepheusAction::Feedback { port, packet } => {
                     let repr = packet.repr(&pkt);
                     let mut ipb = vec![0u8; repr.buffer_len()];
                     repr.emit(&mut ipb);
                     let dst = self.next_hop_mac(port, packet.dst_ip);
-                    self.emit_ip(port, dst, &ipb, out);
+                    self.emit_ip(port, dst, &ipb);
                 }
             }
         }
-        self.actions = actions;
     }
 
-    fn replica(
-        &mut self,
-        port: u16,
-        bridge: Option<Bridge>,
-        pkt: &RoceRepr<'_>,
-        ip_bytes: &[u8],
-        out: &mut Vec<OutFrame>,
-    ) {
+    fn replica(&mut self, port: u16, bridge: Option<Bridge>, pkt: &RoceRepr<'_>, ip_bytes: &[u8]) {
         let rewritten;
         let (copy, dst): (&[u8], _) = match bridge {
             Some(b) => {
@@ -589,7 +553,7 @@ impl FrameSwitch {
             None => (ip_bytes, Some(EthernetAddress::BROADCAST)),
         };
         self.stats.replicated_bytes += copy.len() as u64;
-        self.emit_ip(port, dst, copy, out);
+        self.emit_ip(port, dst, copy);
     }
 
     /// The MAC of host `ip` behind `port`, or broadcast toward a switch (a group
@@ -604,13 +568,7 @@ impl FrameSwitch {
         }
     }
 
-    fn emit_ip(
-        &mut self,
-        port: u16,
-        dst: Option<EthernetAddress>,
-        ip_packet: &[u8],
-        out: &mut Vec<OutFrame>,
-    ) {
+    fn emit_ip(&mut self, port: u16, dst: Option<EthernetAddress>, ip_packet: &[u8]) {
         let Some(dst) = dst else {
             self.stats.no_mac += 1;
             return;
@@ -623,7 +581,7 @@ impl FrameSwitch {
         }
         .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
         f[ETHERNET_HEADER_LEN..].copy_from_slice(ip_packet);
-        self.send(port, f, out);
+        self.send(port, f);
     }
 
     /// A UDP datagram as an IPv4 packet (DF, TTL 64, UDP checksum 0).
@@ -659,7 +617,6 @@ impl FrameSwitch {
         leader: Ipv4Address,
         leader_mac: EthernetAddress,
         payload: &[u8],
-        out: &mut Vec<OutFrame>,
     ) {
         self.stats.mrp_in += 1;
         if let Ok(rel) = MrpRelease::parse(payload) {
@@ -671,7 +628,7 @@ impl FrameSwitch {
                     for port in next {
                         let ipb = Self::udp_packet(leader, rel.mcst_id, MRP_UDP_PORT, &body);
                         self.stats.mrp_out += 1;
-                        self.emit_ip(port, Some(EthernetAddress::BROADCAST), &ipb, out);
+                        self.emit_ip(port, Some(EthernetAddress::BROADCAST), &ipb);
                     }
                 }
                 // A repeated release (the leader sends two) finds nothing left.
@@ -714,7 +671,7 @@ impl FrameSwitch {
                     let (dst_ip, dst_mac) = host.unwrap_or((m.mcst_id, EthernetAddress::BROADCAST));
                     let ipb = Self::udp_packet(leader, dst_ip, MRP_UDP_PORT, &body);
                     self.stats.mrp_out += 1;
-                    self.emit_ip(port, Some(dst_mac), &ipb, out);
+                    self.emit_ip(port, Some(dst_mac), &ipb);
                 }
             }
             Err(reason) => {
@@ -732,7 +689,7 @@ impl FrameSwitch {
                         Ipv4Address::UNSPECIFIED
                     };
                     let ipb = Self::udp_packet(src, leader, MRP_UDP_PORT, &body);
-                    self.emit_ip(in_port, Some(leader_mac), &ipb, out);
+                    self.emit_ip(in_port, Some(leader_mac), &ipb);
                 }
             }
         }

@@ -1058,17 +1058,14 @@ impl Engine {
         let sw = node as usize - self.topo.num_hosts();
         let sp = self.slab[pkt as usize];
         let repr = sp.to_repr();
-        let mut out = std::mem::take(&mut self.cepheus_out);
-        out.clear();
         // Every McstID-range address is the engine's: an unknown group is counted
         // there and yields no action.
         let now = Instant::from_ps(self.now);
         let engine = &mut self.cepheus[sw];
         engine.handle_packet(now, in_local, &repr);
-        out.extend(std::iter::from_fn(|| engine.poll_transmit(now)));
         let mut copies = std::mem::take(&mut self.copy_scratch);
         copies.clear();
-        for a in out.iter().copied() {
+        while let Some(a) = engine.poll_transmit(now) {
             copies.push(match a {
                 CepheusAction::Replicate { port, bridge } => {
                     let mut c = sp;
@@ -1084,7 +1081,6 @@ impl Engine {
                 }
             });
         }
-        self.cepheus_out = out;
         self.emit_copies(node, in_local, pkt, &copies, false);
         self.copy_scratch = copies;
     }
@@ -1759,35 +1755,24 @@ impl Engine {
         data: Payload,
     ) -> Result<(), String> {
         self.post_recv(rq, wr_id)?;
-        self.post_write(sq, wr_id, remote_va, 1, imm, data)
+        let op = SendOp::WriteImm {
+            remote_va,
+            rkey: 1,
+            imm,
+        };
+        self.post_on(sq, wr_id, op, data)
     }
 
-    /// Posts a WRITE with immediate on QP `sq` to `remote_va` under `rkey`.
-    fn post_write(
-        &mut self,
-        sq: u32,
-        wr_id: u64,
-        remote_va: u64,
-        rkey: u32,
-        imm: u32,
-        data: Payload,
-    ) -> Result<(), String> {
+    /// Posts `op` of `data` on QP `sq` (an app QP's WRITE or SEND with immediate).
+    fn post_on(&mut self, sq: u32, wr_id: u64, op: SendOp, data: Payload) -> Result<(), String> {
         let sqp = &mut self
             .qps
             .get_mut(sq as usize)
             .and_then(|s| s.as_mut())
             .ok_or("closed")?
             .qp;
-        sqp.post_send(SendRequest {
-            wr_id,
-            op: SendOp::WriteImm {
-                remote_va,
-                rkey,
-                imm,
-            },
-            data,
-        })
-        .map_err(|e| e.to_string())
+        sqp.post_send(SendRequest { wr_id, op, data })
+            .map_err(|e| e.to_string())
     }
 
     fn start_flow(&mut self, i: u32) {
@@ -1933,25 +1918,17 @@ impl Engine {
                 (c.sq, ok)
             }
             PostTarget::Qp { qpn, rkey } => {
-                let ok = self.post_write(qpn, p.wr_id, p.remote_offset, rkey, p.imm, p.data);
-                (qpn, ok)
+                let op = SendOp::WriteImm {
+                    remote_va: p.remote_offset,
+                    rkey,
+                    imm: p.imm,
+                };
+                (qpn, self.post_on(qpn, p.wr_id, op, p.data))
             }
-            PostTarget::QpSend { qpn } => {
-                let ok = self
-                    .qps
-                    .get_mut(qpn as usize)
-                    .and_then(|s| s.as_mut())
-                    .ok_or_else(|| "closed".to_string())
-                    .and_then(|s| {
-                        let req = SendRequest {
-                            wr_id: p.wr_id,
-                            op: SendOp::SendImm(p.imm),
-                            data: p.data,
-                        };
-                        s.qp.post_send(req).map_err(|e| e.to_string())
-                    });
-                (qpn, ok)
-            }
+            PostTarget::QpSend { qpn } => (
+                qpn,
+                self.post_on(qpn, p.wr_id, SendOp::SendImm(p.imm), p.data),
+            ),
         };
         if ok.is_err() {
             self.app_outstanding -= 1;
@@ -2082,11 +2059,7 @@ impl Engine {
         imm: u32,
         wr_id: u64,
     ) -> Result<(), String> {
-        if self.qp(qpn).is_none() {
-            return Err(format!("no QP {qpn}"));
-        }
-        self.schedule_post(at, PostTarget::QpSend { qpn }, 0, data, imm, wr_id);
-        Ok(())
+        self.post_app(at, PostTarget::QpSend { qpn }, 0, data, imm, wr_id)
     }
     /// Posts, at `at`, an RDMA WRITE with immediate of `data` at `remote_va` under
     /// `rkey` on app QP `qpn`. Completion: [`AppEvent::QpSendDone`].
@@ -2101,17 +2074,34 @@ impl Engine {
         imm: u32,
         wr_id: u64,
     ) -> Result<(), String> {
-        if self.qp(qpn).is_none() {
-            return Err(format!("no QP {qpn}"));
-        }
-        self.schedule_post(
+        self.post_app(
             at,
             PostTarget::Qp { qpn, rkey },
             remote_va,
             data,
             imm,
             wr_id,
-        );
+        )
+    }
+
+    /// Schedules a post on an app QP that exists.
+    fn post_app(
+        &mut self,
+        at: Instant,
+        target: PostTarget,
+        remote_va: u64,
+        data: Payload,
+        imm: u32,
+        wr_id: u64,
+    ) -> Result<(), String> {
+        let qpn = match target {
+            PostTarget::Qp { qpn, .. } | PostTarget::QpSend { qpn } => qpn,
+            PostTarget::Conn(_) => return Err("not an app QP".into()),
+        };
+        if self.qp(qpn).is_none() {
+            return Err(format!("no QP {qpn}"));
+        }
+        self.schedule_post(at, target, remote_va, data, imm, wr_id);
         Ok(())
     }
     /// The memory of an app QP's region (empty unless `carry_payload`).

@@ -6,7 +6,8 @@ use proptest::prelude::*;
 
 const G: Ipv4Address = Ipv4Address([239, 77, 0, 1]);
 
-fn shim(len: u8, value: u16, flags: u8) -> PeelHeader {
+/// A shim for pod 0, plane 0 (the frame pipeline's PEEL tests use it too).
+pub(crate) fn shim(len: u8, value: u16, flags: u8) -> PeelHeader {
     PeelHeader {
         flags,
         prefix_len: len,

@@ -6,6 +6,7 @@
 //! has racks 0..3 behind ports 0..3.
 
 use super::tests::CollectFrames;
+use crate::fabric::peel::tests::shim;
 use super::*;
 use crate::fabric::cepheus::ForwardAllCnp;
 use crate::fabric::peel::PrefixRules;
@@ -83,15 +84,6 @@ fn shimmed(h: PeelHeader) -> Vec<u8> {
     f
 }
 
-fn shim(len: u8, value: u16, flags: u8) -> PeelHeader {
-    PeelHeader {
-        flags,
-        prefix_len: len,
-        pod: 0,
-        prefix_value: value,
-        plane: 0,
-    }
-}
 
 fn feed(sw: &mut FrameSwitch, port: u16, frame: &[u8]) -> Vec<OutFrame> {
     let mut out = Vec::new();
