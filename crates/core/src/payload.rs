@@ -27,6 +27,32 @@ pub fn crc32(b: &[u8]) -> u32 {
     crc32fast::hash(b)
 }
 
+/// The CRC-32 of the bytes `crc` covered followed by `b` (`crc32_extend(0, b)` is
+/// `crc32(b)`): a running CRC over messages as they are delivered.
+pub fn crc32_extend(crc: u32, b: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new_with_initial(crc);
+    h.update(b);
+    h.finalize()
+}
+
+/// Message `i` of a UD multicast stream seeded `seed`, `size` bytes: a SplitMix64
+/// stream per message, cheap enough for every receiver to regenerate and compare
+/// every message even in a debug build (`rocast bench lab-ud` and the simulator's
+/// UD transfer send these).
+pub fn stream_message(seed: u64, i: u64, size: usize) -> Vec<u8> {
+    let mut x = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed_0000_0000_0000;
+    let mut out = Vec::with_capacity(size + 8);
+    while out.len() < size {
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    out.truncate(size);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -41,5 +67,17 @@ mod tests {
         // Pinned: the bytes must never change, or sim and lab runs of old scenarios
         // would stop agreeing with recorded results.
         assert_eq!(message_data(7, 0, 4), vec![0x1d, 0xcd, 0x0b, 0xd9]);
+    }
+
+    #[test]
+    fn stream_messages_are_stable_and_a_running_crc_equals_the_whole() {
+        assert_eq!(stream_message(1, 2, 13).len(), 13);
+        assert_ne!(stream_message(1, 2, 8), stream_message(1, 3, 8));
+        assert_ne!(stream_message(1, 2, 8), stream_message(2, 2, 8));
+        let a = stream_message(5, 0, 100);
+        let b = stream_message(5, 1, 77);
+        let whole: Vec<u8> = a.iter().chain(&b).copied().collect();
+        assert_eq!(crc32_extend(crc32_extend(0, &a), &b), crc32(&whole));
+        assert_eq!(crc32_extend(0, &[]), 0);
     }
 }

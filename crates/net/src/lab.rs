@@ -28,13 +28,18 @@
 //!   `rocast switch` on AF_PACKET ports with its PEEL role (PEEL §3.2): the
 //!   aggregation switch is the pod's one prefix-tier switch (rack id t behind port t),
 //!   each ToR a rack switch with its uplink and the members of
-//!   [`LabOptions::peel_groups`] under it ([`switch_daemons`] names them all).
+//!   [`LabOptions::peel_groups`] under it ([`switch_daemons`] names them all). The
+//!   switches' setup is the core's [`TwoTierFabric`], the description the simulator's
+//!   byte-level fabric builds the same switches from. Loss is on every switch port, or
+//!   with [`LabOptions::loss_host`] only on the ToR port toward that host.
 //!
 //! With [`LabOptions::capture`], every switch writes each of its links to
 //! `DIR/<switch>/portN.pcap` (`rocast switch --capture`).
 //!
 //! Commands are run with argument vectors (`ip`, `tc`, `sysctl`), never through a shell.
 
+use rocast_core::switch::two_tier::{SetupRole, SwitchSetup, TwoTierFabric};
+use rocast_core::wire::Ipv4Address;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::fs::{self, OpenOptions};
@@ -270,12 +275,6 @@ impl LabSpec {
                         "{} hosts do not split evenly under {} ToRs",
                         opts.hosts, opts.tors
                     ),
-                ));
-            }
-            if opts.loss_host.is_some() {
-                return Err(invalid(
-                    "--loss-host",
-                    "not in a two-tier lab (--loss is on every switch port)",
                 ));
             }
         }
@@ -797,15 +796,36 @@ fn plan_two_tier(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
         }
     }
     // The daemons: the aggregation switch first, so the ToRs' first frames find it.
+    // Their setup is the core's description of the fabric, which the simulator's
+    // byte-level fabric builds its switches from too.
     let dir = state_dir(name);
-    let daemon = |short: &str, ns: &str, args: Vec<String>| {
+    let fabric = match two_tier_fabric(o) {
+        Ok(f) => f,
+        Err(_) => return Vec::new(), // LabSpec::new refuses this
+    };
+    for sw in fabric.switches() {
+        let short = sw.name.clone();
+        let ns = if short == "agg" {
+            agg.clone()
+        } else {
+            ns_tor(name, short[3..].parse().unwrap_or(0))
+        };
         let mut argv = words(&format!("ip netns exec {ns}"));
         argv.push(exe.to_string_lossy().into_owned());
         argv.push("switch".into());
-        argv.extend(args);
+        argv.extend(switch_setup_args(&sw));
+        // Loss on every port, or only on the port toward `loss_host` (on its ToR).
         if let Some(p) = o.loss.filter(|&p| p > 0.0) {
-            argv.push("--loss".into());
-            argv.push(p.to_string());
+            match o.loss_host {
+                None => argv.extend(["--loss".to_string(), p.to_string()]),
+                Some(h) if short == format!("tor{}", h / per) => argv.extend([
+                    "--loss".to_string(),
+                    p.to_string(),
+                    "--loss-port".to_string(),
+                    (h % per).to_string(),
+                ]),
+                Some(_) => {}
+            }
         }
         argv.push("--control".into());
         argv.push(
@@ -815,59 +835,69 @@ fn plan_two_tier(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
         );
         if let Some(c) = &o.capture {
             argv.push("--capture".into());
-            argv.push(c.join(short).to_string_lossy().into_owned());
+            argv.push(c.join(&short).to_string_lossy().into_owned());
         }
-        Step::SpawnDaemon {
+        steps.push(Step::SpawnDaemon {
             argv,
             pid_file: dir.join(format!("{short}.pid")),
             log: dir.join(format!("{short}.log")),
-        }
-    };
+        });
+    }
+    steps
+}
+
+/// The core's description of a two-tier lab's fabric (hosts, ToRs, PEEL groups).
+pub fn two_tier_fabric(o: &LabOptions) -> Result<TwoTierFabric, String> {
+    let mut subnet = [0u8; 3];
+    for (i, p) in o.subnet.split('.').enumerate() {
+        let v = p.parse().map_err(|_| format!("subnet {:?}", o.subnet))?;
+        *subnet
+            .get_mut(i)
+            .ok_or_else(|| format!("subnet {:?}", o.subnet))? = v;
+    }
+    let groups = o
+        .peel_groups
+        .iter()
+        .map(|(g, m)| (Ipv4Address(g.octets()), m.clone()))
+        .collect();
+    TwoTierFabric::new(o.hosts, o.tors, subnet, groups)
+}
+
+/// `rocast switch`'s arguments for one switch of a two-tier lab: its AF_PACKET ports
+/// (the aggregation switch's `t<T>`, a ToR's `p<J>` and `uplink`), pinned hosts and
+/// PEEL role.
+fn switch_setup_args(sw: &SwitchSetup) -> Vec<String> {
     let mut args = Vec::new();
-    for t in 0..o.tors {
-        args.extend(["--port".to_string(), format!("afpacket:t{t}")]);
+    let port_name = |p: u16| match &sw.role {
+        SetupRole::Prefix { .. } => format!("afpacket:t{p}"),
+        SetupRole::Rack { uplink, .. } if p == *uplink => "afpacket:uplink".to_string(),
+        SetupRole::Rack { .. } => format!("afpacket:p{p}"),
+    };
+    for p in 0..sw.ports {
+        args.extend(["--port".to_string(), port_name(p)]);
     }
-    for i in 0..o.hosts {
-        args.extend([
-            "--host".to_string(),
-            format!("{}@{}={}", host_ip(&o.subnet, i), i / per, host_mac(i)),
-        ]);
+    for (ip, port, mac) in &sw.hosts {
+        args.extend(["--host".to_string(), format!("{ip}@{port}={mac}")]);
     }
-    args.extend(words("--peel-role prefix"));
-    for t in 0..o.tors {
-        args.extend(["--peel-rack".to_string(), format!("{t}={t}")]);
-    }
-    steps.push(daemon("agg", &agg, args));
-    for t in 0..o.tors {
-        let mut args = Vec::new();
-        for j in 0..per {
-            args.extend(["--port".to_string(), format!("afpacket:p{j}")]);
+    match &sw.role {
+        SetupRole::Prefix { racks } => {
+            args.extend(words("--peel-role prefix"));
+            for (id, port) in racks.iter().enumerate() {
+                args.extend(["--peel-rack".to_string(), format!("{id}={port}")]);
+            }
         }
-        args.extend(words("--port afpacket:uplink"));
-        for j in 0..per {
-            let i = t * per + j;
-            args.extend([
-                "--host".to_string(),
-                format!("{}@{j}={}", host_ip(&o.subnet, i), host_mac(i)),
-            ]);
-        }
-        args.extend(words(&format!("--peel-role rack --peel-uplink {per}")));
-        for (g, members) in &o.peel_groups {
-            let ports: Vec<String> = members
-                .iter()
-                .filter(|&&i| i / per == t)
-                .map(|&i| (i % per).to_string())
-                .collect();
-            if !ports.is_empty() {
+        SetupRole::Rack { uplink, members } => {
+            args.extend(words(&format!("--peel-role rack --peel-uplink {uplink}")));
+            for (g, ports) in members {
+                let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
                 args.extend([
                     "--peel-member".to_string(),
                     format!("{g}={}", ports.join(",")),
                 ]);
             }
         }
-        steps.push(daemon(&format!("tor{t}"), &ns_tor(name, t), args));
     }
-    steps
+    args
 }
 
 /// Every command [`Lab::up`] runs for `spec` with `shaper`, in order (the switch
@@ -2043,6 +2073,21 @@ mod tests {
         );
         let names: Vec<String> = switch_daemons(&spec).into_iter().map(|d| d.short).collect();
         assert_eq!(names, ["agg", "tor0", "tor1"]);
+        // Loss toward one host: only its ToR drops, only on the host's port.
+        let lossy = LabSpec::new(LabOptions {
+            loss: Some(0.001),
+            loss_host: Some(3),
+            ..two_tier()
+        })
+        .unwrap();
+        let l = lines(&plan(&lossy, Shaper::Tbf));
+        let daemons: Vec<&String> = l.iter().filter(|x| x.contains(" switch ")).collect();
+        assert!(!daemons[0].contains("--loss") && !daemons[1].contains("--loss"));
+        assert!(
+            daemons[2].contains("--loss 0.001 --loss-port 1 "),
+            "{}",
+            daemons[2]
+        );
         let s = LabState::from_spec(&spec, Shaper::Tbf);
         assert_eq!(LabState::parse(&s.to_text()), Some(s.clone()));
         assert!(

@@ -30,9 +30,9 @@ pub mod session;
 pub mod source;
 
 pub use registration::{
-    Confirmation, GroupError, GroupSpec, MemberAgent, MemberAgentStats,
-    RegistrationConfig, RegistrationController, RegistrationEvent, RegistrationFailure,
-    RegistrationPhase, RegistrationStats, SwitchRejection, SwitchReport, CONFIRMATION_LEN,
+    Confirmation, GroupError, GroupSpec, MemberAgent, MemberAgentStats, RegistrationConfig,
+    RegistrationController, RegistrationEvent, RegistrationFailure, RegistrationPhase,
+    RegistrationStats, SwitchRejection, SwitchReport, CONFIRMATION_LEN,
 };
 pub use safeguard::{FallbackReason, SafeguardConfig, SafeguardConfigError, SafeguardMonitor};
 pub use session::{

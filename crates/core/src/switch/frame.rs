@@ -80,6 +80,29 @@ pub struct FrameSwitchConfig {
     pub peel: Option<PeelRole>,
 }
 
+/// `rocast switch`'s default McstID block (a unicast block: Linux drops packets whose
+/// source is multicast).
+pub const DEFAULT_GROUP_SPACE: &str = "10.77.0.128/25";
+/// `rocast switch`'s default MFT capacity, in groups.
+pub const DEFAULT_MAX_GROUPS: usize = 1024;
+/// `rocast switch`'s default MAC base.
+pub const DEFAULT_SWITCH_MAC: EthernetAddress = EthernetAddress([0x02, 0x72, 0x63, 0xfe, 0, 0]);
+
+impl FrameSwitchConfig {
+    /// A switch of `ports` ports with `rocast switch`'s defaults and no PEEL role.
+    pub fn new(ports: u16) -> Self {
+        FrameSwitchConfig {
+            ports,
+            max_groups: DEFAULT_MAX_GROUPS,
+            group_space: GroupAddressSpace::parse(DEFAULT_GROUP_SPACE)
+                .expect("the default group space parses"),
+            switch_id: 0,
+            mac: DEFAULT_SWITCH_MAC,
+            peel: None,
+        }
+    }
+}
+
 /// Counters, each drop by its reason.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FrameSwitchStats {

@@ -14,6 +14,9 @@
 //!   packets for the next hops.
 //! - [`egress`]: per (port, class) queues admitted by the MMU, PFC pause/resume
 //!   signals, RED marking at dequeue, control class first.
+//! - [`two_tier`]: the two-tier PEEL fabric (ToRs under one aggregation switch, PEEL
+//!   §3.2) described once, so the namespace lab and the simulator's byte-level fabric
+//!   set up the same switches.
 //! - [`mark_ce`]: the CE mark on a frame's bytes (what RED's decision does to a real
 //!   frame; the simulator sets a bit in its packet record instead).
 //!
@@ -36,6 +39,7 @@
 pub mod egress;
 pub mod frame;
 pub mod mrp_agent;
+pub mod two_tier;
 
 pub use egress::{Departure, EgressConfig, EgressQueues, Ingress};
 pub use frame::{FrameSwitch, FrameSwitchConfig, FrameSwitchStats, HostEntry, OutFrame};

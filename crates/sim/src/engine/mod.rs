@@ -15,6 +15,7 @@
 
 pub mod event_queue;
 mod flow;
+pub mod frames;
 pub mod tree_multicast;
 
 pub use event_queue::EventQueue;

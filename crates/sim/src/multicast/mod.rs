@@ -7,7 +7,10 @@
 //!   replication and feedback aggregation, the safeguard fallback to the overlay.
 //! - [`collective`]: concurrent Broadcast collectives (PEEL §4's workload) on tree
 //!   multicast (`engine::tree_multicast`) or overlay schedules.
+//! - [`ud_transfer`]: reliable UD multicast with NACKs through the two-tier PEEL
+//!   fabric, on the byte-level fabric (`engine::frames`): the lab's PEEL scenario.
 
 pub mod broadcast;
 pub mod cepheus;
 pub mod collective;
+pub mod ud_transfer;

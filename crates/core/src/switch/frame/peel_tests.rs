@@ -6,9 +6,9 @@
 //! has racks 0..3 behind ports 0..3.
 
 use super::tests::CollectFrames;
-use crate::fabric::peel::tests::shim;
 use super::*;
 use crate::fabric::cepheus::ForwardAllCnp;
+use crate::fabric::peel::tests::shim;
 use crate::fabric::peel::PrefixRules;
 use crate::wire::peel::{insert_shim, PeelHeader, PEEL_HEADER_LEN};
 use crate::wire::{BthRepr, DethRepr, ExtHeaders, Opcode, Psn};
@@ -83,7 +83,6 @@ fn shimmed(h: PeelHeader) -> Vec<u8> {
     f.extend_from_slice(&insert_shim(&orig[ETHERNET_HEADER_LEN..], &h).unwrap());
     f
 }
-
 
 fn feed(sw: &mut FrameSwitch, port: u16, frame: &[u8]) -> Vec<OutFrame> {
     let mut out = Vec::new();
