@@ -39,9 +39,12 @@ pub fn lab_run(
         (None, None) => return Err("give --preset or --scenario".into()),
     };
     let m = &sc.multicast;
+    if m.experiment == "peel-transfer" {
+        return lab_run_peel(&sc, name);
+    }
     if m.experiment != "transfer" {
         return Err(format!(
-            "multicast.experiment is {:?}: `lab run` runs transfer scenarios",
+            "multicast.experiment is {:?}: `lab run` runs transfer and peel-transfer scenarios",
             m.experiment
         ));
     }
@@ -110,6 +113,45 @@ pub fn lab_run(
     run_rocast(&["lab", "down", "--name", name])?;
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// `rocast lab run` of a `peel-transfer` scenario: `rocast bench lab-ud --fabric peel`
+/// on the two-tier lab the scenario's topology describes, with `--conformance`, so it
+/// prints the lines the simulator's run prints.
+fn lab_run_peel(sc: &rocast_sim::Scenario, name: &str) -> Result<String, String> {
+    let s = rocast_eval::peel::transfer::spec(sc)?;
+    let a = crate::ud_bench::LabUdArgs {
+        hosts: s.hosts,
+        medium: "switch".into(),
+        loss: s.loss,
+        loss_at: "switch".into(),
+        messages: s.messages,
+        size: s.size,
+        mtu: s.mtu,
+        rate: format!("{}mbit", (s.gbps * 1000.0).round() as u64),
+        group: std::net::Ipv4Addr::from(s.group.0),
+        seed: s.seed,
+        name: name.to_string(),
+        timeout_s: 120,
+        fabric: "peel".into(),
+        tors: s.tors,
+        capture: None,
+        loss_host: s.loss_host,
+        conformance: true,
+    };
+    let header = format!(
+        "# peel-transfer: {} x {} B from host 0 to hosts 1..{} through {} ToRs under one \
+         aggregation switch, PEEL copies per cover, seed {} (lab, real packets)\n",
+        s.messages,
+        s.size,
+        s.hosts - 1,
+        s.tors,
+        s.seed
+    );
+    match crate::ud_bench::lab_ud(&a)? {
+        Ok(t) => Ok(header + &t),
+        Err(t) => Err(header + &t),
+    }
 }
 
 pub struct LabBcastArgs {

@@ -14,9 +14,9 @@
 //! (`rocast_net::lab`, the two-tier lab); hosts split evenly under the ToRs, h0 under
 //! ToR 0. Every receiver is a PEEL member of the group on its ToR. The sender emits each
 //! DATA, repair and heartbeat once per packet of the cover of the receivers' racks
-//! other than its own ([`exact_cover`], ids `⌈log2 tors⌉` bits), shimmed, to UDP 4793;
-//! the first copy carries `SOURCE_RACK` when h0's own rack has receivers (its ToR serves
-//! them on the way up). The aggregation switch replicates by its static rules, the
+//! other than its own (`TwoTierFabric::source_headers`, ids `⌈log2 tors⌉` bits),
+//! shimmed, to UDP 4793; the first copy carries `SOURCE_RACK` when h0's own rack has
+//! receivers (its ToR serves them on the way up). The aggregation switch replicates by its static rules, the
 //! receivers' ToRs strip the shim, and the receivers' endpoints verify the source's
 //! ICRC. NACKs (to the group) and STATUS (unicast) stay plain RoCEv2, switched at
 //! layer 2. `--capture DIR` keeps every switch's links as `DIR/<switch>/portN.pcap`.
@@ -30,16 +30,18 @@
 //! [`NackMulticastReceiver`]: rocast_core::nack_multicast::NackMulticastReceiver
 //! [`UdEndpoint`]: rocast_core::rnic::UdEndpoint
 
-use rocast_core::nack_multicast::packet::DATA_HEADER_LEN;
 use rocast_core::nack_multicast::{ReceiverConfig, SenderConfig};
-use rocast_core::plan::prefix::{exact_cover, id_bits};
+use rocast_core::payload::stream_message;
 use rocast_core::rnic::UdCounters;
-use rocast_core::time::Duration;
-use rocast_core::wire::peel::PeelHeader;
+use rocast_core::switch::two_tier::TwoTierFabric;
+use rocast_eval::peel::transfer::{conformance_lines, PeelCounters};
 use rocast_net::endpoint::Clock;
 use rocast_net::lab::{self, Lab, LabOptions, LabSpec, Medium};
 use rocast_net::ud_mcast::{
     enter_netns, run_receiver, run_sender, ReceiverReport, SenderReport, UdHost, UdHostConfig,
+};
+use rocast_sim::multicast::ud_transfer::{
+    transfer_receiver_config, transfer_sender_config, ReceiverTally,
 };
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
@@ -93,56 +95,15 @@ pub struct LabUdArgs {
     /// Every switch daemon writes its links to DIR/<switch>/portN.pcap (--medium switch).
     #[arg(long, value_name = "DIR")]
     pub capture: Option<std::path::PathBuf>,
-}
-
-/// The PEEL headers h0 sends every group packet with: the exact cover of the racks of
-/// h1..h{hosts-1} other than h0's (rack 0), in `tors` racks of `hosts / tors` hosts.
-/// The first carries SOURCE_RACK when rack 0 has receivers; when only rack 0 has
-/// receivers, one copy with rack 0's own full-length prefix serves them on the way up
-/// (the aggregation switch sends it nowhere: never back down the port it came from).
-pub fn peel_headers(hosts: usize, tors: usize) -> Vec<PeelHeader> {
-    let per = hosts / tors;
-    let remote: Vec<u32> = (1..hosts)
-        .map(|i| (i / per) as u32)
-        .filter(|&r| r != 0)
-        .collect();
-    let bits = id_bits(tors as u32);
-    let mut v: Vec<PeelHeader> = exact_cover(&remote, bits)
-        .into_iter()
-        .map(|p| PeelHeader {
-            flags: 0,
-            prefix_len: p.len,
-            pod: 0,
-            prefix_value: p.value as u16,
-            plane: 0,
-        })
-        .collect();
-    if per > 1 {
-        if v.is_empty() {
-            v.push(PeelHeader {
-                prefix_len: bits,
-                ..PeelHeader::default()
-            });
-        }
-        v[0].flags |= PeelHeader::SOURCE_RACK;
-    }
-    v
-}
-
-/// Message `i` of the run: seeded bytes (a SplitMix64 stream per message, cheap enough
-/// for the receivers to regenerate and compare every message even in a debug build).
-fn message(seed: u64, i: u64, size: usize) -> Vec<u8> {
-    let mut x = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed_0000_0000_0000;
-    let mut out = Vec::with_capacity(size + 8);
-    while out.len() < size {
-        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
-    }
-    out.truncate(size);
-    out
+    /// With --loss-at switch: drop only on the switch port toward this host (its
+    /// ToR's, in a two-tier lab).
+    #[arg(long)]
+    pub loss_host: Option<usize>,
+    /// Also print the lines `rocast sim --preset peel-transfer` prints (per receiver
+    /// its bytes, CRC-32 and exactly-once accounting; per switch its PEEL counters per
+    /// packet the sender sent to the group): the sim/lab conformance test compares them.
+    #[arg(long)]
+    pub conformance: bool,
 }
 
 fn host_config(a: &LabUdArgs, subnet: &str, i: usize) -> Result<UdHostConfig, String> {
@@ -160,33 +121,20 @@ fn host_config(a: &LabUdArgs, subnet: &str, i: usize) -> Result<UdHostConfig, St
     c.seed = a.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64 + 1);
     c.timeout = std::time::Duration::from_secs(a.timeout_s);
     if a.fabric == "peel" && i == 0 {
-        c.peel = peel_headers(a.hosts, a.tors);
+        let members: Vec<usize> = (1..a.hosts).collect();
+        let subnet = [10, 77, 0]; // only the rack layout matters for the headers
+        c.peel =
+            TwoTierFabric::new(a.hosts, a.tors, subnet, Vec::new())?.source_headers(0, &members);
     }
     Ok(c)
 }
 
-/// The protocol settings for real time on a loaded 2-core machine: timers in the
-/// hundreds of microseconds to milliseconds (the core's defaults are for a fabric
-/// with microsecond round trips).
 fn sender_config(a: &LabUdArgs) -> SenderConfig {
-    let mut c = SenderConfig::new(1, a.mtu - DATA_HEADER_LEN);
-    c.window = 4096;
-    c.expected_receivers = a.hosts - 1;
-    c.heartbeat_interval = Duration::from_ms(1);
-    c.receiver_timeout = Duration::from_ms(10_000);
-    c.repair_linger = Duration::from_ms(2);
-    c.max_pending_repairs = 1024;
-    c.initial_receiver_window = 256;
-    c
+    transfer_sender_config(a.hosts, a.mtu)
 }
 
 fn receiver_config(a: &LabUdArgs, i: usize) -> ReceiverConfig {
-    let mut c = ReceiverConfig::new(i as u32, a.hosts - 1, a.seed ^ (i as u64) << 20);
-    c.window = 1024;
-    c.nack_max_backoff = Duration::from_us(300);
-    c.nack_holdoff = Duration::from_ms(10);
-    c.status_interval = Duration::from_ms(1);
-    c
+    transfer_receiver_config(a.hosts, i, a.seed)
 }
 
 fn ud_drops(u: &UdCounters) -> String {
@@ -269,12 +217,21 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
         }
         f => return Err(format!("--fabric {f:?}: flat or peel")),
     };
+    if let Some(h) = a.loss_host {
+        if fabric_loss.is_none() || h == 0 || h >= a.hosts {
+            return Err(format!(
+                "--loss-host {h}: needs --loss-at switch, a positive --loss and a receiver (1..{})",
+                a.hosts
+            ));
+        }
+    }
     let opts = LabOptions {
         name: a.name.clone(),
         hosts: a.hosts,
         rate: a.rate.clone(),
         medium,
         loss: fabric_loss,
+        loss_host: a.loss_host,
         tors,
         peel_groups,
         capture: a.capture.clone(),
@@ -285,6 +242,14 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
     lab::down(&a.name).map_err(|e| e.to_string())?;
     let up = Lab::up(&spec).map_err(|e| e.to_string())?;
     let mut result = run(a, &subnet, &up);
+    if let Ok((Ok(t) | Err(t), Some((tallies, packets)))) = &mut result {
+        let switches: Vec<PeelCounters> = lab::switch_daemons(&spec)
+            .iter()
+            .map(|d| peel_counters(&d.control, &d.short))
+            .collect::<Result<_, _>>()?;
+        t.push_str(&conformance_lines(tallies, *packets, &switches));
+    }
+    let mut result = result.map(|(r, _)| r);
     if up.switch_pid.is_some() {
         // What the switch did with the group's frames (flooded at layer 2).
         let stats = if tors > 1 {
@@ -305,6 +270,23 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
     let report = result?;
     down.map_err(|e| format!("lab down: {e}"))?;
     Ok(report)
+}
+
+/// One switch daemon's PEEL counters (in, forwarded, delivered, dropped).
+fn peel_counters(control: &std::path::Path, short: &str) -> Result<PeelCounters, String> {
+    let text = rocast_net::switch::query(control, "stats")
+        .map_err(|e| format!("switch {short} stats: {e}"))?;
+    let mut c = (short.to_string(), 0, 0, 0, 0);
+    for (kind, k, v) in rocast_net::switch::stat_counters(&text) {
+        match (kind, k) {
+            ("peel", "in") => c.1 = v,
+            ("peel", "forwarded") => c.2 = v,
+            ("peel", "delivered") => c.3 = v,
+            ("peel", "dropped") => c.4 = v,
+            _ => {}
+        }
+    }
+    Ok(c)
 }
 
 /// The switch daemon's frame counters, one `switch: …` line.
@@ -358,7 +340,11 @@ fn switch_stats_at(control: &std::path::Path, label: &str) -> String {
     }
 }
 
-fn run(a: &LabUdArgs, subnet: &str, up: &Lab) -> Result<Result<String, String>, String> {
+/// What `--conformance` needs from the hosts: each receiver's tally and the packets the
+/// sender sent to the group (when every host finished).
+type Tallies = Option<(Vec<ReceiverTally>, u64)>;
+
+fn run(a: &LabUdArgs, subnet: &str, up: &Lab) -> Result<(Result<String, String>, Tallies), String> {
     let n = a.hosts;
     let clock = Clock::new();
     let stop = Arc::new(AtomicBool::new(false));
@@ -380,7 +366,7 @@ fn run(a: &LabUdArgs, subnet: &str, up: &Lab) -> Result<Result<String, String>, 
                     &mut host,
                     receiver_config(&a2, i),
                     a2.messages,
-                    |m, d| d == message(seed, m, size).as_slice(),
+                    |m, d| d == stream_message(seed, m, size).as_slice(),
                     &stop,
                 )
                 .map_err(|e| format!("h{i}: {e}"))
@@ -402,7 +388,7 @@ fn run(a: &LabUdArgs, subnet: &str, up: &Lab) -> Result<Result<String, String>, 
                     &mut host,
                     sender_config(&a2),
                     a2.messages,
-                    |m| message(seed, m, size),
+                    |m| stream_message(seed, m, size),
                     &stop,
                 )
                 .map_err(|e| format!("h0: {e}"))
@@ -422,7 +408,29 @@ fn run(a: &LabUdArgs, subnet: &str, up: &Lab) -> Result<Result<String, String>, 
                 .unwrap_or_else(|_| Err("a receiver thread panicked".into()))
         })
         .collect();
-    Ok(report(a, up, s, rs))
+    let tallies = match (&s, a.conformance) {
+        (Ok(s), true) => rs
+            .iter()
+            .map(|r| {
+                r.as_ref().ok().map(|r| ReceiverTally {
+                    delivered: r.delivered,
+                    duplicates: r.duplicates,
+                    out_of_order: r.out_of_order,
+                    corrupt: r.corrupt,
+                    unrecoverable: r.unrecoverable,
+                    bytes: r.bytes,
+                    crc32: r.crc32,
+                    nacks_sent: r.protocol.nacks_sent,
+                })
+            })
+            .collect::<Option<Vec<_>>>()
+            .map(|t| {
+                let p = &s.protocol;
+                (t, p.data_packets + p.repair_packets + p.heartbeats)
+            }),
+        _ => None,
+    };
+    Ok((report(a, up, s, rs), tallies))
 }
 
 fn report(
@@ -460,6 +468,13 @@ fn report(
              seed {}; every packet kind: DATA, repairs, heartbeats, NACKs, STATUS) — the kernel \
              has no netem; losses the kernel adds are counted as kernel_drops",
             a.loss, a.seed
+        );
+    } else if let Some(h) = a.loss_host {
+        let _ = writeln!(
+            t,
+            "# loss: {} per frame leaving the `rocast switch` port toward h{h} (the daemon's seeded \
+             --loss; every frame kind), counted in the switch line as port_injected_drops",
+            a.loss
         );
     } else {
         let _ = writeln!(
@@ -639,32 +654,5 @@ fn report(
     } else {
         let _ = writeln!(t, "result: FAIL — {}", failures.join("; "));
         Err(t)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn shown(v: &[PeelHeader]) -> Vec<(u8, u16, bool)> {
-        v.iter()
-            .map(|h| {
-                (
-                    h.prefix_len,
-                    h.prefix_value,
-                    h.flags & PeelHeader::SOURCE_RACK != 0,
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn the_sender_covers_the_other_racks_and_serves_its_own_on_the_way_up() {
-        // 2 ToRs × 2: rack 1 = 1*; h1 shares h0's rack.
-        assert_eq!(shown(&peel_headers(4, 2)), [(1, 1, true)]);
-        // 3 ToRs × 2: racks 1, 2 of a 2-bit space = 01 and 10; SOURCE_RACK once.
-        assert_eq!(shown(&peel_headers(6, 3)), [(2, 1, true), (2, 2, false)]);
-        // 4 ToRs × 1: racks 1..3 = 01 and 1*; nobody else in h0's rack.
-        assert_eq!(shown(&peel_headers(4, 4)), [(2, 1, false), (1, 1, false)]);
     }
 }

@@ -46,11 +46,12 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "tmcf-cpmp" => tmcf::cpmp(sc, base)?,
         "tmcf-moving" => tmcf::moving(sc, base)?,
         "transfer" => cepheus::transfer(sc, &topo, &cfg)?,
+        "peel-transfer" => peel::transfer::transfer(sc)?,
         "ud-latency" => odbss::ud_latency(sc)?,
         "ud-loss" => odbss::ud_loss(sc)?,
         other => {
             return Err(format!(
-            "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp, tmcf-moving, transfer, ud-latency or ud-loss"
+            "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp, tmcf-moving, transfer, peel-transfer, ud-latency or ud-loss"
         ))
         }
     };

@@ -606,6 +606,8 @@ pub struct ReceiverReport {
     /// Messages reported lost for good ([`ReceiverEvent::Unrecoverable`]).
     pub unrecoverable: u64,
     pub bytes: u64,
+    /// CRC-32 of the delivered messages, first deliveries only, in delivery order.
+    pub crc32: u32,
     pub protocol: ReceiverCounters,
     pub ud: UdCounters,
     pub socket: SocketStats,
@@ -684,6 +686,7 @@ pub fn run_receiver(
                             *s = true;
                             rep.delivered += 1;
                             rep.bytes += data.len() as u64;
+                            rep.crc32 = rocast_core::payload::crc32_extend(rep.crc32, &data);
                         }
                         None => rep.corrupt += 1,
                     }

@@ -328,6 +328,24 @@ mod tests {
         assert!(h[0].flags & PeelHeader::SOURCE_RACK != 0);
         // No local member: no SOURCE_RACK.
         assert!(f.source_headers(0, &[2, 3]).iter().all(|h| h.flags == 0));
+        let all = |hosts: usize, tors: usize| {
+            let f = TwoTierFabric::new(hosts, tors, [10, 0, 0], vec![]).unwrap();
+            let v: Vec<usize> = (1..hosts).collect();
+            f.source_headers(0, &v)
+                .iter()
+                .map(|h| {
+                    (
+                        h.prefix_len,
+                        h.prefix_value,
+                        h.flags & PeelHeader::SOURCE_RACK != 0,
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        // 2 ToRs × 2: rack 1 = 1*; h1 shares h0's rack.
+        assert_eq!(all(4, 2), [(1, 1, true)]);
+        // 4 ToRs × 1: racks 1..3 = 01 and 1*; nobody else in h0's rack.
+        assert_eq!(all(4, 4), [(2, 1, false), (1, 1, false)]);
     }
 
     #[test]

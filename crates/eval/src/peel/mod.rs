@@ -4,7 +4,8 @@
 //! packet-level figures of §4 on `collective`'s concurrent Broadcasts: `peel-fig5`
 //! (CCT per message size), `peel-fig6` (per group size) and `peel-fig7` (per
 //! failed-link fraction on a leaf–spine). The exact optimum comes from
-//! [`steiner_exact`] (HiGHS through Python).
+//! [`steiner_exact`] (HiGHS through Python). [`transfer`] is the PEEL conformance
+//! scenario the simulator and the namespace lab both run.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -34,6 +35,7 @@ use crate::report::{fmt_size, parallel, EvalReport};
 use steiner_exact::exact_tree;
 
 pub mod steiner_exact;
+pub mod transfer;
 
 /// Rule counts and header bits per fat-tree arity (PEEL §3.2).
 pub fn rules(sc: &Scenario) -> Result<EvalReport, String> {

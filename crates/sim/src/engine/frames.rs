@@ -191,6 +191,12 @@ impl<H: FrameHost> FrameFabric<H> {
             FrameNode::Switch(_) => None,
         }
     }
+    pub fn host_mut(&mut self, n: u32) -> Option<&mut H> {
+        match self.nodes.get_mut(n as usize)? {
+            FrameNode::Host(h) => Some(h),
+            FrameNode::Switch(_) => None,
+        }
+    }
     pub fn switch(&self, n: u32) -> Option<&FrameSwitch> {
         match self.nodes.get(n as usize)? {
             FrameNode::Switch(s) => Some(s),

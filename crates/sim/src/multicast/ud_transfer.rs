@@ -165,6 +165,9 @@ pub struct UdNackHost {
     buf: Vec<u8>,
     packet: Vec<u8>,
     rejects: u64,
+    /// Stopped: sends nothing more, arms no timer (the run is over; frames in flight
+    /// drain).
+    quiet: bool,
 }
 
 impl UdNackHost {
@@ -205,6 +208,7 @@ impl UdNackHost {
             buf: vec![0; max],
             packet: vec![0; spec.mtu],
             rejects: 0,
+            quiet: false,
         })
     }
 
@@ -286,6 +290,9 @@ impl UdNackHost {
 
     /// Runs the protocol's timers, queues messages, and sends what it has.
     fn pump(&mut self, now: Instant) {
+        if self.quiet {
+            return;
+        }
         let (seed, size, count, group) = (self.seed, self.size, self.messages, self.group);
         let mut out: Vec<(UdAddress, Vec<u8>)> = Vec::new();
         match &mut self.role {
@@ -393,6 +400,9 @@ impl FrameHost for UdNackHost {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
+        if self.quiet {
+            return None;
+        }
         match &self.role {
             Role::Sender { s, .. } => s.poll_timeout(),
             Role::Receiver { r, .. } => r.poll_timeout(),
@@ -503,6 +513,16 @@ pub fn run_ud_transfer(spec: &UdTransferSpec) -> Result<UdTransferOutcome, Strin
             spec.messages
         ));
     }
+    // The run is over: every host stops, and what is on the wire arrives (the
+    // sender's last packet has all its copies counted, as in the lab, whose counters
+    // are read after the hosts have stopped).
+    for &n in &host_nodes {
+        if let Some(h) = net.host_mut(n) {
+            h.quiet = true;
+        }
+    }
+    let completion = net.now();
+    net.run_until(Instant::ZERO + spec.time_limit, |_| false);
     let mut receivers = Vec::new();
     for &n in &host_nodes[1..] {
         if let Some(Role::Receiver { tally, .. }) = net.host(n).map(|h| &h.role) {
@@ -538,7 +558,7 @@ pub fn run_ud_transfer(spec: &UdTransferSpec) -> Result<UdTransferOutcome, Strin
         sender_ud,
         sender_frames: net.port_counters(sender, 0).map_or(0, |c| c.tx_frames),
         switches,
-        completion: net.now(),
+        completion,
         events: net.events(),
     })
 }

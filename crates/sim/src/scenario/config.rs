@@ -534,6 +534,10 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
     ("transfer", include_str!("../../scenarios/transfer.toml")),
     (
+        "peel-transfer",
+        include_str!("../../scenarios/peel-transfer.toml"),
+    ),
+    (
         "ud-latency",
         include_str!("../../scenarios/ud-latency.toml"),
     ),
