@@ -19,7 +19,8 @@
 //!   is one the cover over-covers, and discards and counts the copy (§3.3, "redundant
 //!   packets that the ToRs later discard").
 //!
-//! Every decision is a [`PeelAction`]; the byte work (keeping or stripping the shim)
+//! Every decision is a [`PeelAction`], in the core's shape: `handle_packet` in,
+//! `poll_transmit` out; the byte work (keeping or stripping the shim)
 //! is the pipeline's. A copy never leaves by the port it arrived on. Nothing here
 //! panics on any header: an unknown prefix, pod, plane or uplink is a counted drop
 //! ([`PeelStats`]).
@@ -31,7 +32,7 @@
 use crate::plan::prefix::{static_rules, Prefix};
 use crate::wire::peel::PeelHeader;
 use crate::wire::Ipv4Address;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// The static prefix rules of one prefix-tier switch: per (length, value), the ports
 /// toward the block's racks (a TCAM's ternary match on the shim's value under the
@@ -142,6 +143,8 @@ pub struct PeelSwitch {
     role: PeelRole,
     /// Per group: its member ports (rack switches only).
     members: BTreeMap<u32, BTreeSet<u16>>,
+    /// Copies decided and not yet polled.
+    pending: VecDeque<PeelAction>,
     pub stats: PeelStats,
 }
 
@@ -150,6 +153,7 @@ impl PeelSwitch {
         PeelSwitch {
             role,
             members: BTreeMap::new(),
+            pending: VecDeque::new(),
             stats: PeelStats::default(),
         }
     }
@@ -202,15 +206,10 @@ impl PeelSwitch {
     }
 
     /// Decides what a copy of a packet to `group` with shim `shim`, arrived on
-    /// `in_port`, becomes; appends the copies to `out`.
-    pub fn handle(
-        &mut self,
-        in_port: u16,
-        group: Ipv4Address,
-        shim: &PeelHeader,
-        out: &mut Vec<PeelAction>,
-    ) {
+    /// `in_port`, becomes; [`Self::poll_transmit`] then yields the copies.
+    pub fn handle_packet(&mut self, in_port: u16, group: Ipv4Address, shim: &PeelHeader) {
         self.stats.packets += 1;
+        let out = &mut self.pending;
         let before = out.len();
         match &self.role {
             PeelRole::Prefix { pod, plane, rules } => {
@@ -250,7 +249,7 @@ impl PeelSwitch {
                 } else {
                     // From a host: climb to the plane, and serve the source's rack.
                     match uplinks.get(shim.plane as usize) {
-                        Some(&up) => out.push(PeelAction::Forward(up)),
+                        Some(&up) => out.push_back(PeelAction::Forward(up)),
                         None => self.stats.no_uplink += 1,
                     }
                     if shim.flags & PeelHeader::SOURCE_RACK != 0 {
@@ -259,12 +258,17 @@ impl PeelSwitch {
                 }
             }
         }
-        for a in &out[before..] {
+        for a in out.iter().skip(before) {
             match a {
                 PeelAction::Forward(_) => self.stats.forwarded += 1,
                 PeelAction::Deliver(_) => self.stats.delivered += 1,
             }
         }
+    }
+
+    /// The next copy decided by [`Self::handle_packet`], in decision order.
+    pub fn poll_transmit(&mut self) -> Option<PeelAction> {
+        self.pending.pop_front()
     }
 }
 

@@ -495,8 +495,8 @@ impl FrameSwitch {
             return;
         };
         self.stats.peel_in += 1;
-        let mut actions = Vec::new();
-        peel.handle(in_port, group, &shim, &mut actions);
+        peel.handle_packet(in_port, group, &shim);
+        let actions: Vec<PeelAction> = std::iter::from_fn(|| peel.poll_transmit()).collect();
         if actions.is_empty() {
             self.stats.peel_dropped += 1;
             return;

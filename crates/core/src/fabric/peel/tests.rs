@@ -88,7 +88,7 @@ fn the_papers_example_reaches_exactly_its_racks() {
     let mut reached = Vec::new();
     for p in exact_cover(&members, id_bits(8)) {
         let mut out = Vec::new();
-        sw.handle(0, G, &shim(p.len, p.value as u16, 0), &mut out);
+        handle(&mut sw, 0, G, &shim(p.len, p.value as u16, 0), &mut out);
         reached.extend(out);
     }
     let want: Vec<PeelAction> = (12..18).map(PeelAction::Forward).collect();
@@ -105,19 +105,19 @@ fn the_papers_example_reaches_exactly_its_racks() {
 fn prefix_tier_drops_unknown_rules_and_misrouted_copies_and_never_hairpins() {
     let mut sw = prefix_switch();
     let mut out = Vec::new();
-    sw.handle(0, G, &shim(4, 0, 0), &mut out);
+    handle(&mut sw, 0, G, &shim(4, 0, 0), &mut out);
     assert!(out.is_empty());
     assert_eq!(sw.stats.no_rule, 1);
     let mut other_pod = shim(1, 1, 0);
     other_pod.pod = 3;
-    sw.handle(0, G, &other_pod, &mut out);
+    handle(&mut sw, 0, G, &other_pod, &mut out);
     let mut other_plane = shim(1, 1, 0);
     other_plane.plane = 1;
-    sw.handle(0, G, &other_plane, &mut out);
+    handle(&mut sw, 0, G, &other_plane, &mut out);
     assert!(out.is_empty());
     assert_eq!(sw.stats.misrouted, 2);
     // Arriving from rack 5's port, a 1** copy is not sent back there.
-    sw.handle(15, G, &shim(1, 1, 0), &mut out);
+    handle(&mut sw, 15, G, &shim(1, 1, 0), &mut out);
     assert_eq!(
         out,
         vec![
@@ -140,17 +140,23 @@ fn rack_switch() -> PeelSwitch {
 fn rack_tier_from_a_host_climbs_and_serves_the_source_rack_once() {
     let mut sw = rack_switch();
     let mut out = Vec::new();
-    sw.handle(1, G, &shim(1, 1, PeelHeader::SOURCE_RACK), &mut out);
+    handle(
+        &mut sw,
+        1,
+        G,
+        &shim(1, 1, PeelHeader::SOURCE_RACK),
+        &mut out,
+    );
     assert_eq!(out, vec![PeelAction::Forward(4), PeelAction::Deliver(2)]);
     out.clear();
     // The sender's second packet of the cover: up only.
-    sw.handle(1, G, &shim(2, 0, 0), &mut out);
+    handle(&mut sw, 1, G, &shim(2, 0, 0), &mut out);
     assert_eq!(out, vec![PeelAction::Forward(4)]);
     out.clear();
     // A plane without an uplink.
     let mut s = shim(1, 1, 0);
     s.plane = 2;
-    sw.handle(0, G, &s, &mut out);
+    handle(&mut sw, 0, G, &s, &mut out);
     assert!(out.is_empty());
     assert_eq!(sw.stats.no_uplink, 1);
 }
@@ -159,17 +165,23 @@ fn rack_tier_from_a_host_climbs_and_serves_the_source_rack_once() {
 fn rack_tier_from_above_delivers_to_members_or_discards_when_over_covered() {
     let mut sw = rack_switch();
     let mut out = Vec::new();
-    sw.handle(4, G, &shim(0, 0, 0), &mut out);
+    handle(&mut sw, 4, G, &shim(0, 0, 0), &mut out);
     assert_eq!(out, vec![PeelAction::Deliver(1), PeelAction::Deliver(2)]);
     out.clear();
     let other = Ipv4Address([239, 77, 0, 2]);
-    sw.handle(4, other, &shim(0, 0, PeelHeader::OVER_COVERED), &mut out);
+    handle(
+        &mut sw,
+        4,
+        other,
+        &shim(0, 0, PeelHeader::OVER_COVERED),
+        &mut out,
+    );
     assert!(out.is_empty());
     assert_eq!(sw.stats.over_covered, 1);
     assert!(sw.remove_member(G, 1));
     assert!(sw.remove_member(G, 2));
     assert!(!sw.remove_member(G, 2));
-    sw.handle(4, G, &shim(0, 0, 0), &mut out);
+    handle(&mut sw, 4, G, &shim(0, 0, 0), &mut out);
     assert!(out.is_empty());
     assert_eq!(sw.stats.over_covered, 2);
     assert_eq!(sw.groups().count(), 0);
@@ -185,11 +197,23 @@ proptest! {
         let mut sw = if rack { rack_switch() } else { prefix_switch() };
         let h = PeelHeader { flags, prefix_len: len, pod, prefix_value: value, plane };
         let mut out = Vec::new();
-        sw.handle(in_port, G, &h, &mut out);
+        handle(&mut sw, in_port, G, &h, &mut out);
         for a in out {
             let p = match a { PeelAction::Forward(p) | PeelAction::Deliver(p) => p };
             prop_assert!(p != in_port);
             prop_assert!(p < 18);
         }
     }
+}
+
+/// One packet through `sw`: the copies it decides, in order.
+fn handle(
+    sw: &mut PeelSwitch,
+    in_port: u16,
+    group: Ipv4Address,
+    shim: &PeelHeader,
+    out: &mut Vec<PeelAction>,
+) {
+    sw.handle_packet(in_port, group, shim);
+    out.extend(std::iter::from_fn(|| sw.poll_transmit()));
 }
