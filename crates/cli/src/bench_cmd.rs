@@ -54,6 +54,24 @@ pub enum BenchCmd {
     /// the other hosts receiving. Loss is injected on receive in the drivers (seeded).
     /// Exits non-zero unless every receiver got every message exactly once, in order.
     LabUd(crate::ud_bench::LabUdArgs),
+    /// The simulator's speed (issue 21): runs each preset as a child `rocast sim`
+    /// and prints its wall time, events, events per second and peak resident memory.
+    /// Presets by name; `k64-permutation` is the 65,536-host k=64 fat-tree permutation
+    /// of 1 MB flows (permutation-1024's model on the larger fabric).
+    Sim {
+        /// Comma-separated runs.
+        #[arg(
+            long,
+            default_value = "permutation-1024,cepheus-fig12,peel-fig5,peel-fig6,peel-approx,ud-loss"
+        )]
+        runs: String,
+        /// Scratch directory for the runs' outputs.
+        #[arg(long, default_value = "out/bench-sim")]
+        out: std::path::PathBuf,
+        /// Extra `--set KEY=VALUE` for every run (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+    },
     /// Build a k-ary fat-tree and precompute its ECMP routes; print time and memory.
     FatTree {
         #[arg(long, default_value_t = 64)]
@@ -158,6 +176,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             runs,
             seed,
         } => peel_tree(k, fail, dests, runs, seed),
+        BenchCmd::Sim { runs, out, sets } => bench_sim(&runs, &out, &sets),
         BenchCmd::FatTree { k } => {
             let tier = TierSpec::new(100_000_000_000, Duration::from_ns(1000));
             let t0 = std::time::Instant::now();
@@ -248,4 +267,89 @@ fn peel_tree(k: u32, fail: f64, dests: u32, runs: u32, seed: u64) -> Result<(), 
         packets as f64 / runs as f64
     );
     Ok(())
+}
+
+/// The `--set`s of a named run beyond the presets.
+fn bench_run_args(run: &str) -> Vec<String> {
+    match run {
+        "k64-permutation" => vec![
+            "--preset".into(),
+            "permutation-1024".into(),
+            "--set".into(),
+            "topology.k=64".into(),
+            "--set".into(),
+            "workload.size_bytes=1000000".into(),
+        ],
+        preset => vec!["--preset".into(), preset.into()],
+    }
+}
+
+/// `rocast bench sim` (see [`BenchCmd::Sim`]).
+fn bench_sim(runs: &str, out: &std::path::Path, sets: &[String]) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    println!("# rocast bench sim: one child `rocast sim` per run, one at a time");
+    println!(
+        "{:<18} {:>9} {:>14} {:>12} {:>12}  status",
+        "run", "wall_s", "events", "Mevents/s", "peak_rss_mb"
+    );
+    for run in runs.split(',').map(str::trim).filter(|r| !r.is_empty()) {
+        let dir = out.join(run);
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.arg("sim")
+            .args(bench_run_args(run))
+            .arg("--quiet")
+            .arg("--out")
+            .arg(&dir)
+            .env("ROCAST_BENCH_EVENTS", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        for s in sets {
+            cmd.arg("--set").arg(s);
+        }
+        let t0 = std::time::Instant::now();
+        let child = cmd.spawn().map_err(|e| format!("{run}: {e}"))?;
+        let (status, rss_kb, stderr) = wait_with_rusage(child)?;
+        let wall = t0.elapsed().as_secs_f64();
+        let events: Option<u64> = stderr.lines().find_map(|l| {
+            l.strip_prefix("rocast-bench events ")
+                .and_then(|v| v.trim().parse().ok())
+        });
+        let ev = events.map_or("-".to_string(), |e| e.to_string());
+        let rate = events.map_or("-".to_string(), |e| format!("{:.2}", e as f64 / wall / 1e6));
+        let ok = if status == 0 {
+            "ok".to_string()
+        } else {
+            let last = stderr.lines().last().unwrap_or("").to_string();
+            format!("exit {status}: {last}")
+        };
+        println!(
+            "{run:<18} {wall:>9.1} {ev:>14} {rate:>12} {:>12.1}  {ok}",
+            rss_kb as f64 / 1024.0
+        );
+    }
+    Ok(())
+}
+
+/// Waits for `child`, reading its stderr; its exit code, peak RSS (KiB) and stderr.
+fn wait_with_rusage(mut child: std::process::Child) -> Result<(i32, i64, String), String> {
+    use std::io::Read;
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value; wait4 writes it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `pid` is our child, not yet waited for; the pointers are valid.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    if r != pid {
+        return Err(format!("wait4: {}", std::io::Error::last_os_error()));
+    }
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    };
+    Ok((code, ru.ru_maxrss, err))
 }

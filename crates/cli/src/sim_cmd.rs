@@ -43,7 +43,24 @@ pub(crate) fn load_scenario_file(
     Ok((sc, base))
 }
 
+/// For `rocast bench sim`: with `ROCAST_BENCH_EVENTS` set, the events every
+/// simulation of this process popped, on stderr.
+fn report_events() {
+    if std::env::var_os("ROCAST_BENCH_EVENTS").is_some() {
+        eprintln!(
+            "rocast-bench events {}",
+            rocast_sim::engine::event_queue::events_total()
+        );
+    }
+}
+
 pub fn run(cmd: SimCmd) -> Result<(), String> {
+    let r = run_inner(cmd);
+    report_events();
+    r
+}
+
+fn run_inner(cmd: SimCmd) -> Result<(), String> {
     let mut sets = cmd.sets.clone();
     if let Some(seed) = cmd.seed {
         sets.push(format!("seed={seed}"));
