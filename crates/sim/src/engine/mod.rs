@@ -11,7 +11,8 @@
 //!
 //! Memory: per port ~300 bytes (8 class queues, in-flight FIFO, counters), per switch
 //! 200 bytes per port of MMU state, per active flow two QPs (~1.5 KB), per packet in
-//! flight 104 bytes.
+//! flight 128 bytes (one cache line of hot fields, see `SimPacket`), plus 16
+//! bytes per packet on a link (arrival time, slot and wire length).
 
 pub mod event_queue;
 mod flow;
@@ -181,7 +182,11 @@ struct Port {
     paused: u8,
     paused_since: [u64; PRIORITIES],
     current: u32,
-    in_flight: VecDeque<(u64, u32)>,
+    /// Wire bytes of `current` (so finishing a transmission need not touch the
+    /// packet's record: on a large fabric it has long left the cache).
+    current_wire: u32,
+    /// On the link: (arrival time, packet, wire bytes).
+    in_flight: VecDeque<(u64, u32, u32)>,
     capture: bool,
     c: PortCounters,
 }
@@ -567,6 +572,7 @@ impl Engine {
                     paused: 0,
                     paused_since: [0; PRIORITIES],
                     current: u32::MAX,
+                    current_wire: 0,
                     in_flight: VecDeque::new(),
                     capture: cfg.capture_links.contains(&link),
                     c: PortCounters::default(),
@@ -829,6 +835,7 @@ impl Engine {
         let p = &mut self.ports[port as usize];
         p.busy = true;
         p.current = pkt;
+        p.current_wire = wire as u32;
         let ser = Duration::for_bytes(wire, p.rate_bps).as_ps();
         let (capture, node, reverse) = (p.capture, p.node, p.reverse);
         if capture && (self.capture.len() as u64) < self.cfg.capture_max_packets {
@@ -844,7 +851,7 @@ impl Engine {
         let pkt = p.current;
         p.busy = false;
         p.current = u32::MAX;
-        let wire = self.slab[pkt as usize].wire_len() as u64;
+        let wire = p.current_wire as u64;
         p.c.tx_packets += 1;
         p.c.tx_bytes += wire;
         if p.node < self.topo.num_hosts() as u32 {
@@ -853,7 +860,7 @@ impl Engine {
             self.totals.switch_tx_bytes += wire;
         }
         let at = self.now + p.delay_ps;
-        p.in_flight.push_back((at, pkt));
+        p.in_flight.push_back((at, pkt, wire as u32));
         if p.in_flight.len() == 1 {
             self.schedule(at, EvKind::Arrive, port, 0);
         }
@@ -862,15 +869,15 @@ impl Engine {
 
     fn arrive(&mut self, port: u32) {
         let p = &mut self.ports[port as usize];
-        let (_, pkt) = p
+        let (_, pkt, wire) = p
             .in_flight
             .pop_front()
             .expect("arrival with a packet in flight");
-        if let Some(&(t, _)) = p.in_flight.front() {
+        let wire = wire as u64;
+        if let Some(&(t, _, _)) = p.in_flight.front() {
             self.schedule(t, EvKind::Arrive, port, 0);
         }
         let p = &mut self.ports[port as usize];
-        let wire = self.slab[pkt as usize].wire_len() as u64;
         let lost = !p.up || (p.loss > 0.0 && uniform(&mut self.rng) < p.loss);
         if lost {
             p.c.link_drops += 1;
@@ -2279,8 +2286,8 @@ impl Engine {
             t.link_drops += p.c.link_drops;
             t.queue_drops += p.c.queue_drops;
             dropped += (p.c.link_drop_bytes + p.c.queue_drop_bytes) as i128;
-            for &(_, pkt) in &p.in_flight {
-                held += self.slab[pkt as usize].wire_len() as i128;
+            for &(_, _, wire) in &p.in_flight {
+                held += wire as i128;
             }
             if p.busy {
                 held += self.slab[p.current as usize].wire_len() as i128;
@@ -2299,7 +2306,7 @@ impl Engine {
             let flying: u64 = p
                 .in_flight
                 .iter()
-                .map(|&(_, k)| self.slab[k as usize].wire_len() as u64)
+                .map(|&(_, _, wire)| wire as u64)
                 .sum();
             if p.c.tx_bytes != p.c.rx_bytes + p.c.link_drop_bytes + flying {
                 bad += 1;
