@@ -2303,11 +2303,7 @@ impl Engine {
     pub fn link_imbalance(&self) -> u64 {
         let mut bad = 0;
         for p in &self.ports {
-            let flying: u64 = p
-                .in_flight
-                .iter()
-                .map(|&(_, _, wire)| wire as u64)
-                .sum();
+            let flying: u64 = p.in_flight.iter().map(|&(_, _, wire)| wire as u64).sum();
             if p.c.tx_bytes != p.c.rx_bytes + p.c.link_drop_bytes + flying {
                 bad += 1;
             }
