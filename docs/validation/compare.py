@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """rocast sim against csg-htsim's htsim_roce on the same topology and workload.
 
-Provenance: hand-written; it writes every result file in this folder (results.md,
-results.csv, fct-<case>.csv, fct-cdf.png) and stamps each with the command, the rocast
-and htsim commits and the seed that made it. Run from the repository root:
+Provenance: hand-written; it writes every result file in this folder (results*.md,
+results*.csv, fct-<case>*.csv, fct-cdf*.png) and stamps each with the command, the
+rocast and htsim commits and the seeds that made it. Run from the repository root:
 
     nice -n 19 .venv/bin/python docs/validation/compare.py \
         --htsim /path/to/csg-htsim/sim/datacenter/htsim_roce --htsim-commit SHA --seed 1
+
+Cases (scenario files beside this script): permutation-1024 (k=16 fat-tree, 2 MB
+permutation), incast-64 (64 to 1, 256 KiB), leaf-spine-4to1 (4:1 leaf-spine, 2 MB
+permutation) and leaf-spine-1spine (4:1 with a single spine: no ECMP in either
+simulator). `--pfc-thresholds LOW HIGH` reruns them with other PFC thresholds.
 
 htsim is not part of this repository: build it yourself (see README.md here) and pass
 the binary's path. For each case the script
@@ -15,9 +20,10 @@ the binary's path. For each case the script
    generates one from `--seed` (a permutation as htsim's gen_permutation.py makes it, or
    an incast to host 0);
 2. converts it to a rocast flow file (HPCC format: count, then `src dst pg dport size
-   start_s`) and, for the leaf-spine case, writes htsim's topology file;
-3. runs htsim_roce (under `faketime`, see below) and then `rocast sim` on the case's
-   scenario file here, one after the other, timing each (wall time, peak RSS);
+   start_s`) and, for the leaf-spine cases, writes htsim's topology file;
+3. for each ECMP draw (`--ecmp-seeds`), runs htsim_roce (under `faketime`, see below)
+   and then `rocast sim` on the case's scenario file here, one after the other, timing
+   each (wall time, peak RSS);
 4. parses htsim's "Flow Roce_S_D ID finished at T" lines and rocast's fct.txt, and
    writes FCT p50/p99/max (nearest rank, as rocast's experiment tables), mean FCT, mean
    slowdown and total completion side by side, the per-flow FCTs and a plot of the CDFs.
@@ -54,6 +60,9 @@ GBPS = 100
 LINK_DELAY_PS = 1_000_000  # 1 µs per link
 MTU = 1024
 HTSIM_HDR = 64  # RocePacket::ACKSIZE: header bytes on data packets, and the ACK size
+# rocast's wire bytes of a full data packet: payload, IPv4 20, UDP 8, BTH 12, ICRC 4, and
+# Ethernet header, FCS, preamble and gap 38
+ROCAST_FRAME = MTU + 20 + 8 + 12 + 4 + 38
 
 LEAF_SPINE_TOPO = """# htsim topology for docs/validation case leaf-spine-4to1 (written by compare.py)
 Nodes 128
@@ -71,6 +80,26 @@ Oversubscribed 4
 Tier 1
 Downlink_speed_Gbps 100
 Radix_Down 8
+Downlink_Latency_ns 1000
+Switch_Latency_ns 0
+"""
+
+LEAF_SPINE_1_TOPO = """# htsim topology for docs/validation case leaf-spine-1spine (written by compare.py)
+Nodes 128
+Tiers 2
+Podsize 128
+
+Tier 0
+Downlink_speed_Gbps 100
+Radix_Down 4
+Radix_Up 1
+Downlink_Latency_ns 1000
+Switch_Latency_ns 0
+Oversubscribed 4
+
+Tier 1
+Downlink_speed_Gbps 100
+Radix_Down 32
 Downlink_Latency_ns 1000
 Switch_Latency_ns 0
 """
@@ -117,6 +146,15 @@ CASES = {
         topo_file=LEAF_SPINE_TOPO,
         workload=("permutation", 2_000_000),
         hops=leaf_spine_hops(16),
+    ),
+    "leaf-spine-1spine": dict(
+        title="(d) 4:1 leaf-spine without ECMP (32 leaves × 4 hosts, 1 spine), "
+        "2 MB permutation",
+        nodes=128,
+        htsim_topo=["-nodes", "128"],
+        topo_file=LEAF_SPINE_1_TOPO,
+        workload=("permutation", 2_000_000),
+        hops=leaf_spine_hops(4),
     ),
 }
 
@@ -190,10 +228,12 @@ def write_flow_file(path, flows):
 
 
 def run_timed(cmd, stdout_path):
-    """Runs cmd with stdout+stderr to a file; returns (rc, wall_s, peak_rss_mib)."""
+    """Runs cmd in stdout_path's folder (htsim writes idmap.txt into its working
+    folder) with stdout+stderr to that file; returns (rc, wall_s, peak_rss_mib)."""
     t0 = time.perf_counter()
     with open(stdout_path, "w") as out:
-        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                             cwd=Path(stdout_path).parent)
         _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
     return os.waitstatus_to_exitcode(status), wall, ru.ru_maxrss / 1024.0
@@ -236,6 +276,24 @@ def htsim_ideal_us(size, hops):
     ack_ps = HTSIM_HDR * 8 * 1000 // GBPS
     ps = hops * (pkt_ps + LINK_DELAY_PS) + (n - 1) * pkt_ps + hops * (ack_ps + LINK_DELAY_PS)
     return ps / 1e6
+
+
+def rocast_pfc_sets(low, high):
+    """`--set`s that give rocast's MMU htsim's static PFC thresholds `low`/`high` (in
+    units of MTU bytes, counted over htsim's MTU+64-byte packets), in packets: htsim
+    pauses at the P-th queued data packet and resumes at Q; rocast's frames are
+    ROCAST_FRAME bytes, and its dynamic threshold (free buffer >> 16, no reserve,
+    100 KB headroom per port) is made a static T by a buffer of T·2^16 + about 2 MB
+    (the headrooms). None for htsim's defaults 12/15: the scenario files carry those."""
+    if (low, high) == (12, 15):
+        return None
+    pkt = MTU + HTSIM_HDR
+    p = high * MTU // pkt + 1
+    q = (low * MTU - 1) // pkt
+    t = p * ROCAST_FRAME - ROCAST_FRAME // 2
+    off = t - (q * ROCAST_FRAME + ROCAST_FRAME // 2)
+    buf_mb = (t * 65536 + 2_000_000) / 1048576
+    return [f"switch.buffer_mb={buf_mb:.3f}", f"switch.resume_offset_bytes={off}"]
 
 
 # ---------------------------------------------------------------- statistics
@@ -310,7 +368,8 @@ def display_cmd(argv):
     return "nice -n 19 .venv/bin/python " + " ".join(shlex.quote(p) for p in parts)
 
 
-def run_pair(name, c, d, cm, flow_file, flows, seed, htsim, rocast, wrap, per_flow, cdfs):
+def run_pair(name, c, d, cm, flow_file, flows, seed, htsim, rocast, wrap, per_flow, cdfs,
+             pfc):
     """One htsim run and one rocast run of a case with ECMP seed `seed`."""
     d.mkdir(parents=True, exist_ok=True)
     hcmd = [htsim, *c["htsim_topo"]]
@@ -319,7 +378,7 @@ def run_pair(name, c, d, cm, flow_file, flows, seed, htsim, rocast, wrap, per_fl
         topo.write_text(c["topo_file"])
         hcmd += ["-topo", str(topo)]
     hcmd += ["-tm", str(cm), "-strat", "ecmp_host", "-paths", "1", "-mtu", str(MTU),
-             "-linkspeed", str(GBPS * 1000), "-q", "10000", "-pfc_thresholds", "12", "15",
+             "-linkspeed", str(GBPS * 1000), "-q", "10000", "-pfc_thresholds", str(pfc[0]), str(pfc[1]),
              "-end", "100000", "-seed", str(seed), "-o", str(d / "htsim-log.dat")]
     print(f"[{name} seed {seed}] htsim: {' '.join(wrap + hcmd)}", flush=True)
     h_rc, h_wall, h_rss = run_timed(wrap + hcmd, d / "htsim.out")
@@ -329,6 +388,8 @@ def run_pair(name, c, d, cm, flow_file, flows, seed, htsim, rocast, wrap, per_fl
     rdir = d / "rocast"
     rcmd = [rocast, "sim", str(HERE / f"{name}.toml"), "--set",
             f"workload.flow_file={flow_file}", "--seed", str(seed), "--out", str(rdir)]
+    for kv in rocast_pfc_sets(*pfc) or []:
+        rcmd += ["--set", kv]
     print(f"[{name} seed {seed}] rocast: {' '.join(rcmd)}", flush=True)
     r_rc, r_wall, r_rss = run_timed(rcmd, d / "rocast.out")
     if r_rc != 0:
@@ -394,6 +455,11 @@ def main():
     ap.add_argument("--out", default=str(HERE), help="where result files go")
     ap.add_argument("--work", default="/tmp/rocast-htsim-validation",
                     help="scratch folder for matrices, flow files and raw outputs")
+    ap.add_argument("--pfc-thresholds", nargs=2, type=int, default=[12, 15],
+                    metavar=("LOW", "HIGH"),
+                    help="htsim's -pfc_thresholds (default 12 15, htsim's own); other "
+                    "values are mapped onto rocast's MMU (same packet counts) and the "
+                    "result files get a -pfcLOW-HIGH suffix")
     ap.add_argument("--no-faketime", action="store_true",
                     help="run htsim without faketime (its ECMP then varies run to run)")
     args = ap.parse_args()
@@ -419,11 +485,16 @@ def main():
         f"rocast: {rocast_version()}",
         f"htsim: csg-htsim {args.htsim_commit}, htsim_roce sha256 {sha256(htsim)[:16]}"
         + ("" if wrap else " (run without faketime: not repeatable)"),
-        f"seed: {args.seed} (connection matrices); ECMP seeds {args.ecmp_seeds}",
+        f"seed: {args.seed} (connection matrices); ECMP seeds {args.ecmp_seeds}; "
+        f"PFC thresholds {args.pfc_thresholds[0]}/{args.pfc_thresholds[1]} (htsim units)",
     ]
     print("\n".join(prov), flush=True)
 
     seeds = [int(x) for x in args.ecmp_seeds.split(",") if x.strip()] or [args.seed]
+    pfc = tuple(args.pfc_thresholds)
+    suffix = "" if pfc == (12, 15) else f"-pfc{pfc[0]}-{pfc[1]}"
+    if pfc[0] >= pfc[1] or pfc[0] < 1:
+        ap.error("--pfc-thresholds needs 1 <= LOW < HIGH")
     results = []  # (case, [(seed, htsim stats, rocast stats, (wall, rss), (wall, rss))])
     per_flow = {}
     cdfs = {}
@@ -459,10 +530,10 @@ def main():
             flow_file = d / f"flows-seed{seed}.txt"
             write_flow_file(flow_file, order)
             runs.append(run_pair(name, c, d / f"seed{seed}", cm, flow_file, flows, seed,
-                                 htsim, rocast, wrap, per_flow, cdfs))
+                                 htsim, rocast, wrap, per_flow, cdfs, pfc))
         results.append((name, runs))
 
-    write_outputs(out_dir, prov, results, per_flow, cdfs)
+    write_outputs(out_dir, prov, results, per_flow, cdfs, suffix)
 
 
 def pct(a, b):
@@ -475,13 +546,17 @@ def fmt(v):
     return f"{v:.2f}" if isinstance(v, float) else str(v)
 
 
+def same_or_list(vals):
+    return f"{vals[0]} in all" if len(set(vals)) == 1 else ", ".join(vals)
+
+
 def spread(vals):
     """mean [min, max] of numeric values."""
     m = sum(vals) / len(vals)
     return m, f"{m:.2f} [{min(vals):.2f}, {max(vals):.2f}]"
 
 
-def write_outputs(out_dir, prov, results, per_flow, cdfs):
+def write_outputs(out_dir, prov, results, per_flow, cdfs, suffix):
     head = ["# " + p for p in prov]
     md = ["# rocast vs htsim_roce: results", "", "Generated by compare.py; do not edit.", ""]
     md += ["    " + p for p in prov] + [""]
@@ -501,13 +576,17 @@ def write_outputs(out_dir, prov, results, per_flow, cdfs):
                 rm, rtxt = spread([r[2][k] for r in runs])
                 row += f" {htxt} | {rtxt} | {pct(hm, rm)} |"
             else:
-                row += f" {', '.join(r[1][k] for r in runs)} | " \
-                       f"{', '.join(r[2][k] for r in runs)} | |"
+                row += f" {same_or_list([r[1][k] for r in runs])} | " \
+                       f"{same_or_list([r[2][k] for r in runs])} | |"
             md.append(row)
         hwm, hwt = spread([r[3][0] for r in runs])
         rwm, rwt = spread([r[4][0] for r in runs])
+        ratios = sorted(r[3][0] / r[4][0] for r in runs)
+        med = ratios[(len(ratios) - 1) // 2] if len(ratios) % 2 else \
+            (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2
         md.append(f"| wall time (s) | {hw:.2f} | {rw:.2f} | htsim/rocast = {hw / rw:.2f} "
-                  f"| {hwt} | {rwt} | htsim/rocast = {hwm / rwm:.2f} |")
+                  f"| {hwt} | {rwt} | htsim/rocast: {hwm / rwm:.2f} (means), "
+                  f"{med:.2f} [{ratios[0]:.2f}, {ratios[-1]:.2f}] (median of draws) |")
         md.append(f"| peak RSS (MiB) | {hr:.0f} | {rr:.0f} | | "
                   f"{max(r[3][1] for r in runs):.0f} (max) | {max(r[4][1] for r in runs):.0f} (max) | |")
         md.append("")
@@ -516,15 +595,15 @@ def write_outputs(out_dir, prov, results, per_flow, cdfs):
                 csv_rows.append((name, seed, k, hs_[k], rs_[k]))
             csv_rows += [(name, seed, "wall time (s)", round(hw_, 3), round(rw_, 3)),
                          (name, seed, "peak RSS (MiB)", round(hr_, 1), round(rr_, 1))]
-    (out_dir / "results.md").write_text("\n".join(md) + "\n")
-    with open(out_dir / "results.csv", "w", newline="") as f:
+    (out_dir / f"results{suffix}.md").write_text("\n".join(md) + "\n")
+    with open(out_dir / f"results{suffix}.csv", "w", newline="") as f:
         f.write("\n".join(head) + "\n")
         w = csv.writer(f)
         w.writerow(["case", "ecmp_seed", "metric", "htsim", "rocast"])
         for r in csv_rows:
             w.writerow(list(r[:3]) + [f"{v:.4f}" if isinstance(v, float) else v for v in r[3:]])
     for name, (seed, rows) in per_flow.items():
-        with open(out_dir / f"fct-{name}.csv", "w", newline="") as f:
+        with open(out_dir / f"fct-{name}{suffix}.csv", "w", newline="") as f:
             f.write("\n".join(head + [f"# ECMP seed {seed}"]) + "\n")
             w = csv.writer(f)
             w.writerow(["src", "dst", "size", "htsim_fct_us", "htsim_ideal_us",
@@ -532,7 +611,7 @@ def write_outputs(out_dir, prov, results, per_flow, cdfs):
             for s, d, size, hf, hi, rf, ri in rows:
                 w.writerow([s, d, size, "" if hf is None else f"{hf:.3f}", f"{hi:.3f}",
                             "" if rf is None else f"{rf:.3f}", "" if ri is None else f"{ri:.3f}"])
-    plot(out_dir / "fct-cdf.png", prov, cdfs)
+    plot(out_dir / f"fct-cdf{suffix}.png", prov, cdfs)
 
 
 def plot(path, prov, cdfs):
