@@ -621,8 +621,13 @@ def plot(path, prov, cdfs):
     import matplotlib.pyplot as plt
 
     n = len(cdfs)
-    fig, axes = plt.subplots(1, n, figsize=(5.4 * n, 4.6), squeeze=False)
-    for ax, (name, runs) in zip(axes[0], cdfs.items()):
+    cols = min(n, 2)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(6.4 * cols, 4.6 * rows + 0.8),
+                             squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    for ax, (name, runs) in zip(axes.flat, cdfs.items()):
         for i, (seed, h, r) in enumerate(runs):
             for v, label, color in ((h, "htsim_roce", "C0"), (r, "rocast sim", "C1")):
                 if not v:
@@ -638,9 +643,9 @@ def plot(path, prov, cdfs):
         ax.set_xlabel("FCT (µs)")
         ax.set_ylabel("fraction of flows")
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower right", fontsize=7)
+        ax.legend(loc="best", fontsize=7)
     fig.text(0.01, 0.01, "\n".join(prov), fontsize=6, va="bottom", family="monospace")
-    fig.tight_layout(rect=(0, 0.13, 1, 1))
+    fig.tight_layout(rect=(0, 0.8 / (4.6 * rows + 0.8), 1, 1))
     fig.savefig(path, dpi=110, metadata={"Description": "\n".join(prov)})
     plt.close(fig)
 
