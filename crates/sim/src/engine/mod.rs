@@ -11,8 +11,8 @@
 //!
 //! Memory: per port ~300 bytes (8 class queues, in-flight FIFO, counters), per switch
 //! 200 bytes per port of MMU state, per active flow two QPs (~1.5 KB), per packet in
-//! flight 128 bytes (one cache line of hot fields, see `SimPacket`), plus 16
-//! bytes per packet on a link (arrival time, slot and wire length).
+//! flight 96 bytes (`SimPacket`), plus 16 bytes per packet on a link (arrival time,
+//! slot and wire length).
 
 pub mod event_queue;
 mod flow;
