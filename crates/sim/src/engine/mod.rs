@@ -167,6 +167,27 @@ pub struct PortCounters {
     pub paused_ps: u64,
 }
 
+/// A switch egress queue's entry: the packet's slab slot, and whether it is
+/// ECN-capable (bit 31), so that dequeueing and RED need not read the packet's record
+/// (on a large fabric it has long left the cache; the queue's bytes give the wire
+/// length).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct QueuedPacket(u32);
+
+impl QueuedPacket {
+    const ECT: u32 = 1 << 31;
+    fn new(slot: u32, ect: bool) -> Self {
+        debug_assert!(slot < Self::ECT, "slab slots stay below 2^31");
+        QueuedPacket(slot | if ect { Self::ECT } else { 0 })
+    }
+    fn slot(self) -> u32 {
+        self.0 & !Self::ECT
+    }
+    fn ect(self) -> bool {
+        self.0 & Self::ECT != 0
+    }
+}
+
 struct Port {
     node: u32,
     local: u16,
@@ -437,7 +458,7 @@ pub struct Engine {
     node_port_base: Vec<u32>,
     /// Each switch's egress queues (index: switch − hosts): the core's admission, PFC
     /// and RED decisions; the engine owns the links.
-    egress: Vec<EgressQueues<u32>>,
+    egress: Vec<EgressQueues<QueuedPacket>>,
     hosts: Vec<Host>,
     qps: Vec<Option<Box<QpSlot>>>,
     flows: Vec<FlowSpec>,
@@ -832,6 +853,11 @@ impl Engine {
 
     fn start_tx(&mut self, port: u32, pkt: u32) {
         let wire = self.slab[pkt as usize].wire_len() as u64;
+        self.start_tx_wire(port, pkt, wire);
+    }
+
+    /// [`Self::start_tx`] when the caller knows the wire bytes (from the egress queue).
+    fn start_tx_wire(&mut self, port: u32, pkt: u32, wire: u64) {
         let p = &mut self.ports[port as usize];
         p.busy = true;
         p.current = pkt;
@@ -915,21 +941,23 @@ impl Engine {
         let Some(class) = self.egress[sw].next_class(local, p.paused) else {
             return;
         };
-        let pkt = self.dequeue(port, class as usize).expect("non-empty");
-        // RED at dequeue, against the bytes left behind this packet (ECN-capable only).
+        let (q, wire) = self.dequeue(port, class as usize).expect("non-empty");
+        let pkt = q.slot();
+        // RED at dequeue, against the bytes left behind this packet (ECN-capable only;
+        // the queue entry says which, so an unmarked packet's record is not touched).
         let rng = &mut self.rng;
-        let sp = &mut self.slab[pkt as usize];
-        if sp.ecn != 0 && self.egress[sw].red_marks(local, class, || uniform(rng)) {
-            sp.set_ce();
+        if q.ect() && self.egress[sw].red_marks(local, class, || uniform(rng)) {
+            self.slab[pkt as usize].set_ce();
             self.ports[port as usize].c.ecn_marks += 1;
             self.totals.ecn_marks += 1;
         }
-        self.start_tx(port, pkt);
+        self.start_tx_wire(port, pkt, wire);
     }
 
     /// Takes the head packet of a switch port's class queue and releases its buffer
     /// (which may resume a paused upstream).
-    fn dequeue(&mut self, port: u32, class: usize) -> Option<u32> {
+    /// The packet and its wire bytes.
+    fn dequeue(&mut self, port: u32, class: usize) -> Option<(QueuedPacket, u64)> {
         let p = &self.ports[port as usize];
         let (node, local) = (p.node, p.local);
         let sw = node as usize - self.topo.num_hosts();
@@ -937,7 +965,7 @@ impl Engine {
         if let Some(in_port) = d.resume {
             self.send_pfc(node, in_port as usize, class, false);
         }
-        Some(d.item)
+        Some((d.item, d.bytes))
     }
 
     /// Counts a packet dropped at the egress of `port` and frees it.
@@ -1036,7 +1064,7 @@ impl Engine {
     /// through the MMU's admission and PFC.
     fn switch_enqueue(&mut self, node: u32, in_local: u16, out: u16, pkt: u32) {
         let sp = &self.slab[pkt as usize];
-        let (class, wire) = (sp.class, sp.wire_len() as u64);
+        let (class, wire, sp_ect) = (sp.class, sp.wire_len() as u64, sp.ecn != 0);
         let out_port = self.node_port_base[node as usize] + out as u32;
         if !self.ports[out_port as usize].up {
             self.drop_at_queue(out_port, pkt);
@@ -1048,9 +1076,10 @@ impl Engine {
             Ingress::Port(in_local)
         };
         let sw = node as usize - self.topo.num_hosts();
-        match self.egress[sw].enqueue(ingress, out, class, wire, pkt) {
-            Err((pkt, _)) => {
-                self.drop_at_queue(out_port, pkt);
+        let q = QueuedPacket::new(pkt, sp_ect);
+        match self.egress[sw].enqueue(ingress, out, class, wire, q) {
+            Err((q, _)) => {
+                self.drop_at_queue(out_port, q.slot());
                 return;
             }
             Ok(Some(paused)) => self.send_pfc(node, paused as usize, class as usize, true),
@@ -2225,8 +2254,8 @@ impl Engine {
                     continue;
                 }
                 for class in 0..PRIORITIES {
-                    while let Some(pkt) = self.dequeue(p, class) {
-                        self.drop_at_queue(p, pkt);
+                    while let Some((q, _)) = self.dequeue(p, class) {
+                        self.drop_at_queue(p, q.slot());
                     }
                 }
             }
@@ -2423,5 +2452,24 @@ pub fn ideal_message(
         nic_ps: Duration::for_bytes(total_wire, first_rate).as_ps(),
         deliver_ps: t + Duration::for_bytes(total_wire - first, r_min).as_ps(),
         ack_ps: back,
+    }
+}
+
+#[cfg(test)]
+mod queued_packet_tests {
+    use super::QueuedPacket;
+
+    #[test]
+    fn a_queue_entry_keeps_the_slot_and_the_ecn_capability_apart() {
+        for (slot, ect) in [
+            (0, false),
+            (0, true),
+            (7, true),
+            ((1 << 31) - 1, true),
+            (12345, false),
+        ] {
+            let q = QueuedPacket::new(slot, ect);
+            assert_eq!((q.slot(), q.ect()), (slot, ect));
+        }
     }
 }
