@@ -32,16 +32,16 @@ pub struct SwitchCmd {
     groups: bool,
     /// The block McstIDs are drawn from (the switch answers ARP for it). A unicast
     /// block, because Linux drops packets whose source is multicast.
-    #[arg(long, default_value = "10.77.0.128/25")]
+    #[arg(long, default_value = rocast_core::switch::frame::DEFAULT_GROUP_SPACE)]
     group_space: String,
     /// MFT capacity in groups (0 refuses every registration).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_MAX_GROUPS)]
     max_groups: usize,
     /// CNP filter: cepheus, tmcf or forward-all.
-    #[arg(long, default_value = "cepheus")]
+    #[arg(long, default_value = rocast_core::switch::frame::DEFAULT_CNP_FILTER)]
     cnp_filter: String,
     /// TMCF slot or Cepheus aging window, microseconds.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_CNP_WINDOW_US)]
     cnp_window_us: u64,
     /// A host pinned behind a port: IP@PORT=MAC (e.g. 10.77.0.1@0=02:72:63:00:00:01).
     #[arg(long = "host")]
@@ -275,7 +275,7 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
             max_groups: cmd.max_groups,
             group_space: GroupAddressSpace::parse(&cmd.group_space)?,
             switch_id: 0,
-            mac: EthernetAddress([0x02, 0x72, 0x63, 0xfe, 0, 0]),
+            mac: rocast_core::switch::frame::DEFAULT_SWITCH_MAC,
             peel,
         },
         ports,

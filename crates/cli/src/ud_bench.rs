@@ -31,18 +31,16 @@
 //! [`UdEndpoint`]: rocast_core::rnic::UdEndpoint
 
 use rocast_core::nack_multicast::{ReceiverConfig, SenderConfig};
-use rocast_core::payload::stream_message;
+use rocast_core::payload::{stream_message, StreamTally};
 use rocast_core::rnic::UdCounters;
-use rocast_core::switch::two_tier::TwoTierFabric;
+use rocast_core::wire::peel::PeelHeader;
 use rocast_eval::peel::transfer::{conformance_lines, PeelCounters};
 use rocast_net::endpoint::Clock;
 use rocast_net::lab::{self, Lab, LabOptions, LabSpec, Medium};
 use rocast_net::ud_mcast::{
     enter_netns, run_receiver, run_sender, ReceiverReport, SenderReport, UdHost, UdHostConfig,
 };
-use rocast_sim::multicast::ud_transfer::{
-    transfer_receiver_config, transfer_sender_config, ReceiverTally,
-};
+use rocast_sim::multicast::ud_transfer::{transfer_receiver_config, transfer_sender_config};
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -106,7 +104,13 @@ pub struct LabUdArgs {
     pub conformance: bool,
 }
 
-fn host_config(a: &LabUdArgs, subnet: &str, i: usize) -> Result<UdHostConfig, String> {
+/// Host `i`'s settings; `peel` is the sender's PEEL headers (empty: plain multicast).
+fn host_config(
+    a: &LabUdArgs,
+    subnet: &str,
+    i: usize,
+    peel: &[PeelHeader],
+) -> Result<UdHostConfig, String> {
     let ip: Ipv4Addr = lab::host_ip(subnet, i)
         .parse()
         .map_err(|e| format!("host address: {e}"))?;
@@ -120,11 +124,8 @@ fn host_config(a: &LabUdArgs, subnet: &str, i: usize) -> Result<UdHostConfig, St
     c.loss = if a.loss_at == "driver" { a.loss } else { 0.0 };
     c.seed = a.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64 + 1);
     c.timeout = std::time::Duration::from_secs(a.timeout_s);
-    if a.fabric == "peel" && i == 0 {
-        let members: Vec<usize> = (1..a.hosts).collect();
-        let subnet = [10, 77, 0]; // only the rack layout matters for the headers
-        c.peel =
-            TwoTierFabric::new(a.hosts, a.tors, subnet, Vec::new())?.source_headers(0, &members);
+    if i == 0 {
+        c.peel = peel.to_vec();
     }
     Ok(c)
 }
@@ -238,46 +239,65 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
         ..LabOptions::default()
     };
     let subnet = opts.subnet.clone();
+    // The sender's headers: the cover of its group on the fabric the lab's switches
+    // are set up from.
+    let peel = match opts.peel_groups.first() {
+        Some((_, members)) => lab::two_tier_fabric(&opts)?.source_headers(0, members),
+        None => Vec::new(),
+    };
     let spec = LabSpec::new(opts).map_err(|e| e.to_string())?;
     lab::down(&a.name).map_err(|e| e.to_string())?;
     let up = Lab::up(&spec).map_err(|e| e.to_string())?;
-    let mut result = run(a, &subnet, &up);
-    if let Ok((Ok(t) | Err(t), Some((tallies, packets)))) = &mut result {
-        let switches: Vec<PeelCounters> = lab::switch_daemons(&spec)
-            .iter()
-            .map(|d| peel_counters(&d.control, &d.short))
-            .collect::<Result<_, _>>()?;
-        t.push_str(&conformance_lines(tallies, *packets, &switches));
-    }
-    let mut result = result.map(|(r, _)| r);
-    if up.switch_pid.is_some() {
-        // What the switch did with the group's frames (flooded at layer 2).
-        let stats = if tors > 1 {
-            lab::switch_daemons(&spec)
+    let result = run(a, &subnet, &peel, &up);
+    // Each switch daemon's counters, queried once: (label, name, stats reply).
+    let stats: Vec<(String, String, Result<String, String>)> = if up.switch_pid.is_none() {
+        Vec::new()
+    } else if tors > 1 {
+        lab::switch_daemons(&spec)
+            .into_iter()
+            .map(|d| {
+                let text = query_stats(&d.control);
+                (format!("switch {}:", d.short), d.short, text)
+            })
+            .collect()
+    } else {
+        let text = query_stats(&lab::switch_socket(&a.name));
+        vec![("switch:".to_string(), "switch".to_string(), text)]
+    };
+    let result = result.and_then(|(mut r, tallies)| {
+        if let (Ok(t) | Err(t), Some((tallies, packets))) = (&mut r, tallies) {
+            let switches: Vec<PeelCounters> = stats
                 .iter()
-                .map(|d| switch_stats_at(&d.control, &format!("switch {}:", d.short)))
-                .collect()
-        } else {
-            switch_stats(&a.name)
-        };
-        if let Ok(r) = &mut result {
-            match r {
-                Ok(t) | Err(t) => t.push_str(&stats),
-            }
+                .map(|(_, short, text)| peel_counters(short, text))
+                .collect::<Result<_, _>>()?;
+            t.push_str(&conformance_lines(&tallies, packets, &switches));
         }
-    }
+        // What the switches did with the group's frames.
+        let (Ok(t) | Err(t)) = &mut r;
+        for (label, _, text) in &stats {
+            t.push_str(&switch_stats_line(label, text));
+        }
+        Ok(r)
+    });
     let down = lab::down(&a.name);
     let report = result?;
     down.map_err(|e| format!("lab down: {e}"))?;
     Ok(report)
 }
 
-/// One switch daemon's PEEL counters (in, forwarded, delivered, dropped).
-fn peel_counters(control: &std::path::Path, short: &str) -> Result<PeelCounters, String> {
-    let text = rocast_net::switch::query(control, "stats")
+/// A switch daemon's `stats` reply.
+fn query_stats(control: &std::path::Path) -> Result<String, String> {
+    rocast_net::switch::query(control, "stats").map_err(|e| e.to_string())
+}
+
+/// One switch daemon's PEEL counters (in, forwarded, delivered, dropped) from its
+/// stats reply.
+fn peel_counters(short: &str, text: &Result<String, String>) -> Result<PeelCounters, String> {
+    let text = text
+        .as_ref()
         .map_err(|e| format!("switch {short} stats: {e}"))?;
     let mut c = (short.to_string(), 0, 0, 0, 0);
-    for (kind, k, v) in rocast_net::switch::stat_counters(&text) {
+    for (kind, k, v) in rocast_net::switch::stat_counters(text) {
         match (kind, k) {
             ("peel", "in") => c.1 = v,
             ("peel", "forwarded") => c.2 = v,
@@ -289,14 +309,10 @@ fn peel_counters(control: &std::path::Path, short: &str) -> Result<PeelCounters,
     Ok(c)
 }
 
-/// The switch daemon's frame counters, one `switch: …` line.
-fn switch_stats(name: &str) -> String {
-    switch_stats_at(&lab::switch_socket(name), "switch:")
-}
-
-/// One switch daemon's frame (and PEEL) counters, one `<label> …` line.
-fn switch_stats_at(control: &std::path::Path, label: &str) -> String {
-    match rocast_net::switch::query(control, "stats") {
+/// One switch daemon's frame (and PEEL) counters from its stats reply, one `<label> …`
+/// line.
+fn switch_stats_line(label: &str, text: &Result<String, String>) -> String {
+    match text {
         Ok(text) => {
             let mut line = String::from(label);
             let mut port_drops = 0u64;
@@ -342,9 +358,14 @@ fn switch_stats_at(control: &std::path::Path, label: &str) -> String {
 
 /// What `--conformance` needs from the hosts: each receiver's tally and the packets the
 /// sender sent to the group (when every host finished).
-type Tallies = Option<(Vec<ReceiverTally>, u64)>;
+type Tallies = Option<(Vec<StreamTally>, u64)>;
 
-fn run(a: &LabUdArgs, subnet: &str, up: &Lab) -> Result<(Result<String, String>, Tallies), String> {
+fn run(
+    a: &LabUdArgs,
+    subnet: &str,
+    peel: &[PeelHeader],
+    up: &Lab,
+) -> Result<(Result<String, String>, Tallies), String> {
     let n = a.hosts;
     let clock = Clock::new();
     let stop = Arc::new(AtomicBool::new(false));
@@ -352,7 +373,7 @@ fn run(a: &LabUdArgs, subnet: &str, up: &Lab) -> Result<(Result<String, String>,
     let mut receivers = Vec::new();
     for i in 1..n {
         let (a2, stop, ready) = (a.clone(), stop.clone(), ready.clone());
-        let cfg = host_config(a, subnet, i)?;
+        let cfg = host_config(a, subnet, i, peel)?;
         let ns = lab::ns_host(&a.name, i);
         receivers.push(std::thread::spawn(
             move || -> Result<ReceiverReport, String> {
@@ -375,7 +396,7 @@ fn run(a: &LabUdArgs, subnet: &str, up: &Lab) -> Result<(Result<String, String>,
     }
     let sender = {
         let (a2, stop, ready) = (a.clone(), stop.clone(), ready.clone());
-        let cfg = host_config(a, subnet, 0)?;
+        let cfg = host_config(a, subnet, 0, peel)?;
         let ns = lab::ns_host(&a.name, 0);
         std::thread::spawn(move || -> Result<SenderReport, String> {
             let host = enter_netns(&ns)
@@ -411,18 +432,7 @@ fn run(a: &LabUdArgs, subnet: &str, up: &Lab) -> Result<(Result<String, String>,
     let tallies = match (&s, a.conformance) {
         (Ok(s), true) => rs
             .iter()
-            .map(|r| {
-                r.as_ref().ok().map(|r| ReceiverTally {
-                    delivered: r.delivered,
-                    duplicates: r.duplicates,
-                    out_of_order: r.out_of_order,
-                    corrupt: r.corrupt,
-                    unrecoverable: r.unrecoverable,
-                    bytes: r.bytes,
-                    crc32: r.crc32,
-                    nacks_sent: r.protocol.nacks_sent,
-                })
-            })
+            .map(|r| r.as_ref().ok().map(|r| r.stream.clone()))
             .collect::<Option<Vec<_>>>()
             .map(|t| {
                 let p = &s.protocol;
@@ -572,11 +582,11 @@ fn report(
                 let _ = writeln!(
                     t,
                     "h{i:<3} {:>9} {:>4} {:>6} {:>7} {:>5} {:>10} {:>11} {:>10} {:>7} {:>8} {:>9} {:>8} {:>8} {:>7}",
-                    r.delivered,
-                    r.duplicates,
-                    r.out_of_order,
-                    r.corrupt,
-                    r.unrecoverable,
+                    r.stream.delivered,
+                    r.stream.duplicates,
+                    r.stream.out_of_order,
+                    r.stream.corrupt,
+                    r.stream.unrecoverable,
                     p.nacks_sent,
                     p.nack_ranges_sent,
                     p.nacks_suppressed,
@@ -587,10 +597,15 @@ fn report(
                     r.socket.rx_kernel_drops,
                     p.status_sent
                 );
-                if !r.exactly_once(a.messages) {
+                if !r.stream.exactly_once() {
                     failures.push(format!(
                         "h{i}: delivered {}/{} (duplicates {}, out of order {}, corrupt {}, unrecoverable {})",
-                        r.delivered, a.messages, r.duplicates, r.out_of_order, r.corrupt, r.unrecoverable
+                        r.stream.delivered,
+                        a.messages,
+                        r.stream.duplicates,
+                        r.stream.out_of_order,
+                        r.stream.corrupt,
+                        r.stream.unrecoverable
                     ));
                 }
             }

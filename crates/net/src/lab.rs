@@ -803,12 +803,13 @@ fn plan_two_tier(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
         Ok(f) => f,
         Err(_) => return Vec::new(), // LabSpec::new refuses this
     };
-    for sw in fabric.switches() {
+    // The aggregation switch, then ToR 0, 1, … (`TwoTierFabric::switches`' order).
+    for (k, sw) in fabric.switches().into_iter().enumerate() {
         let short = sw.name.clone();
-        let ns = if short == "agg" {
+        let ns = if k == 0 {
             agg.clone()
         } else {
-            ns_tor(name, short[3..].parse().unwrap_or(0))
+            ns_tor(name, k - 1)
         };
         let mut argv = words(&format!("ip netns exec {ns}"));
         argv.push(exe.to_string_lossy().into_owned());
@@ -818,7 +819,7 @@ fn plan_two_tier(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
         if let Some(p) = o.loss.filter(|&p| p > 0.0) {
             match o.loss_host {
                 None => argv.extend(["--loss".to_string(), p.to_string()]),
-                Some(h) if short == format!("tor{}", h / per) => argv.extend([
+                Some(h) if k == h / per + 1 => argv.extend([
                     "--loss".to_string(),
                     p.to_string(),
                     "--loss-port".to_string(),

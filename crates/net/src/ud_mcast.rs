@@ -49,10 +49,12 @@ use crate::udp::{
     cvt, emit_rocev2_headers, open_rocev2_socket, parse_rx_cmsgs, rocev2_destination, setsockopt,
     sockaddr, socket_addr, socket_error_kind, wait_readable, RxCmsgs, SocketErrorKind,
 };
+use rocast_core::nack_multicast::packet::Packet;
 use rocast_core::nack_multicast::{
     Destination, NackMulticastReceiver, NackMulticastSender, ReceiverConfig, ReceiverCounters,
     ReceiverEvent, SenderConfig, SenderCounters,
 };
+use rocast_core::payload::StreamTally;
 use rocast_core::rnic::{ipv4_multicast_mac, UdAddress, UdConfig, UdCounters, UdEndpoint, UdEvent};
 use rocast_core::time::Instant;
 use rocast_core::wire::peel::{PeelHeader, PEEL_HEADER_LEN, PEEL_UDP_PORT};
@@ -595,36 +597,14 @@ pub fn run_sender(
 /// What one receiving host got.
 #[derive(Clone, Debug, Default)]
 pub struct ReceiverReport {
-    /// Messages delivered (each counted once, whatever its order or content).
-    pub delivered: u64,
-    /// Deliveries of a message already delivered.
-    pub duplicates: u64,
-    /// Deliveries whose message number was not the next expected one.
-    pub out_of_order: u64,
-    /// Deliveries whose bytes differ from the message sent.
-    pub corrupt: u64,
-    /// Messages reported lost for good ([`ReceiverEvent::Unrecoverable`]).
-    pub unrecoverable: u64,
-    pub bytes: u64,
-    /// CRC-32 of the delivered messages, first deliveries only, in delivery order.
-    pub crc32: u32,
+    /// Exactly once, in order, intact: the stream's account.
+    pub stream: StreamTally,
     pub protocol: ReceiverCounters,
     pub ud: UdCounters,
     pub socket: SocketStats,
     pub driver: DriverStats,
     /// When the last expected message was delivered.
     pub done: Option<std::time::Instant>,
-}
-
-impl ReceiverReport {
-    /// Every message exactly once, in order, intact.
-    pub fn exactly_once(&self, count: u64) -> bool {
-        self.delivered == count
-            && self.duplicates == 0
-            && self.out_of_order == 0
-            && self.corrupt == 0
-            && self.unrecoverable == 0
-    }
 }
 
 /// Runs a receiver until `stop` is set (it keeps answering after its last delivery, so
@@ -640,9 +620,10 @@ pub fn run_receiver(
     let mut r = NackMulticastReceiver::new(rcfg);
     let mut packet = vec![0u8; r.max_packet_len()];
     let start = std::time::Instant::now();
-    let mut rep = ReceiverReport::default();
-    let mut seen = vec![false; count as usize];
-    let mut next = 0u64;
+    let mut rep = ReceiverReport {
+        stream: StreamTally::new(count),
+        ..ReceiverReport::default()
+    };
     // The sender's QP, learnt from its packets.
     let mut sender: Option<UdAddress> = None;
     let group = host.group_address();
@@ -654,18 +635,12 @@ pub fn run_receiver(
         timed_out(start, &host.cfg, || {
             format!(
                 "receiver {}: {}/{count} delivered",
-                host.cfg.local_ip, rep.delivered
+                host.cfg.local_ip, rep.stream.delivered
             )
         })?;
         let mut busy = host.receive(64, |now, src_ip, src_qpn, data| {
-            if sender.is_none() {
-                // Only the sender sends DATA and heartbeats; NACKs come from receivers.
-                if let Ok(p) = rocast_core::nack_multicast::packet::Packet::parse(data) {
-                    use rocast_core::nack_multicast::packet::PacketRepr;
-                    if matches!(p.repr, PacketRepr::Data(_) | PacketRepr::Heartbeat { .. }) {
-                        sender = Some(UdAddress::unicast(src_ip, UNKNOWN_MAC, src_qpn, qkey));
-                    }
-                }
+            if sender.is_none() && Packet::is_from_sender(data) {
+                sender = Some(UdAddress::unicast(src_ip, UNKNOWN_MAC, src_qpn, qkey));
             }
             r.handle_packet(now, data);
         })? > 0;
@@ -676,29 +651,13 @@ pub fn run_receiver(
         while let Some(ev) = r.poll_event() {
             match ev {
                 ReceiverEvent::Message { msg_seq, data, .. } => {
-                    if msg_seq != next {
-                        rep.out_of_order += 1;
-                    }
-                    next = msg_seq + 1;
-                    match seen.get_mut(msg_seq as usize) {
-                        Some(true) => rep.duplicates += 1,
-                        Some(s) => {
-                            *s = true;
-                            rep.delivered += 1;
-                            rep.bytes += data.len() as u64;
-                            rep.crc32 = rocast_core::payload::crc32_extend(rep.crc32, &data);
-                        }
-                        None => rep.corrupt += 1,
-                    }
-                    if !verify(msg_seq, &data) {
-                        rep.corrupt += 1;
-                    }
-                    if rep.delivered == count && rep.done.is_none() {
+                    rep.stream.record(msg_seq, &data, verify(msg_seq, &data));
+                    if rep.stream.delivered == count && rep.done.is_none() {
                         rep.done = Some(std::time::Instant::now());
                     }
                 }
                 ReceiverEvent::Unrecoverable { messages, .. } => {
-                    rep.unrecoverable += messages.end - messages.start;
+                    rep.stream.lost(messages.end - messages.start);
                 }
             }
         }

@@ -120,6 +120,13 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 impl<'a> Packet<'a> {
+    /// Whether `b` is a packet only a sender sends (DATA or a heartbeat): how a
+    /// receiver learns where its STATUS goes from the first such packet's source.
+    pub fn is_from_sender(b: &[u8]) -> bool {
+        Packet::parse(b)
+            .is_ok_and(|p| matches!(p.repr, PacketRepr::Data(_) | PacketRepr::Heartbeat { .. }))
+    }
+
     pub fn parse(b: &'a [u8]) -> Result<Packet<'a>, PacketError> {
         if b.len() < COMMON_LEN {
             return Err(PacketError::Truncated {

@@ -85,6 +85,10 @@ pub struct FrameSwitchConfig {
 pub const DEFAULT_GROUP_SPACE: &str = "10.77.0.128/25";
 /// `rocast switch`'s default MFT capacity, in groups.
 pub const DEFAULT_MAX_GROUPS: usize = 1024;
+/// `rocast switch`'s default CNP filter ([`CnpFilterPolicy::NAMES`](crate::fabric::cepheus::CnpFilterPolicy::NAMES))
+/// and its window in microseconds.
+pub const DEFAULT_CNP_FILTER: &str = "cepheus";
+pub const DEFAULT_CNP_WINDOW_US: u64 = 50;
 /// `rocast switch`'s default MAC base.
 pub const DEFAULT_SWITCH_MAC: EthernetAddress = EthernetAddress([0x02, 0x72, 0x63, 0xfe, 0, 0]);
 

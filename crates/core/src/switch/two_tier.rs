@@ -70,10 +70,11 @@ impl SwitchSetup {
     pub fn frame_switch(&self) -> Result<FrameSwitch, String> {
         let mut cfg = FrameSwitchConfig::new(self.ports);
         cfg.peel = Some(self.peel_role());
-        let mut sw = FrameSwitch::new(
-            cfg,
-            CnpFilterPolicy::from_name("cepheus", crate::time::Duration::from_us(50))?.build(),
-        );
+        let cnp = CnpFilterPolicy::from_name(
+            super::frame::DEFAULT_CNP_FILTER,
+            crate::time::Duration::from_us(super::frame::DEFAULT_CNP_WINDOW_US),
+        )?;
+        let mut sw = FrameSwitch::new(cfg, cnp.build());
         for &(ip, port, mac) in &self.hosts {
             sw.add_host(ip, port, mac)?;
         }

@@ -14,9 +14,10 @@
 
 use std::fmt::Write as _;
 
+use rocast_core::payload::StreamTally;
 use rocast_core::time::Duration;
 use rocast_core::wire::Ipv4Address;
-use rocast_sim::multicast::ud_transfer::{run_ud_transfer, ReceiverTally, UdTransferSpec};
+use rocast_sim::multicast::ud_transfer::{run_ud_transfer, UdTransferSpec};
 use rocast_sim::scenario::config::parse_bytes;
 use rocast_sim::Scenario;
 
@@ -71,11 +72,7 @@ fn per_packet(v: u64, packets: u64) -> String {
 
 /// The lines both runs print (see the module docs): `rank R bytes B crc32 X`, `rank R
 /// delivered …`, and `switch NAME per_packet peel_in …`.
-pub fn conformance_lines(
-    ranks: &[ReceiverTally],
-    packets: u64,
-    switches: &[PeelCounters],
-) -> String {
+pub fn conformance_lines(ranks: &[StreamTally], packets: u64, switches: &[PeelCounters]) -> String {
     let mut t = String::new();
     for (i, r) in ranks.iter().enumerate() {
         let _ = writeln!(t, "rank {} bytes {} crc32 {:08x}", i + 1, r.bytes, r.crc32);

@@ -37,6 +37,8 @@ pub const WIRE_OVERHEAD: u64 = 24;
 /// A host on the byte-level fabric: frames in, frames out, its own timers. It has
 /// one port, port 0.
 pub trait FrameHost {
+    /// The run begins (a sender sends its first packets).
+    fn start(&mut self, _now: Instant) {}
     fn handle_frame(&mut self, now: Instant, frame: &[u8]);
     /// The next frame the host sends, if any.
     fn poll_frame(&mut self, now: Instant) -> Option<Vec<u8>>;
@@ -207,9 +209,14 @@ impl<H: FrameHost> FrameFabric<H> {
         Some(&self.ports.get(n as usize)?.get(p as usize)?.counters)
     }
 
-    /// Lets every host send what it has and arms its timer (call once after building).
+    /// Starts every host, sends what it has and arms its timer (call once after
+    /// building).
     pub fn start(&mut self) {
+        let now = Instant::from_ps(self.now);
         for n in 0..self.nodes.len() as u32 {
+            if let FrameNode::Host(h) = &mut self.nodes[n as usize] {
+                h.start(now);
+            }
             self.service_host(n);
         }
     }
@@ -376,6 +383,16 @@ mod tests {
         EthernetAddress([2, 0, 0, 0, 0, i])
     }
 
+    /// Host `me` sending `left` frames to host `to`.
+    fn talker(me: u8, to: u8, left: u32) -> Talker {
+        Talker {
+            me: mac(me),
+            to: mac(to),
+            left,
+            got: vec![],
+        }
+    }
+
     #[test]
     fn frames_cross_a_switch_serialised_and_delayed_and_loss_is_counted() {
         let mut f: FrameFabric<Talker> = FrameFabric::new(8.0, Duration::from_ns(100), 1).unwrap();
@@ -383,18 +400,8 @@ mod tests {
             FrameSwitchConfig::new(2),
             rocast_core::fabric::cepheus::CnpFilterPolicy::ForwardAll.build(),
         ));
-        let a = f.add_host(Talker {
-            me: mac(1),
-            to: mac(2),
-            left: 3,
-            got: vec![],
-        });
-        let b = f.add_host(Talker {
-            me: mac(2),
-            to: mac(1),
-            left: 0,
-            got: vec![],
-        });
+        let a = f.add_host(talker(1, 2, 3));
+        let b = f.add_host(talker(2, 1, 0));
         f.connect((a, 0), (sw, 0)).unwrap();
         f.connect((b, 0), (sw, 1)).unwrap();
         assert!(f.connect((b, 0), (sw, 1)).is_err());
@@ -409,18 +416,8 @@ mod tests {
         assert_eq!(f.port_counters(sw, 1).unwrap().tx_frames, 3);
 
         let mut f: FrameFabric<Talker> = FrameFabric::new(8.0, Duration::from_ns(100), 1).unwrap();
-        let a = f.add_host(Talker {
-            me: mac(1),
-            to: mac(2),
-            left: 1000,
-            got: vec![],
-        });
-        let b = f.add_host(Talker {
-            me: mac(2),
-            to: mac(1),
-            left: 0,
-            got: vec![],
-        });
+        let a = f.add_host(talker(1, 2, 1000));
+        let b = f.add_host(talker(2, 1, 0));
         f.connect((a, 0), (b, 0)).unwrap();
         f.set_loss((a, 0), 0.25).unwrap();
         assert!(f.set_loss((a, 0), 1.0).is_err());

@@ -25,12 +25,12 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use rocast_core::nack_multicast::packet::{Packet, PacketRepr, DATA_HEADER_LEN};
+use rocast_core::nack_multicast::packet::{Packet, DATA_HEADER_LEN};
 use rocast_core::nack_multicast::{
-    Destination, NackMulticastReceiver, NackMulticastSender, ReceiverConfig, ReceiverEvent,
-    SenderConfig, SenderCounters,
+    Destination, NackMulticastReceiver, NackMulticastSender, ReceiverConfig, ReceiverCounters,
+    ReceiverEvent, SenderConfig, SenderCounters,
 };
-use rocast_core::payload::{crc32_extend, stream_message};
+use rocast_core::payload::{stream_message, StreamTally};
 use rocast_core::rnic::{UdAddress, UdConfig, UdCounters, UdEndpoint, UdEvent};
 use rocast_core::switch::two_tier::TwoTierFabric;
 use rocast_core::switch::FrameSwitchStats;
@@ -93,24 +93,12 @@ pub struct UdTransferSpec {
     pub time_limit: Duration,
 }
 
-/// What one receiver got. `crc32` runs over the delivered messages in delivery order.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ReceiverTally {
-    pub delivered: u64,
-    pub duplicates: u64,
-    pub out_of_order: u64,
-    pub corrupt: u64,
-    pub unrecoverable: u64,
-    pub bytes: u64,
-    pub crc32: u32,
-    pub nacks_sent: u64,
-}
-
 /// How the transfer went.
 #[derive(Clone, Debug)]
 pub struct UdTransferOutcome {
-    /// Hosts 1..hosts.
-    pub receivers: Vec<ReceiverTally>,
+    /// Hosts 1..hosts: each one's account of the stream, and its protocol counters.
+    pub receivers: Vec<StreamTally>,
+    pub receiver_counters: Vec<ReceiverCounters>,
     pub sender: SenderCounters,
     pub sender_ud: UdCounters,
     /// Frames the sender put on its link (every PEEL copy counted).
@@ -140,29 +128,67 @@ enum Role {
     Receiver {
         r: NackMulticastReceiver,
         sender: Option<UdAddress>,
-        tally: ReceiverTally,
-        seen: Vec<bool>,
-        next: u64,
+        tally: StreamTally,
     },
+}
+
+/// A host's NIC side: its endpoint and QP, and the frames waiting for its link.
+struct Nic {
+    ep: UdEndpoint,
+    qpn: u32,
+    mtu: usize,
+    next_wr: u64,
+    /// PEEL headers for frames to the group (the sender's).
+    peel: Vec<PeelHeader>,
+    frames: VecDeque<Vec<u8>>,
+    buf: Vec<u8>,
+}
+
+impl Nic {
+    /// Posts one UD SEND of `payload` and queues its frames (PEEL copies for the
+    /// group when the host has headers).
+    fn send(&mut self, now: Instant, dest: UdAddress, payload: &[u8]) {
+        if self
+            .ep
+            .post_send(self.qpn, 0, &dest, payload, None)
+            .is_err()
+        {
+            return;
+        }
+        while let Some(t) = self.ep.poll_transmit(now, &mut self.buf) {
+            let frame = &self.buf[..t.len];
+            if dest.is_multicast() && !self.peel.is_empty() {
+                for h in &self.peel {
+                    if let Ok(ip) = insert_shim(&frame[ETHERNET_HEADER_LEN..], h) {
+                        let mut f = frame[..ETHERNET_HEADER_LEN].to_vec();
+                        f.extend_from_slice(&ip);
+                        self.frames.push_back(f);
+                    }
+                }
+            } else {
+                self.frames.push_back(frame.to_vec());
+            }
+        }
+    }
+
+    /// Gives a receive buffer back to `qpn` (one per completed receive).
+    fn repost(&mut self, qpn: u32) {
+        let _ = self.ep.post_recv(qpn, self.next_wr, self.mtu);
+        self.next_wr += 1;
+    }
 }
 
 /// One host: a UD endpoint with one QP on the group, and its side of the protocol.
 pub struct UdNackHost {
-    ep: UdEndpoint,
-    qpn: u32,
-    mtu: usize,
+    nic: Nic,
     group: UdAddress,
-    next_wr: u64,
-    /// PEEL headers for frames to the group (the sender's).
-    peel: Vec<PeelHeader>,
     /// Where a learnt source IP's frames go at layer 2 (the lab's ARP).
     arp: BTreeMap<Ipv4Address, EthernetAddress>,
     messages: u64,
     seed: u64,
     size: usize,
     role: Role,
-    frames: VecDeque<Vec<u8>>,
-    buf: Vec<u8>,
+    /// The protocol's next packet.
     packet: Vec<u8>,
     rejects: u64,
     /// Stopped: sends nothing more, arms no timer (the run is over; frames in flight
@@ -191,12 +217,16 @@ impl UdNackHost {
         let group = UdAddress::multicast(spec.group, QKEY).map_err(e)?;
         let max = ep.max_frame_len();
         Ok(UdNackHost {
-            ep,
-            qpn,
-            mtu: spec.mtu,
+            nic: Nic {
+                ep,
+                qpn,
+                mtu: spec.mtu,
+                next_wr: RECV_BUFFERS as u64,
+                peel: Vec::new(),
+                frames: VecDeque::new(),
+                buf: vec![0; max],
+            },
             group,
-            next_wr: RECV_BUFFERS as u64,
-            peel: Vec::new(),
             arp: (0..fabric.hosts())
                 .map(|h| (fabric.host_ip(h), TwoTierFabric::host_mac(h)))
                 .collect(),
@@ -204,8 +234,6 @@ impl UdNackHost {
             seed: spec.seed,
             size: spec.size,
             role,
-            frames: VecDeque::new(),
-            buf: vec![0; max],
             packet: vec![0; spec.mtu],
             rejects: 0,
             quiet: false,
@@ -222,35 +250,9 @@ impl UdNackHost {
         self.rejects
     }
 
-    /// Posts one UD SEND and queues its frames (PEEL copies for the group when the
-    /// host has headers).
-    fn send(&mut self, now: Instant, dest: UdAddress, len: usize) {
-        if self
-            .ep
-            .post_send(self.qpn, 0, &dest, &self.packet[..len], None)
-            .is_err()
-        {
-            return;
-        }
-        while let Some(t) = self.ep.poll_transmit(now, &mut self.buf) {
-            let frame = &self.buf[..t.len];
-            if dest.is_multicast() && !self.peel.is_empty() {
-                for h in &self.peel {
-                    if let Ok(ip) = insert_shim(&frame[ETHERNET_HEADER_LEN..], h) {
-                        let mut f = frame[..ETHERNET_HEADER_LEN].to_vec();
-                        f.extend_from_slice(&ip);
-                        self.frames.push_back(f);
-                    }
-                }
-            } else {
-                self.frames.push_back(frame.to_vec());
-            }
-        }
-    }
-
     /// Feeds the endpoint's received messages to the protocol.
     fn drain_endpoint(&mut self, now: Instant) {
-        while let Some(ev) = self.ep.poll_event() {
+        while let Some(ev) = self.nic.ep.poll_event() {
             let (qpn, src_ip, src_qpn, data) = match ev {
                 UdEvent::Receive {
                     qpn,
@@ -260,27 +262,19 @@ impl UdNackHost {
                     ..
                 } => (qpn, src_ip, src_qpn, data),
                 UdEvent::RecvError { qpn, .. } => {
-                    let _ = self.ep.post_recv(qpn, self.next_wr, self.mtu);
-                    self.next_wr += 1;
+                    self.nic.repost(qpn);
                     continue;
                 }
                 UdEvent::SendComplete { .. } => continue,
             };
             // Keep the receive queue full: one buffer back per message.
-            let _ = self.ep.post_recv(qpn, self.next_wr, self.mtu);
-            self.next_wr += 1;
+            self.nic.repost(qpn);
             match &mut self.role {
                 Role::Sender { s, .. } => s.handle_packet(now, &data),
                 Role::Receiver { r, sender, .. } => {
-                    if sender.is_none() {
-                        // Only the sender sends DATA and heartbeats.
-                        if let Ok(p) = Packet::parse(&data) {
-                            if matches!(p.repr, PacketRepr::Data(_) | PacketRepr::Heartbeat { .. })
-                            {
-                                let mac = self.arp.get(&src_ip).copied().unwrap_or_default();
-                                *sender = Some(UdAddress::unicast(src_ip, mac, src_qpn, QKEY));
-                            }
-                        }
+                    if sender.is_none() && Packet::is_from_sender(&data) {
+                        let mac = self.arp.get(&src_ip).copied().unwrap_or_default();
+                        *sender = Some(UdAddress::unicast(src_ip, mac, src_qpn, QKEY));
                     }
                     r.handle_packet(now, &data);
                 }
@@ -294,7 +288,7 @@ impl UdNackHost {
             return;
         }
         let (seed, size, count, group) = (self.seed, self.size, self.messages, self.group);
-        let mut out: Vec<(UdAddress, Vec<u8>)> = Vec::new();
+        let (nic, packet) = (&mut self.nic, &mut self.packet);
         match &mut self.role {
             Role::Sender {
                 s,
@@ -317,86 +311,58 @@ impl UdNackHost {
                         }
                     }
                 }
-                while let Some(t) = s.poll_transmit(now, &mut self.packet) {
-                    out.push((group, self.packet[..t.len].to_vec()));
+                while let Some(t) = s.poll_transmit(now, packet) {
+                    nic.send(now, group, &packet[..t.len]);
                 }
                 if *queued == count && s.all_delivered() {
                     *done = true;
                 }
             }
-            Role::Receiver {
-                r,
-                sender,
-                tally,
-                seen,
-                next,
-            } => {
+            Role::Receiver { r, sender, tally } => {
                 if r.poll_timeout().is_some_and(|t| t <= now) {
                     r.handle_timeout(now);
                 }
                 while let Some(ev) = r.poll_event() {
                     match ev {
                         ReceiverEvent::Message { msg_seq, data, .. } => {
-                            if msg_seq != *next {
-                                tally.out_of_order += 1;
-                            }
-                            *next = msg_seq + 1;
-                            match seen.get_mut(msg_seq as usize) {
-                                Some(true) => tally.duplicates += 1,
-                                Some(s) => {
-                                    *s = true;
-                                    tally.delivered += 1;
-                                    tally.bytes += data.len() as u64;
-                                    tally.crc32 = crc32_extend(tally.crc32, &data);
-                                }
-                                None => tally.corrupt += 1,
-                            }
-                            if data != stream_message(seed, msg_seq, size) {
-                                tally.corrupt += 1;
-                            }
+                            let intact = data == stream_message(seed, msg_seq, size);
+                            tally.record(msg_seq, &data, intact);
                         }
                         ReceiverEvent::Unrecoverable { messages, .. } => {
-                            tally.unrecoverable += messages.end - messages.start;
+                            tally.lost(messages.end - messages.start);
                         }
                     }
                 }
-                while let Some(t) = r.poll_transmit(now, &mut self.packet) {
+                while let Some(t) = r.poll_transmit(now, packet) {
                     let dest = match t.dest {
-                        Destination::Group => {
-                            tally.nacks_sent += 1;
-                            group
-                        }
+                        Destination::Group => group,
                         Destination::Sender => match sender {
                             Some(a) => *a,
                             None => continue,
                         },
                     };
-                    out.push((dest, self.packet[..t.len].to_vec()));
+                    nic.send(now, dest, &packet[..t.len]);
                 }
             }
-        }
-        for (dest, p) in out {
-            let len = p.len();
-            self.packet[..len].copy_from_slice(&p);
-            self.send(now, dest, len);
         }
     }
 }
 
 impl FrameHost for UdNackHost {
     fn handle_frame(&mut self, now: Instant, frame: &[u8]) {
-        if self.ep.handle_frame(now, frame).is_err() {
+        if self.nic.ep.handle_frame(now, frame).is_err() {
             self.rejects += 1;
         }
         self.drain_endpoint(now);
         self.pump(now);
     }
 
-    fn poll_frame(&mut self, now: Instant) -> Option<Vec<u8>> {
-        if self.frames.is_empty() {
-            self.pump(now);
-        }
-        self.frames.pop_front()
+    fn start(&mut self, now: Instant) {
+        self.pump(now);
+    }
+
+    fn poll_frame(&mut self, _now: Instant) -> Option<Vec<u8>> {
+        self.nic.frames.pop_front()
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -465,14 +431,12 @@ pub fn run_ud_transfer(spec: &UdTransferSpec) -> Result<UdTransferOutcome, Strin
             Role::Receiver {
                 r: NackMulticastReceiver::new(transfer_receiver_config(spec.hosts, i, spec.seed)),
                 sender: None,
-                tally: ReceiverTally::default(),
-                seen: vec![false; spec.messages as usize],
-                next: 0,
+                tally: StreamTally::new(spec.messages),
             }
         };
         let mut h = UdNackHost::new(spec, &fabric, i, role)?;
         if i == 0 {
-            h.peel = fabric.source_headers(0, &members);
+            h.nic.peel = fabric.source_headers(0, &members);
         }
         let n = net.add_host(h);
         let (t, port) = fabric.rack_of(i);
@@ -523,18 +487,19 @@ pub fn run_ud_transfer(spec: &UdTransferSpec) -> Result<UdTransferOutcome, Strin
     }
     let completion = net.now();
     net.run_until(Instant::ZERO + spec.time_limit, |_| false);
-    let mut receivers = Vec::new();
+    let (mut receivers, mut receiver_counters) = (Vec::new(), Vec::new());
     for &n in &host_nodes[1..] {
-        if let Some(Role::Receiver { tally, .. }) = net.host(n).map(|h| &h.role) {
+        if let Some(Role::Receiver { tally, r, .. }) = net.host(n).map(|h| &h.role) {
             receivers.push(tally.clone());
+            receiver_counters.push(r.counters().clone());
         }
     }
     let (sender_counters, sender_ud) = match net.host(sender) {
         Some(UdNackHost {
             role: Role::Sender { s, .. },
-            ep,
+            nic,
             ..
-        }) => (s.counters().clone(), ep.counters().clone()),
+        }) => (s.counters().clone(), nic.ep.counters().clone()),
         _ => return Err("host 0 is not the sender".into()),
     };
     let switches = setups
@@ -554,6 +519,7 @@ pub fn run_ud_transfer(spec: &UdTransferSpec) -> Result<UdTransferOutcome, Strin
         .collect();
     Ok(UdTransferOutcome {
         receivers,
+        receiver_counters,
         sender: sender_counters,
         sender_ud,
         sender_frames: net.port_counters(sender, 0).map_or(0, |c| c.tx_frames),
@@ -631,7 +597,7 @@ mod tests {
         assert_eq!((a.completion, a.events), (b.completion, b.events));
         assert!(a.switches[2].2 > 0, "tor1 dropped toward h3");
         assert!(a.sender.repair_packets > 0);
-        assert!(a.receivers[2].nacks_sent > 0);
+        assert!(a.receiver_counters[2].nacks_sent > 0);
         for r in &a.receivers {
             assert_eq!(
                 (r.delivered, r.duplicates, r.out_of_order, r.corrupt),
