@@ -4,7 +4,8 @@
 //! packet-level figures of §4 on `collective`'s concurrent Broadcasts: `peel-fig5`
 //! (CCT per message size), `peel-fig6` (per group size) and `peel-fig7` (per
 //! failed-link fraction on a leaf–spine). The exact optimum comes from
-//! [`steiner_exact`] (HiGHS through Python). [`transfer`] is the PEEL conformance
+//! [`steiner_dp`] (subset dynamic programming), checked against [`steiner_exact`]
+//! (HiGHS' integer program through Python). [`transfer`] is the PEEL conformance
 //! scenario the simulator and the namespace lab both run.
 
 use std::fmt::Write as _;
@@ -32,8 +33,10 @@ use rocast_sim::scenario::workload::sample_hosts;
 use rocast_sim::Scenario;
 
 use crate::report::{fmt_size, parallel, EvalReport};
+use steiner_dp::exact_tree_dp;
 use steiner_exact::exact_tree;
 
+pub mod steiner_dp;
 pub mod steiner_exact;
 pub mod transfer;
 
@@ -246,8 +249,11 @@ fn one_instance(sc: &Scenario, base: &Path, job: &Instance) -> Result<Outcome, S
             Err(TreeError::Invalid(_)) => None,
             Err(e) => return Err(format!("instance {}: cepheus tree: {e}", job.index)),
         };
-        let exact = exact_tree(&topo, source, &dests, sc.multicast.exact_time_limit_s)
-            .map_err(|e| format!("instance {}: {e}", job.index))?;
+        let exact = match sc.multicast.exact_solver.as_str() {
+            "highs" => exact_tree(&topo, source, &dests, sc.multicast.exact_time_limit_s),
+            _ => exact_tree_dp(&topo, source, &dests),
+        }
+        .map_err(|e| format!("instance {}: {e}", job.index))?;
         return Ok(Outcome {
             index: job.index,
             fail: job.fail,

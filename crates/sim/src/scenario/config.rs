@@ -91,9 +91,12 @@ pub struct MulticastConfig {
     pub ks: Vec<u32>,
     /// PEEL: seeded instances of the approximation experiment (`peel-approx`), their
     /// failed-link fractions and destination counts (`groups`), both cycled, and the
-    /// exact solver's time limit per instance.
+    /// exact solver: `dp` (subset dynamic programming in Rust, the default) or `highs`
+    /// (the integer program through Python, the independent check), and HiGHS' time
+    /// limit per instance.
     pub instances: u32,
     pub fail_fractions: Vec<f64>,
+    pub exact_solver: String,
     pub exact_time_limit_s: f64,
     /// PEEL Figs 5–7 (`peel-fig5`, `peel-fig6`, `peel-fig7`): offered load of the
     /// Poisson Broadcasts (fraction of the servers' NIC capacity their payload
@@ -166,6 +169,7 @@ impl Default for MulticastConfig {
             ks: vec![8, 16, 32, 64, 128],
             instances: 200,
             fail_fractions: vec![0.05, 0.1, 0.2, 0.3],
+            exact_solver: "dp".into(),
             exact_time_limit_s: 60.0,
             load: 0.3,
             broadcasts: 100,
@@ -581,6 +585,12 @@ impl Scenario {
             return Err(invalid(
                 "multicast.op",
                 format!("expected \"write\" or \"send\", got {:?}", m.op),
+            ));
+        }
+        if !matches!(m.exact_solver.as_str(), "dp" | "highs") {
+            return Err(invalid(
+                "multicast.exact_solver",
+                format!("expected \"dp\" or \"highs\", got {:?}", m.exact_solver),
             ));
         }
         if !(0.0..1.0).contains(&m.loss) {
