@@ -149,7 +149,13 @@ pub struct NackMulticastReceiver {
     tx: VecDeque<Queued>,
     events: VecDeque<ReceiverEvent>,
     counters: ReceiverCounters,
+    /// Message buffers handed back by [`recycle`](Self::recycle), reused for payloads
+    /// so that a driver at 10^8 packets does not allocate one per packet.
+    spare: Vec<Vec<u8>>,
 }
+
+/// The most buffers [`NackMulticastReceiver::recycle`] keeps.
+const SPARE_BUFFERS: usize = 64;
 
 impl NackMulticastReceiver {
     pub fn new(cfg: ReceiverConfig) -> Self {
@@ -160,6 +166,7 @@ impl NackMulticastReceiver {
             streams: BTreeMap::new(),
             tx: VecDeque::new(),
             events: VecDeque::new(),
+            spare: Vec::new(),
             counters: ReceiverCounters::default(),
         }
     }
@@ -196,6 +203,7 @@ impl NackMulticastReceiver {
                         + s.partial.as_ref().map_or(0, |p| p.1.capacity())
                 })
                 .sum::<usize>()
+            + self.spare.iter().map(|b| b.capacity()).sum::<usize>()
     }
 
     /// The stream of `session`, created on its first packet; `last_status: None` makes
@@ -265,23 +273,30 @@ impl NackMulticastReceiver {
             self.counters.repair_packets += 1;
         }
         let window = self.cfg.window as u64;
+        let mut buf = self.spare.pop();
         let s = self.stream(session);
         if d.seq < s.next_seq {
             self.counters.duplicates += 1;
+            self.spare.extend(buf);
             return;
         }
         if d.seq - s.next_seq > window {
             self.counters.beyond_window += 1;
+            self.spare.extend(buf);
             return;
         }
         s.high = s.high.max(d.seq + 1);
-        let frag = || Fragment {
-            msg_seq: d.msg_seq,
-            msg_len: d.msg_len,
-            frag_offset: d.frag_offset,
-            first: d.is_first(),
-            last: d.is_last(),
-            payload: d.payload.to_vec(),
+        let mut frag = || {
+            let mut payload = buf.take().unwrap_or_default();
+            payload.extend_from_slice(d.payload);
+            Fragment {
+                msg_seq: d.msg_seq,
+                msg_len: d.msg_len,
+                frag_offset: d.frag_offset,
+                first: d.is_first(),
+                last: d.is_last(),
+                payload,
+            }
         };
         if d.seq == s.next_seq {
             self.consume(session, Some(frag()));
@@ -293,6 +308,7 @@ impl NackMulticastReceiver {
             }
             if s.held[idx].is_some() {
                 self.counters.duplicates += 1;
+                self.spare.extend(buf);
                 return;
             }
             s.held[idx] = Some(frag());
@@ -549,6 +565,15 @@ impl NackMulticastReceiver {
 
     pub fn poll_event(&mut self) -> Option<ReceiverEvent> {
         self.events.pop_front()
+    }
+
+    /// Hands back a delivered message's buffer for reuse (optional: a driver that
+    /// keeps its messages simply does not call this). At most 64 are kept.
+    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.spare.len() < SPARE_BUFFERS {
+            buf.clear();
+            self.spare.push(buf);
+        }
     }
 }
 

@@ -711,3 +711,32 @@ fn a_forged_heartbeat_cannot_make_a_nack_flood() {
     assert_eq!(nacks[0], (1, 0, u32::MAX));
     assert_eq!(nacks[1], (1, u32::MAX as u64, u32::MAX));
 }
+
+#[test]
+fn a_recycled_buffer_carries_the_next_message_and_duplicates_hand_it_back() {
+    let mut s = sender(16);
+    let mut r = receiver(1, 1);
+    for m in [b"first".as_slice(), b"second", b"third"] {
+        s.send(us(0), m).unwrap();
+    }
+    let pkts = drain_tx(&mut s, us(0));
+    r.handle_packet(us(1), &pkts[0]);
+    let Some(ReceiverEvent::Message { data, .. }) = r.poll_event() else {
+        panic!("no message");
+    };
+    assert_eq!(data, b"first");
+    let before = r.memory_bytes();
+    r.recycle(Vec::with_capacity(4096));
+    assert_eq!(r.memory_bytes(), before + 4096, "a kept buffer is counted");
+    // A duplicate does not consume the spare buffer.
+    r.handle_packet(us(2), &pkts[0]);
+    assert_eq!(r.memory_bytes(), before + 4096);
+    r.handle_packet(us(3), &pkts[1]);
+    let Some(ReceiverEvent::Message { data, msg_seq, .. }) = r.poll_event() else {
+        panic!("no message");
+    };
+    assert_eq!((msg_seq, data.as_slice()), (1, b"second".as_slice()));
+    assert!(data.capacity() >= 4096, "the recycled buffer carries the payload");
+    r.handle_packet(us(4), &pkts[2]);
+    assert!(matches!(r.poll_event(), Some(ReceiverEvent::Message { msg_seq: 2, .. })));
+}

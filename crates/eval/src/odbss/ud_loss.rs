@@ -128,6 +128,29 @@ impl Msgs {
     }
 }
 
+/// The expected bytes of recently delivered messages: the receivers deliver the same
+/// message within a few frames of each other, so one fill serves all of them.
+struct ExpectedMessages {
+    slots: Vec<(u64, Vec<u8>)>,
+}
+
+impl ExpectedMessages {
+    const SLOTS: usize = 64;
+    fn new() -> ExpectedMessages {
+        ExpectedMessages {
+            slots: (0..Self::SLOTS).map(|_| (u64::MAX, Vec::new())).collect(),
+        }
+    }
+    fn get(&mut self, msgs: &Msgs, m: u64) -> &[u8] {
+        let slot = &mut self.slots[m as usize % Self::SLOTS];
+        if slot.0 != m {
+            msgs.fill(m, &mut slot.1);
+            slot.0 = m;
+        }
+        &slot.1
+    }
+}
+
 // ---------------------------------------------------------------------------
 // The host receive path
 // ---------------------------------------------------------------------------
@@ -138,6 +161,9 @@ impl Msgs {
 struct HostRing {
     cap: usize,
     q: VecDeque<(u64, Vec<u8>)>,
+    /// The completion time of `q`'s front, `u64::MAX` when empty (read several times
+    /// per step of the run's loop, so kept beside the queue).
+    head: u64,
     pool: Vec<Vec<u8>>,
     last: u64,
     cpu_ps: u64,
@@ -162,6 +188,7 @@ impl HostRing {
         HostRing {
             cap: cfg.rq_depth as usize,
             q: VecDeque::with_capacity(cfg.rq_depth as usize + 4),
+            head: u64::MAX,
             pool: Vec::new(),
             last: 0,
             cpu_ps: cfg.cpu_ns * 1000,
@@ -189,7 +216,8 @@ impl HostRing {
             return;
         }
         // Buffers whose frames the host finished by `arrived` are posted again.
-        let done = self.q.iter().take_while(|e| e.0 <= arrived).count();
+        // Completions are FIFO, so the finished frames are a prefix.
+        let done = self.q.partition_point(|e| e.0 <= arrived);
         let used = self.q.len() - done;
         if used >= self.cap {
             self.overruns += 1;
@@ -219,11 +247,25 @@ impl HostRing {
             .unwrap_or_else(|| Vec::with_capacity(self.buf_cap));
         b.clear();
         b.extend_from_slice(bytes);
+        if self.q.is_empty() {
+            self.head = end;
+        }
         self.q.push_back((end, b));
     }
 
     fn front(&self) -> Option<u64> {
-        self.q.front().map(|e| e.0)
+        (self.head != u64::MAX).then_some(self.head)
+    }
+
+    /// The front frame if its host processing has completed by `now`.
+    #[inline]
+    fn pop_done(&mut self, now: u64) -> Option<Vec<u8>> {
+        if self.head > now {
+            return None;
+        }
+        let (_, b) = self.q.pop_front().expect("head is set");
+        self.head = self.q.front().map_or(u64::MAX, |e| e.0);
+        Some(b)
     }
 
     fn memory(&self) -> usize {
@@ -406,7 +448,7 @@ pub fn run(
     let mut pending: Vec<u8> = Vec::with_capacity(msgs.max as usize);
     let mut have_pending = false;
     let mut expect: Vec<u64> = vec![0; r];
-    let mut scratch: Vec<u8> = Vec::with_capacity(msgs.max as usize);
+    let mut expected = ExpectedMessages::new();
     let mut last_progress = 0u64;
     let mut memory_peak = 0usize;
     let mut iter = 0u64;
@@ -428,30 +470,35 @@ pub fn run(
     // Timer deadlines, refreshed after every call that can move them.
     let mut sender_due = due(sender.poll_timeout());
     let mut rx_due: Vec<u64> = rx.iter().map(|x| due(x.poll_timeout())).collect();
+    // A state machine's outputs (and the sender's room for messages) change only when
+    // it is handed something, so only those handed something are polled.
+    let mut rx_touched: Vec<bool> = vec![false; r];
+    let mut sender_changed = true;
 
     loop {
         iter += 1;
         // Frames whose host processing completes now.
-        while rings[0].front().is_some_and(|t| t <= now) {
-            let (_, b) = rings[0].q.pop_front().expect("front");
+        while let Some(b) = rings[0].pop_done(now) {
             sender.handle_packet(Instant(now), &b);
             rings[0].pool.push(b);
             sender_try = true;
+            sender_changed = true;
             sender_due = due(sender.poll_timeout());
         }
         for i in 0..r {
             let ring = &mut rings[i + 1];
-            while ring.front().is_some_and(|t| t <= now) {
-                let (_, b) = ring.q.pop_front().expect("front");
+            while let Some(b) = ring.pop_done(now) {
                 rx[i].handle_packet(Instant(now), &b);
                 ring.pool.push(b);
                 rx_due[i] = u64::MAX; // refreshed below
+                rx_touched[i] = true;
             }
         }
         // Timers.
         if sender_due <= now {
             sender.handle_timeout(Instant(now));
             sender_try = true;
+            sender_changed = true;
             sender_due = due(sender.poll_timeout());
         }
         for (i, x) in rx.iter_mut().enumerate() {
@@ -461,15 +508,17 @@ pub fn run(
             if rx_due[i] <= now {
                 x.handle_timeout(Instant(now));
                 rx_due[i] = due(x.poll_timeout());
+                rx_touched[i] = true;
             }
         }
         // The application fills the sender's window.
-        while next_msg < messages {
+        while sender_changed && next_msg < messages {
             if !have_pending {
                 msgs.fill(next_msg, &mut pending);
                 have_pending = true;
             }
             if sender.send(Instant(now), &pending).is_err() {
+                sender_changed = false;
                 break;
             }
             have_pending = false;
@@ -483,12 +532,16 @@ pub fn run(
                     wire_free = now + ser(t.len);
                     offer!(0, Dest::Group(group), &packet[..t.len]);
                     sender_due = due(sender.poll_timeout());
+                    sender_changed = true;
                 }
                 None => sender_try = false,
             }
         }
         // Receivers' NACKs and STATUS, and their deliveries.
         for i in 0..r {
+            if !std::mem::take(&mut rx_touched[i]) {
+                continue;
+            }
             while let Some(t) = rx[i].poll_transmit(Instant(now), &mut feedback) {
                 let dest = match t.dest {
                     Destination::Group => Dest::Group(group),
@@ -510,8 +563,7 @@ pub fn run(
                                 expect[i]
                             ));
                         }
-                        msgs.fill(msg_seq, &mut scratch);
-                        if data != scratch {
+                        if data != expected.get(&msgs, msg_seq) {
                             return Err(format!(
                                 "receiver {} message {msg_seq}: content differs (seed {seed})",
                                 i + 1
@@ -519,6 +571,7 @@ pub fn run(
                         }
                         expect[i] += 1;
                         last_progress = now;
+                        rx[i].recycle(data);
                     }
                     ReceiverEvent::Unrecoverable { messages: m, .. } => {
                         return Err(format!(
