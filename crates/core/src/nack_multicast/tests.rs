@@ -736,7 +736,13 @@ fn a_recycled_buffer_carries_the_next_message_and_duplicates_hand_it_back() {
         panic!("no message");
     };
     assert_eq!((msg_seq, data.as_slice()), (1, b"second".as_slice()));
-    assert!(data.capacity() >= 4096, "the recycled buffer carries the payload");
+    assert!(
+        data.capacity() >= 4096,
+        "the recycled buffer carries the payload"
+    );
     r.handle_packet(us(4), &pkts[2]);
-    assert!(matches!(r.poll_event(), Some(ReceiverEvent::Message { msg_seq: 2, .. })));
+    assert!(matches!(
+        r.poll_event(),
+        Some(ReceiverEvent::Message { msg_seq: 2, .. })
+    ));
 }

@@ -19,6 +19,9 @@
 //! port; 8 bytes of queue length per (port, class).
 
 use crate::fabric::mmu::{Admission, MmuConfig, SharedBufferMmu, PRIORITIES};
+
+// `EgressQueues::occupied` keeps one bit per class in a byte.
+const _: () = assert!(PRIORITIES == 8);
 use crate::fabric::EcnRed;
 use std::collections::VecDeque;
 
@@ -85,6 +88,9 @@ impl EgressConfig {
 #[derive(Clone, Debug)]
 pub struct EgressQueues<T> {
     queues: Vec<VecDeque<Entry<T>>>,
+    /// Per port, bit `c` set while class `c`'s queue is not empty: the scheduler reads
+    /// one byte instead of eight queue headers (four cache lines) per departure.
+    occupied: Vec<u8>,
     bytes: Vec<u64>,
     mmu: SharedBufferMmu,
     red: Option<EcnRed>,
@@ -97,6 +103,7 @@ impl<T> EgressQueues<T> {
         let ports = cfg.mmu.headroom_bytes.len();
         EgressQueues {
             queues: (0..ports * PRIORITIES).map(|_| VecDeque::new()).collect(),
+            occupied: vec![0; ports],
             bytes: vec![0; ports * PRIORITIES],
             mmu: SharedBufferMmu::new(cfg.mmu),
             red: cfg.red,
@@ -156,6 +163,7 @@ impl<T> EgressQueues<T> {
             ingress,
             bytes: bytes as u32,
         });
+        self.occupied[o] |= 1 << c;
         self.bytes[q] += bytes;
         Ok(pause)
     }
@@ -163,12 +171,13 @@ impl<T> EgressQueues<T> {
     /// The class port `out` sends next: the control class first (never paused), then
     /// data classes from high to low, skipping those set in `paused` (bit per class).
     pub fn next_class(&self, out: u16, paused: u8) -> Option<u8> {
-        let base = out as usize * PRIORITIES;
-        (0..PRIORITIES).rev().find_map(|c| {
-            let ready =
-                !self.queues[base + c].is_empty() && (c == self.control || paused & (1 << c) == 0);
-            ready.then_some(c as u8)
-        })
+        let control = if self.control < PRIORITIES {
+            1u8 << self.control
+        } else {
+            0
+        };
+        let ready = self.occupied[out as usize] & (!paused | control);
+        (ready != 0).then(|| 7 - ready.leading_zeros() as u8)
     }
 
     /// Takes the head of `out`'s `class` queue and releases its buffer.
@@ -176,6 +185,9 @@ impl<T> EgressQueues<T> {
         let (o, c) = (out as usize, class as usize & (PRIORITIES - 1));
         let q = o * PRIORITIES + c;
         let e = self.queues[q].pop_front()?;
+        if self.queues[q].is_empty() {
+            self.occupied[o] &= !(1 << c);
+        }
         let bytes = e.bytes as u64;
         self.bytes[q] -= bytes;
         let mut resume = None;
@@ -252,6 +264,36 @@ mod tests {
             }),
             control_class: Some(7),
         })
+    }
+
+    /// The occupancy bits pick what a scan of the queues would, under seeded random
+    /// enqueues, departures and pause states.
+    #[test]
+    fn next_class_matches_a_scan_of_the_queues() {
+        use rand_chacha::ChaCha8Rng;
+        use rand_core::{RngCore, SeedableRng};
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut q = lossless(3);
+        let scan = |q: &EgressQueues<u32>, out: u16, paused: u8| {
+            (0..PRIORITIES as u8).rev().find(|&c| {
+                !q.queues[out as usize * PRIORITIES + c as usize].is_empty()
+                    && (c == 7 || paused & (1 << c) == 0)
+            })
+        };
+        let mut checked = 0;
+        for i in 0..5_000u32 {
+            let out = 1 + (rng.next_u32() % 2) as u16;
+            let paused = rng.next_u32() as u8;
+            if rng.next_u32() % 2 == 0 {
+                let class = (rng.next_u32() % 8) as u8;
+                let _ = q.enqueue(Ingress::Port(0), out, class, 10, i);
+            } else if let Some(c) = q.next_class(out, paused) {
+                q.dequeue(out, c).unwrap();
+            }
+            assert_eq!(q.next_class(out, paused), scan(&q, out, paused), "step {i}");
+            checked += usize::from(q.port_len(out) > 0);
+        }
+        assert!(checked > 1000, "queues were rarely non-empty: {checked}");
     }
 
     #[test]

@@ -206,6 +206,9 @@ struct Port {
     /// Wire bytes of `current` (so finishing a transmission need not touch the
     /// packet's record: on a large fabric it has long left the cache).
     current_wire: u32,
+    /// The last serialisation computed, (wire bytes, ps): most packets on a port are
+    /// the same size, and the exact time is a u128 division.
+    last_ser: (u32, u64),
     /// On the link: (arrival time, packet, wire bytes).
     in_flight: VecDeque<(u64, u32, u32)>,
     capture: bool,
@@ -594,6 +597,7 @@ impl Engine {
                     paused_since: [0; PRIORITIES],
                     current: u32::MAX,
                     current_wire: 0,
+                    last_ser: (0, 0),
                     in_flight: VecDeque::new(),
                     capture: cfg.capture_links.contains(&link),
                     c: PortCounters::default(),
@@ -862,7 +866,10 @@ impl Engine {
         p.busy = true;
         p.current = pkt;
         p.current_wire = wire as u32;
-        let ser = Duration::for_bytes(wire, p.rate_bps).as_ps();
+        if p.last_ser.0 as u64 != wire {
+            p.last_ser = (wire as u32, Duration::for_bytes(wire, p.rate_bps).as_ps());
+        }
+        let ser = p.last_ser.1;
         let (capture, node, reverse) = (p.capture, p.node, p.reverse);
         if capture && (self.capture.len() as u64) < self.cfg.capture_max_packets {
             let (a, b) = (node, self.ports[reverse as usize].node);
