@@ -35,7 +35,7 @@ pub const PEEL_SHIM_LEN: u16 = rocast_core::wire::peel::PEEL_HEADER_LEN as u16;
 /// bitmap sits in its first 64 bytes. (Aligning records to 64 bytes, so that a touch
 /// reads one cache line, was tried: 128 bytes a record doubled the last-level misses
 /// under cachegrind, so records stay 96 bytes.)
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 #[repr(C)]
 pub struct SimPacket {
     pub reth_va: u64,

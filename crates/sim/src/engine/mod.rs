@@ -4,15 +4,17 @@
 //! Design (after htsim): time is integer picoseconds; the event heap holds at most one
 //! pending event per port transmitter, one per link direction (the head of its
 //! in-flight FIFO), one per QP timer, plus flow starts and link changes. Packets are
-//! [`SimPacket`] records in a slab reused through a free list, and queues hold slab
-//! indices, so steady state allocates nothing per packet. Routes are precomputed
+//! [`SimPacket`] records in a slab reused through a free list, and queues and links
+//! hold a 20-byte `Hop` (the slot plus the fields routing reads), so steady state
+//! allocates nothing per packet and a unicast switch hop does not touch the record.
+//! Routes are precomputed
 //! (`plan::Routes`). Ties in time break by insertion order, so a run is a pure
 //! function of scenario and seed.
 //!
 //! Memory: per port ~300 bytes (8 class queues, in-flight FIFO, counters), per switch
 //! 200 bytes per port of MMU state, per active flow two QPs (~1.5 KB), per packet in
-//! flight 96 bytes (`SimPacket`), plus 16 bytes per packet on a link (arrival time,
-//! slot and wire length).
+//! flight 96 bytes (`SimPacket`), plus 28 bytes per packet in a switch queue (its
+//! `Hop`, ingress port and bytes) and 32 per packet on a link (arrival time and `Hop`).
 
 pub mod event_queue;
 mod flow;
@@ -167,24 +169,58 @@ pub struct PortCounters {
     pub paused_ps: u64,
 }
 
-/// A switch egress queue's entry: the packet's slab slot, and whether it is
-/// ECN-capable (bit 31), so that dequeueing and RED need not read the packet's record
-/// (on a large fabric it has long left the cache; the queue's bytes give the wire
-/// length).
+/// A packet as a switch sees it on the way: its slab slot and what routing and
+/// queueing read (addresses, UDP source port, class, wire bytes, ECN capability,
+/// label). It travels beside the slot through egress queues, the transmitter and the
+/// link, so a unicast hop never reads the packet's record: on a large fabric the
+/// record has long left the cache, and that read was a fifth of `permutation-1024`'s
+/// time (`docs/perf/`). Built from the record where the record is at hand (the NIC,
+/// multicast copies); the fields it copies do not change between hops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct QueuedPacket(u32);
+#[repr(C)]
+struct Hop {
+    slot: u32,
+    wire: u32,
+    src_ip: u32,
+    dst_ip: u32,
+    sport: u16,
+    class: u8,
+    bits: u8,
+}
 
-impl QueuedPacket {
-    const ECT: u32 = 1 << 31;
-    fn new(slot: u32, ect: bool) -> Self {
-        debug_assert!(slot < Self::ECT, "slab slots stay below 2^31");
-        QueuedPacket(slot | if ect { Self::ECT } else { 0 })
-    }
-    fn slot(self) -> u32 {
-        self.0 & !Self::ECT
+impl Hop {
+    const ECT: u8 = 1;
+    const LABELLED: u8 = 2;
+    const IDLE: Hop = Hop {
+        slot: u32::MAX,
+        wire: 0,
+        src_ip: 0,
+        dst_ip: 0,
+        sport: 0,
+        class: 0,
+        bits: 0,
+    };
+    fn of(sp: &SimPacket, slot: u32) -> Hop {
+        Hop {
+            slot,
+            wire: sp.wire_len(),
+            src_ip: sp.src_ip,
+            dst_ip: sp.dst_ip,
+            sport: sp.sport,
+            class: sp.class,
+            bits: if sp.ecn != 0 { Self::ECT } else { 0 }
+                | if sp.label().is_some() {
+                    Self::LABELLED
+                } else {
+                    0
+                },
+        }
     }
     fn ect(self) -> bool {
-        self.0 & Self::ECT != 0
+        self.bits & Self::ECT != 0
+    }
+    fn labelled(self) -> bool {
+        self.bits & Self::LABELLED != 0
     }
 }
 
@@ -202,15 +238,13 @@ struct Port {
     /// Classes paused by the peer's PFC (bit per class).
     paused: u8,
     paused_since: [u64; PRIORITIES],
-    current: u32,
-    /// Wire bytes of `current` (so finishing a transmission need not touch the
-    /// packet's record: on a large fabric it has long left the cache).
-    current_wire: u32,
+    /// The packet being transmitted ([`Hop::IDLE`] when none).
+    current: Hop,
     /// The last serialisation computed, (wire bytes, ps): most packets on a port are
     /// the same size, and the exact time is a u128 division.
     last_ser: (u32, u64),
-    /// On the link: (arrival time, packet, wire bytes).
-    in_flight: VecDeque<(u64, u32, u32)>,
+    /// On the link: (arrival time, packet).
+    in_flight: VecDeque<(u64, Hop)>,
     capture: bool,
     c: PortCounters,
 }
@@ -461,7 +495,7 @@ pub struct Engine {
     node_port_base: Vec<u32>,
     /// Each switch's egress queues (index: switch − hosts): the core's admission, PFC
     /// and RED decisions; the engine owns the links.
-    egress: Vec<EgressQueues<QueuedPacket>>,
+    egress: Vec<EgressQueues<Hop>>,
     hosts: Vec<Host>,
     qps: Vec<Option<Box<QpSlot>>>,
     flows: Vec<FlowSpec>,
@@ -595,8 +629,7 @@ impl Engine {
                     busy: false,
                     paused: 0,
                     paused_since: [0; PRIORITIES],
-                    current: u32::MAX,
-                    current_wire: 0,
+                    current: Hop::IDLE,
                     last_ser: (0, 0),
                     in_flight: VecDeque::new(),
                     capture: cfg.capture_links.contains(&link),
@@ -856,16 +889,16 @@ impl Engine {
     // ---- ports ----
 
     fn start_tx(&mut self, port: u32, pkt: u32) {
-        let wire = self.slab[pkt as usize].wire_len() as u64;
-        self.start_tx_wire(port, pkt, wire);
+        let hop = Hop::of(&self.slab[pkt as usize], pkt);
+        self.start_tx_hop(port, hop);
     }
 
-    /// [`Self::start_tx`] when the caller knows the wire bytes (from the egress queue).
-    fn start_tx_wire(&mut self, port: u32, pkt: u32, wire: u64) {
+    /// [`Self::start_tx`] of a packet taken from an egress queue.
+    fn start_tx_hop(&mut self, port: u32, hop: Hop) {
+        let (pkt, wire) = (hop.slot, hop.wire as u64);
         let p = &mut self.ports[port as usize];
         p.busy = true;
-        p.current = pkt;
-        p.current_wire = wire as u32;
+        p.current = hop;
         if p.last_ser.0 as u64 != wire {
             p.last_ser = (wire as u32, Duration::for_bytes(wire, p.rate_bps).as_ps());
         }
@@ -881,10 +914,9 @@ impl Engine {
 
     fn tx_done(&mut self, port: u32) {
         let p = &mut self.ports[port as usize];
-        let pkt = p.current;
+        let hop = std::mem::replace(&mut p.current, Hop::IDLE);
         p.busy = false;
-        p.current = u32::MAX;
-        let wire = p.current_wire as u64;
+        let wire = hop.wire as u64;
         p.c.tx_packets += 1;
         p.c.tx_bytes += wire;
         if p.node < self.topo.num_hosts() as u32 {
@@ -893,7 +925,7 @@ impl Engine {
             self.totals.switch_tx_bytes += wire;
         }
         let at = self.now + p.delay_ps;
-        p.in_flight.push_back((at, pkt, wire as u32));
+        p.in_flight.push_back((at, hop));
         if p.in_flight.len() == 1 {
             self.schedule(at, EvKind::Arrive, port, 0);
         }
@@ -902,12 +934,12 @@ impl Engine {
 
     fn arrive(&mut self, port: u32) {
         let p = &mut self.ports[port as usize];
-        let (_, pkt, wire) = p
+        let (_, hop) = p
             .in_flight
             .pop_front()
             .expect("arrival with a packet in flight");
-        let wire = wire as u64;
-        if let Some(&(t, _, _)) = p.in_flight.front() {
+        let (pkt, wire) = (hop.slot, hop.wire as u64);
+        if let Some(&(t, _)) = p.in_flight.front() {
             self.schedule(t, EvKind::Arrive, port, 0);
         }
         let p = &mut self.ports[port as usize];
@@ -927,7 +959,7 @@ impl Engine {
             self.host_receive(node, pkt);
         } else {
             self.totals.switch_rx_bytes += wire;
-            self.switch_receive(node, local, pkt);
+            self.switch_receive(node, local, hop);
         }
     }
 
@@ -948,23 +980,21 @@ impl Engine {
         let Some(class) = self.egress[sw].next_class(local, p.paused) else {
             return;
         };
-        let (q, wire) = self.dequeue(port, class as usize).expect("non-empty");
-        let pkt = q.slot();
+        let hop = self.dequeue(port, class as usize).expect("non-empty");
         // RED at dequeue, against the bytes left behind this packet (ECN-capable only;
         // the queue entry says which, so an unmarked packet's record is not touched).
         let rng = &mut self.rng;
-        if q.ect() && self.egress[sw].red_marks(local, class, || uniform(rng)) {
-            self.slab[pkt as usize].set_ce();
+        if hop.ect() && self.egress[sw].red_marks(local, class, || uniform(rng)) {
+            self.slab[hop.slot as usize].set_ce();
             self.ports[port as usize].c.ecn_marks += 1;
             self.totals.ecn_marks += 1;
         }
-        self.start_tx_wire(port, pkt, wire);
+        self.start_tx_hop(port, hop);
     }
 
     /// Takes the head packet of a switch port's class queue and releases its buffer
     /// (which may resume a paused upstream).
-    /// The packet and its wire bytes.
-    fn dequeue(&mut self, port: u32, class: usize) -> Option<(QueuedPacket, u64)> {
+    fn dequeue(&mut self, port: u32, class: usize) -> Option<Hop> {
         let p = &self.ports[port as usize];
         let (node, local) = (p.node, p.local);
         let sw = node as usize - self.topo.num_hosts();
@@ -972,7 +1002,7 @@ impl Engine {
         if let Some(in_port) = d.resume {
             self.send_pfc(node, in_port as usize, class, false);
         }
-        Some((d.item, d.bytes))
+        Some(d.item)
     }
 
     /// Counts a packet dropped at the egress of `port` and frees it.
@@ -1039,20 +1069,19 @@ impl Engine {
         }
     }
 
-    fn switch_receive(&mut self, node: u32, in_local: u16, pkt: u32) {
-        let sp = &mut self.slab[pkt as usize];
-        sp.in_port = in_local;
-        if sp.label().is_some() {
+    fn switch_receive(&mut self, node: u32, in_local: u16, hop: Hop) {
+        let pkt = hop.slot;
+        if hop.labelled() {
             self.labelled_receive(node, in_local, pkt);
             return;
         }
-        if sp.dst_ip >> 28 == 0xe {
+        if hop.dst_ip >> 28 == 0xe {
             self.multicast_receive(node, in_local, pkt);
             return;
         }
-        let dst = host_of_ip(sp.dst_ip);
-        let hash = ecmp_hash(sp.src_ip, sp.dst_ip, sp.sport, 4791, node);
-        let wire = sp.wire_len() as u64;
+        let dst = host_of_ip(hop.dst_ip);
+        let hash = ecmp_hash(hop.src_ip, hop.dst_ip, hop.sport, 4791, node);
+        let wire = hop.wire as u64;
         let out = if (dst as usize) < self.topo.num_hosts() {
             self.routes.next_hop(node, dst, hash)
         } else {
@@ -1064,14 +1093,13 @@ impl Engine {
             self.release(pkt);
             return;
         };
-        self.switch_enqueue(node, in_local, out, pkt);
+        self.switch_enqueue(node, in_local, out, hop);
     }
 
-    /// Queues `pkt` (arrived on `in_local`) for egress port `out` of switch `node`,
+    /// Queues `hop` (arrived on `in_local`) for egress port `out` of switch `node`,
     /// through the MMU's admission and PFC.
-    fn switch_enqueue(&mut self, node: u32, in_local: u16, out: u16, pkt: u32) {
-        let sp = &self.slab[pkt as usize];
-        let (class, wire, sp_ect) = (sp.class, sp.wire_len() as u64, sp.ecn != 0);
+    fn switch_enqueue(&mut self, node: u32, in_local: u16, out: u16, hop: Hop) {
+        let (pkt, class, wire) = (hop.slot, hop.class, hop.wire as u64);
         let out_port = self.node_port_base[node as usize] + out as u32;
         if !self.ports[out_port as usize].up {
             self.drop_at_queue(out_port, pkt);
@@ -1083,10 +1111,9 @@ impl Engine {
             Ingress::Port(in_local)
         };
         let sw = node as usize - self.topo.num_hosts();
-        let q = QueuedPacket::new(pkt, sp_ect);
-        match self.egress[sw].enqueue(ingress, out, class, wire, q) {
+        match self.egress[sw].enqueue(ingress, out, class, wire, hop) {
             Err((q, _)) => {
-                self.drop_at_queue(out_port, q.slot());
+                self.drop_at_queue(out_port, q.slot);
                 return;
             }
             Ok(Some(paused)) => self.send_pfc(node, paused as usize, class as usize, true),
@@ -1166,7 +1193,8 @@ impl Engine {
                     self.alloc_with_scratch_payload(copy, carried)
                 }
             };
-            self.switch_enqueue(node, ingress, port, slot);
+            let hop = Hop::of(&self.slab[slot as usize], slot);
+            self.switch_enqueue(node, ingress, port, hop);
         }
         if let Some(p) = original {
             self.release(p);
@@ -2261,8 +2289,8 @@ impl Engine {
                     continue;
                 }
                 for class in 0..PRIORITIES {
-                    while let Some((q, _)) = self.dequeue(p, class) {
-                        self.drop_at_queue(p, q.slot());
+                    while let Some(hop) = self.dequeue(p, class) {
+                        self.drop_at_queue(p, hop.slot);
                     }
                 }
             }
@@ -2322,11 +2350,11 @@ impl Engine {
             t.link_drops += p.c.link_drops;
             t.queue_drops += p.c.queue_drops;
             dropped += (p.c.link_drop_bytes + p.c.queue_drop_bytes) as i128;
-            for &(_, _, wire) in &p.in_flight {
-                held += wire as i128;
+            for &(_, hop) in &p.in_flight {
+                held += hop.wire as i128;
             }
             if p.busy {
-                held += self.slab[p.current as usize].wire_len() as i128;
+                held += p.current.wire as i128;
             }
         }
         t.drop_bytes = dropped as u64;
@@ -2339,7 +2367,7 @@ impl Engine {
     pub fn link_imbalance(&self) -> u64 {
         let mut bad = 0;
         for p in &self.ports {
-            let flying: u64 = p.in_flight.iter().map(|&(_, _, wire)| wire as u64).sum();
+            let flying: u64 = p.in_flight.iter().map(|&(_, hop)| hop.wire as u64).sum();
             if p.c.tx_bytes != p.c.rx_bytes + p.c.link_drop_bytes + flying {
                 bad += 1;
             }
@@ -2463,20 +2491,30 @@ pub fn ideal_message(
 }
 
 #[cfg(test)]
-mod queued_packet_tests {
-    use super::QueuedPacket;
+mod hop_tests {
+    use super::{Hop, SimPacket};
 
     #[test]
-    fn a_queue_entry_keeps_the_slot_and_the_ecn_capability_apart() {
-        for (slot, ect) in [
-            (0, false),
-            (0, true),
-            (7, true),
-            ((1 << 31) - 1, true),
-            (12345, false),
-        ] {
-            let q = QueuedPacket::new(slot, ect);
-            assert_eq!((q.slot(), q.ect()), (slot, ect));
-        }
+    fn a_hop_copies_what_routing_and_queueing_read_from_the_record() {
+        assert_eq!(std::mem::size_of::<Hop>(), 20);
+        let mut sp = SimPacket::default();
+        sp.src_ip = 0x0a00_0001;
+        sp.dst_ip = 0x0a00_0203;
+        sp.sport = 4711;
+        sp.class = 3;
+        sp.ip_len = 1000;
+        let h = Hop::of(&sp, 9);
+        assert_eq!(
+            (h.slot, h.wire, h.src_ip, h.dst_ip),
+            (9, sp.wire_len(), sp.src_ip, sp.dst_ip)
+        );
+        assert_eq!(
+            (h.sport, h.class, h.ect(), h.labelled()),
+            (4711, 3, false, false)
+        );
+        sp.ecn = 2;
+        sp.set_label(5, false);
+        let h = Hop::of(&sp, 9);
+        assert!(h.ect() && h.labelled());
     }
 }
