@@ -4,16 +4,27 @@
 //!
 //! Events pop in time order; events at the same time pop in the order they were
 //! pushed (each push takes the next sequence number), so a run is a pure function of
-//! its inputs. An entry is the (time, sequence) key as one `u128`, compared in one
-//! instruction on the engine's hot path, beside the model's event value.
-//! (A 4-ary heap was tried against std's binary heap: 8 % fewer L1 data misses but
-//! 33 % more instructions under cachegrind on a k=16 permutation, so std's stays.)
+//! its inputs. An entry is the (time, sequence) key as one `u128` beside the model's
+//! event value.
 //!
+//! The queue is a calendar queue (Brown 1988) with a fixed slot width: time is cut into
+//! 1.024 ns slots, the next 4096 slots (4.2 µs, beyond a link's propagation plus a
+//! packet's serialisation) each have an unsorted bucket, and later events (timers) wait
+//! in a binary heap until the window reaches them. When the current slot is used up,
+//! the next non-empty bucket (found from an occupancy bitmap) is sorted and popped in
+//! order; pushes into the current slot are inserted in order. std's binary heap before
+//! it was a fifth of `permutation-1024`'s time (`docs/perf/`): the calendar queue runs
+//! that preset about 20 % faster with the same memory and the same pop order. (A radix
+//! heap cost 29 % more instructions, a 4-ary heap 33 %.) Buckets are lists through one
+//! node pool, so memory follows the events pending, not each bucket's largest burst. An
+//! event pushed into the past (a model bug) still pops first.
+
 //! Every queue counts the events it handed out and adds them, when dropped, to one
 //! process-wide total ([`events_total`]): what `rocast bench sim` reports as events
 //! per second for runs of any model, without a hot-path atomic.
 //!
-//! Memory: `capacity × size_of::<(u128, T)>()` bytes ([`EventQueue::heap_bytes`]).
+//! Memory: a node per pending event (key, event and link: 64 bytes for the engine's
+//! events) plus 17 KiB of bucket heads and bitmap ([`EventQueue::heap_bytes`]).
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -26,10 +37,32 @@ pub fn events_total() -> u64 {
     EVENTS_TOTAL.load(AtomicOrdering::Relaxed)
 }
 
+/// Width of a near-future slot: 2^10 ps (about 1 ns; a few events each on a busy fabric).
+const SLOT_SHIFT: u32 = 10;
+/// Near-future slots, one bucket each: 4096 × 1.024 ns, beyond a link's propagation and
+/// serialisation; later events (timers) wait in a binary heap.
+const SLOTS: u64 = 4096;
+/// No node: the end of a bucket's list.
+const NIL: u32 = u32::MAX;
+
 /// Pending events of type `T`, earliest first, ties in insertion order.
 #[derive(Debug)]
 pub struct EventQueue<T> {
-    heap: BinaryHeap<Entry<T>>,
+    /// The events of slot `cur_slot`, latest first (popped from the back).
+    cur: Vec<Entry<T>>,
+    cur_slot: u64,
+    /// Slot `s` in `cur_slot + 1 .. cur_slot + SLOTS` lives in bucket `s % SLOTS` (the
+    /// head of a list through `nodes`), so a bucket only ever holds one slot's events,
+    /// unsorted until its slot comes. Lists in one pool keep memory proportional to
+    /// the events pending, not to every bucket's largest burst.
+    buckets: Vec<u32>,
+    nodes: Vec<Node<T>>,
+    free: Vec<u32>,
+    /// Bit per bucket: not empty.
+    occupied: Vec<u64>,
+    /// Events at or beyond `cur_slot + SLOTS`, earliest on top.
+    far: BinaryHeap<Entry<T>>,
+    len: usize,
     /// Events pushed (the last sequence number); popped = pushed − pending.
     seq: u64,
 }
@@ -40,11 +73,25 @@ impl<T> Drop for EventQueue<T> {
     }
 }
 
+/// A bucket list's node.
+#[derive(Debug)]
+struct Node<T> {
+    /// `None` once taken (the node is then on the free list).
+    entry: Option<Entry<T>>,
+    next: u32,
+}
+
 /// One pending event: `time << 64 | seq`, and the event.
 #[derive(Clone, Copy, Debug)]
 struct Entry<T> {
     key: u128,
     event: T,
+}
+
+impl<T> Entry<T> {
+    fn slot(&self) -> u64 {
+        (self.key >> (64 + SLOT_SHIFT)) as u64
+    }
 }
 
 impl<T> PartialEq for Entry<T> {
@@ -76,9 +123,17 @@ impl<T> EventQueue<T> {
         Self::with_capacity(0)
     }
 
+    /// `n`: a hint for the number of events pending at once.
     pub fn with_capacity(n: usize) -> Self {
         EventQueue {
-            heap: BinaryHeap::with_capacity(n),
+            cur: Vec::new(),
+            cur_slot: 0,
+            buckets: vec![NIL; SLOTS as usize],
+            nodes: Vec::with_capacity(n),
+            free: Vec::new(),
+            occupied: vec![0; (SLOTS / 64) as usize],
+            far: BinaryHeap::with_capacity(n),
+            len: 0,
             seq: 0,
         }
     }
@@ -87,27 +142,127 @@ impl<T> EventQueue<T> {
     #[inline]
     pub fn push(&mut self, time: u64, event: T) {
         self.seq += 1;
-        self.heap.push(Entry {
+        self.len += 1;
+        let e = Entry {
             key: (time as u128) << 64 | self.seq as u128,
             event,
-        });
+        };
+        let slot = e.slot();
+        if slot <= self.cur_slot {
+            // The current slot (or, from a model's bug, the past): keep `cur` sorted.
+            // Ties and the sequence number put it behind every event already there.
+            let at = self.cur.partition_point(|x| x.key > e.key);
+            self.cur.insert(at, e);
+        } else if slot < self.cur_slot + SLOTS {
+            self.link(slot, e);
+        } else {
+            self.far.push(e);
+        }
+    }
+
+    /// Puts `e` on the list of `slot`'s bucket.
+    #[inline]
+    fn link(&mut self, slot: u64, entry: Entry<T>) {
+        let b = (slot % SLOTS) as usize;
+        let node = Node {
+            entry: Some(entry),
+            next: self.buckets[b],
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.nodes[i as usize] = node;
+                i
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        };
+        self.buckets[b] = i;
+        self.occupied[b / 64] |= 1 << (b % 64);
+    }
+
+    /// The first occupied bucket's slot after `cur_slot`, if any.
+    fn next_bucket_slot(&self) -> Option<u64> {
+        let words = self.occupied.len();
+        let start = ((self.cur_slot + 1) % SLOTS) as usize;
+        let (w0, b0) = (start / 64, start % 64);
+        // The first word from bit b0, then whole words, wrapping, then word w0 below b0.
+        let first = self.occupied[w0] & (!0u64 << b0);
+        let found = if first != 0 {
+            Some(w0 * 64 + first.trailing_zeros() as usize)
+        } else {
+            (1..=words).find_map(|i| {
+                let w = (w0 + i) % words;
+                let mut bits = self.occupied[w];
+                if i == words {
+                    bits &= (1u64 << b0).wrapping_sub(1);
+                }
+                (bits != 0).then(|| w * 64 + bits.trailing_zeros() as usize)
+            })
+        }?;
+        let ahead = (found as u64 + SLOTS - (self.cur_slot + 1) % SLOTS) % SLOTS;
+        Some(self.cur_slot + 1 + ahead)
+    }
+
+    /// Moves to the next slot that has events; false when none is left.
+    fn advance(&mut self) -> bool {
+        let near = self.next_bucket_slot();
+        let far = self.far.peek().map(Entry::slot);
+        let next = match (near, far) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) => a,
+            (None, Some(b)) => b,
+            (None, None) => return false,
+        };
+        self.cur_slot = next;
+        if near == Some(next) {
+            let b = (next % SLOTS) as usize;
+            let mut i = std::mem::replace(&mut self.buckets[b], NIL);
+            while i != NIL {
+                let n = &mut self.nodes[i as usize];
+                self.cur
+                    .push(n.entry.take().expect("a listed node holds its entry"));
+                self.free.push(i);
+                i = n.next;
+            }
+            self.occupied[b / 64] &= !(1 << (b % 64));
+        }
+        while self.far.peek().is_some_and(|e| e.slot() == next) {
+            self.cur.push(self.far.pop().expect("peeked"));
+        }
+        // Far events that the window now reaches move into their buckets.
+        while self.far.peek().is_some_and(|e| e.slot() < next + SLOTS) {
+            let e = self.far.pop().expect("peeked");
+            self.link(e.slot(), e);
+        }
+        self.cur.sort_unstable_by(|a, b| b.key.cmp(&a.key));
+        true
     }
 
     /// The time of the earliest event.
     #[inline]
-    pub fn peek_time(&self) -> Option<u64> {
-        self.heap.peek().map(|e| (e.key >> 64) as u64)
+    pub fn peek_time(&mut self) -> Option<u64> {
+        if self.cur.is_empty() && !self.advance() {
+            return None;
+        }
+        self.cur.last().map(|e| (e.key >> 64) as u64)
     }
 
     /// Removes the earliest event.
     #[inline]
     pub fn pop(&mut self) -> Option<(u64, T)> {
-        self.heap.pop().map(|e| ((e.key >> 64) as u64, e.event))
+        if self.cur.is_empty() && !self.advance() {
+            return None;
+        }
+        let e = self.cur.pop()?;
+        self.len -= 1;
+        Some(((e.key >> 64) as u64, e.event))
     }
 
     /// Events popped so far.
     pub fn popped(&self) -> u64 {
-        self.seq - self.heap.len() as u64
+        self.seq - self.len as u64
     }
 
     /// Removes the earliest event if it is due at or before `until`.
@@ -120,16 +275,20 @@ impl<T> EventQueue<T> {
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len == 0
     }
 
     /// Bytes the queue's storage holds.
     pub fn heap_bytes(&self) -> usize {
-        self.heap.capacity() * std::mem::size_of::<Entry<T>>()
+        let e = std::mem::size_of::<Entry<T>>();
+        (self.cur.capacity() + self.far.capacity()) * e
+            + self.nodes.capacity() * std::mem::size_of::<Node<T>>()
+            + (self.free.capacity() + self.buckets.len()) * 4
+            + self.occupied.len() * 8
     }
 }
 
@@ -157,20 +316,25 @@ mod tests {
         assert!(events_total() >= before + 6);
     }
 
-    #[test]
-    fn pops_in_the_order_of_a_reference_heap_under_random_pushes_and_pops() {
+    /// Random pushes (times `now + 0 ..= spread` ps), peeks and pops against std's
+    /// binary heap ordered by (time, push order).
+    fn against_a_reference_heap(seed: u64, spread: u64, steps: usize) {
         use rand_chacha::ChaCha8Rng;
         use rand_core::{RngCore, SeedableRng};
         use std::cmp::Reverse;
         use std::collections::BinaryHeap;
-        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut q = EventQueue::new();
         let mut reference = BinaryHeap::new();
         let (mut seq, mut now) = (0u64, 0u64);
-        for _ in 0..200_000 {
+        for _ in 0..steps {
+            if rng.next_u32() % 4 == 0 {
+                // A peek, then pushes between now and the peeked event.
+                let want = reference.peek().map(|Reverse((t, _))| *t);
+                assert_eq!(q.peek_time(), want);
+            }
             if rng.next_u32() % 3 != 0 {
-                // Many ties: times from a narrow window ahead of now.
-                let t = now + (rng.next_u32() % 8) as u64;
+                let t = now + rng.next_u64() % (spread + 1);
                 seq += 1;
                 q.push(t, seq);
                 reference.push(Reverse((t, seq)));
@@ -187,5 +351,31 @@ mod tests {
             assert_eq!(q.pop(), Some(x));
         }
         assert_eq!(q.pop(), None);
+        assert_eq!(q.popped(), seq);
+    }
+
+    #[test]
+    fn pops_in_the_order_of_a_reference_heap_under_random_pushes_and_pops() {
+        // Many ties in one slot.
+        against_a_reference_heap(3, 7, 200_000);
+        // Across slots and the near-future window.
+        against_a_reference_heap(4, 3_000_000, 200_000);
+        // Mostly beyond the window (timers): through the far heap.
+        against_a_reference_heap(5, 1_000_000_000, 100_000);
+    }
+
+    #[test]
+    fn an_event_pushed_into_the_past_pops_before_everything_pending() {
+        let mut q = EventQueue::new();
+        for t in [10_000u64, 20_000_000, 30] {
+            q.push(t, t);
+        }
+        assert_eq!(q.pop(), Some((30, 30)));
+        assert_eq!(q.pop(), Some((10_000, 10_000)));
+        q.push(5, 5); // before the event just run: a model bug, still ordered
+        q.push(10_000, 11);
+        assert_eq!(q.peek_time(), Some(5));
+        let rest: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(rest, [(5, 5), (10_000, 11), (20_000_000, 20_000_000)]);
     }
 }

@@ -1,7 +1,7 @@
 //! The discrete-event engine: links, switch ports and host NICs driving unmodified
 //! `rnic::RcQueuePair` endpoints and the `fabric` switch logic.
 //!
-//! Design (after htsim): time is integer picoseconds; the event heap holds at most one
+//! Design (after htsim): time is integer picoseconds; the event queue holds at most one
 //! pending event per port transmitter, one per link direction (the head of its
 //! in-flight FIFO), one per QP timer, plus flow starts and link changes. Packets are
 //! [`SimPacket`] records in a slab reused through a free list, and queues and links
