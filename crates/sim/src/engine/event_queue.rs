@@ -236,7 +236,7 @@ impl<T> EventQueue<T> {
             let e = self.far.pop().expect("peeked");
             self.link(e.slot(), e);
         }
-        self.cur.sort_unstable_by(|a, b| b.key.cmp(&a.key));
+        self.cur.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
         true
     }
 
