@@ -19,11 +19,11 @@
 //! port; 8 bytes of queue length per (port, class).
 
 use crate::fabric::mmu::{Admission, MmuConfig, SharedBufferMmu, PRIORITIES};
+use crate::fabric::EcnRed;
+use std::collections::VecDeque;
 
 // `EgressQueues::occupied` keeps one bit per class in a byte.
 const _: () = assert!(PRIORITIES == 8);
-use crate::fabric::EcnRed;
-use std::collections::VecDeque;
 
 /// Where a queued packet's buffer is charged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -470,8 +470,8 @@ pub fn run(
     // Timer deadlines, refreshed after every call that can move them.
     let mut sender_due = due(sender.poll_timeout());
     let mut rx_due: Vec<u64> = rx.iter().map(|x| due(x.poll_timeout())).collect();
-    // A state machine's outputs (and the sender's room for messages) change only when
-    // it is handed something, so only those handed something are polled.
+    // A state machine's outputs, timers (and the sender's room for messages) change
+    // only when it is handed something, so only those handed something are polled.
     let mut rx_touched: Vec<bool> = vec![false; r];
     let mut sender_changed = true;
 
@@ -490,7 +490,6 @@ pub fn run(
             while let Some(b) = ring.pop_done(now) {
                 rx[i].handle_packet(Instant(now), &b);
                 ring.pool.push(b);
-                rx_due[i] = u64::MAX; // refreshed below
                 rx_touched[i] = true;
             }
         }
@@ -502,7 +501,7 @@ pub fn run(
             sender_due = due(sender.poll_timeout());
         }
         for (i, x) in rx.iter_mut().enumerate() {
-            if rx_due[i] == u64::MAX {
+            if rx_touched[i] {
                 rx_due[i] = due(x.poll_timeout());
             }
             if rx_due[i] <= now {

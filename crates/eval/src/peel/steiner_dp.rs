@@ -16,7 +16,8 @@
 //! terminals left after the reductions, n nodes and m links; at most
 //! [`MAX_TERMINALS`] terminals.
 
-use rocast_core::plan::multicast_tree::{normalise_destinations, MulticastTree, TreeArc};
+use super::steiner_exact::{relay_links, tree_of_arcs};
+use rocast_core::plan::multicast_tree::{normalise_destinations, MulticastTree};
 use rocast_core::plan::topology::{NodeId, Topology};
 use std::collections::{BTreeSet, VecDeque};
 
@@ -33,40 +34,38 @@ pub fn exact_tree_dp(
     destinations: &[NodeId],
 ) -> Result<MulticastTree, String> {
     let dests = normalise_destinations(topo, source, destinations).map_err(|e| e.to_string())?;
-    let keep = |n: NodeId| !topo.is_host(n) || n == source || dests.binary_search(&n).is_ok();
-    // Working links between kept nodes, as local indices.
-    let mut local = vec![u32::MAX; topo.num_nodes()];
-    let mut nodes: Vec<NodeId> = Vec::new();
-    for n in 0..topo.num_nodes() as NodeId {
-        if keep(n) {
-            local[n as usize] = nodes.len() as u32;
-            nodes.push(n);
-        }
-    }
+    let links = relay_links(topo, source, &dests);
+    // The graph in local indices, nodes in ascending id.
+    let nodes: Vec<NodeId> = links
+        .iter()
+        .flatten()
+        .copied()
+        .chain(std::iter::once(source))
+        .chain(dests.iter().copied())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let local = |g: NodeId| nodes.binary_search(&g).expect("a node of the graph") as u32;
     let n = nodes.len();
     let mut adj: Vec<BTreeSet<u32>> = vec![BTreeSet::new(); n];
-    for l in topo.links.iter().filter(|l| !l.failed && l.a != l.b) {
-        if keep(l.a) && keep(l.b) {
-            let (a, b) = (local[l.a as usize], local[l.b as usize]);
-            adj[a as usize].insert(b);
-            adj[b as usize].insert(a);
-        }
+    for &[a, b] in &links {
+        let (a, b) = (local(a), local(b));
+        adj[a as usize].insert(b);
+        adj[b as usize].insert(a);
     }
-    let mut root = local[source as usize];
-    let mut terminals: BTreeSet<u32> = dests.iter().map(|&d| local[d as usize]).collect();
+    let mut root = local(source);
+    let mut terminals: BTreeSet<u32> = dests.iter().map(|&d| local(d)).collect();
     // Forced edges: a terminal (or the root) whose only link leads on must use it.
-    let mut forced: Vec<(u32, u32)> = Vec::new();
-    let mut removed = vec![false; n];
+    let mut edges: BTreeSet<(u32, u32)> = BTreeSet::new();
     loop {
         let leaf = std::iter::once(root)
             .chain(terminals.iter().copied())
             .find(|&v| adj[v as usize].len() == 1 && !(v == root && terminals.is_empty()));
         let Some(v) = leaf else { break };
         let u = *adj[v as usize].iter().next().expect("one link");
-        forced.push((v, u));
+        edges.insert((v.min(u), v.max(u)));
         adj[u as usize].remove(&v);
         adj[v as usize].clear();
-        removed[v as usize] = true;
         if v == root {
             root = u;
             terminals.remove(&u);
@@ -77,10 +76,10 @@ pub fn exact_tree_dp(
             }
         }
     }
+    // Destinations are never empty (normalise_destinations), so with no terminal left
+    // the forced edges already reach them all.
     let terms: Vec<u32> = terminals.into_iter().collect();
     let t = terms.len();
-    let mut edges: BTreeSet<(u32, u32)> =
-        forced.iter().map(|&(a, b)| (a.min(b), a.max(b))).collect();
     if t > 0 {
         if t > MAX_TERMINALS || (n << t) * 2 > MAX_TABLE_BYTES {
             return Err(format!(
@@ -94,8 +93,6 @@ pub fn exact_tree_dp(
             return Err("a destination is unreachable from the source over working links".into());
         }
         table.collect(table.full(), root, &mut edges);
-    } else if removed.iter().all(|&r| !r) {
-        return Err("no destinations".into());
     }
     // Orient away from the source.
     let mut nbr: Vec<Vec<u32>> = vec![Vec::new(); n];
@@ -103,41 +100,23 @@ pub fn exact_tree_dp(
         nbr[a as usize].push(b);
         nbr[b as usize].push(a);
     }
-    let src = local[source as usize];
-    let mut tree = MulticastTree {
-        source,
-        destinations: dests,
-        arcs: Vec::with_capacity(edges.len()),
-    };
+    let mut arcs = Vec::with_capacity(edges.len());
     let mut seen = vec![false; n];
+    let src = local(source);
     seen[src as usize] = true;
     let mut q = VecDeque::from([src]);
     while let Some(p) = q.pop_front() {
         for &c in &nbr[p as usize] {
-            if std::mem::replace(&mut seen[c as usize], true) {
-                continue;
+            if !std::mem::replace(&mut seen[c as usize], true) {
+                q.push_back(c);
+                arcs.push((nodes[p as usize], nodes[c as usize]));
             }
-            q.push_back(c);
-            let (gp, gc) = (nodes[p as usize], nodes[c as usize]);
-            let link = topo
-                .ports(gp)
-                .iter()
-                .find(|&&(l, m)| m == gc && !topo.links[l as usize].failed)
-                .map(|&(l, _)| l)
-                .expect("an edge of the graph is a working link");
-            tree.arcs.push(TreeArc {
-                parent: gp,
-                child: gc,
-                link,
-            });
         }
     }
-    if tree.arcs.len() != edges.len() {
+    if arcs.len() != edges.len() {
         return Err("internal: the solver's edges are not a tree".into());
     }
-    tree.arcs.sort_unstable();
-    tree.validate(topo).map_err(|e| e.to_string())?;
-    Ok(tree)
+    tree_of_arcs(topo, source, dests, arcs)
 }
 
 /// `cost[S][v]` for every subset `S` of the terminals and node `v`, row-major by `S`.

@@ -42,13 +42,7 @@ pub fn exact_tree(
     time_limit_s: f64,
 ) -> Result<MulticastTree, String> {
     let dests = normalise_destinations(topo, source, destinations).map_err(|e| e.to_string())?;
-    let keep = |n: NodeId| !topo.is_host(n) || n == source || dests.binary_search(&n).is_ok();
-    let edges: Vec<[NodeId; 2]> = topo
-        .links
-        .iter()
-        .filter(|l| !l.failed && keep(l.a) && keep(l.b))
-        .map(|l| [l.a, l.b])
-        .collect();
+    let edges = relay_links(topo, source, &dests);
     let request = serde_json::json!({
         "nodes": topo.num_nodes(),
         "edges": edges,
@@ -89,22 +83,47 @@ pub fn exact_tree(
     let arcs = reply["edges"]
         .as_array()
         .ok_or("exact solver output has no edges")?;
-    let mut tree = MulticastTree {
-        source,
-        destinations: dests,
-        arcs: Vec::with_capacity(arcs.len()),
-    };
+    let mut tree_arcs = Vec::with_capacity(arcs.len());
     for a in arcs {
         let (Some(p), Some(c)) = (a[0].as_u64(), a[1].as_u64()) else {
             return Err(format!("exact solver output: bad arc {a}"));
         };
-        let (p, c) = (p as NodeId, c as NodeId);
+        tree_arcs.push((p as NodeId, c as NodeId));
+    }
+    tree_of_arcs(topo, source, dests, tree_arcs).map_err(|e| format!("exact solver: {e}"))
+}
+
+/// The working links a tree from `source` to `dests` may use: hosts that are neither
+/// the source nor a destination cannot relay, so their links are left out (both exact
+/// solvers' graph).
+pub(super) fn relay_links(topo: &Topology, source: NodeId, dests: &[NodeId]) -> Vec<[NodeId; 2]> {
+    let keep = |n: NodeId| !topo.is_host(n) || n == source || dests.binary_search(&n).is_ok();
+    topo.links
+        .iter()
+        .filter(|l| !l.failed && l.a != l.b && keep(l.a) && keep(l.b))
+        .map(|l| [l.a, l.b])
+        .collect()
+}
+
+/// The tree of `arcs` (parent, child), each on a working link, sorted and checked.
+pub(super) fn tree_of_arcs(
+    topo: &Topology,
+    source: NodeId,
+    destinations: Vec<NodeId>,
+    arcs: impl IntoIterator<Item = (NodeId, NodeId)>,
+) -> Result<MulticastTree, String> {
+    let mut tree = MulticastTree {
+        source,
+        destinations,
+        arcs: Vec::new(),
+    };
+    for (p, c) in arcs {
         let link = topo
             .ports(p)
             .iter()
             .find(|&&(l, m)| m == c && !topo.links[l as usize].failed)
             .map(|&(l, _)| l)
-            .ok_or_else(|| format!("exact solver returned a non-link {p}-{c}"))?;
+            .ok_or_else(|| format!("arc {p}-{c} is not a working link"))?;
         tree.arcs.push(TreeArc {
             parent: p,
             child: c,

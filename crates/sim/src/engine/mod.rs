@@ -7,9 +7,8 @@
 //! [`SimPacket`] records in a slab reused through a free list, and queues and links
 //! hold a 20-byte `Hop` (the slot plus the fields routing reads), so steady state
 //! allocates nothing per packet and a unicast switch hop does not touch the record.
-//! Routes are precomputed
-//! (`plan::Routes`). Ties in time break by insertion order, so a run is a pure
-//! function of scenario and seed.
+//! Routes are precomputed (`plan::Routes`). Ties in time break by insertion order, so a
+//! run is a pure function of scenario and seed.
 //!
 //! Memory: per port ~300 bytes (8 class queues, in-flight FIFO, counters), per switch
 //! 200 bytes per port of MMU state, per active flow two QPs (~1.5 KB), per packet in
@@ -64,7 +63,7 @@ fn qp_input(
     }
 }
 
-/// `in_port` of a replicated copy whose buffer cell the first copy holds.
+/// The ingress of a replicated copy whose buffer cell the first copy holds.
 const SHARED_CELL: u16 = u16::MAX;
 
 /// Settings the engine needs beyond the topology (resolved from a scenario).
@@ -234,11 +233,10 @@ struct Port {
     delay_ps: u64,
     loss: f64,
     up: bool,
-    busy: bool,
     /// Classes paused by the peer's PFC (bit per class).
     paused: u8,
     paused_since: [u64; PRIORITIES],
-    /// The packet being transmitted ([`Hop::IDLE`] when none).
+    /// The packet being transmitted ([`Hop::IDLE`] when none: see [`Port::busy`]).
     current: Hop,
     /// The last serialisation computed, (wire bytes, ps): most packets on a port are
     /// the same size, and the exact time is a u128 division.
@@ -247,6 +245,13 @@ struct Port {
     in_flight: VecDeque<(u64, Hop)>,
     capture: bool,
     c: PortCounters,
+}
+
+impl Port {
+    /// Whether the transmitter is sending a packet.
+    fn busy(&self) -> bool {
+        self.current.slot != Hop::IDLE.slot
+    }
 }
 
 /// What a QP belongs to: a scenario flow, or a connection opened with
@@ -626,7 +631,6 @@ impl Engine {
                     delay_ps: l.delay.as_ps(),
                     loss: l.loss,
                     up: !l.failed,
-                    busy: false,
                     paused: 0,
                     paused_since: [0; PRIORITIES],
                     current: Hop::IDLE,
@@ -897,7 +901,6 @@ impl Engine {
     fn start_tx_hop(&mut self, port: u32, hop: Hop) {
         let (pkt, wire) = (hop.slot, hop.wire as u64);
         let p = &mut self.ports[port as usize];
-        p.busy = true;
         p.current = hop;
         if p.last_ser.0 as u64 != wire {
             p.last_ser = (wire as u32, Duration::for_bytes(wire, p.rate_bps).as_ps());
@@ -915,7 +918,6 @@ impl Engine {
     fn tx_done(&mut self, port: u32) {
         let p = &mut self.ports[port as usize];
         let hop = std::mem::replace(&mut p.current, Hop::IDLE);
-        p.busy = false;
         let wire = hop.wire as u64;
         p.c.tx_packets += 1;
         p.c.tx_bytes += wire;
@@ -966,7 +968,7 @@ impl Engine {
     /// Starts the next transmission on `port` if it is idle.
     fn kick(&mut self, port: u32) {
         let p = &self.ports[port as usize];
-        if p.busy || !p.up {
+        if p.busy() || !p.up {
             return;
         }
         if (p.node as usize) < self.topo.num_hosts() {
@@ -1146,9 +1148,7 @@ impl Engine {
                     (port, c)
                 }
                 CepheusAction::Feedback { port, packet } => {
-                    let mut c = SimPacket::from_repr(&packet.repr(&repr));
-                    c.in_port = in_local;
-                    (port, c)
+                    (port, SimPacket::from_repr(&packet.repr(&repr)))
                 }
             });
         }
@@ -1170,9 +1170,8 @@ impl Engine {
         shared_cell: bool,
     ) {
         let mut original = Some(pkt);
-        for (n, &(port, mut copy)) in copies.iter().enumerate() {
+        for (n, &(port, copy)) in copies.iter().enumerate() {
             let ingress = if shared_cell && n > 0 {
-                copy.in_port = SHARED_CELL;
                 SHARED_CELL
             } else {
                 in_local
@@ -1705,7 +1704,7 @@ impl Engine {
                         if let Some(&g) = self.tree_by_source_qp.get(&qpn) {
                             self.tree_source_send(g, host, sp);
                             self.arm_timer(qpn);
-                            if self.ports[port as usize].busy {
+                            if self.ports[port as usize].busy() {
                                 return;
                             }
                             // Every receiver had it: nothing went out, so the NIC
@@ -2353,7 +2352,7 @@ impl Engine {
             for &(_, hop) in &p.in_flight {
                 held += hop.wire as i128;
             }
-            if p.busy {
+            if p.busy() {
                 held += p.current.wire as i128;
             }
         }
