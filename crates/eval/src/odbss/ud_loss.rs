@@ -51,6 +51,7 @@
 //! buffers) only bit errors remain.
 
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::fmt::Write as _;
 
 use rand_chacha::ChaCha8Rng;
@@ -160,11 +161,12 @@ impl ExpectedMessages {
 /// frame's completion is known on admission.
 struct HostRing {
     cap: usize,
-    q: VecDeque<(u64, Vec<u8>)>,
+    /// (completion time, the frame): the element's buffer, shared with the other
+    /// receivers of the frame (a placed frame is never written again).
+    q: VecDeque<(u64, Rc<Vec<u8>>)>,
     /// The completion time of `q`'s front, `u64::MAX` when empty (read several times
     /// per step of the run's loop, so kept beside the queue).
     head: u64,
-    pool: Vec<Vec<u8>>,
     last: u64,
     cpu_ps: u64,
     jitter_ps: u64,
@@ -189,7 +191,6 @@ impl HostRing {
             cap: cfg.rq_depth as usize,
             q: VecDeque::with_capacity(cfg.rq_depth as usize + 4),
             head: u64::MAX,
-            pool: Vec::new(),
             last: 0,
             cpu_ps: cfg.cpu_ns * 1000,
             jitter_ps: cfg.cpu_jitter_ns * 1000,
@@ -210,7 +211,7 @@ impl HostRing {
 
     /// A frame that reached the NIC at `arrived` and was DMA'd by `ready`.
     #[inline]
-    fn offer(&mut self, arrived: u64, ready: u64, bytes: &[u8]) {
+    fn offer(&mut self, arrived: u64, ready: u64, frame: &Rc<Vec<u8>>) {
         if self.inject > 0.0 && uniform(&mut self.rng) < self.inject {
             self.injected += 1;
             return;
@@ -241,16 +242,10 @@ impl HostRing {
         }
         let end = self.last.max(ready) + service;
         self.last = end;
-        let mut b = self
-            .pool
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(self.buf_cap));
-        b.clear();
-        b.extend_from_slice(bytes);
         if self.q.is_empty() {
             self.head = end;
         }
-        self.q.push_back((end, b));
+        self.q.push_back((end, Rc::clone(frame)));
     }
 
     fn front(&self) -> Option<u64> {
@@ -259,7 +254,7 @@ impl HostRing {
 
     /// The front frame if its host processing has completed by `now`.
     #[inline]
-    fn pop_done(&mut self, now: u64) -> Option<Vec<u8>> {
+    fn pop_done(&mut self, now: u64) -> Option<Rc<Vec<u8>>> {
         if self.head > now {
             return None;
         }
@@ -268,8 +263,10 @@ impl HostRing {
         Some(b)
     }
 
+    /// An upper bound: each queued frame counted as a buffer of its own (it is one
+    /// when the element has reused its slot since).
     fn memory(&self) -> usize {
-        (self.q.len() + self.pool.len()) * (self.buf_cap + 32)
+        self.q.len() * (self.buf_cap + 32)
     }
 }
 
@@ -278,7 +275,9 @@ impl HostRing {
 struct FrameStore {
     mask: u64,
     tags: Vec<u64>,
-    bytes: Vec<Vec<u8>>,
+    /// Shared with the host rings that placed the frame: a slot is written in place
+    /// when no ring holds it any more, else it gets a new buffer.
+    bytes: Vec<Rc<Vec<u8>>>,
 }
 
 impl FrameStore {
@@ -287,18 +286,30 @@ impl FrameStore {
         FrameStore {
             mask: n - 1,
             tags: vec![u64::MAX; n as usize],
-            bytes: (0..n).map(|_| Vec::with_capacity(mtu as usize)).collect(),
+            bytes: (0..n)
+                .map(|_| Rc::new(Vec::with_capacity(mtu as usize)))
+                .collect(),
         }
     }
     fn put(&mut self, tag: u64, b: &[u8]) {
         let i = (tag & self.mask) as usize;
         self.tags[i] = tag;
-        self.bytes[i].clear();
-        self.bytes[i].extend_from_slice(b);
+        match Rc::get_mut(&mut self.bytes[i]) {
+            Some(v) => {
+                v.clear();
+                v.extend_from_slice(b);
+            }
+            None => self.bytes[i] = Rc::new(b.to_vec()),
+        }
     }
-    fn get(&self, tag: u64) -> Option<&[u8]> {
+    /// Its slots' buffers (those displaced while a ring still holds them are counted
+    /// by the rings).
+    fn memory(&self) -> usize {
+        self.bytes.iter().map(|b| b.capacity() + 8 + 16).sum()
+    }
+    fn get(&self, tag: u64) -> Option<&Rc<Vec<u8>>> {
         let i = (tag & self.mask) as usize;
-        (self.tags[i] == tag).then(|| self.bytes[i].as_slice())
+        (self.tags[i] == tag).then(|| &self.bytes[i])
     }
 }
 
@@ -480,7 +491,6 @@ pub fn run(
         // Frames whose host processing completes now.
         while let Some(b) = rings[0].pop_done(now) {
             sender.handle_packet(Instant(now), &b);
-            rings[0].pool.push(b);
             sender_try = true;
             sender_changed = true;
             sender_due = due(sender.poll_timeout());
@@ -489,7 +499,6 @@ pub fn run(
             let ring = &mut rings[i + 1];
             while let Some(b) = ring.pop_done(now) {
                 rx[i].handle_packet(Instant(now), &b);
-                ring.pool.push(b);
                 rx_touched[i] = true;
             }
         }
@@ -601,6 +610,7 @@ pub fn run(
             let m = sender.memory_bytes()
                 + rx.iter().map(|x| x.memory_bytes()).sum::<usize>()
                 + rings.iter().map(|g| g.memory()).sum::<usize>()
+                + store.memory()
                 + el.memory_bytes();
             memory_peak = memory_peak.max(m);
         }
@@ -854,7 +864,7 @@ pub fn ud_loss(sc: &Scenario) -> Result<EvalReport, String> {
          NACK rounds {} ({} NACK packets, one range each; {} rounds suppressed by heard NACKs), repairs {} ({} refused by the repair cap),\n\
          heartbeats {}, STATUS {}, NACK packets per lost packet {:.3}, repairs per lost packet {:.3}\n\
          host stalls {} ({:.1} us in all); sender-side drops {}; transmit-queue drops {}\n\
-         memory peak: {:.2} MiB (sender window {} x <= {} B, {} receivers' windows and {} x {} B receive rings, element)",
+         memory peak: {:.2} MiB (sender window {} x <= {} B, {} receivers' windows and {} x {} B receive rings, the element and its frame store)",
         lost,
         m.data_packets,
         c.receivers,
