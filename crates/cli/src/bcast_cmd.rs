@@ -66,7 +66,8 @@ pub struct BcastCmd {
     /// (messages up to 256 MiB).
     #[arg(long)]
     verify: bool,
-    /// Output directory for bcast.csv.
+    /// Output directory for bcast.csv and bcast-ranks.csv (when each rank held the
+    /// whole message).
     #[arg(long, default_value = "bcast-out")]
     out: PathBuf,
     /// Write a latency-vs-size plot (PNG) here.
@@ -118,6 +119,8 @@ pub fn run(cmd: BcastCmd) -> Result<(), String> {
     let mut csv = String::from(
         "scheme,group,size_bytes,block_bytes,window,flow_control,latency_us,model_us,messages,host_tx_bytes,events,retransmitted\n",
     );
+    // When each rank held the whole message: the per-hop timeline of a scheme.
+    let mut ranks_csv = String::from("scheme,size_bytes,rank,host,done_us\n");
     let cost = message_cost(&topo, &routes, cfg.mtu, &hosts);
     for &scheme in &schemes {
         let unit = if scheme == Scheme::Ring {
@@ -163,6 +166,14 @@ pub fn run(cmd: BcastCmd) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             let us = out.latency_ps as f64 / 1e6;
             println!("{:<10}{:>18.2}", size, us);
+            for (rank, t) in out.rank_done_ps.iter().enumerate() {
+                let _ = writeln!(
+                    ranks_csv,
+                    "{scheme},{size},{rank},{},{:.3}",
+                    hosts[rank],
+                    *t as f64 / 1e6
+                );
+            }
             let _ = writeln!(
                 csv,
                 "{scheme},{},{size},{},{},{},{us:.3},{:.3},{},{},{},{}",
@@ -182,6 +193,9 @@ pub fn run(cmd: BcastCmd) -> Result<(), String> {
     let csv_path = cmd.out.join("bcast.csv");
     std::fs::write(&csv_path, &csv).map_err(|e| format!("{}: {e}", csv_path.display()))?;
     eprintln!("wrote {}", csv_path.display());
+    let ranks_path = cmd.out.join("bcast-ranks.csv");
+    std::fs::write(&ranks_path, &ranks_csv).map_err(|e| format!("{}: {e}", ranks_path.display()))?;
+    eprintln!("wrote {}", ranks_path.display());
     if let Some(png) = &cmd.plot {
         plot(
             &csv_path,
