@@ -11,6 +11,9 @@
 //! - `transfer`: the sim/lab conformance scenario (seeded data over a Cepheus group,
 //!   a CRC-32 per member in the format `rocast lab run` prints).
 //!
+//! - `fig12-ablation` ([`fig12_ablation`]): which of rocast's assumptions moves Fig.
+//!   12's baseline ratios, one at a time.
+//!
 //! The application-layer baselines come from `crate::rdmc`.
 //!
 //! Independent runs (one per scheme and size) go to worker threads; every run is a
@@ -26,12 +29,14 @@ use rocast_core::rnic::{Payload, Retransmission};
 use rocast_core::time::{Duration, Instant};
 
 use rocast_sim::engine::{AppEvent, Engine, EngineConfig};
-use rocast_sim::multicast::broadcast::spread_hosts;
 use rocast_sim::multicast::cepheus::{run_cepheus, CepheusSpec};
 use rocast_sim::scenario::config::{parse_bytes, parse_sizes};
 use rocast_sim::Scenario;
 
-use crate::rdmc::{block_for, overhead, overlay_once, Timed};
+mod fig12_ablation;
+pub(crate) use fig12_ablation::fig12_ablation;
+
+use crate::rdmc::{block_for, member_hosts, overhead, overlay_once, OverlayKnobs, Timed};
 use crate::report::{fmt_size, parallel, EvalReport};
 
 /// Cepheus: one message from `hosts[0]` to the rest, from the call at the source
@@ -56,12 +61,12 @@ fn cepheus_once(
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Run {
+pub(crate) enum Run {
     Cepheus,
     Overlay(Scheme),
 }
 
-fn parse_schemes(names: &[String]) -> Result<Vec<Run>, String> {
+pub(crate) fn parse_schemes(names: &[String]) -> Result<Vec<Run>, String> {
     names
         .iter()
         .map(|n| match n.as_str() {
@@ -71,7 +76,7 @@ fn parse_schemes(names: &[String]) -> Result<Vec<Run>, String> {
         .collect()
 }
 
-fn run_name(r: Run) -> String {
+pub(crate) fn run_name(r: Run) -> String {
     match r {
         Run::Cepheus => "cepheus".into(),
         Run::Overlay(s) => s.to_string(),
@@ -152,6 +157,26 @@ fn range(v: &[f64]) -> Option<(f64, f64)> {
     (!v.is_empty()).then_some((lo, hi))
 }
 
+/// One message of `size` from `hosts[0]` to the rest by scheme `r`, with the
+/// scenario's per-post overhead, blocks and flow control.
+pub(crate) fn time_once(
+    sc: &Scenario,
+    topo: &Topology,
+    cfg: &EngineConfig,
+    hosts: &[u32],
+    size: u64,
+    r: Run,
+) -> Result<Timed, String> {
+    let post = overhead(sc);
+    match r {
+        Run::Cepheus => cepheus_once(topo, cfg, hosts, size, post),
+        Run::Overlay(s) => {
+            let block = block_for(sc, s, size)?;
+            overlay_once(topo, cfg, s, hosts, size, block, post, OverlayKnobs::of(sc))
+        }
+    }
+}
+
 /// Figs 8–9 (testbed) and Fig. 12 (large scale): completion time per size and scheme.
 pub(crate) fn testbed(
     sc: &Scenario,
@@ -165,7 +190,7 @@ pub(crate) fn testbed(
     if !runs.contains(&Run::Cepheus) {
         return Err("multicast.schemes must include cepheus".into());
     }
-    let hosts = spread_hosts(topo.num_hosts() as u32, m.group);
+    let hosts = member_hosts(sc, topo.num_hosts() as u32, m.group);
     if m.group < 2 || m.group > topo.num_hosts() as u32 {
         return Err(format!(
             "multicast.group {} does not fit {} hosts",
@@ -173,7 +198,6 @@ pub(crate) fn testbed(
             topo.num_hosts()
         ));
     }
-    let post = overhead(sc);
     let mut jobs = Vec::new();
     for &size in &sizes {
         for &r in &runs {
@@ -185,9 +209,8 @@ pub(crate) fn testbed(
     order.sort_by_key(|&i| std::cmp::Reverse(jobs[i].0));
     let ordered: Vec<(u64, Run)> = order.iter().map(|&i| jobs[i]).collect();
     let t0 = std::time::Instant::now();
-    let results = parallel(m.threads, &ordered, |&(size, r)| match r {
-        Run::Cepheus => cepheus_once(topo, cfg, &hosts, size, post),
-        Run::Overlay(s) => overlay_once(topo, cfg, s, &hosts, size, block_for(sc, s, size)?, post),
+    let results = parallel(m.threads, &ordered, |&(size, r)| {
+        time_once(sc, topo, cfg, &hosts, size, r)
     })?;
     let wall = t0.elapsed().as_secs_f64();
     let mut by = std::collections::BTreeMap::new();
@@ -252,46 +275,22 @@ pub(crate) fn testbed(
         range(&v)
     };
     let (chain, tree) = (Scheme::Chain, Scheme::BinomialTree);
-    let claims = if large {
-        [
-            (
-                "  short flows (<= 64K) vs chain: paper up to 164x",
-                chain,
-                true,
-            ),
-            (
-                "  short flows (<= 64K) vs tree:  paper up to 4.5x",
-                tree,
-                true,
-            ),
-            (
-                "  large flows (>= 1M) vs chain:  paper up to 2.1x",
-                chain,
-                false,
-            ),
-            (
-                "  large flows (>= 1M) vs tree:   paper up to 8.9x",
-                tree,
-                false,
-            ),
-        ]
+    if large {
+        large_scale_verdicts(&mut text, &ratios);
     } else {
-        [
+        let claims = [
             ("  small (<= 64K) vs chain: paper 3-5.2x,  ", chain, true),
             ("  small (<= 64K) vs tree:  paper 2.5-3.5x,", tree, true),
             ("  large (>= 1M) vs chain:  paper 1.3-2.8x,", chain, false),
             ("  large (>= 1M) vs tree:   paper 2-2.8x,  ", tree, false),
-        ]
-    };
-    for (claim, scheme, small) in claims {
-        // The paper gives maxima at scale and ranges on the testbed.
-        let ours = match span(scheme, small) {
-            None => "n/a".to_string(),
-            Some((_, hi)) if large => format!("up to {hi:.1}x"),
-            Some((lo, hi)) => format!("{lo:.1}-{hi:.1}x"),
-        };
-        let sep = if large { ", " } else { " " };
-        let _ = writeln!(text, "{claim}{sep}rocast {ours}");
+        ];
+        for (claim, scheme, small) in claims {
+            let ours = match span(scheme, small) {
+                None => "n/a".to_string(),
+                Some((lo, hi)) => format!("{lo:.1}-{hi:.1}x"),
+            };
+            let _ = writeln!(text, "{claim} rocast {ours}");
+        }
     }
     if large {
         let _ = writeln!(
@@ -321,6 +320,86 @@ pub(crate) fn testbed(
         text,
         files: vec![(name.into(), csv)],
     })
+}
+
+/// Fig. 12's claims (Cepheus §V-C): "up to" ratios of a baseline's FCT over
+/// Cepheus', for short (<= 64 KiB) and large (>= 1 MiB) flows.
+const FIG12_CLAIMS: [(&str, Scheme, bool, f64, &str); 4] = [
+    (
+        "short flows vs chain",
+        Scheme::Chain,
+        true,
+        164.0,
+        "the chain pays rocast's 2 us per-post overhead at each of its 511 hops, which ns-3 does not model (cepheus-fig12-ablation: no-overhead)",
+    ),
+    (
+        "short flows vs tree",
+        Scheme::BinomialTree,
+        true,
+        4.5,
+        "a tree rank sends to its children one after another, each after the previous completed; posting all at once (Open MPI's isend + waitall) and contiguous ranks close most of the gap (cepheus-fig12-ablation: tree-isend, paper-like)",
+    ),
+    (
+        "large flows vs chain",
+        Scheme::Chain,
+        false,
+        2.1,
+        "rocast's chain cuts 1 MiB blocks, so a message of a few blocks is stored and forwarded through 511 hops and the ratio falls toward the paper's only at the largest sizes; the paper's testbed rule (slices = ranks) is cepheus-fig12-ablation's chain-slices",
+    ),
+    (
+        "large flows vs tree",
+        Scheme::BinomialTree,
+        false,
+        8.9,
+        "the tree's 256 concurrent transfers collide on the fat-tree's ECMP paths and the delays add up over its 9 rounds; on one non-blocking switch the ratio is the paper's (cepheus-fig12-ablation: one-switch)",
+    ),
+];
+
+/// rocast's tolerance for "reproduced": its ratio within 0.8-1.25x of the paper's
+/// (rocast's own threshold; the paper's numbers are read from its text).
+const REPRODUCED_WITHIN: f64 = 1.25;
+
+/// Prints Fig. 12's paper-vs-rocast table: per claim the paper's "up to" figure,
+/// rocast's largest ratio in the same size range (and at the largest size), the ratio
+/// of the two, and the verdict with the reason where it differs.
+fn large_scale_verdicts(text: &mut String, ratios: &std::collections::BTreeMap<Run, Vec<(u64, f64)>>) {
+    let _ = writeln!(
+        text,
+        "  {:<21} {:>7} {:>16} {:>14} {:>13}  verdict",
+        "claim", "paper", "rocast up to", "at largest", "rocast/paper"
+    );
+    let mut reasons = Vec::new();
+    for (claim, scheme, short, paper, why) in FIG12_CLAIMS {
+        let pts: Vec<(u64, f64)> = ratios
+            .get(&Run::Overlay(scheme))
+            .map_or(vec![], |v| {
+                v.iter()
+                    .copied()
+                    .filter(|(s, _)| if short { *s <= 64 << 10 } else { *s >= 1 << 20 })
+                    .collect()
+            });
+        let Some(&(at, hi)) = pts.iter().max_by(|a, b| a.1.total_cmp(&b.1)) else {
+            let _ = writeln!(text, "  {claim:<21} {paper:>6}x {:>16}", "n/a");
+            continue;
+        };
+        let (last_size, last) = *pts.last().expect("non-empty");
+        let q = hi / paper;
+        let verdict = if (1.0 / REPRODUCED_WITHIN..=REPRODUCED_WITHIN).contains(&q) {
+            "reproduced".to_string()
+        } else {
+            reasons.push((claim, why));
+            format!("differs ({})", if q > 1.0 { "rocast higher" } else { "rocast lower" })
+        };
+        let _ = writeln!(
+            text,
+            "  {claim:<21} {paper:>6}x {:>16} {:>14} {q:>12.2}x  {verdict}",
+            format!("{hi:.1}x at {}", fmt_size(at)),
+            format!("{last:.1}x at {}", fmt_size(last_size)),
+        );
+    }
+    for (claim, why) in reasons {
+        let _ = writeln!(text, "  why {claim}: {why}");
+    }
 }
 
 /// Fig. 13: FCT and throughput under loss on the middle links, normalised to no loss.
@@ -368,11 +447,11 @@ pub(crate) fn loss(
         let (_, _, cepheus, retransmission) = kinds[k];
         let mut c = cfg.clone();
         c.retransmission = retransmission;
-        let hosts = spread_hosts(topo.num_hosts() as u32, g);
+        let hosts = member_hosts(sc, topo.num_hosts() as u32, g);
         if cepheus {
             cepheus_once(&t, &c, &hosts, size, post)
         } else {
-            overlay_once(&t, &c, Scheme::Chain, &hosts, size, block, post)
+            overlay_once(&t, &c, Scheme::Chain, &hosts, size, block, post, OverlayKnobs::of(sc))
         }
     })?;
     let fct: std::collections::BTreeMap<(u32, u64, usize), f64> = jobs
@@ -472,7 +551,7 @@ pub(crate) fn iops(
     if m.ios == 0 || m.queue_depth == 0 || m.group < 2 {
         return Err("multicast: ios, queue_depth and group must be positive (group >= 2)".into());
     }
-    let hosts = spread_hosts(topo.num_hosts() as u32, m.group);
+    let hosts = member_hosts(sc, topo.num_hosts() as u32, m.group);
     let (client, replicas) = (hosts[0], hosts[1..].to_vec());
     let jobs = [0u8, 1, 2];
     let results = parallel(m.threads, &jobs, |&j| match j {

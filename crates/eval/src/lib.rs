@@ -35,6 +35,7 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
     let mut r = match sc.multicast.experiment.as_str() {
         "testbed" => cepheus::testbed(sc, &topo, &cfg, false)?,
         "large-scale" => cepheus::testbed(sc, &topo, &cfg, true)?,
+        "fig12-ablation" => cepheus::fig12_ablation(sc)?,
         "loss" => cepheus::loss(sc, &topo, &cfg)?,
         "iops" => cepheus::iops(sc, &topo, &cfg)?,
         "fairness" => tmcf::fairness(sc, base)?,
@@ -51,7 +52,7 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "ud-loss" => odbss::ud_loss(sc)?,
         other => {
             return Err(format!(
-            "multicast.experiment {other:?}: expected testbed, large-scale, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp, tmcf-moving, transfer, peel-transfer, ud-latency or ud-loss"
+            "multicast.experiment {other:?}: expected testbed, large-scale, fig12-ablation, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp, tmcf-moving, transfer, peel-transfer, ud-latency or ud-loss"
         ))
         }
     };

@@ -7,7 +7,9 @@ use rocast_core::overlay::Scheme;
 use rocast_core::plan::Topology;
 use rocast_core::time::Duration;
 use rocast_sim::engine::EngineConfig;
-use rocast_sim::multicast::broadcast::{bench_driver_config, run_broadcast, BroadcastSpec};
+use rocast_sim::multicast::broadcast::{
+    bench_driver_config, run_broadcast, spread_hosts, BroadcastSpec,
+};
 use rocast_sim::scenario::config::parse_bytes;
 use rocast_sim::Scenario;
 
@@ -23,7 +25,34 @@ pub(crate) fn overhead(sc: &Scenario) -> Duration {
     Duration::from_ps((sc.multicast.overhead_us * 1e6) as u64)
 }
 
+/// The hosts of a group of `n` ranks (rank order) under `multicast.placement`.
+pub(crate) fn member_hosts(sc: &Scenario, num_hosts: u32, n: u32) -> Vec<u32> {
+    match sc.multicast.placement.as_str() {
+        "contiguous" => (0..n.min(num_hosts)).collect(),
+        _ => spread_hosts(num_hosts, n),
+    }
+}
+
+/// How the overlay baselines run, beyond scheme and block (`multicast.flow_control`
+/// and `multicast.tree_window`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct OverlayKnobs {
+    pub flow_control: bool,
+    /// Binomial tree's outstanding sends per rank; 0: all children at once.
+    pub tree_window: u32,
+}
+
+impl OverlayKnobs {
+    pub(crate) fn of(sc: &Scenario) -> Self {
+        OverlayKnobs {
+            flow_control: sc.multicast.flow_control,
+            tree_window: sc.multicast.tree_window,
+        }
+    }
+}
+
 /// An overlay scheme's broadcast of one message.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn overlay_once(
     topo: &Topology,
     cfg: &EngineConfig,
@@ -32,13 +61,23 @@ pub(crate) fn overlay_once(
     size: u64,
     block: u64,
     post: Duration,
+    knobs: OverlayKnobs,
 ) -> Result<Timed, String> {
     let n = hosts.len() as u32;
+    let mut driver =
+        bench_driver_config(scheme, n, size, block.min(size).max(1), 8, knobs.flow_control);
+    if scheme == Scheme::BinomialTree {
+        // A rank has at most log2(n) children.
+        driver.window = match knobs.tree_window {
+            0 => n.saturating_sub(1).max(1),
+            w => w,
+        };
+    }
     let spec = BroadcastSpec {
         scheme,
         hosts: hosts.to_vec(),
         root: 0,
-        driver: bench_driver_config(scheme, n, size, block.min(size).max(1), 8, true),
+        driver,
         overhead: post,
         verify_data: false,
         seed: 1,

@@ -75,6 +75,17 @@ pub struct MulticastConfig {
     pub block: String,
     /// Per-post host software overhead of every scheme, microseconds.
     pub overhead_us: f64,
+    /// Which hosts the group's ranks sit on: "spread" (rank r on host r·⌊hosts/group⌋,
+    /// across the whole fabric) or "contiguous" (rank r on host r). The papers do not
+    /// say; rocast's assumption is "spread" (`cepheus-fig12-ablation` shows its effect).
+    pub placement: String,
+    /// Overlay baselines wait for the receiver's ready-for-block before each transfer
+    /// (RDMC's flow control; MPI's rendezvous for large messages).
+    pub flow_control: bool,
+    /// Binomial tree: sends a rank keeps outstanding to its children. 1 (rocast's
+    /// default): each child after the previous one completed; 0: all children at once
+    /// (Open MPI's unsegmented binomial `MPI_Bcast`: an isend per child, then waitall).
+    pub tree_window: u32,
     /// Random loss rates on switch-to-switch links.
     pub loss_rates: Vec<f64>,
     /// The message of single-size experiments.
@@ -159,6 +170,9 @@ impl Default for MulticastConfig {
             chain_slices: 4,
             block: "1M".into(),
             overhead_us: 2.0,
+            placement: "spread".into(),
+            flow_control: true,
+            tree_window: 1,
             loss_rates: vec![0.0, 1e-8, 1e-6, 1e-5, 1e-4],
             message: "128M".into(),
             io: "8K".into(),
@@ -546,6 +560,10 @@ pub const PRESETS: &[(&str, &str)] = &[
         include_str!("../../scenarios/ud-latency.toml"),
     ),
     ("ud-loss", include_str!("../../scenarios/ud-loss.toml")),
+    (
+        "cepheus-fig12-ablation",
+        include_str!("../../scenarios/cepheus-fig12-ablation.toml"),
+    ),
 ];
 
 pub fn preset_names() -> String {
@@ -586,6 +604,15 @@ impl Scenario {
                 "multicast.op",
                 format!("expected \"write\" or \"send\", got {:?}", m.op),
             ));
+        }
+        if !matches!(m.placement.as_str(), "spread" | "contiguous") {
+            return Err(invalid(
+                "multicast.placement",
+                format!("expected \"spread\" or \"contiguous\", got {:?}", m.placement),
+            ));
+        }
+        if !(m.overhead_us.is_finite() && m.overhead_us >= 0.0) {
+            return Err(invalid("multicast.overhead_us", "must be a non-negative number"));
         }
         if !matches!(m.exact_solver.as_str(), "dp" | "highs") {
             return Err(invalid(
