@@ -194,7 +194,8 @@ pub fn run(cmd: BcastCmd) -> Result<(), String> {
     std::fs::write(&csv_path, &csv).map_err(|e| format!("{}: {e}", csv_path.display()))?;
     eprintln!("wrote {}", csv_path.display());
     let ranks_path = cmd.out.join("bcast-ranks.csv");
-    std::fs::write(&ranks_path, &ranks_csv).map_err(|e| format!("{}: {e}", ranks_path.display()))?;
+    std::fs::write(&ranks_path, &ranks_csv)
+        .map_err(|e| format!("{}: {e}", ranks_path.display()))?;
     eprintln!("wrote {}", ranks_path.display());
     if let Some(png) = &cmd.plot {
         plot(

@@ -92,9 +92,154 @@ fn bad_experiment_settings_are_clear_errors() {
             "multicast.loss_rates=[2.0]",
             "not a probability",
         ),
+        (
+            "cepheus-fig12",
+            "multicast.placement=\"random\"",
+            "multicast.placement",
+        ),
+        (
+            "cepheus-fig12-ablation",
+            "multicast.overhead_us=-1",
+            "multicast.overhead_us",
+        ),
     ] {
         let r = rocast(&["sim", "--preset", preset, "--set", set]);
         assert_eq!(r.code, 2, "{set}");
         assert!(r.stderr.contains(says), "{set}: {}", r.stderr);
     }
+}
+
+/// Reads `rocast sim`'s CSV `name` in `dir` as rows of (column → value).
+fn csv_rows(dir: &str, name: &str) -> Vec<std::collections::BTreeMap<String, String>> {
+    let text = std::fs::read_to_string(Path::new(dir).join(name)).unwrap();
+    let mut lines = text.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    lines
+        .map(|l| {
+            head.iter()
+                .map(|h| h.to_string())
+                .zip(l.split(',').map(str::to_string))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn fig12_prints_a_verdict_per_claim() {
+    let out = out_dir("fig12");
+    let r = rocast(&[
+        "sim",
+        "--preset",
+        "cepheus-fig12",
+        "--set",
+        "multicast.group=16",
+        "--set",
+        "multicast.sizes=\"64,1M\"",
+        "--out",
+        &out,
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    for claim in [
+        "short flows vs chain",
+        "short flows vs tree",
+        "large flows vs chain",
+        "large flows vs tree",
+    ] {
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(claim))
+            .unwrap_or_else(|| panic!("{claim}: {}", r.stdout));
+        assert!(
+            line.contains("reproduced") || line.contains("differs"),
+            "{line}"
+        );
+        // A claim that differs says why.
+        if line.contains("differs") {
+            assert!(r.stdout.contains(&format!("why {claim}:")), "{}", r.stdout);
+        }
+    }
+    assert_eq!(csv_rows(&out, "fig12.csv").len(), 2 * 3);
+}
+
+/// Every ablation row is what `cepheus-fig12` prints with that row's --sets: the
+/// table can be checked run by run.
+#[test]
+fn fig12_ablation_rows_are_the_preset_with_their_sets() {
+    let out = out_dir("fig12-ablation");
+    let small = [
+        "--set",
+        "multicast.group=8",
+        "--set",
+        "multicast.sizes=\"64,256K\"",
+    ];
+    let mut args = vec!["sim", "--preset", "cepheus-fig12-ablation"];
+    args.extend(small);
+    args.extend(["--out", &out]);
+    let r = rocast(&args);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let rows = csv_rows(&out, "fig12-ablation.csv");
+    let variants: std::collections::BTreeSet<&str> =
+        rows.iter().map(|r| r["variant"].as_str()).collect();
+    for v in [
+        "rocast",
+        "no-overhead",
+        "no-ready",
+        "contiguous",
+        "no-cc",
+        "tree-isend",
+        "one-switch",
+        "chain-slices",
+        "paper-like",
+    ] {
+        assert!(variants.contains(v), "{v}");
+        assert!(
+            r.stdout.lines().any(|l| l.starts_with(v)),
+            "{v}: {}",
+            r.stdout
+        );
+    }
+    assert_eq!(rows.len(), variants.len() * 2 * 3);
+    // Re-run two variants as the preset with their sets.
+    for v in ["no-overhead", "tree-isend"] {
+        let sets = rows.iter().find(|r| r["variant"] == v).unwrap()["sets"].clone();
+        let dir = out_dir(&format!("fig12-as-{v}"));
+        let mut a = vec!["sim".to_string(), "--preset".into(), "cepheus-fig12".into()];
+        for s in sets.split(' ').filter(|s| !s.is_empty()) {
+            a.push("--set".into());
+            a.push(s.replace(';', ","));
+        }
+        for s in small {
+            a.push(s.into());
+        }
+        a.extend(["--out".into(), dir.clone()]);
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        let r2 = rocast(&refs);
+        assert_eq!(r2.code, 0, "{}{}", r2.stdout, r2.stderr);
+        for p in csv_rows(&dir, "fig12.csv") {
+            let row = rows
+                .iter()
+                .find(|r| {
+                    r["variant"] == v
+                        && r["size_bytes"] == p["size_bytes"]
+                        && r["scheme"] == p["scheme"]
+                })
+                .unwrap();
+            assert_eq!(row["latency_us"], p["latency_us"], "{v} {p:?}");
+        }
+    }
+    // Posting all children at once shortens the tree's small-message latency.
+    let lat = |v: &str| -> f64 {
+        rows.iter()
+            .find(|r| r["variant"] == v && r["size_bytes"] == "64" && r["scheme"] == "tree")
+            .unwrap()["latency_us"]
+            .parse()
+            .unwrap()
+    };
+    assert!(
+        lat("tree-isend") < lat("rocast"),
+        "{} vs {}",
+        lat("tree-isend"),
+        lat("rocast")
+    );
 }

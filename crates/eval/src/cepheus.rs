@@ -362,7 +362,10 @@ const REPRODUCED_WITHIN: f64 = 1.25;
 /// Prints Fig. 12's paper-vs-rocast table: per claim the paper's "up to" figure,
 /// rocast's largest ratio in the same size range (and at the largest size), the ratio
 /// of the two, and the verdict with the reason where it differs.
-fn large_scale_verdicts(text: &mut String, ratios: &std::collections::BTreeMap<Run, Vec<(u64, f64)>>) {
+fn large_scale_verdicts(
+    text: &mut String,
+    ratios: &std::collections::BTreeMap<Run, Vec<(u64, f64)>>,
+) {
     let _ = writeln!(
         text,
         "  {:<21} {:>7} {:>16} {:>14} {:>13}  verdict",
@@ -370,14 +373,12 @@ fn large_scale_verdicts(text: &mut String, ratios: &std::collections::BTreeMap<R
     );
     let mut reasons = Vec::new();
     for (claim, scheme, short, paper, why) in FIG12_CLAIMS {
-        let pts: Vec<(u64, f64)> = ratios
-            .get(&Run::Overlay(scheme))
-            .map_or(vec![], |v| {
-                v.iter()
-                    .copied()
-                    .filter(|(s, _)| if short { *s <= 64 << 10 } else { *s >= 1 << 20 })
-                    .collect()
-            });
+        let pts: Vec<(u64, f64)> = ratios.get(&Run::Overlay(scheme)).map_or(vec![], |v| {
+            v.iter()
+                .copied()
+                .filter(|(s, _)| if short { *s <= 64 << 10 } else { *s >= 1 << 20 })
+                .collect()
+        });
         let Some(&(at, hi)) = pts.iter().max_by(|a, b| a.1.total_cmp(&b.1)) else {
             let _ = writeln!(text, "  {claim:<21} {paper:>6}x {:>16}", "n/a");
             continue;
@@ -388,7 +389,14 @@ fn large_scale_verdicts(text: &mut String, ratios: &std::collections::BTreeMap<R
             "reproduced".to_string()
         } else {
             reasons.push((claim, why));
-            format!("differs ({})", if q > 1.0 { "rocast higher" } else { "rocast lower" })
+            format!(
+                "differs ({})",
+                if q > 1.0 {
+                    "rocast higher"
+                } else {
+                    "rocast lower"
+                }
+            )
         };
         let _ = writeln!(
             text,
@@ -451,7 +459,16 @@ pub(crate) fn loss(
         if cepheus {
             cepheus_once(&t, &c, &hosts, size, post)
         } else {
-            overlay_once(&t, &c, Scheme::Chain, &hosts, size, block, post, OverlayKnobs::of(sc))
+            overlay_once(
+                &t,
+                &c,
+                Scheme::Chain,
+                &hosts,
+                size,
+                block,
+                post,
+                OverlayKnobs::of(sc),
+            )
         }
     })?;
     let fct: std::collections::BTreeMap<(u32, u64, usize), f64> = jobs

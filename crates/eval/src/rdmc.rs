@@ -64,8 +64,14 @@ pub(crate) fn overlay_once(
     knobs: OverlayKnobs,
 ) -> Result<Timed, String> {
     let n = hosts.len() as u32;
-    let mut driver =
-        bench_driver_config(scheme, n, size, block.min(size).max(1), 8, knobs.flow_control);
+    let mut driver = bench_driver_config(
+        scheme,
+        n,
+        size,
+        block.min(size).max(1),
+        8,
+        knobs.flow_control,
+    );
     if scheme == Scheme::BinomialTree {
         // A rank has at most log2(n) children.
         driver.window = match knobs.tree_window {

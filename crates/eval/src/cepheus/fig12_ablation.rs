@@ -241,7 +241,10 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
             }
         }
     }
-    let _ = writeln!(text, "\nvariants (one change each from the preset, but paper-like):");
+    let _ = writeln!(
+        text,
+        "\nvariants (one change each from the preset, but paper-like):"
+    );
     for v in &vars {
         let sets: Vec<String> = v.sets.iter().map(|s| format!("--set '{s}'")).collect();
         let _ = writeln!(text, "  {:<13} {}", v.name, v.what);
@@ -251,7 +254,10 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
     }
     // What moves each claim most: the variant whose ratio lies closest to the paper's,
     // for the largest short size and the largest size.
-    let _ = writeln!(text, "\nclosest variant per claim (paper's \"up to\" figure):");
+    let _ = writeln!(
+        text,
+        "\nclosest variant per claim (paper's \"up to\" figure):"
+    );
     for (label, s, short, paper) in PAPER {
         let Some(&size) = sizes.iter().rev().find(|&&z| is_short(z) == short) else {
             continue;
@@ -272,11 +278,7 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
             ratio(best.1, size, s)
         );
     }
-    let _ = writeln!(
-        text,
-        "  runs: {} in {wall:.1} s wall",
-        results.len()
-    );
+    let _ = writeln!(text, "  runs: {} in {wall:.1} s wall", results.len());
     Ok(EvalReport {
         text,
         files: vec![("fig12-ablation.csv".into(), csv)],

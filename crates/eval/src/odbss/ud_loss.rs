@@ -51,8 +51,8 @@
 //! buffers) only bit errors remain.
 
 use std::collections::VecDeque;
-use std::rc::Rc;
 use std::fmt::Write as _;
+use std::rc::Rc;
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};

@@ -608,11 +608,17 @@ impl Scenario {
         if !matches!(m.placement.as_str(), "spread" | "contiguous") {
             return Err(invalid(
                 "multicast.placement",
-                format!("expected \"spread\" or \"contiguous\", got {:?}", m.placement),
+                format!(
+                    "expected \"spread\" or \"contiguous\", got {:?}",
+                    m.placement
+                ),
             ));
         }
         if !(m.overhead_us.is_finite() && m.overhead_us >= 0.0) {
-            return Err(invalid("multicast.overhead_us", "must be a non-negative number"));
+            return Err(invalid(
+                "multicast.overhead_us",
+                "must be a non-negative number",
+            ));
         }
         if !matches!(m.exact_solver.as_str(), "dp" | "highs") {
             return Err(invalid(
