@@ -243,3 +243,60 @@ fn fig12_ablation_rows_are_the_preset_with_their_sets() {
         lat("rocast")
     );
 }
+
+#[test]
+fn memory_preset_measures_the_tables_it_builds() {
+    let out = out_dir("memory");
+    let r = rocast(&["sim", "--preset", "cepheus-memory", "--out", &out]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let rows = csv_rows(&out, "cepheus-memory.csv");
+    let per_group = |what: &str| -> f64 {
+        rows.iter()
+            .find(|r| r["what"].starts_with(what))
+            .unwrap_or_else(|| panic!("{what}: {rows:?}"))["bytes_per_group"]
+            .parse()
+            .unwrap()
+    };
+    // The paper's fields packed: 64 × 11 B + 13 B of group state.
+    assert_eq!(per_group("packed: the paper's fields"), 717.0);
+    let (accounted, measured) = (
+        per_group("rocast software: its own accounting"),
+        per_group("rocast software: measured heap"),
+    );
+    // The allocator saw at least what rocast accounts for, and not wildly more.
+    assert!(
+        measured >= 0.95 * accounted && measured < 2.0 * accounted,
+        "{measured} vs {accounted}"
+    );
+    // Twice the groups, twice the heap (bounded per group, whatever the group size).
+    let out2 = out_dir("memory-2k");
+    let r2 = rocast(&[
+        "sim",
+        "--preset",
+        "cepheus-memory",
+        "--set",
+        "multicast.mft_groups=2000",
+        "--out",
+        &out2,
+    ]);
+    assert_eq!(r2.code, 0, "{}{}", r2.stdout, r2.stderr);
+    let rows2 = csv_rows(&out2, "cepheus-memory.csv");
+    let total = |rows: &[std::collections::BTreeMap<String, String>]| -> f64 {
+        rows.iter()
+            .find(|r| r["what"].starts_with("rocast software: its own"))
+            .unwrap()["total_bytes"]
+            .parse()
+            .unwrap()
+    };
+    let ratio = total(&rows2) / total(&rows);
+    assert!((1.9..2.1).contains(&ratio), "{ratio}");
+    let bad = rocast(&[
+        "sim",
+        "--preset",
+        "cepheus-memory",
+        "--set",
+        "multicast.mft_ports=1",
+    ]);
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains("mft_ports"), "{}", bad.stderr);
+}

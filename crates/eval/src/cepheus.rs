@@ -11,6 +11,7 @@
 //! - `transfer`: the sim/lab conformance scenario (seeded data over a Cepheus group,
 //!   a CRC-32 per member in the format `rocast lab run` prints).
 //!
+//! - `memory` (§III-D): the MFT's memory for 1K groups × 64 ports, measured.
 //! - `fig12-ablation` ([`fig12_ablation`]): which of rocast's assumptions moves Fig.
 //!   12's baseline ratios, one at a time.
 //!
@@ -34,7 +35,9 @@ use rocast_sim::scenario::config::{parse_bytes, parse_sizes};
 use rocast_sim::Scenario;
 
 mod fig12_ablation;
+mod memory;
 pub(crate) use fig12_ablation::fig12_ablation;
+pub(crate) use memory::memory;
 
 use crate::rdmc::{block_for, member_hosts, overhead, overlay_once, OverlayKnobs, Timed};
 use crate::report::{fmt_size, parallel, EvalReport};

@@ -86,6 +86,9 @@ pub struct MulticastConfig {
     /// default): each child after the previous one completed; 0: all children at once
     /// (Open MPI's unsegmented binomial `MPI_Bcast`: an isend per child, then waitall).
     pub tree_window: u32,
+    /// `memory` (`cepheus-memory`): groups and switch ports of the MFT measured.
+    pub mft_groups: u32,
+    pub mft_ports: u32,
     /// Random loss rates on switch-to-switch links.
     pub loss_rates: Vec<f64>,
     /// The message of single-size experiments.
@@ -173,6 +176,8 @@ impl Default for MulticastConfig {
             placement: "spread".into(),
             flow_control: true,
             tree_window: 1,
+            mft_groups: 1000,
+            mft_ports: 64,
             loss_rates: vec![0.0, 1e-8, 1e-6, 1e-5, 1e-4],
             message: "128M".into(),
             io: "8K".into(),
@@ -560,6 +565,10 @@ pub const PRESETS: &[(&str, &str)] = &[
         include_str!("../../scenarios/ud-latency.toml"),
     ),
     ("ud-loss", include_str!("../../scenarios/ud-loss.toml")),
+    (
+        "cepheus-memory",
+        include_str!("../../scenarios/cepheus-memory.toml"),
+    ),
     (
         "cepheus-fig12-ablation",
         include_str!("../../scenarios/cepheus-fig12-ablation.toml"),
