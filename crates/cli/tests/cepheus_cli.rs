@@ -300,3 +300,44 @@ fn memory_preset_measures_the_tables_it_builds() {
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("mft_ports"), "{}", bad.stderr);
 }
+
+#[test]
+fn safeguard_falls_back_mid_transfer_without_losing_a_byte() {
+    let out = out_dir("safeguard");
+    let r = rocast(&[
+        "sim",
+        "--preset",
+        "cepheus-safeguard",
+        "--set",
+        "multicast.messages=64",
+        "--out",
+        &out,
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let rows = csv_rows(&out, "safeguard.csv");
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    let get = |run: &str, col: &str| rows.iter().find(|r| r["run"] == run).unwrap()[col].clone();
+    // The loss starts mid-transfer: before it, the lossy runs went as fast as the clean one.
+    assert_eq!(get("no-loss", "before_gbps"), get("loss", "before_gbps"));
+    assert_eq!(get("no-loss", "retransmitted"), "0");
+    assert_ne!(get("loss", "retransmitted"), "0");
+    assert_eq!(get("loss", "fallback_ms"), "-");
+    // The safeguard fired after the loss began, within its 1 ms window (+ grace), and
+    // some messages went over the overlay; every byte arrived (the run fails otherwise).
+    let detect: f64 = get("loss+safeguard", "detect_ms").parse().unwrap();
+    assert!(detect > 0.0 && detect <= 1.1, "{detect}");
+    let overlay: u32 = get("loss+safeguard", "overlay_messages").parse().unwrap();
+    assert!(overlay > 0 && overlay < 64, "{overlay}");
+    for want in ["verdict, detection", "verdict, delivery", "verdict, cost"] {
+        assert!(r.stdout.contains(want), "{want}: {}", r.stdout);
+    }
+    let bad = rocast(&[
+        "sim",
+        "--preset",
+        "cepheus-safeguard",
+        "--set",
+        "multicast.loss_ranks=[0]",
+    ]);
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains("loss_ranks"), "{}", bad.stderr);
+}

@@ -11,6 +11,7 @@
 //! - `transfer`: the sim/lab conformance scenario (seeded data over a Cepheus group,
 //!   a CRC-32 per member in the format `rocast lab run` prints).
 //!
+//! - `safeguard` (§V-D): a lossy branch mid-transfer and the fallback to RDMC.
 //! - `memory` (§III-D): the MFT's memory for 1K groups × 64 ports, measured.
 //! - `fig12-ablation` ([`fig12_ablation`]): which of rocast's assumptions moves Fig.
 //!   12's baseline ratios, one at a time.
@@ -36,8 +37,10 @@ use rocast_sim::Scenario;
 
 mod fig12_ablation;
 mod memory;
+mod safeguard;
 pub(crate) use fig12_ablation::fig12_ablation;
 pub(crate) use memory::memory;
+pub(crate) use safeguard::safeguard;
 
 use crate::rdmc::{block_for, member_hosts, overhead, overlay_once, OverlayKnobs, Timed};
 use crate::report::{fmt_size, parallel, EvalReport};
@@ -108,7 +111,7 @@ pub(crate) fn transfer(
     spec.verify_data = true;
     spec.seed = sc.seed;
     if m.loss > 0.0 {
-        spec.loss_toward = Some((m.loss_rank, m.loss));
+        spec.loss_toward = vec![(m.loss_rank, m.loss)];
     }
     spec.send = m.op == "send";
     let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;

@@ -37,6 +37,7 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "large-scale" => cepheus::testbed(sc, &topo, &cfg, true)?,
         "fig12-ablation" => cepheus::fig12_ablation(sc)?,
         "memory" => cepheus::memory(sc)?,
+        "safeguard" => cepheus::safeguard(sc, &topo, &cfg)?,
         "loss" => cepheus::loss(sc, &topo, &cfg)?,
         "iops" => cepheus::iops(sc, &topo, &cfg)?,
         "fairness" => tmcf::fairness(sc, base)?,
@@ -53,7 +54,7 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "ud-loss" => odbss::ud_loss(sc)?,
         other => {
             return Err(format!(
-            "multicast.experiment {other:?}: expected testbed, large-scale, fig12-ablation, memory, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp, tmcf-moving, transfer, peel-transfer, ud-latency or ud-loss"
+            "multicast.experiment {other:?}: expected testbed, large-scale, fig12-ablation, memory, safeguard, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp, tmcf-moving, transfer, peel-transfer, ud-latency or ud-loss"
         ))
         }
     };

@@ -115,9 +115,10 @@ enum EvKind {
     Sample,
     Post,
     Control,
+    LossChange,
 }
 
-const KINDS: [EvKind; 9] = [
+const KINDS: [EvKind; 10] = [
     EvKind::FlowStart,
     EvKind::LinkChange,
     EvKind::Pfc,
@@ -127,6 +128,7 @@ const KINDS: [EvKind; 9] = [
     EvKind::Sample,
     EvKind::Post,
     EvKind::Control,
+    EvKind::LossChange,
 ];
 
 /// An event of the engine's queue: the kind and arguments packed in one word (the
@@ -493,6 +495,8 @@ impl<T> SlotPool<T> {
 pub struct Engine {
     pub topo: Topology,
     routes: Routes,
+    /// Scheduled loss changes (port, new loss), by index ([`Engine::schedule_loss_toward_host`]).
+    loss_changes: Vec<(u32, f64)>,
     cfg: EngineConfig,
     now: u64,
     events: EventQueue<Ev>,
@@ -710,6 +714,7 @@ impl Engine {
         let mut e = Engine {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             routes,
+            loss_changes: Vec::new(),
             cfg,
             now: 0,
             events: EventQueue::new(),
@@ -791,6 +796,26 @@ impl Engine {
         Ok(())
     }
 
+    /// [`Engine::set_loss_toward_host`] from time `at` on (a port that starts to
+    /// drop frames mid-run: a failing transceiver or cable).
+    pub fn schedule_loss_toward_host(
+        &mut self,
+        at: Instant,
+        host: u32,
+        p: f64,
+    ) -> Result<(), String> {
+        if host as usize >= self.topo.num_hosts() || !(0.0..1.0).contains(&p) {
+            return Err(format!(
+                "loss {p} toward host {host}: no such host or not in [0, 1)"
+            ));
+        }
+        let toward = self.ports[self.node_port_base[host as usize] as usize].reverse;
+        self.loss_changes.push((toward, p));
+        let i = self.loss_changes.len() as u32 - 1;
+        self.schedule(at.as_ps(), EvKind::LossChange, i, 0);
+        Ok(())
+    }
+
     pub fn schedule_link_change(&mut self, at: Instant, link: u32, up: bool) {
         self.schedule(at.as_ps(), EvKind::LinkChange, link, up as u32);
     }
@@ -856,6 +881,10 @@ impl Engine {
                 EvKind::Sample => self.sample(),
                 EvKind::Post => self.do_post(a),
                 EvKind::Control => self.control_arrive(a),
+                EvKind::LossChange => {
+                    let (port, p) = self.loss_changes[a as usize];
+                    self.ports[port as usize].loss = p;
+                }
             }
         }
         false

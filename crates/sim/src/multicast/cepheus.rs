@@ -74,8 +74,10 @@ pub struct CepheusSpec {
     /// all from `source`. A change of sender waits until the group is drained, then
     /// runs Cepheus §III-E's PSN synchronisation on the two QPs — same MFT, same QPs.
     pub senders: Vec<u32>,
-    /// Drop this fraction of the frames toward this host (the switch port to it).
-    pub loss_toward: Option<(u32, f64)>,
+    /// Drop this fraction of the frames toward these hosts (the switch port to each),
+    /// from `loss_from` on (zero: from the start).
+    pub loss_toward: Vec<(u32, f64)>,
+    pub loss_from: Duration,
     /// SEND (with the message number as immediate, into a posted receive per message)
     /// instead of RDMA WRITE with immediate. SEND groups register no memory region
     /// and do not switch sources.
@@ -98,7 +100,8 @@ impl CepheusSpec {
             safeguard: None,
             fallback_block: 1 << 20,
             senders: Vec::new(),
-            loss_toward: None,
+            loss_toward: Vec::new(),
+            loss_from: Duration::from_ps(0),
             send: false,
             sample_interval: None,
         }
@@ -244,8 +247,12 @@ pub fn run_cepheus_with_flows(
     }
     cfg.carry_payload = spec.verify_data;
     let mut engine = Engine::new(topo, cfg, flows)?;
-    if let Some((host, p)) = spec.loss_toward {
-        engine.set_loss_toward_host(host, p)?;
+    for &(host, p) in &spec.loss_toward {
+        if spec.loss_from.as_ps() == 0 {
+            engine.set_loss_toward_host(host, p)?;
+        } else {
+            engine.schedule_loss_toward_host(Instant::from_ps(spec.loss_from.as_ps()), host, p)?;
+        }
     }
     let mut run = GroupRun::new(&mut engine, spec)?;
     run.drive(&mut engine)?;
@@ -665,7 +672,8 @@ impl<'s> GroupRun<'s> {
     }
 
     /// Switches the group to the overlay binomial pipeline: destroys the group's QPs,
-    /// then broadcasts each message some receiver lacks to exactly those receivers.
+    /// then broadcasts each message some receiver lacks to exactly those receivers
+    /// (runs of consecutive messages with the same receivers as one transfer).
     fn fall_back(&mut self, engine: &mut Engine, reason: String) -> Result<(), String> {
         let at_ps = engine.now().as_ps();
         self.source_feedback = engine.qp(self.qpns[0]).map(SourceFeedback::of);
@@ -688,6 +696,11 @@ impl<'s> GroupRun<'s> {
             deliveries: 0,
         };
         self.first_post_ps.get_or_insert(at_ps);
+        // Consecutive messages with the same sender and the same members missing them
+        // go as one overlay transfer of their concatenation, so the pipeline's blocks
+        // flow across message boundaries (one transfer per message would pay the
+        // pipeline's fill and every hop's handshake per message).
+        let mut runs: Vec<(usize, Vec<usize>, Vec<u32>)> = Vec::new();
         for i in 0..self.spec.messages {
             let s = self.sender_of(i);
             let missing: Vec<usize> = (0..self.hosts.len())
@@ -696,12 +709,30 @@ impl<'s> GroupRun<'s> {
             if missing.is_empty() {
                 continue;
             }
-            // Posted or not, the sender holds its message (and its bytes are the
+            match runs.last_mut() {
+                Some((rs, rm, msgs))
+                    if *rs == s && *rm == missing && msgs.last() == Some(&(i - 1)) =>
+                {
+                    msgs.push(i)
+                }
+                _ => runs.push((s, missing, vec![i])),
+            }
+        }
+        let len = self.spec.message_bytes as usize;
+        for (s, missing, msgs) in runs {
+            // Posted or not, the sender holds its messages (and their bytes are the
             // overlay root's data).
-            let data = self.hold_own(s, i);
+            let mut data: Option<Vec<u8>> = None;
+            for &i in &msgs {
+                if let Some(d) = self.hold_own(s, i) {
+                    data.get_or_insert_with(|| Vec::with_capacity(len * msgs.len()))
+                        .extend_from_slice(&d);
+                }
+            }
             let mut hosts = vec![self.hosts[s]];
             hosts.extend(missing.iter().map(|&r| self.hosts[r]));
             let n = hosts.len() as u32;
+            let total = self.spec.message_bytes * msgs.len() as u64;
             let bspec = BroadcastSpec {
                 scheme: Scheme::BinomialPipeline,
                 hosts,
@@ -709,7 +740,7 @@ impl<'s> GroupRun<'s> {
                 driver: bench_driver_config(
                     Scheme::BinomialPipeline,
                     n,
-                    self.spec.message_bytes,
+                    total,
                     self.spec.fallback_block,
                     8,
                     true,
@@ -720,18 +751,23 @@ impl<'s> GroupRun<'s> {
             };
             let start = engine.now().as_ps();
             let (out, buffers) = broadcast_on(engine, &bspec, start, data)?;
+            // A message of the run counts as delivered when the whole run is.
             let done = start + out.latency_ps;
             for (k, &r) in missing.iter().enumerate() {
-                if self.spec.verify_data {
-                    let len = self.spec.message_bytes as usize;
-                    let at = i as usize * len;
-                    self.app_buffers[r][at..at + len].copy_from_slice(&buffers[k + 1]);
+                for (j, &i) in msgs.iter().enumerate() {
+                    if self.spec.verify_data {
+                        let at = i as usize * len;
+                        self.app_buffers[r][at..at + len]
+                            .copy_from_slice(&buffers[k + 1][j * len..(j + 1) * len]);
+                    }
+                    self.delivered[r][i as usize] = true;
+                    fb.deliveries += 1;
                 }
-                self.delivered[r][i as usize] = true;
-                fb.deliveries += 1;
             }
-            self.message_done_ps[i as usize] = Some(done);
-            fb.messages += 1;
+            for &i in &msgs {
+                self.message_done_ps[i as usize] = Some(done);
+                fb.messages += 1;
+            }
         }
         self.fallback = Some(fb);
         Ok(())

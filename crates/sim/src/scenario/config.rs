@@ -89,6 +89,13 @@ pub struct MulticastConfig {
     /// `memory` (`cepheus-memory`): groups and switch ports of the MFT measured.
     pub mft_groups: u32,
     pub mft_ports: u32,
+    /// `safeguard` (`cepheus-safeguard`): the ranks whose switch port drops `loss` of
+    /// its frames (empty: `loss_rank` alone), from when, and the safeguard's threshold
+    /// (fraction of the source's line rate) and window of busy time.
+    pub loss_ranks: Vec<u32>,
+    pub loss_from_ms: f64,
+    pub safeguard_threshold: f64,
+    pub safeguard_window_ms: f64,
     /// Random loss rates on switch-to-switch links.
     pub loss_rates: Vec<f64>,
     /// The message of single-size experiments.
@@ -178,6 +185,10 @@ impl Default for MulticastConfig {
             tree_window: 1,
             mft_groups: 1000,
             mft_ports: 64,
+            loss_ranks: Vec::new(),
+            loss_from_ms: 0.0,
+            safeguard_threshold: 0.5,
+            safeguard_window_ms: 10.0,
             loss_rates: vec![0.0, 1e-8, 1e-6, 1e-5, 1e-4],
             message: "128M".into(),
             io: "8K".into(),
@@ -565,6 +576,10 @@ pub const PRESETS: &[(&str, &str)] = &[
         include_str!("../../scenarios/ud-latency.toml"),
     ),
     ("ud-loss", include_str!("../../scenarios/ud-loss.toml")),
+    (
+        "cepheus-safeguard",
+        include_str!("../../scenarios/cepheus-safeguard.toml"),
+    ),
     (
         "cepheus-memory",
         include_str!("../../scenarios/cepheus-memory.toml"),
