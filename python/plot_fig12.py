@@ -3,15 +3,11 @@ fig12.csv: FCT of a 512-member multicast against flow size (left), and each
 baseline's FCT over Cepheus' (right) with the paper's "up to" ratios (§V-C) drawn
 over the size ranges they are stated for (short <= 64 KiB, large >= 1 MiB).
 
-usage: plot_fig12.py FIG12_CSV OUT_PNG [TITLE]
+Usage: plot_fig12.py fig12.csv fig12.png "title"
 """
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+from plotcli import run
 
 LABELS = {"cepheus": "Cepheus", "tree": "binomial tree (BT)", "chain": "chain"}
 # Cepheus §V-C: (scheme, short?, paper's "up to" ratio).
@@ -19,12 +15,7 @@ PAPER = [("chain", True, 164.0), ("tree", True, 4.5), ("chain", False, 2.1), ("t
 COLOURS = {"cepheus": "C0", "tree": "C1", "chain": "C2"}
 
 
-def main(argv):
-    if len(argv) < 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    df = pd.read_csv(argv[1])
-    title = argv[3] if len(argv) > 3 else ""
+def draw(df, title, plt):
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.5))
     for scheme, g in df.groupby("scheme", sort=False):
         g = g.sort_values("size_bytes")
@@ -57,10 +48,8 @@ def main(argv):
     bx.legend(fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(argv[2], dpi=120)
-    return 0
+    return fig
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(run(__doc__, draw))

@@ -95,14 +95,19 @@ pub(crate) fn overlay_once(
     })
 }
 
-/// The block a scheme uses for a message: chain with `chain_slices` slices, else
-/// the configured block.
-pub(crate) fn block_for(sc: &Scenario, scheme: Scheme, size: u64) -> Result<u64, String> {
-    let block = parse_bytes(&sc.multicast.block)?;
+/// The block a scheme uses for a message to a group of `group` ranks: the chain cut
+/// into as many slices as ranks (`chain_slices_per_rank`, the paper's §V-A rule) or
+/// into `chain_slices` slices, else the configured block.
+pub(crate) fn block_for(sc: &Scenario, scheme: Scheme, size: u64, group: u32) -> Result<u64, String> {
+    let m = &sc.multicast;
+    let block = parse_bytes(&m.block)?;
+    let slices = if m.chain_slices_per_rank {
+        group
+    } else {
+        m.chain_slices
+    };
     Ok(match scheme {
-        Scheme::Chain if sc.multicast.chain_slices > 0 => {
-            size.div_ceil(sc.multicast.chain_slices as u64).max(1)
-        }
+        Scheme::Chain if slices > 0 => size.div_ceil(slices as u64).max(1),
         _ => block,
     })
 }

@@ -71,6 +71,9 @@ pub struct MulticastConfig {
     pub schemes: Vec<String>,
     /// Chain slices per message (0: blocks of `block`).
     pub chain_slices: u32,
+    /// Chain slices = the group's ranks (the paper's testbed rule, Cepheus §V-A);
+    /// overrides `chain_slices`.
+    pub chain_slices_per_rank: bool,
     /// Block size of the pipelined overlay schemes.
     pub block: String,
     /// Per-post host software overhead of every scheme, microseconds.
@@ -178,6 +181,7 @@ impl Default for MulticastConfig {
                 "pipeline".into(),
             ],
             chain_slices: 4,
+            chain_slices_per_rank: false,
             block: "1M".into(),
             overhead_us: 2.0,
             placement: "spread".into(),
