@@ -341,3 +341,48 @@ fn safeguard_falls_back_mid_transfer_without_losing_a_byte() {
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("loss_ranks"), "{}", bad.stderr);
 }
+
+#[test]
+fn loss_preset_prints_its_verdicts_and_cuts_the_chain_as_configured() {
+    let run = |extra: &[&str], name: &str| {
+        let out = out_dir(name);
+        let mut a = vec![
+            "sim",
+            "--preset",
+            "cepheus-loss",
+            "--set",
+            "multicast.groups=[8]",
+            "--set",
+            "multicast.loss_rates=[0.0,1e-3]",
+            "--set",
+            "multicast.message=\"4M\"",
+        ];
+        a.extend_from_slice(extra);
+        a.extend(["--out", &out]);
+        let r = rocast(&a);
+        assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+        (r.stdout, csv_rows(&out, "loss.csv"))
+    };
+    let (text, rows) = run(&[], "loss");
+    assert!(text.contains("verdict, throughput at 1e-3"), "{text}");
+    assert_eq!(rows.len(), 2 * 4);
+    let chain_us = |rows: &[std::collections::BTreeMap<String, String>]| -> f64 {
+        rows.iter()
+            .find(|r| r["scheme"] == "chain" && r["retransmission"] == "gbn" && r["loss"] == "0")
+            .unwrap()["fct_us"]
+            .parse()
+            .unwrap()
+    };
+    // 4 MiB in 1 MiB blocks vs in 8 slices (one per rank) of 512 KiB: the finer
+    // pipeline is faster through 7 hops.
+    let (_, sliced) = run(
+        &["--set", "multicast.chain_slices_per_rank=true"],
+        "loss-sliced",
+    );
+    assert!(
+        chain_us(&sliced) < chain_us(&rows),
+        "{} vs {}",
+        chain_us(&sliced),
+        chain_us(&rows)
+    );
+}

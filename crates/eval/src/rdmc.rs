@@ -98,7 +98,12 @@ pub(crate) fn overlay_once(
 /// The block a scheme uses for a message to a group of `group` ranks: the chain cut
 /// into as many slices as ranks (`chain_slices_per_rank`, the paper's §V-A rule) or
 /// into `chain_slices` slices, else the configured block.
-pub(crate) fn block_for(sc: &Scenario, scheme: Scheme, size: u64, group: u32) -> Result<u64, String> {
+pub(crate) fn block_for(
+    sc: &Scenario,
+    scheme: Scheme,
+    size: u64,
+    group: u32,
+) -> Result<u64, String> {
     let m = &sc.multicast;
     let block = parse_bytes(&m.block)?;
     let slices = if m.chain_slices_per_rank {

@@ -365,13 +365,8 @@ impl RcQueuePair {
         if self.resp.cnp_pending {
             self.resp.cnp_pending = false;
             self.stats.tx_cnps += 1;
-            let mut bth = BthRepr::new(Opcode::CNP, self.cfg.remote_qpn, Psn::new(0));
-            bth.resv8a = 0x40; // BECN
+            let (mut bth, ext) = crate::wire::cnp_headers(self.cfg.remote_qpn);
             bth.pkey = self.cfg.pkey;
-            let ext = ExtHeaders {
-                cnp_reserved: Some([0; 16]),
-                ..Default::default()
-            };
             return Some(header_repr(
                 &self.cfg,
                 self.cfg.cnp_dscp,

@@ -32,7 +32,9 @@ pub use ext::{
 };
 pub use ipv4::{Ecn, Ipv4Address, Ipv4Packet, Ipv4Repr, IPV4_HEADER_LEN, IP_PROTO_UDP};
 pub use psn::Psn;
-pub use roce::{classify_frame, FrameClass, RoceFrameRepr, RoceRepr, ICRC_LEN, ROCEV2_UDP_PORT};
+pub use roce::{
+    classify_frame, cnp_headers, FrameClass, RoceFrameRepr, RoceRepr, ICRC_LEN, ROCEV2_UDP_PORT,
+};
 pub use udp::{UdpPacket, UdpRepr, UDP_HEADER_LEN};
 
 /// Why a buffer could not be parsed as the requested header.

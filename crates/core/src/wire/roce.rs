@@ -11,6 +11,18 @@ use super::{
 pub const ROCEV2_UDP_PORT: u16 = 4791;
 pub const ICRC_LEN: usize = 4;
 
+/// The BTH and extended headers of a CNP toward `dst_qpn` (RoCEv2 Annex A17.9.3: opcode
+/// 0x81 with the BECN bit, PSN 0, 16 reserved bytes); P_Key left at its default.
+pub fn cnp_headers(dst_qpn: u32) -> (BthRepr, ExtHeaders) {
+    let mut bth = BthRepr::new(super::Opcode::CNP, dst_qpn, super::Psn::new(0));
+    bth.resv8a = 0x40; // BECN
+    let ext = ExtHeaders {
+        cnp_reserved: Some([0; 16]),
+        ..Default::default()
+    };
+    (bth, ext)
+}
+
 /// A RoCEv2 packet from the IPv4 header to the ICRC.
 ///
 /// For opcodes rocast models, `payload` excludes the BTH pad bytes (emitted as zeros).

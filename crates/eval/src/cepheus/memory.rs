@@ -17,7 +17,7 @@ use rocast_core::fabric::cepheus::{
     CepheusSwitch, CnpFilterPolicy, MulticastForwardingTable, NextHop, VIRTUAL_QPN,
 };
 use rocast_core::time::{Duration, Instant};
-use rocast_core::wire::{BthRepr, Ecn, ExtHeaders, Ipv4Address, Opcode, Psn, RoceRepr};
+use rocast_core::wire::{cnp_headers, Ecn, Ipv4Address, RoceRepr};
 use rocast_sim::Scenario;
 
 use crate::report::EvalReport;
@@ -37,12 +37,7 @@ fn member_ip(port: u16) -> Ipv4Address {
 
 /// A CNP from the member behind `port` toward group `mcst`.
 fn cnp(port: u16, mcst: Ipv4Address) -> RoceRepr<'static> {
-    let mut bth = BthRepr::new(Opcode::CNP, VIRTUAL_QPN, Psn::new(0));
-    bth.resv8a = 0x40;
-    let ext = ExtHeaders {
-        cnp_reserved: Some([0; 16]),
-        ..Default::default()
-    };
+    let (bth, ext) = cnp_headers(VIRTUAL_QPN);
     RoceRepr::new(member_ip(port), mcst, 48, Ecn::NotEct, 49153, bth, ext, &[])
 }
 

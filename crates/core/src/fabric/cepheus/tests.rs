@@ -67,12 +67,7 @@ fn nak(from: u16, epsn: u32) -> RoceRepr<'static> {
     aeth(from, epsn, AckSyndrome::Nak(NakCode::PsnSequenceError))
 }
 fn cnp(from: u16) -> RoceRepr<'static> {
-    let mut bth = BthRepr::new(Opcode::CNP, VIRTUAL_QPN, Psn::new(0));
-    bth.resv8a = 0x40;
-    let ext = ExtHeaders {
-        cnp_reserved: Some([0; 16]),
-        ..Default::default()
-    };
+    let (bth, ext) = crate::wire::cnp_headers(VIRTUAL_QPN);
     RoceRepr::new(host_ip(from), MCST, 48, Ecn::NotEct, 49153, bth, ext, &[])
 }
 
