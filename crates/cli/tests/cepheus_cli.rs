@@ -386,3 +386,42 @@ fn loss_preset_prints_its_verdicts_and_cuts_the_chain_as_configured() {
         chain_us(&rows)
     );
 }
+
+#[test]
+fn fig10_io_latency_compares_every_scheme_at_every_size() {
+    let out = out_dir("fig10");
+    let r = rocast(&[
+        "sim",
+        "--preset",
+        "cepheus-fig10",
+        "--set",
+        "multicast.sizes=\"8K,512K\"",
+        "--set",
+        "multicast.ios=20",
+        "--out",
+        &out,
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let rows = csv_rows(&out, "fig10.csv");
+    assert_eq!(rows.len(), 2 * 4);
+    let lat = |size: &str, scheme: &str| -> f64 {
+        rows.iter()
+            .find(|r| r["size_bytes"] == size && r["scheme"] == scheme)
+            .unwrap()["latency_us"]
+            .parse()
+            .unwrap()
+    };
+    for size in ["8192", "524288"] {
+        // One copy through the client's stack and the wire, not three.
+        assert!(lat(size, "cepheus") < lat(size, "3-unicasts"), "{size}");
+        assert!(
+            lat(size, "cepheus") <= lat(size, "1-unicast") * 1.05,
+            "{size}"
+        );
+    }
+    // The gap grows with the IO size (the paper's observation).
+    let cut = |size: &str| 1.0 - lat(size, "cepheus") / lat(size, "3-unicasts");
+    assert!(cut("524288") > cut("8192"));
+    assert!(r.stdout.contains("8K: paper -23%"), "{}", r.stdout);
+    assert!(r.stdout.contains("512K: paper -60%"), "{}", r.stdout);
+}

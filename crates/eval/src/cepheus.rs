@@ -11,6 +11,7 @@
 //! - `transfer`: the sim/lab conformance scenario (seeded data over a Cepheus group,
 //!   a CRC-32 per member in the format `rocast lab run` prints).
 //!
+//! - `io-latency` (§V-B, Fig. 10): single IO latency of 3-replica writes over IO size.
 //! - `safeguard` (§V-D): a lossy branch mid-transfer and the fallback to RDMC.
 //! - `memory` (§III-D): the MFT's memory for 1K groups × 64 ports, measured.
 //! - `fig12-ablation` ([`fig12_ablation`]): which of rocast's assumptions moves Fig.
@@ -36,7 +37,9 @@ use rocast_sim::scenario::config::{parse_bytes, parse_sizes};
 use rocast_sim::Scenario;
 
 mod fig12_ablation;
+mod io_latency;
 mod memory;
+pub(crate) use io_latency::io_latency;
 mod safeguard;
 pub(crate) use fig12_ablation::fig12_ablation;
 pub(crate) use memory::memory;
@@ -711,7 +714,7 @@ pub(crate) fn iops(
 /// connection; an IO completes when all its copies do. The client's CPU pays `stack`
 /// per copy, serially; at most `qd` IOs are in flight. Returns IOs per second.
 #[allow(clippy::too_many_arguments)]
-fn unicast_iops(
+pub(crate) fn unicast_iops(
     topo: &Topology,
     cfg: &EngineConfig,
     client: u32,

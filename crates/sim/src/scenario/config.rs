@@ -581,6 +581,10 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
     ("ud-loss", include_str!("../../scenarios/ud-loss.toml")),
     (
+        "cepheus-fig10",
+        include_str!("../../scenarios/cepheus-fig10.toml"),
+    ),
+    (
         "cepheus-safeguard",
         include_str!("../../scenarios/cepheus-safeguard.toml"),
     ),
