@@ -243,8 +243,10 @@ fn tmcf_moving_preset_follows_the_worst_bottleneck() {
     );
 }
 
-/// Cepheus' Fig 14 under every policy: with one unicast at a time, the multicast holds
-/// at least 85 % of its half-link share under each policy, with a Jain index above 0.95.
+/// Cepheus' Fig 14 under every policy: with one unicast, the multicast holds at least
+/// 85 % of its half-link share under each policy, with a Jain index above 0.95; the
+/// preset's overlap gives a phase with two congested branches, and every phase gets a
+/// verdict.
 #[test]
 fn cepheus_fairness_preset_runs_every_policy() {
     let out = out_dir("fairness");
@@ -258,6 +260,21 @@ fn cepheus_fairness_preset_runs_every_policy() {
         assert!(r
             .stdout
             .contains(&format!("{policy:<12} multicast done at")));
+        let verdicts = r
+            .stdout
+            .lines()
+            .skip_while(|l| !l.starts_with("paper vs rocast, per phase"))
+            .find(|l| l.trim_start().starts_with(policy))
+            .unwrap_or_else(|| panic!("{policy}: {}", r.stdout));
+        assert!(
+            verdicts.contains("alone") && verdicts.contains("shared"),
+            "{verdicts}"
+        );
+        let two = r.stdout.lines().any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.len() > 3 && w[0] == policy && w[2] == "2"
+        });
+        assert!(two, "{policy}: no phase with two congested receivers");
     }
     let csv = std::fs::read_to_string(Path::new(&out).join("fairness.csv")).unwrap();
     assert!(csv.starts_with("ms,policy,gbps,u0_gbps,u1_gbps,queue_kb,pauses\n"));

@@ -96,6 +96,9 @@ pub struct MulticastConfig {
     /// its frames (empty: `loss_rank` alone), from when, and the safeguard's threshold
     /// (fraction of the source's line rate) and window of busy time.
     pub loss_ranks: Vec<u32>,
+    /// `fairness` (`cepheus-fairness`): f3 starts halfway through f2 (two congested
+    /// branches at once) instead of after it.
+    pub overlap: bool,
     pub loss_from_ms: f64,
     pub safeguard_threshold: f64,
     pub safeguard_window_ms: f64,
@@ -190,6 +193,7 @@ impl Default for MulticastConfig {
             mft_groups: 1000,
             mft_ports: 64,
             loss_ranks: Vec::new(),
+            overlap: false,
             loss_from_ms: 0.0,
             safeguard_threshold: 0.5,
             safeguard_window_ms: 10.0,
