@@ -97,6 +97,7 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
                 "fig12.csv" => Some("python/plot_fig12.py"),
                 "loss.csv" => Some("python/plot_fig13.py"),
                 "fig10.csv" => Some("python/plot_fig10.py"),
+                "fig11.csv" => Some("python/plot_fig11.py"),
                 "peel-fig5.csv" | "peel-fig6.csv" | "peel-fig7.csv" => Some("python/plot_peel.py"),
                 "tmcf-cpmp.csv" | "tmcf-moving.csv" => Some("python/plot_rate.py"),
                 "ud-latency.csv" => Some("python/plot_ud_latency.py"),

@@ -425,3 +425,46 @@ fn fig10_io_latency_compares_every_scheme_at_every_size() {
     assert!(r.stdout.contains("8K: paper -23%"), "{}", r.stdout);
     assert!(r.stdout.contains("512K: paper -60%"), "{}", r.stdout);
 }
+
+#[test]
+fn fig11_hpl_model_times_both_operations() {
+    let out = out_dir("fig11");
+    let r = rocast(&[
+        "sim",
+        "--preset",
+        "cepheus-fig11",
+        "--set",
+        "multicast.hpl_n=4096",
+        "--set",
+        "multicast.hpl_samples=4",
+        "--out",
+        &out,
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let rows = csv_rows(&out, "fig11.csv");
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    let cut = |op: &str| -> f64 {
+        rows.iter().find(|r| r["op"] == op).unwrap()["reduction"]
+            .parse()
+            .unwrap()
+    };
+    // The increasing ring's 3 whole-panel hops against one multicast: about 2/3 saved.
+    assert!(
+        (0.6..0.72).contains(&cut("PB-1ring")),
+        "{}",
+        cut("PB-1ring")
+    );
+    // Spread-roll moves about 1.5x the rows per link on 4 ranks: Cepheus saves less.
+    assert!(cut("RS-long") > 0.0 && cut("RS-long") < cut("PB-1ring"));
+    for v in ["reproduced", "differs"] {
+        assert!(r.stdout.contains(v), "{v}: {}", r.stdout);
+    }
+    let bad = rocast(&[
+        "sim",
+        "--preset",
+        "cepheus-fig11",
+        "--set",
+        "multicast.hpl_nb=0",
+    ]);
+    assert_ne!(bad.code, 0);
+}

@@ -11,6 +11,7 @@
 //! - `transfer`: the sim/lab conformance scenario (seeded data over a Cepheus group,
 //!   a CRC-32 per member in the format `rocast lab run` prints).
 //!
+//! - `hpl` (§V-B, Fig. 11b): HPL's panel broadcasts and row swaps, modelled.
 //! - `io-latency` (§V-B, Fig. 10): single IO latency of 3-replica writes over IO size.
 //! - `safeguard` (§V-D): a lossy branch mid-transfer and the fallback to RDMC.
 //! - `memory` (§III-D): the MFT's memory for 1K groups × 64 ports, measured.
@@ -37,7 +38,9 @@ use rocast_sim::scenario::config::{parse_bytes, parse_sizes};
 use rocast_sim::Scenario;
 
 mod fig12_ablation;
+mod hpl;
 mod io_latency;
+pub(crate) use hpl::hpl;
 mod memory;
 pub(crate) use io_latency::io_latency;
 mod safeguard;

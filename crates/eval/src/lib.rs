@@ -38,6 +38,7 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "fig12-ablation" => cepheus::fig12_ablation(sc)?,
         "memory" => cepheus::memory(sc)?,
         "io-latency" => cepheus::io_latency(sc, &topo, &cfg)?,
+        "hpl" => cepheus::hpl(sc, &topo, &cfg)?,
         "safeguard" => cepheus::safeguard(sc, &topo, &cfg)?,
         "loss" => cepheus::loss(sc, &topo, &cfg)?,
         "iops" => cepheus::iops(sc, &topo, &cfg)?,
@@ -55,7 +56,7 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "ud-loss" => odbss::ud_loss(sc)?,
         other => {
             return Err(format!(
-            "multicast.experiment {other:?}: expected testbed, large-scale, fig12-ablation, memory, io-latency, safeguard, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp, tmcf-moving, transfer, peel-transfer, ud-latency or ud-loss"
+            "multicast.experiment {other:?}: expected testbed, large-scale, fig12-ablation, memory, io-latency, hpl, safeguard, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp, tmcf-moving, transfer, peel-transfer, ud-latency or ud-loss"
         ))
         }
     };

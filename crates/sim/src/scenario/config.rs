@@ -99,6 +99,12 @@ pub struct MulticastConfig {
     /// `fairness` (`cepheus-fairness`): f3 starts halfway through f2 (two congested
     /// branches at once) instead of after it.
     pub overlap: bool,
+    /// `hpl` (`cepheus-fig11`): matrix order N, block NB, process grids [P, Q] and
+    /// panels sampled.
+    pub hpl_n: u64,
+    pub hpl_nb: u64,
+    pub hpl_grids: Vec<[u32; 2]>,
+    pub hpl_samples: u32,
     pub loss_from_ms: f64,
     pub safeguard_threshold: f64,
     pub safeguard_window_ms: f64,
@@ -194,6 +200,10 @@ impl Default for MulticastConfig {
             mft_ports: 64,
             loss_ranks: Vec::new(),
             overlap: false,
+            hpl_n: 40960,
+            hpl_nb: 256,
+            hpl_grids: vec![[1, 4], [4, 1]],
+            hpl_samples: 16,
             loss_from_ms: 0.0,
             safeguard_threshold: 0.5,
             safeguard_window_ms: 10.0,
@@ -584,6 +594,10 @@ pub const PRESETS: &[(&str, &str)] = &[
         include_str!("../../scenarios/ud-latency.toml"),
     ),
     ("ud-loss", include_str!("../../scenarios/ud-loss.toml")),
+    (
+        "cepheus-fig11",
+        include_str!("../../scenarios/cepheus-fig11.toml"),
+    ),
     (
         "cepheus-fig10",
         include_str!("../../scenarios/cepheus-fig10.toml"),
