@@ -367,9 +367,6 @@ const FIG12_CLAIMS: [(&str, Scheme, bool, f64, &str); 4] = [
     ),
 ];
 
-/// rocast's tolerance for "reproduced": its ratio within 0.8-1.25x of the paper's
-/// (rocast's own threshold; the paper's numbers are read from its text).
-const REPRODUCED_WITHIN: f64 = 1.25;
 
 /// Prints Fig. 12's paper-vs-rocast table: per claim the paper's "up to" figure,
 /// rocast's largest ratio in the same size range (and at the largest size), the ratio
@@ -397,7 +394,7 @@ fn large_scale_verdicts(
         };
         let (last_size, last) = *pts.last().expect("non-empty");
         let q = hi / paper;
-        let verdict = if (1.0 / REPRODUCED_WITHIN..=REPRODUCED_WITHIN).contains(&q) {
+        let verdict = if crate::report::reproduced(q) {
             "reproduced".to_string()
         } else {
             reasons.push((claim, why));

@@ -1,7 +1,7 @@
 //! The one report type every experiment returns ([`EvalReport`]: the text
 //! `rocast sim` prints and the files it writes), and what the experiments share to
-//! build one: independent runs on worker threads ([`parallel`]) and the size labels
-//! of their tables ([`fmt_size`]).
+//! build one: independent runs on worker threads ([`parallel`]), the size labels
+//! of their tables ([`fmt_size`]) and the tolerance of their verdicts ([`reproduced`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -42,6 +42,16 @@ pub fn parallel<T: Send, J: Sync>(
         .into_iter()
         .map(|r| r.expect("every job ran"))
         .collect()
+}
+
+/// rocast's tolerance for a verdict of "reproduced": rocast's figure within
+/// 0.8-1.25× of the paper's (rocast's own threshold; the papers' numbers are read from
+/// their text).
+pub const REPRODUCED_WITHIN: f64 = 1.25;
+
+/// Whether `ratio` (rocast's figure over the paper's) counts as reproduced.
+pub fn reproduced(ratio: f64) -> bool {
+    (1.0 / REPRODUCED_WITHIN..=REPRODUCED_WITHIN).contains(&ratio)
 }
 
 /// `64`, `4K`, `8M`, `1G`: the sizes the tables print.

@@ -676,7 +676,7 @@ fn fairness_verdicts(tables: &[(&PolicyRun, Vec<Phase>)]) -> String {
                 } else {
                     (
                         "shared",
-                        p.jain.is_some_and(|j| j >= 0.9) && (0.8..=1.25).contains(&x),
+                        p.jain.is_some_and(|j| j >= 0.9) && crate::report::reproduced(x),
                     )
                 };
                 if !ok && p.congested == 0 && i > 0 {

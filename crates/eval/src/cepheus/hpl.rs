@@ -146,8 +146,8 @@ pub(crate) fn hpl(
     );
     let _ = writeln!(
         text,
-        "{:>8} {:>3} {:>12} {:>12} {:>10} {:>10}  {}",
-        "grid", "op", "HPL algo ms", "Cepheus ms", "reduction", "paper", "verdict"
+        "{:>8} {:>3} {:>12} {:>12} {:>10} {:>10}  verdict",
+        "grid", "op", "HPL algo ms", "Cepheus ms", "reduction", "paper"
     );
     let mut csv = String::from("grid,op,hpl_ms,cepheus_ms,reduction\n");
     for &[p, q] in &m.hpl_grids {
@@ -172,7 +172,7 @@ pub(crate) fn hpl(
             };
             let verdict = paper.map_or(String::new(), |pp| {
                 let r = cut / pp;
-                if (0.8..=1.25).contains(&r) {
+                if crate::report::reproduced(r) {
                     "reproduced".into()
                 } else {
                     format!("differs ({r:.2}x the paper's)")

@@ -121,7 +121,7 @@ pub(crate) fn io_latency(
                 fmt_size(size),
                 p * 100.0,
                 cut * 100.0,
-                if (0.8..=1.25).contains(&q) {
+                if crate::report::reproduced(q) {
                     "reproduced"
                 } else {
                     "differs"

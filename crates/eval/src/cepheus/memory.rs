@@ -115,7 +115,7 @@ pub(crate) fn memory(sc: &Scenario) -> Result<EvalReport, String> {
     };
     // The paper's fields packed: the figure the paper computed.
     let within = |x: f64| {
-        (0.8..=1.25).contains(&(mb(x) / PAPER_MB)) || (0.8..=1.25).contains(&(mib(x) / PAPER_MB))
+        crate::report::reproduced(mb(x) / PAPER_MB) || crate::report::reproduced(mib(x) / PAPER_MB)
     };
     let v = |x: f64| {
         if within(x) {
