@@ -367,7 +367,6 @@ const FIG12_CLAIMS: [(&str, Scheme, bool, f64, &str); 4] = [
     ),
 ];
 
-
 /// Prints Fig. 12's paper-vs-rocast table: per claim the paper's "up to" figure,
 /// rocast's largest ratio in the same size range (and at the largest size), the ratio
 /// of the two, and the verdict with the reason where it differs.

@@ -101,22 +101,31 @@ pub fn static_rules(racks: u32) -> Vec<Prefix> {
     v
 }
 
-/// The outermost complete subtrees of the trie of `members` (ids in a `bits`-bit
-/// space): the fewest blocks covering exactly the members. Duplicates are ignored.
-pub fn exact_cover(members: &[u32], bits: u8) -> Vec<Prefix> {
+/// The fewest prefix blocks that cover exactly the members among the `racks` existing
+/// ids of a `bits`-bit space: ids at or above `racks` name no rack, so a block may
+/// include them for free (k=6 has 3 racks per pod in a 2-bit space: all three go as one
+/// `**` packet, not `0*` and `10`). Top down, each block whose existing ids are all
+/// members is taken whole; prefix blocks nest, so the largest such block is never worse
+/// than any split of it. Duplicates are ignored.
+pub fn exact_cover(members: &[u32], racks: u32, bits: u8) -> Vec<Prefix> {
     let set: BTreeSet<u32> = members.iter().copied().collect();
     let mut out = Vec::new();
-    exact_walk(&set, Prefix { value: 0, len: 0 }, bits, &mut out);
+    exact_walk(&set, racks, Prefix { value: 0, len: 0 }, bits, &mut out);
     out
 }
 
-fn exact_walk(set: &BTreeSet<u32>, p: Prefix, bits: u8, out: &mut Vec<Prefix>) {
+fn exact_walk(set: &BTreeSet<u32>, racks: u32, p: Prefix, bits: u8, out: &mut Vec<Prefix>) {
     let lo = p.first(bits);
-    let n = set.range(lo..lo + p.size(bits)).count() as u32;
+    let hi = lo + p.size(bits);
+    let n = set.range(lo..hi).count() as u32;
     if n == 0 {
         return;
     }
-    if n == p.size(bits) {
+    // Members at or above `racks` (a caller's slip) must still be covered: count them
+    // as existing so their block is only taken when it holds nothing else.
+    let existing =
+        hi.min(racks).saturating_sub(lo) + set.range(racks.clamp(lo, hi)..hi).count() as u32;
+    if n == existing {
         out.push(p);
         return;
     }
@@ -125,7 +134,7 @@ fn exact_walk(set: &BTreeSet<u32>, p: Prefix, bits: u8, out: &mut Vec<Prefix>) {
             value: p.value * 2 + half,
             len: p.len + 1,
         };
-        exact_walk(set, child, bits, out);
+        exact_walk(set, racks, child, bits, out);
     }
 }
 
@@ -458,7 +467,7 @@ pub fn plan_group(
         let pod_no = layout.plane_pod(plane).expect("checked");
         let pod = &layout.pods[pod_no as usize];
         let racks = pod.racks.len() as u32;
-        let exact = || exact_cover(ids, pod.bits);
+        let exact = || exact_cover(ids, racks, pod.bits);
         let covers = match policy {
             CoverPolicy::Exact => exact(),
             CoverPolicy::OverCover { max_prefixes } => {

@@ -214,7 +214,7 @@ impl TwoTierFabric {
         remote.sort_unstable();
         remote.dedup();
         let bits = id_bits(self.tors as u32);
-        let mut v: Vec<PeelHeader> = exact_cover(&remote, bits)
+        let mut v: Vec<PeelHeader> = exact_cover(&remote, self.tors as u32, bits)
             .into_iter()
             .map(|p| PeelHeader {
                 flags: 0,

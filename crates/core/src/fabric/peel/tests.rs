@@ -86,7 +86,7 @@ fn the_papers_example_reaches_exactly_its_racks() {
     let members = [2u32, 3, 4, 5, 6, 7];
     let mut sw = prefix_switch();
     let mut reached = Vec::new();
-    for p in exact_cover(&members, id_bits(8)) {
+    for p in exact_cover(&members, 8, id_bits(8)) {
         let mut out = Vec::new();
         handle(&mut sw, 0, G, &shim(p.len, p.value as u16, 0), &mut out);
         reached.extend(out);

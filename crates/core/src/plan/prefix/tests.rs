@@ -15,9 +15,25 @@ fn rendered(covers: &[Prefix], bits: u8) -> Vec<String> {
 #[test]
 fn the_papers_example_gives_1xx_and_01x() {
     let racks = [0b010, 0b011, 0b100, 0b101, 0b110, 0b111];
-    let mut covers = rendered(&exact_cover(&racks, 3), 3);
+    let mut covers = rendered(&exact_cover(&racks, 8, 3), 3);
     covers.sort();
     assert_eq!(covers, ["01*", "1**"]);
+}
+
+#[test]
+fn ids_that_name_no_rack_are_covered_for_free() {
+    // k=6: 3 racks per pod in a 2-bit space. All three: one `**` packet (id 3 has no
+    // rack), not `0*` and `10`.
+    assert_eq!(rendered(&exact_cover(&[0, 1, 2], 3, 2), 2), ["**"]);
+    // Racks 1 and 2 of 3: `01` and `1*` (id 3 is free; rack 0 is not a member).
+    assert_eq!(rendered(&exact_cover(&[1, 2], 3, 2), 2), ["01", "1*"]);
+    // Rack 2 alone: `1*` reaches it and nothing else.
+    assert_eq!(rendered(&exact_cover(&[2], 3, 2), 2), ["1*"]);
+    // 48 leaves in 6 bits: leaves 32..47 are the whole upper half's existing ids.
+    let upper: Vec<u32> = (32..48).collect();
+    assert_eq!(rendered(&exact_cover(&upper, 48, 6), 6), ["1*****"]);
+    // With every id a rack, nothing changes.
+    assert_eq!(exact_cover(&[0, 1, 2], 4, 2).len(), 2);
 }
 
 #[test]
@@ -44,7 +60,7 @@ fn bounded_cover_trades_packets_for_discards() {
     // Racks 0, 2, 5 of 8: exactly three singletons; with one packet the whole pod
     // (5 discards); with two, 0** and 101 (2 discards) or 0*0... the cheapest.
     let m = [0, 2, 5];
-    assert_eq!(exact_cover(&m, 3).len(), 3);
+    assert_eq!(exact_cover(&m, 8, 3).len(), 3);
     let one = bounded_cover(&m, &[], 8, 3, 1).unwrap();
     assert_eq!(rendered(&one, 3), ["***"]);
     let two = bounded_cover(&m, &[], 8, 3, 2).unwrap();
@@ -113,6 +129,37 @@ fn plan_of_a_symmetric_fat_tree_group() {
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    /// With fewer racks than ids, an exact cover still reaches exactly the member
+    /// racks (its blocks may add ids that name no rack), with disjoint blocks, and never
+    /// more of them than the cover that treats every id as a rack; and it is the
+    /// smallest: no cover with one block less reaches the members without another rack.
+    #[test]
+    fn exact_covers_use_missing_racks_for_free(
+        members in proptest::collection::btree_set(0u32..32, 1..20),
+        racks in 1u32..=32,
+    ) {
+        let m: Vec<u32> = members.iter().copied().filter(|&i| i < racks).collect();
+        prop_assume!(!m.is_empty());
+        let covers = exact_cover(&m, racks, 5);
+        let mut covered = BTreeSet::new();
+        for p in &covers {
+            for id in p.first(5)..p.first(5) + p.size(5) {
+                prop_assert!(covered.insert(id), "overlap at {id}");
+            }
+        }
+        let reached: BTreeSet<u32> = covered.iter().copied().filter(|&i| i < racks).collect();
+        let want: BTreeSet<u32> = m.iter().copied().collect();
+        prop_assert_eq!(&reached, &want);
+        prop_assert!(covers.len() <= exact_cover(&m, 32, 5).len());
+        // Minimal: bounded_cover with every non-member rack forbidden finds no cover with
+        // one block fewer.
+        let forbidden: Vec<u32> = (0..racks).filter(|i| !want.contains(i)).collect();
+        if covers.len() > 1 {
+            let fewer = bounded_cover(&m, &forbidden, racks, 5, covers.len() as u32 - 1);
+            prop_assert!(fewer.is_none(), "{:?} beats {:?}", fewer, covers);
+        }
+    }
+
     /// Exact covers are disjoint blocks whose union is exactly the members; bounded
     /// covers include every member, no forbidden id, and respect the budget.
     #[test]
@@ -120,7 +167,7 @@ proptest! {
                     forbidden in proptest::collection::btree_set(0u32..32, 0..6),
                     budget in 1u32..6) {
         let m: Vec<u32> = members.iter().copied().collect();
-        let covers = exact_cover(&m, 5);
+        let covers = exact_cover(&m, 32, 5);
         let mut covered = BTreeSet::new();
         for p in &covers {
             for id in p.first(5)..p.first(5) + p.size(5) {
