@@ -320,8 +320,9 @@ mod tests {
                 )
             })
             .collect();
-        // Racks 1 (01) and 2 (10) of 2-bit ids; h1 in rack 0 served on the way up.
-        assert_eq!(shown, vec![(2, 1, true), (2, 2, false)]);
+        // Racks 1 (01) and 2 of 3 in 2-bit ids: rack 2 goes as 1* (id 3 names no
+        // rack, so the larger block costs nothing); h1 in rack 0 served on the way up.
+        assert_eq!(shown, vec![(2, 1, true), (1, 1, false)]);
         // Only the source's rack: one copy of its own prefix, SOURCE_RACK.
         let h = f.source_headers(0, &[1]);
         assert_eq!(h.len(), 1);
