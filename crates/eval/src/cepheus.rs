@@ -40,11 +40,11 @@ use rocast_sim::Scenario;
 mod fig12_ablation;
 mod hpl;
 mod io_latency;
-pub(crate) use hpl::hpl;
 mod memory;
-pub(crate) use io_latency::io_latency;
 mod safeguard;
 pub(crate) use fig12_ablation::fig12_ablation;
+pub(crate) use hpl::hpl;
+pub(crate) use io_latency::io_latency;
 pub(crate) use memory::memory;
 pub(crate) use safeguard::safeguard;
 
@@ -78,7 +78,7 @@ pub(crate) enum Run {
     Overlay(Scheme),
 }
 
-pub(crate) fn parse_schemes(names: &[String]) -> Result<Vec<Run>, String> {
+fn parse_schemes(names: &[String]) -> Result<Vec<Run>, String> {
     names
         .iter()
         .map(|n| match n.as_str() {
@@ -169,6 +169,21 @@ fn range(v: &[f64]) -> Option<(f64, f64)> {
     (!v.is_empty()).then_some((lo, hi))
 }
 
+/// The hosts of a group of `group` ranks under `multicast.placement`, after checking
+/// that the group has a receiver and fits the fabric (`key` names the setting).
+pub(crate) fn group_hosts(
+    sc: &Scenario,
+    topo: &Topology,
+    key: &str,
+    group: u32,
+) -> Result<Vec<u32>, String> {
+    let n = topo.num_hosts() as u32;
+    if group < 2 || group > n {
+        return Err(format!("{key} {group} does not fit {n} hosts"));
+    }
+    Ok(member_hosts(sc, n, group))
+}
+
 /// One message of `size` from `hosts[0]` to the rest by scheme `r`, with the
 /// scenario's per-post overhead, blocks and flow control.
 pub(crate) fn time_once(
@@ -202,14 +217,7 @@ pub(crate) fn testbed(
     if !runs.contains(&Run::Cepheus) {
         return Err("multicast.schemes must include cepheus".into());
     }
-    let hosts = member_hosts(sc, topo.num_hosts() as u32, m.group);
-    if m.group < 2 || m.group > topo.num_hosts() as u32 {
-        return Err(format!(
-            "multicast.group {} does not fit {} hosts",
-            m.group,
-            topo.num_hosts()
-        ));
-    }
+    let hosts = group_hosts(sc, topo, "multicast.group", m.group)?;
     let mut jobs = Vec::new();
     for &size in &sizes {
         for &r in &runs {
@@ -334,38 +342,58 @@ pub(crate) fn testbed(
     })
 }
 
-/// Fig. 12's claims (Cepheus §V-C): "up to" ratios of a baseline's FCT over
-/// Cepheus', for short (<= 64 KiB) and large (>= 1 MiB) flows.
-const FIG12_CLAIMS: [(&str, Scheme, bool, f64, &str); 4] = [
-    (
-        "short flows vs chain",
-        Scheme::Chain,
-        true,
-        164.0,
-        "the chain pays rocast's 2 us per-post overhead at each of its 511 hops, which ns-3 does not model (cepheus-fig12-ablation: no-overhead)",
-    ),
-    (
-        "short flows vs tree",
-        Scheme::BinomialTree,
-        true,
-        4.5,
-        "a tree rank sends to its children one after another, each after the previous completed; posting all at once (Open MPI's isend + waitall) and contiguous ranks close most of the gap (cepheus-fig12-ablation: tree-isend, paper-like)",
-    ),
-    (
-        "large flows vs chain",
-        Scheme::Chain,
-        false,
-        2.1,
-        "rocast's chain cuts 1 MiB blocks, so a message of a few blocks is stored and forwarded through 511 hops and the ratio falls toward the paper's only at the largest sizes; the paper's testbed rule (slices = ranks) is cepheus-fig12-ablation's chain-slices",
-    ),
-    (
-        "large flows vs tree",
-        Scheme::BinomialTree,
-        false,
-        8.9,
-        "the tree's 256 concurrent transfers collide on the fat-tree's ECMP paths and the delays add up over its 9 rounds; on one non-blocking switch the ratio is the paper's (cepheus-fig12-ablation: one-switch)",
-    ),
+/// One of Fig. 12's claims (Cepheus §V-C): the paper's "up to" ratio of a baseline's
+/// FCT over Cepheus', for short (<= [`SHORT_FLOW_MAX`]) or large (>= 1 MiB) flows, and
+/// why rocast differs where it does (the `cepheus-fig12-ablation` row that shows it).
+pub(crate) struct Fig12Claim {
+    pub name: &'static str,
+    pub scheme: Scheme,
+    pub short: bool,
+    pub paper: f64,
+    pub why: &'static str,
+}
+
+/// The largest "short flow" of Fig. 12's claims.
+pub(crate) const SHORT_FLOW_MAX: u64 = 64 << 10;
+
+pub(crate) const FIG12_CLAIMS: [Fig12Claim; 4] = [
+    Fig12Claim {
+        name: "short flows vs chain",
+        scheme: Scheme::Chain,
+        short: true,
+        paper: 164.0,
+        why: "the chain pays rocast's 2 us per-post overhead at each of its 511 hops, which ns-3 does not model (cepheus-fig12-ablation: no-overhead)",
+    },
+    Fig12Claim {
+        name: "short flows vs tree",
+        scheme: Scheme::BinomialTree,
+        short: true,
+        paper: 4.5,
+        why: "a tree rank sends to its children one after another, each after the previous completed; posting all at once (Open MPI's isend + waitall) and contiguous ranks close most of the gap (cepheus-fig12-ablation: tree-isend, paper-like)",
+    },
+    Fig12Claim {
+        name: "large flows vs chain",
+        scheme: Scheme::Chain,
+        short: false,
+        paper: 2.1,
+        why: "rocast's chain cuts 1 MiB blocks, so a message of a few blocks is stored and forwarded through 511 hops and the ratio falls toward the paper's only at the largest sizes; the paper's testbed rule (slices = ranks) is cepheus-fig12-ablation's chain-slices",
+    },
+    Fig12Claim {
+        name: "large flows vs tree",
+        scheme: Scheme::BinomialTree,
+        short: false,
+        paper: 8.9,
+        why: "the tree's 256 concurrent transfers collide on the fat-tree's ECMP paths and the delays add up over its 9 rounds; on one non-blocking switch the ratio is the paper's (cepheus-fig12-ablation: one-switch)",
+    },
 ];
+
+/// The claim on `scheme` for short or large flows.
+pub(crate) fn fig12_claim(scheme: Scheme, short: bool) -> &'static Fig12Claim {
+    FIG12_CLAIMS
+        .iter()
+        .find(|c| c.scheme == scheme && c.short == short)
+        .expect("a claim per scheme and range")
+}
 
 /// Prints Fig. 12's paper-vs-rocast table: per claim the paper's "up to" figure,
 /// rocast's largest ratio in the same size range (and at the largest size), the ratio
@@ -380,11 +408,18 @@ fn large_scale_verdicts(
         "claim", "paper", "rocast up to", "at largest", "rocast/paper"
     );
     let mut reasons = Vec::new();
-    for (claim, scheme, short, paper, why) in FIG12_CLAIMS {
-        let pts: Vec<(u64, f64)> = ratios.get(&Run::Overlay(scheme)).map_or(vec![], |v| {
+    for c in &FIG12_CLAIMS {
+        let (claim, paper) = (c.name, c.paper);
+        let pts: Vec<(u64, f64)> = ratios.get(&Run::Overlay(c.scheme)).map_or(vec![], |v| {
             v.iter()
                 .copied()
-                .filter(|(s, _)| if short { *s <= 64 << 10 } else { *s >= 1 << 20 })
+                .filter(|(s, _)| {
+                    if c.short {
+                        *s <= SHORT_FLOW_MAX
+                    } else {
+                        *s >= 1 << 20
+                    }
+                })
                 .collect()
         });
         let Some(&(at, hi)) = pts.iter().max_by(|a, b| a.1.total_cmp(&b.1)) else {
@@ -396,7 +431,7 @@ fn large_scale_verdicts(
         let verdict = if crate::report::reproduced(q) {
             "reproduced".to_string()
         } else {
-            reasons.push((claim, why));
+            reasons.push((claim, c.why));
             format!(
                 "differs ({})",
                 if q > 1.0 {
@@ -426,7 +461,6 @@ pub(crate) fn loss(
 ) -> Result<EvalReport, String> {
     let m = &sc.multicast;
     let size = parse_bytes(&m.message)?;
-    let post = overhead(sc);
     // The four columns: (scheme, retransmission name, Cepheus or chain, mode).
     let kinds = [
         ("cepheus", "gbn", true, Retransmission::GoBackN),
@@ -436,12 +470,7 @@ pub(crate) fn loss(
     ];
     let mut jobs = Vec::new();
     for &g in &m.groups {
-        if g < 2 || g > topo.num_hosts() as u32 {
-            return Err(format!(
-                "multicast.groups: {g} does not fit {} hosts",
-                topo.num_hosts()
-            ));
-        }
+        group_hosts(sc, topo, "multicast.groups:", g)?;
         for &loss in &m.loss_rates {
             if !(0.0..1.0).contains(&loss) {
                 return Err(format!("multicast.loss_rates: {loss} is not a probability"));
@@ -463,21 +492,12 @@ pub(crate) fn loss(
         let mut c = cfg.clone();
         c.retransmission = retransmission;
         let hosts = member_hosts(sc, topo.num_hosts() as u32, g);
-        if cepheus {
-            cepheus_once(&t, &c, &hosts, size, post)
+        let run = if cepheus {
+            Run::Cepheus
         } else {
-            let block = block_for(sc, Scheme::Chain, size, g)?;
-            overlay_once(
-                &t,
-                &c,
-                Scheme::Chain,
-                &hosts,
-                size,
-                block,
-                post,
-                OverlayKnobs::of(sc),
-            )
-        }
+            Run::Overlay(Scheme::Chain)
+        };
+        time_once(sc, &t, &c, &hosts, size, run)
     })?;
     let fct: std::collections::BTreeMap<(u32, u64, usize), f64> = jobs
         .iter()
@@ -558,12 +578,12 @@ pub(crate) fn loss(
             sr_wins.join(", ")
         }
     );
-    // The verdicts: the crossover, and whose throughput falls further.
-    let worst = m.loss_rates.iter().copied().fold(0.0f64, f64::max);
-    let paper_cell = "512@1e-4".to_string();
-    if m.groups.contains(&512) && m.loss_rates.contains(&1e-4) {
+    // The verdicts: the crossover and rocast's selective-repeat goal (both at the
+    // paper's cell, 512 members and 1e-4), and whose throughput falls further.
+    let paper_cell = m.groups.contains(&512) && m.loss_rates.contains(&1e-4);
+    if paper_cell {
         let (b, w) = (row(512, 0.0), row(512, 1e-4));
-        let verdict = if gbn_worse == [paper_cell.clone()] {
+        let verdict = if gbn_worse == ["512@1e-4"] {
             "reproduced".to_string()
         } else if gbn_worse.is_empty() {
             format!(
@@ -577,6 +597,7 @@ pub(crate) fn loss(
         };
         let _ = writeln!(text, "  verdict, crossover (go-back-N): {verdict}");
     }
+    let worst = m.loss_rates.iter().copied().fold(0.0f64, f64::max);
     if worst > 0.0 {
         let mut falls = Vec::new();
         for &g in &m.groups {
@@ -595,7 +616,7 @@ pub(crate) fn loss(
             if further { "reproduced" } else { "differs" }
         );
     }
-    if m.groups.contains(&512) && m.loss_rates.contains(&1e-4) {
+    if paper_cell {
         let w = row(512, 1e-4);
         let _ = writeln!(
             text,

@@ -28,8 +28,7 @@ use rocast_sim::scenario::config::parse_sizes;
 use rocast_sim::scenario::topology::{build_topology, engine_config};
 use rocast_sim::Scenario;
 
-use super::{time_once, Run};
-use crate::rdmc::member_hosts;
+use super::{fig12_claim, group_hosts, time_once, Run, SHORT_FLOW_MAX};
 use crate::report::{fmt_size, parallel, EvalReport};
 
 /// One variant: a name, what it changes, and its `--set`s on `cepheus-fig12`.
@@ -106,17 +105,10 @@ fn variants(group: u32, hosts: u32, buffer_per_port_mb: f64) -> Vec<Variant> {
     ]
 }
 
-/// The paper's Fig. 12 claims (§V-C): "up to" ratios of scheme time over Cepheus'.
-const PAPER: [(&str, Scheme, bool, f64); 4] = [
-    ("tree short", Scheme::BinomialTree, true, 4.5),
-    ("tree large", Scheme::BinomialTree, false, 8.9),
-    ("chain short", Scheme::Chain, true, 164.0),
-    ("chain large", Scheme::Chain, false, 2.1),
-];
-
-/// Short flows: up to 64 KiB; large: from 1 MiB (as `cepheus-fig12` splits them).
+/// Short flows: up to 64 KiB; large: the rest (the ablation's sizes are 64 B, 4 KiB
+/// and 16 MiB).
 fn is_short(size: u64) -> bool {
-    size <= 64 << 10
+    size <= SHORT_FLOW_MAX
 }
 
 pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
@@ -140,14 +132,7 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
             .map_err(|e| format!("variant {}: {e}", v.name))?;
         let topo = build_topology(&vsc, Path::new(""))?;
         let cfg = engine_config(&vsc, &topo)?;
-        if m.group < 2 || m.group > topo.num_hosts() as u32 {
-            return Err(format!(
-                "multicast.group {} does not fit {} hosts",
-                m.group,
-                topo.num_hosts()
-            ));
-        }
-        let hosts = member_hosts(&vsc, topo.num_hosts() as u32, m.group);
+        let hosts = group_hosts(&vsc, &topo, "multicast.group", m.group)?;
         built.push((vsc, topo, cfg, hosts));
     }
     let runs = [
@@ -190,20 +175,16 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
         "# each variant is `rocast sim --preset cepheus-fig12` plus its --sets (below the table)"
     );
     let _ = write!(text, "{:<13}", "variant");
-    for (label, s) in [("tree", Scheme::BinomialTree), ("chain", Scheme::Chain)] {
+    for label in ["tree", "chain"] {
         for &size in &sizes {
             let _ = write!(text, " {:>11}", format!("{label} {}", fmt_size(size)));
         }
-        let _ = s;
     }
     let _ = writeln!(text, " {:>11} {:>11}", "ceph small", "ceph large");
     let _ = write!(text, "{:<13}", "paper");
-    for (_, s, _, _) in [PAPER[0], PAPER[2]] {
+    for s in [Scheme::BinomialTree, Scheme::Chain] {
         for &size in &sizes {
-            let p = PAPER
-                .iter()
-                .find(|c| c.1 == s && c.2 == is_short(size))
-                .map_or(f64::NAN, |c| c.3);
+            let p = fig12_claim(s, is_short(size)).paper;
             let _ = write!(text, " {:>10}x", format!("<={p}"));
         }
     }
@@ -258,7 +239,14 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
         text,
         "\nclosest variant per claim (paper's \"up to\" figure):"
     );
-    for (label, s, short, paper) in PAPER {
+    for (s, short) in [
+        (Scheme::BinomialTree, true),
+        (Scheme::BinomialTree, false),
+        (Scheme::Chain, true),
+        (Scheme::Chain, false),
+    ] {
+        let paper = fig12_claim(s, short).paper;
+        let label = format!("{} {}", s, if short { "short" } else { "large" });
         let Some(&size) = sizes.iter().rev().find(|&&z| is_short(z) == short) else {
             continue;
         };

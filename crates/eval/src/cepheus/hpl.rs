@@ -39,9 +39,9 @@ const PAPER_RS: f64 = 0.18;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {
-    /// A panel broadcast along a row of `q` ranks, `bytes` each.
+    /// A panel broadcast along a process row (Q ranks).
     Pb,
-    /// A row swap among a column of `p` ranks.
+    /// A row swap among a process column (P ranks).
     Rs,
 }
 

@@ -26,7 +26,8 @@ use rocast_sim::multicast::cepheus::{run_cepheus, CepheusOutcome, CepheusSpec};
 use rocast_sim::scenario::config::parse_bytes;
 use rocast_sim::Scenario;
 
-use crate::rdmc::{member_hosts, overhead};
+use super::group_hosts;
+use crate::rdmc::overhead;
 use crate::report::{parallel, EvalReport};
 
 /// The three runs.
@@ -69,13 +70,7 @@ pub(crate) fn safeguard(
 ) -> Result<EvalReport, String> {
     let m = &sc.multicast;
     let size = parse_bytes(&m.message)?;
-    if m.group < 2 || m.group > topo.num_hosts() as u32 {
-        return Err(format!(
-            "multicast.group {} does not fit {} hosts",
-            m.group,
-            topo.num_hosts()
-        ));
-    }
+    let hosts = group_hosts(sc, topo, "multicast.group", m.group)?;
     if m.messages == 0 || m.queue_depth == 0 || size == 0 {
         return Err("cepheus-safeguard: multicast.messages, multicast.queue_depth and multicast.message must be positive".into());
     }
@@ -87,7 +82,6 @@ pub(crate) fn safeguard(
             "cepheus-safeguard: multicast.loss_from_ms must be positive (mid-transfer)".into(),
         );
     }
-    let hosts = member_hosts(sc, topo.num_hosts() as u32, m.group);
     let lossy: Vec<u32> = if m.loss_ranks.is_empty() {
         vec![m.loss_rank]
     } else {

@@ -781,17 +781,21 @@ impl Engine {
         &self.routes
     }
 
-    /// Schedules a link failure (`up = false`) or recovery at `at`.
-    /// Drops this fraction of the frames the fabric sends to `host` (only that
-    /// direction of its link: the switch port toward it), as a lossy switch port
-    /// would. Draws from the run's one seeded RNG.
-    pub fn set_loss_toward_host(&mut self, host: u32, p: f64) -> Result<(), String> {
+    /// The switch port toward `host` (the far end of its link), if `p` is a loss rate.
+    fn port_toward_host(&self, host: u32, p: f64) -> Result<u32, String> {
         if host as usize >= self.topo.num_hosts() || !(0.0..1.0).contains(&p) {
             return Err(format!(
                 "loss {p} toward host {host}: no such host or not in [0, 1)"
             ));
         }
-        let toward = self.ports[self.node_port_base[host as usize] as usize].reverse;
+        Ok(self.ports[self.node_port_base[host as usize] as usize].reverse)
+    }
+
+    /// Drops this fraction of the frames the fabric sends to `host` (only that
+    /// direction of its link: the switch port toward it), as a lossy switch port
+    /// would. Draws from the run's one seeded RNG.
+    pub fn set_loss_toward_host(&mut self, host: u32, p: f64) -> Result<(), String> {
+        let toward = self.port_toward_host(host, p)?;
         self.ports[toward as usize].loss = p;
         Ok(())
     }
@@ -804,18 +808,14 @@ impl Engine {
         host: u32,
         p: f64,
     ) -> Result<(), String> {
-        if host as usize >= self.topo.num_hosts() || !(0.0..1.0).contains(&p) {
-            return Err(format!(
-                "loss {p} toward host {host}: no such host or not in [0, 1)"
-            ));
-        }
-        let toward = self.ports[self.node_port_base[host as usize] as usize].reverse;
+        let toward = self.port_toward_host(host, p)?;
         self.loss_changes.push((toward, p));
         let i = self.loss_changes.len() as u32 - 1;
         self.schedule(at.as_ps(), EvKind::LossChange, i, 0);
         Ok(())
     }
 
+    /// Schedules a link failure (`up = false`) or recovery at `at`.
     pub fn schedule_link_change(&mut self, at: Instant, link: u32, up: bool) {
         self.schedule(at.as_ps(), EvKind::LinkChange, link, up as u32);
     }

@@ -711,7 +711,7 @@ impl<'s> GroupRun<'s> {
             }
             match runs.last_mut() {
                 Some((rs, rm, msgs))
-                    if *rs == s && *rm == missing && msgs.last() == Some(&(i - 1)) =>
+                    if *rs == s && *rm == missing && msgs.last().is_some_and(|&l| l + 1 == i) =>
                 {
                     msgs.push(i)
                 }

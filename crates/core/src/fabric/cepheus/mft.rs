@@ -18,6 +18,8 @@ use crate::wire::{AckSyndrome, Ipv4Address, Psn};
 /// Packed per-group state: McstID (4), AggAckPSN (3), AckOutPort (1), triPort (1),
 /// MePSN with its valid bit and syndrome (4).
 const GROUP_STATE_BYTES: usize = 4 + 3 + 1 + 1 + 4;
+/// Packed per-path fields the paper's §III-B names: dstIP (4), dstQP (3), AckPSN (3).
+const PAPER_ENTRY_BYTES: usize = 4 + 3 + 3;
 
 /// Where a path of the tree leads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -166,14 +168,14 @@ impl MulticastForwardingTable {
     /// WRITE group; per group McstID (4), AggAckPSN (3), AckOutPort (1), triPort (1),
     /// MePSN with its valid bit and syndrome (4).
     pub fn packed_bytes(ports: u16, write: bool) -> usize {
-        let entry = 1 + 4 + 3 + 3 + 2 + if write { 12 } else { 0 };
+        let entry = 1 + PAPER_ENTRY_BYTES + 2 + if write { 12 } else { 0 };
         ports as usize * (1 + entry) + GROUP_STATE_BYTES
     }
 
     /// [`Self::packed_bytes`] with only the fields the paper's §III-B names: Path Index
     /// slot, dstIP, dstQP and AckPSN per path, and the group state.
     pub fn packed_bytes_paper_fields(ports: u16) -> usize {
-        ports as usize * (1 + 4 + 3 + 3) + GROUP_STATE_BYTES
+        ports as usize * (1 + PAPER_ENTRY_BYTES) + GROUP_STATE_BYTES
     }
 }
 
