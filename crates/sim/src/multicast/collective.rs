@@ -482,11 +482,127 @@ pub fn run_collectives(
     Ok(out)
 }
 
-/// Poisson arrivals of `count` Broadcasts of `bytes` among `gpus` consecutive hosts
-/// (job locality: a block of whole servers, starting at a random server, wrapping),
-/// at the rate that makes their payload `load` of the servers' NIC capacity:
-/// λ = load × servers × rate / (bytes × receiving servers). The root is the block's
-/// first host.
+/// Where a job's members sit. PEEL §3.2 rests on "job locality" ("AI collectives
+/// are bin-packed, i.e., job placements are localized", citing NCCL's documentation),
+/// without naming a scheduler.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobPlacement {
+    /// A block of consecutive hosts from a random server, wrapping around the host
+    /// numbering: local, but blind to rack and pod boundaries (rocast's first model).
+    Consecutive,
+    /// The fewest racks, and above a pod the fewest pods: a random window of whole
+    /// racks inside one pod, or of whole pods, among those that hold the job
+    /// (rocast's reading of "bin-packed"; a window start is uniform over the
+    /// positions that achieve the minimum, not aligned to a power of two).
+    BinPacked(RackMap),
+    /// As `BinPacked`, but a window starts only at a multiple of its length rounded up
+    /// to a power of two (a buddy allocator's blocks): the placement most favourable
+    /// to prefix covers (rocast's assumption, for the ablation only).
+    Aligned(RackMap),
+}
+
+/// Hosts per rack, racks per pod, in the prefix layout's pod and rack-id order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RackMap {
+    pub pods: Vec<Vec<Vec<u32>>>,
+}
+
+impl RackMap {
+    /// Groups every host under its rack (its attach switch, or that switch's single
+    /// uplink for a GPU server's NIC) as `PrefixLayout` names them.
+    pub fn of(topo: &Topology) -> Result<Self, String> {
+        let layout = PrefixLayout::from_topology(topo).map_err(|e| e.to_string())?;
+        let mut pods: Vec<Vec<Vec<u32>>> = layout
+            .pods
+            .iter()
+            .map(|p| vec![Vec::new(); p.racks.len()])
+            .collect();
+        for h in 0..topo.num_hosts() as u32 {
+            let attach = topo
+                .ports(h)
+                .first()
+                .map(|&(_, s)| s)
+                .ok_or_else(|| format!("host {h} has no link"))?;
+            let rack = layout.rack(attach).or_else(|| {
+                let up: Vec<_> = topo.ports(attach).iter().filter(|&&(_, m)| m != h).collect();
+                match up.as_slice() {
+                    [(_, r)] => layout.rack(*r),
+                    _ => None,
+                }
+            });
+            let (pod, id) = rack.ok_or_else(|| format!("host {h} sits under no rack"))?;
+            pods[pod as usize][id as usize].push(h);
+        }
+        Ok(RackMap { pods })
+    }
+
+    /// `n` hosts in the fewest racks (inside one pod) or else the fewest whole pods,
+    /// the window drawn uniformly among those achieving that minimum.
+    fn place(&self, n: u32, aligned: bool, rng: &mut ChaCha8Rng) -> Option<Vec<u32>> {
+        let n = n as usize;
+        let may_start = |start: usize, len: usize| !aligned || start % len.next_power_of_two() == 0;
+        let take = |racks: &mut dyn Iterator<Item = &Vec<u32>>| -> Vec<u32> {
+            racks.flatten().copied().take(n).collect()
+        };
+        // Inside one pod: windows of the fewest consecutive racks that hold n.
+        let mut best = usize::MAX;
+        let mut windows: Vec<(usize, usize, usize)> = Vec::new();
+        for (p, racks) in self.pods.iter().enumerate() {
+            for start in 0..racks.len() {
+                let mut held = 0;
+                for (len, r) in racks[start..].iter().enumerate() {
+                    held += r.len();
+                    if held >= n {
+                        if len + 1 < best {
+                            best = len + 1;
+                            windows.clear();
+                        }
+                        if len + 1 == best && may_start(start, best) {
+                            windows.push((p, start, len + 1));
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        if !windows.is_empty() {
+            let (p, start, len) = windows[(rng.next_u32() as usize) % windows.len()];
+            return Some(take(&mut self.pods[p][start..start + len].iter()));
+        }
+        // Whole pods: the fewest consecutive pods that hold n.
+        let sizes: Vec<usize> = self
+            .pods
+            .iter()
+            .map(|p| p.iter().map(Vec::len).sum())
+            .collect();
+        let mut starts = Vec::new();
+        let mut best = usize::MAX;
+        for start in 0..sizes.len() {
+            let mut held = 0;
+            for (len, s) in sizes[start..].iter().enumerate() {
+                held += s;
+                if held >= n {
+                    if len + 1 < best {
+                        best = len + 1;
+                        starts.clear();
+                    }
+                    if len + 1 == best && may_start(start, best) {
+                        starts.push(start);
+                    }
+                    break;
+                }
+            }
+        }
+        let start = *starts.get((rng.next_u32() as usize) % starts.len().max(1))?;
+        Some(take(&mut self.pods[start..start + best].iter().flatten()))
+    }
+}
+
+/// Poisson arrivals of `count` Broadcasts of `bytes` among `gpus` hosts placed by
+/// `placement` (`Consecutive`: a block of whole servers from a random server,
+/// wrapping), at the rate that makes their payload `load` of the servers' NIC
+/// capacity: λ = load × servers × rate / (bytes × receiving servers). The root is
+/// the block's first host.
 #[allow(clippy::too_many_arguments)]
 pub fn poisson_broadcasts(
     hosts: u32,
@@ -497,6 +613,7 @@ pub fn poisson_broadcasts(
     load: f64,
     nic_bps: u64,
     seed: u64,
+    placement: &JobPlacement,
 ) -> Result<Vec<BroadcastJob>, String> {
     let per = hosts_per_server.max(1);
     if gpus < 2 || gpus > hosts || !(0.0..=1.0).contains(&load) || load == 0.0 || bytes == 0 {
@@ -513,8 +630,15 @@ pub fn poisson_broadcasts(
     let mut jobs = Vec::with_capacity(count as usize);
     for _ in 0..count {
         t += -uniform(&mut rng).max(f64::MIN_POSITIVE).ln() / rate;
-        let first = (rng.next_u32() % servers) * per;
-        let members = (0..gpus).map(|g| (first + g) % hosts).collect();
+        let members = match placement {
+            JobPlacement::Consecutive => {
+                let first = (rng.next_u32() % servers) * per;
+                (0..gpus).map(|g| (first + g) % hosts).collect()
+            }
+            JobPlacement::BinPacked(map) | JobPlacement::Aligned(map) => map
+                .place(gpus, matches!(placement, JobPlacement::Aligned(_)), &mut rng)
+                .ok_or_else(|| format!("{gpus} hosts do not fit the fabric's racks"))?,
+        };
         jobs.push(BroadcastJob {
             start_ps: (t * 1e12) as u64,
             members,

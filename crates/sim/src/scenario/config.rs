@@ -148,6 +148,14 @@ pub struct MulticastConfig {
     pub chunks: u32,
     /// PEEL covers: 0 exact, else at most this many prefixes per plane.
     pub cover_max: u32,
+    /// PEEL Figs 5–7: where a job's servers sit. "bin-packed" (the fewest racks, then
+    /// the fewest pods: PEEL §3.2's "job locality") or "consecutive" (consecutive
+    /// servers from a random one, blind to rack boundaries) or "aligned" (bin-packed
+    /// windows at power-of-two offsets); the last two for the ablation.
+    pub job_placement: String,
+    /// PEEL Fig 7: Poisson Broadcasts (at `load`) sharing each trial's failed fabric;
+    /// 1 runs one isolated Broadcast per trial.
+    pub concurrent_jobs: u32,
     /// TMCF CPMP (`tmcf-cpmp`): the CNP policies to compare, when the first unicast
     /// joins and how long each phase lasts (ms).
     pub cnp_policies: Vec<String>,
@@ -228,6 +236,8 @@ impl Default for MulticastConfig {
             setup_sd_ms: 5.0,
             chunks: 8,
             cover_max: 0,
+            job_placement: "bin-packed".into(),
+            concurrent_jobs: 1,
             cnp_policies: vec![
                 "forward-all".into(),
                 "tmcf".into(),
@@ -661,6 +671,15 @@ impl Scenario {
                 format!(
                     "expected \"spread\" or \"contiguous\", got {:?}",
                     m.placement
+                ),
+            ));
+        }
+        if !matches!(m.job_placement.as_str(), "bin-packed" | "consecutive" | "aligned") {
+            return Err(invalid(
+                "multicast.job_placement",
+                format!(
+                    "expected \"bin-packed\", \"consecutive\" or \"aligned\", got {:?}",
+                    m.job_placement
                 ),
             ));
         }

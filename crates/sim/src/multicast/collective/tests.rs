@@ -152,7 +152,7 @@ fn setup_delays_are_seeded_and_truncated_at_zero() {
 
 #[test]
 fn poisson_jobs_honour_locality_and_load() {
-    let jobs = poisson_broadcasts(1024, 8, 512, 2 << 20, 100, 0.3, 100_000_000_000, 7).unwrap();
+    let jobs = poisson_broadcasts(1024, 8, 512, 2 << 20, 100, 0.3, 100_000_000_000, 7, &JobPlacement::Consecutive).unwrap();
     assert_eq!(jobs.len(), 100);
     for j in &jobs {
         assert_eq!(j.members.len(), 512);
@@ -164,8 +164,8 @@ fn poisson_jobs_honour_locality_and_load() {
     // λ = 0.3 × 128 × 12.5 GB/s / (2 MiB × 63): mean gap ≈ 277 µs.
     let gap = jobs.last().unwrap().start_ps as f64 / 100.0 / 1e6;
     assert!((200.0..360.0).contains(&gap), "mean gap {gap} µs");
-    assert!(poisson_broadcasts(16, 1, 1, 1, 1, 0.3, 1, 1).is_err());
-    assert!(poisson_broadcasts(16, 1, 4, 1, 1, 0.0, 1, 1).is_err());
+    assert!(poisson_broadcasts(16, 1, 1, 1, 1, 0.3, 1, 1, &JobPlacement::Consecutive).is_err());
+    assert!(poisson_broadcasts(16, 1, 4, 1, 1, 0.0, 1, 1, &JobPlacement::Consecutive).is_err());
 }
 
 #[test]
@@ -225,4 +225,51 @@ fn switch_aggregated_groups_recover_losses_through_the_fabric() {
         out.tree.repair_copies, 0,
         "no source-side repairs in this mode"
     );
+}
+
+#[test]
+fn bin_packed_jobs_take_the_fewest_racks_and_pods() {
+    // k=4: 4 pods of 2 racks of 2 hosts.
+    let (topo, _) = fabric(&[]);
+    let map = RackMap::of(&topo).unwrap();
+    assert_eq!(map.pods.len(), 4);
+    assert!(map.pods.iter().all(|p| p.len() == 2 && p.iter().all(|r| r.len() == 2)));
+    let rack_of = |h: u32| {
+        map.pods
+            .iter()
+            .enumerate()
+            .flat_map(|(p, racks)| racks.iter().enumerate().map(move |(r, hs)| (p, r, hs)))
+            .find(|(_, _, hs)| hs.contains(&h))
+            .map(|(p, r, _)| (p, r))
+            .unwrap()
+    };
+    let placed = JobPlacement::BinPacked(map.clone());
+    for (gpus, racks, pods) in [(2u32, 1usize, 1usize), (3, 2, 1), (4, 2, 1), (5, 3, 2), (8, 4, 2), (16, 8, 4)] {
+        let jobs =
+            poisson_broadcasts(16, 1, gpus, 1 << 20, 40, 0.3, 100_000_000_000, 3, &placed).unwrap();
+        let mut starts = std::collections::BTreeSet::new();
+        for j in &jobs {
+            assert_eq!(j.members.len(), gpus as usize);
+            let r: std::collections::BTreeSet<_> = j.members.iter().map(|&h| rack_of(h)).collect();
+            let p: std::collections::BTreeSet<_> = r.iter().map(|&(p, _)| p).collect();
+            assert_eq!((r.len(), p.len()), (racks, pods), "{gpus} hosts: {:?}", j.members);
+            starts.insert(j.members[0]);
+        }
+        // The window is drawn, not fixed (except when the job fills the fabric).
+        assert_eq!(starts.len() > 1, gpus < 16, "{gpus}: {starts:?}");
+    }
+    // Aligned windows start at multiples of their (power-of-two) length: a 2-rack job
+    // fills a pod, a 5-host job (3 racks, 2 pods) starts at an even pod.
+    let aligned = JobPlacement::Aligned(map.clone());
+    for (gpus, unit) in [(3u32, 4u32), (5, 8), (2, 2)] {
+        let jobs =
+            poisson_broadcasts(16, 1, gpus, 1 << 20, 40, 0.3, 100_000_000_000, 3, &aligned).unwrap();
+        let firsts: std::collections::BTreeSet<u32> = jobs.iter().map(|j| j.members[0]).collect();
+        assert!(firsts.iter().all(|f| map.pods.iter().flatten().flatten().position(|h| h == f).unwrap() as u32 % unit == 0), "{gpus}: {firsts:?}");
+        assert!(firsts.len() > 1);
+    }
+    // Consecutive placement ignores boundaries: 3 hosts from host 1 span 2 racks.
+    let jobs = poisson_broadcasts(16, 1, 3, 1 << 20, 40, 0.3, 100_000_000_000, 3, &JobPlacement::Consecutive)
+        .unwrap();
+    assert!(jobs.iter().any(|j| j.members[0] % 2 == 1));
 }
