@@ -4,9 +4,13 @@ Usage: plot_peel.py peel-figN.csv peel-figN.png "title"
 
 The CSV has one row per (x, scheme): its second column is the x axis (size in bytes,
 group size in GPUs, or failed-link fraction), then scheme, jobs, mean_ms and p99_ms.
-The plot shows mean and 99th-percentile CCT per scheme, as the paper's figures.
+The plot shows mean and 99th-percentile CCT per scheme, as the paper's figures. Where
+rocast wrote peel-figN-paper.csv beside it, the paper's claims are overlaid as black
+crosses: the paper states ratios, so each cross sits at rocast's CCT of the claim's
+other scheme times the paper's ratio (e.g. PEEL's mean at 2 MB = rocast's optimal x 1.23).
 """
 
+import os
 import sys
 
 from plotcli import run
@@ -18,7 +22,16 @@ LABELS = {
 }
 
 
-def draw(df, title, plt):
+def paper_points(csv_path):
+    """The sibling peel-figN-paper.csv, or None."""
+    import pandas as pd
+
+    stem, ext = os.path.splitext(csv_path)
+    path = stem + "-paper" + ext
+    return pd.read_csv(path) if os.path.exists(path) else None
+
+
+def draw(df, title, plt, paper=None):
     xcol = df.columns[1]
     xlabel, scale, log = LABELS.get(xcol, (xcol, lambda v: v, False))
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -26,6 +39,13 @@ def draw(df, title, plt):
         for scheme, g in df.groupby("scheme", sort=False):
             g = g.sort_values(xcol)
             ax.plot(scale(g[xcol]), g[col], marker="o", label=scheme)
+        if paper is not None:
+            p = paper[paper["stat"] == col]
+            for i, row in enumerate(p.itertuples()):
+                ax.scatter(scale(row.x), row.paper_ms, marker="x", color="black", s=60, zorder=5,
+                           label="paper (ratio x rocast)" if i == 0 else None)
+                ax.annotate(f"{row.scheme} vs {row.relative_to}", (scale(row.x), row.paper_ms),
+                            fontsize=6, xytext=(3, 3), textcoords="offset points")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(name)
         ax.set_yscale("log")
@@ -38,4 +58,5 @@ def draw(df, title, plt):
 
 
 if __name__ == "__main__":
-    sys.exit(run(__doc__, draw))
+    paper = paper_points(sys.argv[1]) if len(sys.argv) == 4 else None
+    sys.exit(run(__doc__, lambda df, title, plt: draw(df, title, plt, paper)))

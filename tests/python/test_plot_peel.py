@@ -33,6 +33,20 @@ def test_each_figure_axis_plots(tmp_path):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_paper_points_are_overlaid_when_present(tmp_path):
+    """A sibling f-paper.csv adds the paper's crosses; a broken one is an error, not ignored."""
+    (tmp_path / "f-paper.csv").write_text(
+        "x,scheme,stat,paper_ms,relative_to\n2097152,peel,mean_ms,0.55,optimal\n2097152,orca,p99_ms,90.0,peel\n"
+    )
+    r, png = run_plot(tmp_path, "size", 2097152, 8388608)
+    assert r.returncode == 0, r.stderr
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "f-paper.csv").write_text("x,scheme\n1,peel\n")
+    r, _ = run_plot(tmp_path, "size", 2097152, 8388608)
+    assert r.returncode != 0
+    assert "stat" in r.stderr
+
+
 def test_bad_arguments_are_a_usage_error(tmp_path):
     r = subprocess.run(
         [sys.executable, str(REPO / "python" / "plot_peel.py")], capture_output=True, text=True

@@ -48,6 +48,11 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "peel-fig5" => peel::fig5(sc, base)?,
         "peel-fig6" => peel::fig6(sc, base)?,
         "peel-fig7" => peel::fig7(sc, base)?,
+        "peel-ablation" => peel::ablation(sc)?,
+        "peel-fig1" => peel::fig1(sc, base)?,
+        "peel-fig3" => peel::fig3(sc)?,
+        "peel-fig4" => peel::fig4(sc, base)?,
+        "peel-guard" => peel::guard(sc, base)?,
         "tmcf-cpmp" => tmcf::cpmp(sc, base)?,
         "tmcf-moving" => tmcf::moving(sc, base)?,
         "transfer" => cepheus::transfer(sc, &topo, &cfg)?,
@@ -56,7 +61,7 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "ud-loss" => odbss::ud_loss(sc)?,
         other => {
             return Err(format!(
-            "multicast.experiment {other:?}: expected testbed, large-scale, fig12-ablation, memory, io-latency, hpl, safeguard, loss, iops, fairness, peel-rules, peel-approx, peel-fig5/6/7, tmcf-cpmp, tmcf-moving, transfer, peel-transfer, ud-latency or ud-loss"
+            "multicast.experiment {other:?}: expected testbed, large-scale, fig12-ablation, memory, io-latency, hpl, safeguard, loss, iops, fairness, peel-rules, peel-approx, peel-fig1/3/4/5/6/7, peel-guard, peel-ablation, tmcf-cpmp, tmcf-moving, transfer, peel-transfer, ud-latency or ud-loss"
         ))
         }
     };

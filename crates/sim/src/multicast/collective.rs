@@ -89,6 +89,11 @@ impl CollectiveScheme {
             })
     }
 
+    /// Whether the fabric replicates the message (every scheme but ring and tree).
+    pub fn is_multicast(self) -> bool {
+        self.overlay().is_none()
+    }
+
     fn overlay(self) -> Option<Scheme> {
         match self {
             CollectiveScheme::Ring => Some(Scheme::Ring),
@@ -524,7 +529,11 @@ impl RackMap {
                 .map(|&(_, s)| s)
                 .ok_or_else(|| format!("host {h} has no link"))?;
             let rack = layout.rack(attach).or_else(|| {
-                let up: Vec<_> = topo.ports(attach).iter().filter(|&&(_, m)| m != h).collect();
+                let up: Vec<_> = topo
+                    .ports(attach)
+                    .iter()
+                    .filter(|&&(_, m)| m != h)
+                    .collect();
                 match up.as_slice() {
                     [(_, r)] => layout.rack(*r),
                     _ => None,
@@ -601,8 +610,8 @@ impl RackMap {
 /// Poisson arrivals of `count` Broadcasts of `bytes` among `gpus` hosts placed by
 /// `placement` (`Consecutive`: a block of whole servers from a random server,
 /// wrapping), at the rate that makes their payload `load` of the servers' NIC
-/// capacity: λ = load × servers × rate / (bytes × receiving servers). The root is
-/// the block's first host.
+/// capacity: λ = load × servers × rate / (bytes × receiving servers). The root is a
+/// uniformly drawn member, moved to the front.
 #[allow(clippy::too_many_arguments)]
 pub fn poisson_broadcasts(
     hosts: u32,
@@ -636,9 +645,18 @@ pub fn poisson_broadcasts(
                 (0..gpus).map(|g| (first + g) % hosts).collect()
             }
             JobPlacement::BinPacked(map) | JobPlacement::Aligned(map) => map
-                .place(gpus, matches!(placement, JobPlacement::Aligned(_)), &mut rng)
+                .place(
+                    gpus,
+                    matches!(placement, JobPlacement::Aligned(_)),
+                    &mut rng,
+                )
                 .ok_or_else(|| format!("{gpus} hosts do not fit the fabric's racks"))?,
         };
+        let mut members: Vec<u32> = members;
+        // The root is any member: a job's GPUs take turns broadcasting (a fixed
+        // first-member root would pile every job of a window onto one NIC).
+        let root = (rng.next_u32() % members.len() as u32) as usize;
+        members.swap(0, root);
         jobs.push(BroadcastJob {
             start_ps: (t * 1e12) as u64,
             members,

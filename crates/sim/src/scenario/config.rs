@@ -122,6 +122,10 @@ pub struct MulticastConfig {
     pub threads: u32,
     /// PEEL: fat-tree arities of the rule-count table (`peel-rules`).
     pub ks: Vec<u32>,
+    /// PEEL Fig 3: Bloom-filter false-positive ratios, and group sizes as shares of the
+    /// fabric's hosts.
+    pub fprs: Vec<f64>,
+    pub group_fractions: Vec<f64>,
     /// PEEL: seeded instances of the approximation experiment (`peel-approx`), their
     /// failed-link fractions and destination counts (`groups`), both cycled, and the
     /// exact solver: `dp` (subset dynamic programming in Rust, the default) or `highs`
@@ -223,6 +227,8 @@ impl Default for MulticastConfig {
             io_stack_us: 0.842,
             threads: 0,
             ks: vec![8, 16, 32, 64, 128],
+            fprs: vec![0.01, 0.05, 0.2],
+            group_fractions: vec![1.0],
             instances: 200,
             fail_fractions: vec![0.05, 0.1, 0.2, 0.3],
             exact_solver: "dp".into(),
@@ -589,6 +595,17 @@ pub const PRESETS: &[(&str, &str)] = &[
     ("peel-fig5", include_str!("../../scenarios/peel-fig5.toml")),
     ("peel-fig6", include_str!("../../scenarios/peel-fig6.toml")),
     ("peel-fig7", include_str!("../../scenarios/peel-fig7.toml")),
+    ("peel-fig1", include_str!("../../scenarios/peel-fig1.toml")),
+    ("peel-fig3", include_str!("../../scenarios/peel-fig3.toml")),
+    ("peel-fig4", include_str!("../../scenarios/peel-fig4.toml")),
+    (
+        "peel-guard",
+        include_str!("../../scenarios/peel-guard.toml"),
+    ),
+    (
+        "peel-ablation",
+        include_str!("../../scenarios/peel-ablation.toml"),
+    ),
     ("tmcf-cpmp", include_str!("../../scenarios/tmcf-cpmp.toml")),
     (
         "tmcf-moving",
@@ -674,7 +691,10 @@ impl Scenario {
                 ),
             ));
         }
-        if !matches!(m.job_placement.as_str(), "bin-packed" | "consecutive" | "aligned") {
+        if !matches!(
+            m.job_placement.as_str(),
+            "bin-packed" | "consecutive" | "aligned"
+        ) {
             return Err(invalid(
                 "multicast.job_placement",
                 format!(

@@ -152,15 +152,35 @@ fn setup_delays_are_seeded_and_truncated_at_zero() {
 
 #[test]
 fn poisson_jobs_honour_locality_and_load() {
-    let jobs = poisson_broadcasts(1024, 8, 512, 2 << 20, 100, 0.3, 100_000_000_000, 7, &JobPlacement::Consecutive).unwrap();
+    let jobs = poisson_broadcasts(
+        1024,
+        8,
+        512,
+        2 << 20,
+        100,
+        0.3,
+        100_000_000_000,
+        7,
+        &JobPlacement::Consecutive,
+    )
+    .unwrap();
     assert_eq!(jobs.len(), 100);
+    let mut roots = std::collections::BTreeSet::new();
     for j in &jobs {
         assert_eq!(j.members.len(), 512);
-        assert_eq!(j.members[0] % 8, 0, "jobs start on a server boundary");
-        for w in j.members.windows(2) {
-            assert_eq!(w[1], (w[0] + 1) % 1024, "consecutive GPUs");
-        }
+        // A block of whole servers from a server boundary, any member the root.
+        let mut sorted = j.members.clone();
+        sorted.sort_unstable();
+        let first = (0..512)
+            .map(|g| sorted[g])
+            .find(|&h| !sorted.contains(&((h + 1023) % 1024)))
+            .expect("a wrapping block has a first host");
+        assert_eq!(first % 8, 0, "jobs start on a server boundary");
+        let block: std::collections::BTreeSet<u32> = (0..512).map(|g| (first + g) % 1024).collect();
+        assert_eq!(block, sorted.iter().copied().collect(), "consecutive GPUs");
+        roots.insert(j.members[0] - first);
     }
+    assert!(roots.len() > 10, "roots drawn across the block: {roots:?}");
     // λ = 0.3 × 128 × 12.5 GB/s / (2 MiB × 63): mean gap ≈ 277 µs.
     let gap = jobs.last().unwrap().start_ps as f64 / 100.0 / 1e6;
     assert!((200.0..360.0).contains(&gap), "mean gap {gap} µs");
@@ -233,7 +253,10 @@ fn bin_packed_jobs_take_the_fewest_racks_and_pods() {
     let (topo, _) = fabric(&[]);
     let map = RackMap::of(&topo).unwrap();
     assert_eq!(map.pods.len(), 4);
-    assert!(map.pods.iter().all(|p| p.len() == 2 && p.iter().all(|r| r.len() == 2)));
+    assert!(map
+        .pods
+        .iter()
+        .all(|p| p.len() == 2 && p.iter().all(|r| r.len() == 2)));
     let rack_of = |h: u32| {
         map.pods
             .iter()
@@ -244,7 +267,14 @@ fn bin_packed_jobs_take_the_fewest_racks_and_pods() {
             .unwrap()
     };
     let placed = JobPlacement::BinPacked(map.clone());
-    for (gpus, racks, pods) in [(2u32, 1usize, 1usize), (3, 2, 1), (4, 2, 1), (5, 3, 2), (8, 4, 2), (16, 8, 4)] {
+    for (gpus, racks, pods) in [
+        (2u32, 1usize, 1usize),
+        (3, 2, 1),
+        (4, 2, 1),
+        (5, 3, 2),
+        (8, 4, 2),
+        (16, 8, 4),
+    ] {
         let jobs =
             poisson_broadcasts(16, 1, gpus, 1 << 20, 40, 0.3, 100_000_000_000, 3, &placed).unwrap();
         let mut starts = std::collections::BTreeSet::new();
@@ -252,8 +282,13 @@ fn bin_packed_jobs_take_the_fewest_racks_and_pods() {
             assert_eq!(j.members.len(), gpus as usize);
             let r: std::collections::BTreeSet<_> = j.members.iter().map(|&h| rack_of(h)).collect();
             let p: std::collections::BTreeSet<_> = r.iter().map(|&(p, _)| p).collect();
-            assert_eq!((r.len(), p.len()), (racks, pods), "{gpus} hosts: {:?}", j.members);
-            starts.insert(j.members[0]);
+            assert_eq!(
+                (r.len(), p.len()),
+                (racks, pods),
+                "{gpus} hosts: {:?}",
+                j.members
+            );
+            starts.insert(*j.members.iter().min().unwrap());
         }
         // The window is drawn, not fixed (except when the job fills the fabric).
         assert_eq!(starts.len() > 1, gpus < 16, "{gpus}: {starts:?}");
@@ -262,14 +297,31 @@ fn bin_packed_jobs_take_the_fewest_racks_and_pods() {
     // fills a pod, a 5-host job (3 racks, 2 pods) starts at an even pod.
     let aligned = JobPlacement::Aligned(map.clone());
     for (gpus, unit) in [(3u32, 4u32), (5, 8), (2, 2)] {
-        let jobs =
-            poisson_broadcasts(16, 1, gpus, 1 << 20, 40, 0.3, 100_000_000_000, 3, &aligned).unwrap();
-        let firsts: std::collections::BTreeSet<u32> = jobs.iter().map(|j| j.members[0]).collect();
-        assert!(firsts.iter().all(|f| map.pods.iter().flatten().flatten().position(|h| h == f).unwrap() as u32 % unit == 0), "{gpus}: {firsts:?}");
+        let jobs = poisson_broadcasts(16, 1, gpus, 1 << 20, 40, 0.3, 100_000_000_000, 3, &aligned)
+            .unwrap();
+        let order: Vec<u32> = map.pods.iter().flatten().flatten().copied().collect();
+        let pos = |h: &u32| order.iter().position(|o| o == h).unwrap() as u32;
+        let firsts: std::collections::BTreeSet<u32> = jobs
+            .iter()
+            .map(|j| j.members.iter().map(pos).min().unwrap())
+            .collect();
+        assert!(firsts.iter().all(|f| f % unit == 0), "{gpus}: {firsts:?}");
         assert!(firsts.len() > 1);
     }
     // Consecutive placement ignores boundaries: 3 hosts from host 1 span 2 racks.
-    let jobs = poisson_broadcasts(16, 1, 3, 1 << 20, 40, 0.3, 100_000_000_000, 3, &JobPlacement::Consecutive)
-        .unwrap();
-    assert!(jobs.iter().any(|j| j.members[0] % 2 == 1));
+    let jobs = poisson_broadcasts(
+        16,
+        1,
+        3,
+        1 << 20,
+        40,
+        0.3,
+        100_000_000_000,
+        3,
+        &JobPlacement::Consecutive,
+    )
+    .unwrap();
+    assert!(jobs
+        .iter()
+        .any(|j| j.members.iter().min().unwrap() % 2 == 1));
 }

@@ -1,0 +1,363 @@
+//! Why PEEL §4's headline ratios differ in rocast (issue 23): reduced runs of
+//! `peel-fig5`, `peel-fig6` and `peel-fig7` with one assumption changed at a time.
+//!
+//! Every variant is the three presets plus the `--set`s it prints (and the reduction
+//! below), so any row can be re-run alone with `rocast sim --preset peel-fig5 --set …`.
+//! The reduction (to keep a row near half a minute on two cores): Fig 5 at 2 MB and
+//! 32 MB (its 512 MB point is 6 jobs of ~0.3 s each, minutes per scheme) with 20 jobs
+//! per point, Fig 6 at 256 GPUs with 20 jobs, Fig 7 at 10% failed links with 25
+//! trials; only the schemes the claims compare.
+//!
+//! Each row names its parameter's source: a paper section, a cited paper, or rocast's
+//! assumption.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use rocast_sim::multicast::collective::CollectiveScheme;
+use rocast_sim::scenario::topology::build_topology;
+use rocast_sim::Scenario;
+
+use super::figures::{fig5_points, fig6_points, fig7_points, stat_at, Point, Stat};
+use crate::report::EvalReport;
+
+/// One variant: a name, what it changes, where the value comes from, and its `--set`s.
+struct Variant {
+    name: &'static str,
+    what: &'static str,
+    source: &'static str,
+    sets: &'static [&'static str],
+}
+
+const VARIANTS: [Variant; 12] = [
+    Variant {
+        name: "rocast",
+        what: "the presets as they are",
+        source: "-",
+        sets: &[],
+    },
+    Variant {
+        name: "consecutive",
+        what: "jobs on consecutive servers from a random one, blind to racks",
+        source: "rocast's earlier model",
+        sets: &["multicast.job_placement=\"consecutive\""],
+    },
+    Variant {
+        name: "aligned",
+        what: "bin-packed windows only at power-of-two offsets (a buddy allocator)",
+        source: "rocast's assumption, most favourable to prefixes",
+        sets: &["multicast.job_placement=\"aligned\""],
+    },
+    Variant {
+        name: "over-cover",
+        what: "one prefix per plane: the source sends fewer copies, ToRs discard the extra",
+        source: "PEEL 3.3 (coarse prefixes over-cover)",
+        sets: &["multicast.cover_max=1"],
+    },
+    Variant {
+        name: "cores-from-start",
+        what: "controller set-up 0: programmable cores (and Orca's rules) from the first packet",
+        source: "PEEL 3.3 with no controller delay",
+        sets: &["multicast.setup_ms=0", "multicast.setup_sd_ms=0"],
+    },
+    Variant {
+        name: "setup-50ms",
+        what: "controller set-up N(50, 25) ms instead of N(10, 5)",
+        source: "PEEL 5 (set-up 'as high as 50ms' [16,17])",
+        sets: &["multicast.setup_ms=50", "multicast.setup_sd_ms=25"],
+    },
+    Variant {
+        name: "load-10",
+        what: "10% offered load instead of 30%",
+        source: "rocast's (contention)",
+        sets: &["multicast.load=0.1"],
+    },
+    Variant {
+        name: "load-60",
+        what: "60% offered load instead of 30%",
+        source: "rocast's (contention)",
+        sets: &["multicast.load=0.6"],
+    },
+    Variant {
+        name: "isolated",
+        what: "Fig 7: one Broadcast per trial instead of 8 sharing the fabric",
+        source: "PEEL 4 ('a Broadcast ... is repeated')",
+        sets: &["multicast.concurrent_jobs=1"],
+    },
+    Variant {
+        name: "pfc-paper",
+        what: "PFC resume 5 MTU below the pause threshold instead of 3 KB",
+        source: "PEEL 4 [27,34] (its 11% pause stays 12.5%: a shift of 3)",
+        sets: &["switch.resume_offset_bytes=20480"],
+    },
+    Variant {
+        name: "no-guard",
+        what: "no sender guard timer: DCQCN reacts to every CNP",
+        source: "DCQCN without PEEL 4's 50 us guard",
+        sets: &["nic.cnp_guard_us=0"],
+    },
+    Variant {
+        name: "seed-2",
+        what: "another seed: the jobs, placements and failures redrawn",
+        source: "sample noise",
+        sets: &["seed=2"],
+    },
+];
+
+/// The reduction every variant runs under, per figure.
+const FIG5: &[&str] = &[
+    "multicast.sizes=\"2M,32M\"",
+    "multicast.broadcasts=20",
+    "multicast.schemes=[\"peel\",\"peel-cores\",\"orca\",\"optimal\"]",
+];
+const FIG6: &[&str] = &[
+    "multicast.groups=[256]",
+    "multicast.broadcasts=20",
+    "multicast.schemes=[\"peel\",\"ring\",\"binary-tree\",\"orca\"]",
+];
+const FIG7: &[&str] = &[
+    "multicast.fail_fractions=[0.1]",
+    "multicast.instances=25",
+    "multicast.schemes=[\"peel\",\"ring\",\"binary-tree\"]",
+];
+
+/// One column: a ratio of two schemes' statistic at a figure's point.
+struct Column {
+    head: &'static str,
+    fig: usize,
+    x: f64,
+    stat: Stat,
+    slower: CollectiveScheme,
+    faster: CollectiveScheme,
+    /// The paper's figure for this exact point, where it states one.
+    paper: Option<f64>,
+}
+
+const MB: f64 = (1u64 << 20) as f64;
+
+fn columns() -> Vec<Column> {
+    use CollectiveScheme::*;
+    let c = |head, fig, x, stat, slower, faster, paper| Column {
+        head,
+        fig,
+        x,
+        stat,
+        slower,
+        faster,
+        paper,
+    };
+    vec![
+        c(
+            "f5 2M peel/opt",
+            0,
+            2.0 * MB,
+            Stat::Mean,
+            Peel,
+            Optimal,
+            Some(1.23),
+        ),
+        c(
+            "f5 32M peel/opt",
+            0,
+            32.0 * MB,
+            Stat::Mean,
+            Peel,
+            Optimal,
+            None,
+        ),
+        c(
+            "f5 2M orca/peel p99",
+            0,
+            2.0 * MB,
+            Stat::P99,
+            Orca,
+            Peel,
+            Some(101.0),
+        ),
+        c(
+            "f5 32M cores/opt",
+            0,
+            32.0 * MB,
+            Stat::Mean,
+            PeelCores,
+            Optimal,
+            None,
+        ),
+        c("f6 ring/peel", 1, 256.0, Stat::Mean, Ring, Peel, Some(5.0)),
+        c(
+            "f6 tree/peel",
+            1,
+            256.0,
+            Stat::Mean,
+            BinaryTree,
+            Peel,
+            Some(13.0),
+        ),
+        c("f6 orca/peel", 1, 256.0, Stat::Mean, Orca, Peel, Some(2.5)),
+        c("f7 ring/peel p99", 2, 0.1, Stat::P99, Ring, Peel, Some(3.0)),
+        c(
+            "f7 tree/peel p99",
+            2,
+            0.1,
+            Stat::P99,
+            BinaryTree,
+            Peel,
+            Some(30.0),
+        ),
+    ]
+}
+
+fn preset(name: &str, reduce: &[&str], v: &Variant, sc: &Scenario) -> Result<Scenario, String> {
+    let mut sets: Vec<String> = reduce.iter().map(|s| s.to_string()).collect();
+    sets.push(format!("seed={}", sc.seed));
+    sets.push(format!("multicast.threads={}", sc.multicast.threads));
+    sets.extend(v.sets.iter().map(|s| s.to_string()));
+    Scenario::preset(name, &sets).map_err(|e| format!("variant {}: {e}", v.name))
+}
+
+/// The packets per message PEEL's source sent at a point.
+fn copies(points: &[Point], x: f64) -> Option<f64> {
+    points
+        .iter()
+        .find(|p| p.x == x && p.scheme == CollectiveScheme::Peel)
+        .map(|p| p.packets_per_message)
+}
+
+pub fn ablation(sc: &Scenario) -> Result<EvalReport, String> {
+    let cols = columns();
+    let mut text = String::from(
+        "# PEEL Figs 5-7: what moves the headline ratios (reduced runs; each row is the presets plus its --sets)\n",
+    );
+    let mut csv = String::from("variant,sets");
+    for c in &cols {
+        let _ = write!(csv, ",{}", c.head.replace(' ', "_").replace('/', "_over_"));
+    }
+    csv.push_str(",f5_peel_copies,f6_peel_copies,f7_peel_copies\n");
+    let _ = write!(text, "{:<17}", "variant");
+    for c in &cols {
+        let _ = write!(text, " {:>9}", c.head.split(' ').next_back().unwrap_or(""));
+    }
+    let _ = writeln!(text, " {:>6} {:>6} {:>6}", "cp5", "cp6", "cp7");
+    let _ = write!(text, "{:<17}", "");
+    for c in &cols {
+        let h = c.head.rsplit_once(' ').map_or(c.head, |(a, _)| a);
+        let _ = write!(text, " {:>9}", h);
+    }
+    let _ = writeln!(text);
+    let _ = write!(text, "{:<17}", "paper");
+    for c in &cols {
+        match c.paper {
+            Some(p) => {
+                let _ = write!(text, " {:>9.2}", p);
+            }
+            None => {
+                let _ = write!(text, " {:>9}", "-");
+            }
+        }
+    }
+    let _ = writeln!(text);
+    for v in &VARIANTS {
+        let s5 = preset("peel-fig5", FIG5, v, sc)?;
+        let s6 = preset("peel-fig6", FIG6, v, sc)?;
+        let s7 = preset("peel-fig7", FIG7, v, sc)?;
+        let t5 = build_topology(&s5, Path::new(""))?;
+        let t6 = build_topology(&s6, Path::new(""))?;
+        let t7 = build_topology(&s7, Path::new(""))?;
+        let points = [
+            fig5_points(&s5, &t5)?,
+            fig6_points(&s6, &t6)?,
+            fig7_points(&s7, &t7)?.0,
+        ];
+        let _ = write!(text, "{:<17}", v.name);
+        let _ = write!(csv, "{},{}", v.name, v.sets.join(" ").replace(',', ";"));
+        for c in &cols {
+            let p = &points[c.fig];
+            let r = stat_at(p, c.x, c.slower, c.stat)
+                .zip(stat_at(p, c.x, c.faster, c.stat))
+                .map(|(a, b)| a / b);
+            match r {
+                Some(r) => {
+                    let _ = write!(text, " {:>9.3}", r);
+                    let _ = write!(csv, ",{r:.4}");
+                }
+                None => {
+                    let _ = write!(text, " {:>9}", "-");
+                    csv.push(',');
+                }
+            }
+        }
+        let cp = [
+            copies(&points[0], 2.0 * MB),
+            copies(&points[1], 256.0),
+            copies(&points[2], 0.1),
+        ];
+        for c in cp {
+            let _ = write!(text, " {:>6.2}", c.unwrap_or(f64::NAN));
+            let _ = write!(csv, ",{:.3}", c.unwrap_or(f64::NAN));
+        }
+        let _ = writeln!(text);
+        csv.push('\n');
+    }
+    let _ = writeln!(
+        text,
+        "\ncp5/cp6/cp7: copies of each message PEEL's source sends (Fig 5 at 2 MB, Fig 6, Fig 7)."
+    );
+    let _ = writeln!(text, "\nvariants:");
+    for v in &VARIANTS {
+        let _ = writeln!(
+            text,
+            "  {:<17} {} [{}] {}",
+            v.name,
+            v.what,
+            v.source,
+            if v.sets.is_empty() {
+                String::new()
+            } else {
+                format!("--set {}", v.sets.join(" --set "))
+            }
+        );
+    }
+    let _ = writeln!(
+        text,
+        "reduction: peel-fig5 --set {}; peel-fig6 --set {}; peel-fig7 --set {}",
+        FIG5.join(" --set "),
+        FIG6.join(" --set "),
+        FIG7.join(" --set ")
+    );
+    Ok(EvalReport {
+        text,
+        files: vec![("peel-ablation.csv".into(), csv)],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every row can be re-run as printed: its `--set`s, with the reduction, are valid
+    /// on all three presets, and each changes what it says.
+    #[test]
+    fn every_variant_builds_on_every_preset() {
+        let sc = Scenario::preset("peel-ablation", &[]).unwrap();
+        for v in &VARIANTS {
+            for (name, reduce) in [
+                ("peel-fig5", FIG5),
+                ("peel-fig6", FIG6),
+                ("peel-fig7", FIG7),
+            ] {
+                let s = preset(name, reduce, v, &sc).unwrap_or_else(|e| panic!("{e}"));
+                build_topology(&s, Path::new("")).unwrap();
+                match v.name {
+                    "aligned" => assert_eq!(s.multicast.job_placement, "aligned"),
+                    "cores-from-start" => assert_eq!(s.multicast.setup_ms, 0.0),
+                    "isolated" => assert_eq!(s.multicast.concurrent_jobs, 1),
+                    "pfc-paper" => assert_eq!(s.switch.resume_offset_bytes, 20480),
+                    "rocast" => assert_eq!(s.multicast.job_placement, "bin-packed"),
+                    _ => {}
+                }
+            }
+        }
+        let names: std::collections::BTreeSet<_> = VARIANTS.iter().map(|v| v.name).collect();
+        assert_eq!(names.len(), VARIANTS.len());
+    }
+}
