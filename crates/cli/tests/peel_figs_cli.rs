@@ -478,3 +478,49 @@ fn cepheus_fairness_preset_runs_every_policy() {
     let csv = std::fs::read_to_string(Path::new(&out).join("fairness.csv")).unwrap();
     assert!(csv.starts_with("ms,policy,gbps,u0_gbps,u1_gbps,queue_kb,pauses\n"));
 }
+
+/// TMCF across RTTs and phase lengths, shrunk to one cell: a row per policy with a
+/// verdict on the fair share; an empty sweep is an error.
+#[test]
+fn tmcf_robustness_runs_each_cell() {
+    let out = out_dir("robustness");
+    let r = rocast(&[
+        "sim",
+        "--preset",
+        "tmcf-robustness",
+        "--out",
+        &out,
+        "--set",
+        "multicast.rtts_us=[8.0]",
+        "--set",
+        "multicast.phases_ms=[1.0]",
+        "--set",
+        "multicast.cnp_policies=[\"forward-all\", \"tmcf\"]",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let rows: Vec<Vec<&str>> = r
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() > 6 && f[0] == "8" && f[1] == "1")
+        .collect();
+    assert_eq!(rows.len(), 2, "{}", r.stdout);
+    for f in &rows {
+        let at6: f64 = f[5].parse().unwrap();
+        assert!(at6 > 0.0 && at6 < 1.5, "{f:?}");
+        assert!(f[6..].join(" ").contains("fair share"), "{f:?}");
+    }
+    let csv = std::fs::read_to_string(Path::new(&out).join("tmcf-robustness.csv")).unwrap();
+    assert!(csv.starts_with("rtt_us,phase_ms,policy,congested,gbps,fair,rate_over_fair\n"));
+    let bad = rocast(&[
+        "sim",
+        "--preset",
+        "tmcf-robustness",
+        "--out",
+        &out,
+        "--set",
+        "multicast.rtts_us=[]",
+    ]);
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains("rtts_us"), "{}", bad.stderr);
+}

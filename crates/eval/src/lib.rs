@@ -55,13 +55,14 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "peel-guard" => peel::guard(sc, base)?,
         "tmcf-cpmp" => tmcf::cpmp(sc, base)?,
         "tmcf-moving" => tmcf::moving(sc, base)?,
+        "tmcf-robustness" => tmcf::robustness(sc, base)?,
         "transfer" => cepheus::transfer(sc, &topo, &cfg)?,
         "peel-transfer" => peel::transfer::transfer(sc)?,
         "ud-latency" => odbss::ud_latency(sc)?,
         "ud-loss" => odbss::ud_loss(sc)?,
         other => {
             return Err(format!(
-            "multicast.experiment {other:?}: expected testbed, large-scale, fig12-ablation, memory, io-latency, hpl, safeguard, loss, iops, fairness, peel-rules, peel-approx, peel-fig1/3/4/5/6/7, peel-guard, peel-ablation, tmcf-cpmp, tmcf-moving, transfer, peel-transfer, ud-latency or ud-loss"
+            "multicast.experiment {other:?}: expected testbed, large-scale, fig12-ablation, memory, io-latency, hpl, safeguard, loss, iops, fairness, peel-rules, peel-approx, peel-fig1/3/4/5/6/7, peel-guard, peel-ablation, tmcf-cpmp, tmcf-moving, tmcf-robustness, transfer, peel-transfer, ud-latency or ud-loss"
         ))
         }
     };

@@ -451,27 +451,7 @@ pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     }
     let (topo, line) = star(sc, base, "tmcf-cpmp")?;
     let name = &topo.name;
-    let end_ms = m.start_ms + m.phase_ms * (UNICASTS.len() as f64 + 1.0);
-    // Every unicast outlasts the run at line rate.
-    let uni = (line * 1e9 / 8.0 * end_ms / 1e3) as u64;
-    let trial = Trial {
-        source: 0,
-        receivers: (1..=6).collect(),
-        message: parse_bytes(&m.message)?,
-        flows: UNICASTS
-            .iter()
-            .enumerate()
-            .map(|(i, &(s, d))| FlowSpec {
-                src: s,
-                dst: d,
-                size: uni,
-                start_ps: ((m.start_ms + m.phase_ms * i as f64) * 1e9) as u64,
-                after: None,
-            })
-            .collect(),
-        step: Duration::from_us(100),
-        cut_ms: end_ms,
-    };
+    let trial = cpmp_trial(sc, line)?;
     let runs = run_policies(sc, &topo, &trial)?;
     let tables = analyse(&runs, &trial.receivers, line, 4);
     let mut text = String::new();
@@ -510,6 +490,114 @@ pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         "\nGb/s of the multicast's sending rate, mean over the second half of each phase\n"
     );
     Ok(report(text, &tables, &runs, "tmcf-cpmp.csv"))
+}
+
+/// The CPMP trial: the multicast, and one more unicast every `phase_ms` from
+/// `start_ms`, each outlasting the run at line rate.
+fn cpmp_trial(sc: &Scenario, line: f64) -> Result<Trial, String> {
+    let m = &sc.multicast;
+    let end_ms = m.start_ms + m.phase_ms * (UNICASTS.len() as f64 + 1.0);
+    let uni = (line * 1e9 / 8.0 * end_ms / 1e3) as u64;
+    Ok(Trial {
+        source: 0,
+        receivers: (1..=6).collect(),
+        message: parse_bytes(&m.message)?,
+        flows: UNICASTS
+            .iter()
+            .enumerate()
+            .map(|(i, &(s, d))| FlowSpec {
+                src: s,
+                dst: d,
+                size: uni,
+                start_ps: ((m.start_ms + m.phase_ms * i as f64) * 1e9) as u64,
+                after: None,
+            })
+            .collect(),
+        step: Duration::from_us(100),
+        cut_ms: end_ms,
+    })
+}
+
+/// TMCF's claim checked across RTTs and phase lengths (issue 23 point 4): the CPMP
+/// experiment per (RTT, phase), each policy's rate over its fair share with 1, 3 and
+/// 6 congested paths, and a verdict on TMCF's "holds the fair share" at 6.
+pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
+    let m = &sc.multicast;
+    if m.rtts_us.is_empty() || m.phases_ms.is_empty() {
+        return Err("tmcf-robustness needs multicast.rtts_us and multicast.phases_ms".into());
+    }
+    let mut text = String::from(
+        "# TMCF robustness: the CPMP experiment (multicast 0 -> 1..6, one more unicast per phase) per RTT and phase\n\
+         paper (TMCF Fig 4): TMCF holds the multicast at the bottleneck's fair share as congested paths are added\n",
+    );
+    let _ = writeln!(
+        text,
+        "{:>7} {:>9} {:<12} {:>9} {:>9} {:>9}  verdict at 6 (0.8-1.25x of fair)",
+        "RTT us", "phase ms", "policy", "1 cong", "3 cong", "6 cong"
+    );
+    let mut csv = String::from("rtt_us,phase_ms,policy,congested,gbps,fair,rate_over_fair\n");
+    for &rtt in &m.rtts_us {
+        for &phase in &m.phases_ms {
+            if !(rtt > 0.0 && phase > 0.0) {
+                return Err(format!(
+                    "RTT {rtt} us, phase {phase} ms: both must be positive"
+                ));
+            }
+            let mut vsc = sc.clone();
+            // The star's RTT crosses four links (two out, two back).
+            vsc.topology.host_delay_ns = (rtt * 1000.0 / 4.0).round() as u64;
+            vsc.multicast.phase_ms = phase;
+            vsc.multicast.start_ms = phase;
+            let (topo, line) = star(&vsc, base, "tmcf-robustness")?;
+            let end_ms = phase * (UNICASTS.len() as f64 + 2.0);
+            // The multicast outlasts the run at line rate.
+            vsc.multicast.message = format!("{}", (line * 1e9 / 8.0 * end_ms / 1e3) as u64);
+            let trial = cpmp_trial(&vsc, line)?;
+            let runs = run_policies(&vsc, &topo, &trial)?;
+            let tables = analyse(&runs, &trial.receivers, line, 4);
+            for (run, ph) in &tables {
+                let at = |k: usize| ph.iter().find(|p| p.congested == k);
+                let _ = write!(text, "{rtt:>7} {phase:>9} {:<12}", run.policy);
+                for k in [1, 3, 6] {
+                    match at(k) {
+                        Some(p) => {
+                            let _ = write!(text, " {:>9.2}", p.mean / p.fair);
+                        }
+                        None => {
+                            let _ = write!(text, " {:>9}", "-");
+                        }
+                    }
+                }
+                let verdict = match at(6) {
+                    Some(p) if crate::report::reproduced(p.mean / p.fair) => "holds the fair share",
+                    Some(p) if p.mean < p.fair => "below the fair share",
+                    Some(_) => "above the fair share",
+                    None => "no phase with 6",
+                };
+                let _ = writeln!(text, "  {verdict}");
+                for p in ph.iter().filter(|p| p.congested > 0) {
+                    let _ = writeln!(
+                        csv,
+                        "{rtt},{phase},{},{},{:.3},{:.3},{:.4}",
+                        run.policy,
+                        p.congested,
+                        p.mean,
+                        p.fair,
+                        p.mean / p.fair
+                    );
+                }
+            }
+        }
+    }
+    let _ = writeln!(
+        text,
+        "\ncolumns: the multicast's rate over its max-min fair share, mean over the second half of the phase\n\
+         with 1, 3 and 6 receivers' downlinks shared by a unicast (the full phase tables are in tmcf-cpmp)"
+    );
+    Ok(EvalReport {
+        text,
+        files: vec![("tmcf-robustness.csv".into(), csv)],
+    })
 }
 
 /// TMCF Figs 5–6, the moving bottleneck: a multicast from host 0 to receivers 1–6,

@@ -126,6 +126,9 @@ pub struct MulticastConfig {
     /// fabric's hosts.
     pub fprs: Vec<f64>,
     pub group_fractions: Vec<f64>,
+    /// TMCF robustness: round-trip times (µs) and phase lengths (ms) to sweep.
+    pub rtts_us: Vec<f64>,
+    pub phases_ms: Vec<f64>,
     /// PEEL: seeded instances of the approximation experiment (`peel-approx`), their
     /// failed-link fractions and destination counts (`groups`), both cycled, and the
     /// exact solver: `dp` (subset dynamic programming in Rust, the default) or `highs`
@@ -229,6 +232,8 @@ impl Default for MulticastConfig {
             ks: vec![8, 16, 32, 64, 128],
             fprs: vec![0.01, 0.05, 0.2],
             group_fractions: vec![1.0],
+            rtts_us: Vec::new(),
+            phases_ms: Vec::new(),
             instances: 200,
             fail_fractions: vec![0.05, 0.1, 0.2, 0.3],
             exact_solver: "dp".into(),
@@ -601,6 +606,10 @@ pub const PRESETS: &[(&str, &str)] = &[
     (
         "peel-guard",
         include_str!("../../scenarios/peel-guard.toml"),
+    ),
+    (
+        "tmcf-robustness",
+        include_str!("../../scenarios/tmcf-robustness.toml"),
     ),
     (
         "peel-ablation",
