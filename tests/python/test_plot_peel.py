@@ -86,3 +86,32 @@ def test_rate_plot(tmp_path):
 def test_fairness_plot(tmp_path):
     """The same CSV as cepheus-fairness writes it: a panel per policy."""
     plot(tmp_path, "plot_fairness.py")
+
+
+FIG1_CSV = """figure,gpus,servers,leaves,optimal_core_links,ring_core_links,tree_core_links,nccl_tree_core_links,ring_over_optimal,tree_over_optimal,nccl_tree_over_optimal
+peel-fig1,16,2,1,0,0,0,0,0.0,0.0,0.0
+peel-fig1,128,16,8,8,14,28,22,1.75,3.5,2.75
+peel-fig1,256,32,16,16,30,60,46,1.875,3.75,2.875
+"""
+
+FIG3_CSV = """figure,k,hosts,group_fraction,members,tree_ports,fpr,header_bytes,header_over_mtu,false_positive_copies,overhead
+peel-fig3,8,128,1,128,167,0.2,70,0.05,0.14,0.19
+peel-fig3,16,1024,1,1024,1167,0.2,489,0.33,0.17,0.5
+peel-fig3,32,8192,1,8192,8735,0.2,3658,2.44,0.19,2.63
+"""
+
+
+def test_static_figures_plot_and_unknown_csvs_fail(tmp_path):
+    """plot_peel_static.py draws Fig 1 and Fig 3 and refuses a CSV of neither."""
+    script = str(REPO / "python" / "plot_peel_static.py")
+    for name, text in [("f1", FIG1_CSV), ("f3", FIG3_CSV), ("bad", "a,b\n1,2\n")]:
+        csv = tmp_path / f"{name}.csv"
+        png = tmp_path / f"{name}.png"
+        csv.write_text(text)
+        r = subprocess.run([sys.executable, script, str(csv), str(png), "t"], capture_output=True, text=True)
+        if name == "bad":
+            assert r.returncode != 0
+            assert "neither" in r.stderr
+        else:
+            assert r.returncode == 0, r.stderr
+            assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -89,16 +89,23 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
         let report = rocast_eval::run_experiment(&sc, &base)?;
         print!("{}", report.text);
         std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
+        // Every file first: a plot may read a sibling (peel-figN-paper.csv).
         for (name, body) in &report.files {
             let path = cmd.out.join(name);
             std::fs::write(&path, body).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+        for (name, _) in &report.files {
+            let path = cmd.out.join(name);
             let script = match name.as_str() {
                 "fairness.csv" => Some("python/plot_fairness.py"),
                 "fig12.csv" => Some("python/plot_fig12.py"),
                 "loss.csv" => Some("python/plot_fig13.py"),
                 "fig10.csv" => Some("python/plot_fig10.py"),
                 "fig11.csv" => Some("python/plot_fig11.py"),
-                "peel-fig5.csv" | "peel-fig6.csv" | "peel-fig7.csv" => Some("python/plot_peel.py"),
+                "peel-fig4.csv" | "peel-fig5.csv" | "peel-fig6.csv" | "peel-fig7.csv" => {
+                    Some("python/plot_peel.py")
+                }
+                "peel-fig1.csv" | "peel-fig3.csv" => Some("python/plot_peel_static.py"),
                 "tmcf-cpmp.csv" | "tmcf-moving.csv" => Some("python/plot_rate.py"),
                 "ud-latency.csv" => Some("python/plot_ud_latency.py"),
                 _ => None,
