@@ -841,16 +841,17 @@ pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         "p99/guard"
     );
     let mut csv = String::from("figure,variant,scheme,jobs,mean_ms,p99_ms,source_feedback\n");
-    let guard_p99 = |scheme| {
+    // A variant's p99 for a scheme, if both ran.
+    let p99_of = |variant: &str, scheme| {
         rows.iter()
-            .find(|r| r.0 == "guard")
+            .find(|r| r.0 == variant)
             .and_then(|r| r.3.iter().find(|p| p.scheme == scheme))
             .map(|p| mean_p99(&p.cct_ms).1)
     };
     for (name, _, _, points) in &rows {
         for p in points {
             let (mean, p99) = mean_p99(&p.cct_ms);
-            let rel = guard_p99(p.scheme).map_or(f64::NAN, |g| p99 / g);
+            let rel = p99_of("guard", p.scheme).map_or(f64::NAN, |g| p99 / g);
             let _ = writeln!(
                 text,
                 "{name:<17} {:<12} {:>5} {mean:>10.3} {p99:>10.3} {:>10} {rel:>10.3}",
@@ -873,12 +874,8 @@ pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     );
     for scheme in schemes(sc)? {
         for limiter_name in ["every-cnp", "receiver-limiter"] {
-            let limiter = rows
-                .iter()
-                .find(|r| r.0 == limiter_name)
-                .and_then(|r| r.3.iter().find(|p| p.scheme == scheme))
-                .map(|p| mean_p99(&p.cct_ms).1);
-            if let Some(r) = limiter.zip(guard_p99(scheme)).map(|(a, b)| a / b) {
+            let ratio = p99_of(limiter_name, scheme).zip(p99_of("guard", scheme));
+            if let Some(r) = ratio.map(|(a, b)| a / b) {
                 let _ = writeln!(
                     text,
                     "  {:<12} {limiter_name:<17} {r:>8.3} {:>8.3}  {}",
