@@ -53,6 +53,8 @@ def draw(df, title, plt, paper=None):
             ax.set_xscale("log", base=2)
         ax.grid(alpha=0.3, which="both")
     axes[1].legend(fontsize=8)
+    if paper is not None and (paper["stat"] == "mean_ms").any():
+        axes[0].legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
     return fig
 
