@@ -508,10 +508,15 @@ fn tmcf_robustness_runs_each_cell() {
     for f in &rows {
         let at6: f64 = f[5].parse().unwrap();
         assert!(at6 > 0.0 && at6 < 1.5, "{f:?}");
-        assert!(f[6..].join(" ").contains("fair share"), "{f:?}");
+        // CNPs reach the source whenever a downlink is shared.
+        let cnps: Vec<f64> = f[6..8].iter().map(|x| x.parse().unwrap()).collect();
+        assert!(cnps.iter().all(|&c| c > 0.0), "{f:?}");
+        assert!(f[8..].join(" ").contains("fair share"), "{f:?}");
     }
     let csv = std::fs::read_to_string(Path::new(&out).join("tmcf-robustness.csv")).unwrap();
-    assert!(csv.starts_with("rtt_us,phase_ms,policy,congested,gbps,fair,rate_over_fair\n"));
+    assert!(csv.starts_with(
+        "rtt_us,phase_ms,policy,congested,gbps,fair,rate_over_fair,source_cnps_per_ms\n"
+    ));
     let bad = rocast(&[
         "sim",
         "--preset",

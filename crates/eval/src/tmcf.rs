@@ -68,6 +68,8 @@ struct Sample {
     max_queue: u64,
     /// PFC pauses sent so far.
     pauses: u64,
+    /// CNPs the multicast's source received over the interval.
+    source_cnps: u64,
 }
 
 /// One policy's run.
@@ -126,6 +128,7 @@ fn run_policy(
     let per_step = |bytes: u64| bytes as f64 * 8.0 / (t.step.as_ps() as f64 / 1e12) / 1e9;
     let mut samples = Vec::new();
     let mut prev = 0u64;
+    let mut prev_cnps = 0u64;
     let mut prev_flows = vec![0u64; out.flows.len()];
     for s in &out.samples {
         if ms(s.t_ps) > t.cut_ms {
@@ -148,8 +151,10 @@ fn run_policy(
                 .collect(),
             max_queue: s.receiver_queue_bytes.iter().copied().max().unwrap_or(0),
             pauses: s.pauses_sent,
+            source_cnps: s.source_cnps.saturating_sub(prev_cnps),
         });
         prev = s.source_tx_bytes;
+        prev_cnps = s.source_cnps;
         prev_flows = now;
     }
     Ok(PolicyRun {
@@ -222,6 +227,8 @@ struct Phase {
     queue_mean_kb: f64,
     queue_max_kb: f64,
     pauses: u64,
+    /// CNPs per ms reaching the source over the phase's second half.
+    source_cnps_per_ms: f64,
 }
 
 /// Jain's fairness index of `x` (1 when all equal).
@@ -298,6 +305,9 @@ fn phases(run: &PolicyRun, receivers: &[u32], line: f64, min_samples: usize) -> 
             settled.iter().map(|s| f(s)).sum::<f64>() / settled.len().max(1) as f64
         };
         let mean = avg(&|s| s.gbps);
+        let settled_ms = settled.len() as f64 * step;
+        let source_cnps_per_ms = settled.iter().map(|s| s.source_cnps).sum::<u64>() as f64
+            / settled_ms.max(f64::MIN_POSITIVE);
         // Jain's index per congested receiver, each rate over its max-min share.
         let jain_min = receivers
             .iter()
@@ -334,6 +344,7 @@ fn phases(run: &PolicyRun, receivers: &[u32], line: f64, min_samples: usize) -> 
             queue_mean_kb: q.iter().sum::<f64>() / q.len().max(1) as f64,
             queue_max_kb: q.iter().copied().fold(0.0, f64::max),
             pauses: pauses_at(b) - pauses_at(a),
+            source_cnps_per_ms,
         });
     }
     out
@@ -537,10 +548,12 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     );
     let _ = writeln!(
         text,
-        "{:>7} {:>9} {:<12} {:>9} {:>9} {:>9}  verdict at 6 (0.8-1.25x of fair)",
-        "RTT us", "phase ms", "policy", "1 cong", "3 cong", "6 cong"
+        "{:>7} {:>9} {:<12} {:>9} {:>9} {:>9} {:>9} {:>9}  verdict at 6 (0.8-1.25x of fair)",
+        "RTT us", "phase ms", "policy", "1 cong", "3 cong", "6 cong", "CNP/ms 1", "CNP/ms 6"
     );
-    let mut csv = String::from("rtt_us,phase_ms,policy,congested,gbps,fair,rate_over_fair\n");
+    let mut csv = String::from(
+        "rtt_us,phase_ms,policy,congested,gbps,fair,rate_over_fair,source_cnps_per_ms\n",
+    );
     for &rtt in &m.rtts_us {
         for &phase in &m.phases_ms {
             if !(rtt > 0.0 && phase > 0.0) {
@@ -576,6 +589,16 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
                         }
                     }
                 }
+                for k in [1, 6] {
+                    match at(k) {
+                        Some(p) => {
+                            let _ = write!(text, " {:>9.1}", p.source_cnps_per_ms);
+                        }
+                        None => {
+                            let _ = write!(text, " {:>9}", "-");
+                        }
+                    }
+                }
                 let early = run.done_ms.filter(|&d| d < trial.cut_ms);
                 let verdict = match (at(6), early) {
                     (_, Some(d)) => format!("not judged: the multicast ended at {d:.1} ms"),
@@ -590,12 +613,13 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
                 for p in ph.iter().filter(|p| p.congested > 0) {
                     let _ = writeln!(
                         csv,
-                        "{rtt},{phase},{},{},{:.3},{:.3},{:.4}",
+                        "{rtt},{phase},{},{},{:.3},{:.3},{:.4},{:.2}",
                         run.policy,
                         p.congested,
                         p.mean,
                         p.fair,
-                        p.mean / p.fair
+                        p.mean / p.fair,
+                        p.source_cnps_per_ms
                     );
                 }
             }
@@ -604,7 +628,9 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     let _ = writeln!(
         text,
         "\ncolumns: the multicast's rate over its max-min fair share, mean over the second half of the phase\n\
-         with 1, 3 and 6 receivers' downlinks shared by a unicast (the full phase tables are in tmcf-cpmp)"
+         with 1, 3 and 6 receivers' downlinks shared by a unicast (the full phase tables are in tmcf-cpmp);\n\
+         CNP/ms: CNPs reaching the multicast's source per ms over the same half-phases (the multiplicity\n\
+         problem would show as more CNPs with 6 congested paths than with 1)"
     );
     Ok(EvalReport {
         text,
@@ -811,6 +837,7 @@ mod tests {
             unicast_gbps: Vec::new(),
             max_queue: 0,
             pauses: 0,
+            source_cnps: 0,
         }
     }
 
@@ -871,6 +898,7 @@ mod tests {
                     ],
                     max_queue: (i * 1000) as u64,
                     pauses: i as u64 / 10,
+                    source_cnps: 0,
                 }
             })
             .collect();

@@ -199,6 +199,8 @@ pub struct RateSample {
     pub receiver_queue_bytes: Vec<u64>,
     /// PFC pause frames sent by all ports so far.
     pub pauses_sent: u64,
+    /// CNPs the source's QP has received so far.
+    pub source_cnps: u64,
 }
 
 impl CepheusOutcome {
@@ -535,9 +537,9 @@ impl<'s> GroupRun<'s> {
             let now = engine.now();
             if let (Some(t), Some(iv)) = (self.next_sample, self.spec.sample_interval) {
                 if t <= now.as_ps() {
-                    let src = engine
+                    let (src, src_cnps) = engine
                         .qp(self.qpns[0])
-                        .map_or(0, |q| q.stats().tx_data_bytes);
+                        .map_or((0, 0), |q| (q.stats().tx_data_bytes, q.stats().rx_cnps));
                     let flows = (0..engine.results.len() as u32)
                         .map(|i| engine.flow_tx_bytes(i))
                         .collect();
@@ -551,6 +553,7 @@ impl<'s> GroupRun<'s> {
                             .map(|&(n, p)| engine.port_queue_bytes(n, p))
                             .collect(),
                         pauses_sent: engine.port_counters().map(|c| c.3.pauses_sent).sum(),
+                        source_cnps: src_cnps,
                     });
                     self.next_sample = Some(t + iv.as_ps());
                 }
