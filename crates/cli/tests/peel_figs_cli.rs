@@ -12,6 +12,15 @@ fn out_dir(name: &str) -> String {
     d.to_str().unwrap().to_string()
 }
 
+/// `rocast sim --preset PRESET --out OUT --set …`.
+fn sim(preset: &str, out: &str, sets: &[&str]) -> common::Run {
+    let mut args = vec!["sim", "--preset", preset, "--out", out];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    rocast(&args)
+}
+
 /// The table rows: (x, scheme, jobs, mean ms).
 fn rows(stdout: &str) -> Vec<(String, String, u32, f64)> {
     stdout
@@ -28,23 +37,17 @@ fn rows(stdout: &str) -> Vec<(String, String, u32, f64)> {
 #[test]
 fn fig5_runs_every_scheme_and_writes_its_csv() {
     let out = out_dir("fig5");
-    let r = rocast(&[
-        "sim",
-        "--preset",
+    let r = sim(
         "peel-fig5",
-        "--out",
         &out,
-        "--set",
-        "multicast.sizes=\"256K\"",
-        "--set",
-        "multicast.group=64",
-        "--set",
-        "multicast.broadcasts=4",
-        "--set",
-        "multicast.setup_ms=0.2",
-        "--set",
-        "multicast.setup_sd_ms=0.05",
-    ]);
+        &[
+            "multicast.sizes=\"256K\"",
+            "multicast.group=64",
+            "multicast.broadcasts=4",
+            "multicast.setup_ms=0.2",
+            "multicast.setup_sd_ms=0.05",
+        ],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(
         r.stdout.contains("paper: PEEL's mean CCT 23%"),
@@ -104,19 +107,15 @@ fn fig5_runs_every_scheme_and_writes_its_csv() {
 
 #[test]
 fn fig5_verdicts_judge_the_claims_that_ran() {
-    let r = rocast(&[
-        "sim",
-        "--preset",
+    let r = sim(
         "peel-fig5",
-        "--out",
         &out_dir("fig5-verdicts"),
-        "--set",
-        "multicast.sizes=\"2M\"",
-        "--set",
-        "multicast.broadcasts=4",
-        "--set",
-        "multicast.schemes=[\"peel\", \"orca\", \"optimal\"]",
-    ]);
+        &[
+            "multicast.sizes=\"2M\"",
+            "multicast.broadcasts=4",
+            "multicast.schemes=[\"peel\", \"orca\", \"optimal\"]",
+        ],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let line = |claim: &str| {
         r.stdout
@@ -180,17 +179,14 @@ fn fig1_counts_core_crossings() {
 #[test]
 fn fig3_header_grows_with_the_fabric() {
     let out = out_dir("fig3");
-    let r = rocast(&[
-        "sim",
-        "--preset",
+    let r = sim(
         "peel-fig3",
-        "--out",
         &out,
-        "--set",
-        "multicast.ks=[8, 16, 32]",
-        "--set",
-        "multicast.group_fractions=[1.0]",
-    ]);
+        &[
+            "multicast.ks=[8, 16, 32]",
+            "multicast.group_fractions=[1.0]",
+        ],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let csv = std::fs::read_to_string(Path::new(&out).join("peel-fig3.csv")).unwrap();
     let bytes = |k: &str, p: &str| -> u64 {
@@ -209,15 +205,7 @@ fn fig3_header_grows_with_the_fabric() {
         "{}",
         r.stdout
     );
-    let bad = rocast(&[
-        "sim",
-        "--preset",
-        "peel-fig3",
-        "--out",
-        &out,
-        "--set",
-        "multicast.fprs=[1.5]",
-    ]);
+    let bad = sim("peel-fig3", &out, &["multicast.fprs=[1.5]"]);
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("multicast.fprs"), "{}", bad.stderr);
 }
@@ -225,19 +213,15 @@ fn fig3_header_grows_with_the_fabric() {
 /// Fig 4 and the guard timer, shrunk: both print their verdicts.
 #[test]
 fn fig4_and_guard_print_verdicts() {
-    let r = rocast(&[
-        "sim",
-        "--preset",
+    let r = sim(
         "peel-fig4",
-        "--out",
         &out_dir("fig4"),
-        "--set",
-        "multicast.groups=[64]",
-        "--set",
-        "multicast.message=\"1M\"",
-        "--set",
-        "multicast.broadcasts=4",
-    ]);
+        &[
+            "multicast.groups=[64]",
+            "multicast.message=\"1M\"",
+            "multicast.broadcasts=4",
+        ],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v = r
         .stdout
@@ -246,17 +230,11 @@ fn fig4_and_guard_print_verdicts() {
         .nth(2)
         .unwrap_or("");
     assert!(v.trim_start().starts_with("64 "), "{}", r.stdout);
-    let r = rocast(&[
-        "sim",
-        "--preset",
+    let r = sim(
         "peel-guard",
-        "--out",
         &out_dir("guard"),
-        "--set",
-        "multicast.message=\"1M\"",
-        "--set",
-        "multicast.broadcasts=4",
-    ]);
+        &["multicast.message=\"1M\"", "multicast.broadcasts=4"],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     for v in ["every-cnp", "receiver-limiter", "guard", "both"] {
         assert!(
@@ -272,36 +250,27 @@ fn fig4_and_guard_print_verdicts() {
 
 #[test]
 fn fig6_and_fig7_run_shrunk() {
-    let r = rocast(&[
-        "sim",
-        "--preset",
+    let r = sim(
         "peel-fig6",
-        "--out",
         &out_dir("fig6"),
-        "--set",
-        "multicast.groups=[32, 64]",
-        "--set",
-        "multicast.message=\"128K\"",
-        "--set",
-        "multicast.broadcasts=4",
-        "--set",
-        "multicast.schemes=[\"peel\", \"optimal\"]",
-    ]);
+        &[
+            "multicast.groups=[32, 64]",
+            "multicast.message=\"128K\"",
+            "multicast.broadcasts=4",
+            "multicast.schemes=[\"peel\", \"optimal\"]",
+        ],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(rows(&r.stdout).len(), 4);
-    let r = rocast(&[
-        "sim",
-        "--preset",
+    let r = sim(
         "peel-fig7",
-        "--out",
         &out_dir("fig7"),
-        "--set",
-        "multicast.instances=3",
-        "--set",
-        "multicast.concurrent_jobs=2",
-        "--set",
-        "multicast.fail_fractions=[0.1]",
-    ]);
+        &[
+            "multicast.instances=3",
+            "multicast.concurrent_jobs=2",
+            "multicast.fail_fractions=[0.1]",
+        ],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let rows = rows(&r.stdout);
     assert_eq!(rows.len(), 4, "{}", r.stdout);
@@ -313,15 +282,11 @@ fn fig6_and_fig7_run_shrunk() {
 
 #[test]
 fn unknown_scheme_is_a_clear_error() {
-    let r = rocast(&[
-        "sim",
-        "--preset",
+    let r = sim(
         "peel-fig7",
-        "--out",
         &out_dir("bad"),
-        "--set",
-        "multicast.schemes=[\"multicast-magic\"]",
-    ]);
+        &["multicast.schemes=[\"multicast-magic\"]"],
+    );
     assert_ne!(r.code, 0);
     assert!(
         r.stderr.contains("unknown collective scheme"),
@@ -393,13 +358,7 @@ fn phase_row(stdout: &str, policy: &str, phase: &str) -> PhaseRow {
 /// one into receiver 1), TMCF follows it closer than forward-all.
 #[test]
 fn tmcf_moving_preset_follows_the_worst_bottleneck() {
-    let r = rocast(&[
-        "sim",
-        "--preset",
-        "tmcf-moving",
-        "--out",
-        &out_dir("moving"),
-    ]);
+    let r = sim("tmcf-moving", &out_dir("moving"), &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     // Receiver 4 is the bottleneck (two unicasts into it, one into receiver 1) from 4 ms.
     let fa = phase_row(&r.stdout, "forward-all", "4.0-");
@@ -425,15 +384,11 @@ fn tmcf_moving_preset_follows_the_worst_bottleneck() {
         "{:?}",
         tmcf.converge_ms
     );
-    let bad = rocast(&[
-        "sim",
-        "--preset",
+    let bad = sim(
         "tmcf-moving",
-        "--out",
         &out_dir("moving-bad"),
-        "--set",
-        "multicast.unicasts=[[1, 1, 0.0, 1.0]]",
-    ]);
+        &["multicast.unicasts=[[1, 1, 0.0, 1.0]]"],
+    );
     assert_ne!(bad.code, 0);
     assert!(
         bad.stderr.contains("multicast.unicasts[0]"),
@@ -484,19 +439,15 @@ fn cepheus_fairness_preset_runs_every_policy() {
 #[test]
 fn tmcf_robustness_runs_each_cell() {
     let out = out_dir("robustness");
-    let r = rocast(&[
-        "sim",
-        "--preset",
+    let r = sim(
         "tmcf-robustness",
-        "--out",
         &out,
-        "--set",
-        "multicast.rtts_us=[8.0]",
-        "--set",
-        "multicast.phases_ms=[1.0]",
-        "--set",
-        "multicast.cnp_policies=[\"forward-all\", \"tmcf\"]",
-    ]);
+        &[
+            "multicast.rtts_us=[8.0]",
+            "multicast.phases_ms=[1.0]",
+            "multicast.cnp_policies=[\"forward-all\", \"tmcf\"]",
+        ],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let rows: Vec<Vec<&str>> = r
         .stdout
@@ -517,15 +468,7 @@ fn tmcf_robustness_runs_each_cell() {
     assert!(csv.starts_with(
         "rtt_us,phase_ms,policy,congested,gbps,fair,rate_over_fair,source_cnps_per_ms\n"
     ));
-    let bad = rocast(&[
-        "sim",
-        "--preset",
-        "tmcf-robustness",
-        "--out",
-        &out,
-        "--set",
-        "multicast.rtts_us=[]",
-    ]);
+    let bad = sim("tmcf-robustness", &out, &["multicast.rtts_us=[]"]);
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("rtts_us"), "{}", bad.stderr);
 }

@@ -178,7 +178,7 @@ fn poisson_jobs_honour_locality_and_load() {
         assert_eq!(first % 8, 0, "jobs start on a server boundary");
         let block: std::collections::BTreeSet<u32> = (0..512).map(|g| (first + g) % 1024).collect();
         assert_eq!(block, sorted.iter().copied().collect(), "consecutive GPUs");
-        roots.insert(j.members[0] - first);
+        roots.insert((j.members[0] + 1024 - first) % 1024);
     }
     assert!(roots.len() > 10, "roots drawn across the block: {roots:?}");
     // λ = 0.3 × 128 × 12.5 GB/s / (2 MiB × 63): mean gap ≈ 277 µs.
