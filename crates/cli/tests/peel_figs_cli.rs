@@ -449,25 +449,35 @@ fn tmcf_robustness_runs_each_cell() {
         ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // A row per (fabric, policy): the star and the k=4 fat-tree.
     let rows: Vec<Vec<&str>> = r
         .stdout
         .lines()
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
-        .filter(|f| f.len() > 6 && f[0] == "8" && f[1] == "1")
+        .filter(|f| f.len() > 7 && f[1] == "8" && f[2] == "1")
         .collect();
-    assert_eq!(rows.len(), 2, "{}", r.stdout);
+    let fabrics: Vec<&str> = rows.iter().map(|f| f[0]).collect();
+    assert_eq!(
+        fabrics,
+        ["star", "star", "fat-tree", "fat-tree"],
+        "{}",
+        r.stdout
+    );
     for f in &rows {
-        let at6: f64 = f[5].parse().unwrap();
+        let at6: f64 = f[6].parse().unwrap();
         assert!(at6 > 0.0 && at6 < 1.5, "{f:?}");
         // CNPs reach the source whenever a downlink is shared.
-        let cnps: Vec<f64> = f[6..8].iter().map(|x| x.parse().unwrap()).collect();
+        let cnps: Vec<f64> = f[7..9].iter().map(|x| x.parse().unwrap()).collect();
         assert!(cnps.iter().all(|&c| c > 0.0), "{f:?}");
-        assert!(f[8..].join(" ").contains("fair share"), "{f:?}");
+        assert!(f[9..].join(" ").contains("fair share"), "{f:?}");
     }
     let csv = std::fs::read_to_string(Path::new(&out).join("tmcf-robustness.csv")).unwrap();
     assert!(csv.starts_with(
-        "rtt_us,phase_ms,policy,congested,gbps,fair,rate_over_fair,source_cnps_per_ms\n"
+        "fabric,rtt_us,phase_ms,policy,congested,gbps,fair,rate_over_fair,source_cnps_per_ms\n"
     ));
+    let bad = sim("tmcf-robustness", &out, &["multicast.fabrics=[\"ring\"]"]);
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains("multicast.fabrics"), "{}", bad.stderr);
     let bad = sim("tmcf-robustness", &out, &["multicast.rtts_us=[]"]);
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("rtts_us"), "{}", bad.stderr);

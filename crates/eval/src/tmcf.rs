@@ -548,79 +548,115 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     );
     let _ = writeln!(
         text,
-        "{:>7} {:>9} {:<12} {:>9} {:>9} {:>9} {:>9} {:>9}  verdict at 6 (0.8-1.25x of fair)",
-        "RTT us", "phase ms", "policy", "1 cong", "3 cong", "6 cong", "CNP/ms 1", "CNP/ms 6"
+        "{:<8} {:>7} {:>9} {:<12} {:>9} {:>9} {:>9} {:>9} {:>9}  verdict at 6 (0.8-1.25x of fair)",
+        "fabric",
+        "RTT us",
+        "phase ms",
+        "policy",
+        "1 cong",
+        "3 cong",
+        "6 cong",
+        "CNP/ms 1",
+        "CNP/ms 6"
     );
     let mut csv = String::from(
-        "rtt_us,phase_ms,policy,congested,gbps,fair,rate_over_fair,source_cnps_per_ms\n",
+        "fabric,rtt_us,phase_ms,policy,congested,gbps,fair,rate_over_fair,source_cnps_per_ms\n",
     );
-    for &rtt in &m.rtts_us {
-        for &phase in &m.phases_ms {
-            if !(rtt > 0.0 && phase > 0.0) {
-                return Err(format!(
-                    "RTT {rtt} us, phase {phase} ms: both must be positive"
-                ));
-            }
-            let mut vsc = sc.clone();
-            // The star's RTT crosses four links (two out, two back).
-            vsc.topology.host_delay_ns = (rtt * 1000.0 / 4.0).round() as u64;
-            vsc.multicast.phase_ms = phase;
-            vsc.multicast.start_ms = phase;
-            let (topo, line) = star(&vsc, base, "tmcf-robustness")?;
-            let end_ms = phase * (UNICASTS.len() as f64 + 2.0);
-            // The multicast outlasts the run at line rate, up to RDMA's 2 GiB message
-            // (100 ms phases would need 4 GB; the rate falls below line from the first
-            // unicast, and a multicast that ends early is reported, not judged).
-            let bytes = ((line * 1e9 / 8.0 * end_ms / 1e3) as u64).min(MAX_MESSAGE);
-            vsc.multicast.message = format!("{bytes}");
-            let trial = cpmp_trial(&vsc, line)?;
-            let runs = run_policies(&vsc, &topo, &trial)?;
-            let tables = analyse(&runs, &trial.receivers, line, 4);
-            for (run, ph) in &tables {
-                let at = |k: usize| ph.iter().find(|p| p.congested == k);
-                let _ = write!(text, "{rtt:>7} {phase:>9} {:<12}", run.policy);
-                for k in [1, 3, 6] {
-                    match at(k) {
-                        Some(p) => {
-                            let _ = write!(text, " {:>9.2}", p.mean / p.fair);
-                        }
-                        None => {
-                            let _ = write!(text, " {:>9}", "-");
-                        }
+    if m.fabrics.is_empty() {
+        return Err(
+            "tmcf-robustness needs multicast.fabrics (\"star\" and/or \"fat-tree\")".into(),
+        );
+    }
+    for fabric in &m.fabrics {
+        for &rtt in &m.rtts_us {
+            for &phase in &m.phases_ms {
+                if !(rtt > 0.0 && phase > 0.0) {
+                    return Err(format!(
+                        "RTT {rtt} us, phase {phase} ms: both must be positive"
+                    ));
+                }
+                let mut vsc = sc.clone();
+                match fabric.as_str() {
+                    // The star's RTT crosses four links (two out, two back).
+                    "star" => vsc.topology.host_delay_ns = (rtt * 1000.0 / 4.0).round() as u64,
+                    // A k=4 fat-tree: host 0's multicast branches at its ToR (to host 1),
+                    // its aggregation switch (to hosts 2-3), a core and pod 1's switches
+                    // (to hosts 4-6). Fabric and core links run at 4x the host rate so that
+                    // only the receivers' downlinks bind, as the fair-share model assumes;
+                    // the RTT is that of the farthest receivers (12 link crossings).
+                    "fat-tree" => {
+                        let t = &mut vsc.topology;
+                        t.kind = "fat-tree".into();
+                        t.k = 4;
+                        t.fabric_gbps = 4.0 * t.host_gbps;
+                        t.core_gbps = 4.0 * t.host_gbps;
+                        let d = (rtt * 1000.0 / 12.0).round() as u64;
+                        (t.host_delay_ns, t.fabric_delay_ns, t.core_delay_ns) = (d, d, d);
+                    }
+                    other => {
+                        return Err(format!(
+                            "multicast.fabrics: {other:?} (expected \"star\" or \"fat-tree\")"
+                        ))
                     }
                 }
-                for k in [1, 6] {
-                    match at(k) {
-                        Some(p) => {
-                            let _ = write!(text, " {:>9.1}", p.source_cnps_per_ms);
-                        }
-                        None => {
-                            let _ = write!(text, " {:>9}", "-");
+                vsc.multicast.phase_ms = phase;
+                vsc.multicast.start_ms = phase;
+                let (topo, line) = star(&vsc, base, "tmcf-robustness")?;
+                let end_ms = phase * (UNICASTS.len() as f64 + 2.0);
+                // The multicast outlasts the run at line rate, up to RDMA's 2 GiB message
+                // (100 ms phases would need 4 GB; the rate falls below line from the first
+                // unicast, and a multicast that ends early is reported, not judged).
+                let bytes = ((line * 1e9 / 8.0 * end_ms / 1e3) as u64).min(MAX_MESSAGE);
+                vsc.multicast.message = format!("{bytes}");
+                let trial = cpmp_trial(&vsc, line)?;
+                let runs = run_policies(&vsc, &topo, &trial)?;
+                let tables = analyse(&runs, &trial.receivers, line, 4);
+                for (run, ph) in &tables {
+                    let at = |k: usize| ph.iter().find(|p| p.congested == k);
+                    let _ = write!(text, "{fabric:<8} {rtt:>7} {phase:>9} {:<12}", run.policy);
+                    for k in [1, 3, 6] {
+                        match at(k) {
+                            Some(p) => {
+                                let _ = write!(text, " {:>9.2}", p.mean / p.fair);
+                            }
+                            None => {
+                                let _ = write!(text, " {:>9}", "-");
+                            }
                         }
                     }
-                }
-                let early = run.done_ms.filter(|&d| d < trial.cut_ms);
-                let verdict = match (at(6), early) {
-                    (_, Some(d)) => format!("not judged: the multicast ended at {d:.1} ms"),
-                    (Some(p), None) if crate::report::reproduced(p.mean / p.fair) => {
-                        "holds the fair share".into()
+                    for k in [1, 6] {
+                        match at(k) {
+                            Some(p) => {
+                                let _ = write!(text, " {:>9.1}", p.source_cnps_per_ms);
+                            }
+                            None => {
+                                let _ = write!(text, " {:>9}", "-");
+                            }
+                        }
                     }
-                    (Some(p), None) if p.mean < p.fair => "below the fair share".into(),
-                    (Some(_), None) => "above the fair share".into(),
-                    (None, None) => "no phase with 6".into(),
-                };
-                let _ = writeln!(text, "  {verdict}");
-                for p in ph.iter().filter(|p| p.congested > 0) {
-                    let _ = writeln!(
-                        csv,
-                        "{rtt},{phase},{},{},{:.3},{:.3},{:.4},{:.2}",
-                        run.policy,
-                        p.congested,
-                        p.mean,
-                        p.fair,
-                        p.mean / p.fair,
-                        p.source_cnps_per_ms
-                    );
+                    let early = run.done_ms.filter(|&d| d < trial.cut_ms);
+                    let verdict = match (at(6), early) {
+                        (_, Some(d)) => format!("not judged: the multicast ended at {d:.1} ms"),
+                        (Some(p), None) if crate::report::reproduced(p.mean / p.fair) => {
+                            "holds the fair share".into()
+                        }
+                        (Some(p), None) if p.mean < p.fair => "below the fair share".into(),
+                        (Some(_), None) => "above the fair share".into(),
+                        (None, None) => "no phase with 6".into(),
+                    };
+                    let _ = writeln!(text, "  {verdict}");
+                    for p in ph.iter().filter(|p| p.congested > 0) {
+                        let _ = writeln!(
+                            csv,
+                            "{fabric},{rtt},{phase},{},{},{:.3},{:.3},{:.4},{:.2}",
+                            run.policy,
+                            p.congested,
+                            p.mean,
+                            p.fair,
+                            p.mean / p.fair,
+                            p.source_cnps_per_ms
+                        );
+                    }
                 }
             }
         }

@@ -126,7 +126,10 @@ pub struct MulticastConfig {
     /// fabric's hosts.
     pub fprs: Vec<f64>,
     pub group_fractions: Vec<f64>,
-    /// TMCF robustness: round-trip times (µs) and phase lengths (ms) to sweep.
+    /// TMCF robustness: fabrics ("star": the scenario's one-switch star; "fat-tree": a
+    /// k=4 fat-tree with branch points at three tiers), round-trip times (µs) and phase
+    /// lengths (ms) to sweep.
+    pub fabrics: Vec<String>,
     pub rtts_us: Vec<f64>,
     pub phases_ms: Vec<f64>,
     /// PEEL: seeded instances of the approximation experiment (`peel-approx`), their
@@ -232,6 +235,7 @@ impl Default for MulticastConfig {
             ks: vec![8, 16, 32, 64, 128],
             fprs: vec![0.01, 0.05, 0.2],
             group_fractions: vec![1.0],
+            fabrics: vec!["star".into()],
             rtts_us: Vec::new(),
             phases_ms: Vec::new(),
             instances: 200,
