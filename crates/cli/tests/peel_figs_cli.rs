@@ -446,9 +446,22 @@ fn tmcf_robustness_runs_each_cell() {
             "multicast.rtts_us=[8.0]",
             "multicast.phases_ms=[1.0]",
             "multicast.cnp_policies=[\"forward-all\", \"tmcf\"]",
+            "multicast.slots_us=[1000]",
         ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // The slot table: TMCF alone, one row for the 1 ms phase.
+    let slot_rows: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.split_whitespace().take(3).collect::<Vec<_>>() == ["1000", "1", "tmcf"])
+        .collect();
+    assert_eq!(slot_rows.len(), 1, "{}", r.stdout);
+    let slots = std::fs::read_to_string(Path::new(&out).join("tmcf-slots.csv")).unwrap();
+    assert!(
+        slots.lines().skip(1).all(|l| l.starts_with("1000,1,tmcf,")),
+        "{slots}"
+    );
     // A row per (fabric, policy): the star and the k=4 fat-tree.
     let rows: Vec<Vec<&str>> = r
         .stdout
@@ -478,6 +491,17 @@ fn tmcf_robustness_runs_each_cell() {
     let bad = sim("tmcf-robustness", &out, &["multicast.fabrics=[\"ring\"]"]);
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("multicast.fabrics"), "{}", bad.stderr);
+    let bad = sim(
+        "tmcf-robustness",
+        &out,
+        &[
+            "multicast.phases_ms=[1.0]",
+            "multicast.rtts_us=[4.0]",
+            "multicast.slots_us=[0]",
+        ],
+    );
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains("multicast.slots_us"), "{}", bad.stderr);
     let bad = sim("tmcf-robustness", &out, &["multicast.rtts_us=[]"]);
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("rtts_us"), "{}", bad.stderr);

@@ -534,130 +534,158 @@ fn cpmp_trial(sc: &Scenario, line: f64) -> Result<Trial, String> {
     })
 }
 
-/// TMCF's claim checked across RTTs and phase lengths (issue 23 point 4): the CPMP
-/// experiment per (RTT, phase), each policy's rate over its fair share with 1, 3 and
-/// 6 congested paths, and a verdict on TMCF's "holds the fair share" at 6.
+/// One CPMP run of `tmcf-robustness`: the scenario set for a fabric, RTT and phase.
+fn robustness_scenario(
+    sc: &Scenario,
+    fabric: &str,
+    rtt: f64,
+    phase: f64,
+) -> Result<Scenario, String> {
+    if !(rtt > 0.0 && phase > 0.0) {
+        return Err(format!(
+            "RTT {rtt} us, phase {phase} ms: both must be positive"
+        ));
+    }
+    let mut vsc = sc.clone();
+    match fabric {
+        // The star's RTT crosses four links (two out, two back).
+        "star" => vsc.topology.host_delay_ns = (rtt * 1000.0 / 4.0).round() as u64,
+        // A k=4 fat-tree: host 0's multicast branches at its ToR (to host 1), its
+        // aggregation switch (to hosts 2-3), a core and pod 1's switches (to hosts
+        // 4-6). Fabric and core links run at 4x the host rate so that only the
+        // receivers' downlinks bind, as the fair-share model assumes; the RTT is that
+        // of the farthest receivers (12 link crossings).
+        "fat-tree" => {
+            let t = &mut vsc.topology;
+            t.kind = "fat-tree".into();
+            t.k = 4;
+            t.fabric_gbps = 4.0 * t.host_gbps;
+            t.core_gbps = 4.0 * t.host_gbps;
+            let d = (rtt * 1000.0 / 12.0).round() as u64;
+            (t.host_delay_ns, t.fabric_delay_ns, t.core_delay_ns) = (d, d, d);
+        }
+        other => {
+            return Err(format!(
+                "multicast.fabrics: {other:?} (expected \"star\" or \"fat-tree\")"
+            ))
+        }
+    }
+    vsc.multicast.phase_ms = phase;
+    vsc.multicast.start_ms = phase;
+    Ok(vsc)
+}
+
+/// Whether a multicast at line rate for the whole CPMP run fits one RDMA message.
+fn cpmp_fits(line_gbps: f64, phase: f64) -> bool {
+    line_gbps * 1e9 / 8.0 * phase * (UNICASTS.len() as f64 + 2.0) / 1e3 <= MAX_MESSAGE as f64
+}
+
+/// Runs one `tmcf-robustness` cell and appends its rows (`label` first) to the table
+/// and the CSV.
+fn robustness_cell(
+    vsc: &mut Scenario,
+    base: &Path,
+    label: &str,
+    text: &mut String,
+    csv: &mut String,
+) -> Result<(), String> {
+    let (topo, line) = star(vsc, base, "tmcf-robustness")?;
+    let end_ms = vsc.multicast.phase_ms * (UNICASTS.len() as f64 + 2.0);
+    // The multicast outlasts the run at line rate, up to RDMA's 2 GiB message (100 ms
+    // phases would need 4 GB; the rate falls below line from the first unicast, and
+    // a multicast that ends early is reported, not judged).
+    let bytes = ((line * 1e9 / 8.0 * end_ms / 1e3) as u64).min(MAX_MESSAGE);
+    vsc.multicast.message = format!("{bytes}");
+    let trial = cpmp_trial(vsc, line)?;
+    let runs = run_policies(vsc, &topo, &trial)?;
+    let tables = analyse(&runs, &trial.receivers, line, 4);
+    for (run, ph) in &tables {
+        let at = |k: usize| ph.iter().find(|p| p.congested == k);
+        let _ = write!(text, "{label} {:<12}", run.policy);
+        for k in [1, 3, 6] {
+            match at(k) {
+                Some(p) => {
+                    let _ = write!(text, " {:>9.2}", p.mean / p.fair);
+                }
+                None => {
+                    let _ = write!(text, " {:>9}", "-");
+                }
+            }
+        }
+        for k in [1, 6] {
+            match at(k) {
+                Some(p) => {
+                    let _ = write!(text, " {:>9.1}", p.source_cnps_per_ms);
+                }
+                None => {
+                    let _ = write!(text, " {:>9}", "-");
+                }
+            }
+        }
+        let early = run.done_ms.filter(|&d| d < trial.cut_ms);
+        let verdict = match (at(6), early) {
+            (_, Some(d)) => format!("not judged: the multicast ended at {d:.1} ms"),
+            (Some(p), None) if crate::report::reproduced(p.mean / p.fair) => {
+                "holds the fair share".into()
+            }
+            (Some(p), None) if p.mean < p.fair => "below the fair share".into(),
+            (Some(_), None) => "above the fair share".into(),
+            (None, None) => "no phase with 6".into(),
+        };
+        let _ = writeln!(text, "  {verdict}");
+        let csv_label = label.split_whitespace().collect::<Vec<_>>().join(",");
+        for p in ph.iter().filter(|p| p.congested > 0) {
+            let _ = writeln!(
+                csv,
+                "{csv_label},{},{},{:.3},{:.3},{:.4},{:.2}",
+                run.policy,
+                p.congested,
+                p.mean,
+                p.fair,
+                p.mean / p.fair,
+                p.source_cnps_per_ms
+            );
+        }
+    }
+    Ok(())
+}
+
+const ROBUSTNESS_COLUMNS: &str = "policy          1 cong    3 cong    6 cong  CNP/ms 1  CNP/ms 6  verdict at 6 (0.8-1.25x of fair)";
+
+/// TMCF's claim checked across fabrics, RTTs and phase lengths (issue 23 point 4):
+/// the CPMP experiment per (fabric, RTT, phase), each policy's rate over its fair
+/// share with 1, 3 and 6 congested paths, and a verdict on TMCF's "holds the fair
+/// share" at 6. With `slots_us`, TMCF alone again per slot length (the paper's is
+/// 50 µs), on the star at the first RTT, for the phases whose multicast fits one
+/// message.
 pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     let m = &sc.multicast;
     if m.rtts_us.is_empty() || m.phases_ms.is_empty() {
         return Err("tmcf-robustness needs multicast.rtts_us and multicast.phases_ms".into());
     }
-    let mut text = String::from(
-        "# TMCF robustness: the CPMP experiment (multicast 0 -> 1..6, one more unicast per phase) per RTT and phase\n\
-         paper (TMCF Fig 4): TMCF holds the multicast at the bottleneck's fair share as congested paths are added\n",
-    );
-    let _ = writeln!(
-        text,
-        "{:<8} {:>7} {:>9} {:<12} {:>9} {:>9} {:>9} {:>9} {:>9}  verdict at 6 (0.8-1.25x of fair)",
-        "fabric",
-        "RTT us",
-        "phase ms",
-        "policy",
-        "1 cong",
-        "3 cong",
-        "6 cong",
-        "CNP/ms 1",
-        "CNP/ms 6"
-    );
-    let mut csv = String::from(
-        "fabric,rtt_us,phase_ms,policy,congested,gbps,fair,rate_over_fair,source_cnps_per_ms\n",
-    );
     if m.fabrics.is_empty() {
         return Err(
             "tmcf-robustness needs multicast.fabrics (\"star\" and/or \"fat-tree\")".into(),
         );
     }
+    let mut text = String::from(
+        "# TMCF robustness: the CPMP experiment (multicast 0 -> 1..6, one more unicast per phase) per fabric, RTT and phase\n\
+         paper (TMCF Fig 4): TMCF holds the multicast at the bottleneck's fair share as congested paths are added\n",
+    );
+    let _ = writeln!(
+        text,
+        "{:<8} {:>7} {:>9} {ROBUSTNESS_COLUMNS}",
+        "fabric", "RTT us", "phase ms"
+    );
+    let mut csv = String::from(
+        "fabric,rtt_us,phase_ms,policy,congested,gbps,fair,rate_over_fair,source_cnps_per_ms\n",
+    );
     for fabric in &m.fabrics {
         for &rtt in &m.rtts_us {
             for &phase in &m.phases_ms {
-                if !(rtt > 0.0 && phase > 0.0) {
-                    return Err(format!(
-                        "RTT {rtt} us, phase {phase} ms: both must be positive"
-                    ));
-                }
-                let mut vsc = sc.clone();
-                match fabric.as_str() {
-                    // The star's RTT crosses four links (two out, two back).
-                    "star" => vsc.topology.host_delay_ns = (rtt * 1000.0 / 4.0).round() as u64,
-                    // A k=4 fat-tree: host 0's multicast branches at its ToR (to host 1),
-                    // its aggregation switch (to hosts 2-3), a core and pod 1's switches
-                    // (to hosts 4-6). Fabric and core links run at 4x the host rate so that
-                    // only the receivers' downlinks bind, as the fair-share model assumes;
-                    // the RTT is that of the farthest receivers (12 link crossings).
-                    "fat-tree" => {
-                        let t = &mut vsc.topology;
-                        t.kind = "fat-tree".into();
-                        t.k = 4;
-                        t.fabric_gbps = 4.0 * t.host_gbps;
-                        t.core_gbps = 4.0 * t.host_gbps;
-                        let d = (rtt * 1000.0 / 12.0).round() as u64;
-                        (t.host_delay_ns, t.fabric_delay_ns, t.core_delay_ns) = (d, d, d);
-                    }
-                    other => {
-                        return Err(format!(
-                            "multicast.fabrics: {other:?} (expected \"star\" or \"fat-tree\")"
-                        ))
-                    }
-                }
-                vsc.multicast.phase_ms = phase;
-                vsc.multicast.start_ms = phase;
-                let (topo, line) = star(&vsc, base, "tmcf-robustness")?;
-                let end_ms = phase * (UNICASTS.len() as f64 + 2.0);
-                // The multicast outlasts the run at line rate, up to RDMA's 2 GiB message
-                // (100 ms phases would need 4 GB; the rate falls below line from the first
-                // unicast, and a multicast that ends early is reported, not judged).
-                let bytes = ((line * 1e9 / 8.0 * end_ms / 1e3) as u64).min(MAX_MESSAGE);
-                vsc.multicast.message = format!("{bytes}");
-                let trial = cpmp_trial(&vsc, line)?;
-                let runs = run_policies(&vsc, &topo, &trial)?;
-                let tables = analyse(&runs, &trial.receivers, line, 4);
-                for (run, ph) in &tables {
-                    let at = |k: usize| ph.iter().find(|p| p.congested == k);
-                    let _ = write!(text, "{fabric:<8} {rtt:>7} {phase:>9} {:<12}", run.policy);
-                    for k in [1, 3, 6] {
-                        match at(k) {
-                            Some(p) => {
-                                let _ = write!(text, " {:>9.2}", p.mean / p.fair);
-                            }
-                            None => {
-                                let _ = write!(text, " {:>9}", "-");
-                            }
-                        }
-                    }
-                    for k in [1, 6] {
-                        match at(k) {
-                            Some(p) => {
-                                let _ = write!(text, " {:>9.1}", p.source_cnps_per_ms);
-                            }
-                            None => {
-                                let _ = write!(text, " {:>9}", "-");
-                            }
-                        }
-                    }
-                    let early = run.done_ms.filter(|&d| d < trial.cut_ms);
-                    let verdict = match (at(6), early) {
-                        (_, Some(d)) => format!("not judged: the multicast ended at {d:.1} ms"),
-                        (Some(p), None) if crate::report::reproduced(p.mean / p.fair) => {
-                            "holds the fair share".into()
-                        }
-                        (Some(p), None) if p.mean < p.fair => "below the fair share".into(),
-                        (Some(_), None) => "above the fair share".into(),
-                        (None, None) => "no phase with 6".into(),
-                    };
-                    let _ = writeln!(text, "  {verdict}");
-                    for p in ph.iter().filter(|p| p.congested > 0) {
-                        let _ = writeln!(
-                            csv,
-                            "{fabric},{rtt},{phase},{},{},{:.3},{:.3},{:.4},{:.2}",
-                            run.policy,
-                            p.congested,
-                            p.mean,
-                            p.fair,
-                            p.mean / p.fair,
-                            p.source_cnps_per_ms
-                        );
-                    }
-                }
+                let mut vsc = robustness_scenario(sc, fabric, rtt, phase)?;
+                let label = format!("{fabric:<8} {rtt:>7} {phase:>9}");
+                robustness_cell(&mut vsc, base, &label, &mut text, &mut csv)?;
             }
         }
     }
@@ -668,10 +696,46 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
          CNP/ms: CNPs reaching the multicast's source per ms over the same half-phases (the multiplicity\n\
          problem would show as more CNPs with 6 congested paths than with 1)"
     );
-    Ok(EvalReport {
-        text,
-        files: vec![("tmcf-robustness.csv".into(), csv)],
-    })
+    let mut files = vec![("tmcf-robustness.csv".to_string(), csv)];
+    if !m.slots_us.is_empty() {
+        let rtt = m.rtts_us[0];
+        let line = sc.topology.host_gbps;
+        let phases: Vec<f64> = m
+            .phases_ms
+            .iter()
+            .copied()
+            .filter(|&p| cpmp_fits(line, p))
+            .collect();
+        let _ = writeln!(
+            text,
+            "\n# TMCF's slot length (rocast's sensitivity; the paper's slot is 50 us): tmcf on the star, RTT {rtt} us,\n\
+             phases that fit one 2 GiB multicast ({})\n{:>8} {:>9} {ROBUSTNESS_COLUMNS}",
+            phases
+                .iter()
+                .map(|p| format!("{p} ms"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            "slot us",
+            "phase ms"
+        );
+        let mut slot_csv = String::from(
+            "slot_us,phase_ms,policy,congested,gbps,fair,rate_over_fair,source_cnps_per_ms\n",
+        );
+        for &slot in &m.slots_us {
+            if slot == 0 {
+                return Err("multicast.slots_us: a slot must be positive".into());
+            }
+            for &phase in &phases {
+                let mut vsc = robustness_scenario(sc, "star", rtt, phase)?;
+                vsc.switch.cnp_window_us = slot;
+                vsc.multicast.cnp_policies = vec!["tmcf".into()];
+                let label = format!("{slot:>8} {phase:>9}");
+                robustness_cell(&mut vsc, base, &label, &mut text, &mut slot_csv)?;
+            }
+        }
+        files.push(("tmcf-slots.csv".into(), slot_csv));
+    }
+    Ok(EvalReport { text, files })
 }
 
 /// TMCF Figs 5–6, the moving bottleneck: a multicast from host 0 to receivers 1–6,

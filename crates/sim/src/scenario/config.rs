@@ -132,6 +132,9 @@ pub struct MulticastConfig {
     pub fabrics: Vec<String>,
     pub rtts_us: Vec<f64>,
     pub phases_ms: Vec<f64>,
+    /// TMCF robustness: TMCF slot lengths (µs) for the slot-sensitivity table; empty
+    /// skips it.
+    pub slots_us: Vec<u64>,
     /// PEEL: seeded instances of the approximation experiment (`peel-approx`), their
     /// failed-link fractions and destination counts (`groups`), both cycled, and the
     /// exact solver: `dp` (subset dynamic programming in Rust, the default) or `highs`
@@ -237,6 +240,7 @@ impl Default for MulticastConfig {
             group_fractions: vec![1.0],
             fabrics: vec!["star".into()],
             rtts_us: Vec::new(),
+            slots_us: Vec::new(),
             phases_ms: Vec::new(),
             instances: 200,
             fail_fractions: vec![0.05, 0.1, 0.2, 0.3],
