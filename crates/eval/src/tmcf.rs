@@ -503,8 +503,18 @@ pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     Ok(report(text, &tables, &runs, "tmcf-cpmp.csv"))
 }
 
-/// The largest RDMA message rocast's QPs take (2 GiB), rounded down to a page.
-const MAX_MESSAGE: u64 = (1 << 31) - 4096;
+/// The longest message a QP takes (2 GiB - 1).
+const MAX_MESSAGE: u64 = rocast_core::rnic::MAX_MESSAGE_BYTES as u64;
+
+/// Bytes a `line_gbps` link carries in `ms`.
+fn line_bytes(line_gbps: f64, ms: f64) -> u64 {
+    (line_gbps * 1e9 / 8.0 * ms / 1e3) as u64
+}
+
+/// When a CPMP run ends: a phase after the last unicast joined.
+fn cpmp_end_ms(start_ms: f64, phase_ms: f64) -> f64 {
+    start_ms + phase_ms * (UNICASTS.len() as f64 + 1.0)
+}
 
 /// The CPMP trial: the multicast, and one more unicast every `phase_ms` from
 /// `start_ms`, each outlasting the run at line rate (or 2 GiB, which still outlasts
@@ -512,8 +522,8 @@ const MAX_MESSAGE: u64 = (1 << 31) - 4096;
 /// cut in the table).
 fn cpmp_trial(sc: &Scenario, line: f64) -> Result<Trial, String> {
     let m = &sc.multicast;
-    let end_ms = m.start_ms + m.phase_ms * (UNICASTS.len() as f64 + 1.0);
-    let uni = ((line * 1e9 / 8.0 * end_ms / 1e3) as u64).min(MAX_MESSAGE);
+    let end_ms = cpmp_end_ms(m.start_ms, m.phase_ms);
+    let uni = line_bytes(line, end_ms).min(MAX_MESSAGE);
     Ok(Trial {
         source: 0,
         receivers: (1..=6).collect(),
@@ -577,26 +587,24 @@ fn robustness_scenario(
 
 /// Whether a multicast at line rate for the whole CPMP run fits one RDMA message.
 fn cpmp_fits(line_gbps: f64, phase: f64) -> bool {
-    line_gbps * 1e9 / 8.0 * phase * (UNICASTS.len() as f64 + 2.0) / 1e3 <= MAX_MESSAGE as f64
+    line_bytes(line_gbps, cpmp_end_ms(phase, phase)) <= MAX_MESSAGE
 }
 
 /// Runs one `tmcf-robustness` cell and appends its rows (`label` first) to the table
 /// and the CSV.
 fn robustness_cell(
-    vsc: &mut Scenario,
+    vsc: &Scenario,
     base: &Path,
     label: &str,
     text: &mut String,
     csv: &mut String,
 ) -> Result<(), String> {
     let (topo, line) = star(vsc, base, "tmcf-robustness")?;
-    let end_ms = vsc.multicast.phase_ms * (UNICASTS.len() as f64 + 2.0);
-    // The multicast outlasts the run at line rate, up to RDMA's 2 GiB message (100 ms
-    // phases would need 4 GB; the rate falls below line from the first unicast, and
-    // a multicast that ends early is reported, not judged).
-    let bytes = ((line * 1e9 / 8.0 * end_ms / 1e3) as u64).min(MAX_MESSAGE);
-    vsc.multicast.message = format!("{bytes}");
-    let trial = cpmp_trial(vsc, line)?;
+    let mut trial = cpmp_trial(vsc, line)?;
+    // The multicast outlasts the run at line rate, up to a QP's longest message (100 ms
+    // phases would need 4 GB; the rate falls below line from the first unicast, and a
+    // multicast that ends early is reported, not judged).
+    trial.message = line_bytes(line, trial.cut_ms).min(MAX_MESSAGE);
     let runs = run_policies(vsc, &topo, &trial)?;
     let tables = analyse(&runs, &trial.receivers, line, 4);
     for (run, ph) in &tables {
@@ -683,9 +691,9 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     for fabric in &m.fabrics {
         for &rtt in &m.rtts_us {
             for &phase in &m.phases_ms {
-                let mut vsc = robustness_scenario(sc, fabric, rtt, phase)?;
+                let vsc = robustness_scenario(sc, fabric, rtt, phase)?;
                 let label = format!("{fabric:<8} {rtt:>7} {phase:>9}");
-                robustness_cell(&mut vsc, base, &label, &mut text, &mut csv)?;
+                robustness_cell(&vsc, base, &label, &mut text, &mut csv)?;
             }
         }
     }
@@ -730,7 +738,7 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
                 vsc.switch.cnp_window_us = slot;
                 vsc.multicast.cnp_policies = vec!["tmcf".into()];
                 let label = format!("{slot:>8} {phase:>9}");
-                robustness_cell(&mut vsc, base, &label, &mut text, &mut slot_csv)?;
+                robustness_cell(&vsc, base, &label, &mut text, &mut slot_csv)?;
             }
         }
         files.push(("tmcf-slots.csv".into(), slot_csv));

@@ -339,6 +339,22 @@ impl PrefixLayout {
     pub fn rack(&self, rack: NodeId) -> Option<(u32, u32)> {
         self.rack_index.get(&rack).copied()
     }
+
+    /// (pod, id) of the rack a host sits under: its switch, or that switch's single
+    /// uplink when the switch is a GPU server's NIC (one tier below the racks).
+    pub fn host_rack(&self, topo: &Topology, host: NodeId) -> Option<(u32, u32)> {
+        let &(_, attach) = topo.ports(host).first()?;
+        self.rack(attach).or_else(|| {
+            let mut up = topo
+                .ports(attach)
+                .iter()
+                .filter(|&&(_, m)| !topo.is_host(m));
+            match (up.next(), up.next()) {
+                (Some(&(_, rack)), None) => self.rack(rack),
+                _ => None,
+            }
+        })
+    }
     /// The pod whose racks `plane` serves.
     pub fn plane_pod(&self, plane: NodeId) -> Option<u32> {
         self.plane_pod.get(&plane).copied()

@@ -30,6 +30,10 @@ pub enum RxDrop {
     QpInError,
 }
 
+/// The longest message one work request carries: RoCE's DMA length field is 32 bits,
+/// and RC messages stop at 2^31 - 1 bytes.
+pub const MAX_MESSAGE_BYTES: usize = i32::MAX as usize;
+
 /// Why a work request could not be posted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PostError {
@@ -163,7 +167,7 @@ impl RcQueuePair {
         if self.req.failed {
             return Err(PostError::QpInError);
         }
-        if req.data.len() > i32::MAX as usize {
+        if req.data.len() > MAX_MESSAGE_BYTES {
             return Err(PostError::TooLong(req.data.len()));
         }
         self.req.post(&self.cfg, req);

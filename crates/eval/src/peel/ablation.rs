@@ -18,7 +18,7 @@ use rocast_sim::multicast::collective::CollectiveScheme;
 use rocast_sim::scenario::topology::build_topology;
 use rocast_sim::Scenario;
 
-use super::figures::{fig5_points, fig6_points, fig7_points, stat_at, Point, Stat};
+use super::figures::{fig5_points, fig6_points, fig7_points, ratio_at, Point, Stat, PEEL_CLAIMS};
 use crate::report::EvalReport;
 
 /// One variant: a name, what it changes, where the value comes from, and its `--set`s.
@@ -121,7 +121,8 @@ const FIG7: &[&str] = &[
     "multicast.schemes=[\"peel\",\"ring\",\"binary-tree\"]",
 ];
 
-/// One column: a ratio of two schemes' statistic at a figure's point.
+/// One column: a ratio of two schemes' statistic at a point of figure `fig` (0, 1, 2:
+/// Figs 5, 6, 7).
 struct Column {
     head: &'static str,
     fig: usize,
@@ -129,51 +130,38 @@ struct Column {
     stat: Stat,
     slower: CollectiveScheme,
     faster: CollectiveScheme,
-    /// The paper's figure for this exact point, where it states one.
-    paper: Option<f64>,
+}
+
+impl Column {
+    /// The paper's figure for this exact ratio, where `PEEL_CLAIMS` states one.
+    fn paper(&self) -> Option<f64> {
+        let figure = ["peel-fig5", "peel-fig6", "peel-fig7"][self.fig];
+        PEEL_CLAIMS
+            .iter()
+            .find(|c| {
+                (c.figure, c.x, c.stat, c.slower, c.faster)
+                    == (figure, self.x, self.stat, self.slower, self.faster)
+            })
+            .map(|c| c.paper)
+    }
 }
 
 const MB: f64 = (1u64 << 20) as f64;
 
 fn columns() -> Vec<Column> {
     use CollectiveScheme::*;
-    let c = |head, fig, x, stat, slower, faster, paper| Column {
+    let c = |head, fig, x, stat, slower, faster| Column {
         head,
         fig,
         x,
         stat,
         slower,
         faster,
-        paper,
     };
     vec![
-        c(
-            "f5 2M peel/opt",
-            0,
-            2.0 * MB,
-            Stat::Mean,
-            Peel,
-            Optimal,
-            Some(1.23),
-        ),
-        c(
-            "f5 32M peel/opt",
-            0,
-            32.0 * MB,
-            Stat::Mean,
-            Peel,
-            Optimal,
-            None,
-        ),
-        c(
-            "f5 2M orca/peel p99",
-            0,
-            2.0 * MB,
-            Stat::P99,
-            Orca,
-            Peel,
-            Some(101.0),
-        ),
+        c("f5 2M peel/opt", 0, 2.0 * MB, Stat::Mean, Peel, Optimal),
+        c("f5 32M peel/opt", 0, 32.0 * MB, Stat::Mean, Peel, Optimal),
+        c("f5 2M orca/peel p99", 0, 2.0 * MB, Stat::P99, Orca, Peel),
         c(
             "f5 32M cores/opt",
             0,
@@ -181,29 +169,12 @@ fn columns() -> Vec<Column> {
             Stat::Mean,
             PeelCores,
             Optimal,
-            None,
         ),
-        c("f6 ring/peel", 1, 256.0, Stat::Mean, Ring, Peel, Some(5.0)),
-        c(
-            "f6 tree/peel",
-            1,
-            256.0,
-            Stat::Mean,
-            BinaryTree,
-            Peel,
-            Some(13.0),
-        ),
-        c("f6 orca/peel", 1, 256.0, Stat::Mean, Orca, Peel, Some(2.5)),
-        c("f7 ring/peel p99", 2, 0.1, Stat::P99, Ring, Peel, Some(3.0)),
-        c(
-            "f7 tree/peel p99",
-            2,
-            0.1,
-            Stat::P99,
-            BinaryTree,
-            Peel,
-            Some(30.0),
-        ),
+        c("f6 ring/peel", 1, 256.0, Stat::Mean, Ring, Peel),
+        c("f6 tree/peel", 1, 256.0, Stat::Mean, BinaryTree, Peel),
+        c("f6 orca/peel", 1, 256.0, Stat::Mean, Orca, Peel),
+        c("f7 ring/peel p99", 2, 0.1, Stat::P99, Ring, Peel),
+        c("f7 tree/peel p99", 2, 0.1, Stat::P99, BinaryTree, Peel),
     ]
 }
 
@@ -246,7 +217,7 @@ pub fn ablation(sc: &Scenario) -> Result<EvalReport, String> {
     let _ = writeln!(text);
     let _ = write!(text, "{:<17}", "paper");
     for c in &cols {
-        match c.paper {
+        match c.paper() {
             Some(p) => {
                 let _ = write!(text, " {:>9.2}", p);
             }
@@ -271,11 +242,7 @@ pub fn ablation(sc: &Scenario) -> Result<EvalReport, String> {
         let _ = write!(text, "{:<17}", v.name);
         let _ = write!(csv, "{},{}", v.name, v.sets.join(" ").replace(',', ";"));
         for c in &cols {
-            let p = &points[c.fig];
-            let r = stat_at(p, c.x, c.slower, c.stat)
-                .zip(stat_at(p, c.x, c.faster, c.stat))
-                .map(|(a, b)| a / b);
-            match r {
+            match ratio_at(&points[c.fig], c.x, c.stat, c.slower, c.faster) {
                 Some(r) => {
                     let _ = write!(text, " {:>9.3}", r);
                     let _ = write!(csv, ",{r:.4}");
@@ -357,6 +324,13 @@ mod tests {
                 }
             }
         }
+        // The columns with a paper figure find it among the claims.
+        let papers: Vec<Option<f64>> = columns().iter().map(Column::paper).collect();
+        assert_eq!(
+            papers.iter().filter(|p| p.is_some()).count(),
+            7,
+            "{papers:?}"
+        );
         let names: std::collections::BTreeSet<_> = VARIANTS.iter().map(|v| v.name).collect();
         assert_eq!(names.len(), VARIANTS.len());
     }

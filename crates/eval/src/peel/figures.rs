@@ -390,9 +390,20 @@ pub(crate) fn stat_at(
     })
 }
 
+/// `stat` of `slower` over `stat` of `faster` at `x`, if both ran.
+pub(crate) fn ratio_at(
+    points: &[Point],
+    x: f64,
+    stat: Stat,
+    slower: CollectiveScheme,
+    faster: CollectiveScheme,
+) -> Option<f64> {
+    Some(stat_at(points, x, slower, stat)? / stat_at(points, x, faster, stat)?)
+}
+
 /// rocast's ratio for a claim, if both its points ran.
-pub(crate) fn claim_ratio(c: &PeelClaim, points: &[Point]) -> Option<f64> {
-    Some(stat_at(points, c.x, c.slower, c.stat)? / stat_at(points, c.x, c.faster, c.stat)?)
+fn claim_ratio(c: &PeelClaim, points: &[Point]) -> Option<f64> {
+    ratio_at(points, c.x, c.stat, c.slower, c.faster)
 }
 
 /// "reproduced" (within `report::reproduced`), else which way rocast's figure lies.
@@ -503,6 +514,7 @@ fn placement(sc: &Scenario, topo: &Topology) -> Result<JobPlacement, String> {
 fn poisson_jobs(
     sc: &Scenario,
     topo: &Topology,
+    place: &JobPlacement,
     gpus: u32,
     bytes: u64,
 ) -> Result<Vec<BroadcastJob>, String> {
@@ -518,7 +530,7 @@ fn poisson_jobs(
         sc.multicast.load,
         nic,
         sc.seed ^ bytes ^ (gpus as u64) << 40,
-        &placement(sc, topo)?,
+        place,
     )
 }
 
@@ -529,9 +541,10 @@ fn poisson_points(
     topo: &Topology,
     xs: &[(f64, u32, u64)],
 ) -> Result<Vec<Point>, String> {
+    let place = placement(sc, topo)?;
     let mut work = Vec::new();
     for &(x, gpus, bytes) in xs {
-        let jobs = poisson_jobs(sc, topo, gpus, bytes)?;
+        let jobs = poisson_jobs(sc, topo, &place, gpus, bytes)?;
         for scheme in schemes(sc)? {
             work.push((x, scheme, jobs.clone()));
         }
@@ -744,10 +757,13 @@ pub fn fig4(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     );
     for &g in &sc.multicast.groups {
         let x = g as f64;
-        let r = stat_at(&points, x, CollectiveScheme::Orca, Stat::P99)
-            .zip(stat_at(&points, x, CollectiveScheme::Optimal, Stat::P99))
-            .map(|(a, b)| a / b);
-        match r {
+        match ratio_at(
+            &points,
+            x,
+            Stat::P99,
+            CollectiveScheme::Orca,
+            CollectiveScheme::Optimal,
+        ) {
             Some(r) => {
                 let _ = writeln!(
                     text,
@@ -812,6 +828,9 @@ const GUARD_PAPER: f64 = 12.0;
 pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     let m = &sc.multicast;
     let size = parse_bytes(&m.message)?;
+    // The variants change NIC settings only: one fabric for all.
+    let topo = build_topology(sc, base)?;
+    let x = m.group as f64;
     let mut rows = Vec::new();
     for (name, what, interval, guard, preset) in GUARD_VARIANTS {
         let mut vsc = sc.clone();
@@ -821,8 +840,7 @@ pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         let sets = format!(
             "--set nic.cnp_interval_us={interval} --set nic.cnp_guard_us={guard} --set nic.dcqcn_preset=\"{preset}\""
         );
-        let topo = build_topology(&vsc, base)?;
-        let points = poisson_points(&vsc, &topo, &[(m.group as f64, m.group, size)])?;
+        let points = poisson_points(&vsc, &topo, &[(x, m.group, size)])?;
         rows.push((name, what, sets, points));
     }
     let mut text = format!(
@@ -843,10 +861,8 @@ pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     let mut csv = String::from("figure,variant,scheme,jobs,mean_ms,p99_ms,source_feedback\n");
     // A variant's p99 for a scheme, if both ran.
     let p99_of = |variant: &str, scheme| {
-        rows.iter()
-            .find(|r| r.0 == variant)
-            .and_then(|r| r.3.iter().find(|p| p.scheme == scheme))
-            .map(|p| mean_p99(&p.cct_ms).1)
+        let row = rows.iter().find(|r| r.0 == variant)?;
+        stat_at(&row.3, x, scheme, Stat::P99)
     };
     for (name, _, _, points) in &rows {
         for p in points {
@@ -886,12 +902,14 @@ pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
             }
         }
     }
+    let receivers = servers_of(sc, m.group).saturating_sub(1);
     let _ = writeln!(
         text,
-        "  why: a 64-GPU job has 7 receiving servers, so at most 7 CNPs per 50 us reach the source; HPCC's\n  \
+        "  why: a {}-GPU job has {receivers} receiving servers, so at most {receivers} CNPs per 50 us reach the source; HPCC's\n  \
          DCQCN (receiver-limiter) already merges them into one cut per 4 us check, and removing the receivers'\n  \
          spacing (guard) lets more CNPs raise DCQCN's alpha. Only a source that cuts on every CNP (every-cnp)\n  \
-         is slower than the guard; the paper's 12x needs more CNPs per cut than this fan-out gives."
+         is slower than the guard; the paper's 12x needs more CNPs per cut than this fan-out gives.",
+        m.group
     );
     let _ = writeln!(text, "\nvariants:");
     for (name, what, sets, _) in &rows {

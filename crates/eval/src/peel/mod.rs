@@ -38,6 +38,13 @@ pub mod steiner_dp;
 pub mod steiner_exact;
 pub mod transfer;
 
+/// A k-ary fat-tree for the offline figures (rule counts, Bloom-filter headers): link
+/// rates and delays do not enter them.
+fn offline_fat_tree(k: u32) -> Result<Topology, String> {
+    let tier = TierSpec::new(100_000_000_000, Duration::from_ns(1000));
+    Topology::fat_tree(k, 1, tier, tier, tier).map_err(|e| e.to_string())
+}
+
 /// Rule counts and header bits per fat-tree arity (PEEL §3.2).
 pub fn rules(sc: &Scenario) -> Result<EvalReport, String> {
     let mut text = String::new();
@@ -69,8 +76,7 @@ pub fn rules(sc: &Scenario) -> Result<EvalReport, String> {
         let rules = static_rules(racks).len();
         // Build the fabric and derive its layout from the wiring where that is cheap.
         let wired = if k <= 64 {
-            let tier = TierSpec::new(100_000_000_000, Duration::from_ns(1000));
-            let t = Topology::fat_tree(k, 1, tier, tier, tier).map_err(|e| e.to_string())?;
+            let t = offline_fat_tree(k)?;
             let l = PrefixLayout::from_topology(&t).map_err(|e| e.to_string())?;
             l.max_rules().to_string()
         } else {

@@ -23,8 +23,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use rocast_core::plan::multicast_tree::{symmetric_tree, MulticastTree};
-use rocast_core::plan::{Routes, TierSpec, Topology};
-use rocast_core::time::Duration;
+use rocast_core::plan::{Routes, Topology};
 use rocast_sim::multicast::collective::RackMap;
 use rocast_sim::scenario::topology::build_topology;
 use rocast_sim::scenario::workload::sample_hosts;
@@ -63,10 +62,12 @@ pub(crate) fn nccl_btree_parent(n: u32, r: u32) -> u32 {
     }
 }
 
+const IN_BAND: &str = "in the paper's 1.7-1.8";
+
 /// Where Fig 1's ratio sits against the paper's 70–80% band.
 fn band_verdict(ratio: f64) -> &'static str {
     if (1.695..=1.805).contains(&ratio) {
-        "in the paper's 1.7-1.8"
+        IN_BAND
     } else if ratio < 1.7 {
         "below the paper's 1.7-1.8"
     } else {
@@ -121,24 +122,15 @@ pub fn fig1(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         let leaves = servers.div_ceil(hosts_per_rack);
         let tree = symmetric_tree(&topo, members[0], &members[1..]).map_err(|e| e.to_string())?;
         let opt = tree_core_links(&topo, &tree);
-        let mut ring = 0;
-        for w in members.windows(2) {
-            ring += unicast_core_links(&topo, &routes, w[0], w[1])?;
-        }
-        let mut btree = 0;
-        for r in 1..servers {
-            btree += unicast_core_links(&topo, &routes, members[(r - 1) / 2], members[r])?;
-        }
-        let mut nccl = 0;
-        for r in 1..servers as u32 {
-            let parent = nccl_btree_parent(servers as u32, r);
-            nccl += unicast_core_links(
-                &topo,
-                &routes,
-                members[parent as usize],
-                members[r as usize],
-            )?;
-        }
+        // Every rank r > 0 receives once, from its parent in the overlay.
+        let overlay = |parent: &dyn Fn(usize) -> usize| -> Result<usize, String> {
+            (1..servers).try_fold(0, |sum, r| {
+                Ok(sum + unicast_core_links(&topo, &routes, members[parent(r)], members[r])?)
+            })
+        };
+        let ring = overlay(&|r| r - 1)?;
+        let btree = overlay(&|r| (r - 1) / 2)?;
+        let nccl = overlay(&|r| nccl_btree_parent(servers as u32, r as u32) as usize)?;
         let per_opt = |c: usize| c as f64 / opt.max(1) as f64;
         let (rr, tr, nr) = (per_opt(ring), per_opt(btree), per_opt(nccl));
         if opt == 0 {
@@ -148,13 +140,12 @@ pub fn fig1(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
                 "-", "-", "-"
             );
         } else {
+            let (vr, vn) = (band_verdict(rr), band_verdict(nr));
             let _ = writeln!(
                 text,
-                "{g:>6} {servers:>8} {leaves:>7} {opt:>8} {ring:>6} {btree:>6} {nccl:>6} {rr:>9.3} {tr:>9.3} {nr:>9.3}  {}; {}",
-                band_verdict(rr),
-                band_verdict(nr)
+                "{g:>6} {servers:>8} {leaves:>7} {opt:>8} {ring:>6} {btree:>6} {nccl:>6} {rr:>9.3} {tr:>9.3} {nr:>9.3}  {vr}; {vn}"
             );
-            if band_verdict(rr).starts_with("in") || band_verdict(nr).starts_with("in") {
+            if vr == IN_BAND || vn == IN_BAND {
                 in_band.push(g);
             }
         }
@@ -253,8 +244,7 @@ pub fn fig3(sc: &Scenario) -> Result<EvalReport, String> {
         if k < 4 || k % 2 != 0 || k > 64 {
             return Err(format!("multicast.ks: {k} is not an even arity in 4..=64"));
         }
-        let tier = TierSpec::new(100_000_000_000, Duration::from_ns(1000));
-        let topo = Topology::fat_tree(k, 1, tier, tier, tier).map_err(|e| e.to_string())?;
+        let topo = super::offline_fat_tree(k)?;
         let hosts = topo.num_hosts() as u32;
         for &f in &m.group_fractions {
             let members = ((hosts as f64 * f).round() as u32).clamp(2, hosts);
@@ -294,8 +284,8 @@ pub fn fig3(sc: &Scenario) -> Result<EvalReport, String> {
         text,
         "\npaper vs rocast (first k whose header passes 1500 B; paper: the first arity above 32):"
     );
+    let first_above_32 = m.ks.iter().copied().filter(|&k| k > 32).min();
     for ((f, p), c) in &crossing {
-        let first_above_32 = m.ks.iter().copied().filter(|&k| k > 32).min();
         let verdict = match (c, first_above_32) {
             (Some(k), Some(a)) if *k == a => "reproduced".to_string(),
             (Some(k), _) if *k <= 32 => format!("differs: already at k={k}"),
@@ -343,8 +333,7 @@ mod tests {
         // the other ToR of the pod and a core; the core → 3 pods' aggs, each → 2 ToRs;
         // 7 ToRs → 2 hosts each: 27 downstream pairs. Leaks: the source ToR's and its
         // agg's spare uplink, the 3 aggs' other core port, the 7 ToRs' other agg: 12.
-        let tier = TierSpec::new(100_000_000_000, Duration::from_ns(1000));
-        let topo = Topology::fat_tree(4, 1, tier, tier, tier).unwrap();
+        let topo = crate::peel::offline_fat_tree(4).unwrap();
         let dests: Vec<u32> = (1..16).collect();
         let tree = symmetric_tree(&topo, 0, &dests).unwrap();
         assert_eq!(tree_pairs(&topo, &tree), (27, 12));

@@ -301,7 +301,7 @@ struct GroupRun<'s> {
 impl<'s> GroupRun<'s> {
     fn new(engine: &mut Engine, spec: &'s CepheusSpec) -> Result<Self, String> {
         let mcst = spec.mcst_id.to_u32();
-        if spec.message_bytes > i32::MAX as u64 {
+        if spec.message_bytes > rocast_core::rnic::MAX_MESSAGE_BYTES as u64 {
             return Err(format!(
                 "a message of {} bytes exceeds RDMA's 2 GiB message limit",
                 spec.message_bytes

@@ -523,23 +523,9 @@ impl RackMap {
             .map(|p| vec![Vec::new(); p.racks.len()])
             .collect();
         for h in 0..topo.num_hosts() as u32 {
-            let attach = topo
-                .ports(h)
-                .first()
-                .map(|&(_, s)| s)
-                .ok_or_else(|| format!("host {h} has no link"))?;
-            let rack = layout.rack(attach).or_else(|| {
-                let up: Vec<_> = topo
-                    .ports(attach)
-                    .iter()
-                    .filter(|&&(_, m)| m != h)
-                    .collect();
-                match up.as_slice() {
-                    [(_, r)] => layout.rack(*r),
-                    _ => None,
-                }
-            });
-            let (pod, id) = rack.ok_or_else(|| format!("host {h} sits under no rack"))?;
+            let (pod, id) = layout
+                .host_rack(topo, h)
+                .ok_or_else(|| format!("host {h} sits under no rack"))?;
             pods[pod as usize][id as usize].push(h);
         }
         Ok(RackMap { pods })
@@ -549,34 +535,27 @@ impl RackMap {
     /// the window drawn uniformly among those achieving that minimum.
     fn place(&self, n: u32, aligned: bool, rng: &mut ChaCha8Rng) -> Option<Vec<u32>> {
         let n = n as usize;
-        let may_start = |start: usize, len: usize| !aligned || start % len.next_power_of_two() == 0;
-        let take = |racks: &mut dyn Iterator<Item = &Vec<u32>>| -> Vec<u32> {
-            racks.flatten().copied().take(n).collect()
-        };
-        // Inside one pod: windows of the fewest consecutive racks that hold n.
-        let mut best = usize::MAX;
-        let mut windows: Vec<(usize, usize, usize)> = Vec::new();
+        let mut pick =
+            |windows: &[(usize, usize)]| windows[rng.next_u32() as usize % windows.len()];
+        // Inside one pod: the fewest consecutive racks that hold n, over every pod.
+        let mut best = (usize::MAX, Vec::new());
         for (p, racks) in self.pods.iter().enumerate() {
-            for start in 0..racks.len() {
-                let mut held = 0;
-                for (len, r) in racks[start..].iter().enumerate() {
-                    held += r.len();
-                    if held >= n {
-                        if len + 1 < best {
-                            best = len + 1;
-                            windows.clear();
-                        }
-                        if len + 1 == best && may_start(start, best) {
-                            windows.push((p, start, len + 1));
-                        }
-                        break;
-                    }
-                }
+            let sizes: Vec<usize> = racks.iter().map(Vec::len).collect();
+            let (len, starts) = fewest_holding(&sizes, n, aligned);
+            if len < best.0 {
+                best = (len, Vec::new());
+            }
+            if len == best.0 {
+                best.1.extend(starts.into_iter().map(|s| (p, s)));
             }
         }
+        let (len, windows) = best;
+        let hosts = |racks: &mut dyn Iterator<Item = &Vec<u32>>| -> Vec<u32> {
+            racks.flatten().copied().take(n).collect()
+        };
         if !windows.is_empty() {
-            let (p, start, len) = windows[(rng.next_u32() as usize) % windows.len()];
-            return Some(take(&mut self.pods[p][start..start + len].iter()));
+            let (p, start) = pick(&windows);
+            return Some(hosts(&mut self.pods[p][start..start + len].iter()));
         }
         // Whole pods: the fewest consecutive pods that hold n.
         let sizes: Vec<usize> = self
@@ -584,27 +563,40 @@ impl RackMap {
             .iter()
             .map(|p| p.iter().map(Vec::len).sum())
             .collect();
-        let mut starts = Vec::new();
-        let mut best = usize::MAX;
-        for start in 0..sizes.len() {
-            let mut held = 0;
-            for (len, s) in sizes[start..].iter().enumerate() {
-                held += s;
-                if held >= n {
-                    if len + 1 < best {
-                        best = len + 1;
-                        starts.clear();
-                    }
-                    if len + 1 == best && may_start(start, best) {
-                        starts.push(start);
-                    }
-                    break;
+        let (len, starts) = fewest_holding(&sizes, n, aligned);
+        let windows: Vec<(usize, usize)> = starts.into_iter().map(|s| (0, s)).collect();
+        if windows.is_empty() {
+            return None;
+        }
+        let (_, start) = pick(&windows);
+        Some(hosts(&mut self.pods[start..start + len].iter().flatten()))
+    }
+}
+
+/// The fewest consecutive `sizes` that add up to `n` or more, and every start of such
+/// a window (with `aligned`, only starts at a multiple of the length rounded up to a
+/// power of two); `usize::MAX` and none if no window holds `n`.
+fn fewest_holding(sizes: &[usize], n: usize, aligned: bool) -> (usize, Vec<usize>) {
+    let mut best = usize::MAX;
+    let mut starts = Vec::new();
+    for start in 0..sizes.len() {
+        let mut held = 0;
+        for (i, s) in sizes[start..].iter().enumerate() {
+            held += s;
+            if held >= n {
+                let len = i + 1;
+                if len < best {
+                    best = len;
+                    starts.clear();
                 }
+                if len == best && (!aligned || start % len.next_power_of_two() == 0) {
+                    starts.push(start);
+                }
+                break;
             }
         }
-        let start = *starts.get((rng.next_u32() as usize) % starts.len().max(1))?;
-        Some(take(&mut self.pods[start..start + best].iter().flatten()))
     }
+    (best, starts)
 }
 
 /// Poisson arrivals of `count` Broadcasts of `bytes` among `gpus` hosts placed by
@@ -639,20 +631,15 @@ pub fn poisson_broadcasts(
     let mut jobs = Vec::with_capacity(count as usize);
     for _ in 0..count {
         t += -uniform(&mut rng).max(f64::MIN_POSITIVE).ln() / rate;
-        let members = match placement {
+        let mut members: Vec<u32> = match placement {
             JobPlacement::Consecutive => {
                 let first = (rng.next_u32() % servers) * per;
-                (0..gpus).map(|g| (first + g) % hosts).collect()
+                Some((0..gpus).map(|g| (first + g) % hosts).collect())
             }
-            JobPlacement::BinPacked(map) | JobPlacement::Aligned(map) => map
-                .place(
-                    gpus,
-                    matches!(placement, JobPlacement::Aligned(_)),
-                    &mut rng,
-                )
-                .ok_or_else(|| format!("{gpus} hosts do not fit the fabric's racks"))?,
-        };
-        let mut members: Vec<u32> = members;
+            JobPlacement::BinPacked(map) => map.place(gpus, false, &mut rng),
+            JobPlacement::Aligned(map) => map.place(gpus, true, &mut rng),
+        }
+        .ok_or_else(|| format!("{gpus} hosts do not fit the fabric's racks"))?;
         // The root is any member: a job's GPUs take turns broadcasting (a fixed
         // first-member root would pile every job of a window onto one NIC).
         let root = (rng.next_u32() % members.len() as u32) as usize;
