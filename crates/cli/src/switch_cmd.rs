@@ -37,7 +37,7 @@ pub struct SwitchCmd {
     /// MFT capacity in groups (0 refuses every registration).
     #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_MAX_GROUPS)]
     max_groups: usize,
-    /// CNP filter: cepheus, tmcf or forward-all.
+    /// CNP filter: cepheus, tmcf, tmcf-damped (rocast's own) or forward-all.
     #[arg(long, default_value = rocast_core::switch::frame::DEFAULT_CNP_FILTER)]
     cnp_filter: String,
     /// TMCF slot or Cepheus aging window, microseconds.

@@ -301,7 +301,8 @@ fn tmcf_cpmp_preset_separates_the_policies() {
     let out = out_dir("cpmp");
     let r = rocast(&["sim", "--preset", "tmcf-cpmp", "--out", &out]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    // The row with all six paths congested: forward-all, tmcf, cepheus, guard, fair.
+    // The row with all six paths congested: forward-all, tmcf, tmcf-damped, cepheus,
+    // guard, fair.
     let row: Vec<f64> = r
         .stdout
         .lines()
@@ -311,10 +312,24 @@ fn tmcf_cpmp_preset_separates_the_policies() {
         .skip(1)
         .map(|x| x.parse().unwrap())
         .collect();
-    let (fa, tmcf, fair) = (row[0], row[1], row[4]);
+    let (fa, tmcf, damped, fair) = (row[0], row[1], row[2], row[5]);
     assert_eq!(fair, 20.0);
     assert!(fa < 0.6 * fair, "forward-all {fa}");
     assert!(tmcf > 0.65 * fair && tmcf > 1.3 * fa, "tmcf {tmcf} vs {fa}");
+    // rocast's damped variant holds more than TMCF with six congested paths.
+    assert!(damped > tmcf, "tmcf-damped {damped} vs tmcf {tmcf}");
+    // The paper's two claims, each with its per-phase ratios and a verdict.
+    let claim = |c: &str| {
+        r.stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(c))
+            .unwrap_or_else(|| panic!("{c}: {}", r.stdout))
+            .to_string()
+    };
+    assert!(claim("forward-all's rate collapses").ends_with("reproduced"));
+    let t = claim("TMCF holds the fair share");
+    assert!(t.ends_with("reproduced") || t.ends_with("differs"), "{t}");
+    assert_eq!(t.matches('.').count(), 6, "six congested phases: {t}");
     let csv = std::fs::read_to_string(Path::new(&out).join("tmcf-cpmp.csv")).unwrap();
     assert!(csv.starts_with("ms,policy,gbps,u0_gbps,"));
     // The per-phase table: with six congested paths TMCF's Jain index is above
@@ -384,6 +399,12 @@ fn tmcf_moving_preset_follows_the_worst_bottleneck() {
         "{:?}",
         tmcf.converge_ms
     );
+    assert!(
+        r.stdout
+            .contains("TMCF follows the worst bottleneck as it moves, and back: tmcf ["),
+        "{}",
+        r.stdout
+    );
     let bad = sim(
         "tmcf-moving",
         &out_dir("moving-bad"),
@@ -447,9 +468,25 @@ fn tmcf_robustness_runs_each_cell() {
             "multicast.phases_ms=[1.0]",
             "multicast.cnp_policies=[\"forward-all\", \"tmcf\"]",
             "multicast.slots_us=[1000]",
+            "multicast.damped_zs=[100.0]",
         ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // rocast's damped TMCF per margin z: one row, z = 100 at the 1 ms phase.
+    let z_rows = r
+        .stdout
+        .lines()
+        .filter(|l| l.split_whitespace().take(3).collect::<Vec<_>>() == ["100", "1", "tmcf-damped"])
+        .count();
+    assert_eq!(z_rows, 1, "{}", r.stdout);
+    let zs = std::fs::read_to_string(Path::new(&out).join("tmcf-damped-z.csv")).unwrap();
+    assert!(zs.starts_with("z,phase_ms,policy,"), "{zs}");
+    assert!(
+        zs.lines()
+            .skip(1)
+            .all(|l| l.starts_with("100,1,tmcf-damped,")),
+        "{zs}"
+    );
     // The slot table: TMCF alone, one row for the 1 ms phase.
     let slot_rows: Vec<&str> = r
         .stdout
@@ -502,6 +539,18 @@ fn tmcf_robustness_runs_each_cell() {
     );
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("multicast.slots_us"), "{}", bad.stderr);
+    let bad = sim(
+        "tmcf-robustness",
+        &out,
+        &[
+            "multicast.phases_ms=[1.0]",
+            "multicast.rtts_us=[4.0]",
+            "multicast.slots_us=[]",
+            "multicast.damped_zs=[-1.0]",
+        ],
+    );
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains("multicast.damped_zs"), "{}", bad.stderr);
     let bad = sim("tmcf-robustness", &out, &["multicast.rtts_us=[]"]);
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("rtts_us"), "{}", bad.stderr);

@@ -94,10 +94,10 @@ fn with_policy(sc: &Scenario, policy: &str) -> Result<Scenario, String> {
             sc.switch.cnp_filter = "forward-all".into();
             sc.nic.cnp_guard_us = 50;
         }
-        "forward-all" | "tmcf" | "cepheus" => sc.switch.cnp_filter = policy.into(),
+        "forward-all" | "tmcf" | "tmcf-damped" | "cepheus" => sc.switch.cnp_filter = policy.into(),
         other => {
             return Err(format!(
-                "multicast.cnp_policies: {other:?} (expected forward-all, tmcf, cepheus or guard)"
+                "multicast.cnp_policies: {other:?} (expected forward-all, tmcf, tmcf-damped, cepheus or guard)"
             ))
         }
     }
@@ -500,7 +500,58 @@ pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         text,
         "\nGb/s of the multicast's sending rate, mean over the second half of each phase\n"
     );
-    Ok(report(text, &tables, &runs, "tmcf-cpmp.csv"))
+    let mut r = report(text, &tables, &runs, "tmcf-cpmp.csv");
+    r.text.push_str(&headline_verdicts(
+        &tables,
+        &[
+            (
+                "TMCF holds the fair share as congested paths are added",
+                "tmcf",
+                true,
+            ),
+            (
+                "forward-all's rate collapses below the fair share",
+                "forward-all",
+                false,
+            ),
+        ],
+    ));
+    r.text.push_str(&fairness_verdicts(&tables));
+    Ok(r)
+}
+
+/// The paper's headline claims, one row each: `(claim, policy, holds)` — `holds`:
+/// the policy's rate stays within 0.8–1.25 of its fair share in every phase with a
+/// congested path; else (a collapse) it ends the run below 0.8 of it. A policy the
+/// run did not compare is said so.
+fn headline_verdicts(tables: &[(&PolicyRun, Vec<Phase>)], claims: &[(&str, &str, bool)]) -> String {
+    let mut out = String::from(
+        "\npaper vs rocast (the paper's claims; rate over fair share per congested phase):\n",
+    );
+    for &(claim, policy, holds) in claims {
+        let Some((_, phases)) = tables.iter().find(|(r, _)| r.policy == policy) else {
+            let _ = writeln!(out, "  {claim}: {policy} not in multicast.cnp_policies");
+            continue;
+        };
+        let ratios: Vec<f64> = phases
+            .iter()
+            .filter(|p| p.congested > 0 && p.fair > 0.0)
+            .map(|p| p.mean / p.fair)
+            .collect();
+        let ok = if holds {
+            !ratios.is_empty() && ratios.iter().all(|&x| crate::report::reproduced(x))
+        } else {
+            ratios.last().is_some_and(|&x| x < 0.8)
+        };
+        let shown: Vec<String> = ratios.iter().map(|x| format!("{x:.2}")).collect();
+        let _ = writeln!(
+            out,
+            "  {claim}: {policy} [{}]  {}",
+            shown.join(" "),
+            if ok { "reproduced" } else { "differs" }
+        );
+    }
+    out
 }
 
 /// The longest message a QP takes (2 GiB - 1).
@@ -658,6 +709,32 @@ fn robustness_cell(
     Ok(())
 }
 
+/// The CSV columns of a robustness row after the ones naming its cell.
+const ROBUSTNESS_CSV_TAIL: &str =
+    "phase_ms,policy,congested,gbps,fair,rate_over_fair,source_cnps_per_ms\n";
+
+/// One sensitivity table's rows for the parameter value `value`: the star at `rtt`,
+/// per phase, with `set` applied to the scenario.
+#[allow(clippy::too_many_arguments)]
+fn sensitivity_cells<T: std::fmt::Display>(
+    sc: &Scenario,
+    base: &Path,
+    rtt: f64,
+    phases: &[f64],
+    text: &mut String,
+    csv: &mut String,
+    value: T,
+    set: impl Fn(&mut Scenario),
+) -> Result<(), String> {
+    for &phase in phases {
+        let mut vsc = robustness_scenario(sc, "star", rtt, phase)?;
+        set(&mut vsc);
+        let label = format!("{value:>8} {phase:>9}");
+        robustness_cell(&vsc, base, &label, text, csv)?;
+    }
+    Ok(())
+}
+
 const ROBUSTNESS_COLUMNS: &str = "policy          1 cong    3 cong    6 cong  CNP/ms 1  CNP/ms 6  verdict at 6 (0.8-1.25x of fair)";
 
 /// TMCF's claim checked across fabrics, RTTs and phase lengths (issue 23 point 4):
@@ -685,9 +762,7 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         "{:<8} {:>7} {:>9} {ROBUSTNESS_COLUMNS}",
         "fabric", "RTT us", "phase ms"
     );
-    let mut csv = String::from(
-        "fabric,rtt_us,phase_ms,policy,congested,gbps,fair,rate_over_fair,source_cnps_per_ms\n",
-    );
+    let mut csv = format!("fabric,rtt_us,{ROBUSTNESS_CSV_TAIL}");
     for fabric in &m.fabrics {
         for &rtt in &m.rtts_us {
             for &phase in &m.phases_ms {
@@ -705,43 +780,79 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
          problem would show as more CNPs with 6 congested paths than with 1)"
     );
     let mut files = vec![("tmcf-robustness.csv".to_string(), csv)];
-    if !m.slots_us.is_empty() {
-        let rtt = m.rtts_us[0];
-        let line = sc.topology.host_gbps;
-        let phases: Vec<f64> = m
-            .phases_ms
-            .iter()
-            .copied()
-            .filter(|&p| cpmp_fits(line, p))
-            .collect();
+    let rtt = m.rtts_us[0];
+    let line = sc.topology.host_gbps;
+    let phases: Vec<f64> = m
+        .phases_ms
+        .iter()
+        .copied()
+        .filter(|&p| cpmp_fits(line, p))
+        .collect();
+    let phase_list = phases
+        .iter()
+        .map(|p| format!("{p} ms"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    // The slot table runs whichever of TMCF and rocast's damped TMCF the preset compares.
+    let slotted: Vec<String> = m
+        .cnp_policies
+        .iter()
+        .filter(|p| matches!(p.as_str(), "tmcf" | "tmcf-damped"))
+        .cloned()
+        .collect();
+    if !m.slots_us.is_empty() && !slotted.is_empty() {
         let _ = writeln!(
             text,
-            "\n# TMCF's slot length (rocast's sensitivity; the paper's slot is 50 us): tmcf on the star, RTT {rtt} us,\n\
-             phases that fit one 2 GiB multicast ({})\n{:>8} {:>9} {ROBUSTNESS_COLUMNS}",
-            phases
-                .iter()
-                .map(|p| format!("{p} ms"))
-                .collect::<Vec<_>>()
-                .join(", "),
+            "\n# TMCF's slot length (rocast's sensitivity; the paper's slot is 50 us): {} on the star,\n\
+             RTT {rtt} us, phases that fit one 2 GiB multicast ({phase_list})\n{:>8} {:>9} {ROBUSTNESS_COLUMNS}",
+            slotted.join(" and "),
             "slot us",
             "phase ms"
         );
-        let mut slot_csv = String::from(
-            "slot_us,phase_ms,policy,congested,gbps,fair,rate_over_fair,source_cnps_per_ms\n",
-        );
+        let mut slot_csv = format!("slot_us,{ROBUSTNESS_CSV_TAIL}");
         for &slot in &m.slots_us {
             if slot == 0 {
                 return Err("multicast.slots_us: a slot must be positive".into());
             }
-            for &phase in &phases {
-                let mut vsc = robustness_scenario(sc, "star", rtt, phase)?;
-                vsc.switch.cnp_window_us = slot;
-                vsc.multicast.cnp_policies = vec!["tmcf".into()];
-                let label = format!("{slot:>8} {phase:>9}");
-                robustness_cell(&vsc, base, &label, &mut text, &mut slot_csv)?;
-            }
+            sensitivity_cells(
+                sc,
+                base,
+                rtt,
+                &phases,
+                &mut text,
+                &mut slot_csv,
+                slot,
+                |v| {
+                    v.switch.cnp_window_us = slot;
+                    v.multicast.cnp_policies = slotted.clone();
+                },
+            )?;
         }
         files.push(("tmcf-slots.csv".into(), slot_csv));
+    }
+    if !m.damped_zs.is_empty() {
+        let _ = writeln!(
+            text,
+            "\n# rocast's tmcf-damped (not a paper's) per margin z, standard deviations (rocast's default {}; z = 100\n\
+             never moves the choice: the pinned diagnostic): on the star, RTT {rtt} us, slot {} us, phases {phase_list}\n{:>8} {:>9} {ROBUSTNESS_COLUMNS}",
+            rocast_core::fabric::cepheus::DampedTmcfCnpFilter::DEFAULT_Z,
+            sc.switch.cnp_window_us,
+            "z",
+            "phase ms"
+        );
+        let mut z_csv = format!("z,{ROBUSTNESS_CSV_TAIL}");
+        for &z in &m.damped_zs {
+            if !(0.0..=100.0).contains(&z) {
+                return Err(format!(
+                    "multicast.damped_zs: {z} is outside 0-100 standard deviations"
+                ));
+            }
+            sensitivity_cells(sc, base, rtt, &phases, &mut text, &mut z_csv, z, |v| {
+                v.switch.tmcf_damped_z = z;
+                v.multicast.cnp_policies = vec!["tmcf-damped".into()];
+            })?;
+        }
+        files.push(("tmcf-damped-z.csv".into(), z_csv));
     }
     Ok(EvalReport { text, files })
 }
@@ -792,7 +903,17 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
          paper: the multicast follows the worst bottleneck as it moves, and back\n",
         m.unicasts
     );
-    Ok(report(text, &tables, &runs, "tmcf-moving.csv"))
+    let mut r = report(text, &tables, &runs, "tmcf-moving.csv");
+    r.text.push_str(&headline_verdicts(
+        &tables,
+        &[(
+            "TMCF follows the worst bottleneck as it moves, and back",
+            "tmcf",
+            true,
+        )],
+    ));
+    r.text.push_str(&fairness_verdicts(&tables));
+    Ok(r)
 }
 
 /// Cepheus Fig 14: multicast f1 from N0 to N1..N(g-1) (hosts drawn, seeded, from the

@@ -135,6 +135,9 @@ pub struct MulticastConfig {
     /// TMCF robustness: TMCF slot lengths (µs) for the slot-sensitivity table; empty
     /// skips it.
     pub slots_us: Vec<u64>,
+    /// TMCF robustness: margins z of rocast's damped TMCF for its sensitivity table;
+    /// empty skips it.
+    pub damped_zs: Vec<f64>,
     /// PEEL: seeded instances of the approximation experiment (`peel-approx`), their
     /// failed-link fractions and destination counts (`groups`), both cycled, and the
     /// exact solver: `dp` (subset dynamic programming in Rust, the default) or `highs`
@@ -241,6 +244,7 @@ impl Default for MulticastConfig {
             fabrics: vec!["star".into()],
             rtts_us: Vec::new(),
             slots_us: Vec::new(),
+            damped_zs: Vec::new(),
             phases_ms: Vec::new(),
             instances: 200,
             fail_fractions: vec![0.05, 0.1, 0.2, 0.3],
@@ -372,6 +376,10 @@ pub struct SwitchConfig {
     pub cnp_filter: String,
     /// The Cepheus window or TMCF slot, µs.
     pub cnp_window_us: u64,
+    /// rocast's damped TMCF ("tmcf-damped", not a paper's): by how many standard
+    /// deviations another interface's windowed CNP count must exceed the chosen one's
+    /// to take over (rocast's assumption; `tmcf-robustness` shows the sensitivity).
+    pub tmcf_damped_z: f64,
 }
 
 impl Default for SwitchConfig {
@@ -392,6 +400,7 @@ impl Default for SwitchConfig {
             pmax: 0.2,
             cnp_filter: "cepheus".into(),
             cnp_window_us: 50,
+            tmcf_damped_z: rocast_core::fabric::cepheus::DampedTmcfCnpFilter::DEFAULT_Z,
         }
     }
 }
@@ -834,9 +843,16 @@ impl Scenario {
             return Err(invalid(
                 "switch.cnp_filter",
                 format!(
-                    "expected \"cepheus\", \"tmcf\" or \"forward-all\", got {:?}",
+                    "expected one of {}, got {:?}",
+                    rocast_core::fabric::cepheus::CnpFilterPolicy::NAMES.join(", "),
                     self.switch.cnp_filter
                 ),
+            ));
+        }
+        if !(0.0..=100.0).contains(&self.switch.tmcf_damped_z) {
+            return Err(invalid(
+                "switch.tmcf_damped_z",
+                "must be between 0 and 100 standard deviations",
             ));
         }
         if self.switch.cnp_window_us == 0 {

@@ -127,7 +127,8 @@ pub fn engine_config(sc: &Scenario, topo: &Topology) -> Result<EngineConfig, Str
         mft_max_groups: 1024,
         // Validated with the scenario (`Scenario::validate`).
         cnp_filter: CnpFilterPolicy::from_name(&s.cnp_filter, Duration::from_us(s.cnp_window_us))
-            .map_err(|e| format!("switch.cnp_filter: {e}"))?,
+            .map_err(|e| format!("switch.cnp_filter: {e}"))?
+            .with_damped_z(s.tmcf_damped_z),
         control_latency: Duration::from_us(10),
     })
 }

@@ -11,6 +11,8 @@
 //! The filter is a trait so the policy is pluggable: [`ForwardAllCnp`] is MC-RDMA's
 //! behaviour (no filtering), [`CounterCnpFilter`] is Cepheus', and [`TmcfCnpFilter`] is
 //! TMCF's per-slot selection (TMCF §III: the congestion path multiplicity problem).
+//! [`DampedTmcfCnpFilter`] is rocast's own variant of TMCF, not a paper's: the same
+//! slots, but the choice follows a moving average of the slot counts with hysteresis.
 
 use crate::time::{Duration, Instant};
 use std::collections::BTreeMap;
@@ -38,11 +40,15 @@ pub enum CnpFilterPolicy {
     Counter(Duration),
     /// TMCF: the previous slot's busiest interface: [`TmcfCnpFilter`].
     Tmcf(Duration),
+    /// rocast's damped TMCF (not a paper's): [`DampedTmcfCnpFilter`], its slot and
+    /// its margin z in hundredths of a standard deviation (an integer, so policies
+    /// compare exactly).
+    TmcfDamped(Duration, u32),
 }
 
 impl CnpFilterPolicy {
     /// The names configuration files and flags use, in [`Self::from_name`]'s order.
-    pub const NAMES: [&'static str; 3] = ["cepheus", "tmcf", "forward-all"];
+    pub const NAMES: [&'static str; 4] = ["cepheus", "tmcf", "tmcf-damped", "forward-all"];
 
     /// The policy called `name` (one of [`Self::NAMES`]), with `window` as its counter
     /// age or slot length (unused by forward-all).
@@ -50,6 +56,10 @@ impl CnpFilterPolicy {
         match name {
             "cepheus" => Ok(Self::Counter(window)),
             "tmcf" => Ok(Self::Tmcf(window)),
+            "tmcf-damped" => Ok(Self::TmcfDamped(
+                window,
+                (DampedTmcfCnpFilter::DEFAULT_Z * 100.0) as u32,
+            )),
             "forward-all" => Ok(Self::ForwardAll),
             _ => Err(format!(
                 "CNP filter {name:?}: expected one of {}",
@@ -63,7 +73,19 @@ impl CnpFilterPolicy {
         match self {
             Self::Counter(_) => "cepheus",
             Self::Tmcf(_) => "tmcf",
+            Self::TmcfDamped(..) => "tmcf-damped",
             Self::ForwardAll => "forward-all",
+        }
+    }
+
+    /// The same policy with the damped TMCF's margin `z` (standard deviations, ≥ 0,
+    /// kept to hundredths; other policies have none and are returned as they are).
+    pub fn with_damped_z(self, z: f64) -> Self {
+        match self {
+            Self::TmcfDamped(w, _) => {
+                Self::TmcfDamped(w, (z.clamp(0.0, 1e6) * 100.0).round() as u32)
+            }
+            other => other,
         }
     }
 
@@ -72,6 +94,7 @@ impl CnpFilterPolicy {
             Self::ForwardAll => Box::new(ForwardAllCnp),
             Self::Counter(w) => Box::new(CounterCnpFilter::new(w)),
             Self::Tmcf(w) => Box::new(TmcfCnpFilter::new(w)),
+            Self::TmcfDamped(w, z) => Box::new(DampedTmcfCnpFilter::new(w, z as f64 / 100.0)),
         }
     }
 }
@@ -274,6 +297,142 @@ impl CnpFilter for TmcfCnpFilter {
     }
 }
 
+/// rocast's damped TMCF — rocast's own variant, not a paper's.
+///
+/// Why: TMCF as specified hands the choice to any interface that counted more in the
+/// last slot. Under ECN's sparse marking (Pmax 1 %) a slot holds zero or one CNP per
+/// interface, so with k equally congested branches the choice follows whichever branch
+/// marked last: the sender hears the *maximum* of k noisy signals, a selection bias
+/// that leaves it below the fair share (`tmcf-robustness`). A choice pinned to one
+/// congested branch holds the fair share in the same experiment (the other branches'
+/// unicasts adapt around the multicast), but could not follow a moving bottleneck.
+///
+/// What: TMCF's slots, but each interface's CNPs are counted over a sliding window
+/// (a count decayed by 2^-[`Self::WINDOW_SHIFT`] per slot: about 32 slots, 1.6 ms at
+/// the paper's 50 µs slot), and the choice moves only when another interface's count
+/// exceeds the chosen one's by a significant margin: `n_other − n_chosen > z ·
+/// sqrt(n_other + n_chosen)` (the difference of two Poisson counts in standard
+/// deviations). Equally congested branches then rarely trade the choice, while a
+/// branch that clearly marks more takes it within a few hundred microseconds. `z`
+/// ([`Self::DEFAULT_Z`] = 3 unless configured) and the window are rocast's
+/// assumptions; `tmcf-robustness` shows the sensitivity to `z`. The first CNP of a
+/// group picks its interface at once, as in TMCF.
+#[derive(Clone, Debug)]
+pub struct DampedTmcfCnpFilter {
+    pub slot: Duration,
+    /// Margin of a change of choice, in standard deviations.
+    pub z: f64,
+    groups: BTreeMap<u32, DampedState>,
+}
+
+#[derive(Clone, Debug)]
+struct DampedState {
+    slot_start: Instant,
+    /// CNPs per interface in the current slot.
+    counts: Vec<u32>,
+    /// CNPs per interface over the sliding window (decayed per slot).
+    window: Vec<f64>,
+    chosen: Option<usize>,
+}
+
+impl DampedTmcfCnpFilter {
+    /// A slot's count decays by 2^-WINDOW_SHIFT per slot: a window of about 32 slots.
+    pub const WINDOW_SHIFT: i32 = 5;
+    /// Margin of a change of choice, standard deviations.
+    pub const DEFAULT_Z: f64 = 3.0;
+
+    pub fn new(slot: Duration, z: f64) -> Self {
+        DampedTmcfCnpFilter {
+            slot,
+            z: if z.is_finite() {
+                z.max(0.0)
+            } else {
+                Self::DEFAULT_Z
+            },
+            groups: BTreeMap::new(),
+        }
+    }
+    /// The interface whose CNPs pass now, for inspection.
+    pub fn chosen(&self, group: u32) -> Option<usize> {
+        self.groups.get(&group).and_then(|s| s.chosen)
+    }
+    /// A group's windowed CNP counts, for inspection.
+    pub fn window_counts(&self, group: u32) -> Option<&[f64]> {
+        self.groups.get(&group).map(|s| s.window.as_slice())
+    }
+}
+
+impl DampedState {
+    /// Folds the finished slot and `empty` further empty slots into the window, then
+    /// moves the choice if another interface now counts significantly more.
+    fn close_slots(&mut self, empty: u64, z: f64) {
+        let keep = 1.0 - 2f64.powi(-DampedTmcfCnpFilter::WINDOW_SHIFT);
+        let decay = keep.powi(empty.min(4096) as i32);
+        for (n, c) in self.window.iter_mut().zip(&self.counts) {
+            *n = (*n * keep + *c as f64) * decay;
+        }
+        self.counts.iter_mut().for_each(|c| *c = 0);
+        let Some(c) = self.chosen else { return };
+        let mine = self.window.get(c).copied().unwrap_or(0.0);
+        // The largest count, the lowest interface among equals.
+        let mut best = c;
+        let mut top = mine;
+        for (i, &n) in self.window.iter().enumerate() {
+            if n > top {
+                (best, top) = (i, n);
+            }
+        }
+        if best != c && top - mine > z * (top + mine).sqrt() {
+            self.chosen = Some(best);
+        }
+    }
+}
+
+impl CnpFilter for DampedTmcfCnpFilter {
+    fn admit(&mut self, now: Instant, group: u32, entry: usize, entries: usize) -> bool {
+        let st = self.groups.entry(group).or_insert_with(|| DampedState {
+            slot_start: now,
+            counts: Vec::new(),
+            window: Vec::new(),
+            chosen: None,
+        });
+        if st.counts.len() < entries {
+            st.counts.resize(entries, 0);
+            st.window.resize(entries, 0.0);
+        }
+        let w = self.slot.as_ps().max(1);
+        let elapsed = now.saturating_since(st.slot_start).as_ps();
+        if elapsed >= w {
+            let slots = elapsed / w;
+            st.close_slots(slots - 1, self.z);
+            st.slot_start += Duration::from_ps(slots * w);
+        }
+        let Some(c) = st.counts.get_mut(entry) else {
+            return false;
+        };
+        *c = c.saturating_add(1);
+        match st.chosen {
+            Some(x) => x == entry,
+            None => {
+                st.chosen = Some(entry);
+                true
+            }
+        }
+    }
+    fn forget(&mut self, group: u32) {
+        self.groups.remove(&group);
+    }
+    fn memory_bytes(&self) -> usize {
+        self.groups
+            .values()
+            .map(|s| 72 + s.counts.capacity() * 4 + s.window.capacity() * 8)
+            .sum()
+    }
+    fn name(&self) -> &'static str {
+        "tmcf-damped"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,9 +452,12 @@ mod tests {
                 p.build().name()
             })
             .collect();
-        assert_eq!(built, ["cepheus-counter", "tmcf", "forward-all"]);
+        assert_eq!(
+            built,
+            ["cepheus-counter", "tmcf", "tmcf-damped", "forward-all"]
+        );
         let e = CnpFilterPolicy::from_name("counter", w).unwrap_err();
-        assert!(e.contains("cepheus, tmcf, forward-all"), "{e}");
+        assert!(e.contains("cepheus, tmcf, tmcf-damped, forward-all"), "{e}");
     }
 
     #[test]
@@ -434,6 +596,72 @@ mod tests {
         assert!(
             !f.admit(us(2), 3, 5, 2),
             "an entry beyond the table passes nothing"
+        );
+    }
+
+    // ---- rocast's damped TMCF, packet by packet (slot 50 µs) ----
+
+    #[test]
+    fn damped_tmcf_holds_its_branch_against_equal_noise() {
+        let mut f = DampedTmcfCnpFilter::new(Duration::from_us(50), 3.0);
+        assert!(f.admit(us(0), 1, 0, 3), "the first CNP picks its interface");
+        // Branches 1, 2 and 0 mark one CNP each in turn, one per slot: TMCF hands
+        // the choice to each in turn; the damped choice stays with branch 0.
+        let mut t = 50;
+        for slot in 0..300u64 {
+            let entry = [1, 2, 0][(slot % 3) as usize];
+            assert_eq!(f.admit(us(t + 1), 1, entry, 3), entry == 0, "slot {slot}");
+            t += 50;
+        }
+        assert_eq!(f.chosen(1), Some(0));
+        let mut g = TmcfCnpFilter::new(Duration::from_us(50));
+        g.admit(us(0), 1, 0, 3);
+        g.admit(us(51), 1, 1, 3);
+        g.admit(us(101), 1, 2, 3);
+        assert_eq!(
+            g.chosen(1),
+            Some(1),
+            "TMCF itself moves to the last slot's marker"
+        );
+    }
+
+    #[test]
+    fn damped_tmcf_moves_to_a_clearly_worse_branch_and_decays() {
+        let mut f = DampedTmcfCnpFilter::new(Duration::from_us(50), 3.0);
+        assert!(f.admit(us(0), 1, 0, 2));
+        // Branch 1 marks one CNP per slot (a receiver's most, at 50 µs CNP spacing),
+        // branch 0 is quiet: branch 1 takes over once its windowed count n passes
+        // 3·sqrt(n + branch 0's): 14 slots of one CNP each (0.7 ms) against the one
+        // CNP branch 0 counted first, still in its window.
+        let mut switched_at = None;
+        for slot in 1..20u64 {
+            if f.admit(us(slot * 50 + 1), 1, 1, 2) && switched_at.is_none() {
+                switched_at = Some(slot);
+            }
+        }
+        assert_eq!(switched_at, Some(15), "{:?}", f.window_counts(1));
+        assert!(!f.admit(us(1001), 1, 0, 2));
+        // A long silence decays every count; the choice stands.
+        assert!(f.admit(us(200_000), 1, 1, 2));
+        let n = f.window_counts(1).unwrap();
+        assert!(n.iter().all(|&v| v < 1e-3), "{n:?}");
+        assert!(!f.admit(us(200_001), 1, 5, 2), "beyond the table: nothing");
+        f.forget(1);
+        assert!(f.window_counts(1).is_none());
+        assert_eq!(f.memory_bytes(), 0);
+    }
+
+    #[test]
+    fn damped_policy_keeps_its_margin() {
+        let p = CnpFilterPolicy::from_name("tmcf-damped", Duration::from_us(50)).unwrap();
+        assert_eq!(p, CnpFilterPolicy::TmcfDamped(Duration::from_us(50), 300));
+        assert_eq!(
+            p.with_damped_z(1.5),
+            CnpFilterPolicy::TmcfDamped(Duration::from_us(50), 150)
+        );
+        assert_eq!(
+            CnpFilterPolicy::ForwardAll.with_damped_z(2.0),
+            CnpFilterPolicy::ForwardAll
         );
     }
 }

@@ -44,7 +44,9 @@ pub mod cnp_filter;
 pub mod mft;
 
 pub use bridge::{Bridge, BridgedHeaders, FeedbackKind, FeedbackPacket, VIRTUAL_QPN};
-pub use cnp_filter::{CnpFilter, CnpFilterPolicy, CounterCnpFilter, ForwardAllCnp, TmcfCnpFilter};
+pub use cnp_filter::{
+    CnpFilter, CnpFilterPolicy, CounterCnpFilter, DampedTmcfCnpFilter, ForwardAllCnp, TmcfCnpFilter,
+};
 pub use mft::{MulticastForwardingTable, NextHop, PathEntry};
 
 use crate::time::Instant;
