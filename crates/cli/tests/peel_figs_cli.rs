@@ -46,9 +46,35 @@ fn fig5_runs_every_scheme_and_writes_its_csv() {
             "multicast.broadcasts=4",
             "multicast.setup_ms=0.2",
             "multicast.setup_sd_ms=0.05",
+            "multicast.exact_solver=\"dp\"",
         ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // The symmetric baseline against the exact Steiner tree, on each distinct group
+    // (8 servers in 2 racks: the DP proves each minimum).
+    let check = r
+        .stdout
+        .lines()
+        .skip_while(|l| {
+            !l.starts_with("Fig 5's optimal baseline against the exact Steiner tree (dp solver")
+        })
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let n: usize = check
+        .split("the figure's ")
+        .nth(1)
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("{}", r.stdout));
+    assert!((1..=4).contains(&n), "{check}");
+    assert!(check.contains(&format!("proved for {n} (100%)")), "{check}");
+    assert!(
+        check.contains(&format!(
+            "equals it in {n} of those, mean symmetric/exact 1.0000"
+        )),
+        "{check}"
+    );
     assert!(
         r.stdout.contains("paper: PEEL's mean CCT 23%"),
         "{}",
@@ -114,9 +140,15 @@ fn fig5_verdicts_judge_the_claims_that_ran() {
             "multicast.sizes=\"2M\"",
             "multicast.broadcasts=4",
             "multicast.schemes=[\"peel\", \"orca\", \"optimal\"]",
+            "multicast.exact_baseline_groups=0",
         ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !r.stdout.contains("against the exact Steiner tree"),
+        "{}",
+        r.stdout
+    );
     let line = |claim: &str| {
         r.stdout
             .lines()

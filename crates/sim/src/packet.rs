@@ -64,8 +64,9 @@ pub struct SimPacket {
     pub syndrome: u8,
     /// Traffic class the fabric queues it in.
     pub class: u8,
-    /// The copy carries PEEL's shim (counted in `ip_len`).
-    pub shim: bool,
+    /// Bytes of tree-multicast header the copy carries between UDP and BTH (PEEL's
+    /// shim, Orca's Bloom filter), counted in `ip_len`.
+    pub header: u8,
     /// A SACK-carrying ACK's bitmap (valid with `F_SACK`), past the first cache line.
     pub sack: [u8; 32],
 }
@@ -140,7 +141,7 @@ impl SimPacket {
                 traffic_class(r.ip.dscp)
             },
             label: 0,
-            shim: false,
+            header: 0,
             sack,
         }
     }
@@ -150,30 +151,24 @@ impl SimPacket {
         (self.flags & F_LABEL != 0).then_some(self.label)
     }
 
-    /// Labels the copy; `shim` says whether the label carries a PEEL prefix, whose
-    /// 8-byte shim the copy then occupies on the wire (added or removed as needed).
-    pub fn set_label(&mut self, label: u16, shim: bool) {
-        self.set_shim(shim);
+    /// Labels the copy; `header` is the bytes the label's header occupies on the wire
+    /// (PEEL's 8-byte shim, Orca's Bloom filter, 0 for none; `ip_len` follows).
+    pub fn set_label(&mut self, label: u16, header: u8) {
+        self.set_header(header);
         self.flags |= F_LABEL;
         self.label = label;
     }
 
-    /// Removes the label and any shim (at the member's NIC).
+    /// Removes the label and any header (at the member's NIC).
     pub fn clear_label(&mut self) {
-        self.set_shim(false);
+        self.set_header(0);
         self.flags &= !F_LABEL;
         self.label = 0;
     }
 
-    fn set_shim(&mut self, on: bool) {
-        if on != self.shim {
-            if on {
-                self.ip_len += PEEL_SHIM_LEN;
-            } else {
-                self.ip_len -= PEEL_SHIM_LEN;
-            }
-            self.shim = on;
-        }
+    fn set_header(&mut self, bytes: u8) {
+        self.ip_len = self.ip_len - self.header as u16 + bytes as u16;
+        self.header = bytes;
     }
 
     /// An ACK, NAK or CNP.
@@ -300,7 +295,7 @@ mod tests {
     #[test]
     fn every_field_but_the_sack_bitmap_is_in_the_first_cache_line() {
         assert_eq!(std::mem::size_of::<SimPacket>(), 96);
-        assert!(std::mem::offset_of!(SimPacket, shim) < 64);
+        assert!(std::mem::offset_of!(SimPacket, header) < 64);
         assert!(std::mem::offset_of!(SimPacket, label) < 64);
         assert!(std::mem::offset_of!(SimPacket, sack) >= 58);
     }

@@ -416,11 +416,42 @@ pub fn layer_peeling_tree(
     })
 }
 
-/// The optimal tree on a fault-free Clos (PEEL Lemma 2.1): see the module docs.
+/// SplitMix64's finaliser: a well-mixed 64-bit hash of `x`.
+fn splitmix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Which uplink the source's chain takes at each tier of a [`symmetric_tree`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UplinkChoice {
+    /// The lowest-numbered upper node: every group climbs through the same switches.
+    Lowest,
+    /// An upper node drawn by hashing the salt with the node (ECMP's per-flow hash:
+    /// groups with different salts spread over the equal-cost uplinks).
+    Hashed(u64),
+}
+
+/// The optimal tree on a fault-free Clos (PEEL Lemma 2.1): see the module docs. The
+/// source's chain climbs through the lowest-numbered switches.
 pub fn symmetric_tree(
     topo: &Topology,
     source: NodeId,
     destinations: &[NodeId],
+) -> Result<MulticastTree, TreeError> {
+    symmetric_tree_via(topo, source, destinations, UplinkChoice::Lowest)
+}
+
+/// [`symmetric_tree`] with the source's chain climbing by `choice`. Every choice gives
+/// a tree of the same (minimum) size on a fault-free Clos: the chain's switches are
+/// interchangeable, and the destinations attach to whichever chain there is.
+pub fn symmetric_tree_via(
+    topo: &Topology,
+    source: NodeId,
+    destinations: &[NodeId],
+    choice: UplinkChoice,
 ) -> Result<MulticastTree, TreeError> {
     let dests = normalise_destinations(topo, source, destinations)?;
     if let Some(l) = topo.links.iter().position(|l| l.failed) {
@@ -437,9 +468,21 @@ pub fn symmetric_tree(
     let in_tree = |parents: &BTreeMap<NodeId, (NodeId, u32)>, n: NodeId| {
         n == source || parents.contains_key(&n)
     };
-    // The source's chain: lowest-numbered uplink at every tier, up to the top.
+    // The source's chain: one uplink at every tier, up to the top.
+    let chain_up = |at: NodeId| {
+        let mut ups: Vec<(u32, NodeId)> = up(at).collect();
+        ups.sort_unstable_by_key(|&(_, m)| m);
+        match choice {
+            _ if ups.is_empty() => None,
+            UplinkChoice::Lowest => Some(ups[0]),
+            UplinkChoice::Hashed(salt) => {
+                let h = splitmix64(salt ^ (at as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                Some(ups[(h % ups.len() as u64) as usize])
+            }
+        }
+    };
     let mut at = source;
-    while let Some((l, next)) = up(at).min_by_key(|&(_, m)| m) {
+    while let Some((l, next)) = chain_up(at) {
         // Data climbs the chain, so each chain node's parent is the one below it.
         parents.insert(next, (at, l));
         at = next;

@@ -29,7 +29,7 @@ struct Variant {
     sets: &'static [&'static str],
 }
 
-const VARIANTS: [Variant; 12] = [
+const VARIANTS: [Variant; 14] = [
     Variant {
         name: "rocast",
         what: "the presets as they are",
@@ -65,6 +65,18 @@ const VARIANTS: [Variant; 12] = [
         what: "controller set-up N(50, 25) ms instead of N(10, 5)",
         source: "PEEL 5 (set-up 'as high as 50ms' [16,17])",
         sets: &["multicast.setup_ms=50", "multicast.setup_sd_ms=25"],
+    },
+    Variant {
+        name: "orca-plain",
+        what: "Orca as the controller's tree only: no Bloom-filter header, the ToRs fan out (no host agents)",
+        source: "rocast's earlier model",
+        sets: &["multicast.orca_agent=false", "multicast.orca_fpr=1.0"],
+    },
+    Variant {
+        name: "upward-lowest",
+        what: "every fault-free tree climbs through the lowest-numbered switches instead of ECMP's hash",
+        source: "rocast's earlier model",
+        sets: &["multicast.upward=\"lowest\""],
     },
     Variant {
         name: "load-10",

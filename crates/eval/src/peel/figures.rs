@@ -8,6 +8,7 @@ use std::path::Path;
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
+use rocast_core::plan::multicast_tree::UplinkChoice;
 use rocast_core::plan::prefix::CoverPolicy;
 use rocast_core::plan::Topology;
 use rocast_core::time::Duration;
@@ -60,6 +61,9 @@ fn settings(sc: &Scenario) -> Result<CollectiveSettings, String> {
         setup_mean: ms(m.setup_ms, "setup_ms")?,
         setup_sd: ms(m.setup_sd_ms, "setup_sd_ms")?,
         chunks: m.chunks.max(1),
+        ecmp_upward: m.upward == "ecmp",
+        orca_fpr: m.orca_fpr,
+        orca_agent: m.orca_agent,
         overhead: Duration::from_ps((m.overhead_us.max(0.0) * 1e6) as u64),
         seed: sc.seed,
     })
@@ -577,14 +581,71 @@ pub fn fig5(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         sc.multicast.load * 100.0,
         sc.multicast.sizes
     );
-    Ok(figure_report(
+    let mut r = figure_report(
         sc,
         "peel-fig5",
         "size",
         |x| fmt_size(x as u64),
         &points,
         header,
-    ))
+    );
+    if sc.multicast.exact_baseline_groups > 0 {
+        let place = placement(sc, &topo)?;
+        let mut groups = std::collections::BTreeSet::new();
+        for b in parse_sizes(&sc.multicast.sizes)? {
+            for j in poisson_jobs(sc, &topo, &place, gpus, b)? {
+                groups.insert(j.members);
+            }
+        }
+        r.text.push_str(&exact_baseline(sc, &topo, &groups)?);
+    }
+    Ok(r)
+}
+
+/// Fig 5's "optimal" baseline (the symmetric tree, optimal on a fault-free Clos by
+/// PEEL Lemma 2.1) against the exact minimum Steiner tree of each distinct job group
+/// (root first), solved by `multicast.exact_solver` within its time limit: how often
+/// the solver proves the minimum, and how the symmetric tree's link count compares.
+fn exact_baseline(
+    sc: &Scenario,
+    topo: &Topology,
+    groups: &std::collections::BTreeSet<Vec<u32>>,
+) -> Result<String, String> {
+    let m = &sc.multicast;
+    let picked: Vec<&Vec<u32>> = groups.iter().take(m.exact_baseline_groups).collect();
+    let solved = parallel(m.threads, &picked, |members| {
+        let symmetric = job_tree(topo, members, UplinkChoice::Lowest)?.arcs.len();
+        let (root, dests) = members.split_first().ok_or("a job needs members")?;
+        let exact = super::exact_tree_with(sc, topo, *root, dests).map(|t| t.arcs.len());
+        Ok::<_, String>((symmetric, exact))
+    })?;
+    let proved: Vec<(usize, usize)> = solved
+        .iter()
+        .filter_map(|(s, e)| e.as_ref().ok().map(|&e| (*s, e)))
+        .collect();
+    let equal = proved.iter().filter(|(s, e)| s == e).count();
+    let mean = proved
+        .iter()
+        .map(|&(s, e)| s as f64 / e as f64)
+        .sum::<f64>()
+        / proved.len().max(1) as f64;
+    let mut out = format!(
+        "\nFig 5's optimal baseline against the exact Steiner tree ({} solver, {} s limit): {} of the\n  \
+         figure's {} distinct job groups solved; the minimum proved for {} ({:.0}%); the symmetric tree's\n  \
+         link count equals it in {} of those, mean symmetric/exact {:.4}\n",
+        m.exact_solver,
+        m.exact_time_limit_s,
+        picked.len(),
+        groups.len(),
+        proved.len(),
+        100.0 * proved.len() as f64 / picked.len().max(1) as f64,
+        equal,
+        mean
+    );
+    if let Some(Err(e)) = solved.iter().map(|(_, e)| e).find(|e| e.is_err()) {
+        let _ = writeln!(out, "  first group not proved: {e}");
+    }
+    Ok(out)
 }
 
 /// Fig 6's points: every scheme at each of `groups`, one message size.
@@ -678,7 +739,7 @@ pub(crate) fn fig7_points(sc: &Scenario, clean: &Topology) -> Result<(Vec<Point>
                 &place,
             )?;
             let before = jobs.len();
-            jobs.retain(|j| job_tree(&topo, &j.members).is_ok());
+            jobs.retain(|j| job_tree(&topo, &j.members, UplinkChoice::Lowest).is_ok());
             cut_off += before - jobs.len(); // a member lost every path
             if !jobs.is_empty() {
                 trials.push(Trial { fail, topo, jobs });

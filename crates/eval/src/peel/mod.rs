@@ -224,6 +224,20 @@ pub fn approx(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     })
 }
 
+/// The exact minimum Steiner tree by the scenario's `multicast.exact_solver`: HiGHS'
+/// integer program within `exact_time_limit_s`, or the subset DP.
+pub(crate) fn exact_tree_with(
+    sc: &Scenario,
+    topo: &Topology,
+    source: rocast_core::plan::topology::NodeId,
+    dests: &[rocast_core::plan::topology::NodeId],
+) -> Result<rocast_core::plan::multicast_tree::MulticastTree, String> {
+    match sc.multicast.exact_solver.as_str() {
+        "highs" => exact_tree(topo, source, dests, sc.multicast.exact_time_limit_s),
+        _ => exact_tree_dp(topo, source, dests),
+    }
+}
+
 fn one_instance(sc: &Scenario, base: &Path, job: &Instance) -> Result<Outcome, String> {
     // Redraw (new seed) when the failures cut a destination off.
     for attempt in 0..100u64 {
@@ -253,11 +267,8 @@ fn one_instance(sc: &Scenario, base: &Path, job: &Instance) -> Result<Outcome, S
             Err(TreeError::Invalid(_)) => None,
             Err(e) => return Err(format!("instance {}: cepheus tree: {e}", job.index)),
         };
-        let exact = match sc.multicast.exact_solver.as_str() {
-            "highs" => exact_tree(&topo, source, &dests, sc.multicast.exact_time_limit_s),
-            _ => exact_tree_dp(&topo, source, &dests),
-        }
-        .map_err(|e| format!("instance {}: {e}", job.index))?;
+        let exact = exact_tree_with(sc, &topo, source, &dests)
+            .map_err(|e| format!("instance {}: {e}", job.index))?;
         return Ok(Outcome {
             index: job.index,
             fail: job.fail,

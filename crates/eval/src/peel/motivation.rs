@@ -24,6 +24,7 @@ use std::path::Path;
 
 use rocast_core::plan::multicast_tree::{symmetric_tree, MulticastTree};
 use rocast_core::plan::{Routes, Topology};
+use rocast_sim::engine::tree_multicast::bloom_bytes;
 use rocast_sim::multicast::collective::RackMap;
 use rocast_sim::scenario::topology::build_topology;
 use rocast_sim::scenario::workload::sample_hosts;
@@ -175,11 +176,6 @@ pub fn fig1(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     })
 }
 
-/// Bloom-filter bits for `n` elements at false-positive ratio `p`.
-pub(crate) fn bloom_bits(n: usize, p: f64) -> u64 {
-    (-(n as f64) * p.ln() / std::f64::consts::LN_2.powi(2)).ceil() as u64
-}
-
 /// Fig 3's numbers for one group tree: downstream (switch, port) pairs, and the
 /// non-tree ports of the tree's switches (where false positives leak).
 fn tree_pairs(topo: &Topology, tree: &MulticastTree) -> (usize, usize) {
@@ -252,7 +248,7 @@ pub fn fig3(sc: &Scenario) -> Result<EvalReport, String> {
             let tree = symmetric_tree(&topo, 0, &dests).map_err(|e| e.to_string())?;
             let (pairs, leak) = tree_pairs(&topo, &tree);
             for &p in &m.fprs {
-                let bytes = bloom_bits(pairs, p).div_ceil(8);
+                let bytes = bloom_bytes(pairs, p);
                 let fp = p * leak as f64 / pairs as f64;
                 // Header per MTU of payload, plus the copies false positives add.
                 let overhead = bytes as f64 / ETHERNET_MTU as f64 + fp;
@@ -308,6 +304,7 @@ pub fn fig3(sc: &Scenario) -> Result<EvalReport, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rocast_sim::engine::tree_multicast::bloom_bits;
 
     #[test]
     fn nccl_btree_matches_ncclgetbtree() {

@@ -424,6 +424,8 @@ pub struct TreeMulticastStats {
     pub over_cover_discards: u64,
     /// Labelled copies at a switch or host that had no use for them (none expected).
     pub stray_copies: u64,
+    /// Copies host-side agents sent back into the fabric (Orca's rack fan-out).
+    pub agent_copies: u64,
     /// Feedback packets from receivers into the sources' aggregators, and the
     /// aggregated feedback that reached the sources' QPs.
     pub feedback_in: u64,
@@ -1245,8 +1247,7 @@ impl Engine {
                     Step::Hops(h) => {
                         for &(port, out) in h {
                             let mut c = sp;
-                            let shim = f.labels.get(out as usize).is_some_and(|l| l.peel.is_some());
-                            c.set_label(out, shim);
+                            c.set_label(out, f.labels.get(out as usize).map_or(0, |l| l.header));
                             copies.push((port, c));
                         }
                     }
@@ -1432,8 +1433,7 @@ impl Engine {
             };
             for &l in send {
                 let mut c = sp;
-                let shim = grp.forwarding.labels[l as usize].peel.is_some();
-                c.set_label(l, shim);
+                c.set_label(l, grp.forwarding.labels[l as usize].header);
                 copies.push((0, c));
             }
             self.tree_stats.full_transmissions += 1;
@@ -1531,7 +1531,8 @@ impl Engine {
 
     fn host_receive(&mut self, host: u32, pkt: u32) {
         let mut sp = self.slab[pkt as usize];
-        if sp.label().is_some() {
+        if let Some(label) = sp.label() {
+            self.host_relay(host, pkt, label);
             // The member's NIC: strip the shim and bridge to the member's QP.
             let member = self
                 .tree_by_mcst
@@ -1581,6 +1582,41 @@ impl Engine {
         }
         qp_input(&mut slot.qp, self.now, &repr, &mut self.totals);
         self.service_qp(qpn);
+    }
+
+    /// A host-side agent (Orca): when the copy's label names this host, its NIC sends
+    /// the listed copies back into the fabric, queued behind its own transmissions.
+    fn host_relay(&mut self, host: u32, pkt: u32, label: u16) {
+        let sp = self.slab[pkt as usize];
+        let Some(&g) = self.tree_by_mcst.get(&sp.dst_ip) else {
+            return;
+        };
+        let f = &self.tree_groups[g as usize].forwarding;
+        let Step::Hops(h) = f.step(&self.prefix_rules, host, label) else {
+            return;
+        };
+        let mut copies = std::mem::take(&mut self.copy_scratch);
+        copies.clear();
+        for &(port, out) in h {
+            let mut c = sp;
+            c.set_label(out, f.labels.get(out as usize).map_or(0, |l| l.header));
+            copies.push((port, c));
+        }
+        for &(_, c) in &copies {
+            let carried = self.cfg.carry_payload && c.is_data();
+            if carried {
+                self.payload_scratch.clear();
+                if let Some(d) = self.payloads.get(pkt as usize) {
+                    self.payload_scratch.extend_from_slice(d);
+                }
+            }
+            let slot = self.alloc_with_scratch_payload(c, carried);
+            self.hosts[host as usize].copies.push_back(slot);
+            self.tree_stats.agent_copies += 1;
+        }
+        self.copy_scratch = copies;
+        let port = self.hosts[host as usize].port;
+        self.kick(port);
     }
 
     /// After a QP took input: its bookkeeping, then its host's NIC may send.
@@ -2541,7 +2577,7 @@ mod hop_tests {
             (4711, 3, false, false)
         );
         sp.ecn = 2;
-        sp.set_label(5, false);
+        sp.set_label(5, 0);
         let h = Hop::of(&sp, 9);
         assert!(h.ect() && h.labelled());
     }

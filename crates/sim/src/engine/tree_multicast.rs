@@ -34,6 +34,20 @@ use rocast_core::plan::prefix::{PeelPacket, PeelPlan, Prefix, PrefixLayout};
 use rocast_core::plan::topology::NodeId;
 use rocast_core::plan::{NodeRole, Topology};
 
+/// Bytes of a Bloom filter holding `n` elements at false-positive ratio `p`
+/// (m = −n·ln p / ln²2 bits, rounded up to whole bytes).
+pub fn bloom_bytes(n: usize, p: f64) -> u64 {
+    bloom_bits(n, p).div_ceil(8)
+}
+
+/// Bits of a Bloom filter holding `n` elements at false-positive ratio `p`.
+pub fn bloom_bits(n: usize, p: f64) -> u64 {
+    (-(n as f64) * p.ln() / std::f64::consts::LN_2.powi(2)).ceil() as u64
+}
+
+/// PEEL's shim on the wire.
+const PEEL_SHIM: u8 = crate::packet::PEEL_SHIM_LEN as u8;
+
 /// Out of this port, carrying this label.
 pub type Hop = (u16, u16);
 
@@ -43,6 +57,9 @@ pub struct Label {
     /// The PEEL packet (prefix, plane) the copy carries in its shim, if any.
     pub peel: Option<PeelPacket>,
     pub hops: BTreeMap<NodeId, Vec<Hop>>,
+    /// Header bytes a copy with this label carries on the wire (PEEL's shim, Orca's
+    /// Bloom filter).
+    pub header: u8,
 }
 
 /// A group's forwarding: its labels, which the source emits, and member ports.
@@ -78,11 +95,90 @@ impl GroupForwarding {
             hops.entry(a.parent).or_default().push((port(topo, a)?, 0));
         }
         Ok(GroupForwarding {
-            labels: vec![Label { peel: None, hops }],
+            labels: vec![Label {
+                peel: None,
+                hops,
+                header: 0,
+            }],
             static_send: vec![0],
             core_send: Vec::new(),
             member_ports: BTreeMap::new(),
         })
+    }
+
+    /// Orca (Diab, Yassini and Hefeeda, NSDI '22, as PEEL §2 describes it): the
+    /// controller's per-group rules on the tree's switches, a Bloom-filter header of
+    /// `header` bytes on every copy in the fabric, and each rack's last-hop fan-out
+    /// offloaded to a host-side agent. With `agent`, a ToR with several members below
+    /// sends one copy to the rack's agent (its lowest-numbered member), and the agent's
+    /// NIC sends one copy per other member back up through the ToR; without, the ToR
+    /// copies to every member (the controller-only model, for the ablation).
+    pub fn orca(
+        topo: &Topology,
+        tree: &MulticastTree,
+        header: u8,
+        agent: bool,
+    ) -> Result<Self, String> {
+        let mut f = Self::group_tree(topo, tree)?;
+        f.labels[0].header = header;
+        if !agent {
+            return Ok(f);
+        }
+        // Member hosts per ToR, lowest first (arcs are sorted).
+        let mut racks: BTreeMap<NodeId, Vec<&TreeArc>> = BTreeMap::new();
+        for a in &tree.arcs {
+            if topo.is_host(a.child) && !topo.is_host(a.parent) {
+                racks.entry(a.parent).or_default().push(a);
+            }
+        }
+        for (tor, members) in racks {
+            let [first, others @ ..] = members.as_slice() else {
+                continue;
+            };
+            if others.is_empty() {
+                continue;
+            }
+            let to_agent = f.labels.len() as u16;
+            let fan_out = to_agent + 1;
+            let agent_port = topo.port_of(first.child, first.link).ok_or_else(|| {
+                format!("agent {} has no port on link {}", first.child, first.link)
+            })?;
+            let mut relay = BTreeMap::new();
+            relay.insert(first.child, vec![(agent_port, fan_out)]);
+            let mut fan = BTreeMap::new();
+            fan.insert(
+                tor,
+                others
+                    .iter()
+                    .map(|a| Ok((port(topo, a)?, fan_out)))
+                    .collect::<Result<Vec<Hop>, String>>()?,
+            );
+            // The ToR's own rule now reaches only the agent.
+            let keep = port(topo, first)?;
+            let drop: Vec<u16> = others
+                .iter()
+                .map(|a| port(topo, a))
+                .collect::<Result<_, _>>()?;
+            let hops = f.labels[0]
+                .hops
+                .get_mut(&tor)
+                .ok_or("a ToR without a rule")?;
+            hops.retain(|h| !drop.contains(&h.0));
+            for h in hops.iter_mut().filter(|h| h.0 == keep) {
+                h.1 = to_agent;
+            }
+            f.labels.push(Label {
+                peel: None,
+                hops: relay,
+                header,
+            });
+            f.labels.push(Label {
+                peel: None,
+                hops: fan,
+                header,
+            });
+        }
+        Ok(f)
     }
 
     /// PEEL: one label per packet of `plan`, climbing the tree's path to its plane;
@@ -150,6 +246,7 @@ impl GroupForwarding {
             f.labels.push(Label {
                 peel: Some(*p),
                 hops,
+                header: PEEL_SHIM,
             });
         }
         f.static_send = (0..plan.packets.len() as u16).collect();
@@ -196,6 +293,7 @@ impl GroupForwarding {
             f.labels.push(Label {
                 peel: Some(*p),
                 hops: below,
+                header: PEEL_SHIM,
             });
             let next = f.labels.len() as u16;
             let cl = *core_label.entry(core).or_insert_with(|| {

@@ -32,13 +32,15 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use rocast_core::fabric::cepheus::VIRTUAL_QPN;
 use rocast_core::overlay::{BroadcastGroup, DriverConfig, Scheme, TimedPost};
-use rocast_core::plan::multicast_tree::{layer_peeling_tree, symmetric_tree, MulticastTree};
+use rocast_core::plan::multicast_tree::{
+    layer_peeling_tree, symmetric_tree_via, MulticastTree, UplinkChoice,
+};
 use rocast_core::plan::prefix::{plan_group, CoverPolicy, PrefixLayout};
 use rocast_core::plan::Topology;
 use rocast_core::rnic::Payload;
 use rocast_core::time::{Duration, Instant};
 
-use crate::engine::tree_multicast::GroupForwarding;
+use crate::engine::tree_multicast::{bloom_bytes, GroupForwarding};
 use crate::engine::{AppEvent, Engine, EngineConfig, TreeGroupSpec, TreeMulticastStats};
 use crate::multicast::broadcast::OverlayPost;
 use crate::packet::host_ip;
@@ -122,6 +124,13 @@ pub struct CollectiveSettings {
     pub chunks: u32,
     /// Per-post software overhead of the application-layer schemes.
     pub overhead: Duration,
+    /// Orca's Bloom-filter header: false-positive ratio it is sized for; and whether
+    /// host-side agents do each rack's last-hop fan-out.
+    pub orca_fpr: f64,
+    pub orca_agent: bool,
+    /// Whether fault-free trees climb by ECMP's hash (salted per job) or through the
+    /// lowest-numbered switches.
+    pub ecmp_upward: bool,
     /// Seeds the set-up delays (job i's draw depends on this and i only, so every
     /// scheme sees the same delays).
     pub seed: u64,
@@ -134,6 +143,9 @@ impl Default for CollectiveSettings {
             setup_mean: Duration::from_ms(10),
             setup_sd: Duration::from_ms(5),
             chunks: 8,
+            ecmp_upward: true,
+            orca_fpr: 0.01,
+            orca_agent: true,
             overhead: crate::multicast::broadcast::DEFAULT_OVERHEAD,
             seed: 1,
         }
@@ -168,16 +180,58 @@ pub fn setup_delay(s: &CollectiveSettings, i: usize) -> u64 {
     d.max(0.0) as u64
 }
 
-/// The job's tree: optimal on a fault-free Clos, the greedy otherwise.
-pub fn job_tree(topo: &Topology, members: &[u32]) -> Result<MulticastTree, String> {
+/// The job's tree: optimal on a fault-free Clos, the greedy otherwise. `upward`: the
+/// fault-free tree's chain of uplinks (ECMP's hash, or the lowest-numbered).
+pub fn job_tree(
+    topo: &Topology,
+    members: &[u32],
+    upward: UplinkChoice,
+) -> Result<MulticastTree, String> {
     let (root, dests) = members.split_first().ok_or("a job needs members")?;
     let failed = topo.links.iter().any(|l| l.failed);
     let t = if failed {
         layer_peeling_tree(topo, *root, dests)
     } else {
-        symmetric_tree(topo, *root, dests).or_else(|_| layer_peeling_tree(topo, *root, dests))
+        symmetric_tree_via(topo, *root, dests, upward)
+            .or_else(|_| layer_peeling_tree(topo, *root, dests))
     };
     t.map_err(|e| format!("tree from {root}: {e}"))
+}
+
+/// Orca's header for `tree`: a Bloom filter of the tree's switch-to-next-hop links
+/// (with agents, one link per rack: the ToR's to its agent) at `s.orca_fpr`.
+pub fn orca_header_bytes(
+    topo: &Topology,
+    tree: &MulticastTree,
+    s: &CollectiveSettings,
+) -> Result<u8, String> {
+    let mut racks = std::collections::BTreeSet::new();
+    let mut links = 0;
+    for a in tree.arcs.iter().filter(|a| !topo.is_host(a.parent)) {
+        if topo.is_host(a.child) && s.orca_agent {
+            racks.insert(a.parent);
+        } else {
+            links += 1;
+        }
+    }
+    let bytes = bloom_bytes(links + racks.len(), s.orca_fpr);
+    u8::try_from(bytes).map_err(|_| {
+        format!(
+            "Orca's Bloom filter for a tree of {} links at fpr {} takes {bytes} bytes; rocast carries at most 255",
+            links + racks.len(),
+            s.orca_fpr
+        )
+    })
+}
+
+/// Job `i`'s uplink choice under `s`: ECMP hashes the job (its flow), salted by the
+/// run's seed so that the same jobs climb the same way under every scheme.
+pub fn job_upward(s: &CollectiveSettings, i: usize) -> UplinkChoice {
+    if s.ecmp_upward {
+        UplinkChoice::Hashed(s.seed ^ (i as u64).wrapping_mul(0xd6e8_feb8_6659_fd93))
+    } else {
+        UplinkChoice::Lowest
+    }
 }
 
 enum JobState {
@@ -236,7 +290,7 @@ pub fn run_collectives(
             states.push(JobState::Overlay(None));
             continue;
         }
-        let tree = job_tree(&topo, &j.members)?;
+        let tree = job_tree(&topo, &j.members, job_upward(s, i))?;
         let forwarding = match &layout {
             Some(layout) => {
                 let plan = plan_group(&topo, layout, &tree, s.cover).map_err(|e| e.to_string())?;
@@ -248,6 +302,11 @@ pub fn run_collectives(
                     &plan,
                     scheme == CollectiveScheme::PeelCores,
                 )?
+            }
+            None if scheme == CollectiveScheme::Orca => {
+                out.packets_per_message += 1;
+                let header = orca_header_bytes(&topo, &tree, s)?;
+                GroupForwarding::orca(&topo, &tree, header, s.orca_agent)?
             }
             None => {
                 out.packets_per_message += 1;

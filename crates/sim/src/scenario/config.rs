@@ -147,6 +147,9 @@ pub struct MulticastConfig {
     pub fail_fractions: Vec<f64>,
     pub exact_solver: String,
     pub exact_time_limit_s: f64,
+    /// PEEL Fig 5: at most this many of the figure's distinct job groups are solved
+    /// exactly (`exact_solver`) to check its symmetric-tree baseline; 0 skips it.
+    pub exact_baseline_groups: usize,
     /// PEEL Figs 5–7 (`peel-fig5`, `peel-fig6`, `peel-fig7`): offered load of the
     /// Poisson Broadcasts (fraction of the servers' NIC capacity their payload
     /// needs), the most jobs per point and the bytes a point aims to move (jobs =
@@ -169,6 +172,16 @@ pub struct MulticastConfig {
     /// servers from a random one, blind to rack boundaries) or "aligned" (bin-packed
     /// windows at power-of-two offsets); the last two for the ablation.
     pub job_placement: String,
+    /// PEEL Figs 5–6: which core a fault-free tree's single upward copy climbs to:
+    /// "ecmp" (hashed per group, as a fabric's ECMP spreads flows) or "lowest" (every
+    /// group through the lowest-numbered switches; the ablation's).
+    pub upward: String,
+    /// Orca (PEEL Figs 4–6): the false-positive ratio its Bloom-filter header is sized
+    /// for (the smallest of PEEL Fig 3's; 1 carries none), and whether host-side agents do each rack's
+    /// last-hop fan-out (PEEL §2's description of Orca); false: the controller-only
+    /// model, for the ablation.
+    pub orca_fpr: f64,
+    pub orca_agent: bool,
     /// PEEL Fig 7: Poisson Broadcasts (at `load`) sharing each trial's failed fabric;
     /// 1 runs one isolated Broadcast per trial.
     pub concurrent_jobs: u32,
@@ -250,6 +263,7 @@ impl Default for MulticastConfig {
             fail_fractions: vec![0.05, 0.1, 0.2, 0.3],
             exact_solver: "dp".into(),
             exact_time_limit_s: 60.0,
+            exact_baseline_groups: 0,
             load: 0.3,
             broadcasts: 100,
             broadcast_budget: "4G".into(),
@@ -260,6 +274,9 @@ impl Default for MulticastConfig {
             chunks: 8,
             cover_max: 0,
             job_placement: "bin-packed".into(),
+            upward: "ecmp".into(),
+            orca_fpr: 0.01,
+            orca_agent: true,
             concurrent_jobs: 1,
             cnp_policies: vec![
                 "forward-all".into(),
@@ -727,6 +744,18 @@ impl Scenario {
                     "expected \"bin-packed\", \"consecutive\" or \"aligned\", got {:?}",
                     m.job_placement
                 ),
+            ));
+        }
+        if !(m.orca_fpr > 0.0 && m.orca_fpr <= 1.0) {
+            return Err(invalid(
+                "multicast.orca_fpr",
+                format!("must be in (0, 1] (1: no header), got {}", m.orca_fpr),
+            ));
+        }
+        if !matches!(m.upward.as_str(), "ecmp" | "lowest") {
+            return Err(invalid(
+                "multicast.upward",
+                format!("expected \"ecmp\" or \"lowest\", got {:?}", m.upward),
             ));
         }
         if !(m.overhead_us.is_finite() && m.overhead_us >= 0.0) {

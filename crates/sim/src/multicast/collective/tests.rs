@@ -325,3 +325,57 @@ fn bin_packed_jobs_take_the_fewest_racks_and_pods() {
         .iter()
         .any(|j| j.members.iter().min().unwrap() % 2 == 1));
 }
+
+/// Orca's host-side agents: in each rack with two members, the ToR sends one copy to
+/// the lower-numbered member, whose NIC sends it on to the other; without agents the
+/// ToR fans out itself. Either way every member gets the whole message once.
+#[test]
+fn orca_agents_relay_each_racks_fan_out() {
+    let (topo, cfg) = fabric(&[]);
+    let mtu_packets = (1u64 << 20).div_ceil(4096);
+    // Job 0: source 0 and members 1, 2, 3, 4, 6, 9, 12, 14 (racks of two hosts):
+    // only the rack {2, 3} has two members below its ToR, so it alone has an agent.
+    let jobs = &two_jobs(1 << 20)[..1];
+    let run = |agent: bool, fpr: f64| {
+        let s = CollectiveSettings {
+            orca_agent: agent,
+            orca_fpr: fpr,
+            ..quick()
+        };
+        run_collectives(topo.clone(), cfg.clone(), jobs, CollectiveScheme::Orca, &s).unwrap()
+    };
+    let with = run(true, 0.01);
+    let without = run(false, 1.0);
+    assert_eq!(
+        with.tree.agent_copies, mtu_packets,
+        "one relayed copy per packet"
+    );
+    assert_eq!(without.tree.agent_copies, 0);
+    assert_eq!(with.tree.stray_copies + without.tree.stray_copies, 0);
+    assert_eq!(with.drops + without.drops, 0);
+    // The agent's copies are host transmissions the ToR made before.
+    assert!(with.host_tx_bytes > without.host_tx_bytes + mtu_packets * 4096);
+    // The Bloom filter rides on every fabric copy: more switch bytes than without.
+    assert!(with.switch_tx_bytes > without.switch_tx_bytes);
+}
+
+#[test]
+fn orca_header_is_a_bloom_filter_of_the_tree_links() {
+    let (topo, _) = fabric(&[]);
+    let tree = job_tree(&topo, &[0, 2, 3, 9], UplinkChoice::Lowest).unwrap();
+    let s = CollectiveSettings::default();
+    let switch_links = tree.arcs.iter().filter(|a| !topo.is_host(a.parent)).count();
+    // With agents: the ToR of 2 and 3 keeps one link (to its agent).
+    let with = orca_header_bytes(&topo, &tree, &s).unwrap();
+    assert_eq!(with as u64, bloom_bytes(switch_links - 1, 0.01));
+    let without = CollectiveSettings {
+        orca_agent: false,
+        ..s
+    };
+    assert_eq!(
+        orca_header_bytes(&topo, &tree, &without).unwrap() as u64,
+        bloom_bytes(switch_links, 0.01)
+    );
+    let none = CollectiveSettings { orca_fpr: 1.0, ..s };
+    assert_eq!(orca_header_bytes(&topo, &tree, &none).unwrap(), 0);
+}
