@@ -331,7 +331,13 @@ mod tests {
                     "cores-from-start" => assert_eq!(s.multicast.setup_ms, 0.0),
                     "isolated" => assert_eq!(s.multicast.concurrent_jobs, 1),
                     "pfc-paper" => assert_eq!(s.switch.resume_offset_bytes, 20480),
-                    "rocast" => assert_eq!(s.multicast.job_placement, "bin-packed"),
+                    "rocast" => {
+                        assert_eq!(s.multicast.job_placement, "bin-packed");
+                        assert_eq!(s.multicast.upward, "ecmp");
+                        assert!(s.multicast.orca_agent);
+                    }
+                    "orca-plain" => assert!(!s.multicast.orca_agent && s.multicast.orca_fpr == 1.0),
+                    "upward-lowest" => assert_eq!(s.multicast.upward, "lowest"),
                     _ => {}
                 }
             }

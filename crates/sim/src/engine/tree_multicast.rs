@@ -111,7 +111,7 @@ impl GroupForwarding {
     /// `header` bytes on every copy in the fabric, and each rack's last-hop fan-out
     /// offloaded to a host-side agent. With `agent`, a ToR with several members below
     /// sends one copy to the rack's agent (its lowest-numbered member), and the agent's
-    /// NIC sends one copy per other member back up through the ToR; without, the ToR
+    /// NIC sends one unicast copy per other member back through the ToR; without, the ToR
     /// copies to every member (the controller-only model, for the ablation).
     pub fn orca(
         topo: &Topology,
@@ -138,21 +138,25 @@ impl GroupForwarding {
             if others.is_empty() {
                 continue;
             }
+            // Labels: one to the agent, then one per other member, each a unicast
+            // the ToR forwards to that member alone (the ToR holds no fan-out).
             let to_agent = f.labels.len() as u16;
-            let fan_out = to_agent + 1;
             let agent_port = topo.port_of(first.child, first.link).ok_or_else(|| {
                 format!("agent {} has no port on link {}", first.child, first.link)
             })?;
-            let mut relay = BTreeMap::new();
-            relay.insert(first.child, vec![(agent_port, fan_out)]);
-            let mut fan = BTreeMap::new();
-            fan.insert(
-                tor,
-                others
-                    .iter()
-                    .map(|a| Ok((port(topo, a)?, fan_out)))
-                    .collect::<Result<Vec<Hop>, String>>()?,
-            );
+            let mut relay = Vec::with_capacity(others.len());
+            let mut unicasts = Vec::with_capacity(others.len());
+            for (n, a) in others.iter().enumerate() {
+                let l = to_agent + 1 + n as u16;
+                relay.push((agent_port, l));
+                let mut hops = BTreeMap::new();
+                hops.insert(tor, vec![(port(topo, a)?, l)]);
+                unicasts.push(Label {
+                    peel: None,
+                    hops,
+                    header,
+                });
+            }
             // The ToR's own rule now reaches only the agent.
             let keep = port(topo, first)?;
             let drop: Vec<u16> = others
@@ -167,16 +171,14 @@ impl GroupForwarding {
             for h in hops.iter_mut().filter(|h| h.0 == keep) {
                 h.1 = to_agent;
             }
+            let mut at_agent = BTreeMap::new();
+            at_agent.insert(first.child, relay);
             f.labels.push(Label {
                 peel: None,
-                hops: relay,
+                hops: at_agent,
                 header,
             });
-            f.labels.push(Label {
-                peel: None,
-                hops: fan,
-                header,
-            });
+            f.labels.extend(unicasts);
         }
         Ok(f)
     }

@@ -327,8 +327,8 @@ fn bin_packed_jobs_take_the_fewest_racks_and_pods() {
 }
 
 /// Orca's host-side agents: in each rack with two members, the ToR sends one copy to
-/// the lower-numbered member, whose NIC sends it on to the other; without agents the
-/// ToR fans out itself. Either way every member gets the whole message once.
+/// the lower-numbered member, whose NIC sends one unicast copy per other member;
+/// without agents the ToR fans out itself. Either way every member gets the whole message once.
 #[test]
 fn orca_agents_relay_each_racks_fan_out() {
     let (topo, cfg) = fabric(&[]);
