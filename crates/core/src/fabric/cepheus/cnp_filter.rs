@@ -200,6 +200,23 @@ impl CnpFilter for CounterCnpFilter {
     }
 }
 
+/// Counts a CNP of `entry` in the current slot of either TMCF filter; it passes when
+/// `entry` holds the choice, and a group's first CNP takes the choice at once. An
+/// entry beyond the table counts nothing and passes nothing.
+fn count_in_slot(counts: &mut [u32], chosen: &mut Option<usize>, entry: usize) -> bool {
+    let Some(c) = counts.get_mut(entry) else {
+        return false;
+    };
+    *c = c.saturating_add(1);
+    match *chosen {
+        Some(x) => x == entry,
+        None => {
+            *chosen = Some(entry);
+            true
+        }
+    }
+}
+
 /// TMCF's filter: at a branching switch, CNPs are counted per downstream interface
 /// in time slots (default 50 µs); during a slot only the CNPs of the interface that
 /// counted most in the previous slot pass, so the sender follows the single worst
@@ -271,17 +288,7 @@ impl CnpFilter for TmcfCnpFilter {
             st.counts.iter_mut().for_each(|c| *c = 0);
             st.slot_start += Duration::from_ps(slots * w);
         }
-        let Some(c) = st.counts.get_mut(entry) else {
-            return false;
-        };
-        *c = c.saturating_add(1);
-        match st.chosen {
-            Some(x) => x == entry,
-            None => {
-                st.chosen = Some(entry);
-                true
-            }
-        }
+        count_in_slot(&mut st.counts, &mut st.chosen, entry)
     }
     fn forget(&mut self, group: u32) {
         self.groups.remove(&group);
@@ -407,17 +414,7 @@ impl CnpFilter for DampedTmcfCnpFilter {
             st.close_slots(slots - 1, self.z);
             st.slot_start += Duration::from_ps(slots * w);
         }
-        let Some(c) = st.counts.get_mut(entry) else {
-            return false;
-        };
-        *c = c.saturating_add(1);
-        match st.chosen {
-            Some(x) => x == entry,
-            None => {
-                st.chosen = Some(entry);
-                true
-            }
-        }
+        count_in_slot(&mut st.counts, &mut st.chosen, entry)
     }
     fn forget(&mut self, group: u32) {
         self.groups.remove(&group);
