@@ -6,7 +6,9 @@
 //! capture is still reported up to the point where it breaks.
 
 use clap::Subcommand;
-use rocast_core::wire::pcap::{PcapError, PcapReader, PcapWriter, LINKTYPE_ETHERNET, LINKTYPE_RAW};
+use rocast_core::wire::pcap::{
+    PcapError, PcapStreamReader, PcapWriter, LINKTYPE_ETHERNET, LINKTYPE_RAW,
+};
 use rocast_core::wire::peel::{strip_shim, PeelHeader, PEEL_UDP_PORT};
 use rocast_core::wire::{
     classify_frame, icrc, AckSyndrome, AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr,
@@ -196,16 +198,19 @@ fn walk(
     mut f: impl FnMut(&Frame<'_>, FrameClass<'_>) -> bool,
 ) -> Result<Option<String>, String> {
     let name = path.display();
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {name}: {e}"))?;
-    let reader = PcapReader::new(&bytes).map_err(|e| match e {
-        PcapError::BadMagic(PCAPNG_MAGIC) => {
+    // Streamed: one record in memory at a time, whatever the file's size.
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {name}: {e}"))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut reader = PcapStreamReader::new(std::io::BufReader::new(file)).map_err(|e| match e {
+        Err(e) => format!("cannot read {name}: {e}"),
+        Ok(PcapError::BadMagic(PCAPNG_MAGIC)) => {
             format!("{name} is a pcapng file; only classic pcap is supported (convert with `editcap -F pcap`)")
         }
-        PcapError::BadMagic(m) => format!("{name} is not a pcap file (magic {m:#010x})"),
-        PcapError::TruncatedHeader => {
-            format!("{name} is not a pcap file: {} bytes, shorter than the 24-byte file header", bytes.len())
+        Ok(PcapError::BadMagic(m)) => format!("{name} is not a pcap file (magic {m:#010x})"),
+        Ok(PcapError::TruncatedHeader) => {
+            format!("{name} is not a pcap file: {size} bytes, shorter than the 24-byte file header")
         }
-        e => format!("{name}: {e}"),
+        Ok(e) => format!("{name}: {e}"),
     })?;
     let link = Link::from_linktype(reader.linktype).ok_or_else(|| {
         format!(
@@ -215,7 +220,8 @@ fn walk(
     })?;
     let mut scratch = Vec::new();
     let mut unshimmed = Vec::new();
-    for (i, rec) in reader.enumerate() {
+    let mut i = 0;
+    while let Some(rec) = reader.next_record() {
         match rec {
             Ok(rec) => {
                 let eth = link.to_ethernet(rec.data, &mut scratch);
@@ -235,22 +241,24 @@ fn walk(
                 if !f(&frame, class) {
                     break;
                 }
+                i += 1;
             }
-            Err(PcapError::TruncatedRecord { index, offset }) => {
+            Err(Err(e)) => return Ok(Some(format!("{name}: read error after {i} frames: {e}"))),
+            Err(Ok(PcapError::TruncatedRecord { index, offset })) => {
                 return Ok(Some(format!(
                     "{name}: capture truncated: frame {} (record at byte offset {offset}) is incomplete; \
                      {index} complete frames were read",
                     index + 1
                 )))
             }
-            Err(PcapError::OversizedRecord { index, len, snaplen }) => {
+            Err(Ok(PcapError::OversizedRecord { index, len, snaplen })) => {
                 return Ok(Some(format!(
                     "{name}: capture corrupt: frame {} claims {len} bytes (snap length {snaplen}); \
                      {index} complete frames were read",
                     index + 1
                 )))
             }
-            Err(e) => return Ok(Some(format!("{name}: {e}"))),
+            Err(Ok(e)) => return Ok(Some(format!("{name}: {e}"))),
         }
     }
     Ok(None)

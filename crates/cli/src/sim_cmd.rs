@@ -88,7 +88,9 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
     if !sc.multicast.experiment.is_empty() {
         let report = rocast_eval::run_experiment(&sc, &base)?;
         print!("{}", report.text);
-        std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
+        if !report.files.is_empty() {
+            std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
+        }
         // Every file first: a plot may read a sibling (peel-figN-paper.csv).
         for (name, body) in &report.files {
             let path = cmd.out.join(name);
@@ -118,7 +120,11 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
                 }
             }
         }
-        println!("outputs in {}/", cmd.out.display());
+        if report.files.is_empty() {
+            println!("(this experiment writes no files; its results are the text above)");
+        } else {
+            println!("outputs in {}/", cmd.out.display());
+        }
         return Ok(());
     }
     let opts = RunOptions {
@@ -131,5 +137,16 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
         "outputs in {}/ (fct.txt, summary.json, ports.csv)",
         cmd.out.display()
     );
+    // A run whose flows did not all finish is a failed run, whatever it printed.
+    let t = &report.totals;
+    let total = report.results.len() as u64;
+    let unfinished = total.saturating_sub(t.flows_finished + t.flows_failed);
+    if t.flows_failed > 0 || unfinished > 0 {
+        return Err(format!(
+            "{} of {total} flows failed and {unfinished} did not finish (see {}/summary.json)",
+            t.flows_failed,
+            cmd.out.display()
+        ));
+    }
     Ok(())
 }

@@ -133,7 +133,7 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
         summary_json: summary,
         fct_txt: fct,
         results: std::mem::take(&mut engine.results),
-        totals: engine.totals.clone(),
+        totals: engine.totals_now(),
         sim_end: engine.last_event(),
         wall_s,
         setup_s,

@@ -238,6 +238,12 @@ impl NackMulticastReceiver {
         match p.repr {
             PacketRepr::Data(d) => self.on_data(now, p.session, &d),
             PacketRepr::Heartbeat { next_seq, low_seq } => {
+                // A sender never holds less than nothing: a low edge past its own next
+                // sequence is not a heartbeat any sender sends.
+                if low_seq > next_seq {
+                    self.counters.malformed += 1;
+                    return;
+                }
                 self.counters.heartbeats += 1;
                 let s = self.stream(p.session);
                 s.high = s.high.max(next_seq);
@@ -393,10 +399,23 @@ impl NackMulticastReceiver {
 
     /// The sender can no longer repair anything below `low`: consume what is held and
     /// give up on the rest.
+    /// Time O(window), whatever `low` is: once nothing is held past `next_seq`, the
+    /// rest of the range is given up at once (a forged heartbeat with a huge low edge
+    /// must not walk every sequence).
     fn give_up_below(&mut self, session: u32, low: u64) {
         loop {
             let s = self.streams.get_mut(&session).expect("stream exists");
             if s.next_seq >= low {
+                break;
+            }
+            if s.held.is_empty() {
+                // Nothing arrived past next_seq: sequences next_seq..low are all lost,
+                // which is what consuming `None` for each of them would record.
+                let skipped = low - s.next_seq;
+                s.next_seq = low;
+                s.partial = None;
+                s.skipping = true;
+                self.counters.lost_packets += skipped;
                 break;
             }
             // next_seq itself never sits in `held` (it would have been consumed).

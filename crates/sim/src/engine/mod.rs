@@ -2163,6 +2163,20 @@ impl Engine {
         }
     }
 
+    /// The run's totals with the counters of the QPs still open added (a QP adds its
+    /// retransmissions, timeouts and CNPs to `totals` only when it retires, so an
+    /// unfinished flow's would otherwise be missing).
+    pub fn totals_now(&self) -> Totals {
+        let mut t = self.totals.clone();
+        for slot in self.qps.iter().flatten() {
+            let s = slot.qp.stats();
+            t.retransmitted += s.tx_retransmitted;
+            t.timeouts += s.timeouts;
+            t.cnps += s.tx_cnps;
+        }
+        t
+    }
+
     /// Removes a QP, adding its counters to the run's totals; returns it.
     fn retire_qp(&mut self, qpn: u32) -> Option<RcQueuePair> {
         let slot = self.qps.get_mut(qpn as usize).and_then(Option::take)?;

@@ -37,7 +37,7 @@ pub(crate) fn summary_json(
     setup_s: f64,
     conservation: Option<(i128, u64)>,
 ) -> String {
-    let t = &e.totals;
+    let t = &e.totals_now();
     let (fcts, slow) = fct_stats(&e.results);
     let mut s = String::new();
     let _ = write!(

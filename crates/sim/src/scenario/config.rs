@@ -928,6 +928,48 @@ impl Scenario {
                 format!("must be in (0, 1], got {}", w.load),
             ));
         }
+        if !(w.duration_ms.is_finite() && w.duration_ms > 0.0) {
+            return Err(invalid(
+                "workload.duration_ms",
+                format!("must be a positive number of ms, got {}", w.duration_ms),
+            ));
+        }
+        let o = &self.output;
+        if !(o.qlen_interval_us == 0.0
+            || (o.qlen_interval_us >= 0.1 && o.qlen_interval_us.is_finite()))
+        {
+            return Err(invalid(
+                "output.qlen_interval_us",
+                format!(
+                    "must be 0 (off) or at least 0.1 us, got {}",
+                    o.qlen_interval_us
+                ),
+            ));
+        }
+        if !(o.summary_interval_ms >= 0.001 && o.summary_interval_ms.is_finite()) {
+            return Err(invalid(
+                "output.summary_interval_ms",
+                format!("must be at least 0.001 ms, got {}", o.summary_interval_ms),
+            ));
+        }
+        if self.topology.gpus_per_host > MAX_GPUS_PER_HOST {
+            return Err(invalid(
+                "topology.gpus_per_host",
+                format!(
+                    "at most {MAX_GPUS_PER_HOST}, got {}",
+                    self.topology.gpus_per_host
+                ),
+            ));
+        }
+        if !self.link_events.is_empty() && !self.multicast.experiment.is_empty() {
+            return Err(invalid(
+                "link_events",
+                format!(
+                    "the {} experiment does not apply [[link_events]] (only flow-level runs do); remove them or use a run without multicast.experiment",
+                    self.multicast.experiment
+                ),
+            ));
+        }
         if w.start_us < 0.0 || !w.start_us.is_finite() {
             return Err(invalid("workload.start_us", "must be >= 0"));
         }
@@ -950,6 +992,10 @@ impl Scenario {
         Ok(())
     }
 }
+
+/// The most GPUs per host `topology.gpus_per_host` takes (servers carry 8; 64 leaves
+/// room without letting a typo allocate millions of endpoints).
+pub const MAX_GPUS_PER_HOST: u32 = 64;
 
 /// Applies `a.b.c=value` to a TOML table. The value is read as TOML (numbers, bools,
 /// arrays, quoted strings); anything that is not valid TOML is taken as a string.

@@ -265,6 +265,9 @@ impl UdLossConfig {
         if !(1..=1000).contains(&self.receivers) {
             return Err(invalid("multicast.ud_loss.receivers", "must be 1 to 1000"));
         }
+        if self.packets == 0 {
+            return Err(invalid("multicast.ud_loss.packets", "must be at least 1"));
+        }
         if !(64..=65536).contains(&self.mtu) {
             return Err(invalid("multicast.ud_loss.mtu", "must be 64 to 65536"));
         }

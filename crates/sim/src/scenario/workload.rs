@@ -22,6 +22,9 @@ pub enum WorkloadError {
     File { path: String, msg: String },
 }
 
+/// The most flows a Poisson workload may generate (about 2 GB of flow records).
+pub const MAX_POISSON_FLOWS: u64 = 20_000_000;
+
 fn invalid(key: &'static str, msg: impl Into<String>) -> WorkloadError {
     WorkloadError::Invalid {
         key,
@@ -178,6 +181,18 @@ pub fn generate(
             // Mean gap per host so that its offered load is `load` of its link.
             let mean_gap_ps = cdf.mean() * 8.0 / (host_rate_bps as f64 * w.load) * 1e12;
             let end = start + (w.duration_ms * 1e9) as u64;
+            // Refuse a duration whose flows would not fit in memory before generating
+            // any (each flow record is about 100 bytes in the engine).
+            let expected = hosts as f64 * (end - start) as f64 / mean_gap_ps;
+            if !(expected <= MAX_POISSON_FLOWS as f64) {
+                return Err(invalid(
+                    "duration_ms",
+                    format!(
+                        "{} ms at load {} would generate about {expected:.3e} flows; at most {MAX_POISSON_FLOWS} are allowed (shorten the duration or lower the load)",
+                        w.duration_ms, w.load
+                    ),
+                ));
+            }
             // Each host's next arrival, merged in time order (ties by host id).
             let mut next: BinaryHeap<Reverse<(u64, u32)>> = (0..hosts)
                 .map(|h| {
