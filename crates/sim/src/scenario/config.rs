@@ -912,6 +912,7 @@ impl Scenario {
             return Err(invalid("nic.ack_every/rto_us", "must be at least 1"));
         }
         self.multicast.odbss.validate()?;
+        self.multicast.ud_loss.validate()?;
         let w = &self.workload;
         if !matches!(
             w.kind.as_str(),
@@ -1067,10 +1068,26 @@ mod tests {
             (vec!["switch.pmax=2"], "switch.pmax"),
             (vec!["workload.kind=zipf"], "workload.kind"),
             (vec!["nonsense"], "key=value"),
+            // Values that would loop, exhaust memory or be silently ignored.
+            (vec!["output.qlen_interval_us=1e-12"], "output.qlen_interval_us"),
+            (vec!["output.summary_interval_ms=0"], "output.summary_interval_ms"),
+            (vec!["workload.duration_ms=-1"], "workload.duration_ms"),
+            (vec!["topology.gpus_per_host=1000000"], "topology.gpus_per_host"),
+            (vec!["switch.cnp_filter=\"x\""], "tmcf-damped"),
+            (vec!["switch.tmcf_damped_z=-1"], "switch.tmcf_damped_z"),
+            (vec!["multicast.upward=\"up\""], "multicast.upward"),
+            (vec!["multicast.orca_fpr=0"], "multicast.orca_fpr"),
         ] {
             let sets: Vec<String> = sets.into_iter().map(String::from).collect();
             let e = Scenario::preset("default", &sets).unwrap_err().to_string();
             assert!(e.contains(want), "{sets:?}: {e}");
+        }
+        for (preset, set, want) in [
+            ("ud-loss", "multicast.ud_loss.packets=0", "multicast.ud_loss.packets"),
+            ("tmcf-cpmp", "link_events=[{at_us = 1.0, link = [0, 7], up = false}]", "link_events"),
+        ] {
+            let e = Scenario::preset(preset, &[set.into()]).unwrap_err().to_string();
+            assert!(e.contains(want), "{preset} {set}: {e}");
         }
         assert!(Scenario::preset("nope", &[])
             .unwrap_err()

@@ -353,6 +353,15 @@ mod tests {
         let offered = bytes as f64 * 8.0 / 20e-3 / 16.0 / 100e9;
         assert!((offered - 0.5).abs() < 0.1, "offered load {offered}");
         assert!(f.windows(2).all(|w| w[0].start_ps <= w[1].start_ps));
+        // A duration whose flows would not fit in memory is refused up front.
+        let long = WorkloadConfig {
+            duration_ms: 1e9,
+            ..w
+        };
+        let e = generate(&long, 16, 100_000_000_000, 3, &no_files)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("workload.duration_ms") && e.contains("20000000"), "{e}");
     }
 
     #[test]
