@@ -1602,7 +1602,26 @@ impl Engine {
             c.set_label(out, f.labels.get(out as usize).map_or(0, |l| l.header));
             copies.push((port, c));
         }
-        for &(_, c) in &copies {
+        // The agent's NIC queue marks ECN as a switch port would (the fabric's RED
+        // thresholds, against the copies already waiting): a relay that falls behind
+        // slows the source through its receivers' CNPs instead of growing without
+        // bound. rocast's assumption; Orca's paper does not say how its agent signals
+        // congestion.
+        let red = self.egress.first().and_then(|e| e.red().copied());
+        let mut queued = self.hosts[host as usize].copies.len() as u64 * sp.wire_len() as u64;
+        for &(_, mut c) in &copies {
+            if let Some(red) = red {
+                let ect = matches!(
+                    c.ecn(),
+                    rocast_core::wire::Ecn::Ect0 | rocast_core::wire::Ecn::Ect1
+                );
+                let rng = &mut self.rng;
+                if ect && red.should_mark(queued, || uniform(rng)) {
+                    c.set_ce();
+                    self.totals.ecn_marks += 1;
+                }
+            }
+            queued += c.wire_len() as u64;
             let carried = self.cfg.carry_payload && c.is_data();
             if carried {
                 self.payload_scratch.clear();

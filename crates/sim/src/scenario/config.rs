@@ -1069,10 +1069,19 @@ mod tests {
             (vec!["workload.kind=zipf"], "workload.kind"),
             (vec!["nonsense"], "key=value"),
             // Values that would loop, exhaust memory or be silently ignored.
-            (vec!["output.qlen_interval_us=1e-12"], "output.qlen_interval_us"),
-            (vec!["output.summary_interval_ms=0"], "output.summary_interval_ms"),
+            (
+                vec!["output.qlen_interval_us=1e-12"],
+                "output.qlen_interval_us",
+            ),
+            (
+                vec!["output.summary_interval_ms=0"],
+                "output.summary_interval_ms",
+            ),
             (vec!["workload.duration_ms=-1"], "workload.duration_ms"),
-            (vec!["topology.gpus_per_host=1000000"], "topology.gpus_per_host"),
+            (
+                vec!["topology.gpus_per_host=1000000"],
+                "topology.gpus_per_host",
+            ),
             (vec!["switch.cnp_filter=\"x\""], "tmcf-damped"),
             (vec!["switch.tmcf_damped_z=-1"], "switch.tmcf_damped_z"),
             (vec!["multicast.upward=\"up\""], "multicast.upward"),
@@ -1083,10 +1092,20 @@ mod tests {
             assert!(e.contains(want), "{sets:?}: {e}");
         }
         for (preset, set, want) in [
-            ("ud-loss", "multicast.ud_loss.packets=0", "multicast.ud_loss.packets"),
-            ("tmcf-cpmp", "link_events=[{at_us = 1.0, link = [0, 7], up = false}]", "link_events"),
+            (
+                "ud-loss",
+                "multicast.ud_loss.packets=0",
+                "multicast.ud_loss.packets",
+            ),
+            (
+                "tmcf-cpmp",
+                "link_events=[{at_us = 1.0, link = [0, 7], up = false}]",
+                "link_events",
+            ),
         ] {
-            let e = Scenario::preset(preset, &[set.into()]).unwrap_err().to_string();
+            let e = Scenario::preset(preset, &[set.into()])
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(want), "{preset} {set}: {e}");
         }
         assert!(Scenario::preset("nope", &[])

@@ -361,7 +361,10 @@ mod tests {
         let e = generate(&long, 16, 100_000_000_000, 3, &no_files)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("workload.duration_ms") && e.contains("20000000"), "{e}");
+        assert!(
+            e.contains("workload.duration_ms") && e.contains("20000000"),
+            "{e}"
+        );
     }
 
     #[test]
