@@ -550,3 +550,42 @@ fn the_safeguard_moves_a_slow_group_to_the_overlay_after_the_buffer_it_watched()
         assert!(g == &payload, "a member's {} bytes differ", g.len());
     }
 }
+
+/// Issue 24: a switch port whose link goes down is an event on that port, never the
+/// daemon's end. The switch-side veth of h1 goes down and up again mid-run; the daemon
+/// still answers its control socket, counts what the port reported, and the next
+/// transfer delivers every byte.
+#[test]
+fn a_switch_port_going_down_is_counted_not_fatal() {
+    let lab = LabGuard::new("tm9");
+    let r = rocast(&["lab", "up", "--name", lab.0, "--hosts", "3", "--switch"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let sw = format!("rocast-{}-sw", lab.0);
+    let ip = |args: &[&str]| {
+        let ok = Command::new("ip")
+            .args(args)
+            .status()
+            .expect("run ip")
+            .success();
+        assert!(ok, "ip {args:?}");
+    };
+    for _ in 0..3 {
+        ip(&["-n", &sw, "link", "set", "p1", "down"]);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        ip(&["-n", &sw, "link", "set", "p1", "up"]);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let control = format!("/run/rocast-lab/{}/switch.sock", lab.0);
+    let r = rocast(&["switch", "--stats", "--control", &control]);
+    assert_eq!(r.code, 0, "the daemon died: {}", r.stderr);
+    assert!(r.stdout.contains(" rx_errors "), "{}", r.stdout);
+    // veth needs a moment to carry frames again after it is set up.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let payload = data(1 << 20, 3);
+    let file = "/tmp/rocast-tm9-payload.bin";
+    std::fs::write(file, &payload).unwrap();
+    let (code, text, got) = transfer(lab.0, 2, file, "write", "flap");
+    let _ = std::fs::remove_file(file);
+    assert_eq!(code, 0, "{text}");
+    assert!(got.iter().all(|g| g == &payload), "{text}");
+}

@@ -122,6 +122,9 @@ pub struct PortStats {
     pub oversize: u64,
     /// The capture file could not be written (the capture stopped there).
     pub capture_errors: u64,
+    /// Receive errors (the interface went down, the peer's socket is gone): counted,
+    /// and the port is read again on the next round.
+    pub rx_errors: u64,
 }
 
 enum Backend {
@@ -325,7 +328,13 @@ impl Port {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => Err(e),
+                // A port whose link is down (ENETDOWN on AF_PACKET) or whose dgram
+                // peer is gone (ECONNREFUSED) is an event on that port, never the
+                // switch's end: count it and serve the other ports.
+                Err(_) => {
+                    self.stats.rx_errors += 1;
+                    Ok(None)
+                }
             };
         }
     }
@@ -734,8 +743,8 @@ impl SwitchDaemon {
             let s = &p.stats;
             let _ = writeln!(
                 t,
-                "port {i} {:?} rx_frames {} rx_bytes {} tx_frames {} tx_bytes {} tx_errors {} queue_drops {} injected_drops {} ecn_marked {} foreign {} oversize {} capture_errors {}",
-                p.spec, s.rx_frames, s.rx_bytes, s.tx_frames, s.tx_bytes, s.tx_errors, s.queue_drops, s.injected_drops, s.ecn_marked, s.foreign, s.oversize, s.capture_errors
+                "port {i} {:?} rx_frames {} rx_bytes {} tx_frames {} tx_bytes {} tx_errors {} queue_drops {} injected_drops {} ecn_marked {} foreign {} oversize {} capture_errors {} rx_errors {}",
+                p.spec, s.rx_frames, s.rx_bytes, s.tx_frames, s.tx_bytes, s.tx_errors, s.queue_drops, s.injected_drops, s.ecn_marked, s.foreign, s.oversize, s.capture_errors, s.rx_errors
             );
         }
         let f = self.sw.stats();
