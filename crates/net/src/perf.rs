@@ -29,7 +29,7 @@ use rocast_core::time::Duration as CoreDuration;
 use rocast_core::wire::{Psn, ROCEV2_UDP_PORT};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -42,6 +42,13 @@ const PROTOCOL_VERSION: u32 = 1;
 const BATCH: usize = 64;
 /// The longest the event loop sleeps without looking at the clock and the control channel.
 const MAX_WAIT: Duration = Duration::from_millis(20);
+/// The longest control line either side accepts (a HELLO is about 150 bytes).
+pub const MAX_CONTROL_LINE: usize = 4096;
+/// The most buffer memory one session may ask the server for (its message buffers
+/// and the expected pattern), so that one HELLO cannot exhaust the server.
+pub const MAX_SESSION_BYTES: u64 = 1 << 30;
+/// How long the server waits for a connected client's HELLO.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 const CLIENT_SALT: u64 = 0xc11e_47c1_1e47;
 const SERVER_SALT: u64 = 0x5e7e_e75e_7e7e;
 const PATTERN_SALT: u64 = 0x7061_7474_6572_6e21;
@@ -291,6 +298,50 @@ struct Ctrl {
     writer: TcpStream,
 }
 
+/// While a session runs: accepts every other connection on the server's listener,
+/// answers `ERROR msg=busy` and closes it. Stops (and joins) when dropped.
+struct BusyResponder {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl BusyResponder {
+    fn start(listener: &TcpListener) -> Result<Self, PerfError> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let l = listener.try_clone().map_err(io_err("listener"))?;
+        l.set_nonblocking(true).map_err(io_err("listener"))?;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((mut s, _)) => {
+                        let _ = s.set_write_timeout(Some(Duration::from_millis(100)));
+                        let _ =
+                            s.write_all(b"ERROR msg=busy: the server is serving another client\n");
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+            // The listener is shared: hand it back blocking for the next accept.
+            let _ = l.set_nonblocking(false);
+        });
+        Ok(BusyResponder {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for BusyResponder {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 impl Ctrl {
     fn new(s: TcpStream, timeout: Duration) -> Result<Ctrl, PerfError> {
         s.set_nodelay(true).map_err(io_err("control socket"))?;
@@ -304,6 +355,12 @@ impl Ctrl {
             writer,
         })
     }
+    /// The read deadline of each later line (the socket's, shared by both halves).
+    fn set_timeout(&mut self, timeout: Duration) -> Result<(), PerfError> {
+        self.writer
+            .set_read_timeout(Some(timeout))
+            .map_err(io_err("control socket"))
+    }
     fn send(&mut self, line: &str) -> Result<(), PerfError> {
         let mut l = line.replace('\n', " ");
         l.push('\n');
@@ -313,9 +370,15 @@ impl Ctrl {
     }
     fn recv(&mut self) -> Result<Msg, PerfError> {
         let mut line = String::new();
-        match self.reader.read_line(&mut line) {
+        // At most one line of MAX_CONTROL_LINE bytes is buffered, whatever the peer
+        // sends: a longer one is a protocol error, not memory.
+        let limit = MAX_CONTROL_LINE as u64 + 1;
+        match (&mut self.reader).take(limit).read_line(&mut line) {
             Ok(0) => Err(PerfError::Protocol(
                 "the peer closed the control connection".into(),
+            )),
+            Ok(n) if n as u64 == limit && !line.ends_with('\n') => Err(PerfError::Protocol(
+                format!("a control line longer than {MAX_CONTROL_LINE} bytes"),
             )),
             Ok(_) => Ok(Msg::parse(&line)),
             Err(e)
@@ -535,15 +598,20 @@ impl PerfServer {
         self.listener.local_addr()
     }
 
-    /// Serves one client: waits for it, runs the test, verifies the data.
+    /// Serves one client: waits for it, runs the test, verifies the data. A client
+    /// must send its HELLO within [`HELLO_TIMEOUT`]; clients that connect while a
+    /// session runs are answered `ERROR msg=busy` and closed, so idle connections
+    /// cannot lock real clients out.
     pub fn serve_one(&self) -> Result<ServerReport, PerfError> {
         let (stream, peer) = self
             .listener
             .accept()
             .map_err(io_err("accepting a control connection"))?;
         let local = stream.local_addr().map_err(io_err("control socket"))?;
-        let mut ctrl = Ctrl::new(stream, self.idle_timeout)?;
+        let mut ctrl = Ctrl::new(stream, HELLO_TIMEOUT.min(self.idle_timeout))?;
+        let busy = BusyResponder::start(&self.listener)?;
         let r = self.session(&mut ctrl, local, peer);
+        drop(busy);
         if let Err(e) = &r {
             if !matches!(e, PerfError::Peer(_)) {
                 let _ = ctrl.send(&format!("ERROR msg={e}"));
@@ -573,6 +641,20 @@ impl PerfServer {
         }
         let p = PerfParams::from_msg(&hello)?;
         p.validate()?;
+        // WRITE: one registered region plus the expected pattern; SEND: a receive
+        // buffer per posted receive (2 × tx depth) plus the pattern.
+        let buffers = match p.op {
+            PerfOp::Write => 1,
+            PerfOp::Send => (p.tx_depth as u64 * 2).min(p.iters).max(1),
+        };
+        let wanted = (buffers + 1).saturating_mul(p.size as u64);
+        if wanted > MAX_SESSION_BYTES {
+            return Err(PerfError::Config(format!(
+                "{} B messages with {buffers} buffers need {wanted} B of server memory; the server allows {MAX_SESSION_BYTES} B per session",
+                p.size
+            )));
+        }
+        ctrl.set_timeout(self.idle_timeout)?;
         let (cqpn, cpsn, cip): (u32, u32, Ipv4Addr) =
             (hello.get("qpn")?, hello.get("psn")?, hello.get("ip")?);
         let IpAddr::V4(ip) = local.ip() else {

@@ -191,6 +191,56 @@ fn server_fails_when_client_vanishes() {
     assert!(t0.elapsed() < Duration::from_secs(3));
 }
 
+/// Issue 24, bounded input: a control line without a newline is refused at 4 KiB,
+/// a HELLO asking for more buffer memory than a session may hold is refused before
+/// anything is allocated, and a connection made while a session runs is told the
+/// server is busy instead of waiting behind it.
+#[test]
+fn server_bounds_lines_memory_and_extra_clients() {
+    let port = 18612;
+    let srv = std::sync::Arc::new(PerfServer::bind(SocketAddr::from((lo(25), port))).unwrap());
+    let line_of = |s: &std::net::TcpStream| {
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).unwrap();
+        line
+    };
+    // 1 MB with no newline: a protocol error after 4 KiB, not 1 MB of memory.
+    let srv1 = srv.clone();
+    let h = thread::spawn(move || srv1.serve_one());
+    let s = std::net::TcpStream::connect((lo(25), port)).unwrap();
+    let _ = (&s).write_all(&vec![b'x'; 1 << 20]);
+    let e = h.join().unwrap().expect_err("an endless line");
+    assert!(e.to_string().contains("longer than 4096 bytes"), "{e}");
+    drop(s);
+    // SEND of 2^31-1 bytes with tx depth 8192: refused up front.
+    let srv2 = srv.clone();
+    let h = thread::spawn(move || srv2.serve_one());
+    let s = std::net::TcpStream::connect((lo(25), port)).unwrap();
+    let hello = "HELLO v=1 op=send size=2147483647 iters=100000 mtu=1024 tx_depth=8192 window=64 rto_ns=1000000 sr=0 loss=0 seed=1 qpn=500 psn=0 ip=127.0.0.26\n";
+    (&s).write_all(hello.as_bytes()).unwrap();
+    let e = h.join().unwrap().expect_err("too much memory");
+    assert!(e.to_string().contains("server allows"), "{e}");
+    assert!(line_of(&s).starts_with("ERROR "), "the client is told");
+    drop(s);
+    // A client holding a session open; a second one is answered "busy" at once.
+    let srv3 = srv.clone();
+    let h = thread::spawn(move || srv3.serve_one());
+    let first = std::net::TcpStream::connect((lo(25), port)).unwrap();
+    thread::sleep(Duration::from_millis(100));
+    let t0 = std::time::Instant::now();
+    let second = std::net::TcpStream::connect((lo(25), port)).unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(3)))
+        .unwrap();
+    let busy = line_of(&second);
+    assert!(busy.starts_with("ERROR msg=busy"), "{busy}");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    // The idle first client is dropped after the HELLO deadline (5 s), not held.
+    let e = h.join().unwrap().expect_err("no HELLO");
+    assert!(e.to_string().contains("timed out"), "{e}");
+    drop(first);
+}
+
 /// A client that writes the wrong bytes (it claims seed 11, sends seed 12's pattern):
 /// the server's verification must catch it and the client must see the failure.
 #[test]
