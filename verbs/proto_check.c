@@ -7,7 +7,12 @@
  *   proto_check parse   reads frames from stdin and prints one line per frame: the
  *                       message's fields as the C parsers read them, or
  *                       "<name> error <code>" when a parser refuses the body, or
- *                       "frame error" when the header is refused (and stops).
+ *                       "frame error" when the header is refused (and stops);
+ *   proto_check stream  feeds stdin through a socketpair to ctl_recv (the
+ *                       programs' framed reader), then closes the writing end, and
+ *                       prints "frame <type> <len>" per frame and "end" when
+ *                       ctl_recv reports the peer gone (EOF mid-frame included)
+ *                       or "stuck" if it never does.
  *
  * The values and the line format are the Rust test's; change them together.
  */
@@ -16,6 +21,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static void frame(uint8_t ty, const uint8_t *body, uint16_t len) {
     uint8_t h[ROCAST_FRAME_HEADER_LEN];
@@ -102,9 +108,38 @@ static int parse(void) {
     return fflush(stdout) ? 1 : 0;
 }
 
+static struct ctl stream_ctl;
+
+static int stream(void) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) return 1;
+    uint8_t buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), stdin)) > 0)
+        if (write(sv[1], buf, n) != (ssize_t)n) return 1;
+    close(sv[1]);
+    stream_ctl.fd = sv[0];
+    stream_ctl.have = 0;
+    uint8_t body[ROCAST_MAX_BODY_LEN], ty;
+    uint16_t len;
+    /* Everything was written before the first read: a reader that waits for more
+     * after EOF would spin here forever, so a bound turns that into "stuck". */
+    for (int i = 0; i < 100000; i++) {
+        int r = ctl_recv(&stream_ctl, &ty, body, &len);
+        if (r < 0) {
+            printf("end\n");
+            return 0;
+        }
+        if (r > 0) printf("frame %u %u\n", ty, len);
+    }
+    printf("stuck\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "emit")) return emit();
     if (argc == 2 && !strcmp(argv[1], "parse")) return parse();
-    fprintf(stderr, "usage: proto_check emit|parse\n");
+    if (argc == 2 && !strcmp(argv[1], "stream")) return stream();
+    fprintf(stderr, "usage: proto_check emit|parse|stream\n");
     return 2;
 }

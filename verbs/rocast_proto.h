@@ -234,25 +234,37 @@ static inline int ctl_send(struct ctl *c, uint8_t ty, const uint8_t *body, uint1
     return 0;
 }
 
-/* 1 and the frame when one is complete, 0 if not yet, -1 when the peer is gone or
- * sent a frame of an unknown type or a body longer than its type carries (the stream
- * has lost its framing then). `body` must hold ROCAST_MAX_BODY_LEN bytes. */
+/* 1 and the frame when one is complete, 0 if not yet, -1 when the peer is gone (EOF,
+ * a frame cut off by EOF included) or sent a frame of an unknown type or a body longer
+ * than its type carries (the stream has lost its framing then). `body` must hold
+ * ROCAST_MAX_BODY_LEN bytes. A frame is at most ROCAST_FRAME_HEADER_LEN +
+ * ROCAST_MAX_BODY_LEN bytes, far below `in`'s size, so a legal frame always fits. */
 static inline int ctl_recv(struct ctl *c, uint8_t *ty, uint8_t *body, uint16_t *len) {
-    ssize_t n = recv(c->fd, c->in + c->have, sizeof(c->in) - c->have, MSG_DONTWAIT);
-    if (n == 0 && c->have == 0) return -1;
-    if (n > 0) c->have += (size_t)n;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
-    if (c->have < ROCAST_FRAME_HEADER_LEN) return 0;
-    uint16_t l = (uint16_t)(c->in[1] << 8 | c->in[2]);
-    int max = rocast_max_body_len(c->in[0]);
-    if (max < 0 || l > max) return -1;
-    if (c->have < ROCAST_FRAME_HEADER_LEN + (size_t)l) return 0;
-    *ty = c->in[0];
-    *len = l;
-    memcpy(body, c->in + ROCAST_FRAME_HEADER_LEN, l);
-    memmove(c->in, c->in + ROCAST_FRAME_HEADER_LEN + l, c->have - ROCAST_FRAME_HEADER_LEN - l);
-    c->have -= ROCAST_FRAME_HEADER_LEN + (size_t)l;
-    return 1;
+    int eof = 0;
+    if (c->have < sizeof(c->in)) {
+        ssize_t n = recv(c->fd, c->in + c->have, sizeof(c->in) - c->have, MSG_DONTWAIT);
+        if (n == 0) eof = 1;
+        else if (n > 0) c->have += (size_t)n;
+        else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+    }
+    if (c->have >= ROCAST_FRAME_HEADER_LEN) {
+        uint16_t l = (uint16_t)(c->in[1] << 8 | c->in[2]);
+        int max = rocast_max_body_len(c->in[0]);
+        if (max < 0 || l > max) return -1;
+        if (c->have >= ROCAST_FRAME_HEADER_LEN + (size_t)l) {
+            *ty = c->in[0];
+            *len = l;
+            memcpy(body, c->in + ROCAST_FRAME_HEADER_LEN, l);
+            memmove(c->in, c->in + ROCAST_FRAME_HEADER_LEN + l, c->have - ROCAST_FRAME_HEADER_LEN - l);
+            c->have -= ROCAST_FRAME_HEADER_LEN + (size_t)l;
+            return 1;
+        }
+    }
+    /* Nothing complete: at EOF the rest can never arrive. */
+    return eof ? -1 : 0;
 }
+
+_Static_assert(ROCAST_FRAME_HEADER_LEN + ROCAST_MAX_BODY_LEN <= sizeof(((struct ctl *)0)->in),
+               "a legal frame must fit the receive buffer");
 
 #endif

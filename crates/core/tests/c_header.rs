@@ -334,3 +334,43 @@ fn c_parsers_read_rust_frames_and_refuse_what_rust_refuses() {
     let out = String::from_utf8(run(&bin, "parse", &stream)).unwrap();
     assert_eq!(out.lines().collect::<Vec<_>>(), want);
 }
+
+/// Issue 24: the C programs' framed reader (`ctl_recv`) over a real socket: whole
+/// frames come out, a frame cut off by EOF ends the stream instead of waiting for
+/// bytes that can never arrive, and a length over the type's limit is refused.
+#[test]
+fn c_stream_reader_ends_at_eof_mid_frame() {
+    let bin = proto_check();
+    let frame = |ty: MessageType, body: &[u8]| {
+        let mut f = vec![ty as u8, (body.len() >> 8) as u8, body.len() as u8];
+        f.extend_from_slice(body);
+        f
+    };
+    let done = frame(MessageType::Done, &[0, 0, 0, 7]);
+    let close = frame(MessageType::Close, &[1]);
+    let lines = |input: &[u8]| String::from_utf8(run(&bin, "stream", input)).unwrap();
+    // Two whole frames, then EOF.
+    let mut two = done.clone();
+    two.extend_from_slice(&close);
+    assert_eq!(
+        lines(&two),
+        format!(
+            "frame {} 4\nframe {} 1\nend\n",
+            MessageType::Done as u8,
+            MessageType::Close as u8
+        )
+    );
+    // A whole frame, then half of one: the half is never reported, the stream ends.
+    let mut cut = done.clone();
+    cut.extend_from_slice(&close[..2]);
+    assert_eq!(
+        lines(&cut),
+        format!("frame {} 4\nend\n", MessageType::Done as u8)
+    );
+    // EOF inside the header, and an empty stream.
+    assert_eq!(lines(&done[..2]), "end\n");
+    assert_eq!(lines(&[]), "end\n");
+    // An overlay frame claiming more than MAX_BODY_LEN: refused at its header.
+    let big = [MessageType::Overlay as u8, 0xff, 0xfd];
+    assert_eq!(lines(&big), "end\n");
+}
