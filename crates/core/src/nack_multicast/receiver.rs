@@ -238,12 +238,7 @@ impl NackMulticastReceiver {
         match p.repr {
             PacketRepr::Data(d) => self.on_data(now, p.session, &d),
             PacketRepr::Heartbeat { next_seq, low_seq } => {
-                // A sender never holds less than nothing: a low edge past its own next
-                // sequence is not a heartbeat any sender sends.
-                if low_seq > next_seq {
-                    self.counters.malformed += 1;
-                    return;
-                }
+                // (The parser refuses a low edge above next_seq.)
                 self.counters.heartbeats += 1;
                 let s = self.stream(p.session);
                 s.high = s.high.max(next_seq);
@@ -366,9 +361,20 @@ impl NackMulticastReceiver {
             return; // a middle fragment without its start: impossible in order
         };
         if *msg_seq != f.msg_seq || buf.len() != f.frag_offset as usize {
-            // A sender bug or corruption the parser could not see: drop the message.
+            // A sender bug or corruption the parser could not see: the message being
+            // reassembled is lost, and said so; the rest of the current message's
+            // fragments are skipped until a first fragment (whose gap, if any, is
+            // reported then).
+            let lost = *msg_seq;
             s.partial = None;
+            s.skipping = true;
+            s.next_msg = lost + 1;
             self.counters.malformed += 1;
+            self.counters.lost_messages += 1;
+            self.events.push_back(ReceiverEvent::Unrecoverable {
+                session,
+                messages: lost..lost + 1,
+            });
             return;
         }
         buf.extend_from_slice(&f.payload);

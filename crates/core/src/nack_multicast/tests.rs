@@ -757,6 +757,51 @@ fn a_heartbeat_with_a_huge_low_edge_is_given_up_at_once() {
 }
 
 #[test]
+fn a_misassembled_message_is_reported_lost_not_dropped_silently() {
+    use super::packet::{DataRepr, FLAG_FIRST, FLAG_LAST};
+    let data = |seq: u64, msg_seq: u64, frag_offset: u32, flags: u8, payload: &[u8]| {
+        Packet {
+            session: 5,
+            repr: PacketRepr::Data(DataRepr {
+                seq,
+                msg_seq,
+                msg_len: if msg_seq == 0 {
+                    20
+                } else {
+                    payload.len() as u32
+                },
+                frag_offset,
+                flags,
+                payload,
+            }),
+        }
+        .to_vec()
+    };
+    let mut r = receiver(1, 1);
+    // Message 0's second fragment claims offset 5 where 10 bytes were reassembled.
+    r.handle_packet(us(0), &data(0, 0, 0, FLAG_FIRST, &[1; 10]));
+    r.handle_packet(us(1), &data(1, 0, 5, FLAG_LAST, &[2; 15]));
+    // Message 1 arrives whole.
+    r.handle_packet(us(2), &data(2, 1, 0, FLAG_FIRST | FLAG_LAST, b"next"));
+    assert_eq!(
+        messages(&mut r),
+        vec![
+            ReceiverEvent::Unrecoverable {
+                session: 5,
+                messages: 0..1
+            },
+            ReceiverEvent::Message {
+                session: 5,
+                msg_seq: 1,
+                data: b"next".to_vec()
+            },
+        ]
+    );
+    assert_eq!(r.counters().malformed, 1);
+    assert_eq!(r.counters().lost_messages, 1);
+}
+
+#[test]
 fn a_recycled_buffer_carries_the_next_message_and_duplicates_hand_it_back() {
     let mut s = sender(16);
     let mut r = receiver(1, 1);
