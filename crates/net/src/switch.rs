@@ -455,8 +455,25 @@ pub struct SwitchDaemon {
     loss: LossInjector,
     rng: ChaCha8Rng,
     control: Option<(UnixListener, PathBuf)>,
+    /// Control clients whose request line is still arriving (non-blocking, each with
+    /// its deadline), so that a silent client never stalls forwarding.
+    control_clients: Vec<ControlClient>,
     clock: Clock,
 }
+
+/// A control-socket client: its request so far and when it is dropped.
+struct ControlClient {
+    stream: std::os::unix::net::UnixStream,
+    request: Vec<u8>,
+    deadline: std::time::Instant,
+}
+
+/// How long a control client may take to send its request line.
+const CONTROL_DEADLINE: std::time::Duration = std::time::Duration::from_millis(200);
+/// The most control clients served at once; more wait in the listen backlog.
+const MAX_CONTROL_CLIENTS: usize = 8;
+/// The longest control request (`stats`, `groups`).
+const MAX_CONTROL_REQUEST: usize = 64;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -537,6 +554,7 @@ impl SwitchDaemon {
             shaping: cfg.shaping,
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             control,
+            control_clients: Vec::new(),
             clock: Clock::new(),
         })
     }
@@ -663,6 +681,13 @@ impl SwitchDaemon {
                 revents: 0,
             });
         }
+        for c in &self.control_clients {
+            fds.push(libc::pollfd {
+                fd: c.stream.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
         // SAFETY: fds is a valid array of pollfd of the given length.
         let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
         if r < 0 {
@@ -674,33 +699,73 @@ impl SwitchDaemon {
         Ok(())
     }
 
+    /// Serves the control socket without blocking: accepts waiting clients (up to
+    /// [`MAX_CONTROL_CLIENTS`]), reads what each has sent, answers every complete
+    /// request, and drops clients past their [`CONTROL_DEADLINE`].
     fn serve_control(&mut self) {
         let Some((l, _)) = &self.control else {
             return;
         };
-        let Ok((mut s, _)) = l.accept() else {
-            return;
-        };
-        let _ = s.set_nonblocking(false);
-        let _ = s.set_read_timeout(Some(std::time::Duration::from_millis(200)));
-        // Read one line (or until the client closes its side, or 200 ms pass).
-        let mut req = [0u8; 64];
-        let mut n = 0;
-        while n < req.len() && !req[..n].contains(&b'\n') {
-            match s.read(&mut req[n..]) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => break,
+        while self.control_clients.len() < MAX_CONTROL_CLIENTS {
+            let Ok((stream, _)) = l.accept() else {
+                break;
+            };
+            if stream.set_nonblocking(true).is_err() {
+                continue;
             }
+            self.control_clients.push(ControlClient {
+                stream,
+                request: Vec::new(),
+                deadline: std::time::Instant::now() + CONTROL_DEADLINE,
+            });
         }
-        let cmd = String::from_utf8_lossy(&req[..n]).trim().to_string();
-        let reply = match cmd.as_str() {
-            "stats" | "" => self.stats_text(),
-            "groups" => self.groups_text(),
-            other => format!("unknown command {other:?}: expected stats or groups\n"),
-        };
-        let _ = s.write_all(reply.as_bytes());
+        let now = std::time::Instant::now();
+        let mut i = 0;
+        while i < self.control_clients.len() {
+            let c = &mut self.control_clients[i];
+            let mut buf = [0u8; MAX_CONTROL_REQUEST];
+            let mut closed = false;
+            loop {
+                match c.stream.read(&mut buf) {
+                    Ok(0) => {
+                        closed = true;
+                        break;
+                    }
+                    Ok(k) => c.request.extend_from_slice(&buf[..k]),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+                if c.request.len() >= MAX_CONTROL_REQUEST || c.request.contains(&b'\n') {
+                    break;
+                }
+            }
+            let complete =
+                closed || c.request.contains(&b'\n') || c.request.len() >= MAX_CONTROL_REQUEST;
+            if !complete && now < c.deadline {
+                i += 1;
+                continue;
+            }
+            let c = self.control_clients.swap_remove(i);
+            let end = c.request.len().min(MAX_CONTROL_REQUEST);
+            let cmd = String::from_utf8_lossy(&c.request[..end])
+                .trim()
+                .to_string();
+            let reply = if !complete {
+                "timed out waiting for a request (stats or groups)\n".to_string()
+            } else {
+                match cmd.as_str() {
+                    "stats" | "" => self.stats_text(),
+                    "groups" => self.groups_text(),
+                    other => format!("unknown command {other:?}: expected stats or groups\n"),
+                }
+            };
+            // The reply is a few KB, under a socket buffer: written in one go, with a
+            // short deadline should the client not read.
+            let mut stream = c.stream;
+            let _ = stream.set_nonblocking(false);
+            let _ = stream.set_write_timeout(Some(std::time::Duration::from_millis(50)));
+            let _ = stream.write_all(reply.as_bytes());
+        }
     }
 
     /// The groups this switch holds, one line each: McstID, members (port IP QPN).
@@ -891,6 +956,91 @@ mod tests {
         }
     }
 
+    /// A two-port dgram switch (ports local0→remote0, local1→remote1), no control
+    /// socket, no capture.
+    fn two_port_config(
+        local0: SocketAddrV4,
+        remote0: SocketAddrV4,
+        local1: SocketAddrV4,
+        remote1: SocketAddrV4,
+    ) -> SwitchConfig {
+        SwitchConfig {
+            ports: vec![
+                PortSpec::Dgram {
+                    local: local0,
+                    remote: remote0,
+                },
+                PortSpec::Dgram {
+                    local: local1,
+                    remote: remote1,
+                },
+            ],
+            pipeline: FrameSwitchConfig {
+                ports: 2,
+                max_groups: 4,
+                group_space: rocast_core::fabric::cepheus::GroupAddressSpace::parse(
+                    "10.77.0.128/25",
+                )
+                .unwrap(),
+                switch_id: 1,
+                mac: rocast_core::wire::EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
+                peel: None,
+            },
+            cnp_filter: CnpFilterPolicy::Counter(rocast_core::time::Duration::from_us(50)),
+            hosts: Vec::new(),
+            peel_members: Vec::new(),
+            shaping: None,
+            loss: None,
+            control: None,
+            capture: None,
+            seed: 1,
+        }
+    }
+
+    /// Issue 24: a control client that connects and sends nothing no longer stalls
+    /// the switch: another client is answered while it waits, and it is dropped at
+    /// its deadline with a message.
+    #[test]
+    fn a_silent_control_client_does_not_stall_the_switch() {
+        use std::io::{Read, Write};
+        use std::os::unix::net::UnixStream;
+        let path = std::env::temp_dir().join(format!("rocast-ctl-{}.sock", std::process::id()));
+        let addr = |p: u16| SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, p);
+        let free = || match UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+        {
+            std::net::SocketAddr::V4(a) => a,
+            _ => unreachable!(),
+        };
+        let mut cfg = two_port_config(free(), addr(9), free(), addr(9));
+        cfg.control = Some(path.clone());
+        let mut d = SwitchDaemon::new(cfg).unwrap();
+        let p = path.clone();
+        let clients = std::thread::spawn(move || {
+            let mut silent = UnixStream::connect(&p).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            let t0 = std::time::Instant::now();
+            let mut asker = UnixStream::connect(&p).unwrap();
+            asker.write_all(b"stats\n").unwrap();
+            let mut reply = String::new();
+            asker.read_to_string(&mut reply).unwrap();
+            let waited = t0.elapsed();
+            let mut late = String::new();
+            silent.read_to_string(&mut late).unwrap();
+            (waited, reply, late)
+        });
+        d.run(Some(std::time::Duration::from_millis(600))).unwrap();
+        let (waited, reply, late) = clients.join().unwrap();
+        assert!(reply.contains("rx_frames"), "{reply}");
+        // The old server read the silent client for its whole 200 ms first.
+        assert!(waited < std::time::Duration::from_millis(150), "{waited:?}");
+        assert!(late.contains("timed out"), "{late}");
+        drop(d);
+        let _ = std::fs::remove_file(&path);
+    }
+
     #[test]
     fn dgram_ports_switch_frames_between_loopback_peers() {
         use rocast_core::wire::pcap::PcapReader;
@@ -912,37 +1062,13 @@ mod tests {
             std::net::SocketAddr::V4(a) => a,
             _ => unreachable!(),
         };
-        let cfg = SwitchConfig {
-            ports: vec![
-                PortSpec::Dgram {
-                    local: v4(s0),
-                    remote: v4(g0.local_addr().unwrap()),
-                },
-                PortSpec::Dgram {
-                    local: v4(s1),
-                    remote: v4(g1.local_addr().unwrap()),
-                },
-            ],
-            pipeline: FrameSwitchConfig {
-                ports: 2,
-                max_groups: 4,
-                group_space: rocast_core::fabric::cepheus::GroupAddressSpace::parse(
-                    "10.77.0.128/25",
-                )
-                .unwrap(),
-                switch_id: 1,
-                mac: EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
-                peel: None,
-            },
-            cnp_filter: CnpFilterPolicy::Counter(rocast_core::time::Duration::from_us(50)),
-            hosts: Vec::new(),
-            peel_members: Vec::new(),
-            shaping: None,
-            loss: None,
-            control: None,
-            capture: Some(dir.clone()),
-            seed: 1,
-        };
+        let mut cfg = two_port_config(
+            v4(s0),
+            v4(g0.local_addr().unwrap()),
+            v4(s1),
+            v4(g1.local_addr().unwrap()),
+        );
+        cfg.capture = Some(dir.clone());
         let mut d = SwitchDaemon::new(cfg).unwrap();
         // A broadcast frame from guest 0 is flooded to guest 1, byte for byte.
         let mut f = vec![0u8; 60];
