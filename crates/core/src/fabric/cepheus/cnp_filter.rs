@@ -200,6 +200,18 @@ impl CnpFilter for CounterCnpFilter {
     }
 }
 
+/// Whether `now` is past the slot that began at `start`: how many slots ended (≥ 1),
+/// with `start` moved to the current slot's beginning; `None` within the slot.
+fn slots_passed(start: &mut Instant, now: Instant, slot: Duration) -> Option<u64> {
+    let w = slot.as_ps().max(1);
+    let slots = now.saturating_since(*start).as_ps() / w;
+    if slots == 0 {
+        return None;
+    }
+    *start += Duration::from_ps(slots * w);
+    Some(slots)
+}
+
 /// Counts a CNP of `entry` in the current slot of either TMCF filter; it passes when
 /// `entry` holds the choice, and a group's first CNP takes the choice at once. An
 /// entry beyond the table counts nothing and passes nothing.
@@ -274,10 +286,7 @@ impl CnpFilter for TmcfCnpFilter {
         if st.counts.len() < entries {
             st.counts.resize(entries, 0);
         }
-        let w = self.slot.as_ps().max(1);
-        let elapsed = now.saturating_since(st.slot_start).as_ps();
-        if elapsed >= w {
-            let slots = elapsed / w;
+        if slots_passed(&mut st.slot_start, now, self.slot).is_some() {
             let max = st.counts.iter().copied().max().unwrap_or(0);
             // The counts are the last slot that heard any CNP, however long ago.
             st.chosen = if max == 0 || st.chosen.is_some_and(|c| st.counts.get(c) == Some(&max)) {
@@ -286,7 +295,6 @@ impl CnpFilter for TmcfCnpFilter {
                 st.counts.iter().position(|&c| c == max)
             };
             st.counts.iter_mut().for_each(|c| *c = 0);
-            st.slot_start += Duration::from_ps(slots * w);
         }
         count_in_slot(&mut st.counts, &mut st.chosen, entry)
     }
@@ -407,12 +415,8 @@ impl CnpFilter for DampedTmcfCnpFilter {
             st.counts.resize(entries, 0);
             st.window.resize(entries, 0.0);
         }
-        let w = self.slot.as_ps().max(1);
-        let elapsed = now.saturating_since(st.slot_start).as_ps();
-        if elapsed >= w {
-            let slots = elapsed / w;
+        if let Some(slots) = slots_passed(&mut st.slot_start, now, self.slot) {
             st.close_slots(slots - 1, self.z);
-            st.slot_start += Duration::from_ps(slots * w);
         }
         count_in_slot(&mut st.counts, &mut st.chosen, entry)
     }
