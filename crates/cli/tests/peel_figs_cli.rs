@@ -59,6 +59,7 @@ fn fig5_runs_every_scheme_and_writes_its_csv() {
             !l.starts_with("Fig 5's optimal baseline against the exact Steiner tree (dp solver")
         })
         .take(3)
+        .flat_map(str::split_whitespace)
         .collect::<Vec<_>>()
         .join(" ");
     let n: usize = check
