@@ -197,8 +197,8 @@ fn server_fails_when_client_vanishes() {
 /// server is busy instead of waiting behind it.
 #[test]
 fn server_bounds_lines_memory_and_extra_clients() {
-    let port = 18612;
-    let srv = std::sync::Arc::new(PerfServer::bind(SocketAddr::from((lo(25), port))).unwrap());
+    let port = 18640;
+    let srv = std::sync::Arc::new(PerfServer::bind(SocketAddr::from((lo(40), port))).unwrap());
     let line_of = |s: &std::net::TcpStream| {
         let mut line = String::new();
         BufReader::new(s).read_line(&mut line).unwrap();
@@ -207,7 +207,7 @@ fn server_bounds_lines_memory_and_extra_clients() {
     // 1 MB with no newline: a protocol error after 4 KiB, not 1 MB of memory.
     let srv1 = srv.clone();
     let h = thread::spawn(move || srv1.serve_one());
-    let s = std::net::TcpStream::connect((lo(25), port)).unwrap();
+    let s = std::net::TcpStream::connect((lo(40), port)).unwrap();
     let _ = (&s).write_all(&vec![b'x'; 1 << 20]);
     let e = h.join().unwrap().expect_err("an endless line");
     assert!(e.to_string().contains("longer than 4096 bytes"), "{e}");
@@ -215,8 +215,8 @@ fn server_bounds_lines_memory_and_extra_clients() {
     // SEND of 2^31-1 bytes with tx depth 8192: refused up front.
     let srv2 = srv.clone();
     let h = thread::spawn(move || srv2.serve_one());
-    let s = std::net::TcpStream::connect((lo(25), port)).unwrap();
-    let hello = "HELLO v=1 op=send size=2147483647 iters=100000 mtu=1024 tx_depth=8192 window=64 rto_ns=1000000 sr=0 loss=0 seed=1 qpn=500 psn=0 ip=127.0.0.26\n";
+    let s = std::net::TcpStream::connect((lo(40), port)).unwrap();
+    let hello = "HELLO v=1 op=send size=2147483647 iters=100000 mtu=1024 tx_depth=8192 window=64 rto_ns=1000000 sr=0 loss=0 seed=1 qpn=500 psn=0 ip=127.0.0.41\n";
     (&s).write_all(hello.as_bytes()).unwrap();
     let e = h.join().unwrap().expect_err("too much memory");
     assert!(e.to_string().contains("server allows"), "{e}");
@@ -225,10 +225,10 @@ fn server_bounds_lines_memory_and_extra_clients() {
     // A client holding a session open; a second one is answered "busy" at once.
     let srv3 = srv.clone();
     let h = thread::spawn(move || srv3.serve_one());
-    let first = std::net::TcpStream::connect((lo(25), port)).unwrap();
+    let first = std::net::TcpStream::connect((lo(40), port)).unwrap();
     thread::sleep(Duration::from_millis(100));
     let t0 = std::time::Instant::now();
-    let second = std::net::TcpStream::connect((lo(25), port)).unwrap();
+    let second = std::net::TcpStream::connect((lo(40), port)).unwrap();
     second
         .set_read_timeout(Some(Duration::from_secs(3)))
         .unwrap();
