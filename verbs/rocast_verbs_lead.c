@@ -31,7 +31,7 @@
 
 #define MAX_MEMBERS 64
 
-struct member { struct ctl c; uint8_t ip[4]; uint32_t qpn; uint64_t va; uint32_t rkey; int joined, confirmed; };
+struct member { struct ctl c; uint8_t ip[4], peer[4]; uint32_t qpn; uint64_t va; uint32_t rkey; int joined, confirmed, ready, verdict; };
 
 static void usage(void) {
     fprintf(stderr, "usage: rocast-verbs-lead --bind IP --members N [--group IP] [--op send|write] [--size B]"
@@ -97,7 +97,11 @@ int main(int argc, char **argv) {
         if (mono_ns() > deadline) { fprintf(stderr, "%d of %ld members joined\n", joined, members); return 1; }
         struct pollfd p = {.fd = ls, .events = POLLIN};
         if (accepted < members && poll(&p, 1, 5) > 0) {
-            m[accepted].c.fd = accept(ls, NULL, NULL);
+            struct sockaddr_in pa;
+            socklen_t pl = sizeof(pa);
+            m[accepted].c.fd = accept(ls, (struct sockaddr *)&pa, &pl);
+            /* The Join must name the address the connection came from (issue 24). */
+            memcpy(m[accepted].peer, &pa.sin_addr.s_addr, 4);
             if (m[accepted].c.fd >= 0 && ctl_send(&m[accepted].c, ROCAST_MSG_PARAMS, params, params_len) == 0) accepted++;
         }
         for (int i = 0; i < accepted; i++) {
@@ -109,6 +113,11 @@ int main(int argc, char **argv) {
                     return 1;
                 }
                 if (r) { fprintf(stderr, "a member sent a malformed Join\n"); return 1; }
+                if (memcmp(m[i].ip, m[i].peer, 4)) {
+                    fprintf(stderr, "a Join names %u.%u.%u.%u from %u.%u.%u.%u: refused\n", m[i].ip[0], m[i].ip[1],
+                            m[i].ip[2], m[i].ip[3], m[i].peer[0], m[i].peer[1], m[i].peer[2], m[i].peer[3]);
+                    return 1;
+                }
                 m[i].joined = 1;
                 joined++;
             }
@@ -173,11 +182,16 @@ int main(int argc, char **argv) {
         uint8_t ann[ROCAST_ANNOUNCE_LEN];
         uint16_t ann_len = rocast_emit_announce(ann, (uint32_t)k, (uint64_t)size, crc);
         int ready = 0;
+        for (long i = 0; i < members; i++) m[i].ready = m[i].verdict = 0;
         for (long i = 0; i < members; i++) ctl_send(&m[i].c, ROCAST_MSG_ANNOUNCE, ann, ann_len);
         deadline = mono_ns() + timeout_ns;
         while (ready < members) {
             for (long i = 0; i < members; i++)
-                if (ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == ROCAST_MSG_READY) ready++;
+                /* Counted per member: a second Ready from one member is not another's. */
+                if (ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == ROCAST_MSG_READY && !m[i].ready) {
+                    m[i].ready = 1;
+                    ready++;
+                }
             if (mono_ns() > deadline) { fprintf(stderr, "members not ready\n"); return 1; }
             usleep(100);
         }
@@ -212,9 +226,10 @@ int main(int argc, char **argv) {
                 int ok;
                 uint32_t their_crc;
                 uint64_t held_ns;
-                if (ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == ROCAST_MSG_RESULT) {
-                    /* A malformed Result counts as a failed member. */
+                if (ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == ROCAST_MSG_RESULT && !m[i].verdict) {
+                    /* A malformed Result counts as a failed member; one verdict per member. */
                     int r = rocast_parse_result(body, len, &ok, &their_crc, &held_ns);
+                    m[i].verdict = 1;
                     verdicts++;
                     good += r == 0 && ok && their_crc == crc;
                 }

@@ -477,12 +477,17 @@ impl Leader {
         if let Some(l) = &self.listener {
             loop {
                 match l.accept() {
-                    Ok((s, _)) => {
+                    Ok((s, from)) => {
+                        // The group is IPv4: a peer on another family cannot join.
+                        let std::net::SocketAddr::V4(from) = from else {
+                            continue;
+                        };
                         let c = Control::new(s).map_err(io("control"))?;
                         let id = ConnId(self.next_conn);
                         self.next_conn += 1;
                         self.conns.insert(id, c);
-                        self.session.handle_connected(now, id);
+                        self.session
+                            .handle_connected(now, id, Ipv4Address::from(*from.ip()));
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) => return Err(io("accept")(e)),

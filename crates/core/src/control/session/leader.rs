@@ -164,6 +164,9 @@ pub struct LeaderStats {
     pub late_switch_reports: u64,
     /// Outputs the wire refused to emit (never expected).
     pub unemittable: u64,
+    /// Joins naming an address other than their connection's: refused, the group
+    /// goes on (a host cannot enrol another host, or aim the group's WRITEs at it).
+    pub refused_joins: u64,
 }
 
 #[derive(Debug)]
@@ -173,6 +176,8 @@ struct Conn {
     member: Option<usize>,
     /// Past the group's size, or broken: its input is ignored.
     refused: bool,
+    /// The address the connection came from (the TCP peer): a Join must name it.
+    peer: Ipv4Address,
 }
 
 #[derive(Debug)]
@@ -367,9 +372,10 @@ impl LeaderSession {
         self.fail(e);
     }
 
-    /// A member's control connection was accepted: it gets `Params` (or, past the
-    /// group's size or after discovery, `Close { ok: false }`).
-    pub fn handle_connected(&mut self, _now: Instant, conn: ConnId) {
+    /// A member's control connection from `peer` was accepted: it gets `Params` (or,
+    /// past the group's size or after discovery, `Close { ok: false }`). Its Join must
+    /// name `peer`.
+    pub fn handle_connected(&mut self, _now: Instant, conn: ConnId, peer: Ipv4Address) {
         if self.conns.contains_key(&conn) || self.is_terminal() {
             self.stats.unexpected += 1;
             return;
@@ -382,6 +388,7 @@ impl LeaderSession {
                 decoder: StreamDecoder::new(),
                 member: None,
                 refused: false,
+                peer,
             },
         );
         if discovering {
@@ -550,6 +557,16 @@ impl LeaderSession {
         }
         if !matches!(self.state, State::Discovering { .. }) {
             self.stats.unexpected += 1;
+            return;
+        }
+        // The Join's address goes into MRP as the member's, where the switch sends
+        // its copies: it must be the address the connection came from.
+        if self.conns.get(&conn).map(|c| c.peer) != Some(j.ip) {
+            self.stats.refused_joins += 1;
+            self.send_to(conn, Message::Close(Close { ok: false }));
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.refused = true;
+            }
             return;
         }
         if j.ip == self.cfg.local || self.members.iter().any(|(_, m)| m.ip == j.ip) {

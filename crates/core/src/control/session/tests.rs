@@ -173,7 +173,8 @@ impl Group {
     /// Every member connects and joins (its driver opens QP `qpn(i)`).
     fn join_all(&mut self) {
         for i in 0..self.members.len() {
-            self.leader.handle_connected(self.now, ConnId(i as u32));
+            self.leader
+                .handle_connected(self.now, ConnId(i as u32), member_ip(i));
         }
         assert!(self.leader_to_members().is_empty());
         for (i, m) in self.members.iter_mut().enumerate() {
@@ -640,8 +641,8 @@ fn wrong_version_params_or_join_is_a_protocol_error() {
 
     // A leader facing a member whose Join carries another version.
     let mut l = LeaderSession::new(leader_cfg(false, 2), T0).unwrap();
-    l.handle_connected(T0, ConnId(0));
-    l.handle_connected(T0, ConnId(1));
+    l.handle_connected(T0, ConnId(0), member_ip(0));
+    l.handle_connected(T0, ConnId(1), member_ip(1));
     let mut join = frame(&Message::Join(Join {
         ip: member_ip(0),
         qpn: 1,
@@ -668,7 +669,7 @@ fn wrong_version_params_or_join_is_a_protocol_error() {
     );
     // A member sending what only a leader sends is refused too.
     let mut l = LeaderSession::new(leader_cfg(false, 1), T0).unwrap();
-    l.handle_connected(T0, ConnId(7));
+    l.handle_connected(T0, ConnId(7), member_ip(7));
     l.handle_message(T0, ConnId(7), Message::Close(Close { ok: true }));
     assert!(matches!(
         &leader_events(&mut l)[..],
@@ -676,10 +677,46 @@ fn wrong_version_params_or_join_is_a_protocol_error() {
     ));
 }
 
+/// Issue 24: a Join names the address its connection came from. A host that claims
+/// another member's address (to enrol it uninvited, or to aim the group's WRITEs at
+/// it) is refused alone; the real member then joins and the group registers.
+#[test]
+fn a_join_naming_another_address_is_refused_and_the_group_goes_on() {
+    let mut l = LeaderSession::new(leader_cfg(false, 1), T0).unwrap();
+    let join = |i: usize| {
+        frame(&Message::Join(Join {
+            ip: member_ip(i),
+            qpn: qpn(i),
+            va: 0,
+            rkey: 0,
+        }))
+    };
+    // A stranger at member 5's address claims member 0's.
+    l.handle_connected(T0, ConnId(0), member_ip(5));
+    l.handle_stream(T0, ConnId(0), &join(0));
+    let params = Message::Params(leader_cfg(false, 1).params);
+    assert_eq!(
+        drain_leader(&mut l, T0),
+        vec![
+            to(0, params.clone()),
+            to(0, Message::Close(Close { ok: false }))
+        ]
+    );
+    assert_eq!(l.stats().refused_joins, 1);
+    assert_eq!(l.phase(), LeaderPhase::Discovering);
+    assert!(leader_events(&mut l).is_empty(), "the group did not fail");
+    // Its further input is ignored; the real member 0 joins from its own address.
+    l.handle_stream(T0, ConnId(0), &join(0));
+    l.handle_connected(T0, ConnId(1), member_ip(0));
+    l.handle_stream(T0, ConnId(1), &join(0));
+    assert_eq!(l.phase(), LeaderPhase::Registering);
+    assert_eq!(l.stats().refused_joins, 1);
+}
+
 #[test]
 fn connections_past_the_group_size_are_refused_and_buffers_must_fit() {
     let mut g = registered_group(false);
-    g.leader.handle_connected(g.now, ConnId(9));
+    g.leader.handle_connected(g.now, ConnId(9), member_ip(9));
     assert_eq!(
         drain_leader(&mut g.leader, g.now),
         vec![to(9, Message::Close(Close { ok: false }))]
@@ -698,7 +735,7 @@ fn connections_past_the_group_size_are_refused_and_buffers_must_fit() {
 #[test]
 fn a_too_small_buffer_keeps_the_output_queued() {
     let mut l = LeaderSession::new(leader_cfg(false, 1), T0).unwrap();
-    l.handle_connected(T0, ConnId(0));
+    l.handle_connected(T0, ConnId(0), member_ip(0));
     let mut small = [0u8; 4];
     assert_eq!(l.poll_transmit(T0, &mut small), None);
     assert_eq!(drain_leader(&mut l, T0).len(), 1);
@@ -896,7 +933,7 @@ proptest! {
         for (input, dt) in inputs {
             now += Duration::from_us(dt);
             match input {
-                LeaderInput::Connect(c) => l.handle_connected(now, ConnId(c as u32)),
+                LeaderInput::Connect(c) => l.handle_connected(now, ConnId(c as u32), member_ip(c as usize)),
                 LeaderInput::Message(c, k, x) => {
                     l.handle_stream(now, ConnId(c as u32), &frame(&member_message(c, k, x)))
                 }
