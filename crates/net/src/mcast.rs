@@ -932,6 +932,70 @@ fn member_pump(c: &mut Control, mrp: &UdpSocket, session: &mut MemberSession, cl
     }
 }
 
+/// A TCP connection to `remote` from address `local` (any port), within `timeout`.
+fn connect_from(local: Ipv4Addr, remote: SocketAddrV4, timeout: Duration) -> io::Result<TcpStream> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let sockaddr = |a: SocketAddrV4| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(a.ip().octets()),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: plain socket calls on a descriptor this function owns; the addresses
+    // are valid sockaddr_in values for the length given.
+    unsafe {
+        let fd = libc::socket(
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        );
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let owned = OwnedFd::from_raw_fd(fd);
+        let here = sockaddr(SocketAddrV4::new(local, 0));
+        if libc::bind(fd, &here as *const _ as *const libc::sockaddr, len) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let there = sockaddr(remote);
+        if libc::connect(fd, &there as *const _ as *const libc::sockaddr, len) != 0 {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINPROGRESS) {
+                return Err(e);
+            }
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLOUT,
+                revents: 0,
+            };
+            let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+            match libc::poll(&mut p, 1, ms) {
+                0 => return Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
+                n if n < 0 => return Err(io::Error::last_os_error()),
+                _ => {}
+            }
+            let mut err: libc::c_int = 0;
+            let mut elen = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                &mut err as *mut _ as *mut libc::c_void,
+                &mut elen,
+            );
+            if err != 0 {
+                return Err(io::Error::from_raw_os_error(err));
+            }
+        }
+        let s = TcpStream::from(owned);
+        s.set_nonblocking(false)?;
+        Ok(s)
+    }
+}
+
 impl Member {
     /// Connects to the leader, opens the QP (and WRITE region) the group's capacity
     /// needs, and sends the Join.
@@ -941,8 +1005,11 @@ impl Member {
         let deadline = StdInstant::now() + cfg.timeout;
         // Connection establishment is the driver's: the leader may not listen yet.
         let s = loop {
-            match TcpStream::connect_timeout(
-                &SocketAddrV4::new(cfg.leader, cfg.control_port).into(),
+            // From the member's own address: the leader accepts a Join only from the
+            // address it names.
+            match connect_from(
+                cfg.local,
+                SocketAddrV4::new(cfg.leader, cfg.control_port),
                 Duration::from_secs(1),
             ) {
                 Ok(s) => break s,
