@@ -1,5 +1,6 @@
 //! Feeds arbitrary bytes to `wire` as an Ethernet frame, as an IPv4 packet, as a pcap
-//! file (with its own header and behind a valid one) and as an MRP payload. Nothing may panic, and every
+//! file (with its own header and behind a valid one; the streaming reader must agree with
+//! the in-memory one) and as an MRP payload. Nothing may panic, and every
 //! RoCE packet that parses must re-emit to a packet that parses back to the same `Repr`.
 //!
 //! Run: `cargo +nightly fuzz run parse_frame` from the repository root.
@@ -7,7 +8,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use rocast_core::wire::pcap::PcapReader;
+use rocast_core::wire::pcap::{PcapReader, PcapStreamReader};
 use rocast_core::wire::{classify_frame, FrameClass, Ipv4Repr, RoceRepr, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN};
 
 /// A little-endian microsecond pcap header, Ethernet link type, 256 KiB snap length.
@@ -43,6 +44,31 @@ fn pcap(data: &[u8]) {
                 Err(_) => break,
             }
         }
+    }
+    same_records_streamed(data);
+}
+
+/// The streaming reader (`rocast pcap`'s) yields exactly the in-memory reader's
+/// records and errors on any input.
+fn same_records_streamed(data: &[u8]) {
+    let mem = PcapReader::new(data).map(|r| {
+        r.map(|x| x.map(|x| (x.ts_ns, x.orig_len, x.data.to_vec())))
+            .collect::<Vec<_>>()
+    });
+    let stream = PcapStreamReader::new(data).map(|mut r| {
+        let mut v = Vec::new();
+        while let Some(x) = r.next_record() {
+            v.push(
+                x.map(|x| (x.ts_ns, x.orig_len, x.data.to_vec()))
+                    .map_err(|e| e.expect("no I/O error on a slice")),
+            );
+        }
+        v
+    });
+    match (mem, stream) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b),
+        (Err(a), Err(b)) => assert_eq!(Ok(a), b.map_err(|_| ())),
+        (a, b) => panic!("{a:?} vs {:?}", b.is_ok()),
     }
 }
 
