@@ -35,6 +35,15 @@ pub fn crc32_extend(crc: u32, b: &[u8]) -> u32 {
     h.finalize()
 }
 
+/// SplitMix64's step: `x` advanced by the golden-ratio gamma, then finalised. One
+/// call is a well-mixed 64-bit hash of `x`; `x, x + γ, x + 2γ, …` give the stream.
+pub fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// Message `i` of a UD multicast stream seeded `seed`, `size` bytes: a SplitMix64
 /// stream per message, cheap enough for every receiver to regenerate and compare
 /// every message even in a debug build (`rocast bench lab-ud` and the simulator's
@@ -43,11 +52,8 @@ pub fn stream_message(seed: u64, i: u64, size: usize) -> Vec<u8> {
     let mut x = seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed_0000_0000_0000;
     let mut out = Vec::with_capacity(size + 8);
     while out.len() < size {
+        out.extend_from_slice(&splitmix64(x).to_le_bytes());
         x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        out.extend_from_slice(&(z ^ (z >> 31)).to_le_bytes());
     }
     out.truncate(size);
     out

@@ -28,6 +28,7 @@ use std::path::Path;
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
+use rocast_core::fabric::cepheus::CnpFilterPolicy;
 use rocast_core::plan::Topology;
 use rocast_core::time::Duration;
 
@@ -94,10 +95,11 @@ fn with_policy(sc: &Scenario, policy: &str) -> Result<Scenario, String> {
             sc.switch.cnp_filter = "forward-all".into();
             sc.nic.cnp_guard_us = 50;
         }
-        "forward-all" | "tmcf" | "tmcf-damped" | "cepheus" => sc.switch.cnp_filter = policy.into(),
+        p if CnpFilterPolicy::NAMES.contains(&p) => sc.switch.cnp_filter = p.into(),
         other => {
             return Err(format!(
-                "multicast.cnp_policies: {other:?} (expected forward-all, tmcf, tmcf-damped, cepheus or guard)"
+                "multicast.cnp_policies: {other:?} (expected {} or guard)",
+                CnpFilterPolicy::NAMES.join(", ")
             ))
         }
     }

@@ -934,15 +934,8 @@ fn member_pump(c: &mut Control, mrp: &UdpSocket, session: &mut MemberSession, cl
 
 /// A TCP connection to `remote` from address `local` (any port), within `timeout`.
 fn connect_from(local: Ipv4Addr, remote: SocketAddrV4, timeout: Duration) -> io::Result<TcpStream> {
+    use crate::udp::sockaddr;
     use std::os::fd::{FromRawFd, OwnedFd};
-    let sockaddr = |a: SocketAddrV4| libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr {
-            s_addr: u32::from_ne_bytes(a.ip().octets()),
-        },
-        sin_zero: [0; 8],
-    };
     let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
     // SAFETY: plain socket calls on a descriptor this function owns; the addresses
     // are valid sockaddr_in values for the length given.

@@ -677,8 +677,7 @@ impl PerfServer {
                 .register_mr(va, p.size, rkey)
                 .map_err(|e| PerfError::Qp(e.to_string()))?,
             PerfOp::Send => {
-                let depth = (p.tx_depth as u64 * 2).min(p.iters).max(1);
-                for i in 0..depth {
+                for i in 0..buffers {
                     ep.qp
                         .post_recv_buffer(i, Vec::with_capacity(p.size), p.size)
                         .map_err(|e| PerfError::Qp(e.to_string()))?;

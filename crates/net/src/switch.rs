@@ -723,24 +723,22 @@ impl SwitchDaemon {
         let mut i = 0;
         while i < self.control_clients.len() {
             let c = &mut self.control_clients[i];
+            let whole = |r: &[u8]| r.len() >= MAX_CONTROL_REQUEST || r.contains(&b'\n');
             let mut buf = [0u8; MAX_CONTROL_REQUEST];
             let mut closed = false;
-            loop {
+            while !whole(&c.request) {
                 match c.stream.read(&mut buf) {
-                    Ok(0) => {
-                        closed = true;
-                        break;
+                    Ok(0) => closed = true,
+                    Ok(k) => {
+                        c.request.extend_from_slice(&buf[..k]);
+                        continue;
                     }
-                    Ok(k) => c.request.extend_from_slice(&buf[..k]),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => {}
                 }
-                if c.request.len() >= MAX_CONTROL_REQUEST || c.request.contains(&b'\n') {
-                    break;
-                }
+                break;
             }
-            let complete =
-                closed || c.request.contains(&b'\n') || c.request.len() >= MAX_CONTROL_REQUEST;
+            let complete = closed || whole(&c.request);
             if !complete && now < c.deadline {
                 i += 1;
                 continue;

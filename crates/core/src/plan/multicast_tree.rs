@@ -416,14 +416,6 @@ pub fn layer_peeling_tree(
     })
 }
 
-/// SplitMix64's finaliser: a well-mixed 64-bit hash of `x`.
-fn splitmix64(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
 /// Which uplink the source's chain takes at each tier of a [`symmetric_tree`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UplinkChoice {
@@ -476,7 +468,9 @@ pub fn symmetric_tree_via(
             _ if ups.is_empty() => None,
             UplinkChoice::Lowest => Some(ups[0]),
             UplinkChoice::Hashed(salt) => {
-                let h = splitmix64(salt ^ (at as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                let h = crate::payload::splitmix64(
+                    salt ^ (at as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                );
                 Some(ups[(h % ups.len() as u64) as usize])
             }
         }

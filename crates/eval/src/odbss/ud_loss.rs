@@ -60,6 +60,7 @@ use rocast_core::nack_multicast::{
     Destination, NackMulticastReceiver, NackMulticastSender, ReceiverConfig, ReceiverEvent,
     SenderConfig,
 };
+use rocast_core::payload::splitmix64;
 use rocast_core::time::{Duration, Instant};
 use rocast_sim::scenario::odbss::UdLossConfig;
 use rocast_sim::{uniform, Scenario};
@@ -93,13 +94,6 @@ fn element(cfg: &UdLossConfig) -> ElementConfig {
 // Messages: sizes and contents the receivers can verify
 // ---------------------------------------------------------------------------
 
-fn splitmix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// Message `m`: `fixed` bytes, or seeded 8..=max; bytes 0..8 are `m`, the rest a
 /// pattern of a hash of it.
 #[derive(Clone, Copy)]
@@ -111,7 +105,7 @@ struct Msgs {
 
 impl Msgs {
     fn fill(&self, m: u64, out: &mut Vec<u8>) {
-        let h = splitmix(self.seed ^ m.wrapping_mul(0x2545_f491_4f6c_dd1d));
+        let h = splitmix64(self.seed ^ m.wrapping_mul(0x2545_f491_4f6c_dd1d));
         let len = match self.fixed {
             Some(n) => n as usize,
             None => 8 + (h % (self.max as u64 - 7)) as usize,
@@ -420,7 +414,7 @@ pub fn run(
     let mut rx: Vec<NackMulticastReceiver> = (0..r)
         .map(|i| {
             let mut c =
-                ReceiverConfig::new(i as u32 + 1, r, splitmix(seed ^ (0x5eed_0000 + i as u64)));
+                ReceiverConfig::new(i as u32 + 1, r, splitmix64(seed ^ (0x5eed_0000 + i as u64)));
             c.window = cfg.rx_window;
             c.nack_max_backoff = Duration::from_us(cfg.nack_backoff_us);
             c.nack_holdoff = Duration::from_us(cfg.nack_holdoff_us);
@@ -435,7 +429,7 @@ pub fn run(
                 cfg,
                 i > 0,
                 if i > 0 { inject } else { 0.0 },
-                splitmix(seed ^ (0xa11c_e000 + i as u64)),
+                splitmix64(seed ^ (0xa11c_e000 + i as u64)),
             )
         })
         .collect();
@@ -904,7 +898,7 @@ pub fn ud_loss(sc: &Scenario) -> Result<EvalReport, String> {
                 c.sweep_messages,
                 MsgSizes::Mixed(c.sweep_max_bytes),
                 p,
-                sc.seed ^ splitmix(k as u64 + 1),
+                sc.seed ^ splitmix64(k as u64 + 1),
             )
         })?;
         let _ = writeln!(

@@ -910,6 +910,19 @@ impl Engine {
     }
     /// Allocates a slot for `p`; with `carried`, the slot's payload becomes
     /// `payload_scratch` (swapped in, so buffers are reused, not reallocated).
+    /// A new record for `copy` of packet `pkt`, with `pkt`'s payload when payloads
+    /// are carried.
+    fn alloc_copy_of(&mut self, pkt: u32, copy: SimPacket) -> u32 {
+        let carried = self.cfg.carry_payload && copy.is_data();
+        if carried {
+            self.payload_scratch.clear();
+            if let Some(d) = self.payloads.get(pkt as usize) {
+                self.payload_scratch.extend_from_slice(d);
+            }
+        }
+        self.alloc_with_scratch_payload(copy, carried)
+    }
+
     fn alloc_with_scratch_payload(&mut self, p: SimPacket, carried: bool) -> u32 {
         let n = self.alloc(p);
         if carried {
@@ -1212,16 +1225,7 @@ impl Engine {
                     self.slab[p as usize] = copy;
                     p
                 }
-                None => {
-                    let carried = self.cfg.carry_payload && copy.is_data();
-                    if carried {
-                        self.payload_scratch.clear();
-                        if let Some(d) = self.payloads.get(pkt as usize) {
-                            self.payload_scratch.extend_from_slice(d);
-                        }
-                    }
-                    self.alloc_with_scratch_payload(copy, carried)
-                }
+                None => self.alloc_copy_of(pkt, copy),
             };
             let hop = Hop::of(&self.slab[slot as usize], slot);
             self.switch_enqueue(node, ingress, port, hop);
@@ -1247,7 +1251,7 @@ impl Engine {
                     Step::Hops(h) => {
                         for &(port, out) in h {
                             let mut c = sp;
-                            c.set_label(out, f.labels.get(out as usize).map_or(0, |l| l.header));
+                            c.set_label(out, f.header(out));
                             copies.push((port, c));
                         }
                     }
@@ -1433,7 +1437,7 @@ impl Engine {
             };
             for &l in send {
                 let mut c = sp;
-                c.set_label(l, grp.forwarding.labels[l as usize].header);
+                c.set_label(l, grp.forwarding.header(l));
                 copies.push((0, c));
             }
             self.tree_stats.full_transmissions += 1;
@@ -1599,7 +1603,7 @@ impl Engine {
         copies.clear();
         for &(port, out) in h {
             let mut c = sp;
-            c.set_label(out, f.labels.get(out as usize).map_or(0, |l| l.header));
+            c.set_label(out, f.header(out));
             copies.push((port, c));
         }
         // The agent's NIC queue marks ECN as a switch port would (the fabric's RED
@@ -1611,6 +1615,7 @@ impl Engine {
         let mut queued = self.hosts[host as usize].copies.len() as u64 * sp.wire_len() as u64;
         for &(_, mut c) in &copies {
             if let Some(red) = red {
+                // ECT(0) or ECT(1): a copy already marked CE stays as it is.
                 let ect = matches!(
                     c.ecn(),
                     rocast_core::wire::Ecn::Ect0 | rocast_core::wire::Ecn::Ect1
@@ -1622,14 +1627,7 @@ impl Engine {
                 }
             }
             queued += c.wire_len() as u64;
-            let carried = self.cfg.carry_payload && c.is_data();
-            if carried {
-                self.payload_scratch.clear();
-                if let Some(d) = self.payloads.get(pkt as usize) {
-                    self.payload_scratch.extend_from_slice(d);
-                }
-            }
-            let slot = self.alloc_with_scratch_payload(c, carried);
+            let slot = self.alloc_copy_of(pkt, c);
             self.hosts[host as usize].copies.push_back(slot);
             self.tree_stats.agent_copies += 1;
         }

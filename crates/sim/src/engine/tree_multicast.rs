@@ -146,23 +146,20 @@ impl GroupForwarding {
             })?;
             let mut relay = Vec::with_capacity(others.len());
             let mut unicasts = Vec::with_capacity(others.len());
+            let mut drop = Vec::with_capacity(others.len());
             for (n, a) in others.iter().enumerate() {
                 let l = to_agent + 1 + n as u16;
+                let p = port(topo, a)?;
                 relay.push((agent_port, l));
-                let mut hops = BTreeMap::new();
-                hops.insert(tor, vec![(port(topo, a)?, l)]);
+                drop.push(p);
                 unicasts.push(Label {
                     peel: None,
-                    hops,
+                    hops: BTreeMap::from([(tor, vec![(p, l)])]),
                     header,
                 });
             }
             // The ToR's own rule now reaches only the agent.
             let keep = port(topo, first)?;
-            let drop: Vec<u16> = others
-                .iter()
-                .map(|a| port(topo, a))
-                .collect::<Result<_, _>>()?;
             let hops = f.labels[0]
                 .hops
                 .get_mut(&tor)
@@ -171,11 +168,9 @@ impl GroupForwarding {
             for h in hops.iter_mut().filter(|h| h.0 == keep) {
                 h.1 = to_agent;
             }
-            let mut at_agent = BTreeMap::new();
-            at_agent.insert(first.child, relay);
             f.labels.push(Label {
                 peel: None,
-                hops: at_agent,
+                hops: BTreeMap::from([(first.child, relay)]),
                 header,
             });
             f.labels.extend(unicasts);
@@ -335,8 +330,13 @@ impl GroupForwarding {
         Ok(f)
     }
 
-    /// What switch `node` does with a copy carrying `label` (rules 1–4 of the
-    /// module docs).
+    /// Header bytes a copy carrying `label` occupies on the wire (0 for no label).
+    pub fn header(&self, label: u16) -> u8 {
+        self.labels.get(label as usize).map_or(0, |l| l.header)
+    }
+
+    /// What node `node` does with a copy carrying `label` (rules 1–4 of the module
+    /// docs; a host only ever relays, by rule 1).
     pub fn step<'a>(&'a self, rules: &'a StaticPrefixRules, node: NodeId, label: u16) -> Step<'a> {
         let Some(l) = self.labels.get(label as usize) else {
             return Step::Discard;

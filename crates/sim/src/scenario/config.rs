@@ -275,7 +275,7 @@ impl Default for MulticastConfig {
             cover_max: 0,
             job_placement: "bin-packed".into(),
             upward: "ecmp".into(),
-            orca_fpr: 0.01,
+            orca_fpr: crate::multicast::collective::ORCA_DEFAULT_FPR,
             orca_agent: true,
             concurrent_jobs: 1,
             cnp_policies: vec![

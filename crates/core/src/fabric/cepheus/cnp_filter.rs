@@ -12,7 +12,8 @@
 //! behaviour (no filtering), [`CounterCnpFilter`] is Cepheus', and [`TmcfCnpFilter`] is
 //! TMCF's per-slot selection (TMCF §III: the congestion path multiplicity problem).
 //! [`DampedTmcfCnpFilter`] is rocast's own variant of TMCF, not a paper's: the same
-//! slots, but the choice follows a moving average of the slot counts with hysteresis.
+//! slots, but the choice moves only when another interface's windowed CNP count is
+//! significantly larger.
 
 use crate::time::{Duration, Instant};
 use std::collections::BTreeMap;
