@@ -41,6 +41,7 @@ static int emit(void) {
     frame(ROCAST_MSG_READY, b, 0);
     frame(ROCAST_MSG_ANNOUNCE, b, rocast_emit_announce(b, 1, 70000, 0x01020304));
     frame(ROCAST_MSG_CLOSE, b, rocast_emit_close(b, 0));
+    frame(ROCAST_MSG_EVICTED, b, rocast_emit_evicted(b, member));
     return fflush(stdout) ? 1 : 0;
 }
 
@@ -102,6 +103,13 @@ static int parse(void) {
         case ROCAST_MSG_CLOSE:
             if (!(r = rocast_parse_close(b, len, &ok))) printf("close %d\n", ok);
             else printf("close error %d\n", r);
+            break;
+        case ROCAST_MSG_EVICTED:
+            if (!(r = rocast_parse_evicted(b, len, a1))) {
+                printf("evicted");
+                ip(a1);
+                printf("\n");
+            } else printf("evicted error %d\n", r);
             break;
         }
     }

@@ -51,6 +51,7 @@ static inline void put64(uint8_t *b, uint64_t v) { for (int i = 0; i < 8; i++) b
 #define ROCAST_MSG_READY 7    /* member -> leader, empty */
 #define ROCAST_MSG_ANNOUNCE 9 /* leader -> member */
 #define ROCAST_MSG_CLOSE 10   /* leader -> member */
+#define ROCAST_MSG_EVICTED 11 /* leader -> member: another member left the group */
 
 /* Body lengths and field offsets. */
 #define ROCAST_PARAMS_LEN 14
@@ -89,6 +90,9 @@ static inline void put64(uint8_t *b, uint64_t v) { for (int i = 0; i < 8; i++) b
 #define ROCAST_CLOSE_LEN 1
 #define ROCAST_CLOSE_OK 0
 
+#define ROCAST_EVICTED_LEN 4
+#define ROCAST_EVICTED_IP 0
+
 /* The longest body a frame of type `ty` may carry; -1 for an unknown type. */
 static inline int rocast_max_body_len(uint8_t ty) {
     switch (ty) {
@@ -101,6 +105,7 @@ static inline int rocast_max_body_len(uint8_t ty) {
     case ROCAST_MSG_READY: return ROCAST_READY_LEN;
     case ROCAST_MSG_ANNOUNCE: return ROCAST_ANNOUNCE_LEN;
     case ROCAST_MSG_CLOSE: return ROCAST_CLOSE_LEN;
+    case ROCAST_MSG_EVICTED: return ROCAST_EVICTED_LEN;
     default: return -1;
     }
 }
@@ -147,6 +152,11 @@ static inline uint16_t rocast_emit_announce(uint8_t *b, uint32_t seq, uint64_t b
 static inline uint16_t rocast_emit_close(uint8_t *b, int ok) {
     b[ROCAST_CLOSE_OK] = ok ? 1 : 0;
     return ROCAST_CLOSE_LEN;
+}
+/* ip: 4 bytes in network order. */
+static inline uint16_t rocast_emit_evicted(uint8_t *b, const uint8_t *ip) {
+    memcpy(b + ROCAST_EVICTED_IP, ip, 4);
+    return ROCAST_EVICTED_LEN;
 }
 
 /* Parsers: 0 when the body is a well-formed message, -1 when it is not (wrong length,
@@ -206,6 +216,12 @@ static inline int rocast_parse_announce(const uint8_t *b, uint16_t len, uint32_t
 static inline int rocast_parse_close(const uint8_t *b, uint16_t len, int *ok) {
     if (len != ROCAST_CLOSE_LEN) return ROCAST_PARSE_MALFORMED;
     return rocast_flag(b[ROCAST_CLOSE_OK], ok);
+}
+/* ip: receives 4 bytes in network order. */
+static inline int rocast_parse_evicted(const uint8_t *b, uint16_t len, uint8_t *ip) {
+    if (len != ROCAST_EVICTED_LEN) return ROCAST_PARSE_MALFORMED;
+    memcpy(ip, b + ROCAST_EVICTED_IP, 4);
+    return 0;
 }
 
 /* The frame header of a body of `len` bytes into h[0..ROCAST_FRAME_HEADER_LEN]. */

@@ -174,6 +174,11 @@ int main(int argc, char **argv) {
                 printf("group closed by the leader: %s\n", ok ? "ok" : "FAILED");
                 rv_close(&g);
                 return all_ok && ok && received ? 0 : 1;
+            } else if (ty == ROCAST_MSG_EVICTED) {
+                uint8_t gone[4];
+                if (rocast_parse_evicted(body, len, gone) == 0)
+                    printf("the leader evicted member %u.%u.%u.%u; the group goes on\n", gone[0], gone[1],
+                           gone[2], gone[3]);
             } else if (ty == ROCAST_MSG_OVERLAY) {
                 fprintf(stderr, "the leader chose an overlay broadcast; rocast-verbs-member only joins switch groups\n");
                 return 1;

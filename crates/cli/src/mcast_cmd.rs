@@ -156,10 +156,23 @@ fn common(c: &Common) -> Result<(GroupAddressSpace, Duration), String> {
     Ok((space, Duration::from_secs_f64(c.timeout)))
 }
 
+/// How a run ended, as the exit status says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    /// Every buffer reached every member intact (0).
+    Ok,
+    /// A transfer failed or a member reported a bad buffer (1).
+    Failed,
+    /// Every buffer reached every member still in the group, but the leader evicted
+    /// some (their connection broke): 3.
+    Evicted,
+}
+
 pub fn run(cmd: McastCmd) -> ExitCode {
     match run_inner(cmd) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(Outcome::Ok) => ExitCode::SUCCESS,
+        Ok(Outcome::Failed) => ExitCode::from(1),
+        Ok(Outcome::Evicted) => ExitCode::from(3),
         Err(e) => {
             eprintln!("rocast mcast: {e}");
             ExitCode::from(2)
@@ -167,7 +180,7 @@ pub fn run(cmd: McastCmd) -> ExitCode {
     }
 }
 
-fn run_inner(cmd: McastCmd) -> Result<bool, String> {
+fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
     match cmd {
         McastCmd::Lead(a) => {
             let (space, timeout) = common(&a.common)?;
@@ -213,10 +226,11 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
                 Ok(g) => g,
                 Err(e) => {
                     println!("multicast failed: {e}");
-                    return Ok(false);
+                    return Ok(Outcome::Failed);
                 }
             };
             let mut all_ok = true;
+            let mut evicted = Vec::new();
             let mut latencies = Vec::new();
             for buffer in (0..a.repeat).flat_map(|_| buffers.iter()) {
                 match group.send(buffer.clone()) {
@@ -235,9 +249,15 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
                             r.retransmitted
                         );
                         for (ip, ok) in &r.members {
-                            println!("  member {ip}: {}", if *ok { "ok" } else { "FAILED" });
+                            let state = match (*ok, r.evicted.contains(ip)) {
+                                (_, true) => "EVICTED",
+                                (true, false) => "ok",
+                                (false, false) => "FAILED",
+                            };
+                            println!("  member {ip}: {state}");
                         }
                         all_ok &= r.all_ok();
+                        evicted = r.evicted.clone();
                         latencies.extend(r.latency);
                     }
                     Err(e) => {
@@ -258,7 +278,15 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
                     latencies[latencies.len() - 1].as_secs_f64() * 1e6
                 );
             }
-            Ok(all_ok)
+            Ok(match (all_ok, evicted.is_empty()) {
+                (false, _) => Outcome::Failed,
+                (true, true) => Outcome::Ok,
+                (true, false) => {
+                    let list: Vec<String> = evicted.iter().map(|ip| ip.to_string()).collect();
+                    println!("evicted: {}", list.join(" "));
+                    Outcome::Evicted
+                }
+            })
         }
         McastCmd::Join(a) => {
             let (space, timeout) = common(&a.common)?;
@@ -275,7 +303,7 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
                 Ok(m) => m,
                 Err(e) => {
                     println!("join failed: {e}");
-                    return Ok(false);
+                    return Ok(Outcome::Failed);
                 }
             };
             let mut all_ok = true;
@@ -311,11 +339,20 @@ fn run_inner(cmd: McastCmd) -> Result<bool, String> {
                             "group closed by the leader: {}",
                             if ok { "ok" } else { "FAILED" }
                         );
-                        return Ok(all_ok && ok && received > 0);
+                        let peers = member.evicted_peers();
+                        if !peers.is_empty() {
+                            let list: Vec<String> = peers.iter().map(|ip| ip.to_string()).collect();
+                            println!("evicted by the leader: {}", list.join(" "));
+                        }
+                        return Ok(match (all_ok && ok && received > 0, peers.is_empty()) {
+                            (false, _) => Outcome::Failed,
+                            (true, true) => Outcome::Ok,
+                            (true, false) => Outcome::Evicted,
+                        });
                     }
                     Err(e) => {
                         println!("join failed: {e}");
-                        return Ok(false);
+                        return Ok(Outcome::Failed);
                     }
                 }
             }

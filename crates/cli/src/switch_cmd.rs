@@ -38,6 +38,10 @@ pub struct SwitchCmd {
     #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_MAX_GROUPS)]
     max_groups: usize,
     /// CNP filter: cepheus, tmcf, tmcf-damped (rocast's own) or forward-all.
+    /// A group's MFT entries live this long after its leader's last registration or
+    /// refresh (soft state, issue 24); 0 keeps them until released.
+    #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_GROUP_LEASE_MS)]
+    group_lease_ms: u64,
     #[arg(long, default_value = rocast_core::switch::frame::DEFAULT_CNP_FILTER)]
     cnp_filter: String,
     /// TMCF slot or Cepheus aging window, microseconds.
@@ -277,6 +281,8 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
             switch_id: 0,
             mac: rocast_core::switch::frame::DEFAULT_SWITCH_MAC,
             peel,
+            group_lease: (cmd.group_lease_ms > 0)
+                .then(|| CoreDuration::from_ms(cmd.group_lease_ms)),
         },
         ports,
         cnp_filter: CnpFilterPolicy::from_name(

@@ -62,6 +62,7 @@
 //!         switch_id: 1,
 //!         mac: EthernetAddress([2, 0xfe, 0, 0, 0, 0]),
 //!         peel: None,
+//!         group_lease: None,
 //!     },
 //!     CnpFilterPolicy::ForwardAll.build(),
 //! );

@@ -12,10 +12,10 @@
 //!   refusals.
 
 use rocast_core::wire::group_control::{
-    field, parse_frame, Announce, BufferResult, Close, Confirmation, Done, Join, Message,
+    field, parse_frame, Announce, BufferResult, Close, Confirmation, Done, Evicted, Join, Message,
     MessageType, Overlay, Params, StreamDecoder, ANNOUNCE_LEN, CLOSE_LEN, CONFIRMATION_LEN,
-    DONE_LEN, FRAME_HEADER_LEN, GROUP_CONTROL_PORT, GROUP_CONTROL_VERSION, JOIN_LEN, MAX_BODY_LEN,
-    PARAMS_LEN, READY_LEN, RESULT_LEN,
+    DONE_LEN, EVICTED_LEN, FRAME_HEADER_LEN, GROUP_CONTROL_PORT, GROUP_CONTROL_VERSION, JOIN_LEN,
+    MAX_BODY_LEN, PARAMS_LEN, READY_LEN, RESULT_LEN,
 };
 use rocast_core::wire::mrp::MRP_UDP_PORT;
 use rocast_core::wire::{Error, Ipv4Address};
@@ -51,6 +51,7 @@ fn expected_defines() -> BTreeMap<&'static str, i64> {
         ("ROCAST_MSG_READY", t(MessageType::Ready)),
         ("ROCAST_MSG_ANNOUNCE", t(MessageType::Announce)),
         ("ROCAST_MSG_CLOSE", t(MessageType::Close)),
+        ("ROCAST_MSG_EVICTED", t(MessageType::Evicted)),
         ("ROCAST_PARAMS_LEN", u(PARAMS_LEN)),
         ("ROCAST_PARAMS_VERSION", u(field::params::VERSION)),
         ("ROCAST_PARAMS_OP", u(field::params::OP)),
@@ -82,6 +83,8 @@ fn expected_defines() -> BTreeMap<&'static str, i64> {
         ("ROCAST_ANNOUNCE_CRC32", u(field::announce::CRC32.start)),
         ("ROCAST_CLOSE_LEN", u(CLOSE_LEN)),
         ("ROCAST_CLOSE_OK", u(field::close::OK)),
+        ("ROCAST_EVICTED_LEN", u(EVICTED_LEN)),
+        ("ROCAST_EVICTED_IP", u(field::evicted::IP.start)),
         ("ROCAST_PARSE_MALFORMED", C_PARSE_MALFORMED),
         ("ROCAST_PARSE_VERSION", C_PARSE_VERSION),
     ])
@@ -227,6 +230,7 @@ fn c_messages() -> Vec<Message> {
             crc32: 0x0102_0304,
         }),
         Message::Close(Close { ok: false }),
+        Message::Evicted(Evicted { ip: MEMBER }),
     ]
 }
 
@@ -255,6 +259,7 @@ fn c_line(m: &Message) -> String {
         Message::Ready => "ready 0".into(),
         Message::Announce(a) => format!("announce {} {} {}", a.seq, a.bytes, a.crc32),
         Message::Close(c) => format!("close {}", c.ok as u8),
+        Message::Evicted(e) => format!("evicted {}", e.ip),
     }
 }
 

@@ -47,7 +47,7 @@ use rocast_core::control::safeguard::SafeguardConfig;
 use rocast_core::control::session::{
     BufferOutcome, ConnId, LeaderEvent, LeaderPhase, LeaderSession, LeaderSessionConfig,
     MemberEvent as SessionEvent, MemberSession, MemberSessionConfig, OverlayPlan, SessionDest,
-    SessionError, MAX_TRANSMIT_LEN,
+    SessionError, DEFAULT_REFRESH_MS, MAX_TRANSMIT_LEN,
 };
 use rocast_core::fabric::cepheus::{GroupAddressSpace, VIRTUAL_QPN};
 use rocast_core::overlay::{BroadcastDriver, DriverAction, DriverConfig, Scheme};
@@ -163,14 +163,20 @@ pub struct LeaderReport {
     /// From the first post until the last member held the whole message (members
     /// report their completion on the shared monotonic clock); None if one failed.
     pub latency: Option<Duration>,
+    /// Members evicted so far (their connection broke, or they never became ready):
+    /// the group went on without them.
+    pub evicted: Vec<Ipv4Addr>,
 }
 
 impl LeaderReport {
     pub fn goodput_gbps(&self) -> f64 {
         self.bytes as f64 * 8.0 / self.transfer.as_secs_f64().max(1e-9) / 1e9
     }
+    /// Every member still in the group holds the buffer intact.
     pub fn all_ok(&self) -> bool {
-        self.members.iter().all(|m| m.1)
+        self.members
+            .iter()
+            .all(|m| m.1 || self.evicted.contains(&m.0))
     }
 }
 
@@ -436,6 +442,7 @@ impl Leader {
             discovery_timeout: core_duration(cfg.timeout),
             ready_timeout: core_duration(cfg.timeout),
             verdict_timeout: core_duration(cfg.timeout),
+            refresh: Some(CoreDuration::from_ms(DEFAULT_REFRESH_MS)),
         };
         let session = LeaderSession::new(session_cfg, clock.now())?;
         let listener = TcpListener::bind(SocketAddrV4::new(cfg.local, cfg.control_port))
@@ -470,9 +477,31 @@ impl Leader {
         }
     }
 
-    /// One turn of the driver loop: sockets → session, deadlines, session → sockets,
-    /// the QPs serviced, then a wait for a readable socket or the next deadline.
+    /// One turn of the driver loop: the control turn, the QPs serviced, then a wait
+    /// for a readable socket or the next deadline.
     fn step(&mut self) -> Result<(), McastError> {
+        self.control_turn()?;
+        self.path.service(&self.clock);
+        let wait = match self.session.poll_timeout() {
+            Some(t) => MAX_WAIT.min(self.clock.until(self.clock.now(), t)),
+            None => MAX_WAIT,
+        };
+        let mut fds: Vec<RawFd> = vec![self.mrp.as_raw_fd()];
+        fds.extend(self.listener.as_ref().map(|l| l.as_raw_fd()));
+        fds.extend(
+            self.conns
+                .values()
+                .filter(|c| !c.done)
+                .map(|c| c.s.as_raw_fd()),
+        );
+        wait_any(&fds, wait).map_err(io("poll"))
+    }
+
+    /// The control plane's share of a turn, without waiting: sockets → session,
+    /// deadlines, session → sockets. Runs between the data path's turns during a
+    /// transfer too, so a member's broken connection is noticed (and the member
+    /// evicted) while the buffer is in flight, and the registration refreshes go out.
+    fn control_turn(&mut self) -> Result<(), McastError> {
         let now = self.clock.now();
         if let Some(l) = &self.listener {
             loop {
@@ -517,20 +546,7 @@ impl Leader {
             self.session.handle_timeout(now);
         }
         self.flush();
-        self.path.service(&self.clock);
-        let wait = match self.session.poll_timeout() {
-            Some(t) => MAX_WAIT.min(self.clock.until(self.clock.now(), t)),
-            None => MAX_WAIT,
-        };
-        let mut fds: Vec<RawFd> = vec![self.mrp.as_raw_fd()];
-        fds.extend(self.listener.as_ref().map(|l| l.as_raw_fd()));
-        fds.extend(
-            self.conns
-                .values()
-                .filter(|c| !c.done)
-                .map(|c| c.s.as_raw_fd()),
-        );
-        wait_any(&fds, wait).map_err(io("poll"))
+        Ok(())
     }
 
     /// Sends everything the session has queued. A connection that fails a write is
@@ -605,6 +621,10 @@ impl Leader {
             LeaderEvent::Failed(e) => {
                 self.flush();
                 Err(e.into())
+            }
+            LeaderEvent::MemberEvicted { ip, reason } => {
+                eprintln!("rocast mcast: member {ip} evicted ({reason}); the group goes on");
+                Ok(None)
             }
             ev => Ok(Some(ev)),
         }
@@ -692,6 +712,7 @@ impl Leader {
                             latency: latency(t0_ns, &o),
                             retransmitted: self.retransmitted() - retransmitted_before,
                             path: self.path(),
+                            evicted: o.evicted.iter().map(|a| Ipv4Addr::from(a.0)).collect(),
                         });
                     }
                     Some(LeaderEvent::Up) | None => {}
@@ -705,8 +726,17 @@ impl Leader {
     fn transfer(&mut self, data: &Arc<[u8]>) -> Result<(), McastError> {
         let cfg = self.cfg.clone();
         match &mut self.path {
-            LeaderPath::Cepheus { ep } => {
-                cepheus_send(&cfg, data, ep, &self.clock, &mut self.session)
+            LeaderPath::Cepheus { .. } => {
+                // The QP leaves `self` for the transfer so the control turns between
+                // its steps can borrow the rest.
+                let LeaderPath::Cepheus { mut ep } =
+                    std::mem::replace(&mut self.path, LeaderPath::Detached)
+                else {
+                    unreachable!("matched above")
+                };
+                let r = self.cepheus_send(data, &mut ep);
+                self.path = LeaderPath::Cepheus { ep };
+                r
             }
             LeaderPath::Overlay {
                 set,
@@ -780,69 +810,79 @@ impl Drop for Leader {
     }
 }
 
-/// Posts `data` on the group's QP in `message_bytes` messages and waits until every
-/// one is acknowledged (by every member: the switch aggregates the ACKs).
-/// Sends one buffer through the switch, feeding each acknowledged message to the
-/// session's safeguard.
-fn cepheus_send(
-    cfg: &LeaderConfig,
-    data: &Arc<[u8]>,
-    ep: &mut Endpoint,
-    clock: &Clock,
-    session: &mut LeaderSession,
-) -> Result<(), McastError> {
-    let n_msgs = data.len().div_ceil(cfg.message_bytes).max(1);
-    for i in 0..n_msgs {
-        let a = i * cfg.message_bytes;
-        let b = (a + cfg.message_bytes).min(data.len());
-        let op = match cfg.op {
-            McastOp::Send => SendOp::Send,
-            McastOp::Write => SendOp::Write {
-                remote_va: a as u64,
-                rkey: 0,
-            },
-        };
-        ep.qp
-            .post_send(SendRequest {
-                wr_id: i as u64,
-                op,
-                data: Payload::Bytes(data[a..b].into()),
-            })
-            .map_err(|e| McastError::Transfer(e.to_string()))?;
-    }
-    let mut done = 0usize;
-    let mut last_progress = StdInstant::now();
-    while done < n_msgs {
-        let act = ep.poll_once(clock).map_err(io("endpoint"))?;
-        while let Some(ev) = ep.qp.poll_event() {
-            match ev {
-                Event::SendComplete {
-                    result: Ok(()),
-                    wr_id,
-                } => {
-                    done += 1;
-                    last_progress = StdInstant::now();
-                    let a = wr_id as usize * cfg.message_bytes;
-                    let len = cfg.message_bytes.min(data.len().saturating_sub(a));
-                    session.handle_acked(clock.now(), len as u64);
+impl Leader {
+    /// Posts `data` on the group's QP in `message_bytes` messages and waits until every
+    /// one is acknowledged (by every member still in the group: the switch aggregates
+    /// the ACKs), feeding each acknowledged message to the session's safeguard. Control
+    /// turns run between the QP's (at most every millisecond): a member whose connection
+    /// breaks is evicted and pruned from the switch while the buffer is in flight.
+    fn cepheus_send(&mut self, data: &Arc<[u8]>, ep: &mut Endpoint) -> Result<(), McastError> {
+        let cfg = &self.cfg.clone();
+        let clock = &self.clock.clone();
+        let n_msgs = data.len().div_ceil(cfg.message_bytes).max(1);
+        for i in 0..n_msgs {
+            let a = i * cfg.message_bytes;
+            let b = (a + cfg.message_bytes).min(data.len());
+            let op = match cfg.op {
+                McastOp::Send => SendOp::Send,
+                McastOp::Write => SendOp::Write {
+                    remote_va: a as u64,
+                    rkey: 0,
+                },
+            };
+            ep.qp
+                .post_send(SendRequest {
+                    wr_id: i as u64,
+                    op,
+                    data: Payload::Bytes(data[a..b].into()),
+                })
+                .map_err(|e| McastError::Transfer(e.to_string()))?;
+        }
+        let mut done = 0usize;
+        let mut last_progress = StdInstant::now();
+        let mut last_control = StdInstant::now();
+        while done < n_msgs {
+            if last_control.elapsed() >= MAX_WAIT {
+                last_control = StdInstant::now();
+                self.control_turn()?;
+                if self.session.is_terminal() {
+                    return Err(McastError::Transfer(
+                        "the group failed during the transfer".into(),
+                    ));
                 }
-                Event::SendComplete { result: Err(e), .. } | Event::QpError(e) => {
-                    return Err(McastError::Transfer(e.to_string()))
+            }
+            let session = &mut self.session;
+            let act = ep.poll_once(clock).map_err(io("endpoint"))?;
+            while let Some(ev) = ep.qp.poll_event() {
+                match ev {
+                    Event::SendComplete {
+                        result: Ok(()),
+                        wr_id,
+                    } => {
+                        done += 1;
+                        last_progress = StdInstant::now();
+                        let a = wr_id as usize * cfg.message_bytes;
+                        let len = cfg.message_bytes.min(data.len().saturating_sub(a));
+                        session.handle_acked(clock.now(), len as u64);
+                    }
+                    Event::SendComplete { result: Err(e), .. } | Event::QpError(e) => {
+                        return Err(McastError::Transfer(e.to_string()))
+                    }
+                    _ => {}
                 }
-                _ => {}
+            }
+            if act.is_idle() {
+                if last_progress.elapsed() > cfg.timeout {
+                    return Err(McastError::Timeout(format!(
+                        "{done} of {n_msgs} messages acknowledged"
+                    )));
+                }
+                ep.wait(clock, None, Duration::from_millis(1))
+                    .map_err(io("wait"))?;
             }
         }
-        if act.is_idle() {
-            if last_progress.elapsed() > cfg.timeout {
-                return Err(McastError::Timeout(format!(
-                    "{done} of {n_msgs} messages acknowledged"
-                )));
-            }
-            ep.wait(clock, None, Duration::from_millis(1))
-                .map_err(io("wait"))?;
-        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The leader's QPN on the group's switch connection.
@@ -896,6 +936,22 @@ pub struct Member {
     write: bool,
     msg: usize,
     qpn: u32,
+    /// Other members the leader evicted, in the order it said so.
+    evicted_peers: Vec<Ipv4Addr>,
+}
+
+/// The session's next event for the member's driver; an eviction of another member
+/// is recorded on the way (it changes nothing this member does).
+fn member_event(session: &mut MemberSession, evicted: &mut Vec<Ipv4Addr>) -> Option<SessionEvent> {
+    loop {
+        match session.poll_event()? {
+            SessionEvent::PeerEvicted { ip } => {
+                eprintln!("rocast mcast: the leader evicted member {ip}; the group goes on");
+                evicted.push(Ipv4Addr::from(ip.0));
+            }
+            ev => return Some(ev),
+        }
+    }
 }
 
 /// One turn of a member's control loop: the leader's bytes and MRP packets into the
@@ -1035,6 +1091,7 @@ impl Member {
             write: false,
             msg: 0,
             qpn,
+            evicted_peers: Vec::new(),
         };
         loop {
             m.step(true)?;
@@ -1097,7 +1154,7 @@ impl Member {
     pub fn next(&mut self) -> Result<MemberEvent, McastError> {
         loop {
             self.step(true)?;
-            while let Some(ev) = self.session.poll_event() {
+            while let Some(ev) = member_event(&mut self.session, &mut self.evicted_peers) {
                 match ev {
                     SessionEvent::UseOverlay(role) => {
                         if let Err(e) = self.use_overlay(role) {
@@ -1213,7 +1270,7 @@ impl Member {
         self.session
             .handle_received(self.clock.now(), ours, held_ns);
         member_pump(&mut self.c, &self.mrp, &mut self.session, &self.clock);
-        let ok = match self.session.poll_event() {
+        let ok = match member_event(&mut self.session, &mut self.evicted_peers) {
             Some(SessionEvent::Received { seq: s, ok, .. }) if s == seq => ok,
             Some(SessionEvent::Failed(e)) => return Err(e.into()),
             Some(ev) => return Err(unexpected(&ev)),
@@ -1274,7 +1331,7 @@ impl Member {
             if !self.write && held == n_msgs {
                 return Ok((parts.into_iter().flatten().flatten().collect(), held_ns));
             }
-            match self.session.poll_event() {
+            match member_event(&mut self.session, &mut self.evicted_peers) {
                 Some(SessionEvent::WriteDone { seq: s }) if s == seq => {
                     let data = ep
                         .qp
@@ -1305,6 +1362,11 @@ impl Member {
     /// This member's QPN on the group's switch connection.
     pub fn qpn(&self) -> u32 {
         self.qpn
+    }
+
+    /// Other members the leader evicted so far.
+    pub fn evicted_peers(&self) -> &[Ipv4Addr] {
+        &self.evicted_peers
     }
 }
 

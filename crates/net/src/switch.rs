@@ -596,6 +596,8 @@ impl SwitchDaemon {
                 p.flush();
             }
             let next_departure = self.drain_queues();
+            // Group leases (soft state): a crashed leader's group is freed here.
+            self.sw.handle_timeout(self.clock.now());
             self.serve_control();
             if !busy {
                 self.wait(next_departure)?;
@@ -830,6 +832,9 @@ impl SwitchDaemon {
             ("mrp_refused", f.mrp_refused),
             ("mrp_released", f.mrp_released),
             ("mrp_stale_release", f.mrp_stale_release),
+            ("mrp_pruned", f.mrp_pruned),
+            ("mrp_prune_ignored", f.mrp_prune_ignored),
+            ("lease_expired", f.lease_expired),
             ("replicated_bytes", f.replicated_bytes),
         ] {
             let _ = writeln!(t, "switch {k} {v}");
@@ -983,6 +988,7 @@ mod tests {
                 switch_id: 1,
                 mac: rocast_core::wire::EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
                 peel: None,
+                group_lease: None,
             },
             cnp_filter: CnpFilterPolicy::Counter(rocast_core::time::Duration::from_us(50)),
             hosts: Vec::new(),

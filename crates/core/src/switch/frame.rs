@@ -36,6 +36,13 @@
 //! 7. **Everything else** is switched at layer 2: by the learned MAC table, flooded
 //!    when the destination is broadcast, multicast or unknown.
 //!
+//! **Soft state.** With `group_lease` set, every accepted MRP registration (the first
+//! one or a leader's refresh) sets the group's lease to now + lease;
+//! [`handle_timeout`](FrameSwitch::handle_timeout) frees a group whose lease ran out
+//! (its leader crashed or lost its path), and an [`MrpPrune`] from the group's source
+//! direction takes evicted members' paths off the tree (rocast's additions to §III-C,
+//! issue 24).
+//!
 //! Bad input never panics: a short frame, a bad IPv4 header, a bad ARP body, a
 //! malformed MRP or RoCE packet, or a copy whose ICRC does not verify is dropped and
 //! counted in [`FrameSwitchStats`].
@@ -52,10 +59,10 @@ use crate::fabric::cepheus::{
     Bridge, CepheusAction, CepheusSwitch, CnpFilter, GroupAddressSpace, Handling, NextHop,
 };
 use crate::fabric::peel::{PeelAction, PeelRole, PeelSwitch};
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::transmit::Transmit;
 use crate::wire::arp::{ArpOperation, ArpRepr, ARP_LEN};
-use crate::wire::mrp::{MrpRelease, MrpRepr, MRP_UDP_PORT};
+use crate::wire::mrp::{MrpPrune, MrpRelease, MrpRepr, MRP_UDP_PORT};
 use crate::wire::peel::{read_shim, strip_shim, PEEL_UDP_PORT};
 use crate::wire::{
     Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Address, Ipv4Packet,
@@ -78,6 +85,10 @@ pub struct FrameSwitchConfig {
     pub mac: EthernetAddress,
     /// The switch's place in a PEEL fabric, if any (module docs, step 5).
     pub peel: Option<PeelRole>,
+    /// How long a group's MFT entries live after the last MRP registration that
+    /// named it (soft state: leaders refresh, a crashed leader's group is reclaimed
+    /// when its lease runs out). `None`: entries live until released.
+    pub group_lease: Option<Duration>,
 }
 
 /// `rocast switch`'s default McstID block (a unicast block: Linux drops packets whose
@@ -89,6 +100,11 @@ pub const DEFAULT_MAX_GROUPS: usize = 1024;
 /// and its window in microseconds.
 pub const DEFAULT_CNP_FILTER: &str = "cepheus";
 pub const DEFAULT_CNP_WINDOW_US: u64 = 50;
+/// `rocast switch`'s default group lease, in milliseconds: rocast's assumption, five
+/// times the leaders' default refresh interval
+/// ([`DEFAULT_REFRESH_MS`](crate::control::session::DEFAULT_REFRESH_MS)), so four lost
+/// refreshes in a row do not cost a live group its entries.
+pub const DEFAULT_GROUP_LEASE_MS: u64 = 5_000;
 /// `rocast switch`'s default MAC base.
 pub const DEFAULT_SWITCH_MAC: EthernetAddress = EthernetAddress([0x02, 0x72, 0x63, 0xfe, 0, 0]);
 
@@ -103,6 +119,7 @@ impl FrameSwitchConfig {
             switch_id: 0,
             mac: DEFAULT_SWITCH_MAC,
             peel: None,
+            group_lease: Some(Duration::from_ms(DEFAULT_GROUP_LEASE_MS)),
         }
     }
 }
@@ -140,6 +157,13 @@ pub struct FrameSwitchStats {
     pub mrp_released: u64,
     /// Releases for a group this switch no longer holds (the leader's repeat).
     pub mrp_stale_release: u64,
+    /// Member paths taken off a tree by an MRP prune (an evicted member).
+    pub mrp_pruned: u64,
+    /// Prunes from a port other than the group's source direction, for a group
+    /// this switch does not hold, or naming a member not on its tree here.
+    pub mrp_prune_ignored: u64,
+    /// Groups whose lease ran out with no refresh (their leader is gone).
+    pub lease_expired: u64,
     /// Bytes of IP packets sent as replicas.
     pub replicated_bytes: u64,
     /// PEEL frames (UDP 4793) whose shim parsed, at a switch with a PEEL role.
@@ -185,6 +209,10 @@ pub struct FrameSwitch {
     stats: FrameSwitchStats,
     /// Frames made and not yet polled.
     tx: VecDeque<OutFrame>,
+    /// Per group (McstID as u32) its lease's end, when leases are on.
+    leases: BTreeMap<u32, Instant>,
+    /// No lease ends before this (a lower bound: refreshes only move ends later).
+    next_expiry: Option<Instant>,
 }
 
 /// The host table as the MRP agent reads it.
@@ -216,6 +244,8 @@ impl FrameSwitch {
             hosts: BTreeMap::new(),
             stats: FrameSwitchStats::default(),
             tx: VecDeque::new(),
+            leases: BTreeMap::new(),
+            next_expiry: None,
         }
     }
 
@@ -462,7 +492,7 @@ impl FrameSwitch {
             match UdpPacket::new_checked(ip.payload()) {
                 Ok(u) if u.dst_port() == MRP_UDP_PORT => {
                     let payload = u.payload().to_vec();
-                    self.mrp(in_port, src_ip, src_mac, &payload);
+                    self.mrp(now, in_port, src_ip, src_mac, &payload);
                     return;
                 }
                 Ok(u) if u.dst_port() == ROCEV2_UDP_PORT => {
@@ -640,16 +670,36 @@ impl FrameSwitch {
 
     fn mrp(
         &mut self,
+        now: Instant,
         in_port: u16,
         leader: Ipv4Address,
         leader_mac: EthernetAddress,
         payload: &[u8],
     ) {
         self.stats.mrp_in += 1;
+        if let Ok(prune) = MrpPrune::parse(payload) {
+            let routes = HostRoutes(&self.hosts);
+            match mrp_agent::handle_prune(&mut self.cepheus, in_port, &prune, &routes) {
+                Some(out) => {
+                    self.stats.mrp_pruned += out.removed as u64;
+                    self.stats.mrp_prune_ignored += out.unknown as u64;
+                    for (port, p) in out.next {
+                        let mut body = vec![0u8; p.buffer_len()];
+                        p.emit(&mut body);
+                        let ipb = Self::udp_packet(leader, p.mcst_id, MRP_UDP_PORT, &body);
+                        self.stats.mrp_out += 1;
+                        self.emit_ip(port, Some(EthernetAddress::BROADCAST), &ipb);
+                    }
+                }
+                None => self.stats.mrp_prune_ignored += 1,
+            }
+            return;
+        }
         if let Ok(rel) = MrpRelease::parse(payload) {
             match mrp_agent::handle_release(&mut self.cepheus, in_port, rel.mcst_id) {
                 Some(next) => {
                     self.stats.mrp_released += 1;
+                    self.leases.remove(&rel.mcst_id.to_u32());
                     let mut body = [0u8; 8];
                     rel.emit(&mut body);
                     for port in next {
@@ -683,6 +733,11 @@ impl FrameSwitch {
         };
         match result {
             Ok(next) => {
+                if let Some(lease) = self.cfg.group_lease {
+                    let end = now + lease;
+                    self.leases.insert(mcst.to_u32(), end);
+                    self.next_expiry = Some(self.next_expiry.map_or(end, |e| e.min(end)));
+                }
                 for (port, m) in next {
                     let mut body = vec![0u8; m.buffer_len()];
                     m.emit(&mut body);
@@ -724,7 +779,39 @@ impl FrameSwitch {
 
     /// Forgets a group (the controller tearing it down, or an operator).
     pub fn remove_group(&mut self, mcst_id: Ipv4Address) -> bool {
+        self.leases.remove(&mcst_id.to_u32());
         self.cepheus.remove_group(mcst_id)
+    }
+
+    /// When the next group lease may run out (`None`: no leases held).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.next_expiry
+    }
+
+    /// Frees every group whose lease ran out by `now` (counted in `lease_expired`).
+    /// Cheap when nothing is due: one comparison.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.next_expiry.is_none_or(|e| now < e) {
+            return;
+        }
+        let expired: Vec<u32> = self
+            .leases
+            .iter()
+            .filter(|(_, &end)| end <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in expired {
+            self.leases.remove(&id);
+            if self.cepheus.remove_group(Ipv4Address::from_u32(id)) {
+                self.stats.lease_expired += 1;
+            }
+        }
+        self.next_expiry = self.leases.values().min().copied();
+    }
+
+    /// When `mcst_id`'s lease runs out (`None`: no lease, or no such group).
+    pub fn lease_end(&self, mcst_id: Ipv4Address) -> Option<Instant> {
+        self.leases.get(&mcst_id.to_u32()).copied()
     }
 
     /// The member hosts of a group's tree at this switch: (port, IP, QPN).

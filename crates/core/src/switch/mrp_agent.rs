@@ -58,6 +58,72 @@ pub fn handle_release(sw: &mut CepheusSwitch, in_port: u16, mcst: Ipv4Address) -
     Some(next)
 }
 
+/// What a prune did at this switch.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PruneOutcome {
+    /// Member paths of attached hosts taken off the tree here.
+    pub removed: usize,
+    /// Named members this switch does not reach through the group's tree.
+    pub unknown: usize,
+    /// The prunes for downstream switches (port, packet), in port order.
+    pub next: Vec<(u16, crate::wire::mrp::MrpPrune)>,
+}
+
+/// Takes members off a group's tree on an [`MrpPrune`](crate::wire::mrp::MrpPrune)
+/// that arrived from the group's source direction: an attached member's path is
+/// removed (its IP must be the path's, so a prune cannot cut another host), a member
+/// behind a downstream switch is passed on toward it. From any other port, or for a
+/// group this switch does not hold, nothing changes (`None`), so a member cannot evict
+/// another. A downstream switch keeps its branch toward a subtree that lost all its
+/// members (its paths drain no traffic but the copies; the group's release or lease
+/// frees it).
+pub fn handle_prune(
+    sw: &mut CepheusSwitch,
+    in_port: u16,
+    prune: &crate::wire::mrp::MrpPrune,
+    table: &dyn UnicastTable,
+) -> Option<PruneOutcome> {
+    let mcst = prune.mcst_id;
+    if sw.group(mcst)?.ack_out_port != Some(in_port) {
+        return None;
+    }
+    let mut out = PruneOutcome::default();
+    let mut behind: BTreeMap<u16, Vec<Ipv4Address>> = BTreeMap::new();
+    for &ip in &prune.members {
+        let g = sw.group(mcst)?;
+        match table.route(ip) {
+            UnicastRoute::Attached(p)
+                if g.entry(p).is_some_and(
+                    |e| matches!(e.next_hop, NextHop::Host { ip: h, .. } if h == ip),
+                ) =>
+            {
+                sw.remove_path(mcst, p);
+                out.removed += 1;
+            }
+            UnicastRoute::Via(ports) => match ports.iter().find(|&&p| {
+                p != in_port && g.entry(p).is_some_and(|e| e.next_hop == NextHop::Switch)
+            }) {
+                Some(&p) => behind.entry(p).or_default().push(ip),
+                None => out.unknown += 1,
+            },
+            _ => out.unknown += 1,
+        }
+    }
+    out.next = behind
+        .into_iter()
+        .map(|(port, members)| {
+            (
+                port,
+                crate::wire::mrp::MrpPrune {
+                    mcst_id: mcst,
+                    members,
+                },
+            )
+        })
+        .collect();
+    Some(out)
+}
+
 /// Applies one MRP packet that arrived on `in_port` to the switch's tables. Returns
 /// the MRP packets for the next hops (port, packet), in port order. On a refusal
 /// nothing of this packet is kept: the members are checked before any table changes.
@@ -180,6 +246,56 @@ mod tests {
             qpn,
             region: None,
         }
+    }
+
+    #[test]
+    fn a_prune_from_the_source_removes_attached_members_and_passes_on_remote_ones() {
+        use crate::wire::mrp::MrpPrune;
+        let mut sw = CepheusSwitch::new(8, 8, Box::new(ForwardAllCnp));
+        let members = vec![
+            member(Ipv4Address::new(10, 0, 0, 0), 0x10),
+            member(Ipv4Address::new(10, 0, 0, 2), 0x12),
+            member(Ipv4Address::new(10, 0, 0, 3), 0x13),
+            member(Ipv4Address::new(10, 1, 0, 1), 0x21),
+        ];
+        handle_mrp(&mut sw, 0, &one(MCST, &members), &Leaf).unwrap();
+        let prune = |ips: &[Ipv4Address]| MrpPrune {
+            mcst_id: MCST,
+            members: ips.to_vec(),
+        };
+        let victim = Ipv4Address::new(10, 0, 0, 2);
+        // Only the source direction may prune.
+        assert_eq!(handle_prune(&mut sw, 3, &prune(&[victim]), &Leaf), None);
+        assert!(sw.group(MCST).unwrap().entry(2).is_some());
+        let out = handle_prune(
+            &mut sw,
+            0,
+            &prune(&[
+                victim,
+                Ipv4Address::new(10, 1, 0, 1),
+                Ipv4Address::new(10, 0, 0, 1),
+            ]),
+            &Leaf,
+        )
+        .unwrap();
+        assert_eq!(out.removed, 1);
+        assert_eq!(out.unknown, 1, "10.0.0.1 is not on the tree");
+        assert_eq!(out.next.len(), 1);
+        assert_eq!(out.next[0].1.members, vec![Ipv4Address::new(10, 1, 0, 1)]);
+        let g = sw.group(MCST).unwrap();
+        assert!(g.entry(2).is_none());
+        assert!(g.entry(3).is_some(), "the healthy member stays");
+        assert_eq!(sw.port_load(2), 0);
+        // A prune naming a host on a member's port but with another IP cuts nothing.
+        let out =
+            handle_prune(&mut sw, 0, &prune(&[Ipv4Address::new(10, 0, 0, 9)]), &Leaf).unwrap();
+        assert_eq!((out.removed, out.unknown), (0, 1));
+        assert_eq!(
+            handle_prune(&mut sw, 0, &prune(&[victim]), &Leaf)
+                .unwrap()
+                .removed,
+            0
+        );
     }
 
     #[test]

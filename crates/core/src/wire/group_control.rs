@@ -51,6 +51,7 @@
 //! |  8   | —         |           |            | reserved: an early `Go` (leader → member) that no peer ever sent; refused as unknown |
 //! |  9   | `Announce`| L → M     | 16         | 0:4 buffer sequence (from 1), 4:8 bytes, 12:4 CRC-32 of the buffer |
 //! | 10   | `Close`   | L → M     | 1          | 0:1 ok: the group ends, successfully or not             |
+//! | 11   | `Evicted` | L → M     | 4          | 0:4 member IPv4: the leader evicted that member (its connection broke); the group goes on without it |
 //!
 //! The scheme code of `Overlay` is `rocast_core::overlay::Scheme::code`; this module
 //! carries it as a byte and leaves its meaning to the overlay.
@@ -82,6 +83,7 @@ pub const OVERLAY_MAX_LEN: usize = OVERLAY_HEADER_LEN + 4 * OVERLAY_MAX_RANKS;
 pub const READY_LEN: usize = 0;
 pub const ANNOUNCE_LEN: usize = 16;
 pub const CLOSE_LEN: usize = 1;
+pub const EVICTED_LEN: usize = 4;
 /// The longest body of any message: the decoder refuses a frame that declares more.
 pub const MAX_BODY_LEN: usize = OVERLAY_MAX_LEN;
 
@@ -147,6 +149,10 @@ pub mod field {
     pub mod close {
         pub const OK: usize = 0;
     }
+    pub mod evicted {
+        use super::Field;
+        pub const IP: Field = 0..4;
+    }
 }
 
 /// A frame's type code.
@@ -162,10 +168,11 @@ pub enum MessageType {
     Ready = 7,
     Announce = 9,
     Close = 10,
+    Evicted = 11,
 }
 
 impl MessageType {
-    pub const ALL: [MessageType; 9] = [
+    pub const ALL: [MessageType; 10] = [
         MessageType::Params,
         MessageType::Join,
         MessageType::Confirm,
@@ -175,6 +182,7 @@ impl MessageType {
         MessageType::Ready,
         MessageType::Announce,
         MessageType::Close,
+        MessageType::Evicted,
     ];
 
     /// The type with this code; None for an unknown (or the reserved 8).
@@ -193,6 +201,7 @@ impl MessageType {
             MessageType::Ready => "Ready",
             MessageType::Announce => "Announce",
             MessageType::Close => "Close",
+            MessageType::Evicted => "Evicted",
         }
     }
 
@@ -209,6 +218,7 @@ impl MessageType {
             MessageType::Ready => READY_LEN,
             MessageType::Announce => ANNOUNCE_LEN,
             MessageType::Close => CLOSE_LEN,
+            MessageType::Evicted => EVICTED_LEN,
         }
     }
 }
@@ -565,6 +575,29 @@ impl Close {
     }
 }
 
+/// Leader → member: the leader evicted member `ip` (its control connection broke, so
+/// it is taken off the switch's tree); the group goes on with the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Evicted {
+    pub ip: Ipv4Address,
+}
+
+impl Evicted {
+    pub const fn buffer_len(&self) -> usize {
+        EVICTED_LEN
+    }
+    pub fn parse(b: &[u8]) -> Result<Evicted> {
+        exact(b, EVICTED_LEN, "evicted", "evicted length")?;
+        Ok(Evicted {
+            ip: ip(b, field::evicted::IP),
+        })
+    }
+    pub fn emit(&self, b: &mut [u8]) -> usize {
+        put_be(b, field::evicted::IP.start, 4, self.ip.to_u32() as u64);
+        EVICTED_LEN
+    }
+}
+
 /// Any control message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
@@ -577,6 +610,7 @@ pub enum Message {
     Ready,
     Announce(Announce),
     Close(Close),
+    Evicted(Evicted),
 }
 
 impl Message {
@@ -591,6 +625,7 @@ impl Message {
             Message::Ready => MessageType::Ready,
             Message::Announce(_) => MessageType::Announce,
             Message::Close(_) => MessageType::Close,
+            Message::Evicted(_) => MessageType::Evicted,
         }
     }
 
@@ -609,6 +644,7 @@ impl Message {
             }
             MessageType::Announce => Message::Announce(Announce::parse(body)?),
             MessageType::Close => Message::Close(Close::parse(body)?),
+            MessageType::Evicted => Message::Evicted(Evicted::parse(body)?),
         })
     }
 
@@ -624,6 +660,7 @@ impl Message {
             Message::Ready => READY_LEN,
             Message::Announce(m) => m.buffer_len(),
             Message::Close(m) => m.buffer_len(),
+            Message::Evicted(m) => m.buffer_len(),
         }
     }
 
@@ -662,6 +699,9 @@ impl Message {
                 m.emit(body);
             }
             Message::Close(m) => {
+                m.emit(body);
+            }
+            Message::Evicted(m) => {
                 m.emit(body);
             }
         }
@@ -860,6 +900,12 @@ mod tests {
                 ],
             ),
             (Message::Close(Close { ok: false }), vec![10, 0, 1, 0]),
+            (
+                Message::Evicted(Evicted {
+                    ip: Ipv4Address::new(10, 0, 0, 7),
+                }),
+                vec![11, 0, 4, 10, 0, 0, 7],
+            ),
         ]
     }
 
@@ -929,7 +975,7 @@ mod tests {
 
     #[test]
     fn unknown_and_reserved_types_are_errors_and_the_decoder_stays_failed() {
-        for code in [0u8, 8, 11, 255] {
+        for code in [0u8, 8, 12, 255] {
             let mut d = StreamDecoder::new();
             assert_eq!(
                 d.feed(&[code, 0, 0]),

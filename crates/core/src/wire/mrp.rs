@@ -38,6 +38,12 @@ pub const MRP_MAX_MEMBERS: usize = (MRP_MAX_PAYLOAD - MRP_HEADER_LEN) / MRP_MEMB
 pub const MRP_MAX_WRITE_MEMBERS: usize = (MRP_MAX_PAYLOAD - MRP_HEADER_LEN) / MRP_WRITE_MEMBER_LEN;
 const FLAG_WRITE: u8 = 1;
 const FLAG_RELEASE: u8 = 2;
+const FLAG_PRUNE: u8 = 4;
+/// Bytes of one pruned member's record (its IPv4 address).
+pub const MRP_PRUNE_RECORD_LEN: usize = 4;
+/// Members one prune packet can name: its count is one byte (8 + 255 × 4 bytes fit
+/// one MTU).
+pub const MRP_MAX_PRUNED: usize = 255;
 
 /// A leader's request to free a group's tables along its tree: the 8-byte MRP header
 /// with flags bit 1 set, `seq` 0, `total` 1 and no members. Cepheus leaves teardown
@@ -69,6 +75,55 @@ impl MrpRelease {
         put_be(b, 0, 4, self.mcst_id.to_u32() as u64);
         b[4..8].copy_from_slice(&[0, 1, 0, FLAG_RELEASE]);
         MRP_HEADER_LEN
+    }
+}
+
+/// A leader's request to take members off a group's tree (rocast's addition, for
+/// evicting a dead member while the others go on, issue 24): the 8-byte MRP header
+/// with flags bit 2 set, `seq` 0, `total` 1, `count` IPv4 addresses after it.
+/// [`MrpRepr::parse`] and [`MrpRelease::parse`] refuse it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MrpPrune {
+    pub mcst_id: Ipv4Address,
+    /// 1..=[`MRP_MAX_PRUNED`] members.
+    pub members: Vec<Ipv4Address>,
+}
+
+impl MrpPrune {
+    pub fn buffer_len(&self) -> usize {
+        MRP_HEADER_LEN + self.members.len() * MRP_PRUNE_RECORD_LEN
+    }
+    /// Parses exactly the prune form: 1..=`MRP_MAX_PRUNED` members, the length
+    /// exactly that of its records.
+    pub fn parse(b: &[u8]) -> Result<MrpPrune> {
+        if b.len() < MRP_HEADER_LEN {
+            return Err(Error::Truncated("mrp header"));
+        }
+        let count = b[6] as usize;
+        if b[4] != 0 || b[5] != 1 || b[7] != FLAG_PRUNE || count == 0 || count > MRP_MAX_PRUNED {
+            return Err(Error::Malformed("mrp prune"));
+        }
+        if b.len() != MRP_HEADER_LEN + count * MRP_PRUNE_RECORD_LEN {
+            return Err(Error::Malformed("mrp prune length"));
+        }
+        let members = (0..count)
+            .map(|i| Ipv4Address::from_u32(be(b, MRP_HEADER_LEN + i * 4, 4) as u32))
+            .collect();
+        Ok(MrpPrune {
+            mcst_id: Ipv4Address::from_u32(be(b, 0, 4) as u32),
+            members,
+        })
+    }
+    /// Writes the payload into `b` (at least `buffer_len()` bytes); members past
+    /// [`MRP_MAX_PRUNED`] are not written (the session never queues more).
+    pub fn emit(&self, b: &mut [u8]) -> usize {
+        let n = self.members.len().min(MRP_MAX_PRUNED);
+        put_be(b, 0, 4, self.mcst_id.to_u32() as u64);
+        b[4..8].copy_from_slice(&[0, 1, n as u8, FLAG_PRUNE]);
+        for (i, ip) in self.members.iter().take(n).enumerate() {
+            put_be(b, MRP_HEADER_LEN + i * 4, 4, ip.to_u32() as u64);
+        }
+        MRP_HEADER_LEN + n * MRP_PRUNE_RECORD_LEN
     }
 }
 
@@ -237,6 +292,44 @@ mod tests {
             bad[i] ^= 0x10;
             assert!(MrpRelease::parse(&bad).is_err(), "byte {i}");
         }
+    }
+
+    #[test]
+    fn prune_round_trips_and_is_neither_a_registration_nor_a_release() {
+        let p = MrpPrune {
+            mcst_id: Ipv4Address::new(10, 77, 0, 200),
+            members: vec![Ipv4Address::new(10, 0, 0, 3), Ipv4Address::new(10, 0, 0, 9)],
+        };
+        let mut b = vec![0u8; p.buffer_len()];
+        assert_eq!(p.emit(&mut b), 16);
+        assert_eq!(MrpPrune::parse(&b), Ok(p.clone()));
+        assert!(MrpRepr::parse(&b).is_err());
+        assert!(MrpRelease::parse(&b).is_err());
+        assert!(MrpPrune::parse(&b[..15]).is_err(), "a cut record");
+        let mut longer = b.clone();
+        longer.extend([0; 4]);
+        assert!(
+            MrpPrune::parse(&longer).is_err(),
+            "more bytes than count says"
+        );
+        for i in 4..8 {
+            let mut bad = b.clone();
+            bad[i] ^= 0x10;
+            assert!(MrpPrune::parse(&bad).is_err(), "byte {i}");
+        }
+        let mut empty = b[..8].to_vec();
+        empty[6] = 0;
+        assert!(MrpPrune::parse(&empty).is_err(), "a prune names someone");
+        let all = MrpPrune {
+            mcst_id: p.mcst_id,
+            members: (0..MRP_MAX_PRUNED as u32)
+                .map(Ipv4Address::from_u32)
+                .collect(),
+        };
+        assert!(all.buffer_len() <= MRP_MAX_PAYLOAD);
+        let mut b = vec![0u8; all.buffer_len()];
+        all.emit(&mut b);
+        assert_eq!(MrpPrune::parse(&b).unwrap().members.len(), MRP_MAX_PRUNED);
     }
 
     fn member(i: u32, write: bool) -> MrpMember {

@@ -16,6 +16,16 @@
 //!                                                           Collecting ───────────┘
 //! any state ──close──▶ Closed          any state ──error──▶ Failed
 //! ```
+//!
+//! **Faults** (issue 24). While the group is up on the switch, a member whose control
+//! connection breaks (or that never answers an announcement while others do) is
+//! *evicted*: an [`MrpPrune`] takes its path off the switch's tree, so its silence no
+//! longer holds the aggregated ACK back, every other member hears `Evicted`, and the
+//! buffer completes for the rest; its outcome names the evicted member. Through an
+//! overlay (whose schedule has a place for every rank) a lost member fails the group,
+//! RDMC's semantics. The registration is refreshed every `refresh` (the switch's
+//! entries are leased soft state), so a restarted switch relearns the group and a
+//! crashed leader's group is reclaimed when its lease runs out.
 
 use super::{transmit_from, ConnId, Outgoing, OverlayPlan, SessionDest, SessionError};
 use crate::control::registration::{
@@ -27,9 +37,10 @@ use crate::fabric::cepheus::GroupAddressSpace;
 use crate::time::{Duration, Instant};
 use crate::transmit::Transmit;
 use crate::wire::group_control::{
-    Announce, BufferResult, Close, Done, Message, Overlay, Params, StreamDecoder, OVERLAY_MAX_RANKS,
+    Announce, BufferResult, Close, Done, Evicted, Message, Overlay, Params, StreamDecoder,
+    OVERLAY_MAX_RANKS,
 };
-use crate::wire::mrp::{MrpMember, MrpRelease};
+use crate::wire::mrp::{MrpMember, MrpPrune, MrpRelease};
 use crate::wire::Ipv4Address;
 use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -61,6 +72,10 @@ pub struct LeaderSessionConfig {
     pub ready_timeout: Duration,
     /// From the end of a transfer until every member's `Result`.
     pub verdict_timeout: Duration,
+    /// Resend the registration this often while the group uses the switch (the
+    /// switch's entries are soft state with a lease: the refresh keeps them, and a
+    /// restarted switch relearns the group from it). `None`: never.
+    pub refresh: Option<Duration>,
 }
 
 /// Where a leader session stands.
@@ -114,9 +129,11 @@ pub struct MemberVerdict {
 pub struct BufferOutcome {
     pub seq: u32,
     pub crc32: u32,
-    /// In join order.
+    /// In join order (evicted members too, with `ok: false`).
     pub verdicts: Vec<MemberVerdict>,
-    /// Every member reported it intact.
+    /// Members evicted so far (join order): the buffer did not reach them.
+    pub evicted: Vec<Ipv4Address>,
+    /// Every member still in the group reported it intact.
     pub ok: bool,
 }
 
@@ -134,6 +151,10 @@ pub enum LeaderEvent {
     },
     /// The group is ready for [`LeaderSession::start_buffer`].
     Up,
+    /// A member was taken out of the group (its connection broke, or it never became
+    /// ready): pruned from the switch's tree, every other member told; the group goes
+    /// on without it.
+    MemberEvicted { ip: Ipv4Address, reason: String },
     /// Every member is ready for buffer `seq`: send it, then call
     /// [`LeaderSession::handle_transfer_done`].
     Transfer { seq: u32 },
@@ -167,6 +188,10 @@ pub struct LeaderStats {
     /// Joins naming an address other than their connection's: refused, the group
     /// goes on (a host cannot enrol another host, or aim the group's WRITEs at it).
     pub refused_joins: u64,
+    /// Registrations resent to keep the switch's lease (or teach a restarted switch).
+    pub refreshes: u64,
+    /// Members evicted.
+    pub evicted: u64,
 }
 
 #[derive(Debug)]
@@ -216,6 +241,10 @@ pub struct LeaderSession {
     conns: BTreeMap<ConnId, Conn>,
     /// Joined members, in join order: their connection and MRP record.
     members: Vec<(ConnId, MrpMember)>,
+    /// Indices into `members` of those evicted.
+    evicted: BTreeSet<usize>,
+    /// When the next registration refresh is due (registered through the switch).
+    next_refresh: Option<Instant>,
     /// The data goes through the overlay (decided once registration failed, the
     /// safeguard fired, or configured).
     overlay: bool,
@@ -265,6 +294,8 @@ impl LeaderSession {
             cfg,
             conns: BTreeMap::new(),
             members: Vec::new(),
+            evicted: BTreeSet::new(),
+            next_refresh: None,
             overlay: false,
             switch_state: false,
             monitor,
@@ -324,8 +355,17 @@ impl LeaderSession {
         self.outbox
             .push_back((SessionDest::Member(conn), Outgoing::Control(m)));
     }
+    /// Members still in the group (not evicted), as indices in join order.
+    fn live(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.members.len()).filter(|i| !self.evicted.contains(i))
+    }
+    /// Members evicted so far, in join order.
+    pub fn evicted_ips(&self) -> Vec<Ipv4Address> {
+        self.evicted.iter().map(|&i| self.members[i].1.ip).collect()
+    }
+
     fn send_to_members(&mut self, m: &Message) {
-        let conns: Vec<ConnId> = self.members.iter().map(|(c, _)| *c).collect();
+        let conns: Vec<ConnId> = self.live().map(|i| self.members[i].0).collect();
         for c in conns {
             self.send_to(c, m.clone());
         }
@@ -345,6 +385,7 @@ impl LeaderSession {
     /// Frees the switch's state for the group (two copies: it is one UDP datagram and
     /// nobody acknowledges it; a second release is a no-op at the switch).
     fn release_switch(&mut self) {
+        self.next_refresh = None;
         if std::mem::take(&mut self.switch_state) {
             let r = MrpRelease {
                 mcst_id: self.cfg.mcst_id,
@@ -453,6 +494,9 @@ impl LeaderSession {
         }
         c.refused = true;
         let member = c.member;
+        if let (Some(i), true) = (member, self.can_evict()) {
+            return self.evict(now, i, format!("control connection: {reason}"));
+        }
         if let (State::Collecting { results, .. }, Some(i)) = (&mut self.state, member) {
             results.entry(i).or_insert(None);
             self.check_verdicts(now);
@@ -462,6 +506,61 @@ impl LeaderSession {
         self.fail(SessionError::Connection(format!(
             "control: {who}: {reason}"
         )));
+    }
+
+    /// A member can be evicted while the group is up on the switch: the prune takes
+    /// its path off the tree and the others go on. An overlay's schedule has a place
+    /// for every rank, so there a lost member fails the group (RDMC's semantics).
+    fn can_evict(&self) -> bool {
+        !self.overlay
+            && matches!(
+                self.state,
+                State::Idle
+                    | State::Announced { .. }
+                    | State::Transferring
+                    | State::Collecting { .. }
+            )
+    }
+
+    /// Takes member `i` out of the group: its path is pruned from the switch (twice:
+    /// one unacknowledged datagram each, and a repeat prunes nothing), every other
+    /// member hears `Evicted`, and what the group waits for no longer includes it.
+    fn evict(&mut self, now: Instant, i: usize, reason: String) {
+        if !self.evicted.insert(i) {
+            return;
+        }
+        self.stats.evicted += 1;
+        let (conn, record) = self.members[i];
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.refused = true;
+        }
+        if self.switch_state {
+            let prune = MrpPrune {
+                mcst_id: self.cfg.mcst_id,
+                members: vec![record.ip],
+            };
+            for _ in 0..2 {
+                self.outbox
+                    .push_back((SessionDest::Mrp, Outgoing::Prune(prune.clone())));
+            }
+        }
+        self.early_results.remove(&i);
+        self.events.push_back(LeaderEvent::MemberEvicted {
+            ip: record.ip,
+            reason,
+        });
+        if self.live().next().is_none() {
+            return self.fail(SessionError::Connection("every member was evicted".into()));
+        }
+        self.send_to_members(&Message::Evicted(Evicted { ip: record.ip }));
+        match &mut self.state {
+            State::Announced { .. } => self.check_ready(now),
+            State::Collecting { results, .. } => {
+                results.entry(i).or_insert(None);
+                self.check_verdicts(now);
+            }
+            _ => {}
+        }
     }
 
     /// A whole control message from `conn`.
@@ -532,7 +631,8 @@ impl LeaderSession {
             | Message::Done(_)
             | Message::Overlay(_)
             | Message::Announce(_)
-            | Message::Close(_) => {
+            | Message::Close(_)
+            | Message::Evicted(_) => {
                 let name = msg.message_type().name();
                 self.fail(SessionError::Protocol(format!(
                     "{} sent {name}, which only a leader sends",
@@ -641,6 +741,7 @@ impl LeaderSession {
                 self.events.push_back(LeaderEvent::Registered {
                     took: at.saturating_since(started),
                 });
+                self.next_refresh = self.cfg.refresh.map(|r| now + r);
                 self.go_idle();
             }
             Some(RegistrationEvent::Failed(f)) => {
@@ -684,10 +785,10 @@ impl LeaderSession {
     }
 
     fn check_ready(&mut self, now: Instant) {
-        let n = self.members.len();
+        let all_ready = |ready: &BTreeSet<usize>| self.live().all(|i| ready.contains(&i));
         match &self.state {
-            State::OverlaySetup { ready, .. } if ready.len() == n => self.go_idle(),
-            State::Announced { ready, .. } if ready.len() == n => {
+            State::OverlaySetup { ready, .. } if all_ready(ready) => self.go_idle(),
+            State::Announced { ready, .. } if all_ready(ready) => {
                 self.state = State::Transferring;
                 if let (Some(m), false) = (self.monitor.as_mut(), self.overlay) {
                     m.handle_busy(now);
@@ -787,7 +888,7 @@ impl LeaderSession {
         let State::Collecting { results, .. } = &self.state else {
             return;
         };
-        if results.len() == self.members.len() {
+        if self.live().all(|i| results.contains_key(&i)) {
             self.finish_buffer(now);
         }
     }
@@ -808,17 +909,22 @@ impl LeaderSession {
                 MemberVerdict {
                     ip: m.ip,
                     result,
-                    ok: result.is_some_and(|r| r.ok && r.crc32 == self.crc32),
+                    ok: !self.evicted.contains(&i)
+                        && result.is_some_and(|r| r.ok && r.crc32 == self.crc32),
                 }
             })
             .collect();
-        let ok = verdicts.iter().all(|v| v.ok);
+        let ok = verdicts
+            .iter()
+            .enumerate()
+            .all(|(i, v)| v.ok || self.evicted.contains(&i));
         self.all_ok &= ok;
         self.events
             .push_back(LeaderEvent::BufferDone(BufferOutcome {
                 seq: self.seq,
                 crc32: self.crc32,
                 verdicts,
+                evicted: self.evicted_ips(),
                 ok,
             }));
         match self.safeguard_fallback.take() {
@@ -861,6 +967,45 @@ impl LeaderSession {
     /// The next deadline: discovery, the registration's resend, members' `Ready`,
     /// verdicts, or the safeguard's next check while transferring.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        let state = self.state_timeout();
+        match (state, self.refresh_due_at()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The next registration refresh, while the group is registered with the switch.
+    fn refresh_due_at(&self) -> Option<Instant> {
+        if self.overlay || self.is_terminal() || !self.switch_state {
+            return None;
+        }
+        match self.state {
+            State::Discovering { .. } | State::Registering { .. } => None,
+            _ => self.next_refresh,
+        }
+    }
+
+    /// Resends the registration of the members still in the group (idempotent at a
+    /// switch that holds it; a restarted switch learns the group from it).
+    fn refresh(&mut self, now: Instant) {
+        self.next_refresh = self.cfg.refresh.map(|r| now + r);
+        let me = MrpMember {
+            ip: self.cfg.local,
+            qpn: self.cfg.local_qpn,
+            region: self.cfg.params.write.then_some((0, 0)),
+        };
+        let members = self.live().map(|i| self.members[i].1).collect();
+        let Ok(spec) = GroupSpec::in_space(self.cfg.group_space, self.cfg.mcst_id, me, members)
+        else {
+            return;
+        };
+        self.stats.refreshes += 1;
+        for p in spec.mrp_packets() {
+            self.outbox.push_back((SessionDest::Mrp, Outgoing::Mrp(p)));
+        }
+    }
+
+    fn state_timeout(&self) -> Option<Instant> {
         match &self.state {
             State::Discovering { deadline }
             | State::OverlaySetup { deadline, .. }
@@ -876,6 +1021,9 @@ impl LeaderSession {
 
     /// Lets the deadlines fire. Each moves the session on, so it fires once.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.refresh_due_at().is_some_and(|t| now >= t) {
+            self.refresh(now);
+        }
         match &mut self.state {
             State::Discovering { deadline } if now >= *deadline => {
                 let joined = self.members.len();
@@ -887,6 +1035,19 @@ impl LeaderSession {
             State::Registering { ctl, .. } => {
                 let _ = ctl.handle_timeout(now);
                 self.pump_registration(now);
+            }
+            // Through the switch, members that never answered are evicted when
+            // others did (a member that hangs must not hold the group).
+            State::Announced { deadline, ready }
+                if now >= *deadline && !self.overlay && !ready.is_empty() =>
+            {
+                let ready = ready.clone();
+                let late: Vec<usize> = self.live().filter(|i| !ready.contains(i)).collect();
+                for i in late {
+                    let conn = self.members[i].0;
+                    self.send_to(conn, Message::Close(Close { ok: false }));
+                    self.evict(now, i, "never became ready".into());
+                }
             }
             State::OverlaySetup { deadline, .. } | State::Announced { deadline, .. }
                 if now >= *deadline =>

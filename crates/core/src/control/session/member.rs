@@ -98,6 +98,10 @@ pub enum MemberEvent {
         ok: bool,
         crc32: u32,
     },
+    /// The leader evicted this other member; the group goes on without it.
+    PeerEvicted {
+        ip: Ipv4Address,
+    },
     /// The leader ended the group with this outcome (seen by all).
     Closed {
         ok: bool,
@@ -116,6 +120,8 @@ pub struct MemberStats {
     /// Driver calls out of turn, bytes after the end.
     pub unexpected: u64,
     pub unemittable: u64,
+    /// Other members the leader evicted.
+    pub peers_evicted: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -246,6 +252,15 @@ impl MemberSession {
             (Message::Close(c), _) => {
                 self.state = State::Closed;
                 self.events.push_back(MemberEvent::Closed { ok: c.ok });
+            }
+            (Message::Evicted(e), _) if e.ip == self.cfg.local => {
+                self.fail(SessionError::Connection(
+                    "the leader evicted this member".into(),
+                ));
+            }
+            (Message::Evicted(e), _) => {
+                self.stats.peers_evicted += 1;
+                self.events.push_back(MemberEvent::PeerEvicted { ip: e.ip });
             }
             (Message::Params(p), State::AwaitingParams { .. }) => {
                 if p.message_bytes == 0 || p.capacity == 0 || p.capacity > self.cfg.max_capacity {

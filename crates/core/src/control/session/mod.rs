@@ -76,7 +76,7 @@ pub use member::{
 
 use crate::overlay::Scheme;
 use crate::wire::group_control::Message;
-use crate::wire::mrp::{MrpRelease, MrpRepr};
+use crate::wire::mrp::{MrpPrune, MrpRelease, MrpRepr};
 
 /// The driver's name for one member's control connection at the leader (an index it
 /// chooses; the session never interprets it).
@@ -93,6 +93,11 @@ pub enum SessionDest {
     /// An MRP packet or release, as UDP to `mcst_id:`[`MRP_UDP_PORT`](crate::wire::mrp::MRP_UDP_PORT).
     Mrp,
 }
+
+/// The leader's default interval between MRP refreshes of a registered group (its
+/// switches' leases are [`DEFAULT_GROUP_LEASE_MS`](crate::switch::frame::DEFAULT_GROUP_LEASE_MS)):
+/// rocast's assumption. A restarted switch relearns the group within one interval.
+pub const DEFAULT_REFRESH_MS: u64 = 1_000;
 
 /// The buffer [`LeaderSession::poll_transmit`] and [`MemberSession::poll_transmit`]
 /// need at most: an MRP packet fills an Ethernet MTU's UDP payload (1,472 B), a control
@@ -141,6 +146,7 @@ enum Outgoing {
     Control(Message),
     Mrp(MrpRepr),
     Release(MrpRelease),
+    Prune(MrpPrune),
 }
 
 impl Outgoing {
@@ -149,6 +155,7 @@ impl Outgoing {
             Outgoing::Control(m) => m.buffer_len(),
             Outgoing::Mrp(m) => m.buffer_len(),
             Outgoing::Release(r) => r.buffer_len(),
+            Outgoing::Prune(p) => p.buffer_len(),
         }
     }
 
@@ -160,6 +167,7 @@ impl Outgoing {
             Outgoing::Control(m) => m.emit(buf),
             Outgoing::Mrp(m) => Ok(m.emit(buf)),
             Outgoing::Release(r) => Ok(r.emit(buf)),
+            Outgoing::Prune(p) => Ok(p.emit(buf)),
         }
     }
 }

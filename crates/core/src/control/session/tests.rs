@@ -9,9 +9,9 @@ use crate::fabric::cepheus::GroupAddressSpace;
 use crate::time::{Duration, Instant};
 use crate::transmit::Transmit;
 use crate::wire::group_control::{
-    parse_frame, BufferResult, Close, Done, Join, Message, Params, GROUP_CONTROL_VERSION,
+    parse_frame, BufferResult, Close, Done, Evicted, Join, Message, Params, GROUP_CONTROL_VERSION,
 };
-use crate::wire::mrp::{MrpRelease, MrpRepr};
+use crate::wire::mrp::{MrpPrune, MrpRelease, MrpRepr};
 use crate::wire::Ipv4Address;
 use proptest::prelude::*;
 
@@ -60,6 +60,7 @@ fn leader_cfg(write: bool, members: usize) -> LeaderSessionConfig {
         discovery_timeout: DISCOVERY,
         ready_timeout: READY,
         verdict_timeout: VERDICT,
+        refresh: None,
     }
 }
 fn member_cfg(i: usize) -> MemberSessionConfig {
@@ -79,14 +80,16 @@ enum Out {
     Control(SessionDest, Message),
     Mrp(MrpRepr),
     Release(MrpRelease),
+    Prune(MrpPrune),
 }
 
 fn decode(t: Transmit<SessionDest>, b: &[u8]) -> Out {
     let b = &b[..t.len];
     match t.dest {
-        SessionDest::Mrp => match MrpRelease::parse(b) {
-            Ok(r) => Out::Release(r),
-            Err(_) => Out::Mrp(MrpRepr::parse(b).expect("an MRP packet")),
+        SessionDest::Mrp => match (MrpRelease::parse(b), MrpPrune::parse(b)) {
+            (Ok(r), _) => Out::Release(r),
+            (_, Ok(p)) => Out::Prune(p),
+            _ => Out::Mrp(MrpRepr::parse(b).expect("an MRP packet")),
         },
         d => {
             let (m, n) = parse_frame(b).expect("a whole control frame");
@@ -595,34 +598,261 @@ fn one_member_answering_twice_counts_once() {
     assert_eq!(g.leader.stats().unexpected, 1);
 }
 
-#[test]
-fn a_broken_connection_while_collecting_is_that_members_failed_verdict() {
-    let mut g = registered_group(false);
+fn verdict_ok() -> Vec<u8> {
+    frame(&Message::Result(BufferResult {
+        ok: true,
+        crc32: CRC,
+        held_ns: 5,
+    }))
+}
+
+/// Announces a buffer and lets members `ready` answer Ready.
+fn announce(g: &mut Group, ready: &[u32]) {
     g.leader.start_buffer(g.now, 10, CRC).unwrap();
     g.leader_to_members();
-    for i in 0..3 {
+    for &i in ready {
         g.leader
             .handle_stream(g.now, ConnId(i), &frame(&Message::Ready));
     }
+}
+
+fn prune_of(i: usize) -> Out {
+    Out::Prune(MrpPrune {
+        mcst_id: MCST,
+        members: vec![member_ip(i)],
+    })
+}
+
+#[test]
+fn a_broken_connection_while_collecting_evicts_that_member_and_the_buffer_completes() {
+    let mut g = registered_group(false);
+    announce(&mut g, &[0, 1, 2]);
     assert_eq!(
         leader_events(&mut g.leader),
         vec![LeaderEvent::Transfer { seq: 1 }]
     );
     g.leader.handle_transfer_done(g.now, Ok(()));
-    let verdict = frame(&Message::Result(BufferResult {
-        ok: true,
-        crc32: CRC,
-        held_ns: 5,
-    }));
-    g.leader.handle_stream(g.now, ConnId(0), &verdict);
-    g.leader.handle_stream(g.now, ConnId(1), &verdict);
+    g.leader.handle_stream(g.now, ConnId(0), &verdict_ok());
+    g.leader.handle_stream(g.now, ConnId(1), &verdict_ok());
     g.leader
         .handle_conn_error(g.now, ConnId(2), "closed the connection");
     let ev = leader_events(&mut g.leader);
+    let [LeaderEvent::MemberEvicted { ip, .. }, LeaderEvent::BufferDone(o), LeaderEvent::Up] =
+        &ev[..]
+    else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(*ip, member_ip(2));
+    assert!(o.ok, "every member still in the group holds it: {o:?}");
+    assert_eq!(o.evicted, vec![member_ip(2)]);
+    assert!(o.verdicts[0].ok && o.verdicts[1].ok && !o.verdicts[2].ok);
+    assert!(o.verdicts[2].result.is_none());
+    assert_eq!(
+        drain_leader(&mut g.leader, g.now),
+        vec![
+            prune_of(2),
+            prune_of(2),
+            to(0, Message::Evicted(Evicted { ip: member_ip(2) })),
+            to(1, Message::Evicted(Evicted { ip: member_ip(2) })),
+        ]
+    );
+    assert_eq!(g.leader.stats().evicted, 1);
+    // The close goes to the members still there, and says ok.
+    let (ok, out) = g.close(true);
+    assert!(ok);
+    let closes: Vec<&Out> = out
+        .iter()
+        .filter(|o| matches!(o, Out::Control(..)))
+        .collect();
+    assert_eq!(
+        closes,
+        vec![
+            &to(0, Message::Close(Close { ok: true })),
+            &to(1, Message::Close(Close { ok: true }))
+        ]
+    );
+}
+
+#[test]
+fn a_member_lost_mid_transfer_is_pruned_and_later_buffers_skip_it() {
+    let mut g = registered_group(true);
+    announce(&mut g, &[0, 1, 2]);
+    leader_events(&mut g.leader);
+    // Member 1 dies while the buffer is in flight: pruned at once, so the switch's
+    // aggregated ACK stops waiting for it.
+    g.leader
+        .handle_conn_error(g.now, ConnId(1), "reset by peer");
+    assert_eq!(g.leader.phase(), LeaderPhase::Transferring);
+    let out = drain_leader(&mut g.leader, g.now);
+    assert_eq!(&out[..2], &[prune_of(1), prune_of(1)]);
+    for (i, o) in out[2..].iter().enumerate() {
+        let i = [0, 2][i];
+        assert_eq!(o, &to(i, Message::Evicted(Evicted { ip: member_ip(1) })));
+        let Out::Control(_, m) = o else {
+            unreachable!()
+        };
+        g.members[i].handle_stream(g.now, &frame(m));
+        let ev = member_events(&mut g.members[i]);
+        assert_eq!(
+            ev.last(),
+            Some(&MemberEvent::PeerEvicted { ip: member_ip(1) }),
+            "{ev:?}"
+        );
+    }
+    assert!(matches!(
+        &leader_events(&mut g.leader)[..],
+        [LeaderEvent::MemberEvicted { .. }]
+    ));
+    g.leader.handle_transfer_done(g.now, Ok(()));
+    let done = drain_leader(&mut g.leader, g.now);
+    assert_eq!(
+        done,
+        vec![
+            to(0, Message::Done(Done { seq: 1 })),
+            to(2, Message::Done(Done { seq: 1 }))
+        ],
+        "Done goes to the members still in the group"
+    );
+    g.leader.handle_stream(g.now, ConnId(0), &verdict_ok());
     assert!(
-        matches!(&ev[..], [LeaderEvent::BufferDone(o), LeaderEvent::Up] if !o.ok && o.verdicts[2].result.is_none()),
+        leader_events(&mut g.leader).is_empty(),
+        "member 2 still owes its verdict"
+    );
+    g.leader.handle_stream(g.now, ConnId(2), &verdict_ok());
+    let ev = leader_events(&mut g.leader);
+    assert!(
+        matches!(&ev[..], [LeaderEvent::BufferDone(o), LeaderEvent::Up] if o.ok && o.evicted == vec![member_ip(1)]),
         "{ev:?}"
     );
+    // The next buffer is announced to the two, and needs only their Ready.
+    g.leader.start_buffer(g.now, 10, CRC).unwrap();
+    let out = drain_leader(&mut g.leader, g.now);
+    assert_eq!(out.len(), 2, "{out:?}");
+    for i in [0, 2] {
+        g.leader
+            .handle_stream(g.now, ConnId(i), &frame(&Message::Ready));
+    }
+    assert_eq!(
+        leader_events(&mut g.leader),
+        vec![LeaderEvent::Transfer { seq: 2 }]
+    );
+}
+
+#[test]
+fn a_member_that_never_answers_an_announcement_is_evicted_at_the_deadline() {
+    let mut g = registered_group(false);
+    announce(&mut g, &[0, 2]);
+    assert!(leader_events(&mut g.leader).is_empty());
+    assert_eq!(g.leader.poll_timeout(), Some(g.now + READY));
+    g.now += READY;
+    g.leader.handle_timeout(g.now);
+    let ev = leader_events(&mut g.leader);
+    assert!(
+        matches!(&ev[..], [LeaderEvent::MemberEvicted { ip, .. }, LeaderEvent::Transfer { seq: 1 }] if *ip == member_ip(1)),
+        "{ev:?}"
+    );
+    let out = drain_leader(&mut g.leader, g.now);
+    assert_eq!(
+        out[0],
+        to(1, Message::Close(Close { ok: false })),
+        "it hears it is out"
+    );
+    assert_eq!(&out[1..3], &[prune_of(1), prune_of(1)]);
+    // Nobody ready at the deadline: that is no group at all.
+    let mut g = registered_group(false);
+    announce(&mut g, &[]);
+    g.now += READY;
+    g.leader.handle_timeout(g.now);
+    assert_eq!(g.leader.phase(), LeaderPhase::Failed);
+}
+
+#[test]
+fn losing_every_member_fails_the_group_and_an_overlay_member_loss_fails_it_too() {
+    let mut g = registered_group(false);
+    for i in 0..3 {
+        g.leader.handle_conn_error(g.now, ConnId(i), "gone");
+    }
+    let ev = leader_events(&mut g.leader);
+    assert!(matches!(ev.last(), Some(LeaderEvent::Failed(_))), "{ev:?}");
+    assert_eq!(g.leader.stats().evicted, 3);
+    // The release follows the prunes: the switch frees the group.
+    let out = drain_leader(&mut g.leader, g.now);
+    assert!(
+        out.contains(&Out::Release(MrpRelease { mcst_id: MCST })),
+        "{out:?}"
+    );
+
+    let mut cfg = leader_cfg(false, 2);
+    cfg.overlay = Some(plan(crate::overlay::Scheme::BinomialPipeline));
+    let mut g = Group::with(cfg, 2);
+    g.join_all();
+    g.members_to_leader();
+    g.leader_to_members();
+    for m in &mut g.members {
+        member_events(m);
+        m.handle_overlay_ready(g.now);
+    }
+    g.members_to_leader();
+    assert_eq!(g.leader.phase(), LeaderPhase::Idle);
+    g.leader.handle_conn_error(g.now, ConnId(0), "gone");
+    assert_eq!(
+        g.leader.phase(),
+        LeaderPhase::Failed,
+        "an overlay has no eviction"
+    );
+}
+
+#[test]
+fn the_registration_is_refreshed_without_evicted_members() {
+    let mut cfg = leader_cfg(false, 3);
+    cfg.refresh = Some(Duration::from_ms(100));
+    let mut g = Group::with(cfg, 3);
+    g.join_all();
+    g.members_to_leader();
+    let mrp = g.leader_to_members();
+    g.switch_delivers(&mrp);
+    g.members_to_leader();
+    leader_events(&mut g.leader);
+    assert_eq!(g.leader.phase(), LeaderPhase::Idle);
+    let due = g.now + Duration::from_ms(100);
+    assert_eq!(g.leader.poll_timeout(), Some(due));
+    g.leader.handle_timeout(g.now + Duration::from_us(99_999));
+    assert!(drain_leader(&mut g.leader, g.now).is_empty(), "not yet");
+    g.leader.handle_conn_error(g.now, ConnId(1), "gone");
+    drain_leader(&mut g.leader, g.now);
+    assert!(matches!(
+        &leader_events(&mut g.leader)[..],
+        [LeaderEvent::MemberEvicted { .. }]
+    ));
+    g.now = due;
+    g.leader.handle_timeout(g.now);
+    let out = drain_leader(&mut g.leader, g.now);
+    let [Out::Mrp(p)] = &out[..] else {
+        panic!("{out:?}")
+    };
+    let ips: Vec<Ipv4Address> = p.members.iter().map(|m| m.ip).collect();
+    assert_eq!(ips, vec![LEADER, member_ip(0), member_ip(2)]);
+    assert_eq!(g.leader.stats().refreshes, 1);
+    assert_eq!(g.leader.poll_timeout(), Some(due + Duration::from_ms(100)));
+    // A member answers a refresh with a confirmation; the leader counts it, no more.
+    g.switch_delivers(&out);
+    g.members_to_leader();
+    assert!(leader_events(&mut g.leader).is_empty());
+    assert_eq!(g.leader.phase(), LeaderPhase::Idle);
+    // No refresh once the group is closed (the switch is released).
+    g.close(true);
+    assert_eq!(g.leader.poll_timeout(), None);
+}
+
+#[test]
+fn a_member_told_of_its_own_eviction_fails() {
+    let mut g = registered_group(false);
+    g.members[0].handle_stream(
+        g.now,
+        &frame(&Message::Evicted(Evicted { ip: member_ip(0) })),
+    );
+    let ev = member_events(&mut g.members[0]);
+    assert!(matches!(&ev[..], [MemberEvent::Failed(_)]), "{ev:?}");
 }
 
 #[test]

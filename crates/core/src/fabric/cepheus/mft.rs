@@ -125,6 +125,24 @@ impl MulticastForwardingTable {
         true
     }
 
+    /// Takes `port` off the tree. Returns false when it was not on it. The other
+    /// paths keep their acknowledgement state (an evicted member's lag no longer holds
+    /// the aggregate back).
+    pub fn remove_path(&mut self, port: u16) -> bool {
+        let Some(i) = self.entry_index(port) else {
+            return false;
+        };
+        self.entries.remove(i);
+        self.path_index[port as usize] = 0;
+        for (j, e) in self.entries.iter().enumerate().skip(i) {
+            self.path_index[e.port as usize] = j as u16 + 1;
+        }
+        if self.ack_out_port == Some(port) {
+            self.ack_out_port = None;
+        }
+        true
+    }
+
     /// Forgets all acknowledgement state: the source changed, and PSNs from the new
     /// source are not comparable with what the old one was acknowledged for.
     pub fn reset_feedback(&mut self) {
@@ -209,6 +227,32 @@ mod tests {
         // A host path is not downgraded to a switch path.
         t.set_path(5, NextHop::Switch);
         assert_eq!(t.entry(5).unwrap().next_hop, host(5));
+    }
+
+    #[test]
+    fn removing_a_path_keeps_the_others_and_their_acknowledgements() {
+        let mut t = MulticastForwardingTable::new(Ipv4Address::new(239, 1, 1, 1), 6);
+        for p in [4, 1, 2] {
+            t.set_path(p, host(p as u8));
+        }
+        t.ack_out_port = Some(4);
+        t.entry_mut(2).unwrap().ack_psn = Some(Psn::new(9));
+        assert_eq!(t.min_ack(), None, "port 1 has acknowledged nothing");
+        assert!(t.remove_path(1));
+        assert!(!t.remove_path(1), "already gone");
+        assert!(!t.remove_path(3), "never on the tree");
+        assert!(t.entry(1).is_none());
+        assert_eq!(t.entry(2).unwrap().ack_psn, Some(Psn::new(9)));
+        assert_eq!(t.entry(4).unwrap().next_hop, host(4));
+        assert_eq!(t.entries().len(), 2);
+        assert_eq!(
+            t.min_ack().map(|(p, port, _)| (p, port)),
+            Some((Psn::new(9), 2))
+        );
+        // Re-adding finds a fresh slot.
+        t.set_path(1, host(1));
+        assert_eq!(t.entry(1).unwrap().next_hop, host(1));
+        assert_eq!(t.entries().len(), 3);
     }
 
     #[test]

@@ -333,6 +333,22 @@ impl CepheusSwitch {
         Ok(())
     }
 
+    /// Takes `port` off `mcst_id`'s tree (an evicted member's path). The group's
+    /// CNP-filter state is forgotten: it is indexed by the paths. Returns false when
+    /// the group or the path does not exist.
+    pub fn remove_path(&mut self, mcst_id: Ipv4Address, port: u16) -> bool {
+        let key = mcst_id.to_u32();
+        let Some(g) = self.groups.get_mut(&key) else {
+            return false;
+        };
+        if !g.remove_path(port) {
+            return false;
+        }
+        self.port_load[port as usize] -= 1;
+        self.cnp_filter.forget(key);
+        true
+    }
+
     /// Removes a group's table.
     pub fn remove_group(&mut self, mcst_id: Ipv4Address) -> bool {
         let Some(g) = self.groups.remove(&mcst_id.to_u32()) else {

@@ -32,6 +32,7 @@ fn switch(role: PeelRole) -> FrameSwitch {
             switch_id: 1,
             mac: EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
             peel: Some(role),
+            group_lease: None,
         },
         Box::new(ForwardAllCnp),
     )
@@ -200,6 +201,7 @@ fn without_a_peel_role_a_shimmed_frame_is_plain_ipv4() {
             switch_id: 1,
             mac: EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
             peel: None,
+            group_lease: None,
         },
         Box::new(ForwardAllCnp),
     );

@@ -64,6 +64,7 @@ fn switch(max_groups: usize) -> FrameSwitch {
             switch_id: 9,
             mac: EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
             peel: None,
+            group_lease: None,
         },
         Box::new(ForwardAllCnp),
     );
@@ -482,4 +483,93 @@ fn a_release_from_the_leader_frees_the_group_and_others_are_refused() {
     assert!(out.is_empty(), "no downstream switches to tell");
     register(&mut sw);
     assert_eq!(sw.cepheus().num_groups(), 1);
+}
+
+/// The MRP payload `body` from host `from` (on port `from`) to the group.
+fn mrp_from(sw: &mut FrameSwitch, at: Instant, from: u16, body: &[u8]) -> Vec<OutFrame> {
+    let ipb = FrameSwitch::udp_packet(ip(from), MCST, MRP_UDP_PORT, body);
+    let mut out = Vec::new();
+    let f = frame(mac(from), sw.port_mac(from), EtherType::Ipv4, &ipb);
+    sw.handle_frame_into(at, from, &f, &mut out);
+    out
+}
+
+#[test]
+fn a_group_lease_is_refreshed_by_its_registration_and_reclaimed_when_it_runs_out() {
+    let lease = Duration::from_ms(500);
+    let mut sw = switch(4);
+    sw.cfg.group_lease = Some(lease);
+    register(&mut sw);
+    assert_eq!(sw.lease_end(MCST), Some(now() + lease));
+    assert_eq!(sw.poll_timeout(), Some(now() + lease));
+    // Before the end nothing happens; a refresh moves the end.
+    sw.handle_timeout(now() + Duration::from_ms(499));
+    assert_eq!(sw.cepheus().num_groups(), 1);
+    let later = now() + Duration::from_ms(400);
+    let space = GroupAddressSpace::parse("10.77.0.128/25").unwrap();
+    let member = |p: u16| MrpMember {
+        ip: ip(p),
+        qpn: qpn(p),
+        region: None,
+    };
+    let spec = GroupSpec::in_space(space, MCST, member(0), (1..4).map(member).collect()).unwrap();
+    for m in spec.mrp_packets() {
+        let mut body = vec![0u8; m.buffer_len()];
+        m.emit(&mut body);
+        mrp_from(&mut sw, later, 0, &body);
+    }
+    assert_eq!(sw.lease_end(MCST), Some(later + lease));
+    assert_eq!(
+        sw.cepheus().group(MCST).unwrap().entries().len(),
+        4,
+        "unchanged"
+    );
+    sw.handle_timeout(now() + lease);
+    assert_eq!(sw.cepheus().num_groups(), 1, "refreshed: still held");
+    assert_eq!(sw.stats().lease_expired, 0);
+    // No refresh: the group is reclaimed, and the table has room again.
+    sw.handle_timeout(later + lease);
+    assert_eq!(sw.cepheus().num_groups(), 0);
+    assert_eq!(sw.stats().lease_expired, 1);
+    assert_eq!(sw.poll_timeout(), None);
+    assert_eq!(sw.lease_end(MCST), None);
+    // Without leases, entries stay until released.
+    let mut sw = switch(4);
+    register(&mut sw);
+    assert_eq!(sw.poll_timeout(), None);
+    sw.handle_timeout(now() + Duration::from_ms(1_000_000));
+    assert_eq!(sw.cepheus().num_groups(), 1);
+}
+
+#[test]
+fn a_prune_from_the_leader_takes_one_member_off_and_a_members_prune_does_nothing() {
+    let mut sw = switch(4);
+    register(&mut sw);
+    let prune = crate::wire::mrp::MrpPrune {
+        mcst_id: MCST,
+        members: vec![ip(2)],
+    };
+    let mut body = vec![0u8; prune.buffer_len()];
+    prune.emit(&mut body);
+    mrp_from(&mut sw, now(), 3, &body);
+    assert_eq!(sw.stats().mrp_prune_ignored, 1);
+    assert_eq!(sw.group_members(MCST).len(), 4);
+    let out = mrp_from(&mut sw, now(), 0, &body);
+    assert!(
+        out.is_empty(),
+        "an attached member is pruned here, nothing passed on"
+    );
+    assert_eq!(sw.stats().mrp_pruned, 1);
+    let left: Vec<Ipv4Address> = sw.group_members(MCST).iter().map(|m| m.1).collect();
+    assert_eq!(left, vec![ip(0), ip(1), ip(3)]);
+    // Data now goes to the two members left (and not back to the source).
+    let mut out = Vec::new();
+    sw.handle_frame_into(
+        now(),
+        0,
+        &roce_frame(0, sw.port_mac(0), &send_only(1)),
+        &mut out,
+    );
+    let ports: Vec<u16> = out.iter().map(|f| f.port).collect();
+    assert_eq!(ports, vec![1, 3]);
 }
