@@ -21,7 +21,7 @@ pub struct SwitchCmd {
     /// Ports are numbered in the order given.
     #[arg(long = "port")]
     ports: Vec<String>,
-    /// Unix control socket: `stats` and `groups` queries.
+    /// Unix control socket: `stats`, `groups` and `loss P [PORT...]` requests.
     #[arg(long)]
     control: Option<PathBuf>,
     /// Query a running switch at `--control` for its counters, print them and exit.
@@ -30,6 +30,10 @@ pub struct SwitchCmd {
     /// With --stats: print the groups only.
     #[arg(long, requires = "stats")]
     groups: bool,
+    /// Tell a running switch at `--control` to drop frames from now on: "P" (every
+    /// port) or "P PORT..." with P in [0, 1); "0" stops it (fault injection mid-run).
+    #[arg(long, value_name = "P [PORT...]")]
+    set_loss: Option<String>,
     /// The block McstIDs are drawn from (the switch answers ARP for it). A unicast
     /// block, because Linux drops packets whose source is multicast.
     #[arg(long, default_value = rocast_core::switch::frame::DEFAULT_GROUP_SPACE)]
@@ -234,6 +238,19 @@ fn parse_ecn(s: &str) -> Result<EcnRed, String> {
 }
 
 pub fn run(cmd: SwitchCmd) -> Result<(), String> {
+    if let Some(loss) = &cmd.set_loss {
+        let path = cmd
+            .control
+            .as_ref()
+            .ok_or("--set-loss needs --control PATH")?;
+        let reply = query(path, &format!("loss {loss}")).map_err(|e| e.to_string())?;
+        print!("{reply}");
+        return if reply.starts_with("loss ") && reply.contains(" on ") {
+            Ok(())
+        } else {
+            Err(reply.trim().to_string())
+        };
+    }
     if cmd.stats {
         let path = cmd.control.ok_or("--stats needs --control PATH")?;
         let what = if cmd.groups { "groups" } else { "stats" };

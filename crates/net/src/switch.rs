@@ -453,6 +453,8 @@ pub struct SwitchDaemon {
     /// Per port, whether its egress is lossy, and the one seeded injector they share.
     lossy: Vec<bool>,
     loss: LossInjector,
+    /// The configuration's seed (a loss set at run time is seeded from it too).
+    seed: u64,
     rng: ChaCha8Rng,
     control: Option<(UnixListener, PathBuf)>,
     /// Control clients whose request line is still arriving (non-blocking, each with
@@ -556,7 +558,39 @@ impl SwitchDaemon {
             control,
             control_clients: Vec::new(),
             clock: Clock::new(),
+            seed: cfg.seed,
         })
+    }
+
+    /// The control socket's `loss P [PORT…]`: from now on drop each frame leaving
+    /// those ports (all when none are named) with probability P, seeded as `--loss`
+    /// is; `loss 0` stops it. The fault-injection suite starts loss mid-run with it.
+    fn set_loss(&mut self, args: &str) -> String {
+        let mut words = args.split_whitespace();
+        let Some(p) = words.next().and_then(|w| w.parse::<f64>().ok()) else {
+            return "loss: expected `loss P [PORT...]` with P in [0, 1)\n".into();
+        };
+        if !(0.0..1.0).contains(&p) {
+            return format!("loss {p}: must be in [0, 1)\n");
+        }
+        let mut lossy = vec![false; self.ports.len()];
+        let mut named = false;
+        for w in words {
+            match w.parse::<usize>().ok().filter(|&i| i < lossy.len()) {
+                Some(i) => lossy[i] = true,
+                None => return format!("loss: no port {w:?}\n"),
+            }
+            named = true;
+        }
+        if !named {
+            lossy.iter_mut().for_each(|l| *l = true);
+        }
+        self.lossy = lossy;
+        self.loss = LossInjector::new(p, self.seed ^ 0x6c6f_7373);
+        format!(
+            "loss {p} on {} ports\n",
+            self.lossy.iter().filter(|&&l| l).count()
+        )
     }
 
     pub fn pipeline(&self) -> &FrameSwitch {
@@ -756,7 +790,10 @@ impl SwitchDaemon {
                 match cmd.as_str() {
                     "stats" | "" => self.stats_text(),
                     "groups" => self.groups_text(),
-                    other => format!("unknown command {other:?}: expected stats or groups\n"),
+                    c if c.starts_with("loss ") => self.set_loss(&c[5..]),
+                    other => format!(
+                        "unknown command {other:?}: expected stats, groups or loss P [PORT...]\n"
+                    ),
                 }
             };
             // The reply is a few KB, under a socket buffer: written in one go, with a

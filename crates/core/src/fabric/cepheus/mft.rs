@@ -65,6 +65,10 @@ pub struct MulticastForwardingTable {
     /// The smallest ePSN among NAKs not yet passed on, with its syndrome (sequence
     /// error or RNR).
     pub me_psn: Option<(Psn, AckSyndrome)>,
+    /// A path was removed since the last aggregation: the minimum over the paths left
+    /// may be above `agg_ack_psn` with no new ACK to say so (the removed member was
+    /// the laggard), so the next retransmission is answered from the paths left.
+    pub resync: bool,
 }
 
 impl MulticastForwardingTable {
@@ -78,6 +82,7 @@ impl MulticastForwardingTable {
             ack_out_port: None,
             tri_port: None,
             me_psn: None,
+            resync: false,
         }
     }
 
@@ -140,6 +145,10 @@ impl MulticastForwardingTable {
         if self.ack_out_port == Some(port) {
             self.ack_out_port = None;
         }
+        if self.tri_port == Some(port) {
+            self.tri_port = None;
+        }
+        self.resync = true;
         true
     }
 

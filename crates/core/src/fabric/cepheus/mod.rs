@@ -515,6 +515,17 @@ impl CepheusSwitch {
         stats.replicas += sent;
         // Every path below has this PSN: answer for them if the source asks.
         if sent == 0 && downstream > 0 && pkt.bth.ack_req {
+            // After a path was removed the aggregate may lag the paths left: they all
+            // hold this PSN (nothing was sent), so their minimum is the answer.
+            if std::mem::take(&mut g.resync) {
+                if let Some((min, port, msn)) = g.min_ack() {
+                    if g.agg_ack_psn.is_none_or(|a| min > a) {
+                        g.agg_ack_psn = Some(min);
+                        g.agg_ack_msn = msn;
+                        g.tri_port = Some(port);
+                    }
+                }
+            }
             if let Some(agg) = g.agg_ack_psn.filter(|&a| psn <= a) {
                 let kind = FeedbackKind::ack(g.agg_ack_msn);
                 if Self::toward_source(g, stats, kind, agg, out) {

@@ -573,3 +573,53 @@ fn a_prune_from_the_leader_takes_one_member_off_and_a_members_prune_does_nothing
     let ports: Vec<u16> = out.iter().map(|f| f.port).collect();
     assert_eq!(ports, vec![1, 3]);
 }
+
+#[test]
+fn pruning_the_laggard_releases_the_aggregated_ack_it_held_back() {
+    let mut sw = switch(4);
+    register(&mut sw);
+    let mut out = Vec::new();
+    for psn in 0..8 {
+        sw.handle_frame_into(
+            now(),
+            0,
+            &roce_frame(0, sw.port_mac(0), &send_only(psn)),
+            &mut out,
+        );
+    }
+    // Members 1 and 3 hold everything; member 2 (about to die) only up to PSN 2.
+    out.clear();
+    for (p, psn) in [(2, 2), (1, 7), (3, 7)] {
+        sw.handle_frame_into(
+            now(),
+            p,
+            &roce_frame(p, sw.port_mac(p), &ack(p, psn)),
+            &mut out,
+        );
+    }
+    let acked = |out: &[OutFrame]| -> Vec<u32> {
+        out.iter()
+            .filter(|f| f.port == 0)
+            .map(|f| parse_out(f).1.bth.psn.value())
+            .collect()
+    };
+    assert_eq!(acked(&out), vec![2], "held at the laggard");
+    out.clear();
+    let prune = crate::wire::mrp::MrpPrune {
+        mcst_id: MCST,
+        members: vec![ip(2)],
+    };
+    let mut body = vec![0u8; prune.buffer_len()];
+    prune.emit(&mut body);
+    mrp_from(&mut sw, now(), 0, &body);
+    // The source times out and retransmits PSN 3: every path left holds it, so the
+    // switch answers for them with their minimum instead of staying silent.
+    sw.handle_frame_into(
+        now(),
+        0,
+        &roce_frame(0, sw.port_mac(0), &send_only(3)),
+        &mut out,
+    );
+    assert_eq!(acked(&out), vec![7]);
+    assert_eq!(sw.cepheus().stats.reacks, 1);
+}

@@ -1,0 +1,422 @@
+//! The fault-injection suite (issue 24): a namespace lab with `rocast switch` and
+//! `rocast mcast` hosts, one fault per test injected while a buffer is in flight, and
+//! the outcome each fault must have (the README's fault → outcome table):
+//!
+//! | fault (mid-transfer)            | outcome                                                        |
+//! |---------------------------------|----------------------------------------------------------------|
+//! | a member killed (`kill -9`)     | evicted and pruned; every other member gets every byte; exit 3 |
+//! | the switch killed and restarted | the leader's refresh re-registers the group; every byte; exit 0 |
+//! | the leader killed               | members fail explicitly; the switch reclaims the group at its lease |
+//! | a member's switch port flapping | the switch counts it; retransmission recovers; every byte; exit 0 |
+//! | 5% loss on every port, from now | retransmission recovers; every byte; exit 0                     |
+//!
+//! Every step has a deadline (a process that outlives it is killed and the test fails
+//! as a hang), every delivered file is compared byte for byte with what was sent, and
+//! each test ends with the lab taken down and checked gone (no namespace, no MFT entry
+//! left behind). Needs root, as every lab test.
+
+mod common;
+use common::{rocast, LabGuard};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rocast");
+/// Seconds any one process of a test may run before it counts as a hang.
+const DEADLINE_S: u64 = 40;
+/// Pacing of the leader: 24 MB at 300 Mbit/s takes about 0.65 s, long enough to
+/// inject a fault while the buffer is in flight.
+const PAYLOAD: usize = 24 << 20;
+const RATE_MBPS: &str = "300";
+
+fn host_ip(i: usize) -> String {
+    format!("10.77.0.{}", i + 1)
+}
+
+fn control(lab: &str) -> String {
+    format!("/run/rocast-lab/{lab}/switch.sock")
+}
+
+/// A process of the lab, its output in a file (a pipe nobody reads could stall it).
+struct Proc {
+    child: Child,
+    out: PathBuf,
+}
+
+impl Proc {
+    /// `rocast ARGS` in host `i`'s namespace; `ip netns exec` execs it in place, so
+    /// the child's pid is rocast's (what a fault kills).
+    fn spawn(lab: &str, tag: &str, i: usize, args: &[&str]) -> Proc {
+        let ns = format!("rocast-{lab}-h{i}");
+        let out = PathBuf::from(format!("/tmp/rocast-{lab}-{tag}-h{i}.log"));
+        let log = std::fs::File::create(&out).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns, BIN])
+            .args(args)
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("spawn rocast");
+        Proc { child, out }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+    }
+
+    /// Waits up to the deadline: (exit code, or -1 for a signal; output).
+    fn finish(mut self) -> (i32, String) {
+        let end = Instant::now() + Duration::from_secs(DEADLINE_S);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > end {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+                panic!("hang: still running after {DEADLINE_S} s:\n{text}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        let _ = std::fs::remove_file(&self.out);
+        assert!(!text.contains("panicked"), "{text}");
+        (status.code().unwrap_or(-1), text)
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // A test that fails early must not leave its processes running.
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn switch_query(lab: &str, groups: bool) -> String {
+    let c = control(lab);
+    let mut args = vec!["switch", "--stats", "--control", &c];
+    if groups {
+        args.push("--groups");
+    }
+    let r = rocast(&args);
+    assert_eq!(r.code, 0, "switch query: {}", r.stderr);
+    r.stdout
+}
+
+/// The switch's `scope name value` counter.
+fn counter(stats: &str, scope: &str, name: &str) -> u64 {
+    stats
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 3 && f[0] == scope && f[1] == name).then(|| f[2].parse().unwrap())
+        })
+        .unwrap_or_else(|| panic!("{scope} {name} not in:\n{stats}"))
+}
+
+/// Polls until `cond` holds; fails after `secs`.
+fn wait_until(secs: u64, what: &str, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    while !cond() {
+        assert!(Instant::now() < end, "{what}: not within {secs} s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Waits until the switch has seen the transfer's data (the fault lands mid-buffer).
+fn wait_for_data(lab: &str) {
+    wait_until(20, "data through the switch", || {
+        counter(&switch_query(lab, false), "cepheus", "data_in") > 200
+    });
+}
+
+/// A lab of `hosts` hosts and a switch, and the payload file.
+fn lab_up(lab: &str, hosts: usize) -> (Vec<u8>, String) {
+    let n = hosts.to_string();
+    let r = rocast(&["lab", "up", "--name", lab, "--hosts", &n, "--switch"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let payload = rocast_core::payload::message_data(24, 0, PAYLOAD);
+    let file = format!("/tmp/rocast-{lab}-payload.bin");
+    std::fs::write(&file, &payload).unwrap();
+    (payload, file)
+}
+
+/// Members h1..=hn join, writing what they receive to files.
+fn join_all(lab: &str, n: usize) -> Vec<(Proc, PathBuf)> {
+    (1..=n)
+        .map(|i| {
+            let out = PathBuf::from(format!("/tmp/rocast-{lab}-h{i}.bin"));
+            let _ = std::fs::remove_file(&out);
+            let p = Proc::spawn(
+                lab,
+                "join",
+                i,
+                &[
+                    "mcast",
+                    "join",
+                    "--bind",
+                    &host_ip(i),
+                    "--leader",
+                    &host_ip(0),
+                    "--out",
+                    out.to_str().unwrap(),
+                    "--timeout",
+                    "15",
+                ],
+            );
+            (p, out)
+        })
+        .collect()
+}
+
+fn lead(lab: &str, members: usize, file: &str) -> Proc {
+    let n = members.to_string();
+    Proc::spawn(
+        lab,
+        "lead",
+        0,
+        &[
+            "mcast",
+            "lead",
+            "--bind",
+            &host_ip(0),
+            "--members",
+            &n,
+            "--file",
+            file,
+            "--op",
+            "write",
+            "--rate-mbps",
+            RATE_MBPS,
+            "--timeout",
+            "15",
+        ],
+    )
+}
+
+fn read_and_remove(p: &Path) -> Vec<u8> {
+    let b = std::fs::read(p).unwrap_or_default();
+    let _ = std::fs::remove_file(p);
+    b
+}
+
+/// Takes the lab down and checks nothing of it is left: no namespace, no daemon.
+fn down_and_check(lab: &str, file: &str) {
+    let _ = std::fs::remove_file(file);
+    let r = rocast(&["lab", "down", "--name", lab]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let ns = String::from_utf8_lossy(&ns.stdout);
+    let prefix = format!("rocast-{lab}-");
+    assert!(!ns.contains(&prefix), "namespaces left: {ns}");
+    assert!(!Path::new(&control(lab)).exists(), "control socket left");
+}
+
+#[test]
+fn a_member_killed_mid_transfer_is_evicted_and_the_others_get_every_byte() {
+    let lab = LabGuard::new("tf1");
+    let (payload, file) = lab_up(lab.0, 4);
+    let joins = join_all(lab.0, 3);
+    let leader = lead(lab.0, 3, &file);
+    wait_for_data(lab.0);
+    let mut joins = joins.into_iter();
+    let (a, a_out) = joins.next().unwrap();
+    let (mut victim, victim_out) = joins.next().unwrap();
+    let (b, b_out) = joins.next().unwrap();
+    victim.kill();
+    let (code, text) = leader.finish();
+    assert_eq!(
+        code, 3,
+        "completed for the healthy members, one evicted: {text}"
+    );
+    assert!(text.contains("member 10.77.0.3: EVICTED"), "{text}");
+    assert!(text.contains("member 10.77.0.2: ok") && text.contains("member 10.77.0.4: ok"));
+    assert!(text.contains("evicted: 10.77.0.3"), "{text}");
+    for (p, out) in [(a, a_out), (b, b_out)] {
+        let (jc, jt) = p.finish();
+        assert_eq!(jc, 3, "a healthy member, told of the eviction: {jt}");
+        assert!(jt.contains("evicted by the leader: 10.77.0.3"), "{jt}");
+        assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
+    }
+    let (vc, _) = victim.finish();
+    assert_eq!(vc, -1, "killed by the signal");
+    let _ = std::fs::remove_file(victim_out);
+    let stats = switch_query(lab.0, false);
+    assert!(counter(&stats, "switch", "mrp_pruned") >= 1, "{stats}");
+    assert!(
+        switch_query(lab.0, true).starts_with("groups 0 "),
+        "released at the close"
+    );
+    down_and_check(lab.0, &file);
+}
+
+/// The running switch's pid and argv (`ip netns exec` exec'd it in place).
+fn switch_process(lab: &str) -> (i32, Vec<String>) {
+    let pid_file = format!("/run/rocast-lab/{lab}/switch.pid");
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    let argv = cmdline
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    (pid, argv)
+}
+
+#[test]
+fn a_restarted_switch_relearns_the_group_from_the_leaders_refresh() {
+    let lab = LabGuard::new("tf2");
+    let (payload, file) = lab_up(lab.0, 3);
+    let joins = join_all(lab.0, 2);
+    let leader = lead(lab.0, 2, &file);
+    wait_for_data(lab.0);
+    let (pid, argv) = switch_process(lab.0);
+    assert!(argv.iter().any(|a| a == "switch"), "{argv:?}");
+    // SAFETY: kill(2) on the lab's own switch daemon.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    std::thread::sleep(Duration::from_millis(100));
+    // The same daemon, started again in the switch's namespace: an empty MFT.
+    let log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(format!("/run/rocast-lab/{}/switch.log", lab.0))
+        .unwrap();
+    let sw = Command::new("ip")
+        .args(["netns", "exec", &format!("rocast-{}-sw", lab.0)])
+        .args(&argv)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("restart the switch");
+    // `lab down` stops the daemon named in the pid file.
+    std::fs::write(
+        format!("/run/rocast-lab/{}/switch.pid", lab.0),
+        format!("{}\n", sw.id()),
+    )
+    .unwrap();
+    let (code, text) = leader.finish();
+    assert_eq!(code, 0, "{text}");
+    for (p, out) in joins {
+        let (jc, jt) = p.finish();
+        assert_eq!(jc, 0, "{jt}");
+        assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
+    }
+    let stats = switch_query(lab.0, false);
+    assert!(
+        counter(&stats, "switch", "mrp_in") >= 1,
+        "the new switch learnt the group from a refresh: {stats}"
+    );
+    assert!(switch_query(lab.0, true).starts_with("groups 0 "));
+    down_and_check(lab.0, &file);
+    drop(sw);
+}
+
+#[test]
+fn a_crashed_leaders_members_fail_and_the_switch_reclaims_its_group_at_the_lease() {
+    let lab = LabGuard::new("tf3");
+    let (_, file) = lab_up(lab.0, 3);
+    let joins = join_all(lab.0, 2);
+    let mut leader = lead(lab.0, 2, &file);
+    wait_for_data(lab.0);
+    leader.kill();
+    let killed = Instant::now();
+    assert_eq!(leader.finish().0, -1);
+    for (p, out) in joins {
+        let (jc, jt) = p.finish();
+        assert_eq!(jc, 1, "an explicit failure: {jt}");
+        assert!(jt.contains("join failed"), "{jt}");
+        let _ = std::fs::remove_file(out);
+    }
+    assert!(
+        switch_query(lab.0, true).starts_with("groups 1 "),
+        "still leased"
+    );
+    // The default lease is 5 s from the last refresh (at most 1 s before the kill).
+    wait_until(10, "the lease to run out", || {
+        switch_query(lab.0, true).starts_with("groups 0 ")
+    });
+    let waited = killed.elapsed();
+    assert!(
+        waited >= Duration::from_secs(3),
+        "reclaimed by the lease, not earlier: {waited:?}"
+    );
+    let stats = switch_query(lab.0, false);
+    assert_eq!(counter(&stats, "switch", "lease_expired"), 1, "{stats}");
+    down_and_check(lab.0, &file);
+}
+
+#[test]
+fn a_member_port_flapping_mid_transfer_is_counted_and_recovered() {
+    let lab = LabGuard::new("tf4");
+    let (payload, file) = lab_up(lab.0, 3);
+    let joins = join_all(lab.0, 2);
+    let leader = lead(lab.0, 2, &file);
+    wait_for_data(lab.0);
+    let sw = format!("rocast-{}-sw", lab.0);
+    for state in ["down", "up"] {
+        let ok = Command::new("ip")
+            .args(["-n", &sw, "link", "set", "p2", state])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let (code, text) = leader.finish();
+    assert_eq!(code, 0, "{text}");
+    for (p, out) in joins {
+        let (jc, jt) = p.finish();
+        assert_eq!(jc, 0, "{jt}");
+        assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
+    }
+    let stats = switch_query(lab.0, false);
+    assert!(
+        switch_query(lab.0, true).starts_with("groups 0 "),
+        "{stats}"
+    );
+    down_and_check(lab.0, &file);
+}
+
+#[test]
+fn five_percent_loss_started_mid_run_is_recovered_byte_for_byte() {
+    let lab = LabGuard::new("tf5");
+    let (payload, file) = lab_up(lab.0, 3);
+    let joins = join_all(lab.0, 2);
+    let leader = lead(lab.0, 2, &file);
+    wait_for_data(lab.0);
+    let c = control(lab.0);
+    let r = rocast(&["switch", "--control", &c, "--set-loss", "0.05"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    assert!(r.stdout.contains("loss 0.05 on 3 ports"), "{}", r.stdout);
+    let (code, text) = leader.finish();
+    assert_eq!(code, 0, "{text}");
+    for (p, out) in joins {
+        let (jc, jt) = p.finish();
+        assert_eq!(jc, 0, "{jt}");
+        assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
+    }
+    let stats = switch_query(lab.0, false);
+    // `port I SPEC … injected_drops N …` lines.
+    let dropped: u64 = stats
+        .lines()
+        .filter(|l| l.starts_with("port "))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let at = f.iter().position(|w| *w == "injected_drops").unwrap();
+            f[at + 1].parse::<u64>().unwrap()
+        })
+        .sum();
+    assert!(dropped > 0, "{stats}");
+    assert!(!text.contains(" 0 packets retransmitted"), "{text}");
+    let bad = rocast(&["switch", "--control", &c, "--set-loss", "2"]);
+    assert_ne!(bad.code, 0, "a probability over 1 is refused");
+    down_and_check(lab.0, &file);
+}
