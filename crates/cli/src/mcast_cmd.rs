@@ -100,6 +100,10 @@ pub struct LeadArgs {
     /// (e.g. 0.5, the paper's example). Off by default.
     #[arg(long)]
     safeguard: Option<f64>,
+    /// The fabric key file the switches hold (64 hex digits, mode 600): the group's
+    /// MRP is sealed with it (`rocast switch --fabric-key`).
+    #[arg(long, value_name = "FILE")]
+    fabric_key: Option<std::path::PathBuf>,
     /// Split the data into this many equal buffers, sent one after another in the one
     /// group (each member then reports each buffer: the completion order the sim/lab
     /// conformance test compares).
@@ -219,6 +223,11 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                 block_bytes: parse_size(&a.block)?,
                 window: a.window,
                 safeguard: a.safeguard,
+                fabric_key: a
+                    .fabric_key
+                    .as_deref()
+                    .map(crate::switch_cmd::read_fabric_key)
+                    .transpose()?,
                 timeout,
             };
             let buffers: Vec<Arc<[u8]>> = data.chunks(buffer_len).map(Arc::from).collect();

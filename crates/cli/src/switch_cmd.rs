@@ -46,6 +46,10 @@ pub struct SwitchCmd {
     /// refresh (soft state, issue 24); 0 keeps them until released.
     #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_GROUP_LEASE_MS)]
     group_lease_ms: u64,
+    /// A file holding the fabric key (64 hex digits): MRP must then carry a valid
+    /// authentication trailer from a key holder, with a fresh counter.
+    #[arg(long, value_name = "FILE")]
+    fabric_key: Option<PathBuf>,
     #[arg(long, default_value = rocast_core::switch::frame::DEFAULT_CNP_FILTER)]
     cnp_filter: String,
     /// TMCF slot or Cepheus aging window, microseconds.
@@ -237,6 +241,24 @@ fn parse_ecn(s: &str) -> Result<EcnRed, String> {
     }
 }
 
+/// Reads a fabric key file (64 hex digits). The file must not be readable by others:
+/// whoever reads it can register groups.
+pub fn read_fabric_key(
+    path: &std::path::Path,
+) -> Result<rocast_core::wire::mrp_auth::FabricKey, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!(
+            "{}: a fabric key must be readable by its owner only (chmod 600)",
+            path.display()
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    rocast_core::wire::mrp_auth::FabricKey::from_hex(&text)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
 pub fn run(cmd: SwitchCmd) -> Result<(), String> {
     if let Some(loss) = &cmd.set_loss {
         let path = cmd
@@ -300,6 +322,7 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
             peel,
             group_lease: (cmd.group_lease_ms > 0)
                 .then(|| CoreDuration::from_ms(cmd.group_lease_ms)),
+            mrp_key: cmd.fabric_key.as_deref().map(read_fabric_key).transpose()?,
         },
         ports,
         cnp_filter: CnpFilterPolicy::from_name(

@@ -174,28 +174,31 @@ fn join_all(lab: &str, n: usize) -> Vec<(Proc, PathBuf)> {
 }
 
 fn lead(lab: &str, members: usize, file: &str) -> Proc {
+    lead_with(lab, members, file, &[])
+}
+
+/// [`lead`] with more `mcast lead` options.
+fn lead_with(lab: &str, members: usize, file: &str, extra: &[&str]) -> Proc {
     let n = members.to_string();
-    Proc::spawn(
-        lab,
+    let ip0 = host_ip(0);
+    let mut args = vec![
+        "mcast",
         "lead",
-        0,
-        &[
-            "mcast",
-            "lead",
-            "--bind",
-            &host_ip(0),
-            "--members",
-            &n,
-            "--file",
-            file,
-            "--op",
-            "write",
-            "--rate-mbps",
-            RATE_MBPS,
-            "--timeout",
-            "15",
-        ],
-    )
+        "--bind",
+        &ip0,
+        "--members",
+        &n,
+        "--file",
+        file,
+        "--op",
+        "write",
+        "--rate-mbps",
+        RATE_MBPS,
+        "--timeout",
+        "15",
+    ];
+    args.extend_from_slice(extra);
+    Proc::spawn(lab, "lead", 0, &args)
 }
 
 fn read_and_remove(p: &Path) -> Vec<u8> {
@@ -271,6 +274,39 @@ fn switch_process(lab: &str) -> (i32, Vec<String>) {
     (pid, argv)
 }
 
+/// Kills the lab's switch daemon (SIGKILL: a crash) and starts it again in the
+/// switch's namespace with the same arguments and `extra` ones: an empty MFT. The pid
+/// file names the new daemon, so `lab down` stops it.
+fn restart_switch(lab: &str, extra: &[&str]) {
+    let (pid, argv) = switch_process(lab);
+    assert!(argv.iter().any(|a| a == "switch"), "{argv:?}");
+    // SAFETY: kill(2) on the lab's own switch daemon.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    std::thread::sleep(Duration::from_millis(100));
+    let log = std::fs::OpenOptions::new()
+        .append(true)
+        .open(format!("/run/rocast-lab/{lab}/switch.log"))
+        .unwrap();
+    let sw = Command::new("ip")
+        .args(["netns", "exec", &format!("rocast-{lab}-sw")])
+        .args(&argv)
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("restart the switch");
+    std::fs::write(
+        format!("/run/rocast-lab/{lab}/switch.pid"),
+        format!("{}\n", sw.id()),
+    )
+    .unwrap();
+    // Up once its control socket answers.
+    wait_until(5, "the restarted switch", || {
+        rocast(&["switch", "--stats", "--control", &control(lab)]).code == 0
+    });
+}
+
 #[test]
 fn a_restarted_switch_relearns_the_group_from_the_leaders_refresh() {
     let lab = LabGuard::new("tf2");
@@ -278,30 +314,7 @@ fn a_restarted_switch_relearns_the_group_from_the_leaders_refresh() {
     let joins = join_all(lab.0, 2);
     let leader = lead(lab.0, 2, &file);
     wait_for_data(lab.0);
-    let (pid, argv) = switch_process(lab.0);
-    assert!(argv.iter().any(|a| a == "switch"), "{argv:?}");
-    // SAFETY: kill(2) on the lab's own switch daemon.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
-    std::thread::sleep(Duration::from_millis(100));
-    // The same daemon, started again in the switch's namespace: an empty MFT.
-    let log = std::fs::OpenOptions::new()
-        .append(true)
-        .open(format!("/run/rocast-lab/{}/switch.log", lab.0))
-        .unwrap();
-    let sw = Command::new("ip")
-        .args(["netns", "exec", &format!("rocast-{}-sw", lab.0)])
-        .args(&argv)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("restart the switch");
-    // `lab down` stops the daemon named in the pid file.
-    std::fs::write(
-        format!("/run/rocast-lab/{}/switch.pid", lab.0),
-        format!("{}\n", sw.id()),
-    )
-    .unwrap();
+    restart_switch(lab.0, &[]);
     let (code, text) = leader.finish();
     assert_eq!(code, 0, "{text}");
     for (p, out) in joins {
@@ -316,7 +329,6 @@ fn a_restarted_switch_relearns_the_group_from_the_leaders_refresh() {
     );
     assert!(switch_query(lab.0, true).starts_with("groups 0 "));
     down_and_check(lab.0, &file);
-    drop(sw);
 }
 
 #[test]
@@ -418,5 +430,105 @@ fn five_percent_loss_started_mid_run_is_recovered_byte_for_byte() {
     assert!(!text.contains(" 0 packets retransmitted"), "{text}");
     let bad = rocast(&["switch", "--control", &c, "--set-loss", "2"]);
     assert_ne!(bad.code, 0, "a probability over 1 is refused");
+    down_and_check(lab.0, &file);
+}
+
+/// Sends one UDP datagram from host `i` to the group's MRP port (an attacker's packet).
+fn send_mrp_from(lab: &str, i: usize, datagram: &[u8]) {
+    let hex: String = datagram.iter().map(|b| format!("{b:02x}")).collect();
+    let script = "import socket,sys\n\
+        s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+        s.bind((sys.argv[1],0))\n\
+        s.sendto(bytes.fromhex(sys.argv[2]),('10.77.0.200',4792))";
+    let ok = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &format!("rocast-{lab}-h{i}"),
+            "python3",
+            "-c",
+        ])
+        .arg(script)
+        .arg(host_ip(i))
+        .arg(hex)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "send the forged datagram");
+}
+
+#[test]
+fn a_keyed_switch_refuses_forged_and_unkeyed_mrp_and_serves_the_keyed_leader() {
+    use rocast_core::wire::mrp::{MrpMember, MrpRelease, MrpRepr};
+    let lab = LabGuard::new("tf6");
+    let (payload, file) = lab_up(lab.0, 4);
+    let key = format!("/run/rocast-lab/{}/fabric.key", lab.0);
+    std::fs::write(&key, format!("{}\n", "5a".repeat(32))).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    restart_switch(lab.0, &["--fabric-key", &key]);
+    // The attacker (h3) registers the group address naming itself and h1, then tries
+    // to release it: both plain MRP, as Cepheus has it.
+    let ip = |i: usize| rocast_core::wire::Ipv4Address::new(10, 77, 0, i as u8 + 1);
+    let group = rocast_core::wire::Ipv4Address::new(10, 77, 0, 200);
+    let forged = MrpRepr::split(
+        group,
+        &[
+            MrpMember {
+                ip: ip(3),
+                qpn: 0x11,
+                region: None,
+            },
+            MrpMember {
+                ip: ip(1),
+                qpn: 0x101,
+                region: None,
+            },
+        ],
+    )
+    .unwrap()
+    .remove(0);
+    let mut b = vec![0u8; forged.buffer_len()];
+    forged.emit(&mut b);
+    send_mrp_from(lab.0, 3, &b);
+    let mut r = [0u8; 8];
+    MrpRelease { mcst_id: group }.emit(&mut r);
+    send_mrp_from(lab.0, 3, &r);
+    wait_until(5, "the forgeries counted", || {
+        counter(&switch_query(lab.0, false), "switch", "mrp_unauthenticated") >= 2
+    });
+    assert!(
+        switch_query(lab.0, true).starts_with("groups 0 "),
+        "nothing registered"
+    );
+    // The keyed leader's group goes through the switch.
+    let joins = join_all(lab.0, 2);
+    let leader = lead_with(lab.0, 2, &file, &["--fabric-key", &key]);
+    let (code, text) = leader.finish();
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains(" via cepheus "), "{text}");
+    for (p, out) in joins {
+        let (jc, jt) = p.finish();
+        assert_eq!(jc, 0, "{jt}");
+        assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
+    }
+    // A leader without the key is not a controller: the switch never answers it, and
+    // the group falls back to the overlay (the data still arrives, intact).
+    let joins = join_all(lab.0, 2);
+    let leader = lead(lab.0, 2, &file);
+    let (code, text) = leader.finish();
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("fallback: registration failed"), "{text}");
+    for (p, out) in joins {
+        let (jc, jt) = p.finish();
+        assert_eq!(jc, 0, "{jt}");
+        assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
+    }
+    let stats = switch_query(lab.0, false);
+    assert!(
+        counter(&stats, "switch", "mrp_unauthenticated") >= 3,
+        "{stats}"
+    );
+    assert_eq!(counter(&stats, "switch", "mrp_replayed"), 0, "{stats}");
     down_and_check(lab.0, &file);
 }

@@ -63,6 +63,7 @@
 //!         mac: EthernetAddress([2, 0xfe, 0, 0, 0, 0]),
 //!         peel: None,
 //!         group_lease: None,
+//!         mrp_key: None,
 //!     },
 //!     CnpFilterPolicy::ForwardAll.build(),
 //! );

@@ -55,7 +55,8 @@ use rocast_core::rnic::{Event, Payload, QpConfig, RcQueuePair, SendOp, SendReque
 use rocast_core::rnic::{FixedRate, RateController, Unlimited};
 use rocast_core::time::Duration as CoreDuration;
 use rocast_core::wire::group_control::{Params, GROUP_CONTROL_PORT};
-use rocast_core::wire::mrp::{MrpRepr, MRP_UDP_PORT};
+use rocast_core::wire::mrp::{MrpRepr, MRP_MAX_PAYLOAD, MRP_UDP_PORT};
+use rocast_core::wire::mrp_auth::{FabricKey, MrpCounter, MRP_AUTH_TRAILER_LEN};
 use rocast_core::wire::{Ipv4Address, ROCEV2_UDP_PORT};
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
@@ -126,7 +127,9 @@ pub struct LeaderConfig {
     /// Sends an overlay rank keeps in flight (RDMC: 1; more keeps small blocks
     /// flowing), 1..=255.
     pub window: u8,
-    /// Give up when nothing progresses for this long.
+    /// The fabric key: MRP this leader sends is sealed with it, and switch reports
+    /// must carry a valid seal ([`rocast_core::wire::mrp_auth`]). None: plain MRP.
+    pub fabric_key: Option<FabricKey>,
     /// Cepheus §V-D's safeguard: fall back to `fallback` when the acknowledged rate
     /// of a buffer stays below this fraction of `rate_bps` (the pacing rate, or 1 Gbit/s
     /// unpaced); the switch of paths happens after the buffer it watched. None: off.
@@ -331,6 +334,14 @@ fn mrp_socket(local: Ipv4Addr) -> Result<UdpSocket, McastError> {
 /// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the machine (lab
 /// namespaces included), so a member's completion time compares with the leader's
 /// start.
+/// Nanoseconds since the Unix epoch: where MRP counters start, so a restarted sender
+/// goes on above what it used before.
+pub fn wall_clock_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos().min(u64::MAX as u128) as u64)
+}
+
 pub fn mono_ns() -> u64 {
     // SAFETY: clock_gettime writes the timespec it is given.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
@@ -400,6 +411,8 @@ pub struct Leader {
     /// When the first MRP packet left.
     registration_start: Option<StdInstant>,
     registration: Duration,
+    /// The counter of the MRP this leader seals (from the wall clock at creation).
+    mrp_counter: MrpCounter,
 }
 
 impl Leader {
@@ -443,6 +456,12 @@ impl Leader {
             ready_timeout: core_duration(cfg.timeout),
             verdict_timeout: core_duration(cfg.timeout),
             refresh: Some(CoreDuration::from_ms(DEFAULT_REFRESH_MS)),
+            mrp_payload_limit: MRP_MAX_PAYLOAD
+                - if cfg.fabric_key.is_some() {
+                    MRP_AUTH_TRAILER_LEN
+                } else {
+                    0
+                },
         };
         let session = LeaderSession::new(session_cfg, clock.now())?;
         let listener = TcpListener::bind(SocketAddrV4::new(cfg.local, cfg.control_port))
@@ -461,6 +480,7 @@ impl Leader {
             path: LeaderPath::Cepheus { ep },
             registration_start: None,
             registration: Duration::ZERO,
+            mrp_counter: MrpCounter::starting_at(wall_clock_ns()),
         };
         loop {
             leader.step()?;
@@ -536,9 +556,18 @@ impl Leader {
             }
         }
         let mut buf = [0u8; 1500];
-        while let Ok((n, _)) = self.mrp.recv_from(&mut buf) {
+        while let Ok((n, from)) = self.mrp.recv_from(&mut buf) {
+            let std::net::SocketAddr::V4(from) = from else {
+                continue;
+            };
+            // With a fabric key only a sealed report counts: a forged refusal would
+            // push the group onto the overlay.
+            let report = match &self.cfg.fabric_key {
+                None => Some(&buf[..n]),
+                Some(k) => k.open(v4(*from.ip()), &buf[..n]).ok().map(|(p, _)| p),
+            };
             // Anything else on the MRP port (our own MRP looped back) is not for us.
-            if let Ok(r) = SwitchReport::parse(&buf[..n]) {
+            if let Some(r) = report.and_then(|b| SwitchReport::parse(b).ok()) {
                 self.session.handle_switch_report(now, r);
             }
         }
@@ -572,10 +601,19 @@ impl Leader {
                 }
                 SessionDest::Mrp => {
                     self.registration_start.get_or_insert_with(StdInstant::now);
+                    let sealed;
+                    let datagram = match &self.cfg.fabric_key {
+                        Some(k) => {
+                            sealed =
+                                k.seal(v4(self.cfg.local), self.mrp_counter.next_value(), frame);
+                            &sealed[..]
+                        }
+                        None => frame,
+                    };
                     // UDP: a lost datagram is the registration's resend's business.
                     let _ = self
                         .mrp
-                        .send_to(frame, SocketAddrV4::new(self.cfg.mcst_id, MRP_UDP_PORT));
+                        .send_to(datagram, SocketAddrV4::new(self.cfg.mcst_id, MRP_UDP_PORT));
                 }
                 SessionDest::Leader => {}
             }
@@ -968,7 +1006,13 @@ fn member_pump(c: &mut Control, mrp: &UdpSocket, session: &mut MemberSession, cl
         }
     }
     let mut buf = [0u8; 1500];
-    while let Ok((n, _)) = mrp.recv_from(&mut buf) {
+    while let Ok((n, from)) = mrp.recv_from(&mut buf) {
+        // The switch delivers a member's record from the leader's address; anything
+        // else on the port is not the group's: counted and dropped.
+        if from.ip() != std::net::IpAddr::V4(c.peer) {
+            session.note_foreign_mrp();
+            continue;
+        }
         if let Ok(m) = MrpRepr::parse(&buf[..n]) {
             session.handle_mrp(now, &m);
         }
@@ -1639,6 +1683,7 @@ mod tests {
             block_bytes: 4096,
             window: 1,
             safeguard: None,
+            fabric_key: None,
             timeout: Duration::from_secs(10),
         };
         let err = Leader::create(&cfg).err().expect("refused");
@@ -1706,6 +1751,7 @@ mod tests {
             block_bytes: 16 << 10,
             window: 2,
             safeguard: None,
+            fabric_key: None,
             timeout: Duration::from_secs(10),
         };
         let mut leader = Leader::create(&cfg).unwrap();

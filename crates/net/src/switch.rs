@@ -547,6 +547,9 @@ impl SwitchDaemon {
                 sh.ecn,
             ))
         });
+        // Counters of the MRP this switch seals start at the wall clock: a restarted
+        // switch goes on above what its neighbours accepted from it before.
+        sw.set_mrp_counter(crate::mcast::wall_clock_ns());
         Ok(SwitchDaemon {
             sw,
             egress,
@@ -872,6 +875,8 @@ impl SwitchDaemon {
             ("mrp_pruned", f.mrp_pruned),
             ("mrp_prune_ignored", f.mrp_prune_ignored),
             ("lease_expired", f.lease_expired),
+            ("mrp_unauthenticated", f.mrp_unauthenticated),
+            ("mrp_replayed", f.mrp_replayed),
             ("replicated_bytes", f.replicated_bytes),
         ] {
             let _ = writeln!(t, "switch {k} {v}");
@@ -1026,6 +1031,7 @@ mod tests {
                 mac: rocast_core::wire::EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
                 peel: None,
                 group_lease: None,
+                mrp_key: None,
             },
             cnp_filter: CnpFilterPolicy::Counter(rocast_core::time::Duration::from_us(50)),
             hosts: Vec::new(),

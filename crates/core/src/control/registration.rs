@@ -144,10 +144,17 @@ impl GroupSpec {
     }
     /// The MRP packets that register this group, leader included.
     pub fn mrp_packets(&self) -> Vec<MrpRepr> {
+        self.mrp_packets_within(crate::wire::mrp::MRP_MAX_PAYLOAD)
+    }
+
+    /// [`mrp_packets`](Self::mrp_packets) of at most `payload_limit` bytes each (room
+    /// left for an authentication trailer).
+    pub fn mrp_packets_within(&self, payload_limit: usize) -> Vec<MrpRepr> {
         let all: Vec<MrpMember> = self.all_members().copied().collect();
-        // `new` checked everything `split` checks, so this cannot fail; an empty list
-        // would surface as a registration that times out, never as a panic.
-        MrpRepr::split(self.mcst_id, &all).unwrap_or_default()
+        // `new` checked everything `split` checks (at the full payload; a smaller
+        // limit can only need more packets), so this fails only past 255 packets; an
+        // empty list surfaces as a registration that times out, never as a panic.
+        MrpRepr::split_within(self.mcst_id, &all, payload_limit).unwrap_or_default()
     }
 }
 
@@ -367,6 +374,13 @@ impl RegistrationController {
             events: VecDeque::new(),
             stats: RegistrationStats::default(),
         }
+    }
+
+    /// The registration in packets of at most `payload_limit` bytes (a sender that
+    /// seals MRP leaves room for the trailer). Call before [`start`](Self::start).
+    pub fn with_payload_limit(mut self, payload_limit: usize) -> Self {
+        self.packets = self.spec.mrp_packets_within(payload_limit);
+        self
     }
 
     pub fn spec(&self) -> &GroupSpec {

@@ -63,6 +63,7 @@ use crate::time::{Duration, Instant};
 use crate::transmit::Transmit;
 use crate::wire::arp::{ArpOperation, ArpRepr, ARP_LEN};
 use crate::wire::mrp::{MrpPrune, MrpRelease, MrpRepr, MRP_UDP_PORT};
+use crate::wire::mrp_auth::{FabricKey, MrpCounter, ReplayGuard};
 use crate::wire::peel::{read_shim, strip_shim, PEEL_UDP_PORT};
 use crate::wire::{
     Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Address, Ipv4Packet,
@@ -89,6 +90,11 @@ pub struct FrameSwitchConfig {
     /// named it (soft state: leaders refresh, a crashed leader's group is reclaimed
     /// when its lease runs out). `None`: entries live until released.
     pub group_lease: Option<Duration>,
+    /// The fabric key: with one, every MRP datagram must carry a valid
+    /// [`mrp_auth`](crate::wire::mrp_auth) trailer with a fresh counter, and what the
+    /// switch sends toward other switches and leaders is sealed too. `None`: MRP is
+    /// accepted from anyone (Cepheus as published).
+    pub mrp_key: Option<FabricKey>,
 }
 
 /// `rocast switch`'s default McstID block (a unicast block: Linux drops packets whose
@@ -105,6 +111,8 @@ pub const DEFAULT_CNP_WINDOW_US: u64 = 50;
 /// ([`DEFAULT_REFRESH_MS`](crate::control::session::DEFAULT_REFRESH_MS)), so four lost
 /// refreshes in a row do not cost a live group its entries.
 pub const DEFAULT_GROUP_LEASE_MS: u64 = 5_000;
+/// Authenticated MRP senders (port, address) a switch remembers counters for.
+pub const MAX_MRP_SENDERS: usize = 4096;
 /// `rocast switch`'s default MAC base.
 pub const DEFAULT_SWITCH_MAC: EthernetAddress = EthernetAddress([0x02, 0x72, 0x63, 0xfe, 0, 0]);
 
@@ -120,6 +128,7 @@ impl FrameSwitchConfig {
             mac: DEFAULT_SWITCH_MAC,
             peel: None,
             group_lease: Some(Duration::from_ms(DEFAULT_GROUP_LEASE_MS)),
+            mrp_key: None,
         }
     }
 }
@@ -164,6 +173,10 @@ pub struct FrameSwitchStats {
     pub mrp_prune_ignored: u64,
     /// Groups whose lease ran out with no refresh (their leader is gone).
     pub lease_expired: u64,
+    /// MRP datagrams without a valid authentication trailer (a fabric key is set).
+    pub mrp_unauthenticated: u64,
+    /// Authenticated MRP datagrams whose counter was not above the sender's last.
+    pub mrp_replayed: u64,
     /// Bytes of IP packets sent as replicas.
     pub replicated_bytes: u64,
     /// PEEL frames (UDP 4793) whose shim parsed, at a switch with a PEEL role.
@@ -213,6 +226,10 @@ pub struct FrameSwitch {
     leases: BTreeMap<u32, Instant>,
     /// No lease ends before this (a lower bound: refreshes only move ends later).
     next_expiry: Option<Instant>,
+    /// Authenticated MRP senders' last counters.
+    replay: ReplayGuard,
+    /// This switch's own counter for the MRP it seals.
+    mrp_counter: MrpCounter,
 }
 
 /// The host table as the MRP agent reads it.
@@ -246,6 +263,8 @@ impl FrameSwitch {
             tx: VecDeque::new(),
             leases: BTreeMap::new(),
             next_expiry: None,
+            replay: ReplayGuard::new(MAX_MRP_SENDERS),
+            mrp_counter: MrpCounter::starting_at(1),
         }
     }
 
@@ -674,9 +693,25 @@ impl FrameSwitch {
         in_port: u16,
         leader: Ipv4Address,
         leader_mac: EthernetAddress,
-        payload: &[u8],
+        datagram: &[u8],
     ) {
         self.stats.mrp_in += 1;
+        let payload = match &self.cfg.mrp_key {
+            None => datagram,
+            Some(key) => match key.open(leader, datagram) {
+                Err(_) => {
+                    self.stats.mrp_unauthenticated += 1;
+                    return;
+                }
+                Ok((inner, counter)) => {
+                    if !self.replay.accept(in_port, leader, counter) {
+                        self.stats.mrp_replayed += 1;
+                        return;
+                    }
+                    inner
+                }
+            },
+        };
         if let Ok(prune) = MrpPrune::parse(payload) {
             let routes = HostRoutes(&self.hosts);
             match mrp_agent::handle_prune(&mut self.cepheus, in_port, &prune, &routes) {
@@ -686,6 +721,7 @@ impl FrameSwitch {
                     for (port, p) in out.next {
                         let mut body = vec![0u8; p.buffer_len()];
                         p.emit(&mut body);
+                        let body = self.seal(leader, body);
                         let ipb = Self::udp_packet(leader, p.mcst_id, MRP_UDP_PORT, &body);
                         self.stats.mrp_out += 1;
                         self.emit_ip(port, Some(EthernetAddress::BROADCAST), &ipb);
@@ -703,6 +739,7 @@ impl FrameSwitch {
                     let mut body = [0u8; 8];
                     rel.emit(&mut body);
                     for port in next {
+                        let body = self.seal(leader, body.to_vec());
                         let ipb = Self::udp_packet(leader, rel.mcst_id, MRP_UDP_PORT, &body);
                         self.stats.mrp_out += 1;
                         self.emit_ip(port, Some(EthernetAddress::BROADCAST), &ipb);
@@ -750,6 +787,13 @@ impl FrameSwitch {
                             .map(|h| (one.ip, h.mac)),
                         _ => None,
                     };
+                    // Toward a switch the registration is sealed; a member host has no
+                    // key and gets the bare record (its leader checks what it confirms).
+                    let body = if host.is_some() {
+                        body
+                    } else {
+                        self.seal(leader, body)
+                    };
                     let (dst_ip, dst_mac) = host.unwrap_or((m.mcst_id, EthernetAddress::BROADCAST));
                     let ipb = Self::udp_packet(leader, dst_ip, MRP_UDP_PORT, &body);
                     self.stats.mrp_out += 1;
@@ -770,11 +814,27 @@ impl FrameSwitch {
                     } else {
                         Ipv4Address::UNSPECIFIED
                     };
+                    let body = self.seal(src, body.to_vec());
                     let ipb = Self::udp_packet(src, leader, MRP_UDP_PORT, &body);
                     self.emit_ip(in_port, Some(leader_mac), &ipb);
                 }
             }
         }
+    }
+
+    /// `body` with this switch's authentication trailer as sent from `src`, when it
+    /// holds the fabric key; unchanged otherwise.
+    fn seal(&mut self, src: Ipv4Address, body: Vec<u8>) -> Vec<u8> {
+        match &self.cfg.mrp_key {
+            Some(key) => key.seal(src, self.mrp_counter.next_value(), &body),
+            None => body,
+        }
+    }
+
+    /// Where this switch's own MRP counter starts (the driver passes the wall clock in
+    /// nanoseconds, so a restarted switch goes on above the counters it used before).
+    pub fn set_mrp_counter(&mut self, first: u64) {
+        self.mrp_counter = MrpCounter::starting_at(first);
     }
 
     /// Forgets a group (the controller tearing it down, or an operator).

@@ -17,6 +17,7 @@ pub mod group_control;
 pub mod icrc;
 mod ipv4;
 pub mod mrp;
+pub mod mrp_auth;
 pub mod pcap;
 pub mod peel;
 mod psn;

@@ -159,7 +159,16 @@ impl MrpRepr {
 
     /// Members one packet can carry.
     pub fn capacity(write: bool) -> usize {
-        (MRP_MAX_PAYLOAD - MRP_HEADER_LEN) / Self::record_len(write)
+        Self::capacity_within(write, MRP_MAX_PAYLOAD)
+    }
+
+    /// Members one packet of at most `payload_limit` bytes can carry (a sender that
+    /// appends an authentication trailer leaves room for it).
+    pub fn capacity_within(write: bool, payload_limit: usize) -> usize {
+        payload_limit
+            .saturating_sub(MRP_HEADER_LEN)
+            .min(MRP_MAX_PAYLOAD - MRP_HEADER_LEN)
+            / Self::record_len(write)
     }
 
     /// Parses an MRP UDP payload.
@@ -238,6 +247,15 @@ impl MrpRepr {
     /// numbered `seq` 0..total. A WRITE group is one whose members all carry a
     /// region.
     pub fn split(mcst_id: Ipv4Address, members: &[MrpMember]) -> Result<Vec<MrpRepr>> {
+        Self::split_within(mcst_id, members, MRP_MAX_PAYLOAD)
+    }
+
+    /// [`split`](Self::split) into packets of at most `payload_limit` bytes.
+    pub fn split_within(
+        mcst_id: Ipv4Address,
+        members: &[MrpMember],
+        payload_limit: usize,
+    ) -> Result<Vec<MrpRepr>> {
         if members.is_empty() {
             return Err(Error::Malformed("mrp: a group needs members"));
         }
@@ -250,7 +268,11 @@ impl MrpRepr {
         if members.iter().any(|m| m.qpn > 0xff_ffff) {
             return Err(Error::Malformed("mrp qpn"));
         }
-        let chunks: Vec<&[MrpMember]> = members.chunks(Self::capacity(write)).collect();
+        let per_packet = Self::capacity_within(write, payload_limit);
+        if per_packet == 0 {
+            return Err(Error::Malformed("mrp: no room for a member record"));
+        }
+        let chunks: Vec<&[MrpMember]> = members.chunks(per_packet).collect();
         let total =
             u8::try_from(chunks.len()).map_err(|_| Error::Unsupported("mrp: over 255 packets"))?;
         Ok(chunks

@@ -76,6 +76,9 @@ pub struct LeaderSessionConfig {
     /// switch's entries are soft state with a lease: the refresh keeps them, and a
     /// restarted switch relearns the group from it). `None`: never.
     pub refresh: Option<Duration>,
+    /// The largest MRP payload to emit (`MRP_MAX_PAYLOAD`, less the authentication
+    /// trailer when the driver seals MRP).
+    pub mrp_payload_limit: usize,
 }
 
 /// Where a leader session stands.
@@ -719,7 +722,10 @@ impl LeaderSession {
             Ok(s) => s,
             Err(e) => return self.fail(SessionError::Registration(e.to_string())),
         };
-        let mut ctl = Box::new(RegistrationController::new(spec, self.cfg.registration));
+        let mut ctl = Box::new(
+            RegistrationController::new(spec, self.cfg.registration)
+                .with_payload_limit(self.cfg.mrp_payload_limit),
+        );
         ctl.start(now);
         self.switch_state = true;
         self.state = State::Registering { ctl, started: now };
@@ -1000,7 +1006,7 @@ impl LeaderSession {
             return;
         };
         self.stats.refreshes += 1;
-        for p in spec.mrp_packets() {
+        for p in spec.mrp_packets_within(self.cfg.mrp_payload_limit) {
             self.outbox.push_back((SessionDest::Mrp, Outgoing::Mrp(p)));
         }
     }

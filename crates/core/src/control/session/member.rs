@@ -122,6 +122,9 @@ pub struct MemberStats {
     pub unemittable: u64,
     /// Other members the leader evicted.
     pub peers_evicted: u64,
+    /// MRP datagrams from an address other than the leader's (the switch delivers a
+    /// member's record from the leader's address): dropped by the driver.
+    pub mrp_foreign: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -335,6 +338,11 @@ impl MemberSession {
             (_, s) => self.protocol(format!("unexpected {name} from the leader while {s:?}")),
         }
         let _ = now;
+    }
+
+    /// The driver dropped an MRP datagram that did not come from the leader's address.
+    pub fn note_foreign_mrp(&mut self) {
+        self.stats.mrp_foreign += 1;
     }
 
     /// An MRP packet arrived: if it lists this host for this group, its confirmation

@@ -61,6 +61,7 @@ fn leader_cfg(write: bool, members: usize) -> LeaderSessionConfig {
         ready_timeout: READY,
         verdict_timeout: VERDICT,
         refresh: None,
+        mrp_payload_limit: crate::wire::mrp::MRP_MAX_PAYLOAD,
     }
 }
 fn member_cfg(i: usize) -> MemberSessionConfig {

@@ -33,6 +33,7 @@ fn switch(role: PeelRole) -> FrameSwitch {
             mac: EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
             peel: Some(role),
             group_lease: None,
+            mrp_key: None,
         },
         Box::new(ForwardAllCnp),
     )
@@ -202,6 +203,7 @@ fn without_a_peel_role_a_shimmed_frame_is_plain_ipv4() {
             mac: EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
             peel: None,
             group_lease: None,
+            mrp_key: None,
         },
         Box::new(ForwardAllCnp),
     );

@@ -65,6 +65,7 @@ fn switch(max_groups: usize) -> FrameSwitch {
             mac: EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
             peel: None,
             group_lease: None,
+            mrp_key: None,
         },
         Box::new(ForwardAllCnp),
     );
@@ -622,4 +623,67 @@ fn pruning_the_laggard_releases_the_aggregated_ack_it_held_back() {
     );
     assert_eq!(acked(&out), vec![7]);
     assert_eq!(sw.cepheus().stats.reacks, 1);
+}
+
+#[test]
+fn with_a_fabric_key_only_sealed_fresh_mrp_changes_the_tables() {
+    use crate::wire::mrp_auth::FabricKey;
+    let key = FabricKey::new([0x42; 32]);
+    let mut sw = switch(4);
+    sw.cfg.mrp_key = Some(key.clone());
+    let member = |p: u16| MrpMember {
+        ip: ip(p),
+        qpn: qpn(p),
+        region: None,
+    };
+    let space = GroupAddressSpace::parse("10.77.0.128/25").unwrap();
+    let spec = GroupSpec::in_space(space, MCST, member(0), (1..4).map(member).collect()).unwrap();
+    let mut body = vec![0u8; spec.mrp_packets()[0].buffer_len()];
+    spec.mrp_packets()[0].emit(&mut body);
+    // Plain MRP, or sealed with another key, or claiming another source: nothing.
+    mrp_from(&mut sw, now(), 0, &body);
+    mrp_from(
+        &mut sw,
+        now(),
+        0,
+        &FabricKey::new([1; 32]).seal(ip(0), 5, &body),
+    );
+    mrp_from(&mut sw, now(), 3, &key.seal(ip(0), 5, &body));
+    assert_eq!(sw.stats().mrp_unauthenticated, 3);
+    assert_eq!(sw.cepheus().num_groups(), 0);
+    // Sealed by the leader: registered; the members get their bare records.
+    let sealed = key.seal(ip(0), 5, &body);
+    let out = mrp_from(&mut sw, now(), 0, &sealed);
+    assert_eq!(sw.cepheus().num_groups(), 1);
+    assert_eq!(out.len(), 3);
+    for f in &out {
+        let ip_bytes = &f.frame[ETHERNET_HEADER_LEN..];
+        let udp = UdpPacket::new_checked(&ip_bytes[IPV4_HEADER_LEN..]).unwrap();
+        assert!(MrpRepr::parse(udp.payload()).is_ok(), "a member has no key");
+    }
+    // The same datagram again, or an older counter: a replay.
+    mrp_from(&mut sw, now(), 0, &sealed);
+    mrp_from(&mut sw, now(), 0, &key.seal(ip(0), 4, &body));
+    assert_eq!(sw.stats().mrp_replayed, 2);
+    // An unsealed release or prune changes nothing; a sealed fresh one does.
+    let rel = crate::wire::mrp::MrpRelease { mcst_id: MCST };
+    let mut r = [0u8; 8];
+    rel.emit(&mut r);
+    mrp_from(&mut sw, now(), 0, &r);
+    assert_eq!(sw.cepheus().num_groups(), 1);
+    mrp_from(&mut sw, now(), 0, &key.seal(ip(0), 6, &r));
+    assert_eq!(sw.cepheus().num_groups(), 0);
+    // A refusal goes back sealed, so the leader can tell it from a forgery.
+    let mut full = switch(0);
+    full.cfg.mrp_key = Some(key.clone());
+    let out = mrp_from(&mut full, now(), 0, &key.seal(ip(0), 1, &body));
+    assert_eq!(out.len(), 1);
+    let ip_bytes = &out[0].frame[ETHERNET_HEADER_LEN..];
+    let src = Ipv4Packet::new_checked(ip_bytes).unwrap().src_addr();
+    let udp = UdpPacket::new_checked(&ip_bytes[IPV4_HEADER_LEN..]).unwrap();
+    let (report, _) = key.open(src, udp.payload()).expect("sealed by the switch");
+    assert_eq!(
+        SwitchReport::parse(report).unwrap().reason,
+        SwitchRejection::TableFull
+    );
 }
