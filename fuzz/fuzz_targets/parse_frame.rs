@@ -142,6 +142,8 @@ fuzz_target!(|data: &[u8]| {
                 switch_id: 1,
                 mac: rocast_core::wire::EthernetAddress([2, 0, 0, 0, 0, 0]),
                 peel: None,
+                group_lease: None,
+                mrp_key: None,
             },
             CnpFilterPolicy::ForwardAll.build(),
         );

@@ -119,6 +119,13 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
+/// Sequence numbers (and message numbers) are below 2^63: a sender at 10^9 packets a
+/// second needs 292 years to reach it, and the receiver's arithmetic on sequences
+/// (`next_seq + 1`, a position plus a window) then never overflows. A packet naming
+/// a sequence at or past it is malformed (the fuzz target reached an overflow with
+/// edges near 2^64).
+pub const MAX_SEQ: u64 = 1 << 63;
+
 impl<'a> Packet<'a> {
     /// Whether `b` is a packet only a sender sends (DATA or a heartbeat): how a
     /// receiver learns where its STATUS goes from the first such packet's source.
@@ -161,6 +168,9 @@ impl<'a> Packet<'a> {
                     flags,
                     payload: &b[DATA_HEADER_LEN..],
                 };
+                if d.seq >= MAX_SEQ || d.msg_seq >= MAX_SEQ {
+                    return Err(PacketError::Inconsistent("sequence at or past 2^63"));
+                }
                 let end = d.frag_offset as u64 + d.payload.len() as u64;
                 if end > d.msg_len as u64 {
                     return Err(PacketError::Inconsistent("fragment ends past its message"));
@@ -182,6 +192,9 @@ impl<'a> Packet<'a> {
             }
             TYPE_HEARTBEAT => {
                 let (next_seq, low_seq) = (u64_at(b, 8), u64_at(b, 16));
+                if next_seq >= MAX_SEQ {
+                    return Err(PacketError::Inconsistent("sequence at or past 2^63"));
+                }
                 if low_seq > next_seq {
                     return Err(PacketError::Inconsistent(
                         "heartbeat low edge above high edge",
@@ -191,7 +204,11 @@ impl<'a> Packet<'a> {
             }
             TYPE_NACK => {
                 let (receiver, count, from_seq) = (u32_at(b, 8), u32_at(b, 12), u64_at(b, 16));
-                if count == 0 || from_seq.checked_add(count as u64).is_none() {
+                if count == 0
+                    || from_seq
+                        .checked_add(count as u64)
+                        .is_none_or(|e| e > MAX_SEQ)
+                {
                     return Err(PacketError::Inconsistent("empty or overflowing NACK range"));
                 }
                 PacketRepr::Nack {
@@ -200,11 +217,17 @@ impl<'a> Packet<'a> {
                     count,
                 }
             }
-            _ => PacketRepr::Status {
-                receiver: u32_at(b, 8),
-                window: u32_at(b, 12),
-                position: u64_at(b, 16),
-            },
+            _ => {
+                let position = u64_at(b, 16);
+                if position >= MAX_SEQ {
+                    return Err(PacketError::Inconsistent("sequence at or past 2^63"));
+                }
+                PacketRepr::Status {
+                    receiver: u32_at(b, 8),
+                    window: u32_at(b, 12),
+                    position,
+                }
+            }
         };
         Ok(Packet { session, repr })
     }
@@ -286,7 +309,7 @@ mod tests {
             Packet {
                 session: 7,
                 repr: PacketRepr::Data(DataRepr {
-                    seq: u64::MAX - 3,
+                    seq: (1 << 63) - 3,
                     msg_seq: 9,
                     msg_len: 5,
                     frag_offset: 0,
@@ -333,7 +356,7 @@ mod tests {
     fn data_layout_is_pinned() {
         let b = all_kinds()[0].to_vec();
         assert_eq!(&b[..8], &[0xA7, 1, 1, 3, 0, 0, 0, 7]);
-        assert_eq!(&b[8..16], &(u64::MAX - 3).to_be_bytes());
+        assert_eq!(&b[8..16], &((1u64 << 63) - 3).to_be_bytes());
         assert_eq!(&b[24..28], &5u32.to_be_bytes());
         assert_eq!(&b[32..], b"hello");
     }

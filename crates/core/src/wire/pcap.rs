@@ -17,7 +17,7 @@ pub enum PcapError {
     TruncatedHeader,
     #[error("record {index} truncated at byte offset {offset}")]
     TruncatedRecord { index: usize, offset: usize },
-    #[error("record {index} claims {len} bytes, over the snap length {snaplen}")]
+    #[error("record {index} claims {len} bytes, over the 262144-byte record limit (snap length {snaplen})")]
     OversizedRecord {
         index: usize,
         len: u32,
@@ -96,8 +96,10 @@ impl FileHeader {
             self.u32_of(&h[8..12]),
             self.u32_of(&h[12..16]),
         );
-        // Allow records up to 256 KiB even if the header's snaplen is smaller (some writers lie).
-        if incl > self.snaplen.max(MAX_RECORD) {
+        // Records up to 256 KiB are allowed even if the header's snaplen is smaller
+        // (some writers lie), and none larger whatever it says: the snaplen comes from
+        // the file, and a record is read into memory whole.
+        if incl > MAX_RECORD {
             return Err(PcapError::OversizedRecord {
                 index,
                 len: incl,
@@ -114,7 +116,9 @@ impl FileHeader {
     }
 }
 
-/// The largest record accepted whatever the snap length says (256 KiB).
+/// The largest record accepted, whatever the snap length says: 256 KiB, libpcap's
+/// `MAXIMUM_SNAPLEN` (a fuzzed header claiming a 2.5 GB snaplen made the reader
+/// allocate that much before this cap).
 const MAX_RECORD: u32 = 262_144;
 
 impl<'a> PcapReader<'a> {
@@ -373,5 +377,14 @@ mod tests {
             Some(Err(Ok(PcapError::OversizedRecord { index: 0, .. })))
         ));
         assert!(r.next_record().is_none());
+        // A header whose snap length claims 2.5 GB does not lift the limit (the fuzz
+        // target's out-of-memory input): a 16 MiB record is refused just the same.
+        bytes[16..20].copy_from_slice(&0x9595_9595u32.to_le_bytes());
+        bytes[24 + 8..24 + 12].copy_from_slice(&(16u32 << 20).to_le_bytes());
+        let mut r = PcapStreamReader::new(&bytes[..]).unwrap();
+        assert!(matches!(
+            r.next_record(),
+            Some(Err(Ok(PcapError::OversizedRecord { index: 0, .. })))
+        ));
     }
 }

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Writes the committed seed corpus under fuzz/seeds/<target>/: a few valid inputs per
+target, so each run starts from the protocols' real shapes. Regenerate with
+`python3 fuzz/make_seeds.py` (deterministic: no randomness)."""
+import hashlib, hmac, os, struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KEY = bytes([0x5a]) * 32
+
+
+def ip(a, b, c, d):
+    return bytes([a, b, c, d])
+
+
+def frame(ty, body):
+    return bytes([ty]) + struct.pack(">H", len(body)) + body
+
+
+VERSION = 2
+params = frame(1, bytes([VERSION, 1]) + struct.pack(">QI", 1 << 16, 4096))
+join = frame(2, bytes([VERSION]) + ip(10, 77, 0, 2) + struct.pack(">IQI", 0x102, 0x1000, 7))
+ready = frame(7, b"")
+announce = frame(9, struct.pack(">IQI", 1, 300, 0xABCD))
+result = frame(5, bytes([1]) + struct.pack(">IQ", 0xABCD, 1))
+close = frame(10, bytes([1]))
+evicted = frame(11, ip(10, 77, 0, 3))
+
+
+def mrp_registration(members, write=False):
+    body = ip(10, 77, 0, 200) + bytes([0, 1, len(members), 1 if write else 0])
+    for (a, qpn) in members:
+        body += a + struct.pack(">I", qpn)
+        if write:
+            body += struct.pack(">QI", 0, 0)
+    return body
+
+
+def seal(src, counter, payload):
+    tag = hmac.new(KEY, src + struct.pack(">Q", counter) + payload, hashlib.sha256).digest()
+    return payload + b"RMA1" + struct.pack(">Q", counter) + tag[:16]
+
+
+def udp_frame(src, dst, port, payload, src_mac, dst_mac):
+    udp = struct.pack(">HHHH", port, port, 8 + len(payload), 0) + payload
+    hdr = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0, 64, 17, 0, src, dst)
+    s = sum(struct.unpack(">10H", hdr))
+    s = (s & 0xFFFF) + (s >> 16)
+    s = (s & 0xFFFF) + (s >> 16)
+    hdr = hdr[:10] + struct.pack(">H", ~s & 0xFFFF) + hdr[12:]
+    return dst_mac + src_mac + b"\x08\x00" + hdr + udp
+
+
+def record(port, dt, f):
+    return bytes([port, dt]) + struct.pack(">H", len(f)) + f
+
+
+members = [(ip(10, 77, 0, i + 1), 0x11 if i == 0 else 0x100 + i) for i in range(4)]
+reg = mrp_registration(members)
+release = ip(10, 77, 0, 200) + bytes([0, 1, 0, 2])
+prune = ip(10, 77, 0, 200) + bytes([0, 1, 1, 4]) + ip(10, 77, 0, 3)
+mac0 = bytes([2, 0x72, 0x63, 0, 0, 1])
+sw_mac = bytes([2, 0x72, 0x63, 0xFE, 0, 0])
+src = ip(10, 77, 0, 1)
+group = ip(10, 77, 0, 200)
+
+seeds = {
+    "group_control": {"stream": bytes([7]) + params + join + ready + announce + result + close + evicted},
+    "c_framing": {"stream": bytes([5]) + params + join + ready + announce + result + close + evicted,
+                  "cut": bytes([1]) + params + join[:7]},
+    "mrp": {"registration": reg, "release": release, "prune": prune,
+            "sealed": seal(src, 7, reg),
+            "report": b"RCRJ" + group + struct.pack(">I", 9) + bytes([1])},
+    "switch_pipeline": {
+        "plain": bytes([0]) + b"".join(record(0, 1, udp_frame(src, group, 4792, p, mac0, sw_mac))
+                                       for p in [reg, prune, release]),
+        "keyed": bytes([1]) + b"".join(record(0, 1, udp_frame(src, group, 4792, seal(src, c, p), mac0, sw_mac))
+                                       for c, p in [(5, reg), (6, prune), (7, release)]),
+    },
+    # connect 0..2, drivers open QPs, exchanges (joins, registration), a buffer with
+    # its drivers, a broken connection, timeouts, the close.
+    "group_session": {
+        "switch": bytes([0]) + bytes([0, 0, 0, 1, 0, 2, 10, 0, 10, 1, 10, 2, 2, 0, 2, 0, 2, 0,
+                                      5, 1, 2, 0, 10, 0, 10, 1, 10, 2, 2, 0, 3, 1, 6, 0, 2, 0,
+                                      10, 0, 10, 2, 2, 0, 4, 20, 2, 0, 8, 0, 2, 0]),
+        "overlay": bytes([2]) + bytes([0, 0, 0, 1, 0, 2, 10, 0, 10, 1, 10, 2, 2, 0, 10, 0, 10, 1,
+                                       10, 2, 2, 0, 5, 1, 2, 0, 4, 200]),
+    },
+    "parse_frame": {"mrp-frame": udp_frame(src, group, 4792, reg, mac0, sw_mac)},
+    "ud_multicast": {"empty": b"\x00"},
+}
+
+for target, files in seeds.items():
+    d = os.path.join(HERE, "seeds", target)
+    os.makedirs(d, exist_ok=True)
+    for name, data in files.items():
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
