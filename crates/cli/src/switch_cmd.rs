@@ -38,9 +38,10 @@ pub struct SwitchCmd {
     /// block, because Linux drops packets whose source is multicast.
     #[arg(long, default_value = rocast_core::switch::frame::DEFAULT_GROUP_SPACE)]
     group_space: String,
-    /// MFT capacity in groups (0 refuses every registration).
-    #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_MAX_GROUPS)]
-    max_groups: usize,
+    /// MFT capacity in groups (0 refuses every registration); at most the number of
+    /// addresses in --group-space. Default: 1024, or the space's size if smaller.
+    #[arg(long)]
+    max_groups: Option<usize>,
     /// CNP filter: cepheus, tmcf, tmcf-damped (rocast's own) or forward-all.
     /// A group's MFT entries live this long after its leader's last registration or
     /// refresh (soft state, issue 24); 0 keeps them until released.
@@ -312,11 +313,22 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
     }
     let n_ports = ports.len();
     let (peel, peel_members) = peel_config(&cmd)?;
+    let space = GroupAddressSpace::parse(&cmd.group_space)?;
+    let max_groups = match cmd.max_groups {
+        Some(m) if m as u64 > space.size() => {
+            return Err(format!(
+                "--max-groups {m}: the group space {space} holds only {} addresses",
+                space.size()
+            ))
+        }
+        Some(m) => m,
+        None => (rocast_core::switch::frame::DEFAULT_MAX_GROUPS as u64).min(space.size()) as usize,
+    };
     let cfg = SwitchConfig {
         pipeline: FrameSwitchConfig {
             ports: ports.len() as u16,
-            max_groups: cmd.max_groups,
-            group_space: GroupAddressSpace::parse(&cmd.group_space)?,
+            max_groups,
+            group_space: space,
             switch_id: 0,
             mac: rocast_core::switch::frame::DEFAULT_SWITCH_MAC,
             peel,

@@ -140,6 +140,15 @@ pub fn handle_mrp(
     if mrp.members.iter().any(|m| m.region.is_some() != mrp.write) {
         return Err(SwitchRejection::Malformed);
     }
+    // A group already registered from another direction belongs to another leader:
+    // merging would let a squatter's group swallow a real one (or a real leader
+    // "succeed" into a stranger's tree). Refused; the leader falls back.
+    if sw
+        .group(mcst)
+        .is_some_and(|g| g.ack_out_port.is_some_and(|p| p != in_port))
+    {
+        return Err(SwitchRejection::Conflict);
+    }
     // First decide every member's port without touching the table.
     enum Choice<'a> {
         Host(u16),
@@ -246,6 +255,27 @@ mod tests {
             qpn,
             region: None,
         }
+    }
+
+    #[test]
+    fn a_registration_for_a_group_held_from_another_port_is_a_conflict() {
+        let mut sw = CepheusSwitch::new(8, 8, Box::new(ForwardAllCnp));
+        let squatter = vec![
+            member(Ipv4Address::new(10, 0, 0, 3), 0x13),
+            member(Ipv4Address::new(10, 0, 0, 1), 0x11),
+        ];
+        handle_mrp(&mut sw, 3, &one(MCST, &squatter), &Leaf).unwrap();
+        let real = vec![
+            member(Ipv4Address::new(10, 0, 0, 0), 0x10),
+            member(Ipv4Address::new(10, 0, 0, 2), 0x12),
+        ];
+        assert_eq!(
+            handle_mrp(&mut sw, 0, &one(MCST, &real), &Leaf),
+            Err(SwitchRejection::Conflict)
+        );
+        assert!(sw.group(MCST).unwrap().entry(2).is_none(), "nothing merged");
+        // The holder's own resend is no conflict.
+        assert!(handle_mrp(&mut sw, 3, &one(MCST, &squatter), &Leaf).is_ok());
     }
 
     #[test]

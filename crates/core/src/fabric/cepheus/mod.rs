@@ -122,6 +122,11 @@ impl GroupAddressSpace {
     pub fn contains(&self, ip: Ipv4Address) -> bool {
         ip.to_u32() & self.mask() == self.base
     }
+
+    /// How many addresses the block holds (a table needs no more groups than that).
+    pub fn size(&self) -> u64 {
+        1u64 << (32 - self.prefix_len as u32)
+    }
 }
 
 impl Default for GroupAddressSpace {
