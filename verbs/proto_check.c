@@ -42,6 +42,8 @@ static int emit(void) {
     frame(ROCAST_MSG_ANNOUNCE, b, rocast_emit_announce(b, 1, 70000, 0x01020304));
     frame(ROCAST_MSG_CLOSE, b, rocast_emit_close(b, 0));
     frame(ROCAST_MSG_EVICTED, b, rocast_emit_evicted(b, member));
+    memset(b, 7, ROCAST_INVITATION_LEN);
+    frame(ROCAST_MSG_INVITATION, b, ROCAST_INVITATION_LEN);
     return fflush(stdout) ? 1 : 0;
 }
 
@@ -111,6 +113,15 @@ static int parse(void) {
                 printf("\n");
             } else printf("evicted error %d\n", r);
             break;
+        case ROCAST_MSG_INVITATION: {
+            uint8_t t[ROCAST_INVITATION_LEN];
+            if (!(r = rocast_parse_invitation(b, len, t))) {
+                printf("invitation ");
+                for (int k = 0; k < ROCAST_INVITATION_LEN; k++) printf("%02x", t[k]);
+                printf("\n");
+            } else printf("invitation error %d\n", r);
+            break;
+        }
         }
     }
     return fflush(stdout) ? 1 : 0;

@@ -52,6 +52,7 @@ static inline void put64(uint8_t *b, uint64_t v) { for (int i = 0; i < 8; i++) b
 #define ROCAST_MSG_ANNOUNCE 9 /* leader -> member */
 #define ROCAST_MSG_CLOSE 10   /* leader -> member */
 #define ROCAST_MSG_EVICTED 11 /* leader -> member: another member left the group */
+#define ROCAST_MSG_INVITATION 12 /* member -> leader: its invitation token, before Join */
 
 /* Body lengths and field offsets. */
 #define ROCAST_PARAMS_LEN 14
@@ -93,6 +94,9 @@ static inline void put64(uint8_t *b, uint64_t v) { for (int i = 0; i < 8; i++) b
 #define ROCAST_EVICTED_LEN 4
 #define ROCAST_EVICTED_IP 0
 
+#define ROCAST_INVITATION_LEN 16
+#define ROCAST_INVITATION_TOKEN 0
+
 /* The longest body a frame of type `ty` may carry; -1 for an unknown type. */
 static inline int rocast_max_body_len(uint8_t ty) {
     switch (ty) {
@@ -106,6 +110,7 @@ static inline int rocast_max_body_len(uint8_t ty) {
     case ROCAST_MSG_ANNOUNCE: return ROCAST_ANNOUNCE_LEN;
     case ROCAST_MSG_CLOSE: return ROCAST_CLOSE_LEN;
     case ROCAST_MSG_EVICTED: return ROCAST_EVICTED_LEN;
+    case ROCAST_MSG_INVITATION: return ROCAST_INVITATION_LEN;
     default: return -1;
     }
 }
@@ -216,6 +221,12 @@ static inline int rocast_parse_announce(const uint8_t *b, uint16_t len, uint32_t
 static inline int rocast_parse_close(const uint8_t *b, uint16_t len, int *ok) {
     if (len != ROCAST_CLOSE_LEN) return ROCAST_PARSE_MALFORMED;
     return rocast_flag(b[ROCAST_CLOSE_OK], ok);
+}
+/* token: receives ROCAST_INVITATION_LEN bytes. */
+static inline int rocast_parse_invitation(const uint8_t *b, uint16_t len, uint8_t *token) {
+    if (len != ROCAST_INVITATION_LEN) return ROCAST_PARSE_MALFORMED;
+    memcpy(token, b + ROCAST_INVITATION_TOKEN, ROCAST_INVITATION_LEN);
+    return 0;
 }
 /* ip: receives 4 bytes in network order. */
 static inline int rocast_parse_evicted(const uint8_t *b, uint16_t len, uint8_t *ip) {

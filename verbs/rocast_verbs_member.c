@@ -28,11 +28,13 @@
 
 static void usage(void) {
     fprintf(stderr, "usage: rocast-verbs-member --bind IP --leader IP [--group IP] [--dev NAME]"
-                    " [--port N] [--gid N] [--mtu 256|512|1024|2048|4096] [--out FILE] [--timeout S]\n");
+                    " [--port N] [--gid N] [--mtu 256|512|1024|2048|4096] [--out FILE] [--timeout S]"
+                    " [--invitation TOKEN]\n");
 }
 
 int main(int argc, char **argv) {
-    const char *bind_ip = NULL, *leader_ip = NULL, *group_ip = "10.77.0.200", *dev = NULL, *out = NULL;
+    const char *bind_ip = NULL, *leader_ip = NULL, *group_ip = "10.77.0.200", *dev = NULL, *out = NULL,
+               *invitation = NULL;
     int port = 1, gid = 1, mtu = 1024, timeout_s = 30;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -46,6 +48,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--mtu")) mtu = atoi(v);
         else if (!strcmp(a, "--out")) out = v;
         else if (!strcmp(a, "--timeout")) timeout_s = atoi(v);
+        else if (!strcmp(a, "--invitation")) invitation = v;
         else { usage(); return 2; }
         i++;
     }
@@ -100,6 +103,19 @@ int main(int argc, char **argv) {
     if (e) { fprintf(stderr, "rv_open: %s\n", strerror(-e)); return 1; }
     e = rv_connect_group(&g, mcst, imtu);
     if (e) { fprintf(stderr, "rv_connect_group: %s\n", strerror(-e)); return 1; }
+    if (invitation) {
+        /* 32 hex digits from `rocast mcast invite`, presented before the Join. */
+        uint8_t token[ROCAST_INVITATION_LEN];
+        for (int k = 0; k < ROCAST_INVITATION_LEN; k++) {
+            unsigned x;
+            if (strlen(invitation) != 2 * ROCAST_INVITATION_LEN || sscanf(invitation + 2 * k, "%2x", &x) != 1) {
+                fprintf(stderr, "--invitation: expected %d hex digits\n", 2 * ROCAST_INVITATION_LEN);
+                return 2;
+            }
+            token[k] = (uint8_t)x;
+        }
+        if (ctl_send(&c, ROCAST_MSG_INVITATION, token, ROCAST_INVITATION_LEN)) { fprintf(stderr, "send Invitation\n"); return 1; }
+    }
     uint8_t join[ROCAST_JOIN_LEN];
     uint16_t join_len = rocast_emit_join(join, (const uint8_t *)&me.s_addr, rv_qpn(&g), rv_va(&g), rv_rkey(&g));
     if (ctl_send(&c, ROCAST_MSG_JOIN, join, join_len)) { fprintf(stderr, "send Join\n"); return 1; }

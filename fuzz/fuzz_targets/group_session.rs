@@ -9,6 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use rocast_core::control::invitation::InvitationKey;
 use rocast_core::control::registration::{RegistrationConfig, SwitchRejection, SwitchReport};
 use rocast_core::control::session::{
     ConnId, LeaderSession, LeaderSessionConfig, MemberEvent, MemberSession, MemberSessionConfig,
@@ -95,6 +96,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&mode, script)) = data.split_first() else {
         return;
     };
+    let key = InvitationKey::new([0x17; 32]);
     let plan = OverlayPlan {
         scheme: Scheme::BinomialPipeline,
         block_bytes: 4096,
@@ -123,6 +125,7 @@ fuzz_target!(|data: &[u8]| {
         ready_timeout: Duration::from_ms(20),
         verdict_timeout: Duration::from_ms(20),
         refresh: Some(Duration::from_ms(3)),
+        invitations: (mode & 4 == 4).then(|| key.clone()),
         mrp_payload_limit: MRP_MAX_PAYLOAD,
     };
     let t0 = Instant::from_us(10);
@@ -138,6 +141,8 @@ fuzz_target!(|data: &[u8]| {
                         max_capacity: 1 << 20,
                         params_timeout: Duration::from_ms(50),
                         idle_timeout: Duration::from_ms(100),
+                        // Member 2 is not invited when invitations are required.
+                        invitation: (i < 2).then(|| key.token(MCST, ip(i))),
                     },
                     t0,
                 )

@@ -3,9 +3,11 @@
 //! each member writes what it received.
 //!
 //! Exit status: 0 when every member holds the leader's bytes (leader) or when this
-//! member's copy matched (member); 1 on a failed transfer; 2 on bad arguments.
+//! member's copy matched (member); 1 on a failed transfer; 2 on bad arguments; 3 when
+//! every member still in the group holds every byte but the leader evicted some.
 
 use clap::{Args, Subcommand, ValueEnum};
+use rocast_core::control::invitation::{InvitationKey, INVITATION_LEN};
 use rocast_core::fabric::cepheus::GroupAddressSpace;
 use rocast_core::overlay::Scheme;
 use rocast_net::mcast::{
@@ -25,6 +27,22 @@ pub enum McastCmd {
     Lead(LeadArgs),
     /// Join a group: connect to the leader, receive the data, verify it.
     Join(JoinArgs),
+    /// Mint invitation tokens: one line `MEMBER TOKEN` per member, for `mcast join
+    /// --invitation` (the leader runs with `--invitations` and the same key file).
+    Invite(InviteArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InviteArgs {
+    /// The leader's invitation key file (64 hex digits, mode 600).
+    #[arg(long, value_name = "FILE")]
+    key: PathBuf,
+    /// The group's McstID.
+    #[arg(long, default_value = "10.77.0.200")]
+    group: Ipv4Addr,
+    /// The members to invite (their own addresses: a token admits no other).
+    #[arg(required = true)]
+    members: Vec<Ipv4Addr>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -104,6 +122,10 @@ pub struct LeadArgs {
     /// MRP is sealed with it (`rocast switch --fabric-key`).
     #[arg(long, value_name = "FILE")]
     fabric_key: Option<std::path::PathBuf>,
+    /// Admit only members invited with this key file (64 hex digits, mode 600; tokens
+    /// from `rocast mcast invite --key FILE`).
+    #[arg(long, value_name = "FILE")]
+    invitations: Option<std::path::PathBuf>,
     /// Split the data into this many equal buffers, sent one after another in the one
     /// group (each member then reports each buffer: the completion order the sim/lab
     /// conformance test compares).
@@ -121,6 +143,10 @@ pub struct JoinArgs {
     /// Write what was received here (every buffer of the group, in order).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// The invitation token from `rocast mcast invite` (32 hex digits), for a leader
+    /// that admits only invited members.
+    #[arg(long, value_name = "TOKEN")]
+    invitation: Option<String>,
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -141,6 +167,22 @@ fn parse_size(s: &str) -> Result<usize, String> {
 /// Seeded bytes (`rocast_core::payload`, as the simulator generates them).
 fn generated(len: usize, seed: u64) -> Vec<u8> {
     rocast_core::payload::message_data(seed, 0, len)
+}
+
+/// An invitation token: 32 hex digits.
+fn parse_token(s: &str) -> Result<[u8; INVITATION_LEN], String> {
+    let s = s.trim();
+    if s.len() != 2 * INVITATION_LEN || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!(
+            "--invitation: expected {} hex digits",
+            2 * INVITATION_LEN
+        ));
+    }
+    let mut t = [0u8; INVITATION_LEN];
+    for (i, b) in t.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
+    }
+    Ok(t)
 }
 
 fn common(c: &Common) -> Result<(GroupAddressSpace, Duration), String> {
@@ -186,6 +228,16 @@ pub fn run(cmd: McastCmd) -> ExitCode {
 
 fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
     match cmd {
+        McastCmd::Invite(a) => {
+            let key = InvitationKey::new(crate::switch_cmd::read_secret_file(&a.key)?);
+            let group = rocast_core::wire::Ipv4Address(a.group.octets());
+            for m in &a.members {
+                let t = key.token(group, rocast_core::wire::Ipv4Address(m.octets()));
+                let hex: String = t.iter().map(|b| format!("{b:02x}")).collect();
+                println!("{m} {hex}");
+            }
+            Ok(Outcome::Ok)
+        }
         McastCmd::Lead(a) => {
             let (space, timeout) = common(&a.common)?;
             let data: Vec<u8> = match (&a.file, &a.size) {
@@ -228,6 +280,12 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                     .as_deref()
                     .map(crate::switch_cmd::read_fabric_key)
                     .transpose()?,
+                invitations: a
+                    .invitations
+                    .as_deref()
+                    .map(crate::switch_cmd::read_secret_file)
+                    .transpose()?
+                    .map(InvitationKey::new),
                 timeout,
             };
             let buffers: Vec<Arc<[u8]>> = data.chunks(buffer_len).map(Arc::from).collect();
@@ -307,6 +365,7 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                 control_port: a.common.control_port,
                 mtu: a.common.mtu,
                 timeout,
+                invitation: a.invitation.as_deref().map(parse_token).transpose()?,
             };
             let mut member = match Member::join(&cfg) {
                 Ok(m) => m,

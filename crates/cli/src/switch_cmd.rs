@@ -242,21 +242,27 @@ fn parse_ecn(s: &str) -> Result<EcnRed, String> {
     }
 }
 
-/// Reads a fabric key file (64 hex digits). The file must not be readable by others:
-/// whoever reads it can register groups.
+/// Reads a fabric key file (64 hex digits, owner-only): whoever reads it can register
+/// groups.
 pub fn read_fabric_key(
     path: &std::path::Path,
 ) -> Result<rocast_core::wire::mrp_auth::FabricKey, String> {
+    read_secret_file(path).map(rocast_core::wire::mrp_auth::FabricKey::new)
+}
+
+/// Reads a 32-byte secret written as 64 hex digits in a file only its owner may read
+/// (`chmod 600`; anything looser is refused).
+pub fn read_secret_file(path: &std::path::Path) -> Result<[u8; 32], String> {
     use std::os::unix::fs::PermissionsExt;
     let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if meta.permissions().mode() & 0o077 != 0 {
         return Err(format!(
-            "{}: a fabric key must be readable by its owner only (chmod 600)",
+            "{}: a key file must be readable by its owner only (chmod 600)",
             path.display()
         ));
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    rocast_core::wire::mrp_auth::FabricKey::from_hex(&text)
+    rocast_core::wire::mrp_auth::secret_from_hex(&text)
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 

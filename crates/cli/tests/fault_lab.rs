@@ -147,8 +147,13 @@ fn lab_up(lab: &str, hosts: usize) -> (Vec<u8>, String) {
 
 /// Members h1..=hn join, writing what they receive to files.
 fn join_all(lab: &str, n: usize) -> Vec<(Proc, PathBuf)> {
-    (1..=n)
-        .map(|i| {
+    (1..=n).map(|i| join_one(lab, i, &[])).collect()
+}
+
+/// Member hi joins (with more `mcast join` options).
+fn join_one(lab: &str, i: usize, extra: &[&str]) -> (Proc, PathBuf) {
+    {
+        {
             let out = PathBuf::from(format!("/tmp/rocast-{lab}-h{i}.bin"));
             let _ = std::fs::remove_file(&out);
             let p = Proc::spawn(
@@ -166,11 +171,14 @@ fn join_all(lab: &str, n: usize) -> Vec<(Proc, PathBuf)> {
                     out.to_str().unwrap(),
                     "--timeout",
                     "15",
-                ],
+                ]
+                .into_iter()
+                .chain(extra.iter().copied())
+                .collect::<Vec<_>>(),
             );
             (p, out)
-        })
-        .collect()
+        }
+    }
 }
 
 fn lead(lab: &str, members: usize, file: &str) -> Proc {
@@ -530,5 +538,48 @@ fn a_keyed_switch_refuses_forged_and_unkeyed_mrp_and_serves_the_keyed_leader() {
         "{stats}"
     );
     assert_eq!(counter(&stats, "switch", "mrp_replayed"), 0, "{stats}");
+    down_and_check(lab.0, &file);
+}
+
+#[test]
+fn with_invitations_a_stranger_is_refused_and_the_invited_members_get_the_data() {
+    let lab = LabGuard::new("tf7");
+    let (payload, file) = lab_up(lab.0, 4);
+    let key = format!("/run/rocast-lab/{}/invite.key", lab.0);
+    std::fs::write(&key, format!("{}\n", "c3".repeat(32))).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let r = rocast(&["mcast", "invite", "--key", &key, "10.77.0.2", "10.77.0.3"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let tokens: Vec<&str> = r
+        .stdout
+        .lines()
+        .map(|l| l.split(' ').nth(1).unwrap())
+        .collect();
+    assert_eq!(tokens.len(), 2);
+    // The stranger (h3) connects first, as in the attack that squeezed a member out.
+    let stranger = join_one(lab.0, 3, &[]);
+    std::thread::sleep(Duration::from_millis(300));
+    // h2 presents h1's token: it is bound to h1's address.
+    let thief = join_one(lab.0, 2, &["--invitation", tokens[0]]);
+    let leader = lead_with(lab.0, 2, &file, &["--invitations", &key]);
+    std::thread::sleep(Duration::from_millis(300));
+    let (sc, st) = stranger.0.finish();
+    assert_eq!(sc, 1, "refused: {st}");
+    let (tc, tt) = thief.0.finish();
+    assert_eq!(tc, 1, "a token from another address is refused: {tt}");
+    let _ = std::fs::remove_file(stranger.1);
+    let _ = std::fs::remove_file(thief.1);
+    let invited: Vec<(Proc, PathBuf)> = [(1, tokens[0]), (2, tokens[1])]
+        .into_iter()
+        .map(|(i, t)| join_one(lab.0, i, &["--invitation", t]))
+        .collect();
+    let (code, text) = leader.finish();
+    assert_eq!(code, 0, "{text}");
+    for (p, out) in invited {
+        let (jc, jt) = p.finish();
+        assert_eq!(jc, 0, "{jt}");
+        assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
+    }
     down_and_check(lab.0, &file);
 }

@@ -14,8 +14,8 @@
 use rocast_core::wire::group_control::{
     field, parse_frame, Announce, BufferResult, Close, Confirmation, Done, Evicted, Join, Message,
     MessageType, Overlay, Params, StreamDecoder, ANNOUNCE_LEN, CLOSE_LEN, CONFIRMATION_LEN,
-    DONE_LEN, EVICTED_LEN, FRAME_HEADER_LEN, GROUP_CONTROL_PORT, GROUP_CONTROL_VERSION, JOIN_LEN,
-    MAX_BODY_LEN, PARAMS_LEN, READY_LEN, RESULT_LEN,
+    DONE_LEN, EVICTED_LEN, FRAME_HEADER_LEN, GROUP_CONTROL_PORT, GROUP_CONTROL_VERSION,
+    INVITATION_LEN, JOIN_LEN, MAX_BODY_LEN, PARAMS_LEN, READY_LEN, RESULT_LEN,
 };
 use rocast_core::wire::mrp::MRP_UDP_PORT;
 use rocast_core::wire::{Error, Ipv4Address};
@@ -52,6 +52,7 @@ fn expected_defines() -> BTreeMap<&'static str, i64> {
         ("ROCAST_MSG_ANNOUNCE", t(MessageType::Announce)),
         ("ROCAST_MSG_CLOSE", t(MessageType::Close)),
         ("ROCAST_MSG_EVICTED", t(MessageType::Evicted)),
+        ("ROCAST_MSG_INVITATION", t(MessageType::Invitation)),
         ("ROCAST_PARAMS_LEN", u(PARAMS_LEN)),
         ("ROCAST_PARAMS_VERSION", u(field::params::VERSION)),
         ("ROCAST_PARAMS_OP", u(field::params::OP)),
@@ -85,6 +86,8 @@ fn expected_defines() -> BTreeMap<&'static str, i64> {
         ("ROCAST_CLOSE_OK", u(field::close::OK)),
         ("ROCAST_EVICTED_LEN", u(EVICTED_LEN)),
         ("ROCAST_EVICTED_IP", u(field::evicted::IP.start)),
+        ("ROCAST_INVITATION_LEN", u(INVITATION_LEN)),
+        ("ROCAST_INVITATION_TOKEN", u(field::invitation::TOKEN.start)),
         ("ROCAST_PARSE_MALFORMED", C_PARSE_MALFORMED),
         ("ROCAST_PARSE_VERSION", C_PARSE_VERSION),
     ])
@@ -231,6 +234,7 @@ fn c_messages() -> Vec<Message> {
         }),
         Message::Close(Close { ok: false }),
         Message::Evicted(Evicted { ip: MEMBER }),
+        Message::Invitation([7; 16]),
     ]
 }
 
@@ -260,6 +264,10 @@ fn c_line(m: &Message) -> String {
         Message::Announce(a) => format!("announce {} {} {}", a.seq, a.bytes, a.crc32),
         Message::Close(c) => format!("close {}", c.ok as u8),
         Message::Evicted(e) => format!("evicted {}", e.ip),
+        Message::Invitation(t) => {
+            let hex: String = t.iter().map(|b| format!("{b:02x}")).collect();
+            format!("invitation {hex}")
+        }
     }
 }
 

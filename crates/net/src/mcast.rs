@@ -42,6 +42,7 @@
 use crate::endpoint::{Clock, Endpoint};
 use crate::qp_set::QpSet;
 use crate::udp::{TransportConfig, UdpTransport};
+use rocast_core::control::invitation::{InvitationKey, INVITATION_LEN};
 use rocast_core::control::registration::{RegistrationConfig, SwitchReport};
 use rocast_core::control::safeguard::SafeguardConfig;
 use rocast_core::control::session::{
@@ -130,6 +131,9 @@ pub struct LeaderConfig {
     /// The fabric key: MRP this leader sends is sealed with it, and switch reports
     /// must carry a valid seal ([`rocast_core::wire::mrp_auth`]). None: plain MRP.
     pub fabric_key: Option<FabricKey>,
+    /// Admit only members presenting an invitation minted with this key
+    /// ([`rocast_core::control::invitation`]). None: anyone may join.
+    pub invitations: Option<InvitationKey>,
     /// Cepheus §V-D's safeguard: fall back to `fallback` when the acknowledged rate
     /// of a buffer stays below this fraction of `rate_bps` (the pacing rate, or 1 Gbit/s
     /// unpaced); the switch of paths happens after the buffer it watched. None: off.
@@ -147,6 +151,8 @@ pub struct MemberConfig {
     pub control_port: u16,
     pub mtu: usize,
     pub timeout: Duration,
+    /// The invitation token to present (when the leader requires invitations).
+    pub invitation: Option<[u8; INVITATION_LEN]>,
 }
 
 /// How the transfer went, at the leader.
@@ -456,6 +462,7 @@ impl Leader {
             ready_timeout: core_duration(cfg.timeout),
             verdict_timeout: core_duration(cfg.timeout),
             refresh: Some(CoreDuration::from_ms(DEFAULT_REFRESH_MS)),
+            invitations: cfg.invitations.clone(),
             mrp_payload_limit: MRP_MAX_PAYLOAD
                 - if cfg.fabric_key.is_some() {
                     MRP_AUTH_TRAILER_LEN
@@ -1121,6 +1128,7 @@ impl Member {
                 max_capacity: 4 << 30,
                 params_timeout: core_duration(cfg.timeout),
                 idle_timeout: core_duration(cfg.timeout),
+                invitation: cfg.invitation,
             },
             clock.now(),
         );

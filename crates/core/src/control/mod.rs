@@ -24,6 +24,7 @@
 //! `now`, carries MRP packets and confirmations, and acts on events. Nothing reads a
 //! clock, opens a socket, or knows whether it runs in the simulator.
 
+pub mod invitation;
 pub mod registration;
 pub mod safeguard;
 pub mod session;

@@ -52,6 +52,7 @@
 //! |  9   | `Announce`| L → M     | 16         | 0:4 buffer sequence (from 1), 4:8 bytes, 12:4 CRC-32 of the buffer |
 //! | 10   | `Close`   | L → M     | 1          | 0:1 ok: the group ends, successfully or not             |
 //! | 11   | `Evicted` | L → M     | 4          | 0:4 member IPv4: the leader evicted that member (its connection broke); the group goes on without it |
+//! | 12   | `Invitation` | M → L  | 16         | 0:16 the member's invitation token (`control::invitation`), before its `Join` |
 //!
 //! The scheme code of `Overlay` is `rocast_core::overlay::Scheme::code`; this module
 //! carries it as a byte and leaves its meaning to the overlay.
@@ -84,6 +85,7 @@ pub const READY_LEN: usize = 0;
 pub const ANNOUNCE_LEN: usize = 16;
 pub const CLOSE_LEN: usize = 1;
 pub const EVICTED_LEN: usize = 4;
+pub const INVITATION_LEN: usize = 16;
 /// The longest body of any message: the decoder refuses a frame that declares more.
 pub const MAX_BODY_LEN: usize = OVERLAY_MAX_LEN;
 
@@ -153,6 +155,10 @@ pub mod field {
         use super::Field;
         pub const IP: Field = 0..4;
     }
+    pub mod invitation {
+        use super::Field;
+        pub const TOKEN: Field = 0..16;
+    }
 }
 
 /// A frame's type code.
@@ -169,10 +175,11 @@ pub enum MessageType {
     Announce = 9,
     Close = 10,
     Evicted = 11,
+    Invitation = 12,
 }
 
 impl MessageType {
-    pub const ALL: [MessageType; 10] = [
+    pub const ALL: [MessageType; 11] = [
         MessageType::Params,
         MessageType::Join,
         MessageType::Confirm,
@@ -183,6 +190,7 @@ impl MessageType {
         MessageType::Announce,
         MessageType::Close,
         MessageType::Evicted,
+        MessageType::Invitation,
     ];
 
     /// The type with this code; None for an unknown (or the reserved 8).
@@ -202,6 +210,7 @@ impl MessageType {
             MessageType::Announce => "Announce",
             MessageType::Close => "Close",
             MessageType::Evicted => "Evicted",
+            MessageType::Invitation => "Invitation",
         }
     }
 
@@ -219,6 +228,7 @@ impl MessageType {
             MessageType::Announce => ANNOUNCE_LEN,
             MessageType::Close => CLOSE_LEN,
             MessageType::Evicted => EVICTED_LEN,
+            MessageType::Invitation => INVITATION_LEN,
         }
     }
 }
@@ -611,6 +621,8 @@ pub enum Message {
     Announce(Announce),
     Close(Close),
     Evicted(Evicted),
+    /// Member → leader: its invitation token.
+    Invitation([u8; INVITATION_LEN]),
 }
 
 impl Message {
@@ -626,6 +638,7 @@ impl Message {
             Message::Announce(_) => MessageType::Announce,
             Message::Close(_) => MessageType::Close,
             Message::Evicted(_) => MessageType::Evicted,
+            Message::Invitation(_) => MessageType::Invitation,
         }
     }
 
@@ -645,6 +658,12 @@ impl Message {
             MessageType::Announce => Message::Announce(Announce::parse(body)?),
             MessageType::Close => Message::Close(Close::parse(body)?),
             MessageType::Evicted => Message::Evicted(Evicted::parse(body)?),
+            MessageType::Invitation => {
+                exact(body, INVITATION_LEN, "invitation", "invitation length")?;
+                let mut t = [0u8; INVITATION_LEN];
+                t.copy_from_slice(body);
+                Message::Invitation(t)
+            }
         })
     }
 
@@ -661,6 +680,7 @@ impl Message {
             Message::Announce(m) => m.buffer_len(),
             Message::Close(m) => m.buffer_len(),
             Message::Evicted(m) => m.buffer_len(),
+            Message::Invitation(_) => INVITATION_LEN,
         }
     }
 
@@ -704,6 +724,7 @@ impl Message {
             Message::Evicted(m) => {
                 m.emit(body);
             }
+            Message::Invitation(t) => body.copy_from_slice(t),
         }
         b[field::frame::TYPE] = self.message_type() as u8;
         put_be(b, field::frame::LENGTH.start, 2, len as u64);
@@ -906,6 +927,10 @@ mod tests {
                 }),
                 vec![11, 0, 4, 10, 0, 0, 7],
             ),
+            (
+                Message::Invitation([7; 16]),
+                [vec![12, 0, 16], vec![7; 16]].concat(),
+            ),
         ]
     }
 
@@ -975,7 +1000,7 @@ mod tests {
 
     #[test]
     fn unknown_and_reserved_types_are_errors_and_the_decoder_stays_failed() {
-        for code in [0u8, 8, 12, 255] {
+        for code in [0u8, 8, 13, 255] {
             let mut d = StreamDecoder::new();
             assert_eq!(
                 d.feed(&[code, 0, 0]),

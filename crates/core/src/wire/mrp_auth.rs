@@ -58,18 +58,7 @@ impl FabricKey {
 
     /// A key file's text: 64 hexadecimal digits (whitespace around them is ignored).
     pub fn from_hex(text: &str) -> Result<FabricKey> {
-        let t = text.trim();
-        if t.len() != 64 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(Error::Malformed(
-                "fabric key: expected 64 hexadecimal digits (32 bytes)",
-            ));
-        }
-        let mut k = [0u8; 32];
-        for (i, byte) in k.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&t[2 * i..2 * i + 2], 16)
-                .map_err(|_| Error::Malformed("fabric key digit"))?;
-        }
-        Ok(FabricKey(k))
+        secret_from_hex(text).map(FabricKey)
     }
 
     fn tag(&self, src: Ipv4Address, counter: u64, payload: &[u8]) -> Hmac<Sha256> {
@@ -108,6 +97,23 @@ impl FabricKey {
             .map_err(|_| Error::Malformed("mrp authentication tag"))?;
         Ok((payload, counter))
     }
+}
+
+/// A 32-byte secret from a key file's text: 64 hexadecimal digits (whitespace around
+/// them is ignored). The fabric key and the leaders' invitation keys are written so.
+pub fn secret_from_hex(text: &str) -> Result<[u8; 32]> {
+    let t = text.trim();
+    if t.len() != 64 || !t.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Error::Malformed(
+            "key file: expected 64 hexadecimal digits (32 bytes)",
+        ));
+    }
+    let mut k = [0u8; 32];
+    for (i, byte) in k.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&t[2 * i..2 * i + 2], 16)
+            .map_err(|_| Error::Malformed("key file digit"))?;
+    }
+    Ok(k)
 }
 
 /// A sender's counter source: strictly increasing, starting where the caller says (a

@@ -28,6 +28,7 @@
 //! crashed leader's group is reclaimed when its lease runs out.
 
 use super::{transmit_from, ConnId, Outgoing, OverlayPlan, SessionDest, SessionError};
+use crate::control::invitation::InvitationKey;
 use crate::control::registration::{
     GroupSpec, RegistrationConfig, RegistrationController, RegistrationEvent, RegistrationFailure,
     SwitchReport,
@@ -76,6 +77,9 @@ pub struct LeaderSessionConfig {
     /// switch's entries are soft state with a lease: the refresh keeps them, and a
     /// restarted switch relearns the group from it). `None`: never.
     pub refresh: Option<Duration>,
+    /// Admit only members presenting an invitation minted with this key for this
+    /// group and their address (`control::invitation`). `None`: anyone may join.
+    pub invitations: Option<InvitationKey>,
     /// The largest MRP payload to emit (`MRP_MAX_PAYLOAD`, less the authentication
     /// trailer when the driver seals MRP).
     pub mrp_payload_limit: usize,
@@ -195,6 +199,9 @@ pub struct LeaderStats {
     pub refreshes: u64,
     /// Members evicted.
     pub evicted: u64,
+    /// Connections refused for an invitation that did not verify, or a Join without
+    /// one when invitations are required.
+    pub uninvited: u64,
 }
 
 #[derive(Debug)]
@@ -206,6 +213,8 @@ struct Conn {
     refused: bool,
     /// The address the connection came from (the TCP peer): a Join must name it.
     peer: Ipv4Address,
+    /// It presented a valid invitation.
+    invited: bool,
 }
 
 #[derive(Debug)]
@@ -358,6 +367,15 @@ impl LeaderSession {
         self.outbox
             .push_back((SessionDest::Member(conn), Outgoing::Control(m)));
     }
+    /// Tells `conn` it is not in the group and ignores it from now on (the group goes
+    /// on).
+    fn refuse(&mut self, conn: ConnId) {
+        self.send_to(conn, Message::Close(Close { ok: false }));
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.refused = true;
+        }
+    }
+
     /// Members still in the group (not evicted), as indices in join order.
     fn live(&self) -> impl Iterator<Item = usize> + '_ {
         (0..self.members.len()).filter(|i| !self.evicted.contains(i))
@@ -433,16 +451,14 @@ impl LeaderSession {
                 member: None,
                 refused: false,
                 peer,
+                invited: false,
             },
         );
         if discovering {
             self.send_to(conn, Message::Params(self.cfg.params));
         } else {
             self.stats.refused_connections += 1;
-            self.send_to(conn, Message::Close(Close { ok: false }));
-            if let Some(c) = self.conns.get_mut(&conn) {
-                c.refused = true;
-            }
+            self.refuse(conn);
         }
     }
 
@@ -578,6 +594,22 @@ impl LeaderSession {
         let member = c.member;
         match msg {
             Message::Join(j) => self.on_join(now, conn, member, j),
+            Message::Invitation(token) => {
+                let Some(c) = self.conns.get_mut(&conn) else {
+                    return;
+                };
+                let valid = self
+                    .cfg
+                    .invitations
+                    .as_ref()
+                    .is_none_or(|k| k.admits(self.cfg.mcst_id, c.peer, &token));
+                if member.is_some() || !valid {
+                    self.stats.uninvited += 1;
+                    self.refuse(conn);
+                } else {
+                    c.invited = true;
+                }
+            }
             Message::Confirm(conf) => match &mut self.state {
                 State::Registering { ctl, .. } if member.is_some() => {
                     ctl.handle_confirmation(now, &conf);
@@ -666,11 +698,11 @@ impl LeaderSession {
         // its copies: it must be the address the connection came from.
         if self.conns.get(&conn).map(|c| c.peer) != Some(j.ip) {
             self.stats.refused_joins += 1;
-            self.send_to(conn, Message::Close(Close { ok: false }));
-            if let Some(c) = self.conns.get_mut(&conn) {
-                c.refused = true;
-            }
-            return;
+            return self.refuse(conn);
+        }
+        if self.cfg.invitations.is_some() && !self.conns.get(&conn).is_some_and(|c| c.invited) {
+            self.stats.uninvited += 1;
+            return self.refuse(conn);
         }
         if j.ip == self.cfg.local || self.members.iter().any(|(_, m)| m.ip == j.ip) {
             return self.fail(SessionError::Protocol(format!(
@@ -704,10 +736,7 @@ impl LeaderSession {
             .collect();
         for id in stragglers {
             self.stats.refused_connections += 1;
-            self.send_to(id, Message::Close(Close { ok: false }));
-            if let Some(c) = self.conns.get_mut(&id) {
-                c.refused = true;
-            }
+            self.refuse(id);
         }
         if let Some(plan) = self.cfg.overlay {
             return self.use_overlay(now, plan, OverlayReason::Configured);

@@ -47,6 +47,8 @@ pub struct MemberSessionConfig {
     /// While joined: from the last instruction until the next (`Overlay`, `Announce`
     /// or `Close`).
     pub idle_timeout: Duration,
+    /// The invitation token to present before the Join (`control::invitation`).
+    pub invitation: Option<[u8; crate::control::invitation::INVITATION_LEN]>,
 }
 
 /// Where a member session stands.
@@ -332,9 +334,14 @@ impl MemberSession {
                     self.stats.stale_done += 1;
                 }
             }
-            (Message::Join(_) | Message::Confirm(_) | Message::Result(_) | Message::Ready, _) => {
-                self.protocol(format!("the leader sent {name}, which only a member sends"))
-            }
+            (
+                Message::Join(_)
+                | Message::Confirm(_)
+                | Message::Result(_)
+                | Message::Ready
+                | Message::Invitation(_),
+                _,
+            ) => self.protocol(format!("the leader sent {name}, which only a member sends")),
             (_, s) => self.protocol(format!("unexpected {name} from the leader while {s:?}")),
         }
         let _ = now;
@@ -372,6 +379,9 @@ impl MemberSession {
             return self.fail(SessionError::Protocol(format!(
                 "QPN {qpn:#x} does not fit 24 bits"
             )));
+        }
+        if let Some(t) = self.cfg.invitation {
+            self.send(Message::Invitation(t));
         }
         self.send(Message::Join(Join {
             ip: self.cfg.local,

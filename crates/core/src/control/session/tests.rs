@@ -61,6 +61,7 @@ fn leader_cfg(write: bool, members: usize) -> LeaderSessionConfig {
         ready_timeout: READY,
         verdict_timeout: VERDICT,
         refresh: None,
+        invitations: None,
         mrp_payload_limit: crate::wire::mrp::MRP_MAX_PAYLOAD,
     }
 }
@@ -72,6 +73,7 @@ fn member_cfg(i: usize) -> MemberSessionConfig {
         max_capacity: 4 << 30,
         params_timeout: DISCOVERY,
         idle_timeout: Duration::from_ms(500),
+        invitation: None,
     }
 }
 
@@ -843,6 +845,58 @@ fn the_registration_is_refreshed_without_evicted_members() {
     // No refresh once the group is closed (the switch is released).
     g.close(true);
     assert_eq!(g.leader.poll_timeout(), None);
+}
+
+#[test]
+fn with_invitations_only_invited_members_join_from_their_own_address() {
+    use crate::control::invitation::InvitationKey;
+    let key = InvitationKey::new([9; 32]);
+    let mut cfg = leader_cfg(false, 2);
+    cfg.invitations = Some(key.clone());
+    let mut l = LeaderSession::new(cfg, T0).unwrap();
+    let join = |i: usize| {
+        frame(&Message::Join(Join {
+            ip: member_ip(i),
+            qpn: qpn(i),
+            va: 0,
+            rkey: 0,
+        }))
+    };
+    let invite = |i: usize| frame(&Message::Invitation(key.token(MCST, member_ip(i))));
+    // A stranger without a token; another presenting member 0's token from its own
+    // address; a bad token.
+    l.handle_connected(T0, ConnId(0), member_ip(5));
+    l.handle_stream(T0, ConnId(0), &join(5));
+    l.handle_connected(T0, ConnId(1), member_ip(6));
+    l.handle_stream(T0, ConnId(1), &[invite(0), join(6)].concat());
+    l.handle_connected(T0, ConnId(2), member_ip(7));
+    l.handle_stream(T0, ConnId(2), &frame(&Message::Invitation([0; 16])));
+    assert_eq!(l.stats().uninvited, 3);
+    assert_eq!(l.phase(), LeaderPhase::Discovering, "the group goes on");
+    // The invited members join.
+    for (c, i) in [(3, 0), (4, 1)] {
+        l.handle_connected(T0, ConnId(c), member_ip(i));
+        l.handle_stream(T0, ConnId(c), &[invite(i), join(i)].concat());
+    }
+    assert_eq!(l.phase(), LeaderPhase::Registering);
+    assert_eq!(l.member_ips(), vec![member_ip(0), member_ip(1)]);
+    let closes = drain_leader(&mut l, T0)
+        .into_iter()
+        .filter(|o| matches!(o, Out::Control(_, Message::Close(Close { ok: false }))))
+        .count();
+    assert_eq!(closes, 3, "each refused connection is told");
+    // A member session with a token presents it before its Join.
+    let mut mc = member_cfg(0);
+    mc.invitation = Some(key.token(MCST, member_ip(0)));
+    let mut m = MemberSession::new(mc, T0);
+    m.handle_stream(T0, &frame(&Message::Params(leader_cfg(false, 2).params)));
+    member_events(&mut m);
+    m.handle_qp_ready(T0, qpn(0), 0, 0);
+    let sent = drain_member(&mut m, T0);
+    assert!(
+        matches!(&sent[..], [Message::Invitation(_), Message::Join(_)]),
+        "{sent:?}"
+    );
 }
 
 #[test]
