@@ -44,6 +44,9 @@ static int emit(void) {
     frame(ROCAST_MSG_EVICTED, b, rocast_emit_evicted(b, member));
     memset(b, 7, ROCAST_INVITATION_LEN);
     frame(ROCAST_MSG_INVITATION, b, ROCAST_INVITATION_LEN);
+    put32(b + ROCAST_RESUME_SEQ, 2);
+    put64(b + ROCAST_RESUME_OFFSET, 0x010203040506ull);
+    frame(ROCAST_MSG_RESUME, b, ROCAST_RESUME_LEN);
     return fflush(stdout) ? 1 : 0;
 }
 
@@ -112,6 +115,10 @@ static int parse(void) {
                 ip(a1);
                 printf("\n");
             } else printf("evicted error %d\n", r);
+            break;
+        case ROCAST_MSG_RESUME:
+            if (!(r = rocast_parse_resume(b, len, &u1, &w1))) printf("resume %" PRIu32 " %" PRIu64 "\n", u1, w1);
+            else printf("resume error %d\n", r);
             break;
         case ROCAST_MSG_INVITATION: {
             uint8_t t[ROCAST_INVITATION_LEN];

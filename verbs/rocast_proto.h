@@ -53,6 +53,7 @@ static inline void put64(uint8_t *b, uint64_t v) { for (int i = 0; i < 8; i++) b
 #define ROCAST_MSG_CLOSE 10   /* leader -> member */
 #define ROCAST_MSG_EVICTED 11 /* leader -> member: another member left the group */
 #define ROCAST_MSG_INVITATION 12 /* member -> leader: its invitation token, before Join */
+#define ROCAST_MSG_RESUME 13  /* leader -> member: a buffer goes on through the overlay */
 
 /* Body lengths and field offsets. */
 #define ROCAST_PARAMS_LEN 14
@@ -97,6 +98,10 @@ static inline void put64(uint8_t *b, uint64_t v) { for (int i = 0; i < 8; i++) b
 #define ROCAST_INVITATION_LEN 16
 #define ROCAST_INVITATION_TOKEN 0
 
+#define ROCAST_RESUME_LEN 12
+#define ROCAST_RESUME_SEQ 0
+#define ROCAST_RESUME_OFFSET 4
+
 /* The longest body a frame of type `ty` may carry; -1 for an unknown type. */
 static inline int rocast_max_body_len(uint8_t ty) {
     switch (ty) {
@@ -111,6 +116,7 @@ static inline int rocast_max_body_len(uint8_t ty) {
     case ROCAST_MSG_CLOSE: return ROCAST_CLOSE_LEN;
     case ROCAST_MSG_EVICTED: return ROCAST_EVICTED_LEN;
     case ROCAST_MSG_INVITATION: return ROCAST_INVITATION_LEN;
+    case ROCAST_MSG_RESUME: return ROCAST_RESUME_LEN;
     default: return -1;
     }
 }
@@ -221,6 +227,12 @@ static inline int rocast_parse_announce(const uint8_t *b, uint16_t len, uint32_t
 static inline int rocast_parse_close(const uint8_t *b, uint16_t len, int *ok) {
     if (len != ROCAST_CLOSE_LEN) return ROCAST_PARSE_MALFORMED;
     return rocast_flag(b[ROCAST_CLOSE_OK], ok);
+}
+static inline int rocast_parse_resume(const uint8_t *b, uint16_t len, uint32_t *seq, uint64_t *offset) {
+    if (len != ROCAST_RESUME_LEN) return ROCAST_PARSE_MALFORMED;
+    *seq = be32(b + ROCAST_RESUME_SEQ);
+    *offset = be64(b + ROCAST_RESUME_OFFSET);
+    return 0;
 }
 /* token: receives ROCAST_INVITATION_LEN bytes. */
 static inline int rocast_parse_invitation(const uint8_t *b, uint16_t len, uint8_t *token) {

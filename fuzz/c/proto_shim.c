@@ -21,6 +21,7 @@ int rocast_shim_parse(uint8_t ty, const uint8_t *b, uint16_t len) {
     case ROCAST_MSG_ANNOUNCE: return rocast_parse_announce(b, len, &u32a, &u64b, &u32b);
     case ROCAST_MSG_CLOSE: return rocast_parse_close(b, len, &ok);
     case ROCAST_MSG_EVICTED: return rocast_parse_evicted(b, len, ip);
+    case ROCAST_MSG_RESUME: return rocast_parse_resume(b, len, &u32a, &u64a);
     case ROCAST_MSG_INVITATION: {
         uint8_t t[ROCAST_INVITATION_LEN];
         return rocast_parse_invitation(b, len, t);

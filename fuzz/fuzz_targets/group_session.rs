@@ -1,7 +1,7 @@
 //! The group session state machines (`LeaderSession`, `MemberSession`) driven by an
 //! arbitrary script: connections, honest exchanges between the leader and three
 //! members (so the script reaches registration, transfers, evictions, refreshes and
-//! the close), arbitrary control bytes from any side, broken connections, deadlines,
+//! the close, and with a safeguard the mid-transfer reroute), arbitrary control bytes from any side, broken connections, deadlines,
 //! driver calls in and out of turn, switch reports. Nothing may panic, every transmit
 //! must decode (a control frame, or an MRP registration, release or prune), and a
 //! terminal session stays terminal.
@@ -10,6 +10,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use rocast_core::control::invitation::InvitationKey;
+use rocast_core::control::safeguard::SafeguardConfig;
 use rocast_core::control::registration::{RegistrationConfig, SwitchRejection, SwitchReport};
 use rocast_core::control::session::{
     ConnId, LeaderSession, LeaderSessionConfig, MemberEvent, MemberSession, MemberSessionConfig,
@@ -84,7 +85,13 @@ impl World {
             match ev {
                 MemberEvent::OpenQp(_) => m.handle_qp_ready(now, 0x100 + i as u32, 0x1000, 7),
                 MemberEvent::UseOverlay(_) => m.handle_overlay_ready(now),
-                MemberEvent::PostReceives { .. } => m.handle_receives_posted(now),
+                MemberEvent::PostReceives { .. } | MemberEvent::ResumeReceive { held: false, .. } => {
+                    m.handle_receives_posted(now)
+                }
+                MemberEvent::ResumeReceive { held: true, .. } => {
+                    m.handle_receives_posted(now);
+                    m.handle_relayed(now);
+                }
                 MemberEvent::WriteDone { .. } => m.handle_received(now, crc, 1),
                 _ => {}
             }
@@ -120,7 +127,14 @@ fuzz_target!(|data: &[u8]| {
             timeout: Duration::from_ms(1),
             retries: 2,
         },
-        safeguard: None,
+        // A monitor that expects far more than any script acknowledges: it decides
+        // within a millisecond of busy time, so scripts reach the reroute.
+        safeguard: (mode & 8 == 8).then(|| SafeguardConfig {
+            expected_bps: 100_000_000_000,
+            threshold: 0.5,
+            window: Duration::from_ms(1),
+            grace: Duration::from_us(10),
+        }),
         discovery_timeout: Duration::from_ms(50),
         ready_timeout: Duration::from_ms(20),
         verdict_timeout: Duration::from_ms(20),
@@ -179,7 +193,12 @@ fuzz_target!(|data: &[u8]| {
             6 => w
                 .leader
                 .handle_transfer_done(w.now, if arg & 1 == 0 { Ok(()) } else { Err("x".into()) }),
-            7 => w.leader.handle_acked(w.now, arg as u64 * 1000),
+            7 => {
+                w.leader.handle_acked(w.now, arg as u64 * 1000);
+                if w.leader.rerouting() {
+                    let _ = w.leader.handle_transfer_cut(w.now, arg as u64 * 4096);
+                }
+            }
             8 => {
                 let _ = w.leader.close(w.now, arg & 1 == 0);
             }

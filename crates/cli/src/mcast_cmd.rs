@@ -393,10 +393,13 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                             }
                         }
                         println!(
-                            "received buffer {} of {} bytes (crc32 {:08x}): {}",
+                            "received buffer {} of {} bytes (crc32 {:08x}){}: {}",
                             r.seq,
                             r.data.len(),
                             r.crc32,
+                            r.rerouted_at.map_or(String::new(), |at| format!(
+                                " (through the switch to byte {at}, then the overlay)"
+                            )),
                             if r.ok { "ok" } else { "FAILED" }
                         );
                         all_ok &= r.ok;

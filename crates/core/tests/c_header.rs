@@ -13,9 +13,9 @@
 
 use rocast_core::wire::group_control::{
     field, parse_frame, Announce, BufferResult, Close, Confirmation, Done, Evicted, Join, Message,
-    MessageType, Overlay, Params, StreamDecoder, ANNOUNCE_LEN, CLOSE_LEN, CONFIRMATION_LEN,
+    MessageType, Overlay, Params, Resume, StreamDecoder, ANNOUNCE_LEN, CLOSE_LEN, CONFIRMATION_LEN,
     DONE_LEN, EVICTED_LEN, FRAME_HEADER_LEN, GROUP_CONTROL_PORT, GROUP_CONTROL_VERSION,
-    INVITATION_LEN, JOIN_LEN, MAX_BODY_LEN, PARAMS_LEN, READY_LEN, RESULT_LEN,
+    INVITATION_LEN, JOIN_LEN, MAX_BODY_LEN, PARAMS_LEN, READY_LEN, RESULT_LEN, RESUME_LEN,
 };
 use rocast_core::wire::mrp::MRP_UDP_PORT;
 use rocast_core::wire::{Error, Ipv4Address};
@@ -53,6 +53,7 @@ fn expected_defines() -> BTreeMap<&'static str, i64> {
         ("ROCAST_MSG_CLOSE", t(MessageType::Close)),
         ("ROCAST_MSG_EVICTED", t(MessageType::Evicted)),
         ("ROCAST_MSG_INVITATION", t(MessageType::Invitation)),
+        ("ROCAST_MSG_RESUME", t(MessageType::Resume)),
         ("ROCAST_PARAMS_LEN", u(PARAMS_LEN)),
         ("ROCAST_PARAMS_VERSION", u(field::params::VERSION)),
         ("ROCAST_PARAMS_OP", u(field::params::OP)),
@@ -88,6 +89,9 @@ fn expected_defines() -> BTreeMap<&'static str, i64> {
         ("ROCAST_EVICTED_IP", u(field::evicted::IP.start)),
         ("ROCAST_INVITATION_LEN", u(INVITATION_LEN)),
         ("ROCAST_INVITATION_TOKEN", u(field::invitation::TOKEN.start)),
+        ("ROCAST_RESUME_LEN", u(RESUME_LEN)),
+        ("ROCAST_RESUME_SEQ", u(field::resume::SEQ.start)),
+        ("ROCAST_RESUME_OFFSET", u(field::resume::OFFSET.start)),
         ("ROCAST_PARSE_MALFORMED", C_PARSE_MALFORMED),
         ("ROCAST_PARSE_VERSION", C_PARSE_VERSION),
     ])
@@ -235,6 +239,10 @@ fn c_messages() -> Vec<Message> {
         Message::Close(Close { ok: false }),
         Message::Evicted(Evicted { ip: MEMBER }),
         Message::Invitation([7; 16]),
+        Message::Resume(Resume {
+            seq: 2,
+            offset: 0x0102_0304_0506,
+        }),
     ]
 }
 
@@ -264,6 +272,7 @@ fn c_line(m: &Message) -> String {
         Message::Announce(a) => format!("announce {} {} {}", a.seq, a.bytes, a.crc32),
         Message::Close(c) => format!("close {}", c.ok as u8),
         Message::Evicted(e) => format!("evicted {}", e.ip),
+        Message::Resume(r) => format!("resume {} {}", r.seq, r.offset),
         Message::Invitation(t) => {
             let hex: String = t.iter().map(|b| format!("{b:02x}")).collect();
             format!("invitation {hex}")

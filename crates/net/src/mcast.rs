@@ -199,6 +199,9 @@ pub struct MemberReport {
     pub crc32: u32,
     /// The leader's verdict (its CRC equals ours, and it completed).
     pub ok: bool,
+    /// The safeguard moved the buffer to the overlay at this byte (the switch
+    /// delivered the bytes below it).
+    pub rerouted_at: Option<u64>,
 }
 
 fn v4(a: Ipv4Addr) -> Ipv4Address {
@@ -419,6 +422,8 @@ pub struct Leader {
     registration: Duration,
     /// The counter of the MRP this leader seals (from the wall clock at creation).
     mrp_counter: MrpCounter,
+    /// The current buffer went through the switch up to this byte, then the overlay.
+    rerouted_at: Option<u64>,
 }
 
 impl Leader {
@@ -488,6 +493,7 @@ impl Leader {
             registration_start: None,
             registration: Duration::ZERO,
             mrp_counter: MrpCounter::starting_at(wall_clock_ns()),
+            rerouted_at: None,
         };
         loop {
             leader.step()?;
@@ -667,6 +673,8 @@ impl Leader {
                 self.flush();
                 Err(e.into())
             }
+            // The transfer loop watches `rerouting()`; the cut follows there.
+            LeaderEvent::Reroute { .. } => Ok(None),
             LeaderEvent::MemberEvicted { ip, reason } => {
                 eprintln!("rocast mcast: member {ip} evicted ({reason}); the group goes on");
                 Ok(None)
@@ -756,7 +764,10 @@ impl Leader {
                             members,
                             latency: latency(t0_ns, &o),
                             retransmitted: self.retransmitted() - retransmitted_before,
-                            path: self.path(),
+                            path: match self.rerouted_at {
+                                Some(at) => format!("cepheus to byte {at}, then {}", self.path()),
+                                None => self.path(),
+                            },
                             evicted: o.evicted.iter().map(|a| Ipv4Addr::from(a.0)).collect(),
                         });
                     }
@@ -769,20 +780,66 @@ impl Leader {
 
     /// Runs the transfer on the group's path (the driver's loops).
     fn transfer(&mut self, data: &Arc<[u8]>) -> Result<(), McastError> {
+        self.rerouted_at = None;
+        if let LeaderPath::Cepheus { .. } = &self.path {
+            // The QP leaves `self` for the transfer so the control turns between its
+            // steps can borrow the rest.
+            let LeaderPath::Cepheus { mut ep } =
+                std::mem::replace(&mut self.path, LeaderPath::Detached)
+            else {
+                unreachable!("matched above")
+            };
+            return match self.cepheus_send(data, &mut ep) {
+                Ok(SwitchSend::All) => {
+                    self.path = LeaderPath::Cepheus { ep };
+                    Ok(())
+                }
+                Ok(SwitchSend::Cut { acked }) => {
+                    // The switch QP's socket goes before the overlay binds its port.
+                    drop(ep);
+                    self.resume_on_overlay(data, acked)
+                }
+                Err(e) => {
+                    self.path = LeaderPath::Cepheus { ep };
+                    Err(e)
+                }
+            };
+        }
+        self.overlay_send(data)
+    }
+
+    /// The safeguard's reroute: the session releases the switch and sets the members
+    /// up on the overlay; then the rest of the buffer, from the first byte not every
+    /// member acknowledged, goes through it.
+    fn resume_on_overlay(&mut self, data: &[u8], acked: u64) -> Result<(), McastError> {
+        self.session.handle_transfer_cut(self.clock.now(), acked)?;
+        self.flush();
+        let offset = loop {
+            self.step()?;
+            match self.session.poll_event() {
+                Some(ev) => match self.act(ev)? {
+                    Some(LeaderEvent::ResumeTransfer { offset, .. }) => break offset,
+                    Some(LeaderEvent::Up) | None => {}
+                    Some(ev) => return Err(unexpected(&ev)),
+                },
+                None => continue,
+            }
+        };
+        let from = usize::try_from(offset)
+            .ok()
+            .filter(|&o| o < data.len())
+            .ok_or_else(|| McastError::Protocol(format!("resume at {offset}")))?;
+        self.rerouted_at = Some(offset);
+        self.overlay_send(&data[from..])
+    }
+
+    /// Sends `data` as rank 0 of the overlay.
+    fn overlay_send(&mut self, data: &[u8]) -> Result<(), McastError> {
         let cfg = self.cfg.clone();
         match &mut self.path {
-            LeaderPath::Cepheus { .. } => {
-                // The QP leaves `self` for the transfer so the control turns between
-                // its steps can borrow the rest.
-                let LeaderPath::Cepheus { mut ep } =
-                    std::mem::replace(&mut self.path, LeaderPath::Detached)
-                else {
-                    unreachable!("matched above")
-                };
-                let r = self.cepheus_send(data, &mut ep);
-                self.path = LeaderPath::Cepheus { ep };
-                r
-            }
+            LeaderPath::Cepheus { .. } => Err(McastError::Protocol(
+                "the group is on the switch path".into(),
+            )),
             LeaderPath::Overlay {
                 set,
                 roster,
@@ -855,13 +912,26 @@ impl Drop for Leader {
     }
 }
 
+/// How a send through the switch ended.
+enum SwitchSend {
+    /// Every message acknowledged by every member.
+    All,
+    /// The safeguard asked for a reroute: every member acknowledged the first `acked`
+    /// bytes (whole messages, in order), the rest goes through the overlay.
+    Cut { acked: u64 },
+}
+
 impl Leader {
     /// Posts `data` on the group's QP in `message_bytes` messages and waits until every
     /// one is acknowledged (by every member still in the group: the switch aggregates
     /// the ACKs), feeding each acknowledged message to the session's safeguard. Control
     /// turns run between the QP's (at most every millisecond): a member whose connection
     /// breaks is evicted and pruned from the switch while the buffer is in flight.
-    fn cepheus_send(&mut self, data: &Arc<[u8]>, ep: &mut Endpoint) -> Result<(), McastError> {
+    fn cepheus_send(
+        &mut self,
+        data: &Arc<[u8]>,
+        ep: &mut Endpoint,
+    ) -> Result<SwitchSend, McastError> {
         let cfg = &self.cfg.clone();
         let clock = &self.clock.clone();
         let n_msgs = data.len().div_ceil(cfg.message_bytes).max(1);
@@ -925,8 +995,12 @@ impl Leader {
                 ep.wait(clock, None, Duration::from_millis(1))
                     .map_err(io("wait"))?;
             }
+            if self.session.rerouting() && done < n_msgs {
+                let acked = (done * cfg.message_bytes).min(data.len()) as u64;
+                return Ok(SwitchSend::Cut { acked });
+            }
         }
-        Ok(())
+        Ok(SwitchSend::All)
     }
 }
 
@@ -939,6 +1013,18 @@ fn core_duration(d: Duration) -> CoreDuration {
 
 fn unexpected(ev: &impl std::fmt::Debug) -> McastError {
     McastError::Protocol(format!("unexpected group event {ev:?}"))
+}
+
+/// How a receive through the switch ended.
+enum SwitchReceive {
+    /// The whole buffer.
+    All { data: Vec<u8>, held_ns: u64 },
+    /// The leader moved the buffer to the overlay: what the switch delivered so far,
+    /// in place in a buffer of the whole size, and this member's overlay role.
+    Rerouted {
+        data: Vec<u8>,
+        role: rocast_core::control::session::OverlayRole,
+    },
 }
 
 /// A member's view of the group.
@@ -983,6 +1069,8 @@ pub struct Member {
     qpn: u32,
     /// Other members the leader evicted, in the order it said so.
     evicted_peers: Vec<Ipv4Addr>,
+    /// The last buffer went through the switch up to this byte, then the overlay.
+    rerouted_at: Option<u64>,
 }
 
 /// The session's next event for the member's driver; an eviction of another member
@@ -1144,6 +1232,7 @@ impl Member {
             msg: 0,
             qpn,
             evicted_peers: Vec::new(),
+            rerouted_at: None,
         };
         loop {
             m.step(true)?;
@@ -1226,6 +1315,23 @@ impl Member {
                             }
                         };
                     }
+                    // A reroute that crossed this member's verdict: relay the rest
+                    // for the others; the application already has the buffer.
+                    SessionEvent::ResumeReceive {
+                        offset,
+                        bytes,
+                        held: true,
+                        ..
+                    } => {
+                        let rest = bytes.saturating_sub(offset) as usize;
+                        let mut scratch = vec![0u8; rest];
+                        if let Err(e) = self.overlay_receive(&mut scratch) {
+                            self.session
+                                .abort(self.clock.now(), SessionError::Transfer(e.to_string()));
+                            return Err(e);
+                        }
+                        self.session.handle_relayed(self.clock.now());
+                    }
                     SessionEvent::Closed { ok } => return Ok(MemberEvent::Closed { ok }),
                     SessionEvent::Failed(e) => return Err(e.into()),
                     ev => return Err(unexpected(&ev)),
@@ -1260,46 +1366,9 @@ impl Member {
     fn receive(&mut self, seq: u32, bytes: usize) -> Result<MemberReport, McastError> {
         let n_msgs = bytes.div_ceil(self.msg.max(1)).max(1);
         let (data, held_ns) = match &mut self.path {
-            MemberPath::Overlay {
-                set,
-                rank,
-                roster,
-                scheme,
-                block,
-                window,
-                rate_bps,
-            } => {
-                let driver_cfg = DriverConfig {
-                    message_bytes: bytes as u64,
-                    block_bytes: *block,
-                    window: *window,
-                    ready_for_block: false,
-                };
-                let sched = ensure_overlay_peers(
-                    set,
-                    self.cfg.local,
-                    *rank,
-                    roster,
-                    *scheme,
-                    &driver_cfg,
-                    self.cfg.mtu,
-                    *rate_bps,
-                )?;
-                post_overlay_receives(set, *rank, &sched, *block)?;
-                self.session.handle_receives_posted(self.clock.now());
-                member_pump(&mut self.c, &self.mrp, &mut self.session, &self.clock);
+            MemberPath::Overlay { .. } => {
                 let mut data = vec![0u8; bytes];
-                let (r, n, s) = (*rank, roster.len(), *scheme);
-                let held = run_overlay(
-                    &self.clock,
-                    set,
-                    r,
-                    n,
-                    s,
-                    driver_cfg,
-                    &mut data,
-                    self.cfg.timeout,
-                )?;
+                let held = self.overlay_receive(&mut data)?;
                 (data, held)
             }
             MemberPath::Cepheus { ep } => {
@@ -1312,7 +1381,13 @@ impl Member {
                     }
                 }
                 self.session.handle_receives_posted(self.clock.now());
-                self.cepheus_receive(seq, bytes, n_msgs)?
+                match self.cepheus_receive(seq, bytes, n_msgs)? {
+                    SwitchReceive::All { data, held_ns } => (data, held_ns),
+                    SwitchReceive::Rerouted { mut data, role } => {
+                        let held = self.resume(seq, role, &mut data)?;
+                        (data, held)
+                    }
+                }
             }
             MemberPath::Detached => {
                 return Err(McastError::Protocol("the group has no data path".into()))
@@ -1333,7 +1408,90 @@ impl Member {
             data,
             crc32: ours,
             ok,
+            rerouted_at: self.rerouted_at.take(),
         })
+    }
+
+    /// Receives `into` (the whole buffer, or the rest of it after a reroute) as this
+    /// member's rank of the overlay: posts the receives, says `Ready`, runs the
+    /// schedule. Returns when the member held it (CLOCK_MONOTONIC ns).
+    fn overlay_receive(&mut self, into: &mut [u8]) -> Result<u64, McastError> {
+        let MemberPath::Overlay {
+            set,
+            rank,
+            roster,
+            scheme,
+            block,
+            window,
+            rate_bps,
+        } = &mut self.path
+        else {
+            return Err(McastError::Protocol("no overlay".into()));
+        };
+        let driver_cfg = DriverConfig {
+            message_bytes: into.len() as u64,
+            block_bytes: *block,
+            window: *window,
+            ready_for_block: false,
+        };
+        let sched = ensure_overlay_peers(
+            set,
+            self.cfg.local,
+            *rank,
+            roster,
+            *scheme,
+            &driver_cfg,
+            self.cfg.mtu,
+            *rate_bps,
+        )?;
+        post_overlay_receives(set, *rank, &sched, *block)?;
+        self.session.handle_receives_posted(self.clock.now());
+        member_pump(&mut self.c, &self.mrp, &mut self.session, &self.clock);
+        let (r, n, s) = (*rank, roster.len(), *scheme);
+        run_overlay(
+            &self.clock,
+            set,
+            r,
+            n,
+            s,
+            driver_cfg,
+            into,
+            self.cfg.timeout,
+        )
+    }
+
+    /// The safeguard moved buffer `seq` to the overlay while it was arriving: set the
+    /// overlay up, learn from `Resume` where the switch's delivery ended, and receive
+    /// the rest into `data` from there. The bytes below come from the switch (every
+    /// member acknowledged them); none arrives twice.
+    fn resume(
+        &mut self,
+        seq: u32,
+        role: rocast_core::control::session::OverlayRole,
+        data: &mut [u8],
+    ) -> Result<u64, McastError> {
+        self.use_overlay(role)?;
+        self.session.handle_overlay_ready(self.clock.now());
+        let offset = loop {
+            self.step(true)?;
+            match member_event(&mut self.session, &mut self.evicted_peers) {
+                Some(SessionEvent::ResumeReceive {
+                    seq: s,
+                    offset,
+                    held: false,
+                    ..
+                }) if s == seq => break offset,
+                Some(SessionEvent::Failed(e)) => return Err(e.into()),
+                Some(ev) => return Err(unexpected(&ev)),
+                None => {}
+            }
+        };
+        let from = usize::try_from(offset)
+            .ok()
+            .filter(|&o| o < data.len())
+            .ok_or_else(|| McastError::Protocol(format!("resume at byte {offset}")))?;
+        self.rerouted_at = Some(offset);
+        self.overlay_receive(&mut data[from..])
     }
 
     /// The Cepheus path's receive: SEND completes per message; WRITE completes nothing
@@ -1343,7 +1501,7 @@ impl Member {
         seq: u32,
         bytes: usize,
         n_msgs: usize,
-    ) -> Result<(Vec<u8>, u64), McastError> {
+    ) -> Result<SwitchReceive, McastError> {
         let mut parts: Vec<Option<Vec<u8>>> = vec![None; if self.write { 0 } else { n_msgs }];
         let mut held = 0usize;
         let mut held_ns = 0u64;
@@ -1380,9 +1538,6 @@ impl Member {
                     _ => {}
                 }
             }
-            if !self.write && held == n_msgs {
-                return Ok((parts.into_iter().flatten().flatten().collect(), held_ns));
-            }
             match member_event(&mut self.session, &mut self.evicted_peers) {
                 Some(SessionEvent::WriteDone { seq: s }) if s == seq => {
                     let data = ep
@@ -1390,7 +1545,26 @@ impl Member {
                         .mr(MEMBER_RKEY)
                         .map(|m| m.data[..bytes].to_vec())
                         .unwrap_or_default();
-                    return Ok((data, held_ns));
+                    return Ok(SwitchReceive::All { data, held_ns });
+                }
+                // The safeguard's reroute: what arrived so far, in place; the overlay
+                // brings the rest (from the offset `Resume` names).
+                Some(SessionEvent::UseOverlay(role)) => {
+                    let mut data = vec![0u8; bytes];
+                    if self.write {
+                        if let Some(m) = ep.qp.mr(MEMBER_RKEY) {
+                            data.copy_from_slice(&m.data[..bytes]);
+                        }
+                    } else {
+                        for (i, p) in parts.iter().enumerate() {
+                            if let Some(p) = p {
+                                let at = i * self.msg;
+                                let end = (at + p.len()).min(bytes);
+                                data[at..end].copy_from_slice(&p[..end - at]);
+                            }
+                        }
+                    }
+                    return Ok(SwitchReceive::Rerouted { data, role });
                 }
                 Some(SessionEvent::Closed { .. }) => {
                     return Err(McastError::Transfer(
@@ -1400,6 +1574,16 @@ impl Member {
                 Some(SessionEvent::Failed(e)) => return Err(e.into()),
                 Some(ev) => return Err(unexpected(&ev)),
                 None => {}
+            }
+            // Checked after the session's events: a reroute that arrived with the last
+            // message still takes this member through the overlay (it relays for the
+            // others; its bytes below the cut are the switch's, the rest rewritten
+            // identical).
+            if !self.write && held == n_msgs {
+                return Ok(SwitchReceive::All {
+                    data: parts.into_iter().flatten().flatten().collect(),
+                    held_ns,
+                });
             }
             if act.is_idle() {
                 if last.elapsed() > self.cfg.timeout {
@@ -1620,6 +1804,7 @@ mod tests {
             control_port: port,
             mtu: 1024,
             timeout: Duration::from_secs(10),
+            invitation: None,
         }
     }
 
@@ -1692,6 +1877,7 @@ mod tests {
             window: 1,
             safeguard: None,
             fabric_key: None,
+            invitations: None,
             timeout: Duration::from_secs(10),
         };
         let err = Leader::create(&cfg).err().expect("refused");
@@ -1760,6 +1946,7 @@ mod tests {
             window: 2,
             safeguard: None,
             fabric_key: None,
+            invitations: None,
             timeout: Duration::from_secs(10),
         };
         let mut leader = Leader::create(&cfg).unwrap();

@@ -323,7 +323,9 @@ impl NackMulticastReceiver {
         // `held` now starts at the new next_seq: drain_held restores the invariant.
         s.next_seq += 1;
         let Some(f) = frag else {
-            self.counters.lost_packets += 1;
+            // Saturating, as every loss count: forged heartbeats on several sessions
+            // can each claim 2^63 lost sequences (the fuzz target's overflow).
+            self.counters.lost_packets = self.counters.lost_packets.saturating_add(1);
             s.partial = None;
             s.skipping = true;
             return;
@@ -334,7 +336,10 @@ impl NackMulticastReceiver {
             }
             s.skipping = false;
             if f.msg_seq > s.next_msg {
-                self.counters.lost_messages += f.msg_seq - s.next_msg;
+                self.counters.lost_messages = self
+                    .counters
+                    .lost_messages
+                    .saturating_add(f.msg_seq - s.next_msg);
                 self.events.push_back(ReceiverEvent::Unrecoverable {
                     session,
                     messages: s.next_msg..f.msg_seq,
@@ -421,8 +426,8 @@ impl NackMulticastReceiver {
                 s.next_seq = low;
                 s.partial = None;
                 s.skipping = true;
-                // Saturating: forged heartbeats can claim edges near 2^64 again and
-                // again (the fuzz target's overflow).
+                // Saturating: forged heartbeats on several sessions can each claim
+                // 2^63 lost sequences (the fuzz target's overflow).
                 self.counters.lost_packets = self.counters.lost_packets.saturating_add(skipped);
                 break;
             }

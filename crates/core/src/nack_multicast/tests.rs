@@ -757,6 +757,21 @@ fn a_heartbeat_with_a_huge_low_edge_is_given_up_at_once() {
     assert_eq!(r.counters().malformed, malformed + 2);
     r.handle_packet(us(2), &hb((1 << 63) - 1, (1 << 63) - 1));
     assert_eq!(r.counters().lost_packets, (1u64 << 63) - 2);
+    // Two more sessions claiming as much: the count saturates (the long fuzz run found
+    // the overflow across sessions), and a further loss is still counted without one.
+    let hb_on = |session: u32, next_seq: u64| {
+        Packet {
+            session,
+            repr: PacketRepr::Heartbeat {
+                next_seq,
+                low_seq: next_seq,
+            },
+        }
+        .to_vec()
+    };
+    r.handle_packet(us(2), &hb_on(6, (1 << 63) - 1));
+    r.handle_packet(us(2), &hb_on(7, (1 << 63) - 1));
+    assert_eq!(r.counters().lost_packets, u64::MAX);
     // A low edge past the sender's own next sequence is not a heartbeat: dropped.
     let before = r.counters().heartbeats;
     r.handle_packet(us(3), &hb(10, 11));

@@ -53,6 +53,7 @@
 //! | 10   | `Close`   | L → M     | 1          | 0:1 ok: the group ends, successfully or not             |
 //! | 11   | `Evicted` | L → M     | 4          | 0:4 member IPv4: the leader evicted that member (its connection broke); the group goes on without it |
 //! | 12   | `Invitation` | M → L  | 16         | 0:16 the member's invitation token (`control::invitation`), before its `Join` |
+//! | 13   | `Resume`  | L → M     | 12         | 0:4 buffer sequence, 4:8 offset: the safeguard moved buffer `seq` to the overlay mid-transfer; every member holds its bytes below `offset` from the switch, the overlay carries the rest |
 //!
 //! The scheme code of `Overlay` is `rocast_core::overlay::Scheme::code`; this module
 //! carries it as a byte and leaves its meaning to the overlay.
@@ -86,6 +87,7 @@ pub const ANNOUNCE_LEN: usize = 16;
 pub const CLOSE_LEN: usize = 1;
 pub const EVICTED_LEN: usize = 4;
 pub const INVITATION_LEN: usize = 16;
+pub const RESUME_LEN: usize = 12;
 /// The longest body of any message: the decoder refuses a frame that declares more.
 pub const MAX_BODY_LEN: usize = OVERLAY_MAX_LEN;
 
@@ -159,6 +161,11 @@ pub mod field {
         use super::Field;
         pub const TOKEN: Field = 0..16;
     }
+    pub mod resume {
+        use super::Field;
+        pub const SEQ: Field = 0..4;
+        pub const OFFSET: Field = 4..12;
+    }
 }
 
 /// A frame's type code.
@@ -176,10 +183,11 @@ pub enum MessageType {
     Close = 10,
     Evicted = 11,
     Invitation = 12,
+    Resume = 13,
 }
 
 impl MessageType {
-    pub const ALL: [MessageType; 11] = [
+    pub const ALL: [MessageType; 12] = [
         MessageType::Params,
         MessageType::Join,
         MessageType::Confirm,
@@ -191,6 +199,7 @@ impl MessageType {
         MessageType::Close,
         MessageType::Evicted,
         MessageType::Invitation,
+        MessageType::Resume,
     ];
 
     /// The type with this code; None for an unknown (or the reserved 8).
@@ -211,6 +220,7 @@ impl MessageType {
             MessageType::Close => "Close",
             MessageType::Evicted => "Evicted",
             MessageType::Invitation => "Invitation",
+            MessageType::Resume => "Resume",
         }
     }
 
@@ -229,6 +239,7 @@ impl MessageType {
             MessageType::Close => CLOSE_LEN,
             MessageType::Evicted => EVICTED_LEN,
             MessageType::Invitation => INVITATION_LEN,
+            MessageType::Resume => RESUME_LEN,
         }
     }
 }
@@ -608,6 +619,32 @@ impl Evicted {
     }
 }
 
+/// Leader → member: buffer `seq` goes on through the overlay from byte `offset` (the
+/// safeguard's mid-transfer fallback); the switch delivered everything below it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resume {
+    pub seq: u32,
+    pub offset: u64,
+}
+
+impl Resume {
+    pub const fn buffer_len(&self) -> usize {
+        RESUME_LEN
+    }
+    pub fn parse(b: &[u8]) -> Result<Resume> {
+        exact(b, RESUME_LEN, "resume", "resume length")?;
+        Ok(Resume {
+            seq: be(b, field::resume::SEQ.start, 4) as u32,
+            offset: be(b, field::resume::OFFSET.start, 8),
+        })
+    }
+    pub fn emit(&self, b: &mut [u8]) -> usize {
+        put_be(b, field::resume::SEQ.start, 4, self.seq as u64);
+        put_be(b, field::resume::OFFSET.start, 8, self.offset);
+        RESUME_LEN
+    }
+}
+
 /// Any control message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
@@ -623,6 +660,7 @@ pub enum Message {
     Evicted(Evicted),
     /// Member → leader: its invitation token.
     Invitation([u8; INVITATION_LEN]),
+    Resume(Resume),
 }
 
 impl Message {
@@ -639,6 +677,7 @@ impl Message {
             Message::Close(_) => MessageType::Close,
             Message::Evicted(_) => MessageType::Evicted,
             Message::Invitation(_) => MessageType::Invitation,
+            Message::Resume(_) => MessageType::Resume,
         }
     }
 
@@ -664,6 +703,7 @@ impl Message {
                 t.copy_from_slice(body);
                 Message::Invitation(t)
             }
+            MessageType::Resume => Message::Resume(Resume::parse(body)?),
         })
     }
 
@@ -681,6 +721,7 @@ impl Message {
             Message::Close(m) => m.buffer_len(),
             Message::Evicted(m) => m.buffer_len(),
             Message::Invitation(_) => INVITATION_LEN,
+            Message::Resume(m) => m.buffer_len(),
         }
     }
 
@@ -725,6 +766,9 @@ impl Message {
                 m.emit(body);
             }
             Message::Invitation(t) => body.copy_from_slice(t),
+            Message::Resume(m) => {
+                m.emit(body);
+            }
         }
         b[field::frame::TYPE] = self.message_type() as u8;
         put_be(b, field::frame::LENGTH.start, 2, len as u64);
@@ -931,6 +975,13 @@ mod tests {
                 Message::Invitation([7; 16]),
                 [vec![12, 0, 16], vec![7; 16]].concat(),
             ),
+            (
+                Message::Resume(Resume {
+                    seq: 2,
+                    offset: 0x0102_0304_0506,
+                }),
+                vec![13, 0, 12, 0, 0, 0, 2, 0, 0, 1, 2, 3, 4, 5, 6],
+            ),
         ]
     }
 
@@ -1000,7 +1051,7 @@ mod tests {
 
     #[test]
     fn unknown_and_reserved_types_are_errors_and_the_decoder_stays_failed() {
-        for code in [0u8, 8, 13, 255] {
+        for code in [0u8, 8, 14, 255] {
             let mut d = StreamDecoder::new();
             assert_eq!(
                 d.feed(&[code, 0, 0]),

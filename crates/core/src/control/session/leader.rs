@@ -38,7 +38,7 @@ use crate::fabric::cepheus::GroupAddressSpace;
 use crate::time::{Duration, Instant};
 use crate::transmit::Transmit;
 use crate::wire::group_control::{
-    Announce, BufferResult, Close, Done, Evicted, Message, Overlay, Params, StreamDecoder,
+    Announce, BufferResult, Close, Done, Evicted, Message, Overlay, Params, Resume, StreamDecoder,
     OVERLAY_MAX_RANKS,
 };
 use crate::wire::mrp::{MrpMember, MrpPrune, MrpRelease};
@@ -162,6 +162,13 @@ pub enum LeaderEvent {
     /// ready): pruned from the switch's tree, every other member told; the group goes
     /// on without it.
     MemberEvicted { ip: Ipv4Address, reason: String },
+    /// The safeguard found the switch path too slow while buffer `seq` is in flight:
+    /// stop sending through the switch and call
+    /// [`LeaderSession::handle_transfer_cut`] with the bytes every member acknowledged.
+    Reroute { seq: u32 },
+    /// Every member is ready for the rest of buffer `seq` from byte `offset`: send it
+    /// through the overlay, then call [`LeaderSession::handle_transfer_done`].
+    ResumeTransfer { seq: u32, offset: u64 },
     /// Every member is ready for buffer `seq`: send it, then call
     /// [`LeaderSession::handle_transfer_done`].
     Transfer { seq: u32 },
@@ -229,11 +236,15 @@ enum State {
     OverlaySetup {
         deadline: Instant,
         ready: BTreeSet<usize>,
+        /// Set when the safeguard moved a buffer mid-transfer: where it resumes.
+        resume: Option<u64>,
     },
     Idle,
     Announced {
         deadline: Instant,
         ready: BTreeSet<usize>,
+        /// A resumed buffer (`Resume` sent instead of `Announce`): from this offset.
+        resume: Option<u64>,
     },
     Transferring,
     Collecting {
@@ -267,6 +278,8 @@ pub struct LeaderSession {
     safeguard_fallback: Option<FallbackReason>,
     seq: u32,
     crc32: u32,
+    /// The current buffer's size.
+    buffer_bytes: u64,
     /// Every buffer so far was reported intact by every member.
     all_ok: bool,
     /// Verdicts that arrived while the leader was still sending (a member holds the
@@ -314,6 +327,7 @@ impl LeaderSession {
             safeguard_fallback: None,
             seq: 0,
             crc32: 0,
+            buffer_bytes: 0,
             all_ok: true,
             early_results: BTreeMap::new(),
             outbox: VecDeque::new(),
@@ -667,7 +681,8 @@ impl LeaderSession {
             | Message::Overlay(_)
             | Message::Announce(_)
             | Message::Close(_)
-            | Message::Evicted(_) => {
+            | Message::Evicted(_)
+            | Message::Resume(_) => {
                 let name = msg.message_type().name();
                 self.fail(SessionError::Protocol(format!(
                     "{} sent {name}, which only a leader sends",
@@ -794,7 +809,7 @@ impl LeaderSession {
 
     fn use_overlay(&mut self, now: Instant, plan: OverlayPlan, reason: OverlayReason) {
         let mut roster = vec![self.cfg.local];
-        roster.extend(self.members.iter().map(|(_, m)| m.ip));
+        roster.extend(self.live().map(|i| self.members[i].1.ip));
         if roster.len() > OVERLAY_MAX_RANKS {
             return self.fail(SessionError::Protocol(format!(
                 "overlay groups hold at most {OVERLAY_MAX_RANKS} ranks"
@@ -816,20 +831,44 @@ impl LeaderSession {
         self.state = State::OverlaySetup {
             deadline: now + self.cfg.ready_timeout,
             ready: BTreeSet::new(),
+            resume: None,
         };
     }
 
     fn check_ready(&mut self, now: Instant) {
         let all_ready = |ready: &BTreeSet<usize>| self.live().all(|i| ready.contains(&i));
         match &self.state {
+            State::OverlaySetup {
+                ready,
+                resume: Some(offset),
+                ..
+            } if all_ready(ready) => {
+                // The overlay is up mid-buffer: the members post receives for the rest.
+                let offset = *offset;
+                self.send_to_members(&Message::Resume(Resume {
+                    seq: self.seq,
+                    offset,
+                }));
+                self.state = State::Announced {
+                    deadline: now + self.cfg.ready_timeout,
+                    ready: BTreeSet::new(),
+                    resume: Some(offset),
+                };
+            }
             State::OverlaySetup { ready, .. } if all_ready(ready) => self.go_idle(),
-            State::Announced { ready, .. } if all_ready(ready) => {
+            State::Announced { ready, resume, .. } if all_ready(ready) => {
+                let resume = *resume;
                 self.state = State::Transferring;
                 if let (Some(m), false) = (self.monitor.as_mut(), self.overlay) {
                     m.handle_busy(now);
                 }
-                self.events
-                    .push_back(LeaderEvent::Transfer { seq: self.seq });
+                self.events.push_back(match resume {
+                    None => LeaderEvent::Transfer { seq: self.seq },
+                    Some(offset) => LeaderEvent::ResumeTransfer {
+                        seq: self.seq,
+                        offset,
+                    },
+                });
             }
             _ => {}
         }
@@ -858,6 +897,7 @@ impl LeaderSession {
         }
         self.seq += 1;
         self.crc32 = crc32;
+        self.buffer_bytes = bytes;
         self.early_results.clear();
         self.send_to_members(&Message::Announce(Announce {
             seq: self.seq,
@@ -867,6 +907,7 @@ impl LeaderSession {
         self.state = State::Announced {
             deadline: now + self.cfg.ready_timeout,
             ready: BTreeSet::new(),
+            resume: None,
         };
         Ok(self.seq)
     }
@@ -884,10 +925,57 @@ impl LeaderSession {
         }
     }
 
+    /// A decision while the buffer is in flight through the switch moves the rest of
+    /// it to the overlay (`Reroute`); one taken as it completes applies to the next.
     fn take_safeguard_decision(&mut self) {
         if let Some(d) = self.monitor.as_mut().and_then(|m| m.poll_event()) {
+            if self.safeguard_fallback.is_none()
+                && matches!(self.state, State::Transferring)
+                && !self.overlay
+            {
+                self.events
+                    .push_back(LeaderEvent::Reroute { seq: self.seq });
+            }
             self.safeguard_fallback.get_or_insert(d);
         }
+    }
+
+    /// The safeguard asked for a reroute and is waiting for the driver's cut.
+    pub fn rerouting(&self) -> bool {
+        matches!(self.state, State::Transferring)
+            && !self.overlay
+            && self.safeguard_fallback.is_some()
+    }
+
+    /// After `Reroute`: the driver stopped sending through the switch, and every
+    /// member acknowledged the buffer's first `acked` bytes (a whole number of
+    /// messages: RC completes in order). The switch is released, the members set up
+    /// the overlay and hear `Resume { offset: acked }`, and once every one is ready
+    /// again `ResumeTransfer` hands the rest to the driver. The buffer's verdicts
+    /// then cover all of it. Errors, changing nothing, when no reroute is pending or
+    /// `acked` is not below the buffer's size.
+    pub fn handle_transfer_cut(&mut self, now: Instant, acked: u64) -> Result<(), SessionError> {
+        if !self.rerouting() {
+            return Err(SessionError::Protocol("no reroute is pending".into()));
+        }
+        if acked >= self.buffer_bytes {
+            return Err(SessionError::Protocol(format!(
+                "a cut at {acked} of a {}-byte buffer leaves nothing to resume",
+                self.buffer_bytes
+            )));
+        }
+        if let Some(m) = self.monitor.as_mut() {
+            m.handle_idle(now);
+        }
+        let reason = self.safeguard_fallback.take().expect("rerouting");
+        self.early_results.clear();
+        self.release_switch();
+        let plan = self.cfg.fallback;
+        self.use_overlay(now, plan, OverlayReason::Safeguard(reason));
+        if let State::OverlaySetup { resume, .. } = &mut self.state {
+            *resume = Some(acked);
+        }
+        Ok(())
     }
 
     /// The driver finished sending the current buffer: `Ok` when every message
@@ -1073,9 +1161,9 @@ impl LeaderSession {
             }
             // Through the switch, members that never answered are evicted when
             // others did (a member that hangs must not hold the group).
-            State::Announced { deadline, ready }
-                if now >= *deadline && !self.overlay && !ready.is_empty() =>
-            {
+            State::Announced {
+                deadline, ready, ..
+            } if now >= *deadline && !self.overlay && !ready.is_empty() => {
                 let ready = ready.clone();
                 let late: Vec<usize> = self.live().filter(|i| !ready.contains(i)).collect();
                 for i in late {

@@ -25,7 +25,7 @@ use crate::overlay::Scheme;
 use crate::time::{Duration, Instant};
 use crate::transmit::Transmit;
 use crate::wire::group_control::{
-    BufferResult, Join, Message, Params, StreamDecoder, GROUP_CONTROL_VERSION,
+    BufferResult, Join, Message, Overlay, Params, StreamDecoder, GROUP_CONTROL_VERSION,
 };
 use crate::wire::mrp::MrpRepr;
 use crate::wire::{Error as WireError, Ipv4Address};
@@ -90,6 +90,22 @@ pub enum MemberEvent {
         bytes: u64,
         crc32: u32,
     },
+    /// The safeguard moved buffer `seq` to the overlay mid-transfer: the member keeps
+    /// its bytes below `offset` (the switch delivered them to every member), posts
+    /// receives for the rest on the overlay, then calls
+    /// [`MemberSession::handle_receives_posted`] and, holding the whole buffer,
+    /// [`MemberSession::handle_received`].
+    ///
+    /// With `held`, the member already held the whole buffer (its verdict crossed the
+    /// reroute): it takes part in the overlay for the others, keeps nothing it receives,
+    /// then calls [`MemberSession::handle_relayed`].
+    ResumeReceive {
+        seq: u32,
+        offset: u64,
+        /// The buffer's size.
+        bytes: u64,
+        held: bool,
+    },
     /// WRITE through the switch: the leader says the region holds buffer `seq`.
     WriteDone {
         seq: u32,
@@ -131,12 +147,37 @@ pub struct MemberStats {
 
 #[derive(Clone, Copy, Debug)]
 enum State {
-    AwaitingParams { deadline: Instant },
+    AwaitingParams {
+        deadline: Instant,
+    },
     OpeningQp,
-    Joined { deadline: Instant },
-    OverlaySetup,
-    Posting { seq: u32, crc32: u32 },
-    Receiving { seq: u32, crc32: u32 },
+    Joined {
+        deadline: Instant,
+    },
+    /// Setting up the overlay; `resume`: mid-buffer (seq, CRC-32), the safeguard's
+    /// reroute.
+    OverlaySetup {
+        resume: Option<(u32, u32)>,
+    },
+    /// The overlay is up mid-buffer; waiting for `Resume`.
+    AwaitingResume {
+        seq: u32,
+        crc32: u32,
+    },
+    /// This member held buffer `seq` before the leader rerouted it: it relays the
+    /// rest through the overlay (its schedule has a place for every rank), then sends
+    /// its verdict again.
+    Relaying {
+        seq: u32,
+    },
+    Posting {
+        seq: u32,
+        crc32: u32,
+    },
+    Receiving {
+        seq: u32,
+        crc32: u32,
+    },
     Closed,
     Failed,
 }
@@ -150,6 +191,11 @@ pub struct MemberSession {
     agent: MemberAgent,
     decoder: StreamDecoder,
     last_seq: u32,
+    /// The last buffer's size (from its `Announce`).
+    last_bytes: u64,
+    /// The verdict sent for the last buffer held: sent again when the leader reroutes
+    /// that buffer after this member already held it (it relays the rest).
+    last_verdict: Option<(u32, BufferResult)>,
     outbox: VecDeque<(SessionDest, Outgoing)>,
     events: VecDeque<MemberEvent>,
     stats: MemberStats,
@@ -167,6 +213,8 @@ impl MemberSession {
             params: None,
             decoder: StreamDecoder::new(),
             last_seq: 0,
+            last_bytes: 0,
+            last_verdict: None,
             outbox: VecDeque::new(),
             events: VecDeque::new(),
             stats: MemberStats::default(),
@@ -185,7 +233,8 @@ impl MemberSession {
             State::AwaitingParams { .. } => MemberPhase::AwaitingParams,
             State::OpeningQp => MemberPhase::OpeningQp,
             State::Joined { .. } => MemberPhase::Joined,
-            State::OverlaySetup => MemberPhase::OverlaySetup,
+            State::OverlaySetup { .. } | State::AwaitingResume { .. } => MemberPhase::OverlaySetup,
+            State::Relaying { .. } => MemberPhase::Receiving,
             State::Posting { .. } => MemberPhase::Posting,
             State::Receiving { .. } => MemberPhase::Receiving,
             State::Closed => MemberPhase::Closed,
@@ -278,29 +327,32 @@ impl MemberSession {
                 self.state = State::OpeningQp;
                 self.events.push_back(MemberEvent::OpenQp(p));
             }
-            (Message::Overlay(o), State::Joined { .. }) => {
-                let Some(scheme) = Scheme::from_code(o.scheme) else {
-                    return self.protocol(format!("unknown overlay scheme code {}", o.scheme));
-                };
-                let Some(rank) = o
-                    .roster
-                    .iter()
-                    .position(|&ip| ip == self.cfg.local)
-                    .filter(|&r| r > 0)
-                else {
-                    return self.protocol("this host is not in the roster".into());
-                };
-                self.state = State::OverlaySetup;
-                self.events.push_back(MemberEvent::UseOverlay(OverlayRole {
-                    plan: OverlayPlan {
-                        scheme,
-                        block_bytes: o.block_bytes,
-                        rate_mbps: o.rate_mbps,
-                        window: o.window,
-                    },
-                    roster: o.roster,
-                    rank,
-                }));
+            (Message::Overlay(o), State::Joined { .. }) => self.overlay(o, None),
+            // The safeguard moved the buffer in flight to the overlay.
+            (Message::Overlay(o), State::Receiving { seq, crc32 }) => {
+                self.overlay(o, Some((seq, crc32)))
+            }
+            (Message::Resume(r), State::AwaitingResume { seq, crc32 }) if r.seq == seq => {
+                self.state = State::Posting { seq, crc32 };
+                self.events.push_back(MemberEvent::ResumeReceive {
+                    seq,
+                    offset: r.offset,
+                    bytes: self.last_bytes,
+                    held: false,
+                });
+            }
+            // The reroute crossed this member's verdict: it holds the buffer already.
+            (Message::Resume(r), State::Joined { .. })
+                if self.last_verdict.is_some_and(|(s, _)| s == r.seq)
+                    && r.offset < self.last_bytes =>
+            {
+                self.state = State::Relaying { seq: r.seq };
+                self.events.push_back(MemberEvent::ResumeReceive {
+                    seq: r.seq,
+                    offset: r.offset,
+                    bytes: self.last_bytes,
+                    held: true,
+                });
             }
             (Message::Announce(a), State::Joined { .. }) => {
                 let capacity = self.params.map_or(0, |p| p.capacity);
@@ -317,6 +369,7 @@ impl MemberSession {
                     ));
                 }
                 self.last_seq = a.seq;
+                self.last_bytes = a.bytes;
                 self.state = State::Posting {
                     seq: a.seq,
                     crc32: a.crc32,
@@ -368,6 +421,32 @@ impl MemberSession {
         }
     }
 
+    /// `Overlay` from the leader: this member's rank, then the driver's setup.
+    fn overlay(&mut self, o: Overlay, resume: Option<(u32, u32)>) {
+        let Some(scheme) = Scheme::from_code(o.scheme) else {
+            return self.protocol(format!("unknown overlay scheme code {}", o.scheme));
+        };
+        let Some(rank) = o
+            .roster
+            .iter()
+            .position(|&ip| ip == self.cfg.local)
+            .filter(|&r| r > 0)
+        else {
+            return self.protocol("this host is not in the roster".into());
+        };
+        self.state = State::OverlaySetup { resume };
+        self.events.push_back(MemberEvent::UseOverlay(OverlayRole {
+            plan: OverlayPlan {
+                scheme,
+                block_bytes: o.block_bytes,
+                rate_mbps: o.rate_mbps,
+                window: o.window,
+            },
+            roster: o.roster,
+            rank,
+        }));
+    }
+
     /// The driver opened the switch QP (`qpn`, 24 bits) and the WRITE region (`va`,
     /// `rkey`; ignored for SEND): the `Join` goes to the leader.
     pub fn handle_qp_ready(&mut self, now: Instant, qpn: u32, va: u64, rkey: u32) {
@@ -400,16 +479,23 @@ impl MemberSession {
 
     /// The overlay's connections are up: `Ready` goes to the leader.
     pub fn handle_overlay_ready(&mut self, now: Instant) {
-        if !matches!(self.state, State::OverlaySetup) {
+        let State::OverlaySetup { resume } = self.state else {
             self.stats.unexpected += 1;
             return;
-        }
+        };
         self.send(Message::Ready);
-        self.joined(now);
+        match resume {
+            Some((seq, crc32)) => self.state = State::AwaitingResume { seq, crc32 },
+            None => self.joined(now),
+        }
     }
 
     /// The receives for the announced buffer are posted: `Ready` goes to the leader.
     pub fn handle_receives_posted(&mut self, _now: Instant) {
+        if let State::Relaying { .. } = self.state {
+            self.send(Message::Ready);
+            return;
+        }
         let State::Posting { seq, crc32 } = self.state else {
             self.stats.unexpected += 1;
             return;
@@ -426,9 +512,24 @@ impl MemberSession {
             return;
         };
         let ok = crc32 == want;
-        self.send(Message::Result(BufferResult { ok, crc32, held_ns }));
+        let verdict = BufferResult { ok, crc32, held_ns };
+        self.last_verdict = Some((seq, verdict));
+        self.send(Message::Result(verdict));
         self.events
             .push_back(MemberEvent::Received { seq, ok, crc32 });
+        self.joined(now);
+    }
+
+    /// After a `ResumeReceive { held: true }`: the member relayed the rest of the
+    /// buffer it already held; its verdict goes to the leader again.
+    pub fn handle_relayed(&mut self, now: Instant) {
+        let (State::Relaying { seq }, Some((s, verdict))) = (self.state, self.last_verdict) else {
+            self.stats.unexpected += 1;
+            return;
+        };
+        if s == seq {
+            self.send(Message::Result(verdict));
+        }
         self.joined(now);
     }
 

@@ -1026,8 +1026,9 @@ fn a_too_small_buffer_keeps_the_output_queued() {
     assert_eq!(drain_leader(&mut l, T0).len(), 1);
 }
 
-#[test]
-fn the_safeguard_falls_back_after_the_buffer_it_watched() {
+/// A group of three whose first buffer (1 MiB) is in flight through the switch and
+/// acknowledged at a trickle: the safeguard has decided (its `Reroute` is queued).
+fn slow_group() -> Group {
     let mut cfg = leader_cfg(false, 3);
     cfg.safeguard = Some(SafeguardConfig {
         expected_bps: 100_000_000_000,
@@ -1061,7 +1062,175 @@ fn the_safeguard_falls_back_after_the_buffer_it_watched() {
         g.leader.handle_timeout(t);
         fired += 1;
         assert!(fired < 100, "the safeguard decides within its window");
+        if g.leader.rerouting() {
+            break;
+        }
     }
+    assert!(g.leader.rerouting());
+    g
+}
+
+/// Cepheus §V-D at run time (issue 24): the safeguard decides while a buffer is in
+/// flight; the driver stops the switch path after what every member acknowledged, the
+/// members set up the overlay and resume from that byte, and the buffer's verdicts
+/// cover all of it.
+#[test]
+fn the_safeguard_moves_the_rest_of_a_buffer_in_flight_to_the_overlay() {
+    let mut g = slow_group();
+    let seq = 1;
+    assert_eq!(
+        leader_events(&mut g.leader),
+        vec![LeaderEvent::Reroute { seq }]
+    );
+    assert!(
+        g.leader.handle_transfer_cut(g.now, 1 << 20).is_err(),
+        "nothing left"
+    );
+    g.leader.handle_transfer_cut(g.now, 3 * 65536).unwrap();
+    assert!(!g.leader.rerouting());
+    assert!(g.leader.handle_transfer_cut(g.now, 0).is_err(), "once");
+    let ev = leader_events(&mut g.leader);
+    assert!(
+        matches!(&ev[..], [LeaderEvent::UseOverlay { reason: OverlayReason::Safeguard(_), roster, .. }] if roster.len() == 4),
+        "{ev:?}"
+    );
+    // The switch is released; members in the middle of the buffer get the overlay.
+    let mrp = g.leader_to_members();
+    assert_eq!(
+        mrp.iter().filter(|o| matches!(o, Out::Release(_))).count(),
+        2
+    );
+    for m in &mut g.members {
+        let ev = member_events(m);
+        assert!(matches!(&ev[..], [MemberEvent::UseOverlay(_)]), "{ev:?}");
+        m.handle_overlay_ready(g.now);
+    }
+    g.members_to_leader();
+    assert!(leader_events(&mut g.leader).is_empty());
+    // Every member is ready: Resume from the cut.
+    g.leader_to_members();
+    for m in &mut g.members {
+        assert_eq!(
+            member_events(m),
+            vec![MemberEvent::ResumeReceive {
+                seq,
+                offset: 3 * 65536,
+                bytes: 1 << 20,
+                held: false,
+            }]
+        );
+        m.handle_receives_posted(g.now);
+    }
+    g.members_to_leader();
+    assert_eq!(
+        leader_events(&mut g.leader),
+        vec![LeaderEvent::ResumeTransfer {
+            seq,
+            offset: 3 * 65536
+        }]
+    );
+    g.leader.handle_transfer_done(g.now, Ok(()));
+    for m in &mut g.members {
+        m.handle_received(g.now, CRC, 1);
+        member_events(m);
+    }
+    g.members_to_leader();
+    let ev = leader_events(&mut g.leader);
+    assert!(
+        matches!(&ev[..], [LeaderEvent::BufferDone(o), LeaderEvent::Up] if o.ok && o.seq == seq),
+        "{ev:?}"
+    );
+    // The next buffer goes through the overlay from the start.
+    assert!(g.leader.uses_overlay());
+    let next = g.leader.start_buffer(g.now, 1000, CRC).unwrap();
+    assert_eq!(next, seq + 1);
+    // A Resume a member does not expect is a protocol error.
+    let mut m = MemberSession::new(member_cfg(0), T0);
+    m.handle_stream(
+        T0,
+        &frame(&Message::Resume(crate::wire::group_control::Resume {
+            seq: 1,
+            offset: 0,
+        })),
+    );
+    assert!(matches!(
+        &member_events(&mut m)[..],
+        [MemberEvent::Failed(_)]
+    ));
+}
+
+/// The reroute crosses a fast member's verdict: it already holds the whole buffer
+/// when `Overlay` and `Resume` arrive. It still takes its place in the overlay (the
+/// others need its relaying), keeps nothing new, and sends its verdict again (the
+/// leader forgot the early ones at the cut).
+#[test]
+fn a_member_that_already_held_the_buffer_relays_the_rest_and_answers_again() {
+    let mut g = slow_group();
+    leader_events(&mut g.leader);
+    // Member 0 completes before it hears of the reroute.
+    g.members[0].handle_received(g.now, CRC, 1);
+    member_events(&mut g.members[0]);
+    g.members_to_leader();
+    g.leader.handle_transfer_cut(g.now, 65536).unwrap();
+    leader_events(&mut g.leader);
+    g.leader_to_members();
+    for m in &mut g.members {
+        let ev = member_events(m);
+        assert!(matches!(&ev[..], [MemberEvent::UseOverlay(_)]), "{ev:?}");
+        m.handle_overlay_ready(g.now);
+    }
+    g.members_to_leader();
+    g.leader_to_members();
+    let ev = member_events(&mut g.members[0]);
+    assert_eq!(
+        ev,
+        vec![MemberEvent::ResumeReceive {
+            seq: 1,
+            offset: 65536,
+            bytes: 1 << 20,
+            held: true
+        }]
+    );
+    for (i, m) in g.members.iter_mut().enumerate() {
+        if i > 0 {
+            member_events(m);
+        }
+        m.handle_receives_posted(g.now);
+    }
+    g.members_to_leader();
+    assert!(matches!(
+        &leader_events(&mut g.leader)[..],
+        [LeaderEvent::ResumeTransfer {
+            seq: 1,
+            offset: 65536
+        }]
+    ));
+    g.leader.handle_transfer_done(g.now, Ok(()));
+    g.members[0].handle_relayed(g.now);
+    assert!(
+        member_events(&mut g.members[0]).is_empty(),
+        "no second delivery"
+    );
+    for m in &mut g.members[1..] {
+        m.handle_received(g.now, CRC, 2);
+    }
+    g.members_to_leader();
+    let ev = leader_events(&mut g.leader);
+    assert!(
+        matches!(&ev[..], [LeaderEvent::BufferDone(o), LeaderEvent::Up] if o.ok),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn a_driver_that_finishes_the_buffer_anyway_gets_the_fallback_after_it() {
+    let mut g = slow_group();
+    let seq = 1;
+    assert_eq!(
+        leader_events(&mut g.leader),
+        vec![LeaderEvent::Reroute { seq }]
+    );
+    // This driver cannot cut a transfer: it finishes the buffer on the switch.
     g.leader.handle_transfer_done(g.now, Ok(()));
     for m in &mut g.members {
         m.handle_received(g.now, CRC, 1);
