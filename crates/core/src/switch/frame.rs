@@ -47,7 +47,9 @@
 //! malformed MRP or RoCE packet, or a copy whose ICRC does not verify is dropped and
 //! counted in [`FrameSwitchStats`].
 //!
-//! Memory: 8 bytes per learned MAC and 16 per host entry (plus `BTreeMap` nodes), and
+//! Memory: 8 bytes per learned MAC and 16 per host entry (plus `BTreeMap` nodes), a
+//! lease per group (12 B plus a node), 16 B per authenticated MRP sender (at most
+//! [`MAX_MRP_SENDERS`]), and
 //! the Cepheus engine's tables (see [`CepheusSwitch::memory_bytes`]): about 1 KB per
 //! group on a 64-port switch; and the PEEL state ([`PeelSwitch::memory_bytes`]): k − 1
 //! static rules at a prefix-tier switch, 8 bytes plus 2 per member port per group at a
