@@ -209,6 +209,19 @@ fn lead_with(lab: &str, members: usize, file: &str, extra: &[&str]) -> Proc {
     Proc::spawn(lab, "lead", 0, &args)
 }
 
+/// The leader and every member exit 0, and every member's file holds `payload`
+/// exactly. Returns the leader's output.
+fn every_byte_everywhere(leader: Proc, joins: Vec<(Proc, PathBuf)>, payload: &[u8]) -> String {
+    let (code, text) = leader.finish();
+    assert_eq!(code, 0, "{text}");
+    for (p, out) in joins {
+        let (jc, jt) = p.finish();
+        assert_eq!(jc, 0, "{jt}");
+        assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
+    }
+    text
+}
+
 fn read_and_remove(p: &Path) -> Vec<u8> {
     let b = std::fs::read(p).unwrap_or_default();
     let _ = std::fs::remove_file(p);
@@ -323,13 +336,7 @@ fn a_restarted_switch_relearns_the_group_from_the_leaders_refresh() {
     let leader = lead(lab.0, 2, &file);
     wait_for_data(lab.0);
     restart_switch(lab.0, &[]);
-    let (code, text) = leader.finish();
-    assert_eq!(code, 0, "{text}");
-    for (p, out) in joins {
-        let (jc, jt) = p.finish();
-        assert_eq!(jc, 0, "{jt}");
-        assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
-    }
+    every_byte_everywhere(leader, joins, &payload);
     let stats = switch_query(lab.0, false);
     assert!(
         counter(&stats, "switch", "mrp_in") >= 1,
@@ -390,13 +397,7 @@ fn a_member_port_flapping_mid_transfer_is_counted_and_recovered() {
         assert!(ok);
         std::thread::sleep(Duration::from_millis(300));
     }
-    let (code, text) = leader.finish();
-    assert_eq!(code, 0, "{text}");
-    for (p, out) in joins {
-        let (jc, jt) = p.finish();
-        assert_eq!(jc, 0, "{jt}");
-        assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
-    }
+    every_byte_everywhere(leader, joins, &payload);
     let stats = switch_query(lab.0, false);
     assert!(
         switch_query(lab.0, true).starts_with("groups 0 "),
@@ -416,13 +417,7 @@ fn five_percent_loss_started_mid_run_is_recovered_byte_for_byte() {
     let r = rocast(&["switch", "--control", &c, "--set-loss", "0.05"]);
     assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("loss 0.05 on 3 ports"), "{}", r.stdout);
-    let (code, text) = leader.finish();
-    assert_eq!(code, 0, "{text}");
-    for (p, out) in joins {
-        let (jc, jt) = p.finish();
-        assert_eq!(jc, 0, "{jt}");
-        assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
-    }
+    let text = every_byte_everywhere(leader, joins, &payload);
     let stats = switch_query(lab.0, false);
     // `port I SPEC … injected_drops N …` lines.
     let dropped: u64 = stats
@@ -512,26 +507,14 @@ fn a_keyed_switch_refuses_forged_and_unkeyed_mrp_and_serves_the_keyed_leader() {
     // The keyed leader's group goes through the switch.
     let joins = join_all(lab.0, 2);
     let leader = lead_with(lab.0, 2, &file, &["--fabric-key", &key]);
-    let (code, text) = leader.finish();
-    assert_eq!(code, 0, "{text}");
+    let text = every_byte_everywhere(leader, joins, &payload);
     assert!(text.contains(" via cepheus "), "{text}");
-    for (p, out) in joins {
-        let (jc, jt) = p.finish();
-        assert_eq!(jc, 0, "{jt}");
-        assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
-    }
     // A leader without the key is not a controller: the switch never answers it, and
     // the group falls back to the overlay (the data still arrives, intact).
     let joins = join_all(lab.0, 2);
     let leader = lead(lab.0, 2, &file);
-    let (code, text) = leader.finish();
-    assert_eq!(code, 0, "{text}");
+    let text = every_byte_everywhere(leader, joins, &payload);
     assert!(text.contains("fallback: registration failed"), "{text}");
-    for (p, out) in joins {
-        let (jc, jt) = p.finish();
-        assert_eq!(jc, 0, "{jt}");
-        assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
-    }
     let stats = switch_query(lab.0, false);
     assert!(
         counter(&stats, "switch", "mrp_unauthenticated") >= 3,
@@ -574,12 +557,6 @@ fn with_invitations_a_stranger_is_refused_and_the_invited_members_get_the_data()
         .into_iter()
         .map(|(i, t)| join_one(lab.0, i, &["--invitation", t]))
         .collect();
-    let (code, text) = leader.finish();
-    assert_eq!(code, 0, "{text}");
-    for (p, out) in invited {
-        let (jc, jt) = p.finish();
-        assert_eq!(jc, 0, "{jt}");
-        assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
-    }
+    every_byte_everywhere(leader, invited, &payload);
     down_and_check(lab.0, &file);
 }

@@ -99,17 +99,40 @@ fn parse_out(f: &OutFrame) -> (EthernetAddress, RoceRepr<'_>) {
     (eth.dst_addr(), r)
 }
 
-/// Registers the group h0 → h1..h3 and returns the MRP frames the switch sent.
-fn register(sw: &mut FrameSwitch) -> Vec<OutFrame> {
+/// The group h0 → h1..h3.
+fn spec() -> GroupSpec {
     let member = |p: u16| MrpMember {
         ip: ip(p),
         qpn: qpn(p),
         region: None,
     };
     let space = GroupAddressSpace::parse("10.77.0.128/25").unwrap();
-    let spec = GroupSpec::in_space(space, MCST, member(0), (1..4).map(member).collect()).unwrap();
+    GroupSpec::in_space(space, MCST, member(0), (1..4).map(member).collect()).unwrap()
+}
+
+/// Its one registration packet's bytes.
+fn registration_body() -> Vec<u8> {
+    let m = spec().mrp_packets().remove(0);
+    let mut body = vec![0u8; m.buffer_len()];
+    m.emit(&mut body);
+    body
+}
+
+/// An MRP prune of host `p` from the group.
+fn prune_body(p: u16) -> Vec<u8> {
+    let prune = crate::wire::mrp::MrpPrune {
+        mcst_id: MCST,
+        members: vec![ip(p)],
+    };
+    let mut body = vec![0u8; prune.buffer_len()];
+    prune.emit(&mut body);
+    body
+}
+
+/// Registers the group h0 → h1..h3 and returns the MRP frames the switch sent.
+fn register(sw: &mut FrameSwitch) -> Vec<OutFrame> {
     let mut out = Vec::new();
-    for m in spec.mrp_packets() {
+    for m in spec().mrp_packets() {
         let mut body = vec![0u8; m.buffer_len()];
         m.emit(&mut body);
         let ipb = FrameSwitch::udp_packet(ip(0), MCST, MRP_UDP_PORT, &body);
@@ -507,18 +530,7 @@ fn a_group_lease_is_refreshed_by_its_registration_and_reclaimed_when_it_runs_out
     sw.handle_timeout(now() + Duration::from_ms(499));
     assert_eq!(sw.cepheus().num_groups(), 1);
     let later = now() + Duration::from_ms(400);
-    let space = GroupAddressSpace::parse("10.77.0.128/25").unwrap();
-    let member = |p: u16| MrpMember {
-        ip: ip(p),
-        qpn: qpn(p),
-        region: None,
-    };
-    let spec = GroupSpec::in_space(space, MCST, member(0), (1..4).map(member).collect()).unwrap();
-    for m in spec.mrp_packets() {
-        let mut body = vec![0u8; m.buffer_len()];
-        m.emit(&mut body);
-        mrp_from(&mut sw, later, 0, &body);
-    }
+    mrp_from(&mut sw, later, 0, &registration_body());
     assert_eq!(sw.lease_end(MCST), Some(later + lease));
     assert_eq!(
         sw.cepheus().group(MCST).unwrap().entries().len(),
@@ -546,12 +558,7 @@ fn a_group_lease_is_refreshed_by_its_registration_and_reclaimed_when_it_runs_out
 fn a_prune_from_the_leader_takes_one_member_off_and_a_members_prune_does_nothing() {
     let mut sw = switch(4);
     register(&mut sw);
-    let prune = crate::wire::mrp::MrpPrune {
-        mcst_id: MCST,
-        members: vec![ip(2)],
-    };
-    let mut body = vec![0u8; prune.buffer_len()];
-    prune.emit(&mut body);
+    let body = prune_body(2);
     mrp_from(&mut sw, now(), 3, &body);
     assert_eq!(sw.stats().mrp_prune_ignored, 1);
     assert_eq!(sw.group_members(MCST).len(), 4);
@@ -606,13 +613,7 @@ fn pruning_the_laggard_releases_the_aggregated_ack_it_held_back() {
     };
     assert_eq!(acked(&out), vec![2], "held at the laggard");
     out.clear();
-    let prune = crate::wire::mrp::MrpPrune {
-        mcst_id: MCST,
-        members: vec![ip(2)],
-    };
-    let mut body = vec![0u8; prune.buffer_len()];
-    prune.emit(&mut body);
-    mrp_from(&mut sw, now(), 0, &body);
+    mrp_from(&mut sw, now(), 0, &prune_body(2));
     // The source times out and retransmits PSN 3: every path left holds it, so the
     // switch answers for them with their minimum instead of staying silent.
     sw.handle_frame_into(
@@ -631,15 +632,7 @@ fn with_a_fabric_key_only_sealed_fresh_mrp_changes_the_tables() {
     let key = FabricKey::new([0x42; 32]);
     let mut sw = switch(4);
     sw.cfg.mrp_key = Some(key.clone());
-    let member = |p: u16| MrpMember {
-        ip: ip(p),
-        qpn: qpn(p),
-        region: None,
-    };
-    let space = GroupAddressSpace::parse("10.77.0.128/25").unwrap();
-    let spec = GroupSpec::in_space(space, MCST, member(0), (1..4).map(member).collect()).unwrap();
-    let mut body = vec![0u8; spec.mrp_packets()[0].buffer_len()];
-    spec.mrp_packets()[0].emit(&mut body);
+    let body = registration_body();
     // Plain MRP, or sealed with another key, or claiming another source: nothing.
     mrp_from(&mut sw, now(), 0, &body);
     mrp_from(
