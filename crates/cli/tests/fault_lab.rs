@@ -22,6 +22,16 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rocast");
+
+/// One fault at a time: each test runs a switch and up to five hosts, and the faults'
+/// timing (a port down for 300 ms, a restart within the leader's retry budget) is
+/// only meaningful on a machine the test does not share with another lab.
+static ONE_LAB: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_lab() -> std::sync::MutexGuard<'static, ()> {
+    // A test that failed while holding it poisons it; the next still runs.
+    ONE_LAB.lock().unwrap_or_else(|e| e.into_inner())
+}
 /// Seconds any one process of a test may run before it counts as a hang.
 const DEADLINE_S: u64 = 40;
 /// Pacing of the leader: 24 MB at 300 Mbit/s takes about 0.65 s, long enough to
@@ -242,6 +252,7 @@ fn down_and_check(lab: &str, file: &str) {
 
 #[test]
 fn a_member_killed_mid_transfer_is_evicted_and_the_others_get_every_byte() {
+    let _one = one_lab();
     let lab = LabGuard::new("tf1");
     let (payload, file) = lab_up(lab.0, 4);
     let joins = join_all(lab.0, 3);
@@ -330,6 +341,7 @@ fn restart_switch(lab: &str, extra: &[&str]) {
 
 #[test]
 fn a_restarted_switch_relearns_the_group_from_the_leaders_refresh() {
+    let _one = one_lab();
     let lab = LabGuard::new("tf2");
     let (payload, file) = lab_up(lab.0, 3);
     let joins = join_all(lab.0, 2);
@@ -348,6 +360,7 @@ fn a_restarted_switch_relearns_the_group_from_the_leaders_refresh() {
 
 #[test]
 fn a_crashed_leaders_members_fail_and_the_switch_reclaims_its_group_at_the_lease() {
+    let _one = one_lab();
     let lab = LabGuard::new("tf3");
     let (_, file) = lab_up(lab.0, 3);
     let joins = join_all(lab.0, 2);
@@ -382,6 +395,7 @@ fn a_crashed_leaders_members_fail_and_the_switch_reclaims_its_group_at_the_lease
 
 #[test]
 fn a_member_port_flapping_mid_transfer_is_counted_and_recovered() {
+    let _one = one_lab();
     let lab = LabGuard::new("tf4");
     let (payload, file) = lab_up(lab.0, 3);
     let joins = join_all(lab.0, 2);
@@ -408,6 +422,7 @@ fn a_member_port_flapping_mid_transfer_is_counted_and_recovered() {
 
 #[test]
 fn five_percent_loss_started_mid_run_is_recovered_byte_for_byte() {
+    let _one = one_lab();
     let lab = LabGuard::new("tf5");
     let (payload, file) = lab_up(lab.0, 3);
     let joins = join_all(lab.0, 2);
@@ -462,6 +477,7 @@ fn send_mrp_from(lab: &str, i: usize, datagram: &[u8]) {
 
 #[test]
 fn a_keyed_switch_refuses_forged_and_unkeyed_mrp_and_serves_the_keyed_leader() {
+    let _one = one_lab();
     use rocast_core::wire::mrp::{MrpMember, MrpRelease, MrpRepr};
     let lab = LabGuard::new("tf6");
     let (payload, file) = lab_up(lab.0, 4);
@@ -526,6 +542,7 @@ fn a_keyed_switch_refuses_forged_and_unkeyed_mrp_and_serves_the_keyed_leader() {
 
 #[test]
 fn with_invitations_a_stranger_is_refused_and_the_invited_members_get_the_data() {
+    let _one = one_lab();
     let lab = LabGuard::new("tf7");
     let (payload, file) = lab_up(lab.0, 4);
     let key = format!("/run/rocast-lab/{}/invite.key", lab.0);

@@ -896,6 +896,7 @@ impl Leader {
     pub fn close(mut self, ok: bool) {
         let _ = self.session.close(self.clock.now(), ok);
         self.flush();
+        // Drop lingers, as for a group that failed.
     }
 }
 
@@ -909,8 +910,40 @@ impl Drop for Leader {
             );
         }
         self.flush();
+        self.linger();
     }
 }
+
+impl Leader {
+    /// Closes the control connections gracefully: the write side first, then what
+    /// members still send (a confirmation of the last refresh) is read and dropped
+    /// until they close too, for at most [`LINGER`]. Closing a socket with unread bytes
+    /// makes the kernel send a reset, which can reach a member before it read the
+    /// `Close` that preceded it.
+    fn linger(&mut self) {
+        let deadline = StdInstant::now() + LINGER;
+        for c in self.conns.values_mut().filter(|c| !c.done) {
+            let _ = c.s.shutdown(std::net::Shutdown::Write);
+        }
+        while StdInstant::now() < deadline {
+            let mut open = Vec::new();
+            for c in self.conns.values_mut().filter(|c| !c.done) {
+                match c.read_available() {
+                    ControlRead::Bytes(_) => open.push(c.s.as_raw_fd()),
+                    ControlRead::Gone(_) => c.done = true,
+                }
+            }
+            if open.is_empty() {
+                break;
+            }
+            let _ = wait_any(&open, MAX_WAIT.max(Duration::from_millis(10)));
+        }
+    }
+}
+
+/// How long a closing leader waits for its members to close their control
+/// connections (they do as soon as they read `Close`).
+const LINGER: Duration = Duration::from_millis(500);
 
 /// How a send through the switch ended.
 enum SwitchSend {
