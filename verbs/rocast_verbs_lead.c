@@ -10,6 +10,10 @@
  *      one RC QP connected to (McstID, QPN 1), wait for their completions (the switch's
  *      aggregated ACKs), and for WRITE tell the members it is there; collect verdicts;
  *   4. close, and free the switch's state with an MRP release.
+ * The registration is resent every second while the group lives: the switch's entries
+ * are soft state with a lease (rocast switch --group-lease-ms), which also makes a
+ * restarted switch relearn the group. MRP is not sealed (no --fabric-key support):
+ * against a keyed switch this leader's registration goes unanswered.
  *
  * usage: rocast-verbs-lead --bind IP --members N [--group 10.77.0.200] [--op send|write]
  *          [--size BYTES] [--message BYTES] [--repeat K] [--dev rxe0] [--port 1] [--gid 1]
@@ -27,6 +31,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+
+/* How often the registration is resent (rocast_core's DEFAULT_REFRESH_MS). */
+#define REFRESH_NS 1000000000ull
 #include <unistd.h>
 
 #define MAX_MEMBERS 64
@@ -175,7 +182,16 @@ int main(int argc, char **argv) {
            (double)(mono_ns() - t_reg) / 1e6, rv_qpn(&g));
     fflush(stdout);
 
-    /* 3. The buffers. */
+    /* 3. The buffers. The switch's entries are leased soft state: the registration is
+     * sent again every REFRESH_NS while the group lives (every wait below refreshes). */
+    uint64_t last_refresh = mono_ns();
+#define REFRESH()                                                                  \
+    do {                                                                           \
+        if (mono_ns() - last_refresh >= REFRESH_NS) {                              \
+            sendto(mrp, pkt, plen, 0, (struct sockaddr *)&to, sizeof(to));         \
+            last_refresh = mono_ns();                                              \
+        }                                                                          \
+    } while (0)
     int all_ok = 1;
     long n_msgs = (size + message - 1) / message;
     for (long k = 1; k <= repeat && all_ok; k++) {
@@ -193,6 +209,7 @@ int main(int argc, char **argv) {
                     ready++;
                 }
             if (mono_ns() > deadline) { fprintf(stderr, "members not ready\n"); return 1; }
+            REFRESH();
             usleep(100);
         }
         uint64_t t0 = mono_ns();
@@ -208,6 +225,7 @@ int main(int argc, char **argv) {
             if (r < 0) { fprintf(stderr, "poll_cq failed\n"); return 1; }
             if (r == 0) {
                 if (mono_ns() - t0 > timeout_ns) { fprintf(stderr, "no completions\n"); return 1; }
+                REFRESH();
                 continue;
             }
             if (wc.status != IBV_WC_SUCCESS) { fprintf(stderr, "completion error: %s\n", ibv_wc_status_str(wc.status)); return 1; }
@@ -235,6 +253,7 @@ int main(int argc, char **argv) {
                 }
             }
             if (mono_ns() > deadline) break;
+            REFRESH();
             usleep(100);
         }
         printf("multicast %ld bytes (crc32 %08x) in %ld %s messages: %.1f ms, %.1f Mbit/s; %d of %ld members ok\n",
