@@ -27,9 +27,28 @@ pub enum McastCmd {
     Lead(LeadArgs),
     /// Join a group: connect to the leader, receive the data, verify it.
     Join(JoinArgs),
+    /// Ask the switch for a group address (run on the leader's host, before `invite`
+    /// and `lead`): prints `GROUP LEASE_MS`. A keyed switch registers only addresses
+    /// it allocated, and only for the host they were allocated to.
+    Allocate(AllocateArgs),
     /// Mint invitation tokens: one line `MEMBER TOKEN` per member, for `mcast join
     /// --invitation` (the leader runs with `--invitations` and the same key file).
     Invite(InviteArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AllocateArgs {
+    /// This host's address (the leader's: the allocation is held for it).
+    #[arg(long)]
+    bind: Ipv4Addr,
+    #[arg(long, default_value = "10.77.0.128/25")]
+    group_space: String,
+    /// The fabric key file (64 hex digits, mode 600) the switch holds.
+    #[arg(long, value_name = "FILE")]
+    fabric_key: Option<PathBuf>,
+    /// The lease to ask for, in milliseconds (the switch may grant less).
+    #[arg(long, default_value_t = 600_000, value_parser = clap::value_parser!(u32).range(1..))]
+    lease_ms: u32,
 }
 
 #[derive(Debug, Args)]
@@ -228,6 +247,18 @@ pub fn run(cmd: McastCmd) -> ExitCode {
 
 fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
     match cmd {
+        McastCmd::Allocate(a) => {
+            let space = GroupAddressSpace::parse(&a.group_space)?;
+            let key = a
+                .fabric_key
+                .as_deref()
+                .map(crate::switch_cmd::read_fabric_key)
+                .transpose()?;
+            let g = rocast_net::mcast::allocate_group(a.bind, space, key.as_ref(), a.lease_ms)
+                .map_err(|e| e.to_string())?;
+            println!("{} {}", g.mcst_id, g.lease_ms);
+            Ok(Outcome::Ok)
+        }
         McastCmd::Invite(a) => {
             let key = InvitationKey::new(crate::switch_cmd::read_secret_file(&a.key)?);
             let group = rocast_core::wire::Ipv4Address(a.group.octets());

@@ -51,6 +51,15 @@ pub struct SwitchCmd {
     /// authentication trailer from a key holder, with a fresh counter.
     #[arg(long, value_name = "FILE")]
     fabric_key: Option<PathBuf>,
+    /// Group addresses must be allocated by this switch (`rocast mcast allocate`)
+    /// before a leader registers them. Always on with --fabric-key.
+    #[arg(long)]
+    require_allocation: bool,
+    /// The longest lease of an allocated group address; the holder's registrations
+    /// renew it.
+    #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_ALLOCATION_LEASE_MS,
+          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    allocation_lease_ms: u64,
     #[arg(long, default_value = rocast_core::switch::frame::DEFAULT_CNP_FILTER)]
     cnp_filter: String,
     /// TMCF slot or Cepheus aging window, microseconds.
@@ -341,6 +350,8 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
             group_lease: (cmd.group_lease_ms > 0)
                 .then(|| CoreDuration::from_ms(cmd.group_lease_ms)),
             mrp_key: cmd.fabric_key.as_deref().map(read_fabric_key).transpose()?,
+            require_allocation: cmd.require_allocation || cmd.fabric_key.is_some(),
+            allocation_lease: CoreDuration::from_ms(cmd.allocation_lease_ms),
         },
         ports,
         cnp_filter: CnpFilterPolicy::from_name(

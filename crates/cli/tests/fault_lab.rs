@@ -452,6 +452,28 @@ fn five_percent_loss_started_mid_run_is_recovered_byte_for_byte() {
 }
 
 /// Sends one UDP datagram from host `i` to the group's MRP port (an attacker's packet).
+/// `rocast mcast allocate` from host `i`: (exit code, stdout, stderr).
+fn allocate_in(lab: &str, i: usize, extra: &[&str]) -> (i32, String, String) {
+    let out = Command::new("timeout")
+        .args([
+            "20",
+            "ip",
+            "netns",
+            "exec",
+            &format!("rocast-{lab}-h{i}"),
+            BIN,
+        ])
+        .args(["mcast", "allocate", "--bind", &host_ip(i)])
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 fn send_mrp_from(lab: &str, i: usize, datagram: &[u8]) {
     let hex: String = datagram.iter().map(|b| format!("{b:02x}")).collect();
     let script = "import socket,sys\n\
@@ -520,11 +542,30 @@ fn a_keyed_switch_refuses_forged_and_unkeyed_mrp_and_serves_the_keyed_leader() {
         switch_query(lab.0, true).starts_with("groups 0 "),
         "nothing registered"
     );
-    // The keyed leader's group goes through the switch.
+    // The attacker cannot get a group address either: a keyed switch answers only
+    // sealed requests.
+    let (code, _, err) = allocate_in(lab.0, 3, &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("no allocation answer"), "{err}");
+    // The keyed leader asks the switch for an address, then its group goes through
+    // the switch under it.
+    let (code, out, err) = allocate_in(lab.0, 0, &["--fabric-key", &key]);
+    assert_eq!(code, 0, "{err}");
+    let group = out.split(' ').next().unwrap().to_string();
+    assert_eq!(group, "10.77.0.128", "the space's first free address");
+    let joins: Vec<_> = (1..=2)
+        .map(|i| join_one(lab.0, i, &["--group", &group]))
+        .collect();
+    let leader = lead_with(lab.0, 2, &file, &["--fabric-key", &key, "--group", &group]);
+    let text = every_byte_everywhere(leader, joins, &payload);
+    assert!(text.contains(" via cepheus "), "{text}");
+    // A keyed leader claiming an address the switch did not allocate is refused
+    // (NotAllocated) and falls back.
     let joins = join_all(lab.0, 2);
     let leader = lead_with(lab.0, 2, &file, &["--fabric-key", &key]);
     let text = every_byte_everywhere(leader, joins, &payload);
-    assert!(text.contains(" via cepheus "), "{text}");
+    assert!(text.contains("fallback: registration failed"), "{text}");
+    assert!(text.contains("NotAllocated"), "{text}");
     // A leader without the key is not a controller: the switch never answers it, and
     // the group falls back to the overlay (the data still arrives, intact).
     let joins = join_all(lab.0, 2);

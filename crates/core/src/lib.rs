@@ -64,6 +64,8 @@
 //!         peel: None,
 //!         group_lease: None,
 //!         mrp_key: None,
+//!         require_allocation: false,
+//!         allocation_lease: rocast_core::time::Duration::from_ms(600_000),
 //!     },
 //!     CnpFilterPolicy::ForwardAll.build(),
 //! );

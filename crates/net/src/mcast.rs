@@ -340,15 +340,97 @@ fn mrp_socket(local: Ipv4Addr) -> Result<UdpSocket, McastError> {
     Ok(s)
 }
 
-/// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the machine (lab
-/// namespaces included), so a member's completion time compares with the leader's
-/// start.
 /// Nanoseconds since the Unix epoch: where MRP counters start, so a restarted sender
 /// goes on above what it used before.
 pub fn wall_clock_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos().min(u64::MAX as u128) as u64)
+}
+
+/// A group address the switch allocated ([`allocate_group`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupAddressGrant {
+    pub mcst_id: Ipv4Addr,
+    /// How long the switch holds it without a registration by this host.
+    pub lease_ms: u32,
+}
+
+/// Asks the switch for a group address (`rocast mcast allocate`): an [`MrpAllocate`]
+/// from `local`'s MRP port to the first address of `space` (the switch answers ARP for
+/// the whole space), sealed with `key` when the fabric is keyed, sent up to four times
+/// 250 ms apart. The answer must echo the request's nonce and, with a key, carry a
+/// valid trailer from the address it allocated; anything else on the port is ignored.
+/// A full switch answers `TableFull`: an error saying so.
+pub fn allocate_group(
+    local: Ipv4Addr,
+    space: GroupAddressSpace,
+    key: Option<&FabricKey>,
+    lease_ms: u32,
+) -> Result<GroupAddressGrant, McastError> {
+    use rocast_core::wire::mrp::{MrpAllocate, MrpAllocation};
+    let sock = mrp_socket(local)?;
+    let to = space
+        .nth(0)
+        .ok_or_else(|| McastError::Registration("the group space is empty".into()))?;
+    let nonce = wall_clock_ns() ^ (u64::from(std::process::id()) << 32);
+    let req = MrpAllocate { nonce, lease_ms };
+    let mut body = [0u8; rocast_core::wire::mrp::MRP_ALLOCATE_LEN];
+    req.emit(&mut body);
+    let mut counter = MrpCounter::starting_at(wall_clock_ns());
+    let mut buf = [0u8; 2048];
+    for _attempt in 0..4 {
+        let datagram = match key {
+            Some(k) => k.seal(v4(local), counter.next_value(), &body),
+            None => body.to_vec(),
+        };
+        sock.send_to(
+            &datagram,
+            SocketAddrV4::new(Ipv4Addr::from(to.0), MRP_UDP_PORT),
+        )
+        .map_err(io("send the allocation request"))?;
+        let deadline = StdInstant::now() + Duration::from_millis(250);
+        while StdInstant::now() < deadline {
+            let (n, from) = match sock.recv_from(&mut buf) {
+                Ok(x) => x,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                }
+                Err(e) => return Err(io("the allocation answer")(e)),
+            };
+            let std::net::SocketAddr::V4(from) = from else {
+                continue;
+            };
+            let payload = match key {
+                None => Some(&buf[..n]),
+                Some(k) => k.open(v4(*from.ip()), &buf[..n]).ok().map(|(p, _)| p),
+            };
+            let Some(payload) = payload else { continue };
+            if let Ok(a) = MrpAllocation::parse(payload) {
+                if a.nonce == nonce
+                    && space.contains(a.mcst_id)
+                    && Ipv4Addr::from(a.mcst_id.0) == *from.ip()
+                {
+                    return Ok(GroupAddressGrant {
+                        mcst_id: Ipv4Addr::from(a.mcst_id.0),
+                        lease_ms: a.lease_ms,
+                    });
+                }
+            } else if let Ok(r) = SwitchReport::parse(payload) {
+                if r.mcst_id == Ipv4Address::UNSPECIFIED {
+                    return Err(McastError::Registration(format!(
+                        "switch {} has no group address left ({:?})",
+                        r.switch, r.reason
+                    )));
+                }
+            }
+        }
+    }
+    Err(McastError::Registration(format!(
+        "no allocation answer from the switch (sent to {to}:{MRP_UDP_PORT} four times, 1 s in all){}",
+        if key.is_some() { "" } else { "; a keyed switch needs --fabric-key" }
+    )))
 }
 
 pub fn mono_ns() -> u64 {

@@ -877,6 +877,9 @@ impl SwitchDaemon {
             ("lease_expired", f.lease_expired),
             ("mrp_unauthenticated", f.mrp_unauthenticated),
             ("mrp_replayed", f.mrp_replayed),
+            ("allocated", f.allocated),
+            ("allocation_full", f.allocation_full),
+            ("allocation_expired", f.allocation_expired),
             ("replicated_bytes", f.replicated_bytes),
         ] {
             let _ = writeln!(t, "switch {k} {v}");
@@ -1032,6 +1035,8 @@ mod tests {
                 peel: None,
                 group_lease: None,
                 mrp_key: None,
+                require_allocation: false,
+                allocation_lease: rocast_core::time::Duration::from_ms(600_000),
             },
             cnp_filter: CnpFilterPolicy::Counter(rocast_core::time::Duration::from_us(50)),
             hosts: Vec::new(),

@@ -192,6 +192,10 @@ pub enum SwitchRejection {
     Conflict,
     /// The MRP packet did not parse.
     Malformed,
+    /// The McstID is not allocated to this leader: the switch allocates group
+    /// addresses ([`MrpAllocate`](crate::wire::mrp::MrpAllocate)) and either requires
+    /// an allocation or holds this address for another host.
+    NotAllocated,
 }
 
 /// A switch telling the leader that registration failed there.
@@ -210,6 +214,7 @@ impl SwitchRejection {
             SwitchRejection::NotInTree => 2,
             SwitchRejection::Conflict => 3,
             SwitchRejection::Malformed => 4,
+            SwitchRejection::NotAllocated => 5,
         }
     }
     fn from_code(c: u8) -> Option<Self> {
@@ -218,6 +223,7 @@ impl SwitchRejection {
             2 => SwitchRejection::NotInTree,
             3 => SwitchRejection::Conflict,
             4 => SwitchRejection::Malformed,
+            5 => SwitchRejection::NotAllocated,
             _ => return None,
         })
     }

@@ -64,7 +64,9 @@ use crate::fabric::peel::{PeelAction, PeelRole, PeelSwitch};
 use crate::time::{Duration, Instant};
 use crate::transmit::Transmit;
 use crate::wire::arp::{ArpOperation, ArpRepr, ARP_LEN};
-use crate::wire::mrp::{MrpPrune, MrpRelease, MrpRepr, MRP_UDP_PORT};
+use crate::wire::mrp::{
+    MrpAllocate, MrpAllocation, MrpPrune, MrpRelease, MrpRepr, MRP_ALLOCATION_LEN, MRP_UDP_PORT,
+};
 use crate::wire::mrp_auth::{FabricKey, MrpCounter, ReplayGuard};
 use crate::wire::peel::{read_shim, strip_shim, PEEL_UDP_PORT};
 use crate::wire::{
@@ -97,6 +99,14 @@ pub struct FrameSwitchConfig {
     /// switch sends toward other switches and leaders is sealed too. `None`: MRP is
     /// accepted from anyone (Cepheus as published).
     pub mrp_key: Option<FabricKey>,
+    /// Group addresses are allocated by this switch ([`MrpAllocate`]): a registration
+    /// for an address not allocated to its leader (address and arrival port) is
+    /// refused with `NotAllocated`. Without it a leader may also register an address
+    /// it chose, unless the address is allocated to another host.
+    pub require_allocation: bool,
+    /// The longest lease an allocation gets (a request asking for less gets less);
+    /// each accepted registration by the holder renews it.
+    pub allocation_lease: Duration,
 }
 
 /// `rocast switch`'s default McstID block (a unicast block: Linux drops packets whose
@@ -113,6 +123,10 @@ pub const DEFAULT_CNP_WINDOW_US: u64 = 50;
 /// ([`DEFAULT_REFRESH_MS`](crate::control::session::DEFAULT_REFRESH_MS)), so four lost
 /// refreshes in a row do not cost a live group its entries.
 pub const DEFAULT_GROUP_LEASE_MS: u64 = 5_000;
+/// `rocast switch`'s longest allocation lease, in milliseconds: rocast's assumption,
+/// ten minutes for an operator to hand the address and invitations to the members
+/// before the leader's first registration; a running group's refreshes renew it.
+pub const DEFAULT_ALLOCATION_LEASE_MS: u64 = 600_000;
 /// Authenticated MRP senders (port, address) a switch remembers counters for.
 pub const MAX_MRP_SENDERS: usize = 4096;
 /// `rocast switch`'s default MAC base.
@@ -131,6 +145,8 @@ impl FrameSwitchConfig {
             peel: None,
             group_lease: Some(Duration::from_ms(DEFAULT_GROUP_LEASE_MS)),
             mrp_key: None,
+            require_allocation: false,
+            allocation_lease: Duration::from_ms(DEFAULT_ALLOCATION_LEASE_MS),
         }
     }
 }
@@ -179,6 +195,12 @@ pub struct FrameSwitchStats {
     pub mrp_unauthenticated: u64,
     /// Authenticated MRP datagrams whose counter was not above the sender's last.
     pub mrp_replayed: u64,
+    /// Group addresses allocated ([`MrpAllocate`]).
+    pub allocated: u64,
+    /// Allocation requests refused: no address left (answered `TableFull`).
+    pub allocation_full: u64,
+    /// Allocations whose lease ran out.
+    pub allocation_expired: u64,
     /// Bytes of IP packets sent as replicas.
     pub replicated_bytes: u64,
     /// PEEL frames (UDP 4793) whose shim parsed, at a switch with a PEEL role.
@@ -232,6 +254,20 @@ pub struct FrameSwitch {
     replay: ReplayGuard,
     /// This switch's own counter for the MRP it seals.
     mrp_counter: MrpCounter,
+    /// Allocated group addresses (McstID as u32).
+    allocations: BTreeMap<u32, GroupAllocation>,
+    /// Where the next allocation's search starts (an index into the group space), so
+    /// a freed address is not handed out again at once.
+    allocation_cursor: u64,
+}
+
+/// A group address held for one leader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupAllocation {
+    pub holder: Ipv4Address,
+    /// The port the request came in on: registrations must come from there too.
+    pub port: u16,
+    pub until: Instant,
 }
 
 /// The host table as the MRP agent reads it.
@@ -267,6 +303,8 @@ impl FrameSwitch {
             next_expiry: None,
             replay: ReplayGuard::new(MAX_MRP_SENDERS),
             mrp_counter: MrpCounter::starting_at(1),
+            allocations: BTreeMap::new(),
+            allocation_cursor: 0,
         }
     }
 
@@ -714,6 +752,10 @@ impl FrameSwitch {
                 }
             },
         };
+        if let Ok(req) = MrpAllocate::parse(payload) {
+            self.allocate(now, in_port, leader, leader_mac, req);
+            return;
+        }
         if let Ok(prune) = MrpPrune::parse(payload) {
             let routes = HostRoutes(&self.hosts);
             match mrp_agent::handle_prune(&mut self.cepheus, in_port, &prune, &routes) {
@@ -757,8 +799,15 @@ impl FrameSwitch {
         }
         let (mcst, result) = match MrpRepr::parse(payload) {
             Ok(m) => {
-                let r =
-                    mrp_agent::handle_mrp(&mut self.cepheus, in_port, &m, &HostRoutes(&self.hosts));
+                let r = match self.allocation_check(m.mcst_id, leader, in_port) {
+                    Err(e) => Err(e),
+                    Ok(()) => mrp_agent::handle_mrp(
+                        &mut self.cepheus,
+                        in_port,
+                        &m,
+                        &HostRoutes(&self.hosts),
+                    ),
+                };
                 (m.mcst_id, r)
             }
             Err(_) => {
@@ -776,6 +825,11 @@ impl FrameSwitch {
                     let end = now + lease;
                     self.leases.insert(mcst.to_u32(), end);
                     self.next_expiry = Some(self.next_expiry.map_or(end, |e| e.min(end)));
+                }
+                // The holder's registration renews its allocation.
+                let renew = now + self.cfg.allocation_lease;
+                if let Some(a) = self.allocations.get_mut(&mcst.to_u32()) {
+                    a.until = a.until.max(renew);
                 }
                 for (port, m) in next {
                     let mut body = vec![0u8; m.buffer_len()];
@@ -824,6 +878,98 @@ impl FrameSwitch {
         }
     }
 
+    /// Whether `leader`, on `in_port`, may register `mcst`: the address is allocated
+    /// to it, or (without `require_allocation`) allocated to nobody.
+    fn allocation_check(
+        &self,
+        mcst: Ipv4Address,
+        leader: Ipv4Address,
+        in_port: u16,
+    ) -> Result<(), SwitchRejection> {
+        match self.allocations.get(&mcst.to_u32()) {
+            Some(a) if a.holder == leader && a.port == in_port => Ok(()),
+            Some(_) => Err(SwitchRejection::NotAllocated),
+            None if self.cfg.require_allocation => Err(SwitchRejection::NotAllocated),
+            None => Ok(()),
+        }
+    }
+
+    /// Answers an allocation request: the first address of the group space, from the
+    /// cursor on, that is neither allocated nor registered, held for the requester.
+    /// The table cap counts allocations, so "full" comes back as `TableFull`. The
+    /// search visits at most one address more than are taken (O(groups)).
+    fn allocate(
+        &mut self,
+        now: Instant,
+        in_port: u16,
+        requester: Ipv4Address,
+        requester_mac: EthernetAddress,
+        req: MrpAllocate,
+    ) {
+        let space = self.cfg.group_space;
+        let size = space.size();
+        let taken = self.allocations.len() + self.cepheus.num_groups();
+        let mut found = None;
+        if self.allocations.len() < self.cfg.max_groups && (taken as u64) < size {
+            for i in 0..size.min(taken as u64 + 1) {
+                let idx = (self.allocation_cursor + i) % size;
+                let Some(ip) = space.nth(idx) else { break };
+                if !self.allocations.contains_key(&ip.to_u32()) && self.cepheus.group(ip).is_none()
+                {
+                    found = Some((idx, ip));
+                    break;
+                }
+            }
+        }
+        let Some((idx, mcst)) = found else {
+            self.stats.allocation_full += 1;
+            let report = SwitchReport {
+                switch: self.cfg.switch_id,
+                mcst_id: Ipv4Address::UNSPECIFIED,
+                reason: SwitchRejection::TableFull,
+            };
+            let mut body = [0u8; SWITCH_REPORT_LEN];
+            if report.emit(&mut body).is_ok() {
+                let src = space.nth(0).unwrap_or(Ipv4Address::UNSPECIFIED);
+                let body = self.seal(src, body.to_vec());
+                let ipb = Self::udp_packet(src, requester, MRP_UDP_PORT, &body);
+                self.emit_ip(in_port, Some(requester_mac), &ipb);
+            }
+            return;
+        };
+        self.allocation_cursor = (idx + 1) % size;
+        let grant = Duration::from_ms(req.lease_ms as u64).min(self.cfg.allocation_lease);
+        let until = now + grant;
+        self.allocations.insert(
+            mcst.to_u32(),
+            GroupAllocation {
+                holder: requester,
+                port: in_port,
+                until,
+            },
+        );
+        self.next_expiry = Some(self.next_expiry.map_or(until, |e| e.min(until)));
+        self.stats.allocated += 1;
+        let ans = MrpAllocation {
+            mcst_id: mcst,
+            nonce: req.nonce,
+            lease_ms: (grant.as_ps() / 1_000_000_000).min(u32::MAX as u64) as u32,
+        };
+        let mut body = [0u8; MRP_ALLOCATION_LEN];
+        ans.emit(&mut body);
+        let body = self.seal(mcst, body.to_vec());
+        let ipb = Self::udp_packet(mcst, requester, MRP_UDP_PORT, &body);
+        self.stats.mrp_out += 1;
+        self.emit_ip(in_port, Some(requester_mac), &ipb);
+    }
+
+    /// The group addresses allocated now.
+    pub fn allocations(&self) -> impl Iterator<Item = (Ipv4Address, &GroupAllocation)> {
+        self.allocations
+            .iter()
+            .map(|(&ip, a)| (Ipv4Address::from_u32(ip), a))
+    }
+
     /// `body` with this switch's authentication trailer as sent from `src`, when it
     /// holds the fabric key; unchanged otherwise.
     fn seal(&mut self, src: Ipv4Address, body: Vec<u8>) -> Vec<u8> {
@@ -868,7 +1014,15 @@ impl FrameSwitch {
                 self.stats.lease_expired += 1;
             }
         }
-        self.next_expiry = self.leases.values().min().copied();
+        let before = self.allocations.len();
+        self.allocations.retain(|_, a| a.until > now);
+        self.stats.allocation_expired += (before - self.allocations.len()) as u64;
+        self.next_expiry = self
+            .leases
+            .values()
+            .copied()
+            .chain(self.allocations.values().map(|a| a.until))
+            .min();
     }
 
     /// When `mcst_id`'s lease runs out (`None`: no lease, or no such group).

@@ -23,6 +23,10 @@
 //! Parsing is strict: flags bits other than bit 0, `seq >= total`, a QPN over 24 bits,
 //! or a length other than exactly `8 + count × record` are errors, so a switch drops
 //! and counts a malformed registration instead of half-applying it.
+//!
+//! rocast adds four forms on the same port, each with its own flag and refused by the
+//! others' parsers: [`MrpRelease`] (bit 1), [`MrpPrune`] (bit 2), and the allocation
+//! request [`MrpAllocate`] (bit 3) with its answer [`MrpAllocation`].
 
 use super::{be, put_be, Error, Ipv4Address, Result};
 
@@ -124,6 +128,91 @@ impl MrpPrune {
             put_be(b, MRP_HEADER_LEN + i * 4, 4, ip.to_u32() as u64);
         }
         MRP_HEADER_LEN + n * MRP_PRUNE_RECORD_LEN
+    }
+}
+
+/// Flags bit 3: a request for a group address ([`MrpAllocate`]).
+const FLAG_ALLOCATE: u8 = 8;
+/// Bytes of an [`MrpAllocate`] request: the 8-byte header, a nonce (8) and the
+/// lease asked for in milliseconds (4).
+pub const MRP_ALLOCATE_LEN: usize = MRP_HEADER_LEN + 12;
+/// Bytes of an [`MrpAllocation`] answer.
+pub const MRP_ALLOCATION_LEN: usize = 20;
+const ALLOCATION_MAGIC: [u8; 4] = *b"RCAL";
+
+/// A controller's request for a group address (rocast's addition, issue 24: group
+/// addresses are allocated, not claimed): the MRP header with McstID 0.0.0.0,
+/// `seq` 0, `total` 1, `count` 0 and flags bit 3, then a nonce that the answer
+/// echoes and the lease asked for. Sent to any address of the switch's group space
+/// (the switch answers ARP for all of them). The other MRP parsers refuse it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MrpAllocate {
+    pub nonce: u64,
+    /// Milliseconds; the switch grants at most its own limit.
+    pub lease_ms: u32,
+}
+
+impl MrpAllocate {
+    pub const fn buffer_len(&self) -> usize {
+        MRP_ALLOCATE_LEN
+    }
+    /// Parses exactly the allocation request.
+    pub fn parse(b: &[u8]) -> Result<MrpAllocate> {
+        if b.len() < MRP_HEADER_LEN {
+            return Err(Error::Truncated("mrp header"));
+        }
+        if b.len() != MRP_ALLOCATE_LEN || b[..8] != [0, 0, 0, 0, 0, 1, 0, FLAG_ALLOCATE] {
+            return Err(Error::Malformed("mrp allocate"));
+        }
+        Ok(MrpAllocate {
+            nonce: be(b, 8, 8),
+            lease_ms: be(b, 16, 4) as u32,
+        })
+    }
+    pub fn emit(&self, b: &mut [u8]) -> usize {
+        b[..8].copy_from_slice(&[0, 0, 0, 0, 0, 1, 0, FLAG_ALLOCATE]);
+        put_be(b, 8, 8, self.nonce);
+        put_be(b, 16, 4, self.lease_ms as u64);
+        MRP_ALLOCATE_LEN
+    }
+}
+
+/// A switch's answer to an [`MrpAllocate`]: the group address now held for the
+/// requester (its address and arrival port) until the lease runs out, each accepted
+/// registration of the group by it renewing the lease. 20 bytes, sent from the
+/// allocated address to the requester's MRP port: `"RCAL" | McstID (4) | nonce (8) |
+/// lease ms (4)`. A switch with no address left answers a `SwitchReport` with
+/// `TableFull` and McstID 0.0.0.0 instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MrpAllocation {
+    pub mcst_id: Ipv4Address,
+    pub nonce: u64,
+    pub lease_ms: u32,
+}
+
+impl MrpAllocation {
+    pub const fn buffer_len(&self) -> usize {
+        MRP_ALLOCATION_LEN
+    }
+    pub fn parse(b: &[u8]) -> Result<MrpAllocation> {
+        if b.len() < MRP_ALLOCATION_LEN {
+            return Err(Error::Truncated("mrp allocation"));
+        }
+        if b.len() != MRP_ALLOCATION_LEN || b[..4] != ALLOCATION_MAGIC {
+            return Err(Error::Malformed("mrp allocation"));
+        }
+        Ok(MrpAllocation {
+            mcst_id: Ipv4Address::from_u32(be(b, 4, 4) as u32),
+            nonce: be(b, 8, 8),
+            lease_ms: be(b, 16, 4) as u32,
+        })
+    }
+    pub fn emit(&self, b: &mut [u8]) -> usize {
+        b[..4].copy_from_slice(&ALLOCATION_MAGIC);
+        put_be(b, 4, 4, self.mcst_id.to_u32() as u64);
+        put_be(b, 8, 8, self.nonce);
+        put_be(b, 16, 4, self.lease_ms as u64);
+        MRP_ALLOCATION_LEN
     }
 }
 
@@ -292,6 +381,42 @@ impl MrpRepr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn allocation_request_and_answer_round_trip_and_nothing_else_parses_as_them() {
+        let req = MrpAllocate {
+            nonce: 0x0102_0304_0506_0708,
+            lease_ms: 60_000,
+        };
+        let mut b = [0u8; MRP_ALLOCATE_LEN];
+        assert_eq!(req.emit(&mut b), MRP_ALLOCATE_LEN);
+        assert_eq!(MrpAllocate::parse(&b), Ok(req));
+        assert!(MrpRepr::parse(&b).is_err());
+        assert!(MrpRelease::parse(&b).is_err());
+        assert!(MrpPrune::parse(&b).is_err());
+        assert!(MrpAllocate::parse(&b[..MRP_ALLOCATE_LEN - 1]).is_err());
+        let mut bad = b;
+        bad[3] = 1; // a McstID in a request: malformed
+        assert!(MrpAllocate::parse(&bad).is_err());
+        let rel = MrpRelease {
+            mcst_id: Ipv4Address::UNSPECIFIED,
+        };
+        let mut rb = [0u8; 8];
+        rel.emit(&mut rb);
+        assert!(MrpAllocate::parse(&rb).is_err());
+
+        let ans = MrpAllocation {
+            mcst_id: Ipv4Address::new(10, 77, 0, 129),
+            nonce: req.nonce,
+            lease_ms: 30_000,
+        };
+        let mut a = [0u8; MRP_ALLOCATION_LEN];
+        assert_eq!(ans.emit(&mut a), MRP_ALLOCATION_LEN);
+        assert_eq!(MrpAllocation::parse(&a), Ok(ans));
+        assert!(MrpAllocation::parse(&a[..19]).is_err());
+        a[0] = b'X';
+        assert!(MrpAllocation::parse(&a).is_err());
+    }
 
     #[test]
     fn release_round_trips_and_is_not_a_registration() {

@@ -127,6 +127,11 @@ impl GroupAddressSpace {
     pub fn size(&self) -> u64 {
         1u64 << (32 - self.prefix_len as u32)
     }
+
+    /// The block's `i`-th address (0-based), if it has one.
+    pub fn nth(&self, i: u64) -> Option<Ipv4Address> {
+        (i < self.size()).then(|| Ipv4Address::from_u32(self.base.wrapping_add(i as u32)))
+    }
 }
 
 impl Default for GroupAddressSpace {

@@ -34,6 +34,8 @@ fn switch(role: PeelRole) -> FrameSwitch {
             peel: Some(role),
             group_lease: None,
             mrp_key: None,
+            require_allocation: false,
+            allocation_lease: Duration::from_ms(600_000),
         },
         Box::new(ForwardAllCnp),
     )
@@ -204,6 +206,8 @@ fn without_a_peel_role_a_shimmed_frame_is_plain_ipv4() {
             peel: None,
             group_lease: None,
             mrp_key: None,
+            require_allocation: false,
+            allocation_lease: Duration::from_ms(600_000),
         },
         Box::new(ForwardAllCnp),
     );

@@ -66,6 +66,8 @@ fn switch(max_groups: usize) -> FrameSwitch {
             peel: None,
             group_lease: None,
             mrp_key: None,
+            require_allocation: false,
+            allocation_lease: Duration::from_ms(600_000),
         },
         Box::new(ForwardAllCnp),
     );
@@ -101,21 +103,23 @@ fn parse_out(f: &OutFrame) -> (EthernetAddress, RoceRepr<'_>) {
 
 /// The group h0 → h1..h3.
 fn spec() -> GroupSpec {
+    spec_for(MCST)
+}
+
+/// The group h0 → h1..h3 under McstID `mcst`.
+fn spec_for(mcst: Ipv4Address) -> GroupSpec {
     let member = |p: u16| MrpMember {
         ip: ip(p),
         qpn: qpn(p),
         region: None,
     };
     let space = GroupAddressSpace::parse("10.77.0.128/25").unwrap();
-    GroupSpec::in_space(space, MCST, member(0), (1..4).map(member).collect()).unwrap()
+    GroupSpec::in_space(space, mcst, member(0), (1..4).map(member).collect()).unwrap()
 }
 
 /// Its one registration packet's bytes.
 fn registration_body() -> Vec<u8> {
-    let m = spec().mrp_packets().remove(0);
-    let mut body = vec![0u8; m.buffer_len()];
-    m.emit(&mut body);
-    body
+    registration_body_for(MCST)
 }
 
 /// An MRP prune of host `p` from the group.
@@ -511,11 +515,7 @@ fn a_release_from_the_leader_frees_the_group_and_others_are_refused() {
 
 /// The MRP payload `body` from host `from` (on port `from`) to the group.
 fn mrp_from(sw: &mut FrameSwitch, at: Instant, from: u16, body: &[u8]) -> Vec<OutFrame> {
-    let ipb = FrameSwitch::udp_packet(ip(from), MCST, MRP_UDP_PORT, body);
-    let mut out = Vec::new();
-    let f = frame(mac(from), sw.port_mac(from), EtherType::Ipv4, &ipb);
-    sw.handle_frame_into(at, from, &f, &mut out);
-    out
+    mrp_from_to(sw, at, from, MCST, body)
 }
 
 #[test]
@@ -679,4 +679,173 @@ fn with_a_fabric_key_only_sealed_fresh_mrp_changes_the_tables() {
         SwitchReport::parse(report).unwrap().reason,
         SwitchRejection::TableFull
     );
+}
+
+/// The one registration packet of the group h0 → h1..h3 under McstID `mcst`.
+fn registration_body_for(mcst: Ipv4Address) -> Vec<u8> {
+    let m = spec_for(mcst).mrp_packets().remove(0);
+    let mut body = vec![0u8; m.buffer_len()];
+    m.emit(&mut body);
+    body
+}
+
+/// Host `from` asks for a group address; returns the UDP payloads the switch sent
+/// back (with their IPv4 source).
+fn ask_allocation(
+    sw: &mut FrameSwitch,
+    at: Instant,
+    from: u16,
+    body: &[u8],
+) -> Vec<(Ipv4Address, Vec<u8>)> {
+    let ipb = FrameSwitch::udp_packet(
+        ip(from),
+        Ipv4Address::new(10, 77, 0, 128),
+        MRP_UDP_PORT,
+        body,
+    );
+    let mut out = Vec::new();
+    let f = frame(mac(from), sw.port_mac(from), EtherType::Ipv4, &ipb);
+    sw.handle_frame_into(at, from, &f, &mut out);
+    out.iter()
+        .map(|o| {
+            assert_eq!(o.port, from, "answered to the requester only");
+            let ipk = Ipv4Packet::new_checked(&o.frame[ETHERNET_HEADER_LEN..]).unwrap();
+            assert_eq!(ipk.dst_addr(), ip(from));
+            let udp = UdpPacket::new_checked(ipk.payload()).unwrap();
+            (ipk.src_addr(), udp.payload().to_vec())
+        })
+        .collect()
+}
+
+fn allocate_body(nonce: u64, lease_ms: u32) -> Vec<u8> {
+    let req = crate::wire::mrp::MrpAllocate { nonce, lease_ms };
+    let mut b = vec![0u8; req.buffer_len()];
+    req.emit(&mut b);
+    b
+}
+
+#[test]
+fn the_switch_allocates_group_addresses_and_registers_each_only_for_its_holder() {
+    use crate::wire::mrp::MrpAllocation;
+    let mut sw = switch(2);
+    sw.cfg.require_allocation = true;
+    sw.cfg.allocation_lease = Duration::from_ms(1_000);
+    // Without an allocation a registration is refused (NotAllocated), nothing kept.
+    let out = mrp_from(&mut sw, now(), 0, &registration_body());
+    let ipk = Ipv4Packet::new_checked(&out[0].frame[ETHERNET_HEADER_LEN..]).unwrap();
+    let udp = UdpPacket::new_checked(ipk.payload()).unwrap();
+    assert_eq!(
+        SwitchReport::parse(udp.payload()).unwrap().reason,
+        SwitchRejection::NotAllocated
+    );
+    assert_eq!(sw.cepheus().num_groups(), 0);
+    // h0 asks: the space's first free address, the nonce echoed, the lease capped.
+    let ans = ask_allocation(&mut sw, now(), 0, &allocate_body(77, 60_000));
+    assert_eq!(ans.len(), 1);
+    let a = MrpAllocation::parse(&ans[0].1).unwrap();
+    let first = Ipv4Address::new(10, 77, 0, 128);
+    assert_eq!(
+        a,
+        MrpAllocation {
+            mcst_id: first,
+            nonce: 77,
+            lease_ms: 1_000
+        }
+    );
+    assert_eq!(ans[0].0, first, "sent from the allocated address");
+    // h1 asks next: another address.
+    let b = MrpAllocation::parse(&ask_allocation(&mut sw, now(), 1, &allocate_body(5, 100))[0].1)
+        .unwrap();
+    assert_eq!(b.mcst_id, Ipv4Address::new(10, 77, 0, 129));
+    assert_eq!(b.lease_ms, 100);
+    assert_eq!(sw.stats().allocated, 2);
+    // The table cap (2) counts allocations: a third request is told TableFull.
+    let full = ask_allocation(&mut sw, now(), 2, &allocate_body(9, 100));
+    let r = SwitchReport::parse(&full[0].1).unwrap();
+    assert_eq!(
+        (r.mcst_id, r.reason),
+        (Ipv4Address::UNSPECIFIED, SwitchRejection::TableFull)
+    );
+    assert_eq!(sw.stats().allocation_full, 1);
+    // h1's address registered by h0 (the holder is h1): refused.
+    mrp_from_to(
+        &mut sw,
+        now(),
+        0,
+        b.mcst_id,
+        &registration_body_for(b.mcst_id),
+    );
+    assert!(sw.cepheus().group(b.mcst_id).is_none());
+    // h0 registers its own: accepted, and the registration renews the allocation.
+    let later = now() + Duration::from_ms(900);
+    let out = mrp_from_to(&mut sw, later, 0, first, &registration_body_for(first));
+    assert_eq!(out.len(), 3, "one MRP packet per member");
+    assert!(sw.cepheus().group(first).is_some());
+    // At 1 s h1's allocation (100 ms) and h0's first lease are past; h0's was renewed.
+    sw.handle_timeout(now() + Duration::from_ms(1_000));
+    let held: Vec<_> = sw.allocations().map(|(ip, a)| (ip, a.holder)).collect();
+    assert_eq!(held, vec![(first, ip(0))]);
+    assert_eq!(sw.stats().allocation_expired, 1);
+    // The freed address goes to the next request only after the others (the cursor).
+    let c = MrpAllocation::parse(&ask_allocation(&mut sw, later, 2, &allocate_body(1, 100))[0].1)
+        .unwrap();
+    assert_eq!(c.mcst_id, Ipv4Address::new(10, 77, 0, 130));
+}
+
+#[test]
+fn without_required_allocation_a_chosen_address_works_unless_another_host_holds_it() {
+    let mut sw = switch(4);
+    register(&mut sw);
+    assert_eq!(
+        sw.cepheus().num_groups(),
+        1,
+        "open mode: the leader chose MCST"
+    );
+    // h3 holds 10.77.0.128: h0 may not register it.
+    let a = ask_allocation(&mut sw, now(), 3, &allocate_body(1, 1_000));
+    let a = crate::wire::mrp::MrpAllocation::parse(&a[0].1).unwrap();
+    mrp_from_to(
+        &mut sw,
+        now(),
+        0,
+        a.mcst_id,
+        &registration_body_for(a.mcst_id),
+    );
+    assert!(sw.cepheus().group(a.mcst_id).is_none());
+    assert_eq!(sw.stats().mrp_refused, 1);
+}
+
+#[test]
+fn with_a_fabric_key_an_unsealed_allocation_request_is_dropped() {
+    use crate::wire::mrp_auth::FabricKey;
+    let key = FabricKey::new([0x42; 32]);
+    let mut sw = switch(4);
+    sw.cfg.mrp_key = Some(key.clone());
+    assert!(ask_allocation(&mut sw, now(), 0, &allocate_body(1, 1_000)).is_empty());
+    assert_eq!(sw.stats().mrp_unauthenticated, 1);
+    let ans = ask_allocation(
+        &mut sw,
+        now(),
+        0,
+        &key.seal(ip(0), 3, &allocate_body(1, 1_000)),
+    );
+    let (src, payload) = &ans[0];
+    let (inner, _) = key.open(*src, payload).expect("the answer is sealed");
+    let a = crate::wire::mrp::MrpAllocation::parse(inner).unwrap();
+    assert_eq!((a.mcst_id, a.nonce), (*src, 1));
+}
+
+/// Like [`mrp_from`], to McstID `to`.
+fn mrp_from_to(
+    sw: &mut FrameSwitch,
+    at: Instant,
+    from: u16,
+    to: Ipv4Address,
+    body: &[u8],
+) -> Vec<OutFrame> {
+    let ipb = FrameSwitch::udp_packet(ip(from), to, MRP_UDP_PORT, body);
+    let mut out = Vec::new();
+    let f = frame(mac(from), sw.port_mac(from), EtherType::Ipv4, &ipb);
+    sw.handle_frame_into(at, from, &f, &mut out);
+    out
 }
