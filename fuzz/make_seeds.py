@@ -62,6 +62,8 @@ mac0 = bytes([2, 0x72, 0x63, 0, 0, 1])
 sw_mac = bytes([2, 0x72, 0x63, 0xFE, 0, 0])
 src = ip(10, 77, 0, 1)
 group = ip(10, 77, 0, 200)
+allocate = bytes([0, 0, 0, 0, 0, 1, 0, 8]) + struct.pack(">QI", 77, 60000)
+allocation = b"RCAL" + ip(10, 77, 0, 128) + struct.pack(">QI", 77, 60000)
 
 seeds = {
     "group_control": {"stream": bytes([7]) + params + join + ready + announce + result + close + evicted},
@@ -69,12 +71,13 @@ seeds = {
                   "cut": bytes([1]) + params + join[:7]},
     "mrp": {"registration": reg, "release": release, "prune": prune,
             "sealed": seal(src, 7, reg),
-            "report": b"RCRJ" + group + struct.pack(">I", 9) + bytes([1])},
+            "report": b"RCRJ" + group + struct.pack(">I", 9) + bytes([1]),
+            "allocate": allocate, "allocation": allocation},
     "switch_pipeline": {
         "plain": bytes([0]) + b"".join(record(0, 1, udp_frame(src, group, 4792, p, mac0, sw_mac))
-                                       for p in [reg, prune, release]),
+                                       for p in [allocate, reg, prune, release]),
         "keyed": bytes([1]) + b"".join(record(0, 1, udp_frame(src, group, 4792, seal(src, c, p), mac0, sw_mac))
-                                       for c, p in [(5, reg), (6, prune), (7, release)]),
+                                       for c, p in [(4, allocate), (5, reg), (6, prune), (7, release)]),
     },
     # connect 0..2, drivers open QPs, exchanges (joins, registration), a buffer with
     # its drivers, a broken connection, timeouts, the close.

@@ -1,5 +1,5 @@
-//! MRP on the wire: arbitrary bytes as a registration, a release, a prune, a switch
-//! report and an authenticated datagram. Nothing may panic; whatever parses re-emits
+//! MRP on the wire: arbitrary bytes as a registration, a release, a prune, an
+//! allocation request and answer, a switch report and an authenticated datagram. Nothing may panic; whatever parses re-emits
 //! to the same bytes; a datagram opens under the fabric key only if it was sealed with
 //! it (sealing the input then opening gives the input back, and any byte of the sealed
 //! datagram flipped makes it fail).
@@ -8,7 +8,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use rocast_core::control::registration::{SwitchReport, SWITCH_REPORT_LEN};
-use rocast_core::wire::mrp::{MrpPrune, MrpRelease, MrpRepr};
+use rocast_core::wire::mrp::{MrpAllocate, MrpAllocation, MrpPrune, MrpRelease, MrpRepr};
 use rocast_core::wire::mrp_auth::FabricKey;
 use rocast_core::wire::Ipv4Address;
 
@@ -28,6 +28,19 @@ fuzz_target!(|data: &[u8]| {
         let mut b = vec![0u8; p.buffer_len()];
         assert_eq!(p.emit(&mut b), data.len());
         assert_eq!(&b[..], data);
+    }
+    if let Ok(a) = MrpAllocate::parse(data) {
+        let mut b = vec![0u8; a.buffer_len()];
+        assert_eq!(a.emit(&mut b), data.len());
+        assert_eq!(&b[..], data);
+        assert!(MrpRepr::parse(data).is_err() && MrpRelease::parse(data).is_err());
+        assert!(MrpPrune::parse(data).is_err());
+    }
+    if let Ok(a) = MrpAllocation::parse(data) {
+        let mut b = vec![0u8; a.buffer_len()];
+        assert_eq!(a.emit(&mut b), data.len());
+        assert_eq!(&b[..], data);
+        assert!(SwitchReport::parse(data).is_err());
     }
     if let Ok(r) = SwitchReport::parse(data) {
         let mut b = [0u8; SWITCH_REPORT_LEN];

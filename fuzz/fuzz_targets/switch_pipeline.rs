@@ -1,10 +1,11 @@
 //! The switch pipeline (`FrameSwitch`: learning, ARP, MRP with leases, prunes and
-//! authentication, the Cepheus engine) fed a sequence of arbitrary frames on arbitrary
+//! authentication, group address allocation, the Cepheus engine) fed a sequence of arbitrary frames on arbitrary
 //! ports, with time moving and leases expiring between them, after a valid group was
 //! registered. Nothing may panic, every output is drained, and the per-group tables
 //! never exceed the configured capacity.
 //!
-//! Input: byte 0 picks a keyed or plain switch; then records of
+//! Input: byte 0 picks a keyed or plain switch (bit 0) and whether group addresses
+//! must be allocated (bit 1); then records of
 //! `port (1) | time step in µs (1) | length (2, BE) | frame`.
 
 #![no_main]
@@ -30,6 +31,8 @@ fuzz_target!(|data: &[u8]| {
     if mode & 1 == 1 {
         cfg.mrp_key = Some(FabricKey::new([0x5a; 32]));
     }
+    cfg.require_allocation = mode & 2 == 2;
+    cfg.allocation_lease = Duration::from_ms(10);
     let filter = CnpFilterPolicy::from_name("cepheus", Duration::from_us(50))
         .unwrap()
         .build();
@@ -52,5 +55,6 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(sw.pending_transmits(), 0, "a frame longer than 16 KiB was made");
         sw.handle_timeout(now);
         assert!(sw.cepheus().num_groups() <= MAX_GROUPS);
+        assert!(sw.allocations().count() <= MAX_GROUPS);
     }
 });

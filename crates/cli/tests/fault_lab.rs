@@ -421,6 +421,57 @@ fn a_member_port_flapping_mid_transfer_is_counted_and_recovered() {
 }
 
 #[test]
+fn a_member_cut_off_mid_transfer_is_evicted_and_the_others_get_every_byte() {
+    let _one = one_lab();
+    let lab = LabGuard::new("tf8");
+    let (payload, file) = lab_up(lab.0, 4);
+    let joins = join_all(lab.0, 3);
+    let leader = lead(lab.0, 3, &file);
+    wait_for_data(lab.0);
+    // h2's port goes down and stays down: the member is alive but unreachable. Its
+    // control connection's probes go unanswered; the leader evicts it (~3.5 s), and
+    // the switch, pruned, answers the retransmission from the members left.
+    let sw = format!("rocast-{}-sw", lab.0);
+    let set = |state: &str| {
+        let ok = Command::new("ip")
+            .args(["-n", &sw, "link", "set", "p2", state])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "p2 {state}");
+    };
+    set("down");
+    let cut = Instant::now();
+    let (code, text) = leader.finish();
+    let took = cut.elapsed();
+    set("up");
+    assert_eq!(code, 3, "completed for the members left: {text}");
+    assert!(text.contains("member 10.77.0.3: EVICTED"), "{text}");
+    assert!(text.contains("evicted: 10.77.0.3"), "{text}");
+    let mut joins = joins.into_iter();
+    let a = joins.next().unwrap();
+    let (victim, victim_out) = joins.next().unwrap();
+    let b = joins.next().unwrap();
+    for (p, out) in [a, b] {
+        let (jc, jt) = p.finish();
+        assert_eq!(jc, 3, "a healthy member, told of the eviction: {jt}");
+        assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
+    }
+    // The cut-off member never claims the buffer: its own probes fail too.
+    let (vc, vt) = victim.finish();
+    assert_eq!(vc, 1, "{vt}");
+    assert!(!vt.contains(": ok"), "{vt}");
+    let _ = std::fs::remove_file(victim_out);
+    let stats = switch_query(lab.0, false);
+    assert!(counter(&stats, "switch", "mrp_pruned") >= 1, "{stats}");
+    eprintln!(
+        "tf8: the leader finished {:.1} s after the cut",
+        took.as_secs_f64()
+    );
+    down_and_check(lab.0, &file);
+}
+
+#[test]
 fn five_percent_loss_started_mid_run_is_recovered_byte_for_byte() {
     let _one = one_lab();
     let lab = LabGuard::new("tf5");

@@ -336,6 +336,15 @@ impl RcQueuePair {
         Ok(())
     }
 
+    /// The receivers behind this QP changed (a member evicted from a Cepheus group, whose
+    /// switch then answers the next retransmission from the paths left): the timeouts so
+    /// far were that member's, so they are forgotten, and what is unacknowledged goes
+    /// out again at the next [`handle_timeout`](Self::handle_timeout) instead of after
+    /// the backed-off timer (up to seconds, past which the QP would fail).
+    pub fn retry_now(&mut self, now: Instant) {
+        self.req.retry_now(now);
+    }
+
     /// Lets timers fire: retransmission timeout, RNR wait, the rate controller's timers.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.req

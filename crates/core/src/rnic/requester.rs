@@ -445,6 +445,16 @@ impl Requester {
         self.rto_deadline = Some(now + self.backoff_rto(cfg));
     }
 
+    /// Forgets the timeouts so far and retransmits at the next timer turn (`now`):
+    /// see [`RcQueuePair::retry_now`](super::RcQueuePair::retry_now).
+    pub fn retry_now(&mut self, now: Instant) {
+        if self.failed || self.outstanding() == 0 {
+            return;
+        }
+        self.retries = 0;
+        self.rto_deadline = Some(now);
+    }
+
     /// Moves to the error state: the failing request completes with `err`, the rest flush.
     pub fn fail(&mut self, err: WcError, events: &mut VecDeque<Event>) {
         if self.failed {

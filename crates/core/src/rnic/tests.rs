@@ -359,6 +359,35 @@ fn requester_retransmits_on_timeout_with_backoff_then_fails() {
 }
 
 #[test]
+fn retry_now_forgets_the_timeouts_and_retransmits_at_once() {
+    let mut c = cfg_a();
+    c.retransmit_timeout = Duration::from_us(100);
+    c.retry_limit = 2;
+    let mut a = RcQueuePair::new(c).unwrap();
+    a.retry_now(t(0));
+    assert_eq!(a.poll_timeout(), None, "nothing outstanding: nothing to do");
+    a.post_send(send(1, 2 * MTU)).unwrap();
+    assert_eq!(psns(&drain(&mut a, t(0))), vec![0, 1]);
+    a.handle_timeout(t(100));
+    drain(&mut a, t(100));
+    a.handle_timeout(t(300));
+    drain(&mut a, t(300));
+    // Two timeouts used: the next would fail at 700. A kick at 350 goes out now...
+    a.retry_now(t(350));
+    assert_eq!(a.poll_timeout(), Some(t(350)));
+    a.handle_timeout(t(350));
+    assert_eq!(psns(&drain(&mut a, t(350))), vec![0, 1]);
+    assert!(!a.is_error());
+    // ...and the back-off starts over: two more timeouts before the QP fails.
+    assert_eq!(a.poll_timeout(), Some(t(550)));
+    a.handle_timeout(t(550));
+    drain(&mut a, t(550));
+    assert!(!a.is_error());
+    a.handle_timeout(t(950));
+    assert!(a.is_error());
+}
+
+#[test]
 fn requester_progress_resets_the_retry_count() {
     let mut c = cfg_a();
     c.retransmit_timeout = Duration::from_us(100);

@@ -18,8 +18,10 @@
 //! ```
 //!
 //! **Faults** (issue 24). While the group is up on the switch, a member whose control
-//! connection breaks (or that never answers an announcement while others do) is
-//! *evicted*: an [`MrpPrune`] takes its path off the switch's tree, so its silence no
+//! connection breaks, that never answers an announcement while others do, or that
+//! stops confirming the registration refreshes while others go on confirming them
+//! (alive, perhaps, but unreachable through the switch: each refresh travels the
+//! group's tree, so a member behind a dead link misses it) is *evicted*: an [`MrpPrune`] takes its path off the switch's tree, so its silence no
 //! longer holds the aggregated ACK back, every other member hears `Evicted`, and the
 //! buffer completes for the rest; its outcome names the evicted member. Through an
 //! overlay (whose schedule has a place for every rank) a lost member fails the group,
@@ -206,6 +208,8 @@ pub struct LeaderStats {
     pub refreshes: u64,
     /// Members evicted.
     pub evicted: u64,
+    /// Confirmations of registration refreshes from members.
+    pub refresh_confirmations: u64,
     /// Connections refused for an invitation that did not verify, or a Join without
     /// one when invitations are required.
     pub uninvited: u64,
@@ -256,6 +260,15 @@ enum State {
     Failed,
 }
 
+/// Refreshes a member may leave unconfirmed, while another member confirms the last
+/// one, before it is evicted as unreachable: with the default 1 s refresh, a member
+/// cut off from the switch is evicted 2–3 s after its link went down. rocast's
+/// assumption, sized against the RC retry budget of the group's QP (20 ms doubling
+/// over 7 retries: 5.1 s without progress fails the transfer for all): the eviction
+/// comes first, and the switch, pruned, acknowledges the next retransmission for the
+/// members left.
+pub const UNREACHABLE_REFRESHES: u32 = 2;
+
 /// The leader's group session (see the module docs).
 #[derive(Debug)]
 pub struct LeaderSession {
@@ -266,6 +279,9 @@ pub struct LeaderSession {
     members: Vec<(ConnId, MrpMember)>,
     /// Indices into `members` of those evicted.
     evicted: BTreeSet<usize>,
+    /// Per member (as `members`), the registration refreshes sent since it last
+    /// confirmed one.
+    unconfirmed_refreshes: Vec<u32>,
     /// When the next registration refresh is due (registered through the switch).
     next_refresh: Option<Instant>,
     /// The data goes through the overlay (decided once registration failed, the
@@ -320,6 +336,7 @@ impl LeaderSession {
             conns: BTreeMap::new(),
             members: Vec::new(),
             evicted: BTreeSet::new(),
+            unconfirmed_refreshes: Vec::new(),
             next_refresh: None,
             overlay: false,
             switch_state: false,
@@ -629,7 +646,18 @@ impl LeaderSession {
                     ctl.handle_confirmation(now, &conf);
                     self.pump_registration(now);
                 }
-                _ => self.stats.late_confirmations += 1,
+                // A refresh's confirmation: the member is reachable through the tree.
+                _ => match member {
+                    Some(i)
+                        if conf.mcst_id == self.cfg.mcst_id
+                            && conf.ip == self.members[i].1.ip
+                            && conf.qpn == self.members[i].1.qpn =>
+                    {
+                        self.unconfirmed_refreshes[i] = 0;
+                        self.stats.refresh_confirmations += 1;
+                    }
+                    _ => self.stats.late_confirmations += 1,
+                },
             },
             Message::Ready => {
                 let Some(i) = member else {
@@ -732,6 +760,7 @@ impl LeaderSession {
         };
         let i = self.members.len();
         self.members.push((conn, record));
+        self.unconfirmed_refreshes.push(0);
         if let Some(c) = self.conns.get_mut(&conn) {
             c.member = Some(i);
         }
@@ -792,6 +821,7 @@ impl LeaderSession {
                     took: at.saturating_since(started),
                 });
                 self.next_refresh = self.cfg.refresh.map(|r| now + r);
+                self.unconfirmed_refreshes.fill(0);
                 self.go_idle();
             }
             Some(RegistrationEvent::Failed(f)) => {
@@ -1110,8 +1140,36 @@ impl LeaderSession {
 
     /// Resends the registration of the members still in the group (idempotent at a
     /// switch that holds it; a restarted switch learns the group from it).
+    ///
+    /// First, members that left the last [`UNREACHABLE_REFRESHES`] refreshes
+    /// unconfirmed are evicted as unreachable, provided another member confirmed the
+    /// last one (so the refreshes do reach the tree: after a switch restart, or with
+    /// the leader's own link down, nobody confirms and nobody is evicted).
     fn refresh(&mut self, now: Instant) {
         self.next_refresh = self.cfg.refresh.map(|r| now + r);
+        let live: Vec<usize> = self.live().collect();
+        if live.iter().any(|&i| self.unconfirmed_refreshes[i] == 0) {
+            for &i in &live {
+                let missed = self.unconfirmed_refreshes[i];
+                if missed >= UNREACHABLE_REFRESHES {
+                    let conn = self.members[i].0;
+                    self.send_to(conn, Message::Close(Close { ok: false }));
+                    self.evict(
+                        now,
+                        i,
+                        format!(
+                            "unreachable: the last {missed} registration refreshes unconfirmed"
+                        ),
+                    );
+                }
+            }
+            if self.is_terminal() {
+                return;
+            }
+        }
+        for i in self.live().collect::<Vec<_>>() {
+            self.unconfirmed_refreshes[i] = self.unconfirmed_refreshes[i].saturating_add(1);
+        }
         let me = MrpMember {
             ip: self.cfg.local,
             qpn: self.cfg.local_qpn,

@@ -848,6 +848,72 @@ fn the_registration_is_refreshed_without_evicted_members() {
 }
 
 #[test]
+fn a_member_that_stops_confirming_refreshes_while_others_confirm_is_evicted_as_unreachable() {
+    let mut cfg = leader_cfg(false, 3);
+    let every = Duration::from_ms(100);
+    cfg.refresh = Some(every);
+    let mut g = Group::with(cfg, 3);
+    g.join_all();
+    g.members_to_leader();
+    let mrp = g.leader_to_members();
+    g.switch_delivers(&mrp);
+    g.members_to_leader();
+    leader_events(&mut g.leader);
+    // Refresh k: the switch delivers it to the members in `reach` only.
+    let mut refresh = |g: &mut Group, reach: &[usize]| -> Vec<Out> {
+        g.now += every;
+        g.leader.handle_timeout(g.now);
+        let out = drain_leader(&mut g.leader, g.now);
+        for o in &out {
+            if let Out::Mrp(p) = o {
+                for &i in reach {
+                    g.members[i].handle_mrp(g.now, p);
+                }
+            }
+        }
+        g.members_to_leader();
+        out
+    };
+    // Nobody confirms (the switch restarted, say): nobody is evicted, however long.
+    for _ in 0..4 {
+        refresh(&mut g, &[]);
+    }
+    assert!(leader_events(&mut g.leader).is_empty());
+    // Every member confirms again; then member 1 is cut off.
+    refresh(&mut g, &[0, 1, 2]);
+    assert_eq!(g.leader.stats().refresh_confirmations, 3);
+    refresh(&mut g, &[0, 2]);
+    refresh(&mut g, &[0, 2]);
+    assert!(
+        leader_events(&mut g.leader).is_empty(),
+        "two refreshes missed: not yet"
+    );
+    let out = refresh(&mut g, &[0, 2]);
+    assert!(out.contains(&prune_of(1)), "{out:?}");
+    assert!(
+        out.contains(&to(1, Message::Close(Close { ok: false }))),
+        "{out:?}"
+    );
+    let ev = leader_events(&mut g.leader);
+    assert!(
+        matches!(&ev[..], [LeaderEvent::MemberEvicted { ip, reason }]
+            if *ip == member_ip(1) && reason.contains("unreachable")),
+        "{ev:?}"
+    );
+    // The refresh that followed the eviction lists the members left.
+    let [Out::Mrp(p)] = &out
+        .iter()
+        .filter(|o| matches!(o, Out::Mrp(_)))
+        .cloned()
+        .collect::<Vec<_>>()[..]
+    else {
+        panic!("{out:?}")
+    };
+    let ips: Vec<Ipv4Address> = p.members.iter().map(|m| m.ip).collect();
+    assert_eq!(ips, vec![LEADER, member_ip(0), member_ip(2)]);
+}
+
+#[test]
 fn with_invitations_only_invited_members_join_from_their_own_address() {
     use crate::control::invitation::InvitationKey;
     let key = InvitationKey::new([9; 32]);
