@@ -59,9 +59,11 @@ fn cepheus_once(
     hosts: &[u32],
     size: u64,
     post: Duration,
+    verify_data: bool,
 ) -> Result<Timed, String> {
     let mut spec = CepheusSpec::new(hosts[0], hosts[1..].to_vec(), size);
     spec.per_message_overhead = post;
+    spec.verify_data = verify_data;
     let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
     if let Some(f) = &out.fallback {
         return Err(format!("cepheus fell back: {}", f.reason));
@@ -69,6 +71,8 @@ fn cepheus_once(
     Ok(Timed {
         ps: out.completion_ps().ok_or("cepheus: incomplete")?,
         events: out.events,
+        recoveries: out.source_feedback.naks,
+        corrupt: verify_data.then_some(out.corrupt_receivers.len()),
     })
 }
 
@@ -194,12 +198,30 @@ pub(crate) fn time_once(
     size: u64,
     r: Run,
 ) -> Result<Timed, String> {
+    run_once(sc, topo, cfg, hosts, size, r, false)
+}
+
+/// [`time_once`], carrying seeded bytes and comparing what every member holds with
+/// them when `verify_data`.
+fn run_once(
+    sc: &Scenario,
+    topo: &Topology,
+    cfg: &EngineConfig,
+    hosts: &[u32],
+    size: u64,
+    r: Run,
+    verify_data: bool,
+) -> Result<Timed, String> {
     let post = overhead(sc);
     match r {
-        Run::Cepheus => cepheus_once(topo, cfg, hosts, size, post),
+        Run::Cepheus => cepheus_once(topo, cfg, hosts, size, post, verify_data),
         Run::Overlay(s) => {
             let block = block_for(sc, s, size, hosts.len() as u32)?;
-            overlay_once(topo, cfg, s, hosts, size, block, post, OverlayKnobs::of(sc))
+            let knobs = OverlayKnobs {
+                verify_data,
+                ..OverlayKnobs::of(sc)
+            };
+            overlay_once(topo, cfg, s, hosts, size, block, post, knobs)
         }
     }
 }
@@ -481,7 +503,8 @@ pub(crate) fn loss(
         }
     }
     jobs.sort_by_key(|j| std::cmp::Reverse(j.0));
-    let results = parallel(m.threads, &jobs, |&(g, loss, k)| {
+    // One run of the grid: group g, loss on the middle links, kind k.
+    let one = |g: u32, loss: f64, k: usize, bytes: u64, verify: bool| {
         let mut t = topo.clone();
         for l in &mut t.links {
             if !topo.is_host(l.a) && !topo.is_host(l.b) {
@@ -497,7 +520,10 @@ pub(crate) fn loss(
         } else {
             Run::Overlay(Scheme::Chain)
         };
-        time_once(sc, &t, &c, &hosts, size, run)
+        run_once(sc, &t, &c, &hosts, bytes, run, verify)
+    };
+    let results = parallel(m.threads, &jobs, |&(g, loss, k)| {
+        one(g, loss, k, size, false)
     })?;
     let fct: std::collections::BTreeMap<(u32, u64, usize), f64> = jobs
         .iter()
@@ -627,11 +653,57 @@ pub(crate) fn loss(
             w[3] / 1e9
         );
     }
+    // The bytes: the timed grid carries no payload (128 MB to 512 members would be
+    // 64 GB of buffers), so each group and kind runs again at the worst loss rate
+    // with seeded bytes, a smaller message, and every member's buffer compared.
+    if worst > 0.0 {
+        let bytes = size.min(LOSS_VERIFY_BYTES);
+        let vjobs: Vec<(u32, usize)> = m
+            .groups
+            .iter()
+            .flat_map(|&g| (0..kinds.len()).map(move |k| (g, k)))
+            .collect();
+        let checked = parallel(m.threads, &vjobs, |&(g, k)| one(g, worst, k, bytes, true))?;
+        let _ = writeln!(
+            text,
+            "\nbytes verified ({} of seeded data per run, loss {worst:.0e}, every member's buffer compared with the source's):",
+            fmt_size(bytes)
+        );
+        let mut bad = Vec::new();
+        for (&(g, k), t) in vjobs.iter().zip(&checked) {
+            let (name, rtx, cepheus, _) = kinds[k];
+            let corrupt = t.corrupt.unwrap_or(usize::MAX);
+            let _ = writeln!(
+                text,
+                "  {g:>4} members, {name}-{rtx}: {} ({} {})",
+                if corrupt == 0 { "intact" } else { "CORRUPT" },
+                t.recoveries,
+                if cepheus {
+                    "NAKs at the source"
+                } else {
+                    "packets retransmitted"
+                }
+            );
+            if corrupt != 0 {
+                bad.push(format!("{g} members, {name}-{rtx}"));
+            }
+        }
+        if !bad.is_empty() {
+            return Err(format!(
+                "loss: members hold wrong data in {}\n{text}",
+                bad.join("; ")
+            ));
+        }
+    }
     Ok(EvalReport {
         text,
         files: vec![("loss.csv".into(), csv)],
     })
 }
+
+/// Bytes of the loss experiment's byte-verified runs: each member holds one buffer of
+/// this size (512 members: 512 MiB).
+const LOSS_VERIFY_BYTES: u64 = 1 << 20;
 
 /// Table I: replication IOPS with a per-copy host stack cost.
 pub(crate) fn iops(

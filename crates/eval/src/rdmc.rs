@@ -18,6 +18,12 @@ use rocast_sim::Scenario;
 pub(crate) struct Timed {
     pub ps: u64,
     pub events: u64,
+    /// Loss recoveries: packets the overlay's ranks retransmitted, or NAKs that
+    /// reached Cepheus' source.
+    pub recoveries: u64,
+    /// With data verification: members holding bytes other than the source's
+    /// (`None`: not verified).
+    pub corrupt: Option<usize>,
 }
 
 /// The per-post host software overhead of every scheme.
@@ -40,6 +46,8 @@ pub(crate) struct OverlayKnobs {
     pub flow_control: bool,
     /// Binomial tree's outstanding sends per rank; 0: all children at once.
     pub tree_window: u32,
+    /// Carry seeded bytes and compare every rank's buffer with the root's.
+    pub verify_data: bool,
 }
 
 impl OverlayKnobs {
@@ -47,6 +55,7 @@ impl OverlayKnobs {
         OverlayKnobs {
             flow_control: sc.multicast.flow_control,
             tree_window: sc.multicast.tree_window,
+            verify_data: false,
         }
     }
 }
@@ -85,13 +94,15 @@ pub(crate) fn overlay_once(
         root: 0,
         driver,
         overhead: post,
-        verify_data: false,
+        verify_data: knobs.verify_data,
         seed: 1,
     };
     let out = run_broadcast(topo.clone(), cfg.clone(), &spec)?;
     Ok(Timed {
         ps: out.latency_ps,
         events: out.events,
+        recoveries: out.retransmitted,
+        corrupt: knobs.verify_data.then_some(out.corrupt_ranks.len()),
     })
 }
 

@@ -1,27 +1,30 @@
 //! The NACK multicast protocol's own packets, carried as the payload of RDMA UD SENDs
 //! (one packet per UD message, so each is at most one path MTU).
 //!
-//! Every packet starts with the same 8 bytes: magic `0xA7`, version 1, type, flags,
+//! Every packet starts with the same 8 bytes: magic `0xA7`, version 2, type, flags,
 //! and the sender's session id (u32, big-endian). Sequence numbers are 64-bit: a
 //! stream never wraps (2^64 packets), so the 24-bit PSN wrap that the paper met in
 //! Soft-RoCE (§III-A) cannot reach this layer; the UD PSN below it wraps on its own.
 //!
 //! ```text
 //! DATA       hdr | seq u64 | msg_seq u64 | msg_len u32 | frag_offset u32 | payload
-//! HEARTBEAT  hdr | next_seq u64 | low_seq u64
+//! HEARTBEAT  hdr | next_seq u64 | low_seq u64 | next_msg u64
 //! NACK       hdr | receiver u32 | count u32 | from_seq u64
 //! STATUS     hdr | receiver u32 | window u32 | position u64
 //! ```
+//! Version 2 added the heartbeat's `next_msg` (the message sequence the sender will
+//! start next), so that a receiver that lost the last messages of a burst can say how
+//! many (tail loss: no later message arrives to reveal the gap).
 //! `parse` accepts any byte string without panicking: a short, unknown or
 //! inconsistent packet is an error the endpoints count as a drop.
 
 use thiserror::Error;
 
 pub const MAGIC: u8 = 0xA7;
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 pub const COMMON_LEN: usize = 8;
 pub const DATA_HEADER_LEN: usize = COMMON_LEN + 24;
-pub const HEARTBEAT_LEN: usize = COMMON_LEN + 16;
+pub const HEARTBEAT_LEN: usize = COMMON_LEN + 24;
 pub const NACK_LEN: usize = COMMON_LEN + 16;
 pub const STATUS_LEN: usize = COMMON_LEN + 16;
 
@@ -85,10 +88,13 @@ impl DataRepr<'_> {
 pub enum PacketRepr<'a> {
     Data(DataRepr<'a>),
     /// The sender's high edge (the next sequence it will use) and low edge (the oldest
-    /// sequence it can still repair): tail-loss detection and explicit loss reports.
+    /// sequence it can still repair): tail-loss detection and explicit loss reports;
+    /// and the message it starts next on the wire (`next_msg ≤ next_seq`), so that lost
+    /// messages at the end of a burst are counted too.
     Heartbeat {
         next_seq: u64,
         low_seq: u64,
+        next_msg: u64,
     },
     /// Receiver `receiver` misses `count` sequences starting at `from_seq`.
     Nack {
@@ -191,7 +197,7 @@ impl<'a> Packet<'a> {
                 PacketRepr::Data(d)
             }
             TYPE_HEARTBEAT => {
-                let (next_seq, low_seq) = (u64_at(b, 8), u64_at(b, 16));
+                let (next_seq, low_seq, next_msg) = (u64_at(b, 8), u64_at(b, 16), u64_at(b, 24));
                 if next_seq >= MAX_SEQ {
                     return Err(PacketError::Inconsistent("sequence at or past 2^63"));
                 }
@@ -200,7 +206,17 @@ impl<'a> Packet<'a> {
                         "heartbeat low edge above high edge",
                     ));
                 }
-                PacketRepr::Heartbeat { next_seq, low_seq }
+                if next_msg > next_seq {
+                    // Every message takes at least one sequence.
+                    return Err(PacketError::Inconsistent(
+                        "heartbeat counts more messages than sequences",
+                    ));
+                }
+                PacketRepr::Heartbeat {
+                    next_seq,
+                    low_seq,
+                    next_msg,
+                }
             }
             TYPE_NACK => {
                 let (receiver, count, from_seq) = (u32_at(b, 8), u32_at(b, 12), u64_at(b, 16));
@@ -260,9 +276,14 @@ impl<'a> Packet<'a> {
                 out.extend_from_slice(&d.frag_offset.to_be_bytes());
                 out.extend_from_slice(d.payload);
             }
-            PacketRepr::Heartbeat { next_seq, low_seq } => {
+            PacketRepr::Heartbeat {
+                next_seq,
+                low_seq,
+                next_msg,
+            } => {
                 out.extend_from_slice(&next_seq.to_be_bytes());
                 out.extend_from_slice(&low_seq.to_be_bytes());
+                out.extend_from_slice(&next_msg.to_be_bytes());
             }
             PacketRepr::Nack {
                 receiver,
@@ -322,6 +343,7 @@ mod tests {
                 repr: PacketRepr::Heartbeat {
                     next_seq: 100,
                     low_seq: 40,
+                    next_msg: 30,
                 },
             },
             Packet {
@@ -355,7 +377,7 @@ mod tests {
     #[test]
     fn data_layout_is_pinned() {
         let b = all_kinds()[0].to_vec();
-        assert_eq!(&b[..8], &[0xA7, 1, 1, 3, 0, 0, 0, 7]);
+        assert_eq!(&b[..8], &[0xA7, 2, 1, 3, 0, 0, 0, 7]);
         assert_eq!(&b[8..16], &((1u64 << 63) - 3).to_be_bytes());
         assert_eq!(&b[24..28], &5u32.to_be_bytes());
         assert_eq!(&b[32..], b"hello");
@@ -384,11 +406,11 @@ mod tests {
         }
         assert_eq!(Packet::parse(&[0x00; 40]), Err(PacketError::BadMagic(0)));
         assert_eq!(
-            Packet::parse(&[0xA7, 2, 1, 0, 0, 0, 0, 0]),
-            Err(PacketError::BadVersion(2))
+            Packet::parse(&[0xA7, 1, 1, 0, 0, 0, 0, 0]),
+            Err(PacketError::BadVersion(1))
         );
         assert_eq!(
-            Packet::parse(&[0xA7, 1, 9, 0, 0, 0, 0, 0]),
+            Packet::parse(&[0xA7, 2, 9, 0, 0, 0, 0, 0]),
             Err(PacketError::UnknownType(9))
         );
     }
@@ -430,6 +452,7 @@ mod tests {
             repr: PacketRepr::Heartbeat {
                 next_seq: 5,
                 low_seq: 6,
+                next_msg: 0,
             },
         }
         .to_vec();

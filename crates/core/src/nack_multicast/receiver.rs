@@ -237,7 +237,11 @@ impl NackMulticastReceiver {
         };
         match p.repr {
             PacketRepr::Data(d) => self.on_data(now, p.session, &d),
-            PacketRepr::Heartbeat { next_seq, low_seq } => {
+            PacketRepr::Heartbeat {
+                next_seq,
+                low_seq,
+                next_msg,
+            } => {
                 // (The parser refuses a low edge above next_seq.)
                 self.counters.heartbeats += 1;
                 let s = self.stream(p.session);
@@ -245,6 +249,7 @@ impl NackMulticastReceiver {
                 if low_seq > s.next_seq {
                     self.give_up_below(p.session, low_seq);
                 }
+                self.report_tail_loss(p.session, next_seq, next_msg);
                 self.after_change(now, p.session);
             }
             PacketRepr::Nack {
@@ -435,6 +440,28 @@ impl NackMulticastReceiver {
             self.consume(session, None);
             self.drain_held(session);
         }
+    }
+
+    /// Tail loss: after a give-up the stream skips to the next message's first
+    /// fragment, and the gap is reported when one arrives. When the sender has sent
+    /// nothing more (everything below its `next_seq` is consumed), no fragment will
+    /// reveal the gap: the heartbeat's `next_msg` says how many messages started, and
+    /// those not delivered are reported lost now.
+    fn report_tail_loss(&mut self, session: u32, next_seq: u64, next_msg: u64) {
+        let s = self.streams.get_mut(&session).expect("stream exists");
+        if !s.skipping || s.next_seq < next_seq || next_msg <= s.next_msg {
+            return;
+        }
+        let lost = s.next_msg..next_msg;
+        s.next_msg = next_msg;
+        self.counters.lost_messages = self
+            .counters
+            .lost_messages
+            .saturating_add(lost.end - lost.start);
+        self.events.push_back(ReceiverEvent::Unrecoverable {
+            session,
+            messages: lost,
+        });
     }
 
     /// Arms the NACK timer for a gap and sends STATUS when the position moved enough.

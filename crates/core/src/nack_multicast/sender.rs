@@ -278,6 +278,28 @@ impl NackMulticastSender {
         Ok(msg_seq)
     }
 
+    /// The message the sender starts next on the wire: the first unsent packet's when
+    /// that packet begins it, one past it when its message already began, and every
+    /// queued message when everything went out. (Evictions never pass `sent_upto`, so
+    /// the first unsent packet is buffered.)
+    pub(super) fn next_msg_on_wire(&self) -> u64 {
+        if self.sent_upto >= self.next_seq {
+            return self.next_msg_seq;
+        }
+        let b = &self.buffer[(self.sent_upto - self.low_seq) as usize].bytes;
+        match Packet::parse(b) {
+            Ok(Packet {
+                repr: PacketRepr::Data(d),
+                ..
+            }) if d.is_first() => d.msg_seq,
+            Ok(Packet {
+                repr: PacketRepr::Data(d),
+                ..
+            }) => d.msg_seq + 1,
+            _ => self.next_msg_seq,
+        }
+    }
+
     /// The sequence below which the flow-control policy lets the sender transmit.
     fn flow_limit(&self) -> u64 {
         let followed = self.followed_position();
@@ -519,6 +541,7 @@ impl NackMulticastSender {
                 repr: PacketRepr::Heartbeat {
                     next_seq: self.sent_upto,
                     low_seq: self.low_seq,
+                    next_msg: self.next_msg_on_wire(),
                 },
             }
             .to_vec();

@@ -697,6 +697,7 @@ fn a_forged_heartbeat_cannot_make_a_nack_flood() {
         repr: PacketRepr::Heartbeat {
             next_seq: 1 << 62,
             low_seq: 0,
+            next_msg: 0,
         },
     }
     .to_vec();
@@ -726,7 +727,11 @@ fn a_heartbeat_with_a_huge_low_edge_is_given_up_at_once() {
     let hb = |next_seq: u64, low_seq: u64| {
         Packet {
             session: 5,
-            repr: PacketRepr::Heartbeat { next_seq, low_seq },
+            repr: PacketRepr::Heartbeat {
+                next_seq,
+                low_seq,
+                next_msg: 0,
+            },
         }
         .to_vec()
     };
@@ -765,6 +770,7 @@ fn a_heartbeat_with_a_huge_low_edge_is_given_up_at_once() {
             repr: PacketRepr::Heartbeat {
                 next_seq,
                 low_seq: next_seq,
+                next_msg: 0,
             },
         }
         .to_vec()
@@ -857,4 +863,90 @@ fn a_recycled_buffer_carries_the_next_message_and_duplicates_hand_it_back() {
         r.poll_event(),
         Some(ReceiverEvent::Message { msg_seq: 2, .. })
     ));
+}
+
+#[test]
+fn messages_lost_at_the_tail_of_a_burst_are_reported_by_the_heartbeat() {
+    // Three messages, the last two (two packets each) lost entirely; nothing follows
+    // them, so only the heartbeat can tell the receiver they existed.
+    let mut s = sender(16);
+    let mut r = receiver(1, 1);
+    s.send(us(0), b"one").unwrap();
+    let pkts = drain_tx(&mut s, us(0));
+    r.handle_packet(us(1), &pkts[0]);
+    let big = vec![7u8; 2 * s.config().max_payload];
+    s.send(us(2), &big).unwrap();
+    s.send(us(2), &big).unwrap();
+    drain_tx(&mut s, us(2)); // lost on the way
+                             // The sender can no longer repair them, and says where it stands.
+    let hb = |next_seq: u64, low_seq: u64, next_msg: u64| {
+        Packet {
+            session: 5,
+            repr: PacketRepr::Heartbeat {
+                next_seq,
+                low_seq,
+                next_msg,
+            },
+        }
+        .to_vec()
+    };
+    r.handle_packet(us(3), &hb(5, 5, 3));
+    let evs: Vec<ReceiverEvent> = std::iter::from_fn(|| r.poll_event()).collect();
+    assert_eq!(
+        evs,
+        vec![
+            ReceiverEvent::Message {
+                session: 5,
+                msg_seq: 0,
+                data: b"one".to_vec()
+            },
+            ReceiverEvent::Unrecoverable {
+                session: 5,
+                messages: 1..3
+            }
+        ]
+    );
+    assert_eq!(r.counters().lost_messages, 2);
+    // Repeating the heartbeat reports nothing twice; the next message is delivered.
+    r.handle_packet(us(4), &hb(5, 5, 3));
+    assert!(r.poll_event().is_none());
+    s.send(us(5), b"four").unwrap();
+    for p in drain_tx(&mut s, us(5)) {
+        r.handle_packet(us(6), &p);
+    }
+    let evs: Vec<ReceiverEvent> = std::iter::from_fn(|| r.poll_event()).collect();
+    assert!(
+        matches!(&evs[..], [ReceiverEvent::Message { msg_seq: 3, .. }]),
+        "{evs:?}"
+    );
+    assert_eq!(r.counters().lost_messages, 2);
+    // A heartbeat naming more messages than sequences is malformed.
+    let m = r.counters().malformed;
+    r.handle_packet(us(7), &hb(6, 6, 7));
+    assert_eq!(r.counters().malformed, m + 1);
+}
+
+#[test]
+fn the_senders_heartbeat_counts_only_messages_begun_on_the_wire() {
+    let mut s = sender(16);
+    let big = vec![1u8; 3 * s.config().max_payload];
+    s.send(us(0), b"a").unwrap();
+    s.send(us(0), &big).unwrap();
+    s.send(us(0), b"c").unwrap();
+    let mut buf = vec![0u8; s.max_packet_len()];
+    // Two packets out: message 0, and the first fragment of message 1.
+    for _ in 0..2 {
+        s.poll_transmit(us(0), &mut buf).unwrap();
+    }
+    assert_eq!(
+        s.next_msg_on_wire(),
+        2,
+        "message 1 began; message 2 did not"
+    );
+    s.poll_transmit(us(0), &mut buf).unwrap();
+    assert_eq!(s.next_msg_on_wire(), 2, "message 1's middle fragment");
+    s.poll_transmit(us(0), &mut buf).unwrap();
+    assert_eq!(s.next_msg_on_wire(), 2, "its last: message 2 is next");
+    s.poll_transmit(us(0), &mut buf).unwrap();
+    assert_eq!(s.next_msg_on_wire(), 3, "everything out");
 }

@@ -69,6 +69,7 @@ pub(crate) fn hpl(
     let knobs = OverlayKnobs {
         flow_control: false,
         tree_window: 1,
+        verify_data: false,
     };
     let mut jobs = Vec::new();
     for &[p, q] in &m.hpl_grids {
@@ -102,7 +103,7 @@ pub(crate) fn hpl(
         |&(_, op, ranks, bytes, cepheus)| -> Result<f64, String> {
             let hosts = member_hosts(sc, topo.num_hosts() as u32, ranks);
             if cepheus {
-                return Ok(cepheus_once(topo, cfg, &hosts, bytes, post)?.ps as f64);
+                return Ok(cepheus_once(topo, cfg, &hosts, bytes, post, false)?.ps as f64);
             }
             Ok(match op {
                 Op::Pb => {

@@ -75,6 +75,7 @@ pub(crate) fn io_latency(
                 let knobs = OverlayKnobs {
                     flow_control: false,
                     tree_window: 1,
+                    verify_data: false,
                 };
                 overlay_once(topo, cfg, Scheme::Chain, &hosts, size, size, stack, knobs)?.ps as f64
             }
