@@ -88,6 +88,9 @@ seeds = {
         "overlay": bytes([2]) + bytes([0, 0, 0, 1, 0, 2, 10, 0, 10, 1, 10, 2, 2, 0, 10, 0, 10, 1,
                                        10, 2, 2, 0, 5, 1, 2, 0, 4, 200]),
     },
+    "perf_control": {"hello": b"HELLO v=1 op=send size=65536 iters=1000 mtu=4096 tx_depth=64 window=128 rto_ns=1000000 sr=0 loss=0 seed=1 qpn=17 psn=5 ip=10.0.0.1\n",
+                     "write": b"HELLO v=1 op=write size=2147483647 iters=1 mtu=1024 tx_depth=8192 window=1 rto_ns=5 sr=1 loss=0.5 seed=9 qpn=1 psn=1 ip=1.2.3.4\n"},
+    "switch_control": {"stats": b"\x03stats\n", "groups": b"\x03groups\n", "loss": b"\x03loss 0.05 0 2\n"},
     "parse_frame": {"mrp-frame": udp_frame(src, group, 4792, reg, mac0, sw_mac)},
     "ud_multicast": {"empty": b"\x00"},
 }

@@ -67,12 +67,19 @@ fuzz_target!(|data: &[u8]| {
         )
     };
     assert!(n >= 0, "socketpair failed");
-    assert_eq!(n as usize, rust_frames.len(), "C and Rust cut a different number of frames");
+    assert_eq!(
+        n as usize,
+        rust_frames.len(),
+        "C and Rust cut a different number of frames"
+    );
     assert_eq!(end, -1, "the C framer ends at EOF or a framing error");
     for (i, (ty, body)) in rust_frames.iter().enumerate().take(MAX_FRAMES) {
         assert_eq!(tys[i], *ty, "frame {i} type");
         assert_eq!(lens[i] as usize, body.len(), "frame {i} length");
-        assert_eq!(&bodies[i * MAX_BODY_LEN..i * MAX_BODY_LEN + body.len()], &body[..]);
+        assert_eq!(
+            &bodies[i * MAX_BODY_LEN..i * MAX_BODY_LEN + body.len()],
+            &body[..]
+        );
     }
     // Parsers: every frame's body, and the raw input as a body of each type.
     let mut cases: Vec<(u8, &[u8])> = rust_frames.iter().map(|(t, b)| (*t, &b[..])).collect();

@@ -10,8 +10,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use rocast_core::control::invitation::InvitationKey;
-use rocast_core::control::safeguard::SafeguardConfig;
 use rocast_core::control::registration::{RegistrationConfig, SwitchRejection, SwitchReport};
+use rocast_core::control::safeguard::SafeguardConfig;
 use rocast_core::control::session::{
     ConnId, LeaderSession, LeaderSessionConfig, MemberEvent, MemberSession, MemberSessionConfig,
     OverlayPlan, SessionDest, MAX_TRANSMIT_LEN,
@@ -85,9 +85,8 @@ impl World {
             match ev {
                 MemberEvent::OpenQp(_) => m.handle_qp_ready(now, 0x100 + i as u32, 0x1000, 7),
                 MemberEvent::UseOverlay(_) => m.handle_overlay_ready(now),
-                MemberEvent::PostReceives { .. } | MemberEvent::ResumeReceive { held: false, .. } => {
-                    m.handle_receives_posted(now)
-                }
+                MemberEvent::PostReceives { .. }
+                | MemberEvent::ResumeReceive { held: false, .. } => m.handle_receives_posted(now),
                 MemberEvent::ResumeReceive { held: true, .. } => {
                     m.handle_receives_posted(now);
                     m.handle_relayed(now);
@@ -190,9 +189,14 @@ fuzz_target!(|data: &[u8]| {
             5 => {
                 let _ = w.leader.start_buffer(w.now, arg as u64 * 300, 0xabcd);
             }
-            6 => w
-                .leader
-                .handle_transfer_done(w.now, if arg & 1 == 0 { Ok(()) } else { Err("x".into()) }),
+            6 => w.leader.handle_transfer_done(
+                w.now,
+                if arg & 1 == 0 {
+                    Ok(())
+                } else {
+                    Err("x".into())
+                },
+            ),
             7 => {
                 w.leader.handle_acked(w.now, arg as u64 * 1000);
                 if w.leader.rerouting() {

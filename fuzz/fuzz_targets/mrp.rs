@@ -58,6 +58,9 @@ fuzz_target!(|data: &[u8]| {
         let i = counter as usize % sealed.len();
         let mut bad = sealed.clone();
         bad[i] ^= 1 << (counter % 8);
-        assert!(key.open(src, &bad).is_err(), "a flipped byte {i} still opened");
+        assert!(
+            key.open(src, &bad).is_err(),
+            "a flipped byte {i} still opened"
+        );
     }
 });

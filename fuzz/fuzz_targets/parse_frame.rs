@@ -9,10 +9,14 @@
 
 use libfuzzer_sys::fuzz_target;
 use rocast_core::wire::pcap::{PcapReader, PcapStreamReader};
-use rocast_core::wire::{classify_frame, FrameClass, Ipv4Repr, RoceRepr, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN};
+use rocast_core::wire::{
+    classify_frame, FrameClass, Ipv4Repr, RoceRepr, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN,
+};
 
 /// A little-endian microsecond pcap header, Ethernet link type, 256 KiB snap length.
-const PCAP_HEADER: [u8; 24] = [0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 1, 0, 0, 0];
+const PCAP_HEADER: [u8; 24] = [
+    0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 1, 0, 0, 0,
+];
 
 fn roundtrip(r: &RoceRepr<'_>) {
     assert_eq!(r.udp_payload_len(), r.udp.payload_len);
@@ -20,7 +24,14 @@ fn roundtrip(r: &RoceRepr<'_>) {
     assert_eq!(r.emit(&mut buf), buf.len());
     let back = RoceRepr::parse_verified(&buf).expect("emitted packet parses and verifies");
     // `emit` recomputes the IP total length and the ICRC; everything else must survive.
-    let expect = RoceRepr { ip: Ipv4Repr { payload_len: buf.len() - IPV4_HEADER_LEN, ..r.ip }, icrc: back.icrc, ..*r };
+    let expect = RoceRepr {
+        ip: Ipv4Repr {
+            payload_len: buf.len() - IPV4_HEADER_LEN,
+            ..r.ip
+        },
+        icrc: back.icrc,
+        ..*r
+    };
     assert_eq!(back, expect);
     let mut again = vec![0u8; back.buffer_len()];
     back.emit(&mut again);
@@ -88,7 +99,8 @@ fuzz_target!(|data: &[u8]| {
     // its one's-complement encoding of zero, so it is left out of the comparison).
     {
         use rocast_core::wire::peel::*;
-        let same = |a: &[u8], b: &[u8]| a.len() == b.len() && a[..10] == b[..10] && a[12..] == b[12..];
+        let same =
+            |a: &[u8], b: &[u8]| a.len() == b.len() && a[..10] == b[..10] && a[12..] == b[12..];
         let total = || u16::from_be_bytes([data[2], data[3]]) as usize;
         if let Ok((h, inner)) = strip_shim(data) {
             let again = insert_shim(&inner, &h).expect("a stripped packet takes its shim back");
@@ -110,9 +122,13 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(r) = RoceRepr::parse(data) {
         use rocast_core::fabric::cepheus::*;
         let mcst = rocast_core::wire::Ipv4Address::new(239, 0, 0, 1);
-        let mut sw = CepheusSwitch::new(4, 4, Box::new(CounterCnpFilter::new(
-            rocast_core::time::Duration::from_us(10),
-        )));
+        let mut sw = CepheusSwitch::new(
+            4,
+            4,
+            Box::new(CounterCnpFilter::new(rocast_core::time::Duration::from_us(
+                10,
+            ))),
+        );
         sw.set_path(mcst, 0, NextHop::Switch, true).unwrap();
         sw.set_path(mcst, 1, NextHop::Switch, false).unwrap();
         let mut r2 = r;
@@ -122,7 +138,12 @@ fuzz_target!(|data: &[u8]| {
             sw.handle_packet(now, port, &r2);
             while sw.poll_transmit(now).is_some() {}
         }
-        let b = Bridge { mcst_id: mcst, dst_ip: r.ip.src_addr, dst_qp: 7, region: Some((1, 2)) };
+        let b = Bridge {
+            mcst_id: mcst,
+            dst_ip: r.ip.src_addr,
+            dst_qp: 7,
+            region: Some((1, 2)),
+        };
         let mut copy = data.to_vec();
         if b.rewrite_ip_packet(&mut copy).is_ok() {
             assert!(RoceRepr::parse_verified(&copy).is_ok());
@@ -144,6 +165,8 @@ fuzz_target!(|data: &[u8]| {
                 peel: None,
                 group_lease: None,
                 mrp_key: None,
+                require_allocation: false,
+                allocation_lease: rocast_core::time::Duration::from_ms(1_000),
             },
             CnpFilterPolicy::ForwardAll.build(),
         );

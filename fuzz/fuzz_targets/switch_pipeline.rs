@@ -52,7 +52,11 @@ fuzz_target!(|data: &[u8]| {
         rest = &rest[4 + len..];
         sw.handle_frame(now, port, frame);
         while sw.poll_transmit(now, &mut out).is_some() {}
-        assert_eq!(sw.pending_transmits(), 0, "a frame longer than 16 KiB was made");
+        assert_eq!(
+            sw.pending_transmits(),
+            0,
+            "a frame longer than 16 KiB was made"
+        );
         sw.handle_timeout(now);
         assert!(sw.cepheus().num_groups() <= MAX_GROUPS);
         assert!(sw.allocations().count() <= MAX_GROUPS);

@@ -293,6 +293,63 @@ impl Msg {
     }
 }
 
+/// A client's HELLO, checked before the server commits anything: the protocol
+/// version, every parameter within [`PerfParams::validate`]'s limits, and the server
+/// memory the session needs within [`MAX_SESSION_BYTES`].
+#[derive(Debug)]
+pub struct Hello {
+    pub params: PerfParams,
+    /// Server buffers of `params.size` bytes: WRITE one registered region; SEND a
+    /// receive buffer per posted receive (2 × tx depth), each plus the pattern.
+    pub buffers: u64,
+    pub qpn: u32,
+    pub psn: u32,
+    pub ip: Ipv4Addr,
+}
+
+impl Hello {
+    /// Parses and checks one control line (at most [`MAX_CONTROL_LINE`] bytes, which
+    /// the line reader enforces before this).
+    pub fn parse(line: &str) -> Result<Hello, PerfError> {
+        Hello::check(&Msg::parse(line))
+    }
+
+    fn check(hello: &Msg) -> Result<Hello, PerfError> {
+        if hello.kind != "HELLO" {
+            return Err(PerfError::Protocol(format!(
+                "expected HELLO, got {:?}",
+                hello.kind
+            )));
+        }
+        if hello.get::<u32>("v")? != PROTOCOL_VERSION {
+            return Err(PerfError::Protocol(format!(
+                "protocol version {} (we speak {PROTOCOL_VERSION})",
+                hello.text()
+            )));
+        }
+        let p = PerfParams::from_msg(hello)?;
+        p.validate()?;
+        let buffers = match p.op {
+            PerfOp::Write => 1,
+            PerfOp::Send => (p.tx_depth as u64 * 2).min(p.iters).max(1),
+        };
+        let wanted = (buffers + 1).saturating_mul(p.size as u64);
+        if wanted > MAX_SESSION_BYTES {
+            return Err(PerfError::Config(format!(
+                "{} B messages with {buffers} buffers need {wanted} B of server memory; the server allows {MAX_SESSION_BYTES} B per session",
+                p.size
+            )));
+        }
+        Ok(Hello {
+            params: p,
+            buffers,
+            qpn: hello.get("qpn")?,
+            psn: hello.get("psn")?,
+            ip: hello.get("ip")?,
+        })
+    }
+}
+
 struct Ctrl {
     reader: BufReader<TcpStream>,
     writer: TcpStream,
@@ -626,37 +683,14 @@ impl PerfServer {
         local: SocketAddr,
         peer: SocketAddr,
     ) -> Result<ServerReport, PerfError> {
-        let hello = ctrl.recv()?;
-        if hello.kind != "HELLO" {
-            return Err(PerfError::Protocol(format!(
-                "expected HELLO, got {:?}",
-                hello.kind
-            )));
-        }
-        if hello.get::<u32>("v")? != PROTOCOL_VERSION {
-            return Err(PerfError::Protocol(format!(
-                "protocol version {} (we speak {PROTOCOL_VERSION})",
-                hello.text()
-            )));
-        }
-        let p = PerfParams::from_msg(&hello)?;
-        p.validate()?;
-        // WRITE: one registered region plus the expected pattern; SEND: a receive
-        // buffer per posted receive (2 × tx depth) plus the pattern.
-        let buffers = match p.op {
-            PerfOp::Write => 1,
-            PerfOp::Send => (p.tx_depth as u64 * 2).min(p.iters).max(1),
-        };
-        let wanted = (buffers + 1).saturating_mul(p.size as u64);
-        if wanted > MAX_SESSION_BYTES {
-            return Err(PerfError::Config(format!(
-                "{} B messages with {buffers} buffers need {wanted} B of server memory; the server allows {MAX_SESSION_BYTES} B per session",
-                p.size
-            )));
-        }
+        let Hello {
+            params: p,
+            buffers,
+            qpn: cqpn,
+            psn: cpsn,
+            ip: cip,
+        } = Hello::check(&ctrl.recv()?)?;
         ctrl.set_timeout(self.idle_timeout)?;
-        let (cqpn, cpsn, cip): (u32, u32, Ipv4Addr) =
-            (hello.get("qpn")?, hello.get("psn")?, hello.get("ip")?);
         let IpAddr::V4(ip) = local.ip() else {
             return Err(PerfError::Config(
                 "the control connection is not IPv4".into(),

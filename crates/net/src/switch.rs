@@ -474,8 +474,8 @@ struct ControlClient {
 const CONTROL_DEADLINE: std::time::Duration = std::time::Duration::from_millis(200);
 /// The most control clients served at once; more wait in the listen backlog.
 const MAX_CONTROL_CLIENTS: usize = 8;
-/// The longest control request (`stats`, `groups`).
-const MAX_CONTROL_REQUEST: usize = 64;
+/// The longest control request (`stats`, `groups`, `loss P [PORT…]`).
+pub const MAX_CONTROL_REQUEST: usize = 64;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -568,30 +568,15 @@ impl SwitchDaemon {
     /// The control socket's `loss P [PORT…]`: from now on drop each frame leaving
     /// those ports (all when none are named) with probability P, seeded as `--loss`
     /// is; `loss 0` stops it. The fault-injection suite starts loss mid-run with it.
-    fn set_loss(&mut self, args: &str) -> String {
-        let mut words = args.split_whitespace();
-        let Some(p) = words.next().and_then(|w| w.parse::<f64>().ok()) else {
-            return "loss: expected `loss P [PORT...]` with P in [0, 1)\n".into();
-        };
-        if !(0.0..1.0).contains(&p) {
-            return format!("loss {p}: must be in [0, 1)\n");
-        }
-        let mut lossy = vec![false; self.ports.len()];
-        let mut named = false;
-        for w in words {
-            match w.parse::<usize>().ok().filter(|&i| i < lossy.len()) {
-                Some(i) => lossy[i] = true,
-                None => return format!("loss: no port {w:?}\n"),
-            }
-            named = true;
-        }
-        if !named {
-            lossy.iter_mut().for_each(|l| *l = true);
+    fn set_loss(&mut self, rate: f64, ports: &[usize]) -> String {
+        let mut lossy = vec![ports.is_empty(); self.ports.len()];
+        for &i in ports {
+            lossy[i] = true;
         }
         self.lossy = lossy;
-        self.loss = LossInjector::new(p, self.seed ^ 0x6c6f_7373);
+        self.loss = LossInjector::new(rate, self.seed ^ 0x6c6f_7373);
         format!(
-            "loss {p} on {} ports\n",
+            "loss {rate} on {} ports\n",
             self.lossy.iter().filter(|&&l| l).count()
         )
     }
@@ -783,20 +768,14 @@ impl SwitchDaemon {
                 continue;
             }
             let c = self.control_clients.swap_remove(i);
-            let end = c.request.len().min(MAX_CONTROL_REQUEST);
-            let cmd = String::from_utf8_lossy(&c.request[..end])
-                .trim()
-                .to_string();
             let reply = if !complete {
                 "timed out waiting for a request (stats or groups)\n".to_string()
             } else {
-                match cmd.as_str() {
-                    "stats" | "" => self.stats_text(),
-                    "groups" => self.groups_text(),
-                    c if c.starts_with("loss ") => self.set_loss(&c[5..]),
-                    other => format!(
-                        "unknown command {other:?}: expected stats, groups or loss P [PORT...]\n"
-                    ),
+                match ControlRequest::parse(&c.request, self.ports.len()) {
+                    Ok(ControlRequest::Stats) => self.stats_text(),
+                    Ok(ControlRequest::Groups) => self.groups_text(),
+                    Ok(ControlRequest::Loss { rate, ports }) => self.set_loss(rate, &ports),
+                    Err(why) => why,
                 }
             };
             // The reply is a few KB, under a socket buffer: written in one go, with a
@@ -972,6 +951,53 @@ pub fn query(control: &std::path::Path, command: &str) -> io::Result<String> {
     let mut reply = String::new();
     s.read_to_string(&mut reply)?;
     Ok(reply)
+}
+
+/// A request on the switch's control socket (`rocast switch --control S …`): at most
+/// [`MAX_CONTROL_REQUEST`] bytes, one line.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ControlRequest {
+    /// `stats` (or an empty line): every counter.
+    Stats,
+    /// `groups`: the groups held, with their members.
+    Groups,
+    /// `loss P [PORT…]`: seeded loss with probability P on the named ports (all when
+    /// none is named); P in [0, 1).
+    Loss { rate: f64, ports: Vec<usize> },
+}
+
+impl ControlRequest {
+    /// Parses a request for a switch of `ports` ports: only the first
+    /// [`MAX_CONTROL_REQUEST`] bytes count; the error is the line the client gets.
+    pub fn parse(request: &[u8], ports: usize) -> Result<ControlRequest, String> {
+        let end = request.len().min(MAX_CONTROL_REQUEST);
+        let text = String::from_utf8_lossy(&request[..end]);
+        let cmd = text.trim();
+        match cmd {
+            "stats" | "" => Ok(ControlRequest::Stats),
+            "groups" => Ok(ControlRequest::Groups),
+            c if c.starts_with("loss ") => {
+                let mut words = c[5..].split_whitespace();
+                let Some(rate) = words.next().and_then(|w| w.parse::<f64>().ok()) else {
+                    return Err("loss: expected `loss P [PORT...]` with P in [0, 1)\n".into());
+                };
+                if !(0.0..1.0).contains(&rate) {
+                    return Err(format!("loss {rate}: must be in [0, 1)\n"));
+                }
+                let mut named = Vec::new();
+                for w in words {
+                    match w.parse::<usize>().ok().filter(|&i| i < ports) {
+                        Some(i) => named.push(i),
+                        None => return Err(format!("loss: no port {w:?}\n")),
+                    }
+                }
+                Ok(ControlRequest::Loss { rate, ports: named })
+            }
+            other => Err(format!(
+                "unknown command {other:?}: expected stats, groups or loss P [PORT...]\n"
+            )),
+        }
+    }
 }
 
 #[cfg(test)]
