@@ -237,57 +237,6 @@ struct Control {
 /// Bytes taken from the socket per read.
 const CONTROL_READ_LEN: usize = 512;
 
-/// Liveness of a control connection (issue 24: an unreachable member is evicted). The
-/// kernel probes an idle connection every second and drops it when a probe or any
-/// data stays unanswered for 2.5 s (`TCP_USER_TIMEOUT`); the session then evicts the
-/// member as if it had died. A peer's kernel answers the probes whatever its process
-/// is doing, so only an unreachable host is dropped, not a busy one. rocast's
-/// assumption, sized against the RC retry budget of the group's QP (20 ms doubling
-/// over 7 retries: 5.1 s): a member whose link goes down mid-transfer is evicted
-/// within about 3.5 s, before the QP gives up. A link down for less than 2.5 s
-/// (the port-flap test's 300 ms) drops nothing.
-const KEEPALIVE_IDLE_S: libc::c_int = 1;
-const KEEPALIVE_INTERVAL_S: libc::c_int = 1;
-const KEEPALIVE_PROBES: libc::c_int = 3;
-const USER_TIMEOUT_MS: libc::c_uint = 2_500;
-
-/// Sets the liveness options above on a control connection.
-fn set_liveness(s: &TcpStream) -> io::Result<()> {
-    fn opt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, v: T) -> io::Result<()> {
-        // SAFETY: `v` lives across the call and its size is passed with it.
-        let r = unsafe {
-            libc::setsockopt(
-                fd,
-                level,
-                name,
-                &v as *const T as *const libc::c_void,
-                std::mem::size_of::<T>() as libc::socklen_t,
-            )
-        };
-        if r == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
-    }
-    let fd = s.as_raw_fd();
-    opt(fd, libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1 as libc::c_int)?;
-    opt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, KEEPALIVE_IDLE_S)?;
-    opt(
-        fd,
-        libc::IPPROTO_TCP,
-        libc::TCP_KEEPINTVL,
-        KEEPALIVE_INTERVAL_S,
-    )?;
-    opt(fd, libc::IPPROTO_TCP, libc::TCP_KEEPCNT, KEEPALIVE_PROBES)?;
-    opt(
-        fd,
-        libc::IPPROTO_TCP,
-        libc::TCP_USER_TIMEOUT,
-        USER_TIMEOUT_MS,
-    )
-}
-
 /// What one look at a control socket found.
 enum ControlRead {
     Bytes(Vec<u8>),
@@ -299,7 +248,6 @@ impl Control {
     fn new(s: TcpStream) -> io::Result<Self> {
         s.set_nodelay(true)?;
         s.set_nonblocking(true)?;
-        set_liveness(&s)?;
         let peer = match s.peer_addr()? {
             std::net::SocketAddr::V4(a) => *a.ip(),
             _ => Ipv4Addr::UNSPECIFIED,
@@ -1129,9 +1077,21 @@ impl Leader {
                 last_control = StdInstant::now();
                 self.control_turn()?;
                 if self.session.is_terminal() {
-                    return Err(McastError::Transfer(
-                        "the group failed during the transfer".into(),
-                    ));
+                    // Say why: the session's failure, and whom it evicted first.
+                    let mut why = Vec::new();
+                    while let Some(ev) = self.session.poll_event() {
+                        match ev {
+                            LeaderEvent::Failed(e) => why.push(e.to_string()),
+                            LeaderEvent::MemberEvicted { ip, reason } => {
+                                why.push(format!("{ip} evicted ({reason})"))
+                            }
+                            _ => {}
+                        }
+                    }
+                    return Err(McastError::Transfer(format!(
+                        "the group failed during the transfer: {}",
+                        why.join("; ")
+                    )));
                 }
                 // A member was evicted and the prune is out: the switch answers the
                 // next retransmission from the members left, so it goes now rather

@@ -19,9 +19,10 @@
 //!
 //! **Faults** (issue 24). While the group is up on the switch, a member whose control
 //! connection breaks, that never answers an announcement while others do, or that
-//! stops confirming the registration refreshes while others go on confirming them
-//! (alive, perhaps, but unreachable through the switch: each refresh travels the
-//! group's tree, so a member behind a dead link misses it) is *evicted*: an [`MrpPrune`] takes its path off the switch's tree, so its silence no
+//! holds a transfer up — the transfer stalled and the member stopped confirming the
+//! registration refreshes while others go on confirming them (alive, perhaps, but
+//! unreachable through the switch: each refresh travels the group's tree, so a member
+//! behind a dead link misses it) — is *evicted*: an [`MrpPrune`] takes its path off the switch's tree, so its silence no
 //! longer holds the aggregated ACK back, every other member hears `Evicted`, and the
 //! buffer completes for the rest; its outcome names the evicted member. Through an
 //! overlay (whose schedule has a place for every rank) a lost member fails the group,
@@ -261,13 +262,22 @@ enum State {
 }
 
 /// Refreshes a member may leave unconfirmed, while another member confirms the last
-/// one, before it is evicted as unreachable: with the default 1 s refresh, a member
-/// cut off from the switch is evicted 2–3 s after its link went down. rocast's
+/// one and the transfer has made no progress for [`STALLED_AFTER`], before it is
+/// evicted as unreachable: refreshed every 250 ms during a transfer (the default 1 s
+/// over [`TRANSFER_REFRESH_DIVISOR`]), a member cut off from the switch mid-transfer is
+/// evicted about 1–1.5 s after its link went down. rocast's
 /// assumption, sized against the RC retry budget of the group's QP (20 ms doubling
 /// over 7 retries: 5.1 s without progress fails the transfer for all): the eviction
 /// comes first, and the switch, pruned, acknowledges the next retransmission for the
-/// members left.
+/// members left. The stall condition keeps a lossy but moving transfer (5% loss: a
+/// refresh or a confirmation lost now and then) from evicting anyone.
 pub const UNREACHABLE_REFRESHES: u32 = 2;
+/// While a buffer is in flight through the switch the registration is refreshed this
+/// many times as often (every 250 ms with the default 1 s).
+pub const TRANSFER_REFRESH_DIVISOR: u64 = 4;
+/// How long a transfer through the switch must have made no progress (no message
+/// acknowledged) before a member that misses refreshes is held responsible.
+pub const STALLED_AFTER: Duration = Duration::from_ms(1_000);
 
 /// The leader's group session (see the module docs).
 #[derive(Debug)]
@@ -282,6 +292,8 @@ pub struct LeaderSession {
     /// Per member (as `members`), the registration refreshes sent since it last
     /// confirmed one.
     unconfirmed_refreshes: Vec<u32>,
+    /// The transfer's last progress (its start, or the last message acknowledged).
+    transfer_progress: Option<Instant>,
     /// When the next registration refresh is due (registered through the switch).
     next_refresh: Option<Instant>,
     /// The data goes through the overlay (decided once registration failed, the
@@ -337,6 +349,7 @@ impl LeaderSession {
             members: Vec::new(),
             evicted: BTreeSet::new(),
             unconfirmed_refreshes: Vec::new(),
+            transfer_progress: None,
             next_refresh: None,
             overlay: false,
             switch_state: false,
@@ -889,6 +902,11 @@ impl LeaderSession {
             State::Announced { ready, resume, .. } if all_ready(ready) => {
                 let resume = *resume;
                 self.state = State::Transferring;
+                self.transfer_progress = Some(now);
+                // Refresh at the transfer's pace from now on.
+                if let (Some(next), Some(r)) = (self.next_refresh, self.refresh_period()) {
+                    self.next_refresh = Some(next.min(now + r));
+                }
                 if let (Some(m), false) = (self.monitor.as_mut(), self.overlay) {
                     m.handle_busy(now);
                 }
@@ -949,6 +967,7 @@ impl LeaderSession {
             self.stats.unexpected += 1;
             return;
         }
+        self.transfer_progress = Some(now);
         if let (Some(m), false) = (self.monitor.as_mut(), self.overlay) {
             m.handle_acked(now, bytes);
             self.take_safeguard_decision();
@@ -1127,6 +1146,20 @@ impl LeaderSession {
         }
     }
 
+    /// How often the registration is refreshed now: `refresh`, or a quarter of it
+    /// while a buffer is in flight through the switch, so that a member cut off
+    /// mid-transfer misses [`UNREACHABLE_REFRESHES`] of them well within the QP's retry
+    /// budget (four MRP packets a second with the default).
+    fn refresh_period(&self) -> Option<Duration> {
+        let r = self.cfg.refresh?;
+        Some(match self.state {
+            State::Transferring if !self.overlay => {
+                Duration::from_ps((r.as_ps() / TRANSFER_REFRESH_DIVISOR).max(1))
+            }
+            _ => r,
+        })
+    }
+
     /// The next registration refresh, while the group is registered with the switch.
     fn refresh_due_at(&self) -> Option<Instant> {
         if self.overlay || self.is_terminal() || !self.switch_state {
@@ -1141,14 +1174,19 @@ impl LeaderSession {
     /// Resends the registration of the members still in the group (idempotent at a
     /// switch that holds it; a restarted switch learns the group from it).
     ///
-    /// First, members that left the last [`UNREACHABLE_REFRESHES`] refreshes
-    /// unconfirmed are evicted as unreachable, provided another member confirmed the
-    /// last one (so the refreshes do reach the tree: after a switch restart, or with
-    /// the leader's own link down, nobody confirms and nobody is evicted).
+    /// First, while a transfer through the switch has stalled for [`STALLED_AFTER`],
+    /// members that left the last [`UNREACHABLE_REFRESHES`] refreshes unconfirmed are
+    /// evicted as unreachable, provided another member confirmed the last one (so the
+    /// refreshes do reach the tree: after a switch restart, or with the leader's own
+    /// link down, nobody confirms and nobody is evicted).
     fn refresh(&mut self, now: Instant) {
-        self.next_refresh = self.cfg.refresh.map(|r| now + r);
+        self.next_refresh = self.refresh_period().map(|r| now + r);
         let live: Vec<usize> = self.live().collect();
-        if live.iter().any(|&i| self.unconfirmed_refreshes[i] == 0) {
+        let stalled = matches!(self.state, State::Transferring)
+            && self
+                .transfer_progress
+                .is_some_and(|t| now.saturating_since(t) >= STALLED_AFTER);
+        if stalled && live.iter().any(|&i| self.unconfirmed_refreshes[i] == 0) {
             for &i in &live {
                 let missed = self.unconfirmed_refreshes[i];
                 if missed >= UNREACHABLE_REFRESHES {

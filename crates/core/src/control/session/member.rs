@@ -58,6 +58,8 @@ pub enum MemberPhase {
     OpeningQp,
     Joined,
     OverlaySetup,
+    /// The overlay is up mid-buffer; the leader's `Resume` comes next.
+    AwaitingResume,
     Posting,
     Receiving,
     Closed,
@@ -159,10 +161,11 @@ enum State {
     OverlaySetup {
         resume: Option<(u32, u32)>,
     },
-    /// The overlay is up mid-buffer; waiting for `Resume`.
+    /// The overlay is up mid-buffer; waiting for `Resume` until the idle deadline.
     AwaitingResume {
         seq: u32,
         crc32: u32,
+        deadline: Instant,
     },
     /// This member held buffer `seq` before the leader rerouted it: it relays the
     /// rest through the overlay (its schedule has a place for every rank), then sends
@@ -233,7 +236,8 @@ impl MemberSession {
             State::AwaitingParams { .. } => MemberPhase::AwaitingParams,
             State::OpeningQp => MemberPhase::OpeningQp,
             State::Joined { .. } => MemberPhase::Joined,
-            State::OverlaySetup { .. } | State::AwaitingResume { .. } => MemberPhase::OverlaySetup,
+            State::OverlaySetup { .. } => MemberPhase::OverlaySetup,
+            State::AwaitingResume { .. } => MemberPhase::AwaitingResume,
             State::Relaying { .. } => MemberPhase::Receiving,
             State::Posting { .. } => MemberPhase::Posting,
             State::Receiving { .. } => MemberPhase::Receiving,
@@ -332,7 +336,7 @@ impl MemberSession {
             (Message::Overlay(o), State::Receiving { seq, crc32 }) => {
                 self.overlay(o, Some((seq, crc32)))
             }
-            (Message::Resume(r), State::AwaitingResume { seq, crc32 }) if r.seq == seq => {
+            (Message::Resume(r), State::AwaitingResume { seq, crc32, .. }) if r.seq == seq => {
                 self.state = State::Posting { seq, crc32 };
                 self.events.push_back(MemberEvent::ResumeReceive {
                     seq,
@@ -485,7 +489,13 @@ impl MemberSession {
         };
         self.send(Message::Ready);
         match resume {
-            Some((seq, crc32)) => self.state = State::AwaitingResume { seq, crc32 },
+            Some((seq, crc32)) => {
+                self.state = State::AwaitingResume {
+                    seq,
+                    crc32,
+                    deadline: now + self.cfg.idle_timeout,
+                }
+            }
             None => self.joined(now),
         }
     }
@@ -536,7 +546,9 @@ impl MemberSession {
     /// The next deadline: `Params`, or the leader's next instruction while joined.
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.state {
-            State::AwaitingParams { deadline } | State::Joined { deadline } => Some(deadline),
+            State::AwaitingParams { deadline }
+            | State::Joined { deadline }
+            | State::AwaitingResume { deadline, .. } => Some(deadline),
             _ => None,
         }
     }
@@ -549,6 +561,9 @@ impl MemberSession {
             State::Joined { deadline } if now >= deadline => {
                 self.fail(SessionError::Timeout("nothing from the leader".into()))
             }
+            State::AwaitingResume { deadline, .. } if now >= deadline => self.fail(
+                SessionError::Timeout("the leader never said where to resume".into()),
+            ),
             _ => {}
         }
     }

@@ -68,7 +68,7 @@ mod tests;
 
 pub use leader::{
     BufferOutcome, LeaderEvent, LeaderPhase, LeaderSession, LeaderSessionConfig, LeaderStats,
-    MemberVerdict, OverlayReason,
+    MemberVerdict, OverlayReason, STALLED_AFTER, TRANSFER_REFRESH_DIVISOR, UNREACHABLE_REFRESHES,
 };
 pub use member::{
     MemberEvent, MemberPhase, MemberSession, MemberSessionConfig, MemberStats, OverlayRole,

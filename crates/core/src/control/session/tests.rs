@@ -848,7 +848,7 @@ fn the_registration_is_refreshed_without_evicted_members() {
 }
 
 #[test]
-fn a_member_that_stops_confirming_refreshes_while_others_confirm_is_evicted_as_unreachable() {
+fn a_member_that_stops_confirming_refreshes_while_a_transfer_stalls_is_evicted_as_unreachable() {
     let mut cfg = leader_cfg(false, 3);
     let every = Duration::from_ms(100);
     cfg.refresh = Some(every);
@@ -859,9 +859,9 @@ fn a_member_that_stops_confirming_refreshes_while_others_confirm_is_evicted_as_u
     g.switch_delivers(&mrp);
     g.members_to_leader();
     leader_events(&mut g.leader);
-    // Refresh k: the switch delivers it to the members in `reach` only.
-    let mut refresh = |g: &mut Group, reach: &[usize]| -> Vec<Out> {
-        g.now += every;
+    // The next refresh: the switch delivers it to the members in `reach` only.
+    let refresh = |g: &mut Group, reach: &[usize]| -> Vec<Out> {
+        g.now = g.leader.poll_timeout().unwrap();
         g.leader.handle_timeout(g.now);
         let out = drain_leader(&mut g.leader, g.now);
         for o in &out {
@@ -874,21 +874,51 @@ fn a_member_that_stops_confirming_refreshes_while_others_confirm_is_evicted_as_u
         g.members_to_leader();
         out
     };
-    // Nobody confirms (the switch restarted, say): nobody is evicted, however long.
+    // Idle, member 1 silent for many refreshes: no transfer is held up, nobody goes.
     for _ in 0..4 {
-        refresh(&mut g, &[]);
+        refresh(&mut g, &[0, 2]);
     }
     assert!(leader_events(&mut g.leader).is_empty());
-    // Every member confirms again; then member 1 is cut off.
-    refresh(&mut g, &[0, 1, 2]);
-    assert_eq!(g.leader.stats().refresh_confirmations, 3);
-    refresh(&mut g, &[0, 2]);
-    refresh(&mut g, &[0, 2]);
-    assert!(
-        leader_events(&mut g.leader).is_empty(),
-        "two refreshes missed: not yet"
+    // A transfer starts; every member confirms once.
+    let seq = g.leader.start_buffer(g.now, 70_000, CRC).unwrap();
+    g.leader_to_members();
+    for m in &mut g.members {
+        member_events(m);
+        m.handle_receives_posted(g.now);
+    }
+    g.members_to_leader();
+    assert_eq!(
+        leader_events(&mut g.leader),
+        vec![LeaderEvent::Transfer { seq }]
     );
-    let out = refresh(&mut g, &[0, 2]);
+    // While transferring the registration is refreshed four times as often.
+    let before = g.now;
+    refresh(&mut g, &[0, 1, 2]);
+    assert!(
+        g.now.saturating_since(before)
+            <= Duration::from_ps(every.as_ps() / TRANSFER_REFRESH_DIVISOR)
+    );
+    assert_eq!(
+        g.leader.poll_timeout(),
+        Some(g.now + Duration::from_ps(every.as_ps() / TRANSFER_REFRESH_DIVISOR))
+    );
+    // Member 1 is cut off, but the transfer moves (a lossy path, say): nobody goes.
+    for _ in 0..60 {
+        refresh(&mut g, &[0, 2]);
+        g.leader.handle_acked(g.now, 1000);
+    }
+    assert!(leader_events(&mut g.leader).is_empty());
+    // The transfer stalls: member 1 is evicted once it has been stalled for 1 s.
+    let last_ack = g.now;
+    let mut out = Vec::new();
+    while g.leader.stats().evicted == 0 {
+        assert!(
+            g.now.saturating_since(last_ack) < STALLED_AFTER,
+            "not evicted in time"
+        );
+        out = refresh(&mut g, &[0, 2]);
+    }
+    assert_eq!(g.now.saturating_since(last_ack), STALLED_AFTER);
     assert!(out.contains(&prune_of(1)), "{out:?}");
     assert!(
         out.contains(&to(1, Message::Close(Close { ok: false }))),
@@ -901,16 +931,43 @@ fn a_member_that_stops_confirming_refreshes_while_others_confirm_is_evicted_as_u
         "{ev:?}"
     );
     // The refresh that followed the eviction lists the members left.
-    let [Out::Mrp(p)] = &out
-        .iter()
-        .filter(|o| matches!(o, Out::Mrp(_)))
-        .cloned()
-        .collect::<Vec<_>>()[..]
-    else {
+    let mrps: Vec<&Out> = out.iter().filter(|o| matches!(o, Out::Mrp(_))).collect();
+    let [Out::Mrp(p)] = &mrps[..] else {
         panic!("{out:?}")
     };
     let ips: Vec<Ipv4Address> = p.members.iter().map(|m| m.ip).collect();
     assert_eq!(ips, vec![LEADER, member_ip(0), member_ip(2)]);
+}
+
+#[test]
+fn a_stalled_transfer_evicts_nobody_when_no_member_confirms() {
+    // A restarted switch (or the leader's own link down): no refresh is confirmed, so
+    // no member can be singled out.
+    let mut cfg = leader_cfg(false, 3);
+    let every = Duration::from_ms(100);
+    cfg.refresh = Some(every);
+    let mut g = Group::with(cfg, 3);
+    g.join_all();
+    g.members_to_leader();
+    let mrp = g.leader_to_members();
+    g.switch_delivers(&mrp);
+    g.members_to_leader();
+    leader_events(&mut g.leader);
+    g.leader.start_buffer(g.now, 70_000, CRC).unwrap();
+    g.leader_to_members();
+    for m in &mut g.members {
+        member_events(m);
+        m.handle_receives_posted(g.now);
+    }
+    g.members_to_leader();
+    leader_events(&mut g.leader);
+    for _ in 0..40 {
+        g.now += every;
+        g.leader.handle_timeout(g.now);
+        drain_leader(&mut g.leader, g.now);
+    }
+    assert_eq!(g.leader.stats().evicted, 0);
+    assert_eq!(g.leader.phase(), LeaderPhase::Transferring);
 }
 
 #[test]
