@@ -428,8 +428,9 @@ fn a_member_cut_off_mid_transfer_is_evicted_and_the_others_get_every_byte() {
     let joins = join_all(lab.0, 3);
     let leader = lead(lab.0, 3, &file);
     wait_for_data(lab.0);
-    // h2's port goes down and stays down: the member is alive but unreachable. Its
-    // control connection's probes go unanswered; the leader evicts it (~3.5 s), and
+    // h2's port goes down and stays down: the member is alive but unreachable. The
+    // transfer stalls and h2 stops confirming the registration refreshes (every
+    // 250 ms while transferring) that the others confirm; the leader evicts it, and
     // the switch, pruned, answers the retransmission from the members left.
     let sw = format!("rocast-{}-sw", lab.0);
     let set = |state: &str| {
@@ -457,7 +458,8 @@ fn a_member_cut_off_mid_transfer_is_evicted_and_the_others_get_every_byte() {
         assert_eq!(jc, 3, "a healthy member, told of the eviction: {jt}");
         assert!(read_and_remove(&out) == payload, "bytes differ: {jt}");
     }
-    // The cut-off member never claims the buffer: its own probes fail too.
+    // The cut-off member never claims the buffer: once its port is back it hears the
+    // leader's Close (or the connection's end) and fails.
     let (vc, vt) = victim.finish();
     assert_eq!(vc, 1, "{vt}");
     assert!(!vt.contains(": ok"), "{vt}");
