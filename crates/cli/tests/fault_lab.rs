@@ -393,6 +393,23 @@ fn a_crashed_leaders_members_fail_and_the_switch_reclaims_its_group_at_the_lease
     down_and_check(lab.0, &file);
 }
 
+/// Sets the switch's port `p` (its veth end `p<p>`) up or down.
+fn set_switch_port(lab: &str, p: usize, state: &str) {
+    let ok = Command::new("ip")
+        .args([
+            "-n",
+            &format!("rocast-{lab}-sw"),
+            "link",
+            "set",
+            &format!("p{p}"),
+            state,
+        ])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "p{p} {state}");
+}
+
 #[test]
 fn a_member_port_flapping_mid_transfer_is_counted_and_recovered() {
     let _one = one_lab();
@@ -401,14 +418,8 @@ fn a_member_port_flapping_mid_transfer_is_counted_and_recovered() {
     let joins = join_all(lab.0, 2);
     let leader = lead(lab.0, 2, &file);
     wait_for_data(lab.0);
-    let sw = format!("rocast-{}-sw", lab.0);
     for state in ["down", "up"] {
-        let ok = Command::new("ip")
-            .args(["-n", &sw, "link", "set", "p2", state])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
+        set_switch_port(lab.0, 2, state);
         std::thread::sleep(Duration::from_millis(300));
     }
     every_byte_everywhere(leader, joins, &payload);
@@ -432,20 +443,11 @@ fn a_member_cut_off_mid_transfer_is_evicted_and_the_others_get_every_byte() {
     // transfer stalls and h2 stops confirming the registration refreshes (every
     // 250 ms while transferring) that the others confirm; the leader evicts it, and
     // the switch, pruned, answers the retransmission from the members left.
-    let sw = format!("rocast-{}-sw", lab.0);
-    let set = |state: &str| {
-        let ok = Command::new("ip")
-            .args(["-n", &sw, "link", "set", "p2", state])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "p2 {state}");
-    };
-    set("down");
+    set_switch_port(lab.0, 2, "down");
     let cut = Instant::now();
     let (code, text) = leader.finish();
     let took = cut.elapsed();
-    set("up");
+    set_switch_port(lab.0, 2, "up");
     assert_eq!(code, 3, "completed for the members left: {text}");
     assert!(text.contains("member 10.77.0.3: EVICTED"), "{text}");
     assert!(text.contains("evicted: 10.77.0.3"), "{text}");

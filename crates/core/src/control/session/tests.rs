@@ -847,10 +847,9 @@ fn the_registration_is_refreshed_without_evicted_members() {
     assert_eq!(g.leader.poll_timeout(), None);
 }
 
-#[test]
-fn a_member_that_stops_confirming_refreshes_while_a_transfer_stalls_is_evicted_as_unreachable() {
+/// Three members, registered, refreshed every `every`.
+fn refreshing_group(every: Duration) -> Group {
     let mut cfg = leader_cfg(false, 3);
-    let every = Duration::from_ms(100);
     cfg.refresh = Some(every);
     let mut g = Group::with(cfg, 3);
     g.join_all();
@@ -859,6 +858,28 @@ fn a_member_that_stops_confirming_refreshes_while_a_transfer_stalls_is_evicted_a
     g.switch_delivers(&mrp);
     g.members_to_leader();
     leader_events(&mut g.leader);
+    g
+}
+
+/// Announces a buffer; every member posts its receives; the transfer starts.
+fn start_transfer(g: &mut Group) {
+    let seq = g.leader.start_buffer(g.now, 70_000, CRC).unwrap();
+    g.leader_to_members();
+    for m in &mut g.members {
+        member_events(m);
+        m.handle_receives_posted(g.now);
+    }
+    g.members_to_leader();
+    assert_eq!(
+        leader_events(&mut g.leader),
+        vec![LeaderEvent::Transfer { seq }]
+    );
+}
+
+#[test]
+fn a_member_that_stops_confirming_refreshes_while_a_transfer_stalls_is_evicted_as_unreachable() {
+    let every = Duration::from_ms(100);
+    let mut g = refreshing_group(every);
     // The next refresh: the switch delivers it to the members in `reach` only.
     let refresh = |g: &mut Group, reach: &[usize]| -> Vec<Out> {
         g.now = g.leader.poll_timeout().unwrap();
@@ -880,17 +901,7 @@ fn a_member_that_stops_confirming_refreshes_while_a_transfer_stalls_is_evicted_a
     }
     assert!(leader_events(&mut g.leader).is_empty());
     // A transfer starts; every member confirms once.
-    let seq = g.leader.start_buffer(g.now, 70_000, CRC).unwrap();
-    g.leader_to_members();
-    for m in &mut g.members {
-        member_events(m);
-        m.handle_receives_posted(g.now);
-    }
-    g.members_to_leader();
-    assert_eq!(
-        leader_events(&mut g.leader),
-        vec![LeaderEvent::Transfer { seq }]
-    );
+    start_transfer(&mut g);
     // While transferring the registration is refreshed four times as often.
     let before = g.now;
     refresh(&mut g, &[0, 1, 2]);
@@ -943,24 +954,9 @@ fn a_member_that_stops_confirming_refreshes_while_a_transfer_stalls_is_evicted_a
 fn a_stalled_transfer_evicts_nobody_when_no_member_confirms() {
     // A restarted switch (or the leader's own link down): no refresh is confirmed, so
     // no member can be singled out.
-    let mut cfg = leader_cfg(false, 3);
     let every = Duration::from_ms(100);
-    cfg.refresh = Some(every);
-    let mut g = Group::with(cfg, 3);
-    g.join_all();
-    g.members_to_leader();
-    let mrp = g.leader_to_members();
-    g.switch_delivers(&mrp);
-    g.members_to_leader();
-    leader_events(&mut g.leader);
-    g.leader.start_buffer(g.now, 70_000, CRC).unwrap();
-    g.leader_to_members();
-    for m in &mut g.members {
-        member_events(m);
-        m.handle_receives_posted(g.now);
-    }
-    g.members_to_leader();
-    leader_events(&mut g.leader);
+    let mut g = refreshing_group(every);
+    start_transfer(&mut g);
     for _ in 0..40 {
         g.now += every;
         g.leader.handle_timeout(g.now);
