@@ -1116,7 +1116,12 @@ impl Leader {
                         session.handle_acked(clock.now(), len as u64);
                     }
                     Event::SendComplete { result: Err(e), .. } | Event::QpError(e) => {
-                        return Err(McastError::Transfer(e.to_string()))
+                        let s = ep.qp.stats();
+                        return Err(McastError::Transfer(format!(
+                            "{e} ({done} of {n_msgs} messages acknowledged; the QP sent {} packets, {} again, heard {} ACKs ({} stale) and {} NAKs, {} timeouts; {} members evicted, {} refreshes, {} confirmed)",
+                            s.tx_data_packets, s.tx_retransmitted, s.rx_acks, s.rx_stale_acks, s.rx_naks, s.timeouts, evicted,
+                            self.session.stats().refreshes, self.session.stats().refresh_confirmations
+                        )));
                     }
                     _ => {}
                 }

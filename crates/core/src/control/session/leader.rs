@@ -265,13 +265,15 @@ enum State {
 /// one and the transfer has made no progress for [`STALLED_AFTER`], before it is
 /// evicted as unreachable: refreshed every 250 ms during a transfer (the default 1 s
 /// over [`TRANSFER_REFRESH_DIVISOR`]), a member cut off from the switch mid-transfer is
-/// evicted about 1–1.5 s after its link went down. rocast's
+/// evicted about 1.25–1.5 s after its link went down, after a second of silence (four
+/// refreshes: a lost MRP datagram or a late confirmation under load does not look like
+/// a cut; two did, once, under 5% loss on a machine running twice its cores' load). rocast's
 /// assumption, sized against the RC retry budget of the group's QP (20 ms doubling
 /// over 7 retries: 5.1 s without progress fails the transfer for all): the eviction
 /// comes first, and the switch, pruned, acknowledges the next retransmission for the
 /// members left. The stall condition keeps a lossy but moving transfer (5% loss: a
 /// refresh or a confirmation lost now and then) from evicting anyone.
-pub const UNREACHABLE_REFRESHES: u32 = 2;
+pub const UNREACHABLE_REFRESHES: u32 = 4;
 /// While a buffer is in flight through the switch the registration is refreshed this
 /// many times as often (every 250 ms with the default 1 s).
 pub const TRANSFER_REFRESH_DIVISOR: u64 = 4;
@@ -1176,9 +1178,10 @@ impl LeaderSession {
     ///
     /// First, while a transfer through the switch has stalled for [`STALLED_AFTER`],
     /// members that left the last [`UNREACHABLE_REFRESHES`] refreshes unconfirmed are
-    /// evicted as unreachable, provided another member confirmed the last one (so the
-    /// refreshes do reach the tree: after a switch restart, or with the leader's own
-    /// link down, nobody confirms and nobody is evicted).
+    /// evicted as unreachable, provided another member confirmed at least two
+    /// refreshes more recently (so the refreshes do reach the tree: after a switch
+    /// restart, or with the leader's own link down, nobody confirms and nobody is
+    /// evicted).
     fn refresh(&mut self, now: Instant) {
         self.next_refresh = self.refresh_period().map(|r| now + r);
         let live: Vec<usize> = self.live().collect();
@@ -1186,10 +1189,17 @@ impl LeaderSession {
             && self
                 .transfer_progress
                 .is_some_and(|t| now.saturating_since(t) >= STALLED_AFTER);
-        if stalled && live.iter().any(|&i| self.unconfirmed_refreshes[i] == 0) {
+        if stalled {
             for &i in &live {
                 let missed = self.unconfirmed_refreshes[i];
-                if missed >= UNREACHABLE_REFRESHES {
+                // Another member at least two refreshes fresher shows the refreshes
+                // reach the tree (on busy hosts a confirmation may come in a refresh
+                // or two late; after a switch restart, or with the leader's own link
+                // down, nobody confirms and nobody is evicted).
+                let fresher = live
+                    .iter()
+                    .any(|&j| j != i && self.unconfirmed_refreshes[j] + 2 <= missed);
+                if missed >= UNREACHABLE_REFRESHES && fresher {
                     let conn = self.members[i].0;
                     self.send_to(conn, Message::Close(Close { ok: false }));
                     self.evict(
