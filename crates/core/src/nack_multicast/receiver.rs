@@ -380,7 +380,7 @@ impl NackMulticastReceiver {
             s.skipping = true;
             s.next_msg = lost + 1;
             self.counters.malformed += 1;
-            self.counters.lost_messages += 1;
+            self.counters.lost_messages = self.counters.lost_messages.saturating_add(1);
             self.events.push_back(ReceiverEvent::Unrecoverable {
                 session,
                 messages: lost..lost + 1,

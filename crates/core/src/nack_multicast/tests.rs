@@ -1,7 +1,7 @@
 //! Packet-by-packet script tests of the NACK rules, and seeded whole-protocol runs over
 //! an in-memory lossy broadcast medium.
 
-use super::packet::{Packet, PacketRepr};
+use super::packet::{DataRepr, Packet, PacketRepr, FLAG_FIRST, FLAG_LAST};
 use super::*;
 use crate::time::{Duration, Instant};
 use rand_chacha::ChaCha8Rng;
@@ -949,4 +949,48 @@ fn the_senders_heartbeat_counts_only_messages_begun_on_the_wire() {
     assert_eq!(s.next_msg_on_wire(), 2, "its last: message 2 is next");
     s.poll_transmit(us(0), &mut buf).unwrap();
     assert_eq!(s.next_msg_on_wire(), 3, "everything out");
+}
+
+#[test]
+fn a_mis_reassembled_message_after_huge_tail_losses_still_counts_without_overflow() {
+    // Forged heartbeats on three sessions claim 2^63 - 1 lost messages each (the count
+    // saturates); a message on a third session that does not reassemble adds one more
+    // (the 10 M fuzz run found the unchecked `+ 1` after the tail-loss reports).
+    let mut r = receiver(1, 1);
+    for session in [5, 6, 7] {
+        let hb = Packet {
+            session,
+            repr: PacketRepr::Heartbeat {
+                next_seq: (1 << 63) - 1,
+                low_seq: (1 << 63) - 1,
+                next_msg: (1 << 63) - 1,
+            },
+        }
+        .to_vec();
+        r.handle_packet(us(1), &hb);
+    }
+    assert_eq!(r.counters().lost_messages, u64::MAX);
+    let frag = |seq: u64, offset: u32, flags: u8, payload: &[u8]| {
+        Packet {
+            session: 8,
+            repr: PacketRepr::Data(DataRepr {
+                seq,
+                msg_seq: 0,
+                msg_len: 10,
+                frag_offset: offset,
+                flags,
+                payload,
+            }),
+        }
+        .to_vec()
+    };
+    r.handle_packet(us(2), &frag(0, 0, FLAG_FIRST, b"abcde"));
+    r.handle_packet(us(2), &frag(1, 7, FLAG_LAST, b"hij"));
+    assert_eq!(r.counters().lost_messages, u64::MAX);
+    assert_eq!(r.counters().malformed, 1);
+    let evs: Vec<ReceiverEvent> = std::iter::from_fn(|| r.poll_event()).collect();
+    assert!(evs.contains(&ReceiverEvent::Unrecoverable {
+        session: 8,
+        messages: 0..1
+    }));
 }
