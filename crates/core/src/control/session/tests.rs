@@ -807,15 +807,7 @@ fn losing_every_member_fails_the_group_and_an_overlay_member_loss_fails_it_too()
 
 #[test]
 fn the_registration_is_refreshed_without_evicted_members() {
-    let mut cfg = leader_cfg(false, 3);
-    cfg.refresh = Some(Duration::from_ms(100));
-    let mut g = Group::with(cfg, 3);
-    g.join_all();
-    g.members_to_leader();
-    let mrp = g.leader_to_members();
-    g.switch_delivers(&mrp);
-    g.members_to_leader();
-    leader_events(&mut g.leader);
+    let mut g = refreshing_group(Duration::from_ms(100));
     assert_eq!(g.leader.phase(), LeaderPhase::Idle);
     let due = g.now + Duration::from_ms(100);
     assert_eq!(g.leader.poll_timeout(), Some(due));
@@ -841,6 +833,7 @@ fn the_registration_is_refreshed_without_evicted_members() {
     g.switch_delivers(&out);
     g.members_to_leader();
     assert!(leader_events(&mut g.leader).is_empty());
+    assert_eq!(g.leader.stats().refresh_confirmations, 2);
     assert_eq!(g.leader.phase(), LeaderPhase::Idle);
     // No refresh once the group is closed (the switch is released).
     g.close(true);
