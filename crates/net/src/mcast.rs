@@ -57,7 +57,9 @@ use rocast_core::rnic::{FixedRate, RateController, Unlimited};
 use rocast_core::time::Duration as CoreDuration;
 use rocast_core::wire::group_control::{Params, GROUP_CONTROL_PORT};
 use rocast_core::wire::mrp::{MrpRepr, MRP_MAX_PAYLOAD, MRP_UDP_PORT};
-use rocast_core::wire::mrp_auth::{FabricKey, MrpCounter, MRP_AUTH_TRAILER_LEN};
+use rocast_core::wire::mrp_auth::{
+    open_if_keyed, seal_if_keyed, FabricKey, MrpCounter, MRP_AUTH_TRAILER_LEN,
+};
 use rocast_core::wire::{Ipv4Address, ROCEV2_UDP_PORT};
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
@@ -380,10 +382,7 @@ pub fn allocate_group(
     let mut counter = MrpCounter::starting_at(wall_clock_ns());
     let mut buf = [0u8; 2048];
     for _attempt in 0..4 {
-        let datagram = match key {
-            Some(k) => k.seal(v4(local), counter.next_value(), &body),
-            None => body.to_vec(),
-        };
+        let datagram = seal_if_keyed(key, v4(local), &mut counter, &body);
         sock.send_to(
             &datagram,
             SocketAddrV4::new(Ipv4Addr::from(to.0), MRP_UDP_PORT),
@@ -402,16 +401,11 @@ pub fn allocate_group(
             let std::net::SocketAddr::V4(from) = from else {
                 continue;
             };
-            let payload = match key {
-                None => Some(&buf[..n]),
-                Some(k) => k.open(v4(*from.ip()), &buf[..n]).ok().map(|(p, _)| p),
+            let Some(payload) = open_if_keyed(key, v4(*from.ip()), &buf[..n]) else {
+                continue;
             };
-            let Some(payload) = payload else { continue };
             if let Ok(a) = MrpAllocation::parse(payload) {
-                if a.nonce == nonce
-                    && space.contains(a.mcst_id)
-                    && Ipv4Addr::from(a.mcst_id.0) == *from.ip()
-                {
+                if a.answers(nonce, space, v4(*from.ip())) {
                     return Ok(GroupAddressGrant {
                         mcst_id: Ipv4Addr::from(a.mcst_id.0),
                         lease_ms: a.lease_ms,
@@ -657,10 +651,7 @@ impl Leader {
             };
             // With a fabric key only a sealed report counts: a forged refusal would
             // push the group onto the overlay.
-            let report = match &self.cfg.fabric_key {
-                None => Some(&buf[..n]),
-                Some(k) => k.open(v4(*from.ip()), &buf[..n]).ok().map(|(p, _)| p),
-            };
+            let report = open_if_keyed(self.cfg.fabric_key.as_ref(), v4(*from.ip()), &buf[..n]);
             // Anything else on the MRP port (our own MRP looped back) is not for us.
             if let Some(r) = report.and_then(|b| SwitchReport::parse(b).ok()) {
                 self.session.handle_switch_report(now, r);
@@ -696,19 +687,16 @@ impl Leader {
                 }
                 SessionDest::Mrp => {
                     self.registration_start.get_or_insert_with(StdInstant::now);
-                    let sealed;
-                    let datagram = match &self.cfg.fabric_key {
-                        Some(k) => {
-                            sealed =
-                                k.seal(v4(self.cfg.local), self.mrp_counter.next_value(), frame);
-                            &sealed[..]
-                        }
-                        None => frame,
-                    };
+                    let datagram = seal_if_keyed(
+                        self.cfg.fabric_key.as_ref(),
+                        v4(self.cfg.local),
+                        &mut self.mrp_counter,
+                        frame,
+                    );
                     // UDP: a lost datagram is the registration's resend's business.
                     let _ = self
                         .mrp
-                        .send_to(datagram, SocketAddrV4::new(self.cfg.mcst_id, MRP_UDP_PORT));
+                        .send_to(&datagram, SocketAddrV4::new(self.cfg.mcst_id, MRP_UDP_PORT));
                 }
                 SessionDest::Leader => {}
             }

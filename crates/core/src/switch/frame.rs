@@ -67,7 +67,7 @@ use crate::wire::arp::{ArpOperation, ArpRepr, ARP_LEN};
 use crate::wire::mrp::{
     MrpAllocate, MrpAllocation, MrpPrune, MrpRelease, MrpRepr, MRP_ALLOCATION_LEN, MRP_UDP_PORT,
 };
-use crate::wire::mrp_auth::{FabricKey, MrpCounter, ReplayGuard};
+use crate::wire::mrp_auth::{seal_if_keyed, FabricKey, MrpCounter, ReplayGuard};
 use crate::wire::peel::{read_shim, strip_shim, PEEL_UDP_PORT};
 use crate::wire::{
     Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Address, Ipv4Packet,
@@ -863,17 +863,12 @@ impl FrameSwitch {
                     mcst_id: mcst,
                     reason,
                 };
-                let mut body = [0u8; SWITCH_REPORT_LEN];
-                if report.emit(&mut body).is_ok() {
-                    let src = if self.cfg.group_space.contains(mcst) {
-                        mcst
-                    } else {
-                        Ipv4Address::UNSPECIFIED
-                    };
-                    let body = self.seal(src, body.to_vec());
-                    let ipb = Self::udp_packet(src, leader, MRP_UDP_PORT, &body);
-                    self.emit_ip(in_port, Some(leader_mac), &ipb);
-                }
+                let src = if self.cfg.group_space.contains(mcst) {
+                    mcst
+                } else {
+                    Ipv4Address::UNSPECIFIED
+                };
+                self.send_report(in_port, (leader, leader_mac), src, report);
             }
         }
     }
@@ -928,13 +923,8 @@ impl FrameSwitch {
                 mcst_id: Ipv4Address::UNSPECIFIED,
                 reason: SwitchRejection::TableFull,
             };
-            let mut body = [0u8; SWITCH_REPORT_LEN];
-            if report.emit(&mut body).is_ok() {
-                let src = space.nth(0).unwrap_or(Ipv4Address::UNSPECIFIED);
-                let body = self.seal(src, body.to_vec());
-                let ipb = Self::udp_packet(src, requester, MRP_UDP_PORT, &body);
-                self.emit_ip(in_port, Some(requester_mac), &ipb);
-            }
+            let src = space.nth(0).unwrap_or(Ipv4Address::UNSPECIFIED);
+            self.send_report(in_port, (requester, requester_mac), src, report);
             return;
         };
         self.allocation_cursor = (idx + 1) % size;
@@ -973,9 +963,22 @@ impl FrameSwitch {
     /// `body` with this switch's authentication trailer as sent from `src`, when it
     /// holds the fabric key; unchanged otherwise.
     fn seal(&mut self, src: Ipv4Address, body: Vec<u8>) -> Vec<u8> {
-        match &self.cfg.mrp_key {
-            Some(key) => key.seal(src, self.mrp_counter.next_value(), &body),
-            None => body,
+        seal_if_keyed(self.cfg.mrp_key.as_ref(), src, &mut self.mrp_counter, &body)
+    }
+
+    /// A [`SwitchReport`] to `to` (behind `port`), sealed as sent from `src`.
+    fn send_report(
+        &mut self,
+        port: u16,
+        to: (Ipv4Address, EthernetAddress),
+        src: Ipv4Address,
+        report: SwitchReport,
+    ) {
+        let mut body = [0u8; SWITCH_REPORT_LEN];
+        if report.emit(&mut body).is_ok() {
+            let body = self.seal(src, body.to_vec());
+            let ipb = Self::udp_packet(src, to.0, MRP_UDP_PORT, &body);
+            self.emit_ip(port, Some(to.1), &ipb);
         }
     }
 

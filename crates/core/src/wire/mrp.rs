@@ -207,6 +207,16 @@ impl MrpAllocation {
             lease_ms: be(b, 16, 4) as u32,
         })
     }
+    /// Whether this answers a request with `nonce` for an address of `space`, sent
+    /// (as the switch sends it) from the address it allocates.
+    pub fn answers(
+        &self,
+        nonce: u64,
+        space: crate::fabric::cepheus::GroupAddressSpace,
+        from: Ipv4Address,
+    ) -> bool {
+        self.nonce == nonce && space.contains(self.mcst_id) && self.mcst_id == from
+    }
     pub fn emit(&self, b: &mut [u8]) -> usize {
         b[..4].copy_from_slice(&ALLOCATION_MAGIC);
         put_be(b, 4, 4, self.mcst_id.to_u32() as u64);

@@ -172,6 +172,35 @@ impl ReplayGuard {
     }
 }
 
+/// `payload` as a sender with `key` (if any) puts it on the wire from `src`: sealed
+/// with the counter's next value, or unchanged on an unkeyed fabric.
+pub fn seal_if_keyed(
+    key: Option<&FabricKey>,
+    src: Ipv4Address,
+    counter: &mut MrpCounter,
+    payload: &[u8],
+) -> Vec<u8> {
+    match key {
+        Some(k) => k.seal(src, counter.next_value(), payload),
+        None => payload.to_vec(),
+    }
+}
+
+/// The payload of a datagram from `src` as a receiver with `key` (if any) accepts it:
+/// the trailer verified and removed, or the whole datagram on an unkeyed fabric;
+/// `None` when the trailer does not verify. (Freshness is the caller's: a switch keeps a
+/// [`ReplayGuard`].)
+pub fn open_if_keyed<'a>(
+    key: Option<&FabricKey>,
+    src: Ipv4Address,
+    datagram: &'a [u8],
+) -> Option<&'a [u8]> {
+    match key {
+        None => Some(datagram),
+        Some(k) => k.open(src, datagram).ok().map(|(p, _)| p),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -590,6 +590,14 @@ impl LeaderSession {
     /// Takes member `i` out of the group: its path is pruned from the switch (twice:
     /// one unacknowledged datagram each, and a repeat prunes nothing), every other
     /// member hears `Evicted`, and what the group waits for no longer includes it.
+    /// Evicts member `i` whose connection is still open: it is told the group ended
+    /// for it (`Close { ok: false }`), should it still be listening.
+    fn evict_alive(&mut self, now: Instant, i: usize, reason: String) {
+        let conn = self.members[i].0;
+        self.send_to(conn, Message::Close(Close { ok: false }));
+        self.evict(now, i, reason);
+    }
+
     fn evict(&mut self, now: Instant, i: usize, reason: String) {
         if !self.evicted.insert(i) {
             return;
@@ -1200,15 +1208,10 @@ impl LeaderSession {
                     .iter()
                     .any(|&j| j != i && self.unconfirmed_refreshes[j] + 2 <= missed);
                 if missed >= UNREACHABLE_REFRESHES && fresher {
-                    let conn = self.members[i].0;
-                    self.send_to(conn, Message::Close(Close { ok: false }));
-                    self.evict(
-                        now,
-                        i,
-                        format!(
-                            "unreachable: the last {missed} registration refreshes unconfirmed"
-                        ),
+                    let why = format!(
+                        "unreachable: the last {missed} registration refreshes unconfirmed"
                     );
+                    self.evict_alive(now, i, why);
                 }
             }
             if self.is_terminal() {
@@ -1273,9 +1276,7 @@ impl LeaderSession {
                 let ready = ready.clone();
                 let late: Vec<usize> = self.live().filter(|i| !ready.contains(i)).collect();
                 for i in late {
-                    let conn = self.members[i].0;
-                    self.send_to(conn, Message::Close(Close { ok: false }));
-                    self.evict(now, i, "never became ready".into());
+                    self.evict_alive(now, i, "never became ready".into());
                 }
             }
             State::OverlaySetup { deadline, .. } | State::Announced { deadline, .. }

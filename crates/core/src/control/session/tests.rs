@@ -840,10 +840,8 @@ fn the_registration_is_refreshed_without_evicted_members() {
     assert_eq!(g.leader.poll_timeout(), None);
 }
 
-/// Three members, registered, refreshed every `every`.
-fn refreshing_group(every: Duration) -> Group {
-    let mut cfg = leader_cfg(false, 3);
-    cfg.refresh = Some(every);
+/// Three members joined and registered through the switch under `cfg`.
+fn registered_with(cfg: LeaderSessionConfig) -> Group {
     let mut g = Group::with(cfg, 3);
     g.join_all();
     g.members_to_leader();
@@ -852,6 +850,13 @@ fn refreshing_group(every: Duration) -> Group {
     g.members_to_leader();
     leader_events(&mut g.leader);
     g
+}
+
+/// Three members, registered, refreshed every `every`.
+fn refreshing_group(every: Duration) -> Group {
+    let mut cfg = leader_cfg(false, 3);
+    cfg.refresh = Some(every);
+    registered_with(cfg)
 }
 
 /// Announces a buffer of `bytes`; every member posts its receives; the transfer
@@ -1149,13 +1154,7 @@ fn slow_group() -> Group {
         window: Duration::from_ms(1),
         grace: Duration::from_us(10),
     });
-    let mut g = Group::with(cfg, 3);
-    g.join_all();
-    g.members_to_leader();
-    let mrp = g.leader_to_members();
-    g.switch_delivers(&mrp);
-    g.members_to_leader();
-    leader_events(&mut g.leader);
+    let mut g = registered_with(cfg);
     start_transfer(&mut g, 1 << 20);
     // A trickle of ACKs: the monitor's timer judges it.
     g.leader.handle_acked(g.now, 1000);
