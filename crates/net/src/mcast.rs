@@ -405,7 +405,7 @@ pub fn allocate_group(
                 continue;
             };
             if let Ok(a) = MrpAllocation::parse(payload) {
-                if a.answers(nonce, space, v4(*from.ip())) {
+                if a.answers(nonce, v4(*from.ip())) && space.contains(a.mcst_id) {
                     return Ok(GroupAddressGrant {
                         mcst_id: Ipv4Addr::from(a.mcst_id.0),
                         lease_ms: a.lease_ms,

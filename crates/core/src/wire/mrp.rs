@@ -207,15 +207,11 @@ impl MrpAllocation {
             lease_ms: be(b, 16, 4) as u32,
         })
     }
-    /// Whether this answers a request with `nonce` for an address of `space`, sent
-    /// (as the switch sends it) from the address it allocates.
-    pub fn answers(
-        &self,
-        nonce: u64,
-        space: crate::fabric::cepheus::GroupAddressSpace,
-        from: Ipv4Address,
-    ) -> bool {
-        self.nonce == nonce && space.contains(self.mcst_id) && self.mcst_id == from
+    /// Whether this answers a request with `nonce`, sent (as the switch sends it) from
+    /// the address it allocates. (That the address is in the group space asked of is
+    /// the caller's check: `wire` does not know the spaces.)
+    pub fn answers(&self, nonce: u64, from: Ipv4Address) -> bool {
+        self.nonce == nonce && self.mcst_id == from
     }
     pub fn emit(&self, b: &mut [u8]) -> usize {
         b[..4].copy_from_slice(&ALLOCATION_MAGIC);
