@@ -279,6 +279,19 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
         }
         Ok(r)
     });
+    // Frames the lab's own kernel lost (full backlogs and socket buffers on a busy
+    // machine): a comparison with the simulator holds only when this is 0.
+    let result = result.map(|mut r| {
+        let (Ok(t) | Err(t)) = &mut r;
+        t.push_str(&match lab::link_drops(&a.name) {
+            Ok(d) => format!(
+                "lab link drops: interfaces {} qdiscs {}\n",
+                d.interfaces, d.qdiscs
+            ),
+            Err(e) => format!("lab link drops: unknown ({e})\n"),
+        });
+        r
+    });
     let down = lab::down(&a.name);
     let report = result?;
     down.map_err(|e| format!("lab down: {e}"))?;
@@ -315,18 +328,22 @@ fn switch_stats_line(label: &str, text: &Result<String, String>) -> String {
     match text {
         Ok(text) => {
             let mut line = String::from(label);
-            let mut port_drops = 0u64;
-            for l in text.lines() {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                if f.first() == Some(&"port") {
-                    if let Some(i) = f.iter().position(|w| *w == "injected_drops") {
-                        port_drops += f
-                            .get(i + 1)
-                            .and_then(|v| v.parse::<u64>().ok())
-                            .unwrap_or(0);
-                    }
-                }
-            }
+            // Summed over the ports: `port N SPEC … key value …` lines.
+            let port_sum = |key: &str| -> u64 {
+                text.lines()
+                    .filter(|l| l.starts_with("port "))
+                    .filter_map(|l| {
+                        let f: Vec<&str> = l.split_whitespace().collect();
+                        let i = f.iter().position(|w| *w == key)?;
+                        f.get(i + 1)?.parse::<u64>().ok()
+                    })
+                    .sum()
+            };
+            let (port_drops, kernel_drops, tx_errors) = (
+                port_sum("injected_drops"),
+                port_sum("kernel_drops"),
+                port_sum("tx_errors"),
+            );
             for (kind, k, v) in rocast_net::switch::stat_counters(&text) {
                 match kind {
                     "switch"
@@ -349,7 +366,10 @@ fn switch_stats_line(label: &str, text: &Result<String, String>) -> String {
                     _ => {}
                 }
             }
-            let _ = writeln!(line, " port_injected_drops {port_drops}");
+            let _ = writeln!(
+                line,
+                " port_injected_drops {port_drops} port_kernel_drops {kernel_drops} port_tx_errors {tx_errors}"
+            );
             line
         }
         Err(e) => format!("{label} stats query failed: {e}\n"),

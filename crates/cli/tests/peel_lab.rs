@@ -18,6 +18,20 @@ fn switch_counter(out: &str, switch: &str, key: &str) -> u64 {
     line_counter(out, &format!("switch {switch}:"), key)
 }
 
+/// Frames the lab's kernel lost (never injected ones): each switch's socket
+/// overflows and refused sends, and the namespaces' interface and qdisc drops.
+fn infrastructure_drops(out: &str) -> u64 {
+    let switches: u64 = ["agg", "tor0", "tor1", "tor2"]
+        .iter()
+        .map(|s| {
+            switch_counter(out, s, "port_kernel_drops") + switch_counter(out, s, "port_tx_errors")
+        })
+        .sum();
+    switches
+        + line_counter(out, "lab link drops:", "interfaces")
+        + line_counter(out, "lab link drops:", "qdiscs")
+}
+
 /// `rocast pcap check` on one capture: (roce frames, peel frames), asserting it passes.
 fn check_capture(path: &Path) -> (u64, u64) {
     let r = rocast(&["pcap", "check", path.to_str().unwrap()]);
@@ -217,12 +231,33 @@ fn the_simulator_and_the_lab_agree_on_a_peel_group() {
         assert_eq!(s.code, 0, "{loss:?}: {}", s.stderr);
         let mut real: Vec<&str> = vec!["lab", "run", "--preset", "peel-transfer", "--name", lab.0];
         real.extend(sets.iter().map(String::as_str));
-        let l = rocast(&real);
-        assert_eq!(l.code, 0, "{loss:?}: {}{}", l.stdout, l.stderr);
-        let both = format!("sim:\n{}\nlab:\n{}", s.stdout, l.stdout);
-        let (ps, pl) = (pick(&s.stdout), pick(&l.stdout));
+        let ps = pick(&s.stdout);
         // 5 receivers × 2 lines, 4 switches.
-        assert_eq!(ps.len(), 14, "{both}");
+        assert_eq!(ps.len(), 14, "{}", s.stdout);
+        // A frame the lab's own kernel lost (a full backlog or socket buffer on a busy
+        // 2-core machine: counted, never injected) changes the switches' per-packet
+        // counts, so that run says nothing about PEEL: it is rerun, at most
+        // `ATTEMPTS` times. A run without such drops must match exactly.
+        const ATTEMPTS: usize = 3;
+        let mut l = None;
+        for attempt in 1..=ATTEMPTS {
+            let run = rocast(&real);
+            assert_eq!(run.code, 0, "{loss:?}: {}{}", run.stdout, run.stderr);
+            let lost = infrastructure_drops(&run.stdout);
+            if lost == 0 {
+                l = Some(run);
+                break;
+            }
+            eprintln!("{loss:?}: attempt {attempt}: the lab's kernel dropped {lost} frames; rerun");
+            assert!(
+                attempt < ATTEMPTS,
+                "{loss:?}: the lab's kernel dropped frames in {ATTEMPTS} runs; last:\n{}",
+                run.stdout
+            );
+        }
+        let l = l.expect("a run without infrastructure drops");
+        let both = format!("sim:\n{}\nlab:\n{}", s.stdout, l.stdout);
+        let pl = pick(&l.stdout);
         assert_eq!(ps, pl, "{loss:?}: {both}");
         for r in 1..=5 {
             assert!(

@@ -963,6 +963,48 @@ pub fn list_namespaces() -> Result<Vec<String>, LabError> {
         .collect())
 }
 
+/// Frames the kernel dropped inside a lab, over all its namespaces.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkDrops {
+    /// `rx_dropped` + `tx_dropped` of every interface (a veth whose peer's backlog was
+    /// full, a frame no socket could take).
+    pub interfaces: u64,
+    /// Drops the qdiscs counted (a full shaping queue; netem's injected loss too).
+    pub qdiscs: u64,
+}
+
+/// The kernel's drop counters of lab `name` now (they count from the lab's start).
+pub fn link_drops(name: &str) -> Result<LinkDrops, LabError> {
+    let mut d = LinkDrops::default();
+    for ns in lab_namespaces(name)? {
+        // `ip netns exec` mounts the namespace's own sysfs.
+        let out = run_cmd(&v(&[
+            "ip",
+            "netns",
+            "exec",
+            &ns,
+            "sh",
+            "-c",
+            "cat /sys/class/net/*/statistics/rx_dropped /sys/class/net/*/statistics/tx_dropped",
+        ]))?;
+        d.interfaces += out
+            .split_whitespace()
+            .filter_map(|w| w.parse::<u64>().ok())
+            .sum::<u64>();
+        d.qdiscs += qdisc_drops(&run_cmd(&v(&["tc", "-n", &ns, "-s", "qdisc", "show"]))?);
+    }
+    Ok(d)
+}
+
+/// The sum of `(dropped N,` in `tc -s qdisc show` output.
+fn qdisc_drops(text: &str) -> u64 {
+    let w: Vec<&str> = text.split_whitespace().collect();
+    w.windows(2)
+        .filter(|p| p[0] == "(dropped")
+        .filter_map(|p| p[1].trim_end_matches(',').parse::<u64>().ok())
+        .sum()
+}
+
 /// Namespaces of lab `name`, sorted.
 pub fn lab_namespaces(name: &str) -> Result<Vec<String>, LabError> {
     let prefix = ns_prefix(name);
@@ -1888,6 +1930,13 @@ mod tests {
         for l in &tc {
             assert_eq!(l.ends_with("loss 5%"), l.contains("rocast-lab-sw"), "{l}");
         }
+    }
+
+    #[test]
+    fn qdisc_drops_sums_every_qdisc() {
+        let text = "qdisc tbf 8001: root refcnt 2 rate 10Gbit burst 1250000b lat 72.1s \n Sent 4113852 bytes 1021 pkt (dropped 3, overlimits 0 requeues 0) \n backlog 0b 0p requeues 0\nqdisc noqueue 0: dev lo root refcnt 2 \n Sent 0 bytes 0 pkt (dropped 12, overlimits 0 requeues 0) \n";
+        assert_eq!(qdisc_drops(text), 15);
+        assert_eq!(qdisc_drops("qdisc noqueue 0: dev lo root refcnt 2\n"), 0);
     }
 
     #[test]

@@ -125,6 +125,10 @@ pub struct PortStats {
     /// Receive errors (the interface went down, the peer's socket is gone): counted,
     /// and the port is read again on the next round.
     pub rx_errors: u64,
+    /// Frames the kernel dropped before this daemon read them: the socket's receive
+    /// buffer was full (`PACKET_STATISTICS` `tp_drops` on an AF_PACKET port). A lab
+    /// comparing runs needs to know its infrastructure lost nothing.
+    pub kernel_drops: u64,
 }
 
 enum Backend {
@@ -226,6 +230,29 @@ fn open_afpacket(ifname: &str) -> io::Result<OwnedFd> {
 }
 
 impl Port {
+    /// Adds the kernel's receive drops since the last call (the kernel resets the
+    /// counter on each read) to `stats.kernel_drops`.
+    fn collect_kernel_drops(&mut self) {
+        if let Backend::AfPacket(fd) = &self.backend {
+            // SAFETY: zeroed tpacket_stats is valid; the kernel fills at most `len` bytes.
+            let mut st: libc::tpacket_stats = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+            // SAFETY: st and len are valid for the call; fd is our open socket.
+            let r = unsafe {
+                libc::getsockopt(
+                    fd.as_raw_fd(),
+                    libc::SOL_PACKET,
+                    libc::PACKET_STATISTICS,
+                    &mut st as *mut libc::tpacket_stats as *mut libc::c_void,
+                    &mut len,
+                )
+            };
+            if r == 0 {
+                self.stats.kernel_drops += u64::from(st.tp_drops);
+            }
+        }
+    }
+
     fn open(spec: &PortSpec) -> io::Result<Port> {
         let backend = match spec {
             PortSpec::AfPacket(ifname) => Backend::AfPacket(open_afpacket(ifname)?),
@@ -821,14 +848,17 @@ impl SwitchDaemon {
     }
 
     /// Every counter, as `name value` lines (stable names for scripts and tests).
-    pub fn stats_text(&self) -> String {
+    pub fn stats_text(&mut self) -> String {
         let mut t = String::new();
+        for p in &mut self.ports {
+            p.collect_kernel_drops();
+        }
         for (i, p) in self.ports.iter().enumerate() {
             let s = &p.stats;
             let _ = writeln!(
                 t,
-                "port {i} {:?} rx_frames {} rx_bytes {} tx_frames {} tx_bytes {} tx_errors {} queue_drops {} injected_drops {} ecn_marked {} foreign {} oversize {} capture_errors {} rx_errors {}",
-                p.spec, s.rx_frames, s.rx_bytes, s.tx_frames, s.tx_bytes, s.tx_errors, s.queue_drops, s.injected_drops, s.ecn_marked, s.foreign, s.oversize, s.capture_errors, s.rx_errors
+                "port {i} {:?} rx_frames {} rx_bytes {} tx_frames {} tx_bytes {} tx_errors {} queue_drops {} injected_drops {} ecn_marked {} foreign {} oversize {} capture_errors {} rx_errors {} kernel_drops {}",
+                p.spec, s.rx_frames, s.rx_bytes, s.tx_frames, s.tx_bytes, s.tx_errors, s.queue_drops, s.injected_drops, s.ecn_marked, s.foreign, s.oversize, s.capture_errors, s.rx_errors, s.kernel_drops
             );
         }
         let f = self.sw.stats();
