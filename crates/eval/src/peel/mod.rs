@@ -32,6 +32,7 @@ use steiner_dp::exact_tree_dp;
 use steiner_exact::exact_tree;
 
 mod ablation;
+pub mod clos_symmetry;
 mod figures;
 mod motivation;
 pub mod steiner_dp;
