@@ -148,7 +148,9 @@ pub struct MulticastConfig {
     pub exact_solver: String,
     pub exact_time_limit_s: f64,
     /// PEEL Fig 5: at most this many of the figure's distinct job groups are solved
-    /// exactly (`exact_solver`) to check its symmetric-tree baseline; 0 skips it.
+    /// exactly (`exact_solver`) to check its symmetric-tree baseline; 0 skips it. On a
+    /// fault-free Clos one solve covers every group its symmetries map onto another
+    /// (`rocast_eval::peel::clos_symmetry`).
     pub exact_baseline_groups: usize,
     /// PEEL Figs 5–7 (`peel-fig5`, `peel-fig6`, `peel-fig7`): offered load of the
     /// Poisson Broadcasts (fraction of the servers' NIC capacity their payload
