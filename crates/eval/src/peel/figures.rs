@@ -660,8 +660,9 @@ fn exact_baseline(
         / proved.len().max(1) as f64;
     let classes = match &symmetry {
         Some(_) => format!(
-            " ({} solves: one per class of groups the fabric's symmetries map onto each other)",
-            solve.len()
+            " ({} solve{}: one per class of groups the fabric's symmetries map onto each other)",
+            solve.len(),
+            if solve.len() == 1 { "" } else { "s" }
         ),
         None => String::new(),
     };
