@@ -157,16 +157,13 @@ fuzz_target!(|data: &[u8]| {
         use rocast_core::switch::{FrameSwitch, FrameSwitchConfig};
         let mut sw = FrameSwitch::new(
             FrameSwitchConfig {
-                ports: 4,
                 max_groups: 4,
                 group_space: GroupAddressSpace::default(),
                 switch_id: 1,
                 mac: rocast_core::wire::EthernetAddress([2, 0, 0, 0, 0, 0]),
-                peel: None,
                 group_lease: None,
-                mrp_key: None,
-                require_allocation: false,
                 allocation_lease: rocast_core::time::Duration::from_ms(1_000),
+                ..FrameSwitchConfig::new(4)
             },
             CnpFilterPolicy::ForwardAll.build(),
         );

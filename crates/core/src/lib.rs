@@ -56,16 +56,12 @@
 //! ];
 //! let mut sw = FrameSwitch::new(
 //!     FrameSwitchConfig {
-//!         ports: 2,
 //!         max_groups: 16,
 //!         group_space: GroupAddressSpace::default(),
 //!         switch_id: 1,
 //!         mac: EthernetAddress([2, 0xfe, 0, 0, 0, 0]),
-//!         peel: None,
 //!         group_lease: None,
-//!         mrp_key: None,
-//!         require_allocation: false,
-//!         allocation_lease: rocast_core::time::Duration::from_ms(600_000),
+//!         ..FrameSwitchConfig::new(2)
 //!     },
 //!     CnpFilterPolicy::ForwardAll.build(),
 //! );

@@ -427,6 +427,9 @@ pub fn allocate_group(
     )))
 }
 
+/// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the machine (lab
+/// namespaces included), so a member's completion time compares with the leader's
+/// start.
 pub fn mono_ns() -> u64 {
     // SAFETY: clock_gettime writes the timespec it is given.
     let mut ts: libc::timespec = unsafe { std::mem::zeroed() };

@@ -1080,19 +1080,10 @@ mod tests {
                 },
             ],
             pipeline: FrameSwitchConfig {
-                ports: 2,
                 max_groups: 4,
-                group_space: rocast_core::fabric::cepheus::GroupAddressSpace::parse(
-                    "10.77.0.128/25",
-                )
-                .unwrap(),
                 switch_id: 1,
-                mac: rocast_core::wire::EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
-                peel: None,
                 group_lease: None,
-                mrp_key: None,
-                require_allocation: false,
-                allocation_lease: rocast_core::time::Duration::from_ms(600_000),
+                ..FrameSwitchConfig::new(2)
             },
             cnp_filter: CnpFilterPolicy::Counter(rocast_core::time::Duration::from_us(50)),
             hosts: Vec::new(),

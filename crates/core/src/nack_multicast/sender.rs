@@ -291,11 +291,7 @@ impl NackMulticastSender {
             Ok(Packet {
                 repr: PacketRepr::Data(d),
                 ..
-            }) if d.is_first() => d.msg_seq,
-            Ok(Packet {
-                repr: PacketRepr::Data(d),
-                ..
-            }) => d.msg_seq + 1,
+            }) => d.msg_seq + u64::from(!d.is_first()),
             _ => self.next_msg_seq,
         }
     }

@@ -765,10 +765,9 @@ impl FrameSwitch {
                     for (port, p) in out.next {
                         let mut body = vec![0u8; p.buffer_len()];
                         p.emit(&mut body);
-                        let body = self.seal(leader, body);
-                        let ipb = Self::udp_packet(leader, p.mcst_id, MRP_UDP_PORT, &body);
                         self.stats.mrp_out += 1;
-                        self.emit_ip(port, Some(EthernetAddress::BROADCAST), &ipb);
+                        let to = (p.mcst_id, EthernetAddress::BROADCAST);
+                        self.send_mrp(port, leader, to, &body, true);
                     }
                 }
                 None => self.stats.mrp_prune_ignored += 1,
@@ -783,10 +782,9 @@ impl FrameSwitch {
                     let mut body = [0u8; 8];
                     rel.emit(&mut body);
                     for port in next {
-                        let body = self.seal(leader, body.to_vec());
-                        let ipb = Self::udp_packet(leader, rel.mcst_id, MRP_UDP_PORT, &body);
                         self.stats.mrp_out += 1;
-                        self.emit_ip(port, Some(EthernetAddress::BROADCAST), &ipb);
+                        let to = (rel.mcst_id, EthernetAddress::BROADCAST);
+                        self.send_mrp(port, leader, to, &body, true);
                     }
                 }
                 // A repeated release (the leader sends two) finds nothing left.
@@ -845,15 +843,9 @@ impl FrameSwitch {
                     };
                     // Toward a switch the registration is sealed; a member host has no
                     // key and gets the bare record (its leader checks what it confirms).
-                    let body = if host.is_some() {
-                        body
-                    } else {
-                        self.seal(leader, body)
-                    };
-                    let (dst_ip, dst_mac) = host.unwrap_or((m.mcst_id, EthernetAddress::BROADCAST));
-                    let ipb = Self::udp_packet(leader, dst_ip, MRP_UDP_PORT, &body);
+                    let to = host.unwrap_or((m.mcst_id, EthernetAddress::BROADCAST));
                     self.stats.mrp_out += 1;
-                    self.emit_ip(port, Some(dst_mac), &ipb);
+                    self.send_mrp(port, leader, to, &body, host.is_none());
                 }
             }
             Err(reason) => {
@@ -947,10 +939,8 @@ impl FrameSwitch {
         };
         let mut body = [0u8; MRP_ALLOCATION_LEN];
         ans.emit(&mut body);
-        let body = self.seal(mcst, body.to_vec());
-        let ipb = Self::udp_packet(mcst, requester, MRP_UDP_PORT, &body);
         self.stats.mrp_out += 1;
-        self.emit_ip(in_port, Some(requester_mac), &ipb);
+        self.send_mrp(in_port, mcst, (requester, requester_mac), &body, true);
     }
 
     /// The group addresses allocated now.
@@ -962,8 +952,27 @@ impl FrameSwitch {
 
     /// `body` with this switch's authentication trailer as sent from `src`, when it
     /// holds the fabric key; unchanged otherwise.
-    fn seal(&mut self, src: Ipv4Address, body: Vec<u8>) -> Vec<u8> {
-        seal_if_keyed(self.cfg.mrp_key.as_ref(), src, &mut self.mrp_counter, &body)
+    fn seal(&mut self, src: Ipv4Address, body: &[u8]) -> Vec<u8> {
+        seal_if_keyed(self.cfg.mrp_key.as_ref(), src, &mut self.mrp_counter, body)
+    }
+
+    /// `body` to `to` (address, MAC) behind `port`, in a UDP datagram from `src` to the
+    /// MRP port; sealed when `seal` (and this switch holds the fabric key).
+    fn send_mrp(
+        &mut self,
+        port: u16,
+        src: Ipv4Address,
+        to: (Ipv4Address, EthernetAddress),
+        body: &[u8],
+        seal: bool,
+    ) {
+        let body = if seal {
+            self.seal(src, body)
+        } else {
+            body.to_vec()
+        };
+        let ipb = Self::udp_packet(src, to.0, MRP_UDP_PORT, &body);
+        self.emit_ip(port, Some(to.1), &ipb);
     }
 
     /// A [`SwitchReport`] to `to` (behind `port`), sealed as sent from `src`.
@@ -976,9 +985,7 @@ impl FrameSwitch {
     ) {
         let mut body = [0u8; SWITCH_REPORT_LEN];
         if report.emit(&mut body).is_ok() {
-            let body = self.seal(src, body.to_vec());
-            let ipb = Self::udp_packet(src, to.0, MRP_UDP_PORT, &body);
-            self.emit_ip(port, Some(to.1), &ipb);
+            self.send_mrp(port, src, to, &body, true);
         }
     }
 

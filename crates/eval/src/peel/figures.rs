@@ -620,32 +620,27 @@ fn exact_baseline(
         let (root, dests) = members.split_first()?;
         symmetry.as_ref()?.class(*root, dests)
     };
-    let mut representatives: std::collections::BTreeMap<_, &Vec<u32>> = Default::default();
-    let mut solve: Vec<&Vec<u32>> = Vec::new();
-    for g in &picked {
-        match class_of(g) {
-            Some(c) => {
-                if !representatives.contains_key(&c) {
-                    representatives.insert(c, *g);
-                    solve.push(*g);
-                }
-            }
-            None => solve.push(*g),
-        }
-    }
-    let exact_of_solved = parallel(m.threads, &solve, |members| {
+    // Per picked group, the group whose solve stands for it: its class's first.
+    let mut first_of_class = std::collections::BTreeMap::new();
+    let stands_for: Vec<&Vec<u32>> = picked
+        .iter()
+        .map(|&g| class_of(g).map_or(g, |c| *first_of_class.entry(c).or_insert(g)))
+        .collect();
+    let solve: std::collections::BTreeSet<&Vec<u32>> = stands_for.iter().copied().collect();
+    let solve: Vec<&Vec<u32>> = solve.into_iter().collect();
+    let exact = parallel(m.threads, &solve, |members| {
         let (root, dests) = members.split_first().ok_or("a job needs members")?;
         let exact = super::exact_tree_with(sc, topo, *root, dests).map(|t| t.arcs.len());
         Ok::<_, String>((*members, exact))
     })?;
-    let exact_by_group: std::collections::BTreeMap<&Vec<u32>, Result<usize, String>> =
-        exact_of_solved.into_iter().collect();
+    let exact: std::collections::BTreeMap<&Vec<u32>, Result<usize, String>> =
+        exact.into_iter().collect();
     let solved = picked
         .iter()
-        .map(|members| {
+        .zip(&stands_for)
+        .map(|(members, rep)| {
             let symmetric = job_tree(topo, members, UplinkChoice::Lowest)?.arcs.len();
-            let rep = class_of(members).map_or(*members, |c| representatives[&c]);
-            Ok((symmetric, exact_by_group[rep].clone()))
+            Ok((symmetric, exact[rep].clone()))
         })
         .collect::<Result<Vec<(usize, Result<usize, String>)>, String>>()?;
     let proved: Vec<(usize, usize)> = solved

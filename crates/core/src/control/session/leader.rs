@@ -22,9 +22,10 @@
 //! holds a transfer up — the transfer stalled and the member stopped confirming the
 //! registration refreshes while others go on confirming them (alive, perhaps, but
 //! unreachable through the switch: each refresh travels the group's tree, so a member
-//! behind a dead link misses it) — is *evicted*: an [`MrpPrune`] takes its path off the switch's tree, so its silence no
-//! longer holds the aggregated ACK back, every other member hears `Evicted`, and the
-//! buffer completes for the rest; its outcome names the evicted member. Through an
+//! behind a dead link misses it) — is *evicted*: an [`MrpPrune`] takes its path off
+//! the switch's tree, so its silence no longer holds the aggregated ACK back, every
+//! other member hears `Evicted`, and the buffer completes for the rest; its outcome
+//! names the evicted member. Through an
 //! overlay (whose schedule has a place for every rank) a lost member fails the group,
 //! RDMC's semantics. The registration is refreshed every `refresh` (the switch's
 //! entries are leased soft state), so a restarted switch relearns the group and a
@@ -587,9 +588,6 @@ impl LeaderSession {
             )
     }
 
-    /// Takes member `i` out of the group: its path is pruned from the switch (twice:
-    /// one unacknowledged datagram each, and a repeat prunes nothing), every other
-    /// member hears `Evicted`, and what the group waits for no longer includes it.
     /// Evicts member `i` whose connection is still open: it is told the group ended
     /// for it (`Close { ok: false }`), should it still be listening.
     fn evict_alive(&mut self, now: Instant, i: usize, reason: String) {
@@ -598,6 +596,9 @@ impl LeaderSession {
         self.evict(now, i, reason);
     }
 
+    /// Takes member `i` out of the group: its path is pruned from the switch (twice:
+    /// one unacknowledged datagram each, and a repeat prunes nothing), every other
+    /// member hears `Evicted`, and what the group waits for no longer includes it.
     fn evict(&mut self, now: Instant, i: usize, reason: String) {
         if !self.evicted.insert(i) {
             return;
@@ -1200,10 +1201,8 @@ impl LeaderSession {
         if stalled {
             for &i in &live {
                 let missed = self.unconfirmed_refreshes[i];
-                // Another member at least two refreshes fresher shows the refreshes
-                // reach the tree (on busy hosts a confirmation may come in a refresh
-                // or two late; after a switch restart, or with the leader's own link
-                // down, nobody confirms and nobody is evicted).
+                // Two refreshes of slack: on a busy host a confirmation may come a
+                // refresh or two late.
                 let fresher = live
                     .iter()
                     .any(|&j| j != i && self.unconfirmed_refreshes[j] + 2 <= missed);

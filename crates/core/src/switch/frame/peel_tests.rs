@@ -26,16 +26,11 @@ fn now() -> Instant {
 fn switch(role: PeelRole) -> FrameSwitch {
     FrameSwitch::new(
         FrameSwitchConfig {
-            ports: 5,
             max_groups: 4,
-            group_space: GroupAddressSpace::parse("10.77.0.128/25").unwrap(),
             switch_id: 1,
-            mac: EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
             peel: Some(role),
             group_lease: None,
-            mrp_key: None,
-            require_allocation: false,
-            allocation_lease: Duration::from_ms(600_000),
+            ..FrameSwitchConfig::new(5)
         },
         Box::new(ForwardAllCnp),
     )
@@ -198,16 +193,10 @@ fn malformed_shims_are_counted_drops() {
 fn without_a_peel_role_a_shimmed_frame_is_plain_ipv4() {
     let mut sw = FrameSwitch::new(
         FrameSwitchConfig {
-            ports: 3,
             max_groups: 4,
-            group_space: GroupAddressSpace::parse("10.77.0.128/25").unwrap(),
             switch_id: 1,
-            mac: EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
-            peel: None,
             group_lease: None,
-            mrp_key: None,
-            require_allocation: false,
-            allocation_lease: Duration::from_ms(600_000),
+            ..FrameSwitchConfig::new(3)
         },
         Box::new(ForwardAllCnp),
     );

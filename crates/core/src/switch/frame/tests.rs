@@ -58,16 +58,10 @@ fn now() -> Instant {
 fn switch(max_groups: usize) -> FrameSwitch {
     let mut sw = FrameSwitch::new(
         FrameSwitchConfig {
-            ports: 4,
             max_groups,
-            group_space: GroupAddressSpace::parse("10.77.0.128/25").unwrap(),
             switch_id: 9,
-            mac: EthernetAddress([2, 0x72, 0x63, 0xfe, 0, 0]),
-            peel: None,
             group_lease: None,
-            mrp_key: None,
-            require_allocation: false,
-            allocation_lease: Duration::from_ms(600_000),
+            ..FrameSwitchConfig::new(4)
         },
         Box::new(ForwardAllCnp),
     );
