@@ -189,21 +189,9 @@ pub(crate) fn group_hosts(
 }
 
 /// One message of `size` from `hosts[0]` to the rest by scheme `r`, with the
-/// scenario's per-post overhead, blocks and flow control.
+/// scenario's per-post overhead, blocks and flow control; with `verify_data`, carrying
+/// seeded bytes and comparing what every member holds with them.
 pub(crate) fn time_once(
-    sc: &Scenario,
-    topo: &Topology,
-    cfg: &EngineConfig,
-    hosts: &[u32],
-    size: u64,
-    r: Run,
-) -> Result<Timed, String> {
-    run_once(sc, topo, cfg, hosts, size, r, false)
-}
-
-/// [`time_once`], carrying seeded bytes and comparing what every member holds with
-/// them when `verify_data`.
-fn run_once(
     sc: &Scenario,
     topo: &Topology,
     cfg: &EngineConfig,
@@ -252,7 +240,7 @@ pub(crate) fn testbed(
     let ordered: Vec<(u64, Run)> = order.iter().map(|&i| jobs[i]).collect();
     let t0 = std::time::Instant::now();
     let results = parallel(m.threads, &ordered, |&(size, r)| {
-        time_once(sc, topo, cfg, &hosts, size, r)
+        time_once(sc, topo, cfg, &hosts, size, r, false)
     })?;
     let wall = t0.elapsed().as_secs_f64();
     let mut by = std::collections::BTreeMap::new();
@@ -520,7 +508,7 @@ pub(crate) fn loss(
         } else {
             Run::Overlay(Scheme::Chain)
         };
-        run_once(sc, &t, &c, &hosts, bytes, run, verify)
+        time_once(sc, &t, &c, &hosts, bytes, run, verify)
     };
     let results = parallel(m.threads, &jobs, |&(g, loss, k)| {
         one(g, loss, k, size, false)

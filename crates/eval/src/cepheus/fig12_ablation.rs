@@ -153,7 +153,7 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
     let t0 = std::time::Instant::now();
     let results = parallel(m.threads, &jobs, |&(vi, size, r)| {
         let (vsc, topo, cfg, hosts) = &built[vi];
-        time_once(vsc, topo, cfg, hosts, size, r)
+        time_once(vsc, topo, cfg, hosts, size, r, false)
     })?;
     let wall = t0.elapsed().as_secs_f64();
     let mut by = std::collections::BTreeMap::new();
