@@ -157,6 +157,21 @@ pub struct NackMulticastReceiver {
 /// The most buffers [`NackMulticastReceiver::recycle`] keeps.
 const SPARE_BUFFERS: usize = 64;
 
+/// Counts messages `lost` of `session` as lost (saturating, as every loss count) and
+/// tells the application. (Free of `self`: callers hold a stream borrowed.)
+fn messages_lost(
+    counters: &mut ReceiverCounters,
+    events: &mut VecDeque<ReceiverEvent>,
+    session: u32,
+    lost: Range<u64>,
+) {
+    counters.lost_messages = counters.lost_messages.saturating_add(lost.end - lost.start);
+    events.push_back(ReceiverEvent::Unrecoverable {
+        session,
+        messages: lost,
+    });
+}
+
 impl NackMulticastReceiver {
     pub fn new(cfg: ReceiverConfig) -> Self {
         assert!(cfg.window > 0, "window must be positive");
@@ -341,14 +356,8 @@ impl NackMulticastReceiver {
             }
             s.skipping = false;
             if f.msg_seq > s.next_msg {
-                self.counters.lost_messages = self
-                    .counters
-                    .lost_messages
-                    .saturating_add(f.msg_seq - s.next_msg);
-                self.events.push_back(ReceiverEvent::Unrecoverable {
-                    session,
-                    messages: s.next_msg..f.msg_seq,
-                });
+                let lost = s.next_msg..f.msg_seq;
+                messages_lost(&mut self.counters, &mut self.events, session, lost);
             }
             s.next_msg = f.msg_seq;
         }
@@ -380,11 +389,12 @@ impl NackMulticastReceiver {
             s.skipping = true;
             s.next_msg = lost + 1;
             self.counters.malformed += 1;
-            self.counters.lost_messages = self.counters.lost_messages.saturating_add(1);
-            self.events.push_back(ReceiverEvent::Unrecoverable {
+            messages_lost(
+                &mut self.counters,
+                &mut self.events,
                 session,
-                messages: lost..lost + 1,
-            });
+                lost..lost + 1,
+            );
             return;
         }
         buf.extend_from_slice(&f.payload);
@@ -454,14 +464,7 @@ impl NackMulticastReceiver {
         }
         let lost = s.next_msg..next_msg;
         s.next_msg = next_msg;
-        self.counters.lost_messages = self
-            .counters
-            .lost_messages
-            .saturating_add(lost.end - lost.start);
-        self.events.push_back(ReceiverEvent::Unrecoverable {
-            session,
-            messages: lost,
-        });
+        messages_lost(&mut self.counters, &mut self.events, session, lost);
     }
 
     /// Arms the NACK timer for a gap and sends STATUS when the position moved enough.
