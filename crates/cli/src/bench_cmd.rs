@@ -54,6 +54,44 @@ pub enum BenchCmd {
     /// the other hosts receiving. Loss is injected on receive in the drivers (seeded).
     /// Exits non-zero unless every receiver got every message exactly once, in order.
     LabUd(crate::ud_bench::LabUdArgs),
+    /// The switch's forwarding rate on real interfaces (issue 25, root): `rocast
+    /// switch` replicating a Cepheus group's RC SEND frames 1->N (bridged to each
+    /// member's connection, ICRC recomputed) on unshaped veths, beside the Linux bridge
+    /// flooding the same frames on the same veths in the same run. Prints frames per
+    /// second and Gbit/s delivered per receiver, and the ratio rocast/bridge.
+    Switch {
+        /// Receivers per group, comma-separated.
+        #[arg(long, default_value = "3,7")]
+        receivers: String,
+        /// RoCE payload bytes per frame.
+        #[arg(long, default_value_t = 1024)]
+        payload: usize,
+        /// Sending time per run.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        /// Runs per medium and group size; the median is printed.
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+    },
+    /// Loopback anchor for `rocast perf` (issue 25): raw sendmmsg/recvmmsg goodput of
+    /// --size datagrams beside `rocast perf`'s RDMA WRITE goodput at that MTU, in the
+    /// same run, alternating; prints both medians and the ratio.
+    Udp {
+        /// Datagram bytes (and perf's MTU).
+        #[arg(long, default_value_t = 4096)]
+        size: usize,
+        /// perf's WRITE size.
+        #[arg(long, default_value = "1M")]
+        message: String,
+        /// perf's WRITEs per run.
+        #[arg(long, default_value_t = 2000)]
+        iters: u64,
+        /// The raw test's sending time per run.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
+    },
     /// The simulator's speed (issue 21): runs each preset as a child `rocast sim`
     /// and prints its wall time, events, events per second and peak resident memory.
     /// Presets by name; `k64-permutation` is the 65,536-host k=64 fat-tree permutation
@@ -95,6 +133,17 @@ pub enum BenchCmd {
     },
 }
 
+/// A comma-separated list of counts.
+fn parse_list(s: &str, what: &str) -> Result<Vec<usize>, String> {
+    s.split(',')
+        .map(|h| {
+            h.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("{what} {h:?}: not a count"))
+        })
+        .collect()
+}
+
 fn peak_rss_kb() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     s.lines()
@@ -131,14 +180,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             mpi,
             out,
         } => {
-            let hosts = hosts
-                .split(',')
-                .map(|h| {
-                    h.trim()
-                        .parse::<usize>()
-                        .map_err(|_| format!("--hosts {h:?}"))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+            let hosts = parse_list(&hosts, "--hosts")?;
             let sizes = rocast_sim::scenario::config::parse_sizes(&sizes)?;
             let schemes: Vec<String> = schemes.split(',').map(|s| s.trim().to_string()).collect();
             for s in &schemes {
@@ -177,6 +219,41 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             seed,
         } => peel_tree(k, fail, dests, runs, seed),
         BenchCmd::Sim { runs, out, sets } => bench_sim(&runs, &out, &sets),
+        BenchCmd::Udp {
+            size,
+            message,
+            iters,
+            seconds,
+            reps,
+        } => {
+            let args = rocast_net::udp_bench::UdpBenchArgs {
+                size,
+                message: rocast_sim::scenario::config::parse_bytes(&message)? as usize,
+                iters,
+                seconds,
+                reps: reps.max(1),
+            };
+            let r = rocast_net::udp_bench::run(&args, |line| eprintln!("{line}"))?;
+            print!("{}", rocast_net::udp_bench::table(&r, &args));
+            Ok(())
+        }
+        BenchCmd::Switch {
+            receivers,
+            payload,
+            seconds,
+            reps,
+        } => {
+            let args = rocast_net::switch_bench::SwitchBenchArgs {
+                receivers: parse_list(&receivers, "--receivers")?,
+                payload,
+                seconds,
+                reps: reps.max(1),
+                exe: std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?,
+            };
+            let rows = rocast_net::switch_bench::run(&args, |line| eprintln!("{line}"))?;
+            print!("{}", rocast_net::switch_bench::table(&rows, &args));
+            Ok(())
+        }
         BenchCmd::FatTree { k } => {
             let tier = TierSpec::new(100_000_000_000, Duration::from_ns(1000));
             let t0 = std::time::Instant::now();

@@ -306,7 +306,14 @@ fn host_ip(i: usize) -> String {
 
 /// `reps` sends of `file` from h0 to h1..h(n-1) by `scheme` in one group; the median
 /// latency in µs.
-fn one_run(n: usize, file: &Path, size: u64, scheme: &str, reps: usize) -> Result<f64, String> {
+fn one_run(
+    n: usize,
+    file: &Path,
+    size: u64,
+    scheme: &str,
+    reps: usize,
+    rate_mbps: u64,
+) -> Result<f64, String> {
     // Overlay blocks: an eighth of the message, 16 KB to 1 MB (RDMC's default is 1 MB).
     let block = (size / 8).clamp(16 << 10, 1 << 20);
     let extra: Vec<String> = if scheme == "cepheus" {
@@ -319,15 +326,37 @@ fn one_run(n: usize, file: &Path, size: u64, scheme: &str, reps: usize) -> Resul
             block.to_string(),
         ]
     };
-    transfer_latency(n, file, &extra, reps)
+    transfer_latency(n, file, &extra, reps, rate_mbps)
+}
+
+/// The lab's link rate (`--rate`, tc's units) in Mbit/s: what every sender's pacer is
+/// set to, as an RNIC paces at its line rate.
+fn rate_mbps(rate: &str) -> Result<u64, String> {
+    let spec = rocast_net::lab::LabSpec::new(rocast_net::lab::LabOptions {
+        rate: rate.to_string(),
+        ..Default::default()
+    })
+    .map_err(|e| e.to_string())?;
+    Ok((spec.rate_bps() / 1_000_000).max(1))
 }
 
 /// Runs `mcast lead` (with `extra` options) from h0 to h1..h(n-1), sending `reps`
 /// times in one group (registration once, as an application would); the median
 /// latency in µs.
-fn transfer_latency(n: usize, file: &Path, extra: &[String], reps: usize) -> Result<f64, String> {
+fn transfer_latency(
+    n: usize,
+    file: &Path,
+    extra: &[String],
+    reps: usize,
+    rate_mbps: u64,
+) -> Result<f64, String> {
     let mut extra = extra.to_vec();
-    extra.extend(["--repeat".to_string(), reps.to_string()]);
+    extra.extend([
+        "--repeat".to_string(),
+        reps.to_string(),
+        "--rate-mbps".to_string(),
+        rate_mbps.to_string(),
+    ]);
     let text = run_group(LAB, n, file, &extra, None)?;
     let at = text
         .find("latency median ")
@@ -433,6 +462,7 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
     if a.reps == 0 || a.hosts.iter().any(|&n| !(2..=64).contains(&n)) {
         return Err("--reps must be positive and --hosts between 2 and 64".into());
     }
+    let mbps = rate_mbps(&a.rate)?;
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
     let mut csv = String::from("hosts,size,scheme,latency_us,goodput_gbps\n");
     let mut text = String::new();
@@ -456,7 +486,7 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                 std::fs::write(&file, payload(size)).map_err(|e| e.to_string())?;
                 let mut lat = Vec::new();
                 for scheme in &a.schemes {
-                    let us = one_run(n, &file, size, scheme, a.reps)?;
+                    let us = one_run(n, &file, size, scheme, a.reps, mbps)?;
                     let gbps = size as f64 * 8.0 / (us * 1e3);
                     let _ = writeln!(csv, "{n},{size},{scheme},{us:.1},{gbps:.4}");
                     lat.push(us);
@@ -603,6 +633,7 @@ pub fn lab_iops(
     if io_bytes == 0 || ios == 0 || reps == 0 {
         return Err("--io, --ios and --reps must be positive".into());
     }
+    let mbps = rate_mbps(rate)?;
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let file = out.join("iops-payload.bin");
     std::fs::write(&file, payload(io_bytes * ios)).map_err(|e| e.to_string())?;
@@ -632,7 +663,7 @@ pub fn lab_iops(
         );
         let mut iops = Vec::new();
         for (name, n, extra) in cases {
-            let us = transfer_latency(n, &file, extra, reps)?;
+            let us = transfer_latency(n, &file, extra, reps, mbps)?;
             let rate = ios as f64 / (us / 1e6);
             iops.push(rate);
             text.push_str(&format!("{name:<12} {rate:>10.0} {:>12.2}\n", us / 1e3));
@@ -652,4 +683,17 @@ pub fn lab_iops(
     print!("{text}");
     std::fs::write(out.join("lab-iops.txt"), &text).map_err(|e| e.to_string())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_labs_rate_is_what_every_pacer_gets() {
+        assert_eq!(rate_mbps("10gbit").unwrap(), 10_000);
+        assert_eq!(rate_mbps("1gbit").unwrap(), 1_000);
+        assert_eq!(rate_mbps("500mbit").unwrap(), 500);
+        assert!(rate_mbps("fast").is_err());
+    }
 }

@@ -11,6 +11,9 @@
 //! - [`qp_set`]: several RC QPs on one UDP/4791 socket, demultiplexed by QPN.
 //! - [`switch`]: `rocast switch`, the software multicast switch daemon on
 //!   `AF_PACKET` or QEMU-style `dgram` ports, driving the core's `FrameSwitch`.
+//! - [`switch_bench`]: `rocast bench switch`, the switch's forwarding rate beside the
+//!   kernel bridge's on the same veths.
+//! - [`udp_bench`]: `rocast bench udp`, raw loopback UDP beside `rocast perf`.
 //! - [`lab`]: `rocast lab`, a test network of namespaces, veths and `tc` shaping.
 
 pub mod endpoint;
@@ -19,8 +22,10 @@ pub mod mcast;
 pub mod perf;
 pub mod qp_set;
 pub mod switch;
+pub mod switch_bench;
 pub mod ud_mcast;
 pub mod udp;
+pub mod udp_bench;
 
 pub use endpoint::{Activity, Clock, Endpoint, EndpointStats, LossInjector};
 pub use udp::{TransportConfig, TransportStats, UdpTransport};

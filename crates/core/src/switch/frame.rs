@@ -701,7 +701,7 @@ impl FrameSwitch {
     }
 
     /// A UDP datagram as an IPv4 packet (DF, TTL 64, UDP checksum 0).
-    fn udp_packet(src: Ipv4Address, dst: Ipv4Address, port: u16, payload: &[u8]) -> Vec<u8> {
+    pub fn udp_packet(src: Ipv4Address, dst: Ipv4Address, port: u16, payload: &[u8]) -> Vec<u8> {
         let udp_len = UDP_HEADER_LEN + payload.len();
         let mut b = vec![0u8; IPV4_HEADER_LEN + udp_len];
         Ipv4Repr {

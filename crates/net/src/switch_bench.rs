@@ -1,0 +1,814 @@
+//! `rocast bench switch` (issue 25): how fast `rocast switch` replicates a Cepheus
+//! group's RoCE frames on real interfaces, beside the kernel's own Linux bridge
+//! flooding the same frames on the same interfaces in the same run.
+//!
+//! The bench network, built here and removed on every exit path:
+//! - namespace `rocastbench-swh` holds the hosts: `h0`, the sender, and `h1..hN`, the
+//!   receivers; namespace `rocastbench-sws` holds the switch side `p0..pN` of each
+//!   veth pair. Links are not shaped: the switch (or bridge) is the only limit.
+//! - Each receiver discards every frame at the first step of its IP input: the switch
+//!   has each receiver pinned at a MAC one bit off the receiver's own, so its copies
+//!   arrive addressed to another host, as the bridge's flooded copies do (they keep the
+//!   switch's MAC). Both media's copies thus cost the receiving side the same, and
+//!   little; a receiver's `rx_packets` (counted by the veth before) is what it was
+//!   delivered. (`tc` drop actions are not in every kernel: this one lacks them.)
+//! - With two or more CPUs the sender runs on CPU 0, and everything that forwards runs
+//!   on CPU 1: the `rocast switch` process, and (through RPS on `p0`) the softirq work
+//!   of the ingress port, which is where the bridge floods. Each medium thus gets one
+//!   core, as one NIC queue's interrupt and its forwarding thread would.
+//!
+//! Per rep and medium the sender (a thread of this process in `rocastbench-swh`)
+//! registers the group h0 → h1..hN by MRP (Cepheus §III-C) and then sends RC SEND
+//! frames with consecutive PSNs and a valid ICRC as fast as `sendmmsg` on an AF_PACKET
+//! socket goes, for `seconds`. For `rocast switch` every copy is bridged to its
+//! member's connection (addresses, QPN, ICRC recomputed: Cepheus §III-B); the bridge
+//! floods the frame as it is (its destination MAC is unknown to it).
+//!
+//! Memory: a ring of 1,024 frames in the sender (about 1 MB at 1 KB payloads); the switch as `rocast switch` states.
+
+use crate::switch::query;
+use rocast_core::control::registration::GroupSpec;
+use rocast_core::fabric::cepheus::{GroupAddressSpace, VIRTUAL_QPN};
+use rocast_core::switch::frame::{FrameSwitch, DEFAULT_GROUP_SPACE, DEFAULT_SWITCH_MAC};
+use rocast_core::wire::mrp::{MrpMember, MRP_UDP_PORT};
+use rocast_core::wire::{
+    icrc, BthRepr, Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, ExtHeaders,
+    Ipv4Address, Opcode, Psn, RoceRepr, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, UDP_HEADER_LEN,
+};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const NS_HOSTS: &str = "rocastbench-swh";
+const NS_SWITCH: &str = "rocastbench-sws";
+/// Every `ip`/`tc` step of the setup must finish in this time.
+const STEP_DEADLINE: Duration = Duration::from_secs(10);
+/// The group's McstID, in `rocast switch`'s default block.
+const MCST: Ipv4Address = Ipv4Address::new(10, 77, 0, 129);
+/// Frames per `sendmmsg`.
+const BATCH: usize = 32;
+/// Distinct frames (PSNs) the sender cycles through.
+const RING: usize = 1024;
+/// PSN field of the BTH, from the start of the IPv4 packet.
+const PSN_OFFSET: usize = IPV4_HEADER_LEN + UDP_HEADER_LEN + 9;
+
+/// What `rocast bench switch` is asked for.
+#[derive(Clone, Debug)]
+pub struct SwitchBenchArgs {
+    /// Group sizes: receivers per group (e.g. 3 and 7).
+    pub receivers: Vec<usize>,
+    /// RoCE payload bytes per frame.
+    pub payload: usize,
+    /// Sending time per rep and medium.
+    pub seconds: f64,
+    pub reps: usize,
+    /// The `rocast` binary that runs as the switch.
+    pub exe: PathBuf,
+}
+
+/// One medium's run.
+#[derive(Clone, Debug, Default)]
+pub struct MediumRun {
+    /// Frames per second the sender put on `h0` flat out.
+    pub flat_out_pps: f64,
+    /// Frames per second it put on `h0` in the measured window (the rate found).
+    pub offered_pps: f64,
+    /// The worst receiver's loss in the measured window.
+    pub loss: f64,
+    /// Frames delivered per second to the slowest and the fastest receiver.
+    pub min_pps: f64,
+    pub max_pps: f64,
+    /// Frame bytes on the wire (Ethernet header to ICRC).
+    pub frame_bytes: usize,
+}
+
+impl MediumRun {
+    fn describe(&self) -> String {
+        format!(
+            "flat out {:.3} Mpps offered; carried {:.3} Mpps, delivered {:.3}..{:.3} Mpps per receiver, loss {:.5}",
+            self.flat_out_pps / 1e6,
+            self.offered_pps / 1e6,
+            self.min_pps / 1e6,
+            self.max_pps / 1e6,
+            self.loss
+        )
+    }
+    pub fn gbps(&self) -> f64 {
+        self.min_pps * self.frame_bytes as f64 * 8.0 / 1e9
+    }
+}
+
+/// The medians of one group size.
+#[derive(Clone, Debug)]
+pub struct SwitchBenchRow {
+    pub receivers: usize,
+    pub bridge: Vec<MediumRun>,
+    pub rocast: Vec<MediumRun>,
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+impl SwitchBenchRow {
+    pub fn median_min_pps(runs: &[MediumRun]) -> f64 {
+        median(runs.iter().map(|r| r.min_pps).collect())
+    }
+    pub fn median_flat_out_pps(runs: &[MediumRun]) -> f64 {
+        median(runs.iter().map(|r| r.flat_out_pps).collect())
+    }
+}
+
+fn host_mac(i: usize) -> EthernetAddress {
+    EthernetAddress([0x02, 0x72, 0x63, 0xb0, 0x00, i as u8])
+}
+
+/// The MAC the switch has receiver `i` pinned at: not the receiver's own (module docs).
+fn pinned_mac(i: usize) -> EthernetAddress {
+    EthernetAddress([0x02, 0x72, 0x63, 0xb0, 0x01, i as u8])
+}
+
+fn host_ip(i: usize) -> Ipv4Address {
+    Ipv4Address::new(10, 78, 0, i as u8 + 1)
+}
+
+/// Runs `argv` and waits at most [`STEP_DEADLINE`]; a non-zero exit is an error.
+fn run_step(argv: &[&str]) -> Result<(), String> {
+    run_step_input(argv, None)
+}
+
+fn run_step_input(argv: &[&str], input: Option<&str>) -> Result<(), String> {
+    use std::io::Write;
+    let mut child = Command::new(argv[0])
+        .args(&argv[1..])
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", argv.join(" ")))?;
+    if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
+        let _ = stdin.write_all(text.as_bytes());
+    }
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => return Ok(()),
+            Ok(Some(status)) => {
+                let mut err = String::new();
+                if let Some(mut e) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut e, &mut err);
+                }
+                return Err(format!("{}: {status}: {}", argv.join(" "), err.trim()));
+            }
+            Ok(None) if start.elapsed() > STEP_DEADLINE => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "{}: no answer in {STEP_DEADLINE:?}",
+                    argv.join(" ")
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => return Err(format!("{}: {e}", argv.join(" "))),
+        }
+    }
+}
+
+/// The bench network; dropping it removes both namespaces (and with them every veth,
+/// qdisc and bridge in them).
+struct BenchNet {
+    receivers: usize,
+    cpus: usize,
+}
+
+impl BenchNet {
+    fn remove_namespaces() {
+        for ns in [NS_HOSTS, NS_SWITCH] {
+            if Path::new("/run/netns").join(ns).exists() {
+                let _ = run_step(&["ip", "netns", "del", ns]);
+            }
+        }
+    }
+
+    fn up(receivers: usize) -> Result<BenchNet, String> {
+        Self::remove_namespaces();
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let net = BenchNet { receivers, cpus };
+        for ns in [NS_HOSTS, NS_SWITCH] {
+            run_step(&["ip", "netns", "add", ns])?;
+            // No IPv6 router solicitations or DAD probes in the counts.
+            run_step(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-q",
+                "-w",
+                "net.ipv6.conf.all.disable_ipv6=1",
+            ])?;
+            run_step(&[
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-q",
+                "-w",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ])?;
+        }
+        for i in 0..=receivers {
+            let (h, p, mac) = (format!("h{i}"), format!("p{i}"), host_mac(i).to_string());
+            run_step(&[
+                "ip", "-n", NS_HOSTS, "link", "add", &h, "address", &mac, "type", "veth", "peer",
+                "name", &p, "netns", NS_SWITCH,
+            ])?;
+            run_step(&["ip", "-n", NS_HOSTS, "link", "set", &h, "up"])?;
+            run_step(&["ip", "-n", NS_SWITCH, "link", "set", &p, "up"])?;
+        }
+        if cpus >= 2 {
+            // The ingress port's softirq work on CPU 1, beside the switch process.
+            run_step_input(
+                &[
+                    "ip",
+                    "netns",
+                    "exec",
+                    NS_SWITCH,
+                    "tee",
+                    "/sys/class/net/p0/queues/rx-0/rps_cpus",
+                ],
+                Some("2\n"),
+            )?;
+        }
+        Ok(net)
+    }
+
+    fn bridge_up(&self) -> Result<(), String> {
+        run_step(&[
+            "ip",
+            "-n",
+            NS_SWITCH,
+            "link",
+            "add",
+            "br0",
+            "type",
+            "bridge",
+            "stp_state",
+            "0",
+            "mcast_snooping",
+            "0",
+        ])?;
+        for i in 0..=self.receivers {
+            run_step(&[
+                "ip",
+                "-n",
+                NS_SWITCH,
+                "link",
+                "set",
+                &format!("p{i}"),
+                "master",
+                "br0",
+            ])?;
+        }
+        run_step(&["ip", "-n", NS_SWITCH, "link", "set", "br0", "up"])
+    }
+
+    fn bridge_down(&self) -> Result<(), String> {
+        run_step(&["ip", "-n", NS_SWITCH, "link", "del", "br0"])
+    }
+
+    /// Starts `rocast switch` on `p0..pN` with the hosts pinned, on CPU 1.
+    fn switch_up(&self, exe: &Path, control: &Path) -> Result<Child, String> {
+        let mut argv: Vec<String> = vec![
+            "netns".into(),
+            "exec".into(),
+            NS_SWITCH.into(),
+            exe.display().to_string(),
+            "switch".into(),
+            "--control".into(),
+            control.display().to_string(),
+            "--group-lease-ms".into(),
+            "0".into(),
+        ];
+        for i in 0..=self.receivers {
+            argv.push("--port".into());
+            argv.push(format!("afpacket:p{i}"));
+            argv.push("--host".into());
+            // One bit off the receiver's own MAC (module docs); h0's is its own.
+            let pinned = if i == 0 { host_mac(0) } else { pinned_mac(i) };
+            argv.push(format!("{}@{i}={pinned}", host_ip(i)));
+        }
+        let _ = std::fs::remove_file(control);
+        let mut cmd = Command::new("ip");
+        cmd.args(&argv)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        if self.cpus >= 2 {
+            // SAFETY: sched_setaffinity on the child itself, async-signal-safe.
+            unsafe {
+                cmd.pre_exec(|| {
+                    pin_to_cpu(1);
+                    Ok(())
+                });
+            }
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("ip netns exec … switch: {e}"))?;
+        let start = Instant::now();
+        while query(control, "stats").is_err() {
+            if start.elapsed() > STEP_DEADLINE {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err("rocast switch did not open its control socket".into());
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                return Err(format!("rocast switch exited: {status}"));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(child)
+    }
+}
+
+impl Drop for BenchNet {
+    fn drop(&mut self) {
+        Self::remove_namespaces();
+    }
+}
+
+fn pin_to_cpu(cpu: usize) {
+    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET writes inside it; pid 0 is the
+    // calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+/// Moves the calling thread into network namespace `ns`.
+fn enter_namespace(ns: &str) -> Result<(), String> {
+    let f = std::fs::File::open(Path::new("/run/netns").join(ns))
+        .map_err(|e| format!("namespace {ns}: {e}"))?;
+    // SAFETY: f is an open namespace file; setns affects this thread only.
+    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(format!("setns {ns}: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// `rx_packets` of the named interfaces, from this thread's namespace's
+/// `/proc/net/dev`.
+fn rx_packets(names: &[String]) -> Result<Vec<u64>, String> {
+    let text = std::fs::read_to_string("/proc/thread-self/net/dev")
+        .map_err(|e| format!("/proc/thread-self/net/dev: {e}"))?;
+    names
+        .iter()
+        .map(|n| {
+            text.lines()
+                .find_map(|l| {
+                    let (name, rest) = l.split_once(':')?;
+                    (name.trim() == n).then(|| rest.split_whitespace().nth(1)?.parse().ok())?
+                })
+                .ok_or_else(|| format!("{n}: not in /proc/net/dev"))
+        })
+        .collect()
+}
+
+/// An AF_PACKET socket on `ifname` that bypasses the qdisc (the fastest way a
+/// user-space sender puts frames on a veth).
+fn packet_socket(ifname: &str) -> Result<(OwnedFd, i32), String> {
+    let proto = (libc::ETH_P_ALL as u16).to_be();
+    // SAFETY: plain socket(2); owned right away.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(format!("socket: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: fd is fresh and ours.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let name = std::ffi::CString::new(ifname).map_err(|_| "interface name")?;
+    // SAFETY: name is NUL-terminated.
+    let index = unsafe { libc::if_nametoindex(name.as_ptr()) } as i32;
+    if index == 0 {
+        return Err(format!("{ifname}: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: zeroed sockaddr_ll is valid; fields set below.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_protocol = proto;
+    sll.sll_ifindex = index;
+    // SAFETY: sll is a valid sockaddr_ll.
+    let r = unsafe {
+        libc::bind(
+            fd,
+            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )
+    };
+    if r < 0 {
+        return Err(format!(
+            "bind {ifname}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    const PACKET_QDISC_BYPASS: i32 = 20;
+    let _ = crate::udp::setsockopt_int(fd, libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1);
+    Ok((owned, index))
+}
+
+/// An Ethernet frame from h0 to the switch's port 0 carrying `ip_packet`.
+fn frame_to_switch(ip_packet: &[u8]) -> Vec<u8> {
+    let mut f = vec![0u8; ETHERNET_HEADER_LEN + ip_packet.len()];
+    EthernetRepr {
+        src_addr: host_mac(0),
+        dst_addr: DEFAULT_SWITCH_MAC,
+        ethertype: EtherType::Ipv4,
+    }
+    .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+    f[ETHERNET_HEADER_LEN..].copy_from_slice(ip_packet);
+    f
+}
+
+/// The MRP frames that register h0 → h1..hN.
+fn registration_frames(receivers: usize) -> Result<Vec<Vec<u8>>, String> {
+    let member = |i: usize| MrpMember {
+        ip: host_ip(i),
+        qpn: 0x100 + i as u32,
+        region: None,
+    };
+    let space = GroupAddressSpace::parse(DEFAULT_GROUP_SPACE).map_err(|e| e.to_string())?;
+    let spec = GroupSpec::in_space(
+        space,
+        MCST,
+        member(0),
+        (1..=receivers).map(member).collect(),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(spec
+        .mrp_packets()
+        .iter()
+        .map(|m| {
+            let mut body = vec![0u8; m.buffer_len()];
+            m.emit(&mut body);
+            frame_to_switch(&FrameSwitch::udp_packet(
+                host_ip(0),
+                MCST,
+                MRP_UDP_PORT,
+                &body,
+            ))
+        })
+        .collect())
+}
+
+/// An RC SEND (only) of `payload` bytes to the group at PSN 0.
+fn data_frame(payload: usize) -> Vec<u8> {
+    let body = vec![0x5au8; payload];
+    let bth = BthRepr::new(Opcode::RC_SEND_ONLY, VIRTUAL_QPN, Psn::new(0));
+    let r = RoceRepr::new(
+        host_ip(0),
+        MCST,
+        26,
+        Ecn::Ect0,
+        49152,
+        bth,
+        ExtHeaders::default(),
+        &body,
+    );
+    let mut ip = vec![0u8; r.buffer_len()];
+    r.emit(&mut ip);
+    frame_to_switch(&ip)
+}
+
+/// `RING` frames of the group with PSNs 0..RING and their ICRCs, sent in turn: the
+/// sender does no per-frame work but the `sendmmsg` (a frame is sent again one ring
+/// later; with no ACK coming back the switch filters nothing, Cepheus §III-D).
+fn frame_ring(payload: usize) -> Result<Vec<Vec<u8>>, String> {
+    let template = data_frame(payload);
+    (0..RING as u32)
+        .map(|psn| {
+            let mut f = template.clone();
+            let at = ETHERNET_HEADER_LEN + PSN_OFFSET;
+            f[at..at + 3].copy_from_slice(&psn.to_be_bytes()[1..]);
+            icrc::fill(&mut f[ETHERNET_HEADER_LEN..]).map_err(|e| e.to_string())?;
+            Ok(f)
+        })
+        .collect()
+}
+
+/// Sends the ring over and over for `seconds` (at `rate_pps` in batches, or flat
+/// out), starting at frame `next`; returns the frames the kernel took and where the
+/// next send starts.
+fn send_for(
+    fd: i32,
+    ring: &mut [Vec<u8>],
+    mut next: usize,
+    seconds: f64,
+    rate_pps: Option<f64>,
+) -> Result<(u64, usize), String> {
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(seconds);
+    let mut sent = 0u64;
+    let mut iov: Vec<libc::iovec> = ring
+        .iter_mut()
+        .map(|f| libc::iovec {
+            iov_base: f.as_mut_ptr() as *mut libc::c_void,
+            iov_len: f.len(),
+        })
+        .collect();
+    // SAFETY: zeroed mmsghdrs are valid; each points at one live iovec over a frame
+    // that outlives every call below.
+    let mut msgs: Vec<libc::mmsghdr> = iov
+        .iter_mut()
+        .map(|v| {
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_iov = v as *mut libc::iovec;
+            m.msg_hdr.msg_iovlen = 1;
+            m
+        })
+        .collect();
+    while Instant::now() < deadline {
+        if let Some(rate) = rate_pps {
+            // Paced: the next batch leaves when the rate allows it.
+            let due = start + Duration::from_secs_f64(sent as f64 / rate);
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+        }
+        let n = BATCH.min(msgs.len() - next);
+        // SAFETY: msgs[next..next + n] are valid headers over live buffers.
+        let r = unsafe { libc::sendmmsg(fd, msgs[next..].as_mut_ptr(), n as u32, 0) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::ENOBUFS)
+                || e.kind() == std::io::ErrorKind::Interrupted
+            {
+                continue;
+            }
+            return Err(format!("sendmmsg: {e}"));
+        }
+        sent += r as u64;
+        next = (next + r as usize) % msgs.len();
+    }
+    Ok((sent, next))
+}
+
+/// One sending window's counts.
+struct Trial {
+    sent: u64,
+    elapsed: f64,
+    /// Frames each receiver got.
+    got: Vec<u64>,
+}
+
+impl Trial {
+    /// The fraction of the sent frames the worst receiver lost.
+    fn loss(&self) -> f64 {
+        let min = self.got.iter().copied().min().unwrap_or(0);
+        if self.sent == 0 {
+            return 0.0;
+        }
+        self.sent.saturating_sub(min) as f64 / self.sent as f64
+    }
+}
+
+/// The loss a rate may have and still count as carried (RFC 2544 asks for none;
+/// rocast's assumption allows 1 frame in 1,000 for this VM's scheduling hiccups).
+pub const LOSS_TOLERANCE: f64 = 1e-3;
+/// Rate-search steps, and each step's sending time.
+const SEARCH_STEPS: usize = 6;
+const SEARCH_SECONDS: f64 = 1.0;
+
+/// One medium, one rep, in the hosts' namespace: registers the group (harmless on a
+/// bridge), then finds the highest rate the medium carries to every receiver within
+/// [`LOSS_TOLERANCE`] (RFC 2544 §26.1's throughput: a binary search between what it
+/// delivered and what was offered flat out), and measures that rate for `seconds`.
+/// A medium that applies back-pressure to the sender (the bridge: its copies hold
+/// the sender's socket buffer until they are flooded) carries the flat-out rate.
+fn measure(
+    receivers: usize,
+    payload: usize,
+    seconds: f64,
+    cpus: usize,
+) -> Result<MediumRun, String> {
+    std::thread::scope(|s| {
+        s.spawn(move || -> Result<MediumRun, String> {
+            enter_namespace(NS_HOSTS)?;
+            if cpus >= 2 {
+                pin_to_cpu(0);
+            }
+            let (sock, _) = packet_socket("h0")?;
+            let fd = sock.as_raw_fd();
+            for f in registration_frames(receivers)? {
+                // SAFETY: f is valid for its length.
+                unsafe { libc::send(fd, f.as_ptr() as *const libc::c_void, f.len(), 0) };
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            let mut frames = frame_ring(payload)?;
+            let frame_bytes = frames[0].len();
+            let names: Vec<String> = (1..=receivers).map(|i| format!("h{i}")).collect();
+            let mut next = 0usize;
+            let mut trial = |rate: Option<f64>, secs: f64| -> Result<Trial, String> {
+                let before = rx_packets(&names)?;
+                let t0 = Instant::now();
+                let (sent, n) = send_for(fd, &mut frames, next, secs, rate)?;
+                next = n;
+                let elapsed = t0.elapsed().as_secs_f64();
+                // What is still queued (up to the switch's socket buffer) drains.
+                std::thread::sleep(Duration::from_millis(150));
+                let after = rx_packets(&names)?;
+                Ok(Trial {
+                    sent,
+                    elapsed,
+                    got: before.iter().zip(&after).map(|(b, a)| a - b).collect(),
+                })
+            };
+            trial(None, 0.1)?; // warm-up
+            let flat_out = trial(None, SEARCH_SECONDS)?;
+            let flat_pps = flat_out.sent as f64 / flat_out.elapsed;
+            let rate = if flat_out.loss() <= LOSS_TOLERANCE {
+                None
+            } else {
+                let (mut lo, mut hi) = (0.0f64, flat_pps);
+                // The first guess: what got through flat out.
+                let mut mid =
+                    flat_out.got.iter().copied().min().unwrap_or(0) as f64 / flat_out.elapsed;
+                for _ in 0..SEARCH_STEPS {
+                    let t = trial(Some(mid), SEARCH_SECONDS)?;
+                    if t.loss() <= LOSS_TOLERANCE {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                    }
+                    mid = (lo + hi) / 2.0;
+                }
+                Some(lo.max(1.0))
+            };
+            let t = trial(rate, seconds)?;
+            let pps: Vec<f64> = t.got.iter().map(|&g| g as f64 / t.elapsed).collect();
+            Ok(MediumRun {
+                flat_out_pps: flat_pps,
+                offered_pps: t.sent as f64 / t.elapsed,
+                min_pps: pps.iter().copied().fold(f64::INFINITY, f64::min),
+                max_pps: pps.iter().copied().fold(0.0, f64::max),
+                loss: t.loss(),
+                frame_bytes,
+            })
+        })
+        .join()
+        .map_err(|_| "the sender thread panicked".to_string())?
+    })
+}
+
+/// Runs the bench; returns a row per group size.
+pub fn run(
+    args: &SwitchBenchArgs,
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<SwitchBenchRow>, String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("bench switch builds network namespaces: run it as root".into());
+    }
+    if args.payload < 1 || args.payload > 8192 {
+        return Err(format!("--payload {}: must be 1..=8192", args.payload));
+    }
+    if !(args.seconds > 0.0 && args.seconds <= 600.0) {
+        return Err(format!("--seconds {}: must be in (0, 600]", args.seconds));
+    }
+    let control = PathBuf::from("/run/rocastbench-switch.sock");
+    let mut rows = Vec::new();
+    for &n in &args.receivers {
+        if !(1..=62).contains(&n) {
+            return Err(format!("--receivers {n}: must be 1..=62"));
+        }
+        let net = BenchNet::up(n)?;
+        if payload_mtu(args.payload) > 1500 {
+            for i in 0..=n {
+                run_step(&[
+                    "ip",
+                    "-n",
+                    NS_HOSTS,
+                    "link",
+                    "set",
+                    &format!("h{i}"),
+                    "mtu",
+                    "9000",
+                ])?;
+                run_step(&[
+                    "ip",
+                    "-n",
+                    NS_SWITCH,
+                    "link",
+                    "set",
+                    &format!("p{i}"),
+                    "mtu",
+                    "9000",
+                ])?;
+            }
+        }
+        let mut row = SwitchBenchRow {
+            receivers: n,
+            bridge: Vec::new(),
+            rocast: Vec::new(),
+        };
+        for rep in 0..args.reps {
+            // The media alternate so that a slow moment of the machine hits both.
+            net.bridge_up()?;
+            let r = measure(n, args.payload, args.seconds, net.cpus);
+            net.bridge_down()?;
+            let r = r?;
+            progress(&format!("1->{n} rep {} bridge: {}", rep + 1, r.describe()));
+            row.bridge.push(r);
+            let mut child = net.switch_up(&args.exe, &control)?;
+            let r = measure(n, args.payload, args.seconds, net.cpus);
+            let groups = query(&control, "groups").unwrap_or_default();
+            // SAFETY: kill(2) on our own child.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let _ = child.wait();
+            let r = r?;
+            if !groups.contains(&MCST.to_string()) {
+                return Err(format!(
+                    "rocast switch did not register the group:\n{groups}"
+                ));
+            }
+            progress(&format!(
+                "1->{n} rep {} rocast switch: {}",
+                rep + 1,
+                r.describe()
+            ));
+            row.rocast.push(r);
+        }
+        drop(net);
+        rows.push(row);
+    }
+    let _ = std::fs::remove_file(&control);
+    Ok(rows)
+}
+
+fn payload_mtu(payload: usize) -> usize {
+    payload + IPV4_HEADER_LEN + UDP_HEADER_LEN + 12 + 4
+}
+
+/// The table `rocast bench switch` prints.
+pub fn table(rows: &[SwitchBenchRow], args: &SwitchBenchArgs) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let frame = rows
+        .iter()
+        .flat_map(|r| r.rocast.iter().chain(&r.bridge))
+        .map(|r| r.frame_bytes)
+        .next()
+        .unwrap_or(0);
+    let _ = writeln!(
+        s,
+        "# rocast bench switch: 1->N replication of RC SEND frames ({} B payload, {frame} B frames), {} s per run, median of {}",
+        args.payload, args.seconds, args.reps
+    );
+    let _ = writeln!(
+        s,
+        "# flat = frames/s the sender offered flat out; Mpps = frames/s reaching the slowest receiver at the highest rate carried with loss <= {LOSS_TOLERANCE} (RFC 2544 throughput); Gb = its Gbit/s of frame bytes"
+    );
+    let _ = writeln!(
+        s,
+        "{:>9} {:>14} {:>14} {:>10} {:>14} {:>14} {:>10} {:>8}",
+        "receivers",
+        "bridge_flat",
+        "bridge_Mpps",
+        "bridge_Gb",
+        "rocast_flat",
+        "rocast_Mpps",
+        "rocast_Gb",
+        "ratio"
+    );
+    for r in rows {
+        let b = SwitchBenchRow::median_min_pps(&r.bridge);
+        let x = SwitchBenchRow::median_min_pps(&r.rocast);
+        let bits = |pps: f64| pps * frame as f64 * 8.0 / 1e9;
+        let _ = writeln!(
+            s,
+            "{:>9} {:>14.3} {:>14.3} {:>10.2} {:>14.3} {:>14.3} {:>10.2} {:>8.2}",
+            r.receivers,
+            SwitchBenchRow::median_flat_out_pps(&r.bridge) / 1e6,
+            b / 1e6,
+            bits(b),
+            SwitchBenchRow::median_flat_out_pps(&r.rocast) / 1e6,
+            x / 1e6,
+            bits(x),
+            if b > 0.0 { x / b } else { 0.0 }
+        );
+    }
+    s
+}
