@@ -28,7 +28,8 @@
 //! and what the switch gave them. Injected drops never reach the link and are not
 //! captured.
 //!
-//! Memory: per port a receive buffer of 64 KB plus the egress queue (at most
+//! Memory: 1 MB of receive slots (64 frames of 16 KB) shared by the ports; per port
+//! a send buffer as large as one round's frames for it, plus the egress queue (at most
 //! `queue_bytes` when shaping); the tables as [`FrameSwitch::memory_bytes`] says.
 
 use rand_chacha::ChaCha8Rng;
@@ -54,8 +55,11 @@ use crate::udp::setsockopt_int;
 
 /// Largest frame a port reads (jumbo frames of 9000-byte MTU links fit).
 const MAX_FRAME: usize = 16 * 1024;
-/// Frames read from one port before looking at the others.
+/// Frames read from one port before looking at the others (one `recvmmsg` on a
+/// packet socket).
 const RX_BURST: usize = 64;
+/// Frames per `sendmmsg`.
+const TX_BURST: usize = 64;
 
 /// Where one port's frames come from and go.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -147,13 +151,35 @@ pub struct Shaping {
     pub ecn: Option<EcnRed>,
 }
 
+/// The receive slots of one `recv_batch`: [`RX_BURST`] frames of [`MAX_FRAME`] bytes.
+struct RxFrames {
+    bytes: Vec<u8>,
+    lens: [usize; RX_BURST],
+}
+
+impl RxFrames {
+    fn new() -> Self {
+        RxFrames {
+            bytes: vec![0u8; RX_BURST * MAX_FRAME],
+            lens: [0; RX_BURST],
+        }
+    }
+
+    fn frame(&self, i: usize) -> &[u8] {
+        &self.bytes[i * MAX_FRAME..i * MAX_FRAME + self.lens[i]]
+    }
+}
+
 struct Port {
     spec: PortSpec,
     backend: Backend,
     stats: PortStats,
     /// Frames switched in this round, sent in one `sendmmsg` (one syscall for the
-    /// copies a replication makes, instead of one each).
-    pending: Vec<Vec<u8>>,
+    /// copies a replication makes, instead of one each): their bytes back to back
+    /// in one buffer kept across rounds (no allocation per copy), and each one's
+    /// (start, length).
+    pending_bytes: Vec<u8>,
+    pending: Vec<(usize, usize)>,
     /// When the head of the queue may leave (ps on the daemon's clock).
     next_free_ps: u64,
     /// The link's capture, both directions.
@@ -275,6 +301,7 @@ impl Port {
             spec: spec.clone(),
             backend,
             stats: PortStats::default(),
+            pending_bytes: Vec::new(),
             pending: Vec::new(),
             next_free_ps: 0,
             capture: None,
@@ -309,6 +336,87 @@ impl Port {
             Backend::AfPacket(fd) => fd.as_raw_fd(),
             Backend::Dgram { sock, .. } => sock.as_raw_fd(),
         }
+    }
+
+    /// Reads up to [`RX_BURST`] waiting frames into `rx` (frame i at
+    /// `i * MAX_FRAME`, its length in `rx.lens[i]`); returns how many. A packet socket
+    /// takes one `recvmmsg` for them all.
+    fn recv_batch(&mut self, rx: &mut RxFrames) -> io::Result<usize> {
+        let Backend::AfPacket(fd) = &self.backend else {
+            let mut n = 0;
+            while n < RX_BURST {
+                let slot = &mut rx.bytes[n * MAX_FRAME..(n + 1) * MAX_FRAME];
+                let Some(len) = self.recv(slot)? else {
+                    break;
+                };
+                rx.lens[n] = len;
+                n += 1;
+            }
+            return Ok(n);
+        };
+        let fd = fd.as_raw_fd();
+        let mut iov = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; RX_BURST];
+        // SAFETY: a zeroed mmsghdr is valid.
+        let mut msgs: [libc::mmsghdr; RX_BURST] = unsafe { std::mem::zeroed() };
+        for i in 0..RX_BURST {
+            iov[i] = libc::iovec {
+                iov_base: rx.bytes[i * MAX_FRAME..].as_mut_ptr() as *mut libc::c_void,
+                iov_len: MAX_FRAME,
+            };
+            msgs[i].msg_hdr.msg_iov = &mut iov[i] as *mut libc::iovec;
+            msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        let r = loop {
+            // SAFETY: msgs are valid headers over RX_BURST live slots of MAX_FRAME
+            // bytes; MSG_TRUNC reports a frame's real length so oversize ones are seen.
+            let r = unsafe {
+                libc::recvmmsg(
+                    fd,
+                    msgs.as_mut_ptr(),
+                    RX_BURST as u32,
+                    libc::MSG_TRUNC | libc::MSG_DONTWAIT,
+                    std::ptr::null_mut(),
+                )
+            };
+            if r >= 0 {
+                break r as usize;
+            }
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => return Ok(0),
+                // A port whose link is down is an event on that port (see `recv`).
+                _ => {
+                    self.stats.rx_errors += 1;
+                    return Ok(0);
+                }
+            }
+        };
+        // Keep the good frames, in order, in the first slots.
+        let mut kept = 0;
+        for (i, m) in msgs.iter().enumerate().take(r) {
+            let len = m.msg_len as usize;
+            if len > MAX_FRAME {
+                self.stats.oversize += 1;
+                continue;
+            }
+            if kept != i {
+                rx.bytes.copy_within(i * MAX_FRAME..i * MAX_FRAME + len, kept * MAX_FRAME);
+            }
+            rx.lens[kept] = len;
+            self.stats.rx_frames += 1;
+            self.stats.rx_bytes += len as u64;
+            kept += 1;
+        }
+        if self.capture.is_some() {
+            for i in 0..kept {
+                self.capture(rx.frame(i));
+            }
+        }
+        Ok(kept)
     }
 
     /// One frame if one is waiting.
@@ -366,61 +474,66 @@ impl Port {
         }
     }
 
+    /// Queues one frame for this round's `flush`.
+    fn push_pending(&mut self, frame: &[u8]) {
+        self.pending.push((self.pending_bytes.len(), frame.len()));
+        self.pending_bytes.extend_from_slice(frame);
+    }
+
     /// Sends the pending frames: one `sendmmsg` on a packet socket.
     fn flush(&mut self) {
         if self.pending.is_empty() {
             return;
         }
-        let mut frames = std::mem::take(&mut self.pending);
+        let frames = std::mem::take(&mut self.pending);
+        let bytes = std::mem::take(&mut self.pending_bytes);
         match &self.backend {
             Backend::AfPacket(fd) => {
                 let fd = fd.as_raw_fd();
-                let mut iov: Vec<libc::iovec> = frames
-                    .iter()
-                    .map(|f| libc::iovec {
-                        iov_base: f.as_ptr() as *mut libc::c_void,
-                        iov_len: f.len(),
-                    })
-                    .collect();
-                // SAFETY: zeroed mmsghdrs are valid; each points at one live iovec.
-                let mut msgs: Vec<libc::mmsghdr> = iov
-                    .iter_mut()
-                    .map(|v| {
-                        let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                        m.msg_hdr.msg_iov = v as *mut libc::iovec;
-                        m.msg_hdr.msg_iovlen = 1;
-                        m
-                    })
-                    .collect();
                 let mut done = 0usize;
-                while done < msgs.len() {
-                    // SAFETY: msgs[done..] are valid headers over live buffers.
-                    let r = unsafe {
-                        libc::sendmmsg(fd, msgs[done..].as_mut_ptr(), (msgs.len() - done) as u32, 0)
-                    };
+                while done < frames.len() {
+                    let chunk = &frames[done..frames.len().min(done + TX_BURST)];
+                    let mut iov = [libc::iovec {
+                        iov_base: std::ptr::null_mut(),
+                        iov_len: 0,
+                    }; TX_BURST];
+                    // SAFETY: a zeroed mmsghdr is valid.
+                    let mut msgs: [libc::mmsghdr; TX_BURST] = unsafe { std::mem::zeroed() };
+                    for (i, &(at, len)) in chunk.iter().enumerate() {
+                        iov[i] = libc::iovec {
+                            iov_base: bytes[at..].as_ptr() as *mut libc::c_void,
+                            iov_len: len,
+                        };
+                        msgs[i].msg_hdr.msg_iov = &mut iov[i] as *mut libc::iovec;
+                        msgs[i].msg_hdr.msg_iovlen = 1;
+                    }
+                    // SAFETY: msgs[..chunk.len()] are valid headers over live bytes.
+                    let r = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), chunk.len() as u32, 0) };
                     if r <= 0 {
                         // The kernel refused the next frame: count it and go on.
                         self.stats.tx_errors += 1;
                         done += 1;
                         continue;
                     }
-                    for f in &frames[done..done + r as usize] {
+                    for &(at, len) in &chunk[..r as usize] {
                         self.stats.tx_frames += 1;
-                        self.stats.tx_bytes += f.len() as u64;
-                        self.capture(f);
+                        self.stats.tx_bytes += len as u64;
+                        self.capture(&bytes[at..at + len]);
                     }
                     done += r as usize;
                 }
             }
             Backend::Dgram { .. } => {
-                for f in &frames {
-                    self.transmit(f);
+                for &(at, len) in &frames {
+                    self.transmit(&bytes[at..at + len]);
                 }
             }
         }
-        // Keep the list's capacity for the next round.
-        frames.clear();
+        // Keep the buffers' capacity for the next round.
         self.pending = frames;
+        self.pending.clear();
+        self.pending_bytes = bytes;
+        self.pending_bytes.clear();
     }
 
     fn transmit(&mut self, frame: &[u8]) {
@@ -620,7 +733,7 @@ impl SwitchDaemon {
             libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
         }
         let started = std::time::Instant::now();
-        let mut buf = vec![0u8; MAX_FRAME];
+        let mut rx = RxFrames::new();
         // No frame the pipeline makes is longer than one it was given.
         let mut tx = vec![0u8; MAX_FRAME];
         while !STOP.load(Ordering::SeqCst) {
@@ -629,15 +742,13 @@ impl SwitchDaemon {
             }
             let mut busy = false;
             for p in 0..self.ports.len() {
-                for _ in 0..RX_BURST {
-                    let Some(n) = self.ports[p].recv(&mut buf)? else {
-                        break;
-                    };
-                    busy = true;
+                let n = self.ports[p].recv_batch(&mut rx)?;
+                busy |= n > 0;
+                for i in 0..n {
                     let now = self.clock.now();
-                    self.sw.handle_frame(now, p as u16, &buf[..n]);
+                    self.sw.handle_frame(now, p as u16, rx.frame(i));
                     while let Some(t) = self.sw.poll_transmit(now, &mut tx) {
-                        self.enqueue(p as u16, t.port, tx[..t.len].to_vec());
+                        self.enqueue(p as u16, t.port, &tx[..t.len]);
                     }
                 }
             }
@@ -658,18 +769,18 @@ impl SwitchDaemon {
         Ok(())
     }
 
-    fn enqueue(&mut self, in_port: u16, out: u16, frame: Vec<u8>) {
+    fn enqueue(&mut self, in_port: u16, out: u16, frame: &[u8]) {
         if self.lossy[out as usize] && self.loss.drop_next() {
             self.ports[out as usize].stats.injected_drops += 1;
             return;
         }
         let Some(egress) = &mut self.egress else {
-            self.ports[out as usize].pending.push(frame);
+            self.ports[out as usize].push_pending(frame);
             return;
         };
         let len = frame.len() as u64;
         if egress
-            .enqueue(Ingress::Port(in_port), out, 0, len, frame)
+            .enqueue(Ingress::Port(in_port), out, 0, len, frame.to_vec())
             .is_err()
         {
             self.ports[out as usize].stats.queue_drops += 1;
