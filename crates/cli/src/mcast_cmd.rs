@@ -334,7 +334,7 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                 match group.send(buffer.clone()) {
                     Ok(r) => {
                         println!(
-                            "multicast {} bytes (crc32 {:08x}) via {} to {} members: registration {:.1} ms, transfer {:.1} ms, latency {} us, {:.3} Gbit/s goodput, {} packets retransmitted",
+                            "multicast {} bytes (crc32 {:08x}) via {} to {} members: registration {:.1} ms, transfer {:.1} ms, latency {} us, {} Gbit/s goodput, {} packets retransmitted",
                             r.bytes,
                             r.crc32,
                             r.path,
@@ -343,7 +343,7 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                             r.transfer.as_secs_f64() * 1e3,
                             r.latency
                                 .map_or("-".into(), |l| format!("{:.1}", l.as_secs_f64() * 1e6)),
-                            r.goodput_gbps(),
+                            r.goodput_gbps().map_or("-".into(), |g| format!("{g:.3}")),
                             r.retransmitted
                         );
                         for (ip, ok) in &r.members {

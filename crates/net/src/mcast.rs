@@ -180,8 +180,13 @@ pub struct LeaderReport {
 }
 
 impl LeaderReport {
-    pub fn goodput_gbps(&self) -> f64 {
-        self.bytes as f64 * 8.0 / self.transfer.as_secs_f64().max(1e-9) / 1e9
+    /// Bytes over the time from the first post until the last member held them
+    /// ([`latency`](Self::latency)): what the group got, not how fast the leader was
+    /// done (an overlay's leader completes when its own peers hold the data, long
+    /// before a chain's last member does). None when a member did not report.
+    pub fn goodput_gbps(&self) -> Option<f64> {
+        let t = self.latency?;
+        Some(self.bytes as f64 * 8.0 / t.as_secs_f64().max(1e-9) / 1e9)
     }
     /// Every member still in the group holds the buffer intact.
     pub fn all_ok(&self) -> bool {
@@ -1770,8 +1775,11 @@ fn rc_qp(
     c.udp_src_port = ROCEV2_UDP_PORT;
     c.mtu = mtu;
     // Userspace hops (switch, endpoints) add milliseconds under load; a timeout below
-    // that retransmits what is merely queued.
+    // that retransmits what is merely queued. 20 ms is the floor; past the first
+    // measured round trip the timeout follows SRTT + 4·RTTVAR (issue 25: 16 members on
+    // two cores took round trips past any fixed floor).
     c.retransmit_timeout = CoreDuration::from_ms(20);
+    c.adaptive_rto = true;
     let rate: Box<dyn RateController> = match rate_bps {
         // 64 KB of burst: a late wakeup catches up instead of losing the rate.
         Some(r) => Box::new(FixedRate::with_burst(r, 64 << 10)),

@@ -92,8 +92,15 @@ pub struct QpConfig {
     pub ack_req_every: u32,
     /// The responder ACKs after this many packets even without an ACK request.
     pub ack_every: u32,
-    /// Retransmission timeout before back-off.
+    /// Retransmission timeout before back-off (with `adaptive_rto`, its floor).
     pub retransmit_timeout: Duration,
+    /// Follow the measured round trip: after the first ACK of a packet sent once, the
+    /// timeout is max(`retransmit_timeout`, SRTT + 4·RTTVAR) (RFC 6298 §2, Karn's rule
+    /// for samples), as RoCE NICs' adaptive retransmission does. Off by default: the
+    /// simulator's QPs keep a fixed timeout, as the papers' RNICs are modelled; the
+    /// real-time runtime turns it on, where a busy host's round trip varies by orders
+    /// of magnitude and a fixed 1 ms timeout fires spuriously.
+    pub adaptive_rto: bool,
     /// Timeouts in a row (without progress) before the QP fails. 7 as in verbs' retry_cnt.
     pub retry_limit: u8,
     /// RNR NAKs in a row before the QP fails; 7 means "retry forever" (verbs' rnr_retry).
@@ -133,6 +140,7 @@ impl QpConfig {
             ack_every: 16,
             // Loss is normally repaired by NAKs within an RTT; the timer covers tail loss.
             retransmit_timeout: Duration::from_ms(1),
+            adaptive_rto: false,
             retry_limit: 7,
             rnr_retry_limit: 7,
             min_rnr_timer: 1, // 10 µs

@@ -7,7 +7,7 @@ use super::{
     ConfigError, Event, MemoryRegion, QpConfig, QpStats, RateController, SendOp, SendRequest,
     Unlimited, SACK_LEN,
 };
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use crate::transmit::Transmit;
 use crate::wire::{
     AethRepr, BthRepr, Ecn, ExtHeaders, Opcode, Psn, RethRepr, RoceRepr, BTH_LEN, ICRC_LEN,
@@ -443,6 +443,17 @@ impl RcQueuePair {
             None
         };
         [self.req.poll_timeout(), pace].into_iter().flatten().min()
+    }
+
+    /// The retransmission timeout now in force, before back-off (see
+    /// [`QpConfig::adaptive_rto`]).
+    pub fn retransmit_timeout(&self) -> Duration {
+        self.req.rto(&self.cfg)
+    }
+
+    /// The smoothed round-trip time measured so far (with `adaptive_rto`).
+    pub fn srtt(&self) -> Option<Duration> {
+        self.req.srtt()
     }
 
     pub fn poll_event(&mut self) -> Option<Event> {

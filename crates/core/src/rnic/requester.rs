@@ -42,6 +42,28 @@ pub(crate) struct DataPacket {
     pub retransmission: bool,
 }
 
+/// RFC 6298 §2's estimator, in picoseconds: SRTT and RTTVAR with gains 1/8 and 1/4.
+#[derive(Debug, Default, Clone, Copy)]
+struct RttEstimator {
+    srtt_ps: Option<u64>,
+    rttvar_ps: u64,
+}
+
+impl RttEstimator {
+    fn sample(&mut self, r: u64) {
+        match self.srtt_ps {
+            None => {
+                self.srtt_ps = Some(r);
+                self.rttvar_ps = r / 2;
+            }
+            Some(srtt) => {
+                self.rttvar_ps = (3 * self.rttvar_ps + srtt.abs_diff(r)) / 4;
+                self.srtt_ps = Some((7 * srtt + r) / 8);
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Requester {
     pub sq: VecDeque<SendWqe>,
@@ -52,6 +74,12 @@ pub(crate) struct Requester {
     pkts_since_ack_req: u32,
     force_ack_req: bool,
     rto_deadline: Option<Instant>,
+    /// With `QpConfig::adaptive_rto`: the round-trip estimate the timeout follows.
+    rtt: RttEstimator,
+    /// The packet being timed: (PSN, when it was first sent). Only a packet sent
+    /// once is timed, and a retransmission cancels the sample (Karn's rule): an ACK
+    /// after a resend cannot say which copy it answers.
+    rtt_probe: Option<(Psn, Instant)>,
     retries: u8,
     rnr_retries: u8,
     rnr_until: Option<Instant>,
@@ -72,6 +100,8 @@ impl Requester {
             pkts_since_ack_req: 0,
             force_ack_req: false,
             rto_deadline: None,
+            rtt: RttEstimator::default(),
+            rtt_probe: None,
             retries: 0,
             rnr_retries: 0,
             rnr_until: None,
@@ -121,6 +151,7 @@ impl Requester {
         self.pkt_state.clear();
         self.retx_queue.clear();
         self.rto_deadline = None;
+        self.rtt_probe = None;
         self.retries = 0;
         self.pkts_since_ack_req = 0;
         self.force_ack_req = false;
@@ -181,6 +212,11 @@ impl Requester {
             return None;
         };
         let pkt = self.describe(cfg, psn, retransmission);
+        if retransmission {
+            self.rtt_probe = None;
+        } else if cfg.adaptive_rto && self.rtt_probe.is_none() {
+            self.rtt_probe = Some((psn, now));
+        }
         if self.rto_deadline.is_none() {
             self.rto_deadline = Some(now + self.backoff_rto(cfg));
         }
@@ -194,8 +230,25 @@ impl Requester {
     }
 
     fn backoff_rto(&self, cfg: &QpConfig) -> Duration {
-        cfg.retransmit_timeout
-            .saturating_shl(self.retries.min(16) as u32)
+        self.rto(cfg).saturating_shl(self.retries.min(16) as u32)
+    }
+
+    /// The timeout before back-off: `retransmit_timeout`, or with `adaptive_rto`
+    /// SRTT + 4·RTTVAR once a round trip was measured, never below
+    /// `retransmit_timeout` (RFC 6298 §2; a RoCE NIC's adaptive retransmission).
+    pub fn rto(&self, cfg: &QpConfig) -> Duration {
+        match (cfg.adaptive_rto, self.rtt.srtt_ps) {
+            (true, Some(srtt)) => {
+                let ps = srtt.saturating_add(self.rtt.rttvar_ps.saturating_mul(4));
+                Duration::from_ps(ps.max(cfg.retransmit_timeout.as_ps()))
+            }
+            _ => cfg.retransmit_timeout,
+        }
+    }
+
+    /// The smoothed round trip measured so far (with `adaptive_rto`).
+    pub fn srtt(&self) -> Option<Duration> {
+        self.rtt.srtt_ps.map(Duration::from_ps)
     }
 
     /// Which WQE, offset and opcode a PSN in flight stands for.
@@ -254,6 +307,12 @@ impl Requester {
             return false;
         }
         let mut bytes = 0u64;
+        if let Some((probe, sent)) = self.rtt_probe {
+            if probe.distance_from(self.una) < newly {
+                self.rtt.sample((now - sent).as_ps());
+                self.rtt_probe = None;
+            }
+        }
         self.una = psn.next();
         for _ in 0..newly.min(self.pkt_state.len() as u32) {
             self.pkt_state.pop_front();
@@ -277,7 +336,7 @@ impl Requester {
         self.retries = 0;
         self.rnr_retries = 0;
         self.rto_deadline = if self.outstanding() > 0 {
-            Some(now + cfg.retransmit_timeout)
+            Some(now + self.rto(cfg))
         } else {
             None
         };
@@ -424,6 +483,7 @@ impl Requester {
         }
         stats.timeouts += 1;
         self.retries += 1;
+        self.rtt_probe = None;
         if self.retries > cfg.retry_limit {
             self.fail(WcError::RetryExceeded(cfg.retry_limit), events);
             return;

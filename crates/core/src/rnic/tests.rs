@@ -388,6 +388,51 @@ fn retry_now_forgets_the_timeouts_and_retransmits_at_once() {
 }
 
 #[test]
+fn adaptive_rto_follows_the_measured_round_trip_and_skips_retransmitted_samples() {
+    // A 3 ms round trip against a 1 ms floor: a fixed timeout fires before every ACK,
+    // the adaptive one only until it has measured one.
+    let mut c = cfg_a();
+    c.retransmit_timeout = Duration::from_ms(1);
+    c.adaptive_rto = true;
+    let mut a = RcQueuePair::new(c.clone()).unwrap();
+    a.post_send(send(1, MTU)).unwrap();
+    assert_eq!(psns(&drain(&mut a, t(0))), vec![0]);
+    assert_eq!(a.poll_timeout(), Some(t(1_000)), "the floor before any sample");
+    // The first timeout resends PSN 0: its ACK is ambiguous and is not sampled.
+    a.handle_timeout(t(1_000));
+    assert_eq!(psns(&drain(&mut a, t(1_000))), vec![0]);
+    a.handle_packet(t(3_000), &ack(psn_a(0), OK, 1)).unwrap();
+    assert_eq!(a.srtt(), None, "Karn: no sample from a retransmitted packet");
+    assert_eq!(a.retransmit_timeout(), Duration::from_ms(1));
+    // A packet sent once and acknowledged 3 ms later is a sample: RTO = R + 4·R/2.
+    a.post_send(send(2, MTU)).unwrap();
+    assert_eq!(psns(&drain(&mut a, t(3_000))), vec![1]);
+    a.handle_packet(t(6_000), &ack(psn_a(1), OK, 2)).unwrap();
+    assert_eq!(a.srtt(), Some(Duration::from_ms(3)));
+    assert_eq!(a.retransmit_timeout(), Duration::from_ms(9));
+    // The next packet waits out a 3 ms round trip without a timeout.
+    a.post_send(send(3, MTU)).unwrap();
+    assert_eq!(psns(&drain(&mut a, t(6_000))), vec![2]);
+    assert_eq!(a.poll_timeout(), Some(t(15_000)));
+    a.handle_timeout(t(9_000));
+    assert!(drain(&mut a, t(9_000)).is_empty(), "no spurious timeout");
+    a.handle_packet(t(9_000), &ack(psn_a(2), OK, 3)).unwrap();
+    // RFC 6298: RTTVAR = 3/4·1.5 + 1/4·0 ms, SRTT = 3 ms, RTO = 3 + 4·1.125 ms.
+    assert_eq!(a.retransmit_timeout(), Duration::from_us(7_500));
+    assert_eq!(a.stats().timeouts, 1);
+
+    // The same script with a fixed timeout: the third packet times out at 7 ms.
+    c.adaptive_rto = false;
+    let mut f = RcQueuePair::new(c).unwrap();
+    f.post_send(send(1, MTU)).unwrap();
+    drain(&mut f, t(6_000));
+    assert_eq!(f.poll_timeout(), Some(t(7_000)));
+    f.handle_packet(t(6_500), &ack(psn_a(0), OK, 1)).unwrap();
+    assert_eq!(f.srtt(), None, "a fixed-timeout QP does not measure");
+    assert_eq!(f.retransmit_timeout(), Duration::from_ms(1));
+}
+
+#[test]
 fn requester_progress_resets_the_retry_count() {
     let mut c = cfg_a();
     c.retransmit_timeout = Duration::from_us(100);
