@@ -404,7 +404,8 @@ impl Port {
                 continue;
             }
             if kept != i {
-                rx.bytes.copy_within(i * MAX_FRAME..i * MAX_FRAME + len, kept * MAX_FRAME);
+                rx.bytes
+                    .copy_within(i * MAX_FRAME..i * MAX_FRAME + len, kept * MAX_FRAME);
             }
             rx.lens[kept] = len;
             self.stats.rx_frames += 1;

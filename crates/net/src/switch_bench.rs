@@ -812,3 +812,53 @@ pub fn table(rows: &[SwitchBenchRow], args: &SwitchBenchArgs) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocast_core::wire::mrp::MrpRepr;
+    use rocast_core::wire::{Ipv4Packet, UdpPacket};
+
+    #[test]
+    fn the_ring_holds_valid_roce_frames_with_consecutive_psns_to_the_group() {
+        let ring = frame_ring(1024).unwrap();
+        assert_eq!(ring.len(), RING);
+        for (i, f) in ring.iter().enumerate() {
+            let eth = EthernetFrame::new_checked(&f[..]).unwrap();
+            assert_eq!(eth.dst_addr(), DEFAULT_SWITCH_MAC);
+            assert_eq!(eth.src_addr(), host_mac(0));
+            let r = RoceRepr::parse_verified(&f[ETHERNET_HEADER_LEN..]).expect("ICRC verifies");
+            assert_eq!(r.bth.psn, Psn::new(i as u32));
+            assert_eq!((r.ip.src_addr, r.ip.dst_addr), (host_ip(0), MCST));
+            assert_eq!(r.bth.dest_qp, VIRTUAL_QPN);
+            assert_eq!(r.payload.len(), 1024);
+        }
+    }
+
+    #[test]
+    fn the_registration_names_every_receiver_once() {
+        let frames = registration_frames(7).unwrap();
+        let mut members = Vec::new();
+        for f in &frames {
+            let ip = Ipv4Packet::new_checked(&f[ETHERNET_HEADER_LEN..]).unwrap();
+            assert_eq!(ip.dst_addr(), MCST);
+            let udp = UdpPacket::new_checked(ip.payload()).unwrap();
+            assert_eq!(udp.dst_port(), MRP_UDP_PORT);
+            let m = MrpRepr::parse(udp.payload()).unwrap();
+            members.extend(m.members.iter().map(|m| m.ip));
+        }
+        let want: Vec<_> = (0..=7).map(host_ip).collect();
+        assert_eq!(members, want, "the leader first, then h1..h7");
+    }
+
+    #[test]
+    fn loss_is_the_worst_receivers_share_of_what_was_sent() {
+        let t = Trial {
+            sent: 1000,
+            elapsed: 1.0,
+            got: vec![1000, 990, 1000],
+        };
+        assert!((t.loss() - 0.01).abs() < 1e-12);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+    }
+}

@@ -397,12 +397,20 @@ fn adaptive_rto_follows_the_measured_round_trip_and_skips_retransmitted_samples(
     let mut a = RcQueuePair::new(c.clone()).unwrap();
     a.post_send(send(1, MTU)).unwrap();
     assert_eq!(psns(&drain(&mut a, t(0))), vec![0]);
-    assert_eq!(a.poll_timeout(), Some(t(1_000)), "the floor before any sample");
+    assert_eq!(
+        a.poll_timeout(),
+        Some(t(1_000)),
+        "the floor before any sample"
+    );
     // The first timeout resends PSN 0: its ACK is ambiguous and is not sampled.
     a.handle_timeout(t(1_000));
     assert_eq!(psns(&drain(&mut a, t(1_000))), vec![0]);
     a.handle_packet(t(3_000), &ack(psn_a(0), OK, 1)).unwrap();
-    assert_eq!(a.srtt(), None, "Karn: no sample from a retransmitted packet");
+    assert_eq!(
+        a.srtt(),
+        None,
+        "Karn: no sample from a retransmitted packet"
+    );
     assert_eq!(a.retransmit_timeout(), Duration::from_ms(1));
     // A packet sent once and acknowledged 3 ms later is a sample: RTO = R + 4·R/2.
     a.post_send(send(2, MTU)).unwrap();
