@@ -334,7 +334,7 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                 match group.send(buffer.clone()) {
                     Ok(r) => {
                         println!(
-                            "multicast {} bytes (crc32 {:08x}) via {} to {} members: registration {:.1} ms, transfer {:.1} ms, latency {} us, {} Gbit/s goodput, {} packets retransmitted",
+                            "multicast {} bytes (crc32 {:08x}) via {} to {} members: registration {:.1} ms, transfer {:.1} ms, latency {} us, {} Gbit/s goodput, {} packets retransmitted, leader CPU {:.1} ms ({:.2} us per packet)",
                             r.bytes,
                             r.crc32,
                             r.path,
@@ -344,7 +344,9 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                             r.latency
                                 .map_or("-".into(), |l| format!("{:.1}", l.as_secs_f64() * 1e6)),
                             r.goodput_gbps().map_or("-".into(), |g| format!("{g:.3}")),
-                            r.retransmitted
+                            r.retransmitted,
+                            r.cpu.as_secs_f64() * 1e3,
+                            r.cpu_per_packet().as_secs_f64() * 1e6
                         );
                         for (ip, ok) in &r.members {
                             let state = match (*ok, r.evicted.contains(ip)) {

@@ -177,6 +177,10 @@ pub struct LeaderReport {
     /// Members evicted so far (their connection broke, or they never became ready):
     /// the group went on without them.
     pub evicted: Vec<Ipv4Addr>,
+    /// The leader's CPU time (user + system, its thread) during the transfer, and the
+    /// datagrams its data socket sent and received meanwhile (data, ACKs, NAKs).
+    pub cpu: Duration,
+    pub udp_packets: u64,
 }
 
 impl LeaderReport {
@@ -187,6 +191,11 @@ impl LeaderReport {
     pub fn goodput_gbps(&self) -> Option<f64> {
         let t = self.latency?;
         Some(self.bytes as f64 * 8.0 / t.as_secs_f64().max(1e-9) / 1e9)
+    }
+    /// The leader's CPU time per datagram of the transfer, as `rocast perf` reports
+    /// its own (`SideReport::cpu_per_packet`).
+    pub fn cpu_per_packet(&self) -> Duration {
+        Duration::from_nanos((self.cpu.as_nanos() / self.udp_packets.max(1) as u128) as u64)
     }
     /// Every member still in the group holds the buffer intact.
     pub fn all_ok(&self) -> bool {
@@ -814,7 +823,15 @@ impl Leader {
         let t0 = StdInstant::now();
         let t0_ns = mono_ns();
         let retransmitted_before = self.retransmitted();
+        let (cpu_before, packets_before) = (crate::perf::thread_cpu(), self.udp_packets());
         let sent = self.transfer(&data);
+        let cpu = crate::perf::thread_cpu().saturating_sub(cpu_before);
+        // A reroute replaces the data path (and its counters) mid-buffer: the count is
+        // then the new path's, and the figure an upper bound.
+        let packets = self
+            .udp_packets()
+            .checked_sub(packets_before)
+            .unwrap_or(self.udp_packets());
         let now = self.clock.now();
         self.session
             .handle_transfer_done(now, sent.as_ref().map(|_| ()).map_err(|e| e.to_string()));
@@ -841,7 +858,11 @@ impl Leader {
                             transfer,
                             members,
                             latency: latency(t0_ns, &o),
-                            retransmitted: self.retransmitted() - retransmitted_before,
+                            retransmitted: self
+                                .retransmitted()
+                                .saturating_sub(retransmitted_before),
+                            cpu,
+                            udp_packets: packets,
                             path: match self.rerouted_at {
                                 Some(at) => format!("cepheus to byte {at}, then {}", self.path()),
                                 None => self.path(),
@@ -955,6 +976,16 @@ impl Leader {
             }
             LeaderPath::Detached => Err(McastError::Protocol("the group has no data path".into())),
         }
+    }
+
+    /// Datagrams the data path's socket sent and received so far.
+    fn udp_packets(&self) -> u64 {
+        let t = match &self.path {
+            LeaderPath::Cepheus { ep } => ep.transport.stats(),
+            LeaderPath::Overlay { set, .. } => set.transport_stats(),
+            LeaderPath::Detached => return 0,
+        };
+        t.tx_packets + t.rx_packets
     }
 
     fn retransmitted(&self) -> u64 {

@@ -81,6 +81,10 @@ impl QpSet {
     pub fn stats(&self) -> &QpSetStats {
         &self.stats
     }
+    /// The shared socket's counters.
+    pub fn transport_stats(&self) -> &crate::udp::TransportStats {
+        self.transport.stats()
+    }
 
     /// One round without blocking: received packets to their QPs, due timers, then
     /// transmissions from every QP in turn. Returns whether anything happened.
