@@ -183,6 +183,18 @@ fn parse_size(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{s:?}: expected a size from 1 to 2G (K, M, G suffixes)"))
 }
 
+/// Buffers of a megabyte come and go with every message; glibc would hand each
+/// back to the kernel (munmap, trim) and fault fresh zeroed pages in for the next,
+/// which cost a member a fifth of its CPU per packet. Freed memory stays in the heap
+/// for reuse instead: at most what the largest buffer in flight needs.
+fn keep_freed_memory() {
+    // SAFETY: mallopt only tunes the allocator; called before any other thread runs.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
+    }
+}
+
 /// Seeded bytes (`rocast_core::payload`, as the simulator generates them).
 fn generated(len: usize, seed: u64) -> Vec<u8> {
     rocast_core::payload::message_data(seed, 0, len)
@@ -234,6 +246,7 @@ enum Outcome {
 }
 
 pub fn run(cmd: McastCmd) -> ExitCode {
+    keep_freed_memory();
     match run_inner(cmd) {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(1),
@@ -426,14 +439,16 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                             }
                         }
                         println!(
-                            "received buffer {} of {} bytes (crc32 {:08x}){}: {}",
+                            "received buffer {} of {} bytes (crc32 {:08x}){}: {} (CPU {:.1} ms, {:.2} us per packet)",
                             r.seq,
                             r.data.len(),
                             r.crc32,
                             r.rerouted_at.map_or(String::new(), |at| format!(
                                 " (through the switch to byte {at}, then the overlay)"
                             )),
-                            if r.ok { "ok" } else { "FAILED" }
+                            if r.ok { "ok" } else { "FAILED" },
+                            r.cpu.as_secs_f64() * 1e3,
+                            r.cpu_per_packet().as_secs_f64() * 1e6
                         );
                         all_ok &= r.ok;
                         received += 1;
