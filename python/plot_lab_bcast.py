@@ -2,7 +2,8 @@
 
 Usage: plot_lab_bcast.py lab-bcast.csv lab-bcast.png "title"
 
-The CSV has one row per point: hosts, size (bytes), scheme, latency_us, goodput_gbps.
+The CSV has one row per point: hosts, size (bytes), scheme, latency_us, goodput_gbps,
+cpu_s_per_gb (not plotted).
 One column of panels per group size: latency against message size (log-log) above,
 goodput below, one line per scheme.
 """

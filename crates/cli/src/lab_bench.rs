@@ -313,7 +313,7 @@ fn one_run(
     scheme: &str,
     reps: usize,
     rate_mbps: u64,
-) -> Result<f64, String> {
+) -> Result<Point, String> {
     // Overlay blocks: an eighth of the message, 16 KB to 1 MB (RDMC's default is 1 MB).
     let block = (size / 8).clamp(16 << 10, 1 << 20);
     let extra: Vec<String> = if scheme == "cepheus" {
@@ -340,16 +340,48 @@ fn rate_mbps(rate: &str) -> Result<u64, String> {
     Ok((spec.rate_bps() / 1_000_000).max(1))
 }
 
+/// The machine's busy CPU time so far (every CPU's time not idle or waiting on I/O,
+/// `/proc/stat`), in seconds: every process of the lab and the kernel's softirq work
+/// on their packets, which no one process is charged with.
+fn machine_busy_s() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let Some(line) = stat.lines().find(|l| l.starts_with("cpu ")) else {
+        return 0.0;
+    };
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest is inside user).
+    let busy: u64 = v
+        .iter()
+        .take(8)
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, x)| x)
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    busy as f64 / hz
+}
+
+/// One scheme's point: the median latency (µs) and the machine's CPU-seconds over
+/// the whole run (the group's set-up included) per gigabyte delivered to members.
+struct Point {
+    latency_us: f64,
+    cpu_s_per_gb: f64,
+}
+
 /// Runs `mcast lead` (with `extra` options) from h0 to h1..h(n-1), sending `reps`
-/// times in one group (registration once, as an application would); the median
-/// latency in µs.
+/// times in one group (registration once, as an application would).
 fn transfer_latency(
     n: usize,
     file: &Path,
     extra: &[String],
     reps: usize,
     rate_mbps: u64,
-) -> Result<f64, String> {
+) -> Result<Point, String> {
     let mut extra = extra.to_vec();
     extra.extend([
         "--repeat".to_string(),
@@ -357,15 +389,23 @@ fn transfer_latency(
         "--rate-mbps".to_string(),
         rate_mbps.to_string(),
     ]);
+    let busy_before = machine_busy_s();
     let text = run_group(LAB, n, file, &extra, None)?;
+    let cpu_s = machine_busy_s() - busy_before;
     let at = text
         .find("latency median ")
         .ok_or_else(|| format!("no latency in {text:?}"))?;
-    text[at + 15..]
+    let latency_us = text[at + 15..]
         .split_whitespace()
         .next()
         .and_then(|v| v.parse::<f64>().ok())
-        .ok_or_else(|| format!("no latency in {text:?}"))
+        .ok_or_else(|| format!("no latency in {text:?}"))?;
+    let bytes = std::fs::metadata(file).map_err(|e| e.to_string())?.len();
+    let delivered_gb = (bytes * (n as u64 - 1) * reps as u64) as f64 / 1e9;
+    Ok(Point {
+        latency_us,
+        cpu_s_per_gb: cpu_s / delivered_gb.max(1e-12),
+    })
 }
 
 /// Seeded bytes (the content does not matter for timing; members verify it anyway).
@@ -464,7 +504,7 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
     }
     let mbps = rate_mbps(&a.rate)?;
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
-    let mut csv = String::from("hosts,size,scheme,latency_us,goodput_gbps\n");
+    let mut csv = String::from("hosts,size,scheme,latency_us,goodput_gbps,cpu_s_per_gb\n");
     let mut text = String::new();
     for &n in &a.hosts {
         run_rocast(&["lab", "down", "--name", LAB])?;
@@ -481,19 +521,28 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
         ])?;
         let result = (|| -> Result<(), String> {
             let mut rows: Vec<(u64, Vec<f64>)> = Vec::new();
+            let mut cpu_rows: Vec<(u64, Vec<f64>)> = Vec::new();
             for &size in &a.sizes {
                 let file = a.out.join(format!("payload-{size}.bin"));
                 std::fs::write(&file, payload(size)).map_err(|e| e.to_string())?;
                 let mut lat = Vec::new();
+                let mut cpu = Vec::new();
                 for scheme in &a.schemes {
-                    let us = one_run(n, &file, size, scheme, a.reps, mbps)?;
+                    let p = one_run(n, &file, size, scheme, a.reps, mbps)?;
+                    let us = p.latency_us;
                     let gbps = size as f64 * 8.0 / (us * 1e3);
-                    let _ = writeln!(csv, "{n},{size},{scheme},{us:.1},{gbps:.4}");
+                    let _ = writeln!(
+                        csv,
+                        "{n},{size},{scheme},{us:.1},{gbps:.4},{:.3}",
+                        p.cpu_s_per_gb
+                    );
                     lat.push(us);
+                    cpu.push(p.cpu_s_per_gb);
                 }
                 let _ = std::fs::remove_file(&file);
                 eprintln!("lab-bcast: {n} hosts, {size} B done");
                 rows.push((size, lat));
+                cpu_rows.push((size, cpu));
             }
             let mpi = if a.mpi {
                 match mpi_run(n, &a.sizes, &a.out) {
@@ -584,6 +633,35 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                 text,
                 "best/cepheus: the fastest other scheme's latency over Cepheus' (above 1: Cepheus is faster)\n"
             );
+            // CPU: the machine's busy CPU-seconds per gigabyte the members received.
+            let _ = write!(
+                text,
+                "# {n} hosts: CPU-seconds per delivered GB (all processes and the kernel)\n{:>10}",
+                "size"
+            );
+            for s in &a.schemes {
+                let _ = write!(text, " {s:>10}");
+            }
+            let _ = writeln!(text, " {:>14}", "cepheus/chain");
+            for (size, cpu) in &cpu_rows {
+                let _ = write!(text, "{size:>10}");
+                for c in cpu {
+                    let _ = write!(text, " {c:>10.2}");
+                }
+                let at = |name: &str| a.schemes.iter().position(|s| s == name).map(|i| cpu[i]);
+                match (at("cepheus"), at("chain")) {
+                    (Some(c), Some(ch)) if ch > 0.0 => {
+                        let _ = writeln!(text, " {:>14.2}", c / ch);
+                    }
+                    _ => {
+                        let _ = writeln!(text, " {:>14}", "-");
+                    }
+                }
+            }
+            let _ = writeln!(
+                text,
+                "(the whole `mcast lead` run, group set-up included, over --reps sends; goal: cepheus/chain <= 0.5)\n"
+            );
             Ok(())
         })();
         run_rocast(&["lab", "down", "--name", LAB])?;
@@ -663,7 +741,7 @@ pub fn lab_iops(
         );
         let mut iops = Vec::new();
         for (name, n, extra) in cases {
-            let us = transfer_latency(n, &file, extra, reps, mbps)?;
+            let us = transfer_latency(n, &file, extra, reps, mbps)?.latency_us;
             let rate = ios as f64 / (us / 1e6);
             iops.push(rate);
             text.push_str(&format!("{name:<12} {rate:>10.0} {:>12.2}\n", us / 1e3));
