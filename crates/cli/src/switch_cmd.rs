@@ -68,6 +68,11 @@ pub struct SwitchCmd {
     /// A host pinned behind a port: IP@PORT=MAC (e.g. 10.77.0.1@0=02:72:63:00:00:01).
     #[arg(long = "host")]
     hosts: Vec<String>,
+    /// A port toward another switch (repeatable): a host behind it is reached through
+    /// that switch, so a Cepheus group's tree takes a switch hop there (the next
+    /// switch bridges the copies), not a host connection.
+    #[arg(long = "switch-port", value_name = "PORT")]
+    switch_ports: Vec<u16>,
     /// Shape every port's egress to this rate (Mbit/s), with a queue and ECN marking.
     #[arg(long)]
     rate_mbps: Option<u64>,
@@ -308,6 +313,16 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
         .iter()
         .map(|h| parse_host(h))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(p) = cmd
+        .switch_ports
+        .iter()
+        .find(|&&p| p as usize >= ports.len())
+    {
+        return Err(format!(
+            "--switch-port {p}: there are {} ports",
+            ports.len()
+        ));
+    }
     let shaping = match cmd.rate_mbps {
         Some(0) => return Err("--rate-mbps must be positive".into()),
         Some(r) => Some(Shaping {
@@ -352,6 +367,7 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
             mrp_key: cmd.fabric_key.as_deref().map(read_fabric_key).transpose()?,
             require_allocation: cmd.require_allocation || cmd.fabric_key.is_some(),
             allocation_lease: CoreDuration::from_ms(cmd.allocation_lease_ms),
+            switch_ports: cmd.switch_ports.clone(),
         },
         ports,
         cnp_filter: CnpFilterPolicy::from_name(

@@ -604,3 +604,64 @@ fn a_switch_port_going_down_is_counted_not_fatal() {
     assert_eq!(code, 0, "{text}");
     assert!(got.iter().all(|g| g == &payload), "{text}");
 }
+
+/// Cepheus across switches (Cepheus §III-C): in the two-tier lab the group's tree
+/// crosses ToR 0's uplink and the aggregation switch as switch hops (copies travel as
+/// the leader sent them), and only the ToRs bridge copies to member connections.
+#[test]
+fn a_cepheus_group_crosses_the_two_tier_lab_as_one_tree() {
+    let lab = LabGuard::new("tm8");
+    let r = rocast(&[
+        "lab", "up", "--name", lab.0, "--hosts", "4", "--tors", "2", "--switch",
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let payload = data(4 << 20, 11);
+    let file = "/tmp/rocast-tm8-payload.bin";
+    std::fs::write(file, &payload).unwrap();
+    let (code, text, got) = transfer(lab.0, 3, file, "send", "send");
+    let _ = std::fs::remove_file(file);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("via cepheus"), "{text}");
+    for (i, g) in got.iter().enumerate() {
+        assert!(
+            g == &payload,
+            "member h{} holds {} bytes that differ",
+            i + 1,
+            g.len()
+        );
+    }
+    let stats = |sw: &str| {
+        let control = format!("/run/rocast-lab/{}/{sw}.sock", lab.0);
+        let r = rocast(&["switch", "--stats", "--control", &control]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        r.stdout
+    };
+    let (agg, tor0, tor1) = (stats("agg"), stats("tor0"), stats("tor1"));
+    let packets = (4u64 << 20) / 4096;
+    for s in [&agg, &tor0, &tor1] {
+        assert_eq!(counter(s, "switch", "drop_bad_icrc"), 0, "{s}");
+        assert!(counter(s, "cepheus", "data_in") >= packets, "{s}");
+    }
+    // h0 and h1 under ToR 0, h2 and h3 under ToR 1: ToR 0 bridges one copy (h1) and
+    // sends one up as is; the aggregation switch forwards it as is to ToR 1, which
+    // bridges two.
+    assert_eq!(counter(&agg, "cepheus", "bridged"), 0, "{agg}");
+    assert!(counter(&agg, "cepheus", "replicas") >= packets, "{agg}");
+    let tor0_bridged = counter(&tor0, "cepheus", "bridged");
+    assert!(tor0_bridged >= packets, "{tor0}");
+    assert_eq!(
+        counter(&tor0, "cepheus", "replicas"),
+        2 * counter(&tor0, "cepheus", "data_in")
+            - counter(&tor0, "cepheus", "retransmission_filtered"),
+        "{tor0}"
+    );
+    assert!(
+        counter(&tor1, "cepheus", "bridged") >= 2 * packets,
+        "{tor1}"
+    );
+    assert_eq!(
+        counter(&tor1, "cepheus", "bridged"),
+        counter(&tor1, "cepheus", "replicas"),
+        "{tor1}"
+    );
+}

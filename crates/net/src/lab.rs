@@ -880,6 +880,9 @@ fn switch_setup_args(sw: &SwitchSetup) -> Vec<String> {
     for (ip, port, mac) in &sw.hosts {
         args.extend(["--host".to_string(), format!("{ip}@{port}={mac}")]);
     }
+    for p in &sw.switch_ports {
+        args.extend(["--switch-port".to_string(), p.to_string()]);
+    }
     match &sw.role {
         SetupRole::Prefix { racks } => {
             args.extend(words("--peel-role prefix"));
@@ -2106,14 +2109,14 @@ mod tests {
             "ip netns exec rocast-x-agg /bin/rocast switch --port afpacket:t0 --port afpacket:t1 \
              --host 10.77.0.1@0=02:72:63:00:00:01 --host 10.77.0.2@0=02:72:63:00:00:02 \
              --host 10.77.0.3@1=02:72:63:00:00:03 --host 10.77.0.4@1=02:72:63:00:00:04 \
-             --peel-role prefix --peel-rack 0=0 --peel-rack 1=1 \
+             --switch-port 0 --switch-port 1 --peel-role prefix --peel-rack 0=0 --peel-rack 1=1 \
              --control /run/rocast-lab/x/agg.sock --capture /tmp/cap/agg"
         );
         assert_eq!(
             daemons[1].as_str(),
             "ip netns exec rocast-x-tor0 /bin/rocast switch --port afpacket:p0 --port afpacket:p1 \
              --port afpacket:uplink --host 10.77.0.1@0=02:72:63:00:00:01 \
-             --host 10.77.0.2@1=02:72:63:00:00:02 --peel-role rack --peel-uplink 2 \
+             --host 10.77.0.2@1=02:72:63:00:00:02 --switch-port 2 --peel-role rack --peel-uplink 2 \
              --peel-member 239.77.0.1=1 --control /run/rocast-lab/x/tor0.sock --capture /tmp/cap/tor0"
         );
         assert!(

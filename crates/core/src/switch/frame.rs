@@ -107,6 +107,12 @@ pub struct FrameSwitchConfig {
     /// The longest lease an allocation gets (a request asking for less gets less);
     /// each accepted registration by the holder renews it.
     pub allocation_lease: Duration,
+    /// Ports that lead to other switches (a ToR's uplink; every port of an
+    /// aggregation switch). A host known behind one, pinned or learned, is reached
+    /// *through* that switch: the MRP agent gives the group a switch hop there (the
+    /// frame as it is, the next switch bridges), not a host connection (Cepheus
+    /// §III-C's multi-switch tree). Empty: every host is attached (a one-switch star).
+    pub switch_ports: Vec<u16>,
 }
 
 /// `rocast switch`'s default McstID block (a unicast block: Linux drops packets whose
@@ -147,6 +153,7 @@ impl FrameSwitchConfig {
             mrp_key: None,
             require_allocation: false,
             allocation_lease: Duration::from_ms(DEFAULT_ALLOCATION_LEASE_MS),
+            switch_ports: Vec::new(),
         }
     }
 }
@@ -270,13 +277,17 @@ pub struct GroupAllocation {
     pub until: Instant,
 }
 
-/// The host table as the MRP agent reads it.
-struct HostRoutes<'a>(&'a BTreeMap<u32, HostEntry>);
+/// The host table as the MRP agent reads it, with the ports toward other switches
+/// ([`FrameSwitchConfig::switch_ports`]).
+struct HostRoutes<'a>(&'a BTreeMap<u32, HostEntry>, &'a [u16]);
 
 impl UnicastTable for HostRoutes<'_> {
     fn route(&self, ip: Ipv4Address) -> UnicastRoute<'_> {
         match self.0.get(&ip.to_u32()) {
-            Some(h) => UnicastRoute::Attached(h.port),
+            Some(h) => match self.1.iter().position(|&p| p == h.port) {
+                Some(i) => UnicastRoute::Via(&self.1[i..i + 1]),
+                None => UnicastRoute::Attached(h.port),
+            },
             None => UnicastRoute::Unknown,
         }
     }
@@ -757,7 +768,7 @@ impl FrameSwitch {
             return;
         }
         if let Ok(prune) = MrpPrune::parse(payload) {
-            let routes = HostRoutes(&self.hosts);
+            let routes = HostRoutes(&self.hosts, &self.cfg.switch_ports);
             match mrp_agent::handle_prune(&mut self.cepheus, in_port, &prune, &routes) {
                 Some(out) => {
                     self.stats.mrp_pruned += out.removed as u64;
@@ -803,7 +814,7 @@ impl FrameSwitch {
                         &mut self.cepheus,
                         in_port,
                         &m,
-                        &HostRoutes(&self.hosts),
+                        &HostRoutes(&self.hosts, &self.cfg.switch_ports),
                     ),
                 };
                 (m.mcst_id, r)

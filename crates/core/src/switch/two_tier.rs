@@ -34,6 +34,10 @@ pub struct SwitchSetup {
     pub ports: u16,
     /// Pinned hosts: (IP, port, MAC).
     pub hosts: Vec<(Ipv4Address, u16, EthernetAddress)>,
+    /// Ports toward other switches ([`FrameSwitchConfig::switch_ports`]): every port
+    /// of the aggregation switch, a ToR's uplink. A Cepheus group's tree crosses them
+    /// as switch hops.
+    pub switch_ports: Vec<u16>,
     pub role: SetupRole,
 }
 
@@ -70,6 +74,7 @@ impl SwitchSetup {
     pub fn frame_switch(&self) -> Result<FrameSwitch, String> {
         let mut cfg = FrameSwitchConfig::new(self.ports);
         cfg.peel = Some(self.peel_role());
+        cfg.switch_ports = self.switch_ports.clone();
         let cnp = CnpFilterPolicy::from_name(
             super::frame::DEFAULT_CNP_FILTER,
             crate::time::Duration::from_us(super::frame::DEFAULT_CNP_WINDOW_US),
@@ -165,6 +170,7 @@ impl TwoTierFabric {
             hosts: (0..self.hosts)
                 .map(|i| (self.host_ip(i), (i / per) as u16, Self::host_mac(i)))
                 .collect(),
+            switch_ports: (0..self.tors as u16).collect(),
             role: SetupRole::Prefix {
                 racks: (0..self.tors as u16).collect(),
             },
@@ -188,6 +194,7 @@ impl TwoTierFabric {
                 hosts: (t * per..(t + 1) * per)
                     .map(|i| (self.host_ip(i), (i % per) as u16, Self::host_mac(i)))
                     .collect(),
+                switch_ports: vec![per as u16],
                 role: SetupRole::Rack {
                     uplink: per as u16,
                     members,

@@ -843,3 +843,74 @@ fn mrp_from_to(
     sw.handle_frame_into(at, from, &f, &mut out);
     out
 }
+
+/// A switch with h0 and h1 on ports 0 and 1, and h2 and h3 behind port 3, which
+/// leads to another switch when `switch_ports` says so.
+fn switch_with_uplink(switch_ports: Vec<u16>) -> FrameSwitch {
+    let mut sw = FrameSwitch::new(
+        FrameSwitchConfig {
+            switch_id: 9,
+            group_lease: None,
+            switch_ports,
+            ..FrameSwitchConfig::new(4)
+        },
+        Box::new(ForwardAllCnp),
+    );
+    for (p, port) in [(0, 0), (1, 1), (2, 3), (3, 3)] {
+        sw.add_host(ip(p), port, mac(p)).unwrap();
+    }
+    sw
+}
+
+#[test]
+fn members_behind_a_switch_port_get_one_switch_hop_and_unbridged_copies() {
+    let mut sw = switch_with_uplink(vec![3]);
+    let out = register(&mut sw);
+    // One MRP per next hop: h1 at its own address, and one toward the next switch
+    // naming both members behind it.
+    assert_eq!(out.iter().map(|o| o.port).collect::<Vec<_>>(), vec![1, 3]);
+    let up = &out[1];
+    let ipk = Ipv4Packet::new_checked(&up.frame[ETHERNET_HEADER_LEN..]).unwrap();
+    let udp = UdpPacket::new_checked(ipk.payload()).unwrap();
+    let m = MrpRepr::parse(udp.payload()).unwrap();
+    assert_eq!(
+        m.members.iter().map(|x| x.ip).collect::<Vec<_>>(),
+        vec![ip(2), ip(3)]
+    );
+    // Data: bridged to h1, as is (the group's address and virtual QP) toward the
+    // switch, which bridges for its own members.
+    let mut copies = Vec::new();
+    sw.handle_frame_into(
+        now(),
+        0,
+        &roce_frame(0, sw.port_mac(0), &send_only(5)),
+        &mut copies,
+    );
+    assert_eq!(
+        copies.iter().map(|o| o.port).collect::<Vec<_>>(),
+        vec![1, 3]
+    );
+    let (_, to_h1) = parse_out(&copies[0]);
+    assert_eq!((to_h1.ip.dst_addr, to_h1.bth.dest_qp), (ip(1), qpn(1)));
+    let (_, up) = parse_out(&copies[1]);
+    assert_eq!((up.ip.dst_addr, up.bth.dest_qp), (MCST, VIRTUAL_QPN));
+    assert_eq!(up.bth.psn, Psn::new(5));
+    assert_eq!(sw.cepheus().stats.bridged, 1);
+
+    // Without the port declared, both hosts behind it look attached to it: the port
+    // holds one host path, so one of the two members gets bridged copies and the
+    // next switch cannot serve the other (the two-tier lab's failure before
+    // `switch_ports`).
+    let mut flat = switch_with_uplink(Vec::new());
+    register(&mut flat);
+    let mut copies = Vec::new();
+    flat.handle_frame_into(
+        now(),
+        0,
+        &roce_frame(0, flat.port_mac(0), &send_only(5)),
+        &mut copies,
+    );
+    let (_, up) = parse_out(&copies[1]);
+    assert_eq!(copies[1].port, 3);
+    assert_ne!(up.ip.dst_addr, MCST, "bridged to one host");
+}
