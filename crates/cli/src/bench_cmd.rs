@@ -42,6 +42,10 @@ pub enum BenchCmd {
         /// Runs per point; the median is reported.
         #[arg(long, default_value_t = 3)]
         reps: usize,
+        /// Rack switches: 2 or more runs the two-tier lab (hosts split evenly under the
+        /// ToRs, one aggregation switch above: shared uplinks).
+        #[arg(long, default_value_t = 1)]
+        tors: usize,
         /// Also run Open MPI's MPI_Bcast (openmpi-bin, mpi4py) on the same lab.
         #[arg(long)]
         mpi: bool,
@@ -177,6 +181,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             schemes,
             rate,
             reps,
+            tors,
             mpi,
             out,
         } => {
@@ -190,6 +195,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             }
             crate::lab_bench::lab_bcast(&crate::lab_bench::LabBcastArgs {
                 hosts,
+                tors: tors.max(1),
                 sizes,
                 schemes,
                 rate,

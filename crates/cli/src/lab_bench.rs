@@ -156,6 +156,9 @@ fn lab_run_peel(sc: &rocast_sim::Scenario, name: &str) -> Result<String, String>
 
 pub struct LabBcastArgs {
     pub hosts: Vec<usize>,
+    /// Rack switches: 1, the one-switch lab; 2 or more, the two-tier lab (the hosts
+    /// split evenly under that many ToRs, all under one aggregation switch).
+    pub tors: usize,
     pub sizes: Vec<u64>,
     pub schemes: Vec<String>,
     pub rate: String,
@@ -508,6 +511,7 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
     let mut text = String::new();
     for &n in &a.hosts {
         run_rocast(&["lab", "down", "--name", LAB])?;
+        let tors = a.tors.to_string();
         run_rocast(&[
             "lab",
             "up",
@@ -518,6 +522,8 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
             "--switch",
             "--rate",
             &a.rate,
+            "--tors",
+            &tors,
         ])?;
         let result = (|| -> Result<(), String> {
             let mut rows: Vec<(u64, Vec<f64>)> = Vec::new();
@@ -559,7 +565,8 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
             for (k, scheme) in a.schemes.iter().enumerate() {
                 let _ = writeln!(
                     text,
-                    "# OSU MPI Broadcast Latency Test (rocast lab, real packets): {scheme}, {n} hosts, links {}\n# Size       Avg Latency(us)",
+                    "# OSU MPI Broadcast Latency Test (rocast lab, real packets): {scheme}, {n} hosts{}, links {}\n# Size       Avg Latency(us)",
+                    if a.tors > 1 { format!(" under {} ToRs", a.tors) } else { String::new() },
                     a.rate
                 );
                 for (size, lat) in &rows {
@@ -581,7 +588,12 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                 let _ = writeln!(text);
             }
             // Summary: goodput and Cepheus against the best overlay.
-            let _ = write!(text, "# {n} hosts: goodput (Gbit/s)\n{:>10}", "size");
+            let shape = if a.tors > 1 {
+                format!("{n} hosts under {} ToRs", a.tors)
+            } else {
+                format!("{n} hosts")
+            };
+            let _ = write!(text, "# {shape}: goodput (Gbit/s)\n{:>10}", "size");
             for s in &a.schemes {
                 let _ = write!(text, " {s:>10}");
             }
@@ -636,7 +648,7 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
             // CPU: the machine's busy CPU-seconds per gigabyte the members received.
             let _ = write!(
                 text,
-                "# {n} hosts: CPU-seconds per delivered GB (all processes and the kernel)\n{:>10}",
+                "# {shape}: CPU-seconds per delivered GB (all processes and the kernel)\n{:>10}",
                 "size"
             );
             for s in &a.schemes {
