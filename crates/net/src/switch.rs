@@ -191,13 +191,15 @@ fn os_err(what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
-fn open_afpacket(ifname: &str) -> io::Result<OwnedFd> {
+/// A raw AF_PACKET socket bound to `ifname` for every protocol (`flags`: extra
+/// `socket(2)` type flags, e.g. `SOCK_NONBLOCK`); returns it and the interface index.
+pub(crate) fn bound_packet_socket(ifname: &str, flags: i32) -> io::Result<(OwnedFd, i32)> {
     let proto = (libc::ETH_P_ALL as u16).to_be();
     // SAFETY: plain socket(2); the fd is owned right away.
     let fd = unsafe {
         libc::socket(
             libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC | flags,
             proto as i32,
         )
     };
@@ -228,6 +230,12 @@ fn open_afpacket(ifname: &str) -> io::Result<OwnedFd> {
     if r < 0 {
         return Err(os_err(&format!("bind to {ifname}")));
     }
+    Ok((owned, index as i32))
+}
+
+fn open_afpacket(ifname: &str) -> io::Result<OwnedFd> {
+    let (owned, index) = bound_packet_socket(ifname, libc::SOCK_NONBLOCK)?;
+    let fd = owned.as_raw_fd();
     // Frames for other MACs are ours to switch.
     // SAFETY: zeroed packet_mreq is valid; fields set below.
     let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };

@@ -35,7 +35,7 @@ use rocast_core::wire::{
     icrc, BthRepr, Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, ExtHeaders,
     Ipv4Address, Opcode, Psn, RoceRepr, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, UDP_HEADER_LEN,
 };
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -207,26 +207,10 @@ impl BenchNet {
         for ns in [NS_HOSTS, NS_SWITCH] {
             run_step(&["ip", "netns", "add", ns])?;
             // No IPv6 router solicitations or DAD probes in the counts.
-            run_step(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-q",
-                "-w",
-                "net.ipv6.conf.all.disable_ipv6=1",
-            ])?;
-            run_step(&[
-                "ip",
-                "netns",
-                "exec",
-                ns,
-                "sysctl",
-                "-q",
-                "-w",
-                "net.ipv6.conf.default.disable_ipv6=1",
-            ])?;
+            for key in ["all", "default"] {
+                let setting = format!("net.ipv6.conf.{key}.disable_ipv6=1");
+                run_step(&["ip", "netns", "exec", ns, "sysctl", "-q", "-w", &setting])?;
+            }
         }
         for i in 0..=receivers {
             let (h, p, mac) = (format!("h{i}"), format!("p{i}"), host_mac(i).to_string());
@@ -390,43 +374,11 @@ fn rx_packets(names: &[String]) -> Result<Vec<u64>, String> {
 
 /// An AF_PACKET socket on `ifname` that bypasses the qdisc (the fastest way a
 /// user-space sender puts frames on a veth).
-fn packet_socket(ifname: &str) -> Result<(OwnedFd, i32), String> {
-    let proto = (libc::ETH_P_ALL as u16).to_be();
-    // SAFETY: plain socket(2); owned right away.
-    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(format!("socket: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: fd is fresh and ours.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    let name = std::ffi::CString::new(ifname).map_err(|_| "interface name")?;
-    // SAFETY: name is NUL-terminated.
-    let index = unsafe { libc::if_nametoindex(name.as_ptr()) } as i32;
-    if index == 0 {
-        return Err(format!("{ifname}: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: zeroed sockaddr_ll is valid; fields set below.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = proto;
-    sll.sll_ifindex = index;
-    // SAFETY: sll is a valid sockaddr_ll.
-    let r = unsafe {
-        libc::bind(
-            fd,
-            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-            std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
-        )
-    };
-    if r < 0 {
-        return Err(format!(
-            "bind {ifname}: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
+fn packet_socket(ifname: &str) -> Result<OwnedFd, String> {
+    let (sock, _) = crate::switch::bound_packet_socket(ifname, 0).map_err(|e| e.to_string())?;
     const PACKET_QDISC_BYPASS: i32 = 20;
-    let _ = crate::udp::setsockopt_int(fd, libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1);
-    Ok((owned, index))
+    let _ = crate::udp::setsockopt_int(sock.as_raw_fd(), libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1);
+    Ok(sock)
 }
 
 /// An Ethernet frame from h0 to the switch's port 0 carrying `ip_packet`.
@@ -528,17 +480,8 @@ fn send_for(
             iov_len: f.len(),
         })
         .collect();
-    // SAFETY: zeroed mmsghdrs are valid; each points at one live iovec over a frame
-    // that outlives every call below.
-    let mut msgs: Vec<libc::mmsghdr> = iov
-        .iter_mut()
-        .map(|v| {
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            m.msg_hdr.msg_iov = v as *mut libc::iovec;
-            m.msg_hdr.msg_iovlen = 1;
-            m
-        })
-        .collect();
+    // Each header points at one iovec over a frame that outlives every call below.
+    let mut msgs = crate::udp::mmsg_headers(&mut iov);
     while Instant::now() < deadline {
         if let Some(rate) = rate_pps {
             // Paced: the next batch leaves when the rate allows it.
@@ -610,7 +553,7 @@ fn measure(
             if cpus >= 2 {
                 pin_to_cpu(0);
             }
-            let (sock, _) = packet_socket("h0")?;
+            let sock = packet_socket("h0")?;
             let fd = sock.as_raw_fd();
             for f in registration_frames(receivers)? {
                 // SAFETY: f is valid for its length.

@@ -163,6 +163,21 @@ pub(crate) fn setsockopt<T>(
     .map(drop)
 }
 
+/// One `mmsghdr` per iovec, each pointing at it (no address, no control data): the
+/// headers of a `sendmmsg`/`recvmmsg` over `iov`. They hold raw pointers into `iov`,
+/// which must outlive every call that uses them.
+pub(crate) fn mmsg_headers(iov: &mut [libc::iovec]) -> Vec<libc::mmsghdr> {
+    iov.iter_mut()
+        .map(|v| {
+            // SAFETY: an all-zero mmsghdr is valid (no name, no control, no iovec).
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_iov = v as *mut libc::iovec;
+            m.msg_hdr.msg_iovlen = 1;
+            m
+        })
+        .collect()
+}
+
 pub(crate) fn setsockopt_int(
     fd: RawFd,
     level: libc::c_int,

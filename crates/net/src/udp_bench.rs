@@ -83,16 +83,7 @@ fn raw_udp(size: usize, seconds: f64) -> Result<(f64, f64), String> {
                 .collect();
             let mut bytes = 0u64;
             loop {
-                // SAFETY: zeroed mmsghdrs are valid; each points at one live iovec.
-                let mut msgs: Vec<libc::mmsghdr> = iov
-                    .iter_mut()
-                    .map(|v| {
-                        let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                        m.msg_hdr.msg_iov = v as *mut libc::iovec;
-                        m.msg_hdr.msg_iovlen = 1;
-                        m
-                    })
-                    .collect();
+                let mut msgs = crate::udp::mmsg_headers(&mut iov);
                 // SAFETY: msgs are valid headers over live buffers; the socket has a
                 // read timeout, so a quiet socket returns -1 with EAGAIN.
                 let r = unsafe {
@@ -122,16 +113,7 @@ fn raw_udp(size: usize, seconds: f64) -> Result<(f64, f64), String> {
             iov_len: size,
         })
         .collect();
-    // SAFETY: zeroed mmsghdrs are valid; each points at one live iovec.
-    let mut msgs: Vec<libc::mmsghdr> = iov
-        .iter_mut()
-        .map(|v| {
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-            m.msg_hdr.msg_iov = v as *mut libc::iovec;
-            m.msg_hdr.msg_iovlen = 1;
-            m
-        })
-        .collect();
+    let mut msgs = crate::udp::mmsg_headers(&mut iov);
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(seconds);
     let mut sent = 0u64;
