@@ -439,16 +439,17 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                             }
                         }
                         println!(
-                            "received buffer {} of {} bytes (crc32 {:08x}){}: {} (CPU {:.1} ms, {:.2} us per packet)",
+                            "received buffer {} of {} bytes (crc32 {:08x}){}, CPU {:.1} ms ({:.2} us per packet): {}",
                             r.seq,
                             r.data.len(),
                             r.crc32,
                             r.rerouted_at.map_or(String::new(), |at| format!(
                                 " (through the switch to byte {at}, then the overlay)"
                             )),
-                            if r.ok { "ok" } else { "FAILED" },
                             r.cpu.as_secs_f64() * 1e3,
-                            r.cpu_per_packet().as_secs_f64() * 1e6
+                            r.cpu_per_packet().as_secs_f64() * 1e6,
+                            // The verdict ends the line: scripts match `: ok$`.
+                            if r.ok { "ok" } else { "FAILED" }
                         );
                         all_ok &= r.ok;
                         received += 1;
