@@ -335,12 +335,8 @@ fn one_run(
 /// The lab's link rate (`--rate`, tc's units) in Mbit/s: what every sender's pacer is
 /// set to, as an RNIC paces at its line rate.
 fn rate_mbps(rate: &str) -> Result<u64, String> {
-    let spec = rocast_net::lab::LabSpec::new(rocast_net::lab::LabOptions {
-        rate: rate.to_string(),
-        ..Default::default()
-    })
-    .map_err(|e| e.to_string())?;
-    Ok((spec.rate_bps() / 1_000_000).max(1))
+    let bps = rocast_net::lab::parse_rate(rate).map_err(|e| e.to_string())?;
+    Ok((bps / 1_000_000).max(1))
 }
 
 /// The machine's busy CPU time so far (every CPU's time not idle or waiting on I/O,
@@ -512,6 +508,11 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
     for &n in &a.hosts {
         run_rocast(&["lab", "down", "--name", LAB])?;
         let tors = a.tors.to_string();
+        let shape = if a.tors > 1 {
+            format!("{n} hosts under {} ToRs", a.tors)
+        } else {
+            format!("{n} hosts")
+        };
         run_rocast(&[
             "lab",
             "up",
@@ -565,8 +566,7 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
             for (k, scheme) in a.schemes.iter().enumerate() {
                 let _ = writeln!(
                     text,
-                    "# OSU MPI Broadcast Latency Test (rocast lab, real packets): {scheme}, {n} hosts{}, links {}\n# Size       Avg Latency(us)",
-                    if a.tors > 1 { format!(" under {} ToRs", a.tors) } else { String::new() },
+                    "# OSU MPI Broadcast Latency Test (rocast lab, real packets): {scheme}, {shape}, links {}\n# Size       Avg Latency(us)",
                     a.rate
                 );
                 for (size, lat) in &rows {
@@ -588,11 +588,6 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                 let _ = writeln!(text);
             }
             // Summary: goodput and Cepheus against the best overlay.
-            let shape = if a.tors > 1 {
-                format!("{n} hosts under {} ToRs", a.tors)
-            } else {
-                format!("{n} hosts")
-            };
             let _ = write!(text, "# {shape}: goodput (Gbit/s)\n{:>10}", "size");
             for s in &a.schemes {
                 let _ = write!(text, " {s:>10}");

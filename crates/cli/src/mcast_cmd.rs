@@ -358,8 +358,8 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                                 .map_or("-".into(), |l| format!("{:.1}", l.as_secs_f64() * 1e6)),
                             r.goodput_gbps().map_or("-".into(), |g| format!("{g:.3}")),
                             r.retransmitted,
-                            r.cpu.as_secs_f64() * 1e3,
-                            r.cpu_per_packet().as_secs_f64() * 1e6
+                            r.cpu.cpu.as_secs_f64() * 1e3,
+                            r.cpu.per_packet().as_secs_f64() * 1e6
                         );
                         for (ip, ok) in &r.members {
                             let state = match (*ok, r.evicted.contains(ip)) {
@@ -446,8 +446,8 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                             r.rerouted_at.map_or(String::new(), |at| format!(
                                 " (through the switch to byte {at}, then the overlay)"
                             )),
-                            r.cpu.as_secs_f64() * 1e3,
-                            r.cpu_per_packet().as_secs_f64() * 1e6,
+                            r.cpu.cpu.as_secs_f64() * 1e3,
+                            r.cpu.per_packet().as_secs_f64() * 1e6,
                             // The verdict ends the line: scripts match `: ok$`.
                             if r.ok { "ok" } else { "FAILED" }
                         );

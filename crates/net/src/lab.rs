@@ -40,7 +40,7 @@
 
 use rocast_core::switch::two_tier::{SetupRole, SwitchSetup, TwoTierFabric};
 use rocast_core::wire::Ipv4Address;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs::{self, OpenOptions};
 use std::io;
@@ -384,7 +384,7 @@ fn split_number_unit(s: &str) -> Option<(u64, String)> {
 
 /// A tc rate ("1gbit", "500mbit", "10gbps") in bits per second. tc's "bps" is bytes
 /// per second.
-fn parse_rate(s: &str) -> Result<u64, LabError> {
+pub fn parse_rate(s: &str) -> Result<u64, LabError> {
     let bad = || {
         invalid(
             "--rate",
@@ -966,6 +966,37 @@ pub fn list_namespaces() -> Result<Vec<String>, LabError> {
         .collect())
 }
 
+/// One interface's counters, as `/proc/net/dev` gives them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetDevCounters {
+    pub rx_packets: u64,
+    /// Frames received and dropped (a full backlog, a frame no socket could take).
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+}
+
+/// Every interface of `/proc/net/dev` text (read inside one namespace: the file is per
+/// namespace), by name.
+pub fn parse_proc_net_dev(text: &str) -> BTreeMap<String, NetDevCounters> {
+    text.lines()
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(':')?;
+            // Receive: bytes packets errs drop fifo frame compressed multicast;
+            // transmit: bytes packets errs drop ….
+            let f: Vec<u64> = rest
+                .split_whitespace()
+                .map(|w| w.parse().ok())
+                .collect::<Option<_>>()?;
+            let c = NetDevCounters {
+                rx_packets: *f.get(1)?,
+                rx_dropped: *f.get(3)?,
+                tx_dropped: *f.get(11)?,
+            };
+            Some((name.trim().to_string(), c))
+        })
+        .collect()
+}
+
 /// Frames the kernel dropped inside a lab, over all its namespaces.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LinkDrops {
@@ -980,19 +1011,11 @@ pub struct LinkDrops {
 pub fn link_drops(name: &str) -> Result<LinkDrops, LabError> {
     let mut d = LinkDrops::default();
     for ns in lab_namespaces(name)? {
-        // `ip netns exec` mounts the namespace's own sysfs.
-        let out = run_cmd(&v(&[
-            "ip",
-            "netns",
-            "exec",
-            &ns,
-            "sh",
-            "-c",
-            "cat /sys/class/net/*/statistics/rx_dropped /sys/class/net/*/statistics/tx_dropped",
-        ]))?;
-        d.interfaces += out
-            .split_whitespace()
-            .filter_map(|w| w.parse::<u64>().ok())
+        // `/proc/net/dev` as a process inside the namespace sees it.
+        let out = run_cmd(&v(&["ip", "netns", "exec", &ns, "cat", "/proc/net/dev"]))?;
+        d.interfaces += parse_proc_net_dev(&out)
+            .values()
+            .map(|c| c.rx_dropped + c.tx_dropped)
             .sum::<u64>();
         d.qdiscs += qdisc_drops(&run_cmd(&v(&["tc", "-n", &ns, "-s", "qdisc", "show"]))?);
     }
@@ -1933,6 +1956,25 @@ mod tests {
         for l in &tc {
             assert_eq!(l.ends_with("loss 5%"), l.contains("rocast-lab-sw"), "{l}");
         }
+    }
+
+    #[test]
+    fn proc_net_dev_gives_packets_and_drops_per_interface() {
+        let text = "Inter-|   Receive                                                |  Transmit\n \
+             face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed\n    \
+             lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0\n  \
+             eth0: 1082000    1000    0    7    0     0          0         0     5000      50    0    2    0     0       0          0\n";
+        let m = parse_proc_net_dev(text);
+        assert_eq!(m.len(), 2);
+        assert_eq!(
+            m["eth0"],
+            NetDevCounters {
+                rx_packets: 1000,
+                rx_dropped: 7,
+                tx_dropped: 2
+            }
+        );
+        assert_eq!(m["lo"], NetDevCounters::default());
     }
 
     #[test]

@@ -40,6 +40,7 @@
 //! the data went and why.
 
 use crate::endpoint::{Clock, Endpoint};
+use crate::perf::{CpuMeter, CpuUse};
 use crate::qp_set::QpSet;
 use crate::udp::{TransportConfig, UdpTransport};
 use rocast_core::control::invitation::{InvitationKey, INVITATION_LEN};
@@ -179,8 +180,7 @@ pub struct LeaderReport {
     pub evicted: Vec<Ipv4Addr>,
     /// The leader's CPU time (user + system, its thread) during the transfer, and the
     /// datagrams its data socket sent and received meanwhile (data, ACKs, NAKs).
-    pub cpu: Duration,
-    pub udp_packets: u64,
+    pub cpu: CpuUse,
 }
 
 impl LeaderReport {
@@ -191,11 +191,6 @@ impl LeaderReport {
     pub fn goodput_gbps(&self) -> Option<f64> {
         let t = self.latency?;
         Some(self.bytes as f64 * 8.0 / t.as_secs_f64().max(1e-9) / 1e9)
-    }
-    /// The leader's CPU time per datagram of the transfer, as `rocast perf` reports
-    /// its own (`SideReport::cpu_per_packet`).
-    pub fn cpu_per_packet(&self) -> Duration {
-        Duration::from_nanos((self.cpu.as_nanos() / self.udp_packets.max(1) as u128) as u64)
     }
     /// Every member still in the group holds the buffer intact.
     pub fn all_ok(&self) -> bool {
@@ -221,15 +216,7 @@ pub struct MemberReport {
     /// This member's CPU time (its thread) while it received the buffer, and the
     /// datagrams its data socket sent and received meanwhile (data, ACKs, relayed
     /// blocks).
-    pub cpu: Duration,
-    pub udp_packets: u64,
-}
-
-impl MemberReport {
-    /// CPU time per datagram, as `rocast perf` reports its own.
-    pub fn cpu_per_packet(&self) -> Duration {
-        Duration::from_nanos((self.cpu.as_nanos() / self.udp_packets.max(1) as u128) as u64)
-    }
+    pub cpu: CpuUse,
 }
 
 /// Datagrams a data path's socket sent and received so far.
@@ -840,15 +827,9 @@ impl Leader {
         let t0 = StdInstant::now();
         let t0_ns = mono_ns();
         let retransmitted_before = self.retransmitted();
-        let (cpu_before, packets_before) = (crate::perf::thread_cpu(), self.udp_packets());
+        let meter = CpuMeter::start(path_packets(self.transport_stats()));
         let sent = self.transfer(&data);
-        let cpu = crate::perf::thread_cpu().saturating_sub(cpu_before);
-        // A reroute replaces the data path (and its counters) mid-buffer: the count is
-        // then the new path's, and the figure an upper bound.
-        let packets = self
-            .udp_packets()
-            .checked_sub(packets_before)
-            .unwrap_or(self.udp_packets());
+        let cpu = meter.stop(path_packets(self.transport_stats()));
         let now = self.clock.now();
         self.session
             .handle_transfer_done(now, sent.as_ref().map(|_| ()).map_err(|e| e.to_string()));
@@ -879,7 +860,6 @@ impl Leader {
                                 .retransmitted()
                                 .saturating_sub(retransmitted_before),
                             cpu,
-                            udp_packets: packets,
                             path: match self.rerouted_at {
                                 Some(at) => format!("cepheus to byte {at}, then {}", self.path()),
                                 None => self.path(),
@@ -995,14 +975,13 @@ impl Leader {
         }
     }
 
-    /// Datagrams the data path's socket sent and received so far.
-    fn udp_packets(&self) -> u64 {
-        let t = match &self.path {
-            LeaderPath::Cepheus { ep } => ep.transport.stats(),
-            LeaderPath::Overlay { set, .. } => set.transport_stats(),
-            LeaderPath::Detached => return 0,
-        };
-        t.tx_packets + t.rx_packets
+    /// The data path's socket counters, if a path is up.
+    fn transport_stats(&self) -> Option<&crate::udp::TransportStats> {
+        match &self.path {
+            LeaderPath::Cepheus { ep } => Some(ep.transport.stats()),
+            LeaderPath::Overlay { set, .. } => Some(set.transport_stats()),
+            LeaderPath::Detached => None,
+        }
     }
 
     fn retransmitted(&self) -> u64 {
@@ -1545,8 +1524,6 @@ impl Member {
         Ok(())
     }
 
-    /// Receives buffer `seq` of `bytes` bytes: posts the receives, says `Ready`, runs
-    /// the data path, and reports the verdict (the session compares the CRC-32).
     /// The data socket's counters, if a path is up.
     fn transport_stats(&self) -> Option<&crate::udp::TransportStats> {
         match &self.path {
@@ -1556,9 +1533,10 @@ impl Member {
         }
     }
 
+    /// Receives buffer `seq` of `bytes` bytes: posts the receives, says `Ready`, runs
+    /// the data path, and reports the verdict (the session compares the CRC-32).
     fn receive(&mut self, seq: u32, bytes: usize) -> Result<MemberReport, McastError> {
-        let cpu_before = crate::perf::thread_cpu();
-        let packets_before = path_packets(self.transport_stats());
+        let meter = CpuMeter::start(path_packets(self.transport_stats()));
         let n_msgs = bytes.div_ceil(self.msg.max(1)).max(1);
         let (data, held_ns) = match &mut self.path {
             MemberPath::Overlay { .. } => {
@@ -1594,12 +1572,7 @@ impl Member {
                 return Err(McastError::Protocol("the group has no data path".into()))
             }
         };
-        let cpu = crate::perf::thread_cpu().saturating_sub(cpu_before);
-        // A reroute replaces the path (and its counters): then the new path's count.
-        let now_packets = path_packets(self.transport_stats());
-        let udp_packets = now_packets
-            .checked_sub(packets_before)
-            .unwrap_or(now_packets);
+        let cpu = meter.stop(path_packets(self.transport_stats()));
         let ours = crc32(&data);
         self.session
             .handle_received(self.clock.now(), ours, held_ns);
@@ -1617,7 +1590,6 @@ impl Member {
             ok,
             rerouted_at: self.rerouted_at.take(),
             cpu,
-            udp_packets,
         })
     }
 

@@ -523,8 +523,47 @@ fn make_endpoint(
     Endpoint::new(qp, t, loss).map_err(io_err("endpoint"))
 }
 
+/// A thread's CPU time over a span of work and the datagrams its socket moved
+/// meanwhile: the CPU per packet `rocast perf` and `rocast mcast` report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuUse {
+    pub cpu: Duration,
+    pub packets: u64,
+}
+
+impl CpuUse {
+    pub fn per_packet(&self) -> Duration {
+        Duration::from_nanos((self.cpu.as_nanos() / self.packets.max(1) as u128) as u64)
+    }
+}
+
+/// The calling thread's CPU time and a socket's datagram count at the start of some
+/// work; [`stop`](Self::stop) gives the work's [`CpuUse`].
+pub(crate) struct CpuMeter {
+    cpu: Duration,
+    packets: u64,
+}
+
+impl CpuMeter {
+    pub(crate) fn start(packets: u64) -> Self {
+        CpuMeter {
+            cpu: thread_cpu(),
+            packets,
+        }
+    }
+
+    /// `packets`: the count now. A count below the start's means the socket was
+    /// replaced mid-work (a reroute): the new socket's whole count is then the figure.
+    pub(crate) fn stop(&self, packets: u64) -> CpuUse {
+        CpuUse {
+            cpu: thread_cpu().saturating_sub(self.cpu),
+            packets: packets.checked_sub(self.packets).unwrap_or(packets),
+        }
+    }
+}
+
 /// User+system CPU time of the calling thread.
-pub(crate) fn thread_cpu() -> Duration {
+fn thread_cpu() -> Duration {
     // SAFETY: getrusage fills the struct we pass.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
@@ -587,8 +626,11 @@ impl SideReport {
     }
     /// CPU time per datagram sent or received.
     pub fn cpu_per_packet(&self) -> Duration {
-        let n = (self.udp_tx_packets + self.udp_rx_packets).max(1);
-        Duration::from_nanos((self.cpu.as_nanos() / n as u128) as u64)
+        CpuUse {
+            cpu: self.cpu,
+            packets: self.udp_tx_packets + self.udp_rx_packets,
+        }
+        .per_packet()
     }
     fn to_kv(&self) -> String {
         format!(

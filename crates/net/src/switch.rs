@@ -151,17 +151,34 @@ pub struct Shaping {
     pub ecn: Option<EcnRed>,
 }
 
-/// The receive slots of one `recv_batch`: [`RX_BURST`] frames of [`MAX_FRAME`] bytes.
+/// The receive slots of one `recv_batch`: [`RX_BURST`] frames of [`MAX_FRAME`] bytes,
+/// with the `recvmmsg` headers over them built once (the daemon polls every port each
+/// round, busy or not).
 struct RxFrames {
     bytes: Vec<u8>,
     lens: [usize; RX_BURST],
+    /// Slot i's iovec; the headers point at these (heap buffers: moving `RxFrames`
+    /// moves no pointee).
+    _iov: Vec<libc::iovec>,
+    msgs: Vec<libc::mmsghdr>,
 }
 
 impl RxFrames {
     fn new() -> Self {
+        let mut bytes = vec![0u8; RX_BURST * MAX_FRAME];
+        let mut iov: Vec<libc::iovec> = bytes
+            .chunks_exact_mut(MAX_FRAME)
+            .map(|slot| libc::iovec {
+                iov_base: slot.as_mut_ptr() as *mut libc::c_void,
+                iov_len: MAX_FRAME,
+            })
+            .collect();
+        let msgs = crate::udp::mmsg_headers(&mut iov);
         RxFrames {
-            bytes: vec![0u8; RX_BURST * MAX_FRAME],
+            bytes,
             lens: [0; RX_BURST],
+            _iov: iov,
+            msgs,
         }
     }
 
@@ -363,27 +380,13 @@ impl Port {
             return Ok(n);
         };
         let fd = fd.as_raw_fd();
-        let mut iov = [libc::iovec {
-            iov_base: std::ptr::null_mut(),
-            iov_len: 0,
-        }; RX_BURST];
-        // SAFETY: a zeroed mmsghdr is valid.
-        let mut msgs: [libc::mmsghdr; RX_BURST] = unsafe { std::mem::zeroed() };
-        for i in 0..RX_BURST {
-            iov[i] = libc::iovec {
-                iov_base: rx.bytes[i * MAX_FRAME..].as_mut_ptr() as *mut libc::c_void,
-                iov_len: MAX_FRAME,
-            };
-            msgs[i].msg_hdr.msg_iov = &mut iov[i] as *mut libc::iovec;
-            msgs[i].msg_hdr.msg_iovlen = 1;
-        }
         let r = loop {
-            // SAFETY: msgs are valid headers over RX_BURST live slots of MAX_FRAME
+            // SAFETY: rx.msgs are valid headers over RX_BURST live slots of MAX_FRAME
             // bytes; MSG_TRUNC reports a frame's real length so oversize ones are seen.
             let r = unsafe {
                 libc::recvmmsg(
                     fd,
-                    msgs.as_mut_ptr(),
+                    rx.msgs.as_mut_ptr(),
                     RX_BURST as u32,
                     libc::MSG_TRUNC | libc::MSG_DONTWAIT,
                     std::ptr::null_mut(),
@@ -405,8 +408,8 @@ impl Port {
         };
         // Keep the good frames, in order, in the first slots.
         let mut kept = 0;
-        for (i, m) in msgs.iter().enumerate().take(r) {
-            let len = m.msg_len as usize;
+        for i in 0..r {
+            let len = rx.msgs[i].msg_len as usize;
             if len > MAX_FRAME {
                 self.stats.oversize += 1;
                 continue;

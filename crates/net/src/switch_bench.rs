@@ -32,8 +32,8 @@ use rocast_core::fabric::cepheus::{GroupAddressSpace, VIRTUAL_QPN};
 use rocast_core::switch::frame::{FrameSwitch, DEFAULT_GROUP_SPACE, DEFAULT_SWITCH_MAC};
 use rocast_core::wire::mrp::{MrpMember, MRP_UDP_PORT};
 use rocast_core::wire::{
-    icrc, BthRepr, Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, ExtHeaders,
-    Ipv4Address, Opcode, Psn, RoceRepr, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, UDP_HEADER_LEN,
+    BthRepr, Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, ExtHeaders, Ipv4Address,
+    Opcode, Psn, RoceRepr, ETHERNET_HEADER_LEN,
 };
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -51,8 +51,6 @@ const MCST: Ipv4Address = Ipv4Address::new(10, 77, 0, 129);
 const BATCH: usize = 32;
 /// Distinct frames (PSNs) the sender cycles through.
 const RING: usize = 1024;
-/// PSN field of the BTH, from the start of the IPv4 packet.
-const PSN_OFFSET: usize = IPV4_HEADER_LEN + UDP_HEADER_LEN + 9;
 
 /// What `rocast bench switch` is asked for.
 #[derive(Clone, Debug)]
@@ -80,8 +78,6 @@ pub struct MediumRun {
     /// Frames delivered per second to the slowest and the fastest receiver.
     pub min_pps: f64,
     pub max_pps: f64,
-    /// Frame bytes on the wire (Ethernet header to ICRC).
-    pub frame_bytes: usize,
 }
 
 impl MediumRun {
@@ -95,9 +91,6 @@ impl MediumRun {
             self.loss
         )
     }
-    pub fn gbps(&self) -> f64 {
-        self.min_pps * self.frame_bytes as f64 * 8.0 / 1e9
-    }
 }
 
 /// The medians of one group size.
@@ -108,7 +101,8 @@ pub struct SwitchBenchRow {
     pub rocast: Vec<MediumRun>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median of `v` (the upper one of an even count); 0 for none.
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
@@ -200,7 +194,7 @@ impl BenchNet {
         }
     }
 
-    fn up(receivers: usize) -> Result<BenchNet, String> {
+    fn up(receivers: usize, mtu: usize) -> Result<BenchNet, String> {
         Self::remove_namespaces();
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let net = BenchNet { receivers, cpus };
@@ -212,11 +206,12 @@ impl BenchNet {
                 run_step(&["ip", "netns", "exec", ns, "sysctl", "-q", "-w", &setting])?;
             }
         }
+        let mtu = mtu.to_string();
         for i in 0..=receivers {
             let (h, p, mac) = (format!("h{i}"), format!("p{i}"), host_mac(i).to_string());
             run_step(&[
-                "ip", "-n", NS_HOSTS, "link", "add", &h, "address", &mac, "type", "veth", "peer",
-                "name", &p, "netns", NS_SWITCH,
+                "ip", "-n", NS_HOSTS, "link", "add", &h, "address", &mac, "mtu", &mtu, "type",
+                "veth", "peer", "name", &p, "mtu", &mtu, "netns", NS_SWITCH,
             ])?;
             run_step(&["ip", "-n", NS_HOSTS, "link", "set", &h, "up"])?;
             run_step(&["ip", "-n", NS_SWITCH, "link", "set", &p, "up"])?;
@@ -359,14 +354,12 @@ fn enter_namespace(ns: &str) -> Result<(), String> {
 fn rx_packets(names: &[String]) -> Result<Vec<u64>, String> {
     let text = std::fs::read_to_string("/proc/thread-self/net/dev")
         .map_err(|e| format!("/proc/thread-self/net/dev: {e}"))?;
+    let dev = crate::lab::parse_proc_net_dev(&text);
     names
         .iter()
         .map(|n| {
-            text.lines()
-                .find_map(|l| {
-                    let (name, rest) = l.split_once(':')?;
-                    (name.trim() == n).then(|| rest.split_whitespace().nth(1)?.parse().ok())?
-                })
+            dev.get(n)
+                .map(|c| c.rx_packets)
                 .ok_or_else(|| format!("{n}: not in /proc/net/dev"))
         })
         .collect()
@@ -425,10 +418,10 @@ fn registration_frames(receivers: usize) -> Result<Vec<Vec<u8>>, String> {
         .collect())
 }
 
-/// An RC SEND (only) of `payload` bytes to the group at PSN 0.
-fn data_frame(payload: usize) -> Vec<u8> {
+/// An RC SEND (only) of `payload` bytes to the group at `psn`, its ICRC computed.
+fn data_frame(payload: usize, psn: u32) -> Vec<u8> {
     let body = vec![0x5au8; payload];
-    let bth = BthRepr::new(Opcode::RC_SEND_ONLY, VIRTUAL_QPN, Psn::new(0));
+    let bth = BthRepr::new(Opcode::RC_SEND_ONLY, VIRTUAL_QPN, Psn::new(psn));
     let r = RoceRepr::new(
         host_ip(0),
         MCST,
@@ -444,19 +437,12 @@ fn data_frame(payload: usize) -> Vec<u8> {
     frame_to_switch(&ip)
 }
 
-/// `RING` frames of the group with PSNs 0..RING and their ICRCs, sent in turn: the
-/// sender does no per-frame work but the `sendmmsg` (a frame is sent again one ring
-/// later; with no ACK coming back the switch filters nothing, Cepheus §III-D).
-fn frame_ring(payload: usize) -> Result<Vec<Vec<u8>>, String> {
-    let template = data_frame(payload);
+/// `RING` frames of the group with PSNs 0..RING, sent in turn: the sender does no
+/// per-frame work but the `sendmmsg` (a frame is sent again one ring later; with no
+/// ACK coming back the switch filters nothing, Cepheus §III-D).
+fn frame_ring(payload: usize) -> Vec<Vec<u8>> {
     (0..RING as u32)
-        .map(|psn| {
-            let mut f = template.clone();
-            let at = ETHERNET_HEADER_LEN + PSN_OFFSET;
-            f[at..at + 3].copy_from_slice(&psn.to_be_bytes()[1..]);
-            icrc::fill(&mut f[ETHERNET_HEADER_LEN..]).map_err(|e| e.to_string())?;
-            Ok(f)
-        })
+        .map(|psn| data_frame(payload, psn))
         .collect()
 }
 
@@ -560,8 +546,7 @@ fn measure(
                 unsafe { libc::send(fd, f.as_ptr() as *const libc::c_void, f.len(), 0) };
             }
             std::thread::sleep(Duration::from_millis(50));
-            let mut frames = frame_ring(payload)?;
-            let frame_bytes = frames[0].len();
+            let mut frames = frame_ring(payload);
             let names: Vec<String> = (1..=receivers).map(|i| format!("h{i}")).collect();
             let mut next = 0usize;
             let mut trial = |rate: Option<f64>, secs: f64| -> Result<Trial, String> {
@@ -608,7 +593,6 @@ fn measure(
                 min_pps: pps.iter().copied().fold(f64::INFINITY, f64::min),
                 max_pps: pps.iter().copied().fold(0.0, f64::max),
                 loss: t.loss(),
-                frame_bytes,
             })
         })
         .join()
@@ -631,37 +615,19 @@ pub fn run(
     if !(args.seconds > 0.0 && args.seconds <= 600.0) {
         return Err(format!("--seconds {}: must be in (0, 600]", args.seconds));
     }
+    if let Some(n) = args.receivers.iter().find(|n| !(1..=62).contains(*n)) {
+        return Err(format!("--receivers {n}: must be 1..=62"));
+    }
+    // The IPv4 packet of a frame must fit the links' MTU.
+    let mtu = if frame_len(args.payload) - ETHERNET_HEADER_LEN > 1500 {
+        9000
+    } else {
+        1500
+    };
     let control = PathBuf::from("/run/rocastbench-switch.sock");
     let mut rows = Vec::new();
     for &n in &args.receivers {
-        if !(1..=62).contains(&n) {
-            return Err(format!("--receivers {n}: must be 1..=62"));
-        }
-        let net = BenchNet::up(n)?;
-        if payload_mtu(args.payload) > 1500 {
-            for i in 0..=n {
-                run_step(&[
-                    "ip",
-                    "-n",
-                    NS_HOSTS,
-                    "link",
-                    "set",
-                    &format!("h{i}"),
-                    "mtu",
-                    "9000",
-                ])?;
-                run_step(&[
-                    "ip",
-                    "-n",
-                    NS_SWITCH,
-                    "link",
-                    "set",
-                    &format!("p{i}"),
-                    "mtu",
-                    "9000",
-                ])?;
-            }
-        }
+        let net = BenchNet::up(n, mtu)?;
         let mut row = SwitchBenchRow {
             receivers: n,
             bridge: Vec::new(),
@@ -701,20 +667,16 @@ pub fn run(
     Ok(rows)
 }
 
-fn payload_mtu(payload: usize) -> usize {
-    payload + IPV4_HEADER_LEN + UDP_HEADER_LEN + 12 + 4
+/// Bytes on the wire of one of the sender's frames (Ethernet header to ICRC).
+fn frame_len(payload: usize) -> usize {
+    data_frame(payload, 0).len()
 }
 
 /// The table `rocast bench switch` prints.
 pub fn table(rows: &[SwitchBenchRow], args: &SwitchBenchArgs) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let frame = rows
-        .iter()
-        .flat_map(|r| r.rocast.iter().chain(&r.bridge))
-        .map(|r| r.frame_bytes)
-        .next()
-        .unwrap_or(0);
+    let frame = frame_len(args.payload);
     let _ = writeln!(
         s,
         "# rocast bench switch: 1->N replication of RC SEND frames ({} B payload, {frame} B frames), {} s per run, median of {}",
@@ -764,7 +726,7 @@ mod tests {
 
     #[test]
     fn the_ring_holds_valid_roce_frames_with_consecutive_psns_to_the_group() {
-        let ring = frame_ring(1024).unwrap();
+        let ring = frame_ring(1024);
         assert_eq!(ring.len(), RING);
         for (i, f) in ring.iter().enumerate() {
             let eth = EthernetFrame::new_checked(&f[..]).unwrap();

@@ -14,6 +14,7 @@
 //! holds the message buffers its parameters ask for (`tx_depth` × `message`).
 
 use crate::perf::{run_client, ClientConfig, PerfOp, PerfParams, PerfServer};
+use crate::switch_bench::median;
 use crate::udp::setsockopt_int;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -190,11 +191,6 @@ pub fn run(
         });
     }
     Ok(reps)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// What `rocast bench udp` prints.
