@@ -686,6 +686,12 @@ impl FrameSwitch {
     /// The MAC of host `ip` behind `port`, or broadcast toward a switch (a group
     /// address); None (counted) when the host's MAC is not known.
     fn next_hop_mac(&mut self, port: u16, ip: Ipv4Address) -> Option<EthernetAddress> {
+        self.peek_next_hop_mac(port, ip)
+    }
+
+    /// [`next_hop_mac`](Self::next_hop_mac) without its side of the bargain: what a
+    /// compiled fast path puts on a copy.
+    pub(crate) fn peek_next_hop_mac(&self, port: u16, ip: Ipv4Address) -> Option<EthernetAddress> {
         if self.cfg.group_space.contains(ip) {
             return Some(EthernetAddress::BROADCAST);
         }

@@ -37,6 +37,7 @@
 //! driven by `handle_frame(now, port, frame)` and `poll_transmit(now, buf)` alone.
 
 pub mod egress;
+pub mod fast_path;
 pub mod frame;
 pub mod mrp_agent;
 pub mod two_tier;

@@ -63,6 +63,54 @@ pub fn fill(ip_packet: &mut [u8]) -> Result<()> {
     Ok(())
 }
 
+/// The reflected CRC-32 polynomial (IEEE 802.3) that the ICRC uses.
+pub const POLY: u32 = 0xedb8_8320;
+
+/// CRC-32 of `bytes` with no initial value and no final inversion: the linear part of
+/// the ICRC. For two messages of one length, `ICRC(a) ^ ICRC(b) == crc0(a ^ b)`, so a
+/// rewrite of a few header bytes changes the ICRC by `crc0` of the changed bits alone
+/// (the incremental update a fast path makes; issue 25).
+pub fn crc0(bytes: &[u8]) -> u32 {
+    let mut c = 0u32;
+    for &b in bytes {
+        c ^= b as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 { (c >> 1) ^ POLY } else { c >> 1 };
+        }
+    }
+    c
+}
+
+/// `a * b mod P` in the reflected representation (zlib's `multmodp`).
+pub fn multmodp(a: u32, mut b: u32) -> u32 {
+    let mut p = 0u32;
+    for k in (0..32).rev() {
+        if a & (1 << k) != 0 {
+            p ^= b;
+        }
+        b = if b & 1 != 0 { (b >> 1) ^ POLY } else { b >> 1 };
+    }
+    p
+}
+
+/// `x^(8n) mod P`: the operator that appends `n` zero bytes to a [`crc0`]:
+/// `crc0(d ++ [0; n]) == multmodp(zeros_op(n), crc0(d))`.
+pub fn zeros_op(n: usize) -> u32 {
+    // x^0 in the reflected representation is the top bit; x^8 is multiplied in n times
+    // by squaring.
+    let mut result = 1u32 << 31;
+    let mut square = 1u32 << 23; // x^8
+    let mut n = n;
+    while n > 0 {
+        if n & 1 != 0 {
+            result = multmodp(square, result);
+        }
+        square = multmodp(square, square);
+        n >>= 1;
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +154,22 @@ mod tests {
             Error::Truncated("roce headers")
         );
         assert_eq!(verify(&[]).unwrap_err(), Error::Truncated("icrc"));
+    }
+
+    #[test]
+    fn the_linear_part_appends_zeros_and_predicts_a_rewrite() {
+        let d = [0x12u8, 0x34, 0x56, 0x00, 0xff];
+        for n in [0usize, 1, 7, 64, 1000, 9000] {
+            let mut z = d.to_vec();
+            z.resize(d.len() + n, 0);
+            assert_eq!(multmodp(zeros_op(n), crc0(&d)), crc0(&z), "n={n}");
+        }
+        // Same length: the CRCs of two messages differ by crc0 of their difference.
+        let a: Vec<u8> = (0..300u32).map(|i| (i * 7) as u8).collect();
+        let mut b = a.clone();
+        b[3] ^= 0x5a;
+        b[40] ^= 0x01;
+        let diff: Vec<u8> = a.iter().zip(&b).map(|(x, y)| x ^ y).collect();
+        assert_eq!(crc32fast::hash(&a) ^ crc32fast::hash(&b), crc0(&diff));
     }
 }

@@ -1,0 +1,178 @@
+//! The fast path's model held to the pipeline, frame by frame, on [`sample_frames`].
+//!
+//! The stage: a 4-port switch; host h_p (10.77.0.(p+1)) on port p; McstID 10.77.0.200;
+//! the leader h0 multicasts to h1..h3 with WRITE regions. A second stage puts h2 and
+//! h3 behind a switch port (port 3), so one copy goes as is toward the next switch.
+
+use super::*;
+use crate::control::registration::GroupSpec;
+use crate::fabric::cepheus::{ForwardAllCnp, GroupAddressSpace, VIRTUAL_QPN};
+use crate::switch::{FrameSwitchConfig, OutFrame};
+use crate::time::Instant;
+use crate::wire::mrp::MrpMember;
+use crate::wire::{
+    mrp::MRP_UDP_PORT, EtherType, EthernetFrame, EthernetRepr, RoceRepr, ETHERNET_HEADER_LEN,
+};
+
+const MCST: Ipv4Address = Ipv4Address::new(10, 77, 0, 200);
+
+fn ip(p: u16) -> Ipv4Address {
+    Ipv4Address::new(10, 77, 0, p as u8 + 1)
+}
+fn mac(p: u16) -> EthernetAddress {
+    EthernetAddress([2, 0x72, 0x63, 0, 0, p as u8 + 1])
+}
+fn now() -> Instant {
+    Instant::from_ps(1_000_000)
+}
+
+fn run(sw: &mut FrameSwitch, port: u16, frame: &[u8]) -> Vec<OutFrame> {
+    sw.handle_frame(now(), port, frame);
+    let mut buf = vec![0u8; frame.len().max(128)];
+    let mut out = Vec::new();
+    while let Some(t) = sw.poll_transmit(now(), &mut buf) {
+        out.push(OutFrame {
+            port: t.port,
+            frame: buf[..t.len].to_vec(),
+        });
+    }
+    out
+}
+
+/// A switch with the group registered, no data yet.
+fn registered(switch_ports: Vec<u16>, hosts: [(u16, u16); 4]) -> FrameSwitch {
+    let mut sw = FrameSwitch::new(
+        FrameSwitchConfig {
+            switch_id: 9,
+            group_lease: None,
+            switch_ports,
+            ..FrameSwitchConfig::new(4)
+        },
+        Box::new(ForwardAllCnp),
+    );
+    for (h, port) in hosts {
+        sw.add_host(ip(h), port, mac(h)).unwrap();
+    }
+    let member = |p: u16| MrpMember {
+        ip: ip(p),
+        qpn: 0x100 + p as u32,
+        region: Some((0x7f00_0000_0000 + 0x10_0000 * p as u64, 0x5500 + p as u32)),
+    };
+    let space = GroupAddressSpace::parse("10.77.0.128/25").unwrap();
+    let spec = GroupSpec::in_space(space, MCST, member(0), (1..4).map(member).collect()).unwrap();
+    for m in spec.mrp_packets() {
+        let mut body = vec![0u8; m.buffer_len()];
+        m.emit(&mut body);
+        let ipb = FrameSwitch::udp_packet(ip(0), MCST, MRP_UDP_PORT, &body);
+        let mut f = vec![0u8; ETHERNET_HEADER_LEN + ipb.len()];
+        EthernetRepr {
+            src_addr: mac(0),
+            dst_addr: sw.port_mac(0),
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        f[ETHERNET_HEADER_LEN..].copy_from_slice(&ipb);
+        run(&mut sw, 0, &f);
+    }
+    sw
+}
+
+/// A switch with the group registered and its first data packet (PSN 99) seen.
+fn stage(switch_ports: Vec<u16>, hosts: [(u16, u16); 4]) -> FrameSwitch {
+    let mut sw = registered(switch_ports, hosts);
+    let first = sample_frames(mac(0), sw.port_mac(0), ip(0), MCST, VIRTUAL_QPN, 99);
+    assert!(!run(&mut sw, 0, &first[0]).is_empty(), "the pipeline's own first copies");
+    sw
+}
+
+/// Feeds the corpus (PSNs from 100) to the pipeline and the model; returns what the
+/// model deferred, by index.
+fn hold_to_pipeline(mut sw: FrameSwitch) -> Vec<usize> {
+    let g = sw.fast_path_group(MCST, ip(0), VIRTUAL_QPN).unwrap();
+    let frames = sample_frames(mac(0), sw.port_mac(0), ip(0), MCST, VIRTUAL_QPN, 100);
+    let mut high = Psn::new(99);
+    let mut deferred = Vec::new();
+    let last = frames.len() - 1;
+    for (i, f) in frames.iter().enumerate() {
+        let pipeline = run(&mut sw, 0, f);
+        match g.forward(high, f) {
+            FastPathVerdict::Defer => deferred.push(i),
+            FastPathVerdict::Forward { psn, frames } if i == last => {
+                // The corrupted frame: the pipeline drops it, the copies keep a bad
+                // ICRC for the member's NIC to drop.
+                assert!(pipeline.is_empty());
+                assert_eq!(frames.len(), g.copies.len());
+                for ((_, c), copy) in frames.iter().zip(&g.copies) {
+                    // Bridged copies carry the rewritten wrong ICRC; as-is ones the
+                    // original one.
+                    let verified = RoceRepr::parse_verified(&c[ETHERNET_HEADER_LEN..]);
+                    assert!(verified.is_err(), "{copy:?}");
+                }
+                high = psn;
+            }
+            FastPathVerdict::Forward { psn, frames } => {
+                let mut want: Vec<(u16, Vec<u8>)> =
+                    pipeline.into_iter().map(|o| (o.port, o.frame)).collect();
+                let mut got = frames;
+                want.sort();
+                got.sort();
+                assert_eq!(got.len(), want.len(), "frame {i}: copies");
+                for (g, w) in got.iter().zip(&want) {
+                    assert_eq!(g.0, w.0, "frame {i}: port");
+                    assert_eq!(g.1, w.1, "frame {i} to port {}: bytes", g.0);
+                }
+                high = psn;
+            }
+        }
+    }
+    deferred
+}
+
+#[test]
+fn the_model_makes_the_pipelines_frames_and_defers_the_rest() {
+    let hosts = [(0, 0), (1, 1), (2, 2), (3, 3)];
+    let deferred = hold_to_pipeline(stage(Vec::new(), hosts));
+    // The retransmission, another source, another QP, the read request, non-zero pad
+    // bytes, link padding, the IP option and the fragment (by their corpus index).
+    assert_eq!(deferred, vec![18, 19, 20, 21, 22, 23, 24, 26]);
+}
+
+#[test]
+fn a_copy_toward_a_switch_is_the_packet_as_is() {
+    let hosts = [(0, 0), (1, 1), (2, 3), (3, 3)];
+    let sw = stage(vec![3], hosts);
+    let g = sw.fast_path_group(MCST, ip(0), VIRTUAL_QPN).unwrap();
+    assert_eq!(
+        g.copies.iter().map(|c| (c.port, c.bridge.is_some())).collect::<Vec<_>>(),
+        vec![(3, false), (1, true)],
+        "switches first"
+    );
+    assert_eq!(hold_to_pipeline(sw), vec![18, 19, 20, 21, 22, 23, 24, 26]);
+}
+
+#[test]
+fn a_registered_group_compiles_to_its_copies() {
+    let hosts = [(0, 0), (1, 1), (2, 2), (3, 3)];
+    let sw = registered(Vec::new(), hosts);
+    assert_eq!(
+        sw.fast_path_group(Ipv4Address::new(10, 77, 0, 201), ip(0), VIRTUAL_QPN),
+        Err(NotCompiled::NoGroup)
+    );
+    // The leader's registration arrived on port 0: that is the source's side.
+    let g = sw.fast_path_group(MCST, ip(0), VIRTUAL_QPN).unwrap();
+    assert_eq!(g.in_port, 0);
+    assert_eq!(
+        g.copies.iter().map(|c| (c.port, c.dst_mac)).collect::<Vec<_>>(),
+        vec![(1, mac(1)), (2, mac(2)), (3, mac(3))]
+    );
+}
+
+#[test]
+fn the_window_table_predicts_the_icrc() {
+    // A byte difference at a window position, then zeros to the window's end.
+    for (slot, &pos) in icrc_window_positions().iter().enumerate() {
+        let mut w = vec![0u8; if slot < 2 { ICRC_WINDOW } else { ICRC_RETH_WINDOW }];
+        w[pos] = 0xa5;
+        assert_eq!(icrc_table_entry(slot, 0xa5), icrc::crc0(&w), "slot {slot}");
+    }
+}
