@@ -14,9 +14,14 @@
 //! - [`switch_bench`]: `rocast bench switch`, the switch's forwarding rate beside the
 //!   kernel bridge's on the same veths.
 //! - [`udp_bench`]: `rocast bench udp`, raw loopback UDP beside `rocast perf`.
+//! - [`bpf`]: an eBPF assembler and the `bpf(2)` calls the switch's fast path needs.
+//! - [`fast_path`]: `rocast switch --fast-path`, the kernel program (generated from
+//!   the core's compiled group tables) that replicates a group's new data in tc.
 //! - [`lab`]: `rocast lab`, a test network of namespaces, veths and `tc` shaping.
 
+pub mod bpf;
 pub mod endpoint;
+pub mod fast_path;
 pub mod lab;
 pub mod mcast;
 pub mod perf;

@@ -250,7 +250,7 @@ pub(crate) fn bound_packet_socket(ifname: &str, flags: i32) -> io::Result<(Owned
     Ok((owned, index as i32))
 }
 
-fn open_afpacket(ifname: &str) -> io::Result<OwnedFd> {
+pub(crate) fn open_afpacket(ifname: &str) -> io::Result<OwnedFd> {
     let (owned, index) = bound_packet_socket(ifname, libc::SOCK_NONBLOCK)?;
     let fd = owned.as_raw_fd();
     // Frames for other MACs are ours to switch.

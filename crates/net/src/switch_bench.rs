@@ -133,7 +133,7 @@ fn host_ip(i: usize) -> Ipv4Address {
 }
 
 /// Runs `argv` and waits at most [`STEP_DEADLINE`]; a non-zero exit is an error.
-fn run_step(argv: &[&str]) -> Result<(), String> {
+pub(crate) fn run_step(argv: &[&str]) -> Result<(), String> {
     run_step_input(argv, None)
 }
 
@@ -339,7 +339,7 @@ fn pin_to_cpu(cpu: usize) {
 }
 
 /// Moves the calling thread into network namespace `ns`.
-fn enter_namespace(ns: &str) -> Result<(), String> {
+pub(crate) fn enter_namespace(ns: &str) -> Result<(), String> {
     let f = std::fs::File::open(Path::new("/run/netns").join(ns))
         .map_err(|e| format!("namespace {ns}: {e}"))?;
     // SAFETY: f is an open namespace file; setns affects this thread only.
@@ -367,7 +367,7 @@ fn rx_packets(names: &[String]) -> Result<Vec<u64>, String> {
 
 /// An AF_PACKET socket on `ifname` that bypasses the qdisc (the fastest way a
 /// user-space sender puts frames on a veth).
-fn packet_socket(ifname: &str) -> Result<OwnedFd, String> {
+pub(crate) fn packet_socket(ifname: &str) -> Result<OwnedFd, String> {
     let (sock, _) = crate::switch::bound_packet_socket(ifname, 0).map_err(|e| e.to_string())?;
     const PACKET_QDISC_BYPASS: i32 = 20;
     let _ = crate::udp::setsockopt_int(sock.as_raw_fd(), libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1);
