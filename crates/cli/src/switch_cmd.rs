@@ -92,6 +92,11 @@ pub struct SwitchCmd {
     /// each link), for `rocast pcap check`.
     #[arg(long, value_name = "DIR")]
     capture: Option<PathBuf>,
+    /// Replicate each Cepheus group's new data in the kernel (a tc program generated
+    /// from the pipeline's tables; needs Linux 6.6+, afpacket ports, no shaping,
+    /// --loss or --capture). The daemon keeps feedback, MRP and retransmissions.
+    #[arg(long)]
+    fast_path: bool,
     /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
     #[arg(long)]
     duration: Option<f64>,
@@ -387,6 +392,7 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
         }),
         control: cmd.control,
         capture: cmd.capture,
+        fast_path: cmd.fast_path,
         seed: cmd.seed,
     };
     let mut d = SwitchDaemon::new(cfg)?;

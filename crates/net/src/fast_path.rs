@@ -687,6 +687,20 @@ impl FastPath {
     /// new data is replicated in the kernel. Re-arming a held group replaces its
     /// copies. False (nothing changed) when every slot is taken.
     pub fn arm(&mut self, g: &FastPathGroup, high: Psn) -> io::Result<bool> {
+        self.write(g, high, ARMED)
+    }
+
+    /// Replaces a held group's copies (its tree changed), keeping its state and PSN.
+    pub fn update(&mut self, g: &FastPathGroup) -> io::Result<()> {
+        let Some(&(slot, _)) = self.groups.get(&u32::from_le_bytes(g.mcst_id.0)) else {
+            return Ok(());
+        };
+        let s = &self.maps.slots;
+        let (state, high) = (s.load_u32(slot, S_STATE), s.load_u32(slot, S_HIGH));
+        self.write(g, Psn::new(high), state).map(|_| ())
+    }
+
+    fn write(&mut self, g: &FastPathGroup, high: Psn, state: u32) -> io::Result<bool> {
         let key = g.mcst_id.0;
         let slot = match self.groups.get(&u32::from_le_bytes(key)) {
             Some(&(slot, _)) => slot,
@@ -696,7 +710,7 @@ impl FastPath {
             },
         };
         let s = &self.maps.slots;
-        // Off while it is rewritten, then the PSN, then armed.
+        // Off while it is rewritten, then the PSN, then the state.
         s.store_u32(slot, S_STATE, OFF);
         let mut bytes = self.slot_bytes(g);
         // Keep the counters across re-arming.
@@ -706,7 +720,7 @@ impl FastPath {
         s.write(slot, 4, &bytes[4..]);
         s.store_u32(slot, S_HIGH, high.value());
         self.maps.index.update(&key, &(slot as u32).to_le_bytes())?;
-        s.store_u32(slot, S_STATE, ARMED);
+        s.store_u32(slot, S_STATE, state);
         self.groups.insert(u32::from_le_bytes(key), (slot, g.clone()));
         Ok(true)
     }

@@ -51,6 +51,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::endpoint::{Clock, LossInjector};
+use crate::fast_path::FastPath;
+use rocast_core::wire::{Ipv4Address, Psn};
 use crate::udp::setsockopt_int;
 
 /// Largest frame a port reads (jumbo frames of 9000-byte MTU links fit).
@@ -592,6 +594,8 @@ pub struct SwitchConfig {
     pub control: Option<PathBuf>,
     /// Write each port's link to `DIR/portN.pcap`.
     pub capture: Option<PathBuf>,
+    /// Replicate armed groups' new data in the kernel ([`crate::fast_path`]).
+    pub fast_path: bool,
     pub seed: u64,
 }
 
@@ -613,6 +617,95 @@ pub struct SwitchDaemon {
     /// its deadline), so that a silent client never stalls forwarding.
     control_clients: Vec<ControlClient>,
     clock: Clock,
+    fast: Option<FastPathDriver>,
+}
+
+/// The daemon's side of the fast path: when to arm a group, and keeping armed groups
+/// in step with the pipeline's tables.
+struct FastPathDriver {
+    fast: FastPath,
+    /// Per group: the highest PSN of new data the daemon itself forwarded.
+    daemon_high: std::collections::BTreeMap<u32, Psn>,
+    last_check: std::time::Instant,
+}
+
+/// The fields of a group's data frame from its source that arming needs: (group,
+/// source address, QP, PSN); None for any other frame.
+fn group_data_fields(frame: &[u8]) -> Option<(Ipv4Address, Ipv4Address, u32, Psn)> {
+    if frame.len() < 58
+        || frame[12..14] != [8, 0]
+        || frame[14] != 0x45
+        || frame[23] != 17
+        || frame[36..38] != 4791u16.to_be_bytes()
+        || frame[42] > 0x0b
+    {
+        return None;
+    }
+    let be24 = |at: usize| u32::from_be_bytes([0, frame[at], frame[at + 1], frame[at + 2]]);
+    let ip = |at: usize| Ipv4Address([frame[at], frame[at + 1], frame[at + 2], frame[at + 3]]);
+    Some((ip(30), ip(26), be24(47), Psn::new(be24(51))))
+}
+
+impl FastPathDriver {
+    /// After the pipeline handled `frame` from `in_port`: a group's new data that the
+    /// daemon forwarded itself, with its port's queue drained (`drained`), arms the
+    /// group from that PSN on. Arming later would let the kernel overtake frames
+    /// still queued for the daemon.
+    fn after_frame(&mut self, sw: &FrameSwitch, frame: &[u8], drained: bool) {
+        let Some((group, src, qp, psn)) = group_data_fields(frame) else {
+            return;
+        };
+        if !sw.config().group_space.contains(group) {
+            return;
+        }
+        let key = group.to_u32();
+        // The highest forwarded by anyone: the daemon, or the kernel before a suspend.
+        let mut high = self.daemon_high.get(&key).copied();
+        if let Some(k) = self.fast.high_psn(group) {
+            high = Some(high.map_or(k, |d| if k > d { k } else { d }));
+        }
+        if high.is_some_and(|h| psn <= h) {
+            return;
+        }
+        self.daemon_high.insert(key, psn);
+        if !drained || self.fast.armed(group) {
+            return;
+        }
+        if let Ok(g) = sw.fast_path_group(group, src, qp) {
+            // A full table leaves the group with the daemon.
+            let _ = self.fast.arm(&g, psn);
+        }
+    }
+
+    /// Re-compiles the held groups (at most every millisecond): a changed tree is
+    /// re-armed, a group the pipeline no longer compiles is disarmed.
+    fn check(&mut self, sw: &FrameSwitch) {
+        if self.last_check.elapsed() < std::time::Duration::from_millis(1) {
+            return;
+        }
+        self.last_check = std::time::Instant::now();
+        for group in self.fast.groups() {
+            let Some(held) = self.fast.held(group).cloned() else {
+                continue;
+            };
+            match sw.fast_path_group(group, held.src_ip, held.group_qp) {
+                Ok(g) if g == held => {}
+                Ok(g) => {
+                    let _ = self.fast.update(&g);
+                }
+                Err(_) => {
+                    // The daemon goes on from the kernel's highest PSN.
+                    if let Some(k) = self.fast.high_psn(group) {
+                        let d = self.daemon_high.entry(group.to_u32()).or_insert(k);
+                        if k > *d {
+                            *d = k;
+                        }
+                    }
+                    let _ = self.fast.disarm(group);
+                }
+            }
+        }
+    }
 }
 
 /// A control-socket client: its request so far and when it is dropped.
@@ -702,6 +795,29 @@ impl SwitchDaemon {
         // Counters of the MRP this switch seals start at the wall clock: a restarted
         // switch goes on above what its neighbours accepted from it before.
         sw.set_mrp_counter(crate::mcast::wall_clock_ns());
+        let fast = if cfg.fast_path {
+            if cfg.shaping.is_some() || cfg.loss.is_some() || cfg.capture.is_some() {
+                return Err("--fast-path forwards in the kernel: it cannot shape, drop or capture (those are the daemon's); leave them out".into());
+            }
+            let mut attach = Vec::new();
+            for p in &ports {
+                let (Backend::AfPacket(fd), PortSpec::AfPacket(name)) = (&p.backend, &p.spec) else {
+                    return Err("--fast-path needs afpacket ports".into());
+                };
+                let c = CString::new(name.as_str()).map_err(|_| "interface name")?;
+                // SAFETY: c is NUL-terminated.
+                let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+                attach.push((fd.as_raw_fd(), index));
+            }
+            let fast = FastPath::attach(&attach).map_err(|e| format!("--fast-path: {e}"))?;
+            Some(FastPathDriver {
+                fast,
+                daemon_high: Default::default(),
+                last_check: std::time::Instant::now(),
+            })
+        } else {
+            None
+        };
         Ok(SwitchDaemon {
             sw,
             egress,
@@ -714,6 +830,7 @@ impl SwitchDaemon {
             control_clients: Vec::new(),
             clock: Clock::new(),
             seed: cfg.seed,
+            fast,
         })
     }
 
@@ -762,6 +879,9 @@ impl SwitchDaemon {
                     while let Some(t) = self.sw.poll_transmit(now, &mut tx) {
                         self.enqueue(p as u16, t.port, &tx[..t.len]);
                     }
+                    if let Some(f) = &mut self.fast {
+                        f.after_frame(&self.sw, rx.frame(i), n < RX_BURST && i + 1 == n);
+                    }
                 }
             }
             for p in &mut self.ports {
@@ -770,6 +890,9 @@ impl SwitchDaemon {
             let next_departure = self.drain_queues();
             // Group leases (soft state): a crashed leader's group is freed here.
             self.sw.handle_timeout(self.clock.now());
+            if let Some(f) = &mut self.fast {
+                f.check(&self.sw);
+            }
             self.serve_control();
             if !busy {
                 self.wait(next_departure)?;
@@ -966,6 +1089,18 @@ impl SwitchDaemon {
                 "group {id} mft_entries {entries} members {}",
                 members.join(" ")
             );
+            if let Some(k) = self.fast.as_ref().and_then(|f| f.fast.counters(id)) {
+                let state = if self.fast.as_ref().is_some_and(|f| f.fast.armed(id)) {
+                    "armed"
+                } else {
+                    "suspended"
+                };
+                let _ = writeln!(
+                    t,
+                    "group {id} fast_path {state} frames {} copies {} deferred {}",
+                    k.frames, k.copies, k.deferred
+                );
+            }
         }
         t
     }
@@ -1215,6 +1350,7 @@ mod tests {
             loss: None,
             control: None,
             capture: None,
+            fast_path: false,
             seed: 1,
         }
     }

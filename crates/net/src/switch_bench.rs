@@ -99,6 +99,8 @@ pub struct SwitchBenchRow {
     pub receivers: usize,
     pub bridge: Vec<MediumRun>,
     pub rocast: Vec<MediumRun>,
+    /// `rocast switch --fast-path`.
+    pub fast: Vec<MediumRun>,
 }
 
 /// The median of `v` (the upper one of an even count); 0 for none.
@@ -268,7 +270,7 @@ impl BenchNet {
     }
 
     /// Starts `rocast switch` on `p0..pN` with the hosts pinned, on CPU 1.
-    fn switch_up(&self, exe: &Path, control: &Path) -> Result<Child, String> {
+    fn switch_up(&self, exe: &Path, control: &Path, fast_path: bool) -> Result<Child, String> {
         let mut argv: Vec<String> = vec![
             "netns".into(),
             "exec".into(),
@@ -280,6 +282,9 @@ impl BenchNet {
             "--group-lease-ms".into(),
             "0".into(),
         ];
+        if fast_path {
+            argv.push("--fast-path".into());
+        }
         for i in 0..=self.receivers {
             argv.push("--port".into());
             argv.push(format!("afpacket:p{i}"));
@@ -437,13 +442,26 @@ fn data_frame(payload: usize, psn: u32) -> Vec<u8> {
     frame_to_switch(&ip)
 }
 
-/// `RING` frames of the group with PSNs 0..RING, sent in turn: the sender does no
-/// per-frame work but the `sendmmsg` (a frame is sent again one ring later; with no
-/// ACK coming back the switch filters nothing, Cepheus §III-D).
+/// `RING` frames of the group with PSNs 0..RING, sent in turn; each lap moves their
+/// PSNs on by `RING` ([`next_lap`]), so the stream is new data throughout, as a
+/// sender's is (with no ACK coming back the switch filters nothing, Cepheus §III-D,
+/// and a fast path sees no retransmission).
 fn frame_ring(payload: usize) -> Vec<Vec<u8>> {
     (0..RING as u32)
         .map(|psn| data_frame(payload, psn))
         .collect()
+}
+
+/// Moves the ring's PSNs on by `RING` and recomputes the ICRCs in place (the frames'
+/// buffers stay where the send headers point).
+fn next_lap(ring: &mut [Vec<u8>]) {
+    const PSN_AT: usize = ETHERNET_HEADER_LEN + 20 + 8 + 9;
+    for f in ring.iter_mut() {
+        let psn = u32::from_be_bytes([0, f[PSN_AT], f[PSN_AT + 1], f[PSN_AT + 2]]);
+        let next = (psn + RING as u32) & 0xff_ffff;
+        f[PSN_AT..PSN_AT + 3].copy_from_slice(&next.to_be_bytes()[1..]);
+        let _ = rocast_core::wire::icrc::fill(&mut f[ETHERNET_HEADER_LEN..]);
+    }
 }
 
 /// Sends the ring over and over for `seconds` (at `rate_pps` in batches, or flat
@@ -491,6 +509,9 @@ fn send_for(
         }
         sent += r as u64;
         next = (next + r as usize) % msgs.len();
+        if next == 0 {
+            next_lap(ring);
+        }
     }
     Ok((sent, next))
 }
@@ -632,6 +653,7 @@ pub fn run(
             receivers: n,
             bridge: Vec::new(),
             rocast: Vec::new(),
+            fast: Vec::new(),
         };
         for rep in 0..args.reps {
             // The media alternate so that a slow moment of the machine hits both.
@@ -641,24 +663,28 @@ pub fn run(
             let r = r?;
             progress(&format!("1->{n} rep {} bridge: {}", rep + 1, r.describe()));
             row.bridge.push(r);
-            let mut child = net.switch_up(&args.exe, &control)?;
-            let r = measure(n, args.payload, args.seconds, net.cpus);
-            let groups = query(&control, "groups").unwrap_or_default();
-            // SAFETY: kill(2) on our own child.
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-            let _ = child.wait();
-            let r = r?;
-            if !groups.contains(&MCST.to_string()) {
-                return Err(format!(
-                    "rocast switch did not register the group:\n{groups}"
-                ));
+            for fast_path in [false, true] {
+                let mut child = net.switch_up(&args.exe, &control, fast_path)?;
+                let r = measure(n, args.payload, args.seconds, net.cpus);
+                let groups = query(&control, "groups").unwrap_or_default();
+                // SAFETY: kill(2) on our own child.
+                unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+                let _ = child.wait();
+                let r = r?;
+                if !groups.contains(&MCST.to_string()) {
+                    return Err(format!(
+                        "rocast switch did not register the group:\n{groups}"
+                    ));
+                }
+                let name = if fast_path { "rocast switch --fast-path" } else { "rocast switch" };
+                let fast_line = groups.lines().find(|l| l.contains("fast_path")).unwrap_or("");
+                progress(&format!("1->{n} rep {} {name}: {} {fast_line}", rep + 1, r.describe()));
+                if fast_path {
+                    row.fast.push(r);
+                } else {
+                    row.rocast.push(r);
+                }
             }
-            progress(&format!(
-                "1->{n} rep {} rocast switch: {}",
-                rep + 1,
-                r.describe()
-            ));
-            row.rocast.push(r);
         }
         drop(net);
         rows.push(row);
@@ -688,7 +714,11 @@ pub fn table(rows: &[SwitchBenchRow], args: &SwitchBenchArgs) -> String {
     );
     let _ = writeln!(
         s,
-        "{:>9} {:>14} {:>14} {:>10} {:>14} {:>14} {:>10} {:>8}",
+        "# rocast = the daemon forwarding every frame; fast = rocast switch --fast-path (new data replicated by its tc program); ratios are to the bridge"
+    );
+    let _ = writeln!(
+        s,
+        "{:>9} {:>11} {:>11} {:>9} {:>11} {:>11} {:>9} {:>11} {:>11} {:>9} {:>7} {:>7}",
         "receivers",
         "bridge_flat",
         "bridge_Mpps",
@@ -696,15 +726,21 @@ pub fn table(rows: &[SwitchBenchRow], args: &SwitchBenchArgs) -> String {
         "rocast_flat",
         "rocast_Mpps",
         "rocast_Gb",
-        "ratio"
+        "fast_flat",
+        "fast_Mpps",
+        "fast_Gb",
+        "rocast",
+        "fast"
     );
     for r in rows {
         let b = SwitchBenchRow::median_min_pps(&r.bridge);
         let x = SwitchBenchRow::median_min_pps(&r.rocast);
+        let f = SwitchBenchRow::median_min_pps(&r.fast);
         let bits = |pps: f64| pps * frame as f64 * 8.0 / 1e9;
+        let ratio = |v: f64| if b > 0.0 { v / b } else { 0.0 };
         let _ = writeln!(
             s,
-            "{:>9} {:>14.3} {:>14.3} {:>10.2} {:>14.3} {:>14.3} {:>10.2} {:>8.2}",
+            "{:>9} {:>11.3} {:>11.3} {:>9.2} {:>11.3} {:>11.3} {:>9.2} {:>11.3} {:>11.3} {:>9.2} {:>7.2} {:>7.2}",
             r.receivers,
             SwitchBenchRow::median_flat_out_pps(&r.bridge) / 1e6,
             b / 1e6,
@@ -712,7 +748,11 @@ pub fn table(rows: &[SwitchBenchRow], args: &SwitchBenchArgs) -> String {
             SwitchBenchRow::median_flat_out_pps(&r.rocast) / 1e6,
             x / 1e6,
             bits(x),
-            if b > 0.0 { x / b } else { 0.0 }
+            SwitchBenchRow::median_flat_out_pps(&r.fast) / 1e6,
+            f / 1e6,
+            bits(f),
+            ratio(x),
+            ratio(f)
         );
     }
     s
