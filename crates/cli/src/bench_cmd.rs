@@ -49,6 +49,9 @@ pub enum BenchCmd {
         /// Also run Open MPI's MPI_Bcast (openmpi-bin, mpi4py) on the same lab.
         #[arg(long)]
         mpi: bool,
+        /// The lab's switches run `rocast switch --fast-path`.
+        #[arg(long)]
+        fast_path: bool,
         #[arg(long, default_value = "out/lab-bcast")]
         out: std::path::PathBuf,
     },
@@ -183,6 +186,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             reps,
             tors,
             mpi,
+            fast_path,
             out,
         } => {
             let hosts = parse_list(&hosts, "--hosts")?;
@@ -202,6 +206,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                 reps,
                 out,
                 mpi,
+                fast_path,
             })
         }
         BenchCmd::LabUd(args) => {

@@ -165,6 +165,8 @@ pub struct LabBcastArgs {
     pub reps: usize,
     pub out: PathBuf,
     pub mpi: bool,
+    /// The switches run `--fast-path`.
+    pub fast_path: bool,
 }
 
 fn exe() -> Result<String, String> {
@@ -513,19 +515,15 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
         } else {
             format!("{n} hosts")
         };
-        run_rocast(&[
-            "lab",
-            "up",
-            "--name",
-            LAB,
-            "--hosts",
-            &n.to_string(),
-            "--switch",
-            "--rate",
-            &a.rate,
-            "--tors",
-            &tors,
-        ])?;
+        let hosts = n.to_string();
+        let mut up = vec![
+            "lab", "up", "--name", LAB, "--hosts", &hosts, "--switch", "--rate", &a.rate,
+            "--tors", &tors,
+        ];
+        if a.fast_path {
+            up.push("--fast-path");
+        }
+        run_rocast(&up)?;
         let result = (|| -> Result<(), String> {
             let mut rows: Vec<(u64, Vec<f64>)> = Vec::new();
             let mut cpu_rows: Vec<(u64, Vec<f64>)> = Vec::new();

@@ -112,6 +112,10 @@ pub struct UpArgs {
     /// Every switch daemon writes its links to DIR/<switch>/portN.pcap (needs --switch).
     #[arg(long, value_name = "DIR")]
     capture: Option<std::path::PathBuf>,
+    /// Every switch daemon runs with --fast-path (its groups' new data replicated in
+    /// the kernel; needs --switch, no --loss or --capture).
+    #[arg(long)]
+    fast_path: bool,
 }
 
 fn parse_peel_group(s: &str) -> Result<(std::net::Ipv4Addr, Vec<usize>), LabError> {
@@ -211,6 +215,7 @@ fn up(a: UpArgs) -> Result<(), LabError> {
             .map(|g| parse_peel_group(g))
             .collect::<Result<_, _>>()?,
         capture: a.capture,
+        fast_path: a.fast_path,
     })?;
     let lab = Lab::up(&spec)?;
     for w in &lab.warnings {

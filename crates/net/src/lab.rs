@@ -190,6 +190,9 @@ pub struct LabOptions {
     pub peel_groups: Vec<(std::net::Ipv4Addr, Vec<usize>)>,
     /// Every switch daemon captures its links to `DIR/<switch>/portN.pcap`.
     pub capture: Option<PathBuf>,
+    /// Every switch daemon replicates its groups' new data in the kernel
+    /// (`rocast switch --fast-path`).
+    pub fast_path: bool,
 }
 
 impl Default for LabOptions {
@@ -209,6 +212,7 @@ impl Default for LabOptions {
             tors: 1,
             peel_groups: Vec::new(),
             capture: None,
+            fast_path: false,
         }
     }
 }
@@ -712,6 +716,9 @@ fn plan_steps(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
             }
             argv.push("--control".into());
             argv.push(switch_socket(name).to_string_lossy().into_owned());
+            if o.fast_path {
+                argv.push("--fast-path".into());
+            }
             if let Some(c) = &o.capture {
                 argv.push("--capture".into());
                 argv.push(c.join("sw").to_string_lossy().into_owned());
@@ -815,6 +822,9 @@ fn plan_two_tier(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
         argv.push(exe.to_string_lossy().into_owned());
         argv.push("switch".into());
         argv.extend(switch_setup_args(&sw));
+        if o.fast_path {
+            argv.push("--fast-path".into());
+        }
         // Loss on every port, or only on the port toward `loss_host` (on its ToR).
         if let Some(p) = o.loss.filter(|&p| p > 0.0) {
             match o.loss_host {
