@@ -517,8 +517,8 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
         };
         let hosts = n.to_string();
         let mut up = vec![
-            "lab", "up", "--name", LAB, "--hosts", &hosts, "--switch", "--rate", &a.rate,
-            "--tors", &tors,
+            "lab", "up", "--name", LAB, "--hosts", &hosts, "--switch", "--rate", &a.rate, "--tors",
+            &tors,
         ];
         if a.fast_path {
             up.push("--fast-path");

@@ -128,17 +128,20 @@ impl Asm {
     }
     /// 64-bit `dst op= imm` (imm sign-extended).
     pub fn alu64_imm(&mut self, op: Alu, dst: u8, imm: i32) {
-        self.insns.push(insn(CLASS_ALU64 | op as u8, dst, 0, 0, imm));
+        self.insns
+            .push(insn(CLASS_ALU64 | op as u8, dst, 0, 0, imm));
     }
     pub fn alu64_reg(&mut self, op: Alu, dst: u8, src: u8) {
-        self.insns.push(insn(CLASS_ALU64 | op as u8 | SRC_X, dst, src, 0, 0));
+        self.insns
+            .push(insn(CLASS_ALU64 | op as u8 | SRC_X, dst, src, 0, 0));
     }
     /// 32-bit `dst op= imm`; the upper half of `dst` becomes zero.
     pub fn alu32_imm(&mut self, op: Alu, dst: u8, imm: i32) {
         self.insns.push(insn(CLASS_ALU | op as u8, dst, 0, 0, imm));
     }
     pub fn alu32_reg(&mut self, op: Alu, dst: u8, src: u8) {
-        self.insns.push(insn(CLASS_ALU | op as u8 | SRC_X, dst, src, 0, 0));
+        self.insns
+            .push(insn(CLASS_ALU | op as u8 | SRC_X, dst, src, 0, 0));
     }
     pub fn mov64(&mut self, dst: u8, src: u8) {
         self.alu64_reg(Alu::Mov, dst, src);
@@ -149,21 +152,30 @@ impl Asm {
     /// Byte swap of the low `bits` (16, 32, 64) of `dst` to big-endian (a swap on a
     /// little-endian host).
     pub fn to_be(&mut self, dst: u8, bits: i32) {
-        self.insns.push(insn(CLASS_ALU | 0xd0 | SRC_X, dst, 0, 0, bits));
+        self.insns
+            .push(insn(CLASS_ALU | 0xd0 | SRC_X, dst, 0, 0, bits));
     }
     pub fn ldx(&mut self, size: Size, dst: u8, src: u8, off: i16) {
-        self.insns.push(insn(CLASS_LDX | MODE_MEM | size as u8, dst, src, off, 0));
+        self.insns
+            .push(insn(CLASS_LDX | MODE_MEM | size as u8, dst, src, off, 0));
     }
     pub fn stx(&mut self, size: Size, dst: u8, off: i16, src: u8) {
-        self.insns.push(insn(CLASS_STX | MODE_MEM | size as u8, dst, src, off, 0));
+        self.insns
+            .push(insn(CLASS_STX | MODE_MEM | size as u8, dst, src, off, 0));
     }
     pub fn st_imm(&mut self, size: Size, dst: u8, off: i16, imm: i32) {
-        self.insns.push(insn(CLASS_ST | MODE_MEM | size as u8, dst, 0, off, imm));
+        self.insns
+            .push(insn(CLASS_ST | MODE_MEM | size as u8, dst, 0, off, imm));
     }
     /// `*(u64 *)(dst + off) += src`, atomically.
     pub fn atomic_add64(&mut self, dst: u8, off: i16, src: u8) {
-        self.insns
-            .push(insn(CLASS_STX | MODE_ATOMIC | Size::DW as u8, dst, src, off, 0));
+        self.insns.push(insn(
+            CLASS_STX | MODE_ATOMIC | Size::DW as u8,
+            dst,
+            src,
+            off,
+            0,
+        ));
     }
     pub fn jmp_imm(&mut self, op: Jmp, dst: u8, imm: i32, to: Label) {
         self.fixups.push((self.insns.len(), to));
@@ -171,7 +183,8 @@ impl Asm {
     }
     pub fn jmp_reg(&mut self, op: Jmp, dst: u8, src: u8, to: Label) {
         self.fixups.push((self.insns.len(), to));
-        self.insns.push(insn(CLASS_JMP | op as u8 | SRC_X, dst, src, 0, 0));
+        self.insns
+            .push(insn(CLASS_JMP | op as u8 | SRC_X, dst, src, 0, 0));
     }
     pub fn ja(&mut self, to: Label) {
         self.fixups.push((self.insns.len(), to));
@@ -194,7 +207,10 @@ impl Asm {
     /// the generator, not bad input).
     pub fn finish(mut self) -> Result<Vec<Insn>, String> {
         for &(at, l) in &self.fixups {
-            let to = *self.bound.get(&l).ok_or(format!("label {l:?} never bound"))?;
+            let to = *self
+                .bound
+                .get(&l)
+                .ok_or(format!("label {l:?} never bound"))?;
             let off = to as i64 - at as i64 - 1;
             self.insns[at].off = i16::try_from(off).map_err(|_| format!("jump {off} too far"))?;
         }
@@ -250,7 +266,13 @@ pub struct Map {
 }
 
 impl Map {
-    pub fn create(kind: u32, key_size: u32, value_size: u32, max_entries: u32, flags: u32) -> io::Result<Map> {
+    pub fn create(
+        kind: u32,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+        flags: u32,
+    ) -> io::Result<Map> {
         let mut a = [0u64; 16];
         a[0] = lo_hi(kind, key_size);
         a[1] = lo_hi(value_size, max_entries);
@@ -345,17 +367,26 @@ impl MappedArray {
     pub fn load_u32(&self, i: usize, off: usize) -> u32 {
         assert_eq!(off % 4, 0);
         // SAFETY: aligned (stride and off are multiples of 4) and in bounds.
-        unsafe { (*(self.at(i, off) as *const std::sync::atomic::AtomicU32)).load(std::sync::atomic::Ordering::Acquire) }
+        unsafe {
+            (*(self.at(i, off) as *const std::sync::atomic::AtomicU32))
+                .load(std::sync::atomic::Ordering::Acquire)
+        }
     }
     pub fn store_u32(&self, i: usize, off: usize, v: u32) {
         assert_eq!(off % 4, 0);
         // SAFETY: as in load_u32.
-        unsafe { (*(self.at(i, off) as *const std::sync::atomic::AtomicU32)).store(v, std::sync::atomic::Ordering::Release) }
+        unsafe {
+            (*(self.at(i, off) as *const std::sync::atomic::AtomicU32))
+                .store(v, std::sync::atomic::Ordering::Release)
+        }
     }
     pub fn load_u64(&self, i: usize, off: usize) -> u64 {
         assert_eq!(off % 8, 0);
         // SAFETY: aligned (stride and off are multiples of 8) and in bounds.
-        unsafe { (*(self.at(i, off) as *const std::sync::atomic::AtomicU64)).load(std::sync::atomic::Ordering::Acquire) }
+        unsafe {
+            (*(self.at(i, off) as *const std::sync::atomic::AtomicU64))
+                .load(std::sync::atomic::Ordering::Acquire)
+        }
     }
     /// Writes bytes into element `i` from `off` (fields the kernel side only reads
     /// while the element is not live).
@@ -398,7 +429,9 @@ impl Program {
         a[7] = u64::from_le_bytes(nm[8..].try_into().unwrap());
         match sys_bpf(BPF_PROG_LOAD, &mut a) {
             // SAFETY: the kernel returned a fresh descriptor.
-            Ok(fd) => Ok(Program { fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) } }),
+            Ok(fd) => Ok(Program {
+                fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+            }),
             Err(first) => {
                 a[3] = lo_hi(1, log.len() as u32);
                 a[4] = log.as_mut_ptr() as u64;
@@ -425,8 +458,9 @@ impl Program {
         let mut a = [0u64; 16];
         a[0] = lo_hi(self.fd() as u32, ifindex);
         a[1] = lo_hi(ATTACH_TCX_INGRESS, 0);
-        let fd = sys_bpf(BPF_LINK_CREATE, &mut a)
-            .map_err(|e| io::Error::new(e.kind(), format!("tcx attach to ifindex {ifindex}: {e}")))?;
+        let fd = sys_bpf(BPF_LINK_CREATE, &mut a).map_err(|e| {
+            io::Error::new(e.kind(), format!("tcx attach to ifindex {ifindex}: {e}"))
+        })?;
         // SAFETY: the kernel returned a fresh descriptor.
         Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
     }

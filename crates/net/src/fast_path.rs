@@ -153,6 +153,28 @@ fn emit_table_xor(a: &mut Asm, slot: usize, acc: i16) {
     a.stx(Size::W, FP, acc, R2);
 }
 
+/// `bpf_skb_store_bytes(skb, r2, fp + stack, r4, 0)` (r2 and r4 set by the caller);
+/// on failure to `shot`.
+fn emit_store_bytes(a: &mut Asm, stack: i16, shot: bpf::Label) {
+    a.mov64(R1, R6);
+    a.mov64(R3, FP);
+    a.alu64_imm(Alu::Add, R3, stack as i32);
+    a.mov_imm(R5, 0);
+    a.call(helper::SKB_STORE_BYTES);
+    a.jmp_imm(Jmp::Ne, R0, 0, shot);
+}
+
+/// `bpf_skb_load_bytes(skb, r2, fp + stack, len)` (r2 set by the caller); on failure
+/// to `fail`.
+fn emit_load_bytes(a: &mut Asm, stack: i16, len: i32, fail: bpf::Label) {
+    a.mov64(R1, R6);
+    a.mov64(R3, FP);
+    a.alu64_imm(Alu::Add, R3, stack as i32);
+    a.mov_imm(R4, len);
+    a.call(helper::SKB_LOAD_BYTES);
+    a.jmp_imm(Jmp::Ne, R0, 0, fail);
+}
+
 /// Generates the program for the port with `ifindex`.
 pub fn program(v: Variant, ifindex: u32, maps: &Maps) -> Result<Vec<Insn>, String> {
     let mut a = Asm::new();
@@ -168,16 +190,11 @@ pub fn program(v: Variant, ifindex: u32, maps: &Maps) -> Result<Vec<Insn>, Strin
     // The RETH part of the copy is read by the helper whatever the opcode.
     a.st_imm(Size::DW, FP, h(54), 0);
     a.st_imm(Size::W, FP, h(62), 0);
-    a.mov64(R1, R6);
     a.mov_imm(R2, 0);
-    a.mov64(R3, FP);
-    a.alu64_imm(Alu::Add, R3, HDR as i32);
-    a.mov_imm(R4, HDR_LEN);
-    a.call(helper::SKB_LOAD_BYTES);
-    a.jmp_imm(Jmp::Ne, R0, 0, keep);
+    emit_load_bytes(&mut a, HDR, HDR_LEN, keep);
     a.ldx(Size::H, R1, FP, h(12));
     a.jmp_imm(Jmp::Ne, R1, 0x0008, keep); // IPv4
-    // The group's slot, by destination address.
+                                          // The group's slot, by destination address.
     a.ldx(Size::W, R1, FP, h(30));
     a.stx(Size::W, FP, KEY, R1);
     a.ld_map_fd(R1, maps.index.fd());
@@ -256,15 +273,10 @@ pub fn program(v: Variant, ifindex: u32, maps: &Maps) -> Result<Vec<Insn>, Strin
     a.alu64_imm(Alu::Sub, R2, 40);
     a.alu64_imm(Alu::Add, R2, 1);
     a.stx(Size::DW, FP, Z1, R2); // Z + 1
-    // The tail: pad bytes and the ICRC.
-    a.mov64(R1, R6);
+                                 // The tail: pad bytes and the ICRC.
     a.mov64(R2, R8);
     a.alu64_imm(Alu::Sub, R2, 8);
-    a.mov64(R3, FP);
-    a.alu64_imm(Alu::Add, R3, TAIL as i32);
-    a.mov_imm(R4, 8);
-    a.call(helper::SKB_LOAD_BYTES);
-    a.jmp_imm(Jmp::Ne, R0, 0, refuse);
+    emit_load_bytes(&mut a, TAIL, 8, refuse);
     a.ldx(Size::DW, R4, FP, PAD);
     {
         let no_pad = a.label();
@@ -344,13 +356,8 @@ fn emit_replicate(a: &mut Asm, shot: bpf::Label, maps: &Maps) {
         let no_reth = a.label();
         a.ldx(Size::DW, R1, FP, HAS_RETH);
         a.jmp_imm(Jmp::Eq, R1, 0, no_reth);
-        a.mov64(R1, R6);
         a.mov_imm(R2, 54);
-        a.mov64(R3, FP);
-        a.alu64_imm(Alu::Add, R3, h(54) as i32);
-        a.mov_imm(R4, 12);
-        a.call(helper::SKB_LOAD_BYTES);
-        a.jmp_imm(Jmp::Ne, R0, 0, shot);
+        emit_load_bytes(a, h(54), 12, shot);
         a.ldx(Size::DW, R1, FP, h(54));
         a.stx(Size::DW, FP, ORIG_VA, R1);
         a.ldx(Size::W, R1, FP, h(62));
@@ -432,14 +439,9 @@ fn emit_replicate(a: &mut Asm, shot: bpf::Label, maps: &Maps) {
         a.ldx(Size::W, R1, R7, m + M_KIND as i16);
         a.jmp_imm(Jmp::Eq, R1, 0, bridged);
         // Toward a switch: the frame as it came, new MACs.
-        a.mov64(R1, R6);
         a.mov_imm(R2, 0);
-        a.mov64(R3, FP);
-        a.alu64_imm(Alu::Add, R3, HDR as i32);
         a.mov_imm(R4, 12);
-        a.mov_imm(R5, 0);
-        a.call(helper::SKB_STORE_BYTES);
-        a.jmp_imm(Jmp::Ne, R0, 0, shot);
+        emit_store_bytes(a, HDR, shot);
         a.ja(send);
 
         a.bind(bridged);
@@ -544,22 +546,12 @@ fn emit_replicate(a: &mut Asm, shot: bpf::Label, maps: &Maps) {
             a.mov_imm(R4, HDR_LEN);
             a.bind(go);
         }
-        a.mov_imm(R5, 0);
-        a.mov64(R1, R6);
         a.mov_imm(R2, 0);
-        a.mov64(R3, FP);
-        a.alu64_imm(Alu::Add, R3, HDR as i32);
-        a.call(helper::SKB_STORE_BYTES);
-        a.jmp_imm(Jmp::Ne, R0, 0, shot);
-        a.mov64(R1, R6);
+        emit_store_bytes(a, HDR, shot);
         a.mov64(R2, R8);
         a.alu64_imm(Alu::Sub, R2, 4);
-        a.mov64(R3, FP);
-        a.alu64_imm(Alu::Add, R3, NEW_ICRC as i32);
         a.mov_imm(R4, 4);
-        a.mov_imm(R5, 0);
-        a.call(helper::SKB_STORE_BYTES);
-        a.jmp_imm(Jmp::Ne, R0, 0, shot);
+        emit_store_bytes(a, NEW_ICRC, shot);
 
         a.bind(send);
         a.jmp_imm(Jmp::Eq, R9, i as i32 + 1, last);
@@ -598,7 +590,11 @@ impl Maps {
             op = icrc::multmodp(x8, op);
         }
         tables.update(&0u32.to_le_bytes(), &t)?;
-        Ok(Maps { index, slots, tables })
+        Ok(Maps {
+            index,
+            slots,
+            tables,
+        })
     }
 }
 
@@ -632,9 +628,17 @@ impl FastPath {
         let mut links = Vec::new();
         for &(socket, ifindex) in ports {
             let gen = |v| program(v, ifindex, &maps).map_err(io::Error::other);
-            let filter = Program::load(bpf::PROG_SOCKET_FILTER, "rocast_filter", &gen(Variant::SocketFilter)?)?;
+            let filter = Program::load(
+                bpf::PROG_SOCKET_FILTER,
+                "rocast_filter",
+                &gen(Variant::SocketFilter)?,
+            )?;
             filter.attach_socket(socket)?;
-            let cls = Program::load(bpf::PROG_SCHED_CLS, "rocast_fast", &gen(Variant::Classifier)?)?;
+            let cls = Program::load(
+                bpf::PROG_SCHED_CLS,
+                "rocast_fast",
+                &gen(Variant::Classifier)?,
+            )?;
             links.push(cls.attach_tcx_ingress(ifindex)?);
             programs.push(filter);
             programs.push(cls);
@@ -650,7 +654,8 @@ impl FastPath {
 
     fn slot_bytes(&self, g: &FastPathGroup) -> Vec<u8> {
         let mut b = vec![0u8; SLOT_SIZE];
-        let put32 = |b: &mut Vec<u8>, at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        let put32 =
+            |b: &mut Vec<u8>, at: usize, v: u32| b[at..at + 4].copy_from_slice(&v.to_le_bytes());
         put32(&mut b, S_IN_IFINDEX, self.ifindex[g.in_port as usize]);
         b[S_SRC_IP..S_SRC_IP + 4].copy_from_slice(&g.src_ip.0);
         b[S_QP..S_QP + 3].copy_from_slice(&g.group_qp.to_be_bytes()[1..]);
@@ -668,12 +673,21 @@ impl FastPath {
             b[m + M_DST..m + M_DST + 4].copy_from_slice(&br.dst_ip.0);
             let words = [br.mcst_id.0, br.dst_ip.0]
                 .iter()
-                .flat_map(|a| [u16::from_le_bytes([a[0], a[1]]), u16::from_le_bytes([a[2], a[3]])])
+                .flat_map(|a| {
+                    [
+                        u16::from_le_bytes([a[0], a[1]]),
+                        u16::from_le_bytes([a[2], a[3]]),
+                    ]
+                })
                 .map(u32::from)
                 .sum::<u32>();
             put32(&mut b, m + M_IPSUM, words);
             b[m + M_QP..m + M_QP + 3].copy_from_slice(&br.dst_qp.to_be_bytes()[1..]);
-            put32(&mut b, m + M_CRC, c.crc_const(g.src_ip, g.mcst_id, g.group_qp));
+            put32(
+                &mut b,
+                m + M_CRC,
+                c.crc_const(g.src_ip, g.mcst_id, g.group_qp),
+            );
             if let Some((va, rkey)) = br.region {
                 b[m + M_VA..m + M_VA + 8].copy_from_slice(&va.to_le_bytes());
                 b[m + M_RKEY..m + M_RKEY + 4].copy_from_slice(&rkey.to_be_bytes());
@@ -721,7 +735,8 @@ impl FastPath {
         s.store_u32(slot, S_HIGH, high.value());
         self.maps.index.update(&key, &(slot as u32).to_le_bytes())?;
         s.store_u32(slot, S_STATE, state);
-        self.groups.insert(u32::from_le_bytes(key), (slot, g.clone()));
+        self.groups
+            .insert(u32::from_le_bytes(key), (slot, g.clone()));
         Ok(true)
     }
 
@@ -747,7 +762,9 @@ impl FastPath {
 
     /// The compiled form of a held group.
     pub fn held(&self, mcst_id: Ipv4Address) -> Option<&FastPathGroup> {
-        self.groups.get(&u32::from_le_bytes(mcst_id.0)).map(|(_, g)| g)
+        self.groups
+            .get(&u32::from_le_bytes(mcst_id.0))
+            .map(|(_, g)| g)
     }
 
     /// The held groups' addresses.
@@ -791,8 +808,8 @@ mod tests {
         }
     }
 
-    /// The stage of the core's fast-path tests, on veths: switch ports fp0..fp3 in a
-    /// namespace, hosts' ends fh0..fh3; h0 multicasts to h1..h3 (WRITE regions).
+    /// The core's fast-path stage (`sample_switch`) on veths: switch ports fp0..fp3
+    /// in a namespace, hosts' ends fh0..fh3; h0 multicasts to h1..h3 (WRITE regions).
     struct Stage;
     const NS: &str = "rocastfp-t1";
     impl Drop for Stage {
@@ -801,53 +818,9 @@ mod tests {
         }
     }
 
-    fn group_switch() -> rocast_core::switch::FrameSwitch {
-        use rocast_core::control::registration::GroupSpec;
-        use rocast_core::fabric::cepheus::{ForwardAllCnp, GroupAddressSpace};
-        use rocast_core::switch::{FrameSwitch, FrameSwitchConfig};
-        use rocast_core::time::Instant;
-        use rocast_core::wire::mrp::{MrpMember, MRP_UDP_PORT};
-        let mut sw = FrameSwitch::new(
-            FrameSwitchConfig {
-                switch_id: 9,
-                group_lease: None,
-                ..FrameSwitchConfig::new(4)
-            },
-            Box::new(ForwardAllCnp),
-        );
-        for p in 0..4u16 {
-            sw.add_host(ip(p), p, mac(p)).unwrap();
-        }
-        let member = |p: u16| MrpMember {
-            ip: ip(p),
-            qpn: 0x100 + p as u32,
-            region: Some((0x7f00_0000_0000 + 0x10_0000 * p as u64, 0x5500 + p as u32)),
-        };
-        let space = GroupAddressSpace::parse("10.77.0.128/25").unwrap();
-        let spec = GroupSpec::in_space(space, MCST, member(0), (1..4).map(member).collect()).unwrap();
-        let now = Instant::from_ps(1_000_000);
-        let mut buf = vec![0u8; 16384];
-        for m in spec.mrp_packets() {
-            let mut body = vec![0u8; m.buffer_len()];
-            m.emit(&mut body);
-            let ipb = FrameSwitch::udp_packet(ip(0), MCST, MRP_UDP_PORT, &body);
-            let mut f = sw.port_mac(0).0.to_vec();
-            f.extend_from_slice(&mac(0).0);
-            f.extend_from_slice(&[0x08, 0x00]);
-            f.extend_from_slice(&ipb);
-            sw.handle_frame(now, 0, &f);
-            while sw.poll_transmit(now, &mut buf).is_some() {}
-        }
-        sw
-    }
-
-    const MCST: Ipv4Address = Ipv4Address::new(10, 77, 0, 200);
-    fn ip(p: u16) -> Ipv4Address {
-        Ipv4Address::new(10, 77, 0, p as u8 + 1)
-    }
-    fn mac(p: u16) -> rocast_core::wire::EthernetAddress {
-        rocast_core::wire::EthernetAddress([2, 0x72, 0x63, 0, 0, p as u8 + 1])
-    }
+    use rocast_core::switch::fast_path::{
+        sample_host_ip as ip, sample_host_mac as mac, sample_switch, SAMPLE_MCST as MCST,
+    };
 
     /// Frames on a non-blocking packet socket until `want` or the deadline; RoCE
     /// frames only (UDP over IPv4: the kernel may speak on a fresh link).
@@ -857,7 +830,14 @@ mod tests {
         let mut buf = vec![0u8; 16384];
         while out.len() < want && std::time::Instant::now() < end {
             // SAFETY: buf is valid for its length; fd is an open socket.
-            let n = unsafe { libc::recv(fd, buf.as_mut_ptr() as *mut libc::c_void, buf.len(), libc::MSG_DONTWAIT) };
+            let n = unsafe {
+                libc::recv(
+                    fd,
+                    buf.as_mut_ptr() as *mut libc::c_void,
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
             if n <= 0 {
                 std::thread::sleep(std::time::Duration::from_micros(200));
                 continue;
@@ -885,7 +865,11 @@ mod tests {
         }
         for p in 0..4 {
             let (fp, fh) = (format!("fp{p}"), format!("fh{p}"));
-            run_step(&["ip", "-n", NS, "link", "add", &fp, "mtu", "9000", "type", "veth", "peer", "name", &fh, "mtu", "9000"]).unwrap();
+            run_step(&[
+                "ip", "-n", NS, "link", "add", &fp, "mtu", "9000", "type", "veth", "peer", "name",
+                &fh, "mtu", "9000",
+            ])
+            .unwrap();
             for i in [&fp, &fh] {
                 run_step(&["ip", "-n", NS, "link", "set", i, "up"]).unwrap();
             }
@@ -905,9 +889,13 @@ mod tests {
             let mut fast = FastPath::attach(&raw).unwrap();
             let sender = crate::switch_bench::packet_socket("fh0").unwrap();
             let receivers: Vec<OwnedFd> = (1..4)
-                .map(|p| crate::switch::bound_packet_socket(&format!("fh{p}"), libc::SOCK_NONBLOCK).unwrap().0)
+                .map(|p| {
+                    crate::switch::bound_packet_socket(&format!("fh{p}"), libc::SOCK_NONBLOCK)
+                        .unwrap()
+                        .0
+                })
                 .collect();
-            let mut sw = group_switch();
+            let mut sw = sample_switch(Vec::new(), [(0, 0), (1, 1), (2, 2), (3, 3)]);
             let now = rocast_core::time::Instant::from_ps(2_000_000);
             let mut buf = vec![0u8; 16384];
             let mut pipeline = |sw: &mut rocast_core::switch::FrameSwitch, f: &[u8]| {
@@ -931,7 +919,14 @@ mod tests {
             for (i, f) in frames.iter().enumerate() {
                 let want_pipeline = pipeline(&mut sw, f);
                 // SAFETY: f is valid for its length; sender is an open bound socket.
-                let n = unsafe { libc::send(sender.as_raw_fd(), f.as_ptr() as *const libc::c_void, f.len(), 0) };
+                let n = unsafe {
+                    libc::send(
+                        sender.as_raw_fd(),
+                        f.as_ptr() as *const libc::c_void,
+                        f.len(),
+                        0,
+                    )
+                };
                 assert_eq!(n, f.len() as isize, "frame {i}: send");
                 match g.forward(high, f) {
                     FastPathVerdict::Forward { psn, frames: want } => {
@@ -950,7 +945,10 @@ mod tests {
                         } else {
                             assert!(want_pipeline.is_empty(), "the corrupted frame");
                         }
-                        assert!(collect(ports[0].0.as_raw_fd(), 1, short).is_empty(), "frame {i}: hidden from the daemon");
+                        assert!(
+                            collect(ports[0].0.as_raw_fd(), 1, short).is_empty(),
+                            "frame {i}: hidden from the daemon"
+                        );
                         assert!(fast.armed(MCST));
                         high = psn;
                         forwarded += 1;
@@ -959,7 +957,10 @@ mod tests {
                         let up = collect(ports[0].0.as_raw_fd(), 1, long);
                         assert_eq!(up, vec![f.clone()], "frame {i}: to the daemon as it came");
                         for r in &receivers {
-                            assert!(collect(r.as_raw_fd(), 1, short).is_empty(), "frame {i}: no copy");
+                            assert!(
+                                collect(r.as_raw_fd(), 1, short).is_empty(),
+                                "frame {i}: no copy"
+                            );
                         }
                         assert!(!fast.armed(MCST), "frame {i}: the group is suspended");
                         assert!(fast.arm(&g, high).unwrap());
@@ -968,7 +969,14 @@ mod tests {
                 }
             }
             let c = fast.counters(MCST).unwrap();
-            assert_eq!(c, FastPathCounters { frames: forwarded, copies: 3 * forwarded, deferred });
+            assert_eq!(
+                c,
+                FastPathCounters {
+                    frames: forwarded,
+                    copies: 3 * forwarded,
+                    deferred
+                }
+            );
             assert_eq!((forwarded, deferred), (20, 8));
         });
         let r = worker.join();

@@ -52,8 +52,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::endpoint::{Clock, LossInjector};
 use crate::fast_path::FastPath;
-use rocast_core::wire::{Ipv4Address, Psn};
 use crate::udp::setsockopt_int;
+use rocast_core::wire::{Ipv4Address, Psn};
 
 /// Largest frame a port reads (jumbo frames of 9000-byte MTU links fit).
 const MAX_FRAME: usize = 16 * 1024;
@@ -801,7 +801,8 @@ impl SwitchDaemon {
             }
             let mut attach = Vec::new();
             for p in &ports {
-                let (Backend::AfPacket(fd), PortSpec::AfPacket(name)) = (&p.backend, &p.spec) else {
+                let (Backend::AfPacket(fd), PortSpec::AfPacket(name)) = (&p.backend, &p.spec)
+                else {
                     return Err("--fast-path needs afpacket ports".into());
                 };
                 let c = CString::new(name.as_str()).map_err(|_| "interface name")?;

@@ -676,9 +676,20 @@ pub fn run(
                         "rocast switch did not register the group:\n{groups}"
                     ));
                 }
-                let name = if fast_path { "rocast switch --fast-path" } else { "rocast switch" };
-                let fast_line = groups.lines().find(|l| l.contains("fast_path")).unwrap_or("");
-                progress(&format!("1->{n} rep {} {name}: {} {fast_line}", rep + 1, r.describe()));
+                let name = if fast_path {
+                    "rocast switch --fast-path"
+                } else {
+                    "rocast switch"
+                };
+                let fast_line = groups
+                    .lines()
+                    .find(|l| l.contains("fast_path"))
+                    .unwrap_or("");
+                progress(&format!(
+                    "1->{n} rep {} {name}: {} {fast_line}",
+                    rep + 1,
+                    r.describe()
+                ));
                 if fast_path {
                     row.fast.push(r);
                 } else {

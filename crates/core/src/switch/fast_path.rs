@@ -82,7 +82,11 @@ impl FastPathCopy {
 /// [`icrc_window_positions`]) to its window's [`icrc::crc0`]: the table a fast path
 /// looks those bytes up in.
 pub fn icrc_table_entry(slot: usize, v: u8) -> u32 {
-    let window = if slot < 2 { ICRC_WINDOW } else { ICRC_RETH_WINDOW };
+    let window = if slot < 2 {
+        ICRC_WINDOW
+    } else {
+        ICRC_RETH_WINDOW
+    };
     let pos = icrc_window_positions()[slot];
     icrc::multmodp(icrc::zeros_op(window - 1 - pos), icrc::crc0(&[v]))
 }
@@ -119,7 +123,10 @@ pub enum FastPathVerdict {
     /// Not the group's new data: the pipeline decides.
     Defer,
     /// The copies, with the PSN that becomes the group's highest.
-    Forward { psn: Psn, frames: Vec<(u16, Vec<u8>)> },
+    Forward {
+        psn: Psn,
+        frames: Vec<(u16, Vec<u8>)>,
+    },
 }
 
 /// Why a group cannot be compiled now.
@@ -237,7 +244,12 @@ fn classify(g: &FastPathGroup, high_psn: Psn, frame: &[u8]) -> Option<(Psn, bool
     if ip[total - 4 - pad..total - 4].iter().any(|&b| b != 0) {
         return None;
     }
-    let psn = Psn::new(u32::from_be_bytes([0, ip[BTH_PSN], ip[BTH_PSN + 1], ip[BTH_PSN + 2]]));
+    let psn = Psn::new(u32::from_be_bytes([
+        0,
+        ip[BTH_PSN],
+        ip[BTH_PSN + 1],
+        ip[BTH_PSN + 2],
+    ]));
     // New: above the highest forwarded, within half the PSN space.
     let d = psn.value().wrapping_sub(high_psn.value()) & 0xff_ffff;
     if d == 0 || d >= 0x80_0000 {
@@ -299,6 +311,70 @@ impl FastPathGroup {
     }
 }
 
+/// The McstID of [`sample_switch`]'s group.
+pub const SAMPLE_MCST: Ipv4Address = Ipv4Address::new(10, 77, 0, 200);
+
+/// Host h_p of [`sample_switch`]: 10.77.0.(p+1).
+pub fn sample_host_ip(p: u16) -> Ipv4Address {
+    Ipv4Address::new(10, 77, 0, p as u8 + 1)
+}
+
+/// Host h_p's MAC: 02:72:63:00:00:(p+1).
+pub fn sample_host_mac(p: u16) -> EthernetAddress {
+    EthernetAddress([2, 0x72, 0x63, 0, 0, p as u8 + 1])
+}
+
+/// The stage [`sample_frames`] is sent on: a 4-port switch with hosts h0..h3 pinned
+/// on the ports `hosts` gives ((host, port) pairs), `switch_ports` facing switches,
+/// and the group [`SAMPLE_MCST`] h0 → h1..h3 registered by h0 over MRP, each member
+/// with a WRITE region; no data yet.
+pub fn sample_switch(switch_ports: Vec<u16>, hosts: [(u16, u16); 4]) -> FrameSwitch {
+    use crate::control::registration::GroupSpec;
+    use crate::fabric::cepheus::{ForwardAllCnp, GroupAddressSpace};
+    use crate::switch::FrameSwitchConfig;
+    use crate::time::Instant;
+    use crate::wire::mrp::{MrpMember, MRP_UDP_PORT};
+    use crate::wire::{EtherType, EthernetFrame, EthernetRepr, ETHERNET_HEADER_LEN};
+    let (ip, mac) = (sample_host_ip, sample_host_mac);
+    const MCST: Ipv4Address = SAMPLE_MCST;
+    let now = || Instant::from_ps(1_000_000);
+    let mut sw = FrameSwitch::new(
+        FrameSwitchConfig {
+            switch_id: 9,
+            group_lease: None,
+            switch_ports,
+            ..FrameSwitchConfig::new(4)
+        },
+        Box::new(ForwardAllCnp),
+    );
+    for (h, port) in hosts {
+        sw.add_host(ip(h), port, mac(h)).unwrap();
+    }
+    let member = |p: u16| MrpMember {
+        ip: ip(p),
+        qpn: 0x100 + p as u32,
+        region: Some((0x7f00_0000_0000 + 0x10_0000 * p as u64, 0x5500 + p as u32)),
+    };
+    let space = GroupAddressSpace::parse("10.77.0.128/25").unwrap();
+    let spec = GroupSpec::in_space(space, MCST, member(0), (1..4).map(member).collect()).unwrap();
+    for m in spec.mrp_packets() {
+        let mut body = vec![0u8; m.buffer_len()];
+        m.emit(&mut body);
+        let ipb = FrameSwitch::udp_packet(ip(0), MCST, MRP_UDP_PORT, &body);
+        let mut f = vec![0u8; ETHERNET_HEADER_LEN + ipb.len()];
+        EthernetRepr {
+            src_addr: mac(0),
+            dst_addr: sw.port_mac(0),
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        f[ETHERNET_HEADER_LEN..].copy_from_slice(&ipb);
+        sw.handle_frame(now(), 0, &f);
+        let mut buf = vec![0u8; 2048];
+        while sw.poll_transmit(now(), &mut buf).is_some() {}
+    }
+    sw
+}
 
 /// A recorded-style corpus of a source's frames to group `mcst` (PSNs from
 /// `first_psn`), for holding a fast path to the pipeline: every RC SEND and WRITE
@@ -336,7 +412,7 @@ pub fn sample_frames(
     let data = |psn: u32, op: Opcode, len: usize, pad: u8, tweak: &dyn Fn(&mut RoceRepr<'_>)| {
         let mut bth = BthRepr::new(op, group_qp, Psn::new(psn));
         bth.pad_count = pad;
-        bth.ack_req = op.0 % 2 == 0;
+        bth.ack_req = op.0.is_multiple_of(2);
         let mut ext = ExtHeaders::default();
         if matches!(op.0, 0x06 | 0x0a | 0x0b) {
             ext.reth = Some(RethRepr {
@@ -348,7 +424,16 @@ pub fn sample_frames(
         if matches!(op.0, 0x03 | 0x05 | 0x09 | 0x0b) {
             ext.imm = Some(0xdead_0000 | psn);
         }
-        let mut r = RoceRepr::new(src_ip, mcst, 26, Ecn::Ect0, 49152, bth, ext, &payload[..len]);
+        let mut r = RoceRepr::new(
+            src_ip,
+            mcst,
+            26,
+            Ecn::Ect0,
+            49152,
+            bth,
+            ext,
+            &payload[..len],
+        );
         tweak(&mut r);
         frame_of(&r)
     };
@@ -377,19 +462,33 @@ pub fn sample_frames(
         out.push(data(next(&mut psn), op, len, pad, &none));
     }
     // Fields the rewrite must handle or keep: an IP ident, a UDP checksum, CE.
-    out.push(data(next(&mut psn), Opcode::RC_SEND_ONLY, 300, 0, &|r| r.ip.ident = 0xbeef));
-    out.push(data(next(&mut psn), Opcode::RC_WRITE_ONLY, 300, 0, &|r| r.ip.ident = 0x0100));
-    out.push(data(next(&mut psn), Opcode::RC_SEND_ONLY, 300, 0, &|r| r.udp.checksum = 0x1234));
-    out.push(data(next(&mut psn), Opcode::RC_SEND_ONLY, 300, 0, &|r| r.ip.ecn = Ecn::Ce));
+    out.push(data(next(&mut psn), Opcode::RC_SEND_ONLY, 300, 0, &|r| {
+        r.ip.ident = 0xbeef
+    }));
+    out.push(data(next(&mut psn), Opcode::RC_WRITE_ONLY, 300, 0, &|r| {
+        r.ip.ident = 0x0100
+    }));
+    out.push(data(next(&mut psn), Opcode::RC_SEND_ONLY, 300, 0, &|r| {
+        r.udp.checksum = 0x1234
+    }));
+    out.push(data(next(&mut psn), Opcode::RC_SEND_ONLY, 300, 0, &|r| {
+        r.ip.ecn = Ecn::Ce
+    }));
     // For the pipeline: a retransmission (the PSN of the first frame again) ...
     out.push(data(first_psn, Opcode::RC_SEND_FIRST, 4096, 0, &none));
     // ... another source, another QP, a read request ...
     out.push(data(next(&mut psn), Opcode::RC_SEND_ONLY, 64, 0, &|r| {
         r.ip.src_addr = Ipv4Address::new(198, 51, 100, 9)
     }));
-    out.push(data(next(&mut psn), Opcode::RC_SEND_ONLY, 64, 0, &|r| r.bth.dest_qp = group_qp ^ 0x40));
+    out.push(data(next(&mut psn), Opcode::RC_SEND_ONLY, 64, 0, &|r| {
+        r.bth.dest_qp = group_qp ^ 0x40
+    }));
     out.push(data(next(&mut psn), Opcode::RC_READ_REQUEST, 0, 0, &|r| {
-        r.ext.reth = Some(RethRepr { va: 0, rkey: 1, dma_len: 64 })
+        r.ext.reth = Some(RethRepr {
+            va: 0,
+            rkey: 1,
+            dma_len: 64,
+        })
     }));
     // ... non-zero pad bytes, link padding, an IP option, a fragment.
     let mut f = data(next(&mut psn), Opcode::RC_SEND_ONLY, 61, 3, &none);
@@ -402,11 +501,16 @@ pub fn sample_frames(
     out.push(f);
     let mut f = data(next(&mut psn), Opcode::RC_SEND_ONLY, 64, 0, &none);
     f[ETHERNET_HEADER_LEN] = 0x46;
-    f.splice(ETHERNET_HEADER_LEN + 20..ETHERNET_HEADER_LEN + 20, [1u8, 1, 1, 0]);
+    f.splice(
+        ETHERNET_HEADER_LEN + 20..ETHERNET_HEADER_LEN + 20,
+        [1u8, 1, 1, 0],
+    );
     let total = (f.len() - ETHERNET_HEADER_LEN) as u16;
     f[ETHERNET_HEADER_LEN + 2..ETHERNET_HEADER_LEN + 4].copy_from_slice(&total.to_be_bytes());
     out.push(f);
-    out.push(data(next(&mut psn), Opcode::RC_SEND_ONLY, 64, 0, &|r| r.ip.dont_frag = false));
+    out.push(data(next(&mut psn), Opcode::RC_SEND_ONLY, 64, 0, &|r| {
+        r.ip.dont_frag = false
+    }));
     let mut f = data(next(&mut psn), Opcode::RC_SEND_ONLY, 64, 0, &none);
     f[ETHERNET_HEADER_LEN + 6] |= 0x20; // MF
     out.push(f);

@@ -5,23 +5,14 @@
 //! h3 behind a switch port (port 3), so one copy goes as is toward the next switch.
 
 use super::*;
-use crate::control::registration::GroupSpec;
-use crate::fabric::cepheus::{ForwardAllCnp, GroupAddressSpace, VIRTUAL_QPN};
-use crate::switch::{FrameSwitchConfig, OutFrame};
+use crate::fabric::cepheus::VIRTUAL_QPN;
+use crate::switch::OutFrame;
 use crate::time::Instant;
-use crate::wire::mrp::MrpMember;
-use crate::wire::{
-    mrp::MRP_UDP_PORT, EtherType, EthernetFrame, EthernetRepr, RoceRepr, ETHERNET_HEADER_LEN,
-};
+use crate::wire::{RoceRepr, ETHERNET_HEADER_LEN};
 
-const MCST: Ipv4Address = Ipv4Address::new(10, 77, 0, 200);
+const MCST: Ipv4Address = SAMPLE_MCST;
+use super::{sample_host_ip as ip, sample_host_mac as mac, sample_switch as registered};
 
-fn ip(p: u16) -> Ipv4Address {
-    Ipv4Address::new(10, 77, 0, p as u8 + 1)
-}
-fn mac(p: u16) -> EthernetAddress {
-    EthernetAddress([2, 0x72, 0x63, 0, 0, p as u8 + 1])
-}
 fn now() -> Instant {
     Instant::from_ps(1_000_000)
 }
@@ -39,49 +30,14 @@ fn run(sw: &mut FrameSwitch, port: u16, frame: &[u8]) -> Vec<OutFrame> {
     out
 }
 
-/// A switch with the group registered, no data yet.
-fn registered(switch_ports: Vec<u16>, hosts: [(u16, u16); 4]) -> FrameSwitch {
-    let mut sw = FrameSwitch::new(
-        FrameSwitchConfig {
-            switch_id: 9,
-            group_lease: None,
-            switch_ports,
-            ..FrameSwitchConfig::new(4)
-        },
-        Box::new(ForwardAllCnp),
-    );
-    for (h, port) in hosts {
-        sw.add_host(ip(h), port, mac(h)).unwrap();
-    }
-    let member = |p: u16| MrpMember {
-        ip: ip(p),
-        qpn: 0x100 + p as u32,
-        region: Some((0x7f00_0000_0000 + 0x10_0000 * p as u64, 0x5500 + p as u32)),
-    };
-    let space = GroupAddressSpace::parse("10.77.0.128/25").unwrap();
-    let spec = GroupSpec::in_space(space, MCST, member(0), (1..4).map(member).collect()).unwrap();
-    for m in spec.mrp_packets() {
-        let mut body = vec![0u8; m.buffer_len()];
-        m.emit(&mut body);
-        let ipb = FrameSwitch::udp_packet(ip(0), MCST, MRP_UDP_PORT, &body);
-        let mut f = vec![0u8; ETHERNET_HEADER_LEN + ipb.len()];
-        EthernetRepr {
-            src_addr: mac(0),
-            dst_addr: sw.port_mac(0),
-            ethertype: EtherType::Ipv4,
-        }
-        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
-        f[ETHERNET_HEADER_LEN..].copy_from_slice(&ipb);
-        run(&mut sw, 0, &f);
-    }
-    sw
-}
-
 /// A switch with the group registered and its first data packet (PSN 99) seen.
 fn stage(switch_ports: Vec<u16>, hosts: [(u16, u16); 4]) -> FrameSwitch {
     let mut sw = registered(switch_ports, hosts);
     let first = sample_frames(mac(0), sw.port_mac(0), ip(0), MCST, VIRTUAL_QPN, 99);
-    assert!(!run(&mut sw, 0, &first[0]).is_empty(), "the pipeline's own first copies");
+    assert!(
+        !run(&mut sw, 0, &first[0]).is_empty(),
+        "the pipeline's own first copies"
+    );
     sw
 }
 
@@ -143,7 +99,10 @@ fn a_copy_toward_a_switch_is_the_packet_as_is() {
     let sw = stage(vec![3], hosts);
     let g = sw.fast_path_group(MCST, ip(0), VIRTUAL_QPN).unwrap();
     assert_eq!(
-        g.copies.iter().map(|c| (c.port, c.bridge.is_some())).collect::<Vec<_>>(),
+        g.copies
+            .iter()
+            .map(|c| (c.port, c.bridge.is_some()))
+            .collect::<Vec<_>>(),
         vec![(3, false), (1, true)],
         "switches first"
     );
@@ -162,7 +121,10 @@ fn a_registered_group_compiles_to_its_copies() {
     let g = sw.fast_path_group(MCST, ip(0), VIRTUAL_QPN).unwrap();
     assert_eq!(g.in_port, 0);
     assert_eq!(
-        g.copies.iter().map(|c| (c.port, c.dst_mac)).collect::<Vec<_>>(),
+        g.copies
+            .iter()
+            .map(|c| (c.port, c.dst_mac))
+            .collect::<Vec<_>>(),
         vec![(1, mac(1)), (2, mac(2)), (3, mac(3))]
     );
 }
@@ -171,7 +133,14 @@ fn a_registered_group_compiles_to_its_copies() {
 fn the_window_table_predicts_the_icrc() {
     // A byte difference at a window position, then zeros to the window's end.
     for (slot, &pos) in icrc_window_positions().iter().enumerate() {
-        let mut w = vec![0u8; if slot < 2 { ICRC_WINDOW } else { ICRC_RETH_WINDOW }];
+        let mut w = vec![
+            0u8;
+            if slot < 2 {
+                ICRC_WINDOW
+            } else {
+                ICRC_RETH_WINDOW
+            }
+        ];
         w[pos] = 0xa5;
         assert_eq!(icrc_table_entry(slot, 0xa5), icrc::crc0(&w), "slot {slot}");
     }
