@@ -50,6 +50,26 @@ def udp_frame(src, dst, port, payload, src_mac, dst_mac):
     return dst_mac + src_mac + b"\x08\x00" + hdr + udp
 
 
+def roce_frame(opcode, psn, ext, payload, src_mac, dst_mac):
+    """An RC packet from h0 to the group's virtual QP 1, ICRC computed (IBTA A17.3.3)."""
+    import zlib
+    bth = bytes([opcode, 0]) + struct.pack(">H", 0xFFFF) + bytes([0]) + (1).to_bytes(3, "big") \
+        + bytes([0x80]) + psn.to_bytes(3, "big")
+    l4 = bth + ext + payload
+    udp = struct.pack(">HHHH", 49152, 4791, 8 + len(l4) + 4, 0)
+    hdr = struct.pack(">BBHHHBBH4s4s", 0x45, 0x6A, 20 + len(udp) + len(l4) + 4, 0, 0x4000, 64, 17, 0,
+                      ip(10, 77, 0, 1), ip(10, 77, 0, 200))
+    s = sum(struct.unpack(">10H", hdr))
+    s = (s & 0xFFFF) + (s >> 16)
+    s = (s & 0xFFFF) + (s >> 16)
+    hdr = hdr[:10] + struct.pack(">H", ~s & 0xFFFF) + hdr[12:]
+    masked = bytearray(b"\xff" * 8 + hdr + udp + l4)
+    for k in (8 + 1, 8 + 8, 8 + 10, 8 + 11, 8 + 26, 8 + 27, 8 + 28 + 4):
+        masked[k] = 0xFF
+    icrc = struct.pack("<I", zlib.crc32(bytes(masked)))
+    return dst_mac + src_mac + b"\x08\x00" + hdr + udp + l4 + icrc
+
+
 def record(port, dt, f):
     return bytes([port, dt]) + struct.pack(">H", len(f)) + f
 
@@ -91,6 +111,12 @@ seeds = {
     "perf_control": {"hello": b"HELLO v=1 op=send size=65536 iters=1000 mtu=4096 tx_depth=64 window=128 rto_ns=1000000 sr=0 loss=0 seed=1 qpn=17 psn=5 ip=10.0.0.1\n",
                      "write": b"HELLO v=1 op=write size=2147483647 iters=1 mtu=1024 tx_depth=8192 window=1 rto_ns=5 sr=1 loss=0.5 seed=9 qpn=1 psn=1 ip=1.2.3.4\n"},
     "switch_control": {"stats": b"\x03stats\n", "groups": b"\x03groups\n", "loss": b"\x03loss 0.05 0 2\n"},
+    "fast_path": {
+        "send": (99).to_bytes(3, "big") + roce_frame(4, 100, b"", bytes(range(64)), mac0, sw_mac),
+        "write": (99).to_bytes(3, "big")
+        + roce_frame(10, 100, struct.pack(">QII", 0x40, 0x1234, 64), bytes(range(64)), mac0, sw_mac),
+        "retransmission": (200).to_bytes(3, "big") + roce_frame(4, 100, b"", bytes(64), mac0, sw_mac),
+    },
     "parse_frame": {"mrp-frame": udp_frame(src, group, 4792, reg, mac0, sw_mac)},
     "ud_multicast": {"empty": b"\x00"},
 }

@@ -18,7 +18,7 @@ export RUSTFLAGS="-Cpasses=sancov-module -Cllvm-args=-sanitizer-coverage-level=4
 # --target keeps RUSTFLAGS off build scripts (as cargo-fuzz does).
 cargo build --release --locked --bins --target "$triple" --target-dir target/sancov
 bin="target/sancov/$triple/release"
-targets=(parse_frame ud_multicast group_control mrp switch_pipeline group_session c_framing perf_control switch_control)
+targets=(parse_frame ud_multicast group_control mrp switch_pipeline group_session c_framing perf_control switch_control fast_path)
 status=0
 for t in "${targets[@]}"; do
   work="target/corpus/$t"
