@@ -120,12 +120,6 @@ impl Asm {
     pub fn bind(&mut self, l: Label) {
         self.bound.insert(l, self.insns.len());
     }
-    pub fn len(&self) -> usize {
-        self.insns.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.insns.is_empty()
-    }
     /// 64-bit `dst op= imm` (imm sign-extended).
     pub fn alu64_imm(&mut self, op: Alu, dst: u8, imm: i32) {
         self.insns
@@ -220,7 +214,6 @@ impl Asm {
 
 // Commands and types of `bpf(2)`.
 const BPF_MAP_CREATE: i32 = 0;
-const BPF_MAP_LOOKUP_ELEM: i32 = 1;
 const BPF_MAP_UPDATE_ELEM: i32 = 2;
 const BPF_MAP_DELETE_ELEM: i32 = 3;
 const BPF_PROG_LOAD: i32 = 5;
@@ -302,15 +295,6 @@ impl Map {
     pub fn update(&self, key: &[u8], value: &[u8]) -> io::Result<()> {
         assert_eq!(value.len(), self.value_size as usize);
         self.elem(BPF_MAP_UPDATE_ELEM, key, value.as_ptr() as *mut u8, 0)
-    }
-    /// The value under `key`, or None when there is none.
-    pub fn lookup(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
-        let mut v = vec![0u8; self.value_size as usize];
-        match self.elem(BPF_MAP_LOOKUP_ELEM, key, v.as_mut_ptr(), 0) {
-            Ok(()) => Ok(Some(v)),
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
-            Err(e) => Err(e),
-        }
     }
     pub fn delete(&self, key: &[u8]) -> io::Result<()> {
         match self.elem(BPF_MAP_DELETE_ELEM, key, std::ptr::null_mut(), 0) {

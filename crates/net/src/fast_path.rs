@@ -20,8 +20,8 @@
 //!   drained, and re-compiles armed groups when the tables change.
 //!
 //! Memory: the group array is `MAX_GROUPS` × 1,080 B (69 KB); the ICRC tables 51 KB;
-//! per port a classifier of 13,846 instructions (111 KB, mostly the unrolled
-//! carry-less multiplies) and a filter of 134.
+//! per port a classifier of 13,881 instructions (111 KB, mostly the unrolled
+//! carry-less multiplies) and a filter of 168.
 //!
 //! Limits: groups of at most [`FAST_PATH_MAX_COPIES`] copies, frames of at most
 //! [`FAST_PATH_MAX_IP_LEN`] IP bytes; AF_PACKET ports without shaping, loss or capture
@@ -30,10 +30,11 @@
 use crate::bpf::{self, helper, Alu, Asm, Insn, Jmp, Map, MappedArray, Program, Size};
 use crate::bpf::{FP, R0, R1, R2, R3, R4, R5, R6, R7, R8, R9};
 use rocast_core::switch::fast_path::{
-    icrc_table_entry, FastPathGroup, FAST_PATH_MAX_COPIES, FAST_PATH_MAX_IP_LEN,
+    data_opcode, icrc_table_entry, FastPathGroup, FAST_PATH_MAX_COPIES, FAST_PATH_MAX_IP_LEN,
+    MIN_IP_LEN,
 };
 use rocast_core::wire::icrc;
-use rocast_core::wire::{Ipv4Address, Psn};
+use rocast_core::wire::{Ipv4Address, Psn, IP_PROTO_UDP, ROCEV2_UDP_PORT};
 use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::{OwnedFd, RawFd};
@@ -154,6 +155,16 @@ fn emit_table_xor(a: &mut Asm, slot: usize, acc: i16) {
     a.stx(Size::W, FP, acc, R2);
 }
 
+/// `r0 = bpf_map_lookup_elem(map, fp + KEY)` for the u32 in r1; null to `none`.
+fn emit_lookup(a: &mut Asm, map: RawFd, none: bpf::Label) {
+    a.stx(Size::W, FP, KEY, R1);
+    a.ld_map_fd(R1, map);
+    a.mov64(R2, FP);
+    a.alu64_imm(Alu::Add, R2, KEY as i32);
+    a.call(helper::MAP_LOOKUP_ELEM);
+    a.jmp_imm(Jmp::Eq, R0, 0, none);
+}
+
 /// `bpf_skb_store_bytes(skb, r2, fp + stack, r4, 0)` (r2 and r4 set by the caller);
 /// on failure to `shot`.
 fn emit_store_bytes(a: &mut Asm, stack: i16, shot: bpf::Label) {
@@ -186,30 +197,21 @@ pub fn program(v: Variant, ifindex: u32, maps: &Maps) -> Result<Vec<Insn>, Strin
 
     a.mov64(R6, R1);
     a.ldx(Size::W, R8, R6, 0); // skb->len
-    a.jmp_imm(Jmp::Lt, R8, 14 + 20 + 8 + 12 + 4, keep);
+    a.jmp_imm(Jmp::Lt, R8, (14 + MIN_IP_LEN) as i32, keep);
     a.jmp_imm(Jmp::Gt, R8, 14 + FAST_PATH_MAX_IP_LEN as i32, keep);
     // The RETH part of the copy is read by the helper whatever the opcode.
     a.st_imm(Size::DW, FP, h(54), 0);
     a.st_imm(Size::W, FP, h(62), 0);
     a.mov_imm(R2, 0);
     emit_load_bytes(&mut a, HDR, HDR_LEN, keep);
+    // IPv4 (0x0800, read little-endian).
     a.ldx(Size::H, R1, FP, h(12));
-    a.jmp_imm(Jmp::Ne, R1, 0x0008, keep); // IPv4
-                                          // The group's slot, by destination address.
+    a.jmp_imm(Jmp::Ne, R1, 0x0008, keep);
+    // The group's slot, by destination address.
     a.ldx(Size::W, R1, FP, h(30));
-    a.stx(Size::W, FP, KEY, R1);
-    a.ld_map_fd(R1, maps.index.fd());
-    a.mov64(R2, FP);
-    a.alu64_imm(Alu::Add, R2, KEY as i32);
-    a.call(helper::MAP_LOOKUP_ELEM);
-    a.jmp_imm(Jmp::Eq, R0, 0, keep);
+    emit_lookup(&mut a, maps.index.fd(), keep);
     a.ldx(Size::W, R1, R0, 0);
-    a.stx(Size::W, FP, KEY, R1);
-    a.ld_map_fd(R1, maps.slots.map.fd());
-    a.mov64(R2, FP);
-    a.alu64_imm(Alu::Add, R2, KEY as i32);
-    a.call(helper::MAP_LOOKUP_ELEM);
-    a.jmp_imm(Jmp::Eq, R0, 0, keep);
+    emit_lookup(&mut a, maps.slots.map.fd(), keep);
     a.mov64(R7, R0);
     // From the group's source side only (feedback from members is the daemon's).
     a.ldx(Size::W, R1, R7, S_IN_IFINDEX as i16);
@@ -217,16 +219,16 @@ pub fn program(v: Variant, ifindex: u32, maps: &Maps) -> Result<Vec<Insn>, Strin
     a.ldx(Size::W, R1, R7, S_STATE as i16);
     a.jmp_imm(Jmp::Ne, R1, ARMED as i32, not_armed);
 
-    // The model's checks (`classify`), in its order.
+    // The model's checks (`source_data`, then `classify`).
     a.ldx(Size::B, R1, FP, h(14));
     a.jmp_imm(Jmp::Ne, R1, 0x45, refuse);
     a.ldx(Size::B, R1, FP, h(23));
-    a.jmp_imm(Jmp::Ne, R1, 17, refuse);
+    a.jmp_imm(Jmp::Ne, R1, IP_PROTO_UDP as i32, refuse);
     a.ldx(Size::H, R1, FP, h(20));
     a.alu64_imm(Alu::And, R1, 0xffbf); // only DF may be set
     a.jmp_imm(Jmp::Ne, R1, 0, refuse);
     a.ldx(Size::H, R1, FP, h(36));
-    a.jmp_imm(Jmp::Ne, R1, 0xb712, refuse); // UDP 4791
+    a.jmp_imm(Jmp::Ne, R1, ROCEV2_UDP_PORT.swap_bytes() as i32, refuse);
     a.ldx(Size::H, R2, FP, h(16));
     a.to_be(R2, 16); // total length
     a.mov64(R3, R8);
@@ -240,29 +242,32 @@ pub fn program(v: Variant, ifindex: u32, maps: &Maps) -> Result<Vec<Insn>, Strin
     a.ldx(Size::W, R1, FP, h(26));
     a.ldx(Size::W, R3, R7, S_SRC_IP as i16);
     a.jmp_reg(Jmp::Ne, R1, R3, refuse);
-    a.ldx(Size::B, R1, FP, h(42)); // opcode
-    a.jmp_imm(Jmp::Gt, R1, 0x0b, refuse);
     for k in 0..3 {
         a.ldx(Size::B, R3, FP, h(47 + k));
         a.ldx(Size::B, R4, R7, (S_QP + k as usize) as i16);
         a.jmp_reg(Jmp::Ne, R3, R4, refuse);
     }
-    // Minimum length: headers, RETH, immediate, pad, ICRC.
-    a.mov_imm(R9, 0);
-    a.mov_imm(R3, 44);
-    for (ops, add, reth) in [(&[6, 10, 11][..], 16, true), (&[3, 5, 9, 11][..], 4, false)] {
-        let yes = a.label();
-        let no = a.label();
-        for &op in ops {
-            a.jmp_imm(Jmp::Eq, R1, op, yes);
+    // The opcode: a data opcode (the core's table), giving the minimum length (headers,
+    // extended headers, ICRC; the pad is added below) in r3 and the RETH flag in r9.
+    a.ldx(Size::B, R1, FP, h(42));
+    {
+        let known = a.label();
+        let mut cases = Vec::new();
+        for op in 0..=u8::MAX {
+            if let Some(d) = data_opcode(op) {
+                let l = a.label();
+                a.jmp_imm(Jmp::Eq, R1, op as i32, l);
+                cases.push((l, d));
+            }
         }
-        a.ja(no);
-        a.bind(yes);
-        a.alu64_imm(Alu::Add, R3, add);
-        if reth {
-            a.mov_imm(R9, 1);
+        a.ja(refuse);
+        for (l, d) in cases {
+            a.bind(l);
+            a.mov_imm(R3, (MIN_IP_LEN + d.ext_len) as i32);
+            a.mov_imm(R9, d.has_reth as i32);
+            a.ja(known);
         }
-        a.bind(no);
+        a.bind(known);
     }
     a.stx(Size::DW, FP, HAS_RETH, R9);
     a.ldx(Size::B, R4, FP, h(43));
@@ -366,12 +371,8 @@ fn emit_replicate(a: &mut Asm, shot: bpf::Label, maps: &Maps) {
         a.bind(no_reth);
     }
     // The tables.
-    a.st_imm(Size::W, FP, KEY, 0);
-    a.ld_map_fd(R1, maps.tables.fd());
-    a.mov64(R2, FP);
-    a.alu64_imm(Alu::Add, R2, KEY as i32);
-    a.call(helper::MAP_LOOKUP_ELEM);
-    a.jmp_imm(Jmp::Eq, R0, 0, shot);
+    a.mov_imm(R1, 0);
+    emit_lookup(a, maps.tables.fd(), shot);
     a.stx(Size::DW, FP, TABLES_PTR, R0);
     // op[Z] and op[Z − 16] (the RETH window is 16 bytes longer).
     a.ldx(Size::DW, R1, FP, Z1);
@@ -684,11 +685,7 @@ impl FastPath {
                 .sum::<u32>();
             put32(&mut b, m + M_IPSUM, words);
             b[m + M_QP..m + M_QP + 3].copy_from_slice(&br.dst_qp.to_be_bytes()[1..]);
-            put32(
-                &mut b,
-                m + M_CRC,
-                c.crc_const(g.src_ip, g.mcst_id, g.group_qp),
-            );
+            put32(&mut b, m + M_CRC, c.crc_const);
             if let Some((va, rkey)) = br.region {
                 b[m + M_VA..m + M_VA + 8].copy_from_slice(&va.to_le_bytes());
                 b[m + M_RKEY..m + M_RKEY + 4].copy_from_slice(&rkey.to_be_bytes());
@@ -707,7 +704,7 @@ impl FastPath {
 
     /// Replaces a held group's copies (its tree changed), keeping its state and PSN.
     pub fn update(&mut self, g: &FastPathGroup) -> io::Result<()> {
-        let Some(&(slot, _)) = self.groups.get(&u32::from_le_bytes(g.mcst_id.0)) else {
+        let Some(&(slot, _)) = self.groups.get(&g.mcst_id.to_u32()) else {
             return Ok(());
         };
         let s = &self.maps.slots;
@@ -717,7 +714,7 @@ impl FastPath {
 
     fn write(&mut self, g: &FastPathGroup, high: Psn, state: u32) -> io::Result<bool> {
         let key = g.mcst_id.0;
-        let slot = match self.groups.get(&u32::from_le_bytes(key)) {
+        let slot = match self.groups.get(&g.mcst_id.to_u32()) {
             Some(&(slot, _)) => slot,
             None => match (0..MAX_GROUPS).find(|s| !self.groups.values().any(|(t, _)| t == s)) {
                 Some(s) => s,
@@ -736,14 +733,13 @@ impl FastPath {
         s.store_u32(slot, S_HIGH, high.value());
         self.maps.index.update(&key, &(slot as u32).to_le_bytes())?;
         s.store_u32(slot, S_STATE, state);
-        self.groups
-            .insert(u32::from_le_bytes(key), (slot, g.clone()));
+        self.groups.insert(g.mcst_id.to_u32(), (slot, g.clone()));
         Ok(true)
     }
 
     /// Takes group `mcst_id` out of the fast path (its frames all go to the daemon).
     pub fn disarm(&mut self, mcst_id: Ipv4Address) -> io::Result<()> {
-        if let Some((slot, _)) = self.groups.remove(&u32::from_le_bytes(mcst_id.0)) {
+        if let Some((slot, _)) = self.groups.remove(&mcst_id.to_u32()) {
             self.maps.slots.store_u32(slot, S_STATE, OFF);
             self.maps.index.delete(&mcst_id.0)?;
             for off in [S_FRAMES, S_COPIES, S_DEFERRED] {
@@ -757,15 +753,13 @@ impl FastPath {
     /// path left to the daemon).
     pub fn armed(&self, mcst_id: Ipv4Address) -> bool {
         self.groups
-            .get(&u32::from_le_bytes(mcst_id.0))
+            .get(&mcst_id.to_u32())
             .is_some_and(|&(slot, _)| self.maps.slots.load_u32(slot, S_STATE) == ARMED)
     }
 
     /// The compiled form of a held group.
     pub fn held(&self, mcst_id: Ipv4Address) -> Option<&FastPathGroup> {
-        self.groups
-            .get(&u32::from_le_bytes(mcst_id.0))
-            .map(|(_, g)| g)
+        self.groups.get(&mcst_id.to_u32()).map(|(_, g)| g)
     }
 
     /// The held groups' addresses.
@@ -775,12 +769,12 @@ impl FastPath {
 
     /// The highest PSN the fast path has forwarded for a held group.
     pub fn high_psn(&self, mcst_id: Ipv4Address) -> Option<Psn> {
-        let &(slot, _) = self.groups.get(&u32::from_le_bytes(mcst_id.0))?;
+        let &(slot, _) = self.groups.get(&mcst_id.to_u32())?;
         Some(Psn::new(self.maps.slots.load_u32(slot, S_HIGH)))
     }
 
     pub fn counters(&self, mcst_id: Ipv4Address) -> Option<FastPathCounters> {
-        let &(slot, _) = self.groups.get(&u32::from_le_bytes(mcst_id.0))?;
+        let &(slot, _) = self.groups.get(&mcst_id.to_u32())?;
         let s = &self.maps.slots;
         Some(FastPathCounters {
             frames: s.load_u64(slot, S_FRAMES),

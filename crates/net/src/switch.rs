@@ -53,7 +53,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::endpoint::{Clock, LossInjector};
 use crate::fast_path::FastPath;
 use crate::udp::setsockopt_int;
-use rocast_core::wire::{Ipv4Address, Psn};
+use rocast_core::switch::fast_path::{source_data, SourceData};
+use rocast_core::wire::Psn;
 
 /// Largest frame a port reads (jumbo frames of 9000-byte MTU links fit).
 const MAX_FRAME: usize = 16 * 1024;
@@ -629,30 +630,20 @@ struct FastPathDriver {
     last_check: std::time::Instant,
 }
 
-/// The fields of a group's data frame from its source that arming needs: (group,
-/// source address, QP, PSN); None for any other frame.
-fn group_data_fields(frame: &[u8]) -> Option<(Ipv4Address, Ipv4Address, u32, Psn)> {
-    if frame.len() < 58
-        || frame[12..14] != [8, 0]
-        || frame[14] != 0x45
-        || frame[23] != 17
-        || frame[36..38] != 4791u16.to_be_bytes()
-        || frame[42] > 0x0b
-    {
-        return None;
-    }
-    let be24 = |at: usize| u32::from_be_bytes([0, frame[at], frame[at + 1], frame[at + 2]]);
-    let ip = |at: usize| Ipv4Address([frame[at], frame[at + 1], frame[at + 2], frame[at + 3]]);
-    Some((ip(30), ip(26), be24(47), Psn::new(be24(51))))
-}
-
 impl FastPathDriver {
     /// After the pipeline handled `frame` from `in_port`: a group's new data that the
     /// daemon forwarded itself, with its port's queue drained (`drained`), arms the
     /// group from that PSN on. Arming later would let the kernel overtake frames
     /// still queued for the daemon.
     fn after_frame(&mut self, sw: &FrameSwitch, frame: &[u8], drained: bool) {
-        let Some((group, src, qp, psn)) = group_data_fields(frame) else {
+        let Some(SourceData {
+            group,
+            src_ip,
+            dest_qp,
+            psn,
+            ..
+        }) = source_data(frame)
+        else {
             return;
         };
         if !sw.config().group_space.contains(group) {
@@ -660,10 +651,11 @@ impl FastPathDriver {
         }
         let key = group.to_u32();
         // The highest forwarded by anyone: the daemon, or the kernel before a suspend.
-        let mut high = self.daemon_high.get(&key).copied();
-        if let Some(k) = self.fast.high_psn(group) {
-            high = Some(high.map_or(k, |d| if k > d { k } else { d }));
-        }
+        let high = self
+            .daemon_high
+            .get(&key)
+            .copied()
+            .max(self.fast.high_psn(group));
         if high.is_some_and(|h| psn <= h) {
             return;
         }
@@ -671,7 +663,7 @@ impl FastPathDriver {
         if !drained || self.fast.armed(group) {
             return;
         }
-        if let Ok(g) = sw.fast_path_group(group, src, qp) {
+        if let Ok(g) = sw.fast_path_group(group, src_ip, dest_qp) {
             // A full table leaves the group with the daemon.
             let _ = self.fast.arm(&g, psn);
         }
@@ -697,9 +689,7 @@ impl FastPathDriver {
                     // The daemon goes on from the kernel's highest PSN.
                     if let Some(k) = self.fast.high_psn(group) {
                         let d = self.daemon_high.entry(group.to_u32()).or_insert(k);
-                        if k > *d {
-                            *d = k;
-                        }
+                        *d = (*d).max(k);
                     }
                     let _ = self.fast.disarm(group);
                 }

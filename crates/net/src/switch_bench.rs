@@ -33,7 +33,7 @@ use rocast_core::switch::frame::{FrameSwitch, DEFAULT_GROUP_SPACE, DEFAULT_SWITC
 use rocast_core::wire::mrp::{MrpMember, MRP_UDP_PORT};
 use rocast_core::wire::{
     BthRepr, Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, ExtHeaders, Ipv4Address,
-    Opcode, Psn, RoceRepr, ETHERNET_HEADER_LEN,
+    Opcode, Psn, RoceRepr, BTH_LEN, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, UDP_HEADER_LEN,
 };
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -455,7 +455,8 @@ fn frame_ring(payload: usize) -> Vec<Vec<u8>> {
 /// Moves the ring's PSNs on by `RING` and recomputes the ICRCs in place (the frames'
 /// buffers stay where the send headers point).
 fn next_lap(ring: &mut [Vec<u8>]) {
-    const PSN_AT: usize = ETHERNET_HEADER_LEN + 20 + 8 + 9;
+    // The BTH's PSN (its last 3 bytes).
+    const PSN_AT: usize = ETHERNET_HEADER_LEN + IPV4_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN - 3;
     for f in ring.iter_mut() {
         let psn = u32::from_be_bytes([0, f[PSN_AT], f[PSN_AT + 1], f[PSN_AT + 2]]);
         let next = (psn + RING as u32) & 0xff_ffff;

@@ -22,7 +22,10 @@
 
 use super::FrameSwitch;
 use crate::fabric::cepheus::{Bridge, NextHop};
-use crate::wire::{icrc, EthernetAddress, Ipv4Address, Psn};
+use crate::wire::{
+    icrc, EthernetAddress, Ipv4Address, Ipv4Packet, Opcode, Psn, BTH_LEN, ETHERNET_HEADER_LEN,
+    ICRC_LEN, IPV4_HEADER_LEN, IP_PROTO_UDP, RETH_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
+};
 
 /// The most copies a compiled group may have (the kernel program is unrolled to it).
 pub const FAST_PATH_MAX_COPIES: usize = 16;
@@ -36,14 +39,69 @@ pub const ICRC_RETH_WINDOW: usize = 8 + 52;
 /// The largest IP packet a compiled group forwards (jumbo frames).
 pub const FAST_PATH_MAX_IP_LEN: usize = 9216;
 
-const ETH: usize = 14;
+const ETH: usize = ETHERNET_HEADER_LEN;
 const IP_IDENT: usize = 4;
 const IP_SRC: usize = 12;
 const IP_DST: usize = 16;
-const BTH: usize = 28;
+const BTH: usize = IPV4_HEADER_LEN + UDP_HEADER_LEN;
 const BTH_DEST_QP: usize = BTH + 5;
 const BTH_PSN: usize = BTH + 9;
-const RETH: usize = BTH + 12;
+const RETH: usize = BTH + BTH_LEN;
+/// The shortest RoCE packet: IPv4, UDP and BTH headers and the ICRC.
+pub const MIN_IP_LEN: usize = BTH + BTH_LEN + ICRC_LEN;
+
+/// An opcode a fast path forwards: RC SEND or WRITE without an IETH (the data a
+/// Cepheus group carries), read from the core's table of extended headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataOpcode {
+    pub has_reth: bool,
+    /// Bytes of extended headers (RETH, ImmDt) between the BTH and the payload.
+    pub ext_len: usize,
+}
+
+/// [`DataOpcode`] of `op`, or None when a fast path leaves `op` to the pipeline.
+pub fn data_opcode(op: u8) -> Option<DataOpcode> {
+    let o = Opcode(op);
+    if op > Opcode::RC_WRITE_ONLY_IMM.0 || !(o.is_send() || o.is_write()) {
+        return None;
+    }
+    let l = o.layout()?;
+    Some(DataOpcode {
+        has_reth: l.has_reth,
+        ext_len: if l.has_reth { RETH_LEN } else { 0 } + if l.has_imm { 4 } else { 0 },
+    })
+}
+
+/// The fields of a frame that make it a group's data from a source, before any check
+/// against a compiled group: plain IPv4 header, UDP to the RoCE port, a [`data_opcode`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceData {
+    pub group: Ipv4Address,
+    pub src_ip: Ipv4Address,
+    pub dest_qp: u32,
+    pub psn: Psn,
+    pub opcode: DataOpcode,
+}
+
+/// [`SourceData`] of `frame`, or None for any other frame.
+pub fn source_data(frame: &[u8]) -> Option<SourceData> {
+    if frame.len() < ETH + MIN_IP_LEN || frame[12..14] != [0x08, 0x00] {
+        return None;
+    }
+    let ip = &frame[ETH..];
+    if ip[0] != 0x45 || ip[9] != IP_PROTO_UDP || be16(ip, BTH - 6) != ROCEV2_UDP_PORT as usize {
+        return None;
+    }
+    let be24 = |at: usize| u32::from_be_bytes([0, ip[at], ip[at + 1], ip[at + 2]]);
+    let addr = |at: usize| Ipv4Address([ip[at], ip[at + 1], ip[at + 2], ip[at + 3]]);
+    Some(SourceData {
+        group: addr(IP_DST),
+        src_ip: addr(IP_SRC),
+        dest_qp: be24(BTH_DEST_QP),
+        psn: Psn::new(be24(BTH_PSN)),
+        opcode: data_opcode(ip[BTH])?,
+    })
+}
 
 /// One copy the fast path makes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,15 +112,22 @@ pub struct FastPathCopy {
     /// The bridging rewrite toward a member host; `None` toward a switch (the packet
     /// as it is, to the broadcast MAC).
     pub bridge: Option<Bridge>,
+    /// The `crc0` over the [`ICRC_WINDOW`] of what `bridge` changes in every packet of
+    /// the group (source and destination address, destination QP); the per-packet
+    /// parts (IP ident, RETH) come from [`icrc_table_entry`].
+    pub crc_const: u32,
 }
 
 impl FastPathCopy {
-    /// The ICRC change this copy's fixed rewrites make (source and destination
-    /// address, destination QP) for a packet from `src_ip` to the group's QP
-    /// `group_qp`, over the [`ICRC_WINDOW`]; the per-packet parts (IP ident, RETH) are
-    /// added by [`icrc_window_byte`].
-    pub fn crc_const(&self, src_ip: Ipv4Address, group_mcst: Ipv4Address, group_qp: u32) -> u32 {
-        let Some(b) = self.bridge else { return 0 };
+    /// [`FastPathCopy::crc_const`] for a packet from `src_ip` to group `group_mcst`'s
+    /// QP `group_qp`.
+    fn crc_const(
+        bridge: Option<Bridge>,
+        src_ip: Ipv4Address,
+        group_mcst: Ipv4Address,
+        group_qp: u32,
+    ) -> u32 {
+        let Some(b) = bridge else { return 0 };
         let mut w = [0u8; ICRC_WINDOW];
         for (k, (x, y)) in src_ip.0.iter().zip(b.mcst_id.0).enumerate() {
             w[8 + IP_SRC + k] = x ^ y;
@@ -133,7 +198,7 @@ pub enum FastPathVerdict {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NotCompiled {
     NoGroup,
-    /// No data has arrived yet, so the source's port is not known.
+    /// The MFT has no ack-out port on the tree (the source's side is not known).
     NoSource,
     /// A member host's MAC is not known on its port.
     UnknownMac,
@@ -164,21 +229,24 @@ impl FrameSwitch {
                     dst_mac: EthernetAddress::BROADCAST,
                     src_mac,
                     bridge: None,
+                    crc_const: 0,
                 }),
                 NextHop::Host { ip, qpn, region } => {
                     let dst_mac = self
                         .peek_next_hop_mac(e.port, ip)
                         .ok_or(NotCompiled::UnknownMac)?;
+                    let bridge = Some(Bridge {
+                        mcst_id,
+                        dst_ip: ip,
+                        dst_qp: qpn,
+                        region,
+                    });
                     to_hosts.push(FastPathCopy {
                         port: e.port,
                         dst_mac,
                         src_mac,
-                        bridge: Some(Bridge {
-                            mcst_id,
-                            dst_ip: ip,
-                            dst_qp: qpn,
-                            region,
-                        }),
+                        bridge,
+                        crc_const: FastPathCopy::crc_const(bridge, src_ip, mcst_id, group_qp),
                     });
                 }
             }
@@ -202,60 +270,39 @@ fn be16(b: &[u8], at: usize) -> usize {
 }
 
 /// The checks that make a frame the group's fast-path data (the kernel program makes
-/// the same ones, in the same order): returns (PSN, whether it has a RETH).
+/// the same ones): returns (PSN, whether it has a RETH).
 fn classify(g: &FastPathGroup, high_psn: Psn, frame: &[u8]) -> Option<(Psn, bool)> {
-    if frame.len() < ETH + 20 + 8 + 12 + 4 || frame[12..14] != [0x08, 0x00] {
-        return None;
-    }
+    let d = source_data(frame)?;
     let ip = &frame[ETH..];
-    if ip[16..20] != g.mcst_id.0 {
-        return None;
-    }
     let total = be16(ip, 2);
-    if total != frame.len() - ETH {
-        return None;
-    }
-    // Plain IPv4 (no options, no fragment, only DF), UDP to 4791, exact lengths.
-    if ip[0] != 0x45
-        || ip[9] != 17
+    // Exact lengths, no fragment (only DF may be set), the compiled source and QP.
+    if d.group != g.mcst_id
+        || total != frame.len() - ETH
+        || total > FAST_PATH_MAX_IP_LEN
+        || be16(ip, BTH - 4) != total - IPV4_HEADER_LEN
         || (ip[6] & 0xbf) != 0
         || ip[7] != 0
-        || be16(ip, 22) != 4791
-        || total > FAST_PATH_MAX_IP_LEN
-        || be16(ip, 24) != total - 20
-        || ip[IP_SRC..IP_SRC + 4] != g.src_ip.0
+        || d.src_ip != g.src_ip
+        || d.dest_qp != g.group_qp
     {
         return None;
     }
-    let op = ip[BTH];
-    let qp = u32::from_be_bytes([0, ip[BTH_DEST_QP], ip[BTH_DEST_QP + 1], ip[BTH_DEST_QP + 2]]);
-    // RC SEND and WRITE, the data a Cepheus group carries.
-    if op > 0x0b || qp != g.group_qp {
-        return None;
-    }
-    let reth = matches!(op, 0x06 | 0x0a | 0x0b);
-    let imm = matches!(op, 0x03 | 0x05 | 0x09 | 0x0b);
     let pad = ((ip[BTH + 1] >> 4) & 3) as usize;
-    let min = 20 + 8 + 12 + if reth { 16 } else { 0 } + if imm { 4 } else { 0 } + pad + 4;
-    if total < min {
+    if total < MIN_IP_LEN + d.opcode.ext_len + pad {
         return None;
     }
     // Pad bytes as the pipeline re-emits them (zeros).
-    if ip[total - 4 - pad..total - 4].iter().any(|&b| b != 0) {
+    if ip[total - ICRC_LEN - pad..total - ICRC_LEN]
+        .iter()
+        .any(|&b| b != 0)
+    {
         return None;
     }
-    let psn = Psn::new(u32::from_be_bytes([
-        0,
-        ip[BTH_PSN],
-        ip[BTH_PSN + 1],
-        ip[BTH_PSN + 2],
-    ]));
     // New: above the highest forwarded, within half the PSN space.
-    let d = psn.value().wrapping_sub(high_psn.value()) & 0xff_ffff;
-    if d == 0 || d >= 0x80_0000 {
+    if !(1..Psn::HALF).contains(&d.psn.distance_from(high_psn)) {
         return None;
     }
-    Some((psn, reth))
+    Some((d.psn, d.opcode.has_reth))
 }
 
 impl FastPathGroup {
@@ -265,9 +312,11 @@ impl FastPathGroup {
             return FastPathVerdict::Defer;
         };
         let total = frame.len() - ETH;
-        // Zeros after each window, to the ICRC.
-        let zeros = 8 + total - 4 - ICRC_WINDOW;
-        let shift = |c: u32, zeros: usize| icrc::multmodp(icrc::zeros_op(zeros), c);
+        // The zeros after each window, to the ICRC, as operators (one per packet).
+        let zeros = 8 + total - ICRC_LEN - ICRC_WINDOW;
+        let op = icrc::zeros_op(zeros);
+        // A packet with a RETH is long enough for the longer window.
+        let op_reth = reth.then(|| icrc::zeros_op(zeros + ICRC_WINDOW - ICRC_RETH_WINDOW));
         let orig_icrc = u32::from_le_bytes(frame[frame.len() - 4..].try_into().unwrap());
         let ip0 = &frame[ETH..];
         // The IP ident becomes 0 on every bridged copy.
@@ -283,9 +332,8 @@ impl FastPathGroup {
                 ip[IP_SRC..IP_SRC + 4].copy_from_slice(&b.mcst_id.0);
                 ip[IP_DST..IP_DST + 4].copy_from_slice(&b.dst_ip.0);
                 ip[BTH_DEST_QP..BTH_DEST_QP + 3].copy_from_slice(&b.dst_qp.to_be_bytes()[1..]);
-                let window = c.crc_const(self.src_ip, self.mcst_id, self.group_qp) ^ ident;
-                let mut delta = shift(window, zeros);
-                if let (true, Some((va, rkey))) = (reth, b.region) {
+                let mut delta = icrc::multmodp(op, c.crc_const ^ ident);
+                if let (Some(op_reth), Some((va, rkey))) = (op_reth, b.region) {
                     let old: [u8; 12] = ip[RETH..RETH + 12].try_into().unwrap();
                     let new_va = va.wrapping_add(u64::from_be_bytes(old[..8].try_into().unwrap()));
                     ip[RETH..RETH + 8].copy_from_slice(&new_va.to_be_bytes());
@@ -293,15 +341,9 @@ impl FastPathGroup {
                     let reth: u32 = (0..12)
                         .map(|k| icrc_table_entry(2 + k, old[k] ^ ip[RETH + k]))
                         .fold(0, |a, b| a ^ b);
-                    delta ^= shift(reth, zeros + ICRC_WINDOW - ICRC_RETH_WINDOW);
+                    delta ^= icrc::multmodp(op_reth, reth);
                 }
-                // The IPv4 checksum over the new header.
-                ip[10..12].fill(0);
-                let mut sum: u32 = (0..10).map(|k| be16(ip, 2 * k) as u32).sum();
-                while sum > 0xffff {
-                    sum = (sum & 0xffff) + (sum >> 16);
-                }
-                ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+                Ipv4Packet::new_unchecked(&mut ip[..IPV4_HEADER_LEN]).fill_checksum();
                 let n = f.len();
                 f[n - 4..].copy_from_slice(&(orig_icrc ^ delta).to_le_bytes());
             }
