@@ -7,9 +7,11 @@
 //!   maps into the daemon, and generates two kernel programs per port from the same
 //!   checks ([`program`]), so the kernel does what the model does:
 //!   - a **socket filter** on the daemon's `AF_PACKET` socket (it runs first, as a tap)
-//!     keeps the group's new data from the daemon, and suspends the group when a
-//!     frame of the group's source is anything else (a retransmission, say), so that
-//!     from then on the daemon sees every frame in order;
+//!     keeps the group's next data packet (the PSN right after the highest forwarded)
+//!     from the daemon, and suspends the group when a frame of the group's source is
+//!     anything else (a retransmission, or a PSN further ahead while earlier ones are
+//!     still with the daemon), so that from then on the daemon sees every frame in
+//!     order and the kernel never overtakes it;
 //!   - a **tc ingress program** (a tcx link, gone when the daemon exits) makes the
 //!     copies: per copy it writes the Ethernet, IPv4 and BTH (and RETH) fields and the
 //!     ICRC, updated incrementally from table lookups and a carry-less multiply, and
@@ -310,7 +312,7 @@ pub fn program(v: Variant, ifindex: u32, maps: &Maps) -> Result<Vec<Insn>, Strin
         a.jmp_imm(Jmp::Ne, R1, 0, refuse);
         a.bind(no_pad);
     }
-    // New: 0 < PSN − highest < 2^23 (mod 2^24).
+    // The next: PSN − highest = 1 (mod 2^24).
     a.ldx(Size::B, R1, FP, h(51));
     a.alu64_imm(Alu::Lsh, R1, 16);
     a.ldx(Size::B, R2, FP, h(52));
@@ -322,8 +324,7 @@ pub fn program(v: Variant, ifindex: u32, maps: &Maps) -> Result<Vec<Insn>, Strin
     a.mov64(R3, R1);
     a.alu64_reg(Alu::Sub, R3, R2);
     a.alu64_imm(Alu::And, R3, 0xff_ffff);
-    a.jmp_imm(Jmp::Eq, R3, 0, refuse);
-    a.jmp_imm(Jmp::Ge, R3, 0x80_0000, refuse);
+    a.jmp_imm(Jmp::Ne, R3, 1, refuse);
 
     match v {
         Variant::SocketFilter => {
@@ -851,7 +852,7 @@ mod tests {
     fn the_kernel_makes_the_models_frames_and_leaves_the_rest_to_the_daemon() {
         use crate::switch_bench::run_step;
         use rocast_core::fabric::cepheus::VIRTUAL_QPN;
-        use rocast_core::switch::fast_path::{sample_frames, FastPathVerdict};
+        use rocast_core::switch::fast_path::{sample_frames, source_data, FastPathVerdict};
         use std::os::fd::AsRawFd;
         let _ = run_step(&["ip", "netns", "del", NS]);
         run_step(&["ip", "netns", "add", NS]).expect("ip netns (needs root)");
@@ -960,6 +961,12 @@ mod tests {
                             );
                         }
                         assert!(!fast.armed(MCST), "frame {i}: the group is suspended");
+                        // The daemon re-arms from the PSN it forwarded, if it did.
+                        if let Some(d) = source_data(f).filter(|_| !want_pipeline.is_empty()) {
+                            if d.src_ip == g.src_ip && d.dest_qp == g.group_qp {
+                                high = high.max(d.psn);
+                            }
+                        }
                         assert!(fast.arm(&g, high).unwrap());
                         deferred += 1;
                     }

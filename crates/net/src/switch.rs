@@ -53,7 +53,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::endpoint::{Clock, LossInjector};
 use crate::fast_path::FastPath;
 use crate::udp::setsockopt_int;
-use rocast_core::switch::fast_path::{source_data, SourceData};
+use rocast_core::switch::fast_path::{source_data, FastPathGroup, NotCompiled, SourceData};
+use rocast_core::wire::Ipv4Address;
 use rocast_core::wire::Psn;
 
 /// Largest frame a port reads (jumbo frames of 9000-byte MTU links fit).
@@ -627,14 +628,20 @@ struct FastPathDriver {
     fast: FastPath,
     /// Per group: the highest PSN of new data the daemon itself forwarded.
     daemon_high: std::collections::BTreeMap<u32, Psn>,
+    /// Groups to arm once this round's frames are sent (see `arm_pending`).
+    to_arm: Vec<(FastPathGroup, Psn)>,
     last_check: std::time::Instant,
 }
 
 impl FastPathDriver {
     /// After the pipeline handled `frame` from `in_port`: a group's new data that the
     /// daemon forwarded itself, with its port's queue drained (`drained`), arms the
-    /// group from that PSN on. Arming later would let the kernel overtake frames
-    /// still queued for the daemon.
+    /// group from that PSN on, once the round's frames are sent (`arm_pending`).
+    /// Arming later would let the kernel overtake frames still queued for the daemon;
+    /// arming before the daemon's copies are sent would let the kernel's copies of
+    /// the next PSN leave first. Frames that reach the daemon's socket between its
+    /// read and the arming are safe too: the kernel forwards only the PSN right after
+    /// the highest, so the first of them suspends the group again.
     fn after_frame(&mut self, sw: &FrameSwitch, frame: &[u8], drained: bool) {
         let Some(SourceData {
             group,
@@ -664,6 +671,14 @@ impl FastPathDriver {
             return;
         }
         if let Ok(g) = sw.fast_path_group(group, src_ip, dest_qp) {
+            self.to_arm.retain(|(t, _)| t.mcst_id != group);
+            self.to_arm.push((g, psn));
+        }
+    }
+
+    /// Arms the groups `after_frame` chose, now that the daemon's copies are queued.
+    fn arm_pending(&mut self) {
+        for (g, psn) in self.to_arm.drain(..) {
             // A full table leaves the group with the daemon.
             let _ = self.fast.arm(&g, psn);
         }
@@ -676,6 +691,10 @@ impl FastPathDriver {
             return;
         }
         self.last_check = std::time::Instant::now();
+        // A released group's PSNs end with it: the next group at that McstID starts
+        // its own (kept, they would stop it from arming until its PSNs passed them).
+        self.daemon_high
+            .retain(|&k, _| sw.cepheus().group(Ipv4Address::from_u32(k)).is_some());
         for group in self.fast.groups() {
             let Some(held) = self.fast.held(group).cloned() else {
                 continue;
@@ -684,6 +703,9 @@ impl FastPathDriver {
                 Ok(g) if g == held => {}
                 Ok(g) => {
                     let _ = self.fast.update(&g);
+                }
+                Err(NotCompiled::NoGroup) => {
+                    let _ = self.fast.disarm(group);
                 }
                 Err(_) => {
                     // The daemon goes on from the kernel's highest PSN.
@@ -804,6 +826,7 @@ impl SwitchDaemon {
             Some(FastPathDriver {
                 fast,
                 daemon_high: Default::default(),
+                to_arm: Vec::new(),
                 last_check: std::time::Instant::now(),
             })
         } else {
@@ -877,6 +900,9 @@ impl SwitchDaemon {
             }
             for p in &mut self.ports {
                 p.flush();
+            }
+            if let Some(f) = &mut self.fast {
+                f.arm_pending();
             }
             let next_departure = self.drain_queues();
             // Group leases (soft state): a crashed leader's group is freed here.

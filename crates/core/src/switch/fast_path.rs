@@ -4,7 +4,7 @@
 //!
 //! The pipeline ([`FrameSwitch`]) stays the one source of decisions. A fast path takes
 //! over only the case where the pipeline's decision needs no state: a group's *new*
-//! data packet (a PSN above every one forwarded before) from the group's source on
+//! data packet (the PSN right after the highest forwarded) from the group's source on
 //! its ack-out port. Every path below then gets a copy (no path can have acknowledged
 //! a PSN not yet sent, so the AckPSN filter passes all), bridged to its member's
 //! connection or passed as is toward a switch. Everything else — retransmissions,
@@ -298,8 +298,10 @@ fn classify(g: &FastPathGroup, high_psn: Psn, frame: &[u8]) -> Option<(Psn, bool
     {
         return None;
     }
-    // New: above the highest forwarded, within half the PSN space.
-    if !(1..Psn::HALF).contains(&d.psn.distance_from(high_psn)) {
+    // The next PSN after the highest forwarded, and nothing further ahead: a frame
+    // further ahead means frames between are still with the daemon (or lost before
+    // this switch), and forwarding it would overtake them.
+    if d.psn.distance_from(high_psn) != 1 {
         return None;
     }
     Some((d.psn, d.opcode.has_reth))
@@ -518,14 +520,16 @@ pub fn sample_frames(
     }));
     // For the pipeline: a retransmission (the PSN of the first frame again) ...
     out.push(data(first_psn, Opcode::RC_SEND_FIRST, 4096, 0, &none));
-    // ... another source, another QP, a read request ...
-    out.push(data(next(&mut psn), Opcode::RC_SEND_ONLY, 64, 0, &|r| {
+    // ... another source, another QP, a read request (frames the pipeline drops, or
+    // not of the source's stream, carry the next PSN without taking it: the stream
+    // the fast path sees stays in sequence) ...
+    out.push(data(psn, Opcode::RC_SEND_ONLY, 64, 0, &|r| {
         r.ip.src_addr = Ipv4Address::new(198, 51, 100, 9)
     }));
-    out.push(data(next(&mut psn), Opcode::RC_SEND_ONLY, 64, 0, &|r| {
+    out.push(data(psn, Opcode::RC_SEND_ONLY, 64, 0, &|r| {
         r.bth.dest_qp = group_qp ^ 0x40
     }));
-    out.push(data(next(&mut psn), Opcode::RC_READ_REQUEST, 0, 0, &|r| {
+    out.push(data(psn, Opcode::RC_READ_REQUEST, 0, 0, &|r| {
         r.ext.reth = Some(RethRepr {
             va: 0,
             rkey: 1,
@@ -541,7 +545,7 @@ pub fn sample_frames(
     let mut f = data(next(&mut psn), Opcode::RC_SEND_ONLY, 8, 0, &none);
     f.extend_from_slice(&[0u8; 6]);
     out.push(f);
-    let mut f = data(next(&mut psn), Opcode::RC_SEND_ONLY, 64, 0, &none);
+    let mut f = data(psn, Opcode::RC_SEND_ONLY, 64, 0, &none);
     f[ETHERNET_HEADER_LEN] = 0x46;
     f.splice(
         ETHERNET_HEADER_LEN + 20..ETHERNET_HEADER_LEN + 20,
@@ -553,7 +557,7 @@ pub fn sample_frames(
     out.push(data(next(&mut psn), Opcode::RC_SEND_ONLY, 64, 0, &|r| {
         r.ip.dont_frag = false
     }));
-    let mut f = data(next(&mut psn), Opcode::RC_SEND_ONLY, 64, 0, &none);
+    let mut f = data(psn, Opcode::RC_SEND_ONLY, 64, 0, &none);
     f[ETHERNET_HEADER_LEN + 6] |= 0x20; // MF
     out.push(f);
     // New data with a corrupted ICRC.

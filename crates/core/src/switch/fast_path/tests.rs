@@ -52,7 +52,15 @@ fn hold_to_pipeline(mut sw: FrameSwitch) -> Vec<usize> {
     for (i, f) in frames.iter().enumerate() {
         let pipeline = run(&mut sw, 0, f);
         match g.forward(high, f) {
-            FastPathVerdict::Defer => deferred.push(i),
+            FastPathVerdict::Defer => {
+                deferred.push(i);
+                // The daemon forwarded it: the group goes on from its PSN (re-armed).
+                if let Some(d) = source_data(f).filter(|_| !pipeline.is_empty()) {
+                    if d.src_ip == g.src_ip && d.dest_qp == g.group_qp {
+                        high = high.max(d.psn);
+                    }
+                }
+            }
             FastPathVerdict::Forward { psn, frames } if i == last => {
                 // The corrupted frame: the pipeline drops it, the copies keep a bad
                 // ICRC for the member's NIC to drop.
@@ -144,4 +152,27 @@ fn the_window_table_predicts_the_icrc() {
         w[pos] = 0xa5;
         assert_eq!(icrc_table_entry(slot, 0xa5), icrc::crc0(&w), "slot {slot}");
     }
+}
+
+#[test]
+fn data_further_ahead_than_the_next_psn_stays_with_the_pipeline() {
+    // PSN 101 while 100 is still with the daemon: forwarding it would overtake 100.
+    let sw = stage(Vec::new(), [(0, 0), (1, 1), (2, 2), (3, 3)]);
+    let g = sw.fast_path_group(MCST, ip(0), VIRTUAL_QPN).unwrap();
+    let frames = sample_frames(mac(0), sw.port_mac(0), ip(0), MCST, VIRTUAL_QPN, 101);
+    assert_eq!(g.forward(Psn::new(99), &frames[0]), FastPathVerdict::Defer);
+    assert!(matches!(
+        g.forward(Psn::new(100), &frames[0]),
+        FastPathVerdict::Forward { psn, .. } if psn == Psn::new(101)
+    ));
+    // Across the wrap of the 24-bit PSN.
+    let wrap = sample_frames(mac(0), sw.port_mac(0), ip(0), MCST, VIRTUAL_QPN, 0);
+    assert!(matches!(
+        g.forward(Psn::new(0xff_ffff), &wrap[0]),
+        FastPathVerdict::Forward { .. }
+    ));
+    assert_eq!(
+        g.forward(Psn::new(0xff_fffe), &wrap[0]),
+        FastPathVerdict::Defer
+    );
 }
