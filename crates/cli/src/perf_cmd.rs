@@ -68,12 +68,20 @@ pub struct ClientArgs {
     /// The QP's window: most unacknowledged packets (at most 256 with --sr).
     #[arg(long, default_value_t = 256)]
     window: u32,
-    /// Retransmission timeout in microseconds (before exponential back-off).
+    /// Retransmission timeout's floor in microseconds (before exponential back-off):
+    /// past the first measured round trip the timeout is max(floor, SRTT + 4·RTTVAR)
+    /// (RFC 6298), as RoCE NICs' adaptive retransmission does, so a queue on a slow
+    /// link is not mistaken for loss.
     #[arg(long, default_value_t = 1000)]
     rto_us: u64,
     /// Probability that each side drops a received packet (seeded, before the QP sees it).
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
+    /// Pace the client's sends at this rate (Mbit/s), as an RNIC sends at its port's
+    /// rate; 0 for none (perftest's NIC is the link). On a slower shaped link (a
+    /// `rocast lab`), match it to the link: unpaced, a window of packets queues there.
+    #[arg(long, default_value_t = 0)]
+    rate_mbps: u64,
     /// Seed of the data pattern, QPNs/PSNs and injected losses.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -187,6 +195,7 @@ fn client(a: ClientArgs) -> ExitCode {
         bind: a.bind,
         params,
         idle_timeout: secs(a.timeout),
+        rate_bps: (a.rate_mbps > 0).then(|| a.rate_mbps.saturating_mul(1_000_000)),
     };
     match run_client(&cfg) {
         Ok(r) => {

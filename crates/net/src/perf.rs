@@ -23,7 +23,8 @@ use crate::udp::{wait_readable, TransportConfig, UdpTransport};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use rocast_core::rnic::{
-    Event, QpConfig, RcQueuePair, Retransmission, SendOp, SendRequest, SACK_WINDOW,
+    Event, FixedRate, QpConfig, RateController, RcQueuePair, Retransmission, SendOp, SendRequest,
+    Unlimited, SACK_WINDOW,
 };
 use rocast_core::time::Duration as CoreDuration;
 use rocast_core::wire::{Psn, ROCEV2_UDP_PORT};
@@ -93,7 +94,8 @@ pub struct PerfParams {
     pub tx_depth: usize,
     /// The QP's window: most PSNs unacknowledged (`QpConfig::max_outstanding`).
     pub window: u32,
-    /// The QP's retransmission timeout before back-off.
+    /// The QP's retransmission timeout before back-off: the floor of the adaptive
+    /// timeout (SRTT + 4·RTTVAR past the first measured round trip).
     pub rto: Duration,
     pub retransmission: Retransmission,
     /// Probability that each endpoint drops a received packet before its QP sees it.
@@ -492,6 +494,9 @@ fn qp_config(
     c.recv_psn = Psn::new(rpsn);
     c.max_outstanding = p.window;
     c.retransmit_timeout = CoreDuration::from_ns(p.rto.as_nanos() as u64);
+    // Adaptive, as RoCE NICs' retransmission is: on a 1 Gbit/s lab link a full window
+    // (256 × 4 KB, 8 ms) queues longer than any fixed millisecond timeout.
+    c.adaptive_rto = true;
     c.retransmission = p.retransmission;
     c.peer_sack = p.retransmission == Retransmission::SelectiveRepeat;
     c
@@ -510,8 +515,15 @@ fn make_endpoint(
     cfg: QpConfig,
     loss: f64,
     loss_seed: u64,
+    rate_bps: Option<u64>,
 ) -> Result<Endpoint, PerfError> {
-    let qp = RcQueuePair::new(cfg).map_err(|e| PerfError::Config(e.to_string()))?;
+    let rate: Box<dyn RateController> = match rate_bps {
+        // 64 KB of burst: a late wakeup catches up instead of losing the rate.
+        Some(r) => Box::new(FixedRate::with_burst(r, 64 << 10)),
+        None => Box::new(Unlimited::default()),
+    };
+    let qp = RcQueuePair::with_rate_controller(cfg, rate)
+        .map_err(|e| PerfError::Config(e.to_string()))?;
     let tcfg = TransportConfig {
         max_packet_len: qp.max_packet_len(),
         batch: BATCH,
@@ -741,7 +753,7 @@ impl PerfServer {
         let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ SERVER_SALT);
         let (qpn, psn) = qpn_psn(&mut rng);
         let cfg = qp_config(ip, qpn, psn, cip, cqpn, cpsn, &p);
-        let mut ep = make_endpoint(ip, cfg, p.loss, p.seed ^ SERVER_SALT)?;
+        let mut ep = make_endpoint(ip, cfg, p.loss, p.seed ^ SERVER_SALT, None)?;
         let expected = pattern(p.seed, p.size);
         let (va, rkey) = (
             0x7f00_0000_0000 | (rng.next_u64() & 0xff_ffff_f000),
@@ -877,6 +889,9 @@ pub struct ClientConfig {
     pub params: PerfParams,
     /// Give up when nothing arrives and nothing completes for this long.
     pub idle_timeout: Duration,
+    /// Pace the client's QP at this many bits/s, as an RNIC sends at its port's rate
+    /// (perftest has no such option: its NIC is the link). `None`: unpaced.
+    pub rate_bps: Option<u64>,
 }
 
 impl ClientConfig {
@@ -886,6 +901,7 @@ impl ClientConfig {
             bind: None,
             params,
             idle_timeout: Duration::from_secs(10),
+            rate_bps: None,
         }
     }
 }
@@ -946,7 +962,7 @@ pub fn run_client(cfg: &ClientConfig) -> Result<PerfReport, PerfError> {
         ready.get("rkey")?,
     );
     let qcfg = qp_config(ip, qpn, psn, sip, sqpn, spsn, p);
-    let mut ep = match make_endpoint(ip, qcfg, p.loss, p.seed ^ CLIENT_SALT) {
+    let mut ep = match make_endpoint(ip, qcfg, p.loss, p.seed ^ CLIENT_SALT, cfg.rate_bps) {
         Ok(ep) => ep,
         Err(e) => {
             let _ = ctrl.send(&format!("ABORT msg=client: {e}"));
@@ -1114,7 +1130,7 @@ pub fn format_report(r: &PerfReport) -> String {
     );
     let _ = writeln!(
         s,
-        " retransmissions : {} packets, {} timeouts (RTO {} us, longest ACK wait {} us), {} NAKs received (server sent {} NAKs, saw {} duplicates, {} out of order)",
+        " retransmissions : {} packets, {} timeouts (RTO floor {} us, longest ACK wait {} us), {} NAKs received (server sent {} NAKs, saw {} duplicates, {} out of order)",
         c.tx_retransmitted,
         c.timeouts,
         r.params.rto.as_micros(),
