@@ -237,17 +237,8 @@ fn cepheus_stats_of(reply: &str) -> rocast_core::fabric::cepheus::CepheusStats {
     c
 }
 
-fn run_group(
-    lab: &str,
-    n: usize,
-    file: &Path,
-    extra: &[String],
-    outs: Option<&[PathBuf]>,
-) -> Result<String, String> {
-    run_group_outputs(lab, n, file, extra, outs).map(|(lead, _)| lead)
-}
-
-/// [`run_group`], also returning each member's output (h1.., in order).
+/// Runs a group from h0 to h1..h(n-1): the leader's output and each member's (h1.., in
+/// order).
 fn run_group_outputs(
     lab: &str,
     n: usize,
@@ -367,11 +358,34 @@ fn machine_busy_s() -> f64 {
     busy as f64 / hz
 }
 
-/// One scheme's point: the median latency (µs) and the machine's CPU-seconds over
-/// the whole run (the group's set-up included) per gigabyte delivered to members.
+/// One scheme's point: the median latency (µs), the machine's CPU-seconds over the
+/// whole run (the group's set-up included) per gigabyte delivered to members, and the
+/// median CPU per packet the leader and the members report (their threads' user+sys,
+/// as `rocast perf` reports it).
 struct Point {
     latency_us: f64,
     cpu_s_per_gb: f64,
+    leader_us_per_packet: Option<f64>,
+    member_us_per_packet: Option<f64>,
+}
+
+/// Every "(X us per packet)" in a `mcast` output, in order.
+fn us_per_packet(text: &str) -> Vec<f64> {
+    text.match_indices(" us per packet)")
+        .filter_map(|(at, _)| {
+            let head = &text[..at];
+            let open = head.rfind('(')?;
+            head[open + 1..].trim().parse().ok()
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
 }
 
 /// Runs `mcast lead` (with `extra` options) from h0 to h1..h(n-1), sending `reps`
@@ -391,7 +405,7 @@ fn transfer_latency(
         rate_mbps.to_string(),
     ]);
     let busy_before = machine_busy_s();
-    let text = run_group(LAB, n, file, &extra, None)?;
+    let (text, members) = run_group_outputs(LAB, n, file, &extra, None)?;
     let cpu_s = machine_busy_s() - busy_before;
     let at = text
         .find("latency median ")
@@ -406,7 +420,71 @@ fn transfer_latency(
     Ok(Point {
         latency_us,
         cpu_s_per_gb: cpu_s / delivered_gb.max(1e-12),
+        leader_us_per_packet: median(us_per_packet(&text)),
+        member_us_per_packet: median(members.iter().flat_map(|m| us_per_packet(m)).collect()),
     })
+}
+
+/// `rocast perf` in the same lab, the hosts' anchor: h0 WRITEs 64 × 1 MiB to h1
+/// (one unicast receiver), paced at the link rate like every `mcast` sender.
+struct PerfAnchor {
+    client_us: f64,
+    server_us: f64,
+    cpu_s_per_gb: f64,
+}
+
+fn perf_anchor(rate_mbps: u64) -> Result<PerfAnchor, String> {
+    const ITERS: u64 = 64;
+    let server = spawn_on(
+        LAB,
+        1,
+        &["perf", "server", "--bind", &host_ip(1), "--timeout", "30"].map(String::from),
+    )?;
+    // The server listens once its sockets are bound; the client retries for a while.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let busy_before = machine_busy_s();
+    let client = spawn_on(
+        LAB,
+        0,
+        &[
+            "perf",
+            "client",
+            &host_ip(1),
+            "--bind",
+            &host_ip(0),
+            "-s",
+            "1048576",
+            "-n",
+            &ITERS.to_string(),
+            "--op",
+            "write",
+            "--rate-mbps",
+            &rate_mbps.to_string(),
+        ]
+        .map(|s| s.to_string()),
+    )?
+    .wait_with_output()
+    .map_err(|e| e.to_string())?;
+    let cpu_s = machine_busy_s() - busy_before;
+    let _ = server.wait_with_output();
+    let text = String::from_utf8_lossy(&client.stdout).into_owned();
+    // " CPU per packet  : client 8968 ns, server 9607 ns (...)"
+    let ns = |who: &str| -> Option<f64> {
+        let line = text.lines().find(|l| l.contains("CPU per packet"))?;
+        let at = line.find(who)? + who.len();
+        line[at..].split_whitespace().next()?.parse::<f64>().ok()
+    };
+    match (client.status.success(), ns("client "), ns("server ")) {
+        (true, Some(c), Some(s)) => Ok(PerfAnchor {
+            client_us: c / 1e3,
+            server_us: s / 1e3,
+            cpu_s_per_gb: cpu_s / (ITERS as f64 * 1048576.0 / 1e9),
+        }),
+        _ => Err(format!(
+            "rocast perf in the lab: {text}{}",
+            String::from_utf8_lossy(&client.stderr)
+        )),
+    }
 }
 
 /// Seeded bytes (the content does not matter for timing; members verify it anyway).
@@ -505,7 +583,9 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
     }
     let mbps = rate_mbps(&a.rate)?;
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
-    let mut csv = String::from("hosts,size,scheme,latency_us,goodput_gbps,cpu_s_per_gb\n");
+    let mut csv = String::from(
+        "hosts,size,scheme,latency_us,goodput_gbps,cpu_s_per_gb,leader_us_per_packet,member_us_per_packet\n",
+    );
     let mut text = String::new();
     for &n in &a.hosts {
         run_rocast(&["lab", "down", "--name", LAB])?;
@@ -527,27 +607,35 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
         let result = (|| -> Result<(), String> {
             let mut rows: Vec<(u64, Vec<f64>)> = Vec::new();
             let mut cpu_rows: Vec<(u64, Vec<f64>)> = Vec::new();
+            let mut per_packet: Vec<(u64, Vec<(Option<f64>, Option<f64>)>)> = Vec::new();
+            let anchor = perf_anchor(mbps);
             for &size in &a.sizes {
                 let file = a.out.join(format!("payload-{size}.bin"));
                 std::fs::write(&file, payload(size)).map_err(|e| e.to_string())?;
                 let mut lat = Vec::new();
                 let mut cpu = Vec::new();
+                let mut pkt = Vec::new();
                 for scheme in &a.schemes {
                     let p = one_run(n, &file, size, scheme, a.reps, mbps)?;
                     let us = p.latency_us;
                     let gbps = size as f64 * 8.0 / (us * 1e3);
+                    let opt = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_default();
                     let _ = writeln!(
                         csv,
-                        "{n},{size},{scheme},{us:.1},{gbps:.4},{:.3}",
-                        p.cpu_s_per_gb
+                        "{n},{size},{scheme},{us:.1},{gbps:.4},{:.3},{},{}",
+                        p.cpu_s_per_gb,
+                        opt(p.leader_us_per_packet),
+                        opt(p.member_us_per_packet)
                     );
                     lat.push(us);
                     cpu.push(p.cpu_s_per_gb);
+                    pkt.push((p.leader_us_per_packet, p.member_us_per_packet));
                 }
                 let _ = std::fs::remove_file(&file);
                 eprintln!("lab-bcast: {n} hosts, {size} B done");
                 rows.push((size, lat));
                 cpu_rows.push((size, cpu));
+                per_packet.push((size, pkt));
             }
             let mpi = if a.mpi {
                 match mpi_run(n, &a.sizes, &a.out) {
@@ -665,8 +753,50 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
             }
             let _ = writeln!(
                 text,
-                "(the whole `mcast lead` run, group set-up included, over --reps sends; goal: cepheus/chain <= 0.5)\n"
+                "(the whole `mcast lead` run, group set-up included, over --reps sends; goal: cepheus/chain <= 0.5)"
             );
+            match &anchor {
+                Ok(p) => {
+                    let _ = writeln!(
+                        text,
+                        "rocast perf h0 -> h1 in this lab (one unicast receiver, 64 x 1 MiB WRITE at the link rate): {:.2} CPU-s per delivered GB\n",
+                        p.cpu_s_per_gb
+                    );
+                }
+                Err(e) => {
+                    let _ = writeln!(text, "rocast perf in this lab: not measured: {e}\n");
+                }
+            }
+            // Goal 2: each host's CPU per packet against `rocast perf`'s in this lab.
+            let _ = write!(
+                text,
+                "# {shape}: CPU per packet (us, thread user+sys): leader / median member\n{:>10}",
+                "size"
+            );
+            for s in &a.schemes {
+                let _ = write!(text, " {s:>15}");
+            }
+            let _ = writeln!(text);
+            for (size, pkt) in &per_packet {
+                let _ = write!(text, "{size:>10}");
+                for (l, m) in pkt {
+                    let f = |v: &Option<f64>| v.map(|x| format!("{x:.1}")).unwrap_or("-".into());
+                    let _ = write!(text, " {:>15}", format!("{} / {}", f(l), f(m)));
+                }
+                let _ = writeln!(text);
+            }
+            match &anchor {
+                Ok(p) => {
+                    let _ = writeln!(
+                        text,
+                        "rocast perf in this lab: client {:.1} / server {:.1} us per packet (goal: hosts <= perf). A thread is also charged the kernel's work it sets off: with --fast-path the leader's sends carry the switch's copies through tc and the veths.\n",
+                        p.client_us, p.server_us
+                    );
+                }
+                Err(_) => {
+                    let _ = writeln!(text);
+                }
+            }
             Ok(())
         })();
         run_rocast(&["lab", "down", "--name", LAB])?;
