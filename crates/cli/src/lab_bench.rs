@@ -369,6 +369,9 @@ struct Point {
     member_us_per_packet: Option<f64>,
 }
 
+/// CPU per packet (µs) of a group's leader and its median member.
+type LeaderMember = (Option<f64>, Option<f64>);
+
 /// Every "(X us per packet)" in a `mcast` output, in order.
 fn us_per_packet(text: &str) -> Vec<f64> {
     text.match_indices(" us per packet)")
@@ -607,7 +610,7 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
         let result = (|| -> Result<(), String> {
             let mut rows: Vec<(u64, Vec<f64>)> = Vec::new();
             let mut cpu_rows: Vec<(u64, Vec<f64>)> = Vec::new();
-            let mut per_packet: Vec<(u64, Vec<(Option<f64>, Option<f64>)>)> = Vec::new();
+            let mut per_packet: Vec<(u64, Vec<LeaderMember>)> = Vec::new();
             let anchor = perf_anchor(mbps);
             for &size in &a.sizes {
                 let file = a.out.join(format!("payload-{size}.bin"));
