@@ -79,3 +79,24 @@ fn bcast_rejects_bad_arguments_with_exit_2() {
         );
     }
 }
+
+#[test]
+fn a_star_wider_than_the_port_numbers_is_refused_in_words() {
+    // One switch for 70,000 ranks needs port numbers past 16 bits: a clear limit, not a
+    // QP error mid-run.
+    let r = rocast(&[
+        "bcast",
+        "--group",
+        "70000",
+        "--sizes",
+        "64",
+        "--schemes",
+        "chain",
+    ]);
+    assert_ne!(r.code, 0);
+    assert!(
+        r.stderr.contains("16-bit port numbers") && r.stderr.contains("70001 ports"),
+        "{}",
+        r.stderr
+    );
+}

@@ -254,14 +254,19 @@ impl SimPacket {
 }
 
 /// The simulator's host addressing, as the HPCC simulator's: host `id` is
-/// 11.(id/256).(id%256).1.
+/// 11.(id/256).(id%256).1. Past 65,535 hosts the id carries on into the first octet
+/// (host 65,536 is 12.0.0.1), up to [`MAX_SIM_HOSTS`].
 pub fn host_ip(id: u32) -> u32 {
-    0x0b00_0001 + ((id / 256) << 16) + ((id % 256) << 8)
+    debug_assert!(id < MAX_SIM_HOSTS);
+    0x0b00_0001 + (id << 8)
 }
-/// The host id of a simulator address.
+/// The host id of a simulator address (the inverse of [`host_ip`]).
 pub fn host_of_ip(ip: u32) -> u32 {
-    (ip >> 8) & 0xffff
+    ip.wrapping_sub(0x0b00_0001) >> 8
 }
+/// The most hosts the addressing of [`host_ip`] numbers (addresses up to
+/// 255.255.255.1): about 16 million.
+pub const MAX_SIM_HOSTS: u32 = ((u32::MAX - 0x0b00_0001) >> 8) + 1;
 
 /// Cepheus connection bridging on the record's fields: the core's one rewrite
 /// ([`Bridge::apply`](rocast_core::fabric::cepheus::Bridge::apply)) sees where the record keeps them. In place, because it runs for
@@ -291,6 +296,28 @@ impl BridgedHeaders for SimPacket {
 mod tests {
     use super::*;
     use rocast_core::wire::Ecn;
+
+    #[test]
+    fn host_addresses_number_past_65536_hosts() {
+        // HPCC's numbering below 65,536; the id carries on into the first octet above.
+        assert_eq!(host_ip(0), 0x0b00_0001);
+        assert_eq!(host_ip(257), 0x0b01_0101);
+        assert_eq!(host_ip(65_536), 0x0c00_0001);
+        for id in [
+            0,
+            1,
+            255,
+            256,
+            65_535,
+            65_536,
+            70_000,
+            1 << 20,
+            MAX_SIM_HOSTS - 1,
+        ] {
+            assert_eq!(host_of_ip(host_ip(id)), id, "host {id}");
+        }
+        assert_eq!(host_ip(MAX_SIM_HOSTS - 1), 0xff_ff_ff_01);
+    }
 
     #[test]
     fn every_field_but_the_sack_bitmap_is_in_the_first_cache_line() {

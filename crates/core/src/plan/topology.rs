@@ -123,12 +123,19 @@ impl Topology {
     pub fn ports(&self, n: NodeId) -> &[(u32, NodeId)] {
         &self.adjacency[n as usize]
     }
-    /// The port of `n` that link `link` attaches to.
+    /// The port of `n` that link `link` attaches to (`None` past the 16-bit port
+    /// numbers as well; [`Topology::widest_node`] finds such a node).
     pub fn port_of(&self, n: NodeId, link: u32) -> Option<u16> {
         self.adjacency[n as usize]
             .iter()
             .position(|&(l, _)| l == link)
-            .map(|p| p as u16)
+            .and_then(|p| u16::try_from(p).ok())
+    }
+    /// The node with the most ports, and their number.
+    pub fn widest_node(&self) -> Option<(NodeId, usize)> {
+        (0..self.adjacency.len())
+            .map(|n| (n as NodeId, self.adjacency[n].len()))
+            .max_by_key(|&(n, d)| (d, std::cmp::Reverse(n)))
     }
     pub fn find_link(&self, a: NodeId, b: NodeId) -> Option<u32> {
         self.adjacency

@@ -52,6 +52,20 @@ pub fn build_topology(sc: &Scenario, base: &Path) -> Result<Topology, String> {
         }
     }
     .map_err(|e| format!("topology: {e}"))?;
+    // Ports are 16-bit in the simulator's tables (a one-switch star of more hosts
+    // than that has no numbering for them).
+    if let Some((node, ports)) = topo.widest_node().filter(|&(_, d)| d > 1 << 16) {
+        return Err(format!(
+            "topology: node {node} has {ports} ports; a switch has at most 65,536 (16-bit port numbers): use a fabric of more switches"
+        ));
+    }
+    if topo.num_hosts() as u64 > u64::from(crate::packet::MAX_SIM_HOSTS) {
+        return Err(format!(
+            "topology: {} hosts; the simulator addresses at most {}",
+            topo.num_hosts(),
+            crate::packet::MAX_SIM_HOSTS
+        ));
+    }
     if t.link_loss > 0.0 {
         for l in &mut topo.links {
             l.loss = t.link_loss;
