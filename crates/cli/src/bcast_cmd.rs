@@ -5,7 +5,9 @@
 //! prints `# OSU MPI Broadcast Latency Test`-style tables (`# Size  Avg Latency(us)`);
 //! `bcast.csv` in `--out` has every figure beside the analytic model's prediction;
 //! `--plot` draws latency against size, one line per scheme (matplotlib, through
-//! `python/plot_bcast.py`).
+//! `python/plot_bcast.py`). `--analyze` prints the schedules' properties instead of
+//! simulating: steps and RDMC §4.2's average slack per step, beside RDMC's formula
+//! 2(1 − (l−1)/(n−2)) for the binomial pipeline.
 
 use clap::Args;
 use rocast_core::overlay::model::critical_path;
@@ -73,6 +75,11 @@ pub struct BcastCmd {
     /// Write a latency-vs-size plot (PNG) here.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Print each scheme's schedule for the largest size instead of simulating: its
+    /// steps and RDMC §4.2's average slack per step, with RDMC's closed form for the
+    /// binomial pipeline (group sizes up to 4096).
+    #[arg(long)]
+    analyze: bool,
 }
 
 pub fn run(cmd: BcastCmd) -> Result<(), String> {
@@ -98,6 +105,14 @@ pub fn run(cmd: BcastCmd) -> Result<(), String> {
     }
     if !(cmd.overhead_us.is_finite() && cmd.overhead_us >= 0.0) {
         return Err("--overhead-us must be a non-negative number".into());
+    }
+    if cmd.analyze {
+        let largest = sizes.iter().copied().max().unwrap_or(0);
+        print!(
+            "{}",
+            analyze(&schemes, cmd.group, cmd.root, largest, block)?
+        );
+        return Ok(());
     }
     if cmd.verify && sizes.iter().any(|&s| s > 256 << 20) {
         return Err("--verify keeps every rank's buffer in memory: sizes up to 256M".into());
@@ -232,6 +247,78 @@ fn fabric(cmd: &BcastCmd) -> Result<(Scenario, PathBuf), String> {
     let sc = Scenario::preset(&cmd.topo, &sets)
         .map_err(|e| format!("--topo {}: not star, a preset or a file ({e})", cmd.topo))?;
     Ok((sc, PathBuf::new()))
+}
+
+/// The `--analyze` report: per scheme, its steps for a message of `size` bytes in
+/// `block`-byte blocks, and the average slack per step (RDMC §4.2).
+fn analyze(schemes: &[Scheme], n: u32, root: u32, size: u64, block: u64) -> Result<String, String> {
+    use rocast_core::overlay::schedule::{ceil_log2, Schedule};
+    if n > 4096 {
+        return Err("--analyze walks every rank's schedule: --group up to 4096".into());
+    }
+    let blocks = size.div_ceil(block).max(1);
+    let blocks = u32::try_from(blocks)
+        .ok()
+        .filter(|&b| b <= 1 << 16)
+        .ok_or("--analyze: at most 65,536 blocks (raise --block)")?;
+    let mut out = format!(
+        "# rocast bcast --analyze: {n} ranks, root {root}, {size} B in {blocks} blocks of {block} B\n"
+    );
+    for &scheme in schemes {
+        if scheme == Scheme::Ring {
+            let _ = writeln!(
+                out,
+                "{scheme}: no block schedule (NCCL-style slices, flow-controlled per connection)"
+            );
+            continue;
+        }
+        let s = Schedule::new(scheme, n, root, blocks).map_err(|e| e.to_string())?;
+        let per_step = s.average_slack_per_step();
+        // Steady: from step ⌈log2 n⌉ − 1 on (the binomial pipeline's hypercube is full).
+        let from = (ceil_log2(n) as usize).saturating_sub(1);
+        let steady: Vec<f64> = per_step.iter().skip(from).flatten().copied().collect();
+        let (lo, hi) = steady
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                (a.min(x), b.max(x))
+            });
+        let mean = steady.iter().sum::<f64>() / steady.len().max(1) as f64;
+        let _ = write!(
+            out,
+            "{scheme}: {} steps; average slack per step from step {from}: ",
+            s.total_steps()
+        );
+        if steady.is_empty() {
+            let _ = writeln!(out, "no relay sends (only the root)");
+        } else {
+            let _ = writeln!(out, "mean {mean:.4}, min {lo:.4}, max {hi:.4}");
+        }
+        if scheme == Scheme::BinomialPipeline {
+            let l = f64::from(ceil_log2(n));
+            let formula = 2.0 * (1.0 - (l - 1.0) / (f64::from(n) - 2.0).max(1.0));
+            let _ = writeln!(
+                out,
+                "  RDMC §4.2: 2(1 - (l-1)/(n-2)) = {formula:.4} with l = log2 n = {l}{}",
+                if n.is_power_of_two() {
+                    ""
+                } else {
+                    " (RDMC states it for n a power of two; here l = ceil(log2 n))"
+                }
+            );
+        }
+        let shown: Vec<String> = per_step
+            .iter()
+            .take(12)
+            .map(|a| a.map_or("-".into(), |x| format!("{x:.3}")))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  per step: {}{}",
+            shown.join(" "),
+            if per_step.len() > 12 { " ..." } else { "" }
+        );
+    }
+    Ok(out)
 }
 
 fn plot(csv: &Path, png: &Path, title: &str) -> Result<(), String> {

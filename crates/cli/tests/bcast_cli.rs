@@ -100,3 +100,31 @@ fn a_star_wider_than_the_port_numbers_is_refused_in_words() {
         r.stderr
     );
 }
+
+#[test]
+fn analyze_prints_rdmcs_slack_beside_the_schedules() {
+    let r = rocast(&[
+        "bcast",
+        "--analyze",
+        "--group",
+        "16",
+        "--sizes",
+        "16M",
+        "--schemes",
+        "pipeline,chain",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // 16 blocks over 16 ranks: k + log2 n − 1 steps; every steady step at the formula.
+    assert!(r.stdout.contains("pipeline: 19 steps"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("mean 1.5714, min 1.5714, max 1.5714"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("2(1 - (l-1)/(n-2)) = 1.5714"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("chain: 30 steps"), "{}", r.stdout);
+}

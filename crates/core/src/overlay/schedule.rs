@@ -165,6 +165,36 @@ impl Schedule {
             .collect()
     }
 
+    /// RDMC §4.2's slack, per step: a rank other than the root that sends block b at
+    /// step j has slack j − (the step it received b); the step's average is over its
+    /// senders. `None` for a step in which no rank but the root sends. A slack above 1
+    /// means the block arrived at least two steps before it must leave, so a rank
+    /// running late can catch up. O(n·k) time and memory.
+    pub fn average_slack_per_step(&self) -> Vec<Option<f64>> {
+        let steps = self.total_steps() as usize;
+        let mut sum = vec![0u64; steps];
+        let mut senders = vec![0u32; steps];
+        let mut received = vec![u32::MAX; self.blocks as usize];
+        for rank in (0..self.n).filter(|&r| r != self.root) {
+            received.fill(u32::MAX);
+            for (step, t) in self.receives_of(rank) {
+                received[t.block as usize] = received[t.block as usize].min(step);
+            }
+            for (step, t) in self.sends_of(rank) {
+                let got = received[t.block as usize];
+                // A schedule never sends a block before it arrived (check_schedule).
+                if got < step {
+                    sum[step as usize] += u64::from(step - got);
+                    senders[step as usize] += 1;
+                }
+            }
+        }
+        sum.iter()
+            .zip(&senders)
+            .map(|(&s, &c)| (c > 0).then(|| s as f64 / f64::from(c)))
+            .collect()
+    }
+
     /// The ranks `rank` exchanges blocks with (either direction), sorted.
     pub fn peers_of(&self, rank: u32) -> Vec<u32> {
         let mut p: Vec<u32> = self

@@ -160,3 +160,28 @@ fn scheme_codes_are_pinned_and_round_trip() {
     assert_eq!(Scheme::from_code(6), None);
     assert_eq!(Scheme::from_code(255), None);
 }
+
+#[test]
+fn binomial_pipeline_slack_is_rdmcs_formula_in_every_steady_step() {
+    // RDMC §4.2: for n = 2^l, every steady step's average slack is 2(1 − (l−1)/(n−2)).
+    for l in 2..=8u32 {
+        let n = 1u32 << l;
+        let s = Schedule::new(Scheme::BinomialPipeline, n, 3 % n, 40).unwrap();
+        let want = 2.0 * (1.0 - f64::from(l - 1) / f64::from(n - 2));
+        let v = s.average_slack_per_step();
+        assert_eq!(v.len(), s.total_steps() as usize);
+        for (j, a) in v.iter().enumerate().skip(l as usize - 1) {
+            let a = a.unwrap_or_else(|| panic!("n {n} step {j}: no sender"));
+            assert!((a - want).abs() < 1e-12, "n {n} step {j}: {a} != {want}");
+        }
+        // Filling the hypercube: the first step only the root sends.
+        assert_eq!(v[0], None);
+    }
+    // A chain's relay passes each block on the step after it arrives.
+    let c = Schedule::new(Scheme::Chain, 6, 0, 10).unwrap();
+    assert!(c
+        .average_slack_per_step()
+        .iter()
+        .flatten()
+        .all(|&a| a == 1.0));
+}
