@@ -369,6 +369,14 @@ struct Point {
     member_us_per_packet: Option<f64>,
 }
 
+/// A summary table's title line and its header up to the schemes' columns.
+fn table_head(text: &mut String, title: &str, schemes: &[String], width: usize) {
+    let _ = write!(text, "{title}\n{:>10}", "size");
+    for s in schemes {
+        let _ = write!(text, " {s:>width$}");
+    }
+}
+
 /// CPU per packet (µs) of a group's leader and its median member.
 type LeaderMember = (Option<f64>, Option<f64>);
 
@@ -677,10 +685,12 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                 let _ = writeln!(text);
             }
             // Summary: goodput and Cepheus against the best overlay.
-            let _ = write!(text, "# {shape}: goodput (Gbit/s)\n{:>10}", "size");
-            for s in &a.schemes {
-                let _ = write!(text, " {s:>10}");
-            }
+            table_head(
+                &mut text,
+                &format!("# {shape}: goodput (Gbit/s)"),
+                &a.schemes,
+                10,
+            );
             if mpi.is_some() {
                 let _ = write!(text, " {:>10}", "open-mpi");
             }
@@ -730,14 +740,12 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                 "best/cepheus: the fastest other scheme's latency over Cepheus' (above 1: Cepheus is faster)\n"
             );
             // CPU: the machine's busy CPU-seconds per gigabyte the members received.
-            let _ = write!(
-                text,
-                "# {shape}: CPU-seconds per delivered GB (all processes and the kernel)\n{:>10}",
-                "size"
+            table_head(
+                &mut text,
+                &format!("# {shape}: CPU-seconds per delivered GB (all processes and the kernel)"),
+                &a.schemes,
+                10,
             );
-            for s in &a.schemes {
-                let _ = write!(text, " {s:>10}");
-            }
             let _ = writeln!(text, " {:>14}", "cepheus/chain");
             for (size, cpu) in &cpu_rows {
                 let _ = write!(text, "{size:>10}");
@@ -771,14 +779,12 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                 }
             }
             // Goal 2: each host's CPU per packet against `rocast perf`'s in this lab.
-            let _ = write!(
-                text,
-                "# {shape}: CPU per packet (us, thread user+sys): leader / median member\n{:>10}",
-                "size"
+            table_head(
+                &mut text,
+                &format!("# {shape}: CPU per packet (us, thread user+sys): leader / median member"),
+                &a.schemes,
+                15,
             );
-            for s in &a.schemes {
-                let _ = write!(text, " {s:>15}");
-            }
             let _ = writeln!(text);
             for (size, pkt) in &per_packet {
                 let _ = write!(text, "{size:>10}");

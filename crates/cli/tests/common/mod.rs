@@ -87,3 +87,11 @@ pub fn line_counter(out: &str, prefix: &str, key: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {key} in {line}"));
     f[i + 1].parse().unwrap()
 }
+
+/// Asserts that `out` contains every one of `wanted`, showing `out` when not.
+#[allow(dead_code)] // not every test binary uses it
+pub fn assert_contains_all(out: &str, wanted: &[&str]) {
+    for w in wanted {
+        assert!(out.contains(w), "missing {w:?} in:\n{out}");
+    }
+}
