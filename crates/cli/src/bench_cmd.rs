@@ -386,6 +386,7 @@ fn bench_sim(runs: &str, out: &std::path::Path, sets: &[String]) -> Result<(), S
         cmd.arg("sim")
             .args(bench_run_args(run))
             .arg("--quiet")
+            .arg("--no-plot")
             .arg("--out")
             .arg(&dir)
             .env("ROCAST_BENCH_EVENTS", "1")

@@ -29,6 +29,10 @@ pub struct SimCmd {
     /// Print the resolved preset's TOML and exit.
     #[arg(long)]
     print_preset: bool,
+    /// Write an experiment's CSVs without drawing their plots (`rocast bench sim`
+    /// times the simulator, not matplotlib).
+    #[arg(long)]
+    no_plot: bool,
 }
 
 /// Reads a scenario file with `--set` overrides; its relative file names resolve
@@ -112,7 +116,7 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
                 "ud-latency.csv" => Some("python/plot_ud_latency.py"),
                 _ => None,
             };
-            if let Some(script) = script {
+            if let Some(script) = script.filter(|_| !cmd.no_plot) {
                 let png = path.with_extension("png");
                 match crate::plot::run_python(script, &path, &png, &sc.name) {
                     Ok(()) => println!("plot: {}", png.display()),

@@ -180,6 +180,19 @@ impl<T> EgressQueues<T> {
         (ready != 0).then(|| 7 - ready.leading_zeros() as u8)
     }
 
+    /// Where the queue that `out` sends from next keeps its head pointer, and where its
+    /// head entry lies: addresses for a driver's prefetch before it calls
+    /// [`next_class`](Self::next_class) and [`dequeue`](Self::dequeue) (the simulator
+    /// asks a few events ahead). Nothing is read through them.
+    pub fn next_queue_hint(&self, out: u16, paused: u8) -> Option<(*const (), *const ())> {
+        let c = self.next_class(out, paused)? as usize;
+        let q = &self.queues[out as usize * PRIORITIES + c];
+        let head = q
+            .front()
+            .map_or(std::ptr::null(), |e| e as *const Entry<T> as *const ());
+        Some((q as *const VecDeque<Entry<T>> as *const (), head))
+    }
+
     /// Takes the head of `out`'s `class` queue and releases its buffer.
     pub fn dequeue(&mut self, out: u16, class: u8) -> Option<Departure<T>> {
         let (o, c) = (out as usize, class as usize & (PRIORITIES - 1));
@@ -294,6 +307,26 @@ mod tests {
             checked += usize::from(q.port_len(out) > 0);
         }
         assert!(checked > 1000, "queues were rarely non-empty: {checked}");
+    }
+
+    #[test]
+    fn the_prefetch_hint_points_at_the_entry_dequeue_takes() {
+        let mut q = lossless(2);
+        assert_eq!(q.next_queue_hint(1, 0), None);
+        for (i, class) in [3u8, 3, 7].into_iter().enumerate() {
+            q.enqueue(Ingress::Port(0), 1, class, 100, i as u32)
+                .unwrap();
+        }
+        while let Some(c) = q.next_class(1, 0) {
+            let (queue, head) = q.next_queue_hint(1, 0).expect("a class is ready");
+            let qi = 1 * PRIORITIES + c as usize;
+            assert_eq!(queue, &q.queues[qi] as *const _ as *const ());
+            assert_eq!(head, q.queues[qi].front().unwrap() as *const _ as *const ());
+            q.dequeue(1, c).unwrap();
+        }
+        // Paused data classes are not hinted, as next_class skips them.
+        q.enqueue(Ingress::Port(0), 1, 3, 100, 9).unwrap();
+        assert_eq!(q.next_queue_hint(1, 1 << 3), None);
     }
 
     #[test]

@@ -16,6 +16,7 @@
 //! `Hop`, ingress port and bytes) and 32 per packet on a link (arrival time and `Hop`).
 
 pub mod event_queue;
+use event_queue::prefetch;
 mod flow;
 pub mod frames;
 pub mod tree_multicast;
@@ -132,22 +133,30 @@ const KINDS: [EvKind; 10] = [
 ];
 
 /// An event of the engine's queue: the kind and arguments packed in one word (the
-/// queue keeps the time and the insertion order beside it).
+/// queue keeps the time and the insertion order beside it). The word is never zero
+/// (kinds count from 1 in it), so the queue's `Option<Ev>` is one word too.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Ev {
-    /// kind << 56 | b << 32 | a
-    payload: u64,
+    /// (kind + 1) << 56 | b << 32 | a
+    payload: std::num::NonZeroU64,
 }
 
 impl Ev {
+    fn new(kind: EvKind, a: u32, b: u32) -> Ev {
+        debug_assert!(b < 1 << 24);
+        let word = (kind as u64 + 1) << 56 | (b as u64) << 32 | a as u64;
+        Ev {
+            payload: std::num::NonZeroU64::new(word).expect("the kind byte is never zero"),
+        }
+    }
     fn kind(&self) -> EvKind {
-        KINDS[(self.payload >> 56) as usize]
+        KINDS[(self.payload.get() >> 56) as usize - 1]
     }
     fn a(&self) -> u32 {
-        self.payload as u32
+        self.payload.get() as u32
     }
     fn b(&self) -> u32 {
-        ((self.payload >> 32) & 0xff_ffff) as u32
+        ((self.payload.get() >> 32) & 0xff_ffff) as u32
     }
 }
 
@@ -823,13 +832,7 @@ impl Engine {
     }
 
     fn schedule(&mut self, time: u64, kind: EvKind, a: u32, b: u32) {
-        debug_assert!(b < 1 << 24);
-        self.events.push(
-            time,
-            Ev {
-                payload: (kind as u64) << 56 | (b as u64) << 32 | a as u64,
-            },
-        );
+        self.events.push(time, Ev::new(kind, a, b));
     }
 
     /// Flows started and not yet finished or failed, plus flows not yet started.
@@ -869,6 +872,7 @@ impl Engine {
                 return false;
             }
             let (_, ev) = self.events.pop().expect("peeked");
+            self.prefetch_ahead();
             self.now = time;
             self.last_event = self.now;
             self.totals.events += 1;
@@ -890,6 +894,85 @@ impl Engine {
             }
         }
         false
+    }
+
+    /// Asks the CPU to load, ahead of time, what the next events of the current slot
+    /// will read: on a large fabric nearly every port, link FIFO, queue and packet
+    /// record an event touches has left the cache since its last use, and the engine
+    /// waits on those loads more than it computes (`docs/perf/`). Three stages follow
+    /// the chain of pointers: the port of the event three ahead, the head of the
+    /// link FIFO of the event two ahead (its port is loaded by then), and the far
+    /// port and packet record of the next one. Only hints: nothing is read here that
+    /// a later event might change, and a wrong guess costs a wasted load.
+    #[inline]
+    fn prefetch_ahead(&self) {
+        let port_of = |ev: &Ev| match ev.kind() {
+            EvKind::Arrive | EvKind::TxDone => Some(ev.a() as usize),
+            _ => None,
+        };
+        if let Some(p) = self.events.peek_ahead(2).and_then(port_of) {
+            if let Some(port) = self.ports.get(p) {
+                prefetch(port);
+            }
+        }
+        let n_hosts = self.topo.num_hosts();
+        if let Some(ev) = self.events.peek_ahead(1) {
+            let port = self.ports.get(ev.a() as usize);
+            match (ev.kind(), port) {
+                (EvKind::Arrive, Some(p)) => {
+                    if let Some((_, hop)) = p.in_flight.front() {
+                        prefetch(hop);
+                    }
+                }
+                (EvKind::TxDone, Some(p)) if p.node as usize >= n_hosts => {
+                    // The queue the transmitter will take its next packet from.
+                    if let Some(e) = self.egress.get(p.node as usize - n_hosts) {
+                        if let Some((q, _)) = e.next_queue_hint(p.local, p.paused) {
+                            prefetch_ptr(q);
+                        }
+                    }
+                }
+                (EvKind::TxDone, Some(p)) => {
+                    if let Some(h) = self.hosts.get(p.node as usize) {
+                        prefetch(h);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(ev) = self.events.peek_ahead(0) {
+            if ev.kind() == EvKind::TxDone {
+                if let Some(p) = self.ports.get(ev.a() as usize) {
+                    if p.node as usize >= n_hosts {
+                        if let Some(e) = self.egress.get(p.node as usize - n_hosts) {
+                            if let Some((_, head)) = e.next_queue_hint(p.local, p.paused) {
+                                prefetch_ptr(head);
+                            }
+                        }
+                    } else if let Some(&qpn) = self
+                        .hosts
+                        .get(p.node as usize)
+                        .and_then(|h| h.active.front())
+                    {
+                        if let Some(Some(slot)) = self.qps.get(qpn as usize) {
+                            prefetch(&**slot);
+                        }
+                    }
+                }
+            }
+            if ev.kind() == EvKind::Arrive {
+                if let Some(p) = self.ports.get(ev.a() as usize) {
+                    if let Some(far) = self.ports.get(p.reverse as usize) {
+                        prefetch(far);
+                    }
+                    if let Some((_, hop)) = p.in_flight.front() {
+                        if let Some(rec) = self.slab.get(hop.slot as usize) {
+                            prefetch(rec);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     // ---- packets ----
@@ -2509,6 +2592,19 @@ impl UnicastTable for SwitchRoutes<'_> {
         match self.routes.next_hops(self.node, host) {
             [] => UnicastRoute::Unknown,
             ports => UnicastRoute::Via(ports),
+        }
+    }
+}
+
+/// [`prefetch`] of an address (a null one is skipped).
+#[inline(always)]
+fn prefetch_ptr(p: *const ()) {
+    if !p.is_null() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch never faults, whatever the address, and reads nothing the
+        // program sees.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
         }
     }
 }
