@@ -162,6 +162,7 @@ impl Ev {
 
 /// Counters of one egress port (one direction of a link).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct PortCounters {
     pub tx_packets: u64,
     pub tx_bytes: u64,
@@ -234,28 +235,35 @@ impl Hop {
     }
 }
 
+/// Laid out (`repr(C)`) so that what every packet's events read is in the first two
+/// cache lines, which `Engine::prefetch_ahead` loads: the link FIFO, the ends, the
+/// state and the delay in the first (64 bytes); the serialisation, loss, the packet
+/// on the wire and the per-packet counters in the second (64); the rest after.
+#[repr(C)]
 struct Port {
+    /// On the link: (arrival time, packet).
+    in_flight: VecDeque<(u64, Hop)>,
     node: u32,
-    local: u16,
-    link: u32,
     /// The opposite direction's port (owned by the peer).
     reverse: u32,
-    rate_bps: u64,
-    delay_ps: u64,
-    loss: f64,
+    local: u16,
     up: bool,
     /// Classes paused by the peer's PFC (bit per class).
     paused: u8,
-    paused_since: [u64; PRIORITIES],
+    capture: bool,
+    delay_ps: u64,
+    /// The last serialisation computed, `last_ser_bytes` wire bytes in
+    /// `last_ser_ps`: most packets on a port are the same size, and the exact time is
+    /// a u128 division.
+    last_ser_bytes: u32,
+    link: u32,
+    last_ser_ps: u64,
+    loss: f64,
     /// The packet being transmitted ([`Hop::IDLE`] when none: see [`Port::busy`]).
     current: Hop,
-    /// The last serialisation computed, (wire bytes, ps): most packets on a port are
-    /// the same size, and the exact time is a u128 division.
-    last_ser: (u32, u64),
-    /// On the link: (arrival time, packet).
-    in_flight: VecDeque<(u64, Hop)>,
-    capture: bool,
     c: PortCounters,
+    rate_bps: u64,
+    paused_since: [u64; PRIORITIES],
 }
 
 impl Port {
@@ -649,7 +657,8 @@ impl Engine {
                     paused: 0,
                     paused_since: [0; PRIORITIES],
                     current: Hop::IDLE,
-                    last_ser: (0, 0),
+                    last_ser_bytes: 0,
+                    last_ser_ps: 0,
                     in_flight: VecDeque::new(),
                     capture: cfg.capture_links.contains(&link),
                     c: PortCounters::default(),
@@ -900,23 +909,26 @@ impl Engine {
     /// will read: on a large fabric nearly every port, link FIFO, queue and packet
     /// record an event touches has left the cache since its last use, and the engine
     /// waits on those loads more than it computes (`docs/perf/`). Three stages follow
-    /// the chain of pointers: the port of the event three ahead, the head of the
-    /// link FIFO of the event two ahead (its port is loaded by then), and the far
-    /// port and packet record of the next one. Only hints: nothing is read here that
-    /// a later event might change, and a wrong guess costs a wasted load.
+    /// the chain of pointers, each an event apart so that its loads have landed when
+    /// the next stage reads through them: the port of the event four ahead; the head
+    /// of its link FIFO, or its egress queue, or its NIC, at three ahead; the far port
+    /// and the packet record, or the queue's head entry, or the NIC's next QP, at two
+    /// ahead. Only hints: nothing is read here that a later event might change, and a
+    /// wrong guess costs a wasted load.
     #[inline]
     fn prefetch_ahead(&self) {
         let port_of = |ev: &Ev| match ev.kind() {
             EvKind::Arrive | EvKind::TxDone => Some(ev.a() as usize),
             _ => None,
         };
-        if let Some(p) = self.events.peek_ahead(2).and_then(port_of) {
+        if let Some(p) = self.events.peek_ahead(3).and_then(port_of) {
             if let Some(port) = self.ports.get(p) {
                 prefetch(port);
+                prefetch_ptr((port as *const Port as *const u8).wrapping_add(64) as *const ());
             }
         }
         let n_hosts = self.topo.num_hosts();
-        if let Some(ev) = self.events.peek_ahead(1) {
+        if let Some(ev) = self.events.peek_ahead(2) {
             let port = self.ports.get(ev.a() as usize);
             match (ev.kind(), port) {
                 (EvKind::Arrive, Some(p)) => {
@@ -940,7 +952,7 @@ impl Engine {
                 _ => {}
             }
         }
-        if let Some(ev) = self.events.peek_ahead(0) {
+        if let Some(ev) = self.events.peek_ahead(1) {
             if ev.kind() == EvKind::TxDone {
                 if let Some(p) = self.ports.get(ev.a() as usize) {
                     if p.node as usize >= n_hosts {
@@ -1029,10 +1041,11 @@ impl Engine {
         let (pkt, wire) = (hop.slot, hop.wire as u64);
         let p = &mut self.ports[port as usize];
         p.current = hop;
-        if p.last_ser.0 as u64 != wire {
-            p.last_ser = (wire as u32, Duration::for_bytes(wire, p.rate_bps).as_ps());
+        if p.last_ser_bytes as u64 != wire {
+            p.last_ser_bytes = wire as u32;
+            p.last_ser_ps = Duration::for_bytes(wire, p.rate_bps).as_ps();
         }
-        let ser = p.last_ser.1;
+        let ser = p.last_ser_ps;
         let (capture, node, reverse) = (p.capture, p.node, p.reverse);
         if capture && (self.capture.len() as u64) < self.cfg.capture_max_packets {
             let (a, b) = (node, self.ports[reverse as usize].node);
@@ -2683,7 +2696,24 @@ pub fn ideal_message(
 
 #[cfg(test)]
 mod hop_tests {
-    use super::{Hop, SimPacket};
+    use super::{Hop, Port, PortCounters, SimPacket};
+
+    #[test]
+    fn a_ports_per_packet_fields_lie_in_its_first_two_cache_lines() {
+        // What prefetch_ahead loads: the first two lines of a port.
+        let end = |offset: usize, size: usize| offset + size;
+        assert_eq!(std::mem::offset_of!(Port, in_flight), 0);
+        assert!(end(std::mem::offset_of!(Port, delay_ps), 8) <= 64);
+        assert!(end(std::mem::offset_of!(Port, last_ser_ps), 8) <= 128);
+        assert!(
+            end(
+                std::mem::offset_of!(Port, current),
+                std::mem::size_of::<Hop>()
+            ) <= 128
+        );
+        let rx = std::mem::offset_of!(Port, c) + std::mem::offset_of!(PortCounters, rx_bytes);
+        assert!(end(rx, 8) <= 128, "rx_bytes at {rx}");
+    }
 
     #[test]
     fn a_hop_copies_what_routing_and_queueing_read_from_the_record() {
