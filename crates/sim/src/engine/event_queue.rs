@@ -15,16 +15,18 @@
 //! order; pushes into the current slot are inserted in order. std's binary heap before
 //! it was a fifth of `permutation-1024`'s time (`docs/perf/`): the calendar queue runs
 //! that preset about 20 % faster with the same memory and the same pop order. (A radix
-//! heap cost 29 % more instructions, a 4-ary heap 33 %.) Buckets are lists through one
-//! node pool, so memory follows the events pending, not each bucket's largest burst. An
+//! heap cost 29 % more instructions, a 4-ary heap 33 %.) Buckets are lists of 7-event
+//! chunks from one pool, so memory follows the events pending, not each bucket's
+//! largest burst, and taking a crowded bucket follows one link per 7 events. An
 //! event pushed into the past (a model bug) still pops first.
 
 //! Every queue counts the events it handed out and adds them, when dropped, to one
 //! process-wide total ([`events_total`]): what `rocast bench sim` reports as events
 //! per second for runs of any model, without a hot-path atomic.
 //!
-//! Memory: a node per pending event (time, sequence, event and link: 32 bytes for the
-//! engine's events) plus 17 KiB of bucket heads and bitmap ([`EventQueue::heap_bytes`]).
+//! Memory: 256-byte chunks of 7 pending events for the engine (37 bytes per event when
+//! full; a partly filled chunk per occupied bucket, at most 4096 of them, 1 MiB), plus
+//! 17 KiB of bucket heads and bitmap ([`EventQueue::heap_bytes`]).
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -52,11 +54,14 @@ pub struct EventQueue<T> {
     cur: Vec<Entry<T>>,
     cur_slot: u64,
     /// Slot `s` in `cur_slot + 1 .. cur_slot + SLOTS` lives in bucket `s % SLOTS` (the
-    /// head of a list through `nodes`), so a bucket only ever holds one slot's events,
-    /// unsorted until its slot comes. Lists in one pool keep memory proportional to
-    /// the events pending, not to every bucket's largest burst.
+    /// head of a list of chunks), so a bucket only ever holds one slot's events,
+    /// unsorted until its slot comes. Chunks from one pool keep memory proportional to
+    /// the events pending, not to every bucket's largest burst; a chunk holds up to
+    /// [`CHUNK`] events side by side, so taking a bucket of n events follows n/CHUNK
+    /// links instead of n (one cold load after another: with one event per node this
+    /// walk was a third of the engine's time on a 65,536-host fabric).
     buckets: Vec<u32>,
-    nodes: Vec<Node<T>>,
+    chunks: Vec<Chunk<T>>,
     free: Vec<u32>,
     /// Bit per bucket: not empty.
     occupied: Vec<u64>,
@@ -73,16 +78,41 @@ impl<T> Drop for EventQueue<T> {
     }
 }
 
-/// A bucket list's node: the key's two halves and the event, without the `u128`'s
-/// 16-byte alignment, so an engine event's node is 32 bytes (it was 64): walking a
-/// bucket's list is the queue's main cost, one cache line per node.
+/// Events per chunk of a bucket's list: with the engine's events a chunk is four
+/// cache lines, the link and the first event in the first.
+const CHUNK: usize = 7;
+
+/// A link of a bucket's list: up to [`CHUNK`] events in place (a bucket of one event
+/// costs one cold line, as a one-event node did) and the next chunk.
 #[derive(Debug)]
-struct Node<T> {
+#[repr(C, align(64))]
+struct Chunk<T> {
+    next: u32,
+    len: u32,
+    events: [Place<T>; CHUNK],
+}
+
+/// A place in a chunk: the key's two halves (no `u128` alignment) and the event
+/// (`None` when empty or taken).
+#[derive(Debug)]
+struct Place<T> {
     time: u64,
     seq: u64,
-    /// `None` once taken (the node is then on the free list).
     event: Option<T>,
-    next: u32,
+}
+
+impl<T> Chunk<T> {
+    fn empty() -> Self {
+        Chunk {
+            next: NIL,
+            len: 0,
+            events: std::array::from_fn(|_| Place {
+                time: 0,
+                seq: 0,
+                event: None,
+            }),
+        }
+    }
 }
 
 /// One pending event: `time << 64 | seq`, and the event.
@@ -133,7 +163,7 @@ impl<T> EventQueue<T> {
             cur: Vec::new(),
             cur_slot: 0,
             buckets: vec![NIL; SLOTS as usize],
-            nodes: Vec::with_capacity(n),
+            chunks: Vec::with_capacity(n / CHUNK),
             free: Vec::new(),
             occupied: vec![0; (SLOTS / 64) as usize],
             far: BinaryHeap::with_capacity(n),
@@ -168,22 +198,30 @@ impl<T> EventQueue<T> {
     #[inline]
     fn link(&mut self, slot: u64, entry: Entry<T>) {
         let b = (slot % SLOTS) as usize;
-        let node = Node {
+        let head = self.buckets[b];
+        let place = Place {
             time: (entry.key >> 64) as u64,
             seq: entry.key as u64,
             event: Some(entry.event),
-            next: self.buckets[b],
         };
+        if let Some(c) = self.chunks.get_mut(head as usize) {
+            if (c.len as usize) < CHUNK {
+                c.events[c.len as usize] = place;
+                c.len += 1;
+                return;
+            }
+        }
         let i = match self.free.pop() {
-            Some(i) => {
-                self.nodes[i as usize] = node;
-                i
-            }
+            Some(i) => i,
             None => {
-                self.nodes.push(node);
-                (self.nodes.len() - 1) as u32
+                self.chunks.push(Chunk::empty());
+                (self.chunks.len() - 1) as u32
             }
         };
+        let c = &mut self.chunks[i as usize];
+        c.events[0] = place;
+        c.len = 1;
+        c.next = head;
         self.buckets[b] = i;
         self.occupied[b / 64] |= 1 << (b % 64);
     }
@@ -226,13 +264,16 @@ impl<T> EventQueue<T> {
             let b = (next % SLOTS) as usize;
             let mut i = std::mem::replace(&mut self.buckets[b], NIL);
             while i != NIL {
-                let n = &mut self.nodes[i as usize];
-                self.cur.push(Entry {
-                    key: (n.time as u128) << 64 | n.seq as u128,
-                    event: n.event.take().expect("a listed node holds its event"),
-                });
+                let c = &mut self.chunks[i as usize];
+                for s in &mut c.events[..c.len as usize] {
+                    self.cur.push(Entry {
+                        key: (s.time as u128) << 64 | s.seq as u128,
+                        event: s.event.take().expect("a chunk's first len places are full"),
+                    });
+                }
+                c.len = 0;
                 self.free.push(i);
-                i = n.next;
+                i = c.next;
             }
             self.occupied[b / 64] &= !(1 << (b % 64));
         }
@@ -304,7 +345,7 @@ impl<T> EventQueue<T> {
     pub fn heap_bytes(&self) -> usize {
         let e = std::mem::size_of::<Entry<T>>();
         (self.cur.capacity() + self.far.capacity()) * e
-            + self.nodes.capacity() * std::mem::size_of::<Node<T>>()
+            + self.chunks.capacity() * std::mem::size_of::<Chunk<T>>()
             + (self.free.capacity() + self.buckets.len()) * 4
             + self.occupied.len() * 8
     }
@@ -417,9 +458,30 @@ mod tests {
     }
 
     #[test]
-    fn a_one_word_event_with_a_niche_takes_a_32_byte_node() {
-        // The engine's events are a NonZeroU64: half a cache line per pending event.
-        assert_eq!(std::mem::size_of::<Node<std::num::NonZeroU64>>(), 32);
+    fn a_chunk_of_one_word_events_is_four_cache_lines() {
+        // The engine's events are one u64: 7 to a chunk, 256 bytes.
+        assert_eq!(std::mem::size_of::<Chunk<u64>>(), 256);
+        assert_eq!(std::mem::align_of::<Chunk<u64>>(), 64);
+    }
+
+    #[test]
+    fn a_crowded_slot_spans_chunks_and_pops_in_order() {
+        let mut q = EventQueue::new();
+        // 5 chunks' worth in one slot, pushed in reverse time order.
+        let n = 5 * CHUNK as u64;
+        for k in 0..n {
+            q.push(2_000_000 + (n - k), k);
+        }
+        let popped: Vec<_> = std::iter::from_fn(|| q.pop()).map(|(t, _)| t).collect();
+        let want: Vec<_> = (1..=n).map(|d| 2_000_000 + d).collect();
+        assert_eq!(popped, want);
+        // The chunks went back to the pool, and are reused.
+        let pooled = q.chunks.len();
+        for k in 0..n {
+            q.push(4_000_000 + k, k);
+        }
+        assert_eq!(q.chunks.len(), pooled);
+        assert_eq!(q.len(), n as usize);
     }
 
     #[test]

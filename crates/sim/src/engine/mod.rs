@@ -133,30 +133,28 @@ const KINDS: [EvKind; 10] = [
 ];
 
 /// An event of the engine's queue: the kind and arguments packed in one word (the
-/// queue keeps the time and the insertion order beside it). The word is never zero
-/// (kinds count from 1 in it), so the queue's `Option<Ev>` is one word too.
+/// queue keeps the time and the insertion order beside it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Ev {
-    /// (kind + 1) << 56 | b << 32 | a
-    payload: std::num::NonZeroU64,
+    /// kind << 56 | b << 32 | a
+    payload: u64,
 }
 
 impl Ev {
     fn new(kind: EvKind, a: u32, b: u32) -> Ev {
         debug_assert!(b < 1 << 24);
-        let word = (kind as u64 + 1) << 56 | (b as u64) << 32 | a as u64;
         Ev {
-            payload: std::num::NonZeroU64::new(word).expect("the kind byte is never zero"),
+            payload: (kind as u64) << 56 | (b as u64) << 32 | a as u64,
         }
     }
     fn kind(&self) -> EvKind {
-        KINDS[(self.payload.get() >> 56) as usize - 1]
+        KINDS[(self.payload >> 56) as usize]
     }
     fn a(&self) -> u32 {
-        self.payload.get() as u32
+        self.payload as u32
     }
     fn b(&self) -> u32 {
-        ((self.payload.get() >> 32) & 0xff_ffff) as u32
+        ((self.payload >> 32) & 0xff_ffff) as u32
     }
 }
 
