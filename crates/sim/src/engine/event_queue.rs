@@ -351,21 +351,6 @@ impl<T> EventQueue<T> {
     }
 }
 
-/// A hint to load the cache line holding `x` (nothing on targets without one).
-#[inline(always)]
-pub fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults and reads nothing the program sees; the pointer
-    // comes from a live reference.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            x as *const T as *const i8,
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

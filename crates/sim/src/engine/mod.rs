@@ -16,7 +16,6 @@
 //! `Hop`, ingress port and bytes) and 32 per packet on a link (arrival time and `Hop`).
 
 pub mod event_queue;
-use event_queue::prefetch;
 mod flow;
 pub mod frames;
 pub mod tree_multicast;
@@ -141,12 +140,6 @@ struct Ev {
 }
 
 impl Ev {
-    fn new(kind: EvKind, a: u32, b: u32) -> Ev {
-        debug_assert!(b < 1 << 24);
-        Ev {
-            payload: (kind as u64) << 56 | (b as u64) << 32 | a as u64,
-        }
-    }
     fn kind(&self) -> EvKind {
         KINDS[(self.payload >> 56) as usize]
     }
@@ -839,7 +832,13 @@ impl Engine {
     }
 
     fn schedule(&mut self, time: u64, kind: EvKind, a: u32, b: u32) {
-        self.events.push(time, Ev::new(kind, a, b));
+        debug_assert!(b < 1 << 24);
+        self.events.push(
+            time,
+            Ev {
+                payload: (kind as u64) << 56 | (b as u64) << 32 | a as u64,
+            },
+        );
     }
 
     /// Flows started and not yet finished or failed, plus flows not yet started.
@@ -915,73 +914,72 @@ impl Engine {
     /// wrong guess costs a wasted load.
     #[inline]
     fn prefetch_ahead(&self) {
-        let port_of = |ev: &Ev| match ev.kind() {
-            EvKind::Arrive | EvKind::TxDone => Some(ev.a() as usize),
-            _ => None,
-        };
-        if let Some(p) = self.events.peek_ahead(3).and_then(port_of) {
-            if let Some(port) = self.ports.get(p) {
-                prefetch(port);
-                prefetch_ptr((port as *const Port as *const u8).wrapping_add(64) as *const ());
-            }
-        }
         let n_hosts = self.topo.num_hosts();
-        if let Some(ev) = self.events.peek_ahead(2) {
-            let port = self.ports.get(ev.a() as usize);
-            match (ev.kind(), port) {
-                (EvKind::Arrive, Some(p)) => {
-                    if let Some((_, hop)) = p.in_flight.front() {
-                        prefetch(hop);
-                    }
+        // The port of an Arrive or TxDone event.
+        let port_at = |ahead: usize| {
+            let ev = self.events.peek_ahead(ahead)?;
+            match ev.kind() {
+                EvKind::Arrive | EvKind::TxDone => {
+                    Some((ev.kind(), self.ports.get(ev.a() as usize)?))
                 }
-                (EvKind::TxDone, Some(p)) if p.node as usize >= n_hosts => {
-                    // The queue the transmitter will take its next packet from.
-                    if let Some(e) = self.egress.get(p.node as usize - n_hosts) {
-                        if let Some((q, _)) = e.next_queue_hint(p.local, p.paused) {
-                            prefetch_ptr(q);
-                        }
-                    }
-                }
-                (EvKind::TxDone, Some(p)) => {
-                    if let Some(h) = self.hosts.get(p.node as usize) {
-                        prefetch(h);
-                    }
-                }
-                _ => {}
+                _ => None,
             }
+        };
+        // The egress queue a switch port sends from next: (its header, its head).
+        let queue_of = |p: &Port| {
+            let sw = (p.node as usize).checked_sub(n_hosts)?;
+            self.egress.get(sw)?.next_queue_hint(p.local, p.paused)
+        };
+        if let Some((_, p)) = port_at(3) {
+            prefetch(p);
+            prefetch_ptr((p as *const Port as *const u8).wrapping_add(64) as *const ());
         }
-        if let Some(ev) = self.events.peek_ahead(1) {
-            if ev.kind() == EvKind::TxDone {
-                if let Some(p) = self.ports.get(ev.a() as usize) {
-                    if p.node as usize >= n_hosts {
-                        if let Some(e) = self.egress.get(p.node as usize - n_hosts) {
-                            if let Some((_, head)) = e.next_queue_hint(p.local, p.paused) {
-                                prefetch_ptr(head);
-                            }
-                        }
-                    } else if let Some(&qpn) = self
-                        .hosts
-                        .get(p.node as usize)
-                        .and_then(|h| h.active.front())
-                    {
-                        if let Some(Some(slot)) = self.qps.get(qpn as usize) {
-                            prefetch(&**slot);
-                        }
-                    }
+        match port_at(2) {
+            Some((EvKind::Arrive, p)) => {
+                if let Some((_, hop)) = p.in_flight.front() {
+                    prefetch(hop);
                 }
             }
-            if ev.kind() == EvKind::Arrive {
-                if let Some(p) = self.ports.get(ev.a() as usize) {
-                    if let Some(far) = self.ports.get(p.reverse as usize) {
-                        prefetch(far);
-                    }
-                    if let Some((_, hop)) = p.in_flight.front() {
-                        if let Some(rec) = self.slab.get(hop.slot as usize) {
-                            prefetch(rec);
-                        }
-                    }
+            Some((_, p)) if p.node as usize >= n_hosts => {
+                if let Some((queue, _)) = queue_of(p) {
+                    prefetch_ptr(queue);
                 }
             }
+            Some((_, p)) => {
+                if let Some(h) = self.hosts.get(p.node as usize) {
+                    prefetch(h);
+                }
+            }
+            None => {}
+        }
+        match port_at(1) {
+            Some((EvKind::Arrive, p)) => {
+                if let Some(far) = self.ports.get(p.reverse as usize) {
+                    prefetch(far);
+                }
+                let record = p
+                    .in_flight
+                    .front()
+                    .and_then(|(_, h)| self.slab.get(h.slot as usize));
+                if let Some(rec) = record {
+                    prefetch(rec);
+                }
+            }
+            Some((_, p)) if p.node as usize >= n_hosts => {
+                if let Some((_, head)) = queue_of(p) {
+                    prefetch_ptr(head);
+                }
+            }
+            Some((_, p)) => {
+                let qpn = self
+                    .hosts
+                    .get(p.node as usize)
+                    .and_then(|h| h.active.front());
+                if let Some(Some(slot)) = qpn.and_then(|&q| self.qps.get(q as usize)) {
+                    prefetch(&**slot);
+                }
+            }
+            None => {}
         }
     }
 
@@ -2607,17 +2605,26 @@ impl UnicastTable for SwitchRoutes<'_> {
     }
 }
 
-/// [`prefetch`] of an address (a null one is skipped).
+/// A hint to load the cache line holding `x`.
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    prefetch_ptr(x as *const T as *const ());
+}
+
+/// A hint to load the cache line at address `p` (a null one is skipped; nothing on
+/// targets without the instruction).
 #[inline(always)]
 fn prefetch_ptr(p: *const ()) {
+    #[cfg(target_arch = "x86_64")]
     if !p.is_null() {
-        #[cfg(target_arch = "x86_64")]
         // SAFETY: a prefetch never faults, whatever the address, and reads nothing the
         // program sees.
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
         }
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
 }
 
 fn mac(node: u32) -> [u8; 6] {
