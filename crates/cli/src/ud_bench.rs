@@ -249,21 +249,8 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
     lab::down(&a.name).map_err(|e| e.to_string())?;
     let up = Lab::up(&spec).map_err(|e| e.to_string())?;
     let result = run(a, &subnet, &peel, &up);
-    // Each switch daemon's counters, queried once: (label, name, stats reply).
-    let stats: Vec<(String, String, Result<String, String>)> = if up.switch_pid.is_none() {
-        Vec::new()
-    } else if tors > 1 {
-        lab::switch_daemons(&spec)
-            .into_iter()
-            .map(|d| {
-                let text = query_stats(&d.control);
-                (format!("switch {}:", d.short), d.short, text)
-            })
-            .collect()
-    } else {
-        let text = query_stats(&lab::switch_socket(&a.name));
-        vec![("switch:".to_string(), "switch".to_string(), text)]
-    };
+    // Each switch daemon's counters, once the fabric is quiet: (label, name, stats reply).
+    let stats = settled_switch_stats(&spec, &a.name, up.switch_pid.is_some(), tors);
     let result = result.and_then(|(mut r, tallies)| {
         if let (Ok(t) | Err(t), Some((tallies, packets))) = (&mut r, tallies) {
             let switches: Vec<PeelCounters> = stats
@@ -296,6 +283,46 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
     let report = result?;
     down.map_err(|e| format!("lab down: {e}"))?;
     Ok(report)
+}
+
+/// Every switch daemon's `stats` reply, (label, short name, reply), read when the
+/// fabric has gone quiet: the sender's last frames (a heartbeat) can still be on a
+/// switch-to-switch link when the hosts return, and a switch read before they arrive
+/// would undercount them. Reads every switch until two rounds 20 ms apart agree, for at
+/// most 2 s (then the last round, which a caller comparing counts will reject).
+fn settled_switch_stats(
+    spec: &LabSpec,
+    name: &str,
+    has_switch: bool,
+    tors: usize,
+) -> Vec<(String, String, Result<String, String>)> {
+    let round = || -> Vec<(String, String, Result<String, String>)> {
+        if !has_switch {
+            Vec::new()
+        } else if tors > 1 {
+            lab::switch_daemons(spec)
+                .into_iter()
+                .map(|d| {
+                    let text = query_stats(&d.control);
+                    (format!("switch {}:", d.short), d.short, text)
+                })
+                .collect()
+        } else {
+            let text = query_stats(&lab::switch_socket(name));
+            vec![("switch:".to_string(), "switch".to_string(), text)]
+        }
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut last = round();
+    while std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let next = round();
+        if next == last {
+            break;
+        }
+        last = next;
+    }
+    last
 }
 
 /// A switch daemon's `stats` reply.
