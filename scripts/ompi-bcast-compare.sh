@@ -43,7 +43,7 @@ for np in 4 8; do
         --mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_bcast_algorithm "$alg" \
         --mca coll_tuned_bcast_algorithm_segmentsize "${SEG[$alg]}" \
         .venv/bin/python python/mpi_bcast.py $SIZES |
-        while read -r size us; do echo "$alg ${NAME[$alg]} $size $us"; done >>"$OUT/ompi-$btl-$np.txt"
+        while read -r size _ us; do echo "$alg ${NAME[$alg]} $size $us"; done >>"$OUT/ompi-$btl-$np.txt"
     done
   done
   "$R" bcast --group "$np" --sizes 64,16M --out "$OUT/rocast-$np" >"$OUT/rocast-$np.txt"

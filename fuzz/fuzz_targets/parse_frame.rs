@@ -1,6 +1,6 @@
 //! Feeds arbitrary bytes to `wire` as an Ethernet frame, as an IPv4 packet, as a pcap
 //! file (with its own header and behind a valid one; the streaming reader must agree with
-//! the in-memory one) and as an MRP payload. Nothing may panic, and every
+//! the in-memory one), as an MRP payload and as an IGMP message. Nothing may panic, and every
 //! RoCE packet that parses must re-emit to a packet that parses back to the same `Repr`.
 //!
 //! Run: `cargo +nightly fuzz run parse_frame` from the repository root.
@@ -111,6 +111,20 @@ fuzz_target!(|data: &[u8]| {
             assert!(same(&back, &data[..total()]));
         }
         let _ = PeelHeader::parse(data);
+    }
+    // IGMP: any bytes parse or fail cleanly; a parsed membership report names only
+    // multicast groups, and the general query the switch emits parses back.
+    if let Ok(rocast_core::wire::igmp::IgmpRepr::Membership(changes)) =
+        rocast_core::wire::igmp::IgmpRepr::parse(data)
+    {
+        assert!(changes.iter().all(|c| c.group.is_multicast()));
+    }
+    if let [a, b, c, ..] = *data {
+        let q = rocast_core::wire::igmp::IgmpRepr::emit_general_query(a, b, c);
+        assert!(matches!(
+            rocast_core::wire::igmp::IgmpRepr::parse(&q),
+            Ok(rocast_core::wire::igmp::IgmpRepr::Query { .. })
+        ));
     }
     if let Ok(c) = rocast_core::control::Confirmation::parse(data) {
         let mut out = vec![0u8; c.buffer_len()];

@@ -503,9 +503,19 @@ fn payload(len: u64) -> Vec<u8> {
     rocast_core::payload::message_data(0x2545_f491, 0, len as usize)
 }
 
+/// One size of Open MPI's MPI_Bcast (`python/mpi_bcast.py`): the median time from the
+/// root's call until the last rank held the message (rocast's latency), and
+/// osu_bcast's average time per call over the ranks.
+struct MpiPoint {
+    size: u64,
+    latency_us: f64,
+    osu_us: f64,
+}
+
 /// Open MPI's MPI_Bcast over TCP between the lab's namespaces: mpirun in h0, its
-/// daemons started in the other namespaces by an rsh agent that enters them.
-fn mpi_run(n: usize, sizes: &[u64], out: &Path) -> Result<Vec<(u64, f64)>, String> {
+/// daemons started in the other namespaces by an rsh agent that enters them (the
+/// namespaces share the hostname, so ORTE's routing tree is told to route directly).
+fn mpi_run(n: usize, sizes: &[u64], out: &Path) -> Result<Vec<MpiPoint>, String> {
     let repo = std::env::current_dir().map_err(|e| e.to_string())?;
     let script = repo.join("python/mpi_bcast.py");
     let python = repo.join(".venv/bin/python");
@@ -550,6 +560,9 @@ fn mpi_run(n: usize, sizes: &[u64], out: &Path) -> Result<Vec<(u64, f64)>, Strin
         "--mca".into(),
         "oob_tcp_if_include".into(),
         "eth0".into(),
+        "--mca".into(),
+        "routed".into(),
+        "direct".into(),
         python.to_string_lossy().into_owned(),
         script.to_string_lossy().into_owned(),
     ];
@@ -577,7 +590,11 @@ fn mpi_run(n: usize, sizes: &[u64], out: &Path) -> Result<Vec<(u64, f64)>, Strin
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             match f.as_slice() {
-                [s, lat] => Some((s.parse().ok()?, lat.parse().ok()?)),
+                [s, lat, osu] => Some(MpiPoint {
+                    size: s.parse().ok()?,
+                    latency_us: lat.parse().ok()?,
+                    osu_us: osu.parse().ok()?,
+                }),
                 _ => None,
             }
         })
@@ -674,13 +691,14 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
             if let Some(m) = &mpi {
                 let _ = writeln!(
                     text,
-                    "# OSU MPI Broadcast Latency Test (Open MPI MPI_Bcast, TCP BTL): {n} hosts, links {}\n# Size       Avg Latency(us)",
+                    "# OSU MPI Broadcast Latency Test (Open MPI MPI_Bcast, TCP BTL): {shape}, links {}\n# (first: root's call until the last rank holds the data, median, as for the schemes above; second: osu_bcast's average per call over ranks)\n# Size       Avg Latency(us)   OSU Avg Latency(us)",
                     a.rate
                 );
-                for (size, us) in m {
-                    let _ = writeln!(text, "{size:<12}{us:>16.2}");
-                    let gbps = *size as f64 * 8.0 / (us * 1e3);
-                    let _ = writeln!(csv, "{n},{size},open-mpi,{us:.1},{gbps:.4}");
+                for p in m {
+                    let (size, us) = (p.size, p.latency_us);
+                    let _ = writeln!(text, "{size:<12}{us:>16.2}{:>22.2}", p.osu_us);
+                    let gbps = size as f64 * 8.0 / (us * 1e3);
+                    let _ = writeln!(csv, "{n},{size},open-mpi,{us:.1},{gbps:.4},,,");
                 }
                 let _ = writeln!(text);
             }
@@ -702,7 +720,7 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                 }
                 let mpi_us = mpi
                     .as_ref()
-                    .and_then(|m| m.iter().find(|x| x.0 == *size).map(|x| x.1));
+                    .and_then(|m| m.iter().find(|x| x.size == *size).map(|x| x.latency_us));
                 if mpi.is_some() {
                     match mpi_us {
                         Some(us) => {

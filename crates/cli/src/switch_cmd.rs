@@ -42,7 +42,6 @@ pub struct SwitchCmd {
     /// addresses in --group-space. Default: 1024, or the space's size if smaller.
     #[arg(long)]
     max_groups: Option<usize>,
-    /// CNP filter: cepheus, tmcf, tmcf-damped (rocast's own) or forward-all.
     /// A group's MFT entries live this long after its leader's last registration or
     /// refresh (soft state, issue 24); 0 keeps them until released.
     #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_GROUP_LEASE_MS)]
@@ -60,6 +59,7 @@ pub struct SwitchCmd {
     #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_ALLOCATION_LEASE_MS,
           value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
     allocation_lease_ms: u64,
+    /// CNP filter: cepheus, tmcf, tmcf-damped (rocast's own) or forward-all.
     #[arg(long, default_value = rocast_core::switch::frame::DEFAULT_CNP_FILTER)]
     cnp_filter: String,
     /// TMCF slot or Cepheus aging window, microseconds.
@@ -73,6 +73,12 @@ pub struct SwitchCmd {
     /// switch bridges the copies), not a host connection.
     #[arg(long = "switch-port", value_name = "PORT")]
     switch_ports: Vec<u16>,
+    /// Be the IGMP querier: a general query out of every host port at start and then
+    /// every SECONDS (RFC 3376's default is 125), and IPv4 multicast memberships age
+    /// out after 2 x SECONDS + 10 s without a report. Without it, memberships snooped
+    /// from reports last until the host's leave.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
+    igmp_querier: Option<u64>,
     /// Shape every port's egress to this rate (Mbit/s), with a queue and ECN marking.
     #[arg(long)]
     rate_mbps: Option<u64>,
@@ -373,6 +379,7 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
             require_allocation: cmd.require_allocation || cmd.fabric_key.is_some(),
             allocation_lease: CoreDuration::from_ms(cmd.allocation_lease_ms),
             switch_ports: cmd.switch_ports.clone(),
+            igmp_query_interval: cmd.igmp_querier.map(|s| CoreDuration::from_ms(s * 1000)),
         },
         ports,
         cnp_filter: CnpFilterPolicy::from_name(

@@ -898,6 +898,14 @@ impl SwitchDaemon {
                     }
                 }
             }
+            // Group leases (soft state): a crashed leader's group is freed here; IGMP
+            // queries and membership ends too. What that makes (queries) goes out
+            // with the round's frames.
+            let now = self.clock.now();
+            self.sw.handle_timeout(now);
+            while let Some(t) = self.sw.poll_transmit(now, &mut tx) {
+                self.enqueue(t.port, t.port, &tx[..t.len]);
+            }
             for p in &mut self.ports {
                 p.flush();
             }
@@ -905,8 +913,6 @@ impl SwitchDaemon {
                 f.arm_pending();
             }
             let next_departure = self.drain_queues();
-            // Group leases (soft state): a crashed leader's group is freed here.
-            self.sw.handle_timeout(self.clock.now());
             if let Some(f) = &mut self.fast {
                 f.check(&self.sw);
             }
@@ -1119,6 +1125,18 @@ impl SwitchDaemon {
                 );
             }
         }
+        // IPv4 multicast groups by IGMP snooping: group, then its member ports.
+        let mut snooped: Vec<(rocast_core::wire::Ipv4Address, Vec<u16>)> = Vec::new();
+        for (g, p) in self.sw.igmp_memberships() {
+            match snooped.last_mut() {
+                Some((last, ports)) if *last == g => ports.push(p),
+                _ => snooped.push((g, vec![p])),
+            }
+        }
+        for (g, ports) in snooped {
+            let ports: Vec<String> = ports.iter().map(|p| format!("port{p}")).collect();
+            let _ = writeln!(t, "igmp {g} members {}", ports.join(" "));
+        }
         t
     }
 
@@ -1165,6 +1183,12 @@ impl SwitchDaemon {
             ("allocation_full", f.allocation_full),
             ("allocation_expired", f.allocation_expired),
             ("replicated_bytes", f.replicated_bytes),
+            ("igmp_reports", f.igmp_reports),
+            ("drop_igmp_malformed", f.igmp_malformed),
+            ("igmp_queries_sent", f.igmp_queries_sent),
+            ("igmp_expired", f.igmp_expired),
+            ("mcast_forwarded", f.mcast_forwarded),
+            ("mcast_unregistered", f.mcast_unregistered),
         ] {
             let _ = writeln!(t, "switch {k} {v}");
         }

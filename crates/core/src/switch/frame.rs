@@ -31,9 +31,15 @@
 //!    counted drop (`peel_malformed`); so are the engine's refusals (no rule, another
 //!    pod or plane, no uplink, an over-covered rack). A switch without a PEEL role
 //!    treats such a frame as any other IPv4 packet.
-//! 6. **Other IPv4** is forwarded by the host table (destination MAC set to the
+//! 6. **IPv4 multicast** outside the group space — plain IP multicast, and RoCE UD
+//!    multicast (the broadcast-select paper's transport) — goes to the ports that
+//!    joined the group by IGMP ([`IgmpSnooping`], RFC 4541): reports and leaves are
+//!    snooped (and passed on only toward other switches); a snooped group's frames go
+//!    to its member ports; link-local groups and groups nobody joined are flooded.
+//!    With `igmp_query_interval` the switch is the querier.
+//! 7. **Other IPv4** is forwarded by the host table (destination MAC set to the
 //!    host's), else switched at layer 2.
-//! 7. **Everything else** is switched at layer 2: by the learned MAC table, flooded
+//! 8. **Everything else** is switched at layer 2: by the learned MAC table, flooded
 //!    when the destination is broadcast, multicast or unknown.
 //!
 //! **Soft state.** With `group_lease` set, every accepted MRP registration (the first
@@ -55,6 +61,7 @@
 //! static rules at a prefix-tier switch, 8 bytes plus 2 per member port per group at a
 //! rack switch.
 
+use super::igmp_snooping::IgmpSnooping;
 use super::mrp_agent::{self, UnicastRoute, UnicastTable};
 use crate::control::registration::{SwitchRejection, SwitchReport, SWITCH_REPORT_LEN};
 use crate::fabric::cepheus::{
@@ -64,6 +71,7 @@ use crate::fabric::peel::{PeelAction, PeelRole, PeelSwitch};
 use crate::time::{Duration, Instant};
 use crate::transmit::Transmit;
 use crate::wire::arp::{ArpOperation, ArpRepr, ARP_LEN};
+use crate::wire::igmp::{IgmpRepr, ALL_SYSTEMS, IP_PROTO_IGMP};
 use crate::wire::mrp::{
     MrpAllocate, MrpAllocation, MrpPrune, MrpRelease, MrpRepr, MRP_ALLOCATION_LEN, MRP_UDP_PORT,
 };
@@ -113,6 +121,11 @@ pub struct FrameSwitchConfig {
     /// frame as it is, the next switch bridges), not a host connection (Cepheus
     /// §III-C's multi-switch tree). Empty: every host is attached (a one-switch star).
     pub switch_ports: Vec<u16>,
+    /// IGMP snooping's querier (module docs, step 6): with an interval the switch
+    /// sends a general query out of every host port at start-up and then every
+    /// interval, and memberships age (RFC 3376 §8.4). `None`: no queries, and a
+    /// membership lasts until its leave.
+    pub igmp_query_interval: Option<Duration>,
 }
 
 /// `rocast switch`'s default McstID block (a unicast block: Linux drops packets whose
@@ -154,6 +167,7 @@ impl FrameSwitchConfig {
             require_allocation: false,
             allocation_lease: Duration::from_ms(DEFAULT_ALLOCATION_LEASE_MS),
             switch_ports: Vec::new(),
+            igmp_query_interval: None,
         }
     }
 }
@@ -224,6 +238,20 @@ pub struct FrameSwitchStats {
     pub peel_dropped: u64,
     /// Frames that did not fit the driver's `poll_transmit` buffer (dropped).
     pub tx_too_long: u64,
+    /// IGMP reports and leaves snooped (each message once, whatever it changed).
+    pub igmp_reports: u64,
+    /// IGMP messages that did not parse (short, bad checksum, bad record): dropped.
+    pub igmp_malformed: u64,
+    /// General queries this switch sent (one per host port per query).
+    pub igmp_queries_sent: u64,
+    /// Memberships that aged out.
+    pub igmp_expired: u64,
+    /// Multicast frames of a snooped group sent to its member ports only.
+    pub mcast_forwarded: u64,
+    /// Multicast frames of a group no port joined: flooded (RFC 4541 allows either;
+    /// flooding keeps hosts that never report, like an rxe QP attached without an
+    /// IGMP join, reachable).
+    pub mcast_unregistered: u64,
 }
 
 /// A host the switch knows: the port it is behind and its MAC.
@@ -253,6 +281,8 @@ pub struct FrameSwitch {
     stats: FrameSwitchStats,
     /// Frames made and not yet polled.
     tx: VecDeque<OutFrame>,
+    /// Which ports joined which IPv4 multicast group (step 6).
+    igmp: IgmpSnooping,
     /// Per group (McstID as u32) its lease's end, when leases are on.
     leases: BTreeMap<u32, Instant>,
     /// No lease ends before this (a lower bound: refreshes only move ends later).
@@ -302,6 +332,7 @@ impl FrameSwitch {
         let cepheus = CepheusSwitch::new(cfg.ports, cfg.max_groups, cnp_filter)
             .with_group_space(cfg.group_space);
         let peel = cfg.peel.clone().map(PeelSwitch::new);
+        let igmp = IgmpSnooping::new(cfg.igmp_query_interval);
         FrameSwitch {
             cfg,
             cepheus,
@@ -310,6 +341,7 @@ impl FrameSwitch {
             hosts: BTreeMap::new(),
             stats: FrameSwitchStats::default(),
             tx: VecDeque::new(),
+            igmp,
             leases: BTreeMap::new(),
             next_expiry: None,
             replay: ReplayGuard::new(MAX_MRP_SENDERS),
@@ -439,7 +471,7 @@ impl FrameSwitch {
 
     /// Writes the next frame to send into `buf`: its length and output port. `buf` must
     /// hold the longest frame handed to [`handle_frame`](Self::handle_frame) (no frame
-    /// the switch makes is longer, bar a 42-byte ARP reply); a frame that does not fit
+    /// the switch makes is longer, bar a 42-byte ARP reply and a 50-byte IGMP query); a frame that does not fit
     /// is dropped and counted (`tx_too_long`), never truncated.
     pub fn poll_transmit(&mut self, _now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         loop {
@@ -557,6 +589,10 @@ impl FrameSwitch {
                 }
             }
         }
+        if ip.protocol() == IP_PROTO_IGMP {
+            self.igmp_frame(now, in_port, frame, ip.payload(), dst_mac);
+            return;
+        }
         let to_group = self.cfg.group_space.contains(dst_ip);
         if to_group && ip.protocol() == IP_PROTO_UDP {
             match UdpPacket::new_checked(ip.payload()) {
@@ -577,6 +613,10 @@ impl FrameSwitch {
             self.stats.roce_malformed += 1;
             return;
         }
+        if dst_ip.is_multicast() {
+            self.multicast(in_port, frame, dst_ip, dst_mac);
+            return;
+        }
         match self.hosts.get(&dst_ip.to_u32()).copied() {
             Some(h) if h.port == in_port => self.stats.hairpin_drops += 1,
             Some(h) => {
@@ -587,6 +627,129 @@ impl FrameSwitch {
             }
             None => self.l2_forward(in_port, frame, dst_mac),
         }
+    }
+
+    /// Step 6 of the module docs: IPv4 multicast outside the group space, by the
+    /// snooped memberships. Link-local groups (224.0.0.0/24) and groups no port joined
+    /// are flooded (RFC 4541 §2.1.2).
+    fn multicast(
+        &mut self,
+        in_port: u16,
+        frame: &[u8],
+        group: Ipv4Address,
+        dst_mac: EthernetAddress,
+    ) {
+        let link_local = group.to_u32() >> 8 == 0xe000_00;
+        // A snooped group also goes toward every other switch (RFC 4541 §2.1.2's
+        // router ports): members behind it are that switch's to find.
+        let members: Option<Vec<u16>> = if link_local {
+            None
+        } else {
+            self.igmp.members(group).map(|m| {
+                let mut ports: Vec<u16> = m
+                    .chain((0..self.cfg.ports).filter(|&p| self.toward_switch(p)))
+                    .filter(|&p| p != in_port)
+                    .collect();
+                ports.sort_unstable();
+                ports.dedup();
+                ports
+            })
+        };
+        match members {
+            Some(ports) => {
+                self.stats.mcast_forwarded += 1;
+                for p in ports {
+                    self.send(p, frame.to_vec());
+                }
+            }
+            None => {
+                if !link_local {
+                    self.stats.mcast_unregistered += 1;
+                }
+                self.l2_forward(in_port, frame, dst_mac);
+            }
+        }
+    }
+
+    /// Step 6: an IGMP message. Reports and leaves update the memberships and go on
+    /// only toward other switches (RFC 4541 §2.1.1: reports reach router ports, not
+    /// hosts, whose IGMPv2 report suppression would otherwise hide them); anything
+    /// else (a query from another querier) is flooded.
+    fn igmp_frame(
+        &mut self,
+        now: Instant,
+        in_port: u16,
+        frame: &[u8],
+        igmp: &[u8],
+        dst_mac: EthernetAddress,
+    ) {
+        match IgmpRepr::parse(igmp) {
+            Err(_) => self.stats.igmp_malformed += 1,
+            Ok(IgmpRepr::Membership(changes)) => {
+                self.stats.igmp_reports += 1;
+                let to_switch = self.toward_switch(in_port);
+                for c in changes {
+                    self.igmp.apply(now, in_port, to_switch, c);
+                }
+                let up: Vec<u16> = (0..self.cfg.ports)
+                    .filter(|&p| p != in_port && self.toward_switch(p))
+                    .collect();
+                for p in up {
+                    self.send(p, frame.to_vec());
+                }
+            }
+            Ok(_) => self.l2_forward(in_port, frame, dst_mac),
+        }
+    }
+
+    /// Whether `port` leads to another switch: a configured switch port, a PEEL rack
+    /// switch's uplink, or any port of a PEEL prefix-tier switch.
+    fn toward_switch(&self, port: u16) -> bool {
+        self.cfg.switch_ports.contains(&port)
+            || match &self.cfg.peel {
+                Some(PeelRole::Rack { uplinks }) => uplinks.contains(&port),
+                Some(PeelRole::Prefix { .. }) => true,
+                None => false,
+            }
+    }
+
+    /// A general query out of `port`: from the port's MAC and 0.0.0.0 (the address
+    /// RFC 4541 §2.1.1 lets a snooping switch's querier use), to 224.0.0.1, TTL 1,
+    /// with the Router Alert option (RFC 3376 §4).
+    fn send_general_query(&mut self, port: u16) {
+        let igmp = IgmpRepr::emit_general_query(
+            (super::igmp_snooping::QUERY_RESPONSE_INTERVAL.as_ps() / 100_000_000_000) as u8,
+            super::igmp_snooping::ROBUSTNESS as u8,
+            self.cfg
+                .igmp_query_interval
+                .map_or(0, |q| (q.as_ps() / 1_000_000_000_000).min(127) as u8),
+        );
+        const IHL: usize = 24;
+        let mut f = vec![0u8; ETHERNET_HEADER_LEN + IHL + igmp.len()];
+        let m = ALL_SYSTEMS.0;
+        EthernetRepr {
+            src_addr: self.port_mac(port),
+            dst_addr: EthernetAddress([0x01, 0x00, 0x5e, m[1] & 0x7f, m[2], m[3]]),
+            ethertype: EtherType::Ipv4,
+        }
+        .emit(&mut EthernetFrame::new_unchecked(&mut f[..]));
+        let ip = &mut f[ETHERNET_HEADER_LEN..];
+        ip[0] = 0x46; // version 4, 6 words: the Router Alert option
+        ip[1] = 0xc0; // DSCP CS6, as Linux sends IGMP
+        ip[2..4].copy_from_slice(&((IHL + igmp.len()) as u16).to_be_bytes());
+        ip[8] = 1;
+        ip[9] = IP_PROTO_IGMP;
+        ip[16..20].copy_from_slice(&m);
+        ip[20..24].copy_from_slice(&[0x94, 0x04, 0, 0]);
+        ip[IHL..].copy_from_slice(&igmp);
+        Ipv4Packet::new_unchecked(&mut ip[..]).fill_checksum();
+        self.stats.igmp_queries_sent += 1;
+        self.send(port, f);
+    }
+
+    /// The IPv4 multicast memberships IGMP snooping holds: (group, port), in order.
+    pub fn igmp_memberships(&self) -> impl Iterator<Item = (Ipv4Address, u16)> + '_ {
+        self.igmp.memberships()
     }
 
     /// Step 5 of the module docs.
@@ -1018,14 +1181,27 @@ impl FrameSwitch {
         self.cepheus.remove_group(mcst_id)
     }
 
-    /// When the next group lease may run out (`None`: no leases held).
+    /// When the next group lease may run out or IGMP work is due (a query, a
+    /// membership's end); `None`: nothing timed is pending.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.next_expiry
+        match (self.next_expiry, self.igmp.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Frees every group whose lease ran out by `now` (counted in `lease_expired`).
     /// Cheap when nothing is due: one comparison.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.stats.igmp_expired += self.igmp.expire(now);
+        if self.igmp.poll_query(now) {
+            let hosts: Vec<u16> = (0..self.cfg.ports)
+                .filter(|&p| !self.toward_switch(p))
+                .collect();
+            for p in hosts {
+                self.send_general_query(p);
+            }
+        }
         if self.next_expiry.is_none_or(|e| now < e) {
             return;
         }
@@ -1076,3 +1252,6 @@ mod tests;
 
 #[cfg(test)]
 mod peel_tests;
+
+#[cfg(test)]
+mod igmp_tests;

@@ -9,6 +9,8 @@
 //!   flooding, proxy ARP for group addresses, IPv4 forwarding by the host table, MRP to
 //!   the agent, RoCE to a group into the Cepheus engine (Cepheus §III-B/§III-D), each
 //!   replica bridged and re-emitted with a fresh ICRC.
+//! - [`igmp_snooping`]: which ports joined which IPv4 multicast group, from IGMP
+//!   reports (RFC 4541), for plain IP and RoCE UD multicast outside Cepheus groups.
 //! - [`mrp_agent`]: MRP at a switch (Cepheus §III-C steps 2–3): members routed through
 //!   the unicast table, ports reused or load-balanced, MFT entries filled, and the MRP
 //!   packets for the next hops.
@@ -39,6 +41,7 @@
 pub mod egress;
 pub mod fast_path;
 pub mod frame;
+pub mod igmp_snooping;
 pub mod mrp_agent;
 pub mod two_tier;
 

@@ -15,6 +15,7 @@ mod ethernet;
 mod ext;
 pub mod group_control;
 pub mod icrc;
+pub mod igmp;
 mod ipv4;
 pub mod mrp;
 pub mod mrp_auth;
