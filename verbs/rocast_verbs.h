@@ -79,7 +79,72 @@ uint32_t rv_qpn(const struct rv_group_qp *g);
 uint64_t rv_va(const struct rv_group_qp *g);
 uint32_t rv_rkey(const struct rv_group_qp *g);
 
+/*
+ * UD multicast on the same verbs (the broadcast-select paper's transport, issue 26):
+ * one UD QP with a completion channel, attached to an IPv4 multicast group. On
+ * Soft-RoCE (Linux 6.1) ibv_attach_mcast alone does not make the kernel accept the
+ * group's packets: rxe joins no IP group and programs the IPv6-style MAC, so
+ * rv_ud_join also joins the group on the interface at IP level (a UDP socket with
+ * IP_ADD_MEMBERSHIP, held open), which programs 01:00:5e:xx and sends the IGMP
+ * report a snooping switch (`rocast switch`) learns the member from.
+ *   - QP: IBV_QPT_UD, INIT (P_Key index 0, Q_Key) -> RTR -> RTS;
+ *   - group GID ::ffff:a.b.c.d (RoCEv2), lid 0; the group AH: is_global, that dgid,
+ *     the port's IPv4 RoCEv2 GID index, hop limit 64; remote QPN 0xFFFFFF;
+ *   - each receive buffer has 40 bytes of GRH in front of the payload (the IPv4
+ *     header in its last 20).
+ */
+#define RV_UD_GRH 40
+#define RV_MULTICAST_QPN 0xFFFFFFu
+
+struct rv_ud {
+    struct ibv_context *ctx;
+    struct ibv_pd *pd;
+    struct ibv_comp_channel *chan;
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    struct ibv_mr *mr;
+    uint8_t *buf;          /* recv_slots receive slots, then send_slots send slots */
+    size_t slot;           /* bytes per slot: RV_UD_GRH + MTU */
+    unsigned recv_slots, send_slots;
+    unsigned send_free;    /* send slots not in flight */
+    unsigned send_next;    /* next send slot to use (a ring: completions come in order) */
+    uint8_t port;
+    int gid_index;
+    uint32_t qkey;
+    int join_fd;           /* the IP-level membership's socket, or -1 */
+    struct in_addr local;
+    struct in_addr group;  /* the attached group (rv_ud_close detaches it) */
+    int attached;
+};
+
+/* Opens `dev_name` (NULL: the first), a UD QP with Q_Key `qkey`, `recv_slots` receive
+ * buffers posted and `send_slots` send buffers of `mtu` payload bytes each. 0 or -errno. */
+int rv_ud_open(struct rv_ud *u, const char *dev_name, uint8_t port, int gid_index, size_t mtu,
+               unsigned recv_slots, unsigned send_slots, uint32_t qkey, struct in_addr local);
+/* Joins IPv4 multicast `group` (network order) at IP level on the interface holding
+ * u->local and attaches the QP to it. 0 or -errno. */
+int rv_ud_join(struct rv_ud *u, struct in_addr group);
+/* The address handle to `group`'s GID (for sends to the group). NULL on error. */
+struct ibv_ah *rv_ud_group_ah(struct rv_ud *u, struct in_addr group);
+/* The address handle to host `ip`'s IPv4-mapped GID (for unicast UD). NULL on error. */
+struct ibv_ah *rv_ud_unicast_ah(struct rv_ud *u, struct in_addr ip);
+/* Sends `len` bytes (copied into a send slot; waits for a free slot, handing receive
+ * completions that arrive meanwhile to `on_recv`) to `ah`/`qpn`. 0 or -errno. */
+typedef void (*rv_ud_recv_fn)(void *ctx, const struct ibv_wc *wc, const uint8_t *grh,
+                              const uint8_t *payload, size_t len);
+int rv_ud_send(struct rv_ud *u, struct ibv_ah *ah, uint32_t qpn, const uint8_t *p, size_t len,
+               rv_ud_recv_fn on_recv, void *ctx);
+/* Waits up to `timeout_ms` for completions and handles them all: receives go to
+ * `on_recv` (then the buffer is posted again), sends free their slots. Returns the
+ * number of receives handled, or -errno. */
+int rv_ud_poll(struct rv_ud *u, int timeout_ms, rv_ud_recv_fn on_recv, void *ctx);
+/* The IPv4 source address of a received packet, from its GRH (network order). */
+struct in_addr rv_ud_grh_src(const uint8_t *grh);
+void rv_ud_close(struct rv_ud *u);
+
 /* CRC-32 (IEEE), as rocast reports what members hold. */
 uint32_t rv_crc32(const uint8_t *p, size_t n);
+/* The running form: rv_crc32_update(0, p, n) == rv_crc32(p, n). */
+uint32_t rv_crc32_update(uint32_t crc, const uint8_t *p, size_t n);
 
 #endif

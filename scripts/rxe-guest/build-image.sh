@@ -69,10 +69,15 @@ for b in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ib_write_bw ib_
   cp "$p" "$R/usr/bin/$b"
   BINS+=("$p")
 done
-# rocast-verbs-member (verbs/): the member side of rocast's multicast API on libibverbs.
-make -s -C "$HERE/../../verbs" OUT="$WORK/verbs" >/dev/null
-cp "$WORK/verbs/rocast-verbs-member" "$WORK/verbs/rocast-verbs-lead" "$R/usr/bin/"
-BINS+=("$WORK/verbs/rocast-verbs-member" "$WORK/verbs/rocast-verbs-lead")
+# rocast-verbs-member/-lead (verbs/): the member and leader sides of rocast's multicast API
+# on libibverbs; rocast-verbs-ud: UD multicast with the core's NACK protocol, linked with
+# the core through its C ABI (crates/ffi, built here; stripped: the image is RAM).
+REPO=$(cd "$HERE/../.." && pwd)
+(cd "$REPO" && PATH=$PATH:$HOME/.cargo/bin cargo build --release -q -p rocast-ffi)
+make -s -C "$REPO/verbs" OUT="$WORK/verbs" FFI_LIB="$REPO/target/release/librocast_ffi.a" >/dev/null
+strip "$WORK/verbs/rocast-verbs-ud"
+cp "$WORK/verbs/rocast-verbs-member" "$WORK/verbs/rocast-verbs-lead" "$WORK/verbs/rocast-verbs-ud" "$R/usr/bin/"
+BINS+=("$WORK/verbs/rocast-verbs-member" "$WORK/verbs/rocast-verbs-lead" "$WORK/verbs/rocast-verbs-ud")
 PROV=$(ls /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so | head -n1)
 mkdir -p "$R/usr/lib/x86_64-linux-gnu/libibverbs" "$R/etc/libibverbs.d"
 cp "$PROV" "$R/usr/lib/x86_64-linux-gnu/libibverbs/"

@@ -36,6 +36,8 @@ rxe_image_versions() {
   done
   echo "scripts $(cat "$here/build-image.sh" "$here/init" "$here/lib.sh" | sha256sum | cut -c1-16)"
   echo "verbs $(cat "$here/../../verbs/"*.c "$here/../../verbs/"*.h "$here/../../verbs/Makefile" | sha256sum | cut -c1-16)"
+  # rocast-verbs-ud links the core (crates/ffi): its sources and the lock file are inputs.
+  echo "core $(cd "$here/../.." && find crates/core/src crates/ffi/src -name '*.rs' | sort | xargs cat Cargo.lock crates/core/Cargo.toml crates/ffi/Cargo.toml | sha256sum | cut -c1-16)"
 }
 
 rxe_image_key() { rxe_image_versions | sha256sum | cut -c1-16; }

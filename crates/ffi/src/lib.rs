@@ -21,8 +21,8 @@
 //! plus one partial message (see [`nack_multicast`]'s module docs).
 
 use rocast_core::nack_multicast::{
-    self, Destination, NackMulticastReceiver, NackMulticastSender, ReceiverConfig,
-    ReceiverEvent, SendError, SenderConfig,
+    self, Destination, NackMulticastReceiver, NackMulticastSender, ReceiverConfig, ReceiverEvent,
+    SendError, SenderConfig,
 };
 use rocast_core::time::{Duration, Instant};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -202,7 +202,9 @@ pub unsafe extern "C" fn rocast_nm_sender_config_default(
 /// # Safety
 /// `cfg` is null or points at a readable `RocastNmSenderConfig`.
 #[no_mangle]
-pub unsafe extern "C" fn rocast_nm_sender_new(cfg: *const RocastNmSenderConfig) -> *mut RocastNmSender {
+pub unsafe extern "C" fn rocast_nm_sender_new(
+    cfg: *const RocastNmSenderConfig,
+) -> *mut RocastNmSender {
     // SAFETY: the caller's contract.
     let Some(c) = (unsafe { cfg.as_ref() }).copied() else {
         return std::ptr::null_mut();
@@ -254,10 +256,12 @@ pub unsafe extern "C" fn rocast_nm_sender_send(
     let (Some(s), Some(msg)) = (unsafe { s.as_mut() }, unsafe { bytes(msg, len) }) else {
         return ROCAST_NM_ERR_NULL;
     };
-    guarded(ROCAST_NM_ERR_PANIC, || match s.inner.send(at(now_ns), msg) {
-        Ok(seq) => seq as i64,
-        Err(SendError::WindowFull { .. }) => ROCAST_NM_ERR_WINDOW_FULL,
-        Err(SendError::TooLarge { .. }) => ROCAST_NM_ERR_TOO_LARGE,
+    guarded(ROCAST_NM_ERR_PANIC, || {
+        match s.inner.send(at(now_ns), msg) {
+            Ok(seq) => seq as i64,
+            Err(SendError::WindowFull { .. }) => ROCAST_NM_ERR_WINDOW_FULL,
+            Err(SendError::TooLarge { .. }) => ROCAST_NM_ERR_TOO_LARGE,
+        }
     })
 }
 
@@ -286,7 +290,10 @@ pub unsafe extern "C" fn rocast_nm_sender_handle_packet(
 /// # Safety
 /// `s` is null or a live sender.
 #[no_mangle]
-pub unsafe extern "C" fn rocast_nm_sender_handle_timeout(s: *mut RocastNmSender, now_ns: u64) -> i64 {
+pub unsafe extern "C" fn rocast_nm_sender_handle_timeout(
+    s: *mut RocastNmSender,
+    now_ns: u64,
+) -> i64 {
     // SAFETY: the caller's contract.
     let Some(s) = (unsafe { s.as_mut() }) else {
         return ROCAST_NM_ERR_NULL;
@@ -337,7 +344,9 @@ pub unsafe extern "C" fn rocast_nm_sender_poll_transmit(
         return ROCAST_NM_ERR_BUFFER;
     }
     guarded(ROCAST_NM_ERR_PANIC, || {
-        s.inner.poll_transmit(at(now_ns), b).map_or(0, |t| t.len as i64)
+        s.inner
+            .poll_transmit(at(now_ns), b)
+            .map_or(0, |t| t.len as i64)
     })
 }
 
@@ -482,7 +491,10 @@ pub unsafe extern "C" fn rocast_nm_receiver_handle_packet(
 /// # Safety
 /// `r` is null or a live receiver.
 #[no_mangle]
-pub unsafe extern "C" fn rocast_nm_receiver_handle_timeout(r: *mut RocastNmReceiver, now_ns: u64) -> i64 {
+pub unsafe extern "C" fn rocast_nm_receiver_handle_timeout(
+    r: *mut RocastNmReceiver,
+    now_ns: u64,
+) -> i64 {
     // SAFETY: the caller's contract.
     let Some(r) = (unsafe { r.as_mut() }) else {
         return ROCAST_NM_ERR_NULL;
@@ -531,14 +543,16 @@ pub unsafe extern "C" fn rocast_nm_receiver_poll_transmit(
     if cap < r.inner.max_packet_len() {
         return ROCAST_NM_ERR_BUFFER;
     }
-    guarded(ROCAST_NM_ERR_PANIC, || match r.inner.poll_transmit(at(now_ns), b) {
-        None => 0,
-        Some(t) => {
-            // SAFETY: the caller's contract.
-            if let Some(d) = unsafe { to_sender.as_mut() } {
-                *d = (t.dest == Destination::Sender) as i32;
+    guarded(ROCAST_NM_ERR_PANIC, || {
+        match r.inner.poll_transmit(at(now_ns), b) {
+            None => 0,
+            Some(t) => {
+                // SAFETY: the caller's contract.
+                if let Some(d) = unsafe { to_sender.as_mut() } {
+                    *d = (t.dest == Destination::Sender) as i32;
+                }
+                t.len as i64
             }
-            t.len as i64
         }
     })
 }
@@ -688,7 +702,10 @@ mod tests {
             assert_eq!(k.malformed, 1);
             rocast_nm_sender_free(s);
             rocast_nm_sender_free(std::ptr::null_mut());
-            assert_eq!(rocast_nm_receiver_poll_timeout(std::ptr::null()), ROCAST_NM_NEVER);
+            assert_eq!(
+                rocast_nm_receiver_poll_timeout(std::ptr::null()),
+                ROCAST_NM_NEVER
+            );
         }
     }
 }

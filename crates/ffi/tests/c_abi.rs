@@ -14,7 +14,11 @@ fn verbs_dir() -> PathBuf {
 /// The static library cargo built with this test (in the test binary's `deps/`; the
 /// newest if several builds left one).
 fn static_lib() -> PathBuf {
-    let deps = std::env::current_exe().unwrap().parent().unwrap().to_path_buf();
+    let deps = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
     std::fs::read_dir(&deps)
         .unwrap()
         .filter_map(|e| e.ok())
@@ -51,14 +55,23 @@ fn the_header_says_what_the_library_does() {
         ("ROCAST_NM_ERR_BUFFER", ROCAST_NM_ERR_BUFFER),
         ("ROCAST_NM_ERR_PANIC", ROCAST_NM_ERR_PANIC),
         ("ROCAST_NM_EVENT_MESSAGE", ROCAST_NM_EVENT_MESSAGE as i64),
-        ("ROCAST_NM_EVENT_UNRECOVERABLE", ROCAST_NM_EVENT_UNRECOVERABLE as i64),
-        ("ROCAST_NM_DATA_HEADER_LEN", ROCAST_NM_DATA_HEADER_LEN as i64),
+        (
+            "ROCAST_NM_EVENT_UNRECOVERABLE",
+            ROCAST_NM_EVENT_UNRECOVERABLE as i64,
+        ),
+        (
+            "ROCAST_NM_DATA_HEADER_LEN",
+            ROCAST_NM_DATA_HEADER_LEN as i64,
+        ),
         ("ROCAST_NM_NEVER", ROCAST_NM_NEVER as i64),
     ] {
         assert_eq!(define(&h, name), v, "{name}");
     }
     // Every #define in the header is one of the above.
-    let known = h.lines().filter(|l| l.starts_with("#define ROCAST_NM_")).count();
+    let known = h
+        .lines()
+        .filter(|l| l.starts_with("#define ROCAST_NM_"))
+        .count();
     assert_eq!(known, 9);
 }
 
@@ -77,9 +90,16 @@ fn a_lossy_group_through_the_c_abi_delivers_every_message_once_in_order() {
     assert!(built.success(), "compiling nack_check.c failed");
     // 1e-3 loss (the rxe test's) and 2e-2 (many repairs, some of them lost too).
     for (messages, ppm, seed) in [("5000", "1000", "1"), ("2000", "20000", "2")] {
-        let r = Command::new(&out).args([messages, ppm, seed]).output().unwrap();
+        let r = Command::new(&out)
+            .args([messages, ppm, seed])
+            .output()
+            .unwrap();
         let text = String::from_utf8_lossy(&r.stdout).into_owned();
-        assert!(r.status.success(), "{messages} {ppm}: {text}{}", String::from_utf8_lossy(&r.stderr));
+        assert!(
+            r.status.success(),
+            "{messages} {ppm}: {text}{}",
+            String::from_utf8_lossy(&r.stderr)
+        );
         assert!(text.ends_with("result: PASS\n"), "{text}");
         for i in 1..=3 {
             assert!(
@@ -91,9 +111,17 @@ fn a_lossy_group_through_the_c_abi_delivers_every_message_once_in_order() {
         }
         let field = |k: &str| -> u64 {
             let at = text.find(&format!(" {k} ")).unwrap() + k.len() + 2;
-            text[at..].split_whitespace().next().unwrap().parse().unwrap()
+            text[at..]
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
         };
-        assert!(field("dropped") > 0 && field("repair_packets") > 0, "{text}");
+        assert!(
+            field("dropped") > 0 && field("repair_packets") > 0,
+            "{text}"
+        );
     }
     let _ = std::fs::remove_file(&out);
 }
