@@ -46,9 +46,17 @@ pub enum BenchCmd {
         /// ToRs, one aggregation switch above: shared uplinks).
         #[arg(long, default_value_t = 1)]
         tors: usize,
-        /// Also run Open MPI's MPI_Bcast (openmpi-bin, mpi4py) on the same lab.
+        /// Also run Open MPI's MPI_Bcast (openmpi-bin, mpi4py) on the same lab, with
+        /// Open MPI's own choice of algorithm.
         #[arg(long)]
         mpi: bool,
+        /// Also force these Open MPI broadcast algorithms, by coll_tuned number
+        /// (1 basic_linear, 2 chain, 3 pipeline, 4 split_binary_tree, 5 binary_tree,
+        /// 6 binomial, 7 knomial, 8 scatter_allgather, 9 scatter_allgather_ring; 128 KiB
+        /// segments), e.g. 2,3,6. Implies --mpi.
+        #[arg(long, value_name = "N,N,...", value_delimiter = ',',
+              value_parser = clap::value_parser!(u32).range(1..=9))]
+        mpi_algorithms: Vec<u32>,
         /// The lab's switches run `rocast switch --fast-path`.
         #[arg(long)]
         fast_path: bool,
@@ -186,6 +194,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             reps,
             tors,
             mpi,
+            mpi_algorithms,
             fast_path,
             out,
         } => {
@@ -206,6 +215,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                 reps,
                 out,
                 mpi,
+                mpi_algorithms,
                 fast_path,
             })
         }

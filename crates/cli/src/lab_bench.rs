@@ -165,6 +165,8 @@ pub struct LabBcastArgs {
     pub reps: usize,
     pub out: PathBuf,
     pub mpi: bool,
+    /// Open MPI broadcast algorithms to force, each its own column.
+    pub mpi_algorithms: Vec<u32>,
     /// The switches run `--fast-path`.
     pub fast_path: bool,
 }
@@ -512,10 +514,38 @@ struct MpiPoint {
     osu_us: f64,
 }
 
+/// Open MPI 4.1's `coll_tuned` broadcast algorithms by number (`ompi_info --all`).
+pub const MPI_BCAST_ALGORITHMS: [(u32, &str); 9] = [
+    (1, "basic_linear"),
+    (2, "chain"),
+    (3, "pipeline"),
+    (4, "split_binary_tree"),
+    (5, "binary_tree"),
+    (6, "binomial"),
+    (7, "knomial"),
+    (8, "scatter_allgather"),
+    (9, "scatter_allgather_ring"),
+];
+
+/// The segment size given to a forced algorithm (rocast's assumption: 128 KiB, the
+/// order of Open MPI's own choices for large messages; the default decision picks
+/// its own).
+const MPI_SEGMENT: u64 = 128 << 10;
+
 /// Open MPI's MPI_Bcast over TCP between the lab's namespaces: mpirun in h0, its
 /// daemons started in the other namespaces by an rsh agent that enters them (the
 /// namespaces share the hostname, so ORTE's routing tree is told to route directly).
-fn mpi_run(n: usize, sizes: &[u64], out: &Path) -> Result<Vec<MpiPoint>, String> {
+/// `algorithm`: force one of [`MPI_BCAST_ALGORITHMS`]; `None`: Open MPI's decision.
+///
+/// The ranks yield when idle (`mpi_yield_when_idle`): each rank is alone on its
+/// "node", so Open MPI would busy-poll, and 4 to 8 polling ranks on this machine's 2
+/// cores starve one another (64 B: 7.9 ms with polling, 173 µs yielding, 4 hosts).
+fn mpi_run(
+    n: usize,
+    sizes: &[u64],
+    out: &Path,
+    algorithm: Option<u32>,
+) -> Result<Vec<MpiPoint>, String> {
     let repo = std::env::current_dir().map_err(|e| e.to_string())?;
     let script = repo.join("python/mpi_bcast.py");
     let python = repo.join(".venv/bin/python");
@@ -563,9 +593,23 @@ fn mpi_run(n: usize, sizes: &[u64], out: &Path) -> Result<Vec<MpiPoint>, String>
         "--mca".into(),
         "routed".into(),
         "direct".into(),
+        "--mca".into(),
+        "mpi_yield_when_idle".into(),
+        "1".into(),
+    ];
+    if let Some(alg) = algorithm {
+        for (k, v) in [
+            ("coll_tuned_use_dynamic_rules", "1".to_string()),
+            ("coll_tuned_bcast_algorithm", alg.to_string()),
+            ("coll_tuned_bcast_algorithm_segmentsize", MPI_SEGMENT.to_string()),
+        ] {
+            a.extend(["--mca".into(), k.into(), v]);
+        }
+    }
+    a.extend([
         python.to_string_lossy().into_owned(),
         script.to_string_lossy().into_owned(),
-    ];
+    ]);
     a.extend(sizes.iter().map(|s| s.to_string()));
     let mut full = vec![
         "lab".to_string(),
@@ -665,17 +709,30 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                 cpu_rows.push((size, cpu));
                 per_packet.push((size, pkt));
             }
-            let mpi = if a.mpi {
-                match mpi_run(n, &a.sizes, &a.out) {
-                    Ok(v) => Some(v),
+            // Open MPI: its own decision, then each forced algorithm asked for.
+            let mut mpi: Vec<(String, Vec<MpiPoint>)> = Vec::new();
+            let variants: Vec<(String, Option<u32>)> = if a.mpi || !a.mpi_algorithms.is_empty() {
+                std::iter::once(("open-mpi".to_string(), None))
+                    .chain(a.mpi_algorithms.iter().map(|&alg| {
+                        let name = MPI_BCAST_ALGORITHMS
+                            .iter()
+                            .find(|x| x.0 == alg)
+                            .map_or("?", |x| x.1);
+                        (format!("ompi-{name}"), Some(alg))
+                    }))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            for (name, alg) in variants {
+                match mpi_run(n, &a.sizes, &a.out, alg) {
+                    Ok(v) => mpi.push((name, v)),
                     Err(e) => {
-                        let _ = writeln!(text, "# Open MPI: not measured: {e}");
-                        None
+                        let _ = writeln!(text, "# {name}: not measured: {e}");
                     }
                 }
-            } else {
-                None
-            };
+                eprintln!("lab-bcast: {n} hosts, {} done", mpi.last().map_or("Open MPI", |m| m.0.as_str()));
+            }
             // OSU-style tables, one per scheme.
             for (k, scheme) in a.schemes.iter().enumerate() {
                 let _ = writeln!(
@@ -688,17 +745,17 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                 }
                 let _ = writeln!(text);
             }
-            if let Some(m) = &mpi {
+            for (name, m) in &mpi {
                 let _ = writeln!(
                     text,
-                    "# OSU MPI Broadcast Latency Test (Open MPI MPI_Bcast, TCP BTL): {shape}, links {}\n# (first: root's call until the last rank holds the data, median, as for the schemes above; second: osu_bcast's average per call over ranks)\n# Size       Avg Latency(us)   OSU Avg Latency(us)",
+                    "# OSU MPI Broadcast Latency Test ({name}: Open MPI MPI_Bcast, TCP BTL): {shape}, links {}\n# (first: root's call until the last rank holds the data, median, as for the schemes above; second: osu_bcast's average per call over ranks)\n# Size       Avg Latency(us)   OSU Avg Latency(us)",
                     a.rate
                 );
                 for p in m {
                     let (size, us) = (p.size, p.latency_us);
                     let _ = writeln!(text, "{size:<12}{us:>16.2}{:>22.2}", p.osu_us);
                     let gbps = size as f64 * 8.0 / (us * 1e3);
-                    let _ = writeln!(csv, "{n},{size},open-mpi,{us:.1},{gbps:.4},,,");
+                    let _ = writeln!(csv, "{n},{size},{name},{us:.1},{gbps:.4},,,");
                 }
                 let _ = writeln!(text);
             }
@@ -709,8 +766,8 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                 &a.schemes,
                 10,
             );
-            if mpi.is_some() {
-                let _ = write!(text, " {:>10}", "open-mpi");
+            for (name, _) in &mpi {
+                let _ = write!(text, " {name:>10}");
             }
             let _ = writeln!(text, " {:>14}", "best/cepheus");
             for (size, lat) in &rows {
@@ -718,19 +775,17 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                 for us in lat {
                     let _ = write!(text, " {:>10.3}", *size as f64 * 8.0 / (us * 1e3));
                 }
-                let mpi_us = mpi
-                    .as_ref()
-                    .and_then(|m| m.iter().find(|x| x.size == *size).map(|x| x.latency_us));
-                if mpi.is_some() {
-                    match mpi_us {
-                        Some(us) => {
-                            let _ = write!(text, " {:>10.3}", *size as f64 * 8.0 / (us * 1e3));
-                        }
-                        None => {
-                            let _ = write!(text, " {:>10}", "-");
-                        }
-                    }
-                }
+                let mpi_us: Vec<f64> = mpi
+                    .iter()
+                    .filter_map(|(_, m)| {
+                        let us = m.iter().find(|x| x.size == *size).map(|x| x.latency_us);
+                        let _ = match us {
+                            Some(us) => write!(text, " {:>10.3}", *size as f64 * 8.0 / (us * 1e3)),
+                            None => write!(text, " {:>10}", "-"),
+                        };
+                        us
+                    })
+                    .collect();
                 let cep = a
                     .schemes
                     .iter()
