@@ -69,6 +69,32 @@ pub enum BenchCmd {
     /// the other hosts receiving. Loss is injected on receive in the drivers (seeded).
     /// Exits non-zero unless every receiver got every message exactly once, in order.
     LabUd(crate::ud_bench::LabUdArgs),
+    /// One-way latency distributions on real packets (issue 26, root): per group size
+    /// (--receivers) and message size, UD multicast with the NACK protocol, Cepheus RC
+    /// multicast through `rocast switch`, and the binomial tree over RC, each from the
+    /// sender's post until the last receiver held the message (p50, p99, p99.9, max;
+    /// the lab's hosts share one clock). Table and CSV under --out.
+    LabLatency {
+        /// Receivers per group, e.g. 2,3,7.
+        #[arg(long, default_value = "2,3,7")]
+        receivers: String,
+        /// Message sizes (bytes, K/M suffixes), 8 or more.
+        #[arg(long, default_value = "64,4K")]
+        sizes: String,
+        /// Messages per (group, size, scheme).
+        #[arg(long, default_value_t = 1000)]
+        samples: usize,
+        /// UD multicast's pacing: one message every this many microseconds.
+        #[arg(long, default_value_t = 500)]
+        interval_us: u64,
+        #[arg(long, default_value = "1gbit")]
+        rate: String,
+        /// The lab's switch runs `rocast switch --fast-path` (Cepheus copies in the kernel).
+        #[arg(long)]
+        fast_path: bool,
+        #[arg(long, default_value = "out/lab-latency")]
+        out: std::path::PathBuf,
+    },
     /// The switch's forwarding rate on real interfaces (issue 25, root): `rocast
     /// switch` replicating a Cepheus group's RC SEND frames 1->N (bridged to each
     /// member's connection, ICRC recomputed) on unshaped veths, beside the Linux bridge
@@ -219,6 +245,23 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                 fast_path,
             })
         }
+        BenchCmd::LabLatency {
+            receivers,
+            sizes,
+            samples,
+            interval_us,
+            rate,
+            fast_path,
+            out,
+        } => crate::lab_bench::lab_latency(&crate::lab_bench::LabLatencyArgs {
+            receivers: parse_list(&receivers, "--receivers")?,
+            sizes: rocast_sim::scenario::config::parse_sizes(&sizes)?,
+            samples,
+            interval_us: interval_us.max(1),
+            rate,
+            fast_path,
+            out,
+        }),
         BenchCmd::LabUd(args) => {
             let r = crate::ud_bench::lab_ud(&args);
             match r? {

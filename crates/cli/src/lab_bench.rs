@@ -138,6 +138,7 @@ fn lab_run_peel(sc: &rocast_sim::Scenario, name: &str) -> Result<String, String>
         capture: None,
         loss_host: s.loss_host,
         conformance: true,
+        interval_us: None,
     };
     let header = format!(
         "# peel-transfer: {} x {} B from host 0 to hosts 1..{} through {} ToRs under one \
@@ -601,7 +602,10 @@ fn mpi_run(
         for (k, v) in [
             ("coll_tuned_use_dynamic_rules", "1".to_string()),
             ("coll_tuned_bcast_algorithm", alg.to_string()),
-            ("coll_tuned_bcast_algorithm_segmentsize", MPI_SEGMENT.to_string()),
+            (
+                "coll_tuned_bcast_algorithm_segmentsize",
+                MPI_SEGMENT.to_string(),
+            ),
         ] {
             a.extend(["--mca".into(), k.into(), v]);
         }
@@ -731,7 +735,10 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                         let _ = writeln!(text, "# {name}: not measured: {e}");
                     }
                 }
-                eprintln!("lab-bcast: {n} hosts, {} done", mpi.last().map_or("Open MPI", |m| m.0.as_str()));
+                eprintln!(
+                    "lab-bcast: {n} hosts, {} done",
+                    mpi.last().map_or("Open MPI", |m| m.0.as_str())
+                );
             }
             // OSU-style tables, one per scheme.
             for (k, scheme) in a.schemes.iter().enumerate() {
@@ -990,5 +997,195 @@ mod tests {
         assert_eq!(rate_mbps("1gbit").unwrap(), 1_000);
         assert_eq!(rate_mbps("500mbit").unwrap(), 500);
         assert!(rate_mbps("fast").is_err());
+    }
+}
+
+/// `rocast bench lab-latency` (issue 26, point 2): one-way latency distributions on
+/// real packets in the namespace lab, every host on the machine's one clock.
+pub struct LabLatencyArgs {
+    /// Receivers per group (the lab has one more host, the sender).
+    pub receivers: Vec<usize>,
+    pub sizes: Vec<u64>,
+    /// Messages per (group, size, scheme).
+    pub samples: usize,
+    /// UD multicast's pacing: one message per this many microseconds.
+    pub interval_us: u64,
+    pub rate: String,
+    pub fast_path: bool,
+    pub out: PathBuf,
+}
+
+/// Every per-send latency (ns) in a `mcast lead` output (its "latency X us" fields).
+fn send_latencies_ns(text: &str) -> Vec<u64> {
+    text.lines()
+        .filter(|l| l.starts_with("multicast "))
+        .filter_map(|l| {
+            let at = l.find(", latency ")? + ", latency ".len();
+            let us: f64 = l[at..].split_whitespace().next()?.parse().ok()?;
+            Some((us * 1e3).round() as u64)
+        })
+        .collect()
+}
+
+/// The four figures a `percentiles_us` line holds: (samples, p50, p99, p99.9, max).
+fn parse_percentiles(line: &str) -> Option<(usize, [f64; 4])> {
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let get = |k: &str| -> Option<f64> {
+        let i = f.iter().position(|w| *w == k)?;
+        f.get(i + 1)?.parse().ok()
+    };
+    Some((
+        get("samples")? as usize,
+        [get("p50")?, get("p99")?, get("p99.9")?, get("max")?],
+    ))
+}
+
+pub fn lab_latency(a: &LabLatencyArgs) -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("lab-latency builds network namespaces: run it as root".into());
+    }
+    if a.samples == 0 || a.receivers.iter().any(|&n| !(1..=63).contains(&n)) {
+        return Err("--samples must be positive and --receivers between 1 and 63".into());
+    }
+    if a.sizes.iter().any(|&s| s < 8) {
+        return Err("--sizes: UD messages carry an 8-byte timestamp, so 8 bytes or more".into());
+    }
+    let mbps = rate_mbps(&a.rate)?;
+    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    // (receivers, size, scheme, samples, [p50, p99, p99.9, max] in µs)
+    let mut rows: Vec<(usize, u64, String, usize, [f64; 4])> = Vec::new();
+    for &n in &a.receivers {
+        let hosts = n + 1;
+        // Cepheus and the binomial tree over RC: `mcast lead --repeat`, each send's
+        // latency from the first post until the last member held it.
+        run_rocast(&["lab", "down", "--name", LAB])?;
+        let hs = hosts.to_string();
+        let mut up = vec![
+            "lab", "up", "--name", LAB, "--hosts", &hs, "--switch", "--rate", &a.rate,
+        ];
+        if a.fast_path {
+            up.push("--fast-path");
+        }
+        run_rocast(&up)?;
+        let rc = (|| -> Result<(), String> {
+            for &size in &a.sizes {
+                let file = a.out.join(format!("payload-{size}.bin"));
+                std::fs::write(&file, payload(size)).map_err(|e| e.to_string())?;
+                for scheme in ["cepheus", "tree"] {
+                    let mut extra: Vec<String> = vec![
+                        "--repeat".into(),
+                        a.samples.to_string(),
+                        "--rate-mbps".into(),
+                        mbps.to_string(),
+                    ];
+                    if scheme == "tree" {
+                        extra.extend([
+                            "--overlay".into(),
+                            "tree".into(),
+                            "--block".into(),
+                            size.to_string(),
+                        ]);
+                    }
+                    let (text, _) = run_group_outputs(LAB, hosts, &file, &extra, None)?;
+                    let v = send_latencies_ns(&text);
+                    let line = crate::ud_bench::percentiles_us(v);
+                    let (k, p) =
+                        parse_percentiles(&line).ok_or_else(|| format!("{scheme}: {line}"))?;
+                    rows.push((n, size, scheme.to_string(), k, p));
+                    eprintln!("lab-latency: {n} receivers, {size} B, {scheme}: {line}");
+                }
+                let _ = std::fs::remove_file(&file);
+            }
+            Ok(())
+        })();
+        run_rocast(&["lab", "down", "--name", LAB])?;
+        rc?;
+        // UD multicast with the NACK protocol: `bench lab-ud` in latency mode (its own
+        // lab, same switch and links), no injected loss.
+        for &size in &a.sizes {
+            let mut args: Vec<String> = [
+                "bench", "lab-ud", "--name", LAB, "--medium", "switch", "--hosts", &hs, "--loss",
+                "0", "--rate", &a.rate, "--mtu", "4096",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            args.extend([
+                "--messages".into(),
+                a.samples.to_string(),
+                "--size".into(),
+                size.to_string(),
+                "--interval-us".into(),
+                a.interval_us.to_string(),
+            ]);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let text = run_rocast(&args)?;
+            let line = text
+                .lines()
+                .find(|l| l.starts_with("latency one-way until the last receiver"))
+                .ok_or_else(|| format!("lab-ud printed no latency: {text}"))?;
+            let (k, p) = parse_percentiles(line).ok_or_else(|| format!("ud: {line}"))?;
+            rows.push((n, size, "ud-multicast".into(), k, p));
+            eprintln!("lab-latency: {n} receivers, {size} B, ud-multicast: {line}");
+        }
+    }
+    let mut text = format!(
+        "# One-way latency on real packets (rocast lab, links {}{}): from the sender's post\n\
+         # (UD: the message queued to the protocol) until the LAST receiver held the message,\n\
+         # every host on the machine's one CLOCK_MONOTONIC; {} messages per row; UD paced at\n\
+         # one message per {} us, Cepheus and the tree send by `mcast lead --repeat` (one\n\
+         # buffer after the other, each confirmed).\n",
+        a.rate,
+        if a.fast_path {
+            ", switch --fast-path"
+        } else {
+            ""
+        },
+        a.samples,
+        a.interval_us
+    );
+    let _ = writeln!(
+        text,
+        "{:>9} {:>6} {:>13} {:>7} {:>9} {:>9} {:>9} {:>9}",
+        "receivers", "size", "scheme", "samples", "p50_us", "p99_us", "p99.9_us", "max_us"
+    );
+    let mut csv = String::from("receivers,size,scheme,samples,p50_us,p99_us,p999_us,max_us\n");
+    for (n, size, scheme, k, p) in &rows {
+        let _ = writeln!(
+            text,
+            "{n:>9} {size:>6} {scheme:>13} {k:>7} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+            p[0], p[1], p[2], p[3]
+        );
+        let _ = writeln!(
+            csv,
+            "{n},{size},{scheme},{k},{:.1},{:.1},{:.1},{:.1}",
+            p[0], p[1], p[2], p[3]
+        );
+    }
+    std::fs::write(a.out.join("lab-latency.csv"), &csv).map_err(|e| e.to_string())?;
+    std::fs::write(a.out.join("lab-latency.txt"), &text).map_err(|e| e.to_string())?;
+    print!("{text}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod latency_tests {
+    use super::*;
+
+    #[test]
+    fn send_latencies_and_percentile_lines_parse() {
+        let lead = "multicast 64 bytes (crc32 1) via cepheus to 2 members: registration 1.0 ms, transfer 0.1 ms, latency 99.5 us, - Gbit/s goodput\n  member 10.77.0.2: ok\nmulticast 64 bytes (crc32 1) via cepheus to 2 members: registration 1.0 ms, transfer 0.1 ms, latency - us, -\n";
+        assert_eq!(send_latencies_ns(lead), vec![99_500]);
+        let line = crate::ud_bench::percentiles_us((1..=1000).map(|x| x * 1000).collect());
+        assert_eq!(
+            line,
+            "samples 1000 p50 500.0 p99 990.0 p99.9 999.0 max 1000.0 us"
+        );
+        assert_eq!(
+            parse_percentiles(&line),
+            Some((1000, [500.0, 990.0, 999.0, 1000.0]))
+        );
+        assert_eq!(crate::ud_bench::percentiles_us(Vec::new()), "samples 0");
     }
 }

@@ -44,7 +44,7 @@ use rocast_sim::multicast::ud_transfer::{transfer_receiver_config, transfer_send
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex};
 
 /// `rocast bench lab-ud`'s arguments.
 #[derive(Debug, Clone, clap::Args)]
@@ -102,6 +102,13 @@ pub struct LabUdArgs {
     /// packet the sender sent to the group): the sim/lab conformance test compares them.
     #[arg(long)]
     pub conformance: bool,
+    /// Latency mode: the sender queues one message every this many microseconds
+    /// (an unloaded, paced stream), each stamped with its queueing time on the
+    /// machine's one clock (CLOCK_MONOTONIC: the lab's hosts are namespaces of one
+    /// kernel); the report adds one-way latency percentiles, per delivery and per
+    /// message until its last receiver. Needs --size of 8 bytes or more.
+    #[arg(long, value_name = "US")]
+    pub interval_us: Option<u64>,
 }
 
 /// Host `i`'s settings; `peel` is the sender's PEEL headers (empty: plain multicast).
@@ -124,6 +131,7 @@ fn host_config(
     c.loss = if a.loss_at == "driver" { a.loss } else { 0.0 };
     c.seed = a.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64 + 1);
     c.timeout = std::time::Duration::from_secs(a.timeout_s);
+    c.send_interval = a.interval_us.map(std::time::Duration::from_micros);
     if i == 0 {
         c.peel = peel.to_vec();
     }
@@ -175,6 +183,9 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
     }
     if !matches!(a.mtu, 256 | 512 | 1024 | 2048 | 4096) {
         return Err("--mtu must be 256, 512, 1024, 2048 or 4096".into());
+    }
+    if a.interval_us.is_some() && a.size < 8 {
+        return Err("--interval-us stamps each message: --size must be 8 or more".into());
     }
     if a.messages == 0 || a.messages > u32::MAX as u64 {
         return Err("--messages must be 1..2^32".into());
@@ -417,9 +428,13 @@ fn run(
     let clock = Clock::new();
     let stop = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(Barrier::new(n));
+    // Latency mode: per receiver, each message's one-way latency (ns), by sequence.
+    let latencies: Arc<Mutex<Vec<Vec<u64>>>> = Arc::new(Mutex::new(vec![Vec::new(); n]));
+    let stamped = a.interval_us.is_some();
     let mut receivers = Vec::new();
     for i in 1..n {
         let (a2, stop, ready) = (a.clone(), stop.clone(), ready.clone());
+        let lat = latencies.clone();
         let cfg = host_config(a, subnet, i, peel)?;
         let ns = lab::ns_host(&a.name, i);
         receivers.push(std::thread::spawn(
@@ -434,7 +449,23 @@ fn run(
                     &mut host,
                     receiver_config(&a2, i),
                     a2.messages,
-                    |m, d| d == stream_message(seed, m, size).as_slice(),
+                    |m, d| {
+                        let want = stream_message(seed, m, size);
+                        if !stamped {
+                            return d == want.as_slice();
+                        }
+                        if d.len() != size || d[8..] != want[8..] {
+                            return false;
+                        }
+                        let sent = u64::from_le_bytes(d[..8].try_into().expect("8 bytes"));
+                        let mut l = lat.lock().expect("latency table");
+                        let v = &mut l[i];
+                        if v.len() <= m as usize {
+                            v.resize(m as usize + 1, u64::MAX);
+                        }
+                        v[m as usize] = rocast_net::mcast::mono_ns().saturating_sub(sent);
+                        true
+                    },
                     &stop,
                 )
                 .map_err(|e| format!("h{i}: {e}"))
@@ -456,7 +487,13 @@ fn run(
                     &mut host,
                     sender_config(&a2),
                     a2.messages,
-                    |m| stream_message(seed, m, size),
+                    |m| {
+                        let mut v = stream_message(seed, m, size);
+                        if stamped {
+                            v[..8].copy_from_slice(&rocast_net::mcast::mono_ns().to_le_bytes());
+                        }
+                        v
+                    },
                     &stop,
                 )
                 .map_err(|e| format!("h0: {e}"))
@@ -487,7 +524,52 @@ fn run(
             }),
         _ => None,
     };
-    Ok((report(a, up, s, rs), tallies))
+    let mut r = report(a, up, s, rs);
+    if stamped {
+        let (Ok(t) | Err(t)) = &mut r;
+        t.push_str(&latency_lines(
+            &latencies.lock().expect("latency table")[1..],
+        ));
+    }
+    Ok((r, tallies))
+}
+
+/// p50/p99/p99.9/max of `v` (ns) in µs, and how many.
+pub fn percentiles_us(mut v: Vec<u64>) -> String {
+    if v.is_empty() {
+        return "samples 0".into();
+    }
+    v.sort_unstable();
+    let at = |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1] as f64 / 1e3;
+    format!(
+        "samples {} p50 {:.1} p99 {:.1} p99.9 {:.1} max {:.1} us",
+        v.len(),
+        at(0.5),
+        at(0.99),
+        at(0.999),
+        v[v.len() - 1] as f64 / 1e3
+    )
+}
+
+/// The latency mode's report lines: every delivery, and each message until its last
+/// receiver had it (a message some receiver never got is left out of the second).
+fn latency_lines(per_receiver: &[Vec<u64>]) -> String {
+    let all: Vec<u64> = per_receiver
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|&x| x != u64::MAX)
+        .collect();
+    let len = per_receiver.iter().map(Vec::len).min().unwrap_or(0);
+    let last: Vec<u64> = (0..len)
+        .map(|m| per_receiver.iter().map(|v| v[m]).max().unwrap_or(u64::MAX))
+        .filter(|&x| x != u64::MAX)
+        .collect();
+    format!(
+        "latency one-way (queued at the sender to delivered, one clock), every delivery: {}\nlatency one-way until the last receiver, per message: {}\n",
+        percentiles_us(all),
+        percentiles_us(last)
+    )
 }
 
 fn report(

@@ -332,6 +332,9 @@ pub struct UdHostConfig {
     /// PEEL: every frame to the group goes out once per header, shimmed, to UDP 4793
     /// ([`UdMcastSocket::send_frame_peel`]); empty: plain multicast to UDP 4791.
     pub peel: Vec<PeelHeader>,
+    /// The sender queues message i no earlier than `i × interval` after its first
+    /// (a paced stream, for latency); `None`: as fast as the window allows.
+    pub send_interval: Option<std::time::Duration>,
 }
 
 impl UdHostConfig {
@@ -349,6 +352,7 @@ impl UdHostConfig {
             seed: 1,
             timeout: std::time::Duration::from_secs(60),
             peel: Vec::new(),
+            send_interval: None,
         }
     }
 }
@@ -541,6 +545,16 @@ pub fn run_sender(
     let mut rep = SenderReport::default();
     let mut queued = 0u64;
     let mut pending: Option<Vec<u8>> = None;
+    // Pacing: when message `queued` is due (the first when the sender starts).
+    let mut first_queued: Option<Instant> = None;
+    let interval = host
+        .cfg
+        .send_interval
+        .map(|d| rocast_core::time::Duration::from_ps(d.as_nanos() as u64 * 1000));
+    let due = |first: Option<Instant>, i: u64| -> Option<Instant> {
+        let iv = interval?;
+        first.map(|f| f + rocast_core::time::Duration::from_ps(iv.as_ps() * i))
+    };
     loop {
         if stop.load(Ordering::Relaxed) {
             break;
@@ -557,9 +571,15 @@ pub fn run_sender(
             s.handle_timeout(now);
         }
         while queued < count {
+            if due(first_queued, queued).is_some_and(|d| now < d) {
+                break;
+            }
             let m = pending.take().unwrap_or_else(|| message(queued));
             match s.send(now, &m) {
-                Ok(_) => queued += 1,
+                Ok(_) => {
+                    first_queued.get_or_insert(now);
+                    queued += 1;
+                }
                 Err(_) => {
                     pending = Some(m);
                     break;
@@ -584,7 +604,14 @@ pub fn run_sender(
             break;
         }
         if !busy {
-            host.wait(s.poll_timeout())?;
+            let next = match (
+                s.poll_timeout(),
+                due(first_queued, queued).filter(|_| queued < count),
+            ) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            host.wait(next)?;
         }
     }
     rep.protocol = s.counters().clone();
