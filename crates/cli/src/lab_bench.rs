@@ -249,13 +249,26 @@ fn run_group_outputs(
     extra: &[String],
     outs: Option<&[PathBuf]>,
 ) -> Result<(String, Vec<String>), String> {
+    run_group_outputs_within(lab, n, file, extra, outs, 30)
+}
+
+/// [`run_group_outputs`] with the group's timeout (`--timeout`, seconds) given.
+fn run_group_outputs_within(
+    lab: &str,
+    n: usize,
+    file: &Path,
+    extra: &[String],
+    outs: Option<&[PathBuf]>,
+    timeout_s: u64,
+) -> Result<(String, Vec<String>), String> {
+    let timeout = timeout_s.to_string();
     let joins = (1..n)
         .map(|i| {
             let mut args: Vec<String> = ["mcast", "join", "--bind", &host_ip(i), "--leader"]
                 .iter()
                 .map(|s| s.to_string())
                 .collect();
-            args.extend([host_ip(0), "--timeout".into(), "30".into()]);
+            args.extend([host_ip(0), "--timeout".into(), timeout.clone()]);
             if let Some(o) = outs {
                 args.extend(["--out".into(), o[i - 1].to_string_lossy().into_owned()]);
             }
@@ -272,7 +285,7 @@ fn run_group_outputs(
         "--file",
         &file.to_string_lossy(),
         "--timeout",
-        "30",
+        &timeout,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -1100,7 +1113,10 @@ pub fn lab_latency(a: &LabLatencyArgs) -> Result<(), String> {
                             size.to_string(),
                         ]);
                     }
-                    let (text, _) = run_group_outputs(LAB, hosts, &file, &extra, None)?;
+                    // A send with its confirmations takes some 40 ms here: room for all.
+                    let timeout = 30 + a.samples as u64 / 10;
+                    let (text, _) =
+                        run_group_outputs_within(LAB, hosts, &file, &extra, None, timeout)?;
                     let v = send_latencies_ns(&text);
                     let line = crate::ud_bench::percentiles_us(v);
                     let (k, p) =
