@@ -275,6 +275,19 @@ fn run_group_outputs_within(
             spawn_on(lab, i, &args)
         })
         .collect::<Result<Vec<_>, _>>()?;
+    // Each member's output is read while it runs: a member printing a line per buffer
+    // would otherwise fill its pipe (64 KiB, some 750 lines) and block, and the group
+    // with it (measured: `--repeat 1000` stopped at send 754).
+    let joins: Vec<std::thread::JoinHandle<String>> = joins
+        .into_iter()
+        .map(|j| {
+            std::thread::spawn(move || {
+                j.wait_with_output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default()
+            })
+        })
+        .collect();
     let mut args: Vec<String> = [
         "mcast",
         "lead",
@@ -296,11 +309,7 @@ fn run_group_outputs_within(
         .map_err(|e| e.to_string())?;
     let members: Vec<String> = joins
         .into_iter()
-        .map(|j| {
-            j.wait_with_output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                .unwrap_or_default()
-        })
+        .map(|j| j.join().unwrap_or_default())
         .collect();
     let text = String::from_utf8_lossy(&lead.stdout).into_owned();
     if !lead.status.success() {
