@@ -139,6 +139,7 @@ fn lab_run_peel(sc: &rocast_sim::Scenario, name: &str) -> Result<String, String>
         loss_host: s.loss_host,
         conformance: true,
         interval_us: None,
+        latency_out: None,
     };
     let header = format!(
         "# peel-transfer: {} x {} B from host 0 to hosts 1..{} through {} ToRs under one \

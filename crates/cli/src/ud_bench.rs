@@ -109,6 +109,10 @@ pub struct LabUdArgs {
     /// message until its last receiver. Needs --size of 8 bytes or more.
     #[arg(long, value_name = "US")]
     pub interval_us: Option<u64>,
+    /// With --interval-us: also write every delivery's one-way latency to FILE
+    /// (`receiver,message,latency_ns` lines, in order).
+    #[arg(long, value_name = "FILE", requires = "interval_us")]
+    pub latency_out: Option<std::path::PathBuf>,
 }
 
 /// Host `i`'s settings; `peel` is the sender's PEEL headers (empty: plain multicast).
@@ -526,10 +530,18 @@ fn run(
     };
     let mut r = report(a, up, s, rs);
     if stamped {
+        let table = latencies.lock().expect("latency table");
         let (Ok(t) | Err(t)) = &mut r;
-        t.push_str(&latency_lines(
-            &latencies.lock().expect("latency table")[1..],
-        ));
+        t.push_str(&latency_lines(&table[1..]));
+        if let Some(path) = &a.latency_out {
+            let mut out = String::from("receiver,message,latency_ns\n");
+            for (i, v) in table.iter().enumerate().skip(1) {
+                for (m, &ns) in v.iter().enumerate().filter(|x| *x.1 != u64::MAX) {
+                    let _ = writeln!(out, "{i},{m},{ns}");
+                }
+            }
+            std::fs::write(path, out).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
     }
     Ok((r, tallies))
 }
