@@ -10,6 +10,7 @@ fn run(sets: &[&str]) -> (String, String) {
     let mut all = vec![
         "multicast.odbss.trials=200",
         "multicast.odbss.bench_rounds=0",
+        "multicast.odbss.hop_model=fig4",
     ];
     all.extend_from_slice(sets);
     let sets: Vec<String> = all.iter().map(|s| s.to_string()).collect();
@@ -93,3 +94,63 @@ fn ud_latency_preset_reproduces_the_papers_shape() {
 
 const PIN_MCAST_4_64: (f64, f64) = (3.179, 6.178);
 const PIN_TREE_1024_64: (f64, f64) = (50.78, 78.225);
+
+/// The preset's own per-hop model: the lab-measured hops. The output names the file;
+/// one hop's minimum is the file's minimum at 64 B; within one dimension the multicast
+/// is one hop whatever N, and the binomial tree grows with N.
+#[test]
+fn ud_latency_takes_its_hop_model_from_the_lab_measurement() {
+    let sets: Vec<String> = [
+        "multicast.odbss.trials=200",
+        "multicast.odbss.bench_rounds=0",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let sc = Scenario::preset("ud-latency", &sets).unwrap();
+    assert_eq!(sc.multicast.odbss.hop_model, "lab");
+    let r = run_experiment(&sc, Path::new(".")).unwrap();
+    assert!(
+        r.text
+            .contains("per-hop model (multicast.odbss.hop_model = \"lab\")")
+            && r.text
+                .contains(rocast_eval::odbss::broadcast_select::LAB_HOP_FILE),
+        "{}",
+        r.text
+    );
+    let hops = rocast_eval::odbss::broadcast_select::parse_lab_hops(include_str!(
+        "../data/lab-hop-1gbit.csv"
+    ))
+    .unwrap();
+    assert_eq!(
+        hops.iter().map(|h| (h.0, h.1.len())).collect::<Vec<_>>(),
+        vec![(64, 2000), (4096, 2000)]
+    );
+    let m = rocast_eval::odbss::broadcast_select::measured_hop(64);
+    assert_eq!(m.quantile(0.0), hops[0].1[0]);
+    // 1 KB lies between 64 B and 4 KB: its median between theirs.
+    let mid = rocast_eval::odbss::broadcast_select::measured_hop(1024).quantile(0.5);
+    let (a, b) = (hops[0].1[1000], hops[1].1[1000]);
+    assert!(mid > a.min(b) && mid < a.max(b), "{a} {mid} {b}");
+    let csv = &r
+        .files
+        .iter()
+        .find(|(n, _)| n == "ud-latency.csv")
+        .unwrap()
+        .1;
+    // Medians: the measured hops' tail (milliseconds, a descheduled host) makes the
+    // mean of 200 trials jump.
+    let p50 = |n: u32, scheme: &str| -> f64 {
+        let prefix = format!("{n},64,{scheme},");
+        let l = csv.lines().find(|l| l.starts_with(&prefix)).unwrap();
+        l[prefix.len()..]
+            .split(',')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert!((p50(32, "ud-mcast") - p50(4, "ud-mcast")).abs() < 0.1 * p50(4, "ud-mcast"));
+    assert!(p50(8, "binomial-rc") < p50(64, "binomial-rc"));
+    assert!(p50(64, "binomial-rc") < p50(1024, "binomial-rc"));
+}

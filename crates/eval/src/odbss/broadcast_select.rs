@@ -1286,6 +1286,9 @@ pub fn fig4_latency_us(column: usize, size: u64) -> f64 {
 ///   against ~3 µs on average; interrupts, preemption, a stalled software stack).
 ///   It holds the sender: a relay's next send waits for it (head of line).
 /// - `R`, the receiving NIC and host: bounded, uniform in [0, rx_jitter].
+/// With `hop_model = "lab"` the sending-side draw `S` is the whole measured
+/// excess over the fastest hop, and `R` is 0 (the lab measured hops end to end; it
+/// cannot split them between the hosts — `ud-mcast-rx-tail` gives the other bound).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct HopModel {
     pub base: u64,
@@ -1299,11 +1302,101 @@ pub struct HopModel {
     pub tail_prob: f64,
     pub tail: f64,
     pub rx_jitter: f64,
+    /// Measured hops (`hop_model = "lab"`): `S` is drawn from them.
+    pub measured: Option<MeasuredHop>,
+}
+
+/// One message size's measured one-hop latencies: the two measured sizes around it
+/// and where it lies between them in log2 size (quantile k of the model is quantile k
+/// of each, interpolated).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MeasuredHop {
+    lo: &'static [u64],
+    hi: &'static [u64],
+    t: f64,
+}
+
+impl MeasuredHop {
+    /// Quantile `q` in [0, 1), ps.
+    pub fn quantile(&self, q: f64) -> u64 {
+        let at = |v: &[u64]| v[((q * v.len() as f64) as usize).min(v.len() - 1)] as f64;
+        (at(self.lo) + (at(self.hi) - at(self.lo)) * self.t).round() as u64
+    }
+}
+
+/// The one-hop latencies measured in rocast's namespace lab, per message size, sorted,
+/// ps (`crates/eval/data/lab-hop-1gbit.csv`; its header says how they were made).
+pub const LAB_HOP_FILE: &str = "crates/eval/data/lab-hop-1gbit.csv";
+
+fn lab_hops() -> &'static [(u64, Vec<u64>)] {
+    static HOPS: std::sync::OnceLock<Vec<(u64, Vec<u64>)>> = std::sync::OnceLock::new();
+    HOPS.get_or_init(|| {
+        parse_lab_hops(include_str!("../../data/lab-hop-1gbit.csv"))
+            .expect("the committed lab-hop file parses (held by a test)")
+    })
+}
+
+/// `size,latency_ns` lines (after `#` comments and the header) into sorted ps per
+/// size, sizes ascending.
+pub fn parse_lab_hops(text: &str) -> Result<Vec<(u64, Vec<u64>)>, String> {
+    let mut by: std::collections::BTreeMap<u64, Vec<u64>> = std::collections::BTreeMap::new();
+    for (i, l) in text.lines().enumerate() {
+        let l = l.trim();
+        if l.is_empty() || l.starts_with('#') || l == "size,latency_ns" {
+            continue;
+        }
+        let (a, b) = l.split_once(',').ok_or(format!("line {}: {l:?}", i + 1))?;
+        let size: u64 = a
+            .parse()
+            .map_err(|_| format!("line {}: size {a:?}", i + 1))?;
+        let ns: u64 = b
+            .parse()
+            .map_err(|_| format!("line {}: latency {b:?}", i + 1))?;
+        by.entry(size).or_default().push(ns * 1000);
+    }
+    if by.is_empty() {
+        return Err("no measurements".into());
+    }
+    Ok(by
+        .into_iter()
+        .map(|(s, mut v)| {
+            v.sort_unstable();
+            (s, v)
+        })
+        .collect())
+}
+
+/// The measured hop for `size`: between the measured sizes around it, linear in log2
+/// size; outside them, the nearest one as measured.
+pub fn measured_hop(size: u64) -> MeasuredHop {
+    let hops = lab_hops();
+    let i = hops.partition_point(|(s, _)| *s <= size);
+    if i == 0 {
+        return MeasuredHop {
+            lo: &hops[0].1,
+            hi: &hops[0].1,
+            t: 0.0,
+        };
+    }
+    if i == hops.len() {
+        let v = &hops[i - 1].1;
+        return MeasuredHop {
+            lo: v,
+            hi: v,
+            t: 0.0,
+        };
+    }
+    let ((a, lo), (b, hi)) = (&hops[i - 1], &hops[i]);
+    let t = ((size as f64).log2() - (*a as f64).log2()) / ((*b as f64).log2() - (*a as f64).log2());
+    MeasuredHop { lo, hi, t }
 }
 
 impl HopModel {
     #[inline]
     pub fn sender_draw(&self, rng: &mut ChaCha8Rng) -> u64 {
+        if let Some(h) = &self.measured {
+            return h.quantile(uniform(rng)).saturating_sub(self.base);
+        }
         let body = -self.jitter_mean * (1.0 - uniform(rng)).ln();
         let tail = if self.tail_prob > 0.0 && uniform(rng) < self.tail_prob {
             self.tail * (0.5 + 0.5 * uniform(rng))
@@ -1314,6 +1407,9 @@ impl HopModel {
     }
     #[inline]
     pub fn receiver_draw(&self, rng: &mut ChaCha8Rng) -> u64 {
+        if self.measured.is_some() {
+            return 0;
+        }
         (self.rx_jitter * uniform(rng)) as u64
     }
     /// One unicast hop as perftest would see it.
@@ -1437,6 +1533,20 @@ impl OdbssModel for OdbssConfig {
         let col = fig4_column(&self.fig4_column).unwrap_or(7);
         let el = self.element();
         let ser = el.serialisation(size.min(u32::MAX as u64) as u32).as_ps();
+        if self.hop_model == "lab" {
+            let h = measured_hop(size);
+            return HopModel {
+                base: h.quantile(0.0),
+                wire: ser + el.prop.as_ps(),
+                ser,
+                overhead: (overhead_us.max(0.0) * 1e6) as u64,
+                jitter_mean: 0.0,
+                tail_prob: 0.0,
+                tail: 0.0,
+                rx_jitter: 0.0,
+                measured: Some(h),
+            };
+        }
         HopModel {
             base: (fig4_latency_us(col, size) * 1e6).round() as u64,
             wire: ser + el.prop.as_ps(),
@@ -1446,6 +1556,7 @@ impl OdbssModel for OdbssConfig {
             tail_prob: self.tail_prob,
             tail: self.tail_us * 1e6,
             rx_jitter: self.rx_jitter_us * 1e6,
+            measured: None,
         }
     }
 }
@@ -1527,27 +1638,38 @@ pub fn ud_latency(sc: &Scenario) -> Result<EvalReport, String> {
     }
     let col = fig4_column(&o.fig4_column).unwrap_or(7);
     let mut text = String::new();
+    let hop_source = if o.hop_model == "lab" {
+        let hops = lab_hops();
+        format!(
+            "L = one-way latency measured on real packets in rocast's namespace lab ({LAB_HOP_FILE}: {} hops h0 -> rocast \
+             switch -> h1 at each of {} B, 1 Gbit/s links; its header gives the command), quantiles interpolated in log2 size;\n\
+             S = the measured excess over the fastest hop, drawn at the sender; R = 0 (the lab times hops end to end)",
+            hops[0].1.len(),
+            hops.iter().map(|(s, _)| s.to_string()).collect::<Vec<_>>().join(" and ")
+        )
+    } else {
+        format!(
+            "L = Fig. 4 column {} (interpolated in log2 size); per hop + S(exp mean {} us, p={} excursion\n\
+             U[{}/2, {}] us) + R(U[0, {}] us)",
+            FIG4_COLUMNS[col], o.jitter_us, o.tail_prob, o.tail_us, o.tail_us, o.rx_jitter_us
+        )
+    };
     let _ = writeln!(
         text,
         "# ud-latency: UD multicast on the optical broadcast-select fabric (ODBSS) vs the binomial tree over RC\n\
          paper (Leong, Li, Liu 2019, §III-B): overlay latency = K·log2(N)·L, K growing with N through the unicast\n\
          tail (35 us vs 3 us average) and relays waiting on their previous send; ODBSS within one dimension\n\
          ~ unicast latency, across dimensions growing with D, not N.\n\
-         model: L = Fig. 4 column {} (interpolated in log2 size), {} ports/element at {} Gb/s, prop {} ns,\n\
-         OEO {} ns, {} B wire overhead; per post {:.2} us; per hop + S(exp mean {} us, p={} excursion\n\
-         U[{}/2, {}] us) + R(U[0, {}] us); {} seeded trials per point; completion = last receiver.",
-        FIG4_COLUMNS[col],
+         per-hop model (multicast.odbss.hop_model = {:?}): {hop_source}.\n\
+         fabric: {} ports/element at {} Gb/s, prop {} ns, OEO {} ns, {} B wire overhead; per post {:.2} us;\n\
+         {} seeded trials per point; completion = last receiver.",
+        o.hop_model,
         o.ports,
         o.gbps,
         o.prop_ns,
         o.oeo_ns,
         o.frame_overhead,
         sc.multicast.overhead_us,
-        o.jitter_us,
-        o.tail_prob,
-        o.tail_us,
-        o.tail_us,
-        o.rx_jitter_us,
         o.trials
     );
 
@@ -1556,7 +1678,13 @@ pub fn ud_latency(sc: &Scenario) -> Result<EvalReport, String> {
     let _ = writeln!(
         text,
         "\nper-hop unicast latency (200000 draws)\n{:>6} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
-        "size", "Fig.4", "mean", "p50", "p99", "p99.9", "max"
+        "size",
+        if o.hop_model == "lab" { "min" } else { "Fig.4" },
+        "mean",
+        "p50",
+        "p99",
+        "p99.9",
+        "max"
     );
     for &size in &sizes {
         let m = o.hop_model(size, 0.0);

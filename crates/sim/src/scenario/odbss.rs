@@ -54,6 +54,11 @@ pub struct OdbssConfig {
     pub host_gbps: f64,
     /// Bit-error rate of every fibre.
     pub ber: f64,
+    /// Where the per-hop unicast latency comes from: "fig4" (the paper's Fig. 4
+    /// column `fig4_column` plus the seeded jitter and tail below) or "lab" (the
+    /// one-way latencies measured on real packets in rocast's namespace lab,
+    /// `crates/eval/data/lab-hop-1gbit.csv`, drawn as they were measured).
+    pub hop_model: String,
     /// The Fig. 4 column giving the per-hop unicast latency L.
     pub fig4_column: String,
     /// Sender-side jitter mean, long-tail probability and size, receiver jitter.
@@ -83,6 +88,7 @@ impl Default for OdbssConfig {
             host_ns: 200,
             host_gbps: 40.0,
             ber: 0.0,
+            hop_model: "fig4".into(),
             fig4_column: "Mlnx_HW".into(),
             jitter_us: 0.8,
             tail_prob: 0.002,
@@ -139,6 +145,12 @@ impl OdbssConfig {
             if !(0.0..=1e6).contains(&v) {
                 return Err(invalid(key, format!("must be 0 to 1e6 µs, got {v}")));
             }
+        }
+        if !matches!(self.hop_model.as_str(), "fig4" | "lab") {
+            return Err(invalid(
+                "multicast.odbss.hop_model",
+                format!("{:?}: \"fig4\" or \"lab\"", self.hop_model),
+            ));
         }
         if fig4_column(&self.fig4_column).is_none() {
             return Err(invalid(
