@@ -398,6 +398,9 @@ fn switch_stats_line(label: &str, text: &Result<String, String>) -> String {
                                 | "drop_bad_icrc"
                                 | "drop_malformed"
                                 | "drop_roce_malformed"
+                                | "igmp_reports"
+                                | "mcast_forwarded"
+                                | "mcast_unregistered"
                         ) =>
                     {
                         let _ = write!(line, " {k} {v}");

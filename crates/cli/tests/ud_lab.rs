@@ -1,7 +1,7 @@
 //! Reliable UD multicast on real packets (issue 10, lab part): `rocast bench lab-ud`
 //! runs a `NackMulticastSender` on h0 and receivers on h1..h3, each over a core UD
 //! endpoint on an IPv4 multicast group, in a 4-host `rocast lab` whose bridge (or
-//! `rocast switch`, flooding) is the broadcast medium, with 1e-3 loss injected on
+//! `rocast switch`, by IGMP snooping) is the broadcast medium, with 1e-3 loss injected on
 //! receive. Needs root (it creates namespaces); without it the tests fail loudly.
 //! Only the lab's own namespaces carry traffic.
 
@@ -81,8 +81,11 @@ fn four_host_ud_multicast_over_a_bridge_with_loss_delivers_exactly_once() {
     run_bench(lab.0, "bridge");
 }
 
+/// Through `rocast switch`, which learns the group's members from the hosts' IGMP
+/// reports (every host joins the group: the sender too, to hear NACKs) and forwards
+/// the group's frames by membership, not by flooding.
 #[test]
-fn rocast_switch_floods_ud_multicast_and_it_delivers_exactly_once() {
+fn rocast_switch_snoops_the_group_and_ud_multicast_delivers_exactly_once() {
     let lab = LabGuard::new("udt2");
     let out = run_bench(lab.0, "switch");
     let line = out
@@ -90,11 +93,14 @@ fn rocast_switch_floods_ud_multicast_and_it_delivers_exactly_once() {
         .find(|l| l.starts_with("switch:"))
         .unwrap_or_else(|| panic!("no switch stats in:\n{out}"));
     let f: Vec<&str> = line.split_whitespace().collect();
-    let flooded: u64 = f[f.iter().position(|w| *w == "flooded").unwrap() + 1]
-        .parse()
-        .unwrap();
+    let counter = |k: &str| -> u64 {
+        f[f.iter().position(|w| *w == k).unwrap_or_else(|| panic!("no {k}: {line}")) + 1]
+            .parse()
+            .unwrap()
+    };
+    assert!(counter("igmp_reports") >= 4, "four hosts joined: {line}");
     assert!(
-        flooded >= MESSAGES,
-        "the group's frames are flooded: {line}"
+        counter("mcast_forwarded") >= MESSAGES,
+        "the group's frames go by membership: {line}"
     );
 }
