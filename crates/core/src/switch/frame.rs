@@ -59,7 +59,7 @@
 //! the Cepheus engine's tables (see [`CepheusSwitch::memory_bytes`]): about 1 KB per
 //! group on a 64-port switch; and the PEEL state ([`PeelSwitch::memory_bytes`]): k − 1
 //! static rules at a prefix-tier switch, 8 bytes plus 2 per member port per group at a
-//! rack switch.
+//! rack switch; IGMP snooping's memberships, 10 bytes per (group, port).
 
 use super::igmp_snooping::IgmpSnooping;
 use super::mrp_agent::{self, UnicastRoute, UnicastTable};
@@ -400,6 +400,7 @@ impl FrameSwitch {
             + self.peel.as_ref().map_or(0, PeelSwitch::memory_bytes)
             + self.macs.len() * 8
             + self.hosts.len() * 16
+            + self.igmp.memory_bytes()
     }
 
     /// Pins host `ip` behind `port` with `mac` (configuration, not learning).
