@@ -252,12 +252,28 @@ int main(int argc, char **argv)
             struct rocast_nm_event ev;
             int64_t e;
             while ((e = rocast_nm_receiver_poll_event(h.r, &ev, msg, (size_t)size)) != 0) {
-                if (e < 0 || ev.kind == ROCAST_NM_EVENT_UNRECOVERABLE) {
-                    /* Longer than SIZE (not this sender's) or lost for good. */
-                    if (e < 0)
-                        rocast_nm_receiver_poll_event(h.r, &ev, NULL, 0), corrupt++;
-                    else
-                        lost += ev.len_or_end - ev.msg_seq;
+                if (e == ROCAST_NM_ERR_BUFFER) {
+                    /* Longer than SIZE: not this stream's message. Taken off the queue
+                     * (into a buffer of its length) and counted as corrupt. */
+                    uint8_t *big = malloc((size_t)ev.len_or_end);
+                    if (!big || rocast_nm_receiver_poll_event(h.r, &ev, big, (size_t)ev.len_or_end) != 1) {
+                        fprintf(stderr, "rocast-verbs-ud: cannot take a %llu-byte message\n",
+                                (unsigned long long)ev.len_or_end);
+                        free(big);
+                        goto out;
+                    }
+                    free(big);
+                    corrupt++;
+                    delivered = ev.msg_seq + 1;
+                    continue;
+                }
+                if (e < 0) {
+                    fprintf(stderr, "rocast-verbs-ud: receiver event error (%lld)\n", (long long)e);
+                    goto out;
+                }
+                if (ev.kind == ROCAST_NM_EVENT_UNRECOVERABLE) {
+                    lost += ev.len_or_end - ev.msg_seq;
+                    delivered = ev.len_or_end;
                     continue;
                 }
                 if (ev.msg_seq < delivered) {
@@ -294,6 +310,7 @@ int main(int argc, char **argv)
             break;
         }
     }
+out:;
     double secs = (double)(mono_ns() - t0) / 1e9;
     if (h.s) {
         struct rocast_nm_sender_counters c;
