@@ -94,9 +94,12 @@ fn rocast_switch_snoops_the_group_and_ud_multicast_delivers_exactly_once() {
         .unwrap_or_else(|| panic!("no switch stats in:\n{out}"));
     let f: Vec<&str> = line.split_whitespace().collect();
     let counter = |k: &str| -> u64 {
-        f[f.iter().position(|w| *w == k).unwrap_or_else(|| panic!("no {k}: {line}")) + 1]
-            .parse()
-            .unwrap()
+        f[f.iter()
+            .position(|w| *w == k)
+            .unwrap_or_else(|| panic!("no {k}: {line}"))
+            + 1]
+        .parse()
+        .unwrap()
     };
     assert!(counter("igmp_reports") >= 4, "four hosts joined: {line}");
     assert!(

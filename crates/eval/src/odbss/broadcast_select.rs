@@ -1490,6 +1490,26 @@ pub fn mcast_trial(
     m.overhead + host + last
 }
 
+/// §II-A's counting argument, for each distinct `n` in order: an n × n crossbar's
+/// unicast permutations (n!) against its multicast assignments (n^n: each output
+/// picks any input), as powers of ten.
+pub fn assignment_counts(ns: &[u32]) -> String {
+    let mut seen = Vec::new();
+    let mut t = String::from(
+        "n x n crossbar (§II-A): unicast permutations n! vs multicast assignments n^n\n     n   log10(n!)  log10(n^n)  log10(n^n/n!)",
+    );
+    for &n in ns {
+        if n < 1 || seen.contains(&n) {
+            continue;
+        }
+        seen.push(n);
+        let fact: f64 = (2..=n).map(|k| (k as f64).log10()).sum();
+        let pow = n as f64 * (n as f64).log10();
+        let _ = write!(t, "\n{n:>6} {fact:>11.2} {pow:>11.2} {:>14.2}", pow - fact);
+    }
+    t
+}
+
 /// mean, p50, p99, max of `v` (ps) in µs; sorts `v`.
 pub fn stats_us(v: &mut [u64]) -> [f64; 4] {
     if v.is_empty() {
@@ -1672,6 +1692,9 @@ pub fn ud_latency(sc: &Scenario) -> Result<EvalReport, String> {
         sc.multicast.overhead_us,
         o.trials
     );
+
+    // §II-A: why a crossbar cannot be non-blocking for multicast.
+    let _ = writeln!(text, "\n{}", assignment_counts(&[o.ports, 32, 40, 80]));
 
     // The per-hop distribution the overlay sums: the calibration against the
     // paper's "35 us versus 3 us".
@@ -2285,6 +2308,21 @@ mod tests {
 
     const PINNED_RANDOM_64: (u32, u64, u64, u64, u64) = (28, 248, 108, 92, 56);
     const PINNED_RANDOM_256: (u32, u64, u64, u64, u64) = (32, 1008, 124, 288, 64);
+
+    #[test]
+    fn the_assignment_counts_are_n_factorial_and_n_to_the_n() {
+        let t = assignment_counts(&[3, 32, 3]);
+        // 3! = 6, 3^3 = 27; 32! = 2.63e35, 32^32 = 1.46e48.
+        assert!(
+            t.contains("\n     3        0.78        1.43           0.65"),
+            "{t}"
+        );
+        assert!(
+            t.contains("\n    32       35.42       48.16          12.74"),
+            "{t}"
+        );
+        assert_eq!(t.lines().count(), 4, "{t}");
+    }
 
     #[test]
     fn fig4_is_read_exactly_and_interpolated_between_sizes() {

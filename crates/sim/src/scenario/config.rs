@@ -667,6 +667,14 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
     ("ud-loss", include_str!("../../scenarios/ud-loss.toml")),
     (
+        "odbss-scale-40",
+        include_str!("../../scenarios/odbss-scale-40.toml"),
+    ),
+    (
+        "odbss-scale-80",
+        include_str!("../../scenarios/odbss-scale-80.toml"),
+    ),
+    (
         "cepheus-fig11",
         include_str!("../../scenarios/cepheus-fig11.toml"),
     ),
