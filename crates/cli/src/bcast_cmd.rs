@@ -318,6 +318,74 @@ fn analyze(schemes: &[Scheme], n: u32, root: u32, size: u64, block: u64) -> Resu
             if per_step.len() > 12 { " ..." } else { "" }
         );
     }
+    out.push_str(&half_speed_link(schemes, n, root, size, block)?);
+    Ok(out)
+}
+
+/// RDMC §4.2's slow-link argument: with one link at half speed, the binomial pipeline
+/// keeps most of the bandwidth (the paper: 85.6 % at n = 64), where a chain, which
+/// sends every block over every link, drops to the slow link's rate. Measured on the
+/// analytic model ([`critical_path`]: the real drivers on an ideal network), two
+/// ways: the link between ranks n − 2 and n − 1 at half rate (one pair: the
+/// pipeline's hypercube uses it in one step of every log2 n, the chain for every
+/// block), and rank n − 1's whole NIC at half rate (every step of the pipeline
+/// involves it). The fraction is the completion with every link equal over the
+/// completion with the slow one. The cost model is rocast's assumption: 100 Gbit/s
+/// links, 1 µs one way, no per-post overhead (so the fraction is the schedule's, not
+/// the host's).
+fn half_speed_link(
+    schemes: &[Scheme],
+    n: u32,
+    root: u32,
+    size: u64,
+    block: u64,
+) -> Result<String, String> {
+    use rocast_core::overlay::model::MessageCost;
+    if n < 3 {
+        return Ok(String::new());
+    }
+    let (sa, sb) = (n - 2, n - 1);
+    // 0: every link equal; 1: the link sa–sb at half rate; 2: sb's NIC at half rate.
+    let cost = |case: u8| {
+        move |a: u32, b: u32, bytes: u64| {
+            let slow = match case {
+                1 => (a == sa && b == sb) || (a == sb && b == sa),
+                2 => a == sb || b == sb,
+                _ => false,
+            };
+            let rate_bits_per_ps = if slow { 0.05 } else { 0.1 };
+            let nic = ((bytes.max(64) * 8) as f64 / rate_bits_per_ps).round() as u64;
+            MessageCost {
+                nic_ps: nic,
+                deliver_ps: nic + 1_000_000,
+                ack_ps: 1_000_000,
+            }
+        }
+    };
+    let mut out = format!(
+        "# one half-speed link (RDMC §4.2; the paper: the binomial pipeline keeps 85.6 % of the bandwidth at n = 64, a chain the slow link's rate): the link {sa}-{sb}, then rank {sb}'s whole NIC, at half rate; analytic model, 100 Gbit/s, 1 us one way, no overhead; kept = equal / slow completion\n{:>10} {:>12} {:>12} {:>10} {:>12} {:>10}\n",
+        "scheme", "equal_us", "link_us", "kept", "nic_us", "kept"
+    );
+    for &scheme in schemes {
+        if scheme == Scheme::Ring {
+            continue;
+        }
+        let driver = bench_driver_config(scheme, n, size, block, 1, true);
+        let t = |case: u8| -> Result<f64, String> {
+            let c = cost(case);
+            critical_path(scheme, n, root, driver, 0, &c)
+                .map(|p| p.latency_ps as f64 / 1e6)
+                .map_err(|e| e.to_string())
+        };
+        let (eq, link, nic) = (t(0)?, t(1)?, t(2)?);
+        let _ = writeln!(
+            out,
+            "{:>10} {eq:>12.1} {link:>12.1} {:>9.1}% {nic:>12.1} {:>9.1}%",
+            scheme.to_string(),
+            100.0 * eq / link,
+            100.0 * eq / nic
+        );
+    }
     Ok(out)
 }
 

@@ -125,3 +125,31 @@ fn analyze_prints_rdmcs_slack_beside_the_schedules() {
         ],
     );
 }
+
+/// RDMC §4.2's slow link, on the analytic model: at n = 64 one half-speed link between
+/// two ranks costs the binomial pipeline 14 % (the paper: it keeps 85.6 %), the chain
+/// nearly half; a slow NIC, which the pipeline's every step meets, halves it too.
+#[test]
+fn analyze_measures_rdmcs_half_speed_link() {
+    let r = rocast(&[
+        "bcast",
+        "--analyze",
+        "--group",
+        "64",
+        "--sizes",
+        "256M",
+        "--block",
+        "1M",
+        "--schemes",
+        "pipeline,chain",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_contains_all(
+        &r.stdout,
+        &[
+            "the link 62-63, then rank 63's whole NIC, at half rate",
+            "  pipeline      22417.6      26020.9      86.2%      43888.7      51.1%",
+            "     chain      27251.4      48727.5      55.9%      48727.5      55.9%",
+        ],
+    );
+}
