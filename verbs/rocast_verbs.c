@@ -8,14 +8,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-int rv_open(struct rv_group_qp *g, const char *dev_name, uint8_t port, int gid_index,
-            size_t buf_len, int write)
+/* Opens device `dev_name` (NULL: the first one): its context, or NULL with *err set
+ * to a negative errno. */
+static struct ibv_context *rv_open_device(const char *dev_name, int *err)
 {
-    memset(g, 0, sizeof(*g));
     int n = 0;
     struct ibv_device **list = ibv_get_device_list(&n);
-    if (!list)
-        return -errno;
+    if (!list) {
+        *err = -errno;
+        return NULL;
+    }
     struct ibv_device *dev = NULL;
     for (int i = 0; i < n; i++) {
         if (!dev_name || strcmp(ibv_get_device_name(list[i]), dev_name) == 0) {
@@ -23,14 +25,29 @@ int rv_open(struct rv_group_qp *g, const char *dev_name, uint8_t port, int gid_i
             break;
         }
     }
-    if (!dev) {
-        ibv_free_device_list(list);
-        return -ENODEV;
-    }
-    g->ctx = ibv_open_device(dev);
+    struct ibv_context *ctx = dev ? ibv_open_device(dev) : NULL;
+    *err = dev ? -errno : -ENODEV;
     ibv_free_device_list(list);
+    return ctx;
+}
+
+/* ::ffff:a.b.c.d, the RoCEv2 GID of IPv4 address `a`. */
+static void rv_mapped_gid(union ibv_gid *g, struct in_addr a)
+{
+    memset(g->raw, 0, 16);
+    g->raw[10] = 0xff;
+    g->raw[11] = 0xff;
+    memcpy(&g->raw[12], &a.s_addr, 4);
+}
+
+int rv_open(struct rv_group_qp *g, const char *dev_name, uint8_t port, int gid_index,
+            size_t buf_len, int write)
+{
+    memset(g, 0, sizeof(*g));
+    int err = 0;
+    g->ctx = rv_open_device(dev_name, &err);
     if (!g->ctx)
-        return -errno;
+        return err;
     g->port = port;
     g->gid_index = gid_index;
     g->pd = ibv_alloc_pd(g->ctx);
@@ -84,11 +101,7 @@ int rv_connect_group(struct rv_group_qp *g, struct in_addr mcst, enum ibv_mtu mt
     a.ah_attr.port_num = g->port;
     a.ah_attr.grh.sgid_index = (uint8_t)g->gid_index;
     a.ah_attr.grh.hop_limit = 64;
-    /* ::ffff:a.b.c.d */
-    memset(a.ah_attr.grh.dgid.raw, 0, 16);
-    a.ah_attr.grh.dgid.raw[10] = 0xff;
-    a.ah_attr.grh.dgid.raw[11] = 0xff;
-    memcpy(&a.ah_attr.grh.dgid.raw[12], &mcst.s_addr, 4);
+    rv_mapped_gid(&a.ah_attr.grh.dgid, mcst);
     if (ibv_modify_qp(g->qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
                                       IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                       IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
@@ -197,24 +210,10 @@ int rv_ud_open(struct rv_ud *u, const char *dev_name, uint8_t port, int gid_inde
     u->join_fd = -1;
     if (!recv_slots || !send_slots || !mtu)
         return -EINVAL;
-    int n = 0;
-    struct ibv_device **list = ibv_get_device_list(&n);
-    if (!list)
-        return -errno;
-    struct ibv_device *dev = NULL;
-    for (int i = 0; i < n; i++)
-        if (!dev_name || strcmp(ibv_get_device_name(list[i]), dev_name) == 0) {
-            dev = list[i];
-            break;
-        }
-    if (!dev) {
-        ibv_free_device_list(list);
-        return -ENODEV;
-    }
-    u->ctx = ibv_open_device(dev);
-    ibv_free_device_list(list);
+    int err = 0;
+    u->ctx = rv_open_device(dev_name, &err);
     if (!u->ctx)
-        return -errno;
+        return err;
     u->port = port;
     u->gid_index = gid_index;
     u->qkey = qkey;
@@ -270,14 +269,6 @@ fail:;
     return -e;
 }
 
-static void rv_mapped_gid(union ibv_gid *g, struct in_addr a)
-{
-    memset(g->raw, 0, 16);
-    g->raw[10] = 0xff;
-    g->raw[11] = 0xff;
-    memcpy(&g->raw[12], &a.s_addr, 4);
-}
-
 int rv_ud_join(struct rv_ud *u, struct in_addr group)
 {
     if (u->join_fd < 0) {
@@ -297,9 +288,7 @@ int rv_ud_join(struct rv_ud *u, struct in_addr group)
     return 0;
 }
 
-struct ibv_ah *rv_ud_unicast_ah(struct rv_ud *u, struct in_addr ip) { return rv_ud_group_ah(u, ip); }
-
-struct ibv_ah *rv_ud_group_ah(struct rv_ud *u, struct in_addr group)
+struct ibv_ah *rv_ud_ah(struct rv_ud *u, struct in_addr ip)
 {
     struct ibv_ah_attr a;
     memset(&a, 0, sizeof(a));
@@ -307,14 +296,16 @@ struct ibv_ah *rv_ud_group_ah(struct rv_ud *u, struct in_addr group)
     a.port_num = u->port;
     a.grh.sgid_index = (uint8_t)u->gid_index;
     a.grh.hop_limit = 64;
-    rv_mapped_gid(&a.grh.dgid, group);
+    rv_mapped_gid(&a.grh.dgid, ip);
     return ibv_create_ah(u->pd, &a);
 }
 
 static void rv_ud_complete(struct rv_ud *u, const struct ibv_wc *wc, rv_ud_recv_fn on_recv, void *ctx,
                            int *received)
 {
-    if (wc->opcode & IBV_WC_RECV) {
+    /* By work request id (receive slots first): a failed completion's opcode is
+     * undefined. */
+    if (wc->wr_id < u->recv_slots) {
         unsigned i = (unsigned)wc->wr_id;
         const uint8_t *b = u->buf + (size_t)i * u->slot;
         if (wc->status == IBV_WC_SUCCESS && wc->byte_len >= RV_UD_GRH && on_recv) {

@@ -124,10 +124,9 @@ int rv_ud_open(struct rv_ud *u, const char *dev_name, uint8_t port, int gid_inde
 /* Joins IPv4 multicast `group` (network order) at IP level on the interface holding
  * u->local and attaches the QP to it. 0 or -errno. */
 int rv_ud_join(struct rv_ud *u, struct in_addr group);
-/* The address handle to `group`'s GID (for sends to the group). NULL on error. */
-struct ibv_ah *rv_ud_group_ah(struct rv_ud *u, struct in_addr group);
-/* The address handle to host `ip`'s IPv4-mapped GID (for unicast UD). NULL on error. */
-struct ibv_ah *rv_ud_unicast_ah(struct rv_ud *u, struct in_addr ip);
+/* The address handle to IPv4 address `ip`'s GID: a group (sends to QPN 0xFFFFFF) or
+ * a host (unicast to its QP). NULL on error. */
+struct ibv_ah *rv_ud_ah(struct rv_ud *u, struct in_addr ip);
 /* Sends `len` bytes (copied into a send slot; waits for a free slot, handing receive
  * completions that arrive meanwhile to `on_recv`) to `ah`/`qpn`. 0 or -errno. */
 typedef void (*rv_ud_recv_fn)(void *ctx, const struct ibv_wc *wc, const uint8_t *grh,

@@ -89,7 +89,7 @@ static void on_recv(void *ctx, const struct ibv_wc *wc, const uint8_t *grh, cons
         if (!h->sender_ah) {
             /* Built from the GRH's IPv4 source: ibv_create_ah_from_wc refuses RoCEv2 IPv4
              * on rxe 6.1 (EINVAL, measured). */
-            h->sender_ah = rv_ud_unicast_ah(&h->ud, rv_ud_grh_src(grh));
+            h->sender_ah = rv_ud_ah(&h->ud, rv_ud_grh_src(grh));
             h->sender_qpn = wc->src_qp;
             if (!h->sender_ah && h->ah_errors++ == 0)
                 fprintf(stderr, "rocast-verbs-ud: address handle to the sender: %s\n", strerror(errno));
@@ -183,7 +183,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "rocast-verbs-ud: joining %s: %s\n", group_ip, strerror(-rc));
         return 1;
     }
-    h.group_ah = rv_ud_group_ah(&h.ud, group);
+    h.group_ah = rv_ud_ah(&h.ud, group);
     if (!h.group_ah) {
         fprintf(stderr, "rocast-verbs-ud: address handle to %s: %s\n", group_ip, strerror(errno));
         return 1;
@@ -216,7 +216,7 @@ int main(int argc, char **argv)
     if (!pkt || !msg)
         return 1;
     uint64_t t0 = mono_ns(), deadline = t0 + (uint64_t)timeout_s * 1000000000ull;
-    uint64_t queued = 0, delivered = 0, dups = 0, order = 0, corrupt = 0, lost = 0, done_at = 0;
+    uint64_t staged = UINT64_MAX, queued = 0, delivered = 0, dups = 0, order = 0, corrupt = 0, lost = 0, done_at = 0;
     uint32_t crc = 0, sent_crc = 0;
     int ok = 0;
     for (;;) {
@@ -227,8 +227,12 @@ int main(int argc, char **argv)
         }
         if (h.s) {
             while (queued < messages) {
-                for (long j = 0; j < size; j++)
-                    msg[j] = msg_byte(seed, queued, (size_t)j);
+                /* Written once per message, not on every retry while the window is full. */
+                if (staged != queued) {
+                    for (long j = 0; j < size; j++)
+                        msg[j] = msg_byte(seed, queued, (size_t)j);
+                    staged = queued;
+                }
                 int64_t r = rocast_nm_sender_send(h.s, now, msg, (size_t)size);
                 if (r == ROCAST_NM_ERR_WINDOW_FULL)
                     break;

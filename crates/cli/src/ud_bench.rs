@@ -41,6 +41,7 @@ use rocast_net::ud_mcast::{
     enter_netns, run_receiver, run_sender, ReceiverReport, SenderReport, UdHost, UdHostConfig,
 };
 use rocast_sim::multicast::ud_transfer::{transfer_receiver_config, transfer_sender_config};
+use rocast_sim::output::stats::nearest_rank;
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -555,7 +556,7 @@ pub fn percentiles_us(mut v: Vec<u64>) -> String {
         return "samples 0".into();
     }
     v.sort_unstable();
-    let at = |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1] as f64 / 1e3;
+    let at = |q: f64| nearest_rank(&v, q).unwrap_or(0) as f64 / 1e3;
     format!(
         "samples {} p50 {:.1} p99 {:.1} p99.9 {:.1} max {:.1} us",
         v.len(),

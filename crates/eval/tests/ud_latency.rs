@@ -14,8 +14,12 @@ fn run(sets: &[&str]) -> (String, String) {
     ];
     all.extend_from_slice(sets);
     let sets: Vec<String> = all.iter().map(|s| s.to_string()).collect();
-    let sc = Scenario::preset("ud-latency", &sets).unwrap();
-    let r = run_experiment(&sc, Path::new(".")).unwrap();
+    text_and_csv(&Scenario::preset("ud-latency", &sets).unwrap())
+}
+
+/// A scenario's report text and its `ud-latency.csv`.
+fn text_and_csv(sc: &Scenario) -> (String, String) {
+    let r = run_experiment(sc, Path::new(".")).unwrap();
     let csv = r
         .files
         .iter()
@@ -26,18 +30,29 @@ fn run(sets: &[&str]) -> (String, String) {
     (r.text, csv)
 }
 
+/// The 64 B median of one CSV row: the measured hops' tail (milliseconds, a
+/// descheduled host) makes the mean of a few hundred trials jump.
+fn p50_64(csv: &str, n: u32, scheme: &str) -> f64 {
+    fields(csv, n, 64, scheme)[1]
+}
+
 /// (mean, p99) of one CSV row.
 fn row(csv: &str, n: u32, size: u64, scheme: &str) -> (f64, f64) {
+    let v = fields(csv, n, size, scheme);
+    (v[0], v[2])
+}
+
+/// One CSV row's figures: mean, p50, p99, max.
+fn fields(csv: &str, n: u32, size: u64, scheme: &str) -> Vec<f64> {
     let prefix = format!("{n},{size},{scheme},");
     let line = csv
         .lines()
         .find(|l| l.starts_with(&prefix))
         .unwrap_or_else(|| panic!("no row {prefix}"));
-    let v: Vec<f64> = line[prefix.len()..]
+    line[prefix.len()..]
         .split(',')
         .map(|x| x.parse().unwrap())
-        .collect();
-    (v[0], v[2])
+        .collect()
 }
 
 #[test]
@@ -109,14 +124,11 @@ fn ud_latency_takes_its_hop_model_from_the_lab_measurement() {
     .collect();
     let sc = Scenario::preset("ud-latency", &sets).unwrap();
     assert_eq!(sc.multicast.odbss.hop_model, "lab");
-    let r = run_experiment(&sc, Path::new(".")).unwrap();
+    let (text, csv) = text_and_csv(&sc);
     assert!(
-        r.text
-            .contains("per-hop model (multicast.odbss.hop_model = \"lab\")")
-            && r.text
-                .contains(rocast_eval::odbss::broadcast_select::LAB_HOP_FILE),
-        "{}",
-        r.text
+        text.contains("per-hop model (multicast.odbss.hop_model = \"lab\")")
+            && text.contains(rocast_eval::odbss::broadcast_select::LAB_HOP_FILE),
+        "{text}"
     );
     let hops = rocast_eval::odbss::broadcast_select::parse_lab_hops(include_str!(
         "../data/lab-hop-1gbit.csv"
@@ -132,24 +144,7 @@ fn ud_latency_takes_its_hop_model_from_the_lab_measurement() {
     let mid = rocast_eval::odbss::broadcast_select::measured_hop(1024).quantile(0.5);
     let (a, b) = (hops[0].1[1000], hops[1].1[1000]);
     assert!(mid > a.min(b) && mid < a.max(b), "{a} {mid} {b}");
-    let csv = &r
-        .files
-        .iter()
-        .find(|(n, _)| n == "ud-latency.csv")
-        .unwrap()
-        .1;
-    // Medians: the measured hops' tail (milliseconds, a descheduled host) makes the
-    // mean of 200 trials jump.
-    let p50 = |n: u32, scheme: &str| -> f64 {
-        let prefix = format!("{n},64,{scheme},");
-        let l = csv.lines().find(|l| l.starts_with(&prefix)).unwrap();
-        l[prefix.len()..]
-            .split(',')
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
+    let p50 = |n: u32, scheme: &str| p50_64(&csv, n, scheme);
     assert!((p50(32, "ud-mcast") - p50(4, "ud-mcast")).abs() < 0.1 * p50(4, "ud-mcast"));
     assert!(p50(8, "binomial-rc") < p50(64, "binomial-rc"));
     assert!(p50(64, "binomial-rc") < p50(1024, "binomial-rc"));
@@ -163,32 +158,12 @@ fn ud_latency_takes_its_hop_model_from_the_lab_measurement() {
 fn the_n_to_the_d_fabric_scales_by_dimensions_not_nodes() {
     let sets = vec!["multicast.odbss.trials=30".to_string()];
     let sc = Scenario::preset("odbss-scale-40", &sets).unwrap();
-    let r = run_experiment(&sc, Path::new(".")).unwrap();
+    let (text, csv) = text_and_csv(&sc);
     assert!(
-        r.text
-            .contains("\n    40       47.91       64.08          16.17"),
-        "{}",
-        r.text
+        text.contains("\n    40       47.91       64.08          16.17"),
+        "{text}"
     );
-    let csv = &r
-        .files
-        .iter()
-        .find(|(n, _)| n == "ud-latency.csv")
-        .unwrap()
-        .1;
-    let p50 = |n: u32, scheme: &str| -> f64 {
-        let prefix = format!("{n},64,{scheme},");
-        let l = csv
-            .lines()
-            .find(|l| l.starts_with(&prefix))
-            .unwrap_or_else(|| panic!("{prefix}"));
-        l[prefix.len()..]
-            .split(',')
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
+    let p50 = |n: u32, scheme: &str| p50_64(&csv, n, scheme);
     let (m1, m3) = (p50(40, "ud-mcast"), p50(64000, "ud-mcast"));
     // Two more dimensions add two OEO crossings (1 us) and the fabric's hops: within
     // the measured hops' spread, and nothing like the 1,600-fold node count.

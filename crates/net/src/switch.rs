@@ -1126,15 +1126,8 @@ impl SwitchDaemon {
             }
         }
         // IPv4 multicast groups by IGMP snooping: group, then its member ports.
-        let mut snooped: Vec<(rocast_core::wire::Ipv4Address, Vec<u16>)> = Vec::new();
-        for (g, p) in self.sw.igmp_memberships() {
-            match snooped.last_mut() {
-                Some((last, ports)) if *last == g => ports.push(p),
-                _ => snooped.push((g, vec![p])),
-            }
-        }
-        for (g, ports) in snooped {
-            let ports: Vec<String> = ports.iter().map(|p| format!("port{p}")).collect();
+        for (g, ports) in self.sw.igmp().groups() {
+            let ports: Vec<String> = ports.map(|p| format!("port{p}")).collect();
             let _ = writeln!(t, "igmp {g} members {}", ports.join(" "));
         }
         t

@@ -641,33 +641,19 @@ impl FrameSwitch {
         dst_mac: EthernetAddress,
     ) {
         let link_local = group.to_u32() >> 8 == 0xe000_00;
-        // A snooped group also goes toward every other switch (RFC 4541 §2.1.2's
-        // router ports): members behind it are that switch's to find.
-        let members: Option<Vec<u16>> = if link_local {
-            None
+        if link_local {
+            self.l2_forward(in_port, frame, dst_mac);
+        } else if self.igmp.members(group).is_none() {
+            self.stats.mcast_unregistered += 1;
+            self.l2_forward(in_port, frame, dst_mac);
         } else {
-            self.igmp.members(group).map(|m| {
-                let mut ports: Vec<u16> = m
-                    .chain((0..self.cfg.ports).filter(|&p| self.toward_switch(p)))
-                    .filter(|&p| p != in_port)
-                    .collect();
-                ports.sort_unstable();
-                ports.dedup();
-                ports
-            })
-        };
-        match members {
-            Some(ports) => {
-                self.stats.mcast_forwarded += 1;
-                for p in ports {
+            // A snooped group also goes toward every other switch (RFC 4541 §2.1.2's
+            // router ports): members behind it are that switch's to find.
+            self.stats.mcast_forwarded += 1;
+            for p in (0..self.cfg.ports).filter(|&p| p != in_port) {
+                if self.igmp.is_member(group, p) || self.toward_switch(p) {
                     self.send(p, frame.to_vec());
                 }
-            }
-            None => {
-                if !link_local {
-                    self.stats.mcast_unregistered += 1;
-                }
-                self.l2_forward(in_port, frame, dst_mac);
             }
         }
     }
@@ -748,6 +734,10 @@ impl FrameSwitch {
         self.send(port, f);
     }
 
+    /// IGMP snooping's table (module docs, step 6).
+    pub fn igmp(&self) -> &IgmpSnooping {
+        &self.igmp
+    }
     /// The IPv4 multicast memberships IGMP snooping holds: (group, port), in order.
     pub fn igmp_memberships(&self) -> impl Iterator<Item = (Ipv4Address, u16)> + '_ {
         self.igmp.memberships()

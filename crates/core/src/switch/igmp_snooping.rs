@@ -37,6 +37,9 @@ pub struct IgmpSnooping {
     groups: BTreeMap<u32, BTreeMap<u16, Expiry>>,
     query_interval: Option<Duration>,
     next_query: Option<Instant>,
+    /// No membership ends before this (a lower bound: refreshes only move ends
+    /// later), so `expire` walks the table only when something may be due.
+    next_end: Option<Instant>,
 }
 
 impl IgmpSnooping {
@@ -46,6 +49,7 @@ impl IgmpSnooping {
             groups: BTreeMap::new(),
             query_interval,
             next_query: None,
+            next_end: None,
         }
     }
 
@@ -62,6 +66,9 @@ impl IgmpSnooping {
         let key = c.group.to_u32();
         if c.join {
             let until = self.membership_interval().map(|m| now + m);
+            if let Some(u) = until {
+                self.next_end = Some(self.next_end.map_or(u, |e| e.min(u)));
+            }
             let ports = self.groups.entry(key).or_default();
             ports.insert(port, until).is_none()
         } else if to_switch {
@@ -84,6 +91,20 @@ impl IgmpSnooping {
         self.groups.get(&group.to_u32()).map(|p| p.keys().copied())
     }
 
+    /// Whether `port` joined `group`.
+    pub fn is_member(&self, group: Ipv4Address, port: u16) -> bool {
+        self.groups
+            .get(&group.to_u32())
+            .is_some_and(|p| p.contains_key(&port))
+    }
+
+    /// Every group with members, in order, with its member ports in order.
+    pub fn groups(&self) -> impl Iterator<Item = (Ipv4Address, impl Iterator<Item = u16> + '_)> {
+        self.groups
+            .iter()
+            .map(|(&g, ports)| (Ipv4Address::from_u32(g), ports.keys().copied()))
+    }
+
     /// Every (group, port) membership, in order.
     pub fn memberships(&self) -> impl Iterator<Item = (Ipv4Address, u16)> + '_ {
         self.groups
@@ -93,6 +114,9 @@ impl IgmpSnooping {
 
     /// Drops memberships that ran out by `now`; returns how many.
     pub fn expire(&mut self, now: Instant) -> u64 {
+        if self.next_end.is_none_or(|e| now < e) {
+            return 0;
+        }
         let mut n = 0;
         self.groups.retain(|_, ports| {
             let before = ports.len();
@@ -100,6 +124,11 @@ impl IgmpSnooping {
             n += (before - ports.len()) as u64;
             !ports.is_empty()
         });
+        self.next_end = self
+            .groups
+            .values()
+            .flat_map(|p| p.values().filter_map(|u| *u))
+            .min();
         n
     }
 
@@ -118,18 +147,14 @@ impl IgmpSnooping {
         }
     }
 
-    /// The earliest time something is due: a query or a membership's end (the
-    /// start-up query is due at once: time zero).
+    /// When something may be due: a query, or (a lower bound of) a membership's end;
+    /// the start-up query is due at once: time zero.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let ends = self
-            .groups
-            .values()
-            .flat_map(|p| p.values().filter_map(|u| *u));
         let query = match (self.query_interval, self.next_query) {
             (Some(_), None) => Some(Instant::from_ps(0)),
             (_, next) => next,
         };
-        ends.chain(query).min()
+        self.next_end.into_iter().chain(query).min()
     }
 
     /// Memberships held.

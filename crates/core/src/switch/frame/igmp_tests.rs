@@ -5,19 +5,13 @@
 //! The stage: a 4-port switch, host h_p (10.77.0.(p+1)) on port p; the group
 //! 239.1.1.7.
 
-use super::tests::CollectFrames;
+use super::tests::{ip, mac, CollectFrames};
 use super::*;
 use crate::fabric::cepheus::ForwardAllCnp;
 use crate::wire::igmp::IgmpRepr;
 
 const GROUP: Ipv4Address = Ipv4Address::new(239, 1, 1, 7);
 
-fn ip(p: u16) -> Ipv4Address {
-    Ipv4Address::new(10, 77, 0, p as u8 + 1)
-}
-fn mac(p: u16) -> EthernetAddress {
-    EthernetAddress([2, 0x72, 0x63, 0, 0, p as u8 + 1])
-}
 fn at(s: u64) -> Instant {
     Instant::from_ps(s * 1_000_000_000_000 + 1)
 }
@@ -57,14 +51,7 @@ fn ip_frame(from: u16, dst: Ipv4Address, protocol: u8, payload: &[u8]) -> Vec<u8
 
 /// Writes the Internet checksum (RFC 1071) into bytes 2..4.
 fn with_checksum(mut m: Vec<u8>) -> Vec<u8> {
-    let mut sum: u32 = m
-        .chunks(2)
-        .map(|c| u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]) as u32)
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    let c = !(sum as u16);
+    let c = !crate::wire::ones_complement_sum(&m);
     m[2..4].copy_from_slice(&c.to_be_bytes());
     m
 }
@@ -83,18 +70,7 @@ fn v3_report(from: u16, join: bool) -> Vec<u8> {
 /// A UD datagram to `dst` from h`from` (the bytes past UDP do not matter here).
 fn data(from: u16, dst: Ipv4Address) -> Vec<u8> {
     let b = FrameSwitch::udp_packet(ip(from), dst, ROCEV2_UDP_PORT, &[0x64; 40]);
-    let mut f = ip_frame(from, dst, IP_PROTO_UDP, &b[IPV4_HEADER_LEN..]);
-    // The same bytes as udp_packet's (TTL 1 here: a multicast host's default).
-    f[ETHERNET_HEADER_LEN..][..IPV4_HEADER_LEN].copy_from_slice(&{
-        let mut h = b[..IPV4_HEADER_LEN].to_vec();
-        h[8] = 1;
-        h[10] = 0;
-        h[11] = 0;
-        let mut p = Ipv4Packet::new_unchecked(&mut h[..]);
-        p.fill_checksum();
-        h
-    });
-    f
+    ip_frame(from, dst, IP_PROTO_UDP, &b[IPV4_HEADER_LEN..])
 }
 
 fn ports(out: &[OutFrame]) -> Vec<u16> {

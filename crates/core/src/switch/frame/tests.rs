@@ -13,10 +13,10 @@ use crate::wire::{AckSyndrome, AethRepr, BthRepr, ExtHeaders, Opcode, Psn};
 
 const MCST: Ipv4Address = Ipv4Address::new(10, 77, 0, 200);
 
-fn ip(p: u16) -> Ipv4Address {
+pub(super) fn ip(p: u16) -> Ipv4Address {
     Ipv4Address::new(10, 77, 0, p as u8 + 1)
 }
-fn mac(p: u16) -> EthernetAddress {
+pub(super) fn mac(p: u16) -> EthernetAddress {
     EthernetAddress([2, 0x72, 0x63, 0, 0, p as u8 + 1])
 }
 fn qpn(p: u16) -> u32 {
