@@ -11,13 +11,15 @@
 
 use clap::Args;
 use rocast_core::overlay::model::critical_path;
+use rocast_core::overlay::GroupOutcome;
 use rocast_core::overlay::Scheme;
 use rocast_core::plan::Routes;
 use rocast_core::time::Duration;
 use rocast_sim::multicast::broadcast::{
-    bench_driver_config, message_cost, run_broadcast, spread_hosts, BroadcastSpec, DEFAULT_OVERHEAD,
+    bench_driver_config, message_cost, run_broadcast, spread_hosts, BroadcastOutcome,
+    BroadcastSpec, MemberFailure, DEFAULT_OVERHEAD,
 };
-use rocast_sim::scenario::config::{parse_bytes, parse_sizes};
+use rocast_sim::scenario::config::{parse_bytes, parse_duration, parse_sizes};
 use rocast_sim::scenario::topology::{build_topology, engine_config};
 use rocast_sim::Scenario;
 
@@ -75,6 +77,15 @@ pub struct BcastCmd {
     /// Write a latency-vs-size plot (PNG) here.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Crash a member mid-broadcast, RANK@TIME (e.g. 3@40us): at TIME its host leaves
+    /// the fabric. Prints what every survivor concluded (RDMC §4.6: the same failure
+    /// at all of them, or delivered when the crash came after the last delivery).
+    #[arg(long, value_name = "RANK@TIME")]
+    fail: Option<String>,
+    /// With --fail: how long a rank waits without progress before it probes the peers
+    /// it waits on.
+    #[arg(long, default_value = "10ms", value_name = "TIME")]
+    suspect_after: String,
     /// Print each scheme's schedule for the largest size instead of simulating: its
     /// steps and RDMC §4.2's average slack per step, with RDMC's closed form for the
     /// binomial pipeline (group sizes up to 4096).
@@ -117,6 +128,30 @@ pub fn run(cmd: BcastCmd) -> Result<(), String> {
     if cmd.verify && sizes.iter().any(|&s| s > 256 << 20) {
         return Err("--verify keeps every rank's buffer in memory: sizes up to 256M".into());
     }
+    let failure = match &cmd.fail {
+        None => None,
+        Some(f) => {
+            let (rank, at) = f
+                .split_once('@')
+                .ok_or_else(|| format!("--fail {f:?}: expected RANK@TIME, e.g. 3@40us"))?;
+            let rank: u32 = rank
+                .parse()
+                .map_err(|_| format!("--fail {f:?}: {rank:?} is not a rank"))?;
+            if rank >= cmd.group {
+                return Err(format!(
+                    "--fail {f:?}: no rank {rank} in a group of {}",
+                    cmd.group
+                ));
+            }
+            Some(MemberFailure {
+                rank,
+                at_ps: parse_duration(at).map_err(|e| format!("--fail: {e}"))?,
+            })
+        }
+    };
+    let suspect_after = Duration::from_ps(
+        parse_duration(&cmd.suspect_after).map_err(|e| format!("--suspect-after: {e}"))?,
+    );
     let (sc, base) = fabric(&cmd)?;
     let topo = build_topology(&sc, &base)?;
     let cfg = engine_config(&sc, &topo)?;
@@ -169,8 +204,14 @@ pub fn run(cmd: BcastCmd) -> Result<(), String> {
                 overhead,
                 verify_data: cmd.verify,
                 seed: sc.seed,
+                failures: failure.into_iter().collect(),
+                suspect_after,
             };
             let out = run_broadcast(topo.clone(), cfg.clone(), &spec)?;
+            if let Some(f) = failure {
+                println!("{}", failure_line(&out, f, &size.to_string()));
+                continue;
+            }
             if !out.corrupt_ranks.is_empty() {
                 return Err(format!(
                     "{scheme} {size} B: ranks {:?} hold different bytes from the root",
@@ -221,6 +262,42 @@ pub fn run(cmd: BcastCmd) -> Result<(), String> {
         eprintln!("wrote {}", png.display());
     }
     Ok(())
+}
+
+/// What the survivors of a crash concluded, in one line: the outcome they share (or
+/// each one's, should they disagree) and how many held the whole message.
+fn failure_line(out: &BroadcastOutcome, f: MemberFailure, size: &str) -> String {
+    let survivors: Vec<(usize, &GroupOutcome)> = out
+        .outcomes
+        .iter()
+        .enumerate()
+        .filter_map(|(r, o)| o.as_ref().map(|o| (r, o)))
+        .collect();
+    let held = survivors
+        .iter()
+        .filter(|(r, _)| out.rank_done_ps[*r] != u64::MAX)
+        .count();
+    let show = |o: &GroupOutcome| match o {
+        GroupOutcome::Delivered => "delivered".to_string(),
+        GroupOutcome::InProgress => "still waiting".to_string(),
+        GroupOutcome::Failed { failed } => format!("group failed, members {failed:?}"),
+    };
+    let agreed = survivors.windows(2).all(|w| w[0].1 == w[1].1);
+    let verdict = match survivors.first() {
+        Some((_, o)) if agreed => format!("all {} survivors: {}", survivors.len(), show(o)),
+        _ => survivors
+            .iter()
+            .map(|(r, o)| format!("rank {r}: {}", show(o)))
+            .collect::<Vec<_>>()
+            .join("; "),
+    };
+    format!(
+        "{:<10} rank {} crashed at {:.3} us: {verdict}; {held} of {} survivors held the message",
+        size,
+        f.rank,
+        f.at_ps as f64 / 1e6,
+        survivors.len()
+    )
 }
 
 fn fabric(cmd: &BcastCmd) -> Result<(Scenario, PathBuf), String> {

@@ -153,3 +153,37 @@ fn analyze_measures_rdmcs_half_speed_link() {
         ],
     );
 }
+
+/// RDMC §4.6 through the CLI: a member crash mid-transfer ends in one printed outcome
+/// shared by all survivors; malformed --fail values are clear errors.
+#[test]
+fn fail_prints_one_outcome_for_all_survivors() {
+    let dir = std::env::temp_dir().join(format!("rocast-bcast-fail-{}", std::process::id()));
+    let r = rocast(&[
+        "bcast",
+        "--group",
+        "8",
+        "--sizes",
+        "4M",
+        "--schemes",
+        "chain,pipeline",
+        "--fail",
+        "3@100us",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_contains_all(
+        &r.stdout,
+        &[
+            "4194304    rank 3 crashed at 100.000 us: all 7 survivors: group failed, members [3]; 3 of 7 survivors held the message",
+            "4194304    rank 3 crashed at 100.000 us: all 7 survivors: group failed, members [3]; 1 of 7 survivors held the message",
+        ],
+    );
+    for bad in ["3", "9@1us", "x@1us", "3@100"] {
+        let r = rocast(&["bcast", "--group", "8", "--fail", bad]);
+        assert_eq!(r.code, 2, "--fail {bad}: {}", r.stderr);
+        assert!(r.stderr.contains("--fail"), "--fail {bad}: {}", r.stderr);
+    }
+}

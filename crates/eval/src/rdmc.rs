@@ -96,6 +96,8 @@ pub(crate) fn overlay_once(
         overhead: post,
         verify_data: knobs.verify_data,
         seed: 1,
+        failures: Vec::new(),
+        suspect_after: rocast_sim::multicast::broadcast::DEFAULT_SUSPECT_AFTER,
     };
     let out = run_broadcast(topo.clone(), cfg.clone(), &spec)?;
     Ok(Timed {

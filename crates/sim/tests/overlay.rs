@@ -40,6 +40,8 @@ fn spec(scheme: Scheme, n: u32, size: u64, block: u64, ready: bool, verify: bool
         overhead: DEFAULT_OVERHEAD,
         verify_data: verify,
         seed: 7,
+        failures: Vec::new(),
+        suspect_after: rocast_sim::multicast::broadcast::DEFAULT_SUSPECT_AFTER,
     }
 }
 
@@ -177,4 +179,81 @@ fn bad_groups_are_errors() {
     sp.hosts = vec![0, 1, 2];
     sp.driver.block_bytes = 0;
     assert!(run_broadcast(topo, cfg, &sp).is_err());
+}
+
+/// RDMC §4.6: a member that crashes mid-transfer ends in one explicit outcome at every
+/// survivor — the group failed, with that member — whichever scheme, member and
+/// moment; a crash after the last delivery leaves every survivor with `Delivered`.
+#[test]
+fn a_member_crash_ends_in_the_same_failure_at_every_survivor() {
+    use rocast_core::overlay::GroupOutcome;
+    use rocast_sim::multicast::broadcast::MemberFailure;
+    let sc = star(8, &[]);
+    let topo = build_topology(&sc, Path::new(".")).unwrap();
+    let cfg = engine_config(&sc, &topo).unwrap();
+    let (n, size, block) = (8u32, 4u64 << 20, 256u64 << 10);
+    let (mut cases, mut failed_cases) = (0, 0);
+    for scheme in [
+        Scheme::Sequential,
+        Scheme::BinomialTree,
+        Scheme::Chain,
+        Scheme::BinomialPipeline,
+    ] {
+        let whole = spec(scheme, n, size, block, true, false);
+        let clean = run_broadcast(topo.clone(), cfg.clone(), &whole).unwrap();
+        assert!(clean
+            .outcomes
+            .iter()
+            .all(|o| o == &Some(GroupOutcome::Delivered)));
+        for rank in [0u32, 1, 5, 7] {
+            for frac in [0.1f64, 0.5, 0.9] {
+                let mut sp = whole.clone();
+                let at_ps = (clean.latency_ps as f64 * frac) as u64;
+                sp.failures = vec![MemberFailure { rank, at_ps }];
+                let out = run_broadcast(topo.clone(), cfg.clone(), &sp).unwrap();
+                let what = format!("{scheme} rank {rank} crashes at {frac} of the transfer");
+                assert_eq!(out.outcomes[rank as usize], None, "{what}");
+                let survivors: Vec<_> = out.outcomes.iter().flatten().collect();
+                assert_eq!(survivors.len(), n as usize - 1, "{what}");
+                // All survivors agree, and no one is left waiting.
+                assert!(
+                    survivors.iter().all(|o| *o == survivors[0]),
+                    "{what}: {:?}",
+                    out.outcomes
+                );
+                assert_ne!(*survivors[0], GroupOutcome::InProgress, "{what}");
+                // A survivor that still missed part of the message must have failed.
+                let missed = (0..n).any(|r| r != rank && out.rank_done_ps[r as usize] == u64::MAX);
+                if missed {
+                    failed_cases += 1;
+                    assert_eq!(
+                        *survivors[0],
+                        GroupOutcome::Failed { failed: vec![rank] },
+                        "{what}"
+                    );
+                }
+                cases += 1;
+            }
+        }
+        // After the last rank has everything, a crash goes unnoticed: all delivered.
+        let mut sp = whole.clone();
+        sp.failures = vec![MemberFailure {
+            rank: 3,
+            at_ps: clean.latency_ps + 1_000_000_000,
+        }];
+        let out = run_broadcast(topo.clone(), cfg.clone(), &sp).unwrap();
+        assert!(
+            out.outcomes
+                .iter()
+                .enumerate()
+                .all(|(r, o)| r == 3 || o == &Some(GroupOutcome::Delivered)),
+            "{scheme}: {:?}",
+            out.outcomes
+        );
+    }
+    assert_eq!(cases, 48);
+    eprintln!("{failed_cases} of {cases} crashes left a survivor without the message");
+    // Pinned (deterministic): the other 18 crash a member whose part was already done
+    // (a leaf that held the message, or late in the transfer) and end as Delivered.
+    assert_eq!(failed_cases, 30);
 }

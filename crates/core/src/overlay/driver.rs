@@ -17,9 +17,23 @@
 //! Bad input (a block nobody scheduled, a duplicate, an unknown completion) is an
 //! error the caller counts; it never panics and never changes what was received.
 //!
-//! Memory: O(sends + receives + blocks) of this rank: a few bytes per block.
+//! Failure (RDMC §4.6 "Recovery From Failure"): a failure is sensed when one of the
+//! rank's RC connections reports an error ([`BroadcastDriver::handle_peer_failure`]),
+//! or told by another member ([`BroadcastDriver::handle_failure_notice`]). Either way
+//! the rank relays every member it newly knows as failed to every member it does not,
+//! and ceases new transmissions. Because each survivor relays each failure once to
+//! every other survivor over reliable connections, all survivors end with the same
+//! set of failed members: the explicit outcome [`GroupOutcome::Failed`], even those
+//! that already hold the whole message (RDMC: failure is reported at close; a close
+//! without failure means every member has the message). A rank that waits too long
+//! is told so by its caller, who owns the clock ([`BroadcastDriver::probe_stalled`]):
+//! it then probes the peers it waits on with zero-length messages, so that a dead
+//! peer nobody is sending to is still found by an RC retry error.
+//!
+//! Memory: O(sends + receives + blocks) of this rank: a few bytes per block, plus
+//! one bit per member for the failure set.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::schedule::{BlockTransfer, Schedule, ScheduleError};
 use super::Scheme;
@@ -68,6 +82,56 @@ pub enum DriverAction {
     },
     /// Tell `to` that this rank is ready for the block it sends at `step`.
     SendReady { to: u32, step: u32 },
+    /// Tell `to` that member `failed` has failed (RDMC §4.6's relay). Its failure to
+    /// complete means `to` failed too: report it with
+    /// [`BroadcastDriver::handle_peer_failure`].
+    NotifyFailure { to: u32, failed: u32 },
+    /// A zero-length message to `to`, whose only purpose is that the RC connection
+    /// reports an error if `to` is gone.
+    Probe { to: u32 },
+}
+
+/// How a member's part of the broadcast ended, once nothing more is in flight.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupOutcome {
+    /// Still waiting for blocks or completions.
+    InProgress,
+    /// This member holds the whole message and owes nothing, and no failure is known.
+    Delivered,
+    /// The group failed: these members (ascending) are known failed. The same at
+    /// every survivor once the relays are through.
+    Failed { failed: Vec<u32> },
+}
+
+/// The immediate of a zero-length control message of the overlay (ready, failure
+/// notice, probe), so that every runtime encodes them alike: two kind bits above a
+/// 30-bit step or rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControlImm {
+    Ready { step: u32 },
+    FailureNotice { failed: u32 },
+    Probe,
+}
+
+impl ControlImm {
+    const VALUE: u32 = (1 << 30) - 1;
+    pub fn encode(self) -> Result<u32, DriverError> {
+        match self {
+            ControlImm::Ready { step } if step <= Self::VALUE => Ok(step),
+            ControlImm::FailureNotice { failed } if failed <= Self::VALUE => Ok(1 << 30 | failed),
+            ControlImm::Probe => Ok(2 << 30),
+            _ => Err(DriverError::ControlOverflow),
+        }
+    }
+    pub fn decode(imm: u32) -> Result<Self, DriverError> {
+        let v = imm & Self::VALUE;
+        match imm >> 30 {
+            0 => Ok(ControlImm::Ready { step: v }),
+            1 => Ok(ControlImm::FailureNotice { failed: v }),
+            2 if v == 0 => Ok(ControlImm::Probe),
+            _ => Err(DriverError::BadControl(imm)),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -88,6 +152,12 @@ pub enum DriverError {
     UnexpectedCompletion(u32),
     #[error("ready from rank {from} for step {step} matches no send")]
     UnexpectedReady { from: u32, step: u32 },
+    #[error("member {0} is not in the group")]
+    NotAMember(u32),
+    #[error("control immediate {0:#x} is not a ready, failure notice or probe")]
+    BadControl(u32),
+    #[error("step or rank does not fit a control immediate (30 bits)")]
+    ControlOverflow,
 }
 
 pub struct BroadcastDriver {
@@ -106,6 +176,9 @@ pub struct BroadcastDriver {
     have: Vec<bool>,
     have_count: u32,
     actions: VecDeque<DriverAction>,
+    group_size: u32,
+    /// Members known failed (RDMC §4.6); non-empty: no new transmissions.
+    failed: BTreeSet<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,6 +240,8 @@ impl BroadcastDriver {
             have: vec![is_root; k as usize],
             have_count: if is_root { k } else { 0 },
             actions: VecDeque::new(),
+            group_size: n,
+            failed: BTreeSet::new(),
         };
         d.announce();
         d.pump();
@@ -215,6 +290,14 @@ impl BroadcastDriver {
 
     /// `from` is ready for the block this rank sends it at `step`.
     pub fn handle_ready(&mut self, from: u32, step: u32) -> Result<(), DriverError> {
+        if !self.failed.is_empty() {
+            // The group has ceased; a late ready changes nothing.
+            return if from < self.group_size {
+                Ok(())
+            } else {
+                Err(DriverError::NotAMember(from))
+            };
+        }
         let i = self.sends.partition_point(|(s, _)| *s < step);
         match (self.sends.get(i), self.send_state.get(i)) {
             (Some((s, t)), Some(SendState::Waiting { ready: false }))
@@ -225,6 +308,94 @@ impl BroadcastDriver {
                 Ok(())
             }
             _ => Err(DriverError::UnexpectedReady { from, step }),
+        }
+    }
+
+    /// One of this rank's connections to `peer` reported an error (RC retry or
+    /// remote-access error): `peer` is failed. Relayed to every other member.
+    pub fn handle_peer_failure(&mut self, peer: u32) -> Result<(), DriverError> {
+        self.learn_failed(peer)
+    }
+
+    /// `from` relayed that `failed` has failed.
+    pub fn handle_failure_notice(&mut self, from: u32, failed: u32) -> Result<(), DriverError> {
+        if from >= self.group_size {
+            return Err(DriverError::NotAMember(from));
+        }
+        self.learn_failed(failed)
+    }
+
+    fn learn_failed(&mut self, f: u32) -> Result<(), DriverError> {
+        if f >= self.group_size {
+            return Err(DriverError::NotAMember(f));
+        }
+        if !self.failed.insert(f) {
+            return Ok(());
+        }
+        // Relay to everyone not known failed, and stop: queued sends are withdrawn
+        // (RDMC: the disrupted group ceases new transmissions).
+        self.actions.retain(|a| {
+            !matches!(
+                a,
+                DriverAction::SendBlock { .. } | DriverAction::SendReady { .. }
+            )
+        });
+        for to in 0..self.group_size {
+            if to != self.rank && !self.failed.contains(&to) {
+                self.actions
+                    .push_back(DriverAction::NotifyFailure { to, failed: f });
+            }
+        }
+        Ok(())
+    }
+
+    /// The caller's clock says this rank has made no progress for too long: probe
+    /// every peer it waits on (the senders of the blocks it has announced or expects
+    /// next, and the receiver whose ready its next send waits for). Nothing when the
+    /// rank has its message and owes nothing, or the group has already failed.
+    pub fn probe_stalled(&mut self) {
+        if !self.failed.is_empty() || self.is_complete() {
+            return;
+        }
+        let mut peers = BTreeSet::new();
+        let first = self.recv_done.iter().position(|d| !d);
+        if let Some(first) = first {
+            let last = if self.cfg.ready_for_block {
+                self.announced.max(first + 1)
+            } else {
+                first + 1
+            };
+            for i in first..last.min(self.recvs.len()) {
+                if !self.recv_done[i] {
+                    peers.insert(self.recvs[i].1.peer);
+                }
+            }
+        }
+        if let Some((_, t)) = self.sends.get(self.next_send) {
+            if self.have[t.block as usize] {
+                peers.insert(t.peer);
+            }
+        }
+        for (i, st) in self.send_state.iter().enumerate() {
+            if *st == SendState::Posted {
+                peers.insert(self.sends[i].1.peer);
+            }
+        }
+        for to in peers {
+            self.actions.push_back(DriverAction::Probe { to });
+        }
+    }
+
+    /// Where this rank stands (see [`GroupOutcome`]).
+    pub fn outcome(&self) -> GroupOutcome {
+        if !self.failed.is_empty() {
+            GroupOutcome::Failed {
+                failed: self.failed.iter().copied().collect(),
+            }
+        } else if self.is_complete() {
+            GroupOutcome::Delivered
+        } else {
+            GroupOutcome::InProgress
         }
     }
 
@@ -239,7 +410,7 @@ impl BroadcastDriver {
     }
 
     fn announce(&mut self) {
-        if !self.cfg.ready_for_block {
+        if !self.cfg.ready_for_block || !self.failed.is_empty() {
             return;
         }
         // `window` receive buffers posted ahead (RDMC: one; NCCL: NCCL_STEPS slots):
@@ -255,6 +426,9 @@ impl BroadcastDriver {
     }
 
     fn pump(&mut self) {
+        if !self.failed.is_empty() {
+            return;
+        }
         while self.next_send < self.sends.len() && self.in_flight < self.cfg.window {
             let i = self.next_send;
             let (step, t) = self.sends[i];
@@ -311,6 +485,9 @@ mod tests {
                         }
                         DriverAction::SendReady { to, step } => {
                             d[to as usize].handle_ready(r as u32, step).unwrap();
+                        }
+                        DriverAction::NotifyFailure { .. } | DriverAction::Probe { .. } => {
+                            panic!("nothing fails here")
                         }
                     }
                 }
@@ -472,6 +649,123 @@ mod tests {
                 proptest::prop_assert!(d.have_count as usize <= d.have.len());
             }
         }
+    }
+
+    #[test]
+    fn control_immediates_round_trip_and_bad_ones_are_errors() {
+        for c in [
+            ControlImm::Ready { step: 0 },
+            ControlImm::Ready {
+                step: (1 << 30) - 1,
+            },
+            ControlImm::FailureNotice { failed: 12345 },
+            ControlImm::Probe,
+        ] {
+            assert_eq!(ControlImm::decode(c.encode().unwrap()), Ok(c));
+        }
+        assert_eq!(
+            ControlImm::Ready { step: 1 << 30 }.encode(),
+            Err(DriverError::ControlOverflow)
+        );
+        assert!(ControlImm::decode(3 << 30).is_err());
+        assert!(ControlImm::decode(2 << 30 | 1).is_err());
+    }
+
+    fn drain(d: &mut BroadcastDriver) -> Vec<DriverAction> {
+        std::iter::from_fn(|| d.poll_event()).collect()
+    }
+
+    #[test]
+    fn failure_script_relays_once_ceases_and_reports() {
+        // Rank 1 of a 4-rank chain with flow control, 3 blocks: it has block 0 and
+        // rank 2 is ready, so it sends; then its connection to rank 2 fails.
+        let c = cfg(3072, 1024, 1, true);
+        let mut d = BroadcastDriver::new(Scheme::Chain, 4, 0, 1, c).unwrap();
+        assert_eq!(
+            drain(&mut d),
+            vec![DriverAction::SendReady { to: 0, step: 0 }]
+        );
+        d.handle_block(0, 0).unwrap();
+        d.handle_ready(2, 1).unwrap();
+        let acts = drain(&mut d);
+        assert!(acts.contains(&DriverAction::SendBlock {
+            id: 0,
+            to: 2,
+            block: 0,
+            step: 1
+        }));
+        assert_eq!(d.outcome(), GroupOutcome::InProgress);
+        d.handle_peer_failure(2).unwrap();
+        // Relayed to every member but itself and the failed one, nothing else.
+        assert_eq!(
+            drain(&mut d),
+            vec![
+                DriverAction::NotifyFailure { to: 0, failed: 2 },
+                DriverAction::NotifyFailure { to: 3, failed: 2 },
+            ]
+        );
+        assert_eq!(d.outcome(), GroupOutcome::Failed { failed: vec![2] });
+        // Learned again (a notice from rank 0): no second relay.
+        d.handle_failure_notice(0, 2).unwrap();
+        assert_eq!(drain(&mut d), vec![]);
+        // Ceased: more blocks and readies post nothing, and are not errors.
+        d.handle_block(0, 1).unwrap();
+        d.handle_ready(2, 2).unwrap();
+        d.handle_send_complete(0).unwrap();
+        assert_eq!(drain(&mut d), vec![]);
+        // A second failure is relayed to the survivors only.
+        d.handle_failure_notice(3, 0).unwrap();
+        assert_eq!(
+            drain(&mut d),
+            vec![DriverAction::NotifyFailure { to: 3, failed: 0 }]
+        );
+        assert_eq!(d.outcome(), GroupOutcome::Failed { failed: vec![0, 2] });
+        assert_eq!(
+            d.handle_failure_notice(9, 0),
+            Err(DriverError::NotAMember(9))
+        );
+        assert_eq!(d.handle_peer_failure(4), Err(DriverError::NotAMember(4)));
+        d.probe_stalled();
+        assert_eq!(drain(&mut d), vec![], "a failed group probes no one");
+    }
+
+    #[test]
+    fn a_delivered_member_still_reports_a_later_failure() {
+        let c = cfg(1024, 1024, 1, false);
+        let mut last = BroadcastDriver::new(Scheme::Chain, 3, 0, 2, c).unwrap();
+        last.handle_block(1, 0).unwrap();
+        assert_eq!(last.outcome(), GroupOutcome::Delivered);
+        last.handle_failure_notice(0, 1).unwrap();
+        assert_eq!(last.outcome(), GroupOutcome::Failed { failed: vec![1] });
+    }
+
+    #[test]
+    fn probe_stalled_names_the_peers_waited_on() {
+        let c = cfg(2048, 1024, 1, true);
+        // Rank 2 of a chain waits for block 0 from rank 1.
+        let mut r2 = BroadcastDriver::new(Scheme::Chain, 3, 0, 2, c).unwrap();
+        drain(&mut r2);
+        r2.probe_stalled();
+        assert_eq!(drain(&mut r2), vec![DriverAction::Probe { to: 1 }]);
+        // Rank 1 holds block 0 and waits for rank 2's ready, and for block 1 from 0.
+        let mut r1 = BroadcastDriver::new(Scheme::Chain, 3, 0, 1, c).unwrap();
+        r1.handle_block(0, 0).unwrap();
+        drain(&mut r1);
+        r1.probe_stalled();
+        assert_eq!(
+            drain(&mut r1),
+            vec![DriverAction::Probe { to: 0 }, DriverAction::Probe { to: 2 }]
+        );
+        // The root of a finished broadcast probes nobody.
+        let mut r0 =
+            BroadcastDriver::new(Scheme::Chain, 2, 0, 0, cfg(1024, 1024, 1, false)).unwrap();
+        let id = match drain(&mut r0)[..] {
+            [DriverAction::SendBlock { id, .. }] => id,
+            ref other => panic!("{other:?}"),
+        };
+        r0.handle_send_complete(id).unwrap();
+        r0.probe_stalled();
+        assert_eq!(drain(&mut r0), vec![]);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //!
 //! Memory: the drivers plus 16 bytes per rank.
 
-use super::driver::{BroadcastDriver, DriverAction, DriverConfig, DriverError};
+use super::driver::{BroadcastDriver, DriverAction, DriverConfig, DriverError, GroupOutcome};
 use super::Scheme;
 
 /// One action to post: from `rank`, at `at_ps`.
@@ -99,6 +99,36 @@ impl BroadcastGroup {
         self.drivers[to as usize].handle_ready(from, step)?;
         self.touch(to);
         Ok(())
+    }
+
+    /// `rank`'s connection to `peer` reported an error (RDMC §4.6).
+    pub fn handle_peer_failure(&mut self, rank: u32, peer: u32) -> Result<(), DriverError> {
+        self.drivers[rank as usize].handle_peer_failure(peer)?;
+        self.touch(rank);
+        Ok(())
+    }
+
+    /// `from` told `to` that `failed` has failed.
+    pub fn handle_failure_notice(
+        &mut self,
+        to: u32,
+        from: u32,
+        failed: u32,
+    ) -> Result<(), DriverError> {
+        self.drivers[to as usize].handle_failure_notice(from, failed)?;
+        self.touch(to);
+        Ok(())
+    }
+
+    /// `rank` has made no progress for its caller's deadline: it probes whom it waits on.
+    pub fn probe_stalled(&mut self, rank: u32) {
+        self.drivers[rank as usize].probe_stalled();
+        self.touch(rank);
+    }
+
+    /// Where `rank` stands.
+    pub fn outcome(&self, rank: u32) -> GroupOutcome {
+        self.drivers[rank as usize].outcome()
     }
 
     fn touch(&mut self, r: u32) {

@@ -21,7 +21,9 @@ pub mod group;
 pub mod model;
 pub mod schedule;
 
-pub use driver::{BroadcastDriver, DriverAction, DriverConfig, DriverError};
+pub use driver::{
+    BroadcastDriver, ControlImm, DriverAction, DriverConfig, DriverError, GroupOutcome,
+};
 pub use group::{BroadcastGroup, TimedPost};
 pub use schedule::{BlockTransfer, Schedule, ScheduleError};
 

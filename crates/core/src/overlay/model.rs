@@ -91,6 +91,9 @@ pub fn critical_path(
             let (to, bytes) = match a {
                 DriverAction::SendBlock { to, block, .. } => (to, cfg.block_range(block).1),
                 DriverAction::SendReady { to, .. } => (to, 0),
+                // No member fails on the model's ideal network, so nothing is
+                // relayed or probed.
+                DriverAction::NotifyFailure { .. } | DriverAction::Probe { .. } => continue,
             };
             let c = cost(r, to, bytes);
             let start = post.max(nic_free[r as usize]);
@@ -115,6 +118,7 @@ pub fn critical_path(
                     Ev::Block { to, from: r, block }
                 }
                 DriverAction::SendReady { step, .. } => Ev::Ready { to, from: r, step },
+                DriverAction::NotifyFailure { .. } | DriverAction::Probe { .. } => continue,
             };
             seq += 1;
             heap.push(Reverse((deliver, seq, ev)));

@@ -791,6 +791,9 @@ impl Engine {
     pub fn routes(&self) -> &Routes {
         &self.routes
     }
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
 
     /// The switch port toward `host` (the far end of its link), if `p` is a loss rate.
     fn port_toward_host(&self, host: u32, p: f64) -> Result<u32, String> {

@@ -15,6 +15,13 @@
 //! through the fabric packet by packet; each relay forwards from its own buffer, and
 //! at the end every rank's buffer is compared with the root's.
 //!
+//! Member failure (RDMC §4.6): a [`MemberFailure`] takes a member's host off the
+//! fabric (its links fail) and silences its driver at the given time. Survivors find
+//! out through RC retry errors on connections to it — directly, or through probes
+//! sent when a rank has made no progress for `suspect_after` — relay the failure to
+//! each other over their control connections and stop; [`BroadcastOutcome::outcomes`]
+//! holds what each member concluded.
+//!
 //! Memory: the engine's, plus per rank its driver (O(blocks)) and, with
 //! `verify_data`, one message buffer per rank and one per receiving connection.
 
@@ -24,7 +31,9 @@ use std::sync::Arc;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use rocast_core::overlay::model::MessageCost;
-use rocast_core::overlay::{BroadcastGroup, DriverAction, DriverConfig, Scheme, TimedPost};
+use rocast_core::overlay::{
+    BroadcastGroup, ControlImm, DriverAction, DriverConfig, GroupOutcome, Scheme, TimedPost,
+};
 use rocast_core::plan::{Routes, Topology};
 use rocast_core::rnic::Payload;
 use rocast_core::time::{Duration, Instant};
@@ -46,7 +55,23 @@ pub struct BroadcastSpec {
     pub verify_data: bool,
     /// Seeds the root's data when `verify_data`.
     pub seed: u64,
+    /// Members that crash mid-broadcast (empty: none).
+    pub failures: Vec<MemberFailure>,
+    /// How long a rank waits without progress before it probes the peers it waits
+    /// on (only used with `failures`). rocast's assumption: 10 ms, about ten RC
+    /// retransmission timeouts of the engine's default, far above any transfer step.
+    pub suspect_after: Duration,
 }
+
+/// A member that crashes: at `at_ps` its host's links go down and its driver stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemberFailure {
+    pub rank: u32,
+    pub at_ps: u64,
+}
+
+/// The default of [`BroadcastSpec::suspect_after`].
+pub const DEFAULT_SUSPECT_AFTER: Duration = Duration::from_ps(10_000_000_000);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BroadcastOutcome {
@@ -61,6 +86,9 @@ pub struct BroadcastOutcome {
     pub retransmitted: u64,
     /// Ranks whose buffer differs from the root's (only with `verify_data`).
     pub corrupt_ranks: Vec<u32>,
+    /// Per rank, what it concluded once nothing was left in flight; `None` for a
+    /// member that crashed.
+    pub outcomes: Vec<Option<GroupOutcome>>,
 }
 
 /// One post an overlay driver asks for: to which rank, whether it is a
@@ -89,14 +117,25 @@ impl OverlayPost {
                     wr_id: id as u64,
                 }
             }
-            DriverAction::SendReady { to, step, .. } => OverlayPost {
-                to,
-                ready: true,
-                offset: 0,
-                len: 0,
-                imm: step,
-                wr_id: 0,
-            },
+            DriverAction::SendReady { to, step } => Self::control(to, ControlImm::Ready { step }),
+            DriverAction::NotifyFailure { to, failed } => {
+                Self::control(to, ControlImm::FailureNotice { failed })
+            }
+            DriverAction::Probe { to } => Self::control(to, ControlImm::Probe),
+        }
+    }
+
+    /// A zero-length message on the control connection. Steps and ranks the
+    /// simulator runs fit 30 bits (groups and blocks are far below 2^30); a value
+    /// beyond would wrap, which `ControlImm::encode` rules out.
+    fn control(to: u32, c: ControlImm) -> Self {
+        OverlayPost {
+            to,
+            ready: true,
+            offset: 0,
+            len: 0,
+            imm: c.encode().unwrap_or(u32::MAX),
+            wr_id: 0,
         }
     }
 
@@ -192,7 +231,25 @@ pub(crate) fn broadcast_on(
     let mut messages = 0u64;
     let mut posts = Vec::new();
     let mut now = start_ps;
-    let horizon = Instant::from_ps(u64::MAX / 2);
+    // Crashes: the member's host leaves the fabric (every link of it fails).
+    let mut crashed_at = vec![u64::MAX; n as usize];
+    for f in &spec.failures {
+        let host = *spec
+            .hosts
+            .get(f.rank as usize)
+            .ok_or_else(|| format!("failed member {} is not a rank of {n}", f.rank))?;
+        crashed_at[f.rank as usize] = crashed_at[f.rank as usize].min(f.at_ps);
+        let links: Vec<u32> = engine.topology().ports(host).iter().map(|p| p.0).collect();
+        for l in links {
+            engine.schedule_link_change(Instant::from_ps(f.at_ps), l, false);
+        }
+    }
+    let watchdog = !spec.failures.is_empty();
+    let suspect = spec.suspect_after.as_ps().max(1);
+    // Per rank: when it last made progress, and whether it has probed since.
+    let mut progress = vec![start_ps; n as usize];
+    let mut probed = vec![false; n as usize];
+    let alive = |r: u32, t: u64, crashed_at: &[u64]| t < crashed_at[r as usize];
     loop {
         group.drain_posts(now, &mut posts);
         for TimedPost {
@@ -201,6 +258,9 @@ pub(crate) fn broadcast_on(
             action: a,
         } in posts.drain(..)
         {
+            if !alive(r, at_ps, &crashed_at) {
+                continue; // a crashed member posts nothing
+            }
             let p = OverlayPost::of(&spec.driver, a);
             let (conn, new) = p.connection(engine, &mut conns, &spec.hosts, r, size)?;
             if new {
@@ -216,7 +276,15 @@ pub(crate) fn broadcast_on(
             engine.post_message(Instant::from_ps(at_ps), conn, offset, data, imm, wr_id)?;
             messages += 1;
         }
-        let more = engine.run_until_app_event(horizon);
+        // The next watchdog deadline: the earliest live, unfinished rank that has
+        // neither progressed nor probed for `suspect_after`.
+        let deadline = (0..n)
+            .filter(|&r| watchdog && !probed[r as usize] && crashed_at[r as usize] == u64::MAX)
+            .filter(|&r| group.outcome(r) == GroupOutcome::InProgress)
+            .map(|r| progress[r as usize] + suspect)
+            .min();
+        let horizon = deadline.unwrap_or(u64::MAX / 2);
+        let more = engine.run_until_app_event(Instant::from_ps(horizon));
         let mut any = false;
         while let Some((t, ev)) = engine.poll_app_event() {
             any = true;
@@ -224,14 +292,23 @@ pub(crate) fn broadcast_on(
             let info = |conn: u32| conn_info[&conn];
             match ev {
                 AppEvent::SendDone { conn, wr_id, ok } if conn_info.contains_key(&conn) => {
-                    let (from, _, ready) = info(conn);
-                    if !ok {
-                        return Err(format!(
-                            "rank {from}: a send failed at {} ns (QP error)",
-                            now / 1000
-                        ));
+                    let (from, to, ready) = info(conn);
+                    if !alive(from, now, &crashed_at) {
+                        continue;
                     }
-                    if !ready {
+                    progress[from as usize] = now;
+                    probed[from as usize] = false;
+                    if !ok {
+                        if !watchdog {
+                            return Err(format!(
+                                "rank {from}: a send failed at {} ns (QP error)",
+                                now / 1000
+                            ));
+                        }
+                        group
+                            .handle_peer_failure(from, to)
+                            .map_err(|e| format!("rank {from}: {e}"))?;
+                    } else if !ready {
                         group
                             .handle_send_complete(from, wr_id as u32)
                             .map_err(|e| format!("rank {from}: {e}"))?;
@@ -239,8 +316,19 @@ pub(crate) fn broadcast_on(
                 }
                 AppEvent::Delivered { conn, imm, .. } if conn_info.contains_key(&conn) => {
                     let (from, to, ready) = info(conn);
+                    if !alive(to, now, &crashed_at) {
+                        continue;
+                    }
+                    progress[to as usize] = now;
+                    probed[to as usize] = false;
                     let r = if ready {
-                        group.handle_ready(to, from, imm)
+                        match ControlImm::decode(imm).map_err(|e| format!("rank {to}: {e}"))? {
+                            ControlImm::Ready { step } => group.handle_ready(to, from, step),
+                            ControlImm::FailureNotice { failed } => {
+                                group.handle_failure_notice(to, from, failed)
+                            }
+                            ControlImm::Probe => Ok(()),
+                        }
                     } else {
                         if verify {
                             let (off, len) = spec.driver.block_range(imm);
@@ -257,14 +345,36 @@ pub(crate) fn broadcast_on(
                 _ => {}
             }
         }
-        if !more && !any {
-            break;
+        if !any {
+            if let Some(d) = deadline {
+                // Nothing happened before the deadline: those ranks probe.
+                now = now.max(d);
+                for r in 0..n {
+                    if !probed[r as usize]
+                        && alive(r, now, &crashed_at)
+                        && group.outcome(r) == GroupOutcome::InProgress
+                        && progress[r as usize] + suspect <= now
+                    {
+                        probed[r as usize] = true;
+                        group.probe_stalled(r);
+                    }
+                }
+                continue;
+            }
+            if !more {
+                break;
+            }
         }
     }
-    if let Some(r) = group.first_incomplete() {
-        return Err(format!(
-            "broadcast stalled: rank {r} never got the whole message"
-        ));
+    let outcomes: Vec<Option<GroupOutcome>> = (0..n)
+        .map(|r| (crashed_at[r as usize] == u64::MAX).then(|| group.outcome(r)))
+        .collect();
+    if !watchdog {
+        if let Some(r) = group.first_incomplete() {
+            return Err(format!(
+                "broadcast stalled: rank {r} never got the whole message"
+            ));
+        }
     }
     let outcome = BroadcastOutcome {
         latency_ps: group.latency_ps().saturating_sub(start_ps),
@@ -274,6 +384,7 @@ pub(crate) fn broadcast_on(
         events: engine.totals.events - events0,
         retransmitted: engine.retransmitted() - retx0,
         corrupt_ranks: Vec::new(),
+        outcomes,
     };
     Ok((outcome, buffers))
 }

@@ -751,6 +751,8 @@ impl<'s> GroupRun<'s> {
                 overhead: DEFAULT_OVERHEAD,
                 verify_data: self.spec.verify_data,
                 seed: self.spec.seed,
+                failures: Vec::new(),
+                suspect_after: super::broadcast::DEFAULT_SUSPECT_AFTER,
             };
             let start = engine.now().as_ps();
             let (out, buffers) = broadcast_on(engine, &bspec, start, data)?;

@@ -571,6 +571,37 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("bad size {s:?} (expected e.g. 64, 4K, 1M, 1G)"))
 }
 
+/// A duration with its unit: "250ns", "10us", "1.5ms", "2s" → picoseconds. A bare
+/// number is refused: the unit is never guessed.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| c.is_ascii_alphabetic() || c == 'µ')
+        .ok_or_else(|| format!("bad duration {s:?}: give a unit (ns, us, ms, s), e.g. 10us"))?;
+    let (num, unit) = t.split_at(split);
+    let scale = match unit {
+        "ps" => 1.0,
+        "ns" => 1e3,
+        "us" | "µs" => 1e6,
+        "ms" => 1e9,
+        "s" => 1e12,
+        _ => {
+            return Err(format!(
+                "bad duration {s:?}: unit {unit:?} is not ns, us, ms or s"
+            ))
+        }
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("bad duration {s:?}: {num:?} is not a number"))?;
+    let ps = v * scale;
+    if !(ps.is_finite() && ps >= 0.0 && ps < 1.8e19) {
+        return Err(format!("bad duration {s:?}: out of range"));
+    }
+    Ok(ps.round() as u64)
+}
+
 /// "64:1G" → 64, 128, ..., 1 GiB; "1,100,1K" → that list.
 pub fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
     let v = if let Some((a, b)) = s.split_once(':') {
@@ -1040,6 +1071,18 @@ fn apply_set(table: &mut toml::Table, s: &str) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_carry_their_unit() {
+        assert_eq!(parse_duration("250ns"), Ok(250_000));
+        assert_eq!(parse_duration("10us"), Ok(10_000_000));
+        assert_eq!(parse_duration("10µs"), Ok(10_000_000));
+        assert_eq!(parse_duration(" 1.5ms"), Ok(1_500_000_000));
+        assert_eq!(parse_duration("2s"), Ok(2_000_000_000_000));
+        for bad in ["10", "", "us", "-1us", "1e30s", "5min", "1.2.3ms", "NaNus"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn every_preset_parses_and_validates() {
