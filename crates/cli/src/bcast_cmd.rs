@@ -11,13 +11,18 @@
 
 use clap::Args;
 use rocast_core::overlay::model::critical_path;
+use rocast_core::overlay::small_message::SmallMessageConfig;
 use rocast_core::overlay::GroupOutcome;
 use rocast_core::overlay::Scheme;
 use rocast_core::plan::Routes;
 use rocast_core::time::Duration;
+use rocast_sim::engine::Engine;
 use rocast_sim::multicast::broadcast::{
     bench_driver_config, message_cost, run_broadcast, spread_hosts, BroadcastOutcome,
     BroadcastSpec, MemberFailure, DEFAULT_OVERHEAD,
+};
+use rocast_sim::multicast::small_message::{
+    run_rdmc_stream, run_ring_stream, MessageStream, StreamTiming,
 };
 use rocast_sim::scenario::config::{parse_bytes, parse_duration, parse_sizes};
 use rocast_sim::scenario::topology::{build_topology, engine_config};
@@ -86,6 +91,25 @@ pub struct BcastCmd {
     /// it waits on.
     #[arg(long, default_value = "10ms", value_name = "TIME")]
     suspect_after: String,
+    /// Compare, for a stream of small messages, the small-message protocol paired with
+    /// RDMC (RDMC §4.6, Derecho's SMC: writes into per-receiver ring buffers) with
+    /// RDMC's binomial pipeline one message at a time, over --smc-groups and
+    /// --smc-sizes; writes bcast-smc.csv.
+    #[arg(long)]
+    smc: bool,
+    /// With --smc: group sizes (ranks, sender included), comma-separated.
+    #[arg(long, default_value = "2,4,8,16,32,64")]
+    smc_groups: String,
+    /// With --smc: message sizes, comma-separated (K/M suffixes); each ring slot holds
+    /// one message of that size.
+    #[arg(long, default_value = "64,1K,10K,100K,1M")]
+    smc_sizes: String,
+    /// With --smc: messages per stream.
+    #[arg(long, default_value_t = 100)]
+    messages: u32,
+    /// With --smc: ring slots per receiver (rocast's assumption; Derecho's window).
+    #[arg(long, default_value_t = 8)]
+    slots: u32,
     /// Print each scheme's schedule for the largest size instead of simulating: its
     /// steps and RDMC §4.2's average slack per step, with RDMC's closed form for the
     /// binomial pipeline (group sizes up to 4096).
@@ -116,6 +140,9 @@ pub fn run(cmd: BcastCmd) -> Result<(), String> {
     }
     if !(cmd.overhead_us.is_finite() && cmd.overhead_us >= 0.0) {
         return Err("--overhead-us must be a non-negative number".into());
+    }
+    if cmd.smc {
+        return smc(&cmd, block, overhead_of(&cmd));
     }
     if cmd.analyze {
         let largest = sizes.iter().copied().max().unwrap_or(0);
@@ -261,6 +288,100 @@ pub fn run(cmd: BcastCmd) -> Result<(), String> {
         )?;
         eprintln!("wrote {}", png.display());
     }
+    Ok(())
+}
+
+fn overhead_of(cmd: &BcastCmd) -> Duration {
+    Duration::from_ps((cmd.overhead_us * 1e6).round() as u64)
+}
+
+/// `--smc`: the small-message protocol against RDMC on a star of the largest group.
+fn smc(cmd: &BcastCmd, block: u64, overhead: Duration) -> Result<(), String> {
+    let groups = cmd
+        .smc_groups
+        .split(',')
+        .map(|g| match g.trim().parse::<u32>() {
+            Ok(n) if (2..=1024).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "--smc-groups: {g:?} is not a group size of 2 to 1024"
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let sizes = cmd
+        .smc_sizes
+        .split(',')
+        .map(parse_bytes)
+        .collect::<Result<Vec<_>, _>>()?;
+    if sizes.iter().any(|&s| s == 0 || s > 64 << 20) {
+        return Err("--smc-sizes: each size must be 1 B to 64M (one ring slot each)".into());
+    }
+    if cmd.messages == 0 || cmd.messages > 100_000 {
+        return Err("--messages must be 1 to 100000".into());
+    }
+    let largest = groups.iter().copied().max().unwrap_or(2);
+    let mut sets = vec![
+        "topology.kind=\"leaf-spine\"".to_string(),
+        "topology.spines=1".into(),
+        "topology.leaves=1".into(),
+        format!("topology.hosts_per_leaf={largest}"),
+    ];
+    sets.extend(cmd.sets.iter().cloned());
+    let sc = Scenario::from_toml("", &sets).map_err(|e| e.to_string())?;
+    let topo = build_topology(&sc, Path::new(""))?;
+    let cfg = engine_config(&sc, &topo)?;
+    std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
+    println!(
+        "# Small messages (RDMC §4.6): ring-buffer writes (SMC) vs RDMC's binomial pipeline, one star switch, {} messages per stream, {} slots per ring, block {} B, overhead {} us per post",
+        cmd.messages, cmd.slots, block, cmd.overhead_us
+    );
+    println!(
+        "# {:>5} {:>9} {:>13} {:>13} {:>9} {:>14} {:>14}",
+        "group", "size", "smc_us/msg", "rdmc_us/msg", "speed-up", "smc_first_us", "rdmc_first_us"
+    );
+    let mut csv = String::from(
+        "group,size_bytes,messages,slots,smc_total_us,rdmc_total_us,smc_first_us,rdmc_first_us,speedup\n",
+    );
+    for &n in &groups {
+        for &size in &sizes {
+            let stream = MessageStream {
+                hosts: (0..n).collect(),
+                messages: cmd.messages,
+                size,
+                overhead,
+            };
+            let ring_cfg = SmallMessageConfig::new(cmd.slots, size.max(1) as u32)
+                .map_err(|e| format!("--slots: {e}"))?;
+            let mut e = Engine::new(topo.clone(), cfg.clone(), Vec::new())?;
+            let ring = run_ring_stream(&mut e, &stream, ring_cfg)?;
+            let mut e = Engine::new(topo.clone(), cfg.clone(), Vec::new())?;
+            let rdmc = run_rdmc_stream(&mut e, &stream, block)?;
+            let per = |t: &StreamTiming| t.total_ps as f64 / 1e6 / cmd.messages as f64;
+            let speedup = rdmc.total_ps as f64 / ring.total_ps.max(1) as f64;
+            println!(
+                "  {:>5} {:>9} {:>13.3} {:>13.3} {:>8.2}x {:>14.3} {:>14.3}",
+                n,
+                size,
+                per(&ring),
+                per(&rdmc),
+                speedup,
+                ring.first_ps as f64 / 1e6,
+                rdmc.first_ps as f64 / 1e6
+            );
+            let _ = writeln!(
+                csv,
+                "{n},{size},{},{},{:.3},{:.3},{:.3},{:.3},{speedup:.3}",
+                cmd.messages,
+                cmd.slots,
+                ring.total_ps as f64 / 1e6,
+                rdmc.total_ps as f64 / 1e6,
+                ring.first_ps as f64 / 1e6,
+                rdmc.first_ps as f64 / 1e6
+            );
+        }
+    }
+    let path = cmd.out.join("bcast-smc.csv");
+    std::fs::write(&path, csv).map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!("wrote {}", path.display());
     Ok(())
 }
 

@@ -187,3 +187,49 @@ fn fail_prints_one_outcome_for_all_survivors() {
         assert!(r.stderr.contains("--fail"), "--fail {bad}: {}", r.stderr);
     }
 }
+
+/// RDMC §4.6's small-message protocol against RDMC on a stream: pinned rows of the
+/// seeded simulation (the ring wins in a small group, RDMC in a large one), the CSV,
+/// and bad values refused.
+#[test]
+fn smc_compares_ring_writes_with_rdmc() {
+    let dir = std::env::temp_dir().join(format!("rocast-bcast-smc-{}", std::process::id()));
+    let r = rocast(&[
+        "bcast",
+        "--smc",
+        "--smc-groups",
+        "2,32",
+        "--smc-sizes",
+        "1K",
+        "--messages",
+        "20",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let row = |group: &str| -> Vec<String> {
+        r.stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(group))
+            .unwrap_or_else(|| panic!("no row for {group}: {}", r.stdout))
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    };
+    let speedup = |g: &str| row(g)[4].trim_end_matches('x').parse::<f64>().unwrap();
+    assert!(speedup("2") > 2.0, "{}", r.stdout);
+    assert!(speedup("32") < 1.0, "{}", r.stdout);
+    let csv = std::fs::read_to_string(dir.join("bcast-smc.csv")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert!(csv.starts_with("group,size_bytes,messages,slots,"));
+    for bad in [
+        vec!["bcast", "--smc", "--smc-groups", "1"],
+        vec!["bcast", "--smc", "--smc-sizes", "0"],
+        vec!["bcast", "--smc", "--messages", "0"],
+        vec!["bcast", "--smc", "--slots", "0"],
+    ] {
+        let r = rocast(&bad);
+        assert_eq!(r.code, 2, "{bad:?}: {}", r.stderr);
+    }
+}

@@ -14,12 +14,15 @@
 //! - [`model`]: the analytic completion time of a schedule on an idle non-blocking
 //!   fabric, in closed form where one exists, and the critical-path evaluation the
 //!   simulator is checked against.
+//! - [`small_message`]: the small-message protocol paired with RDMC (RDMC §4.6,
+//!   Derecho's SMC): writes into per-receiver ring buffers, credit returned.
 //! - [`check_schedule`]: the exhaustive consistency check (RDMC's `test_pattern`).
 
 pub mod driver;
 pub mod group;
 pub mod model;
 pub mod schedule;
+pub mod small_message;
 
 pub use driver::{
     BroadcastDriver, ControlImm, DriverAction, DriverConfig, DriverError, GroupOutcome,
