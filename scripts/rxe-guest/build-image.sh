@@ -64,7 +64,7 @@ echo "build-image: modules: ${ORDER[*]}"
 
 # Binaries and every shared library they (and the rxe provider, which is dlopen'ed) need.
 BINS=()
-for b in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ib_write_bw ib_send_bw ib_read_bw ib_write_lat rdma; do
+for b in ibv_devices ibv_devinfo ibv_rc_pingpong ibv_ud_pingpong ib_write_bw ib_send_bw ib_read_bw ib_write_lat ib_send_lat rdma; do
   p=$(command -v "$b") || { echo "build-image: $b not found on host" >&2; exit 1; }
   cp "$p" "$R/usr/bin/$b"
   BINS+=("$p")

@@ -60,9 +60,10 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "peel-transfer" => peel::transfer::transfer(sc)?,
         "ud-latency" => odbss::ud_latency(sc)?,
         "ud-loss" => odbss::ud_loss(sc)?,
+        "ud-fig4" => odbss::fig4(sc)?,
         other => {
             return Err(format!(
-            "multicast.experiment {other:?}: expected testbed, large-scale, fig12-ablation, memory, io-latency, hpl, safeguard, loss, iops, fairness, peel-rules, peel-approx, peel-fig1/3/4/5/6/7, peel-guard, peel-ablation, tmcf-cpmp, tmcf-moving, tmcf-robustness, transfer, peel-transfer, ud-latency or ud-loss"
+            "multicast.experiment {other:?}: expected testbed, large-scale, fig12-ablation, memory, io-latency, hpl, safeguard, loss, iops, fairness, peel-rules, peel-approx, peel-fig1/3/4/5/6/7, peel-guard, peel-ablation, tmcf-cpmp, tmcf-moving, tmcf-robustness, transfer, peel-transfer, ud-latency, ud-loss or ud-fig4"
         ))
         }
     };

@@ -1366,6 +1366,12 @@ pub fn parse_lab_hops(text: &str) -> Result<Vec<(u64, Vec<u64>)>, String> {
         .collect())
 }
 
+/// The smallest and largest message size the lab measured.
+pub fn measured_hop_sizes() -> (u64, u64) {
+    let h = lab_hops();
+    (h[0].0, h[h.len() - 1].0)
+}
+
 /// The measured hop for `size`: between the measured sizes around it, linear in log2
 /// size; outside them, the nearest one as measured.
 pub fn measured_hop(size: u64) -> MeasuredHop {

@@ -5,13 +5,17 @@
 //! - [`broadcast_select`]: the element (§II-A), the N^D fabric (§II-C), the hybrid
 //!   offload (§II-D) and the `ud-latency` study (§III-B): UD multicast against MPI's
 //!   binomial tree over RC.
+//! - [`fig4`](mod@fig4): the `ud-fig4` study (§III-B, Fig. 4): the paper's Soft-RoCE
+//!   speed-ups from its own columns, beside stock Soft-RoCE measured in rxe guests.
 //! - [`ud_loss`](mod@ud_loss): the `ud-loss` study (§III): NACK multicast over UD on one element,
 //!   its loss ratio without and with repair.
 //!
 //! Their scenario keys are `rocast_sim::scenario::odbss`.
 
 pub mod broadcast_select;
+pub mod fig4;
 pub mod ud_loss;
 
 pub use broadcast_select::ud_latency;
+pub use fig4::fig4;
 pub use ud_loss::ud_loss;

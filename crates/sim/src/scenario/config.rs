@@ -697,6 +697,7 @@ pub const PRESETS: &[(&str, &str)] = &[
         include_str!("../../scenarios/ud-latency.toml"),
     ),
     ("ud-loss", include_str!("../../scenarios/ud-loss.toml")),
+    ("ud-fig4", include_str!("../../scenarios/ud-fig4.toml")),
     (
         "odbss-scale-40",
         include_str!("../../scenarios/odbss-scale-40.toml"),
