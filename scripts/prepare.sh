@@ -6,3 +6,4 @@ bash scripts/install-deps.sh
 cargo build --release --locked -q
 R=target/release/rocast
 mkdir -p out
+bash scripts/install-bin.sh

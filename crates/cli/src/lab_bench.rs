@@ -570,11 +570,15 @@ fn mpi_run(
     out: &Path,
     algorithm: Option<u32>,
 ) -> Result<Vec<MpiPoint>, String> {
-    let repo = std::env::current_dir().map_err(|e| e.to_string())?;
+    let repo = crate::plot::resource_root()?;
     let script = repo.join("python/mpi_bcast.py");
     let python = repo.join(".venv/bin/python");
     if !script.exists() || !python.exists() {
-        return Err("needs python/mpi_bcast.py and .venv (run from the repository root)".into());
+        return Err(format!(
+            "needs {} and {} (bash scripts/install-deps.sh)",
+            script.display(),
+            python.display()
+        ));
     }
     let agent = out.join("lab-rsh-agent.sh");
     // Open MPI calls `agent HOST CMD…`; HOST is 10.77.0.(i+1) → namespace h<i>.
@@ -932,21 +936,14 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
     let csv_path = a.out.join("lab-bcast.csv");
     std::fs::write(&csv_path, csv).map_err(|e| e.to_string())?;
     let png = a.out.join("lab-bcast.png");
-    let plotted = Command::new(".venv/bin/python")
-        .args([
-            "python/plot_lab_bcast.py",
-            &csv_path.to_string_lossy(),
-            &png.to_string_lossy(),
-            &format!("broadcast on real packets, links {}", a.rate),
-        ])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if plotted {
-        println!("plot: {}", png.display());
-    } else {
-        println!("no plot (run from the repository root after scripts/install-deps.sh)");
-    }
+    crate::plot::run_python(
+        "python/plot_lab_bcast.py",
+        &csv_path,
+        &png,
+        &format!("broadcast on real packets, links {}", a.rate),
+    )
+    .map_err(|e| format!("plot: {e}"))?;
+    println!("plot: {}", png.display());
     println!("outputs in {}", a.out.display());
     Ok(())
 }

@@ -254,7 +254,15 @@ fn up(a: UpArgs) -> Result<(), LabError> {
 /// Replaces this process with `ip netns exec …`, so the command's exit status (or
 /// signal) is ours without relaying it.
 fn exec(a: ExecArgs) -> Result<(), LabError> {
-    let mut cmd = lab::exec_command(&a.name, &a.host, &a.cmd)?;
+    // `rocast lab exec h1 -- rocast …` runs this very binary, whether or not a
+    // `rocast` is on the PATH inside the namespace.
+    let mut argv = a.cmd.clone();
+    if argv.first().map(String::as_str) == Some("rocast") {
+        if let Ok(me) = std::env::current_exe() {
+            argv[0] = me.to_string_lossy().into_owned();
+        }
+    }
+    let mut cmd = lab::exec_command(&a.name, &a.host, &argv)?;
     let e = cmd.exec();
     Err(LabError::Io {
         context: "cannot run ip netns exec".into(),

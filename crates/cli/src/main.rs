@@ -2,7 +2,7 @@
 //! only wires them into one clap parser. To add a group, add a variant to [`Command`]
 //! and an arm to the `match` in `main`.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 mod bcast_cmd;
@@ -56,8 +56,20 @@ enum Command {
     Lab(lab_cmd::LabCmd),
 }
 
+/// The parser, with what only the registries know added to the help: `sim --help`
+/// lists every preset from the preset registry.
+fn parse() -> Cli {
+    let presets = format!(
+        "Presets (--preset NAME):\n{}",
+        rocast_sim::scenario::config::preset_table()
+    );
+    let cmd = Cli::command().mut_subcommand("sim", |c| c.after_help(presets));
+    let m = cmd.get_matches();
+    Cli::from_arg_matches(&m).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    match Cli::parse().command {
+    match parse().command {
         Command::Pcap(cmd) => pcap_cmd::run(cmd),
         Command::Perf(cmd) => perf_cmd::run(cmd),
         Command::Lab(cmd) => lab_cmd::run(cmd),

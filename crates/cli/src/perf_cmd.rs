@@ -6,9 +6,7 @@
 
 use clap::{Args, Subcommand};
 use rocast_core::rnic::Retransmission;
-use rocast_net::perf::{
-    format_report, run_client, ClientConfig, PerfOp, PerfParams, PerfServer, DEFAULT_PORT,
-};
+use rocast_net::perf::{run_client, ClientConfig, PerfOp, PerfParams, PerfServer, DEFAULT_PORT};
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
@@ -50,12 +48,29 @@ pub struct ClientArgs {
     /// address the control connection leaves from].
     #[arg(long)]
     bind: Option<Ipv4Addr>,
-    /// Bytes per message.
-    #[arg(short = 's', long, default_value_t = 65536)]
+    /// Bytes per message (K/M/G suffixes are binary: 64K = 65536).
+    #[arg(short = 's', long, default_value = "64K", value_parser = parse_size_arg)]
     size: usize,
+    /// Every size from 2 B to 8 MiB in powers of two, as perftest's -a (the server
+    /// must run with --loop: each size is its own connection).
+    #[arg(short = 'a', long = "all")]
+    all: bool,
+    /// bw: messages in flight, bandwidth and message rate (ib_write_bw/ib_send_bw);
+    /// lat: one message at a time, each one's post-to-completion time halved, with
+    /// perftest's latency columns (ib_write_lat/ib_send_lat).
+    #[arg(long, default_value = "bw")]
+    test: PerfTest,
     /// Number of messages.
     #[arg(short = 'n', long = "iters", default_value_t = 1000)]
     iters: u64,
+    /// Print the results as JSON (one object; fields documented in the README) instead
+    /// of perftest's tables.
+    #[arg(long)]
+    json: bool,
+    /// Exit with status 1 when a size's average bandwidth is below this (Gbit/s): a
+    /// pass/fail threshold for scripts (bw test).
+    #[arg(long, value_name = "GBPS")]
+    min_gbps: Option<f64>,
     /// send (two-sided) or write (RDMA WRITE into a region the server registers).
     #[arg(long, default_value = "write")]
     op: PerfOp,
@@ -91,6 +106,61 @@ pub struct ClientArgs {
     /// Seconds without progress before giving up.
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
+}
+
+/// Which perftest family to mimic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PerfTest {
+    Bw,
+    Lat,
+}
+
+fn parse_size_arg(s: &str) -> Result<usize, String> {
+    let v = rocast_sim::scenario::config::parse_bytes(s)?;
+    usize::try_from(v).map_err(|_| format!("size {s:?} is too large"))
+}
+
+/// perftest's -a sizes: 2 B to 8 MiB.
+const SWEEP: std::ops::RangeInclusive<u32> = 1..=23;
+
+/// One size's result, as `--json` writes it (field names are stable; README).
+#[derive(serde::Serialize)]
+struct JsonResult {
+    bytes: usize,
+    iterations: u64,
+    bw_peak_gbps: f64,
+    bw_avg_gbps: f64,
+    msg_rate_mpps: f64,
+    /// Latency columns (µs, one way: post-to-completion halved); with --test lat.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    latency_us: Option<JsonLatency>,
+    retransmitted_packets: u64,
+    timeouts: u64,
+    client_cpu_ns_per_packet: u128,
+    server_cpu_ns_per_packet: u128,
+    below_min_gbps: bool,
+}
+
+#[derive(serde::Serialize)]
+struct JsonLatency {
+    min: f64,
+    max: f64,
+    typical: f64,
+    avg: f64,
+    stdev: f64,
+    p99: f64,
+    p999: f64,
+}
+
+#[derive(serde::Serialize)]
+struct JsonRun<'a> {
+    tool: &'static str,
+    test: &'a str,
+    op: &'a str,
+    server: String,
+    mtu: usize,
+    tx_depth: usize,
+    results: Vec<JsonResult>,
 }
 
 fn report(msg: impl std::fmt::Display) {
@@ -174,12 +244,14 @@ fn client(a: ClientArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let lat = a.test == PerfTest::Lat;
     let params = PerfParams {
         op: a.op,
         size: a.size,
         iters: a.iters,
         mtu: a.mtu,
-        tx_depth: a.tx_depth,
+        // The latency test keeps one message outstanding, as perftest's *_lat do.
+        tx_depth: if lat { 1 } else { a.tx_depth },
         window: a.window,
         rto: Duration::from_micros(a.rto_us),
         retransmission: if a.sr {
@@ -190,21 +262,120 @@ fn client(a: ClientArgs) -> ExitCode {
         loss: a.loss,
         seed: a.seed,
     };
-    let cfg = ClientConfig {
-        server,
-        bind: a.bind,
-        params,
-        idle_timeout: secs(a.timeout),
-        rate_bps: (a.rate_mbps > 0).then(|| a.rate_mbps.saturating_mul(1_000_000)),
+    let sizes: Vec<usize> = if a.all {
+        SWEEP.map(|k| 1usize << k).collect()
+    } else {
+        vec![a.size]
     };
-    match run_client(&cfg) {
-        Ok(r) => {
-            let _ = write!(std::io::stdout().lock(), "{}", format_report(&r));
-            ExitCode::SUCCESS
+    let test = if lat { "lat" } else { "bw" };
+    let mut out = std::io::stdout().lock();
+    if !a.json {
+        let kind = match (a.op, lat) {
+            (PerfOp::Write, false) => "RDMA_Write BW Test",
+            (PerfOp::Send, false) => "Send BW Test",
+            (PerfOp::Write, true) => "RDMA_Write Latency Test",
+            (PerfOp::Send, true) => "Send Latency Test",
+        };
+        let rule = "-".repeat(87);
+        let _ = writeln!(
+            out,
+            "{rule}\n                    {kind}\n Device          : rocast (software RoCEv2 over UDP/4791)\n Connection type : RC\t\tRetransmission : {}\n TX depth        : {}\n Mtu             : {}[B]\n Server          : {server}\n{rule}\n{}",
+            if a.sr { "selective repeat" } else { "go-back-N" },
+            params.tx_depth,
+            a.mtu,
+            if lat { rocast_net::perf::LAT_HEADER } else { rocast_net::perf::BW_HEADER }
+        );
+    }
+    let mut results = Vec::new();
+    let mut failed = false;
+    for (k, &size) in sizes.iter().enumerate() {
+        let cfg = ClientConfig {
+            server,
+            bind: a.bind,
+            params: PerfParams {
+                size,
+                ..params.clone()
+            },
+            idle_timeout: secs(a.timeout),
+            rate_bps: (a.rate_mbps > 0).then(|| a.rate_mbps.saturating_mul(1_000_000)),
+        };
+        if k > 0 {
+            // The server takes the next connection once it has reported the last.
+            std::thread::sleep(Duration::from_millis(50));
         }
-        Err(e) => {
-            report(e);
-            ExitCode::FAILURE
+        let r = match run_client(&cfg) {
+            Ok(r) => r,
+            Err(e) => {
+                let hint = if k > 0 {
+                    " (with -a, run the server with --loop)"
+                } else {
+                    ""
+                };
+                report(format!("{size} B: {e}{hint}"));
+                return ExitCode::FAILURE;
+            }
+        };
+        let below = !lat && a.min_gbps.is_some_and(|m| r.bw_avg_gbps < m);
+        failed |= below;
+        let l = rocast_net::perf::LatencySummary::of(&r.message_ns);
+        if !a.json {
+            let row = match (&l, lat) {
+                (Some(l), true) => rocast_net::perf::format_lat_row(size, r.params.iters, l),
+                _ => rocast_net::perf::format_bw_row(&r),
+            };
+            let _ = writeln!(out, "{row}{}", if below { "   < --min-gbps" } else { "" });
+            if !a.all {
+                let _ = write!(out, "{}", rocast_net::perf::format_counters(&r));
+            }
+        }
+        results.push(JsonResult {
+            bytes: size,
+            iterations: r.params.iters,
+            bw_peak_gbps: r.bw_peak_gbps,
+            bw_avg_gbps: r.bw_avg_gbps,
+            msg_rate_mpps: r.msg_rate_mpps,
+            latency_us: l.filter(|_| lat).map(|l| JsonLatency {
+                min: l.min_us,
+                max: l.max_us,
+                typical: l.typical_us,
+                avg: l.avg_us,
+                stdev: l.stdev_us,
+                p99: l.p99_us,
+                p999: l.p999_us,
+            }),
+            retransmitted_packets: r.client.tx_retransmitted,
+            timeouts: r.client.timeouts,
+            client_cpu_ns_per_packet: r.client.cpu_per_packet().as_nanos(),
+            server_cpu_ns_per_packet: r.server.cpu_per_packet().as_nanos(),
+            below_min_gbps: below,
+        });
+    }
+    if a.json {
+        let run = JsonRun {
+            tool: "rocast perf",
+            test,
+            op: a.op.name(),
+            server: server.to_string(),
+            mtu: a.mtu,
+            tx_depth: params.tx_depth,
+            results,
+        };
+        match serde_json::to_string_pretty(&run) {
+            Ok(j) => {
+                let _ = writeln!(out, "{j}");
+            }
+            Err(e) => {
+                report(e);
+                return ExitCode::FAILURE;
+            }
         }
     }
+    if failed {
+        report(format!(
+            "average bandwidth below --min-gbps {}",
+            a.min_gbps.unwrap_or(0.0)
+        ));
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
 }

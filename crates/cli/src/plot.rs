@@ -1,19 +1,18 @@
 //! Plots: the repository's Python scripts (`python/plot_*.py`), run by the commands
-//! that write CSVs (`rocast sim`, `rocast bcast`, the lab benchmarks).
+//! that write CSVs (`rocast sim`, `rocast bcast`, the lab benchmarks), and how the
+//! binary finds them: relative to where it is installed, never through the directory
+//! it was built in (a moved or linked binary must still find them, or say why not).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+pub(crate) use rocast_eval::resources::{python, resource_root};
 
 /// Runs a plotting script of the repository (`script`: relative to its root) as
 /// `script CSV PNG TITLE` with the project's Python (its `.venv` when present).
 pub(crate) fn run_python(script: &str, csv: &Path, png: &Path, title: &str) -> Result<(), String> {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let repo = resource_root()?;
     let script = repo.join(script);
-    let venv = repo.join(".venv/bin/python");
-    let python = if venv.exists() {
-        venv
-    } else {
-        PathBuf::from("python3")
-    };
+    let python = python(&repo);
     let status = std::process::Command::new(&python)
         .arg(&script)
         .arg(csv)

@@ -11,9 +11,12 @@ use std::path::{Path, PathBuf};
 pub struct SimCmd {
     /// Scenario file (TOML). Without one, the built-in `default` preset runs.
     scenario: Option<PathBuf>,
-    /// Run a built-in scenario instead: default, permutation-1024, incast, websearch.
+    /// Run a built-in scenario instead (every preset is listed below and by --list).
     #[arg(long, conflicts_with = "scenario")]
     preset: Option<String>,
+    /// List every preset with a one-line description, and exit.
+    #[arg(long)]
+    list: bool,
     /// Override a scenario key, e.g. --set topology.k=8 (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     sets: Vec<String>,
@@ -65,6 +68,10 @@ pub fn run(cmd: SimCmd) -> Result<(), String> {
 }
 
 fn run_inner(cmd: SimCmd) -> Result<(), String> {
+    if cmd.list {
+        print!("{}", rocast_sim::scenario::config::preset_table());
+        return Ok(());
+    }
     let mut sets = cmd.sets.clone();
     if let Some(seed) = cmd.seed {
         sets.push(format!("seed={seed}"));
@@ -118,10 +125,11 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
             };
             if let Some(script) = script.filter(|_| !cmd.no_plot) {
                 let png = path.with_extension("png");
-                match crate::plot::run_python(script, &path, &png, &sc.name) {
-                    Ok(()) => println!("plot: {}", png.display()),
-                    Err(e) => println!("no plot ({e})"),
-                }
+                // A plot that was asked for (not --no-plot) and failed is an error.
+                crate::plot::run_python(script, &path, &png, &sc.name).map_err(|e| {
+                    format!("plot of {}: {e} (--no-plot skips plots)", path.display())
+                })?;
+                println!("plot: {}", png.display());
             }
         }
         if report.files.is_empty() {

@@ -18,6 +18,7 @@ pub mod odbss;
 pub mod peel;
 pub mod rdmc;
 pub mod report;
+pub mod resources;
 pub mod tmcf;
 
 use std::fmt::Write as _;

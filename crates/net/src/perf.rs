@@ -915,6 +915,9 @@ pub struct PerfReport {
     pub bw_peak_gbps: f64,
     pub bw_avg_gbps: f64,
     pub msg_rate_mpps: f64,
+    /// Each message's time from post to completion (its data delivered and
+    /// acknowledged), ns, in posting order: 8 bytes per message.
+    pub message_ns: Vec<u64>,
     pub client: SideReport,
     pub server: SideReport,
 }
@@ -999,6 +1002,11 @@ pub fn run_client(cfg: &ClientConfig) -> Result<PerfReport, PerfError> {
         bw_peak_gbps: peak_gbps(&tposted, &tcompleted, p.size),
         bw_avg_gbps: (p.size as f64 * n as f64 * 8.0) / secs / 1e9,
         msg_rate_mpps: n as f64 / secs / 1e6,
+        message_ns: tposted
+            .iter()
+            .zip(&tcompleted)
+            .map(|(p, c)| c.saturating_sub(*p) / 1000)
+            .collect(),
         client,
         server,
     })
@@ -1115,19 +1123,81 @@ fn peak_gbps(tposted: &[u64], tcompleted: &[u64], size: usize) -> f64 {
     size as f64 * 8.0 / (best * 1e-12) / 1e9
 }
 
+/// perftest's latency columns over a run, µs: each message's post-to-completion time
+/// halved (data one way, the responder's acknowledgement back: a round trip, which
+/// perftest's `*_lat` tests halve too). Percentiles by nearest rank.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LatencySummary {
+    pub min_us: f64,
+    pub max_us: f64,
+    /// The median (perftest's "typical").
+    pub typical_us: f64,
+    pub avg_us: f64,
+    pub stdev_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+}
+
+impl LatencySummary {
+    /// `None` for no messages.
+    pub fn of(message_ns: &[u64]) -> Option<Self> {
+        if message_ns.is_empty() {
+            return None;
+        }
+        let mut v: Vec<f64> = message_ns.iter().map(|&ns| ns as f64 / 2e3).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let rank = |q: f64| v[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+        let avg = v.iter().sum::<f64>() / n as f64;
+        let var = v.iter().map(|x| (x - avg) * (x - avg)).sum::<f64>() / n as f64;
+        Some(LatencySummary {
+            min_us: v[0],
+            max_us: v[n - 1],
+            typical_us: rank(0.5),
+            avg_us: avg,
+            stdev_us: var.sqrt(),
+            p99_us: rank(0.99),
+            p999_us: rank(0.999),
+        })
+    }
+}
+
+/// perftest's latency table header.
+pub const LAT_HEADER: &str = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]";
+
+/// One row of perftest's latency table.
+pub fn format_lat_row(size: usize, iters: u64, l: &LatencySummary) -> String {
+    format!(
+        " {:<6} {:<10}     {:<10.2}     {:<10.2}   {:<10.2}        {:<10.2}     {:<10.2}        {:<10.2}             {:<10.2}",
+        size, iters, l.min_us, l.max_us, l.typical_us, l.avg_us, l.stdev_us, l.p99_us, l.p999_us
+    )
+}
+
+/// perftest's bandwidth table header.
+pub const BW_HEADER: &str =
+    " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
+
+/// One row of perftest's bandwidth table.
+pub fn format_bw_row(r: &PerfReport) -> String {
+    format!(
+        " {:<7}    {:<10}       {:<7.2}            {:<7.2}            {:<7.6}",
+        r.params.size, r.params.iters, r.bw_peak_gbps, r.bw_avg_gbps, r.msg_rate_mpps
+    )
+}
+
 /// The perftest-style table and, after it, the counters.
 pub fn format_report(r: &PerfReport) -> String {
     let mut s = String::new();
+    let _ = writeln!(s, "{BW_HEADER}");
+    let _ = writeln!(s, "{}", format_bw_row(r));
+    let _ = write!(s, "{}", format_counters(r));
+    s
+}
+
+/// The counters below perftest's table: retransmissions, packets, drops, CPU.
+pub fn format_counters(r: &PerfReport) -> String {
+    let mut s = String::new();
     let (c, v) = (&r.client, &r.server);
-    let _ = writeln!(
-        s,
-        " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]"
-    );
-    let _ = writeln!(
-        s,
-        " {:<7}    {:<10}       {:<7.2}            {:<7.2}            {:<7.6}",
-        r.params.size, r.params.iters, r.bw_peak_gbps, r.bw_avg_gbps, r.msg_rate_mpps
-    );
     let _ = writeln!(
         s,
         " retransmissions : {} packets, {} timeouts (RTO floor {} us, longest ACK wait {} us), {} NAKs received (server sent {} NAKs, saw {} duplicates, {} out of order)",
@@ -1188,6 +1258,20 @@ mod tests {
             SideReport::from_msg(&Msg::parse(&format!("RESULT ok=1 {}", s.to_kv()))).unwrap(),
             s
         );
+    }
+
+    #[test]
+    fn latency_summary_halves_and_ranks() {
+        // 1..=1000 µs round trips: one-way 0.5..=500 µs.
+        let ns: Vec<u64> = (1..=1000).rev().map(|us| us * 1000).collect();
+        let l = LatencySummary::of(&ns).unwrap();
+        assert_eq!(l.min_us, 0.5);
+        assert_eq!(l.max_us, 500.0);
+        assert_eq!(l.typical_us, 250.0);
+        assert_eq!(l.p99_us, 495.0);
+        assert_eq!(l.p999_us, 499.5);
+        assert!((l.avg_us - 250.25).abs() < 1e-9);
+        assert!(LatencySummary::of(&[]).is_none());
     }
 
     #[test]

@@ -55,7 +55,11 @@ pub fn parse_send_lat(text: &str) -> Result<Vec<SendLat>, String> {
             _ => return Err(bad()),
         };
         let num = |s: &str| s.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0);
-        let v: Vec<f64> = f[1..].iter().map(|s| num(s)).collect::<Option<_>>().ok_or_else(bad)?;
+        let v: Vec<f64> = f[1..]
+            .iter()
+            .map(|s| num(s))
+            .collect::<Option<_>>()
+            .ok_or_else(bad)?;
         out.push(SendLat {
             ud,
             size: v[0] as u64,
@@ -112,13 +116,18 @@ pub fn fig4(_sc: &Scenario) -> Result<EvalReport, String> {
     let find = |ud: bool, size: u64| rxe.iter().find(|r| r.ud == ud && r.size == size);
     let (lab_lo, lab_hi) = measured_hop_sizes();
     for (size, cols) in FIG4.iter() {
-        let s: Vec<f64> = NICS.iter().map(|&(_, vt, open)| cols[open] / cols[vt]).collect();
+        let s: Vec<f64> = NICS
+            .iter()
+            .map(|&(_, vt, open)| cols[open] / cols[vt])
+            .collect();
         for (k, x) in s.iter().enumerate() {
             per_nic[k].push(*x);
         }
         let rc = find(false, *size).map(|r| r.typical_us);
         let ud = find(true, *size).map(|r| r.typical_us);
-        let lab = (lab_lo..=lab_hi).contains(size).then(|| measured_hop(*size).quantile(0.5) as f64 / 1e6);
+        let lab = (lab_lo..=lab_hi)
+            .contains(size)
+            .then(|| measured_hop(*size).quantile(0.5) as f64 / 1e6);
         let show = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
         let _ = writeln!(
             text,
@@ -145,7 +154,10 @@ pub fn fig4(_sc: &Scenario) -> Result<EvalReport, String> {
             opt(lab)
         );
     }
-    let _ = writeln!(text, "\nVT speed-up, geometric mean over Fig. 4's 17 sizes (range):");
+    let _ = writeln!(
+        text,
+        "\nVT speed-up, geometric mean over Fig. 4's 17 sizes (range):"
+    );
     for (k, (name, _, _)) in NICS.iter().enumerate() {
         let v = &per_nic[k];
         let (lo, hi) = v
@@ -192,13 +204,17 @@ mod tests {
         assert!(rows.iter().filter(|r| r.ud).count() >= 8);
         assert!(rows.iter().filter(|r| !r.ud).count() >= 8);
         for r in &rows {
-            assert!(r.min_us <= r.typical_us && r.typical_us <= r.p999_us, "{r:?}");
+            assert!(
+                r.min_us <= r.typical_us && r.typical_us <= r.p999_us,
+                "{r:?}"
+            );
         }
     }
 
     #[test]
     fn bad_measurement_lines_are_errors() {
-        let head = "transport,size_bytes,iterations,t_min_us,t_typical_us,t_avg_us,t_p99_us,t_p999_us\n";
+        let head =
+            "transport,size_bytes,iterations,t_min_us,t_typical_us,t_avg_us,t_p99_us,t_p999_us\n";
         let ok = "RC,2,100,1,2,2,3,4\nUD,2,100,1,2,2,3,4\n";
         assert!(parse_send_lat(&format!("{head}{ok}")).is_ok());
         for bad in [
@@ -207,9 +223,15 @@ mod tests {
             "RC,2,100,1,-2,2,3,4\n",
             "RC,two,100,1,2,2,3,4\n",
         ] {
-            assert!(parse_send_lat(&format!("{head}{ok}{bad}")).is_err(), "{bad}");
+            assert!(
+                parse_send_lat(&format!("{head}{ok}{bad}")).is_err(),
+                "{bad}"
+            );
         }
-        assert!(parse_send_lat("RC,2,100,1,2,2,3,4\n").is_err(), "UD missing");
+        assert!(
+            parse_send_lat("RC,2,100,1,2,2,3,4\n").is_err(),
+            "UD missing"
+        );
     }
 
     #[test]

@@ -10,28 +10,7 @@
 use rocast_core::plan::multicast_tree::{normalise_destinations, MulticastTree, TreeArc};
 use rocast_core::plan::topology::{NodeId, Topology};
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-
-/// Python with highspy: the project venv's, else `python3`.
-fn python() -> PathBuf {
-    let venv = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../.venv/bin/python"
-    ));
-    if venv.exists() {
-        venv
-    } else {
-        PathBuf::from("python3")
-    }
-}
-
-fn script() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../python/steiner_exact.py"
-    ))
-}
 
 /// The minimum tree from `source` to `destinations` over working links, proved optimal
 /// by HiGHS within `time_limit_s`.
@@ -50,8 +29,9 @@ pub fn exact_tree(
         "terminals": dests,
         "time_limit_s": time_limit_s,
     });
-    let mut child = Command::new(python())
-        .arg(script())
+    let root = crate::resources::resource_root()?;
+    let mut child = Command::new(crate::resources::python(&root))
+        .arg(root.join("python/steiner_exact.py"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -728,6 +728,40 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Every preset with its one-line description: the `name = "…"` line of its TOML
+/// (after the preset's own name and a colon, when it starts with them).
+pub fn preset_descriptions() -> Vec<(&'static str, String)> {
+    PRESETS
+        .iter()
+        .map(|(n, text)| {
+            let line = text
+                .lines()
+                .find_map(|l| {
+                    let v = l
+                        .trim()
+                        .strip_prefix("name")?
+                        .trim_start()
+                        .strip_prefix('=')?;
+                    Some(v.trim().trim_matches('"').to_string())
+                })
+                .unwrap_or_default();
+            let d = line
+                .strip_prefix(n)
+                .and_then(|r| r.strip_prefix(':'))
+                .map(|r| r.trim().to_string())
+                .unwrap_or(line);
+            (*n, d)
+        })
+        .collect()
+}
+
+/// The presets as a table, one per line: name, then description.
+pub fn preset_table() -> String {
+    let d = preset_descriptions();
+    let w = d.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
+    d.iter().map(|(n, t)| format!("  {n:<w$}  {t}\n")).collect()
+}
+
 pub fn preset_names() -> String {
     PRESETS
         .iter()
@@ -1072,6 +1106,17 @@ fn apply_set(table: &mut toml::Table, s: &str) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_preset_has_a_description() {
+        let d = preset_descriptions();
+        assert_eq!(d.len(), PRESETS.len());
+        for (n, t) in &d {
+            assert!(!t.is_empty(), "preset {n} has no name line");
+            assert!(!t.starts_with(n), "{n}: {t}");
+        }
+        assert_eq!(preset_table().lines().count(), PRESETS.len());
+    }
 
     #[test]
     fn durations_carry_their_unit() {
