@@ -1225,3 +1225,222 @@ mod latency_tests {
         assert_eq!(crate::ud_bench::percentiles_us(Vec::new()), "samples 0");
     }
 }
+
+/// `rocast perf --mcast N`: what the command was asked.
+pub struct PerfMcastArgs {
+    pub receivers: u32,
+    pub size: u64,
+    pub iters: u64,
+    pub rate: String,
+    pub fast_path: bool,
+    pub json: bool,
+}
+
+/// The lab of `rocast perf --mcast` (its own, so that it never meets a bench's).
+const PERF_LAB: &str = "perfmc";
+
+/// One receiver's figures over the run.
+#[derive(serde::Serialize)]
+struct ReceiverFigures {
+    receiver: String,
+    messages: usize,
+    /// From the sender's first post until this receiver held the message, µs.
+    latency_median_us: f64,
+    latency_p99_us: f64,
+    latency_max_us: f64,
+    /// Message bits over the median latency.
+    goodput_gbps: f64,
+}
+
+#[derive(serde::Serialize)]
+struct PerfMcastJson {
+    tool: &'static str,
+    test: &'static str,
+    receivers: u32,
+    bytes: u64,
+    iterations: u64,
+    link_rate: String,
+    path: String,
+    per_receiver: Vec<ReceiverFigures>,
+    /// Until the last receiver held the message, µs (median over messages).
+    group_latency_median_us: f64,
+    /// Bits delivered to all receivers per second of group latency (median).
+    aggregate_goodput_gbps: f64,
+    /// Packets the sender retransmitted, summed over messages.
+    retransmitted_packets: u64,
+}
+
+/// The per-message `held after (us)` lines of `mcast lead` into per-receiver
+/// latencies, µs; also every send's group latency and retransmissions, and the path.
+fn parse_held(text: &str) -> (Vec<(String, Vec<f64>)>, Vec<f64>, u64, String) {
+    let mut per: Vec<(String, Vec<f64>)> = Vec::new();
+    let mut group = Vec::new();
+    let mut retx = 0;
+    let mut path = String::new();
+    for l in text.lines() {
+        if let Some(rest) = l.trim_start().strip_prefix("held after (us): ") {
+            for item in rest.split(", ") {
+                let mut w = item.split_whitespace();
+                let (Some(ip), Some(t)) = (w.next(), w.next()) else {
+                    continue;
+                };
+                let Ok(us) = t.parse::<f64>() else { continue };
+                match per.iter_mut().find(|(i, _)| i == ip) {
+                    Some((_, v)) => v.push(us),
+                    None => per.push((ip.to_string(), vec![us])),
+                }
+            }
+        } else if l.starts_with("multicast ") {
+            let field = |key: &str| -> Option<&str> {
+                let at = l.find(key)? + key.len();
+                l[at..].split_whitespace().next()
+            };
+            if let Some(us) = field("latency ").and_then(|v| v.parse::<f64>().ok()) {
+                group.push(us);
+            }
+            if let Some(p) = field(" via ") {
+                path = p.to_string();
+            }
+            let n = l
+                .find(" packets retransmitted")
+                .and_then(|at| l[..at].rsplit(' ').next()?.parse::<u64>().ok());
+            retx += n.unwrap_or(0);
+        }
+    }
+    (per, group, retx, path)
+}
+
+fn nearest_rank(v: &mut [f64], q: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
+}
+
+/// Runs the 1→N multicast test and returns its table (or JSON).
+pub fn perf_mcast(a: &PerfMcastArgs) -> Result<String, String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("--mcast builds a namespace lab: run it as root".into());
+    }
+    if !(1..=32).contains(&a.receivers) {
+        return Err("--mcast takes 1 to 32 receivers".into());
+    }
+    if a.size == 0 || a.size > 256 << 20 || a.iters == 0 || a.iters > 10_000 {
+        return Err("--mcast: -s must be 1 B to 256M and -n 1 to 10000".into());
+    }
+    let mbps = rate_mbps(&a.rate)?;
+    let n = a.receivers as usize + 1;
+    let dir = std::env::temp_dir().join(format!("rocast-perf-mcast-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let file = dir.join("payload.bin");
+    std::fs::write(&file, payload(a.size)).map_err(|e| e.to_string())?;
+    run_rocast(&["lab", "down", "--name", PERF_LAB])?;
+    let hosts = n.to_string();
+    let mut up = vec![
+        "lab", "up", "--name", PERF_LAB, "--hosts", &hosts, "--switch", "--rate", &a.rate,
+    ];
+    if a.fast_path {
+        up.push("--fast-path");
+    }
+    run_rocast(&up)?;
+    let extra = vec![
+        "--repeat".to_string(),
+        a.iters.to_string(),
+        "--rate-mbps".to_string(),
+        mbps.to_string(),
+    ];
+    let run = run_group_outputs(PERF_LAB, n, &file, &extra, None);
+    let _ = run_rocast(&["lab", "down", "--name", PERF_LAB]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let (text, _members) = run?;
+    let (mut per, mut group, retx, path) = parse_held(&text);
+    per.sort_by_key(|(ip, _)| ip.parse::<std::net::Ipv4Addr>().ok());
+    if per.len() != a.receivers as usize || group.len() as u64 != a.iters {
+        return Err(format!(
+            "expected {} receivers and {} sends in the leader's report:\n{text}",
+            a.receivers, a.iters
+        ));
+    }
+    let bits = a.size as f64 * 8.0;
+    let per_receiver: Vec<ReceiverFigures> = per
+        .into_iter()
+        .map(|(ip, mut v)| {
+            let median = nearest_rank(&mut v, 0.5);
+            ReceiverFigures {
+                receiver: ip,
+                messages: v.len(),
+                latency_median_us: median,
+                latency_p99_us: nearest_rank(&mut v, 0.99),
+                latency_max_us: nearest_rank(&mut v, 1.0),
+                goodput_gbps: bits / (median * 1e3),
+            }
+        })
+        .collect();
+    let group_median = nearest_rank(&mut group, 0.5);
+    let j = PerfMcastJson {
+        tool: "rocast perf",
+        test: "mcast",
+        receivers: a.receivers,
+        bytes: a.size,
+        iterations: a.iters,
+        link_rate: a.rate.clone(),
+        path,
+        per_receiver,
+        group_latency_median_us: group_median,
+        aggregate_goodput_gbps: bits * a.receivers as f64 / (group_median * 1e3),
+        retransmitted_packets: retx,
+    };
+    if a.json {
+        return serde_json::to_string_pretty(&j)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string());
+    }
+    let rule = "-".repeat(87);
+    let mut s = format!(
+        "{rule}\n                    Multicast Test (rocast perf --mcast)\n 1 sender -> {} receivers through rocast switch{}, one group ({})\n Links           : {}, sender paced at {} Mbit/s\n Message         : {} B x {}\n{rule}\n",
+        a.receivers,
+        if a.fast_path { " (fast path)" } else { "" },
+        j.path,
+        a.rate,
+        mbps,
+        a.size,
+        a.iters
+    );
+    let _ = writeln!(
+        s,
+        " {:<15} {:<8} {:<11} {:<18} {:<15} {:<15} {}",
+        "receiver",
+        "#bytes",
+        "#iterations",
+        "t_median[usec]",
+        "t_p99[usec]",
+        "t_max[usec]",
+        "BW[Gb/sec]"
+    );
+    for r in &j.per_receiver {
+        let _ = writeln!(
+            s,
+            " {:<15} {:<8} {:<11} {:<18.1} {:<15.1} {:<15.1} {:.3}",
+            r.receiver,
+            a.size,
+            r.messages,
+            r.latency_median_us,
+            r.latency_p99_us,
+            r.latency_max_us,
+            r.goodput_gbps
+        );
+    }
+    let _ = writeln!(
+        s,
+        " {:<15} {:<8} {:<11} {:<18.1} {:<15} {:<15} {:.3}   (all {} receivers held it; BW = bits delivered to all of them)",
+        "aggregate",
+        a.size,
+        a.iters,
+        j.group_latency_median_us,
+        "",
+        "",
+        j.aggregate_goodput_gbps,
+        a.receivers
+    );
+    let _ = writeln!(s, " retransmitted   : {} packets", j.retransmitted_packets);
+    Ok(s)
+}

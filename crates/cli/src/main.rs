@@ -30,9 +30,9 @@ enum Command {
     /// Inspect, verify and generate RoCEv2 packet captures.
     #[command(subcommand)]
     Pcap(pcap_cmd::PcapCmd),
-    /// perftest-style bandwidth tests of the RoCE endpoint over UDP/4791 sockets.
-    #[command(subcommand)]
-    Perf(perf_cmd::PerfCmd),
+    /// perftest-style bandwidth and latency tests of the RoCE endpoint over UDP/4791
+    /// sockets (server, client), and a 1→N multicast test in a lab (--mcast N).
+    Perf(perf_cmd::PerfArgs),
     /// Discrete-event datacenter simulation (fat-tree/leaf-spine, PFC, ECN, DCQCN).
     Sim(sim_cmd::SimCmd),
     /// OSU-style broadcast latency of application-layer multicast (sequential, tree,

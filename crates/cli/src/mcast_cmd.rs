@@ -369,6 +369,18 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                             };
                             println!("  member {ip}: {state}");
                         }
+                        // When each member held the buffer, from the first post (the
+                        // shared monotonic clock); `rocast perf --mcast` reads it.
+                        let held: Vec<String> = r
+                            .held
+                            .iter()
+                            .map(|(ip, t)| {
+                                t.map_or(format!("{ip} -"), |t| {
+                                    format!("{ip} {:.1}", t.as_secs_f64() * 1e6)
+                                })
+                            })
+                            .collect();
+                        println!("  held after (us): {}", held.join(", "));
                         all_ok &= r.all_ok();
                         evicted = r.evicted.clone();
                         latencies.extend(r.latency);

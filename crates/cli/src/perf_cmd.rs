@@ -12,6 +12,34 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::Duration;
 
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_required = false)]
+pub struct PerfArgs {
+    #[command(subcommand)]
+    cmd: Option<PerfCmd>,
+    /// Multicast mode: build a namespace lab (needs root) with a `rocast switch` and
+    /// N receivers, send -n messages of -s bytes to them as one Cepheus group, and
+    /// print per-receiver and aggregate figures (perftest's most-asked feature, 1→N).
+    #[arg(long, value_name = "N")]
+    mcast: Option<u32>,
+    /// With --mcast: bytes per message (K/M suffixes).
+    #[arg(short = 's', long, default_value = "1M", value_parser = parse_size_arg)]
+    size: usize,
+    /// With --mcast: messages.
+    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    iters: u64,
+    /// With --mcast: the lab's link rate (tc units: 1gbit, 500mbit); the sender paces
+    /// at it, as an RNIC at its port's rate.
+    #[arg(long, default_value = "1gbit")]
+    rate: String,
+    /// With --mcast: the switch forwards in its fast path (`rocast switch --fast-path`).
+    #[arg(long)]
+    fast_path: bool,
+    /// With --mcast: JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum PerfCmd {
     /// Wait for a client, run the test it asks for, verify the data; serve one client
@@ -175,10 +203,34 @@ fn secs(s: f64) -> Duration {
     })
 }
 
-pub fn run(cmd: PerfCmd) -> ExitCode {
-    match cmd {
-        PerfCmd::Server(a) => server(a),
-        PerfCmd::Client(a) => client(a),
+pub fn run(a: PerfArgs) -> ExitCode {
+    match (a.cmd, a.mcast) {
+        (Some(PerfCmd::Server(s)), _) => server(s),
+        (Some(PerfCmd::Client(c)), _) => client(c),
+        (None, Some(n)) => {
+            let m = crate::lab_bench::PerfMcastArgs {
+                receivers: n,
+                size: a.size as u64,
+                iters: a.iters,
+                rate: a.rate,
+                fast_path: a.fast_path,
+                json: a.json,
+            };
+            match crate::lab_bench::perf_mcast(&m) {
+                Ok(text) => {
+                    let _ = write!(std::io::stdout().lock(), "{text}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    report(e);
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        (None, None) => {
+            report("give a subcommand (server, client) or --mcast N; see rocast perf --help");
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -665,3 +665,42 @@ fn a_cepheus_group_crosses_the_two_tier_lab_as_one_tree() {
         "{tor1}"
     );
 }
+
+/// `rocast perf --mcast 3` (issue 27): a lab of its own, one Cepheus group, a row per
+/// receiver and the aggregate; its JSON parses and agrees with itself; the lab is gone
+/// afterwards.
+#[test]
+fn perf_mcast_prints_per_receiver_figures_and_json() {
+    let _guard = LabGuard::new("perfmc");
+    let r = rocast(&["perf", "--mcast", "3", "-s", "256K", "-n", "6"]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    for ip in ["10.77.0.2", "10.77.0.3", "10.77.0.4"] {
+        let row = r
+            .stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(ip))
+            .unwrap_or_else(|| panic!("no row for {ip}:\n{}", r.stdout));
+        let f: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!((f[1], f[2]), ("262144", "6"), "{row}");
+        assert!(f[6].parse::<f64>().unwrap() > 0.0, "{row}");
+    }
+    assert!(r.stdout.contains(" aggregate "), "{}", r.stdout);
+    let r = rocast(&["perf", "--mcast", "2", "-s", "4K", "-n", "4", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let j: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+    assert_eq!(j["path"], "cepheus");
+    let per = j["per_receiver"].as_array().unwrap();
+    assert_eq!(per.len(), 2);
+    let slowest = per
+        .iter()
+        .map(|x| x["latency_median_us"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    // The group is done when its last receiver is: not before any receiver's median.
+    assert!(
+        j["group_latency_median_us"].as_f64().unwrap() >= slowest * 0.999,
+        "{j}"
+    );
+    let st = rocast(&["lab", "status", "--name", "perfmc"]);
+    assert!(!st.stdout.contains("h0"), "lab left behind: {}", st.stdout);
+    assert_eq!(rocast(&["perf", "--mcast", "0"]).code, 1);
+}

@@ -175,6 +175,9 @@ pub struct LeaderReport {
     /// From the first post until the last member held the whole message (members
     /// report their completion on the shared monotonic clock); None if one failed.
     pub latency: Option<Duration>,
+    /// Per member (join order): from the first post until it held the whole message,
+    /// when it reported on this machine's clock.
+    pub held: Vec<(Ipv4Addr, Option<Duration>)>,
     /// Members evicted so far (their connection broke, or they never became ready):
     /// the group went on without them.
     pub evicted: Vec<Ipv4Addr>,
@@ -856,6 +859,17 @@ impl Leader {
                             transfer,
                             members,
                             latency: latency(t0_ns, &o),
+                            held: o
+                                .verdicts
+                                .iter()
+                                .map(|v| {
+                                    let at = v
+                                        .result
+                                        .filter(|r| v.ok && r.held_ns >= t0_ns)
+                                        .map(|r| Duration::from_nanos(r.held_ns - t0_ns));
+                                    (Ipv4Addr::from(v.ip.0), at)
+                                })
+                                .collect(),
                             retransmitted: self
                                 .retransmitted()
                                 .saturating_sub(retransmitted_before),
