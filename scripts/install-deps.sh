@@ -11,6 +11,7 @@ command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)        # rocast lab --
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)   # crates/core/tests/c_header.rs compiles verbs/proto_check.c
 command -v c++ >/dev/null 2>&1 || need_apt+=(g++)            # scripts/fuzz.sh: libfuzzer-sys builds libFuzzer (C++)
 command -v timeout >/dev/null 2>&1 || need_apt+=(coreutils)  # scripts/fuzz.sh: a deadline on every target
+command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)      # tests/python/test_wireshark.py: contrib/wireshark/rocast.lua under tshark
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   need_apt+=(cargo rustc)

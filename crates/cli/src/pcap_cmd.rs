@@ -62,6 +62,12 @@ pub enum PcapCmd {
     Sample {
         /// Output file (overwritten).
         file: PathBuf,
+        /// Also rocast's own protocols, after the RoCE frames: MRP (registrations,
+        /// release, prune, allocation request and answer, an authenticated one), a
+        /// RoCE frame with the PEEL shim, and a TCP stream of every group control
+        /// message — what `contrib/wireshark/rocast.lua` decodes.
+        #[arg(long)]
+        all_protocols: bool,
     },
 }
 
@@ -69,7 +75,10 @@ pub fn run(cmd: PcapCmd) -> ExitCode {
     let code = match cmd {
         PcapCmd::Check { file } => check(&file),
         PcapCmd::Dump { file } => dump(&file),
-        PcapCmd::Sample { file } => sample(&file),
+        PcapCmd::Sample {
+            file,
+            all_protocols,
+        } => sample(&file, all_protocols),
     };
     ExitCode::from(code)
 }
@@ -582,8 +591,11 @@ fn describe(frame: &RoceFrameRepr<'_>, icrc_ok: bool) -> String {
 // ---------------------------------------------------------------------------------------
 // sample
 
-fn sample(path: &Path) -> u8 {
-    let frames = sample_frames();
+fn sample(path: &Path, all_protocols: bool) -> u8 {
+    let mut frames = sample_frames();
+    if all_protocols {
+        frames.extend(protocol_frames());
+    }
     let write = || -> io::Result<()> {
         let file = std::fs::File::create(path)?;
         let mut w = PcapWriter::new(BufWriter::new(file), LINKTYPE_ETHERNET)?;
@@ -610,6 +622,282 @@ fn sample(path: &Path) -> u8 {
             EXIT_ERROR
         }
     }
+}
+
+/// An Ethernet frame around `ip_packet`, A → B or B → A.
+fn ether(reply: bool, ip_packet: &[u8]) -> Vec<u8> {
+    let (src, dst) = if reply {
+        (SAMPLE_MAC_B, SAMPLE_MAC_A)
+    } else {
+        (SAMPLE_MAC_A, SAMPLE_MAC_B)
+    };
+    let mut f = vec![0u8; ETHERNET_HEADER_LEN + ip_packet.len()];
+    f[0..6].copy_from_slice(&dst.0);
+    f[6..12].copy_from_slice(&src.0);
+    f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    f[ETHERNET_HEADER_LEN..].copy_from_slice(ip_packet);
+    f
+}
+
+/// An IPv4/TCP segment (PSH+ACK, checksums right) carrying `payload`.
+fn tcp_segment(
+    src: (Ipv4Address, u16),
+    dst: (Ipv4Address, u16),
+    seq: u32,
+    ack: u32,
+    payload: &[u8],
+) -> Vec<u8> {
+    const TCP_LEN: usize = 20;
+    let mut b = vec![0u8; IPV4_HEADER_LEN + TCP_LEN + payload.len()];
+    Ipv4Repr {
+        src_addr: src.0,
+        dst_addr: dst.0,
+        dscp: 0,
+        ecn: Ecn::NotEct,
+        ident: 0,
+        dont_frag: true,
+        ttl: 64,
+        protocol: 6,
+        payload_len: TCP_LEN + payload.len(),
+    }
+    .emit(&mut b);
+    let t = &mut b[IPV4_HEADER_LEN..];
+    t[0..2].copy_from_slice(&src.1.to_be_bytes());
+    t[2..4].copy_from_slice(&dst.1.to_be_bytes());
+    t[4..8].copy_from_slice(&seq.to_be_bytes());
+    t[8..12].copy_from_slice(&ack.to_be_bytes());
+    t[12] = 5 << 4;
+    t[13] = 0x18; // PSH, ACK
+    t[14..16].copy_from_slice(&65535u16.to_be_bytes());
+    t[TCP_LEN..].copy_from_slice(payload);
+    // The checksum over the pseudo-header and the segment.
+    let mut pseudo = Vec::with_capacity(12 + t.len());
+    pseudo.extend_from_slice(&src.0 .0);
+    pseudo.extend_from_slice(&dst.0 .0);
+    pseudo.extend_from_slice(&[0, 6]);
+    pseudo.extend_from_slice(&(t.len() as u16).to_be_bytes());
+    pseudo.extend_from_slice(t);
+    let sum = !rocast_core::wire::ones_complement_sum(&pseudo);
+    t[16..18].copy_from_slice(&sum.to_be_bytes());
+    b
+}
+
+/// The frames `pcap sample --all-protocols` adds: rocast's MRP (UDP 4792), a PEEL
+/// frame (UDP 4793) and a group control TCP stream (port 4793), all built by the
+/// core's emitters. Deterministic.
+pub(crate) fn protocol_frames() -> Vec<Vec<u8>> {
+    use rocast_core::switch::frame::FrameSwitch;
+    use rocast_core::wire::group_control::{
+        Announce, BufferResult, Close, Confirmation, Done, Evicted, Join, Message, Overlay, Params,
+        Resume, GROUP_CONTROL_PORT,
+    };
+    use rocast_core::wire::mrp::{
+        MrpAllocate, MrpAllocation, MrpMember, MrpPrune, MrpRelease, MrpRepr, MRP_UDP_PORT,
+    };
+    use rocast_core::wire::mrp_auth::FabricKey;
+    let group = Ipv4Address::new(10, 77, 0, 200);
+    let c = Ipv4Address::new(10, 0, 0, 3);
+    let mrp = |reply: bool, from: Ipv4Address, to: Ipv4Address, body: Vec<u8>| {
+        ether(
+            reply,
+            &FrameSwitch::udp_packet(from, to, MRP_UDP_PORT, &body),
+        )
+    };
+    let emit = |len: usize, f: &dyn Fn(&mut [u8]) -> usize| {
+        let mut b = vec![0u8; len];
+        let n = f(&mut b);
+        b.truncate(n);
+        b
+    };
+    let mut out = Vec::new();
+    // Registrations: SEND (two members), WRITE (one member with its region), and the
+    // SEND one sealed with a fabric key.
+    let send = MrpRepr {
+        mcst_id: group,
+        seq: 0,
+        total: 1,
+        write: false,
+        members: vec![
+            MrpMember {
+                ip: SAMPLE_IP_B,
+                qpn: 0x12,
+                region: None,
+            },
+            MrpMember {
+                ip: c,
+                qpn: 0x13,
+                region: None,
+            },
+        ],
+    };
+    let write = MrpRepr {
+        write: true,
+        members: vec![MrpMember {
+            ip: SAMPLE_IP_B,
+            qpn: 0x12,
+            region: Some((0x7f00_0000_1000, 0xabcd)),
+        }],
+        ..send.clone()
+    };
+    let send_body = emit(send.buffer_len(), &|b| send.emit(b));
+    out.push(mrp(false, SAMPLE_IP_A, group, send_body.clone()));
+    out.push(mrp(
+        false,
+        SAMPLE_IP_A,
+        group,
+        emit(write.buffer_len(), &|b| write.emit(b)),
+    ));
+    let key = FabricKey::new([7; 32]);
+    out.push(mrp(
+        false,
+        SAMPLE_IP_A,
+        group,
+        key.seal(SAMPLE_IP_A, 42, &send_body),
+    ));
+    let prune = MrpPrune {
+        mcst_id: group,
+        members: vec![c],
+    };
+    out.push(mrp(
+        false,
+        SAMPLE_IP_A,
+        group,
+        emit(prune.buffer_len(), &|b| prune.emit(b)),
+    ));
+    let release = MrpRelease { mcst_id: group };
+    out.push(mrp(
+        false,
+        SAMPLE_IP_A,
+        group,
+        emit(release.buffer_len(), &|b| release.emit(b)),
+    ));
+    let req = MrpAllocate {
+        nonce: 0x0123_4567_89ab_cdef,
+        lease_ms: 600_000,
+    };
+    out.push(mrp(
+        false,
+        SAMPLE_IP_A,
+        group,
+        emit(req.buffer_len(), &|b| req.emit(b)),
+    ));
+    let ans = MrpAllocation {
+        mcst_id: group,
+        nonce: req.nonce,
+        lease_ms: 300_000,
+    };
+    out.push(mrp(
+        true,
+        group,
+        SAMPLE_IP_A,
+        emit(ans.buffer_len(), &|b| ans.emit(b)),
+    ));
+    // PEEL: the sample's WRITE_ONLY (its IP packet) with the shim inserted.
+    let write_only = sample_frames()
+        .into_iter()
+        .find(|f| f.get(ETHERNET_HEADER_LEN + IPV4_HEADER_LEN + UDP_HEADER_LEN) == Some(&0x0a))
+        .expect("the sample has an RC WRITE_ONLY");
+    let shim = PeelHeader {
+        flags: PeelHeader::CORE_REPLICATE | PeelHeader::SOURCE_RACK,
+        prefix_len: 3,
+        pod: 2,
+        prefix_value: 5,
+        plane: 1,
+    };
+    if let Ok(p) = rocast_core::wire::peel::insert_shim(&write_only[ETHERNET_HEADER_LEN..], &shim) {
+        out.push(ether(false, &p));
+    }
+    // Group control: a leader (A, port 4793) and a member (B); every message once, in a
+    // plausible order; the last segment carries two frames.
+    let msgs: Vec<(bool, Vec<Message>)> = vec![
+        (true, vec![Message::Invitation([0x5a; 16])]),
+        (
+            false,
+            vec![Message::Params(Params {
+                write: true,
+                capacity: 1 << 20,
+                message_bytes: 4096,
+            })],
+        ),
+        (
+            true,
+            vec![Message::Join(Join {
+                ip: SAMPLE_IP_B,
+                qpn: 0x12,
+                va: 0x7f00_0000_1000,
+                rkey: 0xabcd,
+            })],
+        ),
+        (
+            false,
+            vec![Message::Overlay(Overlay {
+                scheme: 3,
+                block_bytes: 1 << 20,
+                rate_mbps: 1000,
+                window: 1,
+                roster: vec![SAMPLE_IP_A, SAMPLE_IP_B, c],
+            })],
+        ),
+        (true, vec![Message::Ready]),
+        (
+            true,
+            vec![Message::Confirm(Confirmation {
+                mcst_id: group,
+                ip: SAMPLE_IP_B,
+                qpn: 0x12,
+            })],
+        ),
+        (
+            false,
+            vec![Message::Announce(Announce {
+                seq: 1,
+                bytes: 65536,
+                crc32: 0xcafe_f00d,
+            })],
+        ),
+        (
+            false,
+            vec![Message::Resume(Resume {
+                seq: 1,
+                offset: 32768,
+            })],
+        ),
+        (false, vec![Message::Done(Done { seq: 1 })]),
+        (
+            true,
+            vec![Message::Result(BufferResult {
+                ok: true,
+                crc32: 0xcafe_f00d,
+                held_ns: 123_456_789,
+            })],
+        ),
+        (
+            false,
+            vec![
+                Message::Evicted(Evicted { ip: c }),
+                Message::Close(Close { ok: true }),
+            ],
+        ),
+    ];
+    let (leader, member) = ((SAMPLE_IP_A, GROUP_CONTROL_PORT), (SAMPLE_IP_B, 40_000u16));
+    let (mut lseq, mut mseq) = (1_000u32, 5_000u32);
+    for (from_member, ms) in msgs {
+        let mut payload = Vec::new();
+        for m in ms {
+            payload.extend(m.to_frame().expect("valid messages"));
+        }
+        let seg = if from_member {
+            let s = tcp_segment(member, leader, mseq, lseq, &payload);
+            mseq += payload.len() as u32;
+            s
+        } else {
+            let s = tcp_segment(leader, member, lseq, mseq, &payload);
+            lseq += payload.len() as u32;
+            s
+        };
+        out.push(ether(from_member, &seg));
+    }
+    out
 }
 
 /// 2023-11-14 22:13:20 UTC; frames follow 10 us apart.

@@ -88,7 +88,7 @@ mod field {
 }
 
 /// One's-complement sum of 16-bit words (RFC 1071), folded.
-pub(crate) fn ones_complement_sum(data: &[u8]) -> u16 {
+pub fn ones_complement_sum(data: &[u8]) -> u16 {
     let mut sum: u32 = 0;
     let mut chunks = data.chunks_exact(2);
     for c in &mut chunks {

@@ -32,9 +32,9 @@ pub use ext::{
     NakCode, RethRepr, AETH_LEN, ATOMIC_ACK_ETH_LEN, ATOMIC_ETH_LEN, CNP_RESERVED_LEN, DETH_LEN,
     IETH_LEN, IMMDT_LEN, RETH_LEN,
 };
-#[cfg(test)]
-pub(crate) use ipv4::ones_complement_sum;
-pub use ipv4::{Ecn, Ipv4Address, Ipv4Packet, Ipv4Repr, IPV4_HEADER_LEN, IP_PROTO_UDP};
+pub use ipv4::{
+    ones_complement_sum, Ecn, Ipv4Address, Ipv4Packet, Ipv4Repr, IPV4_HEADER_LEN, IP_PROTO_UDP,
+};
 pub use psn::Psn;
 pub use roce::{
     classify_frame, cnp_headers, FrameClass, RoceFrameRepr, RoceRepr, ICRC_LEN, ROCEV2_UDP_PORT,
