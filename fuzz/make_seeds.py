@@ -85,6 +85,20 @@ group = ip(10, 77, 0, 200)
 allocate = bytes([0, 0, 0, 0, 0, 1, 0, 8]) + struct.pack(">QI", 77, 60000)
 allocation = b"RCAL" + ip(10, 77, 0, 128) + struct.pack(">QI", 77, 60000)
 
+def pcapng(frames):
+    """A little-endian pcapng file: section header, one Ethernet interface with
+    nanosecond timestamps (if_tsresol 9), an enhanced packet block per frame."""
+    def block(ty, body):
+        body += bytes(-len(body) % 4)
+        return struct.pack("<II", ty, 12 + len(body)) + body + struct.pack("<I", 12 + len(body))
+    out = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    out += block(1, struct.pack("<HHI", 1, 0, 262144) + struct.pack("<HHB3x", 9, 1, 9) + bytes(4))
+    for i, f in enumerate(frames):
+        ts = 1_700_000_000_000_000_000 + i * 1000
+        out += block(6, struct.pack("<IIIII", 0, ts >> 32, ts & 0xFFFFFFFF, len(f), len(f)) + f)
+    return out
+
+
 seeds = {
     "group_control": {"stream": bytes([7]) + params + join + ready + announce + result + close + evicted},
     "c_framing": {"stream": bytes([5]) + params + join + ready + announce + result + close + evicted,
@@ -117,7 +131,9 @@ seeds = {
         + roce_frame(10, 100, struct.pack(">QII", 0x40, 0x1234, 64), bytes(range(64)), mac0, sw_mac),
         "retransmission": (200).to_bytes(3, "big") + roce_frame(4, 100, b"", bytes(64), mac0, sw_mac),
     },
-    "parse_frame": {"mrp-frame": udp_frame(src, group, 4792, reg, mac0, sw_mac)},
+    "parse_frame": {"mrp-frame": udp_frame(src, group, 4792, reg, mac0, sw_mac),
+                    "pcapng": pcapng([udp_frame(src, group, 4792, reg, mac0, sw_mac),
+                                      roce_frame(4, 100, b"", bytes(range(64)), mac0, sw_mac)])},
     "ud_multicast": {"empty": b"\x00"},
 }
 

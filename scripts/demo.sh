@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The main job on its built-in default scenario (README, first command): the
-# discrete-event simulator's default scenario (a 128-host k=8 fat-tree with PFC, ECN
-# and DCQCN running a 1 MB permutation), with a capture of one host link checked by
-# `rocast pcap check`. Outputs land in out/sim/.
+# The main job on its built-in default scenario (README, first command): `rocast sim
+# --preset multicast`, one multicast group on the default fabric (the 128-host k=8
+# fat-tree at 100 Gb/s with PFC): Cepheus' in-network multicast against the
+# application-layer overlays (binomial tree, chain, RDMC's pipeline, ring), 4 KB to
+# 16 MB, with the table, a plot, and a capture of the sender's and a member's links
+# during the Cepheus run, checked by `rocast pcap check` (every bridged copy's ICRC).
+# Outputs land in out/multicast/. Then puts `rocast` on the PATH (scripts/install-bin.sh).
 set -euo pipefail
 source "$(dirname "$0")/prepare.sh"
-"$R" sim --out out/sim --set 'output.capture_links=[[0,128]]' --set output.capture_max_packets=2000
-"$R" pcap check out/sim/capture.pcap
-echo "fct.txt (first lines): sip dip sport dport size start_ns fct_ns standalone_fct_ns"
-head -3 out/sim/fct.txt
+"$R" sim --preset multicast --out out/multicast
+"$R" pcap check out/multicast/capture.pcap

@@ -39,7 +39,8 @@ pub enum PcapCmd {
     /// Exit status: 0 all good; 1 a bad ICRC or a malformed RoCE frame; 2 the file is
     /// unreadable, not a pcap, of an unsupported link type, or truncated.
     Check {
-        /// Capture file (libpcap format; link type Ethernet, raw IP or Linux cooked).
+        /// Capture file (pcap or pcapng, read as a stream; link type Ethernet, raw IP or
+        /// Linux cooked).
         file: PathBuf,
     },
     /// Print one line per RoCEv2 frame, tshark-style.
@@ -51,7 +52,7 @@ pub enum PcapCmd {
     /// skipped.
     /// Exit status: 0, or 2 if the file cannot be read (entirely).
     Dump {
-        /// Capture file (libpcap format).
+        /// Capture file (pcap or pcapng).
         file: PathBuf,
     },
     /// Write a sample capture: one valid frame of every opcode rocast models.
@@ -94,8 +95,6 @@ fn report(msg: impl std::fmt::Display) {
 const LINKTYPE_LINUX_SLL: u32 = 113;
 const LINKTYPE_IPV4: u32 = 228;
 const LINKTYPE_LINUX_SLL2: u32 = 276;
-/// The first block type of a pcapng file, read as a pcap magic.
-const PCAPNG_MAGIC: u32 = 0x0a0d_0d0a;
 
 /// How a capture's link layer maps onto the Ethernet II frames `classify_frame` reads.
 #[derive(Clone, Copy, Debug)]
@@ -212,10 +211,9 @@ fn walk(
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut reader = PcapStreamReader::new(std::io::BufReader::new(file)).map_err(|e| match e {
         Err(e) => format!("cannot read {name}: {e}"),
-        Ok(PcapError::BadMagic(PCAPNG_MAGIC)) => {
-            format!("{name} is a pcapng file; only classic pcap is supported (convert with `editcap -F pcap`)")
+        Ok(PcapError::BadMagic(m)) => {
+            format!("{name} is not a pcap or pcapng file (magic {m:#010x})")
         }
-        Ok(PcapError::BadMagic(m)) => format!("{name} is not a pcap file (magic {m:#010x})"),
         Ok(PcapError::TruncatedHeader) => {
             format!("{name} is not a pcap file: {size} bytes, shorter than the 24-byte file header")
         }

@@ -99,8 +99,17 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
     if !sc.multicast.experiment.is_empty() {
         let report = rocast_eval::run_experiment(&sc, &base)?;
         print!("{}", report.text);
-        if !report.files.is_empty() {
+        if !report.files.is_empty() || !report.capture.is_empty() {
             std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
+        }
+        if !report.capture.is_empty() {
+            let path = cmd.out.join("capture.pcap");
+            rocast_sim::output::files::capture_pcap(&path, &report.capture)?;
+            println!(
+                "capture: {} ({} frames)",
+                path.display(),
+                report.capture.len()
+            );
         }
         // Every file first: a plot may read a sibling (peel-figN-paper.csv).
         for (name, body) in &report.files {
@@ -121,6 +130,7 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
                 "peel-fig1.csv" | "peel-fig3.csv" => Some("python/plot_peel_static.py"),
                 "tmcf-cpmp.csv" | "tmcf-moving.csv" => Some("python/plot_rate.py"),
                 "ud-latency.csv" => Some("python/plot_ud_latency.py"),
+                "multicast.csv" => Some("python/plot_multicast.py"),
                 _ => None,
             };
             if let Some(script) = script.filter(|_| !cmd.no_plot) {

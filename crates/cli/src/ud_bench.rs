@@ -598,7 +598,7 @@ fn report(
     let n = a.hosts;
     let _ = writeln!(
         t,
-        "# rocast bench lab-ud: NACK-reliable UD multicast on real RoCEv2 packets (issue 10)"
+        "# rocast bench lab-ud: NACK-reliable UD multicast on real RoCEv2 packets"
     );
     let _ = writeln!(
         t,

@@ -468,3 +468,56 @@ fn fig11_hpl_model_times_both_operations() {
     ]);
     assert_ne!(bad.code, 0);
 }
+
+/// The demonstration preset (`scripts/demo.sh`): one group on the default fat-tree,
+/// the best overlay per size, a plot, and a capture of the Cepheus run that passes
+/// `rocast pcap check`. Pinned: the seeded run's 4 KB and 1 MB rows (sizes cut to stay
+/// quick in a debug build; the middle one, 1 MB, is still the captured run).
+#[test]
+fn multicast_preset_shows_cepheus_against_the_best_overlay() {
+    let out = out_dir("multicast");
+    let r = rocast(&[
+        "sim",
+        "--preset",
+        "multicast",
+        "--set",
+        "multicast.sizes=\"4K,1M,2M\"",
+        "--out",
+        &out,
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let row = |size: &str| -> Vec<String> {
+        r.stdout
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(size))
+            .unwrap_or_else(|| panic!("no {size} row: {}", r.stdout))
+            .split_whitespace()
+            .map(String::from)
+            .collect()
+    };
+    // size, 5 times, 4 ratios, best scheme, best ratio.
+    let small = row("4K");
+    assert_eq!(
+        (small[1].as_str(), small[10].as_str(), small[11].as_str()),
+        ("8.80", "tree", "7.98x")
+    );
+    let large = row("1M");
+    assert_eq!((large[10].as_str(), large[11].as_str()), ("tree", "9.53x"));
+    assert!(
+        r.stdout.contains("Cepheus finishes the group "),
+        "{}",
+        r.stdout
+    );
+    let dir = Path::new(&out);
+    assert!(dir.join("multicast.png").is_file());
+    let cap = dir.join("capture.pcap");
+    let check = rocast(&["pcap", "check", cap.to_str().unwrap()]);
+    assert_eq!(check.code, 0, "{}", check.stderr);
+    assert!(
+        check
+            .stdout
+            .starts_with("2176 frames, 2176 roce, 2176 icrc-ok, 0 icrc-bad"),
+        "{}",
+        check.stdout
+    );
+}

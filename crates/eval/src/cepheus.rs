@@ -147,6 +147,7 @@ pub(crate) fn transfer(
     Ok(EvalReport {
         text,
         files: Vec::new(),
+        capture: Vec::new(),
     })
 }
 
@@ -214,13 +215,34 @@ pub(crate) fn time_once(
     }
 }
 
-/// Figs 8–9 (testbed) and Fig. 12 (large scale): completion time per size and scheme.
+/// Which table [`testbed`] prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TableMode {
+    /// Figs 8–9, with the paper's testbed claims.
+    Testbed,
+    /// Fig. 12, with the paper's large-scale claims.
+    LargeScale,
+    /// No paper: one group on the scenario's fabric, Cepheus against the best
+    /// overlay, and a capture of a Cepheus run on `output.capture_links` (the
+    /// `multicast` preset, `rocast sim`'s demonstration).
+    Compare,
+}
+
+/// Figs 8–9 (testbed), Fig. 12 (large scale) and the plain comparison: completion
+/// time per size and scheme.
 pub(crate) fn testbed(
     sc: &Scenario,
     topo: &Topology,
     cfg: &EngineConfig,
-    large: bool,
+    mode: TableMode,
 ) -> Result<EvalReport, String> {
+    let large = mode == TableMode::LargeScale;
+    let compare = mode == TableMode::Compare;
+    // Only the dedicated capture run below records frames.
+    let capture_cfg = cfg.clone();
+    let mut cfg = cfg.clone();
+    cfg.capture_links.clear();
+    let cfg = &cfg;
     let m = &sc.multicast;
     let sizes = parse_sizes(&m.sizes)?;
     let runs = parse_schemes(&m.schemes)?;
@@ -253,7 +275,14 @@ pub(crate) fn testbed(
     let _ = writeln!(
         text,
         "# {}: group of {} ({} -> {}) on {} hosts; per-post overhead {} us",
-        if large { "Fig. 12" } else { "Figs 8-9" },
+        match mode {
+            TableMode::LargeScale => "Fig. 12".to_string(),
+            TableMode::Testbed => "Figs 8-9".to_string(),
+            TableMode::Compare => format!(
+                "one multicast on {}: Cepheus in the switches vs application-layer overlays",
+                topo.name
+            ),
+        },
         m.group,
         1,
         m.group - 1,
@@ -267,7 +296,11 @@ pub(crate) fn testbed(
     for r in runs.iter().skip(1) {
         let _ = write!(text, " {:>13}", format!("{}/ceph", run_name(*r)));
     }
+    if compare {
+        let _ = write!(text, "  {:<10} {:>9}", "best", "best/ceph");
+    }
     let _ = writeln!(text);
+    let mut best_ratios = Vec::new();
     let mut ratios: std::collections::BTreeMap<Run, Vec<(u64, f64)>> = Default::default();
     for &size in &sizes {
         let c = by[&(size, Run::Cepheus)].ps as f64;
@@ -288,7 +321,58 @@ pub(crate) fn testbed(
             ratios.entry(*r).or_default().push((size, x));
             let _ = write!(text, " {:>12.2}x", x);
         }
+        if compare {
+            // The fastest overlay at this size: what an application would pick.
+            if let Some(b) = runs
+                .iter()
+                .filter(|&&r| r != Run::Cepheus)
+                .min_by_key(|&&r| by[&(size, r)].ps)
+            {
+                let x = by[&(size, *b)].ps as f64 / c;
+                best_ratios.push(x);
+                let _ = write!(text, "  {:<10} {:>8.2}x", run_name(*b), x);
+            }
+        }
         let _ = writeln!(text);
+    }
+    if compare {
+        let (lo, hi) = best_ratios
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+        let _ = writeln!(
+            text,
+            "\nCepheus finishes the group {lo:.1}-{hi:.1}x sooner than the best overlay at each size (ratio = overlay time / Cepheus time)."
+        );
+        // One Cepheus run recorded on the capture links: the bridged, replicated
+        // frames, for `rocast pcap check` and Wireshark.
+        let mut capture = Vec::new();
+        if !capture_cfg.capture_links.is_empty() {
+            // The middle size: enough packets to show replication and the feedback.
+            let mut sorted = sizes.clone();
+            sorted.sort_unstable();
+            let size = sorted[sorted.len() / 2];
+            let mut spec = CepheusSpec::new(hosts[0], hosts[1..].to_vec(), size);
+            spec.per_message_overhead = overhead(sc);
+            let out = run_cepheus(topo.clone(), capture_cfg.clone(), &spec)?;
+            let _ = writeln!(
+                text,
+                "capture: the {} B Cepheus run, {} frames on output.capture_links",
+                size,
+                out.capture.len()
+            );
+            capture = out.capture;
+        }
+        let _ = writeln!(
+            text,
+            "  runs: {} in {:.1} s wall; the papers' figures: rocast sim --list",
+            results.len(),
+            wall
+        );
+        return Ok(EvalReport {
+            text,
+            files: vec![("multicast.csv".into(), csv)],
+            capture,
+        });
     }
     let _ = writeln!(
         text,
@@ -349,6 +433,7 @@ pub(crate) fn testbed(
     Ok(EvalReport {
         text,
         files: vec![(name.into(), csv)],
+        capture: Vec::new(),
     })
 }
 
@@ -686,6 +771,7 @@ pub(crate) fn loss(
     Ok(EvalReport {
         text,
         files: vec![("loss.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }
 
@@ -787,6 +873,7 @@ pub(crate) fn iops(
     Ok(EvalReport {
         text,
         files: vec![("iops.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }
 

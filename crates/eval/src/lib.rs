@@ -34,8 +34,9 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
     let topo = build_topology(sc, base)?;
     let cfg = engine_config(sc, &topo)?;
     let mut r = match sc.multicast.experiment.as_str() {
-        "testbed" => cepheus::testbed(sc, &topo, &cfg, false)?,
-        "large-scale" => cepheus::testbed(sc, &topo, &cfg, true)?,
+        "testbed" => cepheus::testbed(sc, &topo, &cfg, cepheus::TableMode::Testbed)?,
+        "large-scale" => cepheus::testbed(sc, &topo, &cfg, cepheus::TableMode::LargeScale)?,
+        "compare" => cepheus::testbed(sc, &topo, &cfg, cepheus::TableMode::Compare)?,
         "fig12-ablation" => cepheus::fig12_ablation(sc)?,
         "memory" => cepheus::memory(sc)?,
         "io-latency" => cepheus::io_latency(sc, &topo, &cfg)?,
@@ -64,7 +65,7 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         "ud-fig4" => odbss::fig4(sc)?,
         other => {
             return Err(format!(
-            "multicast.experiment {other:?}: expected testbed, large-scale, fig12-ablation, memory, io-latency, hpl, safeguard, loss, iops, fairness, peel-rules, peel-approx, peel-fig1/3/4/5/6/7, peel-guard, peel-ablation, tmcf-cpmp, tmcf-moving, tmcf-robustness, transfer, peel-transfer, ud-latency, ud-loss or ud-fig4"
+            "multicast.experiment {other:?}: expected compare, testbed, large-scale, fig12-ablation, memory, io-latency, hpl, safeguard, loss, iops, fairness, peel-rules, peel-approx, peel-fig1/3/4/5/6/7, peel-guard, peel-ablation, tmcf-cpmp, tmcf-moving, tmcf-robustness, transfer, peel-transfer, ud-latency, ud-loss or ud-fig4"
         ))
         }
     };

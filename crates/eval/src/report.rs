@@ -6,10 +6,13 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-/// What one experiment produced: the report, and files to write (name, contents).
+/// What one experiment produced: the report, files to write (name, contents), and
+/// frames captured on `output.capture_links` (time ps, Ethernet frame), which
+/// `rocast sim` writes to `capture.pcap`.
 pub struct EvalReport {
     pub text: String,
     pub files: Vec<(String, String)>,
+    pub capture: Vec<(u64, Vec<u8>)>,
 }
 
 /// Runs `jobs` on the configured number of threads; results in job order.

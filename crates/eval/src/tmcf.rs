@@ -209,6 +209,7 @@ fn report(
     EvalReport {
         text,
         files: vec![(csv_name.into(), series_csv(runs))],
+        capture: Vec::new(),
     }
 }
 
@@ -856,7 +857,11 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         }
         files.push(("tmcf-damped-z.csv".into(), z_csv));
     }
-    Ok(EvalReport { text, files })
+    Ok(EvalReport {
+        text,
+        files,
+        capture: Vec::new(),
+    })
 }
 
 /// TMCF Figs 5–6, the moving bottleneck: a multicast from host 0 to receivers 1–6,

@@ -1,6 +1,10 @@
 //! Classic libpcap files (the format of tcpdump `-w`): reading captures and writing
-//! them. Microsecond and nanosecond variants, either byte order. This is a container
-//! format, not protocol logic; it lives in `wire` because every driver and tool needs it.
+//! them. Microsecond and nanosecond variants, either byte order. The streaming reader
+//! also reads pcapng (Wireshark's default; RFC draft-ietf-opsawg-pcapng): section
+//! headers in either byte order, interface descriptions with their timestamp
+//! resolution, enhanced and simple packet blocks; other blocks are skipped. This is a
+//! container format, not protocol logic; it lives in `wire` because every driver and
+//! tool needs it.
 
 use std::io::{self, Write};
 
@@ -17,6 +21,8 @@ pub enum PcapError {
     TruncatedHeader,
     #[error("record {index} truncated at byte offset {offset}")]
     TruncatedRecord { index: usize, offset: usize },
+    #[error("pcapng: {what} at byte offset {offset}")]
+    MalformedBlock { what: &'static str, offset: usize },
     #[error("record {index} claims {len} bytes, over the 262144-byte record limit (snap length {snaplen})")]
     OversizedRecord {
         index: usize,
@@ -185,6 +191,8 @@ impl<'a> Iterator for PcapReader<'a> {
 pub struct PcapStreamReader<R: io::Read> {
     input: R,
     header: FileHeader,
+    /// Some when the stream is pcapng: its section's byte order and interfaces.
+    ng: Option<NgState>,
     pub linktype: u32,
     pub snaplen: u32,
     /// Bytes consumed so far (for error offsets).
@@ -208,15 +216,137 @@ fn read_full<R: io::Read>(input: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
+/// The pcapng section being read: its byte order and, per interface, the link type
+/// and the timestamp unit in picoseconds... as a (multiplier, divisor) to nanoseconds.
+#[derive(Debug, Clone)]
+struct NgState {
+    big_endian: bool,
+    /// Per interface: (link type, ns = ticks * mul / div).
+    interfaces: Vec<(u32, u64, u64)>,
+}
+
+/// pcapng block types rocast reads.
+const NG_SHB: u32 = 0x0A0D_0D0A;
+const NG_IDB: u32 = 1;
+const NG_SPB: u32 = 3;
+const NG_EPB: u32 = 6;
+/// A block bigger than this is refused before it is read: a record's limit plus room
+/// for its options.
+const NG_MAX_BLOCK: u32 = MAX_RECORD + 65_536;
+
+impl NgState {
+    fn u32_of(&self, b: &[u8]) -> u32 {
+        let b: [u8; 4] = b[..4].try_into().unwrap();
+        if self.big_endian {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        }
+    }
+    fn u16_of(&self, b: &[u8]) -> u16 {
+        let b: [u8; 2] = b[..2].try_into().unwrap();
+        if self.big_endian {
+            u16::from_be_bytes(b)
+        } else {
+            u16::from_le_bytes(b)
+        }
+    }
+    /// An interface description's body: link type, and `if_tsresol` among its options
+    /// (default microseconds).
+    fn add_interface(&mut self, body: &[u8], offset: usize) -> Result<(), PcapError> {
+        if body.len() < 8 {
+            return Err(PcapError::MalformedBlock {
+                what: "interface description shorter than 8 bytes",
+                offset,
+            });
+        }
+        let linktype = self.u16_of(&body[0..2]) as u32;
+        let (mut mul, mut div) = (1_000u64, 1u64);
+        let mut o = 8;
+        while o + 4 <= body.len() {
+            let (code, len) = (
+                self.u16_of(&body[o..]),
+                self.u16_of(&body[o + 2..]) as usize,
+            );
+            if code == 0 {
+                break;
+            }
+            let v = body
+                .get(o + 4..o + 4 + len)
+                .ok_or(PcapError::MalformedBlock {
+                    what: "interface option runs past its block",
+                    offset,
+                })?;
+            if code == 9 && len >= 1 {
+                let r = v[0];
+                // 10^-r or 2^-r seconds per tick, as ns = ticks * mul / div.
+                (mul, div) = if r & 0x80 == 0 {
+                    let r = (r as u32).min(18);
+                    if r <= 9 {
+                        (10u64.pow(9 - r), 1)
+                    } else {
+                        (1, 10u64.pow(r - 9))
+                    }
+                } else {
+                    (1_000_000_000, 1u64 << (r & 0x7f).min(62))
+                };
+            }
+            o += 4 + len.div_ceil(4) * 4;
+        }
+        self.interfaces.push((linktype, mul, div));
+        Ok(())
+    }
+}
+
 impl<R: io::Read> PcapStreamReader<R> {
-    /// Reads the file header. `Err(Ok(e))`: not a usable pcap; `Err(Err(e))`: I/O.
+    /// Reads the file header (pcap), or the section header and the first interface
+    /// description (pcapng). `Err(Ok(e))`: not a usable capture; `Err(Err(e))`: I/O.
     pub fn new(mut input: R) -> Result<Self, Result<PcapError, io::Error>> {
         let mut h = [0u8; 24];
-        let n = read_full(&mut input, &mut h).map_err(Err)?;
-        let header = FileHeader::parse(&h[..n]).map_err(Ok)?;
+        let n = read_full(&mut input, &mut h[..4]).map_err(Err)?;
+        if n == 4 && u32::from_le_bytes(h[0..4].try_into().unwrap()) == NG_SHB {
+            let mut r = PcapStreamReader {
+                input,
+                header: FileHeader {
+                    big_endian: false,
+                    nanos: true,
+                    snaplen: MAX_RECORD,
+                    linktype: 0,
+                },
+                ng: Some(NgState {
+                    big_endian: false,
+                    interfaces: Vec::new(),
+                }),
+                linktype: 0,
+                snaplen: MAX_RECORD,
+                at: 0,
+                index: 0,
+                buf: Vec::new(),
+                failed: false,
+            };
+            r.ng_section_header(4)?;
+            // Blocks until the first interface: the link type every record has.
+            loop {
+                match r.ng_block()? {
+                    Some((NG_IDB, _)) => break,
+                    Some(_) => {}
+                    None => {
+                        return Err(Ok(PcapError::MalformedBlock {
+                            what: "no interface description block",
+                            offset: r.at,
+                        }))
+                    }
+                }
+            }
+            r.linktype = r.ng.as_ref().map_or(0, |n| n.interfaces[0].0);
+            return Ok(r);
+        }
+        let m = read_full(&mut input, &mut h[4..]).map_err(Err)?;
+        let header = FileHeader::parse(&h[..n + m]).map_err(Ok)?;
         Ok(PcapStreamReader {
             input,
             header,
+            ng: None,
             linktype: header.linktype,
             snaplen: header.snaplen,
             at: 24,
@@ -226,10 +356,189 @@ impl<R: io::Read> PcapStreamReader<R> {
         })
     }
 
+    /// The rest of a section header block whose type (`have` bytes) is read: its
+    /// byte order; a new section forgets the interfaces of the last.
+    fn ng_section_header(&mut self, have: usize) -> Result<(), Result<PcapError, io::Error>> {
+        let offset = self.at;
+        let mut h = [0u8; 8];
+        if read_full(&mut self.input, &mut h).map_err(Err)? < 8 {
+            return Err(Ok(PcapError::TruncatedHeader));
+        }
+        let big_endian = match u32::from_le_bytes(h[4..8].try_into().unwrap()) {
+            0x1A2B_3C4D => false,
+            0x4D3C_2B1A => true,
+            m => return Err(Ok(PcapError::BadMagic(m))),
+        };
+        let ng = NgState {
+            big_endian,
+            interfaces: Vec::new(),
+        };
+        let total = ng.u32_of(&h[0..4]);
+        if total < 28 || total % 4 != 0 || total > NG_MAX_BLOCK {
+            return Err(Ok(PcapError::MalformedBlock {
+                what: "section header length",
+                offset,
+            }));
+        }
+        self.ng = Some(ng);
+        // Skip the rest (version, section length, options, trailing length).
+        let rest = total as usize - have - 8;
+        self.buf.resize(rest, 0);
+        if read_full(&mut self.input, &mut self.buf).map_err(Err)? < rest {
+            return Err(Ok(PcapError::TruncatedHeader));
+        }
+        self.at += total as usize;
+        Ok(())
+    }
+
+    /// Reads one pcapng block into `buf` (its body); returns its type and the offset of
+    /// the block, `None` at a clean end. Section and interface blocks are applied.
+    fn ng_block(&mut self) -> Result<Option<(u32, usize)>, Result<PcapError, io::Error>> {
+        let offset = self.at;
+        let mut t = [0u8; 4];
+        match read_full(&mut self.input, &mut t).map_err(Err)? {
+            0 => return Ok(None),
+            4 => {}
+            _ => {
+                return Err(Ok(PcapError::TruncatedRecord {
+                    index: self.index,
+                    offset,
+                }))
+            }
+        }
+        if u32::from_le_bytes(t) == NG_SHB {
+            self.ng_section_header(4)?;
+            return Ok(Some((NG_SHB, offset)));
+        }
+        let ng = self.ng.as_ref().expect("pcapng state");
+        let btype = ng.u32_of(&t);
+        let mut l = [0u8; 4];
+        if read_full(&mut self.input, &mut l).map_err(Err)? < 4 {
+            return Err(Ok(PcapError::TruncatedRecord {
+                index: self.index,
+                offset,
+            }));
+        }
+        let total = ng.u32_of(&l);
+        if total < 12 || total % 4 != 0 {
+            return Err(Ok(PcapError::MalformedBlock {
+                what: "block length",
+                offset,
+            }));
+        }
+        if total > NG_MAX_BLOCK {
+            return Err(Ok(PcapError::OversizedRecord {
+                index: self.index,
+                len: total,
+                snaplen: self.snaplen,
+            }));
+        }
+        self.buf.resize(total as usize - 8, 0);
+        if read_full(&mut self.input, &mut self.buf).map_err(Err)? < self.buf.len() {
+            return Err(Ok(PcapError::TruncatedRecord {
+                index: self.index,
+                offset,
+            }));
+        }
+        let n = self.buf.len();
+        if ng.u32_of(&self.buf[n - 4..]) != total {
+            return Err(Ok(PcapError::MalformedBlock {
+                what: "trailing block length differs",
+                offset,
+            }));
+        }
+        self.buf.truncate(n - 4);
+        self.at += total as usize;
+        if btype == NG_IDB {
+            let body = std::mem::take(&mut self.buf);
+            let r = self
+                .ng
+                .as_mut()
+                .expect("pcapng state")
+                .add_interface(&body, offset);
+            self.buf = body;
+            r.map_err(Ok)?;
+        }
+        Ok(Some((btype, offset)))
+    }
+
+    /// The next pcapng packet: enhanced or simple packet blocks, others skipped.
+    fn ng_next(
+        &mut self,
+    ) -> Result<Option<(u64, u32, usize, usize)>, Result<PcapError, io::Error>> {
+        loop {
+            let Some((btype, offset)) = self.ng_block()? else {
+                return Ok(None);
+            };
+            let ng = self.ng.as_ref().expect("pcapng state");
+            let bad = |what| Err(Ok(PcapError::MalformedBlock { what, offset }));
+            let (iface, ts, incl, orig, start) = match btype {
+                NG_EPB => {
+                    if self.buf.len() < 20 {
+                        return bad("enhanced packet block shorter than 20 bytes");
+                    }
+                    let b = &self.buf;
+                    let ts = (ng.u32_of(&b[4..8]) as u64) << 32 | ng.u32_of(&b[8..12]) as u64;
+                    (
+                        ng.u32_of(&b[0..4]),
+                        ts,
+                        ng.u32_of(&b[12..16]),
+                        ng.u32_of(&b[16..20]),
+                        20,
+                    )
+                }
+                NG_SPB => {
+                    if self.buf.len() < 4 {
+                        return bad("simple packet block shorter than 4 bytes");
+                    }
+                    let orig = ng.u32_of(&self.buf[0..4]);
+                    let incl = orig.min((self.buf.len() - 4) as u32);
+                    (0, 0, incl, orig, 4)
+                }
+                _ => continue,
+            };
+            let Some(&(linktype, mul, div)) = ng.interfaces.get(iface as usize) else {
+                return bad("packet of an interface not described");
+            };
+            if linktype != self.linktype {
+                return bad("interfaces of different link types");
+            }
+            if incl > MAX_RECORD {
+                return Err(Ok(PcapError::OversizedRecord {
+                    index: self.index,
+                    len: incl,
+                    snaplen: self.snaplen,
+                }));
+            }
+            if start + incl as usize > self.buf.len() {
+                return bad("packet data runs past its block");
+            }
+            let ts_ns = (ts as u128 * mul as u128 / div as u128).min(u64::MAX as u128) as u64;
+            return Ok(Some((ts_ns, orig, start, start + incl as usize)));
+        }
+    }
+
     /// The next record, `None` at the end of the stream (or after an error).
     pub fn next_record(&mut self) -> Option<Result<PcapRecord<'_>, Result<PcapError, io::Error>>> {
         if self.failed {
             return None;
+        }
+        if self.ng.is_some() {
+            return match self.ng_next() {
+                Ok(None) => None,
+                Err(e) => {
+                    self.failed = true;
+                    Some(Err(e))
+                }
+                Ok(Some((ts_ns, orig_len, a, b))) => {
+                    self.index += 1;
+                    Some(Ok(PcapRecord {
+                        ts_ns,
+                        orig_len,
+                        data: &self.buf[a..b],
+                    }))
+                }
+            };
         }
         let index = self.index;
         let offset = self.at;
@@ -362,6 +671,120 @@ mod tests {
                 (a, b) => panic!("cut {cut}: {a:?} vs {:?}", b.is_ok()),
             }
         }
+    }
+
+    /// A pcapng file as Wireshark writes it (little-endian; nanosecond interface via
+    /// if_tsresol 9; an unknown block between packets) and big-endian with the default
+    /// microseconds and a simple packet block.
+    fn pcapng(big: bool, tsresol: Option<u8>, packets: &[(u64, &[u8])]) -> Vec<u8> {
+        let w32 = |v: u32| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let w16 = |v: u16| {
+            if big {
+                v.to_be_bytes()
+            } else {
+                v.to_le_bytes()
+            }
+        };
+        let block = |t: u32, body: &[u8]| {
+            let mut body = body.to_vec();
+            while body.len() % 4 != 0 {
+                body.push(0);
+            }
+            let total = 12 + body.len() as u32;
+            let mut b = Vec::new();
+            b.extend(w32(t));
+            b.extend(w32(total));
+            b.extend(body);
+            b.extend(w32(total));
+            b
+        };
+        let mut shb = Vec::new();
+        shb.extend(w32(0x1A2B_3C4D));
+        shb.extend(w16(1));
+        shb.extend(w16(0));
+        shb.extend([0xff; 8]);
+        let mut f = block(NG_SHB, &shb);
+        let mut idb = Vec::new();
+        idb.extend(w16(1));
+        idb.extend(w16(0));
+        idb.extend(w32(262_144));
+        if let Some(r) = tsresol {
+            idb.extend(w16(9));
+            idb.extend(w16(1));
+            idb.extend([r, 0, 0, 0]);
+            idb.extend(w16(0));
+            idb.extend(w16(0));
+        }
+        f.extend(block(NG_IDB, &idb));
+        for (i, (ts, data)) in packets.iter().enumerate() {
+            let mut epb = Vec::new();
+            epb.extend(w32(0));
+            epb.extend(w32((ts >> 32) as u32));
+            epb.extend(w32(*ts as u32));
+            epb.extend(w32(data.len() as u32));
+            epb.extend(w32(data.len() as u32));
+            epb.extend(*data);
+            f.extend(block(NG_EPB, &epb));
+            if i == 0 {
+                f.extend(block(0x0000_0005, &[1, 2, 3, 4])); // interface statistics
+            }
+        }
+        f
+    }
+
+    fn read_all(bytes: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, PcapError> {
+        let mut r = PcapStreamReader::new(bytes).map_err(|e| e.unwrap())?;
+        let mut v = Vec::new();
+        while let Some(x) = r.next_record() {
+            let x = x.map_err(|e| e.unwrap())?;
+            v.push((x.ts_ns, x.data.to_vec()));
+        }
+        Ok(v)
+    }
+
+    #[test]
+    fn pcapng_in_either_byte_order_and_resolution() {
+        let pk: [(u64, &[u8]); 2] = [
+            (1_700_000_000_123_456_789, &[1, 2, 3]),
+            (1_700_000_001_000_000_000, &[9; 61]),
+        ];
+        let le = pcapng(false, Some(9), &pk);
+        let r = PcapStreamReader::new(&le[..]).unwrap();
+        assert_eq!(r.linktype, LINKTYPE_ETHERNET);
+        assert_eq!(
+            read_all(&le).unwrap(),
+            vec![(pk[0].0, vec![1, 2, 3]), (pk[1].0, vec![9; 61])]
+        );
+        // Microseconds by default; big-endian.
+        let be = pcapng(true, None, &[(5_000_001, &[7; 5])]);
+        assert_eq!(read_all(&be).unwrap(), vec![(5_000_001_000, vec![7; 5])]);
+        // Every cut is an error or a shorter list, never a panic or a wrong record.
+        for cut in 0..le.len() {
+            if let Ok(v) = read_all(&le[..cut]) {
+                assert!(
+                    v.len() < 2 && v.iter().all(|r| r.1 == vec![1, 2, 3]),
+                    "cut {cut}"
+                );
+            }
+        }
+        // A packet of an interface nobody described, a lying trailer.
+        let mut bad = le.clone();
+        let epb_at = le.len() - (12 + 20 + 64) - (12 + 20 + 4) - 16;
+        bad[epb_at + 8] = 3;
+        assert!(read_all(&bad).is_err());
+        let mut bad = le.clone();
+        let n = bad.len();
+        bad[n - 4] ^= 0x04;
+        assert!(matches!(
+            read_all(&bad),
+            Err(PcapError::MalformedBlock { .. })
+        ));
     }
 
     #[test]

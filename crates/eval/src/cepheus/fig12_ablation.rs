@@ -270,5 +270,6 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
     Ok(EvalReport {
         text,
         files: vec![("fig12-ablation.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }

@@ -204,5 +204,6 @@ pub(crate) fn hpl(
     Ok(EvalReport {
         text,
         files: vec![("fig11.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }

@@ -155,5 +155,6 @@ pub(crate) fn io_latency(
     Ok(EvalReport {
         text,
         files: vec![("fig10.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }

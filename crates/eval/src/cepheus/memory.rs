@@ -159,5 +159,6 @@ pub(crate) fn memory(sc: &Scenario) -> Result<EvalReport, String> {
     Ok(EvalReport {
         text,
         files: vec![("cepheus-memory.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }

@@ -256,5 +256,6 @@ pub(crate) fn safeguard(
     Ok(EvalReport {
         text,
         files: vec![("safeguard.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }

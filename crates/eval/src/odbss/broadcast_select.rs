@@ -1814,6 +1814,7 @@ pub fn ud_latency(sc: &Scenario) -> Result<EvalReport, String> {
     Ok(EvalReport {
         text,
         files: vec![("ud-latency.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }
 

@@ -191,6 +191,7 @@ pub fn fig4(_sc: &Scenario) -> Result<EvalReport, String> {
     Ok(EvalReport {
         text,
         files: vec![("ud-fig4.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }
 

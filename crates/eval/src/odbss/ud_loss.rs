@@ -944,5 +944,6 @@ pub fn ud_loss(sc: &Scenario) -> Result<EvalReport, String> {
     Ok(EvalReport {
         text,
         files: vec![("ud-loss.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }

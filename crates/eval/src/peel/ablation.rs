@@ -306,6 +306,7 @@ pub fn ablation(sc: &Scenario) -> Result<EvalReport, String> {
     Ok(EvalReport {
         text,
         files: vec![("peel-ablation.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }
 

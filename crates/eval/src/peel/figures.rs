@@ -229,7 +229,11 @@ fn figure_report(
     if let Some(paper) = paper_points(figure, points) {
         files.push((format!("{figure}-paper.csv"), paper));
     }
-    EvalReport { text, files }
+    EvalReport {
+        text,
+        files,
+        capture: Vec::new(),
+    }
 }
 
 /// Which statistic of a point's CCTs a claim compares.
@@ -1011,5 +1015,6 @@ pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     Ok(EvalReport {
         text,
         files: vec![("peel-guard.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }

@@ -106,6 +106,7 @@ pub fn rules(sc: &Scenario) -> Result<EvalReport, String> {
     Ok(EvalReport {
         text,
         files: vec![("peel-rules.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }
 
@@ -222,6 +223,7 @@ pub fn approx(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     Ok(EvalReport {
         text,
         files: vec![("peel-approx.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }
 

@@ -173,6 +173,7 @@ pub fn fig1(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     Ok(EvalReport {
         text,
         files: vec![("peel-fig1.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }
 
@@ -298,6 +299,7 @@ pub fn fig3(sc: &Scenario) -> Result<EvalReport, String> {
     Ok(EvalReport {
         text,
         files: vec![("peel-fig3.csv".into(), csv)],
+        capture: Vec::new(),
     })
 }
 

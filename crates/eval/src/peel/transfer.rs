@@ -155,6 +155,7 @@ pub fn transfer(sc: &Scenario) -> Result<EvalReport, String> {
     Ok(EvalReport {
         text,
         files: Vec::new(),
+        capture: Vec::new(),
     })
 }
 

@@ -46,7 +46,7 @@ pub(crate) fn event_log(head: &str, lines: &[String]) -> String {
 }
 
 /// `capture.pcap`: the captured frames, `(time ps, bytes)`, stamped in nanoseconds.
-pub(crate) fn capture_pcap(path: &Path, frames: &[(u64, Vec<u8>)]) -> Result<(), String> {
+pub fn capture_pcap(path: &Path, frames: &[(u64, Vec<u8>)]) -> Result<(), String> {
     let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut w = PcapWriter::new(std::io::BufWriter::new(f), LINKTYPE_ETHERNET)
         .map_err(|e| e.to_string())?;

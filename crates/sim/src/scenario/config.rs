@@ -630,6 +630,7 @@ pub fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
 /// Built-in scenarios, by name.
 pub const PRESETS: &[(&str, &str)] = &[
     ("default", include_str!("../../scenarios/default.toml")),
+    ("multicast", include_str!("../../scenarios/multicast.toml")),
     (
         "permutation-1024",
         include_str!("../../scenarios/permutation-1024.toml"),
