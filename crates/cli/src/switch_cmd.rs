@@ -27,6 +27,11 @@ pub struct SwitchCmd {
     /// Query a running switch at `--control` for its counters, print them and exit.
     #[arg(long)]
     stats: bool,
+    /// With --stats: JSON instead of lines (`ports`: one object per port; one object
+    /// per counter scope, `switch`, `cepheus`, `peel`, `memory`…; `other`: the lines
+    /// that are not counters, such as group memberships).
+    #[arg(long, requires = "stats")]
+    json: bool,
     /// With --stats: print the groups only.
     #[arg(long, requires = "stats")]
     groups: bool,
@@ -308,7 +313,16 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
     if cmd.stats {
         let path = cmd.control.ok_or("--stats needs --control PATH")?;
         let what = if cmd.groups { "groups" } else { "stats" };
-        print!("{}", query(&path, what).map_err(|e| e.to_string())?);
+        let reply = query(&path, what).map_err(|e| e.to_string())?;
+        if cmd.json {
+            let j = stats_json(&reply);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&j).map_err(|e| e.to_string())?
+            );
+        } else {
+            print!("{reply}");
+        }
         return Ok(());
     }
     if cmd.ports.is_empty() {
@@ -523,5 +537,71 @@ mod tests {
             let e = peel(args).unwrap_err();
             assert!(e.contains(want), "{args:?}: {e}");
         }
+    }
+}
+
+/// A `stats` reply as JSON: `port I SPEC k v …` lines into `ports`, `SCOPE KEY VALUE`
+/// and `SCOPE k v k v …` lines into one object per scope (numbers where they parse),
+/// anything else kept verbatim under `other`.
+fn stats_json(reply: &str) -> serde_json::Value {
+    use serde_json::{Map, Value};
+    let num = |v: &str| -> Value {
+        v.parse::<u64>()
+            .map(Value::from)
+            .or_else(|_| v.parse::<f64>().map(Value::from))
+            .unwrap_or_else(|_| Value::from(v))
+    };
+    let mut out = Map::new();
+    let mut ports = Vec::new();
+    let mut other = Vec::new();
+    for line in reply.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w.as_slice() {
+            ["port", i, spec, rest @ ..] if rest.len() % 2 == 0 && i.parse::<u32>().is_ok() => {
+                let mut m = Map::new();
+                m.insert("port".into(), num(i));
+                m.insert("spec".into(), Value::from(*spec));
+                for kv in rest.chunks(2) {
+                    m.insert(kv[0].into(), num(kv[1]));
+                }
+                ports.push(Value::Object(m));
+            }
+            // `SCOPE KEY VALUE` counters, and the `memory k v …` line.
+            [scope, rest @ ..]
+                if rest.len() == 2 || (*scope == "memory" && rest.len() % 2 == 0) =>
+            {
+                let entry = out
+                    .entry(scope.to_string())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                match entry {
+                    Value::Object(m) => {
+                        for kv in rest.chunks(2) {
+                            m.insert(kv[0].into(), num(kv[1]));
+                        }
+                    }
+                    _ => other.push(Value::from(line)),
+                }
+            }
+            [] => {}
+            _ => other.push(Value::from(line)),
+        }
+    }
+    out.insert("ports".into(), Value::Array(ports));
+    out.insert("other".into(), Value::Array(other));
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod stats_json_tests {
+    #[test]
+    fn counter_lines_become_objects_and_the_rest_is_kept() {
+        let reply = "port 0 dgram:127.0.0.1:1=127.0.0.1:2 rx_frames 3 tx_frames 4\nswitch forwarded 7\ncepheus replicas 2\nmemory tables_bytes 10 learned_macs 1 hosts 2 cnp_filter aged\npeel group 1 member_ports 1,2,3\n";
+        let j = super::stats_json(reply);
+        assert_eq!(j["ports"][0]["spec"], "dgram:127.0.0.1:1=127.0.0.1:2");
+        assert_eq!(j["ports"][0]["tx_frames"], 4);
+        assert_eq!(j["switch"]["forwarded"], 7);
+        assert_eq!(j["cepheus"]["replicas"], 2);
+        assert_eq!(j["memory"]["cnp_filter"], "aged");
+        assert_eq!(j["other"][0], "peel group 1 member_ports 1,2,3");
     }
 }

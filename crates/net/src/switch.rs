@@ -75,6 +75,17 @@ pub enum PortSpec {
     },
 }
 
+/// The form `--port` takes (`afpacket:IFACE`, `dgram:LOCAL=REMOTE`), so that a stats
+/// line names a port in one word the user recognises.
+impl std::fmt::Display for PortSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PortSpec::AfPacket(name) => write!(f, "afpacket:{name}"),
+            PortSpec::Dgram { local, remote } => write!(f, "dgram:{local}={remote}"),
+        }
+    }
+}
+
 impl std::str::FromStr for PortSpec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -1143,7 +1154,7 @@ impl SwitchDaemon {
             let s = &p.stats;
             let _ = writeln!(
                 t,
-                "port {i} {:?} rx_frames {} rx_bytes {} tx_frames {} tx_bytes {} tx_errors {} queue_drops {} injected_drops {} ecn_marked {} foreign {} oversize {} capture_errors {} rx_errors {} kernel_drops {}",
+                "port {i} {} rx_frames {} rx_bytes {} tx_frames {} tx_bytes {} tx_errors {} queue_drops {} injected_drops {} ecn_marked {} foreign {} oversize {} capture_errors {} rx_errors {} kernel_drops {}",
                 p.spec, s.rx_frames, s.rx_bytes, s.tx_frames, s.tx_bytes, s.tx_errors, s.queue_drops, s.injected_drops, s.ecn_marked, s.foreign, s.oversize, s.capture_errors, s.rx_errors, s.kernel_drops
             );
         }

@@ -1,9 +1,9 @@
 //! What a run measured ([`RunReport`]), `summary.json` (totals, FCT percentiles and
 //! slowdowns, the conservation check) and the short summary `rocast sim` prints.
 //!
-//! `summary.json` is written with `format!`, not serde: its floats have fixed
-//! decimals (`{:.3}`) that serde_json would print in shortest form, and the file's
-//! bytes are compared across builds (scripts/preset-diff.py).
+//! `summary.json` is serialised by serde from [`SummaryJson`] (its field names are the
+//! file's documented keys); floats are rounded to the decimals they carry (µs to 3,
+//! slowdowns to 4) so that the file's bytes do not depend on the last bits of a sum.
 
 use crate::engine::{Engine, FlowResult, Totals};
 use crate::output::fct::fct_stats;
@@ -28,6 +28,79 @@ pub struct RunReport {
     pub switches: usize,
 }
 
+/// `summary.json`'s shape.
+#[derive(serde::Serialize)]
+struct SummaryJson<'a> {
+    scenario: &'a str,
+    seed: u64,
+    topology: &'a str,
+    hosts: usize,
+    switches: usize,
+    finished: bool,
+    sim_time_us: f64,
+    wall_s: f64,
+    setup_s: f64,
+    events: u64,
+    events_per_s: u64,
+    flows: FlowCounts,
+    fct_us: Quantiles,
+    slowdown: Quantiles,
+    bytes: ByteCounts,
+    drops: DropCounts,
+    ecn_marks: u64,
+    pfc_pauses: u64,
+    cnps: u64,
+    retransmitted_packets: u64,
+    timeouts: u64,
+    stale_packets: u64,
+    peak_packet_records: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    conservation: Option<Conservation>,
+}
+
+#[derive(serde::Serialize)]
+struct FlowCounts {
+    total: usize,
+    started: u64,
+    finished: u64,
+    failed: u64,
+}
+
+#[derive(serde::Serialize)]
+struct Quantiles {
+    mean: f64,
+    p50: f64,
+    p99: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max: Option<f64>,
+}
+
+#[derive(serde::Serialize)]
+struct ByteCounts {
+    host_tx: u64,
+    host_rx: u64,
+    dropped: u64,
+}
+
+#[derive(serde::Serialize)]
+struct DropCounts {
+    link: u64,
+    queue: u64,
+    unroutable: u64,
+}
+
+#[derive(serde::Serialize)]
+struct Conservation {
+    end_to_end_imbalance_bytes: i128,
+    links_unbalanced: u64,
+}
+
+/// `x` rounded to `d` decimals.
+fn round(x: f64, d: i32) -> f64 {
+    let m = 10f64.powi(d);
+    (x * m).round() / m
+}
+
 pub(crate) fn summary_json(
     sc: &Scenario,
     e: &Engine,
@@ -39,59 +112,59 @@ pub(crate) fn summary_json(
 ) -> String {
     let t = &e.totals_now();
     let (fcts, slow) = fct_stats(&e.results);
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "{{\n  \"scenario\": {:?},\n  \"seed\": {},\n  \"topology\": {:?},\n  \"hosts\": {hosts},\n  \"switches\": {switches},\n  \"finished\": {},\n",
-        sc.name,
-        sc.seed,
-        e.topo.name,
-        conservation.is_some()
-    );
-    let _ = write!(
-        s,
-        "  \"sim_time_us\": {:.3},\n  \"wall_s\": {wall_s:.3},\n  \"setup_s\": {setup_s:.3},\n  \"events\": {},\n  \"events_per_s\": {:.0},\n",
-        e.last_event().as_ps() as f64 / 1e6,
-        t.events,
-        t.events as f64 / wall_s.max(1e-9)
-    );
-    let _ = write!(
-        s,
-        "  \"flows\": {{\"total\": {}, \"started\": {}, \"finished\": {}, \"failed\": {}}},\n",
-        e.results.len(),
-        t.flows_started,
-        t.flows_finished,
-        t.flows_failed
-    );
-    let _ = write!(
-        s,
-        "  \"fct_us\": {{\"mean\": {:.3}, \"p50\": {:.3}, \"p99\": {:.3}, \"max\": {:.3}}},\n  \"slowdown\": {{\"mean\": {:.4}, \"p50\": {:.4}, \"p99\": {:.4}}},\n",
-        mean(&fcts),
-        percentile(&fcts, 50.0),
-        percentile(&fcts, 99.0),
-        fcts.last().copied().unwrap_or(0.0),
-        mean(&slow),
-        percentile(&slow, 50.0),
-        percentile(&slow, 99.0)
-    );
-    let _ = write!(
-        s,
-        "  \"bytes\": {{\"host_tx\": {}, \"host_rx\": {}, \"dropped\": {}}},\n  \"drops\": {{\"link\": {}, \"queue\": {}, \"unroutable\": {}}},\n",
-        t.host_tx_bytes, t.host_rx_bytes, t.drop_bytes, t.link_drops, t.queue_drops, t.unroutable
-    );
-    let _ = write!(
-        s,
-        "  \"ecn_marks\": {},\n  \"pfc_pauses\": {},\n  \"cnps\": {},\n  \"retransmitted_packets\": {},\n  \"timeouts\": {},\n  \"stale_packets\": {},\n  \"peak_packet_records\": {}",
-        t.ecn_marks, t.pauses, t.cnps, t.retransmitted, t.timeouts, t.stale_packets, t.peak_packets
-    );
-    if let Some((imb, links)) = conservation {
-        let _ = write!(
-            s,
-            ",\n  \"conservation\": {{\"end_to_end_imbalance_bytes\": {imb}, \"links_unbalanced\": {links}}}"
-        );
-    }
-    s.push_str("\n}\n");
-    s
+    let j = SummaryJson {
+        scenario: &sc.name,
+        seed: sc.seed,
+        topology: &e.topo.name,
+        hosts,
+        switches,
+        finished: conservation.is_some(),
+        sim_time_us: round(e.last_event().as_ps() as f64 / 1e6, 3),
+        wall_s: round(wall_s, 3),
+        setup_s: round(setup_s, 3),
+        events: t.events,
+        events_per_s: (t.events as f64 / wall_s.max(1e-9)).round() as u64,
+        flows: FlowCounts {
+            total: e.results.len(),
+            started: t.flows_started,
+            finished: t.flows_finished,
+            failed: t.flows_failed,
+        },
+        fct_us: Quantiles {
+            mean: round(mean(&fcts), 3),
+            p50: round(percentile(&fcts, 50.0), 3),
+            p99: round(percentile(&fcts, 99.0), 3),
+            max: Some(round(fcts.last().copied().unwrap_or(0.0), 3)),
+        },
+        slowdown: Quantiles {
+            mean: round(mean(&slow), 4),
+            p50: round(percentile(&slow, 50.0), 4),
+            p99: round(percentile(&slow, 99.0), 4),
+            max: None,
+        },
+        bytes: ByteCounts {
+            host_tx: t.host_tx_bytes,
+            host_rx: t.host_rx_bytes,
+            dropped: t.drop_bytes,
+        },
+        drops: DropCounts {
+            link: t.link_drops,
+            queue: t.queue_drops,
+            unroutable: t.unroutable,
+        },
+        ecn_marks: t.ecn_marks,
+        pfc_pauses: t.pauses,
+        cnps: t.cnps,
+        retransmitted_packets: t.retransmitted,
+        timeouts: t.timeouts,
+        stale_packets: t.stale_packets,
+        peak_packet_records: t.peak_packets,
+        conservation: conservation.map(|(imb, links)| Conservation {
+            end_to_end_imbalance_bytes: imb,
+            links_unbalanced: links,
+        }),
+    };
+    serde_json::to_string_pretty(&j).expect("plain data serialises") + "\n"
 }
 
 /// A short human-readable summary of a report.
