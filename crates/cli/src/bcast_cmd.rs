@@ -38,7 +38,7 @@ pub struct BcastCmd {
     #[arg(long, default_value = "sequential,tree,chain,pipeline,ring")]
     schemes: String,
     /// Group size (ranks, root included).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long = "group-size", alias = "group", default_value_t = 8)]
     group: u32,
     /// Message sizes: MIN:MAX (powers of two between, as OSU) or a comma list; K/M/G
     /// suffixes are binary (1K = 1024).
@@ -118,6 +118,18 @@ pub struct BcastCmd {
 }
 
 pub fn run(cmd: BcastCmd) -> Result<(), String> {
+    let t0 = std::time::Instant::now();
+    let r = run_inner(cmd);
+    if r.is_ok() {
+        eprintln!(
+            "rocast bcast: wall time {:.1} s",
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    r
+}
+
+fn run_inner(cmd: BcastCmd) -> Result<(), String> {
     let schemes = cmd
         .schemes
         .split(',')
@@ -130,7 +142,7 @@ pub fn run(cmd: BcastCmd) -> Result<(), String> {
         return Err("--block and --ring-slice must be positive".into());
     }
     if cmd.group < 2 {
-        return Err("--group must be at least 2".into());
+        return Err("--group-size must be at least 2".into());
     }
     if cmd.root >= cmd.group {
         return Err(format!(
@@ -185,7 +197,7 @@ pub fn run(cmd: BcastCmd) -> Result<(), String> {
     let hosts_n = topo.num_hosts() as u32;
     if cmd.group > hosts_n {
         return Err(format!(
-            "--group {} is larger than the fabric's {hosts_n} hosts",
+            "--group-size {} is larger than the fabric's {hosts_n} hosts",
             cmd.group
         ));
     }
@@ -452,7 +464,7 @@ fn fabric(cmd: &BcastCmd) -> Result<(Scenario, PathBuf), String> {
 fn analyze(schemes: &[Scheme], n: u32, root: u32, size: u64, block: u64) -> Result<String, String> {
     use rocast_core::overlay::schedule::{ceil_log2, Schedule};
     if n > 4096 {
-        return Err("--analyze walks every rank's schedule: --group up to 4096".into());
+        return Err("--analyze walks every rank's schedule: --group-size up to 4096".into());
     }
     let blocks = size.div_ceil(block).max(1);
     let blocks = u32::try_from(blocks)

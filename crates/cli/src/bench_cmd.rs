@@ -9,17 +9,22 @@ pub enum BenchCmd {
     /// 3-replica writes on real packets (Cepheus Table I analogue, root): IOPS of
     /// 1-unicast, 3-unicasts and Cepheus multicast in a 4-host `rocast lab`.
     LabIops {
+        /// Bytes per write (K/M suffixes).
         #[arg(long, default_value = "8K")]
         io: String,
+        /// Writes per run.
         #[arg(long, default_value_t = 2000)]
         ios: u64,
         /// Writes in flight per unicast connection.
         #[arg(long, default_value_t = 16)]
         depth: u8,
+        /// Link rate of the lab (tc units: 1gbit, 500mbit).
         #[arg(long, default_value = "1gbit")]
         rate: String,
+        /// Runs per point; the median is reported.
         #[arg(long, default_value_t = 3)]
         reps: usize,
+        /// Output directory (table, CSV).
         #[arg(long, default_value = "out/lab-iops")]
         out: std::path::PathBuf,
     },
@@ -34,7 +39,9 @@ pub enum BenchCmd {
         /// Message sizes, comma-separated (K, M suffixes) or MIN:MAX (powers of two).
         #[arg(long, default_value = "64,1K,16K,256K,1M,4M,16M,64M")]
         sizes: String,
-        #[arg(long, default_value = "cepheus,chain,tree,pipeline")]
+        /// Schemes, comma-separated: cepheus (through the switch) and the overlays
+        /// chain, tree, pipeline.
+        #[arg(long, default_value = "cepheus,chain,tree,pipeline", alias = "algo")]
         schemes: String,
         /// Link rate of the lab (tc), e.g. 1gbit.
         #[arg(long, default_value = "1gbit")]
@@ -60,16 +67,17 @@ pub enum BenchCmd {
         /// The lab's switches run `rocast switch --fast-path`.
         #[arg(long)]
         fast_path: bool,
+        /// Output directory (tables, CSV, PNG).
         #[arg(long, default_value = "out/lab-bcast")]
         out: std::path::PathBuf,
     },
-    /// Reliable UD multicast on real packets (issue 10, root): a `rocast lab` whose
+    /// Reliable UD multicast on real packets (root): a `rocast lab` whose
     /// bridge (or `rocast switch`, flooding) is the broadcast medium, h0 sending with
     /// the NACK multicast protocol over a core UD endpoint on an IPv4 multicast group,
     /// the other hosts receiving. Loss is injected on receive in the drivers (seeded).
     /// Exits non-zero unless every receiver got every message exactly once, in order.
     LabUd(crate::ud_bench::LabUdArgs),
-    /// One-way latency distributions on real packets (issue 26, root): per group size
+    /// One-way latency distributions on real packets (root): per group size
     /// (--receivers) and message size, UD multicast with the NACK protocol, Cepheus RC
     /// multicast through `rocast switch`, and the binomial tree over RC, each from the
     /// sender's post until the last receiver held the message (p50, p99, p99.9, max;
@@ -92,10 +100,11 @@ pub enum BenchCmd {
         /// The lab's switch runs `rocast switch --fast-path` (Cepheus copies in the kernel).
         #[arg(long)]
         fast_path: bool,
+        /// Output directory (table, CSV).
         #[arg(long, default_value = "out/lab-latency")]
         out: std::path::PathBuf,
     },
-    /// The switch's forwarding rate on real interfaces (issue 25, root): `rocast
+    /// The switch's forwarding rate on real interfaces (root): `rocast
     /// switch` replicating a Cepheus group's RC SEND frames 1->N (bridged to each
     /// member's connection, ICRC recomputed) on unshaped veths, beside the Linux bridge
     /// flooding the same frames on the same veths in the same run. Prints frames per
@@ -114,7 +123,7 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 5)]
         reps: usize,
     },
-    /// Loopback anchor for `rocast perf` (issue 25): raw sendmmsg/recvmmsg goodput of
+    /// Loopback anchor for `rocast perf`: raw sendmmsg/recvmmsg goodput of
     /// --size datagrams beside `rocast perf`'s RDMA WRITE goodput at that MTU, in the
     /// same run, alternating; prints both medians and the ratio.
     Udp {
@@ -130,10 +139,11 @@ pub enum BenchCmd {
         /// The raw test's sending time per run.
         #[arg(long, default_value_t = 2.0)]
         seconds: f64,
+        /// Alternating runs of each test; medians are reported.
         #[arg(long, default_value_t = 5)]
         reps: usize,
     },
-    /// The simulator's speed (issue 21): runs each preset as a child `rocast sim`
+    /// The simulator's speed: runs each preset as a child `rocast sim`
     /// and prints its wall time, events, events per second and peak resident memory.
     /// Presets by name; `k64-permutation` is the 65,536-host k=64 fat-tree permutation
     /// of 1 MB flows (permutation-1024's model on the larger fabric).
@@ -153,6 +163,7 @@ pub enum BenchCmd {
     },
     /// Build a k-ary fat-tree and precompute its ECMP routes; print time and memory.
     FatTree {
+        /// The fat-tree's arity (even, 4 to 128).
         #[arg(long, default_value_t = 64)]
         k: u32,
     },
@@ -160,15 +171,20 @@ pub enum BenchCmd {
     /// fat-tree with failed links (PEEL §2.3, §3.2). Prints median and worst of --runs
     /// groups (destinations re-drawn per run).
     PeelTree {
+        /// The fat-tree's arity (even, 4 to 128).
         #[arg(long, default_value_t = 64)]
         k: u32,
         /// Fraction of switch-to-switch links failed.
         #[arg(long, default_value_t = 0.05)]
         fail: f64,
-        #[arg(long, default_value_t = 512)]
+        /// Destinations per group, drawn at random each run (`rocast tree --dst
+        /// random:N` draws the same way).
+        #[arg(long = "dst", alias = "dests", default_value_t = 512, value_name = "N")]
         dests: u32,
+        /// Groups planned; median and worst are printed.
         #[arg(long, default_value_t = 20)]
         runs: u32,
+        /// Seed of the failed links and the destinations.
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
@@ -361,7 +377,7 @@ fn peel_tree(k: u32, fail: f64, dests: u32, runs: u32, seed: u64) -> Result<(), 
     let layout_s = t0.elapsed().as_secs_f64();
     let hosts = topo.num_hosts() as u32;
     if dests == 0 || dests >= hosts {
-        return Err(format!("--dests must be 1..{}", hosts - 1));
+        return Err(format!("--dst must be 1..{}", hosts - 1));
     }
     let mut tree_ms = Vec::new();
     let mut cover_ms = Vec::new();

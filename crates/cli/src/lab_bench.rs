@@ -1317,6 +1317,7 @@ fn nearest_rank(v: &mut [f64], q: f64) -> f64 {
 
 /// Runs the 1→N multicast test and returns its table (or JSON).
 pub fn perf_mcast(a: &PerfMcastArgs) -> Result<String, String> {
+    let t0 = std::time::Instant::now();
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err("--mcast builds a namespace lab: run it as root".into());
@@ -1442,5 +1443,10 @@ pub fn perf_mcast(a: &PerfMcastArgs) -> Result<String, String> {
         a.receivers
     );
     let _ = writeln!(s, " retransmitted   : {} packets", j.retransmitted_packets);
+    let _ = writeln!(
+        s,
+        " wall time       : {:.1} s (lab set-up included)",
+        t0.elapsed().as_secs_f64()
+    );
     Ok(s)
 }

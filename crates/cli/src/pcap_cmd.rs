@@ -212,7 +212,7 @@ fn walk(
     let mut reader = PcapStreamReader::new(std::io::BufReader::new(file)).map_err(|e| match e {
         Err(e) => format!("cannot read {name}: {e}"),
         Ok(PcapError::BadMagic(m)) => {
-            format!("{name} is not a pcap or pcapng file (magic {m:#010x})")
+            format!("{name} is not a pcap file (nor pcapng: magic {m:#010x})")
         }
         Ok(PcapError::TruncatedHeader) => {
             format!("{name} is not a pcap file: {size} bytes, shorter than the 24-byte file header")

@@ -68,6 +68,7 @@ pub fn run(cmd: SimCmd) -> Result<(), String> {
 }
 
 fn run_inner(cmd: SimCmd) -> Result<(), String> {
+    rocast_eval::report::set_progress(!cmd.quiet);
     if cmd.list {
         print!("{}", rocast_sim::scenario::config::preset_table());
         return Ok(());

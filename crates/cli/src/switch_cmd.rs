@@ -48,7 +48,7 @@ pub struct SwitchCmd {
     #[arg(long)]
     max_groups: Option<usize>,
     /// A group's MFT entries live this long after its leader's last registration or
-    /// refresh (soft state, issue 24); 0 keeps them until released.
+    /// refresh (soft state); 0 keeps them until released.
     #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_GROUP_LEASE_MS)]
     group_lease_ms: u64,
     /// A file holding the fabric key (64 hex digits): MRP must then carry a valid

@@ -34,6 +34,7 @@ pub struct TreeCmd {
     /// optimal (fault-free fabrics), peel, cepheus, exact; a comma list compares them.
     #[arg(long, default_value = "peel")]
     algo: String,
+    /// Seed of the failed links and of random:N destinations.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Time limit of the exact solver.

@@ -50,6 +50,7 @@ use std::sync::{Arc, Barrier, Mutex};
 /// `rocast bench lab-ud`'s arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LabUdArgs {
+    /// Hosts in the lab: h0 sends, the others receive.
     #[arg(long, default_value_t = 4)]
     pub hosts: usize,
     /// bridge (Linux bridge, snooping off) or switch (`rocast switch`, flooding).
@@ -62,6 +63,7 @@ pub struct LabUdArgs {
     /// `rocast switch` daemon's egress on every port; needs --medium switch).
     #[arg(long, default_value = "driver")]
     pub loss_at: String,
+    /// Messages to send.
     #[arg(long, default_value_t = 20_000)]
     pub messages: u64,
     /// Message size in bytes (fragmented into UD-MTU packets by the protocol).
@@ -73,8 +75,10 @@ pub struct LabUdArgs {
     /// Link rate of the lab (tc).
     #[arg(long, default_value = "10gbit")]
     pub rate: String,
-    #[arg(long, default_value = "239.77.0.1")]
+    /// The IPv4 multicast group address the receivers join.
+    #[arg(long = "group-addr", alias = "group", default_value = "239.77.0.1")]
     pub group: Ipv4Addr,
+    /// Seed of the payload and of the injected losses.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Lab name (namespaces rocast-NAME-*).

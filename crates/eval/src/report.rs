@@ -3,7 +3,7 @@
 //! build one: independent runs on worker threads ([`parallel`]), the size labels
 //! of their tables ([`fmt_size`]) and the tolerance of their verdicts ([`reproduced`]).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// What one experiment produced: the report, files to write (name, contents), and
@@ -15,11 +15,49 @@ pub struct EvalReport {
     pub capture: Vec<(u64, Vec<u8>)>,
 }
 
-/// Runs `jobs` on the configured number of threads; results in job order.
+/// Whether [`parallel`] draws a progress bar (on stderr, only when it is a terminal):
+/// `rocast sim` turns it on unless `--quiet`.
+static PROGRESS: AtomicBool = AtomicBool::new(false);
+/// Nesting depth of [`parallel`]: only the outermost call draws.
+static DEPTH: AtomicUsize = AtomicUsize::new(0);
+
+/// Turns [`parallel`]'s progress bar on or off.
+pub fn set_progress(on: bool) {
+    PROGRESS.store(on, Ordering::Relaxed);
+}
+
+/// Runs `jobs` on the configured number of threads; results in job order. With
+/// [`set_progress`] on, the outermost call shows runs done of all and the time spent.
 pub fn parallel<T: Send, J: Sync>(
     threads: u32,
     jobs: &[J],
     run: impl Fn(&J) -> Result<T, String> + Sync,
+) -> Result<Vec<T>, String> {
+    let outer = DEPTH.fetch_add(1, Ordering::Relaxed) == 0;
+    let bar = (outer && PROGRESS.load(Ordering::Relaxed) && jobs.len() > 1).then(|| {
+        let b = indicatif::ProgressBar::new(jobs.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} runs {pos}/{len} [{bar:30}] {elapsed} (eta {eta})",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        b
+    });
+    let r = parallel_inner(threads, jobs, run, bar.as_ref());
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    DEPTH.fetch_sub(1, Ordering::Relaxed);
+    r
+}
+
+fn parallel_inner<T: Send, J: Sync>(
+    threads: u32,
+    jobs: &[J],
+    run: impl Fn(&J) -> Result<T, String> + Sync,
+    bar: Option<&indicatif::ProgressBar>,
 ) -> Result<Vec<T>, String> {
     let n = if threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -37,6 +75,9 @@ pub fn parallel<T: Send, J: Sync>(
                 let Some(j) = jobs.get(i) else { break };
                 let r = run(j);
                 out.lock().expect("no panics while held")[i] = Some(r);
+                if let Some(b) = bar {
+                    b.inc(1);
+                }
             });
         }
     });
