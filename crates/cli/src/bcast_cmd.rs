@@ -42,8 +42,17 @@ pub struct BcastCmd {
     group: u32,
     /// Message sizes: MIN:MAX (powers of two between, as OSU) or a comma list; K/M/G
     /// suffixes are binary (1K = 1024).
-    #[arg(long, default_value = "64:16M")]
+    #[arg(short = 'm', long, default_value = "64:16M")]
     sizes: String,
+    /// OSU's full format (-f): average, minimum and maximum over the receiving ranks
+    /// of the time each held the whole message, and the iterations (1: the simulator
+    /// is deterministic, a repeat gives the same time).
+    #[arg(short = 'f', long)]
+    full: bool,
+    /// Print the results as JSON (the rows of bcast.csv, with avg/min over ranks)
+    /// instead of OSU tables.
+    #[arg(long)]
+    json: bool,
     /// Fabric: "star" (one leaf switch, one 100 Gb/s host per rank: idle and
     /// non-blocking), a preset name (default, permutation-1024, ...) or a scenario
     /// TOML file; ranks are spread evenly over its hosts.
@@ -206,7 +215,7 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
     let overhead = Duration::from_ps((cmd.overhead_us * 1e6).round() as u64);
     std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
     let mut csv = String::from(
-        "scheme,group,size_bytes,block_bytes,window,flow_control,latency_us,model_us,messages,host_tx_bytes,events,retransmitted\n",
+        "scheme,group,size_bytes,block_bytes,window,flow_control,latency_us,model_us,messages,host_tx_bytes,events,retransmitted,avg_rank_us,min_rank_us\n",
     );
     // When each rank held the whole message: the per-hop timeline of a scheme.
     let mut ranks_csv = String::from("scheme,size_bytes,rank,host,done_us\n");
@@ -217,15 +226,25 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
         } else {
             block
         };
-        println!(
-            "# OSU MPI Broadcast Latency Test (rocast bcast, simulated): {scheme}, {} ranks, block {} B, topo {}, overhead {} us{}",
-            cmd.group,
-            block,
-            cmd.topo,
-            cmd.overhead_us,
-            if cmd.no_flow_control { ", no flow control" } else { "" }
-        );
-        println!("# {:<10}{:>18}", "Size", "Avg Latency(us)");
+        let show = !cmd.json;
+        if show {
+            println!(
+                "# OSU MPI Broadcast Latency Test (rocast bcast, simulated): {scheme}, {} ranks, block {} B, topo {}, overhead {} us{}",
+                cmd.group,
+                block,
+                cmd.topo,
+                cmd.overhead_us,
+                if cmd.no_flow_control { ", no flow control" } else { "" }
+            );
+            if cmd.full {
+                println!(
+                    "# {:<10}{:>18}{:>18}{:>18}{:>12}",
+                    "Size", "Avg Latency(us)", "Min Latency(us)", "Max Latency(us)", "Iterations"
+                );
+            } else {
+                println!("# {:<10}{:>18}", "Size", "Avg Latency(us)");
+            }
+        }
         for &size in &sizes {
             let driver = bench_driver_config(
                 scheme,
@@ -260,7 +279,24 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
             let model = critical_path(scheme, cmd.group, cmd.root, driver, overhead.as_ps(), &cost)
                 .map_err(|e| e.to_string())?;
             let us = out.latency_ps as f64 / 1e6;
-            println!("{:<10}{:>18.2}", size, us);
+            // Over the receiving ranks: when each held the whole message.
+            let got: Vec<f64> = out
+                .rank_done_ps
+                .iter()
+                .enumerate()
+                .filter(|&(r, _)| r as u32 != cmd.root)
+                .map(|(_, &t)| t as f64 / 1e6)
+                .collect();
+            let avg = got.iter().sum::<f64>() / got.len().max(1) as f64;
+            let min = got.iter().copied().fold(f64::INFINITY, f64::min);
+            if show && cmd.full {
+                println!(
+                    "{:<10}{:>18.2}{:>18.2}{:>18.2}{:>12}",
+                    size, avg, min, us, 1
+                );
+            } else if show {
+                println!("{:<10}{:>18.2}", size, us);
+            }
             for (rank, t) in out.rank_done_ps.iter().enumerate() {
                 let _ = writeln!(
                     ranks_csv,
@@ -271,7 +307,7 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
             }
             let _ = writeln!(
                 csv,
-                "{scheme},{},{size},{},{},{},{us:.3},{:.3},{},{},{},{}",
+                "{scheme},{},{size},{},{},{},{us:.3},{:.3},{},{},{},{},{avg:.3},{min:.3}",
                 cmd.group,
                 driver.block_bytes,
                 driver.window,
@@ -283,7 +319,15 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
                 out.retransmitted
             );
         }
-        println!();
+        if show {
+            println!();
+        }
+    }
+    if cmd.json {
+        print!(
+            "{}",
+            crate::output::pretty(&crate::output::csv_to_json(&csv)?)
+        );
     }
     let csv_path = cmd.out.join("bcast.csv");
     std::fs::write(&csv_path, &csv).map_err(|e| format!("{}: {e}", csv_path.display()))?;

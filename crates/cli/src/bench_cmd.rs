@@ -166,6 +166,9 @@ pub enum BenchCmd {
         /// The fat-tree's arity (even, 4 to 128).
         #[arg(long, default_value_t = 64)]
         k: u32,
+        /// Print one JSON object instead of `key value` lines.
+        #[arg(long)]
+        json: bool,
     },
     /// PEEL's per-group planning time: a layer-peeling tree and its prefix covers on a
     /// fat-tree with failed links (PEEL §2.3, §3.2). Prints median and worst of --runs
@@ -187,6 +190,9 @@ pub enum BenchCmd {
         /// Seed of the failed links and the destinations.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Print one JSON object instead of `key value` lines.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -297,7 +303,8 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             dests,
             runs,
             seed,
-        } => peel_tree(k, fail, dests, runs, seed),
+            json,
+        } => peel_tree(k, fail, dests, runs, seed, json),
         BenchCmd::Sim { runs, out, sets } => bench_sim(&runs, &out, &sets),
         BenchCmd::Udp {
             size,
@@ -334,7 +341,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             print!("{}", rocast_net::switch_bench::table(&rows, &args));
             Ok(())
         }
-        BenchCmd::FatTree { k } => {
+        BenchCmd::FatTree { k, json } => {
             let tier = TierSpec::new(100_000_000_000, Duration::from_ns(1000));
             let t0 = std::time::Instant::now();
             let topo = Topology::fat_tree(k, 1, tier, tier, tier).map_err(|e| e.to_string())?;
@@ -342,6 +349,25 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             let t1 = std::time::Instant::now();
             let routes = Routes::compute(&topo).map_err(|e| e.to_string())?;
             let route = t1.elapsed().as_secs_f64();
+            let mut j = serde_json::json!({
+                "k": k,
+                "hosts": topo.num_hosts(),
+                "switches": topo.num_switches(),
+                "links": topo.links.len(),
+                "build_s": build,
+                "route_s": route,
+                "total_s": build + route,
+                "topology_mb": topo.memory_bytes() as f64 / 1e6,
+                "routes_mb": routes.memory_bytes() as f64 / 1e6,
+                "next_hop_groups": routes.num_groups(),
+            });
+            if let Some(kb) = peak_rss_kb() {
+                j["peak_rss_mb"] = serde_json::json!(kb as f64 / 1024.0);
+            }
+            if json {
+                print!("{}", crate::output::pretty(&j));
+                return Ok(());
+            }
             println!(
                 "# fat-tree k={k}: {} hosts, {} switches, {} links",
                 topo.num_hosts(),
@@ -365,7 +391,14 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
     }
 }
 
-fn peel_tree(k: u32, fail: f64, dests: u32, runs: u32, seed: u64) -> Result<(), String> {
+fn peel_tree(
+    k: u32,
+    fail: f64,
+    dests: u32,
+    runs: u32,
+    seed: u64,
+    json: bool,
+) -> Result<(), String> {
     use rocast_core::plan::multicast_tree::layer_peeling_tree;
     use rocast_core::plan::prefix::{plan_group, CoverPolicy, PrefixLayout};
     if runs == 0 {
@@ -404,6 +437,24 @@ fn peel_tree(k: u32, fail: f64, dests: u32, runs: u32, seed: u64) -> Result<(), 
     let (tm, tw) = stat(&mut tree_ms);
     let (cm, cw) = stat(&mut cover_ms);
     let (am, aw) = stat(&mut total);
+    if json {
+        let j = serde_json::json!({
+            "topology": topo.name,
+            "hosts": hosts,
+            "links": topo.links.len(),
+            "failed_links": topo.links.iter().filter(|l| l.failed).count(),
+            "destinations": dests,
+            "groups": runs,
+            "layout_ms": layout_s * 1e3,
+            "tree_ms": {"median": tm, "worst": tw},
+            "covers_ms": {"median": cm, "worst": cw},
+            "tree_plus_covers_ms": {"median": am, "worst": aw},
+            "mean_tree_links": links as f64 / runs as f64,
+            "mean_packets_per_message": packets as f64 / runs as f64,
+        });
+        print!("{}", crate::output::pretty(&j));
+        return Ok(());
+    }
     println!(
         "# {}: {} hosts, {} links ({} failed), {dests} destinations, {runs} groups",
         topo.name,

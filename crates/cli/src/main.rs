@@ -10,6 +10,7 @@ mod bench_cmd;
 mod lab_bench;
 mod lab_cmd;
 mod mcast_cmd;
+mod output;
 mod pcap_cmd;
 mod perf_cmd;
 mod plot;

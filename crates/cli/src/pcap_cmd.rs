@@ -54,6 +54,13 @@ pub enum PcapCmd {
     Dump {
         /// Capture file (pcap or pcapng).
         file: PathBuf,
+        /// One JSON object per line instead of text: `frame`, `time_s`, `src`, `dst`,
+        /// `opcode` (name) and `opcode_code`, `dest_qp`, `psn`, `flags`, the extended
+        /// headers present (`deth`, `reth`, `aeth`, `atomic_eth`, `atomic_ack_eth`,
+        /// `imm`, `ieth`), `payload_len`, `icrc_ok`, `peel` when shimmed; a malformed
+        /// frame has `malformed` (why) instead.
+        #[arg(long)]
+        json: bool,
     },
     /// Write a sample capture: one valid frame of every opcode rocast models.
     ///
@@ -75,7 +82,7 @@ pub enum PcapCmd {
 pub fn run(cmd: PcapCmd) -> ExitCode {
     let code = match cmd {
         PcapCmd::Check { file } => check(&file),
-        PcapCmd::Dump { file } => dump(&file),
+        PcapCmd::Dump { file, json } => dump(&file, json),
         PcapCmd::Sample {
             file,
             all_protocols,
@@ -418,13 +425,27 @@ fn check(path: &Path) -> u8 {
 // ---------------------------------------------------------------------------------------
 // dump
 
-fn dump(path: &Path) -> u8 {
+fn dump(path: &Path, json: bool) -> u8 {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut first_ts: Option<u64> = None;
     let mut write_err: Option<io::Error> = None;
     let walked = walk(path, |fr, class| {
         let base = *first_ts.get_or_insert(fr.ts_ns);
+        if json {
+            let Some(mut j) = frame_json(fr, &class) else {
+                return true;
+            };
+            j["time_s"] = serde_json::Value::from((fr.ts_ns as i128 - base as i128) as f64 / 1e9);
+            let line = j.to_string() + "\n";
+            return match out.write_all(line.as_bytes()) {
+                Ok(()) => true,
+                Err(e) => {
+                    write_err = Some(e);
+                    false
+                }
+            };
+        }
         let what = match class {
             FrameClass::NotRoce => return true,
             FrameClass::Malformed(e) => {
@@ -464,6 +485,73 @@ fn dump(path: &Path) -> u8 {
             EXIT_ERROR
         }
     }
+}
+
+/// One frame of `pcap dump --json` (None: not RoCE).
+fn frame_json(fr: &Frame<'_>, class: &FrameClass<'_>) -> Option<serde_json::Value> {
+    use serde_json::json;
+    let mut j = match class {
+        FrameClass::NotRoce => return None,
+        FrameClass::Malformed(e) => {
+            let (src, dst) = raw_ip_addrs(fr.eth);
+            json!({"src": src.to_string(), "dst": dst.to_string(), "malformed": format!("{e}{}", fr.snap_note())})
+        }
+        FrameClass::Roce { frame, icrc_ok } => {
+            let r = &frame.roce;
+            let b = &r.bth;
+            let flags: Vec<&str> = [
+                (b.ack_req, "AckReq"),
+                (b.solicited, "SE"),
+                (b.mig_req, "MigReq"),
+                (b.resv8a & 0x80 != 0, "FECN"),
+                (b.becn(), "BECN"),
+                (r.ip.ecn == Ecn::Ce, "ECN-CE"),
+            ]
+            .into_iter()
+            .filter_map(|(on, n)| on.then_some(n))
+            .collect();
+            let e = &r.ext;
+            let mut j = json!({
+                "src": r.ip.src_addr.to_string(),
+                "dst": r.ip.dst_addr.to_string(),
+                "opcode": opcode_name(b.opcode),
+                "opcode_code": b.opcode.0,
+                "dest_qp": b.dest_qp,
+                "psn": b.psn.value(),
+                "flags": flags,
+                "payload_len": r.payload.len(),
+                "icrc_ok": icrc_ok,
+            });
+            if let Some(d) = e.deth {
+                j["deth"] = json!({"qkey": d.qkey, "src_qp": d.src_qp});
+            }
+            if let Some(x) = e.reth {
+                j["reth"] = json!({"va": x.va, "rkey": x.rkey, "dma_len": x.dma_len});
+            }
+            if let Some(a) = e.aeth {
+                j["aeth"] = json!({"syndrome": aeth_str(&a), "msn": a.msn});
+            }
+            if let Some(a) = e.atomic_eth {
+                j["atomic_eth"] = json!({"va": a.va, "rkey": a.rkey, "swap_add": a.swap_add, "compare": a.compare});
+            }
+            if let Some(a) = e.atomic_ack_eth {
+                j["atomic_ack_eth"] = json!({"orig_data": a.orig_data});
+            }
+            if let Some(i) = e.imm {
+                j["imm"] = json!(i);
+            }
+            if let Some(i) = e.ieth {
+                j["ieth"] = json!(i);
+            }
+            if let Some(h) = &fr.peel {
+                j["peel"] = json!({"prefix_len": h.prefix_len, "prefix_value": h.prefix_value,
+                    "pod": h.pod, "plane": h.plane, "flags": h.flags});
+            }
+            j
+        }
+    };
+    j["frame"] = json!(fr.number);
+    Some(j)
 }
 
 /// `ts - base` in seconds with 6 decimals (negative if the capture goes back in time).

@@ -32,6 +32,10 @@ pub struct SimCmd {
     /// Print the resolved preset's TOML and exit.
     #[arg(long)]
     print_preset: bool,
+    /// Also write every CSV an experiment writes as JSON beside it (NAME.json: an
+    /// array of row objects keyed by the CSV's header).
+    #[arg(long)]
+    json: bool,
     /// Write an experiment's CSVs without drawing their plots (`rocast bench sim`
     /// times the simulator, not matplotlib).
     #[arg(long)]
@@ -116,6 +120,12 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
         for (name, body) in &report.files {
             let path = cmd.out.join(name);
             std::fs::write(&path, body).map_err(|e| format!("{}: {e}", path.display()))?;
+            if cmd.json && name.ends_with(".csv") {
+                let j = crate::output::csv_to_json(body).map_err(|e| format!("{name}: {e}"))?;
+                let jp = path.with_extension("json");
+                std::fs::write(&jp, crate::output::pretty(&j))
+                    .map_err(|e| format!("{}: {e}", jp.display()))?;
+            }
         }
         for (name, _) in &report.files {
             let path = cmd.out.join(name);

@@ -1,0 +1,91 @@
+//! The one output layer of the commands: every table a command prints is a CSV it can
+//! write, and every CSV becomes `--json` the same way ([`csv_to_json`]): an array of
+//! objects keyed by the CSV's header, numbers where a field parses as one. No command
+//! assembles JSON by hand.
+
+use serde_json::{Map, Value};
+
+/// A CSV field as JSON: an integer, a float, `true`/`false`, an empty field as null,
+/// else the text.
+pub(crate) fn field_value(v: &str) -> Value {
+    if v.is_empty() {
+        return Value::Null;
+    }
+    if let Ok(i) = v.parse::<i64>() {
+        return Value::from(i);
+    }
+    if let Ok(u) = v.parse::<u64>() {
+        return Value::from(u);
+    }
+    if let Ok(f) = v.parse::<f64>() {
+        if f.is_finite() {
+            return Value::from(f);
+        }
+    }
+    match v {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ => Value::from(v),
+    }
+}
+
+/// A CSV (header line, then rows; no quoted commas: rocast's CSVs have none) as an
+/// array of row objects. `#` comment lines are skipped. A row with more or fewer
+/// fields than the header is an error.
+pub(crate) fn csv_to_json(csv: &str) -> Result<Value, String> {
+    let mut lines = csv
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty());
+    let Some(head) = lines.next() else {
+        return Ok(Value::Array(Vec::new()));
+    };
+    let keys: Vec<&str> = head.split(',').collect();
+    let mut rows = Vec::new();
+    for (i, l) in lines.enumerate() {
+        let f: Vec<&str> = l.split(',').collect();
+        if f.len() != keys.len() {
+            return Err(format!(
+                "CSV row {} has {} fields, the header {}",
+                i + 2,
+                f.len(),
+                keys.len()
+            ));
+        }
+        let mut m = Map::new();
+        for (k, v) in keys.iter().zip(f) {
+            m.insert(k.to_string(), field_value(v));
+        }
+        rows.push(Value::Object(m));
+    }
+    Ok(Value::Array(rows))
+}
+
+/// Pretty JSON text of `v`, with a final newline.
+pub(crate) fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into()) + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_rows_become_objects_with_numbers() {
+        let j = csv_to_json(
+            "# made by x\nscheme,size,us,ok,note\nchain,64,1.5,true,\ntree,-3,2e3,false,a b\n",
+        )
+        .unwrap();
+        assert_eq!(j[0]["scheme"], "chain");
+        assert_eq!(j[0]["size"], 64);
+        assert_eq!(j[0]["us"], 1.5);
+        assert_eq!(j[0]["ok"], true);
+        assert_eq!(j[0]["note"], Value::Null);
+        assert_eq!(j[1]["size"], -3);
+        assert_eq!(j[1]["us"], 2000.0);
+        assert_eq!(j[1]["note"], "a b");
+        assert!(csv_to_json("a,b\n1\n").is_err());
+        assert_eq!(csv_to_json("").unwrap(), Value::Array(vec![]));
+        // NaN and infinities stay text (JSON has no such numbers).
+        assert_eq!(csv_to_json("x\nNaN\ninf\n").unwrap()[0]["x"], "NaN");
+    }
+}
