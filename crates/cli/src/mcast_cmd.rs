@@ -88,8 +88,9 @@ pub struct Common {
     /// Path MTU (payload bytes per packet): 256..4096.
     #[arg(long, default_value_t = 4096)]
     mtu: usize,
-    /// Seconds without progress before giving up.
-    #[arg(long, default_value_t = 20.0)]
+    /// How long without progress before giving up (20s, 500ms; a bare number is
+    /// seconds).
+    #[arg(long, default_value = "20s", value_parser = crate::output::parse_seconds)]
     timeout: f64,
 }
 

@@ -60,6 +60,21 @@ pub(crate) fn csv_to_json(csv: &str) -> Result<Value, String> {
     Ok(Value::Array(rows))
 }
 
+/// A timeout or other span as the commands take it: a duration with its unit (`20s`,
+/// `500ms`, `1.5m` is not a unit: use `90s`), or a bare number of seconds (as the
+/// flags were before units); in seconds, positive and finite.
+pub(crate) fn parse_seconds(s: &str) -> Result<f64, String> {
+    let secs = match s.trim().parse::<f64>() {
+        Ok(v) => v,
+        Err(_) => rocast_sim::scenario::config::parse_duration(s)? as f64 / 1e12,
+    };
+    if secs.is_finite() && secs > 0.0 && secs <= 1e6 {
+        Ok(secs)
+    } else {
+        Err(format!("{s:?}: a duration above 0 and at most 1e6 s (e.g. 20s, 500ms)"))
+    }
+}
+
 /// Pretty JSON text of `v`, with a final newline.
 pub(crate) fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into()) + "\n"
@@ -68,6 +83,17 @@ pub(crate) fn pretty(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans_carry_units_or_are_seconds() {
+        assert_eq!(parse_seconds("20"), Ok(20.0));
+        assert_eq!(parse_seconds("20s"), Ok(20.0));
+        assert_eq!(parse_seconds("500ms"), Ok(0.5));
+        assert_eq!(parse_seconds("250us"), Ok(0.00025));
+        for bad in ["0", "-1", "5min", "inf", "", "1e9"] {
+            assert!(parse_seconds(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn csv_rows_become_objects_with_numbers() {

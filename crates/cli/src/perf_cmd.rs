@@ -60,8 +60,9 @@ pub struct ServerArgs {
     /// Keep serving clients one after another.
     #[arg(long = "loop")]
     serve_forever: bool,
-    /// Seconds without progress before giving up on a client.
-    #[arg(long, default_value_t = 10.0)]
+    /// How long without progress before giving up on a client (10s, 500ms; a bare
+    /// number is seconds).
+    #[arg(long, default_value = "10s", value_parser = crate::output::parse_seconds)]
     timeout: f64,
 }
 
@@ -131,8 +132,9 @@ pub struct ClientArgs {
     /// Selective repeat (IRN-style) instead of go-back-N, on both sides.
     #[arg(long)]
     sr: bool,
-    /// Seconds without progress before giving up.
-    #[arg(long, default_value_t = 10.0)]
+    /// How long without progress before giving up (10s, 500ms; a bare number is
+    /// seconds).
+    #[arg(long, default_value = "10s", value_parser = crate::output::parse_seconds)]
     timeout: f64,
 }
 
