@@ -20,15 +20,9 @@ OUT=${ROCAST_FIG4_OUT:-$LOGS/fig4-rxe.csv}
 ITERS=${ROCAST_FIG4_ITERS:-200}
 mkdir -p "$LOGS"
 export ROCAST_BOOT_TIMEOUT=${ROCAST_BOOT_TIMEOUT:-900} ROCAST_LOG_DIR=$LOGS ROCAST_MTU=4200
-PIDS=()
+RXE_LOGS=$LOGS
 rxe_raise_rmem
-cleanup() {
-  local p f
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for f in "$LOGS"/*.qemu.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
-  rxe_restore_rmem
-}
-trap cleanup EXIT
+trap rxe_guests_cleanup EXIT
 
 RC_SIZES="2 4 8 16 32 64 128 256 512 1024 2048 4096 8192 16384 32768 65536"
 UD_SIZES="2 4 8 16 32 64 128 256 512 1024 2048 4096"
@@ -46,10 +40,10 @@ loop() {  # loop SIDE: the guest command for "server" or "client" (one short sh 
 # A listens (server), B measures (client); A's frames go to B's UDP port and back.
 "$HERE/boot.sh" "$IMG" f4-A 10.88.0.1/24 52:54:00:88:00:01 45201 45202 "$(loop server)" \
   >"$LOGS/boot-A.txt" 2>&1 &
-a=$!; PIDS+=("$a")
+a=$!; RXE_PIDS+=("$a")
 "$HERE/boot.sh" "$IMG" f4-B 10.88.0.2/24 52:54:00:88:00:02 45202 45201 "$(loop client)" \
   >"$LOGS/boot-B.txt" 2>&1 &
-b=$!; PIDS+=("$b")
+b=$!; RXE_PIDS+=("$b")
 set +e; wait "$a"; ra=$?; wait "$b"; rb=$?; set -e
 cat "$LOGS/boot-A.txt" "$LOGS/boot-B.txt" | sed 's/^/  /'
 if [ "$ra" != 0 ] || [ "$rb" != 0 ]; then

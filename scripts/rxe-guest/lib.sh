@@ -97,10 +97,17 @@ rxe_lab_start() {
   "$RXE_ROCAST" lab up --name "$RXE_LAB" --hosts "$2" >/dev/null
 }
 rxe_lab_cleanup() {
+  rxe_guests_cleanup
+  "$RXE_ROCAST" lab down --name "$RXE_LAB" >/dev/null 2>&1 || true
+}
+
+# rxe_guests_cleanup: kills the processes in RXE_PIDS and the qemu processes whose pid
+# files are in RXE_LOGS, and restores the socket buffer limits (a script's EXIT trap,
+# after rxe_raise_rmem).
+rxe_guests_cleanup() {
   local p f
   for p in "${RXE_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   for f in "$RXE_LOGS"/*.qemu.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
-  "$RXE_ROCAST" lab down --name "$RXE_LAB" >/dev/null 2>&1 || true
   rxe_restore_rmem
 }
 

@@ -26,15 +26,9 @@ export ROCAST_BOOT_TIMEOUT=${ROCAST_BOOT_TIMEOUT:-600}
 export ROCAST_LOG_DIR=$LOGS
 MESSAGES=${ROCAST_UD_MESSAGES:-100000}
 GROUP=239.1.1.7
-PIDS=()
+RXE_LOGS=$LOGS
 rxe_raise_rmem
-cleanup() {
-  local p f
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for f in "$LOGS"/*.qemu.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
-  rxe_restore_rmem
-}
-trap cleanup EXIT
+trap rxe_guests_cleanup EXIT
 fail=0
 
 args=()
@@ -44,7 +38,7 @@ done
 "$ROCAST" switch "${args[@]}" --igmp-querier 125 --loss 0.001 --seed 11 \
   --control "$LOGS/switch.sock" --capture "$LOGS/pcap" >"$LOGS/switch.txt" 2>&1 &
 sw=$!
-PIDS+=("$sw")
+RXE_PIDS+=("$sw")
 sleep 0.3
 UD="--group $GROUP --receivers 3 --messages $MESSAGES --size 512 --seed 5 --dev rxe0 --gid 1 --mtu 1024 --timeout ${ROCAST_UD_TIMEOUT:-540}"
 # The group's snooped members while the guests run (each leaves when it exits).
@@ -52,7 +46,7 @@ UD="--group $GROUP --receivers 3 --messages $MESSAGES --size 512 --seed 5 --dev 
     "$ROCAST" switch --control "$LOGS/switch.sock" --stats --groups 2>/dev/null | grep '^igmp ' || true
     sleep 0.5
   done >"$LOGS/groups.txt" ) &
-PIDS+=("$!")
+RXE_PIDS+=("$!")
 boots=()
 for i in 1 2 3; do
   "$HERE/boot.sh" "$IMG" "u$i" "10.77.0.10$i/24" "52:54:00:79:00:0$i" "4410$i" "4400$i" \

@@ -71,7 +71,9 @@ pub(crate) fn parse_seconds(s: &str) -> Result<f64, String> {
     if secs.is_finite() && secs > 0.0 && secs <= 1e6 {
         Ok(secs)
     } else {
-        Err(format!("{s:?}: a duration above 0 and at most 1e6 s (e.g. 20s, 500ms)"))
+        Err(format!(
+            "{s:?}: a duration above 0 and at most 1e6 s (e.g. 20s, 500ms)"
+        ))
     }
 }
 

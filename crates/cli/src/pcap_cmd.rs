@@ -826,52 +826,33 @@ pub(crate) fn protocol_frames() -> Vec<Vec<u8>> {
         ..send.clone()
     };
     let send_body = emit(send.buffer_len(), &|b| send.emit(b));
-    out.push(mrp(false, SAMPLE_IP_A, group, send_body.clone()));
-    out.push(mrp(
-        false,
-        SAMPLE_IP_A,
-        group,
-        emit(write.buffer_len(), &|b| write.emit(b)),
-    ));
     let key = FabricKey::new([7; 32]);
-    out.push(mrp(
-        false,
-        SAMPLE_IP_A,
-        group,
-        key.seal(SAMPLE_IP_A, 42, &send_body),
-    ));
     let prune = MrpPrune {
         mcst_id: group,
         members: vec![c],
     };
-    out.push(mrp(
-        false,
-        SAMPLE_IP_A,
-        group,
-        emit(prune.buffer_len(), &|b| prune.emit(b)),
-    ));
     let release = MrpRelease { mcst_id: group };
-    out.push(mrp(
-        false,
-        SAMPLE_IP_A,
-        group,
-        emit(release.buffer_len(), &|b| release.emit(b)),
-    ));
     let req = MrpAllocate {
         nonce: 0x0123_4567_89ab_cdef,
         lease_ms: 600_000,
     };
-    out.push(mrp(
-        false,
-        SAMPLE_IP_A,
-        group,
-        emit(req.buffer_len(), &|b| req.emit(b)),
-    ));
     let ans = MrpAllocation {
         mcst_id: group,
         nonce: req.nonce,
         lease_ms: 300_000,
     };
+    // Leader to group: the registrations (one sealed with a fabric key), prune,
+    // release, the allocation request; then the switch's answer.
+    for body in [
+        send_body.clone(),
+        emit(write.buffer_len(), &|b| write.emit(b)),
+        key.seal(SAMPLE_IP_A, 42, &send_body),
+        emit(prune.buffer_len(), &|b| prune.emit(b)),
+        emit(release.buffer_len(), &|b| release.emit(b)),
+        emit(req.buffer_len(), &|b| req.emit(b)),
+    ] {
+        out.push(mrp(false, SAMPLE_IP_A, group, body));
+    }
     out.push(mrp(
         true,
         group,

@@ -62,6 +62,16 @@ struct FileHeader {
     linktype: u32,
 }
 
+/// A 32-bit field in the file's byte order.
+fn u32_in(b: &[u8], big_endian: bool) -> u32 {
+    let b: [u8; 4] = b[..4].try_into().unwrap();
+    if big_endian {
+        u32::from_be_bytes(b)
+    } else {
+        u32::from_le_bytes(b)
+    }
+}
+
 impl FileHeader {
     fn parse(h: &[u8]) -> Result<Self, PcapError> {
         if h.len() < 24 {
@@ -86,12 +96,7 @@ impl FileHeader {
         Ok(f)
     }
     fn u32_of(&self, b: &[u8]) -> u32 {
-        let b: [u8; 4] = b[..4].try_into().unwrap();
-        if self.big_endian {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        }
+        u32_in(b, self.big_endian)
     }
     /// A record header: (timestamp ns, captured length, original length), the
     /// captured length checked against the snap length before anything is read.
@@ -236,12 +241,7 @@ const NG_MAX_BLOCK: u32 = MAX_RECORD + 65_536;
 
 impl NgState {
     fn u32_of(&self, b: &[u8]) -> u32 {
-        let b: [u8; 4] = b[..4].try_into().unwrap();
-        if self.big_endian {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        }
+        u32_in(b, self.big_endian)
     }
     fn u16_of(&self, b: &[u8]) -> u16 {
         let b: [u8; 2] = b[..2].try_into().unwrap();
