@@ -2,10 +2,11 @@
 
 Usage: plot_lab_bcast.py lab-bcast.csv lab-bcast.png "title"
 
-The CSV has one row per point: hosts, size (bytes), scheme, latency_us, goodput_gbps,
-cpu_s_per_gb (not plotted).
+The CSV has one row per point: hosts, size (bytes), scheme, latency_us (the median of
+the reps), goodput_gbps, cpu_s_per_gb (not plotted) and, for rocast's schemes,
+latency_min_us and latency_max_us over the reps.
 One column of panels per group size: latency against message size (log-log) above,
-goodput below, one line per scheme.
+with min-max error bars where the reps give them, goodput below, one line per scheme.
 """
 
 import sys
@@ -21,7 +22,12 @@ def draw(df, title, plt):
         lat, put = axes[0, col], axes[1, col]
         for scheme, s in g.groupby("scheme", sort=False):
             s = s.sort_values("size")
-            lat.plot(s["size"], s["latency_us"], marker="o", label=scheme, linewidth=1)
+            if "latency_min_us" in s and s["latency_min_us"].notna().all():
+                err = [s["latency_us"] - s["latency_min_us"], s["latency_max_us"] - s["latency_us"]]
+                lat.errorbar(s["size"], s["latency_us"], yerr=err, marker="o", label=scheme,
+                             linewidth=1, capsize=2)
+            else:
+                lat.plot(s["size"], s["latency_us"], marker="o", label=scheme, linewidth=1)
             put.plot(s["size"], s["goodput_gbps"], marker="o", label=scheme, linewidth=1)
         lat.set_xscale("log", base=2)
         lat.set_yscale("log")

@@ -7,7 +7,10 @@
 //! `--plot` draws latency against size, one line per scheme (matplotlib, through
 //! `python/plot_bcast.py`). `--analyze` prints the schedules' properties instead of
 //! simulating: steps and RDMC §4.2's average slack per step, beside RDMC's formula
-//! 2(1 − (l−1)/(n−2)) for the binomial pipeline.
+//! 2(1 − (l−1)/(n−2)) for the binomial pipeline. `-f` is OSU's full format (avg, min
+//! and max over the receiving ranks), `--json` the CSV's rows as JSON; `--fail` crashes
+//! a member (RDMC §4.6's failure semantics) and `--smc` compares RDMC with its
+//! small-message protocol on a stream.
 
 use clap::Args;
 use rocast_core::overlay::model::critical_path;

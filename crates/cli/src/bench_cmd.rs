@@ -33,8 +33,8 @@ pub enum BenchCmd {
     /// the same host runtime, and optionally Open MPI's MPI_Bcast. OSU-format tables,
     /// CSV and PNG under --out.
     LabBcast {
-        /// Group sizes (hosts, leader included), comma-separated.
-        #[arg(long, default_value = "4,8")]
+        /// Group sizes (hosts, leader included), comma-separated; one lab per size.
+        #[arg(long = "group-sizes", alias = "hosts", default_value = "4,8")]
         hosts: String,
         /// Message sizes, comma-separated (K, M suffixes) or MIN:MAX (powers of two).
         #[arg(long, default_value = "64,1K,16K,256K,1M,4M,16M,64M")]
@@ -67,6 +67,13 @@ pub enum BenchCmd {
         /// The lab's switches run `rocast switch --fast-path`.
         #[arg(long)]
         fast_path: bool,
+        /// OSU's full format: beside the median of the reps, their minimum, maximum
+        /// and count (the plot draws min-max error bars either way).
+        #[arg(short = 'f', long)]
+        full: bool,
+        /// Print lab-bcast.csv's rows as JSON on stdout (the tables go to stderr).
+        #[arg(long)]
+        json: bool,
         /// Output directory (tables, CSV, PNG).
         #[arg(long, default_value = "out/lab-bcast")]
         out: std::path::PathBuf,
@@ -95,11 +102,15 @@ pub enum BenchCmd {
         /// UD multicast's pacing: one message every this many microseconds.
         #[arg(long, default_value_t = 500)]
         interval_us: u64,
+        /// Link rate of the lab (tc units: 1gbit, 500mbit).
         #[arg(long, default_value = "1gbit")]
         rate: String,
         /// The lab's switch runs `rocast switch --fast-path` (Cepheus copies in the kernel).
         #[arg(long)]
         fast_path: bool,
+        /// Print lab-latency.csv's rows as JSON on stdout (the table goes to stderr).
+        #[arg(long)]
+        json: bool,
         /// Output directory (table, CSV).
         #[arg(long, default_value = "out/lab-latency")]
         out: std::path::PathBuf,
@@ -160,6 +171,9 @@ pub enum BenchCmd {
         /// Extra `--set KEY=VALUE` for every run (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
+        /// Also print the rows (bench-sim.csv in --out) as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Build a k-ary fat-tree and precompute its ECMP routes; print time and memory.
     FatTree {
@@ -244,9 +258,11 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             mpi,
             mpi_algorithms,
             fast_path,
+            full,
+            json,
             out,
         } => {
-            let hosts = parse_list(&hosts, "--hosts")?;
+            let hosts = parse_list(&hosts, "--group-sizes")?;
             let sizes = rocast_sim::scenario::config::parse_sizes(&sizes)?;
             let schemes: Vec<String> = schemes.split(',').map(|s| s.trim().to_string()).collect();
             for s in &schemes {
@@ -265,6 +281,8 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
                 mpi,
                 mpi_algorithms,
                 fast_path,
+                full,
+                json,
             })
         }
         BenchCmd::LabLatency {
@@ -274,6 +292,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             interval_us,
             rate,
             fast_path,
+            json,
             out,
         } => crate::lab_bench::lab_latency(&crate::lab_bench::LabLatencyArgs {
             receivers: parse_list(&receivers, "--receivers")?,
@@ -282,6 +301,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             interval_us: interval_us.max(1),
             rate,
             fast_path,
+            json,
             out,
         }),
         BenchCmd::LabUd(args) => {
@@ -305,7 +325,12 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             seed,
             json,
         } => peel_tree(k, fail, dests, runs, seed, json),
-        BenchCmd::Sim { runs, out, sets } => bench_sim(&runs, &out, &sets),
+        BenchCmd::Sim {
+            runs,
+            out,
+            sets,
+            json,
+        } => bench_sim(&runs, &out, &sets, json),
         BenchCmd::Udp {
             size,
             message,
@@ -493,8 +518,10 @@ fn bench_run_args(run: &str) -> Vec<String> {
 }
 
 /// `rocast bench sim` (see [`BenchCmd::Sim`]).
-fn bench_sim(runs: &str, out: &std::path::Path, sets: &[String]) -> Result<(), String> {
+fn bench_sim(runs: &str, out: &std::path::Path, sets: &[String], json: bool) -> Result<(), String> {
+    use std::fmt::Write as _;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut csv = String::from("run,wall_s,events,mevents_per_s,peak_rss_mb,exit_status\n");
     println!("# rocast bench sim: one child `rocast sim` per run, one at a time");
     println!(
         "{:<18} {:>9} {:>14} {:>12} {:>12}  status",
@@ -534,6 +561,22 @@ fn bench_sim(runs: &str, out: &std::path::Path, sets: &[String]) -> Result<(), S
         println!(
             "{run:<18} {wall:>9.1} {ev:>14} {rate:>12} {:>12.1}  {ok}",
             rss_kb as f64 / 1024.0
+        );
+        let _ = writeln!(
+            csv,
+            "{run},{wall:.2},{},{},{:.1},{status}",
+            events.map_or(String::new(), |e| e.to_string()),
+            events.map_or(String::new(), |e| format!("{:.3}", e as f64 / wall / 1e6)),
+            rss_kb as f64 / 1024.0
+        );
+    }
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let path = out.join("bench-sim.csv");
+    std::fs::write(&path, &csv).map_err(|e| format!("{}: {e}", path.display()))?;
+    if json {
+        print!(
+            "{}",
+            crate::output::pretty(&crate::output::csv_to_json(&csv)?)
         );
     }
     Ok(())

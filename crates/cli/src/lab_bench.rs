@@ -171,6 +171,10 @@ pub struct LabBcastArgs {
     pub mpi_algorithms: Vec<u32>,
     /// The switches run `--fast-path`.
     pub fast_path: bool,
+    /// OSU's full format: min, max and iterations beside the median.
+    pub full: bool,
+    /// Print lab-bcast.csv's rows as JSON after the tables.
+    pub json: bool,
 }
 
 fn exe() -> Result<String, String> {
@@ -390,6 +394,9 @@ fn machine_busy_s() -> f64 {
 /// as `rocast perf` reports it).
 struct Point {
     latency_us: f64,
+    /// The fastest and slowest of the reps (OSU's -f; the plot's error bars).
+    latency_min_us: f64,
+    latency_max_us: f64,
     cpu_s_per_gb: f64,
     leader_us_per_packet: Option<f64>,
     member_us_per_packet: Option<f64>,
@@ -444,18 +451,25 @@ fn transfer_latency(
     let busy_before = machine_busy_s();
     let (text, members) = run_group_outputs(LAB, n, file, &extra, None)?;
     let cpu_s = machine_busy_s() - busy_before;
-    let at = text
-        .find("latency median ")
-        .ok_or_else(|| format!("no latency in {text:?}"))?;
-    let latency_us = text[at + 15..]
-        .split_whitespace()
-        .next()
-        .and_then(|v| v.parse::<f64>().ok())
-        .ok_or_else(|| format!("no latency in {text:?}"))?;
+    // "summary: N sends, latency median X us, min Y us, max Z us"
+    let field = |key: &str| -> Option<f64> {
+        let at = text.find(key)? + key.len();
+        text[at..].split_whitespace().next()?.parse::<f64>().ok()
+    };
+    let (latency_us, latency_min_us, latency_max_us) = match (
+        field("latency median "),
+        field(" us, min "),
+        field(" us, max "),
+    ) {
+        (Some(m), Some(lo), Some(hi)) => (m, lo, hi),
+        _ => return Err(format!("no latency summary in {text:?}")),
+    };
     let bytes = std::fs::metadata(file).map_err(|e| e.to_string())?.len();
     let delivered_gb = (bytes * (n as u64 - 1) * reps as u64) as f64 / 1e9;
     Ok(Point {
         latency_us,
+        latency_min_us,
+        latency_max_us,
         cpu_s_per_gb: cpu_s / delivered_gb.max(1e-12),
         leader_us_per_packet: median(us_per_packet(&text)),
         member_us_per_packet: median(members.iter().flat_map(|m| us_per_packet(m)).collect()),
@@ -703,7 +717,7 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
     let mbps = rate_mbps(&a.rate)?;
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
     let mut csv = String::from(
-        "hosts,size,scheme,latency_us,goodput_gbps,cpu_s_per_gb,leader_us_per_packet,member_us_per_packet\n",
+        "hosts,size,scheme,latency_us,goodput_gbps,cpu_s_per_gb,leader_us_per_packet,member_us_per_packet,latency_min_us,latency_max_us,reps\n",
     );
     let mut text = String::new();
     for &n in &a.hosts {
@@ -725,6 +739,8 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
         run_rocast(&up)?;
         let result = (|| -> Result<(), String> {
             let mut rows: Vec<(u64, Vec<f64>)> = Vec::new();
+            // Per size, per scheme: (min, max) over the reps.
+            let mut spreads: Vec<Vec<(f64, f64)>> = Vec::new();
             let mut cpu_rows: Vec<(u64, Vec<f64>)> = Vec::new();
             let mut per_packet: Vec<(u64, Vec<LeaderMember>)> = Vec::new();
             let anchor = perf_anchor(mbps);
@@ -732,6 +748,7 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                 let file = a.out.join(format!("payload-{size}.bin"));
                 std::fs::write(&file, payload(size)).map_err(|e| e.to_string())?;
                 let mut lat = Vec::new();
+                let mut spread = Vec::new();
                 let mut cpu = Vec::new();
                 let mut pkt = Vec::new();
                 for scheme in &a.schemes {
@@ -741,11 +758,15 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                     let opt = |v: Option<f64>| v.map(|x| format!("{x:.2}")).unwrap_or_default();
                     let _ = writeln!(
                         csv,
-                        "{n},{size},{scheme},{us:.1},{gbps:.4},{:.3},{},{}",
+                        "{n},{size},{scheme},{us:.1},{gbps:.4},{:.3},{},{},{:.1},{:.1},{}",
                         p.cpu_s_per_gb,
                         opt(p.leader_us_per_packet),
-                        opt(p.member_us_per_packet)
+                        opt(p.member_us_per_packet),
+                        p.latency_min_us,
+                        p.latency_max_us,
+                        a.reps
                     );
+                    spread.push((p.latency_min_us, p.latency_max_us));
                     lat.push(us);
                     cpu.push(p.cpu_s_per_gb);
                     pkt.push((p.leader_us_per_packet, p.member_us_per_packet));
@@ -753,6 +774,7 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                 let _ = std::fs::remove_file(&file);
                 eprintln!("lab-bcast: {n} hosts, {size} B done");
                 rows.push((size, lat));
+                spreads.push(spread);
                 cpu_rows.push((size, cpu));
                 per_packet.push((size, pkt));
             }
@@ -784,11 +806,26 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
             for (k, scheme) in a.schemes.iter().enumerate() {
                 let _ = writeln!(
                     text,
-                    "# OSU MPI Broadcast Latency Test (rocast lab, real packets): {scheme}, {shape}, links {}\n# Size       Avg Latency(us)",
-                    a.rate
+                    "# OSU MPI Broadcast Latency Test (rocast lab, real packets): {scheme}, {shape}, links {}\n# Size       Avg Latency(us){}",
+                    a.rate,
+                    if a.full {
+                        "   Min Latency(us)   Max Latency(us)  Iterations"
+                    } else {
+                        ""
+                    }
                 );
-                for (size, lat) in &rows {
-                    let _ = writeln!(text, "{size:<12}{:>16.2}", lat[k]);
+                for ((size, lat), sp) in rows.iter().zip(&spreads) {
+                    if a.full {
+                        // "Avg" is the median of the reps, as without -f; min and max
+                        // over the reps (each rep: until the last member held it).
+                        let _ = writeln!(
+                            text,
+                            "{size:<12}{:>16.2}{:>18.2}{:>18.2}{:>12}",
+                            lat[k], sp[k].0, sp[k].1, a.reps
+                        );
+                    } else {
+                        let _ = writeln!(text, "{size:<12}{:>16.2}", lat[k]);
+                    }
                 }
                 let _ = writeln!(text);
             }
@@ -802,7 +839,7 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
                     let (size, us) = (p.size, p.latency_us);
                     let _ = writeln!(text, "{size:<12}{us:>16.2}{:>22.2}", p.osu_us);
                     let gbps = size as f64 * 8.0 / (us * 1e3);
-                    let _ = writeln!(csv, "{n},{size},{name},{us:.1},{gbps:.4},,,");
+                    let _ = writeln!(csv, "{n},{size},{name},{us:.1},{gbps:.4},,,,,,");
                 }
                 let _ = writeln!(text);
             }
@@ -931,10 +968,18 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
         run_rocast(&["lab", "down", "--name", LAB])?;
         result?;
     }
-    print!("{text}");
+    // With --json, stdout is the JSON alone; the tables go to stderr (and the file).
+    let say = |s: &str| {
+        if a.json {
+            eprint!("{s}");
+        } else {
+            print!("{s}");
+        }
+    };
+    say(&text);
     std::fs::write(a.out.join("lab-bcast.txt"), &text).map_err(|e| e.to_string())?;
     let csv_path = a.out.join("lab-bcast.csv");
-    std::fs::write(&csv_path, csv).map_err(|e| e.to_string())?;
+    std::fs::write(&csv_path, &csv).map_err(|e| e.to_string())?;
     let png = a.out.join("lab-bcast.png");
     crate::plot::run_python(
         "python/plot_lab_bcast.py",
@@ -943,8 +988,17 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
         &format!("broadcast on real packets, links {}", a.rate),
     )
     .map_err(|e| format!("plot: {e}"))?;
-    println!("plot: {}", png.display());
-    println!("outputs in {}", a.out.display());
+    say(&format!(
+        "plot: {}\noutputs in {}\n",
+        png.display(),
+        a.out.display()
+    ));
+    if a.json {
+        print!(
+            "{}",
+            crate::output::pretty(&crate::output::csv_to_json(&csv)?)
+        );
+    }
     Ok(())
 }
 
@@ -1045,6 +1099,8 @@ pub struct LabLatencyArgs {
     pub interval_us: u64,
     pub rate: String,
     pub fast_path: bool,
+    /// Print lab-latency.csv's rows as JSON after the table.
+    pub json: bool,
     pub out: PathBuf,
 }
 
@@ -1201,7 +1257,16 @@ pub fn lab_latency(a: &LabLatencyArgs) -> Result<(), String> {
     }
     std::fs::write(a.out.join("lab-latency.csv"), &csv).map_err(|e| e.to_string())?;
     std::fs::write(a.out.join("lab-latency.txt"), &text).map_err(|e| e.to_string())?;
-    print!("{text}");
+    // With --json, stdout is the JSON alone; the table goes to stderr (and the file).
+    if a.json {
+        eprint!("{text}");
+        print!(
+            "{}",
+            crate::output::pretty(&crate::output::csv_to_json(&csv)?)
+        );
+    } else {
+        print!("{text}");
+    }
     Ok(())
 }
 

@@ -1,8 +1,12 @@
-//! `rocast perf`: perftest-style bandwidth tests of the software RoCE endpoint over real
-//! UDP/4791 sockets (`ib_send_bw`/`ib_write_bw` between two rocast processes).
+//! `rocast perf`: perftest's tests on the software RoCE endpoint over real UDP/4791
+//! sockets between two rocast processes — bandwidth (`ib_write_bw`/`ib_send_bw`) and
+//! latency (`ib_write_lat`/`ib_send_lat`), one size or the `-a` sweep, perftest's
+//! tables or `--json` — and `--mcast N`, the 1→N test through `rocast switch` in a lab
+//! of its own (`lab_bench::perf_mcast`).
 //!
 //! Exit status: 0 when the test completed and the server verified the data; 1 on any
-//! failure (peer vanished, queue pair error, data mismatch, bad arguments).
+//! failure (peer vanished, queue pair error, data mismatch, a size below
+//! `--min-gbps`); 2 on bad arguments.
 
 use clap::{Args, Subcommand};
 use rocast_core::rnic::Retransmission;

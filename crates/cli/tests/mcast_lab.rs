@@ -704,3 +704,51 @@ fn perf_mcast_prints_per_receiver_figures_and_json() {
     assert!(!st.stdout.contains("h0"), "lab left behind: {}", st.stdout);
     assert_eq!(rocast(&["perf", "--mcast", "0"]).code, 1);
 }
+
+/// `rocast bench lab-bcast -f --json`: OSU's full format (the median of the reps
+/// between their minimum and maximum) and the same rows as JSON.
+#[test]
+fn lab_bcast_full_format_and_json_agree() {
+    let _guard = LabGuard::new("bench");
+    let out = std::env::temp_dir().join(format!("rocast-lab-bcast-{}", std::process::id()));
+    let r = rocast(&[
+        "bench",
+        "lab-bcast",
+        "--group-sizes",
+        "3",
+        "--sizes",
+        "64K",
+        "--reps",
+        "3",
+        "--schemes",
+        "cepheus,chain",
+        "-f",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_dir_all(&out);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    // The tables on stderr, the JSON alone on stdout.
+    assert!(
+        r.stderr
+            .contains("Min Latency(us)   Max Latency(us)  Iterations"),
+        "{}",
+        r.stderr
+    );
+    let rows: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    for x in rows {
+        let (lo, mid, hi) = (
+            x["latency_min_us"].as_f64().unwrap(),
+            x["latency_us"].as_f64().unwrap(),
+            x["latency_max_us"].as_f64().unwrap(),
+        );
+        assert!(lo <= mid && mid <= hi, "{x}");
+        assert_eq!(x["reps"], 3);
+        // The table's row for this scheme says the same.
+        let line = format!("{mid:.2}");
+        assert!(r.stderr.contains(&line), "{line} not in the table");
+    }
+}

@@ -206,11 +206,46 @@ fn report(
 ) -> EvalReport {
     phase_table(&mut text, tables);
     cnp_summary(&mut text, runs);
+    let phases_name = csv_name.replace(".csv", "-phases.csv");
     EvalReport {
         text,
-        files: vec![(csv_name.into(), series_csv(runs))],
+        files: vec![
+            (csv_name.into(), series_csv(runs)),
+            (phases_name, phase_csv(tables)),
+        ],
         capture: Vec::new(),
     }
+}
+
+/// The phase table as CSV (`rocast sim --json` turns it into JSON): one row per policy
+/// and phase, empty fields where the table prints "-".
+fn phase_csv(runs: &[(&PolicyRun, Vec<Phase>)]) -> String {
+    let mut csv = String::from(
+        "policy,phase_start_ms,phase_end_ms,congested,bottleneck,gbps,fair_gbps,rate_over_fair,jain,converge_ms,queue_avg_kb,queue_max_kb,pfc_pauses\n",
+    );
+    let opt = |v: Option<f64>, d: usize| v.map_or(String::new(), |x| format!("{x:.d$}"));
+    for (run, phases) in runs {
+        for p in phases {
+            let _ = writeln!(
+                csv,
+                "{},{:.3},{:.3},{},{},{:.3},{:.3},{:.4},{},{},{:.2},{:.2},{}",
+                run.policy,
+                p.a,
+                p.b,
+                p.congested,
+                p.bottleneck.map_or(String::new(), |d| d.to_string()),
+                p.mean,
+                p.fair,
+                p.mean / p.fair,
+                opt(p.jain, 4),
+                opt(p.converge_ms, 3),
+                p.queue_mean_kb,
+                p.queue_max_kb,
+                p.pauses
+            );
+        }
+    }
+    csv
 }
 
 /// One phase of a policy's run: between two changes in the unicasts running.

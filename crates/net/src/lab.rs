@@ -1305,8 +1305,10 @@ impl Lab {
                         what: format!("--loss ({p})"),
                     });
                 } else {
+                    // Said whether or not the user gave --delay: the lab's links have a
+                    // delay by default, and it is not there.
                     warnings.push(format!(
-                        "this kernel has no netem qdisc: links are shaped by tbf at {} with no added delay (--delay {} ignored)",
+                        "this kernel has no netem qdisc: links are shaped by tbf at {} and carry no added delay (the lab's delay of {} is not emulated; --shaper netem makes this an error)",
                         spec.opts.rate, spec.opts.delay
                     ));
                     Shaper::Tbf

@@ -865,10 +865,12 @@ impl Scenario {
         }
         match t.kind.as_str() {
             "fat-tree" => {
-                if t.k < 2 || t.k % 2 != 0 || t.k > 64 {
+                // The topology builder's range (`Topology::fat_tree`), the same in
+                // `rocast tree`, `rocast bench fat-tree` and the simulator.
+                if t.k < 2 || t.k % 2 != 0 || t.k > 128 {
                     return Err(invalid(
                         "topology.k",
-                        format!("must be even, 2 to 64; got {}", t.k),
+                        format!("must be even, 2 to 128; got {}", t.k),
                     ));
                 }
                 if t.oversubscription == 0 {
@@ -1107,6 +1109,21 @@ fn apply_set(table: &mut toml::Table, s: &str) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fat_tree_arity_is_the_builders_range() {
+        for (k, ok) in [
+            (2, true),
+            (64, true),
+            (128, true),
+            (130, false),
+            (7, false),
+            (0, false),
+        ] {
+            let r = Scenario::preset("default", &[format!("topology.k={k}")]);
+            assert_eq!(r.is_ok(), ok, "k={k}: {:?}", r.err());
+        }
+    }
 
     #[test]
     fn every_preset_has_a_description() {
