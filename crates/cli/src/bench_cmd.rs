@@ -24,6 +24,9 @@ pub enum BenchCmd {
         /// Runs per point; the median is reported.
         #[arg(long, default_value_t = 3)]
         reps: usize,
+        /// Print lab-iops.csv's rows as JSON on stdout (the table goes to stderr).
+        #[arg(long)]
+        json: bool,
         /// Output directory (table, CSV).
         #[arg(long, default_value = "out/lab-iops")]
         out: std::path::PathBuf,
@@ -232,6 +235,18 @@ fn peak_rss_kb() -> Option<u64> {
 }
 
 pub fn run(cmd: BenchCmd) -> Result<(), String> {
+    let t0 = std::time::Instant::now();
+    let r = run_inner(cmd);
+    if r.is_ok() {
+        eprintln!(
+            "rocast bench: wall time {:.1} s",
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    r
+}
+
+fn run_inner(cmd: BenchCmd) -> Result<(), String> {
     match cmd {
         BenchCmd::LabIops {
             io,
@@ -239,6 +254,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             depth,
             rate,
             reps,
+            json,
             out,
         } => crate::lab_bench::lab_iops(
             &rate,
@@ -247,6 +263,7 @@ pub fn run(cmd: BenchCmd) -> Result<(), String> {
             depth.max(1),
             reps,
             &out,
+            json,
         ),
         BenchCmd::LabBcast {
             hosts,

@@ -1007,6 +1007,7 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
 /// overlay's sequential scheme: the source sends each message to each replica), and to
 /// three by Cepheus multicast through the switch. Prints IOPS per case and the ratio
 /// of multicast to 1-unicast.
+#[allow(clippy::too_many_arguments)]
 pub fn lab_iops(
     rate: &str,
     io_bytes: u64,
@@ -1014,6 +1015,7 @@ pub fn lab_iops(
     depth: u8,
     reps: usize,
     out: &Path,
+    json: bool,
 ) -> Result<(), String> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -1045,6 +1047,7 @@ pub fn lab_iops(
         ("3-unicasts", 4, &unicast),
         ("multicast", 4, &multicast),
     ];
+    let mut csv = String::from("case,replicas,io_bytes,ios,iops,latency_ms,reps\n");
     let result = (|| -> Result<String, String> {
         let mut text = format!(
             "# 3-replica writes of {io_bytes} B x {ios} from h0, links {rate} (Cepheus Table I analogue)\n{:<12} {:>10} {:>12}\n",
@@ -1056,6 +1059,12 @@ pub fn lab_iops(
             let rate = ios as f64 / (us / 1e6);
             iops.push(rate);
             text.push_str(&format!("{name:<12} {rate:>10.0} {:>12.2}\n", us / 1e3));
+            let _ = writeln!(
+                csv,
+                "{name},{},{io_bytes},{ios},{rate:.0},{:.3},{reps}",
+                n - 1,
+                us / 1e3
+            );
         }
         text.push_str(&format!(
             "multicast / 1-unicast = {:.2}; multicast / 3-unicasts = {:.2}\n\
@@ -1069,8 +1078,18 @@ pub fn lab_iops(
     run_rocast(&["lab", "down", "--name", LAB])?;
     let _ = std::fs::remove_file(&file);
     let text = result?;
-    print!("{text}");
     std::fs::write(out.join("lab-iops.txt"), &text).map_err(|e| e.to_string())?;
+    std::fs::write(out.join("lab-iops.csv"), &csv).map_err(|e| e.to_string())?;
+    // With --json, stdout is the JSON alone; the table goes to stderr (and the file).
+    if json {
+        eprint!("{text}");
+        print!(
+            "{}",
+            crate::output::pretty(&crate::output::csv_to_json(&csv)?)
+        );
+    } else {
+        print!("{text}");
+    }
     Ok(())
 }
 
