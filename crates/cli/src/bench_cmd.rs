@@ -136,6 +136,9 @@ pub enum BenchCmd {
         /// Runs per medium and group size; the median is printed.
         #[arg(long, default_value_t = 5)]
         reps: usize,
+        /// Print every run as JSON on stdout (the table goes to stderr).
+        #[arg(long)]
+        json: bool,
     },
     /// Loopback anchor for `rocast perf`: raw sendmmsg/recvmmsg goodput of
     /// --size datagrams beside `rocast perf`'s RDMA WRITE goodput at that MTU, in the
@@ -156,6 +159,9 @@ pub enum BenchCmd {
         /// Alternating runs of each test; medians are reported.
         #[arg(long, default_value_t = 5)]
         reps: usize,
+        /// Print every run as JSON on stdout (the table goes to stderr).
+        #[arg(long)]
+        json: bool,
     },
     /// The simulator's speed: runs each preset as a child `rocast sim`
     /// and prints its wall time, events, events per second and peak resident memory.
@@ -354,6 +360,7 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
             iters,
             seconds,
             reps,
+            json,
         } => {
             let args = rocast_net::udp_bench::UdpBenchArgs {
                 size,
@@ -363,7 +370,25 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
                 reps: reps.max(1),
             };
             let r = rocast_net::udp_bench::run(&args, |line| eprintln!("{line}"))?;
-            print!("{}", rocast_net::udp_bench::table(&r, &args));
+            let table = rocast_net::udp_bench::table(&r, &args);
+            if json {
+                eprint!("{table}");
+                let runs: Vec<serde_json::Value> = r
+                    .iter()
+                    .map(|x| {
+                        serde_json::json!({
+                            "raw_gbps": x.raw_gbps,
+                            "raw_delivered": x.raw_delivered,
+                            "perf_gbps": x.perf_gbps,
+                            "perf_client_cpu_ns_per_packet": x.perf_cpu_ns.0,
+                            "perf_server_cpu_ns_per_packet": x.perf_cpu_ns.1,
+                        })
+                    })
+                    .collect();
+                print!("{}", crate::output::pretty(&serde_json::Value::Array(runs)));
+            } else {
+                print!("{table}");
+            }
             Ok(())
         }
         BenchCmd::Switch {
@@ -371,6 +396,7 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
             payload,
             seconds,
             reps,
+            json,
         } => {
             let args = rocast_net::switch_bench::SwitchBenchArgs {
                 receivers: parse_list(&receivers, "--receivers")?,
@@ -380,7 +406,33 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
                 exe: std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?,
             };
             let rows = rocast_net::switch_bench::run(&args, |line| eprintln!("{line}"))?;
-            print!("{}", rocast_net::switch_bench::table(&rows, &args));
+            let table = rocast_net::switch_bench::table(&rows, &args);
+            if json {
+                eprint!("{table}");
+                let run = |m: &rocast_net::switch_bench::MediumRun| {
+                    serde_json::json!({
+                        "flat_out_pps": m.flat_out_pps,
+                        "offered_pps": m.offered_pps,
+                        "loss": m.loss,
+                        "min_pps": m.min_pps,
+                        "max_pps": m.max_pps,
+                    })
+                };
+                let j: Vec<serde_json::Value> = rows
+                    .iter()
+                    .map(|r| {
+                        serde_json::json!({
+                            "receivers": r.receivers,
+                            "bridge": r.bridge.iter().map(run).collect::<Vec<_>>(),
+                            "rocast": r.rocast.iter().map(run).collect::<Vec<_>>(),
+                            "rocast_fast_path": r.fast.iter().map(run).collect::<Vec<_>>(),
+                        })
+                    })
+                    .collect();
+                print!("{}", crate::output::pretty(&serde_json::Value::Array(j)));
+            } else {
+                print!("{table}");
+            }
             Ok(())
         }
         BenchCmd::FatTree { k, json } => {

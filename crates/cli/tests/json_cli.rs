@@ -72,6 +72,23 @@ fn every_json_output_parses_and_matches_the_table() {
     assert_eq!(j["groups"], 3);
     assert!(j["tree_ms"]["median"].as_f64().unwrap() <= j["tree_ms"]["worst"].as_f64().unwrap());
 
+    // bench udp: the loopback anchor's runs (short ones).
+    let u = rocast(&[
+        "bench",
+        "udp",
+        "--seconds",
+        "0.2",
+        "--reps",
+        "1",
+        "--iters",
+        "100",
+        "--json",
+    ]);
+    assert_eq!(u.code, 0, "{}", u.stderr);
+    let j = json(&u.stdout);
+    assert!(j[0]["perf_gbps"].as_f64().unwrap() > 0.0, "{j}");
+    assert!(u.stderr.contains("rocast bench: wall time"), "{}", u.stderr);
+
     // pcap dump: one object per RoCE frame, as many as the text has lines.
     let pcap = dir.join("s.pcap");
     std::fs::create_dir_all(&dir).unwrap();
