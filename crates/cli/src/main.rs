@@ -14,6 +14,7 @@ mod output;
 mod pcap_cmd;
 mod perf_cmd;
 mod plot;
+mod repro_cmd;
 mod sim_cmd;
 mod switch_cmd;
 mod tree_cmd;
@@ -51,6 +52,9 @@ enum Command {
     /// Multicast on real sockets through `rocast switch`: lead a group (send) or join it.
     #[command(subcommand)]
     Mcast(mcast_cmd::McastCmd),
+    /// The papers' figures and tables: --list names them all; run some or all, with
+    /// reports, CSV/JSON, plots, provenance and REPORT.md.
+    Repro(repro_cmd::ReproCmd),
     /// A test network of namespaces: hosts on shaped veth links to a switch namespace
     /// (bridge or `rocast switch`); up, down, status, exec. Needs root.
     #[command(subcommand)]
@@ -87,6 +91,7 @@ fn main() -> ExitCode {
             mcast_cmd::run(cmd)
         }
         Command::Bcast(cmd) => finish("rocast bcast", bcast_cmd::run(cmd)),
+        Command::Repro(cmd) => finish("rocast repro", repro_cmd::run(cmd)),
         Command::Tree(cmd) => {
             // `rocast tree … | head`: end quietly on a closed pipe, as Unix filters
             // do, rather than panic in println! (`pcap dump` handles EPIPE itself).

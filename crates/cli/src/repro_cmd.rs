@@ -1,0 +1,375 @@
+//! `rocast repro`: the papers' figures and tables as one product. `--list` names every
+//! figure and table of the five papers rocast reproduces (paper, figure, what it shows,
+//! the command that runs it, its typical time here); `rocast repro [ID…] --out DIR`
+//! runs them, each as a child `rocast` process, and writes per figure its report (the
+//! paper-vs-rocast verdicts the experiments print), its CSVs with JSON beside them,
+//! its plots, and `provenance.json` (rocast version, git commit, the exact command
+//! line, seed, wall time, machine); then `REPORT.md` indexes all of them with their
+//! verdicts. `--quick` runs the long figures at a smaller, stated scale (the registry
+//! says which keys it changes) so that everything finishes in minutes.
+
+use clap::Args;
+use serde_json::json;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct ReproCmd {
+    /// Figures to run (ids from --list, or a paper: cepheus, peel, tmcf, odbss, rdmc);
+    /// none: all of them.
+    ids: Vec<String>,
+    /// List every figure and table with its command and typical time, and exit.
+    #[arg(long)]
+    list: bool,
+    /// Run the long figures at the smaller scale the registry states (all of them
+    /// finish in minutes on a 2-core machine).
+    #[arg(long, conflicts_with = "full")]
+    quick: bool,
+    /// Run every figure at its preset's full scale (the default; `--list` gives the
+    /// times).
+    #[arg(long)]
+    full: bool,
+    /// Output directory: one folder per figure and REPORT.md.
+    #[arg(long, default_value = "repro-out")]
+    out: PathBuf,
+}
+
+/// How a figure is run: `rocast ARGS…` (the output folder is appended), and at the
+/// quick scale with these extra arguments.
+struct Figure {
+    id: &'static str,
+    paper: &'static str,
+    figure: &'static str,
+    what: &'static str,
+    args: &'static [&'static str],
+    /// Extra arguments of the quick scale (empty: the figure is quick already).
+    quick: &'static [&'static str],
+    /// What the quick scale changes, in words.
+    quick_says: &'static str,
+    /// Typical wall time at full scale on this project's 2-core VM, seconds.
+    typical_s: f64,
+}
+
+const CEPHEUS: &str = "Cepheus (HPCA 2024)";
+const PEEL: &str = "PEEL (HotNets 2025)";
+const TMCF: &str = "TMCF (poster)";
+const ODBSS: &str = "Broadcast-select UD multicast (APSIPA 2019)";
+const RDMC: &str = "RDMC (DSN 2018)";
+
+/// Every figure and table rocast reproduces, in paper order.
+const FIGURES: &[Figure] = &[
+    Figure { id: "cepheus-fig8-9", paper: CEPHEUS, figure: "Figs 8-9", what: "MPI-Bcast JCT on the 1 -> 3 testbed, small and large messages: Cepheus vs chain, binomial tree, RDMC pipeline", args: &["sim", "--preset", "cepheus-testbed"], quick: &[], quick_says: "", typical_s: 2.2 },
+    Figure { id: "cepheus-fig10", paper: CEPHEUS, figure: "Fig. 10", what: "single IO latency of 3-replica writes", args: &["sim", "--preset", "cepheus-fig10"], quick: &[], quick_says: "", typical_s: 0.2 },
+    Figure { id: "cepheus-fig11", paper: CEPHEUS, figure: "Fig. 11", what: "HPL panel broadcast and row swap", args: &["sim", "--preset", "cepheus-fig11"], quick: &[], quick_says: "", typical_s: 0.9 },
+    Figure { id: "cepheus-table1", paper: CEPHEUS, figure: "Table I", what: "3-replica 8 KB write IOPS: 1-unicast, 3-unicasts, Cepheus", args: &["sim", "--preset", "cepheus-iops"], quick: &[], quick_says: "", typical_s: 0.5 },
+    Figure { id: "cepheus-fig12", paper: CEPHEUS, figure: "Fig. 12", what: "FCT of a 512-member multicast on a k=16 fat-tree, 64 B - 1 GB, vs chain and tree", args: &["sim", "--preset", "cepheus-fig12"], quick: &["--set", "multicast.sizes=\"64,4K,64K,1M,16M\""], quick_says: "sizes 64 B - 16 MB (not 64 MB - 1 GB)", typical_s: 303.0 },
+    Figure { id: "cepheus-fig12-ablation", paper: CEPHEUS, figure: "Fig. 12 (ablation)", what: "which of rocast's assumptions moves Fig. 12's ratios", args: &["sim", "--preset", "cepheus-fig12-ablation"], quick: &[], quick_says: "", typical_s: 21.0 },
+    Figure { id: "cepheus-fig13", paper: CEPHEUS, figure: "Fig. 13", what: "128 MB multicast under random loss, groups of 64 and 512, vs chain", args: &["sim", "--preset", "cepheus-loss"], quick: &["--set", "multicast.groups=[64]"], quick_says: "the group of 64 only", typical_s: 100.0 },
+    Figure { id: "cepheus-fig14", paper: CEPHEUS, figure: "Fig. 14", what: "throughput of one multicast against two unicasts: fairness and convergence", args: &["sim", "--preset", "cepheus-fairness"], quick: &[], quick_says: "", typical_s: 7.0 },
+    Figure { id: "cepheus-safeguard", paper: CEPHEUS, figure: "§V-D", what: "a lossy branch mid-transfer and the safeguard's fallback to RDMC", args: &["sim", "--preset", "cepheus-safeguard"], quick: &[], quick_says: "", typical_s: 1.2 },
+    Figure { id: "cepheus-memory", paper: CEPHEUS, figure: "§IV-B", what: "MFT memory for 1K groups x 64 ports", args: &["sim", "--preset", "cepheus-memory"], quick: &[], quick_says: "", typical_s: 0.1 },
+    Figure { id: "peel-fig1", paper: PEEL, figure: "Fig. 1", what: "core-link traversals of unicast Broadcast vs multicast, 16x48 leaf-spine", args: &["sim", "--preset", "peel-fig1"], quick: &[], quick_says: "", typical_s: 0.1 },
+    Figure { id: "peel-approx", paper: PEEL, figure: "§2.3", what: "layer-peeling greedy vs exact Steiner trees on 200 asymmetric fat-trees", args: &["sim", "--preset", "peel-approx"], quick: &[], quick_says: "", typical_s: 0.2 },
+    Figure { id: "peel-fig3", paper: PEEL, figure: "Fig. 3", what: "Bloom-filter header bytes vs fat-tree arity", args: &["sim", "--preset", "peel-fig3"], quick: &[], quick_says: "", typical_s: 0.1 },
+    Figure { id: "peel-rules", paper: PEEL, figure: "§3.2", what: "prefix rules and header bits, k = 8 ... 128", args: &["sim", "--preset", "peel-rules"], quick: &[], quick_says: "", typical_s: 0.5 },
+    Figure { id: "peel-fig4", paper: PEEL, figure: "Fig. 4", what: "Orca's set-up delay vs p99 CCT of a 32 MB Broadcast", args: &["sim", "--preset", "peel-fig4"], quick: &["--set", "multicast.broadcasts=20"], quick_says: "20 broadcasts per point (not 60)", typical_s: 58.0 },
+    Figure { id: "peel-fig5", paper: PEEL, figure: "Fig. 5", what: "Broadcast CCT vs message size, 512 GPUs: PEEL vs ring, tree, Orca, optimal", args: &["sim", "--preset", "peel-fig5"], quick: &["--set", "multicast.sizes=\"2M,8M,32M\"", "--set", "multicast.broadcasts=20"], quick_says: "sizes 2-32 MB, 20 broadcasts per point (not 2-512 MB, 60)", typical_s: 264.0 },
+    Figure { id: "peel-fig6", paper: PEEL, figure: "Fig. 6", what: "Broadcast CCT vs group size, 64 MB", args: &["sim", "--preset", "peel-fig6"], quick: &["--set", "multicast.groups=[32,64,128,256]", "--set", "multicast.broadcasts=20"], quick_says: "groups 32-256, 20 broadcasts per point (not 32-1024, 60)", typical_s: 391.0 },
+    Figure { id: "peel-fig7", paper: PEEL, figure: "Fig. 7", what: "Broadcast CCT vs failed links, 16x48 leaf-spine", args: &["sim", "--preset", "peel-fig7"], quick: &[], quick_says: "", typical_s: 13.0 },
+    Figure { id: "peel-guard", paper: PEEL, figure: "§3.4", what: "the sender's CNP guard timer vs the receiver's CNP limiter", args: &["sim", "--preset", "peel-guard"], quick: &[], quick_says: "", typical_s: 5.2 },
+    Figure { id: "peel-ablation", paper: PEEL, figure: "Figs 5-7 (ablation)", what: "which assumption moves PEEL Figs 5-7's ratios", args: &["sim", "--preset", "peel-ablation"], quick: &[], quick_says: "", typical_s: 416.0 },
+    Figure { id: "tmcf-fig3-4", paper: TMCF, figure: "Figs 3-4", what: "multicast rate as congested paths are added, DCQCN with and without TMCF (and Cepheus' filter, PEEL's guard)", args: &["sim", "--preset", "tmcf-cpmp"], quick: &[], quick_says: "", typical_s: 0.2 },
+    Figure { id: "tmcf-fig5-6", paper: TMCF, figure: "Figs 5-6", what: "multicast rate as the bottleneck moves, per CNP policy", args: &["sim", "--preset", "tmcf-moving"], quick: &[], quick_says: "", typical_s: 0.1 },
+    Figure { id: "tmcf-table1", paper: TMCF, figure: "Table I", what: "CPMP per RTT and phase length, per CNP policy (robustness of Table I's parameters)", args: &["sim", "--preset", "tmcf-robustness"], quick: &[], quick_says: "", typical_s: 44.0 },
+    Figure { id: "odbss-fig1", paper: ODBSS, figure: "Fig. 1, Fig. 3", what: "multicast assignments n^n vs n! permutations (in the ud-latency report)", args: &["sim", "--preset", "ud-latency"], quick: &[], quick_says: "", typical_s: 1.0 },
+    Figure { id: "odbss-fig4", paper: ODBSS, figure: "Fig. 4", what: "Soft-RoCE latency: the paper's speed-ups beside stock rxe measured", args: &["sim", "--preset", "ud-fig4"], quick: &[], quick_says: "", typical_s: 0.1 },
+    Figure { id: "odbss-fig5", paper: ODBSS, figure: "Fig. 5, §II-C", what: "the N^D fabric: 40^3 = 64 K nodes", args: &["sim", "--preset", "odbss-scale-40"], quick: &[], quick_says: "", typical_s: 2.0 },
+    Figure { id: "odbss-fig5-80", paper: ODBSS, figure: "Fig. 5, §II-C", what: "the N^D fabric: 80^3 = 512 K nodes", args: &["sim", "--preset", "odbss-scale-80"], quick: &[], quick_says: "", typical_s: 6.2 },
+    Figure { id: "odbss-loss", paper: ODBSS, figure: "§III", what: "loss ratio of NACK multicast over UD, 10^8 packets, 4 receivers", args: &["sim", "--preset", "ud-loss"], quick: &[], quick_says: "", typical_s: 58.0 },
+    Figure { id: "rdmc-slack", paper: RDMC, figure: "§4.2", what: "the binomial pipeline's average slack per step beside 2(1-(l-1)/(n-2)), and a half-speed link (85.6 %)", args: &["bcast", "--analyze", "--group-size", "64", "--sizes", "256M", "--block", "1M", "--schemes", "pipeline,chain"], quick: &[], quick_says: "", typical_s: 1.0 },
+    Figure { id: "rdmc-fig4", paper: RDMC, figure: "Fig. 4", what: "broadcast latency of RDMC's schemes and MPI's tree, OSU-style", args: &["bcast", "--group-size", "8", "--sizes", "64:16M", "-f"], quick: &[], quick_says: "", typical_s: 0.5 },
+    Figure { id: "rdmc-small", paper: RDMC, figure: "§4.6 (small messages)", what: "the small-message protocol vs the binomial pipeline on a stream", args: &["bcast", "--smc"], quick: &["--smc-groups", "2,8,16,64"], quick_says: "groups 2, 8, 16, 64", typical_s: 11.0 },
+    Figure { id: "rdmc-failure", paper: RDMC, figure: "§4.6 (failure)", what: "a member crash mid-transfer: the outcome every survivor reports", args: &["bcast", "--group-size", "8", "--sizes", "64K,4M", "--schemes", "sequential,tree,chain,pipeline", "--fail", "3@100us"], quick: &[], quick_says: "", typical_s: 1.0 },
+];
+
+/// The paper short names `ids` may use.
+fn paper_of(f: &Figure) -> &'static str {
+    match f.paper {
+        CEPHEUS => "cepheus",
+        PEEL => "peel",
+        TMCF => "tmcf",
+        ODBSS => "odbss",
+        _ => "rdmc",
+    }
+}
+
+fn select(ids: &[String]) -> Result<Vec<&'static Figure>, String> {
+    if ids.is_empty() {
+        return Ok(FIGURES.iter().collect());
+    }
+    let mut out: Vec<&Figure> = Vec::new();
+    for id in ids {
+        let hit: Vec<&Figure> = FIGURES
+            .iter()
+            .filter(|f| f.id == id || paper_of(f) == id)
+            .collect();
+        if hit.is_empty() {
+            return Err(format!(
+                "no figure {id:?}: see `rocast repro --list` (or a paper: cepheus, peel, tmcf, odbss, rdmc)"
+            ));
+        }
+        for f in hit {
+            if !out.iter().any(|g| g.id == f.id) {
+                out.push(f);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn list() -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<24} {:<46} {:<20} {:>9}  what / command",
+        "id", "paper", "figure", "full s"
+    );
+    for f in FIGURES {
+        let _ = writeln!(
+            s,
+            "{:<24} {:<46} {:<20} {:>9.1}  {}\n{:<103}  rocast {}{}",
+            f.id,
+            f.paper,
+            f.figure,
+            f.typical_s,
+            f.what,
+            "",
+            f.args.join(" "),
+            if f.quick.is_empty() {
+                String::new()
+            } else {
+                format!("   (--quick: {})", f.quick_says)
+            }
+        );
+    }
+    let full: f64 = FIGURES.iter().map(|f| f.typical_s).sum();
+    let _ = writeln!(
+        s,
+        "{} figures and tables; about {:.0} min at full scale on a 2-core machine; --quick runs the long ones smaller",
+        FIGURES.len(),
+        full / 60.0
+    );
+    s
+}
+
+/// The git commit of the checkout the binary belongs to, when it is one, with
+/// `-dirty` when tracked files differ from it.
+fn git_commit() -> Option<String> {
+    let root = crate::plot::resource_root().ok()?;
+    let o = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()?;
+    if !o.status.success() {
+        return None;
+    }
+    let mut commit = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    // Uncommitted changes to tracked files: the commit alone does not say what ran.
+    let dirty = std::process::Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .output()
+        .map(|o| !o.stdout.is_empty())
+        .unwrap_or(false);
+    if dirty {
+        commit.push_str("-dirty");
+    }
+    Some(commit)
+}
+
+fn machine() -> serde_json::Value {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem_kb = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        })
+        .unwrap_or(0);
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    json!({"cores": cores, "memory_gib": mem_kb as f64 / (1 << 20) as f64, "cpu": cpu, "kernel": kernel})
+}
+
+/// The verdict lines of a report: those that say reproduced or differs.
+fn verdicts(report: &str) -> Vec<String> {
+    report
+        .lines()
+        .filter(|l| {
+            let l = l.to_ascii_lowercase();
+            l.contains("reproduced") || l.contains("differs")
+        })
+        .map(|l| l.trim().to_string())
+        .collect()
+}
+
+pub fn run(cmd: ReproCmd) -> Result<(), String> {
+    if cmd.list {
+        print!("{}", list());
+        return Ok(());
+    }
+    let figures = select(&cmd.ids)?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
+    let commit = git_commit();
+    let version = env!("CARGO_PKG_VERSION");
+    let scale = if cmd.quick { "quick" } else { "full" };
+    let mut index = String::new();
+    let _ = writeln!(
+        index,
+        "# rocast repro: the papers' figures\n\nMade by `{}` (rocast {version}, commit {}), scale {scale}. Each folder has the figure's report (`report.txt`, with the paper-vs-rocast verdicts), its CSVs and JSON, its plots and `provenance.json` (the exact command, seed, wall time, machine).\n\n| id | paper | figure | scale | wall s | verdicts | status |\n|---|---|---|---|---|---|---|",
+        std::env::args().collect::<Vec<_>>().join(" "),
+        commit.as_deref().unwrap_or("unknown")
+    );
+    let mut details = String::new();
+    let mut failed = Vec::new();
+    let t_all = std::time::Instant::now();
+    for (i, f) in figures.iter().enumerate() {
+        let dir = cmd.out.join(f.id);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut args: Vec<String> = f.args.iter().map(|s| s.to_string()).collect();
+        let quick = cmd.quick && !f.quick.is_empty();
+        if quick {
+            args.extend(f.quick.iter().map(|s| s.to_string()));
+        }
+        if args[0] == "sim" {
+            args.push("--json".into());
+            args.push("--quiet".into());
+        }
+        args.push("--out".into());
+        args.push(dir.to_string_lossy().into_owned());
+        eprintln!(
+            "rocast repro: [{}/{}] {} ({}{})",
+            i + 1,
+            figures.len(),
+            f.id,
+            f.figure,
+            if quick { ", quick" } else { "" }
+        );
+        let t0 = std::time::Instant::now();
+        let o = std::process::Command::new(&exe)
+            .args(&args)
+            .output()
+            .map_err(|e| format!("{}: {e}", f.id))?;
+        let wall = t0.elapsed().as_secs_f64();
+        let report = String::from_utf8_lossy(&o.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        std::fs::write(dir.join("report.txt"), &report).map_err(|e| e.to_string())?;
+        let ok = o.status.success();
+        if !ok {
+            std::fs::write(dir.join("stderr.txt"), &stderr).map_err(|e| e.to_string())?;
+            failed.push(f.id);
+        }
+        let v = verdicts(&report);
+        let reproduced = v
+            .iter()
+            .filter(|l| l.to_ascii_lowercase().contains("reproduced"))
+            .count();
+        let prov = json!({
+            "figure": f.id,
+            "paper": f.paper,
+            "paper_figure": f.figure,
+            "what": f.what,
+            "rocast_version": version,
+            "git_commit": commit,
+            "command": format!("rocast {}", args.join(" ")),
+            "scale": if quick { "quick" } else { "full" },
+            "quick_changes": if quick { Some(f.quick_says) } else { None },
+            "seed": "the preset's (1 unless its TOML says otherwise; in report.txt's first line)",
+            "wall_s": wall,
+            "exit_status": o.status.code(),
+            "machine": machine(),
+            "verdicts": v,
+        });
+        std::fs::write(dir.join("provenance.json"), crate::output::pretty(&prov))
+            .map_err(|e| e.to_string())?;
+        let _ = writeln!(
+            index,
+            "| [{}]({}/report.txt) | {} | {} | {} | {:.1} | {} | {} |",
+            f.id,
+            f.id,
+            f.paper,
+            f.figure,
+            if quick {
+                format!("quick: {}", f.quick_says)
+            } else {
+                "full".into()
+            },
+            wall,
+            if v.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{reproduced} of {} lines say reproduced", v.len())
+            },
+            if ok { "ok" } else { "FAILED (stderr.txt)" }
+        );
+        if !v.is_empty() {
+            let _ = writeln!(details, "\n## {} ({}, {})\n", f.id, f.paper, f.figure);
+            for l in &v {
+                let _ = writeln!(details, "    {l}");
+            }
+        }
+    }
+    let _ = writeln!(
+        index,
+        "\n{} figures in {:.1} s.\n\n# Verdicts\n{details}",
+        figures.len(),
+        t_all.elapsed().as_secs_f64()
+    );
+    let path = cmd.out.join("REPORT.md");
+    std::fs::write(&path, &index).map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("{index}");
+    eprintln!("rocast repro: wrote {}", path.display());
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("failed: {}", failed.join(", ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_and_commands_name_presets_that_exist() {
+        let mut ids: Vec<&str> = FIGURES.iter().map(|f| f.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), FIGURES.len());
+        for f in FIGURES {
+            if f.args[0] == "sim" {
+                assert_eq!(f.args[1], "--preset");
+                rocast_sim::scenario::config::Scenario::preset(f.args[2], &[])
+                    .unwrap_or_else(|e| panic!("{}: {e}", f.id));
+            }
+            assert_eq!(f.quick.is_empty(), f.quick_says.is_empty(), "{}", f.id);
+        }
+        assert!(select(&["peel".into()]).unwrap().len() >= 9);
+        assert!(select(&["nope".into()]).is_err());
+    }
+}

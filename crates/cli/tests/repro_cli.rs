@@ -1,0 +1,65 @@
+//! `rocast repro`: every figure listed, and a run writes each figure's report, CSV and
+//! JSON, provenance and the REPORT.md index.
+
+mod common;
+use common::rocast;
+
+#[test]
+fn repro_lists_every_paper_and_runs_figures_with_provenance() {
+    let l = rocast(&["repro", "--list"]);
+    assert_eq!(l.code, 0, "{}", l.stderr);
+    for paper in ["Cepheus", "PEEL", "TMCF", "Broadcast-select", "RDMC"] {
+        assert!(l.stdout.contains(paper), "{paper} missing:\n{}", l.stdout);
+    }
+    for id in [
+        "cepheus-fig12",
+        "peel-fig7",
+        "tmcf-fig3-4",
+        "odbss-fig4",
+        "rdmc-small",
+    ] {
+        assert!(l.stdout.lines().any(|x| x.starts_with(id)), "{id} missing");
+    }
+    assert!(rocast(&["repro", "no-such-figure"]).code == 2);
+
+    let dir = std::env::temp_dir().join(format!("rocast-repro-{}", std::process::id()));
+    let out = dir.to_str().unwrap();
+    let r = rocast(&[
+        "repro",
+        "peel-fig1",
+        "cepheus-fig10",
+        "rdmc-failure",
+        "--out",
+        out,
+    ]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+    let report = std::fs::read_to_string(dir.join("REPORT.md")).unwrap();
+    for id in ["peel-fig1", "cepheus-fig10", "rdmc-failure"] {
+        assert!(
+            report.contains(&format!("[{id}]({id}/report.txt)")),
+            "{report}"
+        );
+        let p: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join(id).join("provenance.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(p["figure"], id);
+        assert!(p["command"].as_str().unwrap().starts_with("rocast "), "{p}");
+        assert_eq!(p["exit_status"], 0);
+        assert!(p["machine"]["cores"].as_u64().unwrap() >= 1);
+        assert!(!std::fs::read_to_string(dir.join(id).join("report.txt"))
+            .unwrap()
+            .is_empty());
+    }
+    // A simulator figure's CSVs come with JSON beside them.
+    let csvs: Vec<_> = std::fs::read_dir(dir.join("peel-fig1"))
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "csv"))
+        .collect();
+    assert!(!csvs.is_empty());
+    for c in csvs {
+        assert!(c.with_extension("json").is_file(), "{}", c.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
