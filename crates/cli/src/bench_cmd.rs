@@ -371,8 +371,7 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
             };
             let r = rocast_net::udp_bench::run(&args, |line| eprintln!("{line}"))?;
             let table = rocast_net::udp_bench::table(&r, &args);
-            if json {
-                eprint!("{table}");
+            let j = json.then(|| {
                 let runs: Vec<serde_json::Value> = r
                     .iter()
                     .map(|x| {
@@ -385,10 +384,9 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
                         })
                     })
                     .collect();
-                print!("{}", crate::output::pretty(&serde_json::Value::Array(runs)));
-            } else {
-                print!("{table}");
-            }
+                serde_json::Value::Array(runs)
+            });
+            crate::output::print_table_or_json(&table, j.as_ref());
             Ok(())
         }
         BenchCmd::Switch {
@@ -407,8 +405,7 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
             };
             let rows = rocast_net::switch_bench::run(&args, |line| eprintln!("{line}"))?;
             let table = rocast_net::switch_bench::table(&rows, &args);
-            if json {
-                eprint!("{table}");
+            let j = json.then(|| {
                 let run = |m: &rocast_net::switch_bench::MediumRun| {
                     serde_json::json!({
                         "flat_out_pps": m.flat_out_pps,
@@ -429,10 +426,9 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
                         })
                     })
                     .collect();
-                print!("{}", crate::output::pretty(&serde_json::Value::Array(j)));
-            } else {
-                print!("{table}");
-            }
+                serde_json::Value::Array(j)
+            });
+            crate::output::print_table_or_json(&table, j.as_ref());
             Ok(())
         }
         BenchCmd::FatTree { k, json } => {

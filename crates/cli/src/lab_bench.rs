@@ -12,6 +12,7 @@
 //! asserts nothing. Each point is the median of `--reps` sends in one group (registration
 //! once, as an application would).
 
+use rocast_sim::output::stats::nearest_rank;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -353,6 +354,28 @@ fn one_run(
         ]
     };
     transfer_latency(n, file, &extra, reps, rate_mbps)
+}
+
+/// A fresh lab `name` of `hosts` hosts on `rocast switch` (leftovers of an earlier run
+/// removed first), its links shaped at `rate`, the switch in its fast path if asked;
+/// `extra` goes to `lab up` as is.
+fn fresh_switch_lab(
+    name: &str,
+    hosts: usize,
+    rate: &str,
+    fast_path: bool,
+    extra: &[&str],
+) -> Result<(), String> {
+    run_rocast(&["lab", "down", "--name", name])?;
+    let hs = hosts.to_string();
+    let mut up = vec![
+        "lab", "up", "--name", name, "--hosts", &hs, "--switch", "--rate", rate,
+    ];
+    up.extend_from_slice(extra);
+    if fast_path {
+        up.push("--fast-path");
+    }
+    run_rocast(&up).map(|_| ())
 }
 
 /// The lab's link rate (`--rate`, tc's units) in Mbit/s: what every sender's pacer is
@@ -721,22 +744,13 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
     );
     let mut text = String::new();
     for &n in &a.hosts {
-        run_rocast(&["lab", "down", "--name", LAB])?;
         let tors = a.tors.to_string();
         let shape = if a.tors > 1 {
             format!("{n} hosts under {} ToRs", a.tors)
         } else {
             format!("{n} hosts")
         };
-        let hosts = n.to_string();
-        let mut up = vec![
-            "lab", "up", "--name", LAB, "--hosts", &hosts, "--switch", "--rate", &a.rate, "--tors",
-            &tors,
-        ];
-        if a.fast_path {
-            up.push("--fast-path");
-        }
-        run_rocast(&up)?;
+        fresh_switch_lab(LAB, n, &a.rate, a.fast_path, &["--tors", &tors])?;
         let result = (|| -> Result<(), String> {
             let mut rows: Vec<(u64, Vec<f64>)> = Vec::new();
             // Per size, per scheme: (min, max) over the reps.
@@ -1080,16 +1094,8 @@ pub fn lab_iops(
     let text = result?;
     std::fs::write(out.join("lab-iops.txt"), &text).map_err(|e| e.to_string())?;
     std::fs::write(out.join("lab-iops.csv"), &csv).map_err(|e| e.to_string())?;
-    // With --json, stdout is the JSON alone; the table goes to stderr (and the file).
-    if json {
-        eprint!("{text}");
-        print!(
-            "{}",
-            crate::output::pretty(&crate::output::csv_to_json(&csv)?)
-        );
-    } else {
-        print!("{text}");
-    }
+    let j = json.then(|| crate::output::csv_to_json(&csv)).transpose()?;
+    crate::output::print_table_or_json(&text, j.as_ref());
     Ok(())
 }
 
@@ -1167,15 +1173,8 @@ pub fn lab_latency(a: &LabLatencyArgs) -> Result<(), String> {
         let hosts = n + 1;
         // Cepheus and the binomial tree over RC: `mcast lead --repeat`, each send's
         // latency from the first post until the last member held it.
-        run_rocast(&["lab", "down", "--name", LAB])?;
+        fresh_switch_lab(LAB, hosts, &a.rate, a.fast_path, &[])?;
         let hs = hosts.to_string();
-        let mut up = vec![
-            "lab", "up", "--name", LAB, "--hosts", &hs, "--switch", "--rate", &a.rate,
-        ];
-        if a.fast_path {
-            up.push("--fast-path");
-        }
-        run_rocast(&up)?;
         let rc = (|| -> Result<(), String> {
             for &size in &a.sizes {
                 let file = a.out.join(format!("payload-{size}.bin"));
@@ -1276,16 +1275,11 @@ pub fn lab_latency(a: &LabLatencyArgs) -> Result<(), String> {
     }
     std::fs::write(a.out.join("lab-latency.csv"), &csv).map_err(|e| e.to_string())?;
     std::fs::write(a.out.join("lab-latency.txt"), &text).map_err(|e| e.to_string())?;
-    // With --json, stdout is the JSON alone; the table goes to stderr (and the file).
-    if a.json {
-        eprint!("{text}");
-        print!(
-            "{}",
-            crate::output::pretty(&crate::output::csv_to_json(&csv)?)
-        );
-    } else {
-        print!("{text}");
-    }
+    let j = a
+        .json
+        .then(|| crate::output::csv_to_json(&csv))
+        .transpose()?;
+    crate::output::print_table_or_json(&text, j.as_ref());
     Ok(())
 }
 
@@ -1394,11 +1388,6 @@ fn parse_held(text: &str) -> (Vec<(String, Vec<f64>)>, Vec<f64>, u64, String) {
     (per, group, retx, path)
 }
 
-fn nearest_rank(v: &mut [f64], q: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[((q * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1]
-}
-
 /// Runs the 1→N multicast test and returns its table (or JSON).
 pub fn perf_mcast(a: &PerfMcastArgs) -> Result<String, String> {
     let t0 = std::time::Instant::now();
@@ -1418,15 +1407,7 @@ pub fn perf_mcast(a: &PerfMcastArgs) -> Result<String, String> {
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let file = dir.join("payload.bin");
     std::fs::write(&file, payload(a.size)).map_err(|e| e.to_string())?;
-    run_rocast(&["lab", "down", "--name", PERF_LAB])?;
-    let hosts = n.to_string();
-    let mut up = vec![
-        "lab", "up", "--name", PERF_LAB, "--hosts", &hosts, "--switch", "--rate", &a.rate,
-    ];
-    if a.fast_path {
-        up.push("--fast-path");
-    }
-    run_rocast(&up)?;
+    fresh_switch_lab(PERF_LAB, n, &a.rate, a.fast_path, &[])?;
     let extra = vec![
         "--repeat".to_string(),
         a.iters.to_string(),
@@ -1449,18 +1430,21 @@ pub fn perf_mcast(a: &PerfMcastArgs) -> Result<String, String> {
     let per_receiver: Vec<ReceiverFigures> = per
         .into_iter()
         .map(|(ip, mut v)| {
-            let median = nearest_rank(&mut v, 0.5);
+            v.sort_by(f64::total_cmp);
+            let at = |q| nearest_rank(&v, q).unwrap_or(0.0);
+            let median = at(0.5);
             ReceiverFigures {
                 receiver: ip,
                 messages: v.len(),
                 latency_median_us: median,
-                latency_p99_us: nearest_rank(&mut v, 0.99),
-                latency_max_us: nearest_rank(&mut v, 1.0),
+                latency_p99_us: at(0.99),
+                latency_max_us: at(1.0),
                 goodput_gbps: bits / (median * 1e3),
             }
         })
         .collect();
-    let group_median = nearest_rank(&mut group, 0.5);
+    group.sort_by(f64::total_cmp);
+    let group_median = nearest_rank(&group, 0.5).unwrap_or(0.0);
     let j = PerfMcastJson {
         tool: "rocast perf",
         test: "mcast",

@@ -77,6 +77,19 @@ pub(crate) fn parse_seconds(s: &str) -> Result<f64, String> {
     }
 }
 
+/// A command's result: with `json`, stdout is the JSON alone and the human table goes
+/// to stderr (so `| python3 -m json.tool` works and the table is still seen); else
+/// the table on stdout.
+pub(crate) fn print_table_or_json(table: &str, json: Option<&Value>) {
+    match json {
+        Some(j) => {
+            eprint!("{table}");
+            print!("{}", pretty(j));
+        }
+        None => print!("{table}"),
+    }
+}
+
 /// Pretty JSON text of `v`, with a final newline.
 pub(crate) fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into()) + "\n"

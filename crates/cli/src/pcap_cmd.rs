@@ -499,17 +499,7 @@ fn frame_json(fr: &Frame<'_>, class: &FrameClass<'_>) -> Option<serde_json::Valu
         FrameClass::Roce { frame, icrc_ok } => {
             let r = &frame.roce;
             let b = &r.bth;
-            let flags: Vec<&str> = [
-                (b.ack_req, "AckReq"),
-                (b.solicited, "SE"),
-                (b.mig_req, "MigReq"),
-                (b.resv8a & 0x80 != 0, "FECN"),
-                (b.becn(), "BECN"),
-                (r.ip.ecn == Ecn::Ce, "ECN-CE"),
-            ]
-            .into_iter()
-            .filter_map(|(on, n)| on.then_some(n))
-            .collect();
+            let flags = frame_flags(r);
             let e = &r.ext;
             let mut j = json!({
                 "src": r.ip.src_addr.to_string(),
@@ -596,6 +586,22 @@ fn aeth_str(a: &AethRepr) -> String {
     format!("AETH({syndrome} msn={})", a.msn)
 }
 
+/// The BTH and IP flags a frame has set, in dump order (text and JSON alike).
+fn frame_flags(r: &RoceRepr<'_>) -> Vec<&'static str> {
+    let b = &r.bth;
+    [
+        (b.ack_req, "AckReq"),
+        (b.solicited, "SE"),
+        (b.mig_req, "MigReq"),
+        (b.resv8a & 0x80 != 0, "FECN"),
+        (b.becn(), "BECN"),
+        (r.ip.ecn == Ecn::Ce, "ECN-CE"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect()
+}
+
 /// One dump line (without frame number and time) for a parsed RoCE frame.
 fn describe(frame: &RoceFrameRepr<'_>, icrc_ok: bool) -> String {
     let r = &frame.roce;
@@ -608,18 +614,9 @@ fn describe(frame: &RoceFrameRepr<'_>, icrc_ok: bool) -> String {
         b.dest_qp,
         b.psn
     );
-    for (set, name) in [
-        (b.ack_req, "AckReq"),
-        (b.solicited, "SE"),
-        (b.mig_req, "MigReq"),
-        (b.resv8a & 0x80 != 0, "FECN"),
-        (b.becn(), "BECN"),
-        (r.ip.ecn == Ecn::Ce, "ECN-CE"),
-    ] {
-        if set {
-            s.push(' ');
-            s.push_str(name);
-        }
+    for name in frame_flags(r) {
+        s.push(' ');
+        s.push_str(name);
     }
     let e = &r.ext;
     if let Some(d) = e.deth {
