@@ -1,36 +1,12 @@
 """Plot Cepheus' fairness experiment (rocast sim --preset cepheus-fairness).
 
-Usage: plot_fairness.py fairness.csv fairness.png "title"
-
-The CSV has one row per sample and policy: ms, policy, gbps (f1, the multicast),
-u0_gbps and u1_gbps (f2 and f3, the unicasts), queue_kb, pauses. One panel per CNP
-policy shows the three flows' throughput against time, as Cepheus' Fig. 14.
+A command-line shim: the code is rocast.plot.cepheus_fig14 (python/rocast/plot/cepheus_fig14.py).
+Usage: plot_fairness.py DATA.csv OUT.png "title" (writes OUT.png and OUT.svg).
 """
 
 import sys
 
-from plotcli import run
-
-
-def draw(df, title, plt):
-    policies = list(dict.fromkeys(df["policy"]))
-    fig, axes = plt.subplots(
-        len(policies), 1, figsize=(7, 2.2 * len(policies) + 0.6), sharex=True, squeeze=False
-    )
-    flows = [("gbps", "f1 multicast"), ("u0_gbps", "f2 unicast"), ("u1_gbps", "f3 unicast")]
-    for ax, policy in zip(axes[:, 0], policies):
-        g = df[df["policy"] == policy]
-        for col, label in flows:
-            if col in g:
-                ax.plot(g["ms"], g[col], label=label, drawstyle="steps-post", linewidth=1)
-        ax.set_ylabel(f"{policy}\nGbps", fontsize=8)
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=0.3)
-    axes[0, 0].set_title(title, fontsize=9)
-    axes[0, 0].legend(fontsize=7, loc="upper right")
-    axes[-1, 0].set_xlabel("time (ms)")
-    return fig
-
+from rocast.plot.cepheus_fig14 import main
 
 if __name__ == "__main__":
-    sys.exit(run(__doc__, draw))
+    sys.exit(main())

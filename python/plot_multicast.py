@@ -1,43 +1,12 @@
 """One multicast group, Cepheus against the application-layer overlays, from
-`rocast sim --preset multicast`'s multicast.csv: completion time against message size
-(left) and each overlay's time over Cepheus' (right).
 
-Usage: plot_multicast.py multicast.csv multicast.png "title"
+A command-line shim: the code is rocast.plot.multicast (python/rocast/plot/multicast.py).
+Usage: plot_multicast.py DATA.csv OUT.png "title" (writes OUT.png and OUT.svg).
 """
+
 import sys
 
-from plotcli import run
-
-LABELS = {"cepheus": "Cepheus (in-network)", "tree": "binomial tree", "chain": "chain",
-          "pipeline": "RDMC binomial pipeline", "ring": "ring", "sequential": "N unicasts"}
-COLOURS = {"cepheus": "C0", "tree": "C1", "chain": "C2", "pipeline": "C3", "ring": "C4",
-           "sequential": "C5"}
-
-
-def draw(df, title, plt):
-    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.5))
-    ceph = df[df["scheme"] == "cepheus"].set_index("size_bytes")["latency_us"]
-    for scheme, g in df.groupby("scheme", sort=False):
-        g = g.sort_values("size_bytes")
-        style = dict(marker="o", label=LABELS.get(scheme, scheme), color=COLOURS.get(scheme))
-        ax.plot(g["size_bytes"], g["latency_us"], **style)
-        if scheme != "cepheus":
-            r = g["latency_us"].values / ceph.loc[g["size_bytes"]].values
-            bx.plot(g["size_bytes"], r, **style)
-    for a in (ax, bx):
-        a.set_xscale("log", base=2)
-        a.set_xlabel("message size (bytes)")
-        a.grid(True, which="both", alpha=0.3)
-    ax.set_yscale("log")
-    bx.set_yscale("log")
-    ax.set_ylabel("time until every member holds it (us)")
-    bx.set_ylabel("overlay time / Cepheus time")
-    bx.axhline(1.0, color="grey", linewidth=0.8)
-    ax.legend(fontsize=8)
-    bx.legend(fontsize=8)
-    fig.suptitle(title)
-    return fig
-
+from rocast.plot.multicast import main
 
 if __name__ == "__main__":
-    sys.exit(run(__doc__, draw))
+    sys.exit(main())

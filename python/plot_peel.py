@@ -1,64 +1,12 @@
 """Plot PEEL's Figs 5-7 (rocast sim --preset peel-fig5 | peel-fig6 | peel-fig7).
 
-Usage: plot_peel.py peel-figN.csv peel-figN.png "title"
-
-The CSV has one row per (x, scheme): its second column is the x axis (size in bytes,
-group size in GPUs, or failed-link fraction), then scheme, jobs, mean_ms and p99_ms.
-The plot shows mean and 99th-percentile CCT per scheme, as the paper's figures. Where
-rocast wrote peel-figN-paper.csv beside it, the paper's claims are overlaid as black
-crosses: the paper states ratios, so each cross sits at rocast's CCT of the claim's
-other scheme times the paper's ratio (e.g. PEEL's mean at 2 MB = rocast's optimal x 1.23).
+A command-line shim: the code is rocast.plot.peel (python/rocast/plot/peel.py).
+Usage: plot_peel.py DATA.csv OUT.png "title" (writes OUT.png and OUT.svg).
 """
 
-import os
 import sys
 
-from plotcli import run
-
-LABELS = {
-    "size": ("message size (MB)", lambda v: v / 2**20, True),
-    "gpus": ("Broadcast scale (GPUs)", lambda v: v, True),
-    "failed": ("failed spine-leaf links (%)", lambda v: v * 100, False),
-}
-
-
-def paper_points(csv_path):
-    """The sibling peel-figN-paper.csv, or None."""
-    import pandas as pd
-
-    stem, ext = os.path.splitext(csv_path)
-    path = stem + "-paper" + ext
-    return pd.read_csv(path) if os.path.exists(path) else None
-
-
-def draw(df, title, plt, paper=None):
-    xcol = df.columns[1]
-    xlabel, scale, log = LABELS.get(xcol, (xcol, lambda v: v, False))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for ax, col, name in [(axes[0], "mean_ms", "mean CCT (ms)"), (axes[1], "p99_ms", "p99 CCT (ms)")]:
-        for scheme, g in df.groupby("scheme", sort=False):
-            g = g.sort_values(xcol)
-            ax.plot(scale(g[xcol]), g[col], marker="o", label=scheme)
-        if paper is not None:
-            p = paper[paper["stat"] == col]
-            for i, row in enumerate(p.itertuples()):
-                ax.scatter(scale(row.x), row.paper_ms, marker="x", color="black", s=60, zorder=5,
-                           label="paper (ratio x rocast)" if i == 0 else None)
-                ax.annotate(f"{row.scheme} vs {row.relative_to}", (scale(row.x), row.paper_ms),
-                            fontsize=6, xytext=(3, 3), textcoords="offset points")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(name)
-        ax.set_yscale("log")
-        if log:
-            ax.set_xscale("log", base=2)
-        ax.grid(alpha=0.3, which="both")
-    axes[1].legend(fontsize=8)
-    if paper is not None and (paper["stat"] == "mean_ms").any():
-        axes[0].legend(fontsize=7)
-    fig.suptitle(title, fontsize=9)
-    return fig
-
+from rocast.plot.peel import main
 
 if __name__ == "__main__":
-    paper = paper_points(sys.argv[1]) if len(sys.argv) == 4 else None
-    sys.exit(run(__doc__, lambda df, title, plt: draw(df, title, plt, paper)))
+    sys.exit(main())

@@ -25,8 +25,10 @@ fi
 
 # Python in a project-local venv: pytest and scapy (the independent RoCE oracle) for the
 # tests; matplotlib and pandas for plots, highspy (HiGHS MIP solver) for exact Steiner
-# trees in `rocast tree --algo exact` (python/steiner_exact.py).
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import scapy, pytest, matplotlib, pandas, highspy' >/dev/null 2>&1; then
+# trees in `rocast tree --algo exact` (python/steiner_exact.py); maturin builds the `rocast`
+# Python package (scripts/install-python.sh); dask[distributed] runs rocast.sweep's
+# backend="dask"; nbclient, nbformat and ipykernel execute examples/*.ipynb in CI.
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import scapy, pytest, matplotlib, pandas, highspy, dask.distributed, nbclient, nbformat, ipykernel' >/dev/null 2>&1 || [ ! -x .venv/bin/maturin ]; then
   echo "install-deps: python venv (.venv) with tests/python/requirements.txt and python/requirements.txt"
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt -r python/requirements.txt

@@ -7,3 +7,4 @@ cargo build --release --locked -q
 R=target/release/rocast
 mkdir -p out
 bash scripts/install-bin.sh
+bash scripts/install-python.sh

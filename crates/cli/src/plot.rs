@@ -8,7 +8,9 @@ use std::path::Path;
 pub(crate) use rocast_eval::resources::{python, resource_root};
 
 /// Runs a plotting script of the repository (`script`: relative to its root) as
-/// `script CSV PNG TITLE` with the project's Python (its `.venv` when present).
+/// `script CSV PNG TITLE` with the project's Python (its `.venv` when present). The
+/// scripts are shims over `rocast.plot` (python/rocast/plot/), which writes the PNG and
+/// an SVG beside it.
 pub(crate) fn run_python(script: &str, csv: &Path, png: &Path, title: &str) -> Result<(), String> {
     let repo = resource_root()?;
     let script = repo.join(script);

@@ -150,7 +150,11 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
                 crate::plot::run_python(script, &path, &png, &sc.name).map_err(|e| {
                     format!("plot of {}: {e} (--no-plot skips plots)", path.display())
                 })?;
-                println!("plot: {}", png.display());
+                println!(
+                    "plot: {} and {}",
+                    png.display(),
+                    png.with_extension("svg").display()
+                );
             }
         }
         if report.files.is_empty() {

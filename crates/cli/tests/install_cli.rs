@@ -44,7 +44,7 @@ fn a_linked_binary_run_elsewhere_finds_its_plot_scripts() {
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("ROCAST_HOME=/nonexistent has no python/plotcli.py"),
+        err.contains("ROCAST_HOME=/nonexistent has no python/rocast/__init__.py"),
         "{err}"
     );
     let v = Command::new(&link)

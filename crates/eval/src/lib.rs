@@ -20,6 +20,7 @@ pub mod rdmc;
 pub mod report;
 pub mod resources;
 pub mod tmcf;
+pub mod trees;
 
 use std::fmt::Write as _;
 use std::path::Path;

@@ -7,16 +7,16 @@ use std::path::{Path, PathBuf};
 /// The directory holding `python/` (and its `.venv`): `$ROCAST_HOME` when set; else
 /// the first directory, walking up from the running binary's real location (links
 /// resolved: `/usr/local/bin/rocast` → the checkout's `target/release/rocast`), that
-/// has `python/plotcli.py`; else `<binary's dir>/../share/rocast` when that has it.
+/// has `python/rocast/__init__.py`; else `<binary's dir>/../share/rocast` when that has it.
 pub fn resource_root() -> Result<PathBuf, String> {
-    let marker = |d: &Path| d.join("python").join("plotcli.py").is_file();
+    let marker = |d: &Path| d.join("python").join("rocast").join("__init__.py").is_file();
     if let Some(home) = std::env::var_os("ROCAST_HOME") {
         let home = PathBuf::from(home);
         return if marker(&home) {
             Ok(home)
         } else {
             Err(format!(
-                "ROCAST_HOME={} has no python/plotcli.py",
+                "ROCAST_HOME={} has no python/rocast/__init__.py",
                 home.display()
             ))
         };

@@ -8,7 +8,7 @@ use crate::engine::Engine;
 use crate::output::fct::fct_txt;
 use crate::output::files::{capture_pcap, event_log, ports_csv, write_atomic};
 use crate::output::summary::summary_json;
-pub use crate::output::summary::RunReport;
+pub use crate::output::summary::{RunReport, RunSample};
 use crate::scenario::topology::{build_topology, engine_config, link_between};
 use crate::scenario::{workload, Scenario};
 use rocast_core::time::{Duration, Instant};
@@ -68,6 +68,7 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
     };
     let run_start = std::time::Instant::now();
     let mut next = Instant::ZERO;
+    let mut samples = Vec::new();
     loop {
         next = if next + slice > stop {
             stop
@@ -76,6 +77,7 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
         };
         let more = engine.run_until(next);
         let wall = run_start.elapsed().as_secs_f64();
+        samples.push(RunSample::of(&engine, wall));
         if let Some(b) = &bar {
             b.set_position(engine.now().as_ps() / 1_000_000);
             b.set_message(format!(
@@ -111,12 +113,13 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
         Some((imbalance, links_unbalanced)),
     );
     let fct = fct_txt(&engine.results);
+    let ports = ports_csv(&engine);
     if let Some(dir) = &opts.out_dir {
         write_atomic(&dir.join("summary.json"), &summary)?;
         if sc.output.fct {
             write_atomic(&dir.join("fct.txt"), &fct)?;
         }
-        write_atomic(&dir.join("ports.csv"), &ports_csv(&engine))?;
+        write_atomic(&dir.join("ports.csv"), &ports)?;
         if sc.output.pfc_log {
             let head = "# time_ns node node_type(0 host,1 switch) port pause(1)/resume(0) class\n";
             write_atomic(&dir.join("pfc.txt"), &event_log(head, &engine.pfc_log))?;
@@ -141,5 +144,7 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
         links_unbalanced,
         hosts,
         switches,
+        ports_csv: ports,
+        samples,
     })
 }

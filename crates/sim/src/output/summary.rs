@@ -26,6 +26,79 @@ pub struct RunReport {
     pub links_unbalanced: u64,
     pub hosts: usize,
     pub switches: usize,
+    /// `ports.csv`: every port's counters at the end of the run.
+    pub ports_csv: String,
+    /// The run's progress, one sample per `output.summary_interval_ms` of simulated
+    /// time (and one at the end).
+    pub samples: Vec<RunSample>,
+}
+
+/// One sample of a run's progress: cumulative counters at simulated time `sim_us`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunSample {
+    pub sim_us: f64,
+    pub wall_s: f64,
+    pub events: u64,
+    pub flows_finished: u64,
+    pub flows_outstanding: u64,
+    pub host_tx_bytes: u64,
+    pub host_rx_bytes: u64,
+    pub drops: u64,
+    pub ecn_marks: u64,
+    pub pauses: u64,
+    pub cnps: u64,
+}
+
+impl RunSample {
+    /// The sample's columns, in the order of [`RunSample::values`].
+    pub const COLUMNS: [&'static str; 11] = [
+        "sim_us",
+        "wall_s",
+        "events",
+        "flows_finished",
+        "flows_outstanding",
+        "host_tx_bytes",
+        "host_rx_bytes",
+        "drops",
+        "ecn_marks",
+        "pauses",
+        "cnps",
+    ];
+
+    pub fn of(engine: &Engine, wall_s: f64) -> RunSample {
+        let t = engine.totals_now();
+        RunSample {
+            sim_us: engine.now().as_ps() as f64 / 1e6,
+            wall_s,
+            events: t.events,
+            flows_finished: t.flows_finished,
+            flows_outstanding: engine.flows_outstanding(),
+            host_tx_bytes: t.host_tx_bytes,
+            host_rx_bytes: t.host_rx_bytes,
+            drops: t.link_drops + t.queue_drops,
+            ecn_marks: t.ecn_marks,
+            pauses: t.pauses,
+            cnps: t.cnps,
+        }
+    }
+
+    /// The counters as floats, in [`RunSample::COLUMNS`] order (every count fits
+    /// f64's 53-bit mantissa).
+    pub fn values(&self) -> [f64; 11] {
+        [
+            self.sim_us,
+            self.wall_s,
+            self.events as f64,
+            self.flows_finished as f64,
+            self.flows_outstanding as f64,
+            self.host_tx_bytes as f64,
+            self.host_rx_bytes as f64,
+            self.drops as f64,
+            self.ecn_marks as f64,
+            self.pauses as f64,
+            self.cnps as f64,
+        ]
+    }
 }
 
 /// `summary.json`'s shape.

@@ -1,0 +1,150 @@
+//! `rocast._native`: the Rust half of the Python package `rocast` (python/rocast/). It
+//! runs the simulator in-process and hands results back as Python values: column
+//! dicts (the Python half makes pandas DataFrames of them) and CSV text for the
+//! experiments' tables, so nothing goes through files. The simulator runs with the
+//! GIL released, so a thread pool (or a Dask worker's threads) runs points in
+//! parallel.
+
+use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use rocast_sim::run::{run_scenario, RunOptions, RunSample};
+use rocast_sim::scenario::config::{preset_descriptions, PRESETS};
+use rocast_sim::Scenario;
+use std::path::PathBuf;
+
+fn value_error(e: impl ToString) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// Every built-in preset as (name, description), in `rocast sim --list` order.
+#[pyfunction]
+fn presets() -> Vec<(String, String)> {
+    preset_descriptions()
+        .into_iter()
+        .map(|(n, d)| (n.to_string(), d))
+        .collect()
+}
+
+/// A preset's TOML text (`rocast sim --print-preset`).
+#[pyfunction]
+fn preset_toml(name: &str) -> PyResult<String> {
+    PRESETS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, t)| t.to_string())
+        .ok_or_else(|| PyKeyError::new_err(format!("unknown preset {name:?}")))
+}
+
+/// Runs a scenario: `preset` names a built-in one, else `toml` is the scenario's text
+/// (relative file names in it resolve against `base`). `sets` are `KEY=VALUE`
+/// overrides, as `rocast sim --set`. Returns a dict: `scenario`, `seed`, and either
+/// `kind="flows"` with `fct` and `samples` (column dicts), `ports_csv` and
+/// `summary_json`, or `kind="experiment"` with `text` and `tables` (name -> CSV).
+#[pyfunction]
+#[pyo3(signature = (preset=None, toml=None, base=None, sets=Vec::new()))]
+fn sim<'py>(
+    py: Python<'py>,
+    preset: Option<&str>,
+    toml: Option<&str>,
+    base: Option<PathBuf>,
+    sets: Vec<String>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let sc = match (preset, toml) {
+        (Some(name), None) => Scenario::preset(name, &sets).map_err(value_error)?,
+        (None, Some(text)) => Scenario::from_toml(text, &sets).map_err(value_error)?,
+        _ => return Err(value_error("give exactly one of preset and toml")),
+    };
+    let base = base.unwrap_or_else(|| PathBuf::from("."));
+    let out = PyDict::new(py);
+    out.set_item("scenario", &sc.name)?;
+    out.set_item("seed", sc.seed)?;
+    if !sc.multicast.experiment.is_empty() {
+        let report = py
+            .detach(|| rocast_eval::run_experiment(&sc, &base))
+            .map_err(value_error)?;
+        out.set_item("kind", "experiment")?;
+        out.set_item("text", report.text)?;
+        let tables = PyDict::new(py);
+        for (name, body) in report.files {
+            if let Some(stem) = name.strip_suffix(".csv") {
+                tables.set_item(stem, body)?;
+            }
+        }
+        out.set_item("tables", tables)?;
+        return Ok(out);
+    }
+    let report = py
+        .detach(|| run_scenario(&sc, &base, &RunOptions::default()))
+        .map_err(value_error)?;
+    out.set_item("kind", "flows")?;
+    let fct = PyDict::new(py);
+    let r = &report.results;
+    fct.set_item("src", r.iter().map(|f| f.src).collect::<Vec<_>>())?;
+    fct.set_item("dst", r.iter().map(|f| f.dst).collect::<Vec<_>>())?;
+    fct.set_item("sport", r.iter().map(|f| f.sport).collect::<Vec<_>>())?;
+    fct.set_item("size_bytes", r.iter().map(|f| f.size).collect::<Vec<_>>())?;
+    fct.set_item("start_ns", r.iter().map(|f| f.start_ps as f64 / 1e3).collect::<Vec<_>>())?;
+    // NaN for a flow that did not finish: a DataFrame column stays numeric.
+    let opt = |t: Option<u64>, s: u64| t.map_or(f64::NAN, |t| (t - s) as f64 / 1e3);
+    fct.set_item("fct_ns", r.iter().map(|f| opt(f.finish_ps, f.start_ps)).collect::<Vec<_>>())?;
+    fct.set_item(
+        "received_ns",
+        r.iter().map(|f| opt(f.received_ps, f.start_ps)).collect::<Vec<_>>(),
+    )?;
+    fct.set_item(
+        "standalone_ns",
+        r.iter().map(|f| f.standalone_ps as f64 / 1e3).collect::<Vec<_>>(),
+    )?;
+    fct.set_item("failed", r.iter().map(|f| f.failed).collect::<Vec<_>>())?;
+    out.set_item("fct", fct)?;
+    let samples = PyDict::new(py);
+    for (i, col) in RunSample::COLUMNS.iter().enumerate() {
+        samples.set_item(*col, report.samples.iter().map(|s| s.values()[i]).collect::<Vec<_>>())?;
+    }
+    out.set_item("samples", samples)?;
+    out.set_item("ports_csv", report.ports_csv)?;
+    out.set_item("summary_json", report.summary_json)?;
+    Ok(out)
+}
+
+/// Builds a multicast tree offline (`rocast tree`): `topo` as `fat-tree:k=8`,
+/// `leaf-spine:spines=S,leaves=L,hosts=H` or a topology file; `fail`, a fraction of
+/// switch links failed (seeded); `dst` as `random:N`, a comma list or a file; `algo`
+/// one of optimal, peel, cepheus, exact. Returns the tree's JSON text.
+#[pyfunction]
+#[pyo3(signature = (topo="fat-tree:k=8", src=0, dst="random:16", algo="peel", fail=0.0, seed=1, exact_time_limit=120.0))]
+#[allow(clippy::too_many_arguments)]
+fn tree(
+    py: Python<'_>,
+    topo: &str,
+    src: u32,
+    dst: &str,
+    algo: &str,
+    fail: f64,
+    seed: u64,
+    exact_time_limit: f64,
+) -> PyResult<String> {
+    use rocast_eval::trees::{build_tree, parse_destinations, topology_from_spec, tree_json};
+    py.detach(|| {
+        let t = topology_from_spec(topo, fail, seed)?;
+        let d = parse_destinations(dst, &t, src, seed)?;
+        let mut routes = None;
+        let tr = build_tree(algo, &t, &mut routes, src, &d, exact_time_limit)?;
+        tr.validate(&t).map_err(|e| e.to_string())?;
+        let v = tree_json(&t, algo, &tr)?;
+        serde_json::to_string(&v).map_err(|e| e.to_string())
+    })
+    .map_err(value_error)
+}
+
+/// rocast's simulator and tree builders, in-process (the Rust half of `rocast`).
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(presets, m)?)?;
+    m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
+    m.add_function(wrap_pyfunction!(sim, m)?)?;
+    m.add_function(wrap_pyfunction!(tree, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,160 @@
+"""Parameter sweeps: every point of a grid, for every seed, in parallel, in one table.
+
+    df = rocast.sweep({"workload.size_bytes": [100_000, 1_000_000], "topology.k": [4, 8]},
+                      scenario="default", seeds=range(1, 6), backend="dask")
+    ci = rocast.ci_over_seeds(df, by=["topology.k"], value="fct_us.p99")
+
+Backends:
+- "local" (the default): a pool of local processes (`concurrent.futures`), embedded,
+  no server.
+- "dask": Dask's distributed scheduler. Without `address`, a LocalCluster of worker
+  processes on this machine (what CI runs); with `address="tcp://host:8786"`, the same
+  code runs on a multi-node cluster (every worker needs the rocast wheel installed).
+
+rocast uses Dask rather than Ray: Dask is pure Python (Ray is a 79 MB native wheel
+with its own object store and raylet daemons), a LocalCluster starts in about a second
+on a 2-core machine, a remote cluster is reached by the same `Client(address)`, and its
+results are pandas DataFrames already, as are rocast's.
+
+One row per (point, seed): the grid's keys and `seed` as columns, then the metrics.
+By default the metrics are the run's summary (flow runs: `fct_us.p50`, `fct_us.p99`,
+`flows.finished`, …); `table="fig12"` keeps an experiment's table instead (its rows,
+tagged with the point and seed); `metrics=f` calls `f(SimResult) -> dict`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence
+
+import pandas as pd
+
+# Two-sided 95% Student t quantiles for n-1 degrees of freedom (n seeds); beyond 30, 1.96.
+_T95 = [
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+]
+
+
+def grid_points(grid: Mapping[str, Sequence[Any]]) -> List[Dict[str, Any]]:
+    """The cartesian product of a grid, keys in sorted order (a fixed point order)."""
+    keys = sorted(grid)
+    for k in keys:
+        if isinstance(grid[k], (str, bytes)) or not isinstance(grid[k], Iterable):
+            raise TypeError(f"grid[{k!r}] must be a list of values, got {grid[k]!r}")
+    return [dict(zip(keys, vals)) for vals in itertools.product(*(list(grid[k]) for k in keys))]
+
+
+def _run_point(task: Dict[str, Any]) -> pd.DataFrame:
+    """One (point, seed): runs in a worker process; returns its rows."""
+    import rocast
+
+    r = rocast.sim(task["scenario"], seed=task["seed"], sets=task["point"])
+    if task["metrics"] is not None:
+        rows = pd.DataFrame([task["metrics"](r)])
+    elif task["table"] is not None:
+        if task["table"] not in r.tables:
+            raise KeyError(f"{task['scenario']} has no table {task['table']!r}: {sorted(r.tables)}")
+        rows = r.tables[task["table"]].copy()
+    elif r.kind == "flows":
+        rows = r.summary.copy()
+    else:
+        raise ValueError(
+            f"{task['scenario']} is an experiment: name one of its tables "
+            f"(table=…: {sorted(r.tables)}) or pass metrics="
+        )
+    tag = {**task["point"], "seed": task["seed"]}
+    # The point's keys first; a column of the same name (summary's seed) gives way.
+    rows = rows.drop(columns=[k for k in tag if k in rows.columns])
+    for i, (k, v) in enumerate(tag.items()):
+        rows.insert(i, k, [v] * len(rows))
+    return rows
+
+
+def sweep(
+    grid: Mapping[str, Sequence[Any]],
+    *,
+    scenario: str = "default",
+    seeds: Iterable[int] = (1,),
+    backend: str = "local",
+    address: Optional[str] = None,
+    workers: Optional[int] = None,
+    table: Optional[str] = None,
+    metrics: Optional[Callable[[Any], Mapping[str, Any]]] = None,
+    out: Optional[str] = None,
+) -> pd.DataFrame:
+    """Runs `scenario` at every point of `grid` (scenario keys to lists of values) for
+    every seed, on `backend` ("local" or "dask"), and returns one DataFrame with one row
+    per point and seed (sorted by the grid's keys, then seed). `out` also writes it as CSV.
+    A point that fails raises its error after the others are cancelled."""
+    seeds = [int(s) for s in seeds]
+    if not seeds:
+        raise ValueError("seeds: give at least one seed")
+    tasks = [
+        {"scenario": scenario, "point": p, "seed": s, "table": table, "metrics": metrics}
+        for p in grid_points(grid)
+        for s in seeds
+    ]
+    n = workers or min(len(tasks), os.cpu_count() or 1)
+    if backend == "local":
+        frames = _run_local(tasks, n)
+    elif backend == "dask":
+        frames = _run_dask(tasks, n, address)
+    else:
+        raise ValueError(f"backend {backend!r}: expected 'local' or 'dask'")
+    df = pd.concat(frames, ignore_index=True)
+    if out is not None:
+        df.to_csv(out, index=False)
+    return df
+
+
+def _run_local(tasks: List[Dict[str, Any]], workers: int) -> List[pd.DataFrame]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # fork where there is one (Linux): the workers need not re-import the caller's
+    # script, so a sweep at a script's top level or in a notebook works unguarded.
+    # Elsewhere spawn (the caller then needs `if __name__ == "__main__":`).
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        return list(pool.map(_run_point, tasks))
+
+
+def _run_dask(tasks: List[Dict[str, Any]], workers: int, address: Optional[str]) -> List[pd.DataFrame]:
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError as e:  # pragma: no cover - depends on the installation
+        raise ImportError("backend='dask' needs dask[distributed] (python/requirements.txt)") from e
+    if address is not None:
+        with Client(address) as client:
+            return client.gather(client.map(_run_point, tasks, pure=False))
+    # One thread per worker process: the simulator is CPU-bound, a process per core.
+    with LocalCluster(
+        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster, Client(cluster) as client:
+        return client.gather(client.map(_run_point, tasks, pure=False))
+
+
+def ci_over_seeds(df: pd.DataFrame, by: Sequence[str], value: str, level: float = 0.95) -> pd.DataFrame:
+    """Mean of `value` over seeds per group `by`, with its 95% confidence interval
+    (Student t over the seeds; a single seed gives no interval: NaN)."""
+    if level != 0.95:
+        raise ValueError("only the 95% interval is tabulated")
+    g = df.groupby(list(by), sort=True)[value]
+    out = g.agg(["mean", "std", "count"]).reset_index()
+
+    def half(row):
+        n = int(row["count"])
+        if n < 2:
+            return math.nan
+        t = _T95[n - 2] if n - 2 < len(_T95) else 1.96
+        return t * row["std"] / math.sqrt(n)
+
+    out["ci95"] = out.apply(half, axis=1)
+    out["low"] = out["mean"] - out["ci95"]
+    out["high"] = out["mean"] + out["ci95"]
+    return out.rename(columns={"count": "seeds"})
