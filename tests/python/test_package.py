@@ -116,6 +116,9 @@ def test_an_experiment_returns_its_tables_and_draws_them():
     fig = draw(df, "t")
     assert len(fig.axes) == 1 and len(fig.axes[0].patches) == len(df)
     assert rocast.plot.for_table("no-such-table") is None
+    assert len(rocast.plot.of(r).axes) == 1
+    with pytest.raises(KeyError):
+        rocast.plot.of(r, "no-such-table")
 
 
 def test_tree_matches_the_command_line(tmp_path):
@@ -191,3 +194,28 @@ def test_a_failing_point_raises():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def _reports(out):
+    """Each figure's report without its wall-time lines, the output folder as OUT."""
+    return {
+        d.name: [l.replace(str(out), "OUT") for l in (d / "report.txt").read_text().splitlines()
+                 if "wall" not in l]
+        for d in sorted(out.iterdir()) if d.is_dir()
+    }
+
+
+def test_repro_on_dask_writes_what_local_writes(tmp_path):
+    ids = ["cepheus-fig10", "peel-fig1", "rdmc-slack"]
+    for backend in ["local", "dask"]:
+        subprocess.run([BIN, "repro", *ids, "--backend", backend, "--jobs", "2",
+                        "--out", str(tmp_path / backend)], check=True, capture_output=True, timeout=600)
+    local, dask = _reports(tmp_path / "local"), _reports(tmp_path / "dask")
+    assert sorted(local) == sorted(ids) and local == dask
+    prov = json.loads((tmp_path / "dask" / "peel-fig1" / "provenance.json").read_text())
+    assert prov["backend"] == "dask" and prov["exit_status"] == 0 and prov["seed"] == 1
+    assert prov["parameters"]["preset"] == "peel-fig1"
+    assert (tmp_path / "dask" / "peel-fig1" / "peel-fig1.svg").stat().st_size > 0
+    bad = subprocess.run([BIN, "repro", "peel-fig1", "--address", "tcp://127.0.0.1:1", "--out",
+                          str(tmp_path / "x")], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--backend dask" in bad.stderr

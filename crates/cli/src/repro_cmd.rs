@@ -32,6 +32,128 @@ pub struct ReproCmd {
     /// Output directory: one folder per figure and REPORT.md.
     #[arg(long, default_value = "repro-out")]
     out: PathBuf,
+    /// Where the figures run: local (child processes here) or dask (a Dask LocalCluster
+    /// through the project's Python, or the cluster at --address; python -m
+    /// rocast.distribute).
+    #[arg(long, default_value = "local", value_parser = ["local", "dask"])]
+    backend: String,
+    /// Figures run at once (local: child processes; dask: LocalCluster workers). Each
+    /// figure is parallel inside already, so 1 suits a small machine.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
+    jobs: u32,
+    /// A running Dask scheduler (tcp://host:8786) for --backend dask; every worker must
+    /// see this binary and --out at the same paths.
+    #[arg(long)]
+    address: Option<String>,
+}
+
+/// What one figure's run returned.
+struct JobResult {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    wall_s: f64,
+}
+
+/// Runs every `(id, argv)` with `jobs` at a time, here; results in order.
+fn run_local(jobs: &[(String, Vec<String>)], slots: usize) -> Vec<Result<JobResult, String>> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<Result<JobResult, String>>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..slots.clamp(1, jobs.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some((id, argv)) = jobs.get(i) else { break };
+                eprintln!("rocast repro: [{}/{}] {id}", i + 1, jobs.len());
+                let t0 = std::time::Instant::now();
+                let r = std::process::Command::new(&argv[0])
+                    .args(&argv[1..])
+                    .output()
+                    .map(|o| JobResult {
+                        code: o.status.code(),
+                        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+                        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+                        wall_s: t0.elapsed().as_secs_f64(),
+                    })
+                    .map_err(|e| format!("{id}: {e}"));
+                *results[i].lock().expect("not poisoned") = Some(r);
+            });
+        }
+    });
+    results
+        .into_iter()
+        .map(|m| m.into_inner().expect("not poisoned").expect("every job ran"))
+        .collect()
+}
+
+/// Hands the jobs to Dask through `python -m rocast.distribute` (the project's Python,
+/// the checkout's python/ first on its path); results in order.
+fn run_dask(
+    jobs: &[(String, Vec<String>)],
+    slots: usize,
+    address: Option<&str>,
+) -> Result<Vec<Result<JobResult, String>>, String> {
+    use std::io::Write as _;
+    let root = crate::plot::resource_root()?;
+    let python = crate::plot::python(&root);
+    let input = serde_json::Value::Array(
+        jobs.iter()
+            .map(|(id, argv)| json!({"id": id, "argv": argv}))
+            .collect(),
+    );
+    let mut c = std::process::Command::new(&python);
+    c.env("PYTHONPATH", root.join("python"))
+        .args(["-m", "rocast.distribute", "--backend", "dask", "--workers"])
+        .arg(slots.to_string())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    if let Some(a) = address {
+        c.args(["--address", a]);
+    }
+    eprintln!(
+        "rocast repro: {} figures to Dask ({})",
+        jobs.len(),
+        address.unwrap_or("a LocalCluster")
+    );
+    let mut child = c
+        .spawn()
+        .map_err(|e| format!("{}: {e}", python.display()))?;
+    child
+        .stdin
+        .take()
+        .expect("piped")
+        .write_all(input.to_string().as_bytes())
+        .map_err(|e| format!("rocast.distribute: {e}"))?;
+    let o = child
+        .wait_with_output()
+        .map_err(|e| format!("rocast.distribute: {e}"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "python -m rocast.distribute failed ({}); is dask installed (bash scripts/install-deps.sh)?",
+            o.status
+        ));
+    }
+    let answers: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout)
+        .map_err(|e| format!("rocast.distribute's answer: {e}"))?;
+    if answers.len() != jobs.len() {
+        return Err(format!(
+            "rocast.distribute answered {} of {} jobs",
+            answers.len(),
+            jobs.len()
+        ));
+    }
+    Ok(answers
+        .into_iter()
+        .map(|a| {
+            Ok(JobResult {
+                code: a["code"].as_i64().map(|c| c as i32),
+                stdout: a["stdout"].as_str().unwrap_or_default().to_string(),
+                stderr: a["stderr"].as_str().unwrap_or_default().to_string(),
+                wall_s: a["wall_s"].as_f64().unwrap_or(f64::NAN),
+            })
+        })
+        .collect())
 }
 
 /// How a figure is run: `rocast ARGS…` (the output folder is appended), and at the
@@ -215,6 +337,27 @@ fn machine() -> serde_json::Value {
     json!({"cores": cores, "memory_gib": mem_kb as f64 / (1 << 20) as f64, "cpu": cpu, "kernel": kernel})
 }
 
+/// A `rocast sim --preset P [--set K=V…]` figure's seed and every parameter: the
+/// preset's TOML and the overrides, which together fix the run. None for other commands
+/// (their command line is all their parameters).
+fn parameters(args: &[String]) -> Option<(u64, serde_json::Value)> {
+    if args.first().map(String::as_str) != Some("sim") || args.get(1).map(String::as_str) != Some("--preset") {
+        return None;
+    }
+    let name = args.get(2)?;
+    let sets: Vec<String> = args
+        .windows(2)
+        .filter(|w| w[0] == "--set")
+        .map(|w| w[1].clone())
+        .collect();
+    let sc = rocast_sim::Scenario::preset(name, &sets).ok()?;
+    let toml = rocast_sim::scenario::config::PRESETS
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, t)| *t)?;
+    Some((sc.seed, json!({"preset": name, "preset_toml": toml, "overrides": sets})))
+}
+
 /// The verdict lines of a report: those that say reproduced or differs.
 fn verdicts(report: &str) -> Vec<String> {
     report
@@ -233,6 +376,9 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
         return Ok(());
     }
     let figures = select(&cmd.ids)?;
+    if cmd.address.is_some() && cmd.backend != "dask" {
+        return Err("--address names a Dask scheduler: use it with --backend dask".into());
+    }
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
     let commit = git_commit();
@@ -248,7 +394,9 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
     let mut details = String::new();
     let mut failed = Vec::new();
     let t_all = std::time::Instant::now();
-    for (i, f) in figures.iter().enumerate() {
+    // Every figure's command line and folder first; then the backend runs them.
+    let mut plan = Vec::new();
+    for f in &figures {
         let dir = cmd.out.join(f.id);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let mut args: Vec<String> = f.args.iter().map(|s| s.to_string()).collect();
@@ -262,24 +410,27 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
         }
         args.push("--out".into());
         args.push(dir.to_string_lossy().into_owned());
-        eprintln!(
-            "rocast repro: [{}/{}] {} ({}{})",
-            i + 1,
-            figures.len(),
-            f.id,
-            f.figure,
-            if quick { ", quick" } else { "" }
-        );
-        let t0 = std::time::Instant::now();
-        let o = std::process::Command::new(&exe)
-            .args(&args)
-            .output()
-            .map_err(|e| format!("{}: {e}", f.id))?;
-        let wall = t0.elapsed().as_secs_f64();
-        let report = String::from_utf8_lossy(&o.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        plan.push((*f, dir, args, quick));
+    }
+    let jobs: Vec<(String, Vec<String>)> = plan
+        .iter()
+        .map(|(f, _, args, _)| {
+            let mut argv = vec![exe.to_string_lossy().into_owned()];
+            argv.extend(args.iter().cloned());
+            (f.id.to_string(), argv)
+        })
+        .collect();
+    let results = match cmd.backend.as_str() {
+        "dask" => run_dask(&jobs, cmd.jobs as usize, cmd.address.as_deref())?,
+        _ => run_local(&jobs, cmd.jobs as usize),
+    };
+    for ((f, dir, args, quick), r) in plan.into_iter().zip(results) {
+        let o = r?;
+        let wall = o.wall_s;
+        let (report, stderr) = (o.stdout, o.stderr);
+        let params = parameters(&args);
         std::fs::write(dir.join("report.txt"), &report).map_err(|e| e.to_string())?;
-        let ok = o.status.success();
+        let ok = o.code == Some(0);
         if !ok {
             std::fs::write(dir.join("stderr.txt"), &stderr).map_err(|e| e.to_string())?;
             failed.push(f.id);
@@ -299,9 +450,11 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
             "command": format!("rocast {}", args.join(" ")),
             "scale": if quick { "quick" } else { "full" },
             "quick_changes": if quick { Some(f.quick_says) } else { None },
-            "seed": "the preset's (1 unless its TOML says otherwise; in report.txt's first line)",
+            "seed": params.as_ref().map(|p| p.0),
+            "parameters": params.as_ref().map(|p| &p.1),
             "wall_s": wall,
-            "exit_status": o.status.code(),
+            "exit_status": o.code,
+            "backend": cmd.backend,
             "machine": machine(),
             "verdicts": v,
         });

@@ -132,6 +132,7 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
             let script = match name.as_str() {
                 "fairness.csv" => Some("python/plot_fairness.py"),
                 "fig12.csv" => Some("python/plot_fig12.py"),
+                "testbed.csv" => Some("python/plot_cepheus_testbed.py"),
                 "loss.csv" => Some("python/plot_fig13.py"),
                 "fig10.csv" => Some("python/plot_fig10.py"),
                 "fig11.csv" => Some("python/plot_fig11.py"),

@@ -18,12 +18,14 @@ import matplotlib.pyplot as _plt
 import pandas as pd
 from matplotlib.figure import Figure
 
-from . import (  # noqa: E402
+from . import (
+    bcast as _bcast,
     cepheus_fig10 as _fig10,
     cepheus_fig11 as _fig11,
     cepheus_fig12 as _fig12,
     cepheus_fig13 as _fig13,
     cepheus_fig14 as _fig14,
+    cepheus_testbed as _testbed,
     lab_bcast as _lab_bcast,
     multicast as _multicast,
     peel as _peel,
@@ -47,11 +49,10 @@ cepheus_fig10 = _wrap(_fig10, "cepheus_fig10", "Cepheus Fig. 10, 3-replica write
 cepheus_fig11 = _wrap(_fig11, "cepheus_fig11", "Cepheus Fig. 11, HPL panel broadcast and row swap")
 cepheus_fig12 = _wrap(_fig12, "cepheus_fig12", "Cepheus Fig. 12, FCT vs message size against chain and tree")
 cepheus_fig13 = _wrap(_fig13, "cepheus_fig13", "Cepheus Fig. 13, multicast FCT under random loss")
-cepheus_fig14 = _wrap(_fig14, "cepheus_fig14", "Cepheus Fig. 14, multicast vs unicast fairness")
 multicast = _wrap(_multicast, "multicast", "the multicast preset, Cepheus vs overlays")
 peel_static = _wrap(_peel_static, "peel_static", "PEEL Figs 1 and 3")
-tmcf_rate = _wrap(_tmcf_rate, "tmcf_rate", "TMCF Figs 3-6, sending rate and queues")
 ud_latency = _wrap(_ud_latency, "ud_latency", "broadcast-select UD multicast latency (Figs 1, 3, 5)")
+bcast = _wrap(_bcast, "bcast", "`rocast bcast`'s latency against message size")
 lab_bcast = _wrap(_lab_bcast, "lab_bcast", "the namespace lab's broadcast benchmark")
 
 
@@ -83,8 +84,28 @@ def with_ci(
     return fig
 
 
+def cepheus_testbed(df: pd.DataFrame, title: str = "", paper: Optional[pd.DataFrame] = None) -> Figure:
+    """Cepheus Figs 8-9 (MPI-Bcast time on the 1 -> 3 testbed, and each overlay over
+    Cepheus); `paper` is the experiment's testbed-paper table (the paper's ranges)."""
+    return _testbed.draw(df, title, _plt, paper)
+
+
+def cepheus_fig14(df: pd.DataFrame, title: str = "", phases: Optional[pd.DataFrame] = None) -> Figure:
+    """Cepheus Fig. 14 (three flows' throughput per CNP policy); `phases` is the
+    experiment's fairness-phases table, whose fair shares are drawn dashed."""
+    return _fig14.draw(df, title, _plt, phases)
+
+
+def tmcf_rate(df: pd.DataFrame, title: str = "", phases: Optional[pd.DataFrame] = None) -> Figure:
+    """TMCF Figs 3-6 (the multicast's rate and the fullest queue per policy); `phases` is
+    the experiment's tmcf-*-phases table, whose fair shares are drawn dashed."""
+    return _tmcf_rate.draw(df, title, _plt, phases)
+
+
 _BY_TABLE = {
+    "bcast": bcast,
     "fairness": cepheus_fig14,
+    "testbed": cepheus_testbed,
     "fig10": cepheus_fig10,
     "fig11": cepheus_fig11,
     "fig12": cepheus_fig12,
@@ -107,13 +128,35 @@ def for_table(name: str) -> Optional[Callable[..., Figure]]:
     return _BY_TABLE.get(name)
 
 
+def of(result, table: Optional[str] = None, title: Optional[str] = None) -> Figure:
+    """Draws an experiment's table from a `rocast.sim` result with what the experiment
+    wrote beside it (the paper's points `NAME-paper`, the fair shares `NAME-phases`):
+    `table` names it, or the first table that has a figure."""
+    names = [table] if table is not None else [n for n in result.tables if n in _BY_TABLE]
+    if not names or names[0] not in result.tables or names[0] not in _BY_TABLE:
+        raise KeyError(f"no figure for table {table!r}; drawable: "
+                       f"{[n for n in result.tables if n in _BY_TABLE]}")
+    name = names[0]
+    draw = _BY_TABLE[name]
+    title = result.scenario if title is None else title
+    df = result.tables[name]
+    if draw in (peel, cepheus_testbed):
+        return draw(df, title, paper=result.tables.get(f"{name}-paper"))
+    if draw in (tmcf_rate, cepheus_fig14):
+        return draw(df, title, phases=result.tables.get(f"{name}-phases"))
+    return draw(df, title)
+
+
 __all__ = [
+    "bcast",
     "cepheus_fig10",
     "cepheus_fig11",
     "cepheus_fig12",
     "cepheus_fig13",
     "cepheus_fig14",
+    "cepheus_testbed",
     "for_table",
+    "of",
     "lab_bcast",
     "multicast",
     "peel",

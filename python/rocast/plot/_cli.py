@@ -27,6 +27,25 @@ def save(fig, png):
     return png, svg
 
 
+def sibling(csv_path, suffix):
+    """The table an experiment wrote beside `csv_path` as STEM-SUFFIX.csv (the paper's
+    points, the phases with their fair shares), or None."""
+    stem, ext = os.path.splitext(csv_path)
+    path = f"{stem}-{suffix}{ext}"
+    return pd.read_csv(path) if os.path.exists(path) else None
+
+
+def fair_share_line(ax, phases, label="max-min fair share"):
+    """The multicast's max-min fair share per phase, a black dashed step line."""
+    if phases is None or "fair_gbps" not in phases:
+        return
+    xs, ys = [], []
+    for row in phases.sort_values("phase_start_ms").itertuples():
+        xs += [row.phase_start_ms, row.phase_end_ms]
+        ys += [row.fair_gbps, row.fair_gbps]
+    ax.plot(xs, ys, color="black", linestyle="--", linewidth=1, label=label)
+
+
 def run(doc, draw, argv=None):
     argv = sys.argv if argv is None else argv
     if len(argv) != 4:

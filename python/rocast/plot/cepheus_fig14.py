@@ -4,15 +4,17 @@ Usage: plot_fairness.py fairness.csv fairness.png "title"
 
 The CSV has one row per sample and policy: ms, policy, gbps (f1, the multicast),
 u0_gbps and u1_gbps (f2 and f3, the unicasts), queue_kb, pauses. One panel per CNP
-policy shows the three flows' throughput against time, as Cepheus' Fig. 14.
+policy shows the three flows' throughput against time, as Cepheus' Fig. 14; where
+fairness-phases.csv lies beside it, the multicast's max-min fair share per phase is
+the black dashed line (the paper: f1 converges to it).
 """
 
 import sys
 
-from ._cli import run
+from ._cli import fair_share_line, run, sibling
 
 
-def draw(df, title, plt):
+def draw(df, title, plt, phases=None):
     policies = list(dict.fromkeys(df["policy"]))
     fig, axes = plt.subplots(
         len(policies), 1, figsize=(7, 2.2 * len(policies) + 0.6), sharex=True, squeeze=False
@@ -23,7 +25,11 @@ def draw(df, title, plt):
         for col, label in flows:
             if col in g:
                 ax.plot(g["ms"], g[col], label=label, drawstyle="steps-post", linewidth=1)
-        ax.set_ylabel(f"{policy}\nGbps", fontsize=8)
+        if phases is not None:
+            fair_share_line(ax, phases[phases["policy"] == policy], "f1's max-min fair share")
+        ax.text(0.01, 0.04, f"CNP policy: {policy}", transform=ax.transAxes, fontsize=8,
+                bbox=dict(facecolor="white", alpha=0.8, edgecolor="none"))
+        ax.set_ylabel("throughput (Gbps)", fontsize=8)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
     axes[0, 0].set_title(title, fontsize=9)
@@ -33,9 +39,10 @@ def draw(df, title, plt):
 
 
 def main(argv=None):
-    """The command line: `python -m rocast.plot.cepheus_fig14 CSV PNG TITLE` (PNG and SVG)."""
+    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
     argv = sys.argv if argv is None else argv
-    return run(__doc__, draw, argv)
+    phases = sibling(argv[1], "phases") if len(argv) == 4 else None
+    return run(__doc__, lambda df, title, plt: draw(df, title, plt, phases), argv)
 
 
 if __name__ == "__main__":

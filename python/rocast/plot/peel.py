@@ -10,11 +10,12 @@ crosses: the paper states ratios, so each cross sits at rocast's CCT of the clai
 other scheme times the paper's ratio (e.g. PEEL's mean at 2 MB = rocast's optimal x 1.23).
 """
 
-import os
 import sys
 
-from ._cli import run
+from ._cli import run, sibling
 
+MARKERS = "osv^Dx"
+LINES = ["-", "--", "-.", ":"]
 LABELS = {
     "size": ("message size (MB)", lambda v: v / 2**20, True),
     "gpus": ("Broadcast scale (GPUs)", lambda v: v, True),
@@ -24,11 +25,7 @@ LABELS = {
 
 def paper_points(csv_path):
     """The sibling peel-figN-paper.csv, or None."""
-    import pandas as pd
-
-    stem, ext = os.path.splitext(csv_path)
-    path = stem + "-paper" + ext
-    return pd.read_csv(path) if os.path.exists(path) else None
+    return sibling(csv_path, "paper")
 
 
 def draw(df, title, plt, paper=None):
@@ -36,9 +33,13 @@ def draw(df, title, plt, paper=None):
     xlabel, scale, log = LABELS.get(xcol, (xcol, lambda v: v, False))
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for ax, col, name in [(axes[0], "mean_ms", "mean CCT (ms)"), (axes[1], "p99_ms", "p99 CCT (ms)")]:
-        for scheme, g in df.groupby("scheme", sort=False):
+        for i, (scheme, g) in enumerate(df.groupby("scheme", sort=False)):
             g = g.sort_values(xcol)
-            ax.plot(scale(g[xcol]), g[col], marker="o", label=scheme)
+            # A line style and hollow marker per scheme: lines that coincide (PEEL with
+            # and without aggregation) stay visible, one drawn through the other.
+            ax.plot(scale(g[xcol]), g[col], marker=MARKERS[i % len(MARKERS)],
+                    linestyle=LINES[i % len(LINES)], markerfacecolor="none",
+                    markersize=7 - i % 3, label=scheme)
         if paper is not None:
             p = paper[paper["stat"] == col]
             for i, row in enumerate(p.itertuples()):
@@ -48,7 +49,10 @@ def draw(df, title, plt, paper=None):
                             fontsize=6, xytext=(3, 3), textcoords="offset points")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(name)
-        ax.set_yscale("log")
+        # Log only where the values span a decade; else plain ticks read better.
+        vals = df[col][df[col] > 0]
+        if len(vals) and vals.max() / vals.min() > 10:
+            ax.set_yscale("log")
         if log:
             ax.set_xscale("log", base=2)
         ax.grid(alpha=0.3, which="both")
@@ -60,7 +64,7 @@ def draw(df, title, plt, paper=None):
 
 
 def main(argv=None):
-    """The command line: `python -m rocast.plot.peel CSV PNG TITLE` (PNG and SVG)."""
+    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
     argv = sys.argv if argv is None else argv
     paper = paper_points(argv[1]) if len(argv) == 4 else None
     return run(__doc__, lambda df, title, plt: draw(df, title, plt, paper), argv)

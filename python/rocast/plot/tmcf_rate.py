@@ -6,20 +6,27 @@ Usage: plot_rate.py rate.csv rate.png "title"
 The CSV has one row per sample: ms, policy, gbps (the multicast), u<k>_gbps (each
 unicast), queue_kb (the fullest receiver downlink), pauses (PFC pauses so far). The
 top panel is the multicast's rate, the bottom one the queue, one line per policy.
+Where the experiment wrote STEM-phases.csv beside it, the multicast's max-min fair
+share per phase (what TMCF's paper says the sender should follow) is the black dashed
+line.
 """
 
 import sys
 
-from ._cli import run
+from ._cli import fair_share_line, run, sibling
 
 
-def draw(df, title, plt):
+def draw(df, title, plt, phases=None):
     fig, (rate, queue) = plt.subplots(
         2, 1, figsize=(8, 5.5), sharex=True, gridspec_kw={"height_ratios": [2, 1]}
     )
     for policy, g in df.groupby("policy", sort=False):
         rate.plot(g["ms"], g["gbps"], label=policy, drawstyle="steps-post", linewidth=1)
         queue.plot(g["ms"], g["queue_kb"], label=policy, linewidth=0.8)
+    if phases is not None:
+        # Every policy sees the same phases and shares: draw them once.
+        first = phases[phases["policy"] == phases["policy"].iloc[0]]
+        fair_share_line(rate, first)
     rate.set_ylabel("multicast sending rate (Gbps)")
     rate.set_title(title, fontsize=9)
     rate.set_ylim(bottom=0)
@@ -33,9 +40,10 @@ def draw(df, title, plt):
 
 
 def main(argv=None):
-    """The command line: `python -m rocast.plot.tmcf_rate CSV PNG TITLE` (PNG and SVG)."""
+    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
     argv = sys.argv if argv is None else argv
-    return run(__doc__, draw, argv)
+    phases = sibling(argv[1], "phases") if len(argv) == 4 else None
+    return run(__doc__, lambda df, title, plt: draw(df, title, plt, phases), argv)
 
 
 if __name__ == "__main__":

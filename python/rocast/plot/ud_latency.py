@@ -49,7 +49,7 @@ def draw(df, title, plt):
 
 
 def main(argv=None):
-    """The command line: `python -m rocast.plot.ud_latency CSV PNG TITLE` (PNG and SVG)."""
+    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
     argv = sys.argv if argv is None else argv
     return run(__doc__, draw, argv)
 
