@@ -209,7 +209,7 @@ const FIGURES: &[Figure] = &[
     Figure { id: "odbss-fig5-80", paper: ODBSS, figure: "Fig. 5, §II-C", what: "the N^D fabric: 80^3 = 512 K nodes", args: &["sim", "--preset", "odbss-scale-80"], quick: &[], quick_says: "", typical_s: 6.2 },
     Figure { id: "odbss-loss", paper: ODBSS, figure: "§III", what: "loss ratio of NACK multicast over UD, 10^8 packets, 4 receivers", args: &["sim", "--preset", "ud-loss"], quick: &[], quick_says: "", typical_s: 58.0 },
     Figure { id: "rdmc-slack", paper: RDMC, figure: "§4.2", what: "the binomial pipeline's average slack per step beside 2(1-(l-1)/(n-2)), and a half-speed link (85.6 %)", args: &["bcast", "--analyze", "--group-size", "64", "--sizes", "256M", "--block", "1M", "--schemes", "pipeline,chain"], quick: &[], quick_says: "", typical_s: 1.0 },
-    Figure { id: "rdmc-fig4", paper: RDMC, figure: "Fig. 4", what: "broadcast latency of RDMC's schemes and MPI's tree, OSU-style", args: &["bcast", "--group-size", "8", "--sizes", "64:16M", "-f"], quick: &[], quick_says: "", typical_s: 0.5 },
+    Figure { id: "rdmc-fig4", paper: RDMC, figure: "Fig. 4", what: "broadcast latency of RDMC's schemes and MPI's tree, OSU-style", args: &["bcast", "--group-size", "8", "--sizes", "64:16M", "-f", "--plot", "{out}/bcast.png"], quick: &[], quick_says: "", typical_s: 0.5 },
     Figure { id: "rdmc-small", paper: RDMC, figure: "§4.6 (small messages)", what: "the small-message protocol vs the binomial pipeline on a stream", args: &["bcast", "--smc"], quick: &["--smc-groups", "2,8,16,64"], quick_says: "groups 2, 8, 16, 64", typical_s: 11.0 },
     Figure { id: "rdmc-failure", paper: RDMC, figure: "§4.6 (failure)", what: "a member crash mid-transfer: the outcome every survivor reports", args: &["bcast", "--group-size", "8", "--sizes", "64K,4M", "--schemes", "sequential,tree,chain,pipeline", "--fail", "3@100us"], quick: &[], quick_says: "", typical_s: 1.0 },
 ];
@@ -399,7 +399,13 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
     for f in &figures {
         let dir = cmd.out.join(f.id);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let mut args: Vec<String> = f.args.iter().map(|s| s.to_string()).collect();
+        // `{out}` in a figure's arguments: its folder (a plot path, for commands whose
+        // plot is a flag of its own).
+        let mut args: Vec<String> = f
+            .args
+            .iter()
+            .map(|s| s.replace("{out}", &dir.to_string_lossy()))
+            .collect();
         let quick = cmd.quick && !f.quick.is_empty();
         if quick {
             args.extend(f.quick.iter().map(|s| s.to_string()));

@@ -406,9 +406,13 @@ pub(crate) fn testbed(
         );
         for (claim, scheme, small, lo_p, hi_p) in claims {
             let ours = span(scheme, small);
+            // Reproduced: rocast's whole range inside the paper's, widened by the tolerance.
             let shown = match ours {
                 None => "n/a".to_string(),
-                Some((lo, hi)) => format!("{lo:.1}-{hi:.1}x"),
+                Some((lo, hi)) => format!(
+                    "{lo:.1}-{hi:.1}x: {}",
+                    crate::report::range_verdict((lo, hi), (lo_p, hi_p))
+                ),
             };
             let _ = writeln!(text, "  {claim} rocast {shown}");
             let (size_min, size_max) = if small { (0, 64u64 << 10) } else { (1u64 << 20, 0) };
@@ -438,7 +442,11 @@ pub(crate) fn testbed(
             let (c_ms, p_ms) = (c.ps as f64 / 1e9, p.ps as f64 / 1e9);
             let _ = writeln!(
                 text,
-                "  256 MB: paper Cepheus 24.4 ms vs RDMC ~35 ms; rocast {c_ms:.1} ms vs {p_ms:.1} ms"
+                "  256 MB: paper Cepheus 24.4 ms vs RDMC ~35 ms; rocast {c_ms:.1} ms vs {p_ms:.1} ms\n  256 MB Cepheus: paper 24.4 ms, rocast {c_ms:.1} ms ({:.2}x): {}\n  256 MB RDMC pipeline: paper ~35 ms, rocast {p_ms:.1} ms ({:.2}x): {}",
+                c_ms / 24.4,
+                crate::report::verdict_word(c_ms / 24.4),
+                p_ms / 35.0,
+                crate::report::verdict_word(p_ms / 35.0)
             );
             for (scheme, paper_ms, ours) in [("cepheus", 24.4, c_ms), ("pipeline", 35.0, p_ms)] {
                 let _ = writeln!(
@@ -883,12 +891,13 @@ pub(crate) fn iops(
         );
         let _ = writeln!(csv, "{},{},{:.4}", names[i], paper[i], results[i] / 1e6);
     }
+    let (paper_x, ours_x) = (paper[2] / paper[1], results[2] / results[1]);
     let _ = writeln!(
         text,
-        "\n  cepheus / {}-unicasts: paper {:.2}x, rocast {:.2}x",
+        "\n  cepheus / {}-unicasts: paper {paper_x:.2}x, rocast {ours_x:.2}x ({:.2}x the paper's): {}",
         replicas.len(),
-        1.167 / 0.413,
-        results[2] / results[1]
+        ours_x / paper_x,
+        crate::report::verdict_word(ours_x / paper_x)
     );
     // The host stack's cost is the one calibrated input: say what is simulated.
     let _ = writeln!(

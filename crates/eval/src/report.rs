@@ -98,6 +98,30 @@ pub fn reproduced(ratio: f64) -> bool {
     (1.0 / REPRODUCED_WITHIN..=REPRODUCED_WITHIN).contains(&ratio)
 }
 
+/// "reproduced", or "differs (rocast higher|lower)", for rocast's figure over the paper's.
+pub fn verdict_word(ratio: f64) -> &'static str {
+    if reproduced(ratio) {
+        "reproduced"
+    } else if ratio > 1.0 {
+        "differs (rocast higher)"
+    } else {
+        "differs (rocast lower)"
+    }
+}
+
+/// The verdict on a range the paper states (`paper`: lo, hi) against rocast's range over
+/// the same points: reproduced when rocast's whole range lies in the paper's, widened by
+/// [`REPRODUCED_WITHIN`] at both ends.
+pub fn range_verdict(ours: (f64, f64), paper: (f64, f64)) -> &'static str {
+    if ours.0 >= paper.0 / REPRODUCED_WITHIN && ours.1 <= paper.1 * REPRODUCED_WITHIN {
+        "reproduced"
+    } else if ours.1 > paper.1 * REPRODUCED_WITHIN {
+        "differs (rocast higher)"
+    } else {
+        "differs (rocast lower)"
+    }
+}
+
 /// `64`, `4K`, `8M`, `1G`: the sizes the tables print.
 pub fn fmt_size(b: u64) -> String {
     match b {

@@ -68,6 +68,7 @@ pub fn rules(sc: &Scenario) -> Result<EvalReport, String> {
         "shim bytes",
         "naive entries/agg"
     );
+    let mut headline_rules = Vec::new();
     for &k in &sc.multicast.ks {
         if k < 4 || k % 2 != 0 || k > 256 {
             return Err(format!("multicast.ks: {k} is not an even arity in 4..=256"));
@@ -84,6 +85,7 @@ pub fn rules(sc: &Scenario) -> Result<EvalReport, String> {
             "-".into()
         };
         let naive = naive_entries(racks);
+        headline_rules.push((k, rules, header_bits(bits)));
         let naive_s = format!("{naive} ({:.2e})", naive as f64);
         let _ = writeln!(
             text,
@@ -97,6 +99,18 @@ pub fn rules(sc: &Scenario) -> Result<EvalReport, String> {
             header_bits(bits),
             rocast_core::wire::peel::PEEL_HEADER_LEN
         );
+    }
+    for (k, paper_rules) in [(64u32, 63usize), (128, 127)] {
+        if let Some(r) = headline_rules.iter().find(|(kk, _, _)| *kk == k) {
+            let _ = writeln!(
+                text,
+                "k={k}: paper {paper_rules} static rules per aggregation switch, rocast {}: {}; header {} bits (paper: under 8 B): {}",
+                r.1,
+                if r.1 == paper_rules { "reproduced" } else { "differs" },
+                r.2,
+                if r.2 < 64 { "reproduced" } else { "differs" }
+            );
+        }
     }
     let _ = writeln!(
         text,
