@@ -1,11 +1,11 @@
-"""python/plot_ud_latency.py draws the ud-latency preset's CSV."""
+"""python/plot.py ud_latency draws the ud-latency preset's CSV."""
 
 import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "python" / "plot_ud_latency.py"
+SCRIPT = REPO / "python" / "plot.py"
 
 CSV = """n,size,scheme,mean_us,p50_us,p99_us,max_us
 4,64,ud-mcast,3.2,2.9,6.0,30.2
@@ -26,7 +26,7 @@ def test_plots_one_panel_per_size(tmp_path):
     png = tmp_path / "ud-latency.png"
     csv.write_text(CSV)
     r = subprocess.run(
-        [sys.executable, str(SCRIPT), str(csv), str(png), "ud-latency"],
+        [sys.executable, str(SCRIPT), "ud_latency", str(csv), str(png), "ud-latency"],
         capture_output=True,
         text=True,
     )
@@ -35,6 +35,6 @@ def test_plots_one_panel_per_size(tmp_path):
 
 
 def test_bad_arguments_are_a_usage_error():
-    r = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, str(SCRIPT), "ud_latency"], capture_output=True, text=True)
     assert r.returncode == 2
-    assert "Usage" in r.stderr
+    assert "FIGURE DATA.csv" in r.stderr

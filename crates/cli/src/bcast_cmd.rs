@@ -5,7 +5,7 @@
 //! prints `# OSU MPI Broadcast Latency Test`-style tables (`# Size  Avg Latency(us)`);
 //! `bcast.csv` in `--out` has every figure beside the analytic model's prediction;
 //! `--plot` draws latency against size, one line per scheme (matplotlib, through
-//! `python/plot_bcast.py`). `--analyze` prints the schedules' properties instead of
+//! `rocast.plot.bcast`). `--analyze` prints the schedules' properties instead of
 //! simulating: steps and RDMC §4.2's average slack per step, beside RDMC's formula
 //! 2(1 − (l−1)/(n−2)) for the binomial pipeline. `-f` is OSU's full format (avg, min
 //! and max over the receiving ranks), `--json` the CSV's rows as JSON; `--fail` crashes
@@ -660,7 +660,7 @@ fn half_speed_link(
 }
 
 fn plot(csv: &Path, png: &Path, title: &str) -> Result<(), String> {
-    crate::plot::run_python("python/plot_bcast.py", csv, png, title)
+    crate::plot::run_plot("bcast", csv, png, title)
 }
 
 #[cfg(test)]

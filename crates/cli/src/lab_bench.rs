@@ -995,8 +995,8 @@ pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
     let csv_path = a.out.join("lab-bcast.csv");
     std::fs::write(&csv_path, &csv).map_err(|e| e.to_string())?;
     let png = a.out.join("lab-bcast.png");
-    crate::plot::run_python(
-        "python/plot_lab_bcast.py",
+    crate::plot::run_plot(
+        "lab_bcast",
         &csv_path,
         &png,
         &format!("broadcast on real packets, links {}", a.rate),

@@ -129,26 +129,26 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
         }
         for (name, _) in &report.files {
             let path = cmd.out.join(name);
-            let script = match name.as_str() {
-                "fairness.csv" => Some("python/plot_fairness.py"),
-                "fig12.csv" => Some("python/plot_fig12.py"),
-                "testbed.csv" => Some("python/plot_cepheus_testbed.py"),
-                "loss.csv" => Some("python/plot_fig13.py"),
-                "fig10.csv" => Some("python/plot_fig10.py"),
-                "fig11.csv" => Some("python/plot_fig11.py"),
+            let figure = match name.as_str() {
+                "fairness.csv" => Some("cepheus_fig14"),
+                "fig12.csv" => Some("cepheus_fig12"),
+                "testbed.csv" => Some("cepheus_testbed"),
+                "loss.csv" => Some("cepheus_fig13"),
+                "fig10.csv" => Some("cepheus_fig10"),
+                "fig11.csv" => Some("cepheus_fig11"),
                 "peel-fig4.csv" | "peel-fig5.csv" | "peel-fig6.csv" | "peel-fig7.csv" => {
-                    Some("python/plot_peel.py")
+                    Some("peel")
                 }
-                "peel-fig1.csv" | "peel-fig3.csv" => Some("python/plot_peel_static.py"),
-                "tmcf-cpmp.csv" | "tmcf-moving.csv" => Some("python/plot_rate.py"),
-                "ud-latency.csv" => Some("python/plot_ud_latency.py"),
-                "multicast.csv" => Some("python/plot_multicast.py"),
+                "peel-fig1.csv" | "peel-fig3.csv" => Some("peel_static"),
+                "tmcf-cpmp.csv" | "tmcf-moving.csv" => Some("tmcf_rate"),
+                "ud-latency.csv" => Some("ud_latency"),
+                "multicast.csv" => Some("multicast"),
                 _ => None,
             };
-            if let Some(script) = script.filter(|_| !cmd.no_plot) {
+            if let Some(figure) = figure.filter(|_| !cmd.no_plot) {
                 let png = path.with_extension("png");
                 // A plot that was asked for (not --no-plot) and failed is an error.
-                crate::plot::run_python(script, &path, &png, &sc.name).map_err(|e| {
+                crate::plot::run_plot(figure, &path, &png, &sc.name).map_err(|e| {
                     format!("plot of {}: {e} (--no-plot skips plots)", path.display())
                 })?;
                 println!(

@@ -6,8 +6,8 @@ paper gives numbers, they are overlaid (black crosses or dashed lines, labelled
 "paper"). `save(fig, "x.png")` writes PNG and SVG. `for_table(name)` names the
 function that draws a table, as `rocast sim` chooses.
 
-The same modules are the plot commands `rocast sim` runs (`python -m rocast.plot.peel
-DATA.csv OUT.png TITLE`, or the shims python/plot_*.py).
+The same modules draw what `rocast sim` plots (`python/plot.py FIGURE DATA.csv OUT.png
+TITLE`, FIGURE a module name here).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""The command line every rocast plot shares: `DATA.csv OUT.png "title"`.
-
-A figure module passes its usage text and a `draw(df, title, plt)` that returns the
-figure; this reads the CSV with pandas and saves the figure twice: PNG at 200 dpi
-(for reading on screen) and SVG beside it (vector, for papers and zooming). Returns the
-exit code (2 with the usage on bad arguments).
+"""What every rocast figure shares: saving (PNG at 200 dpi for reading on screen, SVG
+beside it, vector, for papers and zooming), the tables an experiment writes beside its
+CSV, the fair-share line, and the one command that draws any figure from its CSV
+(`python/plot.py FIGURE DATA.csv OUT.png TITLE`, what `rocast sim` runs). A figure module
+has `draw(df, title, plt[, SIBLING=table])` returning the matplotlib Figure.
 """
 
 import os
@@ -46,13 +45,28 @@ def fair_share_line(ax, phases, label="max-min fair share"):
     ax.plot(xs, ys, color="black", linestyle="--", linewidth=1, label=label)
 
 
-def run(doc, draw, argv=None):
+def main(argv=None):
+    """`python/plot.py FIGURE DATA.csv OUT.png [TITLE]`: draws DATA.csv with
+    rocast.plot.FIGURE's draw (and the table its SIBLING names, when it lies beside
+    DATA.csv), saving OUT.png and OUT.svg. Exit 2 with the usage on bad arguments."""
+    import importlib
+
     argv = sys.argv if argv is None else argv
-    if len(argv) != 4:
-        print(doc, file=sys.stderr)
+    if len(argv) not in (4, 5):
+        print(main.__doc__, file=sys.stderr)
         return 2
-    csv, png, title = argv[1:]
+    figure, csv, png = argv[1:4]
+    title = argv[4] if len(argv) == 5 else ""
+    try:
+        module = importlib.import_module(f"rocast.plot.{figure}")
+    except ImportError:
+        print(f"plot: no figure {figure!r} in rocast.plot", file=sys.stderr)
+        return 2
     # A command draws into files only (a notebook importing rocast.plot keeps its own backend).
     matplotlib.use("Agg")
-    save(draw(pd.read_csv(csv), title, plt), png)
+    extra = {}
+    suffix = getattr(module, "SIBLING", None)
+    if suffix is not None:
+        extra[suffix] = sibling(csv, suffix)
+    save(module.draw(pd.read_csv(csv), title, plt, **extra), png)
     return 0

@@ -3,14 +3,9 @@ size, one line per scheme. Each scheme has its own line style and hollow marker,
 schemes that coincide (the binomial tree and pipeline for one-block messages) stay
 visible, one drawn through the other.
 
-Usage: plot_bcast.py bcast.csv bcast.png ["title"]
+Usage: python/plot.py bcast bcast.csv bcast.png ["title"]
 """
 
-import sys
-
-import pandas as pd
-
-from ._cli import save
 
 LABELS = {
     "sequential": "sequential (N unicasts)",
@@ -38,22 +33,3 @@ def draw(df, title, plt):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     return fig
-
-
-def main(argv=None):
-    """The command line (the shim python/plot_bcast.py): CSV PNG [TITLE]; PNG and SVG."""
-    import matplotlib
-
-    argv = sys.argv if argv is None else argv
-    if len(argv) < 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    save(draw(pd.read_csv(argv[1]), argv[3] if len(argv) > 3 else "", plt), argv[2])
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,11 +3,8 @@ fig10.csv: single IO latency of a 3-replica write against IO size, one group of 
 per size (1-unicast, 3-unicasts, Cepheus, chain), with the paper's stated reductions of
 Cepheus against 3 unicasts (-23% at 8 KB, -60% at 512 KB) drawn as markers.
 
-Usage: plot_fig10.py fig10.csv fig10.png "title"
+Usage: python/plot.py cepheus_fig10 fig10.csv fig10.png "title"
 """
-import sys
-
-from ._cli import run
 
 PAPER_REDUCTION = {8 << 10: 0.23, 512 << 10: 0.60}
 ORDER = ["1-unicast", "3-unicasts", "cepheus", "chain"]
@@ -37,13 +34,3 @@ def draw(df, title, plt):
     ax.legend(fontsize=8)
     ax.set_title(title, fontsize=9)
     return fig
-
-
-def main(argv=None):
-    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
-    argv = sys.argv if argv is None else argv
-    return run(__doc__, draw, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

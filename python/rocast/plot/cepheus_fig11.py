@@ -2,11 +2,8 @@
 fig11.csv: HPL's communication time per operation (PB on 1 x 4, RS on 4 x 1) with HPL's
 algorithm and with Cepheus, the paper's reductions (-67 % PB, -18 % RS) marked.
 
-Usage: plot_fig11.py fig11.csv fig11.png "title"
+Usage: python/plot.py cepheus_fig11 fig11.csv fig11.png "title"
 """
-import sys
-
-from ._cli import run
 
 PAPER = {"PB": 0.67, "RS": 0.18}
 
@@ -31,13 +28,3 @@ def draw(df, title, plt):
     ax.legend(fontsize=8)
     ax.set_title(title, fontsize=9)
     return fig
-
-
-def main(argv=None):
-    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
-    argv = sys.argv if argv is None else argv
-    return run(__doc__, draw, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -3,11 +3,8 @@ fig12.csv: FCT of a 512-member multicast against flow size (left), and each
 baseline's FCT over Cepheus' (right) with the paper's "up to" ratios (§V-C) drawn
 over the size ranges they are stated for (short <= 64 KiB, large >= 1 MiB).
 
-Usage: plot_fig12.py fig12.csv fig12.png "title"
+Usage: python/plot.py cepheus_fig12 fig12.csv fig12.png "title"
 """
-import sys
-
-from ._cli import run
 
 LABELS = {"cepheus": "Cepheus", "tree": "binomial tree (BT)", "chain": "chain"}
 # Cepheus §V-C: (scheme, short?, paper's "up to" ratio).
@@ -49,13 +46,3 @@ def draw(df, title, plt):
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
-
-
-def main(argv=None):
-    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
-    argv = sys.argv if argv is None else argv
-    return run(__doc__, draw, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,11 +5,8 @@ Go-back-N is the paper's; selective repeat is rocast's extra line. Where a Cephe
 line crosses above its group's chain line on the left, Cepheus is the slower one
 (the paper: only at 512 members and 1e-4).
 
-Usage: plot_fig13.py loss.csv fig13.png "title"
+Usage: python/plot.py cepheus_fig13 loss.csv fig13.png "title"
 """
-import sys
-
-from ._cli import run
 
 # Loss 0 on a log axis: drawn at this rate and labelled "0".
 ZERO_AT = 1e-9
@@ -46,13 +43,3 @@ def draw(df, title, plt):
     if title:
         fig.suptitle(title, fontsize=10)
     return fig
-
-
-def main(argv=None):
-    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
-    argv = sys.argv if argv is None else argv
-    return run(__doc__, draw, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """Plot Cepheus' fairness experiment (rocast sim --preset cepheus-fairness).
 
-Usage: plot_fairness.py fairness.csv fairness.png "title"
+Usage: python/plot.py cepheus_fig14 fairness.csv fairness.png "title"
 
 The CSV has one row per sample and policy: ms, policy, gbps (f1, the multicast),
 u0_gbps and u1_gbps (f2 and f3, the unicasts), queue_kb, pauses. One panel per CNP
@@ -9,9 +9,10 @@ fairness-phases.csv lies beside it, the multicast's max-min fair share per phase
 the black dashed line (the paper: f1 converges to it).
 """
 
-import sys
+# The table the experiment writes beside its CSV (STEM-phases.csv): draw's `phases`.
+SIBLING = "phases"
 
-from ._cli import fair_share_line, run, sibling
+from ._cli import fair_share_line
 
 
 def draw(df, title, plt, phases=None):
@@ -36,14 +37,3 @@ def draw(df, title, plt, phases=None):
     axes[0, 0].legend(fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel("time (ms)")
     return fig
-
-
-def main(argv=None):
-    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
-    argv = sys.argv if argv is None else argv
-    phases = sibling(argv[1], "phases") if len(argv) == 4 else None
-    return run(__doc__, lambda df, title, plt: draw(df, title, plt, phases), argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,12 +4,12 @@ and each overlay's time over Cepheus' (right). Where testbed-paper.csv lies besi
 (the paper's stated ranges), each range is a shaded band over the sizes it covers,
 coloured as its scheme, and the paper's 256 MB times are black crosses on the left.
 
-Usage: plot_cepheus_testbed.py testbed.csv testbed.png "title"
+Usage: python/plot.py cepheus_testbed testbed.csv testbed.png "title"
 """
 
-import sys
+# The table the experiment writes beside its CSV (STEM-paper.csv): draw's `paper`.
+SIBLING = "paper"
 
-from ._cli import run, sibling
 
 LABELS = {"cepheus": "Cepheus", "tree": "binomial tree", "chain": "chain",
           "pipeline": "RDMC binomial pipeline"}
@@ -59,14 +59,3 @@ def draw(df, title, plt, paper=None):
     rx.legend(fontsize=6, ncol=2)
     fig.suptitle(title, fontsize=9)
     return fig
-
-
-def main(argv=None):
-    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
-    argv = sys.argv if argv is None else argv
-    paper = sibling(argv[1], "paper") if len(argv) == 4 else None
-    return run(__doc__, lambda df, title, plt: draw(df, title, plt, paper), argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

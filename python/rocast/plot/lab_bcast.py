@@ -1,6 +1,6 @@
 """Plot broadcast on real packets (rocast bench lab-bcast).
 
-Usage: plot_lab_bcast.py lab-bcast.csv lab-bcast.png "title"
+Usage: python/plot.py lab_bcast lab-bcast.csv lab-bcast.png "title"
 
 The CSV has one row per point: hosts, size (bytes), scheme, latency_us (the median of
 the reps), goodput_gbps, cpu_s_per_gb (not plotted) and, for rocast's schemes,
@@ -9,9 +9,6 @@ One column of panels per group size: latency against message size (log-log) abov
 with min-max error bars where the reps give them, goodput below, one line per scheme.
 """
 
-import sys
-
-from ._cli import run
 
 
 def draw(df, title, plt):
@@ -41,13 +38,3 @@ def draw(df, title, plt):
         put.set_ylim(bottom=0)
         put.grid(alpha=0.3)
     return fig
-
-
-def main(argv=None):
-    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
-    argv = sys.argv if argv is None else argv
-    return run(__doc__, draw, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

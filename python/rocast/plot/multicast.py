@@ -2,11 +2,8 @@
 `rocast sim --preset multicast`'s multicast.csv: completion time against message size
 (left) and each overlay's time over Cepheus' (right).
 
-Usage: plot_multicast.py multicast.csv multicast.png "title"
+Usage: python/plot.py multicast multicast.csv multicast.png "title"
 """
-import sys
-
-from ._cli import run
 
 LABELS = {"cepheus": "Cepheus (in-network)", "tree": "binomial tree", "chain": "chain",
           "pipeline": "RDMC binomial pipeline", "ring": "ring", "sequential": "N unicasts"}
@@ -37,13 +34,3 @@ def draw(df, title, plt):
     bx.legend(fontsize=8)
     fig.suptitle(title)
     return fig
-
-
-def main(argv=None):
-    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
-    argv = sys.argv if argv is None else argv
-    return run(__doc__, draw, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

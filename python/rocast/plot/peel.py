@@ -1,6 +1,6 @@
 """Plot PEEL's Figs 5-7 (rocast sim --preset peel-fig5 | peel-fig6 | peel-fig7).
 
-Usage: plot_peel.py peel-figN.csv peel-figN.png "title"
+Usage: python/plot.py peel peel-figN.csv peel-figN.png "title"
 
 The CSV has one row per (x, scheme): its second column is the x axis (size in bytes,
 group size in GPUs, or failed-link fraction), then scheme, jobs, mean_ms and p99_ms.
@@ -10,9 +10,9 @@ crosses: the paper states ratios, so each cross sits at rocast's CCT of the clai
 other scheme times the paper's ratio (e.g. PEEL's mean at 2 MB = rocast's optimal x 1.23).
 """
 
-import sys
+# The table the experiment writes beside its CSV (STEM-paper.csv): draw's `paper`.
+SIBLING = "paper"
 
-from ._cli import run, sibling
 
 MARKERS = "osv^Dx"
 LINES = ["-", "--", "-.", ":"]
@@ -21,11 +21,6 @@ LABELS = {
     "gpus": ("Broadcast scale (GPUs)", lambda v: v, True),
     "failed": ("failed spine-leaf links (%)", lambda v: v * 100, False),
 }
-
-
-def paper_points(csv_path):
-    """The sibling peel-figN-paper.csv, or None."""
-    return sibling(csv_path, "paper")
 
 
 def draw(df, title, plt, paper=None):
@@ -61,14 +56,3 @@ def draw(df, title, plt, paper=None):
         axes[0].legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
     return fig
-
-
-def main(argv=None):
-    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
-    argv = sys.argv if argv is None else argv
-    paper = paper_points(argv[1]) if len(argv) == 4 else None
-    return run(__doc__, lambda df, title, plt: draw(df, title, plt, paper), argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

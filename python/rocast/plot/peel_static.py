@@ -1,6 +1,6 @@
 """Plot PEEL's offline motivation figures (rocast sim --preset peel-fig1 | peel-fig3).
 
-Usage: plot_peel_static.py peel-fig1.csv|peel-fig3.csv out.png "title"
+Usage: python/plot.py peel_static peel-fig1.csv|peel-fig3.csv out.png "title"
 
 peel-fig1.csv: core-link traversals of a ring, rocast's heap binary tree and NCCL's
 binary tree over the multicast-optimal tree's, per group size; the paper's 70-80%
@@ -9,9 +9,6 @@ line per (group share, false-positive ratio), against the 1500 B MTU; the paper'
 crossing (the first k above 32) is marked.
 """
 
-import sys
-
-from ._cli import run
 
 
 def draw_fig1(df, title, plt):
@@ -54,14 +51,4 @@ def draw(df, title, plt):
         return draw_fig1(df, title, plt)
     if "header_bytes" in df.columns:
         return draw_fig3(df, title, plt)
-    raise SystemExit("plot_peel_static.py: neither a peel-fig1 nor a peel-fig3 CSV")
-
-
-def main(argv=None):
-    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
-    argv = sys.argv if argv is None else argv
-    return run(__doc__, draw, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit("peel_static: neither a peel-fig1 nor a peel-fig3 CSV")

@@ -1,7 +1,7 @@
 """Plot a multicast's sending rate over time per CNP policy (rocast sim --preset
 tmcf-cpmp or tmcf-moving).
 
-Usage: plot_rate.py rate.csv rate.png "title"
+Usage: python/plot.py tmcf_rate rate.csv rate.png "title"
 
 The CSV has one row per sample: ms, policy, gbps (the multicast), u<k>_gbps (each
 unicast), queue_kb (the fullest receiver downlink), pauses (PFC pauses so far). The
@@ -11,9 +11,10 @@ share per phase (what TMCF's paper says the sender should follow) is the black d
 line.
 """
 
-import sys
+# The table the experiment writes beside its CSV (STEM-phases.csv): draw's `phases`.
+SIBLING = "phases"
 
-from ._cli import fair_share_line, run, sibling
+from ._cli import fair_share_line
 
 
 def draw(df, title, plt, phases=None):
@@ -37,14 +38,3 @@ def draw(df, title, plt, phases=None):
     queue.set_ylim(bottom=0)
     queue.grid(alpha=0.3)
     return fig
-
-
-def main(argv=None):
-    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
-    argv = sys.argv if argv is None else argv
-    phases = sibling(argv[1], "phases") if len(argv) == 4 else None
-    return run(__doc__, lambda df, title, plt: draw(df, title, plt, phases), argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

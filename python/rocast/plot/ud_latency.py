@@ -1,6 +1,6 @@
 """Plot multicast latency against group size (rocast sim --preset ud-latency).
 
-Usage: plot_ud_latency.py ud-latency.csv ud-latency.png "title"
+Usage: python/plot.py ud_latency ud-latency.csv ud-latency.png "title"
 
 The CSV has one row per (n, size, scheme): n (group size), size (message bytes),
 scheme (ud-mcast: UD multicast on the broadcast-select fabric; binomial-rc: the
@@ -10,9 +10,6 @@ group size on a log2 axis; solid lines are means, dashed ones p99.
 """
 
 import math
-import sys
-
-from ._cli import run
 
 LABELS = {
     "ud-mcast": "UD multicast (ODBSS)",
@@ -46,13 +43,3 @@ def draw(df, title, plt):
     axes.flat[0].legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
     return fig
-
-
-def main(argv=None):
-    """The command line (the shim python/plot_*.py): CSV PNG TITLE; writes PNG and SVG."""
-    argv = sys.argv if argv is None else argv
-    return run(__doc__, draw, argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
