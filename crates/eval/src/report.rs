@@ -98,9 +98,12 @@ pub fn reproduced(ratio: f64) -> bool {
     (1.0 / REPRODUCED_WITHIN..=REPRODUCED_WITHIN).contains(&ratio)
 }
 
-/// "reproduced", or "differs (rocast higher|lower)", for rocast's figure over the paper's.
+/// "reproduced", or "differs (rocast higher|lower)", for rocast's figure over the paper's
+/// ("not measured" when there is no figure).
 pub fn verdict_word(ratio: f64) -> &'static str {
-    if reproduced(ratio) {
+    if !ratio.is_finite() {
+        "not measured"
+    } else if reproduced(ratio) {
         "reproduced"
     } else if ratio > 1.0 {
         "differs (rocast higher)"
@@ -129,5 +132,30 @@ pub fn fmt_size(b: u64) -> String {
         b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
         b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
         b => b.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_follow_the_tolerance_at_its_edges() {
+        assert_eq!(verdict_word(1.0), "reproduced");
+        assert_eq!(verdict_word(1.25), "reproduced");
+        assert_eq!(verdict_word(0.8), "reproduced");
+        assert_eq!(verdict_word(1.26), "differs (rocast higher)");
+        assert_eq!(verdict_word(0.79), "differs (rocast lower)");
+        assert_eq!(verdict_word(f64::NAN), "not measured");
+    }
+
+    #[test]
+    fn a_range_is_reproduced_only_inside_the_widened_paper_range() {
+        // Cepheus Figs 8-9's small-message claims against rocast's measured ranges.
+        assert_eq!(range_verdict((2.6, 3.5), (2.5, 3.5)), "reproduced");
+        assert_eq!(range_verdict((5.4, 11.0), (3.0, 5.2)), "differs (rocast higher)");
+        assert_eq!(range_verdict((1.0, 1.2), (2.0, 2.8)), "differs (rocast lower)");
+        // A range wider than the paper's on both sides is not a reproduction.
+        assert_eq!(range_verdict((1.0, 9.0), (2.0, 2.8)), "differs (rocast higher)");
     }
 }
