@@ -11,10 +11,11 @@ Backends:
   processes on this machine (what CI runs); with `address="tcp://host:8786"`, the same
   code runs on a multi-node cluster (every worker needs the rocast wheel installed).
 
-rocast uses Dask rather than Ray: Dask is pure Python (Ray is a 79 MB native wheel
-with its own object store and raylet daemons), a LocalCluster starts in about a second
-on a 2-core machine, a remote cluster is reached by the same `Client(address)`, and its
-results are pandas DataFrames already, as are rocast's.
+rocast uses Dask rather than Ray (measured side by side on the project's 2-core VM):
+Dask is pure Python, 24 MB installed, and a 2-worker LocalCluster starts in 0.45 s;
+Ray 2.60 is 240 MB of native code with its own raylet and object store, and `ray.init`
+takes 3.1 s. A remote cluster is one `Client(address)` away in both, and Dask's results
+are pandas DataFrames already, as are rocast's.
 
 One row per (point, seed): the grid's keys and `seed` as columns, then the metrics.
 By default the metrics are the run's summary (flow runs: `fct_us.p50`, `fct_us.p99`,
