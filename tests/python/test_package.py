@@ -219,3 +219,20 @@ def test_repro_on_dask_writes_what_local_writes(tmp_path):
     bad = subprocess.run([BIN, "repro", "peel-fig1", "--address", "tcp://127.0.0.1:1", "--out",
                           str(tmp_path / "x")], capture_output=True, text=True)
     assert bad.returncode != 0 and "--backend dask" in bad.stderr
+
+
+@pytest.mark.parametrize("stdin", ["nonsense", "{}", '[{"id": 1, "argv": ["true"]}]'])
+def test_distribute_refuses_malformed_jobs(stdin):
+    r = subprocess.run([sys.executable, "-m", "rocast.distribute"], input=stdin,
+                       capture_output=True, text=True, cwd="/")
+    assert r.returncode == 2 and "bad jobs" in r.stderr and r.stdout == ""
+
+
+def test_distribute_runs_jobs_in_order_with_their_status():
+    jobs = [{"id": "a", "argv": ["sh", "-c", "echo out; echo err >&2; exit 3"]},
+            {"id": "b", "argv": ["true"]}]
+    r = subprocess.run([sys.executable, "-m", "rocast.distribute", "--workers", "2"],
+                       input=json.dumps(jobs), capture_output=True, text=True, cwd="/", check=True)
+    out = json.loads(r.stdout)
+    assert [(j["id"], j["code"], j["stdout"], j["stderr"]) for j in out] == [
+        ("a", 3, "out\n", "err\n"), ("b", 0, "", "")]
