@@ -98,6 +98,11 @@ def plot(tmp_path, figure, phases=False):
     return svg
 
 
+def test_the_same_data_gives_the_same_svg(tmp_path):
+    first = plot(tmp_path, "tmcf_rate")
+    assert plot(tmp_path, "tmcf_rate") == first
+
+
 def test_rate_plot(tmp_path):
     """The TMCF presets' CSV: rate and queue panels per policy; the fair share dashed
     only when the phases table lies beside it."""

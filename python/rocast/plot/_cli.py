@@ -20,8 +20,10 @@ def save(fig, png):
     fig.tight_layout()
     fig.savefig(png, dpi=PNG_DPI)
     svg = os.path.splitext(png)[0] + ".svg"
-    # No embedded date: the same data gives the same bytes.
-    fig.savefig(svg, metadata={"Date": None})
+    # No embedded date and a fixed salt for the element ids: the same data gives the
+    # same bytes.
+    with matplotlib.rc_context({"svg.hashsalt": "rocast"}):
+        fig.savefig(svg, metadata={"Date": None})
     plt.close(fig)
     return png, svg
 
