@@ -13,6 +13,7 @@ def sim(
     base: Optional[Union[str, PathLike[str]]] = None,
     sets: List[str] = ...,
 ) -> Dict[str, Any]: ...
+def figure_for_table(table: str) -> Optional[str]: ...
 def tree(
     topo: str = "fat-tree:k=8",
     src: int = 0,

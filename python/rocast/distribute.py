@@ -18,6 +18,8 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
+from ._backends import BACKENDS, map_on
+
 
 def run_command(job: Dict[str, Any]) -> Dict[str, Any]:
     """One job, wherever it runs: its argv without a shell."""
@@ -29,30 +31,15 @@ def run_command(job: Dict[str, Any]) -> Dict[str, Any]:
 
 def run_commands(jobs: List[Dict[str, Any]], backend: str = "local", address: Optional[str] = None,
                  workers: Optional[int] = None) -> List[Dict[str, Any]]:
-    """Runs `jobs` on "local" (a thread per job slot) or "dask" (a LocalCluster, or the
-    cluster at `address`); results in the jobs' order."""
-    n = max(1, workers or 1)
-    if backend == "local":
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(max_workers=n) as pool:
-            return list(pool.map(run_command, jobs))
-    if backend == "dask":
-        from dask.distributed import Client, LocalCluster
-
-        if address is not None:
-            with Client(address) as client:
-                return client.gather(client.map(run_command, jobs, pure=False))
-        with LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
-            return client.gather(client.map(run_command, jobs, pure=False))
-    raise ValueError(f"backend {backend!r}: expected 'local' or 'dask'")
+    """Runs `jobs` on "local" (a thread per job slot: each job is a process already) or
+    "dask" (a LocalCluster, or the cluster at `address`); results in the jobs' order."""
+    return map_on(run_command, jobs, backend, max(1, workers or 1), address, local_threads=True)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rocast.distribute", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backend", default="local", choices=["local", "dask"])
+    ap.add_argument("--backend", default="local", choices=BACKENDS)
     ap.add_argument("--address", help="a running Dask scheduler, e.g. tcp://host:8786")
     ap.add_argument("--workers", type=int, default=1, help="job slots (local) or LocalCluster workers")
     a = ap.parse_args(argv)

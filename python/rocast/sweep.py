@@ -32,6 +32,8 @@ from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Seque
 
 import pandas as pd
 
+from ._backends import map_on
+
 # Two-sided 95% Student t quantiles for n-1 degrees of freedom (n seeds); beyond 30, 1.96.
 _T95 = [
     12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
@@ -100,44 +102,11 @@ def sweep(
         for s in seeds
     ]
     n = workers or min(len(tasks), os.cpu_count() or 1)
-    if backend == "local":
-        frames = _run_local(tasks, n)
-    elif backend == "dask":
-        frames = _run_dask(tasks, n, address)
-    else:
-        raise ValueError(f"backend {backend!r}: expected 'local' or 'dask'")
+    frames = map_on(_run_point, tasks, backend, n, address)
     df = pd.concat(frames, ignore_index=True)
     if out is not None:
         df.to_csv(out, index=False)
     return df
-
-
-def _run_local(tasks: List[Dict[str, Any]], workers: int) -> List[pd.DataFrame]:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    # fork where there is one (Linux): the workers need not re-import the caller's
-    # script, so a sweep at a script's top level or in a notebook works unguarded.
-    # Elsewhere spawn (the caller then needs `if __name__ == "__main__":`).
-    methods = multiprocessing.get_all_start_methods()
-    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        return list(pool.map(_run_point, tasks))
-
-
-def _run_dask(tasks: List[Dict[str, Any]], workers: int, address: Optional[str]) -> List[pd.DataFrame]:
-    try:
-        from dask.distributed import Client, LocalCluster
-    except ImportError as e:  # pragma: no cover - depends on the installation
-        raise ImportError("backend='dask' needs dask[distributed] (python/requirements.txt)") from e
-    if address is not None:
-        with Client(address) as client:
-            return client.gather(client.map(_run_point, tasks, pure=False))
-    # One thread per worker process: the simulator is CPU-bound, a process per core.
-    with LocalCluster(
-        n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as cluster, Client(cluster) as client:
-        return client.gather(client.map(_run_point, tasks, pure=False))
 
 
 def ci_over_seeds(df: pd.DataFrame, by: Sequence[str], value: str, level: float = 0.95) -> pd.DataFrame:

@@ -55,45 +55,34 @@ struct JobResult {
     wall_s: f64,
 }
 
-/// Runs every `(id, argv)` with `jobs` at a time, here; results in order.
-fn run_local(jobs: &[(String, Vec<String>)], slots: usize) -> Vec<Result<JobResult, String>> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<Result<JobResult, String>>>> =
-        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|s| {
-        for _ in 0..slots.clamp(1, jobs.len().max(1)) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some((id, argv)) = jobs.get(i) else { break };
-                eprintln!("rocast repro: [{}/{}] {id}", i + 1, jobs.len());
-                let t0 = std::time::Instant::now();
-                let r = std::process::Command::new(&argv[0])
-                    .args(&argv[1..])
-                    .output()
-                    .map(|o| JobResult {
-                        code: o.status.code(),
-                        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-                        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-                        wall_s: t0.elapsed().as_secs_f64(),
-                    })
-                    .map_err(|e| format!("{id}: {e}"));
-                *results[i].lock().expect("not poisoned") = Some(r);
-            });
-        }
-    });
-    results
-        .into_iter()
-        .map(|m| m.into_inner().expect("not poisoned").expect("every job ran"))
-        .collect()
+/// Runs every `(id, argv)` with `slots` at a time, here (the evaluation's own
+/// [`rocast_eval::report::parallel`]); results in order.
+fn run_local(jobs: &[(String, Vec<String>)], slots: u32) -> Result<Vec<JobResult>, String> {
+    rocast_eval::report::parallel(slots, jobs, |job| {
+        let (id, argv) = job;
+        let i = jobs.iter().position(|j| std::ptr::eq(j, job)).unwrap_or(0);
+        eprintln!("rocast repro: [{}/{}] {id}", i + 1, jobs.len());
+        let t0 = std::time::Instant::now();
+        let o = std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .output()
+            .map_err(|e| format!("{id}: {e}"))?;
+        Ok(JobResult {
+            code: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+            wall_s: t0.elapsed().as_secs_f64(),
+        })
+    })
 }
 
 /// Hands the jobs to Dask through `python -m rocast.distribute` (the project's Python,
 /// the checkout's python/ first on its path); results in order.
 fn run_dask(
     jobs: &[(String, Vec<String>)],
-    slots: usize,
+    slots: u32,
     address: Option<&str>,
-) -> Result<Vec<Result<JobResult, String>>, String> {
+) -> Result<Vec<JobResult>, String> {
     use std::io::Write as _;
     let root = crate::plot::resource_root()?;
     let python = crate::plot::python(&root);
@@ -145,13 +134,11 @@ fn run_dask(
     }
     Ok(answers
         .into_iter()
-        .map(|a| {
-            Ok(JobResult {
-                code: a["code"].as_i64().map(|c| c as i32),
-                stdout: a["stdout"].as_str().unwrap_or_default().to_string(),
-                stderr: a["stderr"].as_str().unwrap_or_default().to_string(),
-                wall_s: a["wall_s"].as_f64().unwrap_or(f64::NAN),
-            })
+        .map(|a| JobResult {
+            code: a["code"].as_i64().map(|c| c as i32),
+            stdout: a["stdout"].as_str().unwrap_or_default().to_string(),
+            stderr: a["stderr"].as_str().unwrap_or_default().to_string(),
+            wall_s: a["wall_s"].as_f64().unwrap_or(f64::NAN),
         })
         .collect())
 }
@@ -427,11 +414,12 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
         })
         .collect();
     let results = match cmd.backend.as_str() {
-        "dask" => run_dask(&jobs, cmd.jobs as usize, cmd.address.as_deref())?,
-        _ => run_local(&jobs, cmd.jobs as usize),
+        "dask" => run_dask(&jobs, cmd.jobs, cmd.address.as_deref())?,
+        _ => run_local(&jobs, cmd.jobs)?,
     };
-    for ((f, dir, args, quick), r) in plan.into_iter().zip(results) {
-        let o = r?;
+    // The machine is the same for every figure: read it once.
+    let machine = machine();
+    for ((f, dir, args, quick), o) in plan.into_iter().zip(results) {
         let wall = o.wall_s;
         let (report, stderr) = (o.stdout, o.stderr);
         let params = parameters(&args);
@@ -461,7 +449,7 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
             "wall_s": wall,
             "exit_status": o.code,
             "backend": cmd.backend,
-            "machine": machine(),
+            "machine": machine,
             "verdicts": v,
         });
         std::fs::write(dir.join("provenance.json"), crate::output::pretty(&prov))

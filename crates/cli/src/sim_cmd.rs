@@ -129,22 +129,9 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
         }
         for (name, _) in &report.files {
             let path = cmd.out.join(name);
-            let figure = match name.as_str() {
-                "fairness.csv" => Some("cepheus_fig14"),
-                "fig12.csv" => Some("cepheus_fig12"),
-                "testbed.csv" => Some("cepheus_testbed"),
-                "loss.csv" => Some("cepheus_fig13"),
-                "fig10.csv" => Some("cepheus_fig10"),
-                "fig11.csv" => Some("cepheus_fig11"),
-                "peel-fig4.csv" | "peel-fig5.csv" | "peel-fig6.csv" | "peel-fig7.csv" => {
-                    Some("peel")
-                }
-                "peel-fig1.csv" | "peel-fig3.csv" => Some("peel_static"),
-                "tmcf-cpmp.csv" | "tmcf-moving.csv" => Some("tmcf_rate"),
-                "ud-latency.csv" => Some("ud_latency"),
-                "multicast.csv" => Some("multicast"),
-                _ => None,
-            };
+            let figure = name
+                .strip_suffix(".csv")
+                .and_then(rocast_eval::report::figure_for_table);
             if let Some(figure) = figure.filter(|_| !cmd.no_plot) {
                 let png = path.with_extension("png");
                 // A plot that was asked for (not --no-plot) and failed is an error.

@@ -88,6 +88,27 @@ fn parallel_inner<T: Send, J: Sync>(
         .collect()
 }
 
+/// The figure (a module of the Python package's `rocast.plot`) that draws an
+/// experiment's table, by the table's name without `.csv`: the one map `rocast sim`
+/// and `rocast.plot.for_table` both read.
+pub fn figure_for_table(table: &str) -> Option<&'static str> {
+    Some(match table {
+        "bcast" => "bcast",
+        "fairness" => "cepheus_fig14",
+        "fig10" => "cepheus_fig10",
+        "fig11" => "cepheus_fig11",
+        "fig12" => "cepheus_fig12",
+        "loss" => "cepheus_fig13",
+        "multicast" => "multicast",
+        "peel-fig1" | "peel-fig3" => "peel_static",
+        "peel-fig4" | "peel-fig5" | "peel-fig6" | "peel-fig7" => "peel",
+        "testbed" => "cepheus_testbed",
+        "tmcf-cpmp" | "tmcf-moving" => "tmcf_rate",
+        "ud-latency" => "ud_latency",
+        _ => return None,
+    })
+}
+
 /// rocast's tolerance for a verdict of "reproduced": rocast's figure within
 /// 0.8-1.25× of the paper's (rocast's own threshold; the papers' numbers are read from
 /// their text).
@@ -138,6 +159,22 @@ pub fn fmt_size(b: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_table_figure_is_a_module_of_the_python_package() {
+        let plot = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/rocast/plot");
+        let tables = [
+            "bcast", "fairness", "fig10", "fig11", "fig12", "loss", "multicast", "peel-fig1",
+            "peel-fig3", "peel-fig4", "peel-fig5", "peel-fig6", "peel-fig7", "testbed",
+            "tmcf-cpmp", "tmcf-moving", "ud-latency",
+        ];
+        for t in tables {
+            let f = figure_for_table(t).unwrap_or_else(|| panic!("{t}: no figure"));
+            assert!(plot.join(format!("{f}.py")).is_file(), "{t}: {f}.py missing");
+        }
+        assert_eq!(figure_for_table("fig12-ablation"), None);
+        assert_eq!(figure_for_table("peel-fig5-paper"), None);
+    }
 
     #[test]
     fn verdicts_follow_the_tolerance_at_its_edges() {

@@ -98,14 +98,23 @@ fn sim<'py>(
     )?;
     fct.set_item("failed", r.iter().map(|f| f.failed).collect::<Vec<_>>())?;
     out.set_item("fct", fct)?;
+    // Rows to columns: each sample's pairs once.
+    let rows: Vec<[(&str, f64); 11]> = report.samples.iter().map(RunSample::columns).collect();
     let samples = PyDict::new(py);
-    for (i, col) in RunSample::COLUMNS.iter().enumerate() {
-        samples.set_item(*col, report.samples.iter().map(|s| s.values()[i]).collect::<Vec<_>>())?;
+    for (i, (name, _)) in RunSample::default().columns().iter().enumerate() {
+        samples.set_item(*name, rows.iter().map(|r| r[i].1).collect::<Vec<_>>())?;
     }
     out.set_item("samples", samples)?;
     out.set_item("ports_csv", report.ports_csv)?;
     out.set_item("summary_json", report.summary_json)?;
     Ok(out)
+}
+
+/// The `rocast.plot` module that draws an experiment's table (its name without
+/// `.csv`), or None: the map `rocast sim` uses.
+#[pyfunction]
+fn figure_for_table(table: &str) -> Option<&'static str> {
+    rocast_eval::report::figure_for_table(table)
 }
 
 /// Builds a multicast tree offline (`rocast tree`): `topo` as `fat-tree:k=8`,
@@ -145,6 +154,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(preset_toml, m)?)?;
     m.add_function(wrap_pyfunction!(sim, m)?)?;
     m.add_function(wrap_pyfunction!(tree, m)?)?;
+    m.add_function(wrap_pyfunction!(figure_for_table, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -36,30 +36,36 @@ from . import (
 from ._cli import save  # noqa: E402,F401
 
 
-def _wrap(module, name: str, what: str) -> Callable[..., Figure]:
-    def draw(df: pd.DataFrame, title: str = "") -> Figure:
-        return module.draw(df, title, _plt)
+def _figure(module, what: str) -> Callable[..., Figure]:
+    """The public function of a figure module: `f(df, title="", **tables)`; a module
+    whose draw takes the table its experiment writes beside the CSV names it SIBLING
+    (paper= or phases=)."""
+    name = module.__name__.rsplit(".", 1)[-1]
+    sibling = getattr(module, "SIBLING", None)
+
+    def draw(df: pd.DataFrame, title: str = "", **tables: Optional[pd.DataFrame]) -> Figure:
+        return module.draw(df, title, _plt, **tables)
 
     draw.__name__ = name
-    draw.__doc__ = f"{what}: a Figure from its table (see rocast.plot.{module.__name__.split('.')[-1]})."
+    draw.__doc__ = f"{what}: a Figure from its table (rocast.plot.{name})." + (
+        f" `{sibling}=` the experiment's NAME-{sibling} table, overlaid." if sibling else "")
+    draw.sibling = sibling  # type: ignore[attr-defined]
     return draw
 
 
-cepheus_fig10 = _wrap(_fig10, "cepheus_fig10", "Cepheus Fig. 10, 3-replica write latency")
-cepheus_fig11 = _wrap(_fig11, "cepheus_fig11", "Cepheus Fig. 11, HPL panel broadcast and row swap")
-cepheus_fig12 = _wrap(_fig12, "cepheus_fig12", "Cepheus Fig. 12, FCT vs message size against chain and tree")
-cepheus_fig13 = _wrap(_fig13, "cepheus_fig13", "Cepheus Fig. 13, multicast FCT under random loss")
-multicast = _wrap(_multicast, "multicast", "the multicast preset, Cepheus vs overlays")
-peel_static = _wrap(_peel_static, "peel_static", "PEEL Figs 1 and 3")
-ud_latency = _wrap(_ud_latency, "ud_latency", "broadcast-select UD multicast latency (Figs 1, 3, 5)")
-bcast = _wrap(_bcast, "bcast", "`rocast bcast`'s latency against message size")
-lab_bcast = _wrap(_lab_bcast, "lab_bcast", "the namespace lab's broadcast benchmark")
-
-
-def peel(df: pd.DataFrame, title: str = "", paper: Optional[pd.DataFrame] = None) -> Figure:
-    """PEEL Figs 4-7 (mean and p99 CCT per scheme); `paper` is the experiment's
-    peel-figN-paper table, overlaid as crosses."""
-    return _peel.draw(df, title, _plt, paper)
+bcast = _figure(_bcast, "`rocast bcast`'s latency against message size")
+cepheus_testbed = _figure(_testbed, "Cepheus Figs 8-9, MPI-Bcast time on the 1 -> 3 testbed and each overlay over Cepheus (the paper's ranges)")
+cepheus_fig10 = _figure(_fig10, "Cepheus Fig. 10, 3-replica write latency")
+cepheus_fig11 = _figure(_fig11, "Cepheus Fig. 11, HPL panel broadcast and row swap")
+cepheus_fig12 = _figure(_fig12, "Cepheus Fig. 12, FCT vs message size against chain and tree")
+cepheus_fig13 = _figure(_fig13, "Cepheus Fig. 13, multicast FCT under random loss")
+cepheus_fig14 = _figure(_fig14, "Cepheus Fig. 14, three flows' throughput per CNP policy (fair shares dashed)")
+lab_bcast = _figure(_lab_bcast, "the namespace lab's broadcast benchmark")
+multicast = _figure(_multicast, "the multicast preset, Cepheus vs overlays")
+peel = _figure(_peel, "PEEL Figs 4-7, mean and p99 CCT per scheme (the paper's claims as crosses)")
+peel_static = _figure(_peel_static, "PEEL Figs 1 and 3")
+tmcf_rate = _figure(_tmcf_rate, "TMCF Figs 3-6, the multicast's rate and the fullest queue per policy (fair shares dashed)")
+ud_latency = _figure(_ud_latency, "broadcast-select UD multicast latency (Figs 1, 3, 5)")
 
 
 def with_ci(
@@ -84,67 +90,27 @@ def with_ci(
     return fig
 
 
-def cepheus_testbed(df: pd.DataFrame, title: str = "", paper: Optional[pd.DataFrame] = None) -> Figure:
-    """Cepheus Figs 8-9 (MPI-Bcast time on the 1 -> 3 testbed, and each overlay over
-    Cepheus); `paper` is the experiment's testbed-paper table (the paper's ranges)."""
-    return _testbed.draw(df, title, _plt, paper)
-
-
-def cepheus_fig14(df: pd.DataFrame, title: str = "", phases: Optional[pd.DataFrame] = None) -> Figure:
-    """Cepheus Fig. 14 (three flows' throughput per CNP policy); `phases` is the
-    experiment's fairness-phases table, whose fair shares are drawn dashed."""
-    return _fig14.draw(df, title, _plt, phases)
-
-
-def tmcf_rate(df: pd.DataFrame, title: str = "", phases: Optional[pd.DataFrame] = None) -> Figure:
-    """TMCF Figs 3-6 (the multicast's rate and the fullest queue per policy); `phases` is
-    the experiment's tmcf-*-phases table, whose fair shares are drawn dashed."""
-    return _tmcf_rate.draw(df, title, _plt, phases)
-
-
-_BY_TABLE = {
-    "bcast": bcast,
-    "fairness": cepheus_fig14,
-    "testbed": cepheus_testbed,
-    "fig10": cepheus_fig10,
-    "fig11": cepheus_fig11,
-    "fig12": cepheus_fig12,
-    "loss": cepheus_fig13,
-    "multicast": multicast,
-    "peel-fig1": peel_static,
-    "peel-fig3": peel_static,
-    "peel-fig4": peel,
-    "peel-fig5": peel,
-    "peel-fig6": peel,
-    "peel-fig7": peel,
-    "tmcf-cpmp": tmcf_rate,
-    "tmcf-moving": tmcf_rate,
-    "ud-latency": ud_latency,
-}
-
-
 def for_table(name: str) -> Optional[Callable[..., Figure]]:
-    """The function that draws the experiment table `name` (e.g. "fig12"), or None."""
-    return _BY_TABLE.get(name)
+    """The function that draws the experiment table `name` (e.g. "fig12"), or None: the
+    map `rocast sim` uses (rocast_eval::report::figure_for_table)."""
+    from .. import _lib
+
+    figure = _lib().figure_for_table(name)
+    return None if figure is None else globals()[figure]
 
 
 def of(result, table: Optional[str] = None, title: Optional[str] = None) -> Figure:
     """Draws an experiment's table from a `rocast.sim` result with what the experiment
     wrote beside it (the paper's points `NAME-paper`, the fair shares `NAME-phases`):
     `table` names it, or the first table that has a figure."""
-    names = [table] if table is not None else [n for n in result.tables if n in _BY_TABLE]
-    if not names or names[0] not in result.tables or names[0] not in _BY_TABLE:
-        raise KeyError(f"no figure for table {table!r}; drawable: "
-                       f"{[n for n in result.tables if n in _BY_TABLE]}")
-    name = names[0]
-    draw = _BY_TABLE[name]
+    drawable = [n for n in result.tables if for_table(n) is not None]
+    name = table if table is not None else (drawable[0] if drawable else None)
+    if name not in drawable:
+        raise KeyError(f"no figure for table {table!r}; drawable: {drawable}")
+    draw = for_table(name)
     title = result.scenario if title is None else title
-    df = result.tables[name]
-    if draw in (peel, cepheus_testbed):
-        return draw(df, title, paper=result.tables.get(f"{name}-paper"))
-    if draw in (tmcf_rate, cepheus_fig14):
-        return draw(df, title, phases=result.tables.get(f"{name}-phases"))
-    return draw(df, title)
+    tables = {} if draw.sibling is None else {draw.sibling: result.tables.get(f"{name}-{draw.sibling}")}
+    return draw(result.tables[name], title, **tables)
 
 
 __all__ = [

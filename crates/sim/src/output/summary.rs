@@ -34,7 +34,7 @@ pub struct RunReport {
 }
 
 /// One sample of a run's progress: cumulative counters at simulated time `sim_us`.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunSample {
     pub sim_us: f64,
     pub wall_s: f64,
@@ -50,21 +50,6 @@ pub struct RunSample {
 }
 
 impl RunSample {
-    /// The sample's columns, in the order of [`RunSample::values`].
-    pub const COLUMNS: [&'static str; 11] = [
-        "sim_us",
-        "wall_s",
-        "events",
-        "flows_finished",
-        "flows_outstanding",
-        "host_tx_bytes",
-        "host_rx_bytes",
-        "drops",
-        "ecn_marks",
-        "pauses",
-        "cnps",
-    ];
-
     pub fn of(engine: &Engine, wall_s: f64) -> RunSample {
         let t = engine.totals_now();
         RunSample {
@@ -82,21 +67,21 @@ impl RunSample {
         }
     }
 
-    /// The counters as floats, in [`RunSample::COLUMNS`] order (every count fits
-    /// f64's 53-bit mantissa).
-    pub fn values(&self) -> [f64; 11] {
+    /// The sample as (column, value) pairs, in a fixed order: the one list of its
+    /// columns (every count fits f64's 53-bit mantissa).
+    pub fn columns(&self) -> [(&'static str, f64); 11] {
         [
-            self.sim_us,
-            self.wall_s,
-            self.events as f64,
-            self.flows_finished as f64,
-            self.flows_outstanding as f64,
-            self.host_tx_bytes as f64,
-            self.host_rx_bytes as f64,
-            self.drops as f64,
-            self.ecn_marks as f64,
-            self.pauses as f64,
-            self.cnps as f64,
+            ("sim_us", self.sim_us),
+            ("wall_s", self.wall_s),
+            ("events", self.events as f64),
+            ("flows_finished", self.flows_finished as f64),
+            ("flows_outstanding", self.flows_outstanding as f64),
+            ("host_tx_bytes", self.host_tx_bytes as f64),
+            ("host_rx_bytes", self.host_rx_bytes as f64),
+            ("drops", self.drops as f64),
+            ("ecn_marks", self.ecn_marks as f64),
+            ("pauses", self.pauses as f64),
+            ("cnps", self.cnps as f64),
         ]
     }
 }
