@@ -170,10 +170,14 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
     }
     if cmd.analyze {
         let largest = sizes.iter().copied().max().unwrap_or(0);
-        print!(
-            "{}",
-            analyze(&schemes, cmd.group, cmd.root, largest, block)?
-        );
+        let (text, verdicts) = analyze(&schemes, cmd.group, cmd.root, largest, block)?;
+        print!("{text}{}", rocast_eval::verdict::render(&verdicts));
+        // The structured verdicts, which `rocast repro` counts.
+        std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
+        let path = cmd.out.join("verdicts.json");
+        let json = serde_json::to_string_pretty(&rocast_eval::verdict::to_json(&verdicts))
+            .expect("verdicts serialise");
+        std::fs::write(&path, json + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
         return Ok(());
     }
     if cmd.verify && sizes.iter().any(|&s| s > 256 << 20) {
@@ -508,7 +512,13 @@ fn fabric(cmd: &BcastCmd) -> Result<(Scenario, PathBuf), String> {
 
 /// The `--analyze` report: per scheme, its steps for a message of `size` bytes in
 /// `block`-byte blocks, and the average slack per step (RDMC §4.2).
-fn analyze(schemes: &[Scheme], n: u32, root: u32, size: u64, block: u64) -> Result<String, String> {
+fn analyze(
+    schemes: &[Scheme],
+    n: u32,
+    root: u32,
+    size: u64,
+    block: u64,
+) -> Result<(String, Vec<rocast_eval::verdict::Verdict>), String> {
     use rocast_core::overlay::schedule::{ceil_log2, Schedule};
     if n > 4096 {
         return Err("--analyze walks every rank's schedule: --group-size up to 4096".into());
@@ -575,8 +585,9 @@ fn analyze(schemes: &[Scheme], n: u32, root: u32, size: u64, block: u64) -> Resu
             if per_step.len() > 12 { " ..." } else { "" }
         );
     }
-    out.push_str(&half_speed_link(schemes, n, root, size, block)?);
-    Ok(out)
+    let (slow, verdicts) = half_speed_link(schemes, n, root, size, block)?;
+    out.push_str(&slow);
+    Ok((out, verdicts))
 }
 
 /// RDMC §4.2's slow-link argument: with one link at half speed, the binomial pipeline
@@ -596,10 +607,10 @@ fn half_speed_link(
     root: u32,
     size: u64,
     block: u64,
-) -> Result<String, String> {
+) -> Result<(String, Vec<rocast_eval::verdict::Verdict>), String> {
     use rocast_core::overlay::model::MessageCost;
     if n < 3 {
-        return Ok(String::new());
+        return Ok((String::new(), Vec::new()));
     }
     let (sa, sb) = (n - 2, n - 1);
     // 0: every link equal; 1: the link sa–sb at half rate; 2: sb's NIC at half rate.
@@ -647,8 +658,15 @@ fn half_speed_link(
             headline = Some(eq / link);
         }
     }
+    let mut verdicts = Vec::new();
     if let Some(kept) = headline {
         let ratio = kept / 0.856;
+        verdicts.push(rocast_eval::verdict::Verdict::new(
+            "binomial pipeline's bandwidth kept with one half-speed link, n = 64",
+            "85.6%",
+            format!("{:.1}%", 100.0 * kept),
+            rocast_eval::verdict::Word::of_ratio(ratio),
+        ));
         let _ = writeln!(
             out,
             "headline: the pipeline keeps 85.6% of its bandwidth with one half-speed link at n = 64 (paper); rocast {:.1}% ({ratio:.2}x): {}",
@@ -656,7 +674,7 @@ fn half_speed_link(
             rocast_eval::report::verdict_word(ratio)
         );
     }
-    Ok(out)
+    Ok((out, verdicts))
 }
 
 fn plot(csv: &Path, png: &Path, title: &str) -> Result<(), String> {

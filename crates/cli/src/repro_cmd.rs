@@ -13,6 +13,8 @@ use serde_json::json;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use rocast_eval::verdict::{Tally, Verdict};
+
 #[derive(Debug, Args)]
 pub struct ReproCmd {
     /// Figures to run (ids from --list, or a paper: cepheus, peel, tmcf, odbss, rdmc);
@@ -21,6 +23,11 @@ pub struct ReproCmd {
     /// List every figure and table with its command and typical time, and exit.
     #[arg(long)]
     list: bool,
+    /// Print the readings table of the Cepheus and broadcast-select presets (every
+    /// open choice, the paper's words, the source, the alternatives) as Markdown, and
+    /// exit: `docs/cepheus/readings.md`.
+    #[arg(long, conflicts_with = "list")]
+    readings: bool,
     /// Run the long figures at the smaller scale the registry states (all of them
     /// finish in minutes on a 2-core machine).
     #[arg(long, conflicts_with = "full")]
@@ -236,6 +243,17 @@ fn select(ids: &[String]) -> Result<Vec<&'static Figure>, String> {
     Ok(out)
 }
 
+/// What of a figure matches by construction (its report's "calibrated" verdicts).
+fn calibrated(id: &str) -> Option<&'static str> {
+    Some(match id {
+        "cepheus-table1" => "the absolute IOPS (io_stack_us is 1 / the paper's 1-unicast rate); the ratio is simulated",
+        "cepheus-fig10" => "the 8 KB point (set by the same io_stack_us); 512 KB is simulated",
+        "cepheus-memory" => "the packed figure is arithmetic over the paper's fields; the software tables are measured beside it",
+        "odbss-fig1" | "odbss-fig5" | "odbss-fig5-80" => "the hybrid offload (one copy per rack: the paper's formula)",
+        _ => return None,
+    })
+}
+
 fn list() -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -260,6 +278,9 @@ fn list() -> String {
                 format!("   (--quick: {})", f.quick_says)
             }
         );
+        if let Some(c) = calibrated(f.id) {
+            let _ = writeln!(s, "{:<103}  calibrated: {c}", "");
+        }
     }
     let full: f64 = FIGURES.iter().map(|f| f.typical_s).sum();
     let _ = writeln!(
@@ -328,7 +349,9 @@ fn machine() -> serde_json::Value {
 /// preset's TOML and the overrides, which together fix the run. None for other commands
 /// (their command line is all their parameters).
 fn parameters(args: &[String]) -> Option<(u64, serde_json::Value)> {
-    if args.first().map(String::as_str) != Some("sim") || args.get(1).map(String::as_str) != Some("--preset") {
+    if args.first().map(String::as_str) != Some("sim")
+        || args.get(1).map(String::as_str) != Some("--preset")
+    {
         return None;
     }
     let name = args.get(2)?;
@@ -342,24 +365,39 @@ fn parameters(args: &[String]) -> Option<(u64, serde_json::Value)> {
         .iter()
         .find(|(n, _)| n == name)
         .map(|(_, t)| *t)?;
-    Some((sc.seed, json!({"preset": name, "preset_toml": toml, "overrides": sets})))
+    Some((
+        sc.seed,
+        json!({"preset": name, "preset_toml": toml, "overrides": sets}),
+    ))
 }
 
-/// The verdict lines of a report: those that say reproduced or differs.
-fn verdicts(report: &str) -> Vec<String> {
-    report
-        .lines()
-        .filter(|l| {
-            let l = l.to_ascii_lowercase();
-            l.contains("reproduced") || l.contains("differs")
-        })
-        .map(|l| l.trim().to_string())
-        .collect()
+/// A figure's structured verdicts: the `verdicts.json` its experiment wrote (`None`
+/// when it wrote none: a command that is not an experiment, or one whose verdicts are
+/// not structured yet). Counted from the records, never from the report's text.
+fn verdicts(dir: &std::path::Path) -> Result<Option<Vec<Verdict>>, String> {
+    let path = dir.join("verdicts.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(None);
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    rocast_eval::verdict::from_json(&v)
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 pub fn run(cmd: ReproCmd) -> Result<(), String> {
     if cmd.list {
         print!("{}", list());
+        return Ok(());
+    }
+    if cmd.readings {
+        print!(
+            "# Readings: Cepheus and the broadcast-select paper\n\nMade by `rocast repro --readings` (rocast {}, commit {}; no seed: a table, not a run). Every choice the papers leave open, or that rocast had to make, for the presets of the Cepheus (HPCA 2024) and broadcast-select (APSIPA 2019) figures: the paper's words with the section, the value rocast runs (primary), what decided it (the paper's text; then what it cites or the tool it ran; then consistency with its other numbers; never which value matches the figure), and the alternatives with the sentence that rules each out. `rocast sim --preset P --set KEY=VALUE` runs an alternative; `crates/eval/src/readings.rs` holds the table and a test pins every primary to its preset.\n{}",
+            env!("CARGO_PKG_VERSION"),
+            git_commit().as_deref().unwrap_or("unknown"),
+            rocast_eval::readings::markdown()
+        );
         return Ok(());
     }
     let figures = select(&cmd.ids)?;
@@ -386,6 +424,7 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
     for f in &figures {
         let dir = cmd.out.join(f.id);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let _ = std::fs::remove_file(dir.join("verdicts.json"));
         // `{out}` in a figure's arguments: its folder (a plot path, for commands whose
         // plot is a flag of its own).
         let mut args: Vec<String> = f
@@ -429,11 +468,12 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
             std::fs::write(dir.join("stderr.txt"), &stderr).map_err(|e| e.to_string())?;
             failed.push(f.id);
         }
-        let v = verdicts(&report);
-        let reproduced = v
-            .iter()
-            .filter(|l| l.to_ascii_lowercase().contains("reproduced"))
-            .count();
+        // A stale verdicts.json from an earlier run in this folder must not count.
+        let v = if ok {
+            verdicts(&dir)?.unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         let prov = json!({
             "figure": f.id,
             "paper": f.paper,
@@ -450,7 +490,7 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
             "exit_status": o.code,
             "backend": cmd.backend,
             "machine": machine,
-            "verdicts": v,
+            "verdicts": rocast_eval::verdict::to_json(&v),
         });
         std::fs::write(dir.join("provenance.json"), crate::output::pretty(&prov))
             .map_err(|e| e.to_string())?;
@@ -470,15 +510,13 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
             if v.is_empty() {
                 "-".to_string()
             } else {
-                format!("{reproduced} of {} lines say reproduced", v.len())
+                Tally::of(&v).summary()
             },
             if ok { "ok" } else { "FAILED (stderr.txt)" }
         );
         if !v.is_empty() {
             let _ = writeln!(details, "\n## {} ({}, {})\n", f.id, f.paper, f.figure);
-            for l in &v {
-                let _ = writeln!(details, "    {l}");
-            }
+            let _ = write!(details, "{}", rocast_eval::verdict::render(&v));
         }
     }
     let _ = writeln!(

@@ -124,8 +124,11 @@ pub fn run(cmd: TreeCmd) -> Result<(), String> {
         println!("dot ({algo0}): {}", path.display());
     }
     if let Some(path) = &cmd.json {
-        std::fs::write(path, crate::output::pretty(&tree_json(&topo, algo0, tree0)?))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(
+            path,
+            crate::output::pretty(&tree_json(&topo, algo0, tree0)?),
+        )
+        .map_err(|e| format!("{}: {e}", path.display()))?;
         println!("json ({algo0}): {}", path.display());
     }
     if cmd.prefix {

@@ -181,16 +181,19 @@ fn fig12_ablation_rows_are_the_preset_with_their_sets() {
     let rows = csv_rows(&out, "fig12-ablation.csv");
     let variants: std::collections::BTreeSet<&str> =
         rows.iter().map(|r| r["variant"].as_str()).collect();
+    // The primary, every alternative of Fig. 12's readings, and two diagnostics.
     for v in [
-        "rocast",
-        "no-overhead",
-        "no-ready",
-        "contiguous",
-        "no-cc",
-        "tree-isend",
+        "primary",
+        "overhead_us#1",
+        "eager_limit#1",
+        "placement#1",
+        "tree_window#1",
+        "chain_slices_per_rank#1",
+        "k#1",
+        "dcqcn_preset#1",
+        "mtu#1",
         "one-switch",
-        "chain-slices",
-        "paper-like",
+        "earlier",
     ] {
         assert!(variants.contains(v), "{v}");
         assert!(
@@ -201,7 +204,7 @@ fn fig12_ablation_rows_are_the_preset_with_their_sets() {
     }
     assert_eq!(rows.len(), variants.len() * 2 * 3);
     // Re-run two variants as the preset with their sets.
-    for v in ["no-overhead", "tree-isend"] {
+    for v in ["overhead_us#1", "tree_window#1"] {
         let sets = rows.iter().find(|r| r["variant"] == v).unwrap()["sets"].clone();
         let dir = out_dir(&format!("fig12-as-{v}"));
         let mut a = vec!["sim".to_string(), "--preset".into(), "cepheus-fig12".into()];
@@ -237,10 +240,10 @@ fn fig12_ablation_rows_are_the_preset_with_their_sets() {
             .unwrap()
     };
     assert!(
-        lat("tree-isend") < lat("rocast"),
+        lat("primary") < lat("tree_window#1"),
         "{} vs {}",
-        lat("tree-isend"),
-        lat("rocast")
+        lat("primary"),
+        lat("tree_window#1")
     );
 }
 
@@ -363,7 +366,17 @@ fn loss_preset_prints_its_verdicts_and_cuts_the_chain_as_configured() {
         assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
         (r.stdout, csv_rows(&out, "loss.csv"))
     };
-    let (text, rows) = run(&[], "loss");
+    // The chain in 1 MiB blocks (the alternative reading) here; slices = ranks (the
+    // preset's primary) below.
+    let (text, rows) = run(
+        &[
+            "--set",
+            "multicast.chain_slices_per_rank=false",
+            "--set",
+            "multicast.chain_slices=0",
+        ],
+        "loss",
+    );
     assert!(text.contains("verdict, throughput at 1e-3"), "{text}");
     assert_eq!(rows.len(), 2 * 4);
     let chain_us = |rows: &[std::collections::BTreeMap<String, String>]| -> f64 {
@@ -375,10 +388,7 @@ fn loss_preset_prints_its_verdicts_and_cuts_the_chain_as_configured() {
     };
     // 4 MiB in 1 MiB blocks vs in 8 slices (one per rank) of 512 KiB: the finer
     // pipeline is faster through 7 hops.
-    let (_, sliced) = run(
-        &["--set", "multicast.chain_slices_per_rank=true"],
-        "loss-sliced",
-    );
+    let (_, sliced) = run(&[], "loss-sliced");
     assert!(
         chain_us(&sliced) < chain_us(&rows),
         "{} vs {}",

@@ -17,10 +17,12 @@ pub mod cepheus;
 pub mod odbss;
 pub mod peel;
 pub mod rdmc;
+pub mod readings;
 pub mod report;
 pub mod resources;
 pub mod tmcf;
 pub mod trees;
+pub mod verdict;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -70,6 +72,20 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         ))
         }
     };
+    // The readings the preset runs under, and the verdicts rendered from their
+    // records (which `verdicts.json` carries for `rocast repro`).
+    if let Some(p) = readings::for_scenario(&sc.name) {
+        r.text.push_str(&readings::table(p));
+    }
+    for v in &mut r.verdicts {
+        if v.reading.is_empty() {
+            v.reading = "primary".into();
+        }
+    }
+    r.text.push_str(&verdict::render(&r.verdicts));
+    let json =
+        serde_json::to_string_pretty(&verdict::to_json(&r.verdicts)).expect("verdicts serialise");
+    r.files.push(("verdicts.json".into(), json + "\n"));
     let _ = writeln!(r.text, "\nwall time {:.1} s", t0.elapsed().as_secs_f64());
     Ok(r)
 }

@@ -44,6 +44,9 @@ pub(crate) fn member_hosts(sc: &Scenario, num_hosts: u32, n: u32) -> Vec<u32> {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct OverlayKnobs {
     pub flow_control: bool,
+    /// Transfers (blocks) of at most this many bytes skip the ready-for-block: MPI's
+    /// eager protocol below the rendezvous threshold (`multicast.eager_limit`).
+    pub eager_limit: u64,
     /// Binomial tree's outstanding sends per rank; 0: all children at once.
     pub tree_window: u32,
     /// Carry seeded bytes and compare every rank's buffer with the root's.
@@ -54,6 +57,8 @@ impl OverlayKnobs {
     pub(crate) fn of(sc: &Scenario) -> Self {
         OverlayKnobs {
             flow_control: sc.multicast.flow_control,
+            // Validated with the scenario.
+            eager_limit: parse_bytes(&sc.multicast.eager_limit).unwrap_or(0),
             tree_window: sc.multicast.tree_window,
             verify_data: false,
         }
@@ -73,13 +78,14 @@ pub(crate) fn overlay_once(
     knobs: OverlayKnobs,
 ) -> Result<Timed, String> {
     let n = hosts.len() as u32;
+    let block = block.min(size).max(1);
     let mut driver = bench_driver_config(
         scheme,
         n,
         size,
-        block.min(size).max(1),
+        block,
         8,
-        knobs.flow_control,
+        knobs.flow_control && block > knobs.eager_limit,
     );
     if scheme == Scheme::BinomialTree {
         // A rank has at most log2(n) children.
@@ -110,7 +116,8 @@ pub(crate) fn overlay_once(
 
 /// The block a scheme uses for a message to a group of `group` ranks: the chain cut
 /// into as many slices as ranks (`chain_slices_per_rank`, the paper's §V-A rule) or
-/// into `chain_slices` slices, else the configured block.
+/// into `chain_slices` slices, never below `chain_min_slice` bytes (fewer slices for a
+/// small message), else the configured block.
 pub(crate) fn block_for(
     sc: &Scenario,
     scheme: Scheme,
@@ -124,8 +131,12 @@ pub(crate) fn block_for(
     } else {
         m.chain_slices
     };
+    let floor = parse_bytes(&m.chain_min_slice)?;
     Ok(match scheme {
-        Scheme::Chain if slices > 0 => size.div_ceil(slices as u64).max(1),
+        Scheme::Chain if slices > 0 => size
+            .div_ceil(slices as u64)
+            .max(floor)
+            .clamp(1, size.max(1)),
         _ => block,
     })
 }

@@ -13,6 +13,9 @@ pub struct EvalReport {
     pub text: String,
     pub files: Vec<(String, String)>,
     pub capture: Vec<(u64, Vec<u8>)>,
+    /// One structured verdict per claim of the paper the experiment checks: `rocast
+    /// sim` renders the report's verdict section and `verdicts.json` from them.
+    pub verdicts: Vec<crate::verdict::Verdict>,
 }
 
 /// Whether [`parallel`] draws a progress bar (on stderr, only when it is a terminal):
@@ -162,15 +165,33 @@ mod tests {
 
     #[test]
     fn every_table_figure_is_a_module_of_the_python_package() {
-        let plot = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/rocast/plot");
+        let plot =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/rocast/plot");
         let tables = [
-            "bcast", "fairness", "fig10", "fig11", "fig12", "loss", "multicast", "peel-fig1",
-            "peel-fig3", "peel-fig4", "peel-fig5", "peel-fig6", "peel-fig7", "testbed",
-            "tmcf-cpmp", "tmcf-moving", "ud-latency",
+            "bcast",
+            "fairness",
+            "fig10",
+            "fig11",
+            "fig12",
+            "loss",
+            "multicast",
+            "peel-fig1",
+            "peel-fig3",
+            "peel-fig4",
+            "peel-fig5",
+            "peel-fig6",
+            "peel-fig7",
+            "testbed",
+            "tmcf-cpmp",
+            "tmcf-moving",
+            "ud-latency",
         ];
         for t in tables {
             let f = figure_for_table(t).unwrap_or_else(|| panic!("{t}: no figure"));
-            assert!(plot.join(format!("{f}.py")).is_file(), "{t}: {f}.py missing");
+            assert!(
+                plot.join(format!("{f}.py")).is_file(),
+                "{t}: {f}.py missing"
+            );
         }
         assert_eq!(figure_for_table("fig12-ablation"), None);
         assert_eq!(figure_for_table("peel-fig5-paper"), None);
@@ -190,9 +211,18 @@ mod tests {
     fn a_range_is_reproduced_only_inside_the_widened_paper_range() {
         // Cepheus Figs 8-9's small-message claims against rocast's measured ranges.
         assert_eq!(range_verdict((2.6, 3.5), (2.5, 3.5)), "reproduced");
-        assert_eq!(range_verdict((5.4, 11.0), (3.0, 5.2)), "differs (rocast higher)");
-        assert_eq!(range_verdict((1.0, 1.2), (2.0, 2.8)), "differs (rocast lower)");
+        assert_eq!(
+            range_verdict((5.4, 11.0), (3.0, 5.2)),
+            "differs (rocast higher)"
+        );
+        assert_eq!(
+            range_verdict((1.0, 1.2), (2.0, 2.8)),
+            "differs (rocast lower)"
+        );
         // A range wider than the paper's on both sides is not a reproduction.
-        assert_eq!(range_verdict((1.0, 9.0), (2.0, 2.8)), "differs (rocast higher)");
+        assert_eq!(
+            range_verdict((1.0, 9.0), (2.0, 2.8)),
+            "differs (rocast higher)"
+        );
     }
 }

@@ -9,7 +9,12 @@ use std::path::{Path, PathBuf};
 /// resolved: `/usr/local/bin/rocast` → the checkout's `target/release/rocast`), that
 /// has `python/rocast/__init__.py`; else `<binary's dir>/../share/rocast` when that has it.
 pub fn resource_root() -> Result<PathBuf, String> {
-    let marker = |d: &Path| d.join("python").join("rocast").join("__init__.py").is_file();
+    let marker = |d: &Path| {
+        d.join("python")
+            .join("rocast")
+            .join("__init__.py")
+            .is_file()
+    };
     if let Some(home) = std::env::var_os("ROCAST_HOME") {
         let home = PathBuf::from(home);
         return if marker(&home) {

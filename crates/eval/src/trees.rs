@@ -161,7 +161,11 @@ pub fn to_dot(topo: &Topology, tree: &MulticastTree) -> String {
 }
 
 /// The tree as a JSON object (algorithm, topology, source, destinations, sizes, arcs).
-pub fn tree_json(topo: &Topology, algo: &str, tree: &MulticastTree) -> Result<serde_json::Value, String> {
+pub fn tree_json(
+    topo: &Topology,
+    algo: &str,
+    tree: &MulticastTree,
+) -> Result<serde_json::Value, String> {
     let sum = tree.summary(topo).map_err(|e| e.to_string())?;
     let v = serde_json::json!({
         "algorithm": algo,
@@ -176,4 +180,3 @@ pub fn tree_json(topo: &Topology, algo: &str, tree: &MulticastTree) -> Result<se
     });
     Ok(v)
 }
-

@@ -84,17 +84,31 @@ fn sim<'py>(
     fct.set_item("dst", r.iter().map(|f| f.dst).collect::<Vec<_>>())?;
     fct.set_item("sport", r.iter().map(|f| f.sport).collect::<Vec<_>>())?;
     fct.set_item("size_bytes", r.iter().map(|f| f.size).collect::<Vec<_>>())?;
-    fct.set_item("start_ns", r.iter().map(|f| f.start_ps as f64 / 1e3).collect::<Vec<_>>())?;
+    fct.set_item(
+        "start_ns",
+        r.iter()
+            .map(|f| f.start_ps as f64 / 1e3)
+            .collect::<Vec<_>>(),
+    )?;
     // NaN for a flow that did not finish: a DataFrame column stays numeric.
     let opt = |t: Option<u64>, s: u64| t.map_or(f64::NAN, |t| (t - s) as f64 / 1e3);
-    fct.set_item("fct_ns", r.iter().map(|f| opt(f.finish_ps, f.start_ps)).collect::<Vec<_>>())?;
+    fct.set_item(
+        "fct_ns",
+        r.iter()
+            .map(|f| opt(f.finish_ps, f.start_ps))
+            .collect::<Vec<_>>(),
+    )?;
     fct.set_item(
         "received_ns",
-        r.iter().map(|f| opt(f.received_ps, f.start_ps)).collect::<Vec<_>>(),
+        r.iter()
+            .map(|f| opt(f.received_ps, f.start_ps))
+            .collect::<Vec<_>>(),
     )?;
     fct.set_item(
         "standalone_ns",
-        r.iter().map(|f| f.standalone_ps as f64 / 1e3).collect::<Vec<_>>(),
+        r.iter()
+            .map(|f| f.standalone_ps as f64 / 1e3)
+            .collect::<Vec<_>>(),
     )?;
     fct.set_item("failed", r.iter().map(|f| f.failed).collect::<Vec<_>>())?;
     out.set_item("fct", fct)?;

@@ -17,4 +17,4 @@ pub mod routing;
 pub mod topology;
 
 pub use routing::{Routes, RoutingError};
-pub use topology::{LinkSpec, NodeRole, TierSpec, Topology, TopologyError};
+pub use topology::{FatTreeShape, LinkSpec, NodeRole, TierSpec, Topology, TopologyError};

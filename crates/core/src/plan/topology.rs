@@ -37,6 +37,17 @@ pub struct LinkSpec {
     pub failed: bool,
 }
 
+/// The size of a three-tier fat-tree ([`Topology::fat_tree_shaped`]): switch radix
+/// `k`, hosts per edge `k/2 × oversubscription`, and how many of the k pods, of how
+/// many of a pod's k/2 edge switches, are built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FatTreeShape {
+    pub k: u32,
+    pub oversubscription: u32,
+    pub pods: u32,
+    pub edges_per_pod: u32,
+}
+
 /// Rate and propagation delay of the links of one tier.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TierSpec {
@@ -62,6 +73,8 @@ pub enum TopologyError {
     NoSuchLink { a: NodeId, b: NodeId },
     #[error("failed-links fraction {0} is not in [0, 1]")]
     FailFraction(String),
+    #[error("fat-tree shape: {0}")]
+    Shape(String),
     #[error("topology too large: {0} nodes (at most 2^24)")]
     TooLarge(u64),
 }
@@ -205,6 +218,37 @@ impl Topology {
         agg_core: TierSpec,
         gpu: TierSpec,
     ) -> Result<Self, TopologyError> {
+        let shape = FatTreeShape {
+            k,
+            oversubscription,
+            pods: k,
+            edges_per_pod: k / 2,
+        };
+        Self::fat_tree_shaped(shape, gpus_per_host, host, edge_agg, agg_core, gpu)
+    }
+
+    /// A three-tier fat-tree of k-port switches with only some of its pods, or pods of
+    /// fewer edge switches ([`FatTreeShape`]): `pods` pods of `edges_per_pod` edge
+    /// switches, each edge with `k/2 × oversubscription` hosts and one uplink to each of
+    /// its pod's k/2 aggregation switches; aggregation `a` of every pod has
+    /// `edges_per_pod` uplinks, to cores `a·edges_per_pod .. (a+1)·edges_per_pod`, so
+    /// that every tier above the edge stays 1:1. With `pods = k` and `edges_per_pod = k/2`
+    /// this is the classic k-ary fat-tree. Cepheus §V-C's "3-layer fat-tree with 1024
+    /// servers … each switch has 64 100Gbps ports" is k = 64 with 2 pods of 16 edges.
+    pub fn fat_tree_shaped(
+        shape: FatTreeShape,
+        gpus_per_host: u32,
+        host: TierSpec,
+        edge_agg: TierSpec,
+        agg_core: TierSpec,
+        gpu: TierSpec,
+    ) -> Result<Self, TopologyError> {
+        let FatTreeShape {
+            k,
+            oversubscription,
+            pods,
+            edges_per_pod: epp,
+        } = shape;
         if k < 2 || k % 2 != 0 || k > 128 {
             return Err(TopologyError::FatTreeK(k));
         }
@@ -212,58 +256,75 @@ impl Topology {
             return Err(TopologyError::Zero("oversubscription"));
         }
         let h = k / 2;
+        if pods == 0 || pods > k {
+            return Err(TopologyError::Shape(format!(
+                "pods {pods}: a k={k} fat-tree has 1 to {k}"
+            )));
+        }
+        if epp == 0 || epp > h {
+            return Err(TopologyError::Shape(format!(
+                "edges_per_pod {epp}: a k={k} pod has 1 to {h}"
+            )));
+        }
         let hosts_per_edge = h * oversubscription;
-        let n_servers = k * h * hosts_per_edge;
+        let n_edge = pods * epp;
+        let n_agg = pods * h;
+        let n_core = h * epp;
+        let n_servers = n_edge as u64 * hosts_per_edge as u64;
         let (n_hosts, n_nics) = if gpus_per_host > 0 {
-            (n_servers as u64 * gpus_per_host as u64, n_servers)
+            (n_servers * gpus_per_host as u64, n_servers)
         } else {
-            (n_servers as u64, 0)
+            (n_servers, 0)
         };
-        let n_edge = k * h;
-        let n_core = h * h;
-        let total = n_hosts + n_nics as u64 + 2 * n_edge as u64 + n_core as u64;
+        let total = n_hosts + n_nics + n_edge as u64 + n_agg as u64 + n_core as u64;
         if total >= 1 << 24 {
             return Err(TopologyError::TooLarge(total));
         }
-        let n_hosts = n_hosts as u32;
+        let (n_hosts, n_nics) = (n_hosts as u32, n_nics as u32);
         let base = u8::from(gpus_per_host > 0);
         let mut tiers = vec![0u8; n_nics as usize];
         tiers.extend(std::iter::repeat_n(base, n_edge as usize));
-        tiers.extend(std::iter::repeat_n(base + 1, n_edge as usize));
+        tiers.extend(std::iter::repeat_n(base + 1, n_agg as usize));
         tiers.extend(std::iter::repeat_n(base + 2, n_core as usize));
         let mut name = if oversubscription == 1 {
             format!("fat-tree k={k}")
         } else {
             format!("fat-tree k={k} oversubscribed {oversubscription}:1")
         };
+        if pods != k || epp != h {
+            name.push_str(&format!(
+                ", {pods} pods of {epp} edges ({n_servers} servers)"
+            ));
+        }
         if gpus_per_host > 0 {
             name.push_str(&format!(", {gpus_per_host} GPUs/server"));
         }
         let mut t = Topology::new(name, n_hosts, &tiers);
         let nic = |s: u32| n_hosts + s;
-        let edge = |p: u32, e: u32| n_hosts + n_nics + p * h + e;
+        let edge = |p: u32, e: u32| n_hosts + n_nics + p * epp + e;
         let agg = |p: u32, a: u32| n_hosts + n_nics + n_edge + p * h + a;
-        let core = |c: u32| n_hosts + n_nics + 2 * n_edge + c;
-        t.links.reserve((n_hosts + n_nics + 2 * k * h * h) as usize);
-        for p in 0..k {
-            for e in 0..h {
+        let core = |c: u32| n_hosts + n_nics + n_edge + n_agg + c;
+        t.links
+            .reserve((n_hosts + n_nics + n_edge * h + n_agg * epp) as usize);
+        for p in 0..pods {
+            for e in 0..epp {
                 for i in 0..hosts_per_edge {
-                    let server = (p * h + e) * hosts_per_edge + i;
+                    let server = (p * epp + e) * hosts_per_edge + i;
                     t.attach_server(server, gpus_per_host, nic(server), edge(p, e), host, gpu);
                 }
             }
         }
-        for p in 0..k {
-            for e in 0..h {
+        for p in 0..pods {
+            for e in 0..epp {
                 for a in 0..h {
                     t.add_link(edge(p, e), agg(p, a), edge_agg);
                 }
             }
         }
         for a in 0..h {
-            for j in 0..h {
-                for p in 0..k {
-                    t.add_link(agg(p, a), core(a * h + j), agg_core);
+            for j in 0..epp {
+                for p in 0..pods {
+                    t.add_link(agg(p, a), core(a * epp + j), agg_core);
                 }
             }
         }
@@ -562,6 +623,55 @@ mod tests {
         assert_eq!(t.ports(32).len(), 6, "edge: 4 hosts + 2 up");
         assert!(Topology::fat_tree(3, 1, tier(), tier(), tier()).is_err());
         assert!(Topology::fat_tree(0, 1, tier(), tier(), tier()).is_err());
+    }
+
+    #[test]
+    fn cepheus_fabric_of_64_port_switches_has_1024_servers_at_1_to_1() {
+        let shape = FatTreeShape {
+            k: 64,
+            oversubscription: 1,
+            pods: 2,
+            edges_per_pod: 16,
+        };
+        let t = Topology::fat_tree_shaped(shape, 0, tier(), tier(), tier(), tier()).unwrap();
+        assert_eq!(t.num_hosts(), 1024);
+        let tiers = |tier: u8| {
+            (t.num_hosts()..t.num_nodes())
+                .filter(|&n| t.roles[n] == NodeRole::Switch { tier })
+                .collect::<Vec<_>>()
+        };
+        let (edges, aggs, cores) = (tiers(0), tiers(1), tiers(2));
+        assert_eq!((edges.len(), aggs.len(), cores.len()), (32, 64, 512));
+        // Edge: 32 hosts down, 32 up (1:1); aggregation: 16 down, 16 up; core: a port
+        // per pod. No switch uses more than its 64 ports.
+        for &e in &edges {
+            let up = t.ports(e as u32).iter().filter(|p| !t.is_host(p.1)).count();
+            assert_eq!((t.ports(e as u32).len(), up), (64, 32));
+        }
+        for &a in &aggs {
+            assert_eq!(t.ports(a as u32).len(), 32);
+        }
+        for &c in &cores {
+            assert_eq!(t.ports(c as u32).len(), 2);
+        }
+        // The classic shape is what fat_tree builds.
+        let classic = FatTreeShape {
+            k: 8,
+            oversubscription: 1,
+            pods: 8,
+            edges_per_pod: 4,
+        };
+        let a = Topology::fat_tree_shaped(classic, 0, tier(), tier(), tier(), tier()).unwrap();
+        let b = Topology::fat_tree(8, 1, tier(), tier(), tier()).unwrap();
+        assert_eq!(a.links, b.links);
+        for (pods, epp) in [(0, 4), (9, 4), (8, 0), (8, 5)] {
+            let bad = FatTreeShape {
+                pods,
+                edges_per_pod: epp,
+                ..classic
+            };
+            assert!(Topology::fat_tree_shaped(bad, 0, tier(), tier(), tier(), tier()).is_err());
+        }
     }
 
     #[test]

@@ -169,6 +169,33 @@ impl DcqcnConfig {
             min_rate_bps: 1_000_000_000,
         }
     }
+
+    /// NVIDIA ConnectX-5's firmware defaults (the `roce_rp` knobs of the mlx5 driver's
+    /// `/sys/class/net/<if>/ecn/` and `mlxconfig`, as NVIDIA's "DCQCN Parameters"
+    /// documentation lists them; `docs/cepheus/readings.md` cites each): alpha EWMA
+    /// `dce_tcp_g` = 1019/1024 (g = 5/1024) ticking every `dce_tcp_rtt` = 1 µs, a cut
+    /// checked every `rate_reduce_monitor_period` = 4 µs, increase timer
+    /// `rpg_time_reset` = 300 µs, byte counter `rpg_byte_reset` = 32767 B, fast
+    /// recovery `rpg_threshold` = 1 step, `rpg_ai_rate` = 5 Mb/s and `rpg_hai_rate` =
+    /// 50 Mb/s (absolute, whatever the line rate), `rpg_min_rate` = 1 Mb/s,
+    /// `clamp_tgt_rate` = 0. Cepheus §V-C: "go-back-N and DCQCN, same as Mellanox
+    /// ConnectX-5 RNIC".
+    pub fn connectx5(line_rate_bps: u64) -> Self {
+        DcqcnConfig {
+            line_rate_bps,
+            min_rate_bps: 1_000_000,
+            g: 5.0 / 1024.0,
+            alpha_interval: Duration::from_us(1),
+            decrease_interval: Duration::from_us(4),
+            increase_timer: Duration::from_us(300),
+            byte_counter: Some(32767),
+            fast_recovery_steps: 1,
+            rate_ai_bps: 5_000_000,
+            rate_hai_bps: 50_000_000,
+            rate_on_first_cnp: 1.0,
+            clamp_target_rate: false,
+        }
+    }
 }
 
 /// DCQCN's reaction point: a rate-based pacer whose rate is cut multiplicatively by

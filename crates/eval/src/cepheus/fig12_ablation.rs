@@ -33,76 +33,67 @@ use crate::report::{fmt_size, parallel, EvalReport};
 
 /// One variant: a name, what it changes, and its `--set`s on `cepheus-fig12`.
 struct Variant {
-    name: &'static str,
-    what: &'static str,
+    name: String,
+    what: String,
     sets: Vec<String>,
 }
 
-fn variants(group: u32, hosts: u32, buffer_per_port_mb: f64) -> Vec<Variant> {
-    let v = |name, what, sets: &[&str]| Variant {
-        name,
-        what,
-        sets: sets.iter().map(|s| s.to_string()).collect(),
-    };
-    let slices = format!("multicast.chain_slices={group}");
-    let star_hosts = format!("topology.hosts_per_leaf={hosts}");
-    // A 1024-port switch with a 16-port switch's 32 MB would spend it all on PFC
-    // headroom (Cepheus then crawls at 1/500 of line rate): scale it with the ports.
-    let star_buffer = format!(
-        "switch.buffer_mb={}",
-        buffer_per_port_mb * (hosts + 1) as f64
-    );
-    vec![
-        v("rocast", "the cepheus-fig12 preset as it is", &[]),
-        v(
-            "no-overhead",
-            "no per-post host software overhead (0 instead of 2 us)",
-            &["multicast.overhead_us=0"],
-        ),
-        v(
-            "no-ready",
-            "no ready-for-block before each transfer",
-            &["multicast.flow_control=false"],
-        ),
-        v(
-            "contiguous",
-            "ranks on hosts 0..group-1 instead of spread over the fabric",
-            &["multicast.placement=\"contiguous\""],
-        ),
-        v("no-cc", "PFC only, no DCQCN", &["nic.cc=\"none\""]),
-        v(
-            "tree-isend",
-            "tree ranks post all children's sends at once (Open MPI's isend + waitall)",
-            &["multicast.tree_window=0"],
-        ),
-        v(
-            "one-switch",
-            "one non-blocking switch instead of the fat-tree (no shared links, no ECMP), with the fat-tree switches' buffer per port",
-            &[
-                "topology.kind=\"leaf-spine\"",
-                "topology.spines=1",
-                "topology.leaves=1",
-                &star_hosts,
-                &star_buffer,
-            ],
-        ),
-        v(
-            "chain-slices",
-            "chain cut into as many slices as ranks instead of 1 MiB blocks",
-            &[&slices],
-        ),
-        v(
-            "paper-like",
-            "no overhead, no ready-for-block, contiguous ranks, tree isend, slices = ranks",
-            &[
-                "multicast.overhead_us=0",
-                "multicast.flow_control=false",
-                "multicast.placement=\"contiguous\"",
-                "multicast.tree_window=0",
-                &slices,
-            ],
-        ),
-    ]
+fn variants(hosts: u32, buffer_per_port_mb: f64) -> Vec<Variant> {
+    let mut out = vec![Variant {
+        name: "primary".into(),
+        what: "the cepheus-fig12 preset as it is (every primary reading)".into(),
+        sets: Vec::new(),
+    }];
+    // Every alternative of Fig. 12's readings (crate::readings), one at a time.
+    let fig12 = crate::readings::PRESETS
+        .iter()
+        .find(|p| p.preset == "cepheus-fig12")
+        .expect("fig12 has readings");
+    for r in fig12.readings {
+        for (i, a) in r
+            .alternatives
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| !a.sets.is_empty())
+        {
+            let key = r.key.split([',', '.']).nth(1).unwrap_or(r.key).trim();
+            out.push(Variant {
+                name: format!("{key}#{}", i + 1),
+                what: a.value.to_string(),
+                sets: a.sets.iter().map(|s| s.to_string()).collect(),
+            });
+        }
+    }
+    // A diagnostic beyond the readings: one non-blocking switch, where no two
+    // transfers share a link. A 1024-port switch with a 64-port switch's buffer would
+    // spend it all on PFC headroom: scale it with the ports.
+    out.push(Variant {
+        name: "one-switch".into(),
+        what: "one non-blocking switch instead of the fat-tree (no shared links, no ECMP), with the fat-tree switches' buffer per port".into(),
+        sets: vec![
+            "topology.kind=\"leaf-spine\"".into(),
+            "topology.spines=1".into(),
+            "topology.leaves=1".into(),
+            format!("topology.hosts_per_leaf={hosts}"),
+            format!("switch.buffer_mb={}", buffer_per_port_mb * (hosts + 1) as f64),
+        ],
+    });
+    // Every earlier rocast choice at once: where Fig. 12 stood before the readings.
+    out.push(Variant {
+        name: "earlier".into(),
+        what: "rocast's earlier readings together: k=16, 4 KiB MTU, HPCC's DCQCN, 256-packet window, 50 us CNPs, 1 MiB chain blocks, rendezvous always, tree one child at a time".into(),
+        sets: [
+            "topology.k=16", "topology.pods=0", "topology.edges_per_pod=0", "nic.mtu=4096",
+            "nic.dcqcn_preset=\"hpcc\"", "nic.window=256", "nic.cnp_interval_us=50",
+            "multicast.chain_slices_per_rank=false", "multicast.chain_slices=0",
+            "multicast.chain_min_slice=\"0\"", "multicast.eager_limit=\"0\"",
+            "multicast.tree_window=1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+    });
+    out
 }
 
 /// Short flows: up to 64 KiB; large: the rest (the ablation's sizes are 64 B, 4 KiB
@@ -119,7 +110,7 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
     let fabric_hosts = base_topo.num_hosts() as u32;
     // The fat-tree's switches all have k ports.
     let ports = base.topology.k.max(1) as f64;
-    let vars = variants(m.group, fabric_hosts, base.switch.buffer_mb / ports);
+    let vars = variants(fabric_hosts, base.switch.buffer_mb / ports);
     // Each variant's scenario, fabric and members.
     let mut built = Vec::new();
     for v in &vars {
@@ -271,5 +262,6 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
         text,
         files: vec![("fig12-ablation.csv".into(), csv)],
         capture: Vec::new(),
+        verdicts: Vec::new(),
     })
 }

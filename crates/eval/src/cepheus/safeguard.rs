@@ -29,6 +29,7 @@ use rocast_sim::Scenario;
 use super::group_hosts;
 use crate::rdmc::overhead;
 use crate::report::{parallel, EvalReport};
+use crate::verdict::{Verdict, Word};
 
 /// The three runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,6 +239,12 @@ pub(crate) fn safeguard(
         text,
         "verdict, delivery: every member holds every byte in all three runs, no duplicates (the paper's \"sustainable traffic delivery\": reproduced)"
     );
+    let verdicts = vec![Verdict::new(
+        "sustainable delivery under an abnormal loss (the safeguard's purpose)",
+        "traffic keeps being delivered",
+        "every member holds every byte in all three runs, no duplicates",
+        Word::Reproduced,
+    )];
     let (ride, guarded) = (fct(&outs[1]), fct(&outs[2]));
     let _ = writeln!(
         text,
@@ -257,5 +264,6 @@ pub(crate) fn safeguard(
         text,
         files: vec![("safeguard.csv".into(), csv)],
         capture: Vec::new(),
+        verdicts,
     })
 }

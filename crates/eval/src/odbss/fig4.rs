@@ -192,6 +192,7 @@ pub fn fig4(_sc: &Scenario) -> Result<EvalReport, String> {
         text,
         files: vec![("ud-fig4.csv".into(), csv)],
         capture: Vec::new(),
+        verdicts: Vec::new(),
     })
 }
 

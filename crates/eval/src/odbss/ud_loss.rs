@@ -945,5 +945,6 @@ pub fn ud_loss(sc: &Scenario) -> Result<EvalReport, String> {
         text,
         files: vec![("ud-loss.csv".into(), csv)],
         capture: Vec::new(),
+        verdicts: Vec::new(),
     })
 }

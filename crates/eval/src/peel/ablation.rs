@@ -307,6 +307,7 @@ pub fn ablation(sc: &Scenario) -> Result<EvalReport, String> {
         text,
         files: vec![("peel-ablation.csv".into(), csv)],
         capture: Vec::new(),
+        verdicts: Vec::new(),
     })
 }
 

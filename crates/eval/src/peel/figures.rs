@@ -22,6 +22,7 @@ use rocast_sim::scenario::topology::{build_topology, engine_config};
 use rocast_sim::Scenario;
 
 use crate::report::{fmt_size, parallel, EvalReport};
+use crate::verdict::{Verdict, Word};
 
 /// One measured point: a scheme at one x (size, scale or failure rate).
 pub(crate) struct Point {
@@ -225,6 +226,7 @@ fn figure_report(
         let _ = writeln!(text, "\nref = {} at the same point", r.name());
     }
     text.push_str(&verdict_table(figure, points));
+    let verdicts = structured_verdicts(figure, points);
     let mut files = vec![(format!("{figure}.csv"), csv)];
     if let Some(paper) = paper_points(figure, points) {
         files.push((format!("{figure}-paper.csv"), paper));
@@ -233,6 +235,7 @@ fn figure_report(
         text,
         files,
         capture: Vec::new(),
+        verdicts,
     }
 }
 
@@ -452,6 +455,43 @@ fn paper_points(figure: &str, points: &[Point]) -> Option<String> {
         }
     }
     any.then_some(csv)
+}
+
+/// The word of [`verdict`]'s text: reproduced, or which way rocast's ratio lies.
+fn word_of(rocast: f64, paper: f64) -> Word {
+    if crate::report::reproduced(rocast / paper) {
+        Word::Reproduced
+    } else if (rocast > 1.0) != (paper > 1.0) {
+        Word::Differs
+    } else if rocast < paper {
+        Word::DiffersLower
+    } else {
+        Word::DiffersHigher
+    }
+}
+
+/// `figure`'s claims as structured verdicts (the same as [`verdict_table`]'s lines).
+fn structured_verdicts(figure: &str, points: &[Point]) -> Vec<Verdict> {
+    PEEL_CLAIMS
+        .iter()
+        .filter(|c| c.figure == figure)
+        .map(|c| match claim_ratio(c, points) {
+            Some(r) => {
+                let v = Verdict::new(
+                    c.what,
+                    format!("{:.3}", c.paper),
+                    format!("{r:.3}"),
+                    word_of(r, c.paper),
+                );
+                if v.word == Word::Reproduced {
+                    v
+                } else {
+                    v.because(c.why)
+                }
+            }
+            None => Verdict::new(c.what, format!("{:.3}", c.paper), "-", Word::NotMeasured),
+        })
+        .collect()
 }
 
 /// The paper-vs-rocast table of `figure`'s claims, with the reason for each that
@@ -985,10 +1025,22 @@ pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         text,
         "\npaper vs rocast (a receiver-limiter variant's p99 over guard's; paper {GUARD_PAPER}x):"
     );
+    let mut verdicts = Vec::new();
     for scheme in schemes(sc)? {
         for limiter_name in ["every-cnp", "receiver-limiter"] {
             let ratio = p99_of(limiter_name, scheme).zip(p99_of("guard", scheme));
             if let Some(r) = ratio.map(|(a, b)| a / b) {
+                let v = Verdict::new(
+                    format!("{} p99, {limiter_name} over guard", scheme.name()),
+                    format!("{GUARD_PAPER}x"),
+                    format!("{r:.3}x"),
+                    word_of(r, GUARD_PAPER),
+                );
+                verdicts.push(if v.word == Word::Reproduced {
+                    v
+                } else {
+                    v.because("the paper's 12x needs more CNPs per rate cut than this job's fan-out of receiving servers gives (see the report's why)")
+                });
                 let _ = writeln!(
                     text,
                     "  {:<12} {limiter_name:<17} {r:>8.3} {:>8.3}  {}",
@@ -1016,5 +1068,6 @@ pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         text,
         files: vec![("peel-guard.csv".into(), csv)],
         capture: Vec::new(),
+        verdicts,
     })
 }

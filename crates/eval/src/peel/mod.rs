@@ -25,6 +25,7 @@ use rocast_sim::scenario::workload::sample_hosts;
 use rocast_sim::Scenario;
 
 use crate::report::{parallel, EvalReport};
+use crate::verdict::{Verdict, Word};
 pub use ablation::ablation;
 pub use figures::{fig4, fig5, fig6, fig7, guard};
 pub use motivation::{fig1, fig3};
@@ -100,8 +101,21 @@ pub fn rules(sc: &Scenario) -> Result<EvalReport, String> {
             rocast_core::wire::peel::PEEL_HEADER_LEN
         );
     }
+    let mut verdicts = Vec::new();
     for (k, paper_rules) in [(64u32, 63usize), (128, 127)] {
         if let Some(r) = headline_rules.iter().find(|(kk, _, _)| *kk == k) {
+            verdicts.push(Verdict::new(
+                format!("static prefix rules per aggregation switch, k={k}"),
+                paper_rules.to_string(),
+                r.1.to_string(),
+                Word::of(r.1 == paper_rules),
+            ));
+            verdicts.push(Verdict::new(
+                format!("header bits, k={k}"),
+                "under 8 B",
+                format!("{} bits", r.2),
+                Word::of(r.2 < 64),
+            ));
             let _ = writeln!(
                 text,
                 "k={k}: paper {paper_rules} static rules per aggregation switch, rocast {}: {}; header {} bits (paper: under 8 B): {}",
@@ -121,6 +135,7 @@ pub fn rules(sc: &Scenario) -> Result<EvalReport, String> {
         text,
         files: vec![("peel-rules.csv".into(), csv)],
         capture: Vec::new(),
+        verdicts,
     })
 }
 
@@ -238,6 +253,7 @@ pub fn approx(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         text,
         files: vec![("peel-approx.csv".into(), csv)],
         capture: Vec::new(),
+        verdicts: Vec::new(),
     })
 }
 

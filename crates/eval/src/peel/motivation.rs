@@ -31,6 +31,7 @@ use rocast_sim::scenario::workload::sample_hosts;
 use rocast_sim::Scenario;
 
 use crate::report::EvalReport;
+use crate::verdict::{Verdict, Word};
 
 fn is_core(topo: &Topology, link: u32) -> bool {
     let l = &topo.links[link as usize];
@@ -155,6 +156,23 @@ pub fn fig1(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
             "peel-fig1,{g},{servers},{leaves},{opt},{ring},{btree},{nccl},{rr:.4},{tr:.4},{nr:.4}"
         );
     }
+    let fig1_verdict = Verdict::new(
+        "a ring Broadcast's core-link traversals over the optimal tree's",
+        "1.7-1.8x (group size not given)",
+        if in_band.is_empty() {
+            "no group size in the band".to_string()
+        } else {
+            format!(
+                "in the band at {} GPUs",
+                in_band
+                    .iter()
+                    .map(|g| g.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        },
+        Word::of(!in_band.is_empty()),
+    );
     let _ = writeln!(
         text,
         "\nheadline: a ring Broadcast overshoots the optimal tree's core-link traversals by 70-80% (paper, group size not given): {}",
@@ -183,6 +201,7 @@ pub fn fig1(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         text,
         files: vec![("peel-fig1.csv".into(), csv)],
         capture: Vec::new(),
+        verdicts: vec![fig1_verdict],
     })
 }
 
@@ -291,7 +310,19 @@ pub fn fig3(sc: &Scenario) -> Result<EvalReport, String> {
         "\npaper vs rocast (first k whose header passes 1500 B; paper: the first arity above 32):"
     );
     let first_above_32 = m.ks.iter().copied().filter(|&k| k > 32).min();
+    let mut verdicts = Vec::new();
     for ((f, p), c) in &crossing {
+        verdicts.push(Verdict::new(
+            format!("first k whose Bloom header passes 1500 B (share {f:.2}, fpr {p:.2})"),
+            "the first arity above 32",
+            c.map_or("never in this sweep".to_string(), |k| format!("k={k}")),
+            match (c, first_above_32) {
+                (Some(k), Some(a)) if *k == a => Word::Reproduced,
+                (Some(k), _) if *k <= 32 => Word::DiffersLower,
+                (Some(_), _) => Word::DiffersHigher,
+                (None, _) => Word::Differs,
+            },
+        ));
         let verdict = match (c, first_above_32) {
             (Some(k), Some(a)) if *k == a => "reproduced".to_string(),
             (Some(k), _) if *k <= 32 => format!("differs: already at k={k}"),
@@ -309,6 +340,7 @@ pub fn fig3(sc: &Scenario) -> Result<EvalReport, String> {
         text,
         files: vec![("peel-fig3.csv".into(), csv)],
         capture: Vec::new(),
+        verdicts,
     })
 }
 

@@ -156,6 +156,7 @@ pub fn transfer(sc: &Scenario) -> Result<EvalReport, String> {
         text,
         files: Vec::new(),
         capture: Vec::new(),
+        verdicts: Vec::new(),
     })
 }
 

@@ -35,7 +35,7 @@ use rocast_core::fabric::mmu::PRIORITIES;
 use rocast_core::fabric::{ecmp_hash, EcnRed};
 use rocast_core::overlay::model::MessageCost;
 use rocast_core::plan::prefix::PrefixLayout;
-use rocast_core::plan::{Routes, Topology};
+use rocast_core::plan::{NodeRole, Routes, Topology};
 use rocast_core::rnic::{
     Dcqcn, DcqcnConfig, Event, Payload, QpConfig, RateController, RcQueuePair, Retransmission,
     SendOp, SendRequest, Unlimited,
@@ -101,6 +101,10 @@ pub struct EngineConfig {
     /// Latency of the out-of-band control channel between hosts (MRP confirmations,
     /// switch reports): TCP over the management network in a real deployment.
     pub control_latency: Duration,
+    /// Random loss inside the switches of one tier: every frame a switch of this tier
+    /// sends drops with this probability (Cepheus §V-C, Fig. 13: "randomly discarding
+    /// packets in the middle switches"), once per switch it crosses.
+    pub switch_loss: Option<(u8, f64)>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -654,6 +658,13 @@ impl Engine {
                     capture: cfg.capture_links.contains(&link),
                     c: PortCounters::default(),
                 });
+                if let (Some((tier, p)), NodeRole::Switch { tier: t }) =
+                    (cfg.switch_loss, topo.roles[v as usize])
+                {
+                    if t == tier {
+                        ports.last_mut().expect("just pushed").loss = p;
+                    }
+                }
             }
         }
         let n_hosts = topo.num_hosts();

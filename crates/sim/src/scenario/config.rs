@@ -74,6 +74,9 @@ pub struct MulticastConfig {
     /// Chain slices = the group's ranks (the paper's testbed rule, Cepheus §V-A);
     /// overrides `chain_slices`.
     pub chain_slices_per_rank: bool,
+    /// The smallest chain slice: a message is cut into fewer slices rather than into
+    /// slices below this size ("0": no floor).
+    pub chain_min_slice: String,
     /// Block size of the pipelined overlay schemes.
     pub block: String,
     /// Per-post host software overhead of every scheme, microseconds.
@@ -85,6 +88,10 @@ pub struct MulticastConfig {
     /// Overlay baselines wait for the receiver's ready-for-block before each transfer
     /// (RDMC's flow control; MPI's rendezvous for large messages).
     pub flow_control: bool,
+    /// With `flow_control`, transfers of at most this many bytes go eagerly, without
+    /// the ready-for-block (MPI's eager protocol below its rendezvous threshold;
+    /// "0": every transfer waits for the ready).
+    pub eager_limit: String,
     /// Binomial tree: sends a rank keeps outstanding to its children. 1 (rocast's
     /// default): each child after the previous one completed; 0: all children at once
     /// (Open MPI's unsegmented binomial `MPI_Bcast`: an isend per child, then waitall).
@@ -108,8 +115,12 @@ pub struct MulticastConfig {
     pub loss_from_ms: f64,
     pub safeguard_threshold: f64,
     pub safeguard_window_ms: f64,
-    /// Random loss rates on switch-to-switch links.
+    /// Random loss rates (`loss`, Fig. 13), and where the frames drop: "middle-switches"
+    /// (every frame an aggregation switch sends: Cepheus §V-C's "randomly discarding
+    /// packets in the middle switches") or "switch-links" (every switch-to-switch link,
+    /// either way).
     pub loss_rates: Vec<f64>,
+    pub loss_at: String,
     /// The message of single-size experiments.
     pub message: String,
     /// Replication IOs: size, count, queue depth, and the host storage stack's cost
@@ -230,10 +241,12 @@ impl Default for MulticastConfig {
             ],
             chain_slices: 4,
             chain_slices_per_rank: false,
+            chain_min_slice: "0".into(),
             block: "1M".into(),
             overhead_us: 2.0,
             placement: "spread".into(),
             flow_control: true,
+            eager_limit: "0".into(),
             tree_window: 1,
             mft_groups: 1000,
             mft_ports: 64,
@@ -247,6 +260,7 @@ impl Default for MulticastConfig {
             safeguard_threshold: 0.5,
             safeguard_window_ms: 10.0,
             loss_rates: vec![0.0, 1e-8, 1e-6, 1e-5, 1e-4],
+            loss_at: "switch-links".into(),
             message: "128M".into(),
             io: "8K".into(),
             ios: 20_000,
@@ -324,6 +338,11 @@ pub struct TopologyConfig {
     pub kind: String,
     pub k: u32,
     pub oversubscription: u32,
+    /// Fat-tree: pods built (0: all k) and edge switches per pod (0: all k/2), for a
+    /// fabric of k-port switches with fewer servers than k³/4 (Cepheus §V-C's 1024
+    /// servers on 64-port switches: k = 64, pods = 2, edges_per_pod = 16).
+    pub pods: u32,
+    pub edges_per_pod: u32,
     pub spines: u32,
     pub leaves: u32,
     pub hosts_per_leaf: u32,
@@ -352,6 +371,8 @@ impl Default for TopologyConfig {
             kind: "fat-tree".into(),
             k: 4,
             oversubscription: 1,
+            pods: 0,
+            edges_per_pod: 0,
             spines: 4,
             leaves: 8,
             hosts_per_leaf: 8,
@@ -431,7 +452,8 @@ pub struct NicConfig {
     pub mtu: usize,
     /// "dcqcn" or "none".
     pub cc: String,
-    /// DCQCN parameter preset: "hpcc" or "paper".
+    /// DCQCN parameter preset: "hpcc" (HPCC's ns-3 `run.py`), "paper" (the DCQCN
+    /// paper's) or "cx5" (NVIDIA ConnectX-5's firmware defaults).
     pub dcqcn_preset: String,
     /// Most unacknowledged packets per QP.
     pub window: u32,
@@ -802,6 +824,30 @@ impl Scenario {
                 format!("expected \"write\" or \"send\", got {:?}", m.op),
             ));
         }
+        if parse_bytes(&m.chain_min_slice).is_err() {
+            return Err(invalid(
+                "multicast.chain_min_slice",
+                format!(
+                    "{:?} is not a size (e.g. \"8K\", or \"0\")",
+                    m.chain_min_slice
+                ),
+            ));
+        }
+        if parse_bytes(&m.eager_limit).is_err() {
+            return Err(invalid(
+                "multicast.eager_limit",
+                format!("{:?} is not a size (e.g. \"8K\", or \"0\")", m.eager_limit),
+            ));
+        }
+        if !matches!(m.loss_at.as_str(), "middle-switches" | "switch-links") {
+            return Err(invalid(
+                "multicast.loss_at",
+                format!(
+                    "expected \"middle-switches\" or \"switch-links\", got {:?}",
+                    m.loss_at
+                ),
+            ));
+        }
         if !matches!(m.placement.as_str(), "spread" | "contiguous") {
             return Err(invalid(
                 "multicast.placement",
@@ -875,6 +921,18 @@ impl Scenario {
                 }
                 if t.oversubscription == 0 {
                     return Err(invalid("topology.oversubscription", "must be at least 1"));
+                }
+                if t.pods > t.k {
+                    return Err(invalid(
+                        "topology.pods",
+                        format!("a k={} fat-tree has 1 to {} pods (0: all)", t.k, t.k),
+                    ));
+                }
+                if t.edges_per_pod > t.k / 2 {
+                    return Err(invalid(
+                        "topology.edges_per_pod",
+                        format!("a k={} pod has 1 to {} edges (0: all)", t.k, t.k / 2),
+                    ));
                 }
             }
             "leaf-spine" => {
@@ -966,10 +1024,13 @@ impl Scenario {
         if self.switch.cnp_window_us == 0 {
             return Err(invalid("switch.cnp_window_us", "must be at least 1"));
         }
-        if !matches!(n.dcqcn_preset.as_str(), "hpcc" | "paper") {
+        if !matches!(n.dcqcn_preset.as_str(), "hpcc" | "paper" | "cx5") {
             return Err(invalid(
                 "nic.dcqcn_preset",
-                format!("expected \"hpcc\" or \"paper\", got {:?}", n.dcqcn_preset),
+                format!(
+                    "expected \"hpcc\", \"paper\" or \"cx5\", got {:?}",
+                    n.dcqcn_preset
+                ),
             ));
         }
         if !matches!(n.retransmission.as_str(), "go-back-n" | "selective-repeat") {

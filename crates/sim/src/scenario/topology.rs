@@ -6,7 +6,7 @@ use crate::engine::EngineConfig;
 use crate::scenario::Scenario;
 use rocast_core::fabric::cepheus::CnpFilterPolicy;
 use rocast_core::fabric::EcnRed;
-use rocast_core::plan::{TierSpec, Topology};
+use rocast_core::plan::{FatTreeShape, TierSpec, Topology};
 use rocast_core::rnic::{DcqcnConfig, Retransmission};
 use rocast_core::time::Duration;
 use std::path::Path;
@@ -26,9 +26,17 @@ pub fn build_topology(sc: &Scenario, base: &Path) -> Result<Topology, String> {
     let gbps = |g: f64| (g * 1e9).round() as u64;
     let tier = |g: f64, ns: u64| TierSpec::new(gbps(g), Duration::from_ns(ns));
     let mut topo = match t.kind.as_str() {
-        "fat-tree" => Topology::fat_tree_with_gpus(
-            t.k,
-            t.oversubscription,
+        "fat-tree" => Topology::fat_tree_shaped(
+            FatTreeShape {
+                k: t.k,
+                oversubscription: t.oversubscription,
+                pods: if t.pods == 0 { t.k } else { t.pods },
+                edges_per_pod: if t.edges_per_pod == 0 {
+                    t.k / 2
+                } else {
+                    t.edges_per_pod
+                },
+            },
             t.gpus_per_host,
             tier(t.host_gbps, t.host_delay_ns),
             tier(t.fabric_gbps, t.fabric_delay_ns),
@@ -112,6 +120,7 @@ pub fn engine_config(sc: &Scenario, topo: &Topology) -> Result<EngineConfig, Str
         cnp_interval: Duration::from_us(n.cnp_interval_us),
         dcqcn: match (n.cc.as_str(), n.dcqcn_preset.as_str()) {
             ("dcqcn", "paper") => Some(DcqcnConfig::paper(host_rate)),
+            ("dcqcn", "cx5") => Some(DcqcnConfig::connectx5(host_rate)),
             ("dcqcn", _) => Some(DcqcnConfig::hpcc(host_rate)),
             _ => None,
         }
@@ -144,5 +153,6 @@ pub fn engine_config(sc: &Scenario, topo: &Topology) -> Result<EngineConfig, Str
             .map_err(|e| format!("switch.cnp_filter: {e}"))?
             .with_damped_z(s.tmcf_damped_z),
         control_latency: Duration::from_us(10),
+        switch_loss: None,
     })
 }
