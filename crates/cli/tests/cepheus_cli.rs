@@ -160,6 +160,22 @@ fn fig12_prints_a_verdict_per_claim() {
         }
     }
     assert_eq!(csv_rows(&out, "fig12.csv").len(), 2 * 3);
+    // The readings it ran under, and one structured verdict per claim.
+    assert!(r.stdout.contains("readings (Cepheus Fig. 12"), "{}", r.stdout);
+    assert!(r.stdout.contains("nic.dcqcn_preset=\"cx5\""), "{}", r.stdout);
+    let v: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(std::path::Path::new(&out).join("verdicts.json")).unwrap(),
+    )
+    .unwrap();
+    let v = v.as_array().unwrap();
+    assert_eq!(v.len(), 4, "{v:?}");
+    for x in v {
+        assert_eq!(x["reading"], "primary");
+        let w = x["word"].as_str().unwrap();
+        assert!(w == "reproduced" || w.starts_with("differs"), "{x}");
+        // A verdict that differs says why.
+        assert_eq!(w != "reproduced", !x["reason"].as_str().unwrap().is_empty(), "{x}");
+    }
 }
 
 /// Every ablation row is what `cepheus-fig12` prints with that row's --sets: the

@@ -51,6 +51,48 @@ fn repro_lists_every_paper_and_runs_figures_with_provenance() {
             .unwrap()
             .is_empty());
     }
+    // Verdicts are counted from the records the experiment wrote (verdicts.json), never
+    // from the report's text: Fig. 10's 8 KB point matches by construction (the
+    // calibrated host stack), its 512 KB point is a prediction.
+    let v: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("cepheus-fig10").join("verdicts.json")).unwrap(),
+    )
+    .unwrap();
+    let words: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["word"].as_str().unwrap())
+        .collect();
+    assert_eq!(words[0], "calibrated", "{v}");
+    assert_eq!(words.len(), 2, "{v}");
+    let reproduced = words.iter().filter(|w| **w == "reproduced").count();
+    let row = report
+        .lines()
+        .find(|l| l.starts_with("| [cepheus-fig10]"))
+        .unwrap();
+    assert!(
+        row.contains(&format!("| {reproduced} of 1 reproduced, 1 calibrated |")),
+        "{row}"
+    );
+    // A figure with no claims of the paper to check (rdmc-failure) has no count.
+    let row = report
+        .lines()
+        .find(|l| l.starts_with("| [rdmc-failure]"))
+        .unwrap();
+    assert!(row.contains("| - |"), "{row}");
+    // --list says what is calibrated; --readings prints the readings table.
+    assert!(l.stdout.contains("calibrated: the absolute IOPS"), "{}", l.stdout);
+    let rd = rocast(&["repro", "--readings"]);
+    assert_eq!(rd.code, 0, "{}", rd.stderr);
+    for needle in [
+        "## Cepheus Fig. 12 (`cepheus-fig12`)",
+        "| `multicast.loss_at` |",
+        "ConnectX-5",
+        "randomly discarding packets in the middle switches",
+    ] {
+        assert!(rd.stdout.contains(needle), "{needle}:\n{}", rd.stdout);
+    }
     // A simulator figure's CSVs come with JSON beside them.
     let csvs: Vec<_> = std::fs::read_dir(dir.join("peel-fig1"))
         .unwrap()
