@@ -28,6 +28,11 @@ pub struct ReproCmd {
     /// exit: `docs/cepheus/readings.md`.
     #[arg(long, conflicts_with = "list")]
     readings: bool,
+    /// Also run every alternative reading of each figure that has readings (one
+    /// `--set` group at a time, at the scale `alternative_scale` states), and write
+    /// `alternatives.md` per figure with each alternative's verdicts beside the primary's.
+    #[arg(long)]
+    alternatives: bool,
     /// Run the long figures at the smaller scale the registry states (all of them
     /// finish in minutes on a 2-core machine).
     #[arg(long, conflicts_with = "full")]
@@ -241,6 +246,168 @@ fn select(ids: &[String]) -> Result<Vec<&'static Figure>, String> {
         }
     }
     Ok(out)
+}
+
+/// The preset of a figure that runs one (`rocast sim --preset P`).
+fn preset_of(f: &Figure) -> Option<&'static str> {
+    (f.args.first() == Some(&"sim") && f.args.get(1) == Some(&"--preset")).then(|| f.args[2])
+}
+
+/// The extra arguments the alternatives of a figure run at (`None`: its alternatives
+/// are not run here, with the reason), so that every alternative of every figure
+/// finishes in minutes; the primary runs again at the same scale beside them.
+fn alternative_scale(id: &str) -> Result<(&'static [&'static str], &'static str), &'static str> {
+    match id {
+        "cepheus-fig12" => Err("cepheus-fig12-ablation runs every alternative of Fig. 12's readings at 64 B, 4 KiB and 16 MiB"),
+        "cepheus-fig13" => Ok((
+            &["--set", "multicast.groups=[512]", "--set", "multicast.loss_rates=[0.0,1e-4]"],
+            "the paper's crossover cell only: 512 members, no loss and 1e-4",
+        )),
+        _ => Ok((&[], "the figure's own scale")),
+    }
+}
+
+/// One alternative's run: the reading's key, the alternative's words, its `--set`s,
+/// and the verdicts it gave (`Err`: the run failed, with its error).
+struct AlternativeRun {
+    key: String,
+    value: String,
+    sets: Vec<String>,
+    verdicts: Result<Vec<Verdict>, String>,
+}
+
+/// Runs the primary and every alternative reading of `preset` with `scale` added, one
+/// child `rocast sim` each, `slots` at a time, into `dir/alternatives/`.
+fn run_alternatives(
+    exe: &std::path::Path,
+    preset: &str,
+    scale: &[&str],
+    dir: &std::path::Path,
+    slots: u32,
+) -> Result<Vec<AlternativeRun>, String> {
+    let Some(readings) = rocast_eval::readings::PRESETS
+        .iter()
+        .find(|p| p.preset == preset)
+    else {
+        return Ok(Vec::new());
+    };
+    let mut runs = vec![AlternativeRun {
+        key: "(primary)".into(),
+        value: "every primary reading".into(),
+        sets: Vec::new(),
+        verdicts: Ok(Vec::new()),
+    }];
+    for r in readings.readings {
+        for a in r.alternatives.iter().filter(|a| !a.sets.is_empty()) {
+            runs.push(AlternativeRun {
+                key: r.key.to_string(),
+                value: a.value.to_string(),
+                sets: a.sets.iter().map(|s| s.to_string()).collect(),
+                verdicts: Ok(Vec::new()),
+            });
+        }
+    }
+    let mut jobs = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        let out = dir.join("alternatives").join(format!("{i:02}"));
+        std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let _ = std::fs::remove_file(out.join("verdicts.json"));
+        let mut argv: Vec<String> = vec![
+            exe.to_string_lossy().into_owned(),
+            "sim".into(),
+            "--preset".into(),
+            preset.into(),
+        ];
+        argv.extend(scale.iter().map(|s| s.to_string()));
+        for set in &run.sets {
+            argv.push("--set".into());
+            argv.push(set.clone());
+        }
+        argv.extend(["--quiet".into(), "--no-plot".into(), "--out".into()]);
+        argv.push(out.to_string_lossy().into_owned());
+        jobs.push((format!("{preset} alternative {i}"), argv, out));
+    }
+    let plain: Vec<(String, Vec<String>)> = jobs
+        .iter()
+        .map(|(id, argv, _)| (id.clone(), argv.clone()))
+        .collect();
+    let results = run_local(&plain, slots)?;
+    for ((run, (_, _, out)), o) in runs.iter_mut().zip(&jobs).zip(results) {
+        run.verdicts = if o.code == Some(0) {
+            verdicts(out).and_then(|v| v.ok_or_else(|| "no verdicts.json".to_string()))
+        } else {
+            Err(o.stderr.lines().last().unwrap_or("failed").to_string())
+        };
+    }
+    Ok(runs)
+}
+
+/// `alternatives.md`: each alternative's verdicts beside the primary's, a row per
+/// alternative and a column per claim.
+fn alternatives_md(f: &Figure, scale_says: &str, runs: &[AlternativeRun]) -> String {
+    let mut t = format!(
+        "# {} ({}, {}): the result under each alternative reading
+
+Made by `rocast repro {} --alternatives` at {scale_says}; each row is `rocast sim --preset {}` with the row's `--set`s (the readings and what rules each alternative out: `docs/cepheus/readings.md`). A cell is the verdict word and rocast's figure for that claim.
+
+",
+        f.id,
+        f.paper,
+        f.figure,
+        f.id,
+        preset_of(f).unwrap_or("?")
+    );
+    let claims: Vec<String> = runs
+        .first()
+        .and_then(|r| r.verdicts.as_ref().ok())
+        .map(|v| v.iter().map(|x| x.claim.clone()).collect())
+        .unwrap_or_default();
+    let _ = write!(t, "| reading | alternative | sets | tally |");
+    for c in &claims {
+        let _ = write!(t, " {} |", c.replace('|', "/"));
+    }
+    let _ = write!(t, "\n|---|---|---|---|");
+    for _ in &claims {
+        let _ = write!(t, "---|");
+    }
+    let _ = writeln!(t);
+    for r in runs {
+        let _ = write!(
+            t,
+            "| `{}` | {} | {} |",
+            r.key,
+            r.value.replace('|', "/"),
+            if r.sets.is_empty() {
+                "-".to_string()
+            } else {
+                format!("`{}`", r.sets.join("` `"))
+            }
+        );
+        match &r.verdicts {
+            Err(e) => {
+                let _ = write!(t, " FAILED: {} |", e.replace('|', "/"));
+                for _ in &claims {
+                    let _ = write!(t, " - |");
+                }
+            }
+            Ok(v) => {
+                let _ = write!(t, " {} |", Tally::of(v).summary());
+                for c in &claims {
+                    match v.iter().find(|x| &x.claim == c) {
+                        Some(x) => {
+                            let _ =
+                                write!(t, " {}: {} |", x.word.as_str(), x.rocast.replace('|', "/"));
+                        }
+                        None => {
+                            let _ = write!(t, " - |");
+                        }
+                    }
+                }
+            }
+        }
+        let _ = writeln!(t);
+    }
+    t
 }
 
 /// What of a figure matches by construction (its report's "calibrated" verdicts).
@@ -517,6 +684,49 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
         if !v.is_empty() {
             let _ = writeln!(details, "\n## {} ({}, {})\n", f.id, f.paper, f.figure);
             let _ = write!(details, "{}", rocast_eval::verdict::render(&v));
+        }
+        let has_readings = preset_of(f)
+            .is_some_and(|p| rocast_eval::readings::PRESETS.iter().any(|r| r.preset == p));
+        if cmd.alternatives && has_readings {
+            match alternative_scale(f.id) {
+                Err(why) => {
+                    let _ = writeln!(details, "\nalternatives: {why}");
+                }
+                Ok((scale, says)) => {
+                    eprintln!("rocast repro: {}: the alternative readings", f.id);
+                    let runs = run_alternatives(
+                        &exe,
+                        preset_of(f).expect("a preset"),
+                        scale,
+                        &dir,
+                        cmd.jobs,
+                    )?;
+                    let md = alternatives_md(f, says, &runs);
+                    std::fs::write(dir.join("alternatives.md"), &md).map_err(|e| e.to_string())?;
+                    let _ = writeln!(
+                        details,
+                        "\nalternatives ({} runs at {says}; [alternatives.md]({}/alternatives.md)):",
+                        runs.len(),
+                        f.id
+                    );
+                    for r in &runs {
+                        let _ = writeln!(
+                            details,
+                            "    {} {}: {}",
+                            r.key,
+                            if r.sets.is_empty() {
+                                String::new()
+                            } else {
+                                r.sets.join(" ")
+                            },
+                            match &r.verdicts {
+                                Ok(v) => Tally::of(v).summary(),
+                                Err(e) => format!("FAILED: {e}"),
+                            }
+                        );
+                    }
+                }
+            }
         }
     }
     let _ = writeln!(

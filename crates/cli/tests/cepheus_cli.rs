@@ -161,8 +161,16 @@ fn fig12_prints_a_verdict_per_claim() {
     }
     assert_eq!(csv_rows(&out, "fig12.csv").len(), 2 * 3);
     // The readings it ran under, and one structured verdict per claim.
-    assert!(r.stdout.contains("readings (Cepheus Fig. 12"), "{}", r.stdout);
-    assert!(r.stdout.contains("nic.dcqcn_preset=\"cx5\""), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("readings (Cepheus Fig. 12"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("nic.dcqcn_preset=\"cx5\""),
+        "{}",
+        r.stdout
+    );
     let v: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(std::path::Path::new(&out).join("verdicts.json")).unwrap(),
     )
@@ -174,7 +182,11 @@ fn fig12_prints_a_verdict_per_claim() {
         let w = x["word"].as_str().unwrap();
         assert!(w == "reproduced" || w.starts_with("differs"), "{x}");
         // A verdict that differs says why.
-        assert_eq!(w != "reproduced", !x["reason"].as_str().unwrap().is_empty(), "{x}");
+        assert_eq!(
+            w != "reproduced",
+            !x["reason"].as_str().unwrap().is_empty(),
+            "{x}"
+        );
     }
 }
 

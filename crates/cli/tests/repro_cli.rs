@@ -82,7 +82,11 @@ fn repro_lists_every_paper_and_runs_figures_with_provenance() {
         .unwrap();
     assert!(row.contains("| - |"), "{row}");
     // --list says what is calibrated; --readings prints the readings table.
-    assert!(l.stdout.contains("calibrated: the absolute IOPS"), "{}", l.stdout);
+    assert!(
+        l.stdout.contains("calibrated: the absolute IOPS"),
+        "{}",
+        l.stdout
+    );
     let rd = rocast(&["repro", "--readings"]);
     assert_eq!(rd.code, 0, "{}", rd.stderr);
     for needle in [

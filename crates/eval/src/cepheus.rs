@@ -555,28 +555,28 @@ pub(crate) const FIG12_CLAIMS: [Fig12Claim; 4] = [
         scheme: Scheme::Chain,
         short: true,
         paper: 164.0,
-        why: "the chain pays rocast's 2 us per-post overhead at each of its 511 hops, which ns-3 does not model (cepheus-fig12-ablation: no-overhead)",
+        why: "a short message crosses the chain's 511 hops one after another, and each hop pays a post (multicast.overhead_us = 2 us, rocast's reading after RDMC's measured per-block cost; ns-3 has no host software): without it (cepheus-fig12-ablation: overhead_us#1) the ratio is about 180x; no other reading closes the gap, and the paper does not state a host cost",
     },
     Fig12Claim {
         name: "short flows vs tree",
         scheme: Scheme::BinomialTree,
         short: true,
         paper: 4.5,
-        why: "a tree rank sends to its children one after another, each after the previous completed; posting all at once (Open MPI's isend + waitall) and contiguous ranks close most of the gap (cepheus-fig12-ablation: tree-isend, paper-like)",
+        why: "the binomial tree's 9 rounds each cost a post, a wire crossing of up to 5 switches and a completion, against one multicast through the same switches (6x at 64 B); at 64 KiB the all-children isends of Open MPI's tree (multicast.tree_window = 0) share each sender's link, which doubles it. Sending children one after another (tree_window#1) is slower at 64 B, and no alternative in cepheus-fig12-ablation comes within 1.25x of 4.5x",
     },
     Fig12Claim {
         name: "large flows vs chain",
         scheme: Scheme::Chain,
         short: false,
         paper: 2.1,
-        why: "rocast's chain cuts 1 MiB blocks, so a message of a few blocks is stored and forwarded through 511 hops and the ratio falls toward the paper's only at the largest sizes; the paper's testbed rule (slices = ranks) is cepheus-fig12-ablation's chain-slices",
+        why: "the maximum over rocast's large window (>= 1 MiB; the paper does not say which sizes its large flows are) is at 1 MiB, where 128 slices of 8 KiB still fill a 511-hop pipeline; the ratio falls with size to 2.13x at 1 GB (the table's at-largest column), the paper's figure",
     },
     Fig12Claim {
         name: "large flows vs tree",
         scheme: Scheme::BinomialTree,
         short: false,
         paper: 8.9,
-        why: "the tree's 256 concurrent transfers collide on the fat-tree's ECMP paths and the delays add up over its 9 rounds; on one non-blocking switch the ratio is the paper's (cepheus-fig12-ablation: one-switch)",
+        why: "Open MPI's binomial tree posts every child's send at once (coll_base_bcast.c, the reading rocast follows from §V-A), so a rank's k children share its link and all finish after k transfers: 9+8+...+1 = 45 message times against Cepheus' one. Children one after another (tree_window#1) give 18x on this fabric (ECMP collisions among concurrent transfers) and 9x = log2 512 on one switch, the paper's 8.9x; the ns-3 tree of §V-C is the paper's own code, whose send order it does not state",
     },
 ];
 
@@ -826,7 +826,7 @@ pub(crate) fn loss(
             "reproduced".to_string()
         } else if gbn_worse.is_empty() {
             format!(
-                "differs: no crossover. At 512 the chain is {:.2}x Cepheus' time without loss and Cepheus (go-back-N) slows by {:.2}x at 1e-4, the chain by {:.2}x: the crossover needs Cepheus to slow by more than the chain's lead. rocast's chain pays a ready-for-block and 2 us per block at each of 511 hops (multicast.flow_control, overhead_us; slices: block or chain_slices_per_rank)",
+                "differs: no crossover. At 512 the chain is {:.2}x Cepheus' time without loss and Cepheus (go-back-N) slows by {:.2}x at 1e-4, the chain by {:.2}x: the crossover needs Cepheus to slow by more than the chain's lead, which the chain's pipeline through 511 hops (a post per slice at every hop) keeps above 2x; the alternatives in the report (rocast repro --alternatives) show which readings move either side",
                 b[1] / b[0],
                 w[0] / b[0],
                 w[1] / b[1]

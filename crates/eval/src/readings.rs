@@ -435,6 +435,16 @@ pub const PRESETS: &[PresetReadings] = &[
         figure: "broadcast-select §III-B",
         readings: &[&ODBSS_HOP],
     },
+    PresetReadings {
+        preset: "odbss-scale-40",
+        figure: "broadcast-select Fig. 5, §II-C (40-port elements)",
+        readings: &[&ODBSS_HOP],
+    },
+    PresetReadings {
+        preset: "odbss-scale-80",
+        figure: "broadcast-select Fig. 5, §II-C (80-port elements)",
+        readings: &[&ODBSS_HOP],
+    },
 ];
 
 /// The readings of the preset whose scenario `name` starts with `preset:`.

@@ -1158,15 +1158,18 @@ fn fig14_verdicts(tables: &[(&PolicyRun, Vec<Phase>)]) -> Vec<crate::verdict::Ve
     use crate::verdict::{Verdict, Word};
     let mut out = Vec::new();
     for (run, phases) in tables.iter().filter(|(r, _)| r.policy == "cepheus") {
-        for c in phase_checks(phases) {
+        for (i, c) in phase_checks(phases).into_iter().enumerate() {
             let v = Verdict::new(
-                format!("{:.1}-{:.1} ms: f1 {}", c.a, c.b, c.claim),
+                format!("phase {}: f1 {}", i + 1, c.claim),
                 if c.claim == "shared" {
                     "converges to the fair share"
                 } else {
                     "takes the whole link"
                 },
-                format!("{:.2} of the fair share ({})", c.x, run.policy),
+                format!(
+                    "{:.2} of the fair share, {:.1}-{:.1} ms ({})",
+                    c.x, c.a, c.b, run.policy
+                ),
                 Word::of(c.ok),
             );
             out.push(if c.ok {
@@ -1174,7 +1177,7 @@ fn fig14_verdicts(tables: &[(&PolicyRun, Vec<Phase>)]) -> Vec<crate::verdict::Ve
             } else if c.claim == "retaken" {
                 v.because(RETAKEN_WHY)
             } else {
-                v.because("the thresholds are rocast's (>= 0.8 of fair alone; Jain >= 0.9 and 0.8-1.25 of fair shared): the paper's figure shows the shape, not numbers")
+                v.because("the thresholds are rocast's (>= 0.8 of fair alone; Jain >= 0.9 and 0.8-1.25 of fair shared; the paper's figure shows the shape, not numbers); how the multicast and a unicast share a downlink depends on the NICs' CNP spacing and DCQCN set (nic.cnp_interval_us: ConnectX-5's 2, unit unconfirmed; nic.dcqcn_preset): the alternatives (rocast repro cepheus-fig14 --alternatives) show each")
             });
         }
     }

@@ -1,24 +1,14 @@
-//! Why Fig. 12's baselines differ from the paper (Cepheus §V-C, issue 22 point 1): the
-//! `cepheus-fig12` comparison re-run with one of rocast's assumptions changed at a
-//! time, and with all of those the paper's ns-3 setup plausibly lacked changed
-//! together, so that each ratio's gap to the paper is attributed to a named cause.
+//! Fig. 12 under every alternative reading (Cepheus §V-C; issue 43): the
+//! `cepheus-fig12` comparison re-run with one reading of `crate::readings` changed to
+//! one of its alternatives at a time, then with every earlier rocast reading at once
+//! (`earlier`), and on one non-blocking switch (`one-switch`, a diagnostic: no shared
+//! links, no ECMP). For each claim it names the variant closest to the paper's figure
+//! and the sentence that rules that variant out as the primary reading: "differs, and
+//! here is why", never a reading picked because it matches.
 //!
 //! Every variant is the `cepheus-fig12` preset plus the `--set`s it prints, with this
 //! scenario's `multicast.group`, `multicast.sizes` and `seed`: any row can be re-run
 //! alone with `rocast sim --preset cepheus-fig12 --set …`.
-//!
-//! The assumptions (what the paper says, or does not):
-//! - per-post host software overhead, 2 µs (rocast's, after RDMC Table 1; the paper's
-//!   ns-3 has no host software model);
-//! - ready-for-block flow control before every transfer (RDMC's; the paper names none);
-//! - a binomial-tree rank sends to its children one after another, each after the
-//!   previous completed (rocast's), against all at once (Open MPI's isend + waitall);
-//! - where the 512 ranks sit: spread over the 1024 hosts (the paper does not say);
-//! - DCQCN with PFC (the paper's), against PFC alone;
-//! - the fat-tree with per-flow ECMP (the paper's fabric type; its hash and switch
-//!   radix differ), against one non-blocking switch, where no two transfers share a link;
-//! - chain blocks of 1 MiB (RDMC's default) against as many slices as ranks (the
-//!   paper's testbed rule, §V-A: "the number of slices … equal to the number of hosts").
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -36,6 +26,8 @@ struct Variant {
     name: String,
     what: String,
     sets: Vec<String>,
+    /// What rules it out as the primary reading (the readings table's sentence).
+    ruled_out: String,
 }
 
 fn variants(hosts: u32, buffer_per_port_mb: f64) -> Vec<Variant> {
@@ -43,6 +35,7 @@ fn variants(hosts: u32, buffer_per_port_mb: f64) -> Vec<Variant> {
         name: "primary".into(),
         what: "the cepheus-fig12 preset as it is (every primary reading)".into(),
         sets: Vec::new(),
+        ruled_out: String::new(),
     }];
     // Every alternative of Fig. 12's readings (crate::readings), one at a time.
     let fig12 = crate::readings::PRESETS
@@ -61,6 +54,7 @@ fn variants(hosts: u32, buffer_per_port_mb: f64) -> Vec<Variant> {
                 name: format!("{key}#{}", i + 1),
                 what: a.value.to_string(),
                 sets: a.sets.iter().map(|s| s.to_string()).collect(),
+                ruled_out: a.ruled_out.to_string(),
             });
         }
     }
@@ -77,6 +71,7 @@ fn variants(hosts: u32, buffer_per_port_mb: f64) -> Vec<Variant> {
             format!("topology.hosts_per_leaf={hosts}"),
             format!("switch.buffer_mb={}", buffer_per_port_mb * (hosts + 1) as f64),
         ],
+        ruled_out: "not a reading: §V-C's fabric is a 3-layer fat-tree".into(),
     });
     // Every earlier rocast choice at once: where Fig. 12 stood before the readings.
     out.push(Variant {
@@ -92,6 +87,7 @@ fn variants(hosts: u32, buffer_per_port_mb: f64) -> Vec<Variant> {
         .iter()
         .map(|s| s.to_string())
         .collect(),
+        ruled_out: "every sentence that rules out its parts (docs/cepheus/readings.md)".into(),
     });
     out
 }
@@ -165,14 +161,14 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
         text,
         "# each variant is `rocast sim --preset cepheus-fig12` plus its --sets (below the table)"
     );
-    let _ = write!(text, "{:<13}", "variant");
+    let _ = write!(text, "{:<24}", "variant");
     for label in ["tree", "chain"] {
         for &size in &sizes {
             let _ = write!(text, " {:>11}", format!("{label} {}", fmt_size(size)));
         }
     }
     let _ = writeln!(text, " {:>11} {:>11}", "ceph small", "ceph large");
-    let _ = write!(text, "{:<13}", "paper");
+    let _ = write!(text, "{:<24}", "paper");
     for s in [Scheme::BinomialTree, Scheme::Chain] {
         for &size in &sizes {
             let p = fig12_claim(s, is_short(size)).paper;
@@ -182,7 +178,7 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
     let _ = writeln!(text);
     let mut csv = String::from("variant,sets,size_bytes,scheme,latency_us,ratio_to_cepheus\n");
     for (vi, v) in vars.iter().enumerate() {
-        let _ = write!(text, "{:<13}", v.name);
+        let _ = write!(text, "{:<24}", v.name);
         for s in [Scheme::BinomialTree, Scheme::Chain] {
             for &size in &sizes {
                 let _ = write!(text, " {:>10.2}x", ratio(vi, size, s));
@@ -215,13 +211,13 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
     }
     let _ = writeln!(
         text,
-        "\nvariants (one change each from the preset, but paper-like):"
+        "\nvariants (one alternative reading each, then two diagnostics):"
     );
     for v in &vars {
         let sets: Vec<String> = v.sets.iter().map(|s| format!("--set '{s}'")).collect();
-        let _ = writeln!(text, "  {:<13} {}", v.name, v.what);
+        let _ = writeln!(text, "  {:<24} {}", v.name, v.what);
         if !sets.is_empty() {
-            let _ = writeln!(text, "  {:<13} {}", "", sets.join(" "));
+            let _ = writeln!(text, "  {:<24} {}", "", sets.join(" "));
         }
     }
     // What moves each claim most: the variant whose ratio lies closest to the paper's,
@@ -250,11 +246,16 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
         }
         let _ = writeln!(
             text,
-            "  {label:<11} at {:>4}: paper {paper}x; rocast preset {:.2}x; closest {} {:.2}x",
+            "  {label:<11} at {:>4}: paper {paper}x; rocast preset {:.2}x; closest {} {:.2}x{}",
             fmt_size(size),
             ratio(0, size, s),
             vars[best.1].name,
-            ratio(best.1, size, s)
+            ratio(best.1, size, s),
+            if best.1 == 0 {
+                String::new()
+            } else {
+                format!("; ruled out as the primary: {}", vars[best.1].ruled_out)
+            }
         );
     }
     let _ = writeln!(text, "  runs: {} in {wall:.1} s wall", results.len());
