@@ -74,12 +74,23 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
     };
     // The readings the preset runs under, and the verdicts rendered from their
     // records (which `verdicts.json` carries for `rocast repro`).
+    // Under the primary readings unless a --set replaced one of them.
+    let mut reading = "primary".to_string();
     if let Some(p) = readings::for_scenario(&sc.name) {
         r.text.push_str(&readings::table(p));
+        let replaced = p.replaced(&sc.overrides);
+        if !replaced.is_empty() {
+            reading = format!("not primary: --set {}", replaced.join(" --set "));
+            let _ = writeln!(
+                r.text,
+                "  this run replaces readings above: --set {}",
+                replaced.join(" --set ")
+            );
+        }
     }
     for v in &mut r.verdicts {
-        if v.reading.is_empty() {
-            v.reading = "primary".into();
+        if v.reading.is_empty() || v.reading == "primary" {
+            v.reading = reading.clone();
         }
     }
     r.text.push_str(&verdict::render(&r.verdicts));

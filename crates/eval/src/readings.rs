@@ -454,6 +454,41 @@ pub fn for_scenario(name: &str) -> Option<&'static PresetReadings> {
         .find(|p| name.split(':').next().map(str::trim) == Some(p.preset))
 }
 
+impl PresetReadings {
+    /// The scenario keys its readings set.
+    fn keys(&self) -> Vec<&'static str> {
+        let mut k = Vec::new();
+        for r in self.readings {
+            for kv in r
+                .primary
+                .iter()
+                .chain(r.alternatives.iter().flat_map(|a| a.sets.iter()))
+            {
+                if let Some((key, _)) = kv.split_once('=') {
+                    if key.contains('.') && !key.contains(' ') && !k.contains(&key) {
+                        k.push(key);
+                    }
+                }
+            }
+        }
+        k
+    }
+
+    /// The `--set`s among `overrides` that replace one of these readings: the run is
+    /// then not under the primary readings.
+    pub fn replaced<'a>(&self, overrides: &'a [String]) -> Vec<&'a str> {
+        let keys = self.keys();
+        overrides
+            .iter()
+            .filter(|s| {
+                s.split_once('=')
+                    .is_some_and(|(k, _)| keys.contains(&k.trim()))
+            })
+            .map(String::as_str)
+            .collect()
+    }
+}
+
 /// A preset's readings as the report prints them: a block per reading.
 pub fn table(p: &PresetReadings) -> String {
     let mut t = format!(
@@ -612,6 +647,19 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn overrides_of_a_reading_are_named_and_others_are_not() {
+        let p = for_scenario("cepheus-fig12: x").unwrap();
+        let sets = vec![
+            "multicast.sizes=\"64\"".to_string(),
+            "nic.mtu=4096".to_string(),
+            "topology.k=16".to_string(),
+            "seed=3".to_string(),
+        ];
+        assert_eq!(p.replaced(&sets), vec!["nic.mtu=4096", "topology.k=16"]);
+        assert!(p.replaced(&sets[..1]).is_empty());
     }
 
     #[test]

@@ -222,7 +222,7 @@ pub fn render(vs: &[Verdict]) -> String {
             if v.reading.is_empty() || v.reading == "primary" {
                 String::new()
             } else {
-                format!(" (reading: {})", v.reading)
+                format!(" ({})", v.reading)
             }
         );
         if !v.reason.is_empty() {

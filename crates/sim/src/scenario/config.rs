@@ -52,6 +52,10 @@ pub struct Scenario {
     /// A multicast experiment to run instead of the workload (the Cepheus
     /// evaluation presets).
     pub multicast: MulticastConfig,
+    /// The `--set` overrides applied on top of the TOML (not a TOML key): reports
+    /// say which of the preset's readings a run replaced.
+    #[serde(skip)]
+    pub overrides: Vec<String>,
 }
 
 /// A multicast experiment (Cepheus §V): which one, and its knobs.
@@ -327,6 +331,7 @@ impl Default for Scenario {
             output: OutputConfig::default(),
             link_events: Vec::new(),
             multicast: MulticastConfig::default(),
+            overrides: Vec::new(),
         }
     }
 }
@@ -801,9 +806,10 @@ impl Scenario {
         for s in sets {
             apply_set(&mut table, s)?;
         }
-        let sc: Scenario = Scenario::deserialize(toml::Value::Table(table))
+        let mut sc: Scenario = Scenario::deserialize(toml::Value::Table(table))
             .map_err(|e| ConfigError::Toml(e.to_string()))?;
         sc.validate()?;
+        sc.overrides = sets.to_vec();
         Ok(sc)
     }
 
