@@ -273,6 +273,8 @@ struct AlternativeRun {
     key: String,
     value: String,
     sets: Vec<String>,
+    /// The sentence that rules it out as the primary reading.
+    ruled_out: String,
     verdicts: Result<Vec<Verdict>, String>,
 }
 
@@ -295,6 +297,7 @@ fn run_alternatives(
         key: "(primary)".into(),
         value: "every primary reading".into(),
         sets: Vec::new(),
+        ruled_out: String::new(),
         verdicts: Ok(Vec::new()),
     }];
     for r in readings.readings {
@@ -303,6 +306,7 @@ fn run_alternatives(
                 key: r.key.to_string(),
                 value: a.value.to_string(),
                 sets: a.sets.iter().map(|s| s.to_string()).collect(),
+                ruled_out: a.ruled_out.to_string(),
                 verdicts: Ok(Vec::new()),
             });
         }
@@ -406,6 +410,44 @@ Made by `rocast repro {} --alternatives` at {scale_says}; each row is `rocast si
             }
         }
         let _ = writeln!(t);
+    }
+    // Where the primary differs: which alternatives reproduce the claim, and the
+    // sentence that rules each out as the primary reading.
+    let primary = runs.first().and_then(|r| r.verdicts.as_ref().ok());
+    let mut gaps = String::new();
+    for v in primary.into_iter().flatten() {
+        if !v.word.is_prediction() || v.word == rocast_eval::verdict::Word::Reproduced {
+            continue;
+        }
+        let closing: Vec<&AlternativeRun> = runs[1..]
+            .iter()
+            .filter(|r| {
+                r.verdicts.as_ref().is_ok_and(|vs| {
+                    vs.iter().any(|x| {
+                        x.claim == v.claim && x.word == rocast_eval::verdict::Word::Reproduced
+                    })
+                })
+            })
+            .collect();
+        let _ = writeln!(gaps, "- **{}** ({}: paper {}, rocast {}):", v.claim, v.word.as_str(), v.paper, v.rocast);
+        if closing.is_empty() {
+            let _ = writeln!(gaps, "  no single alternative reading reproduces it.");
+        }
+        for r in closing {
+            let _ = writeln!(
+                gaps,
+                "  reproduced under `{}` ({}); ruled out as the primary by: {}",
+                r.sets.join("` `"),
+                r.value,
+                r.ruled_out
+            );
+        }
+    }
+    if !gaps.is_empty() {
+        let _ = writeln!(
+            t,
+            "\n## Where the primary reading differs: the alternatives that close the gap\n\n{gaps}"
+        );
     }
     t
 }
