@@ -429,7 +429,14 @@ Made by `rocast repro {} --alternatives` at {scale_says}; each row is `rocast si
                 })
             })
             .collect();
-        let _ = writeln!(gaps, "- **{}** ({}: paper {}, rocast {}):", v.claim, v.word.as_str(), v.paper, v.rocast);
+        let _ = writeln!(
+            gaps,
+            "- **{}** ({}: paper {}, rocast {}):",
+            v.claim,
+            v.word.as_str(),
+            v.paper,
+            v.rocast
+        );
         if closing.is_empty() {
             let _ = writeln!(gaps, "  no single alternative reading reproduces it.");
         }
