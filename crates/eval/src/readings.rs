@@ -25,6 +25,17 @@ pub struct Alternative {
     pub ruled_out: &'static str,
 }
 
+impl Alternative {
+    /// " (--set a --set b)", with each set in backticks for Markdown; empty without sets.
+    fn sets_text(&self, markdown: bool) -> String {
+        if self.sets.is_empty() {
+            return String::new();
+        }
+        let q = if markdown { "`" } else { "" };
+        format!(" ({q}--set {}{q})", self.sets.join(" --set "))
+    }
+}
+
 /// One open choice of a preset.
 #[derive(Debug)]
 pub struct Reading {
@@ -504,11 +515,7 @@ pub fn table(p: &PresetReadings) -> String {
                 t,
                 "      alternative: {}{}; ruled out: {}",
                 a.value,
-                if a.sets.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (--set {})", a.sets.join(" --set "))
-                },
+                a.sets_text(false),
                 a.ruled_out
             );
         }
@@ -530,18 +537,7 @@ pub fn markdown() -> String {
             let alts: Vec<String> = r
                 .alternatives
                 .iter()
-                .map(|a| {
-                    format!(
-                        "{}{}: {}",
-                        a.value,
-                        if a.sets.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" (`--set {}`)", a.sets.join(" --set "))
-                        },
-                        a.ruled_out
-                    )
-                })
+                .map(|a| format!("{}{}: {}", a.value, a.sets_text(true), a.ruled_out))
                 .collect();
             let _ = writeln!(
                 t,
