@@ -112,42 +112,8 @@ pub fn figure_for_table(table: &str) -> Option<&'static str> {
     })
 }
 
-/// rocast's tolerance for a verdict of "reproduced": rocast's figure within
-/// 0.8-1.25× of the paper's (rocast's own threshold; the papers' numbers are read from
-/// their text).
-pub const REPRODUCED_WITHIN: f64 = 1.25;
-
-/// Whether `ratio` (rocast's figure over the paper's) counts as reproduced.
-pub fn reproduced(ratio: f64) -> bool {
-    (1.0 / REPRODUCED_WITHIN..=REPRODUCED_WITHIN).contains(&ratio)
-}
-
-/// "reproduced", or "differs (rocast higher|lower)", for rocast's figure over the paper's
-/// ("not measured" when there is no figure).
-pub fn verdict_word(ratio: f64) -> &'static str {
-    if !ratio.is_finite() {
-        "not measured"
-    } else if reproduced(ratio) {
-        "reproduced"
-    } else if ratio > 1.0 {
-        "differs (rocast higher)"
-    } else {
-        "differs (rocast lower)"
-    }
-}
-
-/// The verdict on a range the paper states (`paper`: lo, hi) against rocast's range over
-/// the same points: reproduced when rocast's whole range lies in the paper's, widened by
-/// [`REPRODUCED_WITHIN`] at both ends.
-pub fn range_verdict(ours: (f64, f64), paper: (f64, f64)) -> &'static str {
-    if ours.0 >= paper.0 / REPRODUCED_WITHIN && ours.1 <= paper.1 * REPRODUCED_WITHIN {
-        "reproduced"
-    } else if ours.1 > paper.1 * REPRODUCED_WITHIN {
-        "differs (rocast higher)"
-    } else {
-        "differs (rocast lower)"
-    }
-}
+// The verdict tolerance lives with the verdict words; experiments name it here too.
+pub use crate::verdict::{range_verdict, reproduced, verdict_word, REPRODUCED_WITHIN};
 
 /// `64`, `4K`, `8M`, `1G`: the sizes the tables print.
 pub fn fmt_size(b: u64) -> String {
@@ -195,34 +161,5 @@ mod tests {
         }
         assert_eq!(figure_for_table("fig12-ablation"), None);
         assert_eq!(figure_for_table("peel-fig5-paper"), None);
-    }
-
-    #[test]
-    fn verdicts_follow_the_tolerance_at_its_edges() {
-        assert_eq!(verdict_word(1.0), "reproduced");
-        assert_eq!(verdict_word(1.25), "reproduced");
-        assert_eq!(verdict_word(0.8), "reproduced");
-        assert_eq!(verdict_word(1.26), "differs (rocast higher)");
-        assert_eq!(verdict_word(0.79), "differs (rocast lower)");
-        assert_eq!(verdict_word(f64::NAN), "not measured");
-    }
-
-    #[test]
-    fn a_range_is_reproduced_only_inside_the_widened_paper_range() {
-        // Cepheus Figs 8-9's small-message claims against rocast's measured ranges.
-        assert_eq!(range_verdict((2.6, 3.5), (2.5, 3.5)), "reproduced");
-        assert_eq!(
-            range_verdict((5.4, 11.0), (3.0, 5.2)),
-            "differs (rocast higher)"
-        );
-        assert_eq!(
-            range_verdict((1.0, 1.2), (2.0, 2.8)),
-            "differs (rocast lower)"
-        );
-        // A range wider than the paper's on both sides is not a reproduction.
-        assert_eq!(
-            range_verdict((1.0, 9.0), (2.0, 2.8)),
-            "differs (rocast higher)"
-        );
     }
 }
