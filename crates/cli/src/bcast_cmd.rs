@@ -175,9 +175,8 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
         // The structured verdicts, which `rocast repro` counts.
         std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
         let path = cmd.out.join("verdicts.json");
-        let json = serde_json::to_string_pretty(&rocast_eval::verdict::to_json(&verdicts))
-            .expect("verdicts serialise");
-        std::fs::write(&path, json + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(&path, rocast_eval::verdict::to_json_text(&verdicts))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
         return Ok(());
     }
     if cmd.verify && sizes.iter().any(|&s| s > 256 << 20) {

@@ -253,8 +253,8 @@ fn preset_of(f: &Figure) -> Option<&'static str> {
     (f.args.first() == Some(&"sim") && f.args.get(1) == Some(&"--preset")).then(|| f.args[2])
 }
 
-/// The extra arguments the alternatives of a figure run at (`None`: its alternatives
-/// are not run here, with the reason), so that every alternative of every figure
+/// The extra arguments the alternatives of a figure run at (`Err`: its alternatives
+/// are not run here, and why), so that every alternative of every figure
 /// finishes in minutes; the primary runs again at the same scale beside them.
 fn alternative_scale(id: &str) -> Result<(&'static [&'static str], &'static str), &'static str> {
     match id {
@@ -278,27 +278,23 @@ struct AlternativeRun {
     verdicts: Result<Vec<Verdict>, String>,
 }
 
-/// Runs the primary and every alternative reading of `preset` with `scale` added, one
-/// child `rocast sim` each, `slots` at a time, into `dir/alternatives/`.
+/// Runs the primary and every alternative of `readings` with `scale` added, one child
+/// `rocast sim` each, `slots` at a time, into `dir/alternatives/`.
 fn run_alternatives(
     exe: &std::path::Path,
-    preset: &str,
+    readings: &rocast_eval::readings::PresetReadings,
     scale: &[&str],
     dir: &std::path::Path,
     slots: u32,
 ) -> Result<Vec<AlternativeRun>, String> {
-    let Some(readings) = rocast_eval::readings::PRESETS
-        .iter()
-        .find(|p| p.preset == preset)
-    else {
-        return Ok(Vec::new());
-    };
+    let preset = readings.preset;
+    let not_run = || Err("not run".to_string());
     let mut runs = vec![AlternativeRun {
         key: "(primary)".into(),
         value: "every primary reading".into(),
         sets: Vec::new(),
         ruled_out: String::new(),
-        verdicts: Ok(Vec::new()),
+        verdicts: not_run(),
     }];
     for r in readings.readings {
         for a in r.alternatives.iter().filter(|a| !a.sets.is_empty()) {
@@ -307,7 +303,7 @@ fn run_alternatives(
                 value: a.value.to_string(),
                 sets: a.sets.iter().map(|s| s.to_string()).collect(),
                 ruled_out: a.ruled_out.to_string(),
-                verdicts: Ok(Vec::new()),
+                verdicts: not_run(),
             });
         }
     }
@@ -595,9 +591,7 @@ fn verdicts(dir: &std::path::Path) -> Result<Option<Vec<Verdict>>, String> {
     let Ok(text) = std::fs::read_to_string(&path) else {
         return Ok(None);
     };
-    let v: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    rocast_eval::verdict::from_json(&v)
+    rocast_eval::verdict::from_json_text(&text)
         .map(Some)
         .map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -734,22 +728,15 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
             let _ = writeln!(details, "\n## {} ({}, {})\n", f.id, f.paper, f.figure);
             let _ = write!(details, "{}", rocast_eval::verdict::render(&v));
         }
-        let has_readings = preset_of(f)
-            .is_some_and(|p| rocast_eval::readings::PRESETS.iter().any(|r| r.preset == p));
-        if cmd.alternatives && has_readings {
+        let readings = preset_of(f).and_then(rocast_eval::readings::by_preset);
+        if let Some(readings) = readings.filter(|_| cmd.alternatives) {
             match alternative_scale(f.id) {
                 Err(why) => {
                     let _ = writeln!(details, "\nalternatives: {why}");
                 }
                 Ok((scale, says)) => {
                     eprintln!("rocast repro: {}: the alternative readings", f.id);
-                    let runs = run_alternatives(
-                        &exe,
-                        preset_of(f).expect("a preset"),
-                        scale,
-                        &dir,
-                        cmd.jobs,
-                    )?;
+                    let runs = run_alternatives(&exe, readings, scale, &dir, cmd.jobs)?;
                     let md = alternatives_md(f, says, &runs);
                     std::fs::write(dir.join("alternatives.md"), &md).map_err(|e| e.to_string())?;
                     let _ = writeln!(

@@ -399,34 +399,10 @@ pub(crate) fn testbed(
     } else {
         // Cepheus §V-B, Figs 8-9: the ranges of the baselines' times over Cepheus'.
         let claims = [
-            (
-                "small (<= 64K) vs chain: paper 3-5.2x,  ",
-                chain,
-                true,
-                3.0,
-                5.2,
-            ),
-            (
-                "small (<= 64K) vs tree:  paper 2.5-3.5x,",
-                tree,
-                true,
-                2.5,
-                3.5,
-            ),
-            (
-                "large (>= 1M) vs chain:  paper 1.3-2.8x,",
-                chain,
-                false,
-                1.3,
-                2.8,
-            ),
-            (
-                "large (>= 1M) vs tree:   paper 2-2.8x,  ",
-                tree,
-                false,
-                2.0,
-                2.8,
-            ),
+            ("small (<= 64K) vs chain", chain, true, 3.0, 5.2),
+            ("small (<= 64K) vs tree", tree, true, 2.5, 3.5),
+            ("large (>= 1M) vs chain", chain, false, 1.3, 2.8),
+            ("large (>= 1M) vs tree", tree, false, 2.0, 2.8),
         ];
         let _ = writeln!(
             paper_csv,
@@ -434,29 +410,26 @@ pub(crate) fn testbed(
         );
         for (claim, scheme, small, lo_p, hi_p) in claims {
             let ours = span(scheme, small);
+            let paper = format!("{lo_p}-{hi_p}x");
             // Reproduced: rocast's whole range inside the paper's, widened by the tolerance.
-            let shown = match ours {
-                None => "n/a".to_string(),
-                Some((lo, hi)) => format!(
-                    "{lo:.1}-{hi:.1}x: {}",
-                    crate::report::range_verdict((lo, hi), (lo_p, hi_p))
-                ),
-            };
-            let _ = writeln!(text, "  {claim} rocast {shown}");
-            verdicts.push(match ours {
-                None => Verdict::new(
-                    claim_name(claim),
-                    format!("{lo_p}-{hi_p}x"),
-                    "-",
-                    Word::NotMeasured,
-                ),
-                Some((lo, hi)) => Verdict::new(
-                    claim_name(claim),
-                    format!("{lo_p}-{hi_p}x"),
+            let (rocast, word) = match ours {
+                None => ("-".to_string(), Word::NotMeasured),
+                Some((lo, hi)) => (
                     format!("{lo:.1}-{hi:.1}x"),
                     Word::of_range((lo, hi), (lo_p, hi_p)),
                 ),
-            });
+            };
+            let shown = match ours {
+                None => "n/a".to_string(),
+                Some(_) => format!("{rocast}: {}", word.as_str()),
+            };
+            let _ = writeln!(
+                text,
+                "  {:<24} paper {:<9} rocast {shown}",
+                format!("{claim}:"),
+                format!("{paper},")
+            );
+            verdicts.push(Verdict::new(claim, paper, rocast, word));
             let (size_min, size_max) = if small {
                 (0, 64u64 << 10)
             } else {
@@ -528,11 +501,6 @@ pub(crate) fn testbed(
         capture: Vec::new(),
         verdicts,
     })
-}
-
-/// "small vs chain" of a padded claim label ("small (<= 64K) vs chain: paper 3-5.2x,").
-fn claim_name(label: &str) -> String {
-    label.split(':').next().unwrap_or(label).trim().to_string()
 }
 
 /// One of Fig. 12's claims (Cepheus §V-C): the paper's "up to" ratio of a baseline's
@@ -654,11 +622,7 @@ fn large_scale_verdicts(
             format!("up to {hi:.1}x (at {})", fmt_size(at)),
             word,
         );
-        verdicts.push(if word == Word::Reproduced {
-            v
-        } else {
-            v.because(c.why)
-        });
+        verdicts.push(v.because_unless_reproduced(c.why));
     }
     for (claim, why) in reasons {
         let _ = writeln!(text, "  why {claim}: {why}");
@@ -846,11 +810,8 @@ pub(crate) fn loss(
             },
             word,
         );
-        verdicts.push(if word == Word::Reproduced {
-            v
-        } else {
-            v.because(verdict.trim_start_matches("differs: ").to_string())
-        });
+        verdicts
+            .push(v.because_unless_reproduced(verdict.trim_start_matches("differs: ").to_string()));
     }
     let worst = m.loss_rates.iter().copied().fold(0.0f64, f64::max);
     if worst > 0.0 {

@@ -72,9 +72,9 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
         ))
         }
     };
-    // The readings the preset runs under, and the verdicts rendered from their
-    // records (which `verdicts.json` carries for `rocast repro`).
-    // Under the primary readings unless a --set replaced one of them.
+    // The readings the preset runs under (the primary ones unless a --set replaced
+    // one), and the verdicts rendered from their records, which `verdicts.json`
+    // carries for `rocast repro`.
     let mut reading = "primary".to_string();
     if let Some(p) = readings::for_scenario(&sc.name) {
         r.text.push_str(&readings::table(p));
@@ -88,15 +88,12 @@ pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> 
             );
         }
     }
-    for v in &mut r.verdicts {
-        if v.reading.is_empty() || v.reading == "primary" {
-            v.reading = reading.clone();
-        }
+    for v in r.verdicts.iter_mut().filter(|v| v.reading.is_empty()) {
+        v.reading = reading.clone();
     }
     r.text.push_str(&verdict::render(&r.verdicts));
-    let json =
-        serde_json::to_string_pretty(&verdict::to_json(&r.verdicts)).expect("verdicts serialise");
-    r.files.push(("verdicts.json".into(), json + "\n"));
+    r.files
+        .push(("verdicts.json".into(), verdict::to_json_text(&r.verdicts)));
     let _ = writeln!(r.text, "\nwall time {:.1} s", t0.elapsed().as_secs_f64());
     Ok(r)
 }

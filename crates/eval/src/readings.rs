@@ -458,6 +458,11 @@ pub const PRESETS: &[PresetReadings] = &[
     },
 ];
 
+/// The readings of the preset named `preset`.
+pub fn by_preset(preset: &str) -> Option<&'static PresetReadings> {
+    PRESETS.iter().find(|p| p.preset == preset)
+}
+
 /// The readings of the preset whose scenario `name` starts with `preset:`.
 pub fn for_scenario(name: &str) -> Option<&'static PresetReadings> {
     PRESETS

@@ -552,8 +552,8 @@ pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
             false,
         ),
     ];
-    r.text.push_str(&headline_verdicts(&tables, claims));
     r.verdicts = headline_structured(&tables, claims);
+    r.text.push_str(&headline_verdicts(&r.verdicts));
     r.text.push_str(&fairness_verdicts(&tables));
     Ok(r)
 }
@@ -562,18 +562,18 @@ pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
 /// the policy's rate stays within 0.8–1.25 of its fair share in every phase with a
 /// congested path; else (a collapse) it ends the run below 0.8 of it. A policy the
 /// run did not compare is said so.
-fn headline_verdicts(tables: &[(&PolicyRun, Vec<Phase>)], claims: &[(&str, &str, bool)]) -> String {
+fn headline_verdicts(vs: &[crate::verdict::Verdict]) -> String {
     let mut out = String::from(
         "\npaper vs rocast (the paper's claims; rate over fair share per congested phase):\n",
     );
-    for v in headline_structured(tables, claims) {
+    for v in vs {
         let _ = writeln!(out, "  {}: {}  {}", v.claim, v.rocast, v.word.as_str());
     }
     out
 }
 
-/// [`headline_verdicts`]' claims as structured verdicts: only the headline claims
-/// count (the per-phase cells are rocast's detail).
+/// The headline claims as structured verdicts, which [`headline_verdicts`] prints:
+/// only these count (the per-phase cells are rocast's detail).
 fn headline_structured(
     tables: &[(&PolicyRun, Vec<Phase>)],
     claims: &[(&str, &str, bool)],
@@ -978,8 +978,8 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         "tmcf",
         true,
     )];
-    r.text.push_str(&headline_verdicts(&tables, claims));
     r.verdicts = headline_structured(&tables, claims);
+    r.text.push_str(&headline_verdicts(&r.verdicts));
     r.text.push_str(&fairness_verdicts(&tables));
     Ok(r)
 }

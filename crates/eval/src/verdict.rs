@@ -24,30 +24,14 @@ pub fn reproduced(ratio: f64) -> bool {
 }
 
 /// "reproduced", or "differs (rocast higher|lower)", for rocast's figure over the paper's
-/// ("not measured" when there is no figure).
+/// ("not measured" when there is no figure): [`Word::of_ratio`] in words.
 pub fn verdict_word(ratio: f64) -> &'static str {
-    if !ratio.is_finite() {
-        "not measured"
-    } else if reproduced(ratio) {
-        "reproduced"
-    } else if ratio > 1.0 {
-        "differs (rocast higher)"
-    } else {
-        "differs (rocast lower)"
-    }
+    Word::of_ratio(ratio).as_str()
 }
 
-/// The verdict on a range the paper states (`paper`: lo, hi) against rocast's range over
-/// the same points: reproduced when rocast's whole range lies in the paper's, widened by
-/// [`REPRODUCED_WITHIN`] at both ends.
+/// [`Word::of_range`] in words.
 pub fn range_verdict(ours: (f64, f64), paper: (f64, f64)) -> &'static str {
-    if ours.0 >= paper.0 / REPRODUCED_WITHIN && ours.1 <= paper.1 * REPRODUCED_WITHIN {
-        "reproduced"
-    } else if ours.1 > paper.1 * REPRODUCED_WITHIN {
-        "differs (rocast higher)"
-    } else {
-        "differs (rocast lower)"
-    }
+    Word::of_range(ours, paper).as_str()
 }
 
 /// The verdict word.
@@ -79,7 +63,7 @@ impl Word {
         }
     }
 
-    /// The word of `verdict_word`/`range_verdict`'s strings.
+    /// The word a report prints ([`Word::as_str`]) read back.
     pub fn parse(s: &str) -> Option<Word> {
         Some(match s {
             "reproduced" => Word::Reproduced,
@@ -107,14 +91,31 @@ impl Word {
         }
     }
 
-    /// The word for rocast's figure over the paper's.
+    /// The word for rocast's figure over the paper's: reproduced within
+    /// [`REPRODUCED_WITHIN`], else which way it lies; not measured without a figure.
     pub fn of_ratio(ratio: f64) -> Word {
-        Word::parse(verdict_word(ratio)).expect("a known word")
+        if !ratio.is_finite() {
+            Word::NotMeasured
+        } else if reproduced(ratio) {
+            Word::Reproduced
+        } else if ratio > 1.0 {
+            Word::DiffersHigher
+        } else {
+            Word::DiffersLower
+        }
     }
 
-    /// The word for rocast's range against the paper's stated range.
+    /// The word for rocast's range against the paper's stated range (`paper`: lo, hi):
+    /// reproduced when rocast's whole range lies in the paper's, widened by
+    /// [`REPRODUCED_WITHIN`] at both ends.
     pub fn of_range(ours: (f64, f64), paper: (f64, f64)) -> Word {
-        Word::parse(range_verdict(ours, paper)).expect("a known word")
+        if ours.0 >= paper.0 / REPRODUCED_WITHIN && ours.1 <= paper.1 * REPRODUCED_WITHIN {
+            Word::Reproduced
+        } else if ours.1 > paper.1 * REPRODUCED_WITHIN {
+            Word::DiffersHigher
+        } else {
+            Word::DiffersLower
+        }
     }
 }
 
@@ -158,6 +159,15 @@ impl Verdict {
         self
     }
 
+    /// [`Verdict::because`] unless the claim is reproduced (which needs no reason).
+    pub fn because_unless_reproduced(self, reason: impl Into<String>) -> Self {
+        if self.word == Word::Reproduced {
+            self
+        } else {
+            self.because(reason)
+        }
+    }
+
     pub fn json(&self) -> serde_json::Value {
         serde_json::json!({
             "claim": self.claim,
@@ -192,6 +202,17 @@ impl Verdict {
 /// The verdicts as the JSON list `verdicts.json` holds.
 pub fn to_json(vs: &[Verdict]) -> serde_json::Value {
     serde_json::Value::Array(vs.iter().map(Verdict::json).collect())
+}
+
+/// `verdicts.json`'s text: the pretty-printed list and a final newline.
+pub fn to_json_text(vs: &[Verdict]) -> String {
+    serde_json::to_string_pretty(&to_json(vs)).expect("verdicts serialise") + "\n"
+}
+
+/// Parses `verdicts.json`'s text.
+pub fn from_json_text(text: &str) -> Result<Vec<Verdict>, String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    from_json(&v)
 }
 
 /// Reads `verdicts.json`'s list.

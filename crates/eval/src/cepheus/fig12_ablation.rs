@@ -38,10 +38,7 @@ fn variants(hosts: u32, buffer_per_port_mb: f64) -> Vec<Variant> {
         ruled_out: String::new(),
     }];
     // Every alternative of Fig. 12's readings (crate::readings), one at a time.
-    let fig12 = crate::readings::PRESETS
-        .iter()
-        .find(|p| p.preset == "cepheus-fig12")
-        .expect("fig12 has readings");
+    let fig12 = crate::readings::by_preset("cepheus-fig12").expect("fig12 has readings");
     for r in fig12.readings {
         for (i, a) in r
             .alternatives

@@ -182,11 +182,7 @@ pub(crate) fn hpl(
                     format!("-{:.0}%", cut * 100.0),
                     Word::of_ratio(r),
                 );
-                verdicts.push(if crate::report::reproduced(r) {
-                    v
-                } else {
-                    v.because(RS_WHY)
-                });
+                verdicts.push(v.because_unless_reproduced(RS_WHY));
             }
             let verdict = paper.map_or(String::new(), |pp| {
                 let r = cut / pp;

@@ -417,17 +417,14 @@ fn claim_ratio(c: &PeelClaim, points: &[Point]) -> Option<f64> {
     ratio_at(points, c.x, c.stat, c.slower, c.faster)
 }
 
-/// "reproduced" (within `report::reproduced`), else which way rocast's figure lies.
+/// [`word_of`] as the PEEL tables print it: "reproduced" (within `report::reproduced`),
+/// else which way rocast's figure lies.
 pub(crate) fn verdict(rocast: f64, paper: f64) -> &'static str {
-    let r = rocast / paper;
-    if crate::report::reproduced(r) {
-        "reproduced"
-    } else if (rocast > 1.0) != (paper > 1.0) {
-        "differs: the other scheme wins"
-    } else if r < 1.0 {
-        "differs: same winner, smaller gap"
-    } else {
-        "differs: same winner, larger gap"
+    match word_of(rocast, paper) {
+        Word::Reproduced => "reproduced",
+        Word::DiffersLower => "differs: same winner, smaller gap",
+        Word::DiffersHigher => "differs: same winner, larger gap",
+        _ => "differs: the other scheme wins",
     }
 }
 
@@ -483,11 +480,7 @@ fn structured_verdicts(figure: &str, points: &[Point]) -> Vec<Verdict> {
                     format!("{r:.3}"),
                     word_of(r, c.paper),
                 );
-                if v.word == Word::Reproduced {
-                    v
-                } else {
-                    v.because(c.why)
-                }
+                v.because_unless_reproduced(c.why)
             }
             None => Verdict::new(c.what, format!("{:.3}", c.paper), "-", Word::NotMeasured),
         })
@@ -914,11 +907,7 @@ pub fn fig4(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
                     format!("{r:.3}x"),
                     word_of(r, FIG4_PAPER),
                 );
-                report.verdicts.push(if v.word == Word::Reproduced {
-                    v
-                } else {
-                    v.because("Orca's added delay is the controller's set-up draw, so its inflation over the optimal CCT is largest where the optimal CCT is shortest; the paper does not give the group its 8x is for")
-                });
+                report.verdicts.push(v.because_unless_reproduced("Orca's added delay is the controller's set-up draw, so its inflation over the optimal CCT is largest where the optimal CCT is shortest; the paper does not give the group its 8x is for"));
             }
             None => {
                 let _ = writeln!(text, "  {g:>6} {:>8} {:>8}  not run", "-", "-");
@@ -1053,11 +1042,7 @@ pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
                     format!("{r:.3}x"),
                     word_of(r, GUARD_PAPER),
                 );
-                verdicts.push(if v.word == Word::Reproduced {
-                    v
-                } else {
-                    v.because("the paper's 12x needs more CNPs per rate cut than this job's fan-out of receiving servers gives (see the report's why)")
-                });
+                verdicts.push(v.because_unless_reproduced("the paper's 12x needs more CNPs per rate cut than this job's fan-out of receiving servers gives (see the report's why)"));
                 let _ = writeln!(
                     text,
                     "  {:<12} {limiter_name:<17} {r:>8.3} {:>8.3}  {}",

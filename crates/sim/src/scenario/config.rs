@@ -830,20 +830,16 @@ impl Scenario {
                 format!("expected \"write\" or \"send\", got {:?}", m.op),
             ));
         }
-        if parse_bytes(&m.chain_min_slice).is_err() {
-            return Err(invalid(
-                "multicast.chain_min_slice",
-                format!(
-                    "{:?} is not a size (e.g. \"8K\", or \"0\")",
-                    m.chain_min_slice
-                ),
-            ));
-        }
-        if parse_bytes(&m.eager_limit).is_err() {
-            return Err(invalid(
-                "multicast.eager_limit",
-                format!("{:?} is not a size (e.g. \"8K\", or \"0\")", m.eager_limit),
-            ));
+        for (key, value) in [
+            ("multicast.chain_min_slice", &m.chain_min_slice),
+            ("multicast.eager_limit", &m.eager_limit),
+        ] {
+            if parse_bytes(value).is_err() {
+                return Err(invalid(
+                    key,
+                    format!("{value:?} is not a size (e.g. \"8K\", or \"0\")"),
+                ));
+            }
         }
         if !matches!(m.loss_at.as_str(), "middle-switches" | "switch-links") {
             return Err(invalid(
