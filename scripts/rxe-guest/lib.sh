@@ -111,13 +111,13 @@ rxe_guests_cleanup() {
   rxe_restore_rmem
 }
 
-# rxe_check_captures ROCAST DIR TAG: `rocast pcap check` on every link capture the switch
+# rxe_check_captures ROCAST DIR TAG [keep]: `rocast pcap check` on every link capture the switch
 # wrote to DIR (`rocast switch --capture DIR`; the switch must have stopped, which closes
 # them). One line per port; returns 1 if a file is missing, a frame fails, or a link
 # carried no RoCE at all (a check of nothing proves nothing). Passing captures are
-# deleted: a 100 x 1 MB run writes about a gigabyte.
+# deleted (unless "keep": a failed run's evidence): a 100 x 1 MB run writes about a gigabyte.
 rxe_check_captures() {
-  local rocast=$1 dir=$2 tag=$3 f out roce rc=0 n=0
+  local rocast=$1 dir=$2 tag=$3 keep=${4:-} f out roce rc=0 n=0
   for f in "$dir"/port*.pcap; do
     [ -f "$f" ] || continue
     n=$((n + 1))
@@ -131,6 +131,6 @@ rxe_check_captures() {
     fi
   done
   [ "$n" -gt 0 ] || { echo "$tag: no captures in $dir"; return 1; }
-  if [ "$rc" = 0 ]; then rm -f "$dir"/port*.pcap; fi
+  if [ "$rc" = 0 ] && [ -z "$keep" ]; then rm -f "$dir"/port*.pcap; fi
   return "$rc"
 }

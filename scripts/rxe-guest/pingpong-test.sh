@@ -19,6 +19,9 @@ elapsed() { awk -v ns=$(( $(date +%s%N) - $1 )) 'BEGIN {printf "%.1f", ns/1e9}';
 say() { echo "pingpong-test: $*"; }
 ONLY=${ROCAST_RXE_ONLY:-a b c}
 export ROCAST_BOOT_TIMEOUT=${ROCAST_BOOT_TIMEOUT:-240}
+# ibv_rc_pingpong finishes in about 8 s after boot here; a pair still running after 90 s has
+# stalled (the limit for (a) and (b); (c) keeps ROCAST_BOOT_TIMEOUT).
+PINGPONG_TIMEOUT=$(( ROCAST_BOOT_TIMEOUT < 90 ? ROCAST_BOOT_TIMEOUT : 90 ))
 
 [ "$(id -u)" = 0 ] || say "warning: not root; apt-get and the image cache under /var/tmp may fail"
 
@@ -73,22 +76,24 @@ IP_A=10.99.0.1 IP_B=10.99.0.2
 retry() { echo "i=0; until $1; do i=\$((i+1)); [ \$i -ge 90 ] && exit 1; sleep 1; done"; }
 
 FAILED=()
+GUEST_STALLS=()
 BOOT_TIMES=()
 # run_pair TAG SERVER_CMD CLIENT_CMD A_LOCAL A_REMOTE B_LOCAL B_REMOTE
 run_pair() {
   local tag=$1 scmd=$2 ccmd=$3 t src crc
   t=$(date +%s%N)
-  "$HERE/boot.sh" "$IMG" "$tag-A" "$IP_A/24" "$MAC_A" "$4" "$5" "$scmd" >"$LOGS/$tag-A.boot" 2>&1 &
+  ROCAST_BOOT_TIMEOUT=${PAIR_TIMEOUT:-$ROCAST_BOOT_TIMEOUT} "$HERE/boot.sh" "$IMG" "$tag-A" "$IP_A/24" "$MAC_A" "$4" "$5" "$scmd" >"$LOGS/$tag-A.boot" 2>&1 &
   local sp=$!; BG_PIDS+=("$sp")
-  "$HERE/boot.sh" "$IMG" "$tag-B" "$IP_B/24" "$MAC_B" "$6" "$7" "$ccmd" >"$LOGS/$tag-B.boot" 2>&1 &
+  ROCAST_BOOT_TIMEOUT=${PAIR_TIMEOUT:-$ROCAST_BOOT_TIMEOUT} "$HERE/boot.sh" "$IMG" "$tag-B" "$IP_B/24" "$MAC_B" "$6" "$7" "$ccmd" >"$LOGS/$tag-B.boot" 2>&1 &
   local cp=$!; BG_PIDS+=("$cp")
   set +e; wait "$sp"; src=$?; wait "$cp"; crc=$?; set -e
   cat "$LOGS/$tag-A.boot" "$LOGS/$tag-B.boot" | sed 's/^/  /'
   BOOT_TIMES+=("$tag-A: $(sed -n 's/.*boot to rxe0 ready: //p' "$LOGS/$tag-A.boot")"
                "$tag-B: $(sed -n 's/.*boot to rxe0 ready: //p' "$LOGS/$tag-B.boot")")
   say "($tag) server exit $src, client exit $crc, $(elapsed "$t")s"
+  PAIR_TIMED_OUT=
+  if [ "$src" = 124 ] || [ "$crc" = 124 ]; then PAIR_TIMED_OUT=1; fi
   if [ "$src" != 0 ] || [ "$crc" != 0 ]; then
-    FAILED+=("$tag")
     local g
     for g in A B; do
       say "($tag) --- $tag-$g console (tail) ---"
@@ -108,14 +113,62 @@ start_switch() {  # start_switch SW0 GUEST0 SW1 GUEST1
   for _ in $(seq 50); do [ -S "$SW_SOCK" ] && return 0; sleep 0.1; done
   say "switch did not come up:"; cat "$LOGS/switch.$1.log"; return 1
 }
-stop_switch() {  # prints the stats; checks that the switch forwarded at least $1 frames
-  local stats fwd
+# stop_switch MIN_FORWARDED [KEEP]: prints the stats and checks the captures; returns 1 if
+# the switch forwarded fewer than MIN_FORWARDED frames or a capture fails. With KEEP the
+# captures stay in $LOGS (a failed pair's evidence). SWITCH_CLEAN is set when every frame the
+# switch received it sent on (rx = tx, no drop or error counter above zero) and every
+# captured frame passed its ICRC: a stall behind such a switch happened inside the guests.
+stop_switch() {
+  local stats fwd rx tx
   stats=$("$ROCAST" switch --stats --control "$SW_SOCK" 2>&1) || true
   kill "$SW_PID" 2>/dev/null || true; wait "$SW_PID" 2>/dev/null || true; SW_PID=
-  rxe_check_captures "$ROCAST" "$LOGS/pcap.$SW_PORT0" pingpong-test || return 1
+  SWITCH_CLEAN=
+  if [ -n "${2:-}" ]; then
+    rxe_check_captures "$ROCAST" "$LOGS/pcap.$SW_PORT0" pingpong-test keep || return 1
+  else
+    rxe_check_captures "$ROCAST" "$LOGS/pcap.$SW_PORT0" pingpong-test || return 1
+  fi
   echo "$stats" | grep -E '^port |^switch (rx_frames|tx_frames|forwarded|flooded|drop_[a-z_]+ [1-9])|^memory' | sed 's/^/  switch: /'
+  rx=$(echo "$stats" | awk '$1 == "switch" && $2 == "rx_frames" {print $3}')
+  tx=$(echo "$stats" | awk '$1 == "switch" && $2 == "tx_frames" {print $3}')
+  if [ -n "$rx" ] && [ "$rx" = "$tx" ] \
+     && ! echo "$stats" | grep -qE '^switch drop_[a-z_]+ [1-9]' \
+     && ! echo "$stats" | grep -E '^port ' | grep -qE ' (tx_errors|queue_drops|injected_drops|rx_errors|kernel_drops|capture_errors) [1-9]'; then
+    SWITCH_CLEAN=1
+  fi
   fwd=$(echo "$stats" | awk '$1 == "switch" && $2 == "forwarded" {print $3}')
   if [ "${fwd:-0}" -lt "$1" ]; then say "switch forwarded ${fwd:-0} frames, expected >= $1"; return 1; fi
+}
+
+# through_switch TAG SERVER_CMD CLIENT_CMD MIN_FORWARDED FIRST_PORT: a guest pair through a
+# fresh switch (ports FIRST_PORT..+3). Soft-RoCE under TCG on this 2-core host has stalled
+# mid-run (both ibv_rc_pingpong ends waiting, no error completion, the switch having sent on
+# every frame it got, all ICRCs good; seen once in CI). Such a stall, and only such a one,
+# is reported as a guest stall, its logs and captures kept, and the pair run once more: the
+# second run decides. Anything the switch dropped, corrupted or failed to forward fails at once.
+through_switch() {
+  local tag=$1 scmd=$2 ccmd=$3 min=$4 attempt s0 s1 ga gb ok
+  s0=$5 s1=$(($5 + 1)) ga=$(($5 + 2)) gb=$(($5 + 3))
+  for attempt in 1 2; do
+    say "($tag) attempt $attempt through rocast switch (A $ga <-> $s0 port 0, B $gb <-> $s1 port 1)"
+    start_switch "$s0" "$ga" "$s1" "$gb" || { FAILED+=("$tag-switch"); return 1; }
+    ok=1
+    run_pair "$tag" "$scmd" "$ccmd" "$ga" "$s0" "$gb" "$s1" || ok=
+    if [ -n "$ok" ]; then
+      stop_switch "$min" || { FAILED+=("$tag-switch"); return 1; }
+      return 0
+    fi
+    stop_switch 0 keep || true
+    if [ "$attempt" = 1 ] && [ -n "$PAIR_TIMED_OUT" ] && [ -n "$SWITCH_CLEAN" ]; then
+      local keep="$LOGS/$tag.attempt1"
+      mkdir -p "$keep"
+      mv "$LOGS/$tag"-[AB].* "$LOGS/pcap.$s0" "$LOGS/switch.$s0.log" "$keep/" 2>/dev/null || true
+      say "($tag) GUEST STALL: the guests timed out while the switch forwarded every frame it received with good ICRCs; evidence in $keep; running the pair once more"
+      GUEST_STALLS+=("$tag")
+      continue
+    fi
+    FAILED+=("$tag"); return 1
+  done
 }
 
 PP_SRV="ibv_rc_pingpong -d rxe0 -g 1"
@@ -127,38 +180,35 @@ show() { tr -d '\r' <"$LOGS/$1.log" | grep -E "$2" | sed "s/^/  $1: /" || true; 
 # (a) directly connected: A local P0 -> remote P1, B local P1 -> remote P0.
 if [[ " $ONLY " == *" a "* ]]; then
   say "(a) ibv_rc_pingpong, guests directly connected (dgram $BASE <-> $((BASE + 1)))"
-  if run_pair a "$PP_SRV" "$PP_CLI" "$BASE" "$((BASE + 1))" "$((BASE + 1))" "$BASE"; then
+  if PAIR_TIMEOUT=$PINGPONG_TIMEOUT run_pair a "$PP_SRV" "$PP_CLI" "$BASE" "$((BASE + 1))" "$((BASE + 1))" "$BASE"; then
     show a-A 'bytes in|iters in'; show a-B 'bytes in|iters in'
+  else
+    FAILED+=(a)
   fi
 fi
 
 # (b) through the switch: guest A <-> switch port 0, guest B <-> switch port 1.
 if [[ " $ONLY " == *" b "* ]]; then
-  S0=$((BASE + 2)) S1=$((BASE + 3)) GA=$((BASE + 4)) GB=$((BASE + 5))
-  say "(b) ibv_rc_pingpong through rocast switch (A $GA <-> $S0 port 0, B $GB <-> $S1 port 1)"
-  start_switch "$S0" "$GA" "$S1" "$GB"
-  if run_pair b "$PP_SRV" "$PP_CLI" "$GA" "$S0" "$GB" "$S1"; then
+  say "(b) ibv_rc_pingpong through rocast switch"
+  if PAIR_TIMEOUT=$PINGPONG_TIMEOUT through_switch b "$PP_SRV" "$PP_CLI" 2000 "$((BASE + 2))"; then
     show b-A 'bytes in|iters in'; show b-B 'bytes in|iters in'
   fi
-  stop_switch 2000 || FAILED+=("b-switch")
 fi
 
 # (c) ib_write_bw through the switch.
 if [[ " $ONLY " == *" c "* ]]; then
-  S0=$((BASE + 6)) S1=$((BASE + 7)) GA=$((BASE + 8)) GB=$((BASE + 9))
-  say "(c) ib_write_bw through rocast switch (A $GA <-> $S0 port 0, B $GB <-> $S1 port 1)"
-  start_switch "$S0" "$GA" "$S1" "$GB"
-  if run_pair c "$BW_SRV" "$BW_CLI" "$GA" "$S0" "$GB" "$S1"; then
+  say "(c) ib_write_bw through rocast switch"
+  if through_switch c "$BW_SRV" "$BW_CLI" 100000 "$((BASE + 6))"; then
     tr -d '\r' <"$LOGS/c-B.log" | grep -E '#bytes|^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' | sed 's/^/  c-B: /'
     show c-A 'rxe0 hw_counters'; show c-B 'rxe0 hw_counters'
     tr -d '\r' <"$LOGS/c-B.log" | grep -qE '^ *65536 +5000 ' || { say "(c) no bandwidth line"; FAILED+=("c-output"); }
   fi
-  stop_switch 100000 || FAILED+=("c-switch")
 fi
 
 say "boot times (host wall from qemu start to rxe0 ready, and guest uptime then):"
 for b in "${BOOT_TIMES[@]}"; do echo "  $b"; done
 say "total wall time $(elapsed "$T0")s"
+if [ ${#GUEST_STALLS[@]} -gt 0 ]; then say "guest stalls (rerun once, see above): ${GUEST_STALLS[*]}"; fi
 if [ ${#FAILED[@]} -gt 0 ]; then
   say "FAIL: ${FAILED[*]} (logs in $LOGS)"; exit 1
 fi
