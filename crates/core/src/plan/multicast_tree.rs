@@ -312,12 +312,33 @@ impl MulticastTree {
     }
 }
 
-/// The PEEL layer-peeling greedy (§2.3).
+/// The PEEL layer-peeling greedy (§2.3), ties broken by the lowest node id.
 pub fn layer_peeling_tree(
     topo: &Topology,
     source: NodeId,
     destinations: &[NodeId],
 ) -> Result<MulticastTree, TreeError> {
+    layer_peeling_tree_via(topo, source, destinations, UplinkChoice::Lowest)
+}
+
+/// The layer-peeling greedy with its ties (switches attaching equally many waiting
+/// nodes) broken by `choice`: the lowest id, or a hash of the salt and the id, so that
+/// groups with different salts spread over equally good switches as ECMP spreads
+/// flows (otherwise every group on a failed fabric climbs through the same spines).
+pub fn layer_peeling_tree_via(
+    topo: &Topology,
+    source: NodeId,
+    destinations: &[NodeId],
+    choice: UplinkChoice,
+) -> Result<MulticastTree, TreeError> {
+    let tie = |v: NodeId| -> u64 {
+        match choice {
+            UplinkChoice::Lowest => v as u64,
+            UplinkChoice::Hashed(salt) => {
+                crate::payload::splitmix64(salt ^ (v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            }
+        }
+    };
     let dests = normalise_destinations(topo, source, destinations)?;
     let dist = hop_distances(topo, source);
     let f = farthest(&dist, &dests)? as usize;
@@ -334,7 +355,7 @@ pub fn layer_peeling_tree(
         in_tree[d as usize] = true;
     }
     let mut arcs: Vec<TreeArc> = Vec::with_capacity(dests.len() * 2);
-    let mut heap: BinaryHeap<(u32, Reverse<NodeId>)> = BinaryHeap::new();
+    let mut heap: BinaryHeap<(u32, Reverse<(u64, NodeId)>)> = BinaryHeap::new();
     for i in (0..f).rev() {
         let inner = i as u32;
         // Layers farther out are done with, so this one can be moved out.
@@ -378,14 +399,18 @@ pub fn layer_peeling_tree(
                 .count() as u32
         };
         heap.clear();
-        heap.extend(candidates.iter().map(|&v| (count(v, &waiting), Reverse(v))));
+        heap.extend(
+            candidates
+                .iter()
+                .map(|&v| (count(v, &waiting), Reverse((tie(v), v)))),
+        );
         while n_waiting > 0 {
-            let Some((_, Reverse(v))) = heap.pop() else {
+            let Some((_, Reverse((_, v)))) = heap.pop() else {
                 return Err(TreeError::Invalid(
                     "a node has no relay one hop closer to the source".into(),
                 ));
             };
-            let fresh = (count(v, &waiting), Reverse(v));
+            let fresh = (count(v, &waiting), Reverse((tie(v), v)));
             if fresh.0 == 0 {
                 continue;
             }

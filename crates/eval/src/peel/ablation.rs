@@ -67,10 +67,10 @@ const VARIANTS: [Variant; 14] = [
         sets: &["multicast.setup_ms=50", "multicast.setup_sd_ms=25"],
     },
     Variant {
-        name: "orca-plain",
-        what: "Orca as the controller's tree only: no Bloom-filter header, the ToRs fan out (no host agents)",
-        source: "rocast's earlier model",
-        sets: &["multicast.orca_agent=false", "multicast.orca_fpr=1.0"],
+        name: "orca-agent",
+        what: "Orca's host-side agents do each rack's last-hop fan-out (PEEL 3.1's description)",
+        source: "rocast's earlier model; PEEL 4 models Orca by its controller delay",
+        sets: &["multicast.orca_agent=true"],
     },
     Variant {
         name: "upward-lowest",
@@ -336,9 +336,9 @@ mod tests {
                     "rocast" => {
                         assert_eq!(s.multicast.job_placement, "bin-packed");
                         assert_eq!(s.multicast.upward, "ecmp");
-                        assert!(s.multicast.orca_agent);
+                        assert!(!s.multicast.orca_agent);
                     }
-                    "orca-plain" => assert!(!s.multicast.orca_agent && s.multicast.orca_fpr == 1.0),
+                    "orca-agent" => assert!(s.multicast.orca_agent),
                     "upward-lowest" => assert_eq!(s.multicast.upward, "lowest"),
                     _ => {}
                 }

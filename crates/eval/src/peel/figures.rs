@@ -28,7 +28,7 @@ use crate::verdict::{Verdict, Word};
 pub(crate) struct Point {
     pub(crate) x: f64,
     pub(crate) scheme: CollectiveScheme,
-    /// Message size of the point's jobs.
+    /// Bytes each of the point's groups (a job, or one channel of it) moves.
     bytes: u64,
     /// CCTs in ms, NVLink fan-out included.
     pub(crate) cct_ms: Vec<f64>,
@@ -65,6 +65,8 @@ fn settings(sc: &Scenario) -> Result<CollectiveSettings, String> {
         ecmp_upward: m.upward == "ecmp",
         orca_fpr: m.orca_fpr,
         orca_agent: m.orca_agent,
+        core_copy: rocast_sim::engine::tree_multicast::CoreCopy::parse(&m.core_copy)
+            .map_err(|e| format!("multicast.core_copy: {e}"))?,
         overhead: Duration::from_ps((m.overhead_us.max(0.0) * 1e6) as u64),
         seed: sc.seed,
     })
@@ -82,12 +84,24 @@ fn schemes(sc: &Scenario) -> Result<Vec<CollectiveScheme>, String> {
 /// (the simulated endpoints are the servers' NICs; GPUs sit on NVLink/NVSwitch):
 /// multicast copies stream through the NVSwitch, one MTU behind; a ring crosses the
 /// server's other GPUs one chunk at a time; a binary tree ⌈log2 g⌉ levels of chunks.
+///
+/// With one NIC per GPU (`nics_per_server` = `gpus_per_server`) every scheme runs one
+/// channel per NIC (`channel_jobs`), each carrying `bytes / nics`: a ring or tree
+/// channel then crosses the server's other GPUs as above, and a multicast channel's
+/// part reaches GPU c's NIC, after which the server's GPUs exchange their parts over
+/// the NVSwitch (each takes the other (g − 1)/g of the message).
 fn nvlink_ps(sc: &Scenario, scheme: CollectiveScheme, bytes: u64) -> u64 {
     let m = &sc.multicast;
     let g = m.gpus_per_server.max(1) as u64;
+    let nics = m.nics_per_server.max(1) as u64;
     if g == 1 {
         return 0;
     }
+    if nics > 1 && scheme.is_multicast() {
+        let rate = m.nvlink_gbps.max(1.0) * 1e9 / 8.0;
+        return ((bytes * (g - 1) / g) as f64 / rate * 1e12) as u64;
+    }
+    let bytes = bytes.div_ceil(nics);
     let rate = m.nvlink_gbps.max(1.0) * 1e9 / 8.0;
     let t = |b: u64| (b as f64 / rate * 1e12) as u64;
     let chunk = bytes.div_ceil(m.chunks.max(1) as u64);
@@ -106,10 +120,15 @@ fn run_point(
     x: f64,
 ) -> Result<Point, String> {
     let cfg = engine_config(sc, topo)?;
-    let out = run_collectives(topo.clone(), cfg, jobs, scheme, &settings(sc)?)
+    let (run, owner) = channel_jobs(sc, jobs, scheme);
+    let out = run_collectives(topo.clone(), cfg, &run, scheme, &settings(sc)?)
         .map_err(|e| format!("{} at {x}: {e}", scheme.name()))?;
-    let cct_ms = out
-        .cct_ps
+    // A job completes when its last channel does.
+    let mut cct_ps = vec![0u64; jobs.len()];
+    for (&c, &i) in out.cct_ps.iter().zip(&owner) {
+        cct_ps[i] = cct_ps[i].max(c);
+    }
+    let cct_ms = cct_ps
         .iter()
         .zip(jobs)
         .map(|(&c, j)| (c + nvlink_ps(sc, scheme, j.bytes)) as f64 / 1e9)
@@ -117,14 +136,58 @@ fn run_point(
     Ok(Point {
         x,
         scheme,
-        bytes: jobs.first().map_or(0, |j| j.bytes),
+        bytes: run.first().map_or(0, |j| j.bytes),
         cct_ms,
-        packets_per_message: out.packets_per_message as f64 / jobs.len().max(1) as f64,
+        packets_per_message: out.packets_per_message as f64 / run.len().max(1) as f64,
         switch_gb: out.switch_tx_bytes as f64 / 1e9,
         retransmitted: out.retransmitted,
         repairs: out.tree.repair_copies,
         source_feedback: out.tree.feedback_in + out.tree.switch_feedback_to_source,
     })
+}
+
+/// The jobs `run_collectives` runs for `jobs` under `scheme`, and the job each came
+/// from. With one NIC per GPU every scheme runs NCCL's way: one channel per NIC index
+/// c, among the job's servers' NIC c (the root's server first), each carrying
+/// `bytes / nics` (NCCL builds its rings and trees per channel and spreads channels
+/// over the server's NICs; the GPUs of a server meet over NVLink, `nvlink_ps`). A
+/// multicast scheme's channel is a group of its own. Otherwise the jobs as they are.
+fn channel_jobs(
+    sc: &Scenario,
+    jobs: &[BroadcastJob],
+    scheme: CollectiveScheme,
+) -> (Vec<BroadcastJob>, Vec<usize>) {
+    let nics = sc.multicast.nics_per_server.max(1);
+    let _ = scheme; // every scheme alike (see above)
+    if nics == 1 {
+        return (jobs.to_vec(), (0..jobs.len()).collect());
+    }
+    let mut run = Vec::new();
+    let mut owner = Vec::new();
+    for (i, j) in jobs.iter().enumerate() {
+        // The job's servers, the root's first, each once.
+        let mut servers: Vec<u32> = Vec::new();
+        for &h in &j.members {
+            if !servers.contains(&(h / nics)) {
+                servers.push(h / nics);
+            }
+        }
+        if servers.len() < 2 {
+            // One server: NVLink alone; a two-member stand-in keeps the job's shape.
+            run.push(j.clone());
+            owner.push(i);
+            continue;
+        }
+        for c in 0..nics {
+            run.push(BroadcastJob {
+                start_ps: j.start_ps,
+                members: servers.iter().map(|s| s * nics + c).collect(),
+                bytes: j.bytes.div_ceil(nics as u64),
+            });
+            owner.push(i);
+        }
+    }
+    (run, owner)
 }
 
 /// Mean and 99th percentile (nearest rank) of `v`.
@@ -543,6 +606,28 @@ fn servers_of(sc: &Scenario, gpus: u32) -> u32 {
     gpus.div_ceil(sc.multicast.gpus_per_server.max(1))
 }
 
+/// How the GPUs reach the network, for report headers.
+fn nic_words(sc: &Scenario) -> String {
+    if sc.multicast.nics_per_server > 1 {
+        format!(
+            "one NIC per GPU, ring and tree in {} channels",
+            sc.multicast.nics_per_server
+        )
+    } else {
+        format!("{} GPUs behind one NIC", sc.multicast.gpus_per_server)
+    }
+}
+
+/// The simulated hosts a job of `gpus` GPUs spans: its servers, or with one NIC per
+/// GPU its GPUs' NICs.
+fn job_hosts(sc: &Scenario, gpus: u32) -> u32 {
+    if sc.multicast.nics_per_server > 1 {
+        gpus
+    } else {
+        servers_of(sc, gpus)
+    }
+}
+
 /// `multicast.job_placement` on `topo`.
 fn placement(sc: &Scenario, topo: &Topology) -> Result<JobPlacement, String> {
     Ok(match sc.multicast.job_placement.as_str() {
@@ -560,12 +645,12 @@ fn poisson_jobs(
     bytes: u64,
 ) -> Result<Vec<BroadcastJob>, String> {
     let hosts = topo.num_hosts() as u32;
-    let servers = servers_of(sc, gpus).min(hosts);
+    let members = job_hosts(sc, gpus).min(hosts);
     let nic = (sc.topology.host_gbps * 1e9) as u64;
     poisson_broadcasts(
         hosts,
-        1,
-        servers,
+        sc.multicast.nics_per_server.max(1),
+        members,
         bytes,
         job_count(sc, bytes)?,
         sc.multicast.load,
@@ -772,6 +857,7 @@ pub(crate) fn fig7_points(sc: &Scenario, clean: &Topology) -> Result<(Vec<Point>
     let size = parse_bytes(&m.message)?;
     let hosts = clean.num_hosts() as u32;
     let servers = servers_of(sc, m.group).min(hosts);
+    let members = job_hosts(sc, m.group).min(hosts);
     if servers < 2 || m.instances == 0 || m.fail_fractions.is_empty() || m.concurrent_jobs == 0 {
         return Err(
             "peel-fig7 needs a group of 2+ servers, instances, fail_fractions and concurrent_jobs ≥ 1"
@@ -798,8 +884,8 @@ pub(crate) fn fig7_points(sc: &Scenario, clean: &Topology) -> Result<(Vec<Point>
                 .map_err(|e| e.to_string())?;
             let mut jobs = poisson_broadcasts(
                 hosts,
-                1,
-                servers,
+                m.nics_per_server.max(1),
+                members,
                 size,
                 m.concurrent_jobs,
                 m.load,
@@ -846,13 +932,14 @@ pub(crate) fn fig7_points(sc: &Scenario, clean: &Topology) -> Result<(Vec<Point>
         }
     }
     let header = format!(
-        "# PEEL Fig 7: {} Broadcasts of {} among {} GPUs ({servers} servers, {} placement) per trial\n\
+        "# PEEL Fig 7: {} Broadcasts of {} among {} GPUs ({servers} servers, {}, {} placement) per trial\n\
          on {}, load {:.0}%, {} trials per failure rate (trial t places its jobs alike at every rate;\n\
          each draws its own failed spine-leaf links; {cut_off} jobs skipped: a member cut off)\n\
          paper: at 10% failed, PEEL's p99 CCT is 3x below Ring's and 30x below Tree's.\n",
         m.concurrent_jobs,
         m.message,
         m.group,
+        nic_words(sc),
         m.job_placement,
         clean.name,
         m.load * 100.0,

@@ -51,6 +51,30 @@ const PEEL_SHIM: u8 = crate::packet::PEEL_SHIM_LEN as u8;
 /// Out of this port, carrying this label.
 pub type Hop = (u16, u16);
 
+/// What the source sends once PEEL's programmable cores hold a group's rule (§3.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CoreCopy {
+    /// "From that moment on, the source transmits a *single* copy of each packet
+    /// through the core; the programmable core duplicates the packet on the fly,
+    /// appending the appropriate ⟨prefix, len⟩ tuple before forwarding it to the
+    /// correct aggregates" (PEEL §3.3): one copy per core the tree turns at, and the
+    /// core also sends the source pod's prefixes back down to its plane.
+    Single,
+    /// rocast's earlier reading: one copy per core for the remote pods, while the
+    /// source pod's prefixes stay separate copies from the source.
+    RemotePods,
+}
+
+impl CoreCopy {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "single" => Ok(CoreCopy::Single),
+            "remote-pods" => Ok(CoreCopy::RemotePods),
+            _ => Err(format!("{s:?}: expected \"single\" or \"remote-pods\"")),
+        }
+    }
+}
+
 /// One label: what a copy carrying it does at the switches it names.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Label {
@@ -180,13 +204,14 @@ impl GroupForwarding {
 
     /// PEEL: one label per packet of `plan`, climbing the tree's path to its plane;
     /// with `programmable_core`, also the labels of §3.3's refinement (one copy per
-    /// core the tree turns at, which sends one copy per packet down to the planes).
+    /// core the tree turns at, which sends one copy per packet down to the planes; with
+    /// [`CoreCopy::Single`] the source pod's packets ride the core copy too).
     pub fn peel(
         topo: &Topology,
         layout: &PrefixLayout,
         tree: &MulticastTree,
         plan: &PeelPlan,
-        programmable_core: bool,
+        programmable_core: Option<CoreCopy>,
     ) -> Result<Self, String> {
         if plan.packets.is_empty() {
             // Every member is in the source's own rack: the ToR's membership does it.
@@ -259,9 +284,9 @@ impl GroupForwarding {
             &mut f.labels,
             &f.static_send.clone(),
         )?;
-        if !programmable_core {
+        let Some(core_copy) = programmable_core else {
             return Ok(f);
-        }
+        };
         // §3.3: the cores hold a per-group rule. A packet whose path turns down at a
         // switch above the prefix tier is sent once per such core, and the core makes
         // one copy per packet, each carrying that packet's prefix.
@@ -311,6 +336,37 @@ impl GroupForwarding {
         }
         if core_label.is_empty() {
             return Ok(f); // no packet crosses a core: nothing to refine
+        }
+        if core_copy == CoreCopy::Single {
+            // The source pod's packets ride the first core's copy: that core sends each
+            // back down the link the copy climbed, to the packet's plane, which applies
+            // its static prefix rule as before.
+            let (&core, &cl) = core_label.iter().next().expect("not empty");
+            let climb = path(core)?;
+            let top = climb.last().ok_or("a core at the source")?;
+            let core_port = topo
+                .port_of(core, top.link)
+                .ok_or_else(|| format!("link {} is not at core {core}", top.link))?;
+            let mut kept = Vec::new();
+            for j in direct {
+                let p = plan.packets[j as usize];
+                if p.plane != top.parent {
+                    kept.push(j); // the plane is not under this core's climb
+                    continue;
+                }
+                let down = f.labels.len() as u16;
+                f.labels.push(Label {
+                    peel: Some(p),
+                    hops: BTreeMap::new(),
+                    header: PEEL_SHIM,
+                });
+                f.labels[cl as usize]
+                    .hops
+                    .entry(core)
+                    .or_default()
+                    .push((core_port, down));
+            }
+            direct = kept;
         }
         // Direct packets keep their own labels but need fresh copies: the local
         // deliveries are re-assigned among this mode's labels.

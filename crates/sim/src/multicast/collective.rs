@@ -11,7 +11,8 @@
 //!     rules, N(10 ms, 5 ms) truncated at zero;
 //!   - `peel`: static prefix rules, one packet per cover from the source;
 //!   - `peel-cores`: as `peel` until the controller has programmed the cores after
-//!     the same set-up delay (PEEL §3.3), then one copy through the core;
+//!     the same set-up delay (PEEL §3.3), then a single copy through the core
+//!     (`core_copy`; the alternative keeps the source pod's prefixes at the source);
 //!   - `peel-agg`: PEEL's data plane composed with Cepheus' in-network feedback
 //!     aggregation (no paper has it): the tree's switches hold the group's MFT, so
 //!     the source sees one aggregated ACK stream and retransmissions are filtered
@@ -33,14 +34,14 @@ use rand_core::{RngCore, SeedableRng};
 use rocast_core::fabric::cepheus::VIRTUAL_QPN;
 use rocast_core::overlay::{BroadcastGroup, DriverConfig, Scheme, TimedPost};
 use rocast_core::plan::multicast_tree::{
-    layer_peeling_tree, symmetric_tree_via, MulticastTree, UplinkChoice,
+    layer_peeling_tree, layer_peeling_tree_via, symmetric_tree_via, MulticastTree, UplinkChoice,
 };
 use rocast_core::plan::prefix::{plan_group, CoverPolicy, PrefixLayout};
 use rocast_core::plan::Topology;
 use rocast_core::rnic::Payload;
 use rocast_core::time::{Duration, Instant};
 
-use crate::engine::tree_multicast::{bloom_bytes, GroupForwarding};
+use crate::engine::tree_multicast::{bloom_bytes, CoreCopy, GroupForwarding};
 use crate::engine::{AppEvent, Engine, EngineConfig, TreeGroupSpec, TreeMulticastStats};
 use crate::multicast::broadcast::OverlayPost;
 use crate::packet::host_ip;
@@ -132,6 +133,8 @@ pub struct CollectiveSettings {
     /// host-side agents do each rack's last-hop fan-out.
     pub orca_fpr: f64,
     pub orca_agent: bool,
+    /// What `peel-cores` sends once the cores hold the group's rule.
+    pub core_copy: CoreCopy,
     /// Whether fault-free trees climb by ECMP's hash (salted per job) or through the
     /// lowest-numbered switches.
     pub ecmp_upward: bool,
@@ -149,7 +152,8 @@ impl Default for CollectiveSettings {
             chunks: 8,
             ecmp_upward: true,
             orca_fpr: ORCA_DEFAULT_FPR,
-            orca_agent: true,
+            orca_agent: false,
+            core_copy: CoreCopy::Single,
             overhead: crate::multicast::broadcast::DEFAULT_OVERHEAD,
             seed: 1,
         }
@@ -194,7 +198,7 @@ pub fn job_tree(
     let (root, dests) = members.split_first().ok_or("a job needs members")?;
     let failed = topo.links.iter().any(|l| l.failed);
     let t = if failed {
-        layer_peeling_tree(topo, *root, dests)
+        layer_peeling_tree_via(topo, *root, dests, upward)
     } else {
         symmetric_tree_via(topo, *root, dests, upward)
             .or_else(|_| layer_peeling_tree(topo, *root, dests))
@@ -304,7 +308,7 @@ pub fn run_collectives(
                     layout,
                     &tree,
                     &plan,
-                    scheme == CollectiveScheme::PeelCores,
+                    (scheme == CollectiveScheme::PeelCores).then_some(s.core_copy),
                 )?
             }
             None if scheme == CollectiveScheme::Orca => {

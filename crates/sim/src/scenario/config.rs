@@ -177,6 +177,11 @@ pub struct MulticastConfig {
     /// GPUs behind each server's NIC (group sizes count GPUs) and their NVLink rate.
     pub gpus_per_server: u32,
     pub nvlink_gbps: f64,
+    /// RDMA NICs per server: 1 (every GPU shares the server's NIC; the simulated hosts
+    /// are servers) or `gpus_per_server` (one NIC per GPU, as Meta's training servers
+    /// [PEEL ref 14]; the simulated hosts are the GPUs' NICs, `hosts_per_leaf` counts
+    /// NICs, and ring and tree run one NCCL channel per NIC).
+    pub nics_per_server: u32,
     /// Controller set-up delay of Orca and of PEEL's programmable cores, N(mean, sd).
     pub setup_ms: f64,
     pub setup_sd_ms: f64,
@@ -194,11 +199,18 @@ pub struct MulticastConfig {
     /// group through the lowest-numbered switches; the ablation's).
     pub upward: String,
     /// Orca (PEEL Figs 4–6): the false-positive ratio its Bloom-filter header is sized
-    /// for (the smallest of PEEL Fig 3's; 1 carries none), and whether host-side agents do each rack's
-    /// last-hop fan-out (PEEL §2's description of Orca); false: the controller-only
-    /// model, for the ablation.
+    /// for (the smallest of PEEL Fig 3's; 1 carries none), and whether host-side agents
+    /// do each rack's last-hop fan-out. false (the primary reading): the controller-only
+    /// model PEEL's evaluation states ("We model the controller's flow setup delay as a
+    /// normal distribution (N(10 ms, 5 ms)) … for both Orca and PEEL", §4; §3.1 the
+    /// same for Fig 4); true: §3.1's description of Orca's agents, an alternative.
     pub orca_fpr: f64,
     pub orca_agent: bool,
+    /// PEEL with programmable cores (`peel-cores`) once the controller has installed
+    /// the group's core rule: "single" (PEEL §3.3: "the source transmits a *single*
+    /// copy of each packet through the core") or "remote-pods" (rocast's earlier
+    /// reading: the source pod's prefixes stay separate copies from the source).
+    pub core_copy: String,
     /// PEEL Fig 7: Poisson Broadcasts (at `load`) sharing each trial's failed fabric;
     /// 1 runs one isolated Broadcast per trial.
     pub concurrent_jobs: u32,
@@ -289,6 +301,7 @@ impl Default for MulticastConfig {
             broadcast_budget: "4G".into(),
             gpus_per_server: 8,
             nvlink_gbps: 7200.0,
+            nics_per_server: 1,
             setup_ms: 10.0,
             setup_sd_ms: 5.0,
             chunks: 8,
@@ -296,7 +309,8 @@ impl Default for MulticastConfig {
             job_placement: "bin-packed".into(),
             upward: "ecmp".into(),
             orca_fpr: crate::multicast::collective::ORCA_DEFAULT_FPR,
-            orca_agent: true,
+            orca_agent: false,
+            core_copy: "single".into(),
             concurrent_jobs: 1,
             cnp_policies: vec![
                 "forward-all".into(),
@@ -877,6 +891,18 @@ impl Scenario {
                 format!("must be in (0, 1] (1: no header), got {}", m.orca_fpr),
             ));
         }
+        if m.nics_per_server != 1 && m.nics_per_server != m.gpus_per_server.max(1) {
+            return Err(invalid(
+                "multicast.nics_per_server",
+                format!(
+                    "must be 1 or gpus_per_server ({}), got {}",
+                    m.gpus_per_server, m.nics_per_server
+                ),
+            ));
+        }
+        if let Err(e) = crate::engine::tree_multicast::CoreCopy::parse(&m.core_copy) {
+            return Err(invalid("multicast.core_copy", e));
+        }
         if !matches!(m.upward.as_str(), "ecmp" | "lowest") {
             return Err(invalid(
                 "multicast.upward",
@@ -1266,6 +1292,11 @@ mod tests {
             (vec!["switch.tmcf_damped_z=-1"], "switch.tmcf_damped_z"),
             (vec!["multicast.upward=\"up\""], "multicast.upward"),
             (vec!["multicast.orca_fpr=0"], "multicast.orca_fpr"),
+            (vec!["multicast.core_copy=\"both\""], "multicast.core_copy"),
+            (
+                vec!["multicast.nics_per_server=3"],
+                "multicast.nics_per_server",
+            ),
         ] {
             let sets: Vec<String> = sets.into_iter().map(String::from).collect();
             let e = Scenario::preset("default", &sets).unwrap_err().to_string();

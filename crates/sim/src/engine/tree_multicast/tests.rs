@@ -114,7 +114,7 @@ fn peel_packets_climb_separately_and_match_the_plan() {
         let plan = plan_group(&topo, &layout, &tree, policy).unwrap();
         assert_eq!(plan.packets.len(), packets, "{policy:?}");
         assert_eq!(plan.discarded_rack_copies, discards, "{policy:?}");
-        let f = GroupForwarding::peel(&topo, &layout, &tree, &plan, false).unwrap();
+        let f = GroupForwarding::peel(&topo, &layout, &tree, &plan, None).unwrap();
         let w = walk(&topo, &rules, &f, 0, &f.static_send);
         check_delivers_once(&w, &dests);
         assert_eq!(w.discards, plan.discarded_rack_copies, "{policy:?}");
@@ -134,7 +134,8 @@ fn programmable_core_sends_one_copy_through_the_core() {
     let tree = symmetric_tree(&topo, 0, &dests).unwrap();
     let plan = plan_group(&topo, &layout, &tree, CoverPolicy::Exact).unwrap();
     assert_eq!(plan.packets.len(), 4);
-    let f = GroupForwarding::peel(&topo, &layout, &tree, &plan, true).unwrap();
+    let f =
+        GroupForwarding::peel(&topo, &layout, &tree, &plan, Some(CoreCopy::RemotePods)).unwrap();
     let stat = walk(&topo, &rules, &f, 0, &f.static_send);
     check_delivers_once(&stat, &dests);
     // One copy for the core, one for the source pod's own plane.
@@ -149,6 +150,16 @@ fn programmable_core_sends_one_copy_through_the_core() {
     assert_eq!(core.link_copies, plan.programmable_link_copies);
     assert!(core.link_copies < stat.link_copies);
     assert_eq!(stat.link_copies, plan.static_link_copies);
+    // PEEL 3.3's single copy: the pod-0 packet rides the core copy and the core sends
+    // it back down the link it climbed: the source's NIC sends one copy, and the
+    // pod-0 packet's own two climbing links become one descending link. Fifteen.
+    let single =
+        GroupForwarding::peel(&topo, &layout, &tree, &plan, Some(CoreCopy::Single)).unwrap();
+    assert_eq!(single.core_send.len(), 1, "a single copy from the source");
+    let one = walk(&topo, &rules, &single, 0, &single.core_send);
+    check_delivers_once(&one, &dests);
+    assert_eq!(one.link_copies, 15);
+    assert_eq!(one.discards, 0);
 }
 
 #[test]
@@ -160,7 +171,8 @@ fn gpu_servers_deliver_through_the_nic() {
     let dests: Vec<NodeId> = vec![1, 2, 5, 9, 10, 11, 30, 47];
     let tree = symmetric_tree(&topo, 0, &dests).unwrap();
     let plan = plan_group(&topo, &layout, &tree, CoverPolicy::Exact).unwrap();
-    let f = GroupForwarding::peel(&topo, &layout, &tree, &plan, true).unwrap();
+    let f =
+        GroupForwarding::peel(&topo, &layout, &tree, &plan, Some(CoreCopy::RemotePods)).unwrap();
     let w = walk(&topo, &rules, &f, 0, &f.static_send);
     check_delivers_once(&w, &dests);
     assert!(
@@ -193,20 +205,22 @@ fn random_groups_on_failed_fabrics_deliver_exactly_once() {
             CoverPolicy::OverCover { max_prefixes: 1 },
         ] {
             let plan = plan_group(&topo, &layout, &tree, policy).unwrap();
-            let f = GroupForwarding::peel(&topo, &layout, &tree, &plan, true).unwrap();
-            for send in [&f.static_send, &f.core_send] {
-                if send.is_empty() {
-                    continue;
+            for mode in [CoreCopy::RemotePods, CoreCopy::Single] {
+                let f = GroupForwarding::peel(&topo, &layout, &tree, &plan, Some(mode)).unwrap();
+                for send in [&f.static_send, &f.core_send] {
+                    if send.is_empty() {
+                        continue;
+                    }
+                    let w = walk(&topo, &rules, &f, 0, send);
+                    check_delivers_once(&w, &tree.destinations);
+                    assert_eq!(
+                        w.discards, plan.discarded_rack_copies,
+                        "seed {seed} {policy:?} {mode:?}"
+                    );
+                    checked += 1;
                 }
-                let w = walk(&topo, &rules, &f, 0, send);
-                check_delivers_once(&w, &tree.destinations);
-                assert_eq!(
-                    w.discards, plan.discarded_rack_copies,
-                    "seed {seed} {policy:?}"
-                );
-                checked += 1;
             }
         }
     }
-    assert!(checked >= 40, "only {checked} walks");
+    assert!(checked >= 80, "only {checked} walks");
 }

@@ -363,7 +363,10 @@ fn orca_agents_relay_each_racks_fan_out() {
 fn orca_header_is_a_bloom_filter_of_the_tree_links() {
     let (topo, _) = fabric(&[]);
     let tree = job_tree(&topo, &[0, 2, 3, 9], UplinkChoice::Lowest).unwrap();
-    let s = CollectiveSettings::default();
+    let s = CollectiveSettings {
+        orca_agent: true,
+        ..CollectiveSettings::default()
+    };
     let switch_links = tree.arcs.iter().filter(|a| !topo.is_host(a.parent)).count();
     // With agents: the ToR of 2 and 3 keeps one link (to its agent).
     let with = orca_header_bytes(&topo, &tree, &s).unwrap();
