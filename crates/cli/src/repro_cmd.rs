@@ -23,11 +23,12 @@ pub struct ReproCmd {
     /// List every figure and table with its command and typical time, and exit.
     #[arg(long)]
     list: bool,
-    /// Print the readings table of the Cepheus and broadcast-select presets (every
-    /// open choice, the paper's words, the source, the alternatives) as Markdown, and
-    /// exit: `docs/cepheus/readings.md`.
-    #[arg(long, conflicts_with = "list")]
-    readings: bool,
+    /// Print a paper's readings table (every open choice of its presets, the paper's
+    /// words, the source, the alternatives) as Markdown, and exit: "cepheus" (Cepheus
+    /// and broadcast-select, the default: `docs/cepheus/readings.md`) or "peel" (PEEL
+    /// and TMCF: `docs/peel/readings.md`).
+    #[arg(long, conflicts_with = "list", num_args = 0..=1, default_missing_value = "cepheus", value_name = "PAPER")]
+    readings: Option<String>,
     /// Also run every alternative reading of each figure that has readings (one
     /// `--set` group at a time, at the scale `alternative_scale` states), and write
     /// `alternatives.md` per figure with each alternative's verdicts beside the primary's.
@@ -348,14 +349,15 @@ fn alternatives_md(f: &Figure, scale_says: &str, runs: &[AlternativeRun]) -> Str
     let mut t = format!(
         "# {} ({}, {}): the result under each alternative reading
 
-Made by `rocast repro {} --alternatives` at {scale_says}; each row is `rocast sim --preset {}` with the row's `--set`s (the readings and what rules each alternative out: `docs/cepheus/readings.md`). A cell is the verdict word and rocast's figure for that claim.
+Made by `rocast repro {} --alternatives` at {scale_says}; each row is `rocast sim --preset {}` with the row's `--set`s (the readings and what rules each alternative out: `docs/{}/readings.md`). A cell is the verdict word and rocast's figure for that claim.
 
 ",
         f.id,
         f.paper,
         f.figure,
         f.id,
-        preset_of(f).unwrap_or("?")
+        preset_of(f).unwrap_or("?"),
+        rocast_eval::readings::paper_of(preset_of(f).unwrap_or("?"))
     );
     let claims: Vec<String> = runs
         .first()
@@ -601,12 +603,29 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
         print!("{}", list());
         return Ok(());
     }
-    if cmd.readings {
+    if let Some(paper) = cmd.readings.as_deref() {
+        let (title, papers, command) = match paper {
+            "cepheus" => (
+                "Cepheus and the broadcast-select paper",
+                "the Cepheus (HPCA 2024) and broadcast-select (APSIPA 2019) figures",
+                "rocast repro --readings",
+            ),
+            "peel" => (
+                "PEEL and TMCF",
+                "the PEEL (HotNets 2025) and TMCF (poster) figures",
+                "rocast repro --readings peel",
+            ),
+            other => {
+                return Err(format!(
+                    "--readings {other:?}: expected \"cepheus\" or \"peel\""
+                ))
+            }
+        };
         print!(
-            "# Readings: Cepheus and the broadcast-select paper\n\nMade by `rocast repro --readings` (rocast {}, commit {}; no seed: a table, not a run). Every choice the papers leave open, or that rocast had to make, for the presets of the Cepheus (HPCA 2024) and broadcast-select (APSIPA 2019) figures: the paper's words with the section, the value rocast runs (primary), what decided it (the paper's text; then what it cites or the tool it ran; then consistency with its other numbers; never which value matches the figure), and the alternatives with the sentence that rules each out. `rocast sim --preset P --set KEY=VALUE` runs an alternative; `crates/eval/src/readings.rs` holds the table and a test pins every primary to its preset.\n{}",
+            "# Readings: {title}\n\nMade by `{command}` (rocast {}, commit {}; no seed: a table, not a run). Every choice the papers leave open, or that rocast had to make, for the presets of {papers}: the paper's words with the section, the value rocast runs (primary), what decided it (the paper's text; then what it cites or the tool it ran; then consistency with its other numbers; never which value matches the figure), and the alternatives with the sentence that rules each out. `rocast sim --preset P --set KEY=VALUE` runs an alternative; `crates/eval/src/readings.rs` holds the table and a test pins every primary to its preset.\n{}",
             env!("CARGO_PKG_VERSION"),
             git_commit().as_deref().unwrap_or("unknown"),
-            rocast_eval::readings::markdown()
+            rocast_eval::readings::markdown(paper)
         );
         return Ok(());
     }

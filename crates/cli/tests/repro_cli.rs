@@ -97,6 +97,20 @@ fn repro_lists_every_paper_and_runs_figures_with_provenance() {
     ] {
         assert!(rd.stdout.contains(needle), "{needle}:\n{}", rd.stdout);
     }
+    let peel = rocast(&["repro", "--readings", "peel"]);
+    assert_eq!(peel.code, 0, "{}", peel.stderr);
+    for needle in [
+        "## PEEL Fig. 7 (`peel-fig7`)",
+        "| `multicast.core_copy` |",
+        "the source transmits a *single* copy",
+        "## TMCF Figs. 3-4 (`tmcf-cpmp`)",
+    ] {
+        assert!(peel.stdout.contains(needle), "{needle}:\n{}", peel.stdout);
+    }
+    assert!(!peel.stdout.contains("ConnectX-5"));
+    let bad = rocast(&["repro", "--readings", "orca"]);
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains("expected"), "{}", bad.stderr);
     // A simulator figure's CSVs come with JSON beside them.
     let csvs: Vec<_> = std::fs::read_dir(dir.join("peel-fig1"))
         .unwrap()

@@ -1,5 +1,6 @@
 //! Readings as data: every choice a paper leaves open, or that rocast had to make, for
-//! the Cepheus (HPCA 2024, §V) and broadcast-select (APSIPA 2019, §II–III) presets.
+//! the Cepheus (HPCA 2024, §V), broadcast-select (APSIPA 2019, §II–III), PEEL (HotNets
+//! 2025, §3–§4) and TMCF (poster, §II–III) presets.
 //! Each [`Reading`] names the scenario key, the paper's words (quoted with the section)
 //! or "not stated", the value rocast runs (the primary reading), the source that
 //! decided it, and the alternatives with the sentence that rules each out.
@@ -9,7 +10,7 @@
 //! it, Open MPI 4.1 and UCX 1.11, the ConnectX-5's documented defaults); then
 //! consistency with the paper's other numbers; never which value matches the figure.
 //! `rocast sim` prints a preset's readings above its verdicts, `rocast repro
-//! --readings` writes the whole table (`docs/cepheus/readings.md`), and a test pins
+//! --readings [cepheus|peel]` writes a paper's table (`docs/<paper>/readings.md`), and a test pins
 //! every primary value against its preset's TOML.
 
 use std::fmt::Write as _;
@@ -456,7 +457,322 @@ pub const PRESETS: &[PresetReadings] = &[
         figure: "broadcast-select Fig. 5, §II-C (80-port elements)",
         readings: &[&ODBSS_HOP],
     },
+    PresetReadings {
+        preset: "peel-fig4",
+        figure: "PEEL Fig. 4",
+        readings: &[
+            &PEEL_ORCA,
+            &PEEL_ORCA_HEADER,
+            &PEEL_SETUP,
+            &PEEL_NIC_FAT_TREE,
+            &PEEL_PLACEMENT,
+            &PEEL_LOAD,
+            &PEEL_UPWARD,
+            &PEEL_DCQCN,
+            &PEEL_GUARD,
+            &PEEL_PFC,
+        ],
+    },
+    PresetReadings {
+        preset: "peel-fig5",
+        figure: "PEEL Fig. 5",
+        readings: PEEL_FAT_TREE_READINGS,
+    },
+    PresetReadings {
+        preset: "peel-fig6",
+        figure: "PEEL Fig. 6",
+        readings: PEEL_FAT_TREE_READINGS,
+    },
+    PresetReadings {
+        preset: "peel-fig7",
+        figure: "PEEL Fig. 7",
+        readings: &[
+            &PEEL_FIG7_NICS,
+            &PEEL_FIG7_REPEAT,
+            &PEEL_OVERLAY,
+            &PEEL_PLACEMENT,
+            &PEEL_UPWARD,
+            &PEEL_DCQCN,
+            &PEEL_GUARD,
+            &PEEL_PFC,
+        ],
+    },
+    PresetReadings {
+        preset: "peel-guard",
+        figure: "PEEL §4's guard timer",
+        readings: &[&PEEL_PLACEMENT, &PEEL_LOAD, &PEEL_PFC],
+    },
+    PresetReadings {
+        preset: "tmcf-cpmp",
+        figure: "TMCF Figs. 3-4",
+        readings: &[&TMCF_RULE, &TMCF_SLOT, &TMCF_ECN],
+    },
+    PresetReadings {
+        preset: "tmcf-moving",
+        figure: "TMCF Figs. 5-6",
+        readings: &[&TMCF_RULE, &TMCF_SLOT, &TMCF_ECN],
+    },
 ];
+
+/// Figs 5 and 6 share their fabric and schemes.
+const PEEL_FAT_TREE_READINGS: &[&Reading] = &[
+    &PEEL_ORCA,
+    &PEEL_ORCA_HEADER,
+    &PEEL_SETUP,
+    &PEEL_CORE_COPY,
+    &PEEL_COVER,
+    &PEEL_NIC_FAT_TREE,
+    &PEEL_OVERLAY,
+    &PEEL_PLACEMENT,
+    &PEEL_LOAD,
+    &PEEL_UPWARD,
+    &PEEL_DCQCN,
+    &PEEL_GUARD,
+    &PEEL_PFC,
+];
+
+/// Which paper's readings document a preset belongs to: "peel" (PEEL and TMCF,
+/// `docs/peel/readings.md`) or "cepheus" (Cepheus and broadcast-select,
+/// `docs/cepheus/readings.md`).
+pub fn paper_of(preset: &str) -> &'static str {
+    if preset.starts_with("peel") || preset.starts_with("tmcf") {
+        "peel"
+    } else {
+        "cepheus"
+    }
+}
+
+
+// ---- PEEL (HotNets 2025, §3-§4) and TMCF (poster, §II-III) ----
+
+const PEEL_ORCA: Reading = Reading {
+    key: "multicast.orca_agent",
+    what: "how Orca runs in the evaluation",
+    paper: "§4: \"We model the controller's flow setup delay as a normal distribution (N(10 ms, 5 ms)) [16, 17] for both Orca and PEEL.\" §3.1 (Fig 4): \"It also reduces header size by offloading each ToR's last hop fan-out to a host-side agent\"",
+    primary: &["multicast.orca_agent=false"],
+    source: "paper: §4 and §3.1 both say how Orca is modelled, by its controller's set-up delay; the agent appears only in §3.1's description of Orca's design",
+    alternatives: &[Alternative {
+        value: "host-side agents relay each rack's fan-out (rocast's earlier model: a member's NIC re-sends every copy for its rack-mates)",
+        sets: &["multicast.orca_agent=true"],
+        ruled_out: "§4: \"We model the controller's flow setup delay …\": the model the paper states is the delay, not a relay through hosts",
+    }],
+};
+
+const PEEL_ORCA_HEADER: Reading = Reading {
+    key: "multicast.orca_fpr",
+    what: "Orca's Bloom-filter header",
+    paper: "§3.1: Orca \"relies on an SDN controller to push per-tree blacklist rules that mask Bloom-filter false positives\"; the false-positive ratio is not stated",
+    primary: &["multicast.orca_fpr (default 0.01)"],
+    source: "consistency: the smallest of Fig 3's false-positive ratios (1%), the cheapest header of the three it plots",
+    alternatives: &[Alternative {
+        value: "no header (the controller's tree only)",
+        sets: &["multicast.orca_fpr=1.0"],
+        ruled_out: "§3.1: Orca's packets carry a Bloom filter (its blacklist rules mask the filter's false positives)",
+    }],
+};
+
+const PEEL_SETUP: Reading = Reading {
+    key: "multicast.setup_ms, multicast.setup_sd_ms",
+    what: "the controller's set-up delay (Orca, and PEEL's programmable cores)",
+    paper: "§4: \"N(10 ms, 5 ms) [16, 17] for both Orca and PEEL\"",
+    primary: &["multicast.setup_ms=10.0", "multicast.setup_sd_ms=5.0"],
+    source: "paper",
+    alternatives: &[Alternative {
+        value: "N(50, 25) ms (§5: \"flow setup delays can be as high as 50ms\")",
+        sets: &["multicast.setup_ms=50", "multicast.setup_sd_ms=25"],
+        ruled_out: "§4 states N(10 ms, 5 ms) for the evaluation; 50 ms is §5's worst case",
+    }],
+};
+
+const PEEL_CORE_COPY: Reading = Reading {
+    key: "multicast.core_copy",
+    what: "what PEEL+cores' source sends once the cores hold the group's rule",
+    paper: "§3.3: \"From that moment on, the source transmits a *single* copy of each packet through the core; the programmable core duplicates the packet on the fly, appending the appropriate ⟨prefix, len⟩ tuple before forwarding it to the correct aggregates.\"",
+    primary: &["multicast.core_copy=\"single\""],
+    source: "paper",
+    alternatives: &[Alternative {
+        value: "one copy per core for the remote pods, the source pod's prefixes still sent by the source (rocast's earlier reading)",
+        sets: &["multicast.core_copy=\"remote-pods\""],
+        ruled_out: "§3.3: \"the source transmits a *single* copy of each packet through the core\"",
+    }],
+};
+
+const PEEL_COVER: Reading = Reading {
+    key: "multicast.cover_max",
+    what: "which prefixes static PEEL's source sends",
+    paper: "§3.2: \"PEEL builds a small trie and selects the outermost complete sub-trees\" … \"The sender emits one packet for each selected prefix.\"",
+    primary: &["multicast.cover_max=0"],
+    source: "paper: exact covers, one packet per prefix (the literal reading; see \"the paper against itself\" in Fig 5's report)",
+    alternatives: &[Alternative {
+        value: "one prefix per plane, over-covering (ToRs discard the extra)",
+        sets: &["multicast.cover_max=1"],
+        ruled_out: "§3.2's example sends two packets (1** and 01*) for six racks rather than one over-covering prefix; over-covering is §3.3's cost of coarse prefixes, not the static scheme's choice",
+    }],
+};
+
+const PEEL_PLACEMENT: Reading = Reading {
+    key: "multicast.job_placement",
+    what: "which servers a job's GPUs occupy",
+    paper: "§4: \"GPU selections honor job locality [3]\"; §3.2: \"Because AI collectives are bin-packed, i.e., job placements are localized [3], their receivers tend to cluster in a handful of racks within the same pod\"",
+    primary: &["multicast.job_placement=\"bin-packed\""],
+    source: "paper: the fewest racks, then the fewest pods",
+    alternatives: &[
+        Alternative {
+            value: "consecutive servers from a random one, blind to racks",
+            sets: &["multicast.job_placement=\"consecutive\""],
+            ruled_out: "§3.2: \"AI collectives are bin-packed\"",
+        },
+        Alternative {
+            value: "bin-packed windows only at power-of-two offsets (a buddy allocator)",
+            sets: &["multicast.job_placement=\"aligned\""],
+            ruled_out: "not stated; the paper's §3.4 names fragmented placements as an open problem, so it did not assume aligned ones",
+        },
+    ],
+};
+
+const PEEL_LOAD: Reading = Reading {
+    key: "multicast.load",
+    what: "offered load of the Poisson Broadcasts",
+    paper: "§4: \"We set the collective arrival rates in a way that the average network offered load in every scenario is 30%.\"",
+    primary: &["multicast.load=0.3"],
+    source: "paper",
+    alternatives: &[Alternative {
+        value: "10% (a low-load row: how near the idle fabric the paper's 2 MB numbers imply)",
+        sets: &["multicast.load=0.1"],
+        ruled_out: "§4: \"… offered load in every scenario is 30%\"",
+    }],
+};
+
+const PEEL_UPWARD: Reading = Reading {
+    key: "multicast.upward",
+    what: "which core a tree's single upward copy climbs to",
+    paper: "not stated",
+    primary: &["multicast.upward=\"ecmp\""],
+    source: "consistency: a Clos fabric spreads flows by ECMP's hash; one salt per job also breaks ties of the layer-peeling greedy on failed fabrics",
+    alternatives: &[Alternative {
+        value: "every group through the lowest-numbered switches",
+        sets: &["multicast.upward=\"lowest\""],
+        ruled_out: "not how a datacenter's ECMP places flows; it piles every group onto the same cores",
+    }],
+};
+
+const PEEL_DCQCN: Reading = Reading {
+    key: "nic.dcqcn_preset",
+    what: "DCQCN's reaction-point parameters",
+    paper: "§4: \"All schemes run atop DCQCN+PFC configured as in prior work: 12MB switch buffers, ECN marks between 5kB and 200kB (1% marking probability), and PFC Stop/Resume at 11% free buffer space with a 5-MTU hysteresis [27, 34]\"",
+    primary: &["nic.dcqcn_preset=\"hpcc\""],
+    source: "cited tool, not decided by the text: [27] is HPCC, whose ns-3 simulator ships the DCQCN model with these knobs; [34] is the DCQCN paper (its 5-200 KB, 1% marking are the ECN numbers the sentence gives). rocast keeps the simulator's reaction point and runs the DCQCN paper's as the alternative",
+    alternatives: &[Alternative {
+        value: "the DCQCN paper's reaction point (K = T = 55 us, B = 10 MB, F = 5, R_AI = 40 Mb/s)",
+        sets: &["nic.dcqcn_preset=\"paper\""],
+        ruled_out: "nothing in the text rules it out: both [27] and [34] are cited for the configuration; see the alternatives' results",
+    }],
+};
+
+const PEEL_GUARD: Reading = Reading {
+    key: "nic.cnp_interval_us, nic.cnp_guard_us",
+    what: "how a source reacts to CNPs",
+    paper: "§4: \"Multicast makes a single ECN mark fan out into many CNPs, so PEEL replaces DCQCN's receiver-side rate limiter with a sender-side guard timer (one reaction every 50μs).\"",
+    primary: &["nic.cnp_interval_us=0", "nic.cnp_guard_us=50"],
+    source: "paper: \"replaces\": no receiver-side spacing, a 50 us guard at the sender (every scheme's NICs, as the sentence's \"All schemes run atop DCQCN+PFC\")",
+    alternatives: &[Alternative {
+        value: "the receivers' 50 us CNP spacing kept beside the guard (rocast's earlier model)",
+        sets: &["nic.cnp_interval_us=50"],
+        ruled_out: "§4: the guard \"replaces\" the receiver-side limiter",
+    }],
+};
+
+const PEEL_PFC: Reading = Reading {
+    key: "switch.resume_offset_bytes",
+    what: "PFC's resume hysteresis",
+    paper: "§4: \"PFC Stop/Resume at 11% free buffer space with a 5-MTU hysteresis\"",
+    primary: &["switch.resume_offset_bytes=20480"],
+    source: "paper: 5 MTUs of 4096 B; the pause threshold stays rocast's buffer/8 (12.5% free, the ns-3 model's shift), 1.5 points from the paper's 11%",
+    alternatives: &[Alternative {
+        value: "3 KB (rocast's earlier default)",
+        sets: &["switch.resume_offset_bytes=3072"],
+        ruled_out: "§4: \"a 5-MTU hysteresis\"",
+    }],
+};
+
+const PEEL_NIC_FAT_TREE: Reading = Reading {
+    key: "multicast.nics_per_server",
+    what: "RDMA NICs per server on Figs 4-6's fat-tree",
+    paper: "§4: \"We simulate an 8-ary fat-tree with 4 servers per ToR; each server hosts 8 GPUs attached to a dedicated NIC\"",
+    primary: &["multicast.nics_per_server=1"],
+    source: "paper: an 8-ary fat-tree's ToR has 4 host ports and the sentence puts 4 servers on it, so each server has one NIC (the GPUs reach each other over NVLink/NVSwitch)",
+    alternatives: &[],
+};
+
+const PEEL_OVERLAY: Reading = Reading {
+    key: "multicast.chunks",
+    what: "how Ring and Binary Tree run",
+    paper: "§4: \"When distributing data among nodes using Ring or Binary Tree topologies—similar to existing libraries such as NCCL [4]—we divide messages into chunks to enable pipelined forwarding … each message is divided into eight chunks.\"",
+    primary: &["multicast.chunks=8"],
+    source: "paper for the chunks; NCCL for the rest: its rings are topology-aware (one network hop per server, the GPUs of a server chained over NVLink), which is rocast's ring over servers plus the NVLink hops; its Binary Tree is rocast's pipelined binary tree over servers",
+    alternatives: &[Alternative {
+        value: "NCCL's double binary tree (two complementary trees, half the message each; PEEL cites its documentation as [3])",
+        sets: &[],
+        ruled_out: "not run: rocast has no double-binary-tree schedule yet (NCCL itself broadcasts only by ring; its trees serve all-reduce)",
+    }],
+};
+
+const PEEL_FIG7_NICS: Reading = Reading {
+    key: "multicast.nics_per_server, topology.hosts_per_leaf",
+    what: "NICs per server on Fig 7's leaf-spine",
+    paper: "§4: \"a two-tier leaf–spine with 16 spines, 48 leafs, two servers per leaf, and eight GPUs per server; every NIC and link runs at 100 Gbps [14]\"",
+    primary: &["multicast.nics_per_server=8", "topology.hosts_per_leaf=16"],
+    source: "cited paper: [14] (Gangidi et al., RDMA over Ethernet for Distributed Training at Meta Scale) builds training servers with one RDMA NIC per GPU, so a leaf has 16 NICs against 16 spine uplinks (1:1); every scheme then runs one channel per NIC as NCCL spreads channels over a server's NICs",
+    alternatives: &[Alternative {
+        value: "one NIC per server (rocast's earlier model: 2 NICs per leaf against 16 uplinks, 8:1 headroom)",
+        sets: &["multicast.nics_per_server=1", "topology.hosts_per_leaf=2"],
+        ruled_out: "[14]: one NIC per GPU, and \"every NIC … runs at 100 Gbps\" speaks of the servers' NICs in the plural",
+    }],
+};
+
+const PEEL_FIG7_REPEAT: Reading = Reading {
+    key: "multicast.concurrent_jobs, multicast.instances",
+    what: "how many Broadcasts share a trial's failed fabric, and how many trials",
+    paper: "§4: \"A 64-GPU Broadcast of 8 MB messages is repeated while 1–10% of spine–to-leaf links are randomly failed.\"",
+    primary: &["multicast.concurrent_jobs=1", "multicast.instances=100"],
+    source: "paper: one Broadcast at a time, repeated; 100 trials per rate so that p99 is a percentile of 100 CCTs, not a maximum",
+    alternatives: &[Alternative {
+        value: "8 Broadcasts sharing each trial's fabric at Fig 5's 30% load (rocast's earlier model)",
+        sets: &["multicast.concurrent_jobs=8", "multicast.instances=25"],
+        ruled_out: "§4: \"A 64-GPU Broadcast … is repeated\": one at a time",
+    }],
+};
+
+const TMCF_SLOT: Reading = Reading {
+    key: "switch.cnp_window_us",
+    what: "TMCF's time slot",
+    paper: "Table I: slot 50 us",
+    primary: &["switch.cnp_window_us=50"],
+    source: "paper",
+    alternatives: &[],
+};
+
+const TMCF_RULE: Reading = Reading {
+    key: "multicast.cnp_policies",
+    what: "which CNPs a branching switch forwards under TMCF",
+    paper: "§II: \"CNPs from … IF_A in time slot T1 are forwarded … in T2\" (the interface that sent the most CNPs in slot T1 is the one whose CNPs pass in T2)",
+    primary: &["multicast.cnp_policies (tmcf: the previous slot's busiest interface passes its CNPs in the current slot, at once)"],
+    source: "paper, one of its two grammatical readings; tmcf-damped is rocast's own policy (a margin before the choice moves), not the poster's, and is reported as such",
+    alternatives: &[Alternative {
+        value: "a buffered release: the switch holds slot T1's CNPs and releases the busiest interface's in T2 (one slot late)",
+        sets: &[],
+        ruled_out: "not run: rocast's CNP filters decide per CNP on arrival and the engine has no delayed-CNP path yet; the release would add one 50 us slot to every reaction",
+    }],
+};
+
+const TMCF_ECN: Reading = Reading {
+    key: "switch.kmin_kb, switch.kmax_kb, switch.pmax",
+    what: "ECN marking",
+    paper: "Table I: Kmin 50 KB, Kmax 200 KB, Pmax 0.01",
+    primary: &["switch.kmin_kb=50.0", "switch.kmax_kb=200.0", "switch.pmax=0.01"],
+    source: "paper",
+    alternatives: &[],
+};
 
 /// The readings of the preset named `preset`.
 pub fn by_preset(preset: &str) -> Option<&'static PresetReadings> {
@@ -528,10 +844,11 @@ pub fn table(p: &PresetReadings) -> String {
     t
 }
 
-/// The whole table as Markdown (`docs/cepheus/readings.md`).
-pub fn markdown() -> String {
+/// The table of `paper`'s presets ([`paper_of`]) as Markdown
+/// (`docs/<paper>/readings.md`).
+pub fn markdown(paper: &str) -> String {
     let mut t = String::new();
-    for p in PRESETS {
+    for p in PRESETS.iter().filter(|p| paper_of(p.preset) == paper) {
         let _ = writeln!(t, "\n## {} (`{}`)\n", p.figure, p.preset);
         let _ = writeln!(
             t,
@@ -670,7 +987,11 @@ mod tests {
             Some("cepheus-fig12")
         );
         assert!(for_scenario("default").is_none());
-        let md = markdown();
+        let md = markdown("cepheus");
         assert!(md.contains("ConnectX-5") && md.contains("| `multicast.loss_at` |"));
+        assert!(!md.contains("## PEEL"));
+        let peel = markdown("peel");
+        assert!(peel.contains("| `multicast.core_copy` |") && peel.contains("TMCF"));
+        assert!(!peel.contains("ConnectX-5"));
     }
 }

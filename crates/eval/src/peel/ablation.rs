@@ -29,7 +29,7 @@ struct Variant {
     sets: &'static [&'static str],
 }
 
-const VARIANTS: [Variant; 14] = [
+const VARIANTS: [Variant; 15] = [
     Variant {
         name: "rocast",
         what: "the presets as they are",
@@ -91,22 +91,28 @@ const VARIANTS: [Variant; 14] = [
         sets: &["multicast.load=0.6"],
     },
     Variant {
-        name: "isolated",
-        what: "Fig 7: one Broadcast per trial instead of 8 sharing the fabric",
-        source: "PEEL 4 ('a Broadcast ... is repeated')",
-        sets: &["multicast.concurrent_jobs=1"],
+        name: "concurrent-8",
+        what: "Fig 7: 8 Broadcasts sharing each trial's fabric at 30% load instead of one",
+        source: "rocast's earlier model; PEEL 4: 'a Broadcast ... is repeated'",
+        sets: &["multicast.concurrent_jobs=8"],
     },
     Variant {
-        name: "pfc-paper",
-        what: "PFC resume 5 MTU below the pause threshold instead of 3 KB",
-        source: "PEEL 4 [27,34] (its 11% pause stays 12.5%: a shift of 3)",
-        sets: &["switch.resume_offset_bytes=20480"],
+        name: "pfc-3k",
+        what: "PFC resume 3 KB below the pause threshold instead of 5 MTU",
+        source: "rocast's earlier default; PEEL 4 states a 5-MTU hysteresis",
+        sets: &["switch.resume_offset_bytes=3072"],
     },
     Variant {
-        name: "no-guard",
-        what: "no sender guard timer: DCQCN reacts to every CNP",
-        source: "DCQCN without PEEL 4's 50 us guard",
-        sets: &["nic.cnp_guard_us=0"],
+        name: "limiter-and-guard",
+        what: "the receivers' 50 us CNP spacing kept beside the sender's guard",
+        source: "rocast's earlier model; PEEL 4: the guard 'replaces' the receiver-side limiter",
+        sets: &["nic.cnp_interval_us=50"],
+    },
+    Variant {
+        name: "cores-remote-pods",
+        what: "PEEL+cores after set-up: the source pod's prefixes stay separate source copies",
+        source: "rocast's earlier model; PEEL 3.3: 'a *single* copy of each packet through the core'",
+        sets: &["multicast.core_copy=\"remote-pods\""],
     },
     Variant {
         name: "seed-2",
@@ -331,8 +337,8 @@ mod tests {
                 match v.name {
                     "aligned" => assert_eq!(s.multicast.job_placement, "aligned"),
                     "cores-from-start" => assert_eq!(s.multicast.setup_ms, 0.0),
-                    "isolated" => assert_eq!(s.multicast.concurrent_jobs, 1),
-                    "pfc-paper" => assert_eq!(s.switch.resume_offset_bytes, 20480),
+                    "concurrent-8" => assert_eq!(s.multicast.concurrent_jobs, 8),
+                    "pfc-3k" => assert_eq!(s.switch.resume_offset_bytes, 3072),
                     "rocast" => {
                         assert_eq!(s.multicast.job_placement, "bin-packed");
                         assert_eq!(s.multicast.upward, "ecmp");
