@@ -264,6 +264,22 @@ fn alternative_scale(id: &str) -> Result<(&'static [&'static str], &'static str)
             &["--set", "multicast.groups=[512]", "--set", "multicast.loss_rates=[0.0,1e-4]"],
             "the paper's crossover cell only: 512 members, no loss and 1e-4",
         )),
+        "peel-fig4" => Ok((
+            &["--set", "multicast.groups=[512]", "--set", "multicast.broadcasts=20"],
+            "512 GPUs only, 20 Broadcasts",
+        )),
+        "peel-fig5" => Ok((
+            &["--set", "multicast.sizes=\"2M,32M\"", "--set", "multicast.broadcasts=20", "--set", "multicast.exact_baseline_groups=0"],
+            "2 MB and 32 MB, 20 Broadcasts per point (the 512 MB claims are not measured at this scale: a 512 MB point takes minutes)",
+        )),
+        "peel-fig6" => Ok((
+            &["--set", "multicast.groups=[256]", "--set", "multicast.broadcasts=20"],
+            "256 GPUs (the claims' point), 20 Broadcasts",
+        )),
+        "peel-fig7" => Ok((
+            &["--set", "multicast.fail_fractions=[0.1]"],
+            "10% failed links (the claims' point), the preset's trials",
+        )),
         _ => Ok((&[], "the figure's own scale")),
     }
 }
