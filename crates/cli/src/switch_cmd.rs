@@ -64,7 +64,7 @@ pub struct SwitchCmd {
     #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_ALLOCATION_LEASE_MS,
           value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
     allocation_lease_ms: u64,
-    /// CNP filter: cepheus, tmcf, tmcf-damped (rocast's own) or forward-all.
+    /// CNP filter: cepheus, tmcf, tmcf-buffered (TMCF's other reading), tmcf-damped (rocast's own) or forward-all.
     #[arg(long, default_value = rocast_core::switch::frame::DEFAULT_CNP_FILTER)]
     cnp_filter: String,
     /// TMCF slot or Cepheus aging window, microseconds.

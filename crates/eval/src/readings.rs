@@ -542,7 +542,6 @@ pub fn paper_of(preset: &str) -> &'static str {
     }
 }
 
-
 // ---- PEEL (HotNets 2025, §3-§4) and TMCF (poster, §II-III) ----
 
 const PEEL_ORCA: Reading = Reading {
@@ -755,13 +754,13 @@ const TMCF_SLOT: Reading = Reading {
 const TMCF_RULE: Reading = Reading {
     key: "multicast.cnp_policies",
     what: "which CNPs a branching switch forwards under TMCF",
-    paper: "§II: \"CNPs from … IF_A in time slot T1 are forwarded … in T2\" (the interface that sent the most CNPs in slot T1 is the one whose CNPs pass in T2)",
-    primary: &["multicast.cnp_policies (tmcf: the previous slot's busiest interface passes its CNPs in the current slot, at once)"],
-    source: "paper, one of its two grammatical readings; tmcf-damped is rocast's own policy (a margin before the choice moves), not the poster's, and is reported as such",
+    paper: "§II: \"A switch selects the interface with the largest number of CNPs as the worst congested interface and forwards all CNPs from this selected interface in the next time slot. In Figure 1, CNPs from the selected interface, IF_A, in time slot T1 are forwarded to the sender in time slot T2.\"",
+    primary: &["multicast.cnp_policies (tmcf: the previous slot's busiest interface has its CNPs of the current slot forwarded on arrival)"],
+    source: "paper, its rule's sentence (\"forwards all CNPs from this selected interface in the next time slot\"); tmcf-damped is rocast's own policy (a margin before the choice moves), not the poster's, and is reported as such",
     alternatives: &[Alternative {
-        value: "a buffered release: the switch holds slot T1's CNPs and releases the busiest interface's in T2 (one slot late)",
+        value: "a buffered release: the switch holds slot T1's CNPs and sends the busiest interface's toward the source in T2, each one slot after it came (the tmcf-buffered column of the same report)",
         sets: &[],
-        ruled_out: "not run: rocast's CNP filters decide per CNP on arrival and the engine has no delayed-CNP path yet; the release would add one 50 us slot to every reaction",
+        ruled_out: "the rule's sentence forwards the selected interface's CNPs of the next slot; Fig 1's caption-like sentence alone would also fit a release of T1's CNPs in T2, so both run side by side",
     }],
 };
 
@@ -769,7 +768,11 @@ const TMCF_ECN: Reading = Reading {
     key: "switch.kmin_kb, switch.kmax_kb, switch.pmax",
     what: "ECN marking",
     paper: "Table I: Kmin 50 KB, Kmax 200 KB, Pmax 0.01",
-    primary: &["switch.kmin_kb=50.0", "switch.kmax_kb=200.0", "switch.pmax=0.01"],
+    primary: &[
+        "switch.kmin_kb=50.0",
+        "switch.kmax_kb=200.0",
+        "switch.pmax=0.01",
+    ],
     source: "paper",
     alternatives: &[],
 };

@@ -547,6 +547,11 @@ pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
             true,
         ),
         (
+            "TMCF's buffered reading (T1's CNPs released in T2) holds the fair share",
+            "tmcf-buffered",
+            true,
+        ),
+        (
             "forward-all's rate collapses below the fair share",
             "forward-all",
             false,
@@ -973,11 +978,18 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         m.unicasts
     );
     let mut r = report(text, &tables, &runs, "tmcf-moving.csv");
-    let claims = &[(
-        "TMCF follows the worst bottleneck as it moves, and back",
-        "tmcf",
-        true,
-    )];
+    let claims = &[
+        (
+            "TMCF follows the worst bottleneck as it moves, and back",
+            "tmcf",
+            true,
+        ),
+        (
+            "TMCF's buffered reading (T1's CNPs released in T2) follows it too",
+            "tmcf-buffered",
+            true,
+        ),
+    ];
     r.verdicts = headline_structured(&tables, claims);
     r.text.push_str(&headline_verdicts(&r.verdicts));
     r.text.push_str(&fairness_verdicts(&tables));

@@ -296,6 +296,9 @@ pub struct FrameSwitch {
     /// Where the next allocation's search starts (an index into the group space), so
     /// a freed address is not handed out again at once.
     allocation_cursor: u64,
+    /// The last CNP taken in (its IP bytes): the headers of a CNP the filter releases
+    /// later (TMCF's buffered reading) are built on it. One packet, tens of bytes.
+    cnp_template: Option<Vec<u8>>,
 }
 
 /// A group address held for one leader.
@@ -348,6 +351,7 @@ impl FrameSwitch {
             mrp_counter: MrpCounter::starting_at(1),
             allocations: BTreeMap::new(),
             allocation_cursor: 0,
+            cnp_template: None,
         }
     }
 
@@ -799,6 +803,9 @@ impl FrameSwitch {
             self.stats.bad_icrc += 1;
             return;
         }
+        if pkt.bth.opcode == crate::wire::Opcode::CNP {
+            self.cnp_template = Some(ip_bytes.to_vec());
+        }
         if self.cepheus.handle_packet(now, in_port, &pkt) == Handling::NotMulticast {
             // Cannot happen for a group address, but never drop silently.
             self.stats.roce_malformed += 1;
@@ -1175,15 +1182,36 @@ impl FrameSwitch {
     /// When the next group lease may run out or IGMP work is due (a query, a
     /// membership's end); `None`: nothing timed is pending.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match (self.next_expiry, self.igmp.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.next_expiry,
+            self.igmp.poll_timeout(),
+            self.cepheus.poll_at(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Frees every group whose lease ran out by `now` (counted in `lease_expired`).
     /// Cheap when nothing is due: one comparison.
     pub fn handle_timeout(&mut self, now: Instant) {
+        // CNPs the filter held (TMCF's buffered reading) and releases now.
+        self.cepheus.handle_timeout(now);
+        let template = self.cnp_template.clone();
+        while let Some(a) = self.cepheus.poll_transmit(now) {
+            let (CepheusAction::Feedback { port, packet }, Some(t)) = (a, template.as_deref())
+            else {
+                continue;
+            };
+            let Ok(base) = RoceRepr::parse(t) else {
+                continue;
+            };
+            let repr = packet.repr(&base);
+            let mut ipb = vec![0u8; repr.buffer_len()];
+            repr.emit(&mut ipb);
+            let dst = self.next_hop_mac(port, packet.dst_ip);
+            self.emit_ip(port, dst, &ipb);
+        }
         self.stats.igmp_expired += self.igmp.expire(now);
         if self.igmp.poll_query(now) {
             let hosts: Vec<u16> = (0..self.cfg.ports)

@@ -1126,7 +1126,8 @@ const GUARD_VARIANTS: [(&str, &str, u64, u64, &str); 5] = [
 ];
 
 /// (limiter, guard) pairs whose p99 ratio the verdicts compare: one DCQCN set each.
-const GUARD_PAIRS: [(&str, &str); 2] = [("every-cnp", "guard-paper"), ("receiver-limiter", "guard")];
+const GUARD_PAIRS: [(&str, &str); 2] =
+    [("every-cnp", "guard-paper"), ("receiver-limiter", "guard")];
 
 /// PEEL §4's guard-timer claim: replacing DCQCN's receiver-side CNP limiter with a
 /// sender-side 50 µs guard cuts the p99 CCT of 64-GPU, 32 MB Broadcasts 12×.

@@ -120,9 +120,11 @@ enum EvKind {
     Post,
     Control,
     LossChange,
+    /// A switch's multicast engine asked to be woken (a CNP filter releasing held CNPs).
+    SwitchTimer,
 }
 
-const KINDS: [EvKind; 10] = [
+const KINDS: [EvKind; 11] = [
     EvKind::FlowStart,
     EvKind::LinkChange,
     EvKind::Pfc,
@@ -133,6 +135,7 @@ const KINDS: [EvKind; 10] = [
     EvKind::Post,
     EvKind::Control,
     EvKind::LossChange,
+    EvKind::SwitchTimer,
 ];
 
 /// An event of the engine's queue: the kind and arguments packed in one word (the
@@ -552,6 +555,10 @@ pub struct Engine {
     /// Each switch's multicast engine (index: switch − hosts).
     cepheus: Vec<CepheusSwitch>,
     cepheus_out: Vec<CepheusAction>,
+    /// Per switch: the wake-up its multicast engine has scheduled (ps), and the last
+    /// CNP it took in (the headers a CNP it releases later is built on).
+    switch_timer: Vec<Option<u64>>,
+    cnp_template: Vec<Option<SimPacket>>,
     controls: SlotPool<ControlMsg>,
     /// QPNs handed out by `open_qp` come from the same counter as connections'.
     pub mrp_malformed: u64,
@@ -727,7 +734,7 @@ impl Engine {
             });
         }
         let flows_len = flows.len() as u32;
-        let cepheus = (n_hosts..n)
+        let cepheus: Vec<CepheusSwitch> = (n_hosts..n)
             .map(|s| {
                 let ports = topo.ports(s as u32).len() as u16;
                 CepheusSwitch::new(ports, cfg.mft_max_groups, cfg.cnp_filter.build())
@@ -768,6 +775,8 @@ impl Engine {
             data_class: traffic_class(
                 QpConfig::new(Ipv4Address::UNSPECIFIED, 0, Ipv4Address::UNSPECIFIED, 0).dscp,
             ),
+            switch_timer: vec![None; cepheus.len()],
+            cnp_template: vec![None; cepheus.len()],
             cepheus,
             cepheus_out: Vec::new(),
             controls: SlotPool::default(),
@@ -911,6 +920,7 @@ impl Engine {
                     let (port, p) = self.loss_changes[a as usize];
                     self.ports[port as usize].loss = p;
                 }
+                EvKind::SwitchTimer => self.switch_timer_fired(a),
             }
         }
         false
@@ -1284,6 +1294,9 @@ impl Engine {
         // Every McstID-range address is the engine's: an unknown group is counted
         // there and yields no action.
         let now = Instant::from_ps(self.now);
+        if repr.bth.opcode == rocast_core::wire::Opcode::CNP {
+            self.cnp_template[sw] = Some(sp);
+        }
         let engine = &mut self.cepheus[sw];
         engine.handle_packet(now, in_local, &repr);
         let mut copies = std::mem::take(&mut self.copy_scratch);
@@ -1304,6 +1317,50 @@ impl Engine {
         }
         self.emit_copies(node, in_local, pkt, &copies, false);
         self.copy_scratch = copies;
+        self.arm_switch_timer(node, false);
+    }
+
+    /// Schedules switch `node`'s multicast engine's next wake-up, unless one at or
+    /// before it is already scheduled.
+    fn arm_switch_timer(&mut self, node: u32, after_wake: bool) {
+        let sw = node as usize - self.topo.num_hosts();
+        let Some(at) = self.cepheus[sw].poll_at() else {
+            return;
+        };
+        // After a wake-up, strictly later: a filter asking again for the time just
+        // served cannot spin the clock.
+        let at = at.as_ps().max(self.now + after_wake as u64);
+        if self.switch_timer[sw].is_none_or(|t| at < t) {
+            self.switch_timer[sw] = Some(at);
+            self.schedule(at, EvKind::SwitchTimer, node, 0);
+        }
+    }
+
+    /// Switch `node`'s engine wakes: the CNPs its filter releases now go toward their
+    /// sources, built on the headers of the last CNP the switch took in.
+    fn switch_timer_fired(&mut self, node: u32) {
+        let sw = node as usize - self.topo.num_hosts();
+        if self.switch_timer[sw] != Some(self.now) {
+            return; // superseded by an earlier wake-up, which re-armed
+        }
+        self.switch_timer[sw] = None;
+        let now = Instant::from_ps(self.now);
+        self.cepheus[sw].handle_timeout(now);
+        let mut out = std::mem::take(&mut self.cepheus_out);
+        out.clear();
+        out.extend(std::iter::from_fn(|| self.cepheus[sw].poll_transmit(now)));
+        if let Some(template) = self.cnp_template[sw] {
+            let base = template.to_repr();
+            for a in &out {
+                if let CepheusAction::Feedback { port, packet } = *a {
+                    let slot = self.alloc(SimPacket::from_repr(&packet.repr(&base)));
+                    let hop = Hop::of(&self.slab[slot as usize], slot);
+                    self.switch_enqueue(node, SHARED_CELL, port, hop);
+                }
+            }
+        }
+        self.cepheus_out = out;
+        self.arm_switch_timer(node, true);
     }
 
     /// Sends `copies` of switch `node`'s packet `pkt` (arrived on `in_local`): new

@@ -25,6 +25,13 @@ pub trait CnpFilter: std::fmt::Debug + Send {
     fn admit(&mut self, now: Instant, group: u32, entry: usize, entries: usize) -> bool;
     /// The group left the table (its state may go).
     fn forget(&mut self, group: u32);
+    /// Held CNPs due by `now`: one group id pushed per CNP to send toward its source
+    /// (a filter that decides on arrival holds none).
+    fn release(&mut self, _now: Instant, _out: &mut Vec<u32>) {}
+    /// When [`release`](Self::release) next has something to do, if ever.
+    fn next_release(&self) -> Option<Instant> {
+        None
+    }
     /// Heap bytes of filter state.
     fn memory_bytes(&self) -> usize;
     /// A short name for tables and logs.
@@ -45,11 +52,19 @@ pub enum CnpFilterPolicy {
     /// its margin z in hundredths of a standard deviation (an integer, so policies
     /// compare exactly).
     TmcfDamped(Duration, u32),
+    /// The other reading of TMCF's rule, a buffered release: [`BufferedTmcfCnpFilter`].
+    TmcfBuffered(Duration),
 }
 
 impl CnpFilterPolicy {
     /// The names configuration files and flags use, in [`Self::from_name`]'s order.
-    pub const NAMES: [&'static str; 4] = ["cepheus", "tmcf", "tmcf-damped", "forward-all"];
+    pub const NAMES: [&'static str; 5] = [
+        "cepheus",
+        "tmcf",
+        "tmcf-damped",
+        "tmcf-buffered",
+        "forward-all",
+    ];
 
     /// The policy called `name` (one of [`Self::NAMES`]), with `window` as its counter
     /// age or slot length (unused by forward-all).
@@ -61,6 +76,7 @@ impl CnpFilterPolicy {
                 window,
                 (DampedTmcfCnpFilter::DEFAULT_Z * 100.0) as u32,
             )),
+            "tmcf-buffered" => Ok(Self::TmcfBuffered(window)),
             "forward-all" => Ok(Self::ForwardAll),
             _ => Err(format!(
                 "CNP filter {name:?}: expected one of {}",
@@ -75,6 +91,7 @@ impl CnpFilterPolicy {
             Self::Counter(_) => "cepheus",
             Self::Tmcf(_) => "tmcf",
             Self::TmcfDamped(..) => "tmcf-damped",
+            Self::TmcfBuffered(_) => "tmcf-buffered",
             Self::ForwardAll => "forward-all",
         }
     }
@@ -96,6 +113,7 @@ impl CnpFilterPolicy {
             Self::Counter(w) => Box::new(CounterCnpFilter::new(w)),
             Self::Tmcf(w) => Box::new(TmcfCnpFilter::new(w)),
             Self::TmcfDamped(w, z) => Box::new(DampedTmcfCnpFilter::new(w, z as f64 / 100.0)),
+            Self::TmcfBuffered(w) => Box::new(BufferedTmcfCnpFilter::new(w)),
         }
     }
 }
@@ -313,6 +331,136 @@ impl CnpFilter for TmcfCnpFilter {
     }
 }
 
+/// TMCF's rule in its other grammatical reading (the poster, §II: "CNPs from … IF_A in
+/// time slot T1 are forwarded … in T2"): a *buffered release*. The switch holds every
+/// CNP of a slot; when the slot ends, the interface that sent the most CNPs in it
+/// (ties: the one chosen for the slot before, else the lowest) has its held CNPs sent
+/// toward the source one slot after each arrived, so the sender sees the worst path's
+/// CNPs of T1, spaced as they came, during T2; the other interfaces' are dropped.
+/// [`TmcfCnpFilter`] is the primary reading (the previous slot's busiest interface
+/// passes its CNPs of the current slot at once); this one adds a slot of delay to
+/// every reaction. At most [`Self::MAX_HELD`] CNPs are held per interface and slot
+/// (more are counted but not held): a switch's memory is bounded by groups × entries.
+#[derive(Clone, Debug)]
+pub struct BufferedTmcfCnpFilter {
+    pub slot: Duration,
+    groups: BTreeMap<u32, BufferedState>,
+}
+
+#[derive(Clone, Debug)]
+struct BufferedState {
+    slot_start: Instant,
+    /// Per interface: CNPs counted in the current slot and the arrival times held.
+    counts: Vec<u32>,
+    held: Vec<Vec<Instant>>,
+    /// The interface released for the previous slot (the tie-break).
+    chosen: Option<usize>,
+    /// Release times, ascending.
+    due: std::collections::VecDeque<Instant>,
+}
+
+impl BufferedTmcfCnpFilter {
+    /// CNPs held per interface and slot.
+    pub const MAX_HELD: usize = 64;
+
+    pub fn new(slot: Duration) -> Self {
+        BufferedTmcfCnpFilter {
+            slot,
+            groups: BTreeMap::new(),
+        }
+    }
+
+    /// Ends the slot(s) of `st` that are over by `now`: the busiest interface's held
+    /// CNPs become due one slot after each arrived.
+    fn roll(st: &mut BufferedState, now: Instant, slot: Duration) {
+        if slots_passed(&mut st.slot_start, now, slot).is_none() {
+            return;
+        }
+        let max = st.counts.iter().copied().max().unwrap_or(0);
+        if max > 0 {
+            let pick = if st.chosen.is_some_and(|c| st.counts.get(c) == Some(&max)) {
+                st.chosen
+            } else {
+                st.counts.iter().position(|&c| c == max)
+            };
+            if let Some(i) = pick {
+                st.chosen = Some(i);
+                st.due.extend(st.held[i].iter().map(|&t| t + slot));
+            }
+        }
+        st.counts.iter_mut().for_each(|c| *c = 0);
+        st.held.iter_mut().for_each(Vec::clear);
+    }
+}
+
+impl CnpFilter for BufferedTmcfCnpFilter {
+    fn admit(&mut self, now: Instant, group: u32, entry: usize, entries: usize) -> bool {
+        let slot = self.slot;
+        let st = self.groups.entry(group).or_insert_with(|| BufferedState {
+            slot_start: now,
+            counts: Vec::new(),
+            held: Vec::new(),
+            chosen: None,
+            due: Default::default(),
+        });
+        Self::roll(st, now, slot);
+        if st.counts.len() < entries {
+            st.counts.resize(entries, 0);
+            st.held.resize(entries, Vec::new());
+        }
+        if let Some(c) = st.counts.get_mut(entry) {
+            *c = c.saturating_add(1);
+            if st.held[entry].len() < Self::MAX_HELD {
+                st.held[entry].push(now);
+            }
+        }
+        false // every CNP waits for its slot to end
+    }
+    fn forget(&mut self, group: u32) {
+        self.groups.remove(&group);
+    }
+    fn release(&mut self, now: Instant, out: &mut Vec<u32>) {
+        let slot = self.slot;
+        for (&g, st) in self.groups.iter_mut() {
+            Self::roll(st, now, slot);
+            while st.due.front().is_some_and(|&t| t <= now) {
+                st.due.pop_front();
+                out.push(g);
+            }
+        }
+    }
+    fn next_release(&self) -> Option<Instant> {
+        let w = self.slot.as_ps().max(1);
+        self.groups
+            .values()
+            .filter_map(|st| {
+                let slot_end = st
+                    .counts
+                    .iter()
+                    .any(|&c| c > 0)
+                    .then(|| st.slot_start + Duration::from_ps(w));
+                match (st.due.front().copied(), slot_end) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                }
+            })
+            .min()
+    }
+    fn memory_bytes(&self) -> usize {
+        self.groups
+            .values()
+            .map(|s| {
+                96 + s.counts.capacity() * 4
+                    + s.held.iter().map(|h| 24 + h.capacity() * 8).sum::<usize>()
+                    + s.due.capacity() * 8
+            })
+            .sum()
+    }
+    fn name(&self) -> &'static str {
+        "tmcf-buffered"
+    }
+}
+
 /// rocast's damped TMCF — rocast's own variant, not a paper's.
 ///
 /// Why: TMCF as specified hands the choice to any interface that counted more in the
@@ -456,10 +604,67 @@ mod tests {
             .collect();
         assert_eq!(
             built,
-            ["cepheus-counter", "tmcf", "tmcf-damped", "forward-all"]
+            [
+                "cepheus-counter",
+                "tmcf",
+                "tmcf-damped",
+                "tmcf-buffered",
+                "forward-all"
+            ]
         );
         let e = CnpFilterPolicy::from_name("counter", w).unwrap_err();
-        assert!(e.contains("cepheus, tmcf, tmcf-damped, forward-all"), "{e}");
+        assert!(
+            e.contains("cepheus, tmcf, tmcf-damped, tmcf-buffered, forward-all"),
+            "{e}"
+        );
+    }
+
+    /// The buffered reading, CNP by CNP: slot T1 = [0, 50) us hears interface 0 twice
+    /// (at 10 and 30) and interface 1 once; nothing passes on arrival; when T1 ends,
+    /// interface 0's two CNPs are released at 60 and 80 us (one slot after each came),
+    /// interface 1's never.
+    #[test]
+    fn buffered_tmcf_releases_the_busiest_interfaces_cnps_one_slot_later() {
+        let mut f = BufferedTmcfCnpFilter::new(Duration::from_us(50));
+        assert_eq!(f.next_release(), None);
+        assert!(!f.admit(us(0), 9, 1, 2)); // the group's slots start at its first CNP
+        assert!(!f.admit(us(10), 9, 0, 2));
+        assert!(!f.admit(us(30), 9, 0, 2));
+        // Due: the end of T1.
+        assert_eq!(f.next_release(), Some(us(50)));
+        let mut out = Vec::new();
+        f.release(us(49), &mut out);
+        assert!(out.is_empty());
+        f.release(us(50), &mut out);
+        assert!(out.is_empty(), "nothing is due before 60 us");
+        assert_eq!(f.next_release(), Some(us(60)));
+        f.release(us(60), &mut out);
+        assert_eq!(out, [9]);
+        assert_eq!(f.next_release(), Some(us(80)));
+        f.release(us(200), &mut out);
+        assert_eq!(out, [9, 9], "interface 1's single CNP is never released");
+        assert_eq!(f.next_release(), None);
+        // A tie in the next slot keeps the interface chosen before.
+        assert!(!f.admit(us(210), 9, 1, 2));
+        assert!(!f.admit(us(220), 9, 0, 2));
+        out.clear();
+        f.release(us(400), &mut out);
+        assert_eq!(out, [9]);
+        f.forget(9);
+        assert_eq!(f.next_release(), None);
+        assert_eq!(f.memory_bytes(), 0);
+    }
+
+    /// A flood of CNPs holds at most MAX_HELD per interface and slot.
+    #[test]
+    fn buffered_tmcf_holds_a_bounded_number_of_cnps() {
+        let mut f = BufferedTmcfCnpFilter::new(Duration::from_us(50));
+        for i in 0..10_000u64 {
+            f.admit(Instant::from_ps(i * 1_000), 1, 0, 1);
+        }
+        let mut out = Vec::new();
+        f.release(us(1_000), &mut out);
+        assert_eq!(out.len(), BufferedTmcfCnpFilter::MAX_HELD);
     }
 
     #[test]

@@ -381,6 +381,28 @@ impl CepheusSwitch {
         h
     }
 
+    /// When [`handle_timeout`](Self::handle_timeout) next has work: a CNP filter that
+    /// holds CNPs (TMCF's buffered reading) releases them later. `None`: never.
+    pub fn poll_at(&self) -> Option<Instant> {
+        self.cnp_filter.next_release()
+    }
+
+    /// Sends toward their sources the CNPs the filter releases by `now` (each counted in
+    /// `cnps_out`; a group gone since is skipped); they wait for
+    /// [`poll_transmit`](Self::poll_transmit).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let mut groups = Vec::new();
+        self.cnp_filter.release(now, &mut groups);
+        let mut out = std::mem::take(&mut self.scratch);
+        for key in groups {
+            if let Some(g) = self.groups.get(&key) {
+                Self::toward_source(g, &mut self.stats, FeedbackKind::Cnp, Psn::new(0), &mut out);
+            }
+        }
+        self.pending.extend(out.drain(..));
+        self.scratch = out;
+    }
+
     /// The next transmission the engine decided on, as headers: a replica of the packet
     /// last handed in (bridged to a member's connection, or as is toward a switch), or
     /// a feedback packet toward the source. The pipeline that holds the packet's bytes
