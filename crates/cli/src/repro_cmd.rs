@@ -30,8 +30,9 @@ pub struct ReproCmd {
     #[arg(long, conflicts_with = "list", num_args = 0..=1, default_missing_value = "cepheus", value_name = "PAPER")]
     readings: Option<String>,
     /// Also run every alternative reading of each figure that has readings (one
-    /// `--set` group at a time, at the scale `alternative_scale` states), and write
-    /// `alternatives.md` per figure with each alternative's verdicts beside the primary's.
+    /// `--set` group at a time, at the scale `alternative_scale` states) and the primary
+    /// at seeds 2-5, and write `alternatives.md` per figure with each alternative's
+    /// verdicts beside the primary's and each claim's 95% interval over the seeds.
     #[arg(long)]
     alternatives: bool,
     /// Run the long figures at the smaller scale the registry states (all of them
@@ -295,6 +296,36 @@ struct AlternativeRun {
     verdicts: Result<Vec<Verdict>, String>,
 }
 
+/// Seeds besides the presets' own (1) that `--alternatives` reruns the primary with, for
+/// the confidence intervals of `alternatives.md`.
+const CI_SEEDS: [u64; 4] = [2, 3, 4, 5];
+/// The key of those runs' rows.
+const SEED_KEY: &str = "(seed)";
+
+/// Student's t at 97.5% for n − 1 degrees of freedom, n = 2..=10 (a two-sided 95%
+/// interval of a mean of n values).
+fn t975(n: usize) -> Option<f64> {
+    const T: [f64; 9] = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262];
+    T.get(n.checked_sub(2)?).copied()
+}
+
+/// The leading number of a verdict's "rocast" figure ("1.067", "2.4x"), if it has one.
+fn leading_number(s: &str) -> Option<f64> {
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == 'e' || c == '+'))
+        .unwrap_or(s.len());
+    s[..end].parse().ok().filter(|x: &f64| x.is_finite())
+}
+
+/// Mean and the half-width of its two-sided 95% t-interval, if at least two values.
+fn mean_ci95(v: &[f64]) -> Option<(f64, f64)> {
+    let n = v.len();
+    let t = t975(n)?;
+    let mean = v.iter().sum::<f64>() / n as f64;
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    Some((mean, t * (var / n as f64).sqrt()))
+}
+
 /// Runs the primary and every alternative of `readings` with `scale` added, one child
 /// `rocast sim` each, `slots` at a time, into `dir/alternatives/`.
 fn run_alternatives(
@@ -313,6 +344,16 @@ fn run_alternatives(
         ruled_out: String::new(),
         verdicts: not_run(),
     }];
+    // The primary again under other seeds: the spread of each claim's figure.
+    for seed in CI_SEEDS {
+        runs.push(AlternativeRun {
+            key: SEED_KEY.into(),
+            value: format!("the primary readings, seed {seed}"),
+            sets: vec![format!("seed={seed}")],
+            ruled_out: String::new(),
+            verdicts: not_run(),
+        });
+    }
     for r in readings.readings {
         for a in r.alternatives.iter().filter(|a| !a.sets.is_empty()) {
             runs.push(AlternativeRun {
@@ -365,7 +406,7 @@ fn alternatives_md(f: &Figure, scale_says: &str, runs: &[AlternativeRun]) -> Str
     let mut t = format!(
         "# {} ({}, {}): the result under each alternative reading
 
-Made by `rocast repro {} --alternatives` at {scale_says}; each row is `rocast sim --preset {}` with the row's `--set`s (the readings and what rules each alternative out: `docs/{}/readings.md`). A cell is the verdict word and rocast's figure for that claim.
+Made by `rocast repro {} --alternatives` at {scale_says}; each row is `rocast sim --preset {}` with the row's `--set`s (the readings and what rules each alternative out: `docs/{}/readings.md`). A cell is the verdict word and rocast's figure for that claim; the `(seed)` rows are the primary under other seeds.
 
 ",
         f.id,
@@ -425,6 +466,53 @@ Made by `rocast repro {} --alternatives` at {scale_says}; each row is `rocast si
         }
         let _ = writeln!(t);
     }
+    // The primary's figure for each claim over the seeds: mean and 95% interval.
+    let seeded: Vec<&Vec<Verdict>> = runs
+        .iter()
+        .filter(|r| r.key == "(primary)" || r.key == SEED_KEY)
+        .filter_map(|r| r.verdicts.as_ref().ok())
+        .collect();
+    let mut ci = String::new();
+    for c in &claims {
+        let values: Vec<f64> = seeded
+            .iter()
+            .filter_map(|v| v.iter().find(|x| &x.claim == c))
+            .filter_map(|x| leading_number(&x.rocast))
+            .collect();
+        if let Some((mean, half)) = mean_ci95(&values) {
+            let paper = seeded
+                .first()
+                .and_then(|v| v.iter().find(|x| &x.claim == c))
+                .map_or("-".to_string(), |x| x.paper.clone());
+            let _ = writeln!(
+                ci,
+                "| {} | {} | {} | {mean:.3} | {:.3} to {:.3} |",
+                c.replace('|', "/"),
+                paper.replace('|', "/"),
+                values
+                    .iter()
+                    .map(|x| format!("{x:.3}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                mean - half,
+                mean + half
+            );
+        }
+    }
+    if !ci.is_empty() {
+        let _ = writeln!(
+            t,
+            "
+## Seed confidence intervals
+
+The primary readings at seeds 1 (the preset's) and {} at the scale above: each claim's figure per seed, the mean and its two-sided 95% Student-t interval.
+
+| claim | paper | per seed | mean | 95% interval |
+|---|---|---|---|---|
+{ci}",
+            CI_SEEDS.map(|s| s.to_string()).join(", ")
+        );
+    }
     // Where the primary differs: which alternatives reproduce the claim, and the
     // sentence that rules each out as the primary reading.
     let primary = runs.first().and_then(|r| r.verdicts.as_ref().ok());
@@ -435,6 +523,7 @@ Made by `rocast repro {} --alternatives` at {scale_says}; each row is `rocast si
         }
         let closing: Vec<&AlternativeRun> = runs[1..]
             .iter()
+            .filter(|r| r.key != SEED_KEY)
             .filter(|r| {
                 r.verdicts.as_ref().is_ok_and(|vs| {
                     vs.iter().any(|x| {
@@ -820,6 +909,18 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seed_intervals_use_students_t() {
+        assert_eq!(leading_number("2.5x"), Some(2.5));
+        assert_eq!(leading_number("1.067"), Some(1.067));
+        assert_eq!(leading_number("rate [1.0 2.0]"), None);
+        assert_eq!(mean_ci95(&[1.0]), None);
+        // Five values 1..5: mean 3, sd sqrt(2.5), t(4) = 2.776.
+        let (m, h) = mean_ci95(&[1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+        assert_eq!(m, 3.0);
+        assert!((h - 2.776 * (2.5f64 / 5.0).sqrt()).abs() < 1e-12);
+    }
 
     #[test]
     fn ids_are_unique_and_commands_name_presets_that_exist() {
