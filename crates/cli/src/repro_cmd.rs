@@ -305,7 +305,9 @@ const SEED_KEY: &str = "(seed)";
 /// Student's t at 97.5% for n − 1 degrees of freedom, n = 2..=10 (a two-sided 95%
 /// interval of a mean of n values).
 fn t975(n: usize) -> Option<f64> {
-    const T: [f64; 9] = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262];
+    const T: [f64; 9] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262,
+    ];
     T.get(n.checked_sub(2)?).copied()
 }
 
