@@ -704,15 +704,15 @@ const PEEL_NIC_FAT_TREE: Reading = Reading {
 };
 
 const PEEL_OVERLAY: Reading = Reading {
-    key: "multicast.chunks",
+    key: "multicast.chunks, multicast.tree_algorithm",
     what: "how Ring and Binary Tree run",
-    paper: "§4: \"When distributing data among nodes using Ring or Binary Tree topologies—similar to existing libraries such as NCCL [4]—we divide messages into chunks to enable pipelined forwarding … each message is divided into eight chunks.\"",
-    primary: &["multicast.chunks=8"],
-    source: "paper for the chunks; NCCL for the rest: its rings are topology-aware (one network hop per server, the GPUs of a server chained over NVLink), which is rocast's ring over servers plus the NVLink hops; its Binary Tree is rocast's pipelined binary tree over servers",
+    paper: "§4: \"When distributing data among nodes using Ring or Binary Tree topologies—similar to existing libraries such as NCCL [4]—we divide messages into chunks to enable pipelined forwarding … each message is divided into eight chunks.\" ([3] is NCCL's \"Double Binary Tree Documentation\".)",
+    primary: &["multicast.chunks=8", "multicast.tree_algorithm=\"double\""],
+    source: "paper for the chunks; NCCL for the rest: its rings are topology-aware (one network hop per server, the GPUs of a server chained over NVLink), which is rocast's ring over servers plus the NVLink hops; its tree is the double binary tree (two complementary binary trees, each rank interior in at most one, the blocks alternating between them)",
     alternatives: &[Alternative {
-        value: "NCCL's double binary tree (two complementary trees, half the message each; PEEL cites its documentation as [3])",
-        sets: &[],
-        ruled_out: "not run: rocast has no double-binary-tree schedule yet (NCCL itself broadcasts only by ring; its trees serve all-reduce)",
+        value: "one pipelined binary tree (rank v's children 2v+1 and 2v+2; interior ranks forward every block twice; rocast's earlier model)",
+        sets: &["multicast.tree_algorithm=\"single\""],
+        ruled_out: "§4: \"similar to existing libraries such as NCCL\": NCCL's tree is the double binary tree ([3])",
     }],
 };
 

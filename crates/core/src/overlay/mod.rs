@@ -52,16 +52,23 @@ pub enum Scheme {
     /// v's children are 2v+1 and 2v+2; each block goes to the first child, then the
     /// second, so a rank forwards one block every two steps.
     BinaryTree,
+    /// NCCL's double binary tree (NCCL 2.4, "Massively Scale Your Deep Learning
+    /// Training with NCCL 2.4", which PEEL cites as [3]): the root's blocks alternate
+    /// between two binary trees over the other ranks, each rank interior in at most one
+    /// of them, so each rank forwards about one copy per block where a binary tree's
+    /// interior ranks forward two.
+    DoubleBinaryTree,
 }
 
 impl Scheme {
-    pub const ALL: [Scheme; 6] = [
+    pub const ALL: [Scheme; 7] = [
         Scheme::Sequential,
         Scheme::BinomialTree,
         Scheme::Chain,
         Scheme::BinomialPipeline,
         Scheme::Ring,
         Scheme::BinaryTree,
+        Scheme::DoubleBinaryTree,
     ];
 
     /// The scheme's code in the group control channel's `Overlay` message
@@ -76,6 +83,7 @@ impl Scheme {
             Scheme::BinomialPipeline => 3,
             Scheme::Ring => 4,
             Scheme::BinaryTree => 5,
+            Scheme::DoubleBinaryTree => 6,
         }
     }
 
@@ -93,6 +101,7 @@ impl Scheme {
             Scheme::BinomialPipeline => "pipeline",
             Scheme::Ring => "ring",
             Scheme::BinaryTree => "binary-tree",
+            Scheme::DoubleBinaryTree => "double-binary-tree",
         }
     }
 }
@@ -113,9 +122,10 @@ impl FromStr for Scheme {
             "pipeline" | "binomial-pipeline" | "binomial_pipeline" => Scheme::BinomialPipeline,
             "ring" => Scheme::Ring,
             "binary-tree" | "binary_tree" | "btree" => Scheme::BinaryTree,
+            "double-binary-tree" | "double_binary_tree" | "dbtree" => Scheme::DoubleBinaryTree,
             other => {
                 return Err(format!(
-                    "unknown scheme {other:?} (expected sequential, tree, chain, pipeline, ring or binary-tree)"
+                    "unknown scheme {other:?} (expected sequential, tree, chain, pipeline, ring, binary-tree or double-binary-tree)"
                 ))
             }
         })

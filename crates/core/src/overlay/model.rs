@@ -169,7 +169,9 @@ pub fn closed_form(
             }
             Some(t.iter().max().copied().unwrap_or(0) + (k64 - 1) * p)
         }
-        Scheme::BinomialPipeline | Scheme::Ring | Scheme::BinaryTree => None,
+        Scheme::BinomialPipeline | Scheme::Ring | Scheme::BinaryTree | Scheme::DoubleBinaryTree => {
+            None
+        }
     }
 }
 

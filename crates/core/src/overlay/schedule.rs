@@ -106,6 +106,7 @@ impl Schedule {
                 }
             }
             Scheme::BinaryTree => binary_max_offset(n) + 2 * k - 2,
+            Scheme::DoubleBinaryTree => double_total_steps(n - 1, k),
         }
     }
 
@@ -140,6 +141,8 @@ impl Schedule {
             (Scheme::Chain | Scheme::Ring, Direction::In) => chain_in(k, v, step),
             (Scheme::BinaryTree, Direction::Out) => binary_out(n, k, v, step),
             (Scheme::BinaryTree, Direction::In) => binary_in(k, v, step),
+            (Scheme::DoubleBinaryTree, Direction::Out) => double_out(n - 1, k, v, step),
+            (Scheme::DoubleBinaryTree, Direction::In) => double_in(n - 1, k, v, step),
             (Scheme::BinomialPipeline, Direction::Out) => self.pipeline().node_send(v, step as u64),
             (Scheme::BinomialPipeline, Direction::In) => self.pipeline().node_recv(v, step as u64),
         }?;
@@ -340,6 +343,108 @@ fn binary_in(k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
     (rel % 2 == 0 && rel / 2 < k).then(|| BlockTransfer {
         peer: parent,
         block: rel / 2,
+    })
+}
+
+// ---- NCCL's double binary tree ----
+//
+// The m = n − 1 non-root ranks j = v − 1 sit in two binary heaps (1-indexed positions,
+// children 2p and 2p + 1): tree 0 puts rank j at position j + 1, tree 1 at m − j (the
+// mirror), so the first half of the ranks are tree 0's interior and tree 1's leaves and
+// the second half the other way round (with m odd, the middle rank is a leaf of both).
+// Block b travels tree b mod 2 as that tree's block t = b / 2. The root sends tree T's
+// block t to the tree's position 1 at substep 2t; a rank at position p takes block t at
+// substep a(p) + 2t, a(1) = 0, and passes it to its child c (0, 1) at substep
+// a(p) + 2t + 1 + c, so a(child) = a(p) + 1 + c = depth + popcount − 1 of the position.
+// Global step = 2 · substep + T: tree 0 on even steps, tree 1 on odd, so a rank sends
+// and receives at most once per step.
+
+/// Blocks of tree `t` (0, 1) among `k`.
+fn double_blocks(k: u32, t: u32) -> u32 {
+    (k + 1 - t) / 2
+}
+
+/// a(p) of a 1-indexed heap position p ≥ 1.
+fn double_offset(p: u32) -> u32 {
+    let d = 31 - p.leading_zeros();
+    d + p.count_ones() - 1
+}
+
+/// The largest a(p) over positions 1..=m.
+fn double_max_offset(m: u32) -> u32 {
+    let mut best = 0;
+    let mut d = 0u32;
+    while d < 32 && (1u64 << d) <= m as u64 {
+        let first = 1u64 << d;
+        let hi = (m as u64).min((first << 1) - 1);
+        let x = (hi - first) as u32;
+        let len = 32 - x.leading_zeros();
+        best = best.max(d + x.count_ones().max(len.saturating_sub(1)));
+        d += 1;
+    }
+    best
+}
+
+fn double_total_steps(m: u32, k: u32) -> u32 {
+    (0..2)
+        .filter(|&t| double_blocks(k, t) > 0)
+        .map(|t| 2 * (double_max_offset(m) + 2 * (double_blocks(k, t) - 1)) + t + 1)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Tree `t`'s heap position of virtual rank v ≥ 1, and back.
+fn double_position(m: u32, t: u32, v: u32) -> u32 {
+    if t == 0 {
+        v
+    } else {
+        m + 1 - v
+    }
+}
+fn double_rank(m: u32, t: u32, p: u32) -> u32 {
+    double_position(m, t, p) // the mirror is its own inverse
+}
+
+fn double_out(m: u32, k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
+    let (t, s) = (step % 2, step / 2);
+    let kt = double_blocks(k, t);
+    if v == 0 {
+        let b = s / 2;
+        return (s % 2 == 0 && b < kt).then(|| BlockTransfer {
+            peer: double_rank(m, t, 1),
+            block: 2 * b + t,
+        });
+    }
+    let p = double_position(m, t, v);
+    let rel = s.checked_sub(double_offset(p) + 1)?;
+    let (c, b) = (rel % 2, rel / 2);
+    let child = 2 * p as u64 + c as u64;
+    (child <= m as u64 && b < kt).then(|| BlockTransfer {
+        peer: double_rank(m, t, child as u32),
+        block: 2 * b + t,
+    })
+}
+
+fn double_in(m: u32, k: u32, v: u32, step: u32) -> Option<BlockTransfer> {
+    if v == 0 {
+        return None;
+    }
+    let (t, s) = (step % 2, step / 2);
+    let kt = double_blocks(k, t);
+    let p = double_position(m, t, v);
+    let (from, rel) = if p == 1 {
+        (0, s)
+    } else {
+        let parent = p / 2;
+        let c = p % 2;
+        (
+            double_rank(m, t, parent),
+            s.checked_sub(double_offset(parent) + 1 + c)?,
+        )
+    };
+    (rel % 2 == 0 && rel / 2 < kt).then(|| BlockTransfer {
+        peer: from,
+        block: 2 * (rel / 2) + t,
     })
 }
 

@@ -36,9 +36,48 @@ fn every_schedule_is_consistent_for_groups_2_to_64_and_blocks_1_to_32() {
                     // The deepest offset (depth plus right turns) plus two steps
                     // per further block.
                     Scheme::BinaryTree => (1..n).map(binary_tree_offset).max().unwrap() + 2 * k - 2,
+                    // Each tree's deepest offset (depth + popcount − 1 of a 1-indexed
+                    // heap position) plus two substeps per further block, interleaved.
+                    Scheme::DoubleBinaryTree => {
+                        let deepest = (1..n)
+                            .map(|p| floor_log2(p) + p.count_ones() - 1)
+                            .max()
+                            .unwrap();
+                        (0..2u32)
+                            .filter(|&t| (k + 1 - t) / 2 > 0)
+                            .map(|t| 2 * (deepest + 2 * ((k + 1 - t) / 2 - 1)) + t + 1)
+                            .max()
+                            .unwrap()
+                    }
                 };
                 assert_eq!(s.total_steps(), want, "{scheme} n={n} k={k}");
             }
+        }
+    }
+}
+
+/// NCCL's double binary tree forwards about one copy per block per rank: with an even
+/// number of non-root ranks every rank is interior in at most one tree, so no rank sends
+/// more than about k copies (a binary tree's interior ranks send 2k), and the root
+/// sends each block once.
+#[test]
+fn double_binary_tree_halves_each_ranks_forwarding() {
+    for (n, k) in [(9u32, 16u32), (17, 32), (64, 8), (33, 64)] {
+        let d = Schedule::new(Scheme::DoubleBinaryTree, n, 0, k).unwrap();
+        let b = Schedule::new(Scheme::BinaryTree, n, 0, k).unwrap();
+        let most = |s: &Schedule| (0..n).map(|r| s.sends_of(r).len()).max().unwrap();
+        assert_eq!(
+            d.sends_of(0).len(),
+            k as usize,
+            "the root sends each block once"
+        );
+        assert!(most(&d) <= k as usize + 1, "n={n} k={k}: {}", most(&d));
+        assert_eq!(most(&b), 2 * k as usize);
+        // Both trees' interiors are disjoint: no rank forwards in both.
+        for r in 1..n {
+            let blocks: std::collections::BTreeSet<u32> =
+                d.sends_of(r).iter().map(|(_, t)| t.block % 2).collect();
+            assert!(blocks.len() <= 1, "rank {r} forwards in both trees");
         }
     }
 }
@@ -153,11 +192,11 @@ fn bad_parameters_are_errors() {
 /// another build must read the same way.
 #[test]
 fn scheme_codes_are_pinned_and_round_trip() {
-    assert_eq!(Scheme::ALL.map(Scheme::code), [0, 1, 2, 3, 4, 5]);
+    assert_eq!(Scheme::ALL.map(Scheme::code), [0, 1, 2, 3, 4, 5, 6]);
     for s in Scheme::ALL {
         assert_eq!(Scheme::from_code(s.code()), Some(s));
     }
-    assert_eq!(Scheme::from_code(6), None);
+    assert_eq!(Scheme::from_code(7), None);
     assert_eq!(Scheme::from_code(255), None);
 }
 

@@ -67,6 +67,11 @@ fn settings(sc: &Scenario) -> Result<CollectiveSettings, String> {
         orca_agent: m.orca_agent,
         core_copy: rocast_sim::engine::tree_multicast::CoreCopy::parse(&m.core_copy)
             .map_err(|e| format!("multicast.core_copy: {e}"))?,
+        binary_tree: if m.tree_algorithm == "double" {
+            rocast_core::overlay::Scheme::DoubleBinaryTree
+        } else {
+            rocast_core::overlay::Scheme::BinaryTree
+        },
         overhead: Duration::from_ps((m.overhead_us.max(0.0) * 1e6) as u64),
         seed: sc.seed,
     })
@@ -464,7 +469,7 @@ pub(crate) const PEEL_CLAIMS: [PeelClaim; 11] = {
 const WHY_COPIES: &str = "static PEEL's source sends one copy per prefix packet (PEEL 3.2; 3.3: only programmable cores let one copy cross the core), e.g. 5 for a 64-server job on k=8 (4 pods, and 2 prefixes for the source pod's other 3 racks), so where the fabric is idle its CCT is the source floor column, several times the tree's; queueing shrinks the gap (peel-ablation: load-60, cp5)";
 const WHY_ORCA_SHORT: &str = "Orca's p99 at 2 MB is its set-up draw (N(10, 5) ms) and PEEL's is its source floor plus queueing, about 1-2 ms; 101x needs PEEL's p99 near 0.2 ms, one copy from an idle NIC (peel-ablation: setup-50ms scales the ratio with the delay)";
 const WHY_CORES: &str = "the cores take over only after the same N(10, 5) ms set-up as Orca, and then send one copy per prefix (3.3: 'appending the appropriate <prefix, len> tuple'): a 64-server job's 3 other racks in the source pod need 2 prefixes, so the core-to-aggregation link into the source pod carries 2 copies of every packet, about 2 message times (isolated 128 MB with no set-up: 22.4 ms against the optimal tree's 11.0; the remote-pods reading, 3 copies from the source's NIC: 32.9 ms)";
-const WHY_OVERLAY: &str = "with one copy per message, a ring of 32 servers pipelining 8 chunks takes (8+31)/8 = 4.9 message times, the paper's 5x; PEEL's 3 copies here (cp6 in peel-ablation) cost 3 message times, so the ratio falls to 2-2.5; the paper's Tree at 13x is slower than rocast's pipelined binary tree, whose shape it does not give";
+const WHY_OVERLAY: &str = "with one copy per message, a ring of 32 servers pipelining 8 chunks takes (8+31)/8 = 4.9 message times, the paper's 5x; static PEEL's 3 copies here (cp6 in peel-ablation) cost 3 message times, so the ratio falls to 2-3; NCCL's double binary tree (rocast's Tree) forwards one copy per block per rank, so it is nearer the ring than the paper's 13x, which a tree forwarding several copies per block would need";
 const WHY_FAILURES: &str = "with one NIC per GPU (16 NICs against 16 spine uplinks per leaf) every scheme runs 8 channels over a server's 8 NICs, and rocast's routes and layer-peeling trees avoid failed links, so 10% failed links cost every scheme little; static PEEL's source sends about 2.2 prefix copies per channel where the ring sends one, which keeps Ring's p99 near PEEL's (peel-ablation: concurrent-8, seed-2); the paper's 3x and 30x need failures that hurt, e.g. traffic hashed onto dead links until routing converges, which it does not describe";
 
 /// `stat` of `scheme`'s CCTs at `x`, if that point ran.

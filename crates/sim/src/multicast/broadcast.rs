@@ -439,7 +439,10 @@ pub fn bench_driver_config(
     let (block_bytes, window) = match scheme {
         Scheme::Sequential => (whole, group.saturating_sub(1).max(1)),
         Scheme::BinomialTree => (whole, 1),
-        Scheme::Chain | Scheme::BinomialPipeline | Scheme::BinaryTree => (block, 1),
+        Scheme::Chain
+        | Scheme::BinomialPipeline
+        | Scheme::BinaryTree
+        | Scheme::DoubleBinaryTree => (block, 1),
         Scheme::Ring => (block, ring_slots.max(1)),
     };
     DriverConfig {

@@ -19,7 +19,8 @@
 //!     in the fabric.
 //! - **Application-layer** schemes run `overlay`'s schedules over RC connections,
 //!   the message cut into `chunks` blocks (PEEL §4 uses 8): `ring` (NCCL's ring
-//!   broadcast) and `binary-tree` (pipelined binary tree).
+//!   broadcast) and `binary-tree` (NCCL's double binary tree, or one pipelined binary
+//!   tree: `binary_tree`).
 //!
 //! The collective-completion time (CCT) of a job runs from its start until its last
 //! member holds the whole message.
@@ -135,6 +136,9 @@ pub struct CollectiveSettings {
     pub orca_agent: bool,
     /// What `peel-cores` sends once the cores hold the group's rule.
     pub core_copy: CoreCopy,
+    /// The schedule `binary-tree` runs: `Scheme::DoubleBinaryTree` (NCCL's tree) or
+    /// `Scheme::BinaryTree` (one pipelined binary tree).
+    pub binary_tree: Scheme,
     /// Whether fault-free trees climb by ECMP's hash (salted per job) or through the
     /// lowest-numbered switches.
     pub ecmp_upward: bool,
@@ -154,6 +158,7 @@ impl Default for CollectiveSettings {
             orca_fpr: ORCA_DEFAULT_FPR,
             orca_agent: false,
             core_copy: CoreCopy::Single,
+            binary_tree: Scheme::BinaryTree,
             overhead: crate::multicast::broadcast::DEFAULT_OVERHEAD,
             seed: 1,
         }
@@ -400,14 +405,12 @@ pub fn run_collectives(
                 window: 1,
                 ready_for_block: false,
             };
-            let group = BroadcastGroup::new(
-                scheme.overlay().expect("overlay"),
-                n,
-                0,
-                driver,
-                s.overhead.as_ps(),
-            )
-            .map_err(|e| format!("job {i}: {e}"))?;
+            let overlay = match scheme.overlay().expect("overlay") {
+                Scheme::BinaryTree => s.binary_tree,
+                other => other,
+            };
+            let group = BroadcastGroup::new(overlay, n, 0, driver, s.overhead.as_ps())
+                .map_err(|e| format!("job {i}: {e}"))?;
             states[i] = JobState::Overlay(Some(OverlayJob {
                 group,
                 driver,

@@ -187,6 +187,9 @@ pub struct MulticastConfig {
     pub setup_sd_ms: f64,
     /// Chunks per message of the ring and binary tree.
     pub chunks: u32,
+    /// The schedule of PEEL's "Binary Tree" baseline (`binary-tree`): "double" (NCCL's
+    /// double binary tree) or "single" (one pipelined binary tree).
+    pub tree_algorithm: String,
     /// PEEL covers: 0 exact, else at most this many prefixes per plane.
     pub cover_max: u32,
     /// PEEL Figs 5–7: where a job's servers sit. "bin-packed" (the fewest racks, then
@@ -305,6 +308,7 @@ impl Default for MulticastConfig {
             setup_ms: 10.0,
             setup_sd_ms: 5.0,
             chunks: 8,
+            tree_algorithm: "single".into(),
             cover_max: 0,
             job_placement: "bin-packed".into(),
             upward: "ecmp".into(),
@@ -900,6 +904,15 @@ impl Scenario {
                 ),
             ));
         }
+        if !matches!(m.tree_algorithm.as_str(), "double" | "single") {
+            return Err(invalid(
+                "multicast.tree_algorithm",
+                format!(
+                    "expected \"double\" or \"single\", got {:?}",
+                    m.tree_algorithm
+                ),
+            ));
+        }
         if let Err(e) = crate::engine::tree_multicast::CoreCopy::parse(&m.core_copy) {
             return Err(invalid("multicast.core_copy", e));
         }
@@ -1296,6 +1309,10 @@ mod tests {
             (
                 vec!["multicast.nics_per_server=3"],
                 "multicast.nics_per_server",
+            ),
+            (
+                vec!["multicast.tree_algorithm=\"triple\""],
+                "multicast.tree_algorithm",
             ),
         ] {
             let sets: Vec<String> = sets.into_iter().map(String::from).collect();
