@@ -334,8 +334,8 @@ fn tmcf_cpmp_preset_separates_the_policies() {
     let out = out_dir("cpmp");
     let r = rocast(&["sim", "--preset", "tmcf-cpmp", "--out", &out]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    // The row with all six paths congested: forward-all, tmcf, tmcf-damped, cepheus,
-    // guard, fair.
+    // The row with all six paths congested: forward-all, tmcf, tmcf-buffered,
+    // tmcf-damped, cepheus, guard, fair.
     let row: Vec<f64> = r
         .stdout
         .lines()
@@ -345,7 +345,7 @@ fn tmcf_cpmp_preset_separates_the_policies() {
         .skip(1)
         .map(|x| x.parse().unwrap())
         .collect();
-    let (fa, tmcf, damped, fair) = (row[0], row[1], row[2], row[5]);
+    let (fa, tmcf, damped, fair) = (row[0], row[1], row[3], row[6]);
     assert_eq!(fair, 20.0);
     assert!(fa < 0.6 * fair, "forward-all {fa}");
     assert!(tmcf > 0.65 * fair && tmcf > 1.3 * fa, "tmcf {tmcf} vs {fa}");
