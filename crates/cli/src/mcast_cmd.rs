@@ -164,7 +164,9 @@ pub struct JoinArgs {
     /// The leader's address.
     #[arg(long)]
     leader: Ipv4Addr,
-    /// Write what was received here (every buffer of the group, in order).
+    /// Write what was received here (every buffer of the group, in order). The bytes
+    /// take this name only once the group closed with every buffer verified; until then
+    /// they are in `<out>.partial`, removed on failure.
     #[arg(long)]
     out: Option<PathBuf>,
     /// The invitation token from `rocast mcast invite` (32 hex digits), for a leader
@@ -433,10 +435,19 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
             };
             let mut all_ok = true;
             let mut received = 0;
+            // Bytes go to `<out>.partial` and take the final name only when the group
+            // closed with every buffer verified: a failed or cut-off member never leaves
+            // its bytes at `--out` (an earlier file there stays as it was).
+            let partial = a.out.as_deref().map(partial_path);
+            let discard = |partial: &Option<PathBuf>| {
+                if let Some(p) = partial {
+                    let _ = std::fs::remove_file(p);
+                }
+            };
             loop {
                 match member.next() {
                     Ok(MemberEvent::Received(r)) => {
-                        if let Some(out) = &a.out {
+                        if let Some(out) = &partial {
                             // The file holds every buffer of the group, in order.
                             let mut f = std::fs::OpenOptions::new()
                                 .create(true)
@@ -446,6 +457,7 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                                 .open(out)
                                 .and_then(|mut f| f.write_all(&r.data).map(|()| f));
                             if let Err(e) = f.as_mut() {
+                                discard(&partial);
                                 return Err(format!("{}: {e}", out.display()));
                             }
                         }
@@ -475,13 +487,23 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                             let list: Vec<String> = peers.iter().map(|ip| ip.to_string()).collect();
                             println!("evicted by the leader: {}", list.join(" "));
                         }
-                        return Ok(match (all_ok && ok && received > 0, peers.is_empty()) {
+                        let verified = all_ok && ok && received > 0;
+                        match (&partial, &a.out) {
+                            (Some(p), Some(out)) if verified => {
+                                std::fs::rename(p, out).map_err(|e| {
+                                    format!("{} -> {}: {e}", p.display(), out.display())
+                                })?
+                            }
+                            _ => discard(&partial),
+                        }
+                        return Ok(match (verified, peers.is_empty()) {
                             (false, _) => Outcome::Failed,
                             (true, true) => Outcome::Ok,
                             (true, false) => Outcome::Evicted,
                         });
                     }
                     Err(e) => {
+                        discard(&partial);
                         println!("join failed: {e}");
                         return Ok(Outcome::Failed);
                     }
@@ -489,4 +511,14 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
             }
         }
     }
+}
+
+/// `<out>.partial`: where a member's bytes wait for the group's verdict.
+fn partial_path(out: &std::path::Path) -> PathBuf {
+    let mut name = out
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".partial");
+    out.with_file_name(name)
 }

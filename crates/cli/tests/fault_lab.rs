@@ -232,6 +232,11 @@ fn every_byte_everywhere(leader: Proc, joins: Vec<(Proc, PathBuf)>, payload: &[u
     text
 }
 
+/// `mcast join --out`'s staging file for `out`.
+fn partial_of(out: &Path) -> PathBuf {
+    PathBuf::from(format!("{}.partial", out.display()))
+}
+
 fn read_and_remove(p: &Path) -> Vec<u8> {
     let b = std::fs::read(p).unwrap_or_default();
     let _ = std::fs::remove_file(p);
@@ -373,7 +378,13 @@ fn a_crashed_leaders_members_fail_and_the_switch_reclaims_its_group_at_the_lease
         let (jc, jt) = p.finish();
         assert_eq!(jc, 1, "an explicit failure: {jt}");
         assert!(jt.contains("join failed"), "{jt}");
-        let _ = std::fs::remove_file(out);
+        // Unverified bytes never take the --out name, and their staging file goes.
+        assert!(
+            !out.exists(),
+            "{} written by a failed member",
+            out.display()
+        );
+        assert!(!partial_of(&out).exists());
     }
     assert!(
         switch_query(lab.0, true).starts_with("groups 1 "),
@@ -390,6 +401,48 @@ fn a_crashed_leaders_members_fail_and_the_switch_reclaims_its_group_at_the_lease
     );
     let stats = switch_query(lab.0, false);
     assert_eq!(counter(&stats, "switch", "lease_expired"), 1, "{stats}");
+    down_and_check(lab.0, &file);
+}
+
+/// A group that fails after its members verified some buffers leaves nothing at their
+/// `--out`: the bytes wait in `<out>.partial` while the group runs (before, they were
+/// written under the final name as they came) and go when it fails.
+#[test]
+fn a_group_that_fails_after_verified_buffers_leaves_nothing_at_out() {
+    let _one = one_lab();
+    let lab = LabGuard::new("tf9");
+    let (_, big) = lab_up(lab.0, 3);
+    let _ = std::fs::remove_file(&big);
+    // 1 MiB buffers, many of them: about 30 ms each at the lab's rate.
+    let file = format!("/tmp/rocast-{}-small.bin", lab.0);
+    std::fs::write(&file, rocast_core::payload::message_data(9, 0, 1 << 20)).unwrap();
+    let joins = join_all(lab.0, 2);
+    let mut leader = lead_with(lab.0, 2, &file, &["--repeat", "400"]);
+    let first = &joins[0];
+    wait_until(20, "a verified buffer at h1", || {
+        std::fs::read_to_string(&first.0.out).is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.starts_with("received buffer ") && l.ends_with(": ok"))
+        })
+    });
+    assert!(
+        partial_of(&first.1).exists() && !first.1.exists(),
+        "verified buffers wait in {}.partial",
+        first.1.display()
+    );
+    leader.kill();
+    assert_eq!(leader.finish().0, -1);
+    for (p, out) in joins {
+        let (jc, jt) = p.finish();
+        assert_eq!(jc, 1, "an explicit failure: {jt}");
+        assert!(jt.contains(": ok"), "some buffers were verified: {jt}");
+        assert!(
+            !out.exists(),
+            "{} holds a failed group's bytes",
+            out.display()
+        );
+        assert!(!partial_of(&out).exists(), "staging file left behind");
+    }
     down_and_check(lab.0, &file);
 }
 
@@ -465,7 +518,11 @@ fn a_member_cut_off_mid_transfer_is_evicted_and_the_others_get_every_byte() {
     let (vc, vt) = victim.finish();
     assert_eq!(vc, 1, "{vt}");
     assert!(!vt.contains(": ok"), "{vt}");
-    let _ = std::fs::remove_file(victim_out);
+    assert!(
+        !victim_out.exists() && !partial_of(&victim_out).exists(),
+        "the cut-off member left bytes at {}",
+        victim_out.display()
+    );
     let stats = switch_query(lab.0, false);
     assert!(counter(&stats, "switch", "mrp_pruned") >= 1, "{stats}");
     eprintln!(
