@@ -299,11 +299,13 @@ struct AlternativeRun {
 /// Seeds besides the presets' own (1) that `--alternatives` reruns the primary with, for
 /// the confidence intervals of `alternatives.md`.
 const CI_SEEDS: [u64; 4] = [2, 3, 4, 5];
-/// The key of those runs' rows.
+/// The key of those runs' rows, and of the primary's.
 const SEED_KEY: &str = "(seed)";
+const PRIMARY_KEY: &str = "(primary)";
 
 /// Student's t at 97.5% for n − 1 degrees of freedom, n = 2..=10 (a two-sided 95%
-/// interval of a mean of n values).
+/// interval of a mean of n values): the first entries of `python/rocast/sweep.py`'s
+/// table, which the Python sweeps use (this one runs without Python).
 fn t975(n: usize) -> Option<f64> {
     const T: [f64; 9] = [
         12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262,
@@ -340,7 +342,7 @@ fn run_alternatives(
     let preset = readings.preset;
     let not_run = || Err("not run".to_string());
     let mut runs = vec![AlternativeRun {
-        key: "(primary)".into(),
+        key: PRIMARY_KEY.into(),
         value: "every primary reading".into(),
         sets: Vec::new(),
         ruled_out: String::new(),
@@ -471,7 +473,7 @@ Made by `rocast repro {} --alternatives` at {scale_says}; each row is `rocast si
     // The primary's figure for each claim over the seeds: mean and 95% interval.
     let seeded: Vec<&Vec<Verdict>> = runs
         .iter()
-        .filter(|r| r.key == "(primary)" || r.key == SEED_KEY)
+        .filter(|r| r.key == PRIMARY_KEY || r.key == SEED_KEY)
         .filter_map(|r| r.verdicts.as_ref().ok())
         .collect();
     let mut ci = String::new();
@@ -711,22 +713,19 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
         return Ok(());
     }
     if let Some(paper) = cmd.readings.as_deref() {
-        let (title, papers, command) = match paper {
-            "cepheus" => (
-                "Cepheus and the broadcast-select paper",
-                "the Cepheus (HPCA 2024) and broadcast-select (APSIPA 2019) figures",
-                "rocast repro --readings",
-            ),
-            "peel" => (
-                "PEEL and TMCF",
-                "the PEEL (HotNets 2025) and TMCF (poster) figures",
-                "rocast repro --readings peel",
-            ),
-            other => {
-                return Err(format!(
-                    "--readings {other:?}: expected \"cepheus\" or \"peel\""
-                ))
-            }
+        let Some(&(_, title, papers)) = rocast_eval::readings::DOCUMENTS
+            .iter()
+            .find(|d| d.0 == paper)
+        else {
+            return Err(format!(
+                "--readings {paper:?}: expected \"cepheus\" or \"peel\""
+            ));
+        };
+        // The default document is what `--readings` alone prints.
+        let command = if paper == "cepheus" {
+            "rocast repro --readings".to_string()
+        } else {
+            format!("rocast repro --readings {paper}")
         };
         print!(
             "# Readings: {title}\n\nMade by `{command}` (rocast {}, commit {}; no seed: a table, not a run). Every choice the papers leave open, or that rocast had to make, for the presets of {papers}: the paper's words with the section, the value rocast runs (primary), what decided it (the paper's text; then what it cites or the tool it ran; then consistency with its other numbers; never which value matches the figure), and the alternatives with the sentence that rules each out. `rocast sim --preset P --set KEY=VALUE` runs an alternative; `crates/eval/src/readings.rs` holds the table and a test pins every primary to its preset.\n{}",

@@ -232,6 +232,23 @@ fn every_byte_everywhere(leader: Proc, joins: Vec<(Proc, PathBuf)>, payload: &[u
     text
 }
 
+/// A member that must fail explicitly (exit 1) and leave no bytes behind: unverified
+/// bytes never take the `--out` name, and the staging file goes. Returns its output.
+fn failed_leaving_nothing(p: Proc, out: &Path) -> String {
+    let (code, text) = p.finish();
+    assert_eq!(code, 1, "an explicit failure: {text}");
+    assert!(
+        !out.exists(),
+        "{} holds a failed member's bytes",
+        out.display()
+    );
+    assert!(
+        !partial_of(out).exists(),
+        "staging file left behind: {text}"
+    );
+    text
+}
+
 /// `mcast join --out`'s staging file for `out`.
 fn partial_of(out: &Path) -> PathBuf {
     PathBuf::from(format!("{}.partial", out.display()))
@@ -375,16 +392,8 @@ fn a_crashed_leaders_members_fail_and_the_switch_reclaims_its_group_at_the_lease
     let killed = Instant::now();
     assert_eq!(leader.finish().0, -1);
     for (p, out) in joins {
-        let (jc, jt) = p.finish();
-        assert_eq!(jc, 1, "an explicit failure: {jt}");
+        let jt = failed_leaving_nothing(p, &out);
         assert!(jt.contains("join failed"), "{jt}");
-        // Unverified bytes never take the --out name, and their staging file goes.
-        assert!(
-            !out.exists(),
-            "{} written by a failed member",
-            out.display()
-        );
-        assert!(!partial_of(&out).exists());
     }
     assert!(
         switch_query(lab.0, true).starts_with("groups 1 "),
@@ -433,15 +442,8 @@ fn a_group_that_fails_after_verified_buffers_leaves_nothing_at_out() {
     leader.kill();
     assert_eq!(leader.finish().0, -1);
     for (p, out) in joins {
-        let (jc, jt) = p.finish();
-        assert_eq!(jc, 1, "an explicit failure: {jt}");
+        let jt = failed_leaving_nothing(p, &out);
         assert!(jt.contains(": ok"), "some buffers were verified: {jt}");
-        assert!(
-            !out.exists(),
-            "{} holds a failed group's bytes",
-            out.display()
-        );
-        assert!(!partial_of(&out).exists(), "staging file left behind");
     }
     down_and_check(lab.0, &file);
 }
@@ -515,14 +517,8 @@ fn a_member_cut_off_mid_transfer_is_evicted_and_the_others_get_every_byte() {
     }
     // The cut-off member never claims the buffer: once its port is back it hears the
     // leader's Close (or the connection's end) and fails.
-    let (vc, vt) = victim.finish();
-    assert_eq!(vc, 1, "{vt}");
+    let vt = failed_leaving_nothing(victim, &victim_out);
     assert!(!vt.contains(": ok"), "{vt}");
-    assert!(
-        !victim_out.exists() && !partial_of(&victim_out).exists(),
-        "the cut-off member left bytes at {}",
-        victim_out.display()
-    );
     let stats = switch_query(lab.0, false);
     assert!(counter(&stats, "switch", "mrp_pruned") >= 1, "{stats}");
     eprintln!(

@@ -542,6 +542,21 @@ pub fn paper_of(preset: &str) -> &'static str {
     }
 }
 
+/// The readings documents: the name [`paper_of`] gives, the document's title and the
+/// figures it covers.
+pub const DOCUMENTS: [(&str, &str, &str); 2] = [
+    (
+        "cepheus",
+        "Cepheus and the broadcast-select paper",
+        "the Cepheus (HPCA 2024) and broadcast-select (APSIPA 2019) figures",
+    ),
+    (
+        "peel",
+        "PEEL and TMCF",
+        "the PEEL (HotNets 2025) and TMCF (poster) figures",
+    ),
+];
+
 // ---- PEEL (HotNets 2025, §3-§4) and TMCF (poster, §II-III) ----
 
 const PEEL_ORCA: Reading = Reading {
@@ -993,6 +1008,14 @@ mod tests {
         let md = markdown("cepheus");
         assert!(md.contains("ConnectX-5") && md.contains("| `multicast.loss_at` |"));
         assert!(!md.contains("## PEEL"));
+        for p in PRESETS {
+            let paper = paper_of(p.preset);
+            assert!(
+                DOCUMENTS.iter().any(|d| d.0 == paper),
+                "{}: {paper}",
+                p.preset
+            );
+        }
         let peel = markdown("peel");
         assert!(peel.contains("| `multicast.core_copy` |") && peel.contains("TMCF"));
         assert!(!peel.contains("ConnectX-5"));

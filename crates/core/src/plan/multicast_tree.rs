@@ -334,9 +334,7 @@ pub fn layer_peeling_tree_via(
     let tie = |v: NodeId| -> u64 {
         match choice {
             UplinkChoice::Lowest => v as u64,
-            UplinkChoice::Hashed(salt) => {
-                crate::payload::splitmix64(salt ^ (v as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
-            }
+            UplinkChoice::Hashed(salt) => UplinkChoice::hash(salt, v),
         }
     };
     let dests = normalise_destinations(topo, source, destinations)?;
@@ -451,6 +449,14 @@ pub enum UplinkChoice {
     Hashed(u64),
 }
 
+impl UplinkChoice {
+    /// ECMP's per-flow hash of `node` under `salt` (the symmetric tree's uplink and the
+    /// layer-peeling greedy's tie-break both draw on it).
+    fn hash(salt: u64, node: NodeId) -> u64 {
+        crate::payload::splitmix64(salt ^ (node as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+    }
+}
+
 /// The optimal tree on a fault-free Clos (PEEL Lemma 2.1): see the module docs. The
 /// source's chain climbs through the lowest-numbered switches.
 pub fn symmetric_tree(
@@ -493,10 +499,7 @@ pub fn symmetric_tree_via(
             _ if ups.is_empty() => None,
             UplinkChoice::Lowest => Some(ups[0]),
             UplinkChoice::Hashed(salt) => {
-                let h = crate::payload::splitmix64(
-                    salt ^ (at as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                );
-                Some(ups[(h % ups.len() as u64) as usize])
+                Some(ups[(UplinkChoice::hash(salt, at) % ups.len() as u64) as usize])
             }
         }
     };

@@ -65,7 +65,8 @@ use super::igmp_snooping::IgmpSnooping;
 use super::mrp_agent::{self, UnicastRoute, UnicastTable};
 use crate::control::registration::{SwitchRejection, SwitchReport, SWITCH_REPORT_LEN};
 use crate::fabric::cepheus::{
-    Bridge, CepheusAction, CepheusSwitch, CnpFilter, GroupAddressSpace, Handling, NextHop,
+    Bridge, CepheusAction, CepheusSwitch, CnpFilter, FeedbackPacket, GroupAddressSpace, Handling,
+    NextHop,
 };
 use crate::fabric::peel::{PeelAction, PeelRole, PeelSwitch};
 use crate::time::{Duration, Instant};
@@ -296,9 +297,6 @@ pub struct FrameSwitch {
     /// Where the next allocation's search starts (an index into the group space), so
     /// a freed address is not handed out again at once.
     allocation_cursor: u64,
-    /// The last CNP taken in (its IP bytes): the headers of a CNP the filter releases
-    /// later (TMCF's buffered reading) are built on it. One packet, tens of bytes.
-    cnp_template: Option<Vec<u8>>,
 }
 
 /// A group address held for one leader.
@@ -351,7 +349,6 @@ impl FrameSwitch {
             mrp_counter: MrpCounter::starting_at(1),
             allocations: BTreeMap::new(),
             allocation_cursor: 0,
-            cnp_template: None,
         }
     }
 
@@ -803,9 +800,6 @@ impl FrameSwitch {
             self.stats.bad_icrc += 1;
             return;
         }
-        if pkt.bth.opcode == crate::wire::Opcode::CNP {
-            self.cnp_template = Some(ip_bytes.to_vec());
-        }
         if self.cepheus.handle_packet(now, in_port, &pkt) == Handling::NotMulticast {
             // Cannot happen for a group address, but never drop silently.
             self.stats.roce_malformed += 1;
@@ -816,14 +810,18 @@ impl FrameSwitch {
                     self.replica(port, bridge, &pkt, ip_bytes)
                 }
                 CepheusAction::Feedback { port, packet } => {
-                    let repr = packet.repr(&pkt);
-                    let mut ipb = vec![0u8; repr.buffer_len()];
-                    repr.emit(&mut ipb);
-                    let dst = self.next_hop_mac(port, packet.dst_ip);
-                    self.emit_ip(port, dst, &ipb);
+                    self.emit_feedback(port, &packet, &packet.repr(&pkt))
                 }
             }
         }
+    }
+
+    /// Sends feedback `repr` (of `packet`) out of `port` toward the source.
+    fn emit_feedback(&mut self, port: u16, packet: &FeedbackPacket, repr: &RoceRepr<'_>) {
+        let mut ipb = vec![0u8; repr.buffer_len()];
+        repr.emit(&mut ipb);
+        let dst = self.next_hop_mac(port, packet.dst_ip);
+        self.emit_ip(port, dst, &ipb);
     }
 
     fn replica(&mut self, port: u16, bridge: Option<Bridge>, pkt: &RoceRepr<'_>, ip_bytes: &[u8]) {
@@ -1196,21 +1194,15 @@ impl FrameSwitch {
     /// Cheap when nothing is due: one comparison.
     pub fn handle_timeout(&mut self, now: Instant) {
         // CNPs the filter held (TMCF's buffered reading) and releases now.
-        self.cepheus.handle_timeout(now);
-        let template = self.cnp_template.clone();
-        while let Some(a) = self.cepheus.poll_transmit(now) {
-            let (CepheusAction::Feedback { port, packet }, Some(t)) = (a, template.as_deref())
-            else {
-                continue;
-            };
-            let Ok(base) = RoceRepr::parse(t) else {
-                continue;
-            };
-            let repr = packet.repr(&base);
-            let mut ipb = vec![0u8; repr.buffer_len()];
-            repr.emit(&mut ipb);
-            let dst = self.next_hop_mac(port, packet.dst_ip);
-            self.emit_ip(port, dst, &ipb);
+        if self.cepheus.poll_at().is_some_and(|t| t <= now) {
+            self.cepheus.handle_timeout(now);
+            while let Some(a) = self.cepheus.poll_transmit(now) {
+                if let CepheusAction::Feedback { port, packet } = a {
+                    if let Some(repr) = self.cepheus.released_repr(&packet) {
+                        self.emit_feedback(port, &packet, &repr);
+                    }
+                }
+            }
         }
         self.stats.igmp_expired += self.igmp.expire(now);
         if self.igmp.poll_query(now) {

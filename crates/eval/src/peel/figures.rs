@@ -67,11 +67,8 @@ fn settings(sc: &Scenario) -> Result<CollectiveSettings, String> {
         orca_agent: m.orca_agent,
         core_copy: rocast_sim::engine::tree_multicast::CoreCopy::parse(&m.core_copy)
             .map_err(|e| format!("multicast.core_copy: {e}"))?,
-        binary_tree: if m.tree_algorithm == "double" {
-            rocast_core::overlay::Scheme::DoubleBinaryTree
-        } else {
-            rocast_core::overlay::Scheme::BinaryTree
-        },
+        binary_tree: rocast_sim::multicast::collective::tree_scheme(&m.tree_algorithm)
+            .map_err(|e| format!("multicast.tree_algorithm: {e}"))?,
         overhead: Duration::from_ps((m.overhead_us.max(0.0) * 1e6) as u64),
         seed: sc.seed,
     })
@@ -102,13 +99,12 @@ fn nvlink_ps(sc: &Scenario, scheme: CollectiveScheme, bytes: u64) -> u64 {
     if g == 1 {
         return 0;
     }
-    if nics > 1 && scheme.is_multicast() {
-        let rate = m.nvlink_gbps.max(1.0) * 1e9 / 8.0;
-        return ((bytes * (g - 1) / g) as f64 / rate * 1e12) as u64;
-    }
-    let bytes = bytes.div_ceil(nics);
     let rate = m.nvlink_gbps.max(1.0) * 1e9 / 8.0;
     let t = |b: u64| (b as f64 / rate * 1e12) as u64;
+    if nics > 1 && scheme.is_multicast() {
+        return t(bytes * (g - 1) / g);
+    }
+    let bytes = bytes.div_ceil(nics);
     let chunk = bytes.div_ceil(m.chunks.max(1) as u64);
     match scheme {
         CollectiveScheme::Ring => (g - 1) * t(chunk),
@@ -125,7 +121,7 @@ fn run_point(
     x: f64,
 ) -> Result<Point, String> {
     let cfg = engine_config(sc, topo)?;
-    let (run, owner) = channel_jobs(sc, jobs, scheme);
+    let (run, owner) = channel_jobs(sc, jobs);
     let out = run_collectives(topo.clone(), cfg, &run, scheme, &settings(sc)?)
         .map_err(|e| format!("{} at {x}: {e}", scheme.name()))?;
     // A job completes when its last channel does.
@@ -151,19 +147,14 @@ fn run_point(
     })
 }
 
-/// The jobs `run_collectives` runs for `jobs` under `scheme`, and the job each came
+/// The jobs `run_collectives` runs for `jobs` (under any scheme), and the job each came
 /// from. With one NIC per GPU every scheme runs NCCL's way: one channel per NIC index
 /// c, among the job's servers' NIC c (the root's server first), each carrying
 /// `bytes / nics` (NCCL builds its rings and trees per channel and spreads channels
 /// over the server's NICs; the GPUs of a server meet over NVLink, `nvlink_ps`). A
 /// multicast scheme's channel is a group of its own. Otherwise the jobs as they are.
-fn channel_jobs(
-    sc: &Scenario,
-    jobs: &[BroadcastJob],
-    scheme: CollectiveScheme,
-) -> (Vec<BroadcastJob>, Vec<usize>) {
+fn channel_jobs(sc: &Scenario, jobs: &[BroadcastJob]) -> (Vec<BroadcastJob>, Vec<usize>) {
     let nics = sc.multicast.nics_per_server.max(1);
-    let _ = scheme; // every scheme alike (see above)
     if nics == 1 {
         return (jobs.to_vec(), (0..jobs.len()).collect());
     }
@@ -195,6 +186,12 @@ fn channel_jobs(
     (run, owner)
 }
 
+/// The source's floor (ms): `copies` of `bytes` through one host NIC, the CCT if nothing
+/// but the source's link limited it.
+fn source_floor_ms(sc: &Scenario, copies: f64, bytes: u64) -> f64 {
+    copies * bytes as f64 / (sc.topology.host_gbps * 1e9 / 8.0 / 1e3)
+}
+
 /// Mean and 99th percentile (nearest rank) of `v`.
 fn mean_p99(v: &[f64]) -> (f64, f64) {
     let mut s = v.to_vec();
@@ -219,7 +216,6 @@ fn figure_report(
     let mut csv = format!(
         "figure,{x_name},scheme,jobs,mean_ms,p99_ms,packets_per_message,switch_gb,retransmitted,repairs,source_feedback,source_floor_ms\n"
     );
-    let nic_bytes_per_ms = sc.topology.host_gbps * 1e9 / 8.0 / 1e3;
     let reference = [CollectiveScheme::Optimal, CollectiveScheme::Peel]
         .into_iter()
         .find(|r| points.iter().any(|p| p.scheme == *r));
@@ -250,7 +246,7 @@ fn figure_report(
         for p in at {
             let (mean, p99) = mean_p99(&p.cct_ms);
             let (rm, rp) = refp.map_or((f64::NAN, f64::NAN), |(a, b)| (mean / a, p99 / b));
-            let floor = p.packets_per_message * p.bytes as f64 / nic_bytes_per_ms;
+            let floor = source_floor_ms(sc, p.packets_per_message, p.bytes);
             let floor_txt = if p.scheme.is_multicast() {
                 format!("{floor:.3}")
             } else {
@@ -739,8 +735,7 @@ fn against_itself(sc: &Scenario, points: &[Point]) -> String {
     ) else {
         return String::new();
     };
-    let nic_bytes_per_ms = sc.topology.host_gbps * 1e9 / 8.0 / 1e3;
-    let one = peel.bytes as f64 / nic_bytes_per_ms;
+    let one = source_floor_ms(sc, 1.0, peel.bytes);
     let bound = orca / 101.0;
     let (_, peel_p99) = mean_p99(&peel.cct_ms);
     format!(
@@ -752,8 +747,8 @@ fn against_itself(sc: &Scenario, points: &[Point]) -> String {
          its verdicts use it; the implied one is what the ratio needs (PEEL+cores with no set-up is close to it:\n  \
          peel-ablation cores-from-start).\n",
         peel.packets_per_message,
-        peel.packets_per_message * one,
-        peel.packets_per_message * one / bound
+        source_floor_ms(sc, peel.packets_per_message, peel.bytes),
+        source_floor_ms(sc, peel.packets_per_message, peel.bytes) / bound
     )
 }
 

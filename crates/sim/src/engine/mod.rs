@@ -555,10 +555,8 @@ pub struct Engine {
     /// Each switch's multicast engine (index: switch − hosts).
     cepheus: Vec<CepheusSwitch>,
     cepheus_out: Vec<CepheusAction>,
-    /// Per switch: the wake-up its multicast engine has scheduled (ps), and the last
-    /// CNP it took in (the headers a CNP it releases later is built on).
+    /// Per switch: the wake-up its multicast engine has scheduled (ps).
     switch_timer: Vec<Option<u64>>,
-    cnp_template: Vec<Option<SimPacket>>,
     controls: SlotPool<ControlMsg>,
     /// QPNs handed out by `open_qp` come from the same counter as connections'.
     pub mrp_malformed: u64,
@@ -776,7 +774,6 @@ impl Engine {
                 QpConfig::new(Ipv4Address::UNSPECIFIED, 0, Ipv4Address::UNSPECIFIED, 0).dscp,
             ),
             switch_timer: vec![None; cepheus.len()],
-            cnp_template: vec![None; cepheus.len()],
             cepheus,
             cepheus_out: Vec::new(),
             controls: SlotPool::default(),
@@ -1294,9 +1291,8 @@ impl Engine {
         // Every McstID-range address is the engine's: an unknown group is counted
         // there and yields no action.
         let now = Instant::from_ps(self.now);
-        if repr.bth.opcode == rocast_core::wire::Opcode::CNP {
-            self.cnp_template[sw] = Some(sp);
-        }
+        // Only a CNP can give the engine's CNP filter something to release later.
+        let cnp = repr.bth.opcode == rocast_core::wire::Opcode::CNP;
         let engine = &mut self.cepheus[sw];
         engine.handle_packet(now, in_local, &repr);
         let mut copies = std::mem::take(&mut self.copy_scratch);
@@ -1317,7 +1313,9 @@ impl Engine {
         }
         self.emit_copies(node, in_local, pkt, &copies, false);
         self.copy_scratch = copies;
-        self.arm_switch_timer(node, false);
+        if cnp {
+            self.arm_switch_timer(node, false);
+        }
     }
 
     /// Schedules switch `node`'s multicast engine's next wake-up, unless one at or
@@ -1337,7 +1335,7 @@ impl Engine {
     }
 
     /// Switch `node`'s engine wakes: the CNPs its filter releases now go toward their
-    /// sources, built on the headers of the last CNP the switch took in.
+    /// sources (the engine builds them on the headers of the CNPs it held).
     fn switch_timer_fired(&mut self, node: u32) {
         let sw = node as usize - self.topo.num_hosts();
         if self.switch_timer[sw] != Some(self.now) {
@@ -1349,11 +1347,10 @@ impl Engine {
         let mut out = std::mem::take(&mut self.cepheus_out);
         out.clear();
         out.extend(std::iter::from_fn(|| self.cepheus[sw].poll_transmit(now)));
-        if let Some(template) = self.cnp_template[sw] {
-            let base = template.to_repr();
-            for a in &out {
-                if let CepheusAction::Feedback { port, packet } = *a {
-                    let slot = self.alloc(SimPacket::from_repr(&packet.repr(&base)));
+        for a in &out {
+            if let CepheusAction::Feedback { port, packet } = *a {
+                if let Some(repr) = self.cepheus[sw].released_repr(&packet) {
+                    let slot = self.alloc(SimPacket::from_repr(&repr));
                     let hop = Hop::of(&self.slab[slot as usize], slot);
                     self.switch_enqueue(node, SHARED_CELL, port, hop);
                 }

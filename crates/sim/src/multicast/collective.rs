@@ -115,6 +115,16 @@ pub struct BroadcastJob {
     pub bytes: u64,
 }
 
+/// `multicast.tree_algorithm`: the schedule PEEL's "Binary Tree" runs, "double"
+/// (NCCL's double binary tree) or "single" (one pipelined binary tree).
+pub fn tree_scheme(name: &str) -> Result<Scheme, String> {
+    match name {
+        "double" => Ok(Scheme::DoubleBinaryTree),
+        "single" => Ok(Scheme::BinaryTree),
+        other => Err(format!("expected \"double\" or \"single\", got {other:?}")),
+    }
+}
+
 /// The false-positive ratio Orca's Bloom filter is sized for unless configured: the
 /// smallest of PEEL Fig 3's (1 %), the cheapest header in bytes of the three.
 pub const ORCA_DEFAULT_FPR: f64 = 0.01;

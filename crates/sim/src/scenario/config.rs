@@ -25,6 +25,19 @@ pub fn invalid(key: &'static str, msg: impl Into<String>) -> ConfigError {
     }
 }
 
+/// `value` must be one of `allowed`: else "expected "a", "b" or "c", got "x"".
+pub fn one_of(key: &'static str, value: &str, allowed: &[&str]) -> Result<(), ConfigError> {
+    if allowed.contains(&value) {
+        return Ok(());
+    }
+    let quoted: Vec<String> = allowed.iter().map(|a| format!("{a:?}")).collect();
+    let list = match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => quoted.join(""),
+    };
+    Err(invalid(key, format!("expected {list}, got {value:?}")))
+}
+
 /// Every rate of `rates` (key, Gb/s) must be in (0, 10000].
 pub fn check_gbps(rates: &[(&'static str, f64)]) -> Result<(), ConfigError> {
     for &(key, v) in rates {
@@ -842,12 +855,7 @@ impl Scenario {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         let m = &self.multicast;
-        if !matches!(m.op.as_str(), "write" | "send") {
-            return Err(invalid(
-                "multicast.op",
-                format!("expected \"write\" or \"send\", got {:?}", m.op),
-            ));
-        }
+        one_of("multicast.op", &m.op, &["write", "send"])?;
         for (key, value) in [
             ("multicast.chain_min_slice", &m.chain_min_slice),
             ("multicast.eager_limit", &m.eager_limit),
@@ -859,36 +867,21 @@ impl Scenario {
                 ));
             }
         }
-        if !matches!(m.loss_at.as_str(), "middle-switches" | "switch-links") {
-            return Err(invalid(
-                "multicast.loss_at",
-                format!(
-                    "expected \"middle-switches\" or \"switch-links\", got {:?}",
-                    m.loss_at
-                ),
-            ));
-        }
-        if !matches!(m.placement.as_str(), "spread" | "contiguous") {
-            return Err(invalid(
-                "multicast.placement",
-                format!(
-                    "expected \"spread\" or \"contiguous\", got {:?}",
-                    m.placement
-                ),
-            ));
-        }
-        if !matches!(
-            m.job_placement.as_str(),
-            "bin-packed" | "consecutive" | "aligned"
-        ) {
-            return Err(invalid(
-                "multicast.job_placement",
-                format!(
-                    "expected \"bin-packed\", \"consecutive\" or \"aligned\", got {:?}",
-                    m.job_placement
-                ),
-            ));
-        }
+        one_of(
+            "multicast.loss_at",
+            &m.loss_at,
+            &["middle-switches", "switch-links"],
+        )?;
+        one_of(
+            "multicast.placement",
+            &m.placement,
+            &["spread", "contiguous"],
+        )?;
+        one_of(
+            "multicast.job_placement",
+            &m.job_placement,
+            &["bin-packed", "consecutive", "aligned"],
+        )?;
         if !(m.orca_fpr > 0.0 && m.orca_fpr <= 1.0) {
             return Err(invalid(
                 "multicast.orca_fpr",
@@ -904,36 +897,20 @@ impl Scenario {
                 ),
             ));
         }
-        if !matches!(m.tree_algorithm.as_str(), "double" | "single") {
-            return Err(invalid(
-                "multicast.tree_algorithm",
-                format!(
-                    "expected \"double\" or \"single\", got {:?}",
-                    m.tree_algorithm
-                ),
-            ));
+        if let Err(e) = crate::multicast::collective::tree_scheme(&m.tree_algorithm) {
+            return Err(invalid("multicast.tree_algorithm", e));
         }
         if let Err(e) = crate::engine::tree_multicast::CoreCopy::parse(&m.core_copy) {
             return Err(invalid("multicast.core_copy", e));
         }
-        if !matches!(m.upward.as_str(), "ecmp" | "lowest") {
-            return Err(invalid(
-                "multicast.upward",
-                format!("expected \"ecmp\" or \"lowest\", got {:?}", m.upward),
-            ));
-        }
+        one_of("multicast.upward", &m.upward, &["ecmp", "lowest"])?;
         if !(m.overhead_us.is_finite() && m.overhead_us >= 0.0) {
             return Err(invalid(
                 "multicast.overhead_us",
                 "must be a non-negative number",
             ));
         }
-        if !matches!(m.exact_solver.as_str(), "dp" | "highs") {
-            return Err(invalid(
-                "multicast.exact_solver",
-                format!("expected \"dp\" or \"highs\", got {:?}", m.exact_solver),
-            ));
-        }
+        one_of("multicast.exact_solver", &m.exact_solver, &["dp", "highs"])?;
         if !(0.0..1.0).contains(&m.loss) {
             return Err(invalid("multicast.loss", "must be in [0, 1)"));
         }
@@ -1037,12 +1014,7 @@ impl Scenario {
                 format!("must be 256, 512, 1024, 2048 or 4096, got {}", n.mtu),
             ));
         }
-        if !matches!(n.cc.as_str(), "dcqcn" | "none") {
-            return Err(invalid(
-                "nic.cc",
-                format!("expected \"dcqcn\" or \"none\", got {:?}", n.cc),
-            ));
-        }
+        one_of("nic.cc", &n.cc, &["dcqcn", "none"])?;
         let window = rocast_core::time::Duration::from_us(self.switch.cnp_window_us);
         if rocast_core::fabric::cepheus::CnpFilterPolicy::from_name(&self.switch.cnp_filter, window)
             .is_err()
@@ -1065,24 +1037,16 @@ impl Scenario {
         if self.switch.cnp_window_us == 0 {
             return Err(invalid("switch.cnp_window_us", "must be at least 1"));
         }
-        if !matches!(n.dcqcn_preset.as_str(), "hpcc" | "paper" | "cx5") {
-            return Err(invalid(
-                "nic.dcqcn_preset",
-                format!(
-                    "expected \"hpcc\", \"paper\" or \"cx5\", got {:?}",
-                    n.dcqcn_preset
-                ),
-            ));
-        }
-        if !matches!(n.retransmission.as_str(), "go-back-n" | "selective-repeat") {
-            return Err(invalid(
-                "nic.retransmission",
-                format!(
-                    "expected \"go-back-n\" or \"selective-repeat\", got {:?}",
-                    n.retransmission
-                ),
-            ));
-        }
+        one_of(
+            "nic.dcqcn_preset",
+            &n.dcqcn_preset,
+            &["hpcc", "paper", "cx5"],
+        )?;
+        one_of(
+            "nic.retransmission",
+            &n.retransmission,
+            &["go-back-n", "selective-repeat"],
+        )?;
         if n.window == 0 || n.window > 1 << 22 {
             return Err(invalid("nic.window", "must be 1 to 4194304 packets"));
         }
@@ -1211,6 +1175,19 @@ fn apply_set(table: &mut toml::Table, s: &str) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_of_says_what_it_expected() {
+        assert!(one_of("k", "b", &["a", "b"]).is_ok());
+        assert_eq!(
+            one_of("k", "x", &["a", "b", "c"]).unwrap_err().to_string(),
+            "k: expected \"a\", \"b\" or \"c\", got \"x\""
+        );
+        assert_eq!(
+            one_of("k", "x", &["a", "b"]).unwrap_err().to_string(),
+            "k: expected \"a\" or \"b\", got \"x\""
+        );
+    }
 
     #[test]
     fn fat_tree_arity_is_the_builders_range() {

@@ -145,17 +145,41 @@ pub struct FeedbackPacket {
     pub dst_qp: u32,
 }
 
+/// The header fields a feedback packet copies from the packet that caused it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeedbackHeader {
+    pub pkey: u16,
+    pub dscp: u8,
+    pub udp_src_port: u16,
+}
+
+impl FeedbackHeader {
+    pub fn of(p: &RoceRepr<'_>) -> Self {
+        FeedbackHeader {
+            pkey: p.bth.pkey,
+            dscp: p.ip.dscp,
+            udp_src_port: p.udp.src_port,
+        }
+    }
+}
+
 impl FeedbackPacket {
     /// The packet as a parsed RoCE packet, taking the UDP source port, DSCP and P_Key
     /// from `template` (the feedback or data packet that caused it). An ACK carries no
     /// SACK bitmap: one receiver's bitmap says nothing about the others.
     pub fn repr(&self, template: &RoceRepr<'_>) -> RoceRepr<'static> {
+        self.repr_with(FeedbackHeader::of(template))
+    }
+
+    /// [`repr`](Self::repr) with the copied fields given: a CNP the switch releases
+    /// later is built on the header of the CNP it held.
+    pub fn repr_with(&self, header: FeedbackHeader) -> RoceRepr<'static> {
         let (opcode, psn) = match self.kind {
             FeedbackKind::Ack { .. } => (Opcode::RC_ACKNOWLEDGE, self.psn),
             FeedbackKind::Cnp => (Opcode::CNP, Psn::new(0)),
         };
         let mut bth = BthRepr::new(opcode, self.dst_qp, psn);
-        bth.pkey = template.bth.pkey;
+        bth.pkey = header.pkey;
         let mut ext = ExtHeaders::default();
         match self.kind {
             FeedbackKind::Ack { syndrome, msn } => ext.aeth = Some(AethRepr { syndrome, msn }),
@@ -167,9 +191,9 @@ impl FeedbackPacket {
         RoceRepr::new(
             self.src_ip,
             self.dst_ip,
-            template.ip.dscp,
+            header.dscp,
             Ecn::NotEct,
-            template.udp.src_port,
+            header.udp_src_port,
             bth,
             ext,
             &[],

@@ -43,9 +43,12 @@ pub mod bridge;
 pub mod cnp_filter;
 pub mod mft;
 
-pub use bridge::{Bridge, BridgedHeaders, FeedbackKind, FeedbackPacket, VIRTUAL_QPN};
+pub use bridge::{
+    Bridge, BridgedHeaders, FeedbackHeader, FeedbackKind, FeedbackPacket, VIRTUAL_QPN,
+};
 pub use cnp_filter::{
-    CnpFilter, CnpFilterPolicy, CounterCnpFilter, DampedTmcfCnpFilter, ForwardAllCnp, TmcfCnpFilter,
+    BufferedTmcfCnpFilter, CnpFilter, CnpFilterPolicy, CounterCnpFilter, DampedTmcfCnpFilter,
+    ForwardAllCnp, TmcfCnpFilter,
 };
 pub use mft::{MulticastForwardingTable, NextHop, PathEntry};
 
@@ -242,6 +245,9 @@ pub struct CepheusSwitch {
     /// Groups whose tree uses each port (MRP's group-level load balancing).
     port_load: Vec<u32>,
     cnp_filter: Box<dyn CnpFilter>,
+    /// Per group, the headers of the last CNP a holding filter kept (what a CNP it
+    /// releases later is built on); only for groups in the table.
+    held_cnp_headers: BTreeMap<u32, FeedbackHeader>,
     group_space: GroupAddressSpace,
     pub stats: CepheusStats,
     /// Decisions made and not yet polled.
@@ -257,6 +263,7 @@ impl CepheusSwitch {
             groups: BTreeMap::new(),
             port_load: vec![0; ports as usize],
             cnp_filter,
+            held_cnp_headers: BTreeMap::new(),
             group_space: GroupAddressSpace::MULTICAST,
             stats: CepheusStats::default(),
             pending: VecDeque::new(),
@@ -304,6 +311,7 @@ impl CepheusSwitch {
             .map(|g| g.memory_bytes() + 48)
             .sum::<usize>()
             + self.cnp_filter.memory_bytes()
+            + self.held_cnp_headers.len() * 48
             + self.port_load.capacity() * 4
     }
 
@@ -368,6 +376,7 @@ impl CepheusSwitch {
             self.port_load[e.port as usize] -= 1;
         }
         self.cnp_filter.forget(mcst_id.to_u32());
+        self.held_cnp_headers.remove(&mcst_id.to_u32());
         true
     }
 
@@ -389,7 +398,8 @@ impl CepheusSwitch {
 
     /// Sends toward their sources the CNPs the filter releases by `now` (each counted in
     /// `cnps_out`; a group gone since is skipped); they wait for
-    /// [`poll_transmit`](Self::poll_transmit).
+    /// [`poll_transmit`](Self::poll_transmit), and [`released_repr`](Self::released_repr)
+    /// builds each one.
     pub fn handle_timeout(&mut self, now: Instant) {
         let mut groups = Vec::new();
         self.cnp_filter.release(now, &mut groups);
@@ -401,6 +411,13 @@ impl CepheusSwitch {
         }
         self.pending.extend(out.drain(..));
         self.scratch = out;
+    }
+
+    /// A released CNP (from [`handle_timeout`](Self::handle_timeout)) as a packet, on
+    /// the headers of the last CNP its group's filter held; `None` for a group with none.
+    pub fn released_repr(&self, packet: &FeedbackPacket) -> Option<RoceRepr<'static>> {
+        let header = self.held_cnp_headers.get(&packet.src_ip.to_u32())?;
+        Some(packet.repr_with(*header))
     }
 
     /// The next transmission the engine decided on, as headers: a replica of the packet
@@ -429,14 +446,18 @@ impl CepheusSwitch {
         let op = pkt.bth.opcode;
         if op == Opcode::CNP {
             self.stats.cnps_in += 1;
-            Self::cnp(
+            if Self::cnp(
                 g,
                 &mut self.stats,
                 self.cnp_filter.as_mut(),
                 now,
                 in_port,
                 out,
-            );
+            ) && self.cnp_filter.holds()
+            {
+                self.held_cnp_headers
+                    .insert(dst.to_u32(), FeedbackHeader::of(pkt));
+            }
         } else if let Some(aeth) = pkt.ext.aeth {
             Self::feedback(
                 g,
@@ -655,6 +676,8 @@ impl CepheusSwitch {
         Self::toward_source(g, stats, kind, psn, out);
     }
 
+    /// A CNP for group `g` from `in_port`: passed toward the source or held/filtered by
+    /// the filter. True when it came from the group's tree (whatever the filter did).
     fn cnp(
         g: &mut MulticastForwardingTable,
         stats: &mut CepheusStats,
@@ -662,20 +685,21 @@ impl CepheusSwitch {
         now: Instant,
         in_port: u16,
         out: &mut Vec<CepheusAction>,
-    ) {
+    ) -> bool {
         if g.ack_out_port.is_none_or(|p| p == in_port) {
             stats.stray_feedback += 1;
-            return;
+            return false;
         }
         let Some(idx) = g.entry_index(in_port) else {
             stats.not_in_tree += 1;
-            return;
+            return false;
         };
         if !filter.admit(now, g.mcst_id.to_u32(), idx, g.entries().len()) {
             stats.cnps_filtered += 1;
-            return;
+            return true;
         }
         Self::toward_source(g, stats, FeedbackKind::Cnp, Psn::new(0), out);
+        true
     }
 }
 

@@ -327,6 +327,39 @@ fn cnps_pass_from_the_most_congested_path_only() {
     }
 }
 
+/// TMCF's buffered reading through the switch: a held CNP leaves nothing on arrival;
+/// when it is due, `handle_timeout` sends it toward the source, built on the held
+/// CNP's headers (DSCP 48, UDP source port 49153); a removed group releases nothing.
+#[test]
+fn held_cnps_are_released_later_on_their_own_headers() {
+    let mut sw = switch(Box::new(BufferedTmcfCnpFilter::new(Duration::from_us(50))));
+    feed(&mut sw, 0, &data(0, Opcode::RC_WRITE_ONLY, true));
+    assert_eq!(sw.poll_at(), None);
+    assert!(feed(&mut sw, 1, &cnp(1)).is_empty(), "held, not passed");
+    // The CNP opened its group's first slot, so it is due one slot later: at that
+    // slot's end.
+    let due = sw.poll_at().expect("a release is due");
+    assert_eq!(due, Instant::from_us(51));
+    sw.handle_timeout(Instant::from_us(50));
+    assert!(sw.poll_transmit(due).is_none(), "nothing before it is due");
+    sw.handle_timeout(due);
+    let (port, fb) =
+        one_feedback(&std::iter::from_fn(|| sw.poll_transmit(due)).collect::<Vec<_>>());
+    assert_eq!(port, 0);
+    assert_eq!(
+        (fb.kind, fb.src_ip, fb.dst_ip, fb.dst_qp),
+        (FeedbackKind::Cnp, MCST, host_ip(0), S_QPN)
+    );
+    let repr = sw.released_repr(&fb).expect("the held CNP's headers");
+    assert_eq!(repr.bth.opcode, Opcode::CNP);
+    assert_eq!((repr.ip.dscp, repr.udp.src_port), (48, 49153));
+    assert_eq!(sw.stats.cnps_out, 1);
+    // A group that is gone has nothing to release and no headers kept.
+    assert!(feed(&mut sw, 1, &cnp(1)).is_empty());
+    assert!(sw.remove_group(MCST));
+    assert!(sw.released_repr(&fb).is_none());
+}
+
 #[test]
 fn a_new_source_port_redirects_feedback() {
     let mut sw = switch(Box::new(ForwardAllCnp));
