@@ -345,6 +345,27 @@ fn settled_switch_stats(
     last
 }
 
+/// Waits (at most 2 s) until the switch at `control` has snooped `hosts` member ports
+/// of `group`: every host's socket has joined once the barrier passes, but its IGMP
+/// report can still be on its way, and frames sent before it arrives are flooded as
+/// unregistered rather than forwarded by membership.
+fn wait_for_memberships(control: &std::path::Path, group: Ipv4Addr, hosts: usize) {
+    let prefix = format!("igmp {group} members ");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    while std::time::Instant::now() < deadline {
+        let joined = rocast_net::switch::query(control, "groups").is_ok_and(|t| {
+            t.lines().any(|l| {
+                l.strip_prefix(&prefix)
+                    .is_some_and(|m| m.split_whitespace().count() >= hosts)
+            })
+        });
+        if joined {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
 /// A switch daemon's `stats` reply.
 fn query_stats(control: &std::path::Path) -> Result<String, String> {
     rocast_net::switch::query(control, "stats").map_err(|e| e.to_string())
@@ -484,6 +505,9 @@ fn run(
             },
         ));
     }
+    // One rocast switch snoops the joins: the sender waits until it holds them all.
+    let snooping =
+        (up.switch_pid.is_some() && a.fabric == "flat").then(|| lab::switch_socket(&a.name));
     let sender = {
         let (a2, stop, ready) = (a.clone(), stop.clone(), ready.clone());
         let cfg = host_config(a, subnet, 0, peel)?;
@@ -493,6 +517,9 @@ fn run(
                 .and_then(|_| UdHost::new(cfg, clock))
                 .map_err(|e| format!("h0: {e}"));
             ready.wait();
+            if let Some(control) = &snooping {
+                wait_for_memberships(control, a2.group, n);
+            }
             let r = host.and_then(|mut host| {
                 let (seed, size) = (a2.seed, a2.size);
                 run_sender(
