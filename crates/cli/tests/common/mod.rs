@@ -1,5 +1,7 @@
 //! Shared by the CLI integration tests: run the built `rocast` and capture its output.
 
+pub mod lab;
+
 use std::process::{Command, Output};
 
 pub struct Run {
