@@ -16,23 +16,44 @@ def frame(ty, body):
     return bytes([ty]) + struct.pack(">H", len(body)) + body
 
 
-VERSION = 2
-params = frame(1, bytes([VERSION, 1]) + struct.pack(">QI", 1 << 16, 4096))
+VERSION = 3
+params = frame(1, bytes([VERSION, 1]) + struct.pack(">QII", 1 << 16, 4096, 0x5EED42))
 join = frame(2, bytes([VERSION]) + ip(10, 77, 0, 2) + struct.pack(">IQI", 0x102, 0x1000, 7))
 ready = frame(7, b"")
-announce = frame(9, struct.pack(">IQI", 1, 300, 0xABCD))
-result = frame(5, bytes([1]) + struct.pack(">IQ", 0xABCD, 1))
+announce = frame(9, struct.pack(">IQ", 1, 300) + bytes([0xAB] * 32))
+result = frame(5, bytes([1]) + bytes([0xAB] * 32) + struct.pack(">Q", 1))
 close = frame(10, bytes([1]))
 evicted = frame(11, ip(10, 77, 0, 3))
 
 
-def mrp_registration(members, write=False):
-    body = ip(10, 77, 0, 200) + bytes([0, 1, len(members), 1 if write else 0])
+def mrp_registration(members, write=False, new_incarnation=False):
+    """An MRP registration (crates/core/src/wire/mrp.rs): flags bit 0 WRITE, bit 4 a
+    leader's first registration (a new incarnation), not a refresh."""
+    flags = (1 if write else 0) | (0x10 if new_incarnation else 0)
+    body = ip(10, 77, 0, 200) + bytes([0, 1, len(members), flags])
     for (a, qpn) in members:
         body += a + struct.pack(">I", qpn)
         if write:
             body += struct.pack(">QI", 0, 0)
     return body
+
+
+def nm_packet(ty, flags, stream, body):
+    """A NACK multicast packet (crates/core/src/nack_multicast/packet.rs)."""
+    return bytes([0xA7, 2, ty, flags]) + struct.pack(">I", stream) + body
+
+
+def nm_data(stream, seq, payload):
+    return nm_packet(1, 3, stream, struct.pack(">QQII", seq, seq, len(payload), 0) + payload)
+
+
+def nm_seal(packet):
+    """FLAG_AUTH and the tag (nack_multicast/auth.rs): HMAC-SHA256(KEY, "rocast-nm" |
+    packet with REPAIR cleared)[:16]."""
+    p = bytearray(packet)
+    p[3] |= 0x80
+    covered = bytes(p[:3]) + bytes([p[3] & ~4 & 0xFF]) + bytes(p[4:])
+    return bytes(p) + hmac.new(KEY, b"rocast-nm" + covered, hashlib.sha256).digest()[:16]
 
 
 def seal(src, counter, payload):
@@ -104,6 +125,7 @@ seeds = {
     "c_framing": {"stream": bytes([5]) + params + join + ready + announce + result + close + evicted,
                   "cut": bytes([1]) + params + join[:7]},
     "mrp": {"registration": reg, "release": release, "prune": prune,
+            "new-incarnation": mrp_registration(members, write=True, new_incarnation=True),
             "sealed": seal(src, 7, reg),
             "report": b"RCRJ" + group + struct.pack(">I", 9) + bytes([1]),
             "allocate": allocate, "allocation": allocation},
@@ -134,7 +156,13 @@ seeds = {
     "parse_frame": {"mrp-frame": udp_frame(src, group, 4792, reg, mac0, sw_mac),
                     "pcapng": pcapng([udp_frame(src, group, 4792, reg, mac0, sw_mac),
                                       roce_frame(4, 100, b"", bytes(range(64)), mac0, sw_mac)])},
-    "ud_multicast": {"empty": b"\x00"},
+    "ud_multicast": {"empty": b"\x00",
+                     "data": nm_data(7, 0, b"hello"),
+                     "heartbeat": nm_packet(2, 0, 7, struct.pack(">QQQ", 1, 0, 1)),
+                     "status": nm_packet(4, 0, 7, struct.pack(">IIQ", 1, 256, 1)),
+                     "nack": nm_packet(3, 0, 7, struct.pack(">IIQ", 2, 1, 0)),
+                     "sealed-data": nm_seal(nm_data(1, 0, b"hello")),
+                     "sealed-heartbeat": nm_seal(nm_packet(2, 0, 1, struct.pack(">QQQ", 2, 0, 1)))},
 }
 
 for target, files in seeds.items():

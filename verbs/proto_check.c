@@ -33,13 +33,16 @@ static void frame(uint8_t ty, const uint8_t *body, uint16_t len) {
 static int emit(void) {
     uint8_t b[ROCAST_MAX_BODY_LEN];
     const uint8_t member[4] = {10, 0, 0, 7}, group[4] = {10, 77, 0, 200};
-    frame(ROCAST_MSG_PARAMS, b, rocast_emit_params(b, 1, 0x0102030405060708ull, 0x0a0b0c0d));
+    frame(ROCAST_MSG_PARAMS, b, rocast_emit_params(b, 1, 0x0102030405060708ull, 0x0a0b0c0d, 0xabcdef));
     frame(ROCAST_MSG_JOIN, b, rocast_emit_join(b, member, 0x123456, 0x10000000, 0x5a5a));
     frame(ROCAST_MSG_CONFIRM, b, rocast_emit_confirm(b, group, member, 0x107));
     frame(ROCAST_MSG_DONE, b, rocast_emit_done(b, 0x01020304));
-    frame(ROCAST_MSG_RESULT, b, rocast_emit_result(b, 1, 0xdeadbeef, 0x1122334455667788ull));
+    uint8_t digest[ROCAST_SHA256_LEN];
+    for (int i = 0; i < ROCAST_SHA256_LEN; i++) digest[i] = (uint8_t)i;
+    frame(ROCAST_MSG_RESULT, b, rocast_emit_result(b, 1, digest, 0x1122334455667788ull));
     frame(ROCAST_MSG_READY, b, 0);
-    frame(ROCAST_MSG_ANNOUNCE, b, rocast_emit_announce(b, 1, 70000, 0x01020304));
+    memset(digest, 0xa5, sizeof(digest));
+    frame(ROCAST_MSG_ANNOUNCE, b, rocast_emit_announce(b, 1, 70000, digest));
     frame(ROCAST_MSG_CLOSE, b, rocast_emit_close(b, 0));
     frame(ROCAST_MSG_EVICTED, b, rocast_emit_evicted(b, member));
     memset(b, 7, ROCAST_INVITATION_LEN);
@@ -51,6 +54,12 @@ static int emit(void) {
 }
 
 static void ip(const uint8_t *a) { printf(" %u.%u.%u.%u", a[0], a[1], a[2], a[3]); }
+
+/* A digest as lower-case hex into out (2 * ROCAST_SHA256_LEN + 1 bytes). */
+static const char *to_hex(const uint8_t *d, char *out) {
+    for (int i = 0; i < ROCAST_SHA256_LEN; i++) sprintf(out + 2 * i, "%02x", d[i]);
+    return out;
+}
 
 static int parse(void) {
     static uint8_t in[1 << 20];
@@ -65,11 +74,13 @@ static int parse(void) {
         at += ROCAST_FRAME_HEADER_LEN + (size_t)len;
         int r = 0, ok = 0;
         uint8_t a1[4], a2[4];
-        uint32_t u1 = 0, u2 = 0;
+        uint32_t u1 = 0, u2 = 0, u3 = 0;
+        uint8_t d[ROCAST_SHA256_LEN];
+        char hex[2 * ROCAST_SHA256_LEN + 1];
         uint64_t w1 = 0, w2 = 0;
         switch (ty) {
         case ROCAST_MSG_PARAMS:
-            if (!(r = rocast_parse_params(b, len, &ok, &w1, &u1))) printf("params %d %" PRIu64 " %" PRIu32 "\n", ok, w1, u1);
+            if (!(r = rocast_parse_params(b, len, &ok, &w1, &u1, &u3))) printf("params %d %" PRIu64 " %" PRIu32 " %" PRIu32 "\n", ok, w1, u1, u3);
             else printf("params error %d\n", r);
             break;
         case ROCAST_MSG_JOIN:
@@ -92,7 +103,7 @@ static int parse(void) {
             else printf("done error %d\n", r);
             break;
         case ROCAST_MSG_RESULT:
-            if (!(r = rocast_parse_result(b, len, &ok, &u1, &w1))) printf("result %d %" PRIu32 " %" PRIu64 "\n", ok, u1, w1);
+            if (!(r = rocast_parse_result(b, len, &ok, d, &w1))) printf("result %d %s %" PRIu64 "\n", ok, to_hex(d, hex), w1);
             else printf("result error %d\n", r);
             break;
         case ROCAST_MSG_OVERLAY:
@@ -102,7 +113,7 @@ static int parse(void) {
             printf("ready %u\n", len);
             break;
         case ROCAST_MSG_ANNOUNCE:
-            if (!(r = rocast_parse_announce(b, len, &u1, &w2, &u2))) printf("announce %" PRIu32 " %" PRIu64 " %" PRIu32 "\n", u1, w2, u2);
+            if (!(r = rocast_parse_announce(b, len, &u1, &w2, d))) printf("announce %" PRIu32 " %" PRIu64 " %s\n", u1, w2, to_hex(d, hex));
             else printf("announce error %d\n", r);
             break;
         case ROCAST_MSG_CLOSE:
@@ -162,7 +173,19 @@ static int stream(void) {
     return 0;
 }
 
+/* SHA-256 of stdin, as lower-case hex: checked against Rust's sha2. */
+static int sha256(void) {
+    static uint8_t in[1 << 20];
+    size_t have = fread(in, 1, sizeof(in), stdin);
+    uint8_t d[ROCAST_SHA256_LEN];
+    char hex[2 * ROCAST_SHA256_LEN + 1];
+    rocast_sha256(in, have, d);
+    printf("%s\n", to_hex(d, hex));
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 2 && !strcmp(argv[1], "sha256")) return sha256();
     if (argc == 2 && !strcmp(argv[1], "emit")) return emit();
     if (argc == 2 && !strcmp(argv[1], "parse")) return parse();
     if (argc == 2 && !strcmp(argv[1], "stream")) return stream();

@@ -1,5 +1,6 @@
 /* rocast-verbs: see rocast_verbs.h. */
 #include "rocast_verbs.h"
+#include <sys/random.h>
 
 #include <errno.h>
 #include <poll.h>
@@ -87,14 +88,14 @@ fail:;
     return -e;
 }
 
-int rv_connect_group(struct rv_group_qp *g, struct in_addr mcst, enum ibv_mtu mtu)
+int rv_connect_group(struct rv_group_qp *g, struct in_addr mcst, enum ibv_mtu mtu, uint32_t psn)
 {
     struct ibv_qp_attr a;
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = mtu;
     a.dest_qp_num = 1; /* the group's virtual remote (Cepheus §III-A) */
-    a.rq_psn = 0;
+    a.rq_psn = psn & 0xffffff;
     a.max_dest_rd_atomic = 1;
     a.min_rnr_timer = 1;
     a.ah_attr.is_global = 1;
@@ -109,7 +110,7 @@ int rv_connect_group(struct rv_group_qp *g, struct in_addr mcst, enum ibv_mtu mt
     g->mtu = mtu;
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = 0;
+    a.sq_psn = psn & 0xffffff;
     a.timeout = 16; /* 4.096 us x 2^16 = 268 ms: TCG guests and a busy host answer late */
     a.retry_cnt = 7;
     a.rnr_retry = 7;
@@ -192,6 +193,15 @@ uint32_t rv_crc32_update(uint32_t crc, const uint8_t *p, size_t n)
 }
 
 uint32_t rv_crc32(const uint8_t *p, size_t n) { return rv_crc32_update(0, p, n); }
+
+int rv_random_psn(uint32_t *psn)
+{
+    uint32_t v;
+    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
+        return -errno;
+    *psn = v & 0xffffff;
+    return 0;
+}
 
 /* ---- UD multicast ------------------------------------------------------------------ */
 

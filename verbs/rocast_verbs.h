@@ -4,13 +4,13 @@
  *
  * A group member's RC QP is connected to the group's *virtual remote*: destination
  * GID = the McstID as an IPv4-mapped GID, destination QPN = 1, with starting PSNs
- * agreed with the leader (0). The switch bridges the group's packets to each
+ * agreed with the leader (its random start PSN, sent in Params). The switch bridges the group's packets to each
  * member's own connection (Cepheus §III-B), so nothing else about the QP is special:
  * the same code works unchanged on a ConnectX-class NIC. The verbs that matter:
  *   - ibv_create_qp (IBV_QPT_RC) and ibv_modify_qp INIT -> RTR -> RTS, with
  *     ah_attr.is_global = 1, grh.dgid = ::ffff:McstID, grh.sgid_index = the
  *     IPv4-mapped RoCEv2 GID of the port (index 1 on rxe), dest_qp_num = 1,
- *     rq_psn = sq_psn = 0;
+ *     rq_psn = sq_psn = the leader's start PSN;
  *   - ibv_reg_mr with IBV_ACCESS_REMOTE_WRITE for WRITE groups (the switch rewrites
  *     each RETH's VA/RKey to the member's);
  *   - ibv_post_recv / ibv_post_send, ibv_poll_cq.
@@ -46,7 +46,8 @@ int rv_open(struct rv_group_qp *g, const char *dev_name, uint8_t port, int gid_i
 
 /* Connects the QP to the group's virtual remote: McstID `mcst` (network order),
  * QPN 1, PSNs 0, path MTU `mtu` (IBV_MTU_1024 unless the netdev MTU allows more). */
-int rv_connect_group(struct rv_group_qp *g, struct in_addr mcst, enum ibv_mtu mtu);
+/* psn: the group's start PSN (the leader's sq_psn, each member's rq_psn). */
+int rv_connect_group(struct rv_group_qp *g, struct in_addr mcst, enum ibv_mtu mtu, uint32_t psn);
 
 /* The verbs path MTU for `bytes` (256 ... 4096), or 0 if it names none. */
 static inline enum ibv_mtu rv_mtu(long bytes) {
@@ -145,5 +146,7 @@ void rv_ud_close(struct rv_ud *u);
 uint32_t rv_crc32(const uint8_t *p, size_t n);
 /* The running form: rv_crc32_update(0, p, n) == rv_crc32(p, n). */
 uint32_t rv_crc32_update(uint32_t crc, const uint8_t *p, size_t n);
+/* A start PSN from the kernel's CSPRNG (getrandom): 0 or -errno. */
+int rv_random_psn(uint32_t *psn);
 
 #endif

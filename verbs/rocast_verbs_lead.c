@@ -79,11 +79,17 @@ int main(int argc, char **argv) {
     }
     struct rv_group_qp g;
     int e = rv_open(&g, dev, (uint8_t)port, (int)gid, (size_t)size, 0);
-    if (e || (e = rv_connect_group(&g, mcst, imtu))) { fprintf(stderr, "verbs: %s\n", strerror(-e)); return 1; }
-    /* The data: seeded bytes (xorshift), so members can be checked by CRC. */
+    /* A random start PSN (issue 45): with the kernel-chosen QPN, what a stranger must
+     * guess to inject into the group; the members learn it from Params. */
+    uint32_t start_psn;
+    if (!e) e = rv_random_psn(&start_psn);
+    if (e || (e = rv_connect_group(&g, mcst, imtu, start_psn))) { fprintf(stderr, "verbs: %s\n", strerror(-e)); return 1; }
+    /* The data: seeded bytes (xorshift); members are checked by SHA-256. */
     uint64_t x = seed * 0x9e3779b97f4a7c15ull | 1;
     for (long i = 0; i < size; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; g.buf[i] = (uint8_t)(x >> 24); }
     uint32_t crc = rv_crc32(g.buf, (size_t)size);
+    uint8_t digest[ROCAST_SHA256_LEN];
+    rocast_sha256(g.buf, (size_t)size, digest);
 
     int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
     setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -96,7 +102,7 @@ int main(int argc, char **argv) {
     /* 1. Member discovery. */
     static struct member m[MAX_MEMBERS];
     uint8_t params[ROCAST_PARAMS_LEN], ty, body[1 << 16];
-    uint16_t len, params_len = rocast_emit_params(params, write, (uint64_t)size, (uint32_t)message);
+    uint16_t len, params_len = rocast_emit_params(params, write, (uint64_t)size, (uint32_t)message, start_psn);
     const uint64_t timeout_ns = (uint64_t)timeout_s * 1000000000ull;
     uint64_t deadline = mono_ns() + timeout_ns;
     int joined = 0, accepted = 0;
@@ -196,7 +202,7 @@ int main(int argc, char **argv) {
     long n_msgs = (size + message - 1) / message;
     for (long k = 1; k <= repeat && all_ok; k++) {
         uint8_t ann[ROCAST_ANNOUNCE_LEN];
-        uint16_t ann_len = rocast_emit_announce(ann, (uint32_t)k, (uint64_t)size, crc);
+        uint16_t ann_len = rocast_emit_announce(ann, (uint32_t)k, (uint64_t)size, digest);
         int ready = 0;
         for (long i = 0; i < members; i++) m[i].ready = m[i].verdict = 0;
         for (long i = 0; i < members; i++) ctl_send(&m[i].c, ROCAST_MSG_ANNOUNCE, ann, ann_len);
@@ -242,14 +248,14 @@ int main(int argc, char **argv) {
         while (verdicts < members) {
             for (long i = 0; i < members; i++) {
                 int ok;
-                uint32_t their_crc;
+                uint8_t theirs[ROCAST_SHA256_LEN];
                 uint64_t held_ns;
                 if (ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == ROCAST_MSG_RESULT && !m[i].verdict) {
                     /* A malformed Result counts as a failed member; one verdict per member. */
-                    int r = rocast_parse_result(body, len, &ok, &their_crc, &held_ns);
+                    int r = rocast_parse_result(body, len, &ok, theirs, &held_ns);
                     m[i].verdict = 1;
                     verdicts++;
-                    good += r == 0 && ok && their_crc == crc;
+                    good += r == 0 && ok && !memcmp(theirs, digest, ROCAST_SHA256_LEN);
                 }
             }
             if (mono_ns() > deadline) break;

@@ -87,9 +87,9 @@ int main(int argc, char **argv) {
     while ((r = ctl_recv(&c, &ty, body, &len)) == 0) usleep(1000);
     int write;
     uint64_t capacity;
-    uint32_t msg;
+    uint32_t msg, start_psn;
     if (r < 0 || ty != ROCAST_MSG_PARAMS) { fprintf(stderr, "no Params from the leader\n"); return 1; }
-    r = rocast_parse_params(body, len, &write, &capacity, &msg);
+    r = rocast_parse_params(body, len, &write, &capacity, &msg, &start_psn);
     if (r == ROCAST_PARSE_VERSION) {
         fprintf(stderr, "the leader speaks control protocol version %u, this member %d\n", body[0],
                 ROCAST_GROUP_CONTROL_VERSION);
@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
     struct rv_group_qp g;
     int e = rv_open(&g, dev, (uint8_t)port, gid, (size_t)capacity, write);
     if (e) { fprintf(stderr, "rv_open: %s\n", strerror(-e)); return 1; }
-    e = rv_connect_group(&g, mcst, imtu);
+    e = rv_connect_group(&g, mcst, imtu, start_psn);
     if (e) { fprintf(stderr, "rv_connect_group: %s\n", strerror(-e)); return 1; }
     if (invitation) {
         /* 32 hex digits from `rocast mcast invite`, presented before the Join. */
@@ -124,8 +124,9 @@ int main(int argc, char **argv) {
     fflush(stdout);
 
     int all_ok = 1, received = 0;
-    /* The buffer being received: its sequence, size, expected CRC and progress. */
-    uint32_t seq = 0, want_crc = 0, parts = 0, parts_done = 0;
+    /* The buffer being received: its sequence, size, expected SHA-256 and progress. */
+    uint32_t seq = 0, parts = 0, parts_done = 0;
+    uint8_t want[ROCAST_SHA256_LEN] = {0};
     uint64_t bytes = 0, held_ns = 0;
     int active = 0, done = 0;
     uint64_t last = mono_ns();
@@ -167,7 +168,7 @@ int main(int argc, char **argv) {
             last = mono_ns();
             uint32_t done_seq;
             int closed_ok;
-            if (ty == ROCAST_MSG_ANNOUNCE && rocast_parse_announce(body, len, &seq, &bytes, &want_crc) == 0) {
+            if (ty == ROCAST_MSG_ANNOUNCE && rocast_parse_announce(body, len, &seq, &bytes, want) == 0) {
                 if (!bytes || bytes > capacity) { fprintf(stderr, "buffer over capacity\n"); return 1; }
                 parts = (uint32_t)((bytes + msg - 1) / msg);
                 parts_done = 0;
@@ -202,16 +203,27 @@ int main(int argc, char **argv) {
         }
         if (active && done) {
             uint32_t crc = rv_crc32(g.buf, (size_t)bytes);
-            int ok = crc == want_crc;
+            uint8_t digest[ROCAST_SHA256_LEN];
+            rocast_sha256(g.buf, (size_t)bytes, digest);
+            int ok = !memcmp(digest, want, ROCAST_SHA256_LEN);
             uint8_t res[ROCAST_RESULT_LEN];
-            uint16_t res_len = rocast_emit_result(res, ok, crc, held_ns);
+            uint16_t res_len = rocast_emit_result(res, ok, digest, held_ns);
             ctl_send(&c, ROCAST_MSG_RESULT, res, res_len);
             printf("received %llu bytes (crc32 %08x): %s\n", (unsigned long long)bytes, crc,
                    ok ? "ok" : "FAILED");
             fflush(stdout);
-            if (out) {
-                FILE *f = fopen(out, "wb");
-                if (f) { fwrite(g.buf, 1, (size_t)bytes, f); fclose(f); }
+            /* Only verified bytes take the --out name: written beside it, then renamed. */
+            if (out && ok) {
+                char tmp[4096];
+                snprintf(tmp, sizeof(tmp), "%s.partial", out);
+                FILE *f = fopen(tmp, "wb");
+                int written = f && fwrite(g.buf, 1, (size_t)bytes, f) == (size_t)bytes;
+                if (f && fclose(f)) written = 0;
+                if (!written || rename(tmp, out)) {
+                    unlink(tmp);
+                    fprintf(stderr, "could not write %s\n", out);
+                    ok = 0;
+                }
             }
             all_ok &= ok;
             received++;

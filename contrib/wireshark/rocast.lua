@@ -30,6 +30,7 @@ F.f_write = ProtoField.bool("rocast_mrp.flags.write", "WRITE group", 8, nil, 0x0
 F.f_release = ProtoField.bool("rocast_mrp.flags.release", "Release", 8, nil, 0x02)
 F.f_prune = ProtoField.bool("rocast_mrp.flags.prune", "Prune", 8, nil, 0x04)
 F.f_allocate = ProtoField.bool("rocast_mrp.flags.allocate", "Allocate", 8, nil, 0x08)
+F.f_new = ProtoField.bool("rocast_mrp.flags.new_incarnation", "New incarnation (not a refresh)", 8, nil, 0x10)
 F.member_ip = ProtoField.ipv4("rocast_mrp.member.ip", "Member")
 F.member_qpn = ProtoField.uint24("rocast_mrp.member.qpn", "QPN", base.HEX)
 F.member_va = ProtoField.uint64("rocast_mrp.member.va", "VA", base.HEX)
@@ -69,7 +70,8 @@ function mrp.dissector(tvb, pinfo, tree)
   if flags == 8 then kind = "allocate"
   elseif flags == 2 then kind = "release"
   elseif flags == 4 then kind = "prune"
-  elseif flags == 0 or flags == 1 then kind = "registration"
+  -- bit 0 WRITE and bit 4 NEW incarnation; nothing else.
+  elseif bit.band(flags, 0xee) == 0 then kind = "registration"
   else kind = "unknown" end
   t:add(F.kind, kind)
   t:add(F.mcst_id, tvb(0, 4))
@@ -81,9 +83,10 @@ function mrp.dissector(tvb, pinfo, tree)
   ft:add(F.f_release, tvb(7, 1))
   ft:add(F.f_prune, tvb(7, 1))
   ft:add(F.f_allocate, tvb(7, 1))
+  ft:add(F.f_new, tvb(7, 1))
   local info = "MRP " .. kind .. " " .. tostring(tvb(0, 4):ipv4())
   if kind == "registration" then
-    local rec = (flags == 1) and 20 or 8
+    local rec = (bit.band(flags, 1) == 1) and 20 or 8
     if body ~= 8 + count * rec then
       t:add_expert_info(PI_MALFORMED, PI_ERROR, "length is not 8 + count x record")
     end
@@ -99,6 +102,7 @@ function mrp.dissector(tvb, pinfo, tree)
       end
     end
     info = info .. string.format(" (%d/%d, %d members)", tvb(4, 1):uint() + 1, tvb(5, 1):uint(), count)
+    if bit.band(flags, 0x10) ~= 0 then info = info .. ", new incarnation" end
   elseif kind == "prune" then
     for i = 0, count - 1 do
       local o = 8 + i * 4
@@ -171,7 +175,8 @@ G.rkey = ProtoField.uint32("rocast_control.rkey", "RKey", base.HEX)
 G.mcst_id = ProtoField.ipv4("rocast_control.mcst_id", "McstID")
 G.seq = ProtoField.uint32("rocast_control.seq", "Buffer")
 G.ok = ProtoField.uint8("rocast_control.ok", "OK")
-G.crc32 = ProtoField.uint32("rocast_control.crc32", "CRC-32", base.HEX)
+G.sha256 = ProtoField.bytes("rocast_control.sha256", "SHA-256")
+G.start_psn = ProtoField.uint24("rocast_control.start_psn", "Start PSN", base.HEX)
 G.held_ns = ProtoField.uint64("rocast_control.held_ns", "Held at (CLOCK_MONOTONIC ns)")
 G.scheme = ProtoField.uint8("rocast_control.scheme", "Scheme", base.DEC, SCHEMES)
 G.block = ProtoField.uint32("rocast_control.block", "Block bytes")
@@ -194,21 +199,22 @@ local function gc_pdu(tvb, pinfo, tree)
   t:add(G.length, tvb(1, 2))
   local b = tvb(3, n):tvb()
   local function has(k) return n >= k end
-  if ty == 1 and has(14) then
+  if ty == 1 and has(18) then
     t:add(G.version, b(0, 1)); t:add(G.op, b(1, 1)); t:add(G.capacity, b(2, 8)); t:add(G.message_bytes, b(10, 4))
+    t:add(G.start_psn, b(15, 3))
   elseif ty == 2 and has(21) then
     t:add(G.version, b(0, 1)); t:add(G.ip, b(1, 4)); t:add(G.qpn, b(6, 3)); t:add(G.va, b(9, 8)); t:add(G.rkey, b(17, 4))
   elseif ty == 3 and has(12) then
     t:add(G.mcst_id, b(0, 4)); t:add(G.ip, b(4, 4)); t:add(G.qpn, b(9, 3))
   elseif ty == 4 and has(4) then
     t:add(G.seq, b(0, 4))
-  elseif ty == 5 and has(13) then
-    t:add(G.ok, b(0, 1)); t:add(G.crc32, b(1, 4)); t:add(G.held_ns, b(5, 8))
+  elseif ty == 5 and has(41) then
+    t:add(G.ok, b(0, 1)); t:add(G.sha256, b(1, 32)); t:add(G.held_ns, b(33, 8))
   elseif ty == 6 and has(10) then
     t:add(G.scheme, b(0, 1)); t:add(G.block, b(1, 4)); t:add(G.pacing, b(5, 4)); t:add(G.window, b(9, 1))
     for o = 10, n - 4, 4 do t:add(G.rank_ip, b(o, 4)) end
-  elseif ty == 9 and has(16) then
-    t:add(G.seq, b(0, 4)); t:add(G.bytes, b(4, 8)); t:add(G.crc32, b(12, 4))
+  elseif ty == 9 and has(44) then
+    t:add(G.seq, b(0, 4)); t:add(G.bytes, b(4, 8)); t:add(G.sha256, b(12, 32))
   elseif ty == 10 and has(1) then
     t:add(G.ok, b(0, 1))
   elseif ty == 11 and has(4) then

@@ -11,14 +11,14 @@ int rocast_shim_parse(uint8_t ty, const uint8_t *b, uint16_t len) {
     int w, ok;
     uint64_t u64a, u64b;
     uint32_t u32a, u32b;
-    uint8_t ip[4], ip2[4];
+    uint8_t ip[4], ip2[4], digest[ROCAST_SHA256_LEN];
     switch (ty) {
-    case ROCAST_MSG_PARAMS: return rocast_parse_params(b, len, &w, &u64a, &u32a);
+    case ROCAST_MSG_PARAMS: return rocast_parse_params(b, len, &w, &u64a, &u32a, &u32b);
     case ROCAST_MSG_JOIN: return rocast_parse_join(b, len, ip, &u32a, &u64a, &u32b);
     case ROCAST_MSG_CONFIRM: return rocast_parse_confirm(b, len, ip, ip2, &u32a);
     case ROCAST_MSG_DONE: return rocast_parse_done(b, len, &u32a);
-    case ROCAST_MSG_RESULT: return rocast_parse_result(b, len, &ok, &u32a, &u64a);
-    case ROCAST_MSG_ANNOUNCE: return rocast_parse_announce(b, len, &u32a, &u64b, &u32b);
+    case ROCAST_MSG_RESULT: return rocast_parse_result(b, len, &ok, digest, &u64a);
+    case ROCAST_MSG_ANNOUNCE: return rocast_parse_announce(b, len, &u32a, &u64b, digest);
     case ROCAST_MSG_CLOSE: return rocast_parse_close(b, len, &ok);
     case ROCAST_MSG_EVICTED: return rocast_parse_evicted(b, len, ip);
     case ROCAST_MSG_RESUME: return rocast_parse_resume(b, len, &u32a, &u64a);

@@ -78,7 +78,7 @@ impl World {
     }
 
     /// Member `i`'s driver does what its session asks.
-    fn member_driver(&mut self, i: usize, crc: u32) {
+    fn member_driver(&mut self, i: usize, digest: [u8; 32]) {
         let now = self.now;
         let m = &mut self.members[i];
         while let Some(ev) = m.poll_event() {
@@ -91,7 +91,7 @@ impl World {
                     m.handle_receives_posted(now);
                     m.handle_relayed(now);
                 }
-                MemberEvent::WriteDone { .. } => m.handle_received(now, crc, 1),
+                MemberEvent::WriteDone { .. } => m.handle_received(now, digest, 1),
                 _ => {}
             }
         }
@@ -119,6 +119,7 @@ fuzz_target!(|data: &[u8]| {
             write: mode & 1 == 1,
             capacity: 1 << 16,
             message_bytes: 4096,
+            start_psn: 0x5e_ed42,
         },
         overlay: (mode & 2 == 2).then_some(plan),
         fallback: plan,
@@ -187,7 +188,7 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             5 => {
-                let _ = w.leader.start_buffer(w.now, arg as u64 * 300, 0xabcd);
+                let _ = w.leader.start_buffer(w.now, arg as u64 * 300, [0xab; 32]);
             }
             6 => w.leader.handle_transfer_done(
                 w.now,
@@ -215,7 +216,7 @@ fuzz_target!(|data: &[u8]| {
             }
             10 => {
                 if c < N {
-                    w.member_driver(c, if arg & 0x80 == 0 { 0xabcd } else { 1 });
+                    w.member_driver(c, if arg & 0x80 == 0 { [0xab; 32] } else { [1; 32] });
                 }
             }
             _ => w.leader.handle_switch_report(

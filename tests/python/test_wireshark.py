@@ -57,7 +57,8 @@ def test_the_sample_of_every_protocol_decodes_to_the_values_rocast_emitted(tmp_p
          "rocast_peel.prefix_value", "rocast_peel.plane", "infiniband.bth.opcode",
          "infiniband.bth.destqp", "rocast_control.type", "rocast_control.ip",
          "rocast_control.qpn", "rocast_control.held_ns", "rocast_control.roster",
-         "rocast_control.scheme", "rocast_control.crc32", "rocast_control.offset"]
+         "rocast_control.scheme", "rocast_control.sha256", "rocast_control.offset",
+         "rocast_control.start_psn", "rocast_mrp.flags.new_incarnation"]
     rows = tshark_fields(pcap, f)
     assert len(rows) == 64
 
@@ -71,6 +72,8 @@ def test_the_sample_of_every_protocol_decodes_to_the_values_rocast_emitted(tmp_p
     assert mrp[0]["rocast_mrp.member.ip"] == ["10.0.0.2", "10.0.0.3"]
     assert mrp[0]["rocast_mrp.member.qpn"] == ["0x000012", "0x000013"]
     assert mrp[0]["rocast_mrp.mcst_id"] == ["10.77.0.200"]
+    # The sample's registrations are a leader's first: a new incarnation (flags bit 4).
+    assert mrp[0]["rocast_mrp.flags.new_incarnation"][0] in ("1", "True")
     assert mrp[1]["rocast_mrp.member.va"] == ["0x00007f0000001000"]
     assert mrp[1]["rocast_mrp.member.rkey"] == ["0x0000abcd"]
     assert mrp[2]["rocast_mrp.auth.counter"] == ["42"]
@@ -97,7 +100,9 @@ def test_the_sample_of_every_protocol_decodes_to_the_values_rocast_emitted(tmp_p
     assert ctl[2]["rocast_control.qpn"] == ["0x000012"]
     assert ctl[3]["rocast_control.roster"] == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
     assert ctl[3]["rocast_control.scheme"] == ["3"]
-    assert ctl[6]["rocast_control.crc32"] == ["0xcafef00d"]
+    assert ctl[1]["rocast_control.start_psn"] == ["0x5eed42"]
+    assert ctl[6]["rocast_control.sha256"] == ["ca" * 32]
+    assert ctl[9]["rocast_control.sha256"] == ["ca" * 32]
     assert ctl[7]["rocast_control.offset"] == ["32768"]
     assert ctl[9]["rocast_control.held_ns"] == ["123456789"]
     assert ctl[10]["rocast_control.ip"] == ["10.0.0.3"]

@@ -87,7 +87,11 @@ pub fn lab_run(
             size,
             n - 1,
             sc.seed,
-            lead_text.lines().next().unwrap_or("").trim()
+            lead_text
+                .lines()
+                .find(|l| l.starts_with("multicast "))
+                .unwrap_or("")
+                .trim()
         );
         for (r, out) in outs.iter().enumerate() {
             let got = std::fs::read(out).unwrap_or_default();
@@ -141,6 +145,11 @@ fn lab_run_peel(sc: &rocast_sim::Scenario, name: &str) -> Result<String, String>
         conformance: true,
         interval_us: None,
         latency_out: None,
+        strangers: 0,
+        restart_after: None,
+        group_key: None,
+        group_key_file: None,
+        existing_lab: false,
     };
     let header = format!(
         "# peel-transfer: {} x {} B from host 0 to hosts 1..{} through {} ToRs under one \

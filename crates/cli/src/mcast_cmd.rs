@@ -4,7 +4,14 @@
 //!
 //! Exit status: 0 when every member holds the leader's bytes (leader) or when this
 //! member's copy matched (member); 1 on a failed transfer; 2 on bad arguments; 3 when
-//! every member still in the group holds every byte but the leader evicted some.
+//! every member still in the group holds every byte but the leader evicted some; 4
+//! when every byte arrived but through an overlay, not the switch, and
+//! `--require-multicast` was given (before 3: the user's stated requirement failed).
+//!
+//! Group addresses: without `--group-space`, the upper half of `--bind`'s /24 (what
+//! `rocast lab up` gives its switch on that subnet: 10.77.0.128/25 for the default
+//! lab); without `--group-addr`, that space's address 72 (10.77.0.200), or its first
+//! in a smaller space.
 
 use clap::{Args, Subcommand, ValueEnum};
 use rocast_core::control::invitation::{InvitationKey, INVITATION_LEN};
@@ -42,8 +49,9 @@ pub struct AllocateArgs {
     #[arg(long)]
     bind: Ipv4Addr,
     /// The block group addresses are allocated from (the switch's --group-space).
-    #[arg(long, default_value = "10.77.0.128/25")]
-    group_space: String,
+    /// Default: the upper half of --bind's /24 (10.77.0.128/25 for 10.77.0.x).
+    #[arg(long)]
+    group_space: Option<String>,
     /// The fabric key file (64 hex digits, mode 600) the switch holds.
     #[arg(long, value_name = "FILE")]
     fabric_key: Option<PathBuf>,
@@ -57,9 +65,10 @@ pub struct InviteArgs {
     /// The leader's invitation key file (64 hex digits, mode 600).
     #[arg(long, value_name = "FILE")]
     key: PathBuf,
-    /// The group's McstID.
-    #[arg(long = "group-addr", alias = "group", default_value = "10.77.0.200")]
-    group: Ipv4Addr,
+    /// The group's McstID. Default: what `mcast lead` derives from the first member's
+    /// /24 (10.77.0.200 for 10.77.0.x).
+    #[arg(long = "group-addr", alias = "group")]
+    group: Option<Ipv4Addr>,
     /// The members to invite (their own addresses: a token admits no other).
     #[arg(required = true)]
     members: Vec<Ipv4Addr>,
@@ -77,11 +86,14 @@ pub struct Common {
     #[arg(long)]
     bind: Ipv4Addr,
     /// The group's McstID (an address in --group-space; the switch answers ARP for it).
-    #[arg(long = "group-addr", alias = "group", default_value = "10.77.0.200")]
-    group: Ipv4Addr,
-    /// The block group addresses come from (the switch's --group-space).
-    #[arg(long, default_value = "10.77.0.128/25")]
-    group_space: String,
+    /// Default: the space's address 72 (10.77.0.200 in 10.77.0.128/25), or its first
+    /// in a smaller space.
+    #[arg(long = "group-addr", alias = "group")]
+    group: Option<Ipv4Addr>,
+    /// The block group addresses come from (the switch's --group-space). Default: the
+    /// upper half of --bind's /24, as `rocast lab up --subnet` gives its switch.
+    #[arg(long)]
+    group_space: Option<String>,
     /// TCP port of the leader's control channel.
     #[arg(long, default_value_t = CONTROL_PORT)]
     control_port: u16,
@@ -127,6 +139,11 @@ pub struct LeadArgs {
     /// The overlay used when the switch refuses the group.
     #[arg(long, default_value = "pipeline")]
     fallback: String,
+    /// Exit 4 when the data did not go through the switch: the group fell back to an
+    /// overlay (the switch refused or never answered the registration, or the
+    /// safeguard rerouted it). The transfer itself still completes.
+    #[arg(long, conflicts_with = "overlay")]
+    require_multicast: bool,
     /// Block size of the overlay schedules.
     #[arg(long, default_value = "1M")]
     block: String,
@@ -173,6 +190,11 @@ pub struct JoinArgs {
     /// that admits only invited members.
     #[arg(long, value_name = "TOKEN")]
     invitation: Option<String>,
+    /// Exit 4 when a buffer came through an overlay instead of the switch (the group
+    /// fell back); the bytes are still verified and written, and this member still
+    /// relays its part of the overlay for the others.
+    #[arg(long)]
+    require_multicast: bool,
 }
 
 /// A size with K/M/G suffixes (the one parser every command uses), 1 B to 2 GiB.
@@ -217,21 +239,44 @@ fn parse_token(s: &str) -> Result<[u8; INVITATION_LEN], String> {
     Ok(t)
 }
 
-fn common(c: &Common) -> Result<(GroupAddressSpace, Duration), String> {
+/// The group space: `--group-space`, or the upper half of `bind`'s /24, the block
+/// `rocast lab up` gives its switch on that subnet (so a lab on any subnet works
+/// without flags).
+fn group_space_for(given: Option<&str>, bind: Ipv4Addr) -> Result<GroupAddressSpace, String> {
+    match given {
+        Some(text) => GroupAddressSpace::parse(text),
+        None => {
+            let [a, b, c, _] = bind.octets();
+            Ok(rocast_net::lab::default_group_space([a, b, c]))
+        }
+    }
+}
+
+/// The McstID when `--group-addr` is not given: the space's address 72, which is
+/// 10.77.0.200 in 10.77.0.128/25 (the address used before the default followed the
+/// subnet), or the first address of a smaller space.
+fn default_group(space: GroupAddressSpace) -> Ipv4Addr {
+    let ip = space
+        .nth(72)
+        .or_else(|| space.nth(0))
+        .expect("a space holds an address");
+    Ipv4Addr::from(ip.0)
+}
+
+/// The group space, the McstID and the timeout.
+fn common(c: &Common) -> Result<(GroupAddressSpace, Ipv4Addr, Duration), String> {
     if !(256..=4096).contains(&c.mtu) || !c.mtu.is_power_of_two() {
         return Err("--mtu must be 256, 512, 1024, 2048 or 4096".into());
     }
     if !(c.timeout > 0.0 && c.timeout.is_finite()) {
         return Err("--timeout must be positive".into());
     }
-    let space = GroupAddressSpace::parse(&c.group_space)?;
-    if !space.contains(rocast_core::wire::Ipv4Address(c.group.octets())) {
-        return Err(format!(
-            "--group {} is not in --group-space {space}",
-            c.group
-        ));
+    let space = group_space_for(c.group_space.as_deref(), c.bind)?;
+    let group = c.group.unwrap_or_else(|| default_group(space));
+    if !space.contains(rocast_core::wire::Ipv4Address(group.octets())) {
+        return Err(format!("--group {group} is not in --group-space {space}"));
     }
-    Ok((space, Duration::from_secs_f64(c.timeout)))
+    Ok((space, group, Duration::from_secs_f64(c.timeout)))
 }
 
 /// How a run ended, as the exit status says it.
@@ -244,6 +289,9 @@ enum Outcome {
     /// Every buffer reached every member still in the group, but the leader evicted
     /// some (their connection broke): 3.
     Evicted,
+    /// Every buffer arrived intact, but through an overlay while the user asked for
+    /// in-network multicast (`--require-multicast`): 4.
+    FellBack,
 }
 
 pub fn run(cmd: McastCmd) -> ExitCode {
@@ -252,6 +300,7 @@ pub fn run(cmd: McastCmd) -> ExitCode {
         Ok(Outcome::Ok) => ExitCode::SUCCESS,
         Ok(Outcome::Failed) => ExitCode::from(1),
         Ok(Outcome::Evicted) => ExitCode::from(3),
+        Ok(Outcome::FellBack) => ExitCode::from(4),
         Err(e) => {
             eprintln!("rocast mcast: {e}");
             ExitCode::from(2)
@@ -262,7 +311,7 @@ pub fn run(cmd: McastCmd) -> ExitCode {
 fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
     match cmd {
         McastCmd::Allocate(a) => {
-            let space = GroupAddressSpace::parse(&a.group_space)?;
+            let space = group_space_for(a.group_space.as_deref(), a.bind)?;
             let key = a
                 .fabric_key
                 .as_deref()
@@ -275,7 +324,11 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
         }
         McastCmd::Invite(a) => {
             let key = InvitationKey::new(crate::switch_cmd::read_secret_file(&a.key)?);
-            let group = rocast_core::wire::Ipv4Address(a.group.octets());
+            let group = match a.group {
+                Some(g) => g,
+                None => default_group(group_space_for(None, a.members[0])?),
+            };
+            let group = rocast_core::wire::Ipv4Address(group.octets());
             for m in &a.members {
                 let t = key.token(group, rocast_core::wire::Ipv4Address(m.octets()));
                 let hex: String = t.iter().map(|b| format!("{b:02x}")).collect();
@@ -284,7 +337,7 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
             Ok(Outcome::Ok)
         }
         McastCmd::Lead(a) => {
-            let (space, timeout) = common(&a.common)?;
+            let (space, mcst_id, timeout) = common(&a.common)?;
             let data: Vec<u8> = match (&a.file, &a.size) {
                 (Some(f), _) => std::fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?,
                 (None, Some(s)) => generated(parse_size(s)?, a.seed),
@@ -303,7 +356,7 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
             let buffer_len = data.len() / a.buffers as usize;
             let cfg = LeaderConfig {
                 local: a.common.bind,
-                mcst_id: a.common.group,
+                mcst_id,
                 group_space: space,
                 members: a.members,
                 op: match a.op {
@@ -341,9 +394,18 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                     return Ok(Outcome::Failed);
                 }
             };
+            println!(
+                "leading {} as QPN {:#08x}, data from PSN {:#08x}",
+                cfg.mcst_id,
+                group.qpn(),
+                group.start_psn()
+            );
             let mut all_ok = true;
             let mut evicted = Vec::new();
             let mut latencies = Vec::new();
+            // The first buffer's path that was not the switch's ("pipeline (fallback:
+            // …)", "cepheus to byte N, then …").
+            let mut fell_back: Option<String> = None;
             for buffer in (0..a.repeat).flat_map(|_| buffers.iter()) {
                 match group.send(buffer.clone()) {
                     Ok(r) => {
@@ -383,6 +445,9 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                             .collect();
                         println!("  held after (us): {}", held.join(", "));
                         all_ok &= r.all_ok();
+                        if r.path != "cepheus" && fell_back.is_none() {
+                            fell_back = Some(r.path.clone());
+                        }
                         evicted = r.evicted.clone();
                         latencies.extend(r.latency);
                     }
@@ -392,6 +457,9 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                         break;
                     }
                 }
+            }
+            if let Some(q) = group.group_qp_stats() {
+                println!("{}", stranger_drops(&q));
             }
             group.close(all_ok);
             if !latencies.is_empty() {
@@ -404,7 +472,7 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                     latencies[latencies.len() - 1].as_secs_f64() * 1e6
                 );
             }
-            Ok(match (all_ok, evicted.is_empty()) {
+            let outcome = match (all_ok, evicted.is_empty()) {
                 (false, _) => Outcome::Failed,
                 (true, true) => Outcome::Ok,
                 (true, false) => {
@@ -412,14 +480,19 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                     println!("evicted: {}", list.join(" "));
                     Outcome::Evicted
                 }
-            })
+            };
+            Ok(require_multicast(
+                outcome,
+                a.require_multicast,
+                fell_back.map(|p| format!("the data went {p}")),
+            ))
         }
         McastCmd::Join(a) => {
-            let (space, timeout) = common(&a.common)?;
+            let (space, mcst_id, timeout) = common(&a.common)?;
             let cfg = MemberConfig {
                 local: a.common.bind,
                 leader: a.leader,
-                mcst_id: a.common.group,
+                mcst_id,
                 group_space: space,
                 control_port: a.common.control_port,
                 mtu: a.common.mtu,
@@ -433,8 +506,18 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                     return Ok(Outcome::Failed);
                 }
             };
+            // As ibv_rc_pingpong prints its local address: the random QPN and start
+            // PSN (issue 45) a stranger would have to guess.
+            println!(
+                "joined {} as QPN {:#08x}, data from PSN {:#08x}",
+                mcst_id,
+                member.qpn(),
+                member.start_psn()
+            );
             let mut all_ok = true;
             let mut received = 0;
+            // The first buffer that did not come (all the way) through the switch.
+            let mut fell_back: Option<String> = None;
             // Bytes go to `<out>.partial` and take the final name only when the group
             // closed with every buffer verified: a failed or cut-off member never leaves
             // its bytes at `--out` (an earlier file there stays as it was).
@@ -475,6 +558,19 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                             if r.ok { "ok" } else { "FAILED" }
                         );
                         all_ok &= r.ok;
+                        if fell_back.is_none() {
+                            fell_back = match r.rerouted_at {
+                                Some(at) => Some(format!(
+                                    "buffer {} came through the switch to byte {at}, then an overlay",
+                                    r.seq
+                                )),
+                                None if !member.through_switch() => Some(format!(
+                                    "buffer {} came through an overlay (the group fell back)",
+                                    r.seq
+                                )),
+                                None => None,
+                            };
+                        }
                         received += 1;
                     }
                     Ok(MemberEvent::Closed { ok }) => {
@@ -482,6 +578,9 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                             "group closed by the leader: {}",
                             if ok { "ok" } else { "FAILED" }
                         );
+                        if let Some(q) = member.group_qp_stats() {
+                            println!("{}", stranger_drops(&q));
+                        }
                         let peers = member.evicted_peers();
                         if !peers.is_empty() {
                             let list: Vec<String> = peers.iter().map(|ip| ip.to_string()).collect();
@@ -496,11 +595,12 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                             }
                             _ => discard(&partial),
                         }
-                        return Ok(match (verified, peers.is_empty()) {
+                        let outcome = match (verified, peers.is_empty()) {
                             (false, _) => Outcome::Failed,
                             (true, true) => Outcome::Ok,
                             (true, false) => Outcome::Evicted,
-                        });
+                        };
+                        return Ok(require_multicast(outcome, a.require_multicast, fell_back));
                     }
                     Err(e) => {
                         discard(&partial);
@@ -513,6 +613,29 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
     }
 }
 
+/// The group connection's drops of packets that were not its own (issue 45): from
+/// another address than the group's (a stranger's injected data or forged feedback),
+/// for another QPN (a guessed one), malformed or with a bad ICRC.
+fn stranger_drops(q: &rocast_core::rnic::QpStats) -> String {
+    format!(
+        "group QP drops: wrong_source {} wrong_qp {} malformed {} bad_icrc {}",
+        q.drop_wrong_source, q.drop_wrong_qp, q.drop_malformed, q.drop_bad_icrc
+    )
+}
+
+/// A delivered outcome becomes [`Outcome::FellBack`] when the user required the
+/// switch (`required`) and the data went another way (`fell_back`, why). A failure
+/// stays a failure: its own status says more.
+fn require_multicast(outcome: Outcome, required: bool, fell_back: Option<String>) -> Outcome {
+    match (outcome, required, fell_back) {
+        (Outcome::Ok | Outcome::Evicted, true, Some(why)) => {
+            eprintln!("rocast mcast: {why}, not through the switch; --require-multicast: exit 4");
+            Outcome::FellBack
+        }
+        (o, _, _) => o,
+    }
+}
+
 /// `<out>.partial`: where a member's bytes wait for the group's verdict.
 fn partial_path(out: &std::path::Path) -> PathBuf {
     let mut name = out
@@ -521,4 +644,47 @@ fn partial_path(out: &std::path::Path) -> PathBuf {
         .unwrap_or_default();
     name.push(".partial");
     out.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_defaults_follow_the_bind_subnet() {
+        let space = |given: Option<&str>, bind: &str| {
+            group_space_for(given, bind.parse().unwrap()).map(|s| s.to_string())
+        };
+        assert_eq!(space(None, "10.77.0.1").unwrap(), "10.77.0.128/25");
+        assert_eq!(space(None, "10.78.0.3").unwrap(), "10.78.0.128/25");
+        assert_eq!(
+            space(Some("10.77.0.64/26"), "10.78.0.3").unwrap(),
+            "10.77.0.64/26"
+        );
+        assert!(space(Some("10.77.0.65/26"), "10.77.0.1").is_err());
+        let group = |s: &str| default_group(GroupAddressSpace::parse(s).unwrap()).to_string();
+        assert_eq!(group("10.77.0.128/25"), "10.77.0.200");
+        assert_eq!(group("10.78.0.128/25"), "10.78.0.200");
+        assert_eq!(group("10.77.0.64/26"), "10.77.0.64");
+        assert_eq!(group("10.77.0.9/32"), "10.77.0.9");
+    }
+
+    #[test]
+    fn only_a_delivered_fallback_under_the_requirement_changes_the_status() {
+        let why = || Some("through an overlay".to_string());
+        assert_eq!(
+            require_multicast(Outcome::Ok, true, why()),
+            Outcome::FellBack
+        );
+        assert_eq!(
+            require_multicast(Outcome::Evicted, true, why()),
+            Outcome::FellBack
+        );
+        assert_eq!(
+            require_multicast(Outcome::Failed, true, why()),
+            Outcome::Failed
+        );
+        assert_eq!(require_multicast(Outcome::Ok, false, why()), Outcome::Ok);
+        assert_eq!(require_multicast(Outcome::Ok, true, None), Outcome::Ok);
+    }
 }

@@ -800,6 +800,7 @@ pub(crate) fn protocol_frames() -> Vec<Vec<u8>> {
         seq: 0,
         total: 1,
         write: false,
+        new_incarnation: true,
         members: vec![
             MrpMember {
                 ip: SAMPLE_IP_B,
@@ -881,6 +882,7 @@ pub(crate) fn protocol_frames() -> Vec<Vec<u8>> {
                 write: true,
                 capacity: 1 << 20,
                 message_bytes: 4096,
+                start_psn: 0x5e_ed42,
             })],
         ),
         (
@@ -916,7 +918,7 @@ pub(crate) fn protocol_frames() -> Vec<Vec<u8>> {
             vec![Message::Announce(Announce {
                 seq: 1,
                 bytes: 65536,
-                crc32: 0xcafe_f00d,
+                sha256: [0xca; 32],
             })],
         ),
         (
@@ -931,7 +933,7 @@ pub(crate) fn protocol_frames() -> Vec<Vec<u8>> {
             true,
             vec![Message::Result(BufferResult {
                 ok: true,
-                crc32: 0xcafe_f00d,
+                sha256: [0xca; 32],
                 held_ns: 123_456_789,
             })],
         ),

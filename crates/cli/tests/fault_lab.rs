@@ -17,7 +17,7 @@
 
 mod common;
 use common::lab::*;
-use common::{rocast, LabGuard};
+use common::{bin, rocast, LabGuard};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -320,7 +320,7 @@ fn allocate_in(lab: &str, i: usize, extra: &[&str]) -> (i32, String, String) {
             "netns",
             "exec",
             &format!("rocast-{lab}-h{i}"),
-            BIN,
+            &bin(),
         ])
         .args(["mcast", "allocate", "--bind", &host_ip(i)])
         .args(extra)

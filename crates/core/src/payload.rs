@@ -22,7 +22,21 @@ pub fn transfer_data(seed: u64, messages: u32, len: usize) -> Vec<u8> {
     v
 }
 
-/// CRC-32 (IEEE) of `b`: how the runs compare what members hold.
+/// SHA-256 of `b`: a group's buffer verdict (issue 45). A member's bytes are intact
+/// only if they hash to what the leader announced; unlike a CRC, no injected bytes can
+/// be chosen to keep it.
+pub fn sha256(b: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(b).into()
+}
+
+/// Lower-case hex of `b` (a digest in a report).
+pub fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// CRC-32 (IEEE) of `b`: how the simulated runs and the UD streams compare what
+/// receivers hold (a checksum against accidents, not a verdict against a stranger).
 pub fn crc32(b: &[u8]) -> u32 {
     crc32fast::hash(b)
 }
@@ -153,6 +167,15 @@ mod tests {
         let whole: Vec<u8> = a.iter().chain(&b).copied().collect();
         assert_eq!(crc32_extend(crc32_extend(0, &a), &b), crc32(&whole));
         assert_eq!(crc32_extend(0, &[]), 0);
+    }
+
+    #[test]
+    fn sha256_is_fips_180_4() {
+        // FIPS 180-4's example "abc".
+        assert_eq!(
+            hex(&sha256(b"abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 
     #[test]

@@ -62,6 +62,7 @@ fn expected_defines() -> BTreeMap<&'static str, i64> {
             "ROCAST_PARAMS_MESSAGE_BYTES",
             u(field::params::MESSAGE_BYTES.start),
         ),
+        ("ROCAST_PARAMS_START_PSN", u(field::params::START_PSN.start)),
         ("ROCAST_JOIN_LEN", u(JOIN_LEN)),
         ("ROCAST_JOIN_VERSION", u(field::join::VERSION)),
         ("ROCAST_JOIN_IP", u(field::join::IP.start)),
@@ -76,13 +77,14 @@ fn expected_defines() -> BTreeMap<&'static str, i64> {
         ("ROCAST_DONE_SEQ", u(field::done::SEQ.start)),
         ("ROCAST_RESULT_LEN", u(RESULT_LEN)),
         ("ROCAST_RESULT_OK", u(field::result::OK)),
-        ("ROCAST_RESULT_CRC32", u(field::result::CRC32.start)),
+        ("ROCAST_SHA256_LEN", u(field::result::SHA256.len())),
+        ("ROCAST_RESULT_SHA256", u(field::result::SHA256.start)),
         ("ROCAST_RESULT_HELD_NS", u(field::result::HELD_NS.start)),
         ("ROCAST_READY_LEN", u(READY_LEN)),
         ("ROCAST_ANNOUNCE_LEN", u(ANNOUNCE_LEN)),
         ("ROCAST_ANNOUNCE_SEQ", u(field::announce::SEQ.start)),
         ("ROCAST_ANNOUNCE_BYTES", u(field::announce::BYTES.start)),
-        ("ROCAST_ANNOUNCE_CRC32", u(field::announce::CRC32.start)),
+        ("ROCAST_ANNOUNCE_SHA256", u(field::announce::SHA256.start)),
         ("ROCAST_CLOSE_LEN", u(CLOSE_LEN)),
         ("ROCAST_CLOSE_OK", u(field::close::OK)),
         ("ROCAST_EVICTED_LEN", u(EVICTED_LEN)),
@@ -212,6 +214,7 @@ fn c_messages() -> Vec<Message> {
             write: true,
             capacity: 0x0102_0304_0506_0708,
             message_bytes: 0x0a0b_0c0d,
+            start_psn: 0xab_cdef,
         }),
         Message::Join(Join {
             ip: MEMBER,
@@ -227,14 +230,14 @@ fn c_messages() -> Vec<Message> {
         Message::Done(Done { seq: 0x0102_0304 }),
         Message::Result(BufferResult {
             ok: true,
-            crc32: 0xdead_beef,
+            sha256: std::array::from_fn(|i| i as u8),
             held_ns: 0x1122_3344_5566_7788,
         }),
         Message::Ready,
         Message::Announce(Announce {
             seq: 1,
             bytes: 70_000,
-            crc32: 0x0102_0304,
+            sha256: [0xa5; 32],
         }),
         Message::Close(Close { ok: false }),
         Message::Evicted(Evicted { ip: MEMBER }),
@@ -256,20 +259,42 @@ fn c_helpers_emit_the_bytes_rust_emits() {
     assert_eq!(StreamDecoder::new().feed_all(&from_c), Ok(want));
 }
 
+#[test]
+fn c_sha256_is_rusts_at_every_padding_boundary() {
+    let bin = proto_check();
+    // Lengths around the 55/56 and 64-byte padding edges, and a multi-block buffer.
+    for len in [0usize, 1, 55, 56, 57, 63, 64, 65, 119, 120, 128, 1000, 70_001] {
+        let data = rocast_core::payload::message_data(5, len as u32, len);
+        let c = String::from_utf8(run(&bin, "sha256", &data)).unwrap();
+        let rust = rocast_core::payload::hex(&rocast_core::payload::sha256(&data));
+        assert_eq!(c.trim(), rust, "{len} bytes");
+    }
+}
+
 /// The line `proto_check parse` prints for a message.
 fn c_line(m: &Message) -> String {
     match m {
         Message::Params(p) => format!(
-            "params {} {} {}",
-            p.write as u8, p.capacity, p.message_bytes
+            "params {} {} {} {}",
+            p.write as u8, p.capacity, p.message_bytes, p.start_psn
         ),
         Message::Join(j) => format!("join {} {} {} {}", j.ip, j.qpn, j.va, j.rkey),
         Message::Confirm(c) => format!("confirm {} {} {}", c.mcst_id, c.ip, c.qpn),
         Message::Done(d) => format!("done {}", d.seq),
-        Message::Result(r) => format!("result {} {} {}", r.ok as u8, r.crc32, r.held_ns),
+        Message::Result(r) => format!(
+            "result {} {} {}",
+            r.ok as u8,
+            rocast_core::payload::hex(&r.sha256),
+            r.held_ns
+        ),
         Message::Overlay(o) => format!("overlay {}", o.buffer_len()),
         Message::Ready => "ready 0".into(),
-        Message::Announce(a) => format!("announce {} {} {}", a.seq, a.bytes, a.crc32),
+        Message::Announce(a) => format!(
+            "announce {} {} {}",
+            a.seq,
+            a.bytes,
+            rocast_core::payload::hex(&a.sha256)
+        ),
         Message::Close(c) => format!("close {}", c.ok as u8),
         Message::Evicted(e) => format!("evicted {}", e.ip),
         Message::Resume(r) => format!("resume {} {}", r.seq, r.offset),
@@ -315,11 +340,32 @@ fn c_parsers_read_rust_frames_and_refuse_what_rust_refuses() {
     .to_frame()
     .unwrap();
     high_qpn[FRAME_HEADER_LEN + field::join::QPN.start] = 1;
+    // Version 2's Params (CRC-32 verdicts, no start PSN): refused by version.
+    let v2_params = frame(1, &[2, 1, 0, 0, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 0]);
+    let mut high_psn = Message::Params(Params {
+        write: false,
+        capacity: 1,
+        message_bytes: 1,
+        start_psn: 0,
+    })
+    .to_frame()
+    .unwrap();
+    high_psn[FRAME_HEADER_LEN + field::params::START_PSN.start] = 1;
     let bad = [
         (
             old_params,
             Error::Unsupported("group control version"),
             format!("params error {C_PARSE_VERSION}"),
+        ),
+        (
+            v2_params,
+            Error::Unsupported("group control version"),
+            format!("params error {C_PARSE_VERSION}"),
+        ),
+        (
+            high_psn,
+            Error::Malformed("params start psn"),
+            format!("params error {C_PARSE_MALFORMED}"),
         ),
         (
             high_qpn,

@@ -21,6 +21,7 @@
 
 pub mod bpf;
 pub mod endpoint;
+pub mod entropy;
 pub mod fast_path;
 pub mod lab;
 pub mod mcast;

@@ -53,7 +53,7 @@ use rocast_core::control::session::{
 };
 use rocast_core::fabric::cepheus::{GroupAddressSpace, VIRTUAL_QPN};
 use rocast_core::overlay::{BroadcastDriver, DriverAction, DriverConfig, Scheme};
-use rocast_core::rnic::{Event, Payload, QpConfig, RcQueuePair, SendOp, SendRequest};
+use rocast_core::rnic::{Event, Payload, QpConfig, QpStats, RcQueuePair, SendOp, SendRequest};
 use rocast_core::rnic::{FixedRate, RateController, Unlimited};
 use rocast_core::time::Duration as CoreDuration;
 use rocast_core::wire::group_control::{Params, GROUP_CONTROL_PORT};
@@ -73,7 +73,6 @@ use std::time::{Duration, Instant as StdInstant};
 pub const CONTROL_PORT: u16 = GROUP_CONTROL_PORT;
 /// The WRITE region's VA at every member (any value works; the switch rewrites RETHs).
 const MEMBER_VA: u64 = 0x1000_0000;
-const MEMBER_RKEY: u32 = 0x5a5a;
 
 /// SEND or RDMA WRITE.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -231,7 +230,8 @@ fn v4(a: Ipv4Addr) -> Ipv4Address {
     Ipv4Address(a.octets())
 }
 
-use rocast_core::payload::crc32;
+use crate::entropy::{random_psn, random_qpn};
+use rocast_core::payload::{crc32, sha256};
 
 impl From<SessionError> for McastError {
     fn from(e: SessionError) -> Self {
@@ -340,14 +340,21 @@ fn wait_any(fds: &[RawFd], timeout: Duration) -> io::Result<()> {
     Ok(())
 }
 
+/// The group connection of a leader or member: an RC QP toward the group's virtual
+/// remote (the McstID, QPN 1), numbered from the leader's random `start_psn`.
 fn endpoint(
     local: Ipv4Addr,
     local_qpn: u32,
     mcst: Ipv4Addr,
     mtu: usize,
     rate_bps: Option<u64>,
+    start_psn: u32,
 ) -> Result<Endpoint, McastError> {
-    let qp = rc_qp(local, local_qpn, mcst, VIRTUAL_QPN, mtu, rate_bps)?;
+    let mut qp = rc_qp(local, local_qpn, mcst, VIRTUAL_QPN, mtu, rate_bps)?;
+    let psn = rocast_core::wire::Psn::new(start_psn);
+    qp.set_send_psn(psn)
+        .and_then(|()| qp.set_recv_psn(psn))
+        .map_err(|e| McastError::Protocol(e.to_string()))?;
     let tcfg = TransportConfig {
         max_packet_len: qp.max_packet_len(),
         ..Default::default()
@@ -524,6 +531,9 @@ pub struct Leader {
     mrp_counter: MrpCounter,
     /// The current buffer went through the switch up to this byte, then the overlay.
     rerouted_at: Option<u64>,
+    /// This leader's random QPN and start PSN on the switch connection (issue 45).
+    qpn: u32,
+    start_psn: u32,
 }
 
 impl Leader {
@@ -541,9 +551,13 @@ impl Leader {
             window: cfg.window,
         };
         let clock = Clock::new();
+        // Random per leader (issue 45): what a stranger must guess to inject into the
+        // group, and, with the switch's source guard, to forge its feedback.
+        let leader_qpn = random_qpn();
+        let start_psn = random_psn();
         let session_cfg = LeaderSessionConfig {
             local: v4(cfg.local),
-            local_qpn: LEADER_QPN,
+            local_qpn: leader_qpn,
             mcst_id: v4(cfg.mcst_id),
             group_space: cfg.group_space,
             members: cfg.members,
@@ -551,6 +565,7 @@ impl Leader {
                 write: cfg.op == McastOp::Write,
                 capacity: cfg.capacity as u64,
                 message_bytes,
+                start_psn,
             },
             overlay: cfg.overlay.map(plan),
             fallback: plan(cfg.fallback),
@@ -580,7 +595,14 @@ impl Leader {
             .map_err(io(format!("TCP {}:{}", cfg.local, cfg.control_port)))?;
         listener.set_nonblocking(true).map_err(io("listener"))?;
         let mrp = mrp_socket(cfg.local)?;
-        let ep = endpoint(cfg.local, LEADER_QPN, cfg.mcst_id, cfg.mtu, cfg.rate_bps)?;
+        let ep = endpoint(
+            cfg.local,
+            leader_qpn,
+            cfg.mcst_id,
+            cfg.mtu,
+            cfg.rate_bps,
+            start_psn,
+        )?;
         let mut leader = Leader {
             cfg: cfg.clone(),
             session,
@@ -594,6 +616,8 @@ impl Leader {
             registration: Duration::ZERO,
             mrp_counter: MrpCounter::starting_at(wall_clock_ns()),
             rerouted_at: None,
+            qpn: leader_qpn,
+            start_psn,
         };
         loop {
             leader.step()?;
@@ -784,6 +808,25 @@ impl Leader {
         self.flush();
     }
 
+    /// This leader's QPN on the switch connection (random per leader).
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    /// The PSN of the group's first data packet (random per leader).
+    pub fn start_psn(&self) -> u32 {
+        self.start_psn
+    }
+
+    /// The switch connection's QP counters (what it dropped from strangers among
+    /// them); None once the group went through an overlay.
+    pub fn group_qp_stats(&self) -> Option<QpStats> {
+        match &self.path {
+            LeaderPath::Cepheus { ep } => Some(ep.qp.stats().clone()),
+            _ => None,
+        }
+    }
+
     /// How the data travels: "cepheus", or the overlay's name (and why).
     pub fn path(&self) -> String {
         match &self.path {
@@ -812,9 +855,10 @@ impl Leader {
             }
         }
         let crc = crc32(&data);
+        let digest = sha256(&data);
         let seq = self
             .session
-            .start_buffer(self.clock.now(), data.len() as u64, crc)?;
+            .start_buffer(self.clock.now(), data.len() as u64, digest)?;
         // Announce to all; wait for every Ready.
         loop {
             self.step()?;
@@ -1181,8 +1225,6 @@ impl Leader {
     }
 }
 
-/// The leader's QPN on the group's switch connection.
-const LEADER_QPN: u32 = 0x11;
 
 fn core_duration(d: Duration) -> CoreDuration {
     CoreDuration::from_ns(d.as_nanos().min(u64::MAX as u128) as u64)
@@ -1244,6 +1286,11 @@ pub struct Member {
     write: bool,
     msg: usize,
     qpn: u32,
+    /// The PSN of the group's first data packet (the leader's random start, from `Params`).
+    start_psn: u32,
+    /// The WRITE region's RKey: random (issue 45), like the QPN, so a stranger cannot
+    /// aim a WRITE at the region either.
+    rkey: u32,
     /// Other members the leader evicted, in the order it said so.
     evicted_peers: Vec<Ipv4Addr>,
     /// The last buffer went through the switch up to this byte, then the overlay.
@@ -1397,7 +1444,8 @@ impl Member {
             },
             clock.now(),
         );
-        let qpn = 0x100 | (cfg.local.octets()[3] as u32);
+        // Random (issue 45): a QPN derived from the address let any host aim at it.
+        let qpn = random_qpn();
         let mut m = Member {
             cfg: cfg.clone(),
             c,
@@ -1408,6 +1456,8 @@ impl Member {
             write: false,
             msg: 0,
             qpn,
+            start_psn: 0,
+            rkey: u32::from_be_bytes(crate::entropy::random_bytes()),
             evicted_peers: Vec::new(),
             rerouted_at: None,
         };
@@ -1416,16 +1466,18 @@ impl Member {
             match m.session.poll_event() {
                 Some(SessionEvent::OpenQp(p)) => {
                     m.write = p.write;
+                    m.start_psn = p.start_psn;
                     m.msg = p.message_bytes as usize;
-                    let mut ep = endpoint(cfg.local, qpn, cfg.mcst_id, cfg.mtu, None)?;
+                    let mut ep =
+                        endpoint(cfg.local, qpn, cfg.mcst_id, cfg.mtu, None, p.start_psn)?;
                     if p.write {
                         ep.qp
-                            .register_mr(MEMBER_VA, p.capacity as usize, MEMBER_RKEY)
+                            .register_mr(MEMBER_VA, p.capacity as usize, m.rkey)
                             .map_err(|e| McastError::Protocol(e.to_string()))?;
                     }
                     m.path = MemberPath::Cepheus { ep };
                     m.session
-                        .handle_qp_ready(m.clock.now(), qpn, MEMBER_VA, MEMBER_RKEY);
+                        .handle_qp_ready(m.clock.now(), qpn, MEMBER_VA, m.rkey);
                     m.step(false)?;
                     return Ok(m);
                 }
@@ -1589,7 +1641,7 @@ impl Member {
         let cpu = meter.stop(path_packets(self.transport_stats()));
         let ours = crc32(&data);
         self.session
-            .handle_received(self.clock.now(), ours, held_ns);
+            .handle_received(self.clock.now(), sha256(&data), held_ns);
         member_pump(&mut self.c, &self.mrp, &mut self.session, &self.clock);
         let ok = match member_event(&mut self.session, &mut self.evicted_peers) {
             Some(SessionEvent::Received { seq: s, ok, .. }) if s == seq => ok,
@@ -1737,7 +1789,7 @@ impl Member {
                 Some(SessionEvent::WriteDone { seq: s }) if s == seq => {
                     let data = ep
                         .qp
-                        .mr(MEMBER_RKEY)
+                        .mr(self.rkey)
                         .map(|m| m.data[..bytes].to_vec())
                         .unwrap_or_default();
                     return Ok(SwitchReceive::All { data, held_ns });
@@ -1747,7 +1799,7 @@ impl Member {
                 Some(SessionEvent::UseOverlay(role)) => {
                     let mut data = vec![0u8; bytes];
                     if self.write {
-                        if let Some(m) = ep.qp.mr(MEMBER_RKEY) {
+                        if let Some(m) = ep.qp.mr(self.rkey) {
                             data.copy_from_slice(&m.data[..bytes]);
                         }
                     } else {
@@ -1798,9 +1850,29 @@ impl Member {
         self.qpn
     }
 
+    /// The PSN the group's data starts at (the leader's, from `Params`).
+    pub fn start_psn(&self) -> u32 {
+        self.start_psn
+    }
+
+    /// The switch connection's QP counters (what it dropped from strangers among
+    /// them); None once the group went through an overlay.
+    pub fn group_qp_stats(&self) -> Option<QpStats> {
+        match &self.path {
+            MemberPath::Cepheus { ep } => Some(ep.qp.stats().clone()),
+            _ => None,
+        }
+    }
+
     /// Other members the leader evicted so far.
     pub fn evicted_peers(&self) -> &[Ipv4Addr] {
         &self.evicted_peers
+    }
+
+    /// Whether the group's data comes through the switch (false once the group fell
+    /// back to an overlay): what `mcast join --require-multicast` checks.
+    pub fn through_switch(&self) -> bool {
+        matches!(self.path, MemberPath::Cepheus { .. })
     }
 }
 

@@ -3,12 +3,10 @@
 //! counters, files compared byte for byte, and a lab taken down and checked gone.
 #![allow(dead_code)] // not every suite uses every helper
 
-use super::rocast;
+use super::{bin, rocast};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
-
-pub const BIN: &str = env!("CARGO_BIN_EXE_rocast");
 
 /// One fault at a time: each test runs a switch and up to five hosts, and the faults'
 /// timing (a port down for 300 ms, a restart within the leader's retry budget) is
@@ -48,7 +46,7 @@ impl Proc {
         let out = PathBuf::from(format!("/tmp/rocast-{lab}-{tag}-h{i}.log"));
         let log = std::fs::File::create(&out).unwrap();
         let child = Command::new("ip")
-            .args(["netns", "exec", &ns, BIN])
+            .args(["netns", "exec", &ns, &bin()])
             .args(args)
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -259,7 +257,6 @@ pub fn down_and_check(lab: &str, file: &str) {
     assert!(!Path::new(&control(lab)).exists(), "control socket left");
 }
 
-
 /// Sends whole IPv4 packets (`packets`, header included, as the test built them) from
 /// host `i`'s namespace through a raw socket: what an attacker with its own switch
 /// port can put on the wire, any source address included.
@@ -273,7 +270,13 @@ pub fn inject_from(lab: &str, i: usize, packets: &[Vec<u8>]) {
         s.setsockopt(socket.IPPROTO_IP,socket.IP_HDRINCL,1)\n\
         for h in sys.stdin.read().split():\n  p=bytes.fromhex(h); s.sendto(p,(socket.inet_ntoa(p[16:20]),0))\n";
     let mut child = Command::new("ip")
-        .args(["netns", "exec", &format!("rocast-{lab}-h{i}"), "python3", "-c"])
+        .args([
+            "netns",
+            "exec",
+            &format!("rocast-{lab}-h{i}"),
+            "python3",
+            "-c",
+        ])
         .arg(script)
         .stdin(std::process::Stdio::piped())
         .spawn()

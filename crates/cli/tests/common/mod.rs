@@ -10,16 +10,19 @@ pub struct Run {
     pub stderr: String,
 }
 
+/// The `rocast` under test: this build's, or `ROCAST_TEST_BIN` when set (how the
+/// attack suites were run against the code before issue 45, to show they fail there).
+pub fn bin() -> String {
+    std::env::var("ROCAST_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_rocast").into())
+}
+
 /// Runs `rocast args…`; a panic or a signal fails the calling test.
 pub fn rocast(args: &[&str]) -> Run {
     let Output {
         status,
         stdout,
         stderr,
-    } = Command::new(env!("CARGO_BIN_EXE_rocast"))
-        .args(args)
-        .output()
-        .expect("run rocast");
+    } = Command::new(bin()).args(args).output().expect("run rocast");
     let run = Run {
         code: status.code().expect("rocast was killed by a signal"),
         stdout: String::from_utf8(stdout).expect("utf-8 stdout"),
@@ -64,7 +67,7 @@ impl LabGuard {
 impl Drop for LabGuard {
     fn drop(&mut self) {
         // No assertions here: a panic while already panicking aborts the test binary.
-        let out = Command::new(env!("CARGO_BIN_EXE_rocast"))
+        let out = Command::new(bin())
             .args(["lab", "down", "--name", self.0])
             .output();
         match out {

@@ -185,7 +185,7 @@ mod tests {
 
     /// A lossless one-switch fabric doing what Cepheus' switch does: replicate the
     /// source's packets to every other member, rewriting dstIP/dstQP to the member's and
-    /// srcIP to the McstID, and send feedback back to the source's QP. Every receiver gets
+    /// srcIP to the McstID, and send feedback back to the source's QP (from the McstID). Every receiver gets
     /// each packet before any feedback moves, so forwarding each ACK is equivalent to the
     /// switch's aggregation (§III-D) here. Runs until nothing moves.
     fn pump(hosts: &mut [RcQueuePair], src: usize, now: Instant) {
@@ -213,6 +213,10 @@ mod tests {
                 while let Some(n) = hosts[i].poll_transmit(now, &mut buf).map(|t| t.len) {
                     moved = true;
                     let mut p = RoceRepr::parse(&buf[..n]).unwrap();
+                    // Feedback leaves the switch from the McstID, as its aggregation
+                    // sends it: the source's QP takes nothing from another address.
+                    p.ip.src_addr = MCST;
+                    p.ip.dst_addr = hosts[src].config().local_ip;
                     p.bth.dest_qp = src_qpn;
                     let _ = hosts[src].handle_repr(now, &p);
                 }

@@ -351,6 +351,8 @@ pub struct QpStats {
     pub drop_bad_icrc: u64,
     pub drop_malformed: u64,
     pub drop_wrong_qp: u64,
+    /// Addressed to this QP from an address other than its remote (issue 45).
+    pub drop_wrong_source: u64,
     pub drop_unexpected_opcode: u64,
     pub timeouts: u64,
     pub messages_sent: u64,

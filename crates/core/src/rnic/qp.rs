@@ -24,6 +24,12 @@ pub enum RxDrop {
     BadIcrc,
     #[error("addressed to QP {0:#x}, not this QP")]
     WrongQp(u32),
+    /// From an address other than the connection's remote (issue 45): an RC packet
+    /// carries no source QPN, so the source address is what binds it to the
+    /// connection; a stranger's packet (an injected SEND, a forged ACK or NAK) stops
+    /// here, counted.
+    #[error("from {0}, not this connection's remote")]
+    WrongSource(crate::wire::Ipv4Address),
     #[error("opcode {0} is not handled by an RC QP")]
     UnexpectedOpcode(Opcode),
     #[error("the QP is in the error state")]
@@ -291,6 +297,10 @@ impl RcQueuePair {
         if p.bth.dest_qp != self.cfg.local_qpn {
             self.stats.drop_wrong_qp += 1;
             return Err(RxDrop::WrongQp(p.bth.dest_qp));
+        }
+        if p.ip.src_addr != self.cfg.remote_ip {
+            self.stats.drop_wrong_source += 1;
+            return Err(RxDrop::WrongSource(p.ip.src_addr));
         }
         if self.req.failed {
             return Err(RxDrop::QpInError);

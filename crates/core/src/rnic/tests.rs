@@ -1070,6 +1070,64 @@ fn qp_drops_bad_icrc_wrong_qp_and_garbage_with_counts() {
     assert!(events(&mut b).is_empty());
 }
 
+/// Issue 45: a stranger (C) who knows the QPN and a PSN in the window still cannot
+/// deliver data, acknowledge, or fail the QP with a NAK: an RC packet carries no source
+/// QPN, so its source address binds it to the connection.
+#[test]
+fn packets_from_a_stranger_are_dropped_and_counted_whatever_they_say() {
+    const C: Ipv4Address = Ipv4Address::new(10, 0, 0, 66);
+    let mut b = responder();
+    b.post_recv(1, 64).unwrap();
+    let mut bth = BthRepr::new(Opcode::RC_SEND_ONLY, QPB, Psn::new(psn_a(0)));
+    bth.ack_req = true;
+    let injected = build(C, B, Ecn::NotEct, bth, ExtHeaders::default(), b"evil");
+    assert_eq!(
+        b.handle_packet(t(0), &injected),
+        Err(qp::RxDrop::WrongSource(C))
+    );
+    assert!(drain(&mut b, t(0)).is_empty(), "no ACK for a stranger");
+    assert!(events(&mut b).is_empty(), "nothing delivered");
+    // The real sender's packet at the same PSN is still the one delivered.
+    b.handle_packet(
+        t(1),
+        &req(Opcode::RC_SEND_ONLY, psn_a(0), b"good", true, ExtHeaders::default()),
+    )
+    .unwrap();
+    assert!(matches!(&events(&mut b)[..], [Event::Recv { data, .. }] if data == b"good"));
+
+    // The requester: a forged ACK and a fatal NAK from C change nothing.
+    let mut a = RcQueuePair::new(cfg_a()).unwrap();
+    a.post_send(send(1, 10)).unwrap();
+    drain(&mut a, t(0));
+    let forged = |syndrome| {
+        let bth = BthRepr::new(Opcode::RC_ACKNOWLEDGE, QPA, Psn::new(psn_a(0)));
+        let aeth = Some(AethRepr { syndrome, msn: 1 });
+        let ext = ExtHeaders {
+            aeth,
+            ..Default::default()
+        };
+        build(C, A, Ecn::NotEct, bth, ext, &[])
+    };
+    for syndrome in [OK, AckSyndrome::Nak(NakCode::RemoteAccessError)] {
+        assert_eq!(
+            a.handle_packet(t(2), &forged(syndrome)),
+            Err(qp::RxDrop::WrongSource(C))
+        );
+    }
+    assert!(events(&mut a).is_empty(), "neither completed nor failed");
+    assert!(!a.is_error());
+    assert_eq!(a.outstanding(), 1);
+    assert_eq!((a.stats().drop_wrong_source, b.stats().drop_wrong_source), (2, 1));
+    a.handle_packet(t(3), &ack(psn_a(0), OK, 1)).unwrap();
+    assert_eq!(
+        events(&mut a),
+        vec![Event::SendComplete {
+            wr_id: 1,
+            result: Ok(())
+        }]
+    );
+}
+
 // ---------------------------------------------------------------- selective repeat
 
 #[test]

@@ -31,9 +31,13 @@
 //! is a property of the connection, not of a frame, and because the 3-byte header is
 //! then the same as every earlier peer's: an older peer's first frame still decodes and
 //! fails with "unsupported group control version" instead of desynchronising the
-//! stream. The version is 2: version 1 is the unversioned layout before it, whose
+//! stream. The version is 3. Version 1 is the unversioned layout before 2, whose
 //! `Params` began with the op byte (0 or 1), so an old leader's `Params` reads as
-//! version 0 or 1 and is refused.
+//! version 0 or 1 and is refused. Version 3 (issue 45) carries the leader's random start
+//! PSN in `Params` and a SHA-256 of the buffer in `Announce` and `Result` where 2 had a
+//! CRC-32: a CRC is no verdict against a stranger who injects data, since injected bytes
+//! can be chosen to keep it (CRC-32 is linear), while a SHA-256 match cannot be forged.
+//! A version-2 peer's `Params` or `Join` is refused with the version error.
 //!
 //! # Messages
 //!
@@ -41,15 +45,15 @@
 //!
 //! | type | name      | direction | body bytes | fields (offset: size)                                  |
 //! |-----:|-----------|-----------|-----------:|--------------------------------------------------------|
-//! |  1   | `Params`  | L → M     | 14         | 0:1 version, 1:1 op (0 SEND, 1 WRITE), 2:8 capacity (largest buffer), 10:4 message bytes |
+//! |  1   | `Params`  | L → M     | 18         | 0:1 version, 1:1 op (0 SEND, 1 WRITE), 2:8 capacity (largest buffer), 10:4 message bytes, 14:4 start PSN (24 bits) of the leader's data |
 //! |  2   | `Join`    | M → L     | 21         | 0:1 version, 1:4 member IPv4, 5:4 QPN (24 bits), 9:8 VA, 17:4 RKey |
 //! |  3   | `Confirm` | M → L     | 12         | a [`Confirmation`]: 0:4 McstID, 4:4 member IPv4, 8:4 QPN (24 bits) |
 //! |  4   | `Done`    | L → M     | 4          | 0:4 buffer sequence (a WRITE buffer is all in the member's region) |
-//! |  5   | `Result`  | M → L     | 13         | 0:1 ok, 1:4 CRC-32 of what the member holds, 5:8 when it held all of it (CLOCK_MONOTONIC ns) |
+//! |  5   | `Result`  | M → L     | 41         | 0:1 ok, 1:32 SHA-256 of what the member holds, 33:8 when it held all of it (CLOCK_MONOTONIC ns) |
 //! |  6   | `Overlay` | L → M     | 10 + 4·n   | 0:1 scheme code, 1:4 block bytes, 5:4 pacing Mbit/s (0: none), 9:1 window (≥ 1), 10:4·n roster (IPv4, rank order, leader first; 1 ≤ n ≤ 256) |
 //! |  7   | `Ready`   | M → L     | 0          | after `Overlay`: its overlay connections are up; after `Announce`: its receives are posted |
 //! |  8   | —         |           |            | reserved: an early `Go` (leader → member) that no peer ever sent; refused as unknown |
-//! |  9   | `Announce`| L → M     | 16         | 0:4 buffer sequence (from 1), 4:8 bytes, 12:4 CRC-32 of the buffer |
+//! |  9   | `Announce`| L → M     | 44         | 0:4 buffer sequence (from 1), 4:8 bytes, 12:32 SHA-256 of the buffer |
 //! | 10   | `Close`   | L → M     | 1          | 0:1 ok: the group ends, successfully or not             |
 //! | 11   | `Evicted` | L → M     | 4          | 0:4 member IPv4: the leader evicted that member (its connection broke); the group goes on without it |
 //! | 12   | `Invitation` | M → L  | 16         | 0:16 the member's invitation token (`control::invitation`), before its `Join` |
@@ -66,16 +70,16 @@ use super::{be, put_be, Error, Ipv4Address, Result};
 /// The leader's default TCP port for the channel (after RoCEv2's 4791 and MRP's 4792;
 /// PEEL's 4793 is UDP).
 pub const GROUP_CONTROL_PORT: u16 = 4793;
-/// The version this build speaks (see the module docs for why it is 2).
-pub const GROUP_CONTROL_VERSION: u8 = 2;
+/// The version this build speaks (see the module docs for why it is 3).
+pub const GROUP_CONTROL_VERSION: u8 = 3;
 /// `type (1) | length (2)`.
 pub const FRAME_HEADER_LEN: usize = 3;
 
-pub const PARAMS_LEN: usize = 14;
+pub const PARAMS_LEN: usize = 18;
 pub const JOIN_LEN: usize = 21;
 pub const CONFIRMATION_LEN: usize = 12;
 pub const DONE_LEN: usize = 4;
-pub const RESULT_LEN: usize = 13;
+pub const RESULT_LEN: usize = 41;
 /// `Overlay` without its roster.
 pub const OVERLAY_HEADER_LEN: usize = 10;
 /// Ranks an `Overlay` roster holds at most (rank numbers are one byte in the overlay's
@@ -83,7 +87,7 @@ pub const OVERLAY_HEADER_LEN: usize = 10;
 pub const OVERLAY_MAX_RANKS: usize = 256;
 pub const OVERLAY_MAX_LEN: usize = OVERLAY_HEADER_LEN + 4 * OVERLAY_MAX_RANKS;
 pub const READY_LEN: usize = 0;
-pub const ANNOUNCE_LEN: usize = 16;
+pub const ANNOUNCE_LEN: usize = 44;
 pub const CLOSE_LEN: usize = 1;
 pub const EVICTED_LEN: usize = 4;
 pub const INVITATION_LEN: usize = 16;
@@ -111,6 +115,7 @@ pub mod field {
         pub const OP: usize = 1;
         pub const CAPACITY: Field = 2..10;
         pub const MESSAGE_BYTES: Field = 10..14;
+        pub const START_PSN: Field = 14..18;
     }
     pub mod join {
         use super::Field;
@@ -133,8 +138,8 @@ pub mod field {
     pub mod result {
         use super::Field;
         pub const OK: usize = 0;
-        pub const CRC32: Field = 1..5;
-        pub const HELD_NS: Field = 5..13;
+        pub const SHA256: Field = 1..33;
+        pub const HELD_NS: Field = 33..41;
     }
     pub mod overlay {
         use super::Field;
@@ -148,7 +153,7 @@ pub mod field {
         use super::Field;
         pub const SEQ: Field = 0..4;
         pub const BYTES: Field = 4..12;
-        pub const CRC32: Field = 12..16;
+        pub const SHA256: Field = 12..44;
     }
     pub mod close {
         pub const OK: usize = 0;
@@ -272,6 +277,21 @@ fn version(b: &[u8], what: &'static str) -> Result<()> {
     }
 }
 
+fn digest(b: &[u8], r: field::Field) -> [u8; 32] {
+    let mut d = [0u8; 32];
+    d.copy_from_slice(&b[r]);
+    d
+}
+
+/// A 24-bit PSN field: a value over 24 bits is malformed.
+fn psn24(b: &[u8], r: field::Field, what: &'static str) -> Result<u32> {
+    let v = be(b, r.start, 4) as u32;
+    if v > QPN_MAX {
+        return Err(Error::Malformed(what));
+    }
+    Ok(v)
+}
+
 fn ip(b: &[u8], r: field::Field) -> Ipv4Address {
     Ipv4Address::from_u32(be(b, r.start, 4) as u32)
 }
@@ -286,6 +306,9 @@ pub struct Params {
     pub capacity: u64,
     /// Each buffer is cut into messages of at most this many bytes.
     pub message_bytes: u32,
+    /// The PSN of the leader's first data packet (24 bits, drawn at random per leader):
+    /// the member's QP expects it, so a stranger must guess it as well as the QPN.
+    pub start_psn: u32,
 }
 
 impl Params {
@@ -300,6 +323,7 @@ impl Params {
             write: flag(b[OP], "params op")?,
             capacity: be(b, CAPACITY.start, 8),
             message_bytes: be(b, MESSAGE_BYTES.start, 4) as u32,
+            start_psn: psn24(b, START_PSN, "params start psn")?,
         })
     }
     /// Writes the body into `b` (at least `buffer_len()` bytes); returns its length.
@@ -309,6 +333,7 @@ impl Params {
         b[OP] = self.write as u8;
         put_be(b, CAPACITY.start, 8, self.capacity);
         put_be(b, MESSAGE_BYTES.start, 4, self.message_bytes as u64);
+        put_be(b, START_PSN.start, 4, (self.start_psn & QPN_MAX) as u64);
         PARAMS_LEN
     }
 }
@@ -439,9 +464,10 @@ impl Done {
 /// announced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BufferResult {
-    /// The member's CRC equals the one announced.
+    /// The member's SHA-256 equals the one announced.
     pub ok: bool,
-    pub crc32: u32,
+    /// SHA-256 of the bytes the member holds.
+    pub sha256: [u8; 32],
     /// CLOCK_MONOTONIC ns when it held the whole buffer: one clock for every process on
     /// a machine, so the leader can measure latency to members on the same host.
     pub held_ns: u64,
@@ -456,14 +482,14 @@ impl BufferResult {
         exact(b, RESULT_LEN, "result", "result length")?;
         Ok(BufferResult {
             ok: flag(b[OK], "result ok")?,
-            crc32: be(b, CRC32.start, 4) as u32,
+            sha256: digest(b, SHA256),
             held_ns: be(b, HELD_NS.start, 8),
         })
     }
     pub fn emit(&self, b: &mut [u8]) -> usize {
         use field::result::*;
         b[OK] = self.ok as u8;
-        put_be(b, CRC32.start, 4, self.crc32 as u64);
+        b[SHA256].copy_from_slice(&self.sha256);
         put_be(b, HELD_NS.start, 8, self.held_ns);
         RESULT_LEN
     }
@@ -548,7 +574,8 @@ pub struct Announce {
     /// Buffers of a group are numbered from 1.
     pub seq: u32,
     pub bytes: u64,
-    pub crc32: u32,
+    /// SHA-256 of the buffer: what each member's bytes must hash to.
+    pub sha256: [u8; 32],
 }
 
 impl Announce {
@@ -561,14 +588,14 @@ impl Announce {
         Ok(Announce {
             seq: be(b, SEQ.start, 4) as u32,
             bytes: be(b, BYTES.start, 8),
-            crc32: be(b, CRC32.start, 4) as u32,
+            sha256: digest(b, SHA256),
         })
     }
     pub fn emit(&self, b: &mut [u8]) -> usize {
         use field::announce::*;
         put_be(b, SEQ.start, 4, self.seq as u64);
         put_be(b, BYTES.start, 8, self.bytes);
-        put_be(b, CRC32.start, 4, self.crc32 as u64);
+        b[SHA256].copy_from_slice(&self.sha256);
         ANNOUNCE_LEN
     }
 }
@@ -901,9 +928,11 @@ mod tests {
                     write: true,
                     capacity: 0x0102_0304_0506_0708,
                     message_bytes: 0x0a0b_0c0d,
+                    start_psn: 0xab_cdef,
                 }),
                 vec![
-                    1, 0, 14, 2, 1, 1, 2, 3, 4, 5, 6, 7, 8, 0x0a, 0x0b, 0x0c, 0x0d,
+                    1, 0, 18, 3, 1, 1, 2, 3, 4, 5, 6, 7, 8, 0x0a, 0x0b, 0x0c, 0x0d, 0, 0xab, 0xcd,
+                    0xef,
                 ],
             ),
             (
@@ -914,7 +943,7 @@ mod tests {
                     rkey: 0x5a5a,
                 }),
                 vec![
-                    2, 0, 21, 2, 10, 0, 0, 7, 0, 0x12, 0x34, 0x56, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0,
+                    2, 0, 21, 3, 10, 0, 0, 7, 0, 0x12, 0x34, 0x56, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0,
                     0x5a, 0x5a,
                 ],
             ),
@@ -933,13 +962,14 @@ mod tests {
             (
                 Message::Result(BufferResult {
                     ok: true,
-                    crc32: 0xdead_beef,
+                    sha256: std::array::from_fn(|i| i as u8),
                     held_ns: 0x1122_3344_5566_7788,
                 }),
-                vec![
-                    5, 0, 13, 1, 0xde, 0xad, 0xbe, 0xef, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77,
-                    0x88,
-                ],
+                [5, 0, 41, 1]
+                    .into_iter()
+                    .chain(0..32)
+                    .chain([0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88])
+                    .collect(),
             ),
             (
                 Message::Overlay(Overlay {
@@ -958,11 +988,12 @@ mod tests {
                 Message::Announce(Announce {
                     seq: 1,
                     bytes: 70_000,
-                    crc32: 0x0102_0304,
+                    sha256: [0xa5; 32],
                 }),
-                vec![
-                    9, 0, 16, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0x11, 0x70, 1, 2, 3, 4,
-                ],
+                [9, 0, 44, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0x11, 0x70]
+                    .into_iter()
+                    .chain([0xa5; 32])
+                    .collect(),
             ),
             (Message::Close(Close { ok: false }), vec![10, 0, 1, 0]),
             (

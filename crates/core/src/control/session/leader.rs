@@ -131,7 +131,7 @@ pub struct MemberVerdict {
     pub ip: Ipv4Address,
     /// What it reported; `None` if it never did (deadline) or its connection broke.
     pub result: Option<BufferResult>,
-    /// It reported ok with the announced CRC-32.
+    /// It reported ok with the announced SHA-256.
     pub ok: bool,
 }
 
@@ -139,7 +139,7 @@ pub struct MemberVerdict {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BufferOutcome {
     pub seq: u32,
-    pub crc32: u32,
+    pub sha256: [u8; 32],
     /// In join order (evicted members too, with `ok: false`).
     pub verdicts: Vec<MemberVerdict>,
     /// Members evicted so far (join order): the buffer did not reach them.
@@ -308,7 +308,7 @@ pub struct LeaderSession {
     /// The safeguard's decision, acted on after the buffer it watched.
     safeguard_fallback: Option<FallbackReason>,
     seq: u32,
-    crc32: u32,
+    sha256: [u8; 32],
     /// The current buffer's size.
     buffer_bytes: u64,
     /// Every buffer so far was reported intact by every member.
@@ -359,7 +359,7 @@ impl LeaderSession {
             monitor,
             safeguard_fallback: None,
             seq: 0,
-            crc32: 0,
+            sha256: [0; 32],
             buffer_bytes: 0,
             all_ok: true,
             early_results: BTreeMap::new(),
@@ -933,14 +933,14 @@ impl LeaderSession {
         }
     }
 
-    /// Announces the next buffer (`bytes` long, CRC-32 `crc32`) to every member.
+    /// Announces the next buffer (`bytes` long, SHA-256 `sha256`) to every member.
     /// Returns its sequence number; errors, changing nothing, unless the group is idle
     /// and the size is within `1..=capacity`.
     pub fn start_buffer(
         &mut self,
         now: Instant,
         bytes: u64,
-        crc32: u32,
+        sha256: [u8; 32],
     ) -> Result<u32, SessionError> {
         if !matches!(self.state, State::Idle) {
             return Err(SessionError::Protocol(format!(
@@ -955,13 +955,13 @@ impl LeaderSession {
             )));
         }
         self.seq += 1;
-        self.crc32 = crc32;
+        self.sha256 = sha256;
         self.buffer_bytes = bytes;
         self.early_results.clear();
         self.send_to_members(&Message::Announce(Announce {
             seq: self.seq,
             bytes,
-            crc32,
+            sha256,
         }));
         self.state = State::Announced {
             deadline: now + self.cfg.ready_timeout,
@@ -1093,7 +1093,7 @@ impl LeaderSession {
                     ip: m.ip,
                     result,
                     ok: !self.evicted.contains(&i)
-                        && result.is_some_and(|r| r.ok && r.crc32 == self.crc32),
+                        && result.is_some_and(|r| r.ok && r.sha256 == self.sha256),
                 }
             })
             .collect();
@@ -1105,7 +1105,7 @@ impl LeaderSession {
         self.events
             .push_back(LeaderEvent::BufferDone(BufferOutcome {
                 seq: self.seq,
-                crc32: self.crc32,
+                sha256: self.sha256,
                 verdicts,
                 evicted: self.evicted_ips(),
                 ok,

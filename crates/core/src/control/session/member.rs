@@ -90,7 +90,7 @@ pub enum MemberEvent {
     PostReceives {
         seq: u32,
         bytes: u64,
-        crc32: u32,
+        sha256: [u8; 32],
     },
     /// The safeguard moved buffer `seq` to the overlay mid-transfer: the member keeps
     /// its bytes below `offset` (the switch delivered them to every member), posts
@@ -116,7 +116,7 @@ pub enum MemberEvent {
     Received {
         seq: u32,
         ok: bool,
-        crc32: u32,
+        sha256: [u8; 32],
     },
     /// The leader evicted this other member; the group goes on without it.
     PeerEvicted {
@@ -156,15 +156,15 @@ enum State {
     Joined {
         deadline: Instant,
     },
-    /// Setting up the overlay; `resume`: mid-buffer (seq, CRC-32), the safeguard's
+    /// Setting up the overlay; `resume`: mid-buffer (seq, SHA-256), the safeguard's
     /// reroute.
     OverlaySetup {
-        resume: Option<(u32, u32)>,
+        resume: Option<(u32, [u8; 32])>,
     },
     /// The overlay is up mid-buffer; waiting for `Resume` until the idle deadline.
     AwaitingResume {
         seq: u32,
-        crc32: u32,
+        sha256: [u8; 32],
         deadline: Instant,
     },
     /// This member held buffer `seq` before the leader rerouted it: it relays the
@@ -175,11 +175,11 @@ enum State {
     },
     Posting {
         seq: u32,
-        crc32: u32,
+        sha256: [u8; 32],
     },
     Receiving {
         seq: u32,
-        crc32: u32,
+        sha256: [u8; 32],
     },
     Closed,
     Failed,
@@ -333,11 +333,11 @@ impl MemberSession {
             }
             (Message::Overlay(o), State::Joined { .. }) => self.overlay(o, None),
             // The safeguard moved the buffer in flight to the overlay.
-            (Message::Overlay(o), State::Receiving { seq, crc32 }) => {
-                self.overlay(o, Some((seq, crc32)))
+            (Message::Overlay(o), State::Receiving { seq, sha256 }) => {
+                self.overlay(o, Some((seq, sha256)))
             }
-            (Message::Resume(r), State::AwaitingResume { seq, crc32, .. }) if r.seq == seq => {
-                self.state = State::Posting { seq, crc32 };
+            (Message::Resume(r), State::AwaitingResume { seq, sha256, .. }) if r.seq == seq => {
+                self.state = State::Posting { seq, sha256 };
                 self.events.push_back(MemberEvent::ResumeReceive {
                     seq,
                     offset: r.offset,
@@ -376,12 +376,12 @@ impl MemberSession {
                 self.last_bytes = a.bytes;
                 self.state = State::Posting {
                     seq: a.seq,
-                    crc32: a.crc32,
+                    sha256: a.sha256,
                 };
                 self.events.push_back(MemberEvent::PostReceives {
                     seq: a.seq,
                     bytes: a.bytes,
-                    crc32: a.crc32,
+                    sha256: a.sha256,
                 });
             }
             (Message::Done(d), State::Receiving { seq, .. }) => {
@@ -426,7 +426,7 @@ impl MemberSession {
     }
 
     /// `Overlay` from the leader: this member's rank, then the driver's setup.
-    fn overlay(&mut self, o: Overlay, resume: Option<(u32, u32)>) {
+    fn overlay(&mut self, o: Overlay, resume: Option<(u32, [u8; 32])>) {
         let Some(scheme) = Scheme::from_code(o.scheme) else {
             return self.protocol(format!("unknown overlay scheme code {}", o.scheme));
         };
@@ -489,10 +489,10 @@ impl MemberSession {
         };
         self.send(Message::Ready);
         match resume {
-            Some((seq, crc32)) => {
+            Some((seq, sha256)) => {
                 self.state = State::AwaitingResume {
                     seq,
-                    crc32,
+                    sha256,
                     deadline: now + self.cfg.idle_timeout,
                 }
             }
@@ -506,27 +506,27 @@ impl MemberSession {
             self.send(Message::Ready);
             return;
         }
-        let State::Posting { seq, crc32 } = self.state else {
+        let State::Posting { seq, sha256 } = self.state else {
             self.stats.unexpected += 1;
             return;
         };
         self.send(Message::Ready);
-        self.state = State::Receiving { seq, crc32 };
+        self.state = State::Receiving { seq, sha256 };
     }
 
-    /// The member holds the whole buffer: its CRC-32 and when it held it
+    /// The member holds the whole buffer: its SHA-256 and when it held it
     /// (CLOCK_MONOTONIC ns). The verdict goes to the leader.
-    pub fn handle_received(&mut self, now: Instant, crc32: u32, held_ns: u64) {
-        let State::Receiving { seq, crc32: want } = self.state else {
+    pub fn handle_received(&mut self, now: Instant, sha256: [u8; 32], held_ns: u64) {
+        let State::Receiving { seq, sha256: want } = self.state else {
             self.stats.unexpected += 1;
             return;
         };
-        let ok = crc32 == want;
-        let verdict = BufferResult { ok, crc32, held_ns };
+        let ok = sha256 == want;
+        let verdict = BufferResult { ok, sha256, held_ns };
         self.last_verdict = Some((seq, verdict));
         self.send(Message::Result(verdict));
         self.events
-            .push_back(MemberEvent::Received { seq, ok, crc32 });
+            .push_back(MemberEvent::Received { seq, ok, sha256 });
         self.joined(now);
     }
 

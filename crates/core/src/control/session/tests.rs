@@ -22,7 +22,14 @@ const DISCOVERY: Duration = Duration::from_ms(100);
 const READY: Duration = Duration::from_ms(50);
 const VERDICT: Duration = Duration::from_ms(40);
 const REG: Duration = Duration::from_ms(1);
-const CRC: u32 = 0xfeed_f00d;
+const DIGEST: [u8; 32] = [0xfe; 32];
+
+/// A digest that differs from [`DIGEST`] in one bit.
+const fn flipped(d: [u8; 32]) -> [u8; 32] {
+    let mut d = d;
+    d[0] ^= 1;
+    d
+}
 
 fn member_ip(i: usize) -> Ipv4Address {
     Ipv4Address::new(10, 0, 0, 2 + i as u8)
@@ -49,6 +56,7 @@ fn leader_cfg(write: bool, members: usize) -> LeaderSessionConfig {
             write,
             capacity: 1 << 20,
             message_bytes: 64 << 10,
+            start_psn: 0x12_3456,
         },
         overlay: None,
         fallback: plan(crate::overlay::Scheme::BinomialPipeline),
@@ -204,10 +212,10 @@ impl Group {
         }
     }
     /// Runs one buffer from `start_buffer` to the verdicts; member `i` reports
-    /// `crcs[i]`.
-    fn one_buffer(&mut self, crcs: &[u32]) -> BufferOutcome {
+    /// `digests[i]`.
+    fn one_buffer(&mut self, digests: &[[u8; 32]]) -> BufferOutcome {
         let n = self.members.len();
-        let seq = self.leader.start_buffer(self.now, 70_000, CRC).unwrap();
+        let seq = self.leader.start_buffer(self.now, 70_000, DIGEST).unwrap();
         assert!(self.leader_to_members().is_empty());
         for m in &mut self.members {
             assert_eq!(
@@ -215,7 +223,7 @@ impl Group {
                 vec![MemberEvent::PostReceives {
                     seq,
                     bytes: 70_000,
-                    crc32: CRC
+                    sha256: DIGEST
                 }]
             );
             m.handle_receives_posted(self.now);
@@ -246,13 +254,13 @@ impl Group {
             assert!(out.is_empty(), "SEND needs no Done: {out:?}");
         }
         for (i, m) in self.members.iter_mut().enumerate() {
-            m.handle_received(self.now, crcs[i], 77);
+            m.handle_received(self.now, digests[i], 77);
             assert_eq!(
                 member_events(m),
                 vec![MemberEvent::Received {
                     seq,
-                    ok: crcs[i] == CRC,
-                    crc32: crcs[i]
+                    ok: digests[i] == DIGEST,
+                    sha256: digests[i]
                 }]
             );
         }
@@ -332,7 +340,7 @@ fn happy_path_send_three_members() {
     // Params went first to every member, as the connection came up.
     assert_eq!(g.members[0].params().map(|p| p.write), Some(false));
     for b in 0..2 {
-        let o = g.one_buffer(&[CRC; 3]);
+        let o = g.one_buffer(&[DIGEST; 3]);
         assert!(o.ok && o.seq == b + 1);
         assert_eq!(
             o.verdicts.iter().map(|v| (v.ip, v.ok)).collect::<Vec<_>>(),
@@ -361,7 +369,7 @@ fn happy_path_send_three_members() {
 #[test]
 fn happy_path_write_three_members() {
     let mut g = registered_group(true);
-    let o = g.one_buffer(&[CRC; 3]);
+    let o = g.one_buffer(&[DIGEST; 3]);
     assert!(o.ok);
     let (ok, _) = g.close(true);
     assert!(ok);
@@ -461,7 +469,7 @@ fn a_switch_refusal_falls_back_to_the_overlay_then_transfers_and_closes() {
     g.members_to_leader();
     assert_eq!(leader_events(&mut g.leader), vec![LeaderEvent::Up]);
     // WRITE through an overlay is blocks over RC: no Done.
-    let o = g.one_buffer(&[CRC; 3]);
+    let o = g.one_buffer(&[DIGEST; 3]);
     assert!(o.ok);
     let (ok, out) = g.close(true);
     assert!(ok);
@@ -522,18 +530,18 @@ fn silent_registration_resends_then_falls_back_each_timer_once() {
 #[test]
 fn a_failed_verdict_reaches_every_member_at_the_close() {
     let mut g = registered_group(false);
-    let o = g.one_buffer(&[CRC, CRC ^ 1, CRC]);
+    let o = g.one_buffer(&[DIGEST, flipped(DIGEST), DIGEST]);
     assert!(!o.ok);
     assert_eq!(
         o.verdicts.iter().map(|v| v.ok).collect::<Vec<_>>(),
         [true, false, true]
     );
     assert_eq!(
-        o.verdicts[1].result.map(|r| (r.ok, r.crc32)),
-        Some((false, CRC ^ 1))
+        o.verdicts[1].result.map(|r| (r.ok, r.sha256)),
+        Some((false, flipped(DIGEST)))
     );
     // A later intact buffer does not undo it: the close says failed, to all.
-    assert!(g.one_buffer(&[CRC; 3]).ok);
+    assert!(g.one_buffer(&[DIGEST; 3]).ok);
     let (ok, out) = g.close(true);
     assert!(!ok);
     assert_eq!(
@@ -550,7 +558,7 @@ fn a_failed_verdict_reaches_every_member_at_the_close() {
 #[test]
 fn one_member_answering_twice_counts_once() {
     let mut g = registered_group(false);
-    let seq = g.leader.start_buffer(g.now, 10, CRC).unwrap();
+    let seq = g.leader.start_buffer(g.now, 10, DIGEST).unwrap();
     g.leader_to_members();
     // Member 0 says Ready three times; the others not yet.
     for _ in 0..3 {
@@ -570,7 +578,7 @@ fn one_member_answering_twice_counts_once() {
     g.leader.handle_transfer_done(g.now, Ok(()));
     let verdict = Message::Result(BufferResult {
         ok: true,
-        crc32: CRC,
+        sha256: DIGEST,
         held_ns: 5,
     });
     // Three verdicts from member 0 (of three members) are one verdict.
@@ -604,14 +612,14 @@ fn one_member_answering_twice_counts_once() {
 fn verdict_ok() -> Vec<u8> {
     frame(&Message::Result(BufferResult {
         ok: true,
-        crc32: CRC,
+        sha256: DIGEST,
         held_ns: 5,
     }))
 }
 
 /// Announces a buffer and lets members `ready` answer Ready.
 fn announce(g: &mut Group, ready: &[u32]) {
-    g.leader.start_buffer(g.now, 10, CRC).unwrap();
+    g.leader.start_buffer(g.now, 10, DIGEST).unwrap();
     g.leader_to_members();
     for &i in ready {
         g.leader
@@ -728,7 +736,7 @@ fn a_member_lost_mid_transfer_is_pruned_and_later_buffers_skip_it() {
         "{ev:?}"
     );
     // The next buffer is announced to the two, and needs only their Ready.
-    g.leader.start_buffer(g.now, 10, CRC).unwrap();
+    g.leader.start_buffer(g.now, 10, DIGEST).unwrap();
     let out = drain_leader(&mut g.leader, g.now);
     assert_eq!(out.len(), 2, "{out:?}");
     for i in [0, 2] {
@@ -862,7 +870,7 @@ fn refreshing_group(every: Duration) -> Group {
 /// Announces a buffer of `bytes`; every member posts its receives; the transfer
 /// starts.
 fn start_transfer(g: &mut Group, bytes: u64) {
-    let seq = g.leader.start_buffer(g.now, bytes, CRC).unwrap();
+    let seq = g.leader.start_buffer(g.now, bytes, DIGEST).unwrap();
     g.leader_to_members();
     for m in &mut g.members {
         member_events(m);
@@ -1125,8 +1133,8 @@ fn connections_past_the_group_size_are_refused_and_buffers_must_fit() {
         vec![to(9, Message::Close(Close { ok: false }))]
     );
     assert_eq!(g.leader.stats().refused_connections, 1);
-    assert!(g.leader.start_buffer(g.now, 0, 0).is_err());
-    assert!(g.leader.start_buffer(g.now, (1 << 20) + 1, 0).is_err());
+    assert!(g.leader.start_buffer(g.now, 0, DIGEST).is_err());
+    assert!(g.leader.start_buffer(g.now, (1 << 20) + 1, DIGEST).is_err());
     assert_eq!(
         g.leader.phase(),
         LeaderPhase::Idle,
@@ -1233,7 +1241,7 @@ fn the_safeguard_moves_the_rest_of_a_buffer_in_flight_to_the_overlay() {
     );
     g.leader.handle_transfer_done(g.now, Ok(()));
     for m in &mut g.members {
-        m.handle_received(g.now, CRC, 1);
+        m.handle_received(g.now, DIGEST, 1);
         member_events(m);
     }
     g.members_to_leader();
@@ -1244,7 +1252,7 @@ fn the_safeguard_moves_the_rest_of_a_buffer_in_flight_to_the_overlay() {
     );
     // The next buffer goes through the overlay from the start.
     assert!(g.leader.uses_overlay());
-    let next = g.leader.start_buffer(g.now, 1000, CRC).unwrap();
+    let next = g.leader.start_buffer(g.now, 1000, DIGEST).unwrap();
     assert_eq!(next, seq + 1);
     // A Resume a member does not expect is a protocol error.
     let mut m = MemberSession::new(member_cfg(0), T0);
@@ -1270,7 +1278,7 @@ fn a_member_that_already_held_the_buffer_relays_the_rest_and_answers_again() {
     let mut g = slow_group();
     leader_events(&mut g.leader);
     // Member 0 completes before it hears of the reroute.
-    g.members[0].handle_received(g.now, CRC, 1);
+    g.members[0].handle_received(g.now, DIGEST, 1);
     member_events(&mut g.members[0]);
     g.members_to_leader();
     g.leader.handle_transfer_cut(g.now, 65536).unwrap();
@@ -1314,7 +1322,7 @@ fn a_member_that_already_held_the_buffer_relays_the_rest_and_answers_again() {
         "no second delivery"
     );
     for m in &mut g.members[1..] {
-        m.handle_received(g.now, CRC, 2);
+        m.handle_received(g.now, DIGEST, 2);
     }
     g.members_to_leader();
     let ev = leader_events(&mut g.leader);
@@ -1335,7 +1343,7 @@ fn a_driver_that_finishes_the_buffer_anyway_gets_the_fallback_after_it() {
     // This driver cannot cut a transfer: it finishes the buffer on the switch.
     g.leader.handle_transfer_done(g.now, Ok(()));
     for m in &mut g.members {
-        m.handle_received(g.now, CRC, 1);
+        m.handle_received(g.now, DIGEST, 1);
     }
     g.members_to_leader();
     let ev = leader_events(&mut g.leader);
@@ -1387,7 +1395,7 @@ fn the_member_refuses_what_a_leader_never_sends_and_times_out_once() {
         Message::Announce(crate::wire::group_control::Announce {
             seq: 1,
             bytes: (1 << 20) + 1,
-            crc32: 0,
+            sha256: [0; 32],
         }),
     );
     assert!(matches!(
@@ -1448,7 +1456,7 @@ fn member_message(c: u8, k: u8, x: u8) -> Message {
         3 | 4 => Message::Ready,
         5 | 6 => Message::Result(BufferResult {
             ok: x & 1 == 0,
-            crc32: if x & 2 == 0 { CRC } else { 0 },
+            sha256: if x & 2 == 0 { DIGEST } else { [0; 32] },
             held_ns: x as u64,
         }),
         7 => Message::Close(Close { ok: true }),
@@ -1457,6 +1465,7 @@ fn member_message(c: u8, k: u8, x: u8) -> Message {
             write: false,
             capacity: 1,
             message_bytes: 1,
+            start_psn: x as u32 & 0xff_ffff,
         }),
     }
 }
@@ -1507,7 +1516,7 @@ proptest! {
                         }
                     }
                 }
-                LeaderInput::StartBuffer(n) => { let _ = l.start_buffer(now, n as u64, CRC); }
+                LeaderInput::StartBuffer(n) => { let _ = l.start_buffer(now, n as u64, DIGEST); }
                 LeaderInput::TransferDone(ok) => {
                     l.handle_transfer_done(now, if ok { Ok(()) } else { Err("lost".into()) })
                 }
@@ -1555,12 +1564,12 @@ proptest! {
         for (k, x, bytes, dt) in inputs {
             now += Duration::from_us(dt);
             match k {
-                0 => m.handle_message(now, Message::Params(Params { write: x & 1 == 1, capacity: 1 + x as u64, message_bytes: 1 })),
-                1 => m.handle_message(now, Message::Announce(crate::wire::group_control::Announce { seq: x as u32, bytes: x as u64, crc32: CRC })),
+                0 => m.handle_message(now, Message::Params(Params { write: x & 1 == 1, capacity: 1 + x as u64, message_bytes: 1, start_psn: 0 })),
+                1 => m.handle_message(now, Message::Announce(crate::wire::group_control::Announce { seq: x as u32, bytes: x as u64, sha256: DIGEST })),
                 2 => m.handle_stream(now, &bytes),
                 3 => m.handle_qp_ready(now, qpn(0), 0, 0),
                 4 => m.handle_receives_posted(now),
-                5 => m.handle_received(now, CRC ^ (x as u32 & 1), 1),
+                5 => m.handle_received(now, if x & 1 == 0 { DIGEST } else { flipped(DIGEST) }, 1),
                 6 => m.handle_timeout(now),
                 _ => m.handle_message(now, Message::Overlay(crate::wire::group_control::Overlay {
                     scheme: x % 6, block_bytes: 1, rate_mbps: 0, window: 1,
@@ -1582,7 +1591,7 @@ proptest! {
                 MemberPhase::OpeningQp => m.handle_qp_ready(now, qpn(0), 0, 0),
                 MemberPhase::OverlaySetup => m.handle_overlay_ready(now),
                 MemberPhase::Posting => m.handle_receives_posted(now),
-                MemberPhase::Receiving => m.handle_received(now, CRC, 1),
+                MemberPhase::Receiving => m.handle_received(now, DIGEST, 1),
                 _ => {
                     let t = m.poll_timeout().unwrap().max(now);
                     now = t;

@@ -1,0 +1,57 @@
+//! What a stranger on the fabric must guess (issue 45): the runtime's QPNs and start
+//! PSNs come from the kernel's CSPRNG (`getrandom(2)`), never from an address or a
+//! counter. ReDMArk (USENIX Security 2021) injects into RoCE connections whose QPNs and
+//! PSNs are predictable; with 24 random bits each, a blind injection must hit one
+//! (QPN, PSN-window) pair in 2^48 (less the window). The simulator never calls this: its
+//! runs stay seeded and reproducible.
+
+/// `N` bytes from the kernel's CSPRNG. Blocks only before the kernel's pool is
+/// initialised at boot; any other failure is a broken system, so it panics with why.
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    let mut filled = 0;
+    while filled < N {
+        // SAFETY: the pointer and length describe the unfilled tail of `b`.
+        let r = unsafe { libc::getrandom(b[filled..].as_mut_ptr().cast(), N - filled, 0) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            assert!(e.kind() == std::io::ErrorKind::Interrupted, "getrandom: {e}");
+            continue;
+        }
+        filled += r as usize;
+    }
+    b
+}
+
+/// A random 24-bit start PSN.
+pub fn random_psn() -> u32 {
+    u32::from_be_bytes(random_bytes::<4>()) & 0x00ff_ffff
+}
+
+/// A random 24-bit QPN for a group connection: never one of the low QPNs (0, 1 and the
+/// group's virtual remote live there) nor the overlay's 0x1_xxxx range, whose QPNs
+/// name ranks.
+pub fn random_qpn() -> u32 {
+    loop {
+        let q = random_psn();
+        if q >= 0x100 && !(0x1_0000..=0x1_ffff).contains(&q) {
+            return q;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn qpns_are_24_bits_outside_the_reserved_ranges_and_vary() {
+        let qs: std::collections::BTreeSet<u32> = (0..64).map(|_| random_qpn()).collect();
+        assert!(qs
+            .iter()
+            .all(|&q| q <= 0xff_ffff && q >= 0x100 && !(0x1_0000..=0x1_ffff).contains(&q)));
+        // 64 draws from ~2^24 values: a repeat is a 1-in-8000 event, all equal never.
+        assert!(qs.len() > 1);
+        assert!((0..16).all(|_| random_psn() <= 0xff_ffff));
+    }
+}
