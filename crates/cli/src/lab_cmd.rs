@@ -82,9 +82,17 @@ pub struct UpArgs {
     /// MTU of both ends of every link.
     #[arg(long, default_value_t = 9000)]
     mtu: u32,
-    /// First three octets of the hosts' /24: host i is `<subnet>.(i+1)`.
+    /// The hosts' /24, as a block (10.78.0.0/24) or its first three octets
+    /// (10.78.0): host i is `<subnet>.(i+1)`. Unicast only (not 0/8, 127/8, 224/4,
+    /// 240/4).
     #[arg(long, default_value = "10.77.0")]
     subnet: String,
+    /// The switch's group space (McstIDs; `rocast switch --group-space`): a block
+    /// inside the subnet that holds no host. Default: the subnet's upper half
+    /// (10.77.0.128/25 for 10.77.0.0/24), which is also what `rocast mcast` derives
+    /// from `--bind`. Needs --switch.
+    #[arg(long, value_name = "CIDR")]
+    group_space: Option<String>,
     /// Lab name ([A-Za-z0-9_], no dashes).
     #[arg(long, default_value = "lab")]
     name: String,
@@ -197,6 +205,7 @@ fn up(a: UpArgs) -> Result<(), LabError> {
         name: a.name,
         hosts: a.hosts,
         subnet: a.subnet,
+        group_space: a.group_space,
         rate: a.rate,
         delay: a.delay,
         loss: a.loss,
@@ -243,6 +252,15 @@ fn up(a: UpArgs) -> Result<(), LabError> {
             Medium::Switch { .. } => format!("switch daemon pid {}", lab.switch_pid.unwrap_or(0)),
         }
     );
+    if let Some(g) = spec.group_space() {
+        // `rocast mcast` derives the upper half from --bind; any other block it must
+        // be told, or its groups fall back to an overlay.
+        if lab::parse_subnet(&o.subnet).is_ok_and(|s| lab::default_group_space(s) == g) {
+            println!("group space {g} (the subnet's upper half: `rocast mcast`'s default)");
+        } else {
+            println!("group space {g}: run `rocast mcast` with --group-space {g} --group-addr ADDR-IN-IT");
+        }
+    }
     println!(
         "run commands with `rocast lab exec --name {} h0 -- CMD…`; remove with `rocast lab down --name {}`",
         spec.name(),

@@ -38,6 +38,7 @@
 //!
 //! Commands are run with argument vectors (`ip`, `tc`, `sysctl`), never through a shell.
 
+use rocast_core::fabric::cepheus::GroupAddressSpace;
 use rocast_core::switch::two_tier::{SetupRole, SwitchSetup, TwoTierFabric};
 use rocast_core::wire::Ipv4Address;
 use std::collections::{BTreeMap, BTreeSet};
@@ -169,8 +170,13 @@ impl Shaper {
 pub struct LabOptions {
     pub name: String,
     pub hosts: usize,
-    /// First three octets of the hosts' /24, e.g. "10.77.0".
+    /// The hosts' /24: its first three octets ("10.77.0") or the block ("10.77.0.0/24").
+    /// [`LabSpec::new`] checks it is unicast and stores the three octets.
     pub subnet: String,
+    /// The switch's group space (McstIDs, `rocast switch --group-space`), a block
+    /// inside the subnet clear of the hosts; `None`: the subnet's upper half
+    /// ([`default_group_space`]). Only with the switch daemon.
+    pub group_space: Option<String>,
     /// tc rate, e.g. "1gbit".
     pub rate: String,
     /// tc delay, e.g. "10us".
@@ -201,6 +207,7 @@ impl Default for LabOptions {
             name: "lab".into(),
             hosts: 2,
             subnet: "10.77.0".into(),
+            group_space: None,
             rate: "1gbit".into(),
             delay: "10us".into(),
             loss: None,
@@ -222,6 +229,8 @@ impl Default for LabOptions {
 pub struct LabSpec {
     opts: LabOptions,
     rate_bps: u64,
+    /// The switch daemons' group space (with the switch medium).
+    group_space: Option<GroupAddressSpace>,
 }
 
 impl LabSpec {
@@ -233,7 +242,7 @@ impl LabSpec {
                 format!("{} (must be 1..={MAX_HOSTS})", opts.hosts),
             ));
         }
-        validate_subnet(&opts.subnet)?;
+        let subnet = parse_subnet(&opts.subnet)?;
         let rate_bps = parse_rate(&opts.rate)?;
         parse_delay(&opts.delay)?;
         if let Some(p) = opts.loss {
@@ -310,12 +319,27 @@ impl LabSpec {
         if opts.shaper == ShaperChoice::Tbf && opts.loss.unwrap_or(0.0) > 0.0 && !daemon {
             return Err(invalid("--loss", "tbf cannot drop packets; use netem"));
         }
+        let group_space = match (&opts.group_space, daemon) {
+            (Some(_), false) => {
+                return Err(invalid(
+                    "--group-space",
+                    "needs --switch (only the switch daemon answers for group addresses)",
+                ))
+            }
+            (None, false) => None,
+            (text, true) => Some(lab_group_space(subnet, opts.hosts, text.as_deref())?),
+        };
         let mut opts = opts;
         // tc takes units case-insensitively; store one spelling so plans and state
         // files compare equal.
         opts.rate = opts.rate.to_ascii_lowercase();
         opts.delay = opts.delay.to_ascii_lowercase();
-        Ok(LabSpec { opts, rate_bps })
+        opts.subnet = format!("{}.{}.{}", subnet[0], subnet[1], subnet[2]);
+        Ok(LabSpec {
+            opts,
+            rate_bps,
+            group_space,
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -330,6 +354,10 @@ impl LabSpec {
     /// The link rate in bits per second.
     pub fn rate_bps(&self) -> u64 {
         self.rate_bps
+    }
+    /// The block the lab's switch daemons take McstIDs from (`None` without them).
+    pub fn group_space(&self) -> Option<GroupAddressSpace> {
+        self.group_space
     }
     fn loss_percent(&self) -> Option<String> {
         self.opts
@@ -355,22 +383,116 @@ fn validate_name(name: &str) -> Result<(), LabError> {
     }
 }
 
-fn validate_subnet(s: &str) -> Result<(), LabError> {
-    let parts: Vec<&str> = s.split('.').collect();
-    let ok = parts.len() == 3
-        && parts.iter().all(|p| {
-            !p.is_empty() && p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit()) && {
-                p.parse::<u16>().map(|v| v <= 255).unwrap_or(false)
-            }
-        });
-    if ok {
-        Ok(())
-    } else {
-        Err(invalid(
+/// The hosts' /24 from `--subnet`: three octets ("10.77.0") or the block
+/// ("10.77.0.0/24"). Refuses what is not ordinary unicast space: the lab's hosts,
+/// and the switch's group addresses beside them, must be addresses Linux sends and
+/// receives on a link (not 0/8, loopback, multicast 224/4 or reserved 240/4, which
+/// holds the broadcast address).
+pub fn parse_subnet(s: &str) -> Result<[u8; 3], LabError> {
+    let bad = || {
+        invalid(
             "--subnet",
-            format!("{s:?} (three octets, e.g. 10.77.0)"),
-        ))
+            format!("{s:?} (three octets, e.g. 10.77.0, or a /24, e.g. 10.77.0.0/24)"),
+        )
+    };
+    let octet = |p: &str| -> Option<u8> {
+        (!p.is_empty() && p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| p.parse().ok())
+            .flatten()
+    };
+    let (addr, prefix) = match s.split_once('/') {
+        Some((a, p)) => (a, Some(octet(p).filter(|&p| p <= 32).ok_or_else(bad)?)),
+        None => (s, None),
+    };
+    let parts: Vec<u8> = addr
+        .split('.')
+        .map(octet)
+        .collect::<Option<_>>()
+        .ok_or_else(bad)?;
+    let (net, last) = match (parts.as_slice(), prefix) {
+        (&[a, b, c], None) => ([a, b, c], 0),
+        (&[a, b, c, d], Some(_)) => ([a, b, c], d),
+        _ => return Err(bad()),
+    };
+    let why_not_unicast = match net[0] {
+        0 => Some("0.0.0.0/8 is \"this network\", not an address a host can have"),
+        127 => Some("127.0.0.0/8 is loopback"),
+        224..=239 => Some("224.0.0.0/4 is multicast; hosts and McstIDs need unicast addresses"),
+        240..=255 => Some("240.0.0.0/4 is reserved (and holds the broadcast address)"),
+        _ => None,
+    };
+    if let Some(why) = why_not_unicast {
+        return Err(invalid("--subnet", format!("{s}: {why}")));
     }
+    match prefix {
+        None | Some(24) => {}
+        Some(p) if p > 24 => {
+            return Err(invalid(
+                "--subnet",
+                format!(
+                    "{s} is too small: the lab numbers its hosts .1, .2, … of a /24 and \
+                     gives the switch the upper half for group addresses; use a /24"
+                ),
+            ))
+        }
+        Some(p) => {
+            return Err(invalid(
+                "--subnet",
+                format!("{s}: the lab's hosts share one /24, not a /{p}; use a /24"),
+            ))
+        }
+    }
+    if last != 0 {
+        return Err(invalid(
+            "--subnet",
+            format!(
+                "{s} has host bits set (the block is {}.{}.{}.0/24)",
+                net[0], net[1], net[2]
+            ),
+        ));
+    }
+    Ok(net)
+}
+
+/// The group space a lab on `subnet` gives its switch by default: the upper half of
+/// the /24 (10.77.0.0/24 → 10.77.0.128/25, what `rocast switch` and `rocast mcast`
+/// default to; hosts, at most 64, stay in the lower half).
+pub fn default_group_space(subnet: [u8; 3]) -> GroupAddressSpace {
+    let [a, b, c] = subnet;
+    GroupAddressSpace::new(Ipv4Address([a, b, c, 128]), 25).expect("a valid /25")
+}
+
+/// The group space of a lab of `hosts` hosts on `subnet`: `text` (a block) or the
+/// default. An explicit block must lie inside the subnet (the hosts reach it through
+/// the switch's proxy ARP on their link) and hold no host's address.
+fn lab_group_space(
+    subnet: [u8; 3],
+    hosts: usize,
+    text: Option<&str>,
+) -> Result<GroupAddressSpace, LabError> {
+    let Some(text) = text else {
+        return Ok(default_group_space(subnet));
+    };
+    let space = GroupAddressSpace::parse(text).map_err(|e| invalid("--group-space", e))?;
+    let [a, b, c] = subnet;
+    let inside = space.size() <= 256 && space.nth(0).is_some_and(|ip| ip.0[..3] == subnet);
+    if !inside {
+        return Err(invalid(
+            "--group-space",
+            format!("{space} is not inside the subnet {a}.{b}.{c}.0/24"),
+        ));
+    }
+    if let Some(i) = (0..hosts).find(|&i| space.contains(Ipv4Address([a, b, c, i as u8 + 1]))) {
+        return Err(invalid(
+            "--group-space",
+            format!(
+                "{space} holds host addresses ({} is h{i}'s); the hosts are {a}.{b}.{c}.1..={}",
+                host_ip(&format!("{a}.{b}.{c}"), i),
+                hosts
+            ),
+        ));
+    }
+    Ok(space)
 }
 
 /// Splits "123unit" into (123, "unit"); digits then letters, nothing else.
@@ -714,6 +836,12 @@ fn plan_steps(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
                     argv.push(h.to_string());
                 }
             }
+            // The group space follows the subnet: a switch left at its default
+            // 10.77.0.128/25 on another subnet answers no ARP for the hosts' groups,
+            // and every group would quietly fall back to an overlay.
+            if let Some(g) = spec.group_space {
+                argv.extend(["--group-space".to_string(), g.to_string()]);
+            }
             argv.push("--control".into());
             argv.push(switch_socket(name).to_string_lossy().into_owned());
             if o.fast_path {
@@ -822,6 +950,9 @@ fn plan_two_tier(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
         argv.push(exe.to_string_lossy().into_owned());
         argv.push("switch".into());
         argv.extend(switch_setup_args(&sw));
+        if let Some(g) = spec.group_space {
+            argv.extend(["--group-space".to_string(), g.to_string()]);
+        }
         if o.fast_path {
             argv.push("--fast-path".into());
         }
@@ -1091,6 +1222,8 @@ pub struct LabState {
     pub shaper: String,
     /// Rack switches (1: the one-switch lab).
     pub tors: usize,
+    /// The switch daemons' group space (`None` without them).
+    pub group_space: Option<String>,
 }
 
 impl LabState {
@@ -1108,6 +1241,7 @@ impl LabState {
             medium: o.medium.label().into(),
             shaper: shaper.label().into(),
             tors: o.tors,
+            group_space: spec.group_space.map(|g| g.to_string()),
         }
     }
 
@@ -1116,7 +1250,7 @@ impl LabState {
         format!(
             "# rocast lab state: written by `rocast lab up`, read by status/exec/down\n\
              name={}\nhosts={}\nsubnet={}\nrate={}\ndelay={}\nloss={}\nloss_host={}\n\
-             mtu={}\nmedium={}\nshaper={}\ntors={}\n",
+             mtu={}\nmedium={}\nshaper={}\ntors={}\ngroup_space={}\n",
             self.name,
             self.hosts,
             self.subnet,
@@ -1128,6 +1262,7 @@ impl LabState {
             self.medium,
             self.shaper,
             self.tors,
+            opt(self.group_space.clone()),
         )
     }
 
@@ -1164,6 +1299,8 @@ impl LabState {
                 None => 1,
                 Some(t) => t.parse().ok()?,
             },
+            // Written since issue 45; absent means no group space was recorded.
+            group_space: opt_num("group_space").flatten(),
         })
     }
 
@@ -1203,6 +1340,9 @@ impl fmt::Display for LabState {
                 ", two-tier: {} ToRs under one aggregation switch (PEEL)",
                 self.tors
             )?;
+        }
+        if let Some(g) = &self.group_space {
+            write!(f, ", group space {g}")?;
         }
         Ok(())
     }
@@ -1871,6 +2011,92 @@ mod tests {
     }
 
     #[test]
+    fn subnets_are_a_unicast_slash_24_in_either_spelling() {
+        assert_eq!(parse_subnet("10.78.0").unwrap(), [10, 78, 0]);
+        assert_eq!(parse_subnet("10.78.0.0/24").unwrap(), [10, 78, 0]);
+        assert_eq!(parse_subnet("192.168.7.0/24").unwrap(), [192, 168, 7]);
+        for (bad, why) in [
+            ("224.1.2.0/24", "multicast"),
+            ("239.77.0", "multicast"),
+            ("0.1.2.0/24", "0.0.0.0/8"),
+            ("127.0.0", "loopback"),
+            ("240.0.0.0/24", "reserved"),
+            ("255.255.255", "reserved"),
+            ("10.78.0.0/25", "too small"),
+            ("10.78.0.0/30", "too small"),
+            ("10.78.0.0/16", "one /24"),
+            ("10.78.0.9/24", "host bits"),
+            ("10.78.0.0/33", "three octets"),
+            ("10.78.0.0/", "three octets"),
+            ("10.78.0/24", "three octets"),
+            ("10.78.0.0.0/24", "three octets"),
+        ] {
+            let e = parse_subnet(bad).unwrap_err().to_string();
+            assert!(e.contains("--subnet") && e.contains(why), "{bad:?}: {e}");
+        }
+        // The spec keeps the three octets, whichever spelling came in.
+        let spec = LabSpec::new(LabOptions {
+            subnet: "10.78.0.0/24".into(),
+            ..opts(2)
+        })
+        .unwrap();
+        assert_eq!(spec.options().subnet, "10.78.0");
+    }
+
+    #[test]
+    fn the_switch_group_space_follows_the_subnet() {
+        let switch = || Medium::Switch {
+            exe: "/bin/rocast".into(),
+        };
+        let spec = |subnet: &str, space: Option<&str>| {
+            LabSpec::new(LabOptions {
+                subnet: subnet.into(),
+                group_space: space.map(str::to_string),
+                medium: switch(),
+                ..opts(4)
+            })
+        };
+        let s = spec("10.78.0.0/24", None).unwrap();
+        assert_eq!(s.group_space().unwrap().to_string(), "10.78.0.128/25");
+        let daemon = show(plan(&s, Shaper::Netem).last().unwrap());
+        assert!(daemon.contains("--group-space 10.78.0.128/25"), "{daemon}");
+        assert!(daemon.contains("--host 10.78.0.1@0="), "{daemon}");
+        let s = spec("10.78.0", Some("10.78.0.64/26")).unwrap();
+        assert_eq!(s.group_space().unwrap().to_string(), "10.78.0.64/26");
+        let state = LabState::from_spec(&s, Shaper::Netem);
+        assert_eq!(state.group_space.as_deref(), Some("10.78.0.64/26"));
+        assert!(
+            state.to_string().contains("group space 10.78.0.64/26"),
+            "{state}"
+        );
+        for (space, why) in [
+            ("10.79.0.128/25", "not inside the subnet"),
+            ("10.78.0.0/16", "not inside the subnet"),
+            ("10.78.0.0/24", "holds host addresses"),
+            ("10.78.0.0/29", "holds host addresses"),
+            ("10.78.0.4/32", "holds host addresses"),
+            ("10.78.0.130/25", "--group-space"),
+            ("nonsense", "--group-space"),
+        ] {
+            let e = spec("10.78.0", Some(space)).unwrap_err().to_string();
+            assert!(e.contains(why), "{space}: {e}");
+        }
+        // Hosts 1..=4: the first free address can be a group space of its own.
+        assert!(spec("10.78.0", Some("10.78.0.5/32")).is_ok());
+        // Without the daemon nothing answers for group addresses.
+        let e = err_of(LabOptions {
+            group_space: Some("10.77.0.128/25".into()),
+            ..opts(2)
+        });
+        assert!(e.contains("needs --switch"), "{e}");
+        assert_eq!(
+            LabSpec::new(opts(2)).unwrap().group_space(),
+            None,
+            "no switch, no group space"
+        );
+    }
+
+    #[test]
     fn names_and_addresses() {
         assert_eq!(ns_host("lab", 3), "rocast-lab-h3");
         assert_eq!(ns_switch("lab"), "rocast-lab-sw");
@@ -2061,6 +2287,8 @@ mod tests {
                     "10.77.0.2@1=02:72:63:00:00:02",
                     "--host",
                     "10.77.0.3@2=02:72:63:00:00:03",
+                    "--group-space",
+                    "10.77.0.128/25",
                     "--control",
                     "/run/rocast-lab/x/switch.sock",
                 ]),
@@ -2164,14 +2392,15 @@ mod tests {
              --host 10.77.0.1@0=02:72:63:00:00:01 --host 10.77.0.2@0=02:72:63:00:00:02 \
              --host 10.77.0.3@1=02:72:63:00:00:03 --host 10.77.0.4@1=02:72:63:00:00:04 \
              --switch-port 0 --switch-port 1 --peel-role prefix --peel-rack 0=0 --peel-rack 1=1 \
-             --control /run/rocast-lab/x/agg.sock --capture /tmp/cap/agg"
+             --group-space 10.77.0.128/25 --control /run/rocast-lab/x/agg.sock --capture /tmp/cap/agg"
         );
         assert_eq!(
             daemons[1].as_str(),
             "ip netns exec rocast-x-tor0 /bin/rocast switch --port afpacket:p0 --port afpacket:p1 \
              --port afpacket:uplink --host 10.77.0.1@0=02:72:63:00:00:01 \
              --host 10.77.0.2@1=02:72:63:00:00:02 --switch-port 2 --peel-role rack --peel-uplink 2 \
-             --peel-member 239.77.0.1=1 --control /run/rocast-lab/x/tor0.sock --capture /tmp/cap/tor0"
+             --peel-member 239.77.0.1=1 --group-space 10.77.0.128/25 \
+             --control /run/rocast-lab/x/tor0.sock --capture /tmp/cap/tor0"
         );
         assert!(
             daemons[2].contains("--peel-member 239.77.0.1=0,1"),
@@ -2205,6 +2434,10 @@ mod tests {
         // A state file from before the two-tier lab reads as one switch.
         let old = s.to_text().replace("tors=2\n", "");
         assert_eq!(LabState::parse(&old).map(|s| s.tors), Some(1));
+        // …and one from before issue 45 without a group space.
+        assert_eq!(s.group_space.as_deref(), Some("10.77.0.128/25"));
+        let old = s.to_text().replace("group_space=10.77.0.128/25\n", "");
+        assert_eq!(LabState::parse(&old).map(|s| s.group_space), Some(None));
     }
 
     #[test]

@@ -2125,7 +2125,7 @@ mod tests {
                     Err(_) => std::thread::sleep(Duration::from_millis(20)),
                 }
             };
-            let mut params = [0u8; 17];
+            let mut params = [0u8; 21];
             s.read_exact(&mut params).unwrap();
             let mut old_join = vec![2u8, 0, 20];
             old_join.extend_from_slice(&[127, 0, 0, 37, 0, 0, 1, 37]);
@@ -2157,19 +2157,22 @@ mod tests {
         let text = err.to_string();
         assert!(matches!(err, McastError::Protocol(_)), "{text}");
         assert!(text.contains("unsupported group control version"), "{text}");
-        // What the leader sent first is this build's Params.
+        // What the leader sent first is this build's Params (its start PSN random).
         let params = member.join().unwrap();
+        let parsed = rocast_core::wire::group_control::parse_frame(&params);
+        let Ok((Message::Params(p), 21)) = parsed else {
+            panic!("{parsed:?}");
+        };
         assert_eq!(
-            rocast_core::wire::group_control::parse_frame(&params),
-            Ok((
-                Message::Params(Params {
-                    write: false,
-                    capacity: 8192,
-                    message_bytes: 4096
-                }),
-                17
-            ))
+            p,
+            Params {
+                write: false,
+                capacity: 8192,
+                message_bytes: 4096,
+                start_psn: p.start_psn,
+            }
         );
+        assert!(p.start_psn <= 0xff_ffff);
     }
 
     /// The session API over loopback (an overlay needs no switch): one group, three
