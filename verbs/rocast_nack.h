@@ -78,6 +78,11 @@ void rocast_nm_sender_free(rocast_nm_sender *s);
 int64_t rocast_nm_sender_send(rocast_nm_sender *s, uint64_t now_ns, const uint8_t *msg, size_t len);
 int64_t rocast_nm_sender_handle_packet(rocast_nm_sender *s, uint64_t now_ns, const uint8_t *buf,
                                        size_t len);
+/* The same with the payload's UD source (src_ip: 4 bytes, network order, as s_addr):
+ * feedback is then taken only from each receiver's own address (forged: counted). */
+int64_t rocast_nm_sender_handle_packet_from(rocast_nm_sender *s, uint64_t now_ns,
+                                            const uint8_t *src_ip, uint32_t src_qpn,
+                                            const uint8_t *buf, size_t len);
 int64_t rocast_nm_sender_handle_timeout(rocast_nm_sender *s, uint64_t now_ns);
 uint64_t rocast_nm_sender_poll_timeout(const rocast_nm_sender *s);
 size_t rocast_nm_sender_max_packet_len(const rocast_nm_sender *s);
@@ -93,6 +98,11 @@ rocast_nm_receiver *rocast_nm_receiver_new(const struct rocast_nm_receiver_confi
 void rocast_nm_receiver_free(rocast_nm_receiver *r);
 int64_t rocast_nm_receiver_handle_packet(rocast_nm_receiver *r, uint64_t now_ns, const uint8_t *buf,
                                          size_t len);
+/* The same with the payload's UD source: each stream is bound to its first sender
+ * packet's source, and its packets from elsewhere are counted drops. */
+int64_t rocast_nm_receiver_handle_packet_from(rocast_nm_receiver *r, uint64_t now_ns,
+                                              const uint8_t *src_ip, uint32_t src_qpn,
+                                              const uint8_t *buf, size_t len);
 int64_t rocast_nm_receiver_handle_timeout(rocast_nm_receiver *r, uint64_t now_ns);
 uint64_t rocast_nm_receiver_poll_timeout(const rocast_nm_receiver *r);
 size_t rocast_nm_receiver_max_packet_len(const rocast_nm_receiver *r);

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 /* Protocol timing for a LAN of software RoCE hosts (TCG guests answer in about a
  * millisecond; a loaded one later): rocast's assumption, stated in the README. */
@@ -80,8 +81,12 @@ static void on_recv(void *ctx, const struct ibv_wc *wc, const uint8_t *grh, cons
         h->own_in++;
         return;
     }
+    /* The source goes with every payload: the state machines bind streams and
+     * receivers to it (a forged packet from elsewhere is a counted drop). */
+    struct in_addr src = rv_ud_grh_src(grh);
+    const uint8_t *src_ip = (const uint8_t *)&src.s_addr;
     if (h->s) {
-        rocast_nm_sender_handle_packet(h->s, now, p, len);
+        rocast_nm_sender_handle_packet_from(h->s, now, src_ip, wc->src_qp, p, len);
         return;
     }
     if (rocast_nm_is_from_sender(p, len)) {
@@ -95,7 +100,7 @@ static void on_recv(void *ctx, const struct ibv_wc *wc, const uint8_t *grh, cons
                 fprintf(stderr, "rocast-verbs-ud: address handle to the sender: %s\n", strerror(errno));
         }
     }
-    rocast_nm_receiver_handle_packet(h->r, now, p, len);
+    rocast_nm_receiver_handle_packet_from(h->r, now, src_ip, wc->src_qp, p, len);
 }
 
 /* Sends what the state machine has queued. 0, or -errno. */
@@ -190,7 +195,15 @@ int main(int argc, char **argv)
     }
     if (sender) {
         struct rocast_nm_sender_config c;
-        rocast_nm_sender_config_default(&c, 1, (uint32_t)mtu - ROCAST_NM_DATA_HEADER_LEN);
+        /* A fresh stream id per start (issue 45 item 5): a restarted sender is a new
+         * stream, never the old one's continuation, and an off-path host cannot guess
+         * it. getrandom(2) is the OS CSPRNG. */
+        uint32_t stream_id = 0;
+        if (getrandom(&stream_id, sizeof stream_id, 0) != (ssize_t)sizeof stream_id) {
+            fprintf(stderr, "rocast-verbs-ud: getrandom: %s\n", strerror(errno));
+            return 1;
+        }
+        rocast_nm_sender_config_default(&c, stream_id, (uint32_t)mtu - ROCAST_NM_DATA_HEADER_LEN);
         c.window = 4 * WINDOW;
         c.expected_receivers = (uint32_t)receivers;
         c.heartbeat_interval_ns = HEARTBEAT_NS;

@@ -30,7 +30,8 @@
 //! [`NackMulticastReceiver`]: rocast_core::nack_multicast::NackMulticastReceiver
 //! [`UdEndpoint`]: rocast_core::rnic::UdEndpoint
 
-use rocast_core::nack_multicast::{ReceiverConfig, SenderConfig};
+use rocast_core::nack_multicast::auth::{GroupKey, AUTH_TAG_LEN};
+use rocast_core::nack_multicast::{Peer, ReceiverConfig, SenderConfig};
 use rocast_core::payload::{stream_message, StreamTally};
 use rocast_core::rnic::UdCounters;
 use rocast_core::wire::peel::PeelHeader;
@@ -38,7 +39,8 @@ use rocast_eval::peel::transfer::{conformance_lines, PeelCounters};
 use rocast_net::endpoint::Clock;
 use rocast_net::lab::{self, Lab, LabOptions, LabSpec, Medium};
 use rocast_net::ud_mcast::{
-    enter_netns, run_receiver, run_sender, ReceiverReport, SenderReport, UdHost, UdHostConfig,
+    enter_netns, random_stream_id, run_receiver, run_sender, ReceiverReport, SenderReport, UdHost,
+    UdHostConfig,
 };
 use rocast_sim::multicast::ud_transfer::{transfer_receiver_config, transfer_sender_config};
 use rocast_sim::output::stats::nearest_rank;
@@ -118,6 +120,57 @@ pub struct LabUdArgs {
     /// (`receiver,message,latency_ns` lines, in order).
     #[arg(long, value_name = "FILE", requires = "interval_us")]
     pub latency_out: Option<std::path::PathBuf>,
+    /// Hosts added to the lab after the run's (h<hosts>.., on their own ports) that take
+    /// no part in it: strangers, for the attack tests to inject from.
+    #[arg(long, default_value_t = 0)]
+    pub strangers: usize,
+    /// Restart the sender once: a first incarnation sends this many messages (each
+    /// message's bytes differ per incarnation), then a new sender on the same host and
+    /// QP sends the whole stream; receivers must tell the two streams apart and deliver
+    /// the second exactly once.
+    #[arg(long, value_name = "M")]
+    pub restart_after: Option<u64>,
+    /// The group key (64 hexadecimal digits, 32 bytes): every DATA, heartbeat, NACK and
+    /// STATUS carries an HMAC-SHA256 tag, and packets without a valid one are dropped
+    /// (counted as auth_failures). Without it the wire is unauthenticated.
+    #[arg(long, value_name = "HEX", conflicts_with = "group_key_file")]
+    pub group_key: Option<String>,
+    /// Run on lab --name as `rocast lab up --name NAME --hosts N --bridge` brought it up
+    /// (N at least --hosts plus --strangers), and leave it up: the attack tests keep the
+    /// lab alive around the run so that their injections never race its teardown.
+    #[arg(long)]
+    pub existing_lab: bool,
+    /// The group key from a file (64 hexadecimal digits).
+    #[arg(long, value_name = "FILE")]
+    pub group_key_file: Option<std::path::PathBuf>,
+}
+
+/// The group key --group-key or --group-key-file gives, if any.
+fn group_key(a: &LabUdArgs) -> Result<Option<GroupKey>, String> {
+    let text = match (&a.group_key, &a.group_key_file) {
+        (Some(hex), _) => hex.clone(),
+        (None, Some(f)) => {
+            std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?
+        }
+        (None, None) => return Ok(None),
+    };
+    GroupKey::from_hex(&text)
+        .map(Some)
+        .map_err(|e| format!("--group-key: {e}"))
+}
+
+/// Message `m` of the sender's incarnation `k`: each incarnation's bytes differ, so a
+/// receiver that mixes a restarted sender's stream with the old one is caught.
+fn incarnation_message(seed: u64, k: usize, m: u64, size: usize) -> Vec<u8> {
+    stream_message(seed.wrapping_add(k as u64), m, size)
+}
+
+/// Messages each incarnation of the sender sends (one entry unless --restart-after).
+fn incarnation_counts(a: &LabUdArgs) -> Vec<u64> {
+    match a.restart_after {
+        Some(m) => vec![m, a.messages],
+        None => vec![a.messages],
+    }
 }
 
 /// Host `i`'s settings; `peel` is the sender's PEEL headers (empty: plain multicast).
@@ -147,12 +200,38 @@ fn host_config(
     Ok(c)
 }
 
-fn sender_config(a: &LabUdArgs) -> SenderConfig {
-    transfer_sender_config(a.hosts, a.mtu)
+/// One sender incarnation's settings: the simulator's, with a fresh random stream id,
+/// the receivers' addresses (STATUS and NACKs are taken only from them) and the key.
+fn sender_config(
+    a: &LabUdArgs,
+    subnet: &str,
+    key: Option<GroupKey>,
+) -> Result<SenderConfig, String> {
+    let mut c = transfer_sender_config(a.hosts, a.mtu);
+    c.session = random_stream_id().map_err(|e| format!("stream id: {e}"))?;
+    for i in 1..a.hosts {
+        let ip: Ipv4Addr = lab::host_ip(subnet, i)
+            .parse()
+            .map_err(|e| format!("host address: {e}"))?;
+        let qpn = 0x100 + i as u32;
+        c.receiver_addresses
+            .insert(i as u32, Peer { ip: ip.into(), qpn });
+    }
+    if key.is_some() {
+        // The tag rides in the same UD MTU.
+        c.max_payload -= AUTH_TAG_LEN;
+    }
+    c.group_key = key;
+    Ok(c)
 }
 
-fn receiver_config(a: &LabUdArgs, i: usize) -> ReceiverConfig {
-    transfer_receiver_config(a.hosts, i, a.seed)
+fn receiver_config(a: &LabUdArgs, i: usize, key: Option<GroupKey>) -> ReceiverConfig {
+    let mut c = transfer_receiver_config(a.hosts, i, a.seed);
+    c.group_key = key;
+    // 8 rounds of the 10 ms hold-off: a stream with no DATA for 80 ms of NACKing has no
+    // live sender (the stream cap and this bound the NACKs a stranger's heartbeats cost).
+    c.max_fruitless_nack_rounds = 8;
+    c
 }
 
 fn ud_drops(u: &UdCounters) -> String {
@@ -180,6 +259,7 @@ fn ud_drops(u: &UdCounters) -> String {
 /// `Ok` when every receiver got everything exactly once and `Err` otherwise (the
 /// caller prints it either way).
 pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
+    let key = group_key(a)?;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err("lab-ud builds network namespaces: run it as root".into());
@@ -198,6 +278,18 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
     }
     if a.messages == 0 || a.messages > u32::MAX as u64 {
         return Err("--messages must be 1..2^32".into());
+    }
+    if a.hosts + a.strangers > lab::MAX_HOSTS {
+        return Err(format!(
+            "--hosts plus --strangers must be at most {}",
+            lab::MAX_HOSTS
+        ));
+    }
+    if a.restart_after.is_some_and(|m| m == 0 || m >= a.messages) {
+        return Err("--restart-after must be 1..--messages".into());
+    }
+    if a.restart_after.is_some() && (a.interval_us.is_some() || a.conformance) {
+        return Err("--restart-after goes without --interval-us and --conformance".into());
     }
     if !a.group.is_multicast() {
         return Err(format!(
@@ -248,7 +340,7 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
     }
     let opts = LabOptions {
         name: a.name.clone(),
-        hosts: a.hosts,
+        hosts: a.hosts + a.strangers,
         rate: a.rate.clone(),
         medium,
         loss: fabric_loss,
@@ -266,9 +358,26 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
         None => Vec::new(),
     };
     let spec = LabSpec::new(opts).map_err(|e| e.to_string())?;
-    lab::down(&a.name).map_err(|e| e.to_string())?;
-    let up = Lab::up(&spec).map_err(|e| e.to_string())?;
-    let result = run(a, &subnet, &peel, &up);
+    let up = if a.existing_lab {
+        if a.medium != "bridge" || a.fabric != "flat" || fabric_loss.is_some() {
+            return Err("--existing-lab runs on a flat bridge lab, loss in the drivers".into());
+        }
+        Lab {
+            spec: spec.clone(),
+            shaper: lab::Shaper::Tbf,
+            namespaces: Vec::new(),
+            switch_pid: None,
+            daemon_pids: Vec::new(),
+            warnings: vec![format!(
+                "running on lab {} as its owner brought it up (its links' shaping is theirs)",
+                a.name
+            )],
+        }
+    } else {
+        lab::down(&a.name).map_err(|e| e.to_string())?;
+        Lab::up(&spec).map_err(|e| e.to_string())?
+    };
+    let result = run(a, &subnet, &peel, &up, key);
     // Each switch daemon's counters, once the fabric is quiet: (label, name, stats reply).
     let stats = settled_switch_stats(&spec, &a.name, up.switch_pid.is_some(), tors);
     let result = result.and_then(|(mut r, tallies)| {
@@ -299,6 +408,9 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
         });
         r
     });
+    if a.existing_lab {
+        return result;
+    }
     let down = lab::down(&a.name);
     let report = result?;
     down.map_err(|e| format!("lab down: {e}"))?;
@@ -456,6 +568,7 @@ fn run(
     subnet: &str,
     peel: &[PeelHeader],
     up: &Lab,
+    key: Option<GroupKey>,
 ) -> Result<(Result<String, String>, Tallies), String> {
     let n = a.hosts;
     let clock = Clock::new();
@@ -468,6 +581,7 @@ fn run(
     for i in 1..n {
         let (a2, stop, ready) = (a.clone(), stop.clone(), ready.clone());
         let lat = latencies.clone();
+        let rcfg = receiver_config(a, i, key.clone());
         let cfg = host_config(a, subnet, i, peel)?;
         let ns = lab::ns_host(&a.name, i);
         receivers.push(std::thread::spawn(
@@ -480,10 +594,10 @@ fn run(
                 let (seed, size) = (a2.seed, a2.size);
                 run_receiver(
                     &mut host,
-                    receiver_config(&a2, i),
-                    a2.messages,
-                    |m, d| {
-                        let want = stream_message(seed, m, size);
+                    rcfg,
+                    &incarnation_counts(&a2),
+                    |k, m, d| {
+                        let want = incarnation_message(seed, k, m, size);
                         if !stamped {
                             return d == want.as_slice();
                         }
@@ -499,6 +613,14 @@ fn run(
                         v[m as usize] = rocast_net::mcast::mono_ns().saturating_sub(sent);
                         true
                     },
+                    // On stderr at once: the attack tests inject only into bound streams.
+                    |stream, from| {
+                        eprintln!(
+                            "# h{i} bound stream {stream:#010x} to {} qpn {:#x}",
+                            Ipv4Addr::from(from.ip.0),
+                            from.qpn
+                        )
+                    },
                     &stop,
                 )
                 .map_err(|e| format!("h{i}: {e}"))
@@ -511,6 +633,7 @@ fn run(
     let sender = {
         let (a2, stop, ready) = (a.clone(), stop.clone(), ready.clone());
         let cfg = host_config(a, subnet, 0, peel)?;
+        let (subnet, key) = (subnet.to_string(), key.clone());
         let ns = lab::ns_host(&a.name, 0);
         std::thread::spawn(move || -> Result<SenderReport, String> {
             let host = enter_netns(&ns)
@@ -522,20 +645,37 @@ fn run(
             }
             let r = host.and_then(|mut host| {
                 let (seed, size) = (a2.seed, a2.size);
-                run_sender(
-                    &mut host,
-                    sender_config(&a2),
-                    a2.messages,
-                    |m| {
-                        let mut v = stream_message(seed, m, size);
-                        if stamped {
-                            v[..8].copy_from_slice(&rocast_net::mcast::mono_ns().to_le_bytes());
+                let mut last = Err("no sender incarnation ran".to_string());
+                for (k, count) in incarnation_counts(&a2).into_iter().enumerate() {
+                    let cfg = match sender_config(&a2, &subnet, key.clone()) {
+                        Ok(c) => c,
+                        Err(e) => {
+                            last = Err(format!("h0: {e}"));
+                            break;
                         }
-                        v
-                    },
-                    &stop,
-                )
-                .map_err(|e| format!("h0: {e}"))
+                    };
+                    // On stderr at once: the attack tests (an on-path observer would
+                    // read it off the wire) wait for it.
+                    eprintln!("# stream {:#010x} sender incarnation {k}", cfg.session);
+                    last = run_sender(
+                        &mut host,
+                        cfg,
+                        count,
+                        |m| {
+                            let mut v = incarnation_message(seed, k, m, size);
+                            if stamped {
+                                v[..8].copy_from_slice(&rocast_net::mcast::mono_ns().to_le_bytes());
+                            }
+                            v
+                        },
+                        &stop,
+                    )
+                    .map_err(|e| format!("h0 incarnation {k}: {e}"));
+                    if last.is_err() {
+                        break;
+                    }
+                }
+                last
             });
             // Done (or failed): the receivers have nothing more to wait for.
             stop.store(true, Ordering::Relaxed);
@@ -725,6 +865,11 @@ fn report(
             s.socket.rx_kernel_drops,
             s.socket.tx_dropped
         );
+        let _ = writeln!(
+            t,
+            "guard h0: status_refused {} nacks_refused {} other_stream {} auth_failures {} malformed {}",
+            p.status_refused, p.nacks_refused, p.other_stream, p.auth_failures, p.malformed
+        );
     }
     let _ = writeln!(
         t,
@@ -773,6 +918,29 @@ fn report(
                     r.socket.rx_kernel_drops,
                     p.status_sent
                 );
+                let _ = writeln!(
+                    t,
+                    "guard h{i}: wrong_source {} auth_failures {} streams_refused {} \
+                     streams_evicted {} nack_rounds_withheld {} nack_ranges_sent {} malformed {}",
+                    p.wrong_source,
+                    p.auth_failures,
+                    p.streams_refused,
+                    p.streams_evicted,
+                    p.nack_rounds_withheld,
+                    p.nack_ranges_sent,
+                    p.malformed
+                );
+                if a.restart_after.is_some() {
+                    let mut line = format!("streams h{i}: {}", r.streams.len());
+                    for (id, t) in &r.streams {
+                        let _ = write!(
+                            line,
+                            " ({id:#010x} delivered {} dup {} order {} corrupt {} lost {})",
+                            t.delivered, t.duplicates, t.out_of_order, t.corrupt, t.unrecoverable
+                        );
+                    }
+                    let _ = writeln!(t, "{line}");
+                }
                 if !r.stream.exactly_once() {
                     failures.push(format!(
                         "h{i}: delivered {}/{} (duplicates {}, out of order {}, corrupt {}, unrecoverable {})",

@@ -287,6 +287,51 @@ pub unsafe extern "C" fn rocast_nm_sender_handle_packet(
     })
 }
 
+/// The UD source of a received payload: `ip` points at the IPv4 address's 4 bytes in
+/// network order (as `struct in_addr`'s `s_addr` holds them).
+///
+/// # Safety
+/// `ip` is null or points at 4 readable bytes.
+unsafe fn peer(ip: *const u8, qpn: u32) -> Option<nack_multicast::Peer> {
+    // SAFETY: the caller's contract.
+    let b = unsafe { bytes(ip, 4) }?;
+    Some(nack_multicast::Peer {
+        ip: rocast_core::wire::Ipv4Address(b.try_into().ok()?),
+        qpn,
+    })
+}
+
+/// [`rocast_nm_sender_handle_packet`] with the payload's UD source (the GRH's IPv4
+/// source, 4 bytes in network order, and the completion's source QPN): a receiver's
+/// STATUS and NACKs are then taken only from the address its first STATUS came from
+/// (issue 45 item 5; a forged one is counted, not obeyed).
+///
+/// # Safety
+/// `s` is null or a live sender; `src_ip` points at 4 readable bytes; `buf` points at
+/// `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rocast_nm_sender_handle_packet_from(
+    s: *mut RocastNmSender,
+    now_ns: u64,
+    src_ip: *const u8,
+    src_qpn: u32,
+    buf: *const u8,
+    len: usize,
+) -> i64 {
+    // SAFETY: the caller's contract.
+    let (Some(s), Some(b), Some(from)) =
+        (unsafe { s.as_mut() }, unsafe { bytes(buf, len) }, unsafe {
+            peer(src_ip, src_qpn)
+        })
+    else {
+        return ROCAST_NM_ERR_NULL;
+    };
+    guarded(ROCAST_NM_ERR_PANIC, || {
+        s.inner.handle_packet_from(at(now_ns), Some(from), b);
+        0
+    })
+}
+
 /// # Safety
 /// `s` is null or a live sender.
 #[no_mangle]
@@ -484,6 +529,37 @@ pub unsafe extern "C" fn rocast_nm_receiver_handle_packet(
     };
     guarded(ROCAST_NM_ERR_PANIC, || {
         r.inner.handle_packet(at(now_ns), b);
+        0
+    })
+}
+
+/// [`rocast_nm_receiver_handle_packet`] with the payload's UD source (4 bytes of IPv4
+/// in network order, and the source QPN): each stream is bound to the source of its
+/// first DATA or heartbeat, and its packets from anywhere else are counted drops
+/// (issue 45 item 5).
+///
+/// # Safety
+/// `r` is null or a live receiver; `src_ip` points at 4 readable bytes; `buf` points at
+/// `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rocast_nm_receiver_handle_packet_from(
+    r: *mut RocastNmReceiver,
+    now_ns: u64,
+    src_ip: *const u8,
+    src_qpn: u32,
+    buf: *const u8,
+    len: usize,
+) -> i64 {
+    // SAFETY: the caller's contract.
+    let (Some(r), Some(b), Some(from)) =
+        (unsafe { r.as_mut() }, unsafe { bytes(buf, len) }, unsafe {
+            peer(src_ip, src_qpn)
+        })
+    else {
+        return ROCAST_NM_ERR_NULL;
+    };
+    guarded(ROCAST_NM_ERR_PANIC, || {
+        r.inner.handle_packet_from(at(now_ns), Some(from), b);
         0
     })
 }

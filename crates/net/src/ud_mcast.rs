@@ -41,8 +41,14 @@
 //!
 //! Protocol packets ride one per UD SEND: the sender's DATA, repairs and heartbeats go
 //! to the group; a receiver's NACKs go to the group (so other receivers hear and
-//! suppress theirs); its STATUS goes unicast to the sender's UD QP, learnt from the
-//! source IP and QPN of the sender's packets.
+//! suppress theirs); its STATUS goes unicast to the sender's UD QP: the source IP and
+//! QPN the receiver's state machine bound the stream to (its first DATA or heartbeat).
+//!
+//! Trust (issue 45 item 5): every protocol packet goes to the state machines with the
+//! source address and QPN the UD endpoint reported ([`Peer`]), which they check
+//! against the stream's sender or the receiver it names; a sender start draws a fresh
+//! stream id from the OS CSPRNG ([`random_stream_id`]), so a restarted sender is a new
+//! stream. The group key, if any, is in the state machines' configurations.
 
 use crate::endpoint::{Clock, LossInjector};
 use crate::udp::{
@@ -51,8 +57,8 @@ use crate::udp::{
 };
 use rocast_core::nack_multicast::packet::Packet;
 use rocast_core::nack_multicast::{
-    Destination, NackMulticastReceiver, NackMulticastSender, ReceiverConfig, ReceiverCounters,
-    ReceiverEvent, SenderConfig, SenderCounters,
+    Destination, NackMulticastReceiver, NackMulticastSender, Peer, ReceiverConfig,
+    ReceiverCounters, ReceiverEvent, SenderConfig, SenderCounters,
 };
 use rocast_core::payload::StreamTally;
 use rocast_core::rnic::{ipv4_multicast_mac, UdAddress, UdConfig, UdCounters, UdEndpoint, UdEvent};
@@ -565,7 +571,9 @@ pub fn run_sender(
                 s.receivers().collect::<Vec<_>>()
             )
         })?;
-        let mut busy = host.receive(64, |now, _, _, data| s.handle_packet(now, data))? > 0;
+        let mut busy = host.receive(64, |now, ip, qpn, data| {
+            s.handle_packet_from(now, Some(Peer { ip, qpn }), data)
+        })? > 0;
         let now = host.clock.now();
         if s.poll_timeout().is_some_and(|t| t <= now) {
             s.handle_timeout(now);
@@ -624,8 +632,12 @@ pub fn run_sender(
 /// What one receiving host got.
 #[derive(Clone, Debug, Default)]
 pub struct ReceiverReport {
-    /// Exactly once, in order, intact: the stream's account.
+    /// Exactly once, in order, intact: the account of the last stream that began
+    /// (a restarted sender's new stream; the only one when the sender never restarted).
     pub stream: StreamTally,
+    /// Every stream heard, in the order each began: (stream id, its account). Stream k
+    /// is the sender's k-th incarnation.
+    pub streams: Vec<(u32, StreamTally)>,
     pub protocol: ReceiverCounters,
     pub ud: UdCounters,
     pub socket: SocketStats,
@@ -635,24 +647,39 @@ pub struct ReceiverReport {
 }
 
 /// Runs a receiver until `stop` is set (it keeps answering after its last delivery, so
-/// the sender learns it) or the timeout passes (an error). `verify(i, bytes)` checks
-/// message `i`'s content.
+/// the sender learns it) or the timeout passes (an error). The sender's k-th
+/// incarnation (a restart is a new stream) sends `counts[k]` messages;
+/// `verify(k, i, bytes)` checks message `i` of stream k. `on_bound(stream, source)` is
+/// called when the receiver binds a stream to its sender's address (the first 64
+/// streams only: a flood of made-up ones must not make it a log).
 pub fn run_receiver(
     host: &mut UdHost,
     rcfg: ReceiverConfig,
-    count: u64,
-    verify: impl Fn(u64, &[u8]) -> bool,
+    counts: &[u64],
+    verify: impl Fn(usize, u64, &[u8]) -> bool,
+    mut on_bound: impl FnMut(u32, Peer),
     stop: &AtomicBool,
 ) -> io::Result<ReceiverReport> {
     let mut r = NackMulticastReceiver::new(rcfg);
     let mut packet = vec![0u8; r.max_packet_len()];
     let start = std::time::Instant::now();
-    let mut rep = ReceiverReport {
-        stream: StreamTally::new(count),
-        ..ReceiverReport::default()
+    let mut rep = ReceiverReport::default();
+    let count = *counts.last().expect("at least one stream");
+    let last = counts.len() - 1;
+    // Streams reported to `on_bound`.
+    let mut bound: Vec<u32> = Vec::new();
+    // Stream k's index in `rep.streams`, created on its first event.
+    let stream_index = |streams: &mut Vec<(u32, StreamTally)>, session: u32| -> usize {
+        match streams.iter().position(|(s, _)| *s == session) {
+            Some(k) => k,
+            None => {
+                let k = streams.len();
+                let n = counts[k.min(last)];
+                streams.push((session, StreamTally::new(n)));
+                k
+            }
+        }
     };
-    // The sender's QP, learnt from its packets.
-    let mut sender: Option<UdAddress> = None;
     let group = host.group_address();
     let qkey = host.cfg.qkey;
     loop {
@@ -661,15 +688,24 @@ pub fn run_receiver(
         }
         timed_out(start, &host.cfg, || {
             format!(
-                "receiver {}: {}/{count} delivered",
-                host.cfg.local_ip, rep.stream.delivered
+                "receiver {}: {}/{count} delivered of stream {} of {}",
+                host.cfg.local_ip,
+                rep.streams.get(last).map_or(0, |s| s.1.delivered),
+                rep.streams.len().min(counts.len()),
+                counts.len()
             )
         })?;
-        let mut busy = host.receive(64, |now, src_ip, src_qpn, data| {
-            if sender.is_none() && Packet::is_from_sender(data) {
-                sender = Some(UdAddress::unicast(src_ip, UNKNOWN_MAC, src_qpn, qkey));
+        let mut busy = host.receive(64, |now, ip, qpn, data| {
+            r.handle_packet_from(now, Some(Peer { ip, qpn }), data);
+            if bound.len() < 64 {
+                let session = Packet::parse(data).ok().map(|p| p.session);
+                if let Some(session) = session.filter(|s| !bound.contains(s)) {
+                    if let Some(from) = r.stream_sender(session) {
+                        bound.push(session);
+                        on_bound(session, from);
+                    }
+                }
             }
-            r.handle_packet(now, data);
         })? > 0;
         let now = host.clock.now();
         if r.poll_timeout().is_some_and(|t| t <= now) {
@@ -677,24 +713,38 @@ pub fn run_receiver(
         }
         while let Some(ev) = r.poll_event() {
             match ev {
-                ReceiverEvent::Message { msg_seq, data, .. } => {
-                    rep.stream.record(msg_seq, &data, verify(msg_seq, &data));
-                    if rep.stream.delivered == count && rep.done.is_none() {
+                ReceiverEvent::Message {
+                    session,
+                    msg_seq,
+                    data,
+                } => {
+                    let k = stream_index(&mut rep.streams, session);
+                    let tally = &mut rep.streams[k].1;
+                    tally.record(msg_seq, &data, verify(k, msg_seq, &data));
+                    if k == last && tally.delivered == count && rep.done.is_none() {
                         rep.done = Some(std::time::Instant::now());
                     }
                 }
-                ReceiverEvent::Unrecoverable { messages, .. } => {
-                    rep.stream.lost(messages.end - messages.start);
+                ReceiverEvent::Unrecoverable { session, messages } => {
+                    let k = stream_index(&mut rep.streams, session);
+                    rep.streams[k].1.lost(messages.end - messages.start);
                 }
             }
         }
         while let Some(t) = r.poll_transmit(now, &mut packet) {
             let dest = match t.dest {
                 Destination::Group => group,
-                Destination::Sender => match sender {
-                    Some(a) => a,
-                    None => continue,
-                },
+                // The stream's bound sender (each stream its own: a restarted sender
+                // is another stream, possibly elsewhere).
+                Destination::Sender => {
+                    let to = Packet::parse(&packet[..t.len])
+                        .ok()
+                        .and_then(|p| r.stream_sender(p.session));
+                    match to {
+                        Some(p) => UdAddress::unicast(p.ip, UNKNOWN_MAC, p.qpn, qkey),
+                        None => continue,
+                    }
+                }
             };
             host.send(&dest, &packet[..t.len])?;
             busy = true;
@@ -703,11 +753,39 @@ pub fn run_receiver(
             host.wait(r.poll_timeout())?;
         }
     }
+    // The account that counts is the last incarnation's: empty (nothing delivered)
+    // when its stream was never told apart from an earlier one.
+    rep.stream = match rep.streams.get(last) {
+        Some((_, t)) => t.clone(),
+        None => StreamTally::new(count),
+    };
     rep.protocol = r.counters().clone();
     rep.ud = host.counters().clone();
     rep.socket = host.sock.stats().clone();
     rep.driver = host.stats.clone();
     Ok(rep)
+}
+
+/// A fresh stream id from the OS CSPRNG (`getrandom`): drawn at every sender start,
+/// so a restarted sender is a new stream and an off-path host cannot guess the id.
+pub fn random_stream_id() -> io::Result<u32> {
+    let mut b = [0u8; 4];
+    let mut got = 0;
+    while got < b.len() {
+        // SAFETY: writes at most the remaining bytes of a live buffer.
+        let r = unsafe {
+            libc::getrandom(b[got..].as_mut_ptr() as *mut libc::c_void, b.len() - got, 0)
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        got += r as usize;
+    }
+    Ok(u32::from_be_bytes(b))
 }
 
 /// Moves the calling thread into network namespace `ns` (`/run/netns/<ns>`, as

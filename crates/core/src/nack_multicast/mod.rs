@@ -25,10 +25,46 @@
 //! `Max` follows the fastest receiver (slow ones may lose data, reported explicitly);
 //! `Tagged` follows the slowest of a named set (a quorum).
 //!
+//! Trust (issue 45 item 5): the paper builds this transport for consistency
+//! protocols, Byzantine-fault-tolerant ones included (002, abstract and §I), on a
+//! broadcast-select fabric where every node hears every packet and can put any on the
+//! medium; it leaves integrity to the closed fabric. Here a packet is taken only from
+//! whom it can come from.
+//!
+//! - **Streams.** Each sender start picks a random stream id (the runtime draws it from
+//!   the OS CSPRNG; the simulator keeps its seeded one): a restarted sender is a new
+//!   stream, never the old one's continuation, and an off-path host cannot guess it.
+//! - **Sources.** Drivers hand the state machines each packet's source (IPv4 address
+//!   and QPN, [`Peer`]). A receiver binds a stream to the source of its first DATA or
+//!   heartbeat and drops the stream's packets from anywhere else; the sender takes a
+//!   receiver's STATUS and NACKs only from that receiver's configured address (or, when
+//!   it was given none, from the address its first STATUS came from). Drops are
+//!   counted (`wrong_source`, `status_refused`, …).
+//! - **Group key** ([`auth`]): with one, every packet carries a MAC over the stream id
+//!   and sequence numbers; a packet without a valid one is a counted drop
+//!   (`auth_failures`), whatever its source address claims.
+//! - **Bounded state.** A receiver tracks at most `max_streams` streams (more are
+//!   counted refusals; one silent for `stream_idle_timeout` makes room), holds per
+//!   stream at most `window` fragments and one message of at most `max_message_len`,
+//!   and stops NACKing a stream after `max_fruitless_nack_rounds` rounds in which no
+//!   DATA of it arrived (heartbeats of made-up streams cannot start an endless NACK
+//!   storm). The sender tracks at most `max_receivers` receivers.
+//!
+//! What stays open without a key: a host that spoofs the sender's (or a receiver's)
+//! address and QPN passes the source checks (the switch's source guard is what stops
+//! that, issue 45 item 1), and binding is trust on first use: a forger whose packet
+//! reaches a receiver before the real sender's first one could take the stream, if it
+//! knew the random id, which only a host that sees the group's packets does. With a key,
+//! neither works; a replay within its own stream is a duplicate the rules already
+//! ignore.
+//!
 //! Memory: the sender holds at most `window` packets (≤ MTU each) plus 16 B per buffered
-//! packet and 40 B per known receiver; a receiver holds per sender at most `window`
-//! out-of-order fragments (payload + 40 B) and one partly reassembled message.
+//! packet and 56 B per known receiver (at most `max_receivers`); a receiver holds per
+//! stream at most `window` out-of-order fragments (payload + 40 B), one partly
+//! reassembled message (≤ `max_message_len`) and 64 heard NACK ranges (16 B each), for
+//! at most `max_streams` streams.
 
+pub mod auth;
 pub mod backoff;
 pub mod packet;
 mod receiver;
@@ -41,6 +77,15 @@ pub use receiver::{NackMulticastReceiver, ReceiverConfig, ReceiverCounters, Rece
 pub use sender::{
     FlowControl, NackMulticastSender, SendError, SenderConfig, SenderCounters, SenderEvent,
 };
+
+/// Where a packet came from (or goes to): the UD source address and QPN the RoCE
+/// endpoint reported. Drivers that cannot tell pass `None`, and the source checks are
+/// skipped (the group key, if any, still applies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Peer {
+    pub ip: crate::wire::Ipv4Address,
+    pub qpn: u32,
+}
 
 /// Where a receiver's packet goes: NACKs to the group (so other receivers hear them and
 /// suppress theirs), STATUS to the sender alone.

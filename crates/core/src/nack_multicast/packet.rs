@@ -17,6 +17,12 @@
 //! many (tail loss: no later message arrives to reveal the gap).
 //! `parse` accepts any byte string without panicking: a short, unknown or
 //! inconsistent packet is an error the endpoints count as a drop.
+//!
+//! With a group key ([`super::auth`]), the flags byte has [`FLAG_AUTH`] set and the
+//! packet ends with a 16-byte tag; `parse` leaves the tag out of the packet (a DATA
+//! payload ends before it) and [`GroupKey::verify`](super::auth::GroupKey::verify)
+//! checks it. Without a key the wire is unchanged. The stream id (`session`) is
+//! random per sender start, so a restarted sender is a new stream.
 
 use thiserror::Error;
 
@@ -33,6 +39,8 @@ pub const FLAG_FIRST: u8 = 1;
 pub const FLAG_LAST: u8 = 2;
 /// A retransmission answering a NACK (counted apart by receivers).
 pub const FLAG_REPAIR: u8 = 4;
+/// Any type: the packet ends with a [`super::auth::AUTH_TAG_LEN`]-byte tag.
+pub const FLAG_AUTH: u8 = 0x80;
 
 const TYPE_DATA: u8 = 1;
 const TYPE_HEARTBEAT: u8 = 2;
@@ -153,7 +161,7 @@ impl<'a> Packet<'a> {
         if b[1] != VERSION {
             return Err(PacketError::BadVersion(b[1]));
         }
-        let (ty, flags, session) = (b[2], b[3], u32_at(b, 4));
+        let (ty, flags, session) = (b[2], b[3] & !FLAG_AUTH, u32_at(b, 4));
         let need = match ty {
             TYPE_DATA => DATA_HEADER_LEN,
             TYPE_HEARTBEAT => HEARTBEAT_LEN,
@@ -161,9 +169,19 @@ impl<'a> Packet<'a> {
             TYPE_STATUS => STATUS_LEN,
             t => return Err(PacketError::UnknownType(t)),
         };
-        if b.len() < need {
-            return Err(PacketError::Truncated { len: b.len(), need });
+        // A keyed packet's tag is not part of the packet (`auth` checks it).
+        let tag = if b[3] & FLAG_AUTH != 0 {
+            super::auth::AUTH_TAG_LEN
+        } else {
+            0
+        };
+        if b.len() < need + tag {
+            return Err(PacketError::Truncated {
+                len: b.len(),
+                need: need + tag,
+            });
         }
+        let b = &b[..b.len() - tag];
         let repr = match ty {
             TYPE_DATA => {
                 let d = DataRepr {

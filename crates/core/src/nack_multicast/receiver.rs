@@ -15,6 +15,16 @@
 //!    holds off for `nack_holdoff` (long enough for the repair to arrive).
 //! 3. If every missing range was covered by heard NACKs, nothing is sent: suppressed.
 //! 4. After the hold-off, whatever is still missing starts again at rule 1.
+//! 5. After `max_fruitless_nack_rounds` rounds in which no DATA of the stream arrived,
+//!    the stream is not NACKed again until one does: a stream that only heartbeats
+//!    announce (a made-up one, or a sender that died) costs a bounded number of NACKs.
+//!
+//! Whom it listens to (module doc, "Trust"): a stream is bound to the source of its
+//! first DATA or heartbeat, and its packets from any other source are dropped
+//! (`wrong_source`); with a group key only sealed packets are taken (`auth_failures`);
+//! at most `max_streams` streams are tracked (`streams_refused`; a stream silent for
+//! `stream_idle_timeout` is evicted to make room, `streams_evicted`). STATUS goes to
+//! each stream's bound source ([`NackMulticastReceiver::stream_sender`]).
 //!
 //! [`handle_packet`]: NackMulticastReceiver::handle_packet
 //! [`handle_timeout`]: NackMulticastReceiver::handle_timeout
@@ -22,9 +32,10 @@
 //! [`poll_transmit`]: NackMulticastReceiver::poll_transmit
 //! [`poll_event`]: NackMulticastReceiver::poll_event
 
+use super::auth::{GroupKey, AUTH_TAG_LEN};
 use super::backoff::NackBackoff;
 use super::packet::{DataRepr, Packet, PacketRepr, NACK_LEN, STATUS_LEN};
-use super::Destination;
+use super::{Destination, Peer};
 use crate::time::{Duration, Instant};
 use crate::transmit::Transmit;
 use std::collections::{BTreeMap, VecDeque};
@@ -51,6 +62,18 @@ pub struct ReceiverConfig {
     /// NACK ranges per timer expiry (the rest wait for the next round).
     pub max_nack_ranges: usize,
     pub seed: u64,
+    /// The group key: with one, only sealed packets are taken and every NACK and
+    /// STATUS sent is sealed ([`super::auth`]).
+    pub group_key: Option<GroupKey>,
+    /// Streams tracked at most; a new one past it is refused (counted) unless a
+    /// tracked stream has been silent for `stream_idle_timeout` (it is evicted).
+    pub max_streams: usize,
+    pub stream_idle_timeout: Duration,
+    /// NACK rounds without any DATA of the stream arriving, after which the stream is
+    /// not NACKed until DATA arrives (rule 5).
+    pub max_fruitless_nack_rounds: u32,
+    /// The longest message taken (longer ones are malformed): bounds reassembly.
+    pub max_message_len: u32,
 }
 
 impl ReceiverConfig {
@@ -64,6 +87,11 @@ impl ReceiverConfig {
             status_interval: Duration::from_us(100),
             max_nack_ranges: 16,
             seed,
+            group_key: None,
+            max_streams: 8,
+            stream_idle_timeout: Duration::from_ms(1000),
+            max_fruitless_nack_rounds: 16,
+            max_message_len: 64 << 20,
         }
     }
 }
@@ -108,6 +136,17 @@ pub struct ReceiverCounters {
     pub lost_packets: u64,
     pub lost_messages: u64,
     pub malformed: u64,
+    /// DATA or heartbeats of a stream from another source than the one it is bound to.
+    pub wrong_source: u64,
+    /// Packets without a valid tag while the receiver has a group key.
+    pub auth_failures: u64,
+    /// New streams refused: `max_streams` tracked and none idle.
+    pub streams_refused: u64,
+    /// Idle streams forgotten to make room for a new one.
+    pub streams_evicted: u64,
+    /// NACK rounds not sent because the stream had had `max_fruitless_nack_rounds`
+    /// rounds without DATA (rule 5).
+    pub nack_rounds_withheld: u64,
 }
 
 #[derive(Debug)]
@@ -140,6 +179,14 @@ struct Stream {
     heard: Vec<Range<u64>>,
     last_status: Option<Instant>,
     status_position: u64,
+    /// The source the stream is bound to (its first DATA's or heartbeat's).
+    sender: Option<Peer>,
+    /// The last packet of the stream taken (idle streams make room for new ones).
+    last_heard: Instant,
+    /// DATA of the stream arrived since the last NACK round.
+    data_since_nack: bool,
+    /// Consecutive NACK rounds without DATA (rule 5).
+    fruitless_rounds: u32,
 }
 
 pub struct NackMulticastReceiver {
@@ -221,6 +268,51 @@ impl NackMulticastReceiver {
             + self.spare.iter().map(|b| b.capacity()).sum::<usize>()
     }
 
+    /// The source stream `session` is bound to (where its STATUS goes).
+    pub fn stream_sender(&self, session: u32) -> Option<Peer> {
+        self.streams.get(&session).and_then(|s| s.sender)
+    }
+    /// Streams tracked.
+    pub fn streams(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Whether a sender's packet (DATA or heartbeat) of `session` from `from` is taken:
+    /// its stream is bound to `from`, or is new and there is room (an idle stream is
+    /// evicted for it if need be), then created and bound.
+    fn admit(&mut self, now: Instant, session: u32, from: Option<Peer>) -> bool {
+        if let Some(s) = self.streams.get_mut(&session) {
+            if from.is_some() && s.sender.is_some() && s.sender != from {
+                self.counters.wrong_source += 1;
+                return false;
+            }
+            s.last_heard = now;
+            return true;
+        }
+        if self.streams.len() >= self.cfg.max_streams {
+            let idle = self
+                .streams
+                .iter()
+                .filter(|(_, s)| now >= s.last_heard + self.cfg.stream_idle_timeout)
+                .min_by_key(|(_, s)| s.last_heard)
+                .map(|(&id, _)| id);
+            match idle {
+                Some(id) => {
+                    self.streams.remove(&id);
+                    self.counters.streams_evicted += 1;
+                }
+                None => {
+                    self.counters.streams_refused += 1;
+                    return false;
+                }
+            }
+        }
+        let s = self.stream(session);
+        s.sender = from;
+        s.last_heard = now;
+        true
+    }
+
     /// The stream of `session`, created on its first packet; `last_status: None` makes
     /// the first `after_change` announce the receiver (the sender's flow control waits
     /// for it).
@@ -239,10 +331,21 @@ impl NackMulticastReceiver {
             heard: Vec::new(),
             last_status: None,
             status_position: 0,
+            sender: None,
+            last_heard: Instant::ZERO,
+            data_since_nack: false,
+            fruitless_rounds: 0,
         })
     }
 
+    /// Feeds one packet, its source unknown (no source checks; see
+    /// [`handle_packet_from`](Self::handle_packet_from)).
     pub fn handle_packet(&mut self, now: Instant, bytes: &[u8]) {
+        self.handle_packet_from(now, None, bytes)
+    }
+
+    /// Feeds one packet that arrived from `from` (the UD source address and QPN).
+    pub fn handle_packet_from(&mut self, now: Instant, from: Option<Peer>, bytes: &[u8]) {
         let p = match Packet::parse(bytes) {
             Ok(p) => p,
             Err(_) => {
@@ -250,13 +353,30 @@ impl NackMulticastReceiver {
                 return;
             }
         };
+        if let Some(k) = &self.cfg.group_key {
+            if !k.verify(bytes) {
+                self.counters.auth_failures += 1;
+                return;
+            }
+        }
         match p.repr {
-            PacketRepr::Data(d) => self.on_data(now, p.session, &d),
+            PacketRepr::Data(d) => {
+                if d.msg_len > self.cfg.max_message_len {
+                    self.counters.malformed += 1;
+                    return;
+                }
+                if self.admit(now, p.session, from) {
+                    self.on_data(now, p.session, &d)
+                }
+            }
             PacketRepr::Heartbeat {
                 next_seq,
                 low_seq,
                 next_msg,
             } => {
+                if !self.admit(now, p.session, from) {
+                    return;
+                }
                 // (The parser refuses a low edge above next_seq.)
                 self.counters.heartbeats += 1;
                 let s = self.stream(p.session);
@@ -307,6 +427,9 @@ impl NackMulticastReceiver {
             return;
         }
         s.high = s.high.max(d.seq + 1);
+        // New DATA of the stream: its sender is alive and NACKs are worth sending.
+        s.data_since_nack = true;
+        s.fruitless_rounds = 0;
         let mut frag = || {
             let mut payload = buf.take().unwrap_or_default();
             payload.extend_from_slice(d.payload);
@@ -374,7 +497,10 @@ impl NackMulticastReceiver {
             return;
         }
         if f.first {
-            s.partial = Some((f.msg_seq, Vec::with_capacity(f.msg_len as usize)));
+            // Capacity grows with the fragments that arrive, not with what the first
+            // one claims (`msg_len` is at most `max_message_len` anyway).
+            let cap = (f.msg_len as usize).min(1 << 16);
+            s.partial = Some((f.msg_seq, Vec::with_capacity(cap)));
         }
         let Some((msg_seq, buf)) = s.partial.as_mut() else {
             return; // a middle fragment without its start: impossible in order
@@ -476,7 +602,10 @@ impl NackMulticastReceiver {
             s.nack_due = None;
             s.holdoff_until = None;
             s.heard.clear();
-        } else if s.nack_due.is_none() && s.holdoff_until.is_none() {
+        } else if s.nack_due.is_none()
+            && s.holdoff_until.is_none()
+            && s.fruitless_rounds < self.cfg.max_fruitless_nack_rounds
+        {
             s.nack_due = Some(now + self.backoff.next_delay());
         }
         if s.last_status.is_none() || s.next_seq >= s.status_position + window / 4 {
@@ -489,17 +618,21 @@ impl NackMulticastReceiver {
         s.last_status = Some(now);
         s.status_position = s.next_seq;
         self.counters.status_sent += 1;
+        let mut bytes = Packet {
+            session,
+            repr: PacketRepr::Status {
+                receiver: self.cfg.receiver_id,
+                position: s.next_seq,
+                window: self.cfg.window,
+            },
+        }
+        .to_vec();
+        if let Some(k) = &self.cfg.group_key {
+            k.seal(&mut bytes);
+        }
         self.tx.push_back(Queued {
             dest: Destination::Sender,
-            bytes: Packet {
-                session,
-                repr: PacketRepr::Status {
-                    receiver: self.cfg.receiver_id,
-                    position: s.next_seq,
-                    window: self.cfg.window,
-                },
-            }
-            .to_vec(),
+            bytes,
         });
     }
 
@@ -536,8 +669,10 @@ impl NackMulticastReceiver {
         let sessions: Vec<u32> = self.streams.keys().copied().collect();
         for session in sessions {
             let s = self.streams.get_mut(&session).expect("stream exists");
-            if s.last_status
-                .is_some_and(|t| now >= t + self.cfg.status_interval)
+            let muted = s.fruitless_rounds >= self.cfg.max_fruitless_nack_rounds;
+            if !muted
+                && s.last_status
+                    .is_some_and(|t| now >= t + self.cfg.status_interval)
             {
                 self.send_status(now, session);
             }
@@ -553,6 +688,18 @@ impl NackMulticastReceiver {
             }
             s.nack_due = None;
             s.holdoff_until = Some(now + self.cfg.nack_holdoff);
+            // Rule 5: a stream whose sender answers nothing stops costing NACKs.
+            if s.data_since_nack {
+                s.fruitless_rounds = 0;
+            } else {
+                s.fruitless_rounds += 1;
+            }
+            s.data_since_nack = false;
+            if s.fruitless_rounds >= self.cfg.max_fruitless_nack_rounds {
+                s.heard.clear();
+                self.counters.nack_rounds_withheld += 1;
+                continue;
+            }
             let heard = std::mem::take(&mut s.heard);
             let mut ranges = Vec::new();
             for r in Self::missing_ranges(s) {
@@ -573,17 +720,21 @@ impl NackMulticastReceiver {
                     budget -= 1;
                     let count = (r.end - from).min(u32::MAX as u64) as u32;
                     self.counters.nack_ranges_sent += 1;
+                    let mut bytes = Packet {
+                        session,
+                        repr: PacketRepr::Nack {
+                            receiver: self.cfg.receiver_id,
+                            from_seq: from,
+                            count,
+                        },
+                    }
+                    .to_vec();
+                    if let Some(k) = &self.cfg.group_key {
+                        k.seal(&mut bytes);
+                    }
                     self.tx.push_back(Queued {
                         dest: Destination::Group,
-                        bytes: Packet {
-                            session,
-                            repr: PacketRepr::Nack {
-                                receiver: self.cfg.receiver_id,
-                                from_seq: from,
-                                count,
-                            },
-                        }
-                        .to_vec(),
+                        bytes,
                     });
                     from += count as u64;
                 }
@@ -600,7 +751,10 @@ impl NackMulticastReceiver {
             } else if let Some(x) = s.holdoff_until {
                 at(x);
             }
-            if let Some(x) = s.last_status {
+            // Rule 5 mutes the periodic STATUS too: nothing goes to whoever announced a
+            // stream that never answers, until DATA of it arrives.
+            let muted = s.fruitless_rounds >= self.cfg.max_fruitless_nack_rounds;
+            if let Some(x) = s.last_status.filter(|_| !muted) {
                 at(x + self.cfg.status_interval);
             }
         }
@@ -610,6 +764,11 @@ impl NackMulticastReceiver {
     /// The longest packet [`poll_transmit`](Self::poll_transmit) writes.
     pub fn max_packet_len(&self) -> usize {
         NACK_LEN.max(STATUS_LEN)
+            + if self.cfg.group_key.is_some() {
+                AUTH_TAG_LEN
+            } else {
+                0
+            }
     }
 
     /// Writes the next NACK (to the group) or STATUS (to the sender) into `buf`. `buf`

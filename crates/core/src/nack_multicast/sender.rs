@@ -6,6 +6,13 @@
 //! [`send`] queues a message; it is refused, not buffered without bound, when the
 //! retransmission window is full.
 //!
+//! Whom it listens to (see the module doc's "Trust"): STATUS and NACKs of its own
+//! stream, sealed with the group key when there is one, from each receiver's own
+//! address ([`SenderConfig::receiver_addresses`], or the first STATUS's source when it
+//! was given none), for at most [`SenderConfig::max_receivers`] receivers. Everything
+//! else is counted and ignored: a stranger's STATUS cannot make it declare completion
+//! or release packets a real receiver still misses.
+//!
 //! [`handle_packet`]: NackMulticastSender::handle_packet
 //! [`handle_timeout`]: NackMulticastSender::handle_timeout
 //! [`poll_timeout`]: NackMulticastSender::poll_timeout
@@ -13,9 +20,11 @@
 //! [`poll_event`]: NackMulticastSender::poll_event
 //! [`send`]: NackMulticastSender::send
 
+use super::auth::{GroupKey, AUTH_TAG_LEN};
 use super::packet::{
     mark_repair, DataRepr, Packet, PacketRepr, DATA_HEADER_LEN, FLAG_FIRST, FLAG_LAST,
 };
+use super::Peer;
 use crate::time::{Duration, Instant};
 use crate::transmit::Transmit;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -35,6 +44,8 @@ pub enum FlowControl {
 
 #[derive(Debug, Clone)]
 pub struct SenderConfig {
+    /// The stream id: random per sender start (the runtime's CSPRNG), so a restarted
+    /// sender is a new stream; fixed only in the seeded simulator.
     pub session: u32,
     /// Payload bytes per DATA packet: the UD path MTU minus the 32-byte DATA header.
     pub max_payload: usize,
@@ -55,6 +66,16 @@ pub struct SenderConfig {
     pub repair_linger: Duration,
     /// The receiver window assumed before any STATUS arrives.
     pub initial_receiver_window: u32,
+    /// The group key: with one, every packet sent is sealed and only sealed STATUS and
+    /// NACKs are taken ([`super::auth`]). The payload per packet stays `max_payload`:
+    /// leave [`AUTH_TAG_LEN`] bytes of the MTU for the tag.
+    pub group_key: Option<GroupKey>,
+    /// The receivers and their addresses, when the sender knows them: STATUS and NACKs
+    /// are then taken only from these (id, address) pairs. Empty: each receiver id is
+    /// bound to the source of its first STATUS.
+    pub receiver_addresses: BTreeMap<u32, Peer>,
+    /// Receivers tracked at most (further ids are refused, counted).
+    pub max_receivers: usize,
 }
 
 impl SenderConfig {
@@ -70,6 +91,9 @@ impl SenderConfig {
             max_pending_repairs: 256,
             repair_linger: Duration::from_us(50),
             initial_receiver_window: 256,
+            group_key: None,
+            receiver_addresses: BTreeMap::new(),
+            max_receivers: 1024,
         }
     }
 }
@@ -119,6 +143,15 @@ pub struct SenderCounters {
     /// Sequences evicted before every live receiver had them (`Max`/`Tagged` only).
     pub evicted_unconsumed: u64,
     pub malformed: u64,
+    /// Packets of another stream (another sender, or an old incarnation of this one).
+    pub other_stream: u64,
+    /// Packets without a valid tag while the sender has a group key.
+    pub auth_failures: u64,
+    /// STATUS refused: from another source than the receiver's, from a receiver the
+    /// sender does not know, or past `max_receivers`.
+    pub status_refused: u64,
+    /// NACKs refused for the same reasons.
+    pub nacks_refused: u64,
 }
 
 struct Buffered {
@@ -145,6 +178,10 @@ pub struct NackMulticastSender {
     next_msg_seq: u64,
     repairs: VecDeque<u64>,
     receivers: BTreeMap<u32, ReceiverState>,
+    /// Each receiver id's address, learnt from its first STATUS when the configuration
+    /// named none (at most `max_receivers`; kept when the receiver times out, so that
+    /// nobody else can take its name).
+    bound: BTreeMap<u32, Peer>,
     /// Receivers ever heard: `expected_receivers` gates the start only, so a receiver
     /// that later times out does not stall the stream again.
     joined: usize,
@@ -169,6 +206,7 @@ impl NackMulticastSender {
             next_msg_seq: 0,
             repairs: VecDeque::new(),
             receivers: BTreeMap::new(),
+            bound: BTreeMap::new(),
             joined: 0,
             last_tx: None,
             heartbeat_now: false,
@@ -211,6 +249,7 @@ impl NackMulticastSender {
                 .sum::<usize>()
             + self.repairs.len() * 8
             + self.receivers.len() * (std::mem::size_of::<ReceiverState>() + 16)
+            + self.bound.len() * (std::mem::size_of::<Peer>() + 16)
     }
 
     /// Free packets in the retransmission buffer.
@@ -267,6 +306,10 @@ impl NackMulticastSender {
                 }),
             }
             .to_vec();
+            let mut bytes = bytes;
+            if let Some(k) = &self.cfg.group_key {
+                k.seal(&mut bytes);
+            }
             self.buffer.push_back(Buffered {
                 bytes,
                 repaired_at: None,
@@ -385,27 +428,81 @@ impl NackMulticastSender {
         self.low_seq += n;
     }
 
-    /// Feeds one NACK or STATUS addressed to this stream (others are counted, ignored).
+    /// Feeds one NACK or STATUS addressed to this stream, its source unknown (no
+    /// source checks; see [`handle_packet_from`](Self::handle_packet_from)).
     pub fn handle_packet(&mut self, now: Instant, bytes: &[u8]) {
+        self.handle_packet_from(now, None, bytes)
+    }
+
+    /// Whether receiver `receiver`'s feedback may come from `from`: its configured
+    /// address, else the address it was first heard from (bound now if it is new and
+    /// `bind`). `None` (a driver that cannot tell) passes.
+    fn source_ok(&mut self, receiver: u32, from: Option<Peer>, bind: bool) -> bool {
+        if !self.cfg.receiver_addresses.is_empty() {
+            return match self.cfg.receiver_addresses.get(&receiver) {
+                Some(a) => from.is_none_or(|f| f == *a),
+                None => false,
+            };
+        }
+        let Some(from) = from else {
+            return true;
+        };
+        match self.bound.get(&receiver) {
+            Some(a) => *a == from,
+            None if !bind => true,
+            None if self.bound.len() >= self.cfg.max_receivers => false,
+            None => {
+                self.bound.insert(receiver, from);
+                true
+            }
+        }
+    }
+
+    /// Feeds one NACK or STATUS that arrived from `from` (the UD source address and
+    /// QPN). Packets of other streams, unsealed or wrongly sealed ones (with a group
+    /// key) and feedback from anyone but the receiver it names are counted and ignored.
+    pub fn handle_packet_from(&mut self, now: Instant, from: Option<Peer>, bytes: &[u8]) {
         let Ok(p) = Packet::parse(bytes) else {
             self.counters.malformed += 1;
             return;
         };
+        if let Some(k) = &self.cfg.group_key {
+            if !k.verify(bytes) {
+                self.counters.auth_failures += 1;
+                return;
+            }
+        }
         if p.session != self.cfg.session {
-            self.counters.nacks_bogus += 1;
+            self.counters.other_stream += 1;
             return;
         }
         match p.repr {
             PacketRepr::Nack {
-                from_seq, count, ..
-            } => self.on_nack(now, from_seq, count),
+                receiver,
+                from_seq,
+                count,
+            } => {
+                if !self.source_ok(receiver, from, false) {
+                    self.counters.nacks_refused += 1;
+                    return;
+                }
+                self.on_nack(now, from_seq, count)
+            }
             PacketRepr::Status {
                 receiver,
                 position,
                 window,
             } => {
+                if !self.source_ok(receiver, from, true)
+                    || (!self.receivers.contains_key(&receiver)
+                        && self.receivers.len() >= self.cfg.max_receivers)
+                {
+                    self.counters.status_refused += 1;
+                    return;
+                }
                 self.counters.status_in += 1;
-                let position = position.min(self.next_seq);
+                // Nobody can have consumed what was never sent.
+                let position = position.min(self.sent_upto);
                 match self.receivers.get_mut(&receiver) {
                     Some(r) => {
                         r.position = r.position.max(position);
@@ -494,7 +591,15 @@ impl NackMulticastSender {
     /// The longest packet [`poll_transmit`](Self::poll_transmit) writes: a full DATA
     /// packet (heartbeats are shorter).
     pub fn max_packet_len(&self) -> usize {
-        DATA_HEADER_LEN + self.cfg.max_payload
+        DATA_HEADER_LEN + self.cfg.max_payload + self.tag_len()
+    }
+
+    fn tag_len(&self) -> usize {
+        if self.cfg.group_key.is_some() {
+            AUTH_TAG_LEN
+        } else {
+            0
+        }
     }
 
     /// Writes the next packet for the group into `buf`: queued repairs first, then new
@@ -532,7 +637,7 @@ impl NackMulticastSender {
             self.heartbeat_now = false;
             self.counters.heartbeats += 1;
             self.last_tx = Some(now);
-            let hb = Packet {
+            let mut hb = Packet {
                 session: self.cfg.session,
                 repr: PacketRepr::Heartbeat {
                     next_seq: self.sent_upto,
@@ -541,6 +646,9 @@ impl NackMulticastSender {
                 },
             }
             .to_vec();
+            if let Some(k) = &self.cfg.group_key {
+                k.seal(&mut hb);
+            }
             buf[..hb.len()].copy_from_slice(&hb);
             return Some(Transmit::one(hb.len()));
         }

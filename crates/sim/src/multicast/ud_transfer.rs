@@ -27,8 +27,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use rocast_core::nack_multicast::packet::{Packet, DATA_HEADER_LEN};
 use rocast_core::nack_multicast::{
-    Destination, NackMulticastReceiver, NackMulticastSender, ReceiverConfig, ReceiverCounters,
-    ReceiverEvent, SenderConfig, SenderCounters,
+    Destination, NackMulticastReceiver, NackMulticastSender, Peer, ReceiverConfig,
+    ReceiverCounters, ReceiverEvent, SenderConfig, SenderCounters,
 };
 use rocast_core::payload::{stream_message, StreamTally};
 use rocast_core::rnic::{UdAddress, UdConfig, UdCounters, UdEndpoint, UdEvent};
@@ -269,14 +269,20 @@ impl UdNackHost {
             };
             // Keep the receive queue full: one buffer back per message.
             self.nic.repost(qpn);
+            // The source the endpoint reported: the state machines bind streams and
+            // receivers to it (issue 45 item 5), as on real packets.
+            let from = Some(Peer {
+                ip: src_ip,
+                qpn: src_qpn,
+            });
             match &mut self.role {
-                Role::Sender { s, .. } => s.handle_packet(now, &data),
+                Role::Sender { s, .. } => s.handle_packet_from(now, from, &data),
                 Role::Receiver { r, sender, .. } => {
                     if sender.is_none() && Packet::is_from_sender(&data) {
                         let mac = self.arp.get(&src_ip).copied().unwrap_or_default();
                         *sender = Some(UdAddress::unicast(src_ip, mac, src_qpn, QKEY));
                     }
-                    r.handle_packet(now, &data);
+                    r.handle_packet_from(now, from, &data);
                 }
             }
         }
