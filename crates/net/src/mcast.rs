@@ -351,10 +351,7 @@ fn endpoint(
     start_psn: u32,
 ) -> Result<Endpoint, McastError> {
     let mut qp = rc_qp(local, local_qpn, mcst, VIRTUAL_QPN, mtu, rate_bps)?;
-    let psn = rocast_core::wire::Psn::new(start_psn);
-    qp.set_send_psn(psn)
-        .and_then(|()| qp.set_recv_psn(psn))
-        .map_err(|e| McastError::Protocol(e.to_string()))?;
+    start_at(&mut qp, start_psn)?;
     let tcfg = TransportConfig {
         max_packet_len: qp.max_packet_len(),
         ..Default::default()
@@ -990,6 +987,7 @@ impl Leader {
     /// Sends `data` as rank 0 of the overlay.
     fn overlay_send(&mut self, data: &[u8]) -> Result<(), McastError> {
         let cfg = self.cfg.clone();
+        let start_psn = self.start_psn;
         match &mut self.path {
             LeaderPath::Cepheus { .. } => Err(McastError::Protocol(
                 "the group is on the switch path".into(),
@@ -1015,6 +1013,7 @@ impl Leader {
                     &driver_cfg,
                     cfg.mtu,
                     cfg.rate_bps,
+                    start_psn,
                 )?;
                 let mut own = data.to_vec();
                 run_overlay(
@@ -1663,6 +1662,7 @@ impl Member {
     /// member's rank of the overlay: posts the receives, says `Ready`, runs the
     /// schedule. Returns when the member held it (CLOCK_MONOTONIC ns).
     fn overlay_receive(&mut self, into: &mut [u8]) -> Result<u64, McastError> {
+        let start_psn = self.start_psn;
         let MemberPath::Overlay {
             set,
             rank,
@@ -1690,6 +1690,7 @@ impl Member {
             &driver_cfg,
             self.cfg.mtu,
             *rate_bps,
+            start_psn,
         )?;
         post_overlay_receives(set, *rank, &sched, *block)?;
         self.session.handle_receives_posted(self.clock.now());
@@ -1876,7 +1877,9 @@ impl Member {
     }
 }
 
-/// One overlay connection: rank `rank`'s QP toward rank `peer`.
+/// One overlay connection: rank `rank`'s QP toward rank `peer`, numbered from the
+/// group's random start PSN (`Params`, issue 45): the overlay's QPNs name ranks, so
+/// the PSN and the peer's address are what a stranger cannot match.
 fn overlay_qp(
     local: Ipv4Addr,
     rank: usize,
@@ -1884,19 +1887,32 @@ fn overlay_qp(
     peer_ip: Ipv4Addr,
     mtu: usize,
     rate_bps: Option<u64>,
+    start_psn: u32,
 ) -> Result<RcQueuePair, McastError> {
-    rc_qp(
+    let mut qp = rc_qp(
         local,
         overlay_qpn(rank, peer),
         peer_ip,
         overlay_qpn(peer, rank),
         mtu,
         rate_bps,
-    )
+    )?;
+    start_at(&mut qp, start_psn)?;
+    Ok(qp)
+}
+
+/// Numbers a fresh QP's sends and receives from `start_psn` (both ends of a group
+/// connection start at the leader's random PSN).
+fn start_at(qp: &mut RcQueuePair, start_psn: u32) -> Result<(), McastError> {
+    let psn = rocast_core::wire::Psn::new(start_psn);
+    qp.set_send_psn(psn)
+        .and_then(|()| qp.set_recv_psn(psn))
+        .map_err(|e| McastError::Protocol(e.to_string()))
 }
 
 /// An RC QP as every rocast host here runs one: UDP source port 4791 (one socket per
-/// host), PSNs 0, the given MTU, and a pacer at `rate_bps` if set.
+/// host), PSNs 0 (callers move them to the group's start with [`start_at`]), the given
+/// MTU, and a pacer at `rate_bps` if set.
 fn rc_qp(
     local: Ipv4Addr,
     local_qpn: u32,
@@ -1925,7 +1941,7 @@ fn rc_qp(
 /// The socket of `rank`'s overlay connections (QPs are added per buffer by
 /// [`ensure_overlay_peers`]: which peers a rank talks to depends on the block count).
 fn overlay_qps(local: Ipv4Addr, mtu: usize) -> Result<QpSet, McastError> {
-    let probe = overlay_qp(local, 0, 1, local, mtu, None)?;
+    let probe = overlay_qp(local, 0, 1, local, mtu, None, 0)?;
     QpSet::bind(local, probe.max_packet_len()).map_err(io(format!("UDP {local}:4791")))
 }
 
@@ -1941,6 +1957,7 @@ fn ensure_overlay_peers(
     driver_cfg: &DriverConfig,
     mtu: usize,
     rate_bps: Option<u64>,
+    start_psn: u32,
 ) -> Result<rocast_core::overlay::Schedule, McastError> {
     let sched =
         rocast_core::overlay::Schedule::new(scheme, roster.len() as u32, 0, driver_cfg.blocks())
@@ -1948,7 +1965,7 @@ fn ensure_overlay_peers(
     for peer in sched.peers_of(rank as u32) {
         let p = peer as usize;
         if set.qp(overlay_qpn(rank, p)).is_none() {
-            let qp = overlay_qp(local, rank, p, roster[p], mtu, rate_bps)?;
+            let qp = overlay_qp(local, rank, p, roster[p], mtu, rate_bps, start_psn)?;
             set.add(qp).map_err(io("QP"))?;
         }
     }
