@@ -148,7 +148,10 @@ int main(int argc, char **argv) {
     if (plen > sizeof(pkt)) { fprintf(stderr, "group too large for one MRP packet\n"); return 1; }
     memset(pkt, 0, plen);
     memcpy(pkt, &mcst.s_addr, 4);
-    pkt[4] = 0; pkt[5] = 1; pkt[6] = (uint8_t)(members + 1); pkt[7] = (uint8_t)write;
+    /* Flags: bit 0 WRITE; bit 4 marks this leader's first registration as a new
+     * incarnation, so a switch still holding a predecessor's group (restarted within
+     * its lease) starts the ACK state afresh. Refreshes clear it (below). */
+    pkt[4] = 0; pkt[5] = 1; pkt[6] = (uint8_t)(members + 1); pkt[7] = (uint8_t)(write | 0x10);
     memcpy(pkt + 8, &me.s_addr, 4);
     put32(pkt + 12, rv_qpn(&g));
     for (long i = 0; i < members; i++) {
@@ -184,6 +187,7 @@ int main(int argc, char **argv) {
         }
     }
     if (confirmed < members) { fprintf(stderr, "%d of %ld members confirmed\n", confirmed, members); return 1; }
+    pkt[7] &= (uint8_t)~0x10; /* from now on: refreshes of this incarnation */
     printf("registered %s with %ld members in %.1f ms (QPN %#x)\n", group_ip, members,
            (double)(mono_ns() - t_reg) / 1e6, rv_qpn(&g));
     fflush(stdout);

@@ -81,9 +81,35 @@ pub struct SwitchCmd {
     /// Be the IGMP querier: a general query out of every host port at start and then
     /// every SECONDS (RFC 3376's default is 125), and IPv4 multicast memberships age
     /// out after 2 x SECONDS + 10 s without a report. Without it, memberships snooped
-    /// from reports last until the host's leave.
+    /// from reports last until the host's leave or --table-age-ms without a report.
     #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=3600))]
     igmp_querier: Option<u64>,
+    /// Learned MACs the switch holds in all (a MAC past it is not learned, counted
+    /// `refused_mac_table_full`; frames to it are flooded).
+    #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_MAX_MACS)]
+    max_macs: usize,
+    /// Learned MACs from one host port.
+    #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_MAX_MACS_PER_PORT)]
+    max_macs_per_port: usize,
+    /// Learned host addresses (source-guard bindings) in all; pinned --host entries
+    /// do not count. An address past it is not bound: its RoCE is dropped.
+    #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_MAX_HOSTS)]
+    max_hosts: usize,
+    /// Learned host addresses on one host port.
+    #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_MAX_HOSTS_PER_PORT)]
+    max_hosts_per_port: usize,
+    /// IGMP memberships in all (a join past it is refused, counted).
+    #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_MAX_IGMP_MEMBERSHIPS)]
+    max_igmp_memberships: usize,
+    /// IGMP memberships of one host port.
+    #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_MAX_IGMP_PER_PORT)]
+    max_igmp_per_port: usize,
+    /// A learned MAC or host binding lives this long without a frame from it (until
+    /// then another port cannot take it over), and an IGMP membership without
+    /// --igmp-querier this long without a report.
+    #[arg(long, default_value_t = rocast_core::switch::frame::DEFAULT_TABLE_AGE_MS,
+          value_parser = clap::value_parser!(u64).range(1..=86_400_000))]
+    table_age_ms: u64,
     /// Shape every port's egress to this rate (Mbit/s), with a queue and ECN marking.
     #[arg(long)]
     rate_mbps: Option<u64>,
@@ -394,6 +420,13 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
             allocation_lease: CoreDuration::from_ms(cmd.allocation_lease_ms),
             switch_ports: cmd.switch_ports.clone(),
             igmp_query_interval: cmd.igmp_querier.map(|s| CoreDuration::from_ms(s * 1000)),
+            max_macs: cmd.max_macs,
+            max_macs_per_port: cmd.max_macs_per_port,
+            max_hosts: cmd.max_hosts,
+            max_hosts_per_port: cmd.max_hosts_per_port,
+            max_igmp_memberships: cmd.max_igmp_memberships,
+            max_igmp_per_port: cmd.max_igmp_per_port,
+            table_age: CoreDuration::from_ms(cmd.table_age_ms),
         },
         ports,
         cnp_filter: CnpFilterPolicy::from_name(

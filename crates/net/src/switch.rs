@@ -667,6 +667,14 @@ impl FastPathDriver {
         if !sw.config().group_space.contains(group) {
             return;
         }
+        // Data from another sender than the group's registered source was dropped by
+        // the pipeline: its PSNs must not count as forwarded.
+        if sw
+            .group_source(group)
+            .is_none_or(|(source, _)| source != src_ip)
+        {
+            return;
+        }
         let key = group.to_u32();
         // The highest forwarded by anyone: the daemon, or the kernel before a suspend.
         let high = self
@@ -1094,7 +1102,8 @@ impl SwitchDaemon {
         }
     }
 
-    /// The groups this switch holds, one line each: McstID, members (port IP QPN).
+    /// The groups this switch holds, one line each: McstID, its source (address and
+    /// port), members (port IP QPN).
     pub fn groups_text(&self) -> String {
         let mut t = String::new();
         let c = self.sw.cepheus();
@@ -1118,9 +1127,14 @@ impl SwitchDaemon {
                 .map(|(p, ip, q)| format!("port{p}={ip}/qpn{q:#x}"))
                 .collect();
             let entries = c.group(id).map_or(0, |g| g.entries().len());
+            // The only sender whose data the group takes (its registration's).
+            let source = self
+                .sw
+                .group_source(id)
+                .map_or("none".to_string(), |(ip, p)| format!("{ip}@port{p}"));
             let _ = writeln!(
                 t,
-                "group {id} mft_entries {entries} members {}",
+                "group {id} mft_entries {entries} source {source} members {}",
                 members.join(" ")
             );
             if let Some(k) = self.fast.as_ref().and_then(|f| f.fast.counters(id)) {
@@ -1193,6 +1207,17 @@ impl SwitchDaemon {
             ("igmp_expired", f.igmp_expired),
             ("mcast_forwarded", f.mcast_forwarded),
             ("mcast_unregistered", f.mcast_unregistered),
+            ("drop_source_guard", f.source_guard_drops),
+            ("drop_arp_spoof", f.arp_spoof_drops),
+            ("drop_group_source", f.group_source_drops),
+            ("mrp_new_incarnations", f.mrp_new_incarnations),
+            ("refused_host_move", f.host_move_refused),
+            ("refused_mac_move", f.mac_move_refused),
+            ("refused_mac_table_full", f.mac_table_full),
+            ("refused_host_table_full", f.host_table_full),
+            ("refused_igmp_table_full", f.igmp_table_full),
+            ("mac_expired", f.mac_expired),
+            ("host_expired", f.host_expired),
         ] {
             let _ = writeln!(t, "switch {k} {v}");
         }
@@ -1238,12 +1263,18 @@ impl SwitchDaemon {
                 let _ = writeln!(t, "peel group {g} member_ports {}", m.join(","));
             }
         }
+        // The tables' own accounting beside what the process really holds: a table
+        // the accounting misses shows as a gap between the two.
+        let (rss, hwm) = process_memory();
         let _ = writeln!(
             t,
-            "memory tables_bytes {} learned_macs {} hosts {} cnp_filter {}",
+            "memory tables_bytes {} vm_rss_bytes {} vm_hwm_bytes {} learned_macs {} hosts {} igmp_memberships {} cnp_filter {}",
             self.sw.memory_bytes(),
+            rss,
+            hwm,
             self.sw.learned_macs(),
             self.sw.hosts().count(),
+            self.sw.igmp().len(),
             self.sw.cepheus().cnp_filter_name()
         );
         t.push_str(&self.groups_text());
@@ -1257,6 +1288,21 @@ impl Drop for SwitchDaemon {
             let _ = std::fs::remove_file(path);
         }
     }
+}
+
+/// This process's resident memory and its peak (VmRSS, VmHWM of
+/// `/proc/self/status`), in bytes; 0 where the kernel does not say.
+pub fn process_memory() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(0, |k| k * 1024)
+    };
+    (kib("VmRSS:"), kib("VmHWM:"))
 }
 
 /// The `KIND KEY VALUE` counter lines of a `stats` reply (`switch rx_frames 12`,

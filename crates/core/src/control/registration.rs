@@ -370,7 +370,7 @@ impl RegistrationController {
             .map(|m| (m.ip, (m.qpn, false)))
             .collect();
         RegistrationController {
-            packets: spec.mrp_packets(),
+            packets: Self::first_registration(spec.mrp_packets()),
             unconfirmed: members.len(),
             members,
             spec,
@@ -385,8 +385,18 @@ impl RegistrationController {
     /// The registration in packets of at most `payload_limit` bytes (a sender that
     /// seals MRP leaves room for the trailer). Call before [`start`](Self::start).
     pub fn with_payload_limit(mut self, payload_limit: usize) -> Self {
-        self.packets = self.spec.mrp_packets_within(payload_limit);
+        self.packets = Self::first_registration(self.spec.mrp_packets_within(payload_limit));
         self
+    }
+
+    /// The registration this controller sends is a leader's first, marked as a new
+    /// incarnation (switches start the group's acknowledgement state afresh); a
+    /// running leader's refreshes ([`GroupSpec::mrp_packets`]) are not.
+    fn first_registration(mut packets: Vec<MrpRepr>) -> Vec<MrpRepr> {
+        for p in &mut packets {
+            p.new_incarnation = true;
+        }
+        packets
     }
 
     pub fn spec(&self) -> &GroupSpec {
@@ -789,7 +799,12 @@ mod tests {
 
         c.start(T0);
         let sent: Vec<MrpRepr> = std::iter::from_fn(|| c.poll_mrp()).collect();
-        assert_eq!(sent, spec(3).mrp_packets());
+        // A leader's first registration is a new incarnation; refreshes
+        // (`GroupSpec::mrp_packets`) are not.
+        let mut first = spec(3).mrp_packets();
+        assert!(first.iter().all(|p| !p.new_incarnation));
+        first.iter_mut().for_each(|p| p.new_incarnation = true);
+        assert_eq!(sent, first);
         assert_eq!(c.phase(), RegistrationPhase::Pending);
         assert_eq!(c.poll_timeout(), Some(T0 + Duration::from_ms(1)));
         c.start(T0);

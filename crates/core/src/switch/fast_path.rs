@@ -219,6 +219,14 @@ impl FrameSwitch {
             .ack_out_port
             .filter(|&p| g.entry(p).is_some())
             .ok_or(NotCompiled::NoSource)?;
+        // Only the registered source's data is the group's (the pipeline drops the
+        // rest): a kernel program for another sender would forward what it refuses.
+        if self
+            .group_source(mcst_id)
+            .is_some_and(|source| source != (src_ip, in_port))
+        {
+            return Err(NotCompiled::NoSource);
+        }
         let mut to_switches = Vec::new();
         let mut to_hosts = Vec::new();
         for e in g.entries().iter().filter(|e| e.port != in_port) {

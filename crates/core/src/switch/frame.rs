@@ -3,8 +3,21 @@
 //! driver hands it `(now, in port, frame)` and sends the frames it returns.
 //!
 //! Per frame, in order:
-//! 1. **Learning.** The source MAC is learned on the arrival port; an IPv4 or ARP
-//!    sender address is learned as a host (port, MAC) unless pinned by configuration.
+//! 1. **Learning and the source guard** (issue 45). The source MAC is learned on the
+//!    arrival port; an IPv4 or ARP sender address is learned as a host (port, MAC)
+//!    unless pinned by configuration. A learned address is *bound* to its port: the
+//!    first port it is seen on keeps it until it ages out ([`FrameSwitchConfig::table_age`]
+//!    without a frame from it), so a stranger cannot move another host's binding by
+//!    sending from its address (counted `host_move_refused`; MACs likewise,
+//!    `mac_move_refused`). On a host port (any port not toward another switch) the
+//!    guard then drops, counted in `source_guard_drops`: every IPv4 frame whose source
+//!    lies in the switch's group space (those addresses are the switch's own; no host
+//!    sends from one), and every RoCE, MRP or PEEL frame (UDP 4791, 4792, 4793) whose
+//!    source address is not bound to the arrival port. An ARP whose sender address is
+//!    bound to another port, or lies in the group space, is dropped too
+//!    (`arp_spoof_drops`): it would poison the other hosts' ARP caches. A host's own
+//!    traffic — Soft-RoCE from its own address, gratuitous ARP — passes, and so does
+//!    everything on a port toward another switch (that switch guards its own hosts).
 //! 2. **ARP.** A request for a group address (the switch's [`GroupAddressSpace`]) is
 //!    answered by the switch (proxy ARP: the switch is where a group lives); any other
 //!    ARP is switched at layer 2 (flooded when broadcast).
@@ -15,7 +28,10 @@
 //!    multicast groups it joined, and the member cannot know the McstID in advance. A
 //!    refusal goes back to the leader as a [`SwitchReport`] datagram. An
 //!    [`MrpRelease`] from the group's source direction frees its table.
-//! 4. **RoCE to a group address** goes to the Cepheus engine
+//! 4. **RoCE to a group address** goes to the Cepheus engine, data only from the
+//!    group's source: the address and arrival port of the MRP registration that the
+//!    switch last accepted for it (the source moves only through authenticated MRP,
+//!    never by data; other data to the group is counted in `group_source_drops`)
 //!    ([`CepheusSwitch::handle_packet`], Cepheus §III-B/§III-D): replicas are bridged
 //!    to each member's connection ([`Bridge::apply`] on the parsed packet, checksum and
 //!    ICRC recomputed, IPv4 ident 0), feedback is emitted toward the source ([`FeedbackPacket::repr`](crate::fabric::cepheus::FeedbackPacket::repr)).
@@ -42,6 +58,13 @@
 //! 8. **Everything else** is switched at layer 2: by the learned MAC table, flooded
 //!    when the destination is broadcast, multicast or unknown.
 //!
+//! **Incarnations.** A registration marked as a new incarnation
+//! ([`MrpRepr::new_incarnation`]: a leader's first, not a refresh) starts the group's
+//! per-member acknowledgement state afresh (counted `mrp_new_incarnations`): a leader
+//! restarted within the lease gets no acknowledgement positions of its predecessor,
+//! and its first packet (`seq` 0) replaces the predecessor's tree, so members it no
+//! longer lists are not waited for.
+//!
 //! **Soft state.** With `group_lease` set, every accepted MRP registration (the first
 //! one or a leader's refresh) sets the group's lease to now + lease;
 //! [`handle_timeout`](FrameSwitch::handle_timeout) frees a group whose lease ran out
@@ -53,13 +76,32 @@
 //! malformed MRP or RoCE packet, or a copy whose ICRC does not verify is dropped and
 //! counted in [`FrameSwitchStats`].
 //!
-//! Memory: 8 bytes per learned MAC and 16 per host entry (plus `BTreeMap` nodes), a
-//! lease per group (12 B plus a node), 16 B per authenticated MRP sender (at most
-//! [`MAX_MRP_SENDERS`]), and
+//! **Bounded tables.** Every table keyed by what a host sends has a cap, an aging rule
+//! and a counted refusal, so a flood from one port costs the switch a stated amount of
+//! memory and the other ports nothing:
+//!
+//! | table            | cap (default), per host port / in all | ages                       | refusal counter     | bytes per entry |
+//! |------------------|----------------------------------------|----------------------------|---------------------|-----------------|
+//! | learned MACs     | 1,024 / 8,192                          | `table_age` (300 s) idle   | `mac_table_full`    | 40              |
+//! | learned hosts    | 64 / 4,096 (pinned hosts not counted)  | `table_age` idle           | `host_table_full`   | 48              |
+//! | IGMP memberships | 1,024 / 16,384                         | membership interval, or `table_age` without a querier | `igmp_table_full` | 24, + 320 per group |
+//! | groups (MFT)     | `max_groups` (1,024)                   | `group_lease` (5 s)        | `mrp_refused`       | ~1.2 KB on 8 ports, 3.3 KB on 64 |
+//! | allocations      | `max_groups`                           | `allocation_lease`         | `allocation_full`   | 48              |
+//! | MRP senders      | [`MAX_MRP_SENDERS`] (4,096), key holders only | never (counters must stay) | `mrp_replayed` | 16 |
+//!
+//! With the defaults on a 64-port switch that is at most 8,192 × 40 + 4,096 × 48 +
+//! 16,384 × 344 + 1,024 × (3.3 KB + 88) ≈ 9.6 MB of tables (per-port caps on switch
+//! ports: the global caps only, a switch port carries many hosts). Bytes per entry
+//! include `BTreeMap` node overhead; `rocast switch --stats` prints
+//! [`memory_bytes`](FrameSwitch::memory_bytes) beside the process's VmRSS and VmHWM.
+//!
+//! Memory: 40 bytes per learned MAC and 48 per host entry (`BTreeMap` nodes
+//! included), a lease and a source per group (12 + 40 B plus nodes), 16 B per
+//! authenticated MRP sender (at most [`MAX_MRP_SENDERS`]), and
 //! the Cepheus engine's tables (see [`CepheusSwitch::memory_bytes`]): about 1 KB per
 //! group on a 64-port switch; and the PEEL state ([`PeelSwitch::memory_bytes`]): k − 1
 //! static rules at a prefix-tier switch, 8 bytes plus 2 per member port per group at a
-//! rack switch; IGMP snooping's memberships, 10 bytes per (group, port).
+//! rack switch; IGMP snooping's memberships ([`IgmpSnooping::memory_bytes`]).
 
 use super::igmp_snooping::IgmpSnooping;
 use super::mrp_agent::{self, UnicastRoute, UnicastTable};
@@ -80,8 +122,8 @@ use crate::wire::mrp_auth::{seal_if_keyed, FabricKey, MrpCounter, ReplayGuard};
 use crate::wire::peel::{read_shim, strip_shim, PEEL_UDP_PORT};
 use crate::wire::{
     Ecn, EtherType, EthernetAddress, EthernetFrame, EthernetRepr, Ipv4Address, Ipv4Packet,
-    Ipv4Repr, RoceRepr, UdpPacket, UdpRepr, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, IP_PROTO_UDP,
-    ROCEV2_UDP_PORT, UDP_HEADER_LEN,
+    Ipv4Repr, Opcode, RoceRepr, UdpPacket, UdpRepr, ETHERNET_HEADER_LEN, IPV4_HEADER_LEN,
+    IP_PROTO_UDP, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
 };
 use std::collections::{BTreeMap, VecDeque};
 
@@ -127,6 +169,21 @@ pub struct FrameSwitchConfig {
     /// interval, and memberships age (RFC 3376 §8.4). `None`: no queries, and a
     /// membership lasts until its leave.
     pub igmp_query_interval: Option<Duration>,
+    /// Learned MACs held at most in all, and from one host port (module docs,
+    /// "Bounded tables"): a MAC past a cap is not learned (counted `mac_table_full`).
+    pub max_macs: usize,
+    pub max_macs_per_port: usize,
+    /// Learned host addresses (source-guard bindings) in all and from one host port;
+    /// pinned hosts do not count. An address past a cap is not bound (counted
+    /// `host_table_full`), so its RoCE is dropped by the source guard.
+    pub max_hosts: usize,
+    pub max_hosts_per_port: usize,
+    /// IGMP memberships in all and of one host port (counted `igmp_table_full`).
+    pub max_igmp_memberships: usize,
+    pub max_igmp_per_port: usize,
+    /// How long a learned MAC or host binding lives without a frame from it, and an
+    /// IGMP membership without a querier (with one, the membership interval).
+    pub table_age: Duration,
 }
 
 /// `rocast switch`'s default McstID block (a unicast block: Linux drops packets whose
@@ -149,6 +206,22 @@ pub const DEFAULT_GROUP_LEASE_MS: u64 = 5_000;
 pub const DEFAULT_ALLOCATION_LEASE_MS: u64 = 600_000;
 /// Authenticated MRP senders (port, address) a switch remembers counters for.
 pub const MAX_MRP_SENDERS: usize = 4096;
+/// `rocast switch`'s default table caps and idle age (module docs, "Bounded tables").
+pub const DEFAULT_MAX_MACS: usize = 8192;
+pub const DEFAULT_MAX_MACS_PER_PORT: usize = 1024;
+pub const DEFAULT_MAX_HOSTS: usize = 4096;
+/// A host port is one host (a lab namespace, a Soft-RoCE guest): a few addresses.
+pub const DEFAULT_MAX_HOSTS_PER_PORT: usize = 64;
+pub const DEFAULT_MAX_IGMP_MEMBERSHIPS: usize = 16_384;
+pub const DEFAULT_MAX_IGMP_PER_PORT: usize = 1024;
+/// Five minutes, a commodity switch's MAC aging time.
+pub const DEFAULT_TABLE_AGE_MS: u64 = 300_000;
+/// Bytes one learned MAC costs (key, entry, `BTreeMap` node share).
+pub const MAC_ENTRY_BYTES: usize = 40;
+/// Bytes one host entry costs.
+pub const HOST_ENTRY_BYTES: usize = 48;
+/// Bytes one group's source and lease cost.
+const GROUP_SOURCE_BYTES: usize = 40;
 /// `rocast switch`'s default MAC base.
 pub const DEFAULT_SWITCH_MAC: EthernetAddress = EthernetAddress([0x02, 0x72, 0x63, 0xfe, 0, 0]);
 
@@ -169,6 +242,13 @@ impl FrameSwitchConfig {
             allocation_lease: Duration::from_ms(DEFAULT_ALLOCATION_LEASE_MS),
             switch_ports: Vec::new(),
             igmp_query_interval: None,
+            max_macs: DEFAULT_MAX_MACS,
+            max_macs_per_port: DEFAULT_MAX_MACS_PER_PORT,
+            max_hosts: DEFAULT_MAX_HOSTS,
+            max_hosts_per_port: DEFAULT_MAX_HOSTS_PER_PORT,
+            max_igmp_memberships: DEFAULT_MAX_IGMP_MEMBERSHIPS,
+            max_igmp_per_port: DEFAULT_MAX_IGMP_PER_PORT,
+            table_age: Duration::from_ms(DEFAULT_TABLE_AGE_MS),
         }
     }
 }
@@ -253,6 +333,28 @@ pub struct FrameSwitchStats {
     /// flooding keeps hosts that never report, like an rxe QP attached without an
     /// IGMP join, reachable).
     pub mcast_unregistered: u64,
+    /// Frames from a host port dropped by the source guard (module docs, step 1):
+    /// from a group-space address, or RoCE/MRP/PEEL from an address not bound there.
+    pub source_guard_drops: u64,
+    /// ARP from a host port whose sender address is bound to another port or lies in
+    /// the group space: dropped.
+    pub arp_spoof_drops: u64,
+    /// Data to a group from other than its registered source (address and port).
+    pub group_source_drops: u64,
+    /// Accepted registrations marked as a new incarnation: each started its group's
+    /// ACK state afresh (a group's very first registration counts too).
+    pub mrp_new_incarnations: u64,
+    /// Learned addresses seen on another port while bound (not moved).
+    pub host_move_refused: u64,
+    /// Learned MACs seen on another port while fresh (not moved).
+    pub mac_move_refused: u64,
+    /// MACs, host addresses and IGMP memberships not learned: a cap was reached.
+    pub mac_table_full: u64,
+    pub host_table_full: u64,
+    pub igmp_table_full: u64,
+    /// Learned MACs and host bindings that aged out.
+    pub mac_expired: u64,
+    pub host_expired: u64,
 }
 
 /// A host the switch knows: the port it is behind and its MAC.
@@ -260,8 +362,18 @@ pub struct FrameSwitchStats {
 pub struct HostEntry {
     pub port: u16,
     pub mac: EthernetAddress,
-    /// Set by configuration; learning does not move it.
+    /// Set by configuration; learning does not move it, and it never ages.
     pub pinned: bool,
+    /// The last frame from it (learned entries age from here).
+    pub last_seen: Instant,
+}
+
+/// A MAC the switch knows: its port, as [`HostEntry`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct MacEntry {
+    port: u16,
+    pinned: bool,
+    last_seen: Instant,
 }
 
 /// One frame the pipeline made, waiting for [`FrameSwitch::poll_transmit`].
@@ -277,8 +389,18 @@ pub struct FrameSwitch {
     cfg: FrameSwitchConfig,
     cepheus: CepheusSwitch,
     peel: Option<PeelSwitch>,
-    macs: BTreeMap<[u8; 6], u16>,
+    macs: BTreeMap<[u8; 6], MacEntry>,
     hosts: BTreeMap<u32, HostEntry>,
+    /// Learned (not pinned) MACs and hosts per port, for the per-port caps.
+    learned_macs_per_port: Vec<u32>,
+    learned_hosts_per_port: Vec<u32>,
+    learned_macs: usize,
+    learned_hosts: usize,
+    /// When learned MACs and hosts are next swept for age (`None`: none learned).
+    next_sweep: Option<Instant>,
+    /// Per group (McstID as u32) its source: the address and arrival port of the MRP
+    /// registration last accepted for it (module docs, step 4).
+    group_sources: BTreeMap<u32, (Ipv4Address, u16)>,
     stats: FrameSwitchStats,
     /// Frames made and not yet polled.
     tx: VecDeque<OutFrame>,
@@ -328,18 +450,37 @@ fn is_unicast_mac(m: EthernetAddress) -> bool {
     m.0[0] & 1 == 0
 }
 
+/// Whether an IPv4 packet is UDP to RoCEv2's, MRP's or PEEL's port: what the source
+/// guard holds to the bindings.
+fn carries_roce<T: AsRef<[u8]>>(ip: &Ipv4Packet<T>) -> bool {
+    ip.protocol() == IP_PROTO_UDP
+        && UdpPacket::new_checked(ip.payload())
+            .is_ok_and(|u| matches!(u.dst_port(), ROCEV2_UDP_PORT | MRP_UDP_PORT | PEEL_UDP_PORT))
+}
+
 impl FrameSwitch {
     pub fn new(cfg: FrameSwitchConfig, cnp_filter: Box<dyn CnpFilter>) -> Self {
         let cepheus = CepheusSwitch::new(cfg.ports, cfg.max_groups, cnp_filter)
             .with_group_space(cfg.group_space);
         let peel = cfg.peel.clone().map(PeelSwitch::new);
-        let igmp = IgmpSnooping::new(cfg.igmp_query_interval);
+        let igmp = IgmpSnooping::new(cfg.igmp_query_interval).with_limits(
+            cfg.max_igmp_memberships,
+            cfg.max_igmp_per_port,
+            cfg.table_age,
+        );
+        let ports = cfg.ports as usize;
         FrameSwitch {
             cfg,
             cepheus,
             peel,
             macs: BTreeMap::new(),
             hosts: BTreeMap::new(),
+            learned_macs_per_port: vec![0; ports],
+            learned_hosts_per_port: vec![0; ports],
+            learned_macs: 0,
+            learned_hosts: 0,
+            next_sweep: None,
+            group_sources: BTreeMap::new(),
             stats: FrameSwitchStats::default(),
             tx: VecDeque::new(),
             igmp,
@@ -395,13 +536,21 @@ impl FrameSwitch {
     pub fn learned_macs(&self) -> usize {
         self.macs.len()
     }
-    /// Bytes of the tables (the figure `rocast switch --stats` prints).
+    /// Bytes of the tables (the figure `rocast switch --stats` prints beside the
+    /// process's own VmRSS).
     pub fn memory_bytes(&self) -> usize {
         self.cepheus.memory_bytes()
             + self.peel.as_ref().map_or(0, PeelSwitch::memory_bytes)
-            + self.macs.len() * 8
-            + self.hosts.len() * 16
+            + self.macs.len() * MAC_ENTRY_BYTES
+            + self.hosts.len() * HOST_ENTRY_BYTES
+            + self.group_sources.len() * GROUP_SOURCE_BYTES
+            + self.allocations.len() * HOST_ENTRY_BYTES
             + self.igmp.memory_bytes()
+    }
+    /// The source a group's data is accepted from: (address, arrival port) of its last
+    /// accepted registration.
+    pub fn group_source(&self, mcst_id: Ipv4Address) -> Option<(Ipv4Address, u16)> {
+        self.group_sources.get(&mcst_id.to_u32()).copied()
     }
 
     /// Pins host `ip` behind `port` with `mac` (configuration, not learning).
@@ -417,16 +566,113 @@ impl FrameSwitch {
         if !self.is_host_address(ip) || !is_unicast_mac(mac) {
             return Err(format!("host {ip}: not a unicast host address and MAC"));
         }
-        self.hosts.insert(
-            ip.to_u32(),
-            HostEntry {
-                port,
-                mac,
-                pinned: true,
-            },
-        );
-        self.macs.insert(mac.0, port);
+        let pinned_host = HostEntry {
+            port,
+            mac,
+            pinned: true,
+            last_seen: Instant::ZERO,
+        };
+        if let Some(old) = self.hosts.insert(ip.to_u32(), pinned_host) {
+            if !old.pinned {
+                self.forget_learned_host(old.port);
+            }
+        }
+        let pinned_mac = MacEntry {
+            port,
+            pinned: true,
+            last_seen: Instant::ZERO,
+        };
+        if let Some(old) = self.macs.insert(mac.0, pinned_mac) {
+            if !old.pinned {
+                self.forget_learned_mac(old.port);
+            }
+        }
         Ok(())
+    }
+
+    fn forget_learned_host(&mut self, port: u16) {
+        self.learned_hosts -= 1;
+        self.learned_hosts_per_port[port as usize] -= 1;
+    }
+    fn forget_learned_mac(&mut self, port: u16) {
+        self.learned_macs -= 1;
+        self.learned_macs_per_port[port as usize] -= 1;
+    }
+
+    /// Whether a learned entry last seen at `last_seen` is still fresh at `now`.
+    fn fresh(&self, last_seen: Instant, now: Instant) -> bool {
+        now < last_seen + self.cfg.table_age
+    }
+
+    /// Whether `port` may learn one more entry: `per_port` of its own (host ports
+    /// only) and `total` in all under the caps.
+    fn under_caps(
+        &self,
+        port: u16,
+        per_port: u32,
+        max_per_port: usize,
+        total: usize,
+        max: usize,
+    ) -> bool {
+        total < max && (self.toward_switch(port) || (per_port as usize) < max_per_port)
+    }
+
+    /// Arms the age sweep once something learned exists.
+    fn arm_sweep(&mut self, now: Instant) {
+        if self.next_sweep.is_none() {
+            self.next_sweep = Some(now + self.sweep_interval());
+        }
+    }
+    fn sweep_interval(&self) -> Duration {
+        Duration::from_ps((self.cfg.table_age.as_ps() / 4).max(1))
+    }
+
+    /// Learns `mac` on `port` (module docs, step 1): a fresh entry on another port
+    /// stays where it is.
+    fn learn_mac(&mut self, now: Instant, mac: EthernetAddress, port: u16) {
+        match self.macs.get(&mac.0).copied() {
+            Some(e) if e.port == port => {
+                if !e.pinned {
+                    if let Some(e) = self.macs.get_mut(&mac.0) {
+                        e.last_seen = now;
+                    }
+                }
+            }
+            Some(e) if e.pinned || self.fresh(e.last_seen, now) => self.stats.mac_move_refused += 1,
+            old => {
+                let per_port = self.learned_macs_per_port[port as usize];
+                let total = self.learned_macs - old.map_or(0, |_| 1);
+                if !self.under_caps(
+                    port,
+                    per_port,
+                    self.cfg.max_macs_per_port,
+                    total,
+                    self.cfg.max_macs,
+                ) {
+                    self.stats.mac_table_full += 1;
+                    return;
+                }
+                if let Some(o) = old {
+                    self.forget_learned_mac(o.port);
+                }
+                self.macs.insert(
+                    mac.0,
+                    MacEntry {
+                        port,
+                        pinned: false,
+                        last_seen: now,
+                    },
+                );
+                self.learned_macs += 1;
+                self.learned_macs_per_port[port as usize] += 1;
+                self.arm_sweep(now);
+            }
+        }
+    }
+
+    /// Whether `ip` is bound to `port` (the source guard's test).
+    fn bound_to(&self, ip: Ipv4Address, port: u16) -> bool {
+        self.hosts.get(&ip.to_u32()).is_some_and(|h| h.port == port)
     }
 
     /// The MAC the switch sends from on `port`.
@@ -441,25 +687,49 @@ impl FrameSwitch {
         v != 0 && v != u32::MAX && v >> 28 != 0xe && !self.cfg.group_space.contains(ip)
     }
 
-    fn learn_host(&mut self, ip: Ipv4Address, port: u16, mac: EthernetAddress) {
+    /// Binds `ip` to `port` (module docs, step 1): first come, kept while fresh.
+    fn learn_host(&mut self, now: Instant, ip: Ipv4Address, port: u16, mac: EthernetAddress) {
         if !self.is_host_address(ip) || !is_unicast_mac(mac) {
             return;
         }
-        match self.hosts.get_mut(&ip.to_u32()) {
+        let key = ip.to_u32();
+        match self.hosts.get(&key).copied() {
             Some(h) if h.pinned => {}
-            Some(h) => {
-                h.port = port;
-                h.mac = mac;
+            Some(h) if h.port == port => {
+                if let Some(h) = self.hosts.get_mut(&key) {
+                    h.mac = mac;
+                    h.last_seen = now;
+                }
             }
-            None => {
+            Some(h) if self.fresh(h.last_seen, now) => self.stats.host_move_refused += 1,
+            old => {
+                let per_port = self.learned_hosts_per_port[port as usize];
+                let total = self.learned_hosts - old.map_or(0, |_| 1);
+                if !self.under_caps(
+                    port,
+                    per_port,
+                    self.cfg.max_hosts_per_port,
+                    total,
+                    self.cfg.max_hosts,
+                ) {
+                    self.stats.host_table_full += 1;
+                    return;
+                }
+                if let Some(o) = old {
+                    self.forget_learned_host(o.port);
+                }
                 self.hosts.insert(
-                    ip.to_u32(),
+                    key,
                     HostEntry {
                         port,
                         mac,
                         pinned: false,
+                        last_seen: now,
                     },
                 );
+                self.learned_hosts += 1;
+                self.learned_hosts_per_port[port as usize] += 1;
+                self.arm_sweep(now);
             }
         }
     }
@@ -512,13 +782,23 @@ impl FrameSwitch {
         };
         let (src, dst) = (eth.src_addr(), eth.dst_addr());
         if is_unicast_mac(src) {
-            self.macs.insert(src.0, in_port);
+            self.learn_mac(now, src, in_port);
         }
         match eth.ethertype() {
             EtherType::Arp => match ArpRepr::parse(eth.payload()) {
                 Err(_) => self.stats.malformed += 1,
                 Ok(a) => {
-                    self.learn_host(a.sender_ip, in_port, a.sender_mac);
+                    self.learn_host(now, a.sender_ip, in_port, a.sender_mac);
+                    if !self.toward_switch(in_port)
+                        && (self.cfg.group_space.contains(a.sender_ip)
+                            || self
+                                .hosts
+                                .get(&a.sender_ip.to_u32())
+                                .is_some_and(|h| h.port != in_port))
+                    {
+                        self.stats.arp_spoof_drops += 1;
+                        return;
+                    }
                     if a.operation == ArpOperation::Request
                         && self.cfg.group_space.contains(a.target_ip)
                     {
@@ -549,7 +829,7 @@ impl FrameSwitch {
 
     /// Layer-2 switching: to the learned port, else flooded.
     fn l2_forward(&mut self, in_port: u16, frame: &[u8], dst: EthernetAddress) {
-        match self.macs.get(&dst.0).copied() {
+        match self.macs.get(&dst.0).map(|e| e.port) {
             Some(p) if is_unicast_mac(dst) => {
                 if p == in_port {
                     self.stats.hairpin_drops += 1;
@@ -582,7 +862,17 @@ impl FrameSwitch {
         // Link-layer padding is not part of the packet.
         let ip_bytes = &frame[ETHERNET_HEADER_LEN..ETHERNET_HEADER_LEN + ip.total_len() as usize];
         let (src_ip, dst_ip) = (ip.src_addr(), ip.dst_addr());
-        self.learn_host(src_ip, in_port, src_mac);
+        let guarded = !self.toward_switch(in_port);
+        if guarded && self.cfg.group_space.contains(src_ip) {
+            // The group addresses are the switch's own: no host sends from one.
+            self.stats.source_guard_drops += 1;
+            return;
+        }
+        self.learn_host(now, src_ip, in_port, src_mac);
+        if guarded && carries_roce(&ip) && !self.bound_to(src_ip, in_port) {
+            self.stats.source_guard_drops += 1;
+            return;
+        }
         if self.peel.is_some() && ip.protocol() == IP_PROTO_UDP {
             if let Ok(u) = UdpPacket::new_checked(ip.payload()) {
                 if u.dst_port() == PEEL_UDP_PORT {
@@ -676,9 +966,11 @@ impl FrameSwitch {
             Ok(IgmpRepr::Membership(changes)) => {
                 self.stats.igmp_reports += 1;
                 let to_switch = self.toward_switch(in_port);
+                let refused = self.igmp.refused();
                 for c in changes {
                     self.igmp.apply(now, in_port, to_switch, c);
                 }
+                self.stats.igmp_table_full += self.igmp.refused() - refused;
                 let up: Vec<u16> = (0..self.cfg.ports)
                     .filter(|&p| p != in_port && self.toward_switch(p))
                     .collect();
@@ -798,6 +1090,17 @@ impl FrameSwitch {
         // Verified once here; each bridged copy then gets a fresh ICRC from `emit`.
         if !pkt.icrc_ok(ip_bytes) {
             self.stats.bad_icrc += 1;
+            return;
+        }
+        // Data (not feedback) to a held group only from its registered source: the
+        // source moves through MRP, never by one data packet (module docs, step 4).
+        let dst = pkt.ip.dst_addr;
+        let data = pkt.bth.opcode != Opcode::CNP && pkt.ext.aeth.is_none();
+        if data
+            && self.cepheus.group(dst).is_some()
+            && self.group_sources.get(&dst.to_u32()) != Some(&(pkt.ip.src_addr, in_port))
+        {
+            self.stats.group_source_drops += 1;
             return;
         }
         if self.cepheus.handle_packet(now, in_port, &pkt) == Handling::NotMulticast {
@@ -955,6 +1258,7 @@ impl FrameSwitch {
                 Some(next) => {
                     self.stats.mrp_released += 1;
                     self.leases.remove(&rel.mcst_id.to_u32());
+                    self.group_sources.remove(&rel.mcst_id.to_u32());
                     let mut body = [0u8; 8];
                     rel.emit(&mut body);
                     for port in next {
@@ -973,7 +1277,21 @@ impl FrameSwitch {
         }
         let (mcst, result) = match MrpRepr::parse(payload) {
             Ok(m) => {
-                let r = match self.allocation_check(m.mcst_id, leader, in_port) {
+                let check = self.allocation_check(m.mcst_id, leader, in_port);
+                // A new incarnation's first packet replaces the tree its predecessor
+                // left (same direction only: another direction stays a conflict), so
+                // a member the new leader no longer lists cannot hold its ACKs back.
+                if check.is_ok()
+                    && m.new_incarnation
+                    && m.seq == 0
+                    && self
+                        .cepheus
+                        .group(m.mcst_id)
+                        .is_some_and(|g| g.ack_out_port == Some(in_port))
+                {
+                    self.cepheus.remove_group(m.mcst_id);
+                }
+                let r = match check {
                     Err(e) => Err(e),
                     Ok(()) => mrp_agent::handle_mrp(
                         &mut self.cepheus,
@@ -982,6 +1300,13 @@ impl FrameSwitch {
                         &HostRoutes(&self.hosts, &self.cfg.switch_ports),
                     ),
                 };
+                if r.is_ok() {
+                    self.group_sources
+                        .insert(m.mcst_id.to_u32(), (leader, in_port));
+                    if m.new_incarnation && self.cepheus.reset_group_feedback(m.mcst_id) {
+                        self.stats.mrp_new_incarnations += 1;
+                    }
+                }
                 (m.mcst_id, r)
             }
             Err(_) => {
@@ -1174,6 +1499,7 @@ impl FrameSwitch {
     /// Forgets a group (the controller tearing it down, or an operator).
     pub fn remove_group(&mut self, mcst_id: Ipv4Address) -> bool {
         self.leases.remove(&mcst_id.to_u32());
+        self.group_sources.remove(&mcst_id.to_u32());
         self.cepheus.remove_group(mcst_id)
     }
 
@@ -1182,6 +1508,7 @@ impl FrameSwitch {
     pub fn poll_timeout(&self) -> Option<Instant> {
         [
             self.next_expiry,
+            self.next_sweep,
             self.igmp.poll_timeout(),
             self.cepheus.poll_at(),
         ]
@@ -1205,6 +1532,9 @@ impl FrameSwitch {
             }
         }
         self.stats.igmp_expired += self.igmp.expire(now);
+        if self.next_sweep.is_some_and(|t| t <= now) {
+            self.sweep(now);
+        }
         if self.igmp.poll_query(now) {
             let hosts: Vec<u16> = (0..self.cfg.ports)
                 .filter(|&p| !self.toward_switch(p))
@@ -1224,6 +1554,7 @@ impl FrameSwitch {
             .collect();
         for id in expired {
             self.leases.remove(&id);
+            self.group_sources.remove(&id);
             if self.cepheus.remove_group(Ipv4Address::from_u32(id)) {
                 self.stats.lease_expired += 1;
             }
@@ -1237,6 +1568,36 @@ impl FrameSwitch {
             .copied()
             .chain(self.allocations.values().map(|a| a.until))
             .min();
+    }
+
+    /// Forgets learned MACs and host bindings idle for `table_age` (pinned ones stay).
+    fn sweep(&mut self, now: Instant) {
+        let age = self.cfg.table_age;
+        let stale = |seen: Instant| now >= seen + age;
+        let gone_macs: Vec<([u8; 6], u16)> = self
+            .macs
+            .iter()
+            .filter(|(_, e)| !e.pinned && stale(e.last_seen))
+            .map(|(&m, e)| (m, e.port))
+            .collect();
+        for (m, port) in gone_macs {
+            self.macs.remove(&m);
+            self.forget_learned_mac(port);
+            self.stats.mac_expired += 1;
+        }
+        let gone_hosts: Vec<(u32, u16)> = self
+            .hosts
+            .iter()
+            .filter(|(_, h)| !h.pinned && stale(h.last_seen))
+            .map(|(&ip, h)| (ip, h.port))
+            .collect();
+        for (ip, port) in gone_hosts {
+            self.hosts.remove(&ip);
+            self.forget_learned_host(port);
+            self.stats.host_expired += 1;
+        }
+        self.next_sweep =
+            (self.learned_macs + self.learned_hosts > 0).then(|| now + self.sweep_interval());
     }
 
     /// When `mcst_id`'s lease runs out (`None`: no lease, or no such group).

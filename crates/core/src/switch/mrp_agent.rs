@@ -215,6 +215,7 @@ pub fn handle_mrp(
                     seq: mrp.seq,
                     total: mrp.total,
                     write: mrp.write,
+                    new_incarnation: mrp.new_incarnation,
                     members,
                 },
             )

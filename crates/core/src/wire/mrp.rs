@@ -12,6 +12,7 @@
 //!  +------+------+-------+-------+-------+----------------------------+
 //!  member record: IPv4 (4) | QPN (4, top byte zero)
 //!                 [ VA (8) | RKey (4) ]   when flags bit 0 (a WRITE group)
+//! flags: bit 0 WRITE, bit 4 NEW (a new incarnation of the group's leader)
 //! ```
 //!
 //! `seq` numbers the packets of one registration from 0; `total` is how many there are.
@@ -20,7 +21,13 @@
 //! (20 bytes) fit [`MRP_MAX_WRITE_MEMBERS`] = 73. Larger groups span several packets
 //! ([`MrpRepr::split`]), at most 255.
 //!
-//! Parsing is strict: flags bits other than bit 0, `seq >= total`, a QPN over 24 bits,
+//! **Incarnations** (rocast's addition, issue 45): a leader's first registration (and
+//! its resends) sets flags bit 4, [`MrpRepr::new_incarnation`]; its refreshes do not.
+//! A switch resets the group's per-member acknowledgement state on a new incarnation
+//! (a restarted leader's PSNs are not comparable with the old one's) and keeps it on
+//! a refresh, so the difference is explicit on the wire rather than guessed.
+//!
+//! Parsing is strict: flags bits other than bits 0 and 4, `seq >= total`, a QPN over 24 bits,
 //! or a length other than exactly `8 + count × record` are errors, so a switch drops
 //! and counts a malformed registration instead of half-applying it.
 //!
@@ -43,6 +50,8 @@ pub const MRP_MAX_WRITE_MEMBERS: usize = (MRP_MAX_PAYLOAD - MRP_HEADER_LEN) / MR
 const FLAG_WRITE: u8 = 1;
 const FLAG_RELEASE: u8 = 2;
 const FLAG_PRUNE: u8 = 4;
+/// Flags bit 4: a registration of a new incarnation (module docs).
+const FLAG_NEW_INCARNATION: u8 = 16;
 /// Bytes of one pruned member's record (its IPv4 address).
 pub const MRP_PRUNE_RECORD_LEN: usize = 4;
 /// Members one prune packet can name: its count is one byte (8 + 255 × 4 bytes fit
@@ -240,6 +249,9 @@ pub struct MrpRepr {
     pub total: u8,
     /// Members carry (VA, RKey): all of them, or none.
     pub write: bool,
+    /// A new incarnation of the group's leader (its first registration), not a
+    /// refresh: switches start the group's acknowledgement state afresh.
+    pub new_incarnation: bool,
     pub members: Vec<MrpMember>,
 }
 
@@ -272,7 +284,7 @@ impl MrpRepr {
             return Err(Error::Truncated("mrp header"));
         }
         let (seq, total, count, flags) = (b[4], b[5], b[6] as usize, b[7]);
-        if flags & !FLAG_WRITE != 0 {
+        if flags & !(FLAG_WRITE | FLAG_NEW_INCARNATION) != 0 {
             return Err(Error::Unsupported("mrp flags"));
         }
         if total == 0 || seq >= total {
@@ -308,6 +320,7 @@ impl MrpRepr {
             seq,
             total,
             write,
+            new_incarnation: flags & FLAG_NEW_INCARNATION != 0,
             members,
         })
     }
@@ -323,7 +336,12 @@ impl MrpRepr {
         b[4] = self.seq;
         b[5] = self.total;
         b[6] = self.members.len() as u8;
-        b[7] = if self.write { FLAG_WRITE } else { 0 };
+        b[7] = if self.write { FLAG_WRITE } else { 0 }
+            | if self.new_incarnation {
+                FLAG_NEW_INCARNATION
+            } else {
+                0
+            };
         let rec = Self::record_len(self.write);
         for (i, m) in self.members.iter().enumerate() {
             let at = MRP_HEADER_LEN + i * rec;
@@ -378,6 +396,7 @@ impl MrpRepr {
                 seq: i as u8,
                 total,
                 write,
+                new_incarnation: false,
                 members: c.to_vec(),
             })
             .collect())
@@ -531,6 +550,7 @@ mod tests {
             seq: 1,
             total: 2,
             write: true,
+            new_incarnation: false,
             members: vec![member(0, true)],
         };
         let mut b = vec![0u8; p.buffer_len()];
@@ -565,6 +585,14 @@ mod tests {
         };
         assert_eq!(bad(&|b| b.truncate(5)), Err(Error::Truncated("mrp header")));
         assert_eq!(bad(&|b| b[7] = 2), Err(Error::Unsupported("mrp flags")));
+        assert_eq!(bad(&|b| b[7] = 0x20), Err(Error::Unsupported("mrp flags")));
+        // Bit 4 is a new incarnation, not an error, and round-trips.
+        let fresh = bad(&|b| b[7] = 0x10).unwrap();
+        assert!(fresh.new_incarnation && !fresh.write);
+        let mut b = vec![0u8; fresh.buffer_len()];
+        fresh.emit(&mut b);
+        assert_eq!(b[7], 0x10);
+        assert!(!MrpRepr::parse(&good).unwrap().new_incarnation);
         assert_eq!(bad(&|b| b[4] = 1), Err(Error::Malformed("mrp seq/total")));
         assert_eq!(bad(&|b| b[5] = 0), Err(Error::Malformed("mrp seq/total")));
         assert_eq!(bad(&|b| b[6] = 3), Err(Error::Truncated("mrp members")));

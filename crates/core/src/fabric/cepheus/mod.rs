@@ -367,6 +367,22 @@ impl CepheusSwitch {
         true
     }
 
+    /// Starts `mcst_id`'s acknowledgement state afresh (every path's AckPSN, the
+    /// aggregate, triPort, MePSN) and its CNP-filter state, keeping the tree: a new
+    /// incarnation of the group's leader registered (its PSNs are not comparable with
+    /// the old incarnation's, whose positions would otherwise filter the new data
+    /// away). Returns false when the switch holds no such group.
+    pub fn reset_group_feedback(&mut self, mcst_id: Ipv4Address) -> bool {
+        let Some(g) = self.groups.get_mut(&mcst_id.to_u32()) else {
+            return false;
+        };
+        g.reset_feedback();
+        g.resync = false;
+        self.cnp_filter.forget(mcst_id.to_u32());
+        self.held_cnp_headers.remove(&mcst_id.to_u32());
+        true
+    }
+
     /// Removes a group's table.
     pub fn remove_group(&mut self, mcst_id: Ipv4Address) -> bool {
         let Some(g) = self.groups.remove(&mcst_id.to_u32()) else {

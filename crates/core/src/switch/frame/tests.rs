@@ -914,3 +914,219 @@ fn members_behind_a_switch_port_get_one_switch_hop_and_unbridged_copies() {
     assert_eq!(copies[1].port, 3);
     assert_ne!(up.ip.dst_addr, MCST, "bridged to one host");
 }
+
+/// One RoCE frame from port `port` (its host's MAC) carrying `r`; what came out.
+fn roce_in(sw: &mut FrameSwitch, at: Instant, port: u16, r: &RoceRepr<'_>) -> Vec<OutFrame> {
+    let mut out = Vec::new();
+    sw.handle_frame_into(at, port, &roce_frame(port, sw.port_mac(port), r), &mut out);
+    out
+}
+
+/// A SEND from `src` to `dst` (any RoCE an end host might send).
+fn send_from(src: Ipv4Address, dst: Ipv4Address, psn: u32) -> RoceRepr<'static> {
+    let mut r = send_only(psn);
+    r.ip.src_addr = src;
+    r.ip.dst_addr = dst;
+    r
+}
+
+#[test]
+fn the_source_guard_drops_roce_from_addresses_not_bound_to_the_port() {
+    let mut sw = switch(4);
+    // h3 claims h1's address toward h0: h1 is bound (pinned) to port 1.
+    assert!(roce_in(&mut sw, now(), 3, &send_from(ip(1), ip(0), 1)).is_empty());
+    // h3 sends from the group's address, and from another group-space address.
+    assert!(roce_in(&mut sw, now(), 3, &send_from(MCST, ip(1), 1)).is_empty());
+    let other = Ipv4Address::new(10, 77, 0, 131);
+    assert!(roce_in(&mut sw, now(), 3, &send_from(other, ip(1), 1)).is_empty());
+    assert_eq!(sw.stats().source_guard_drops, 3);
+    assert_eq!(sw.hosts().find(|(a, _)| *a == ip(1)).unwrap().1.port, 1);
+    // Its own address passes: Soft-RoCE from a host's own address is untouched.
+    let out = roce_in(&mut sw, now(), 3, &send_from(ip(3), ip(0), 1));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 0);
+    assert_eq!(sw.stats().source_guard_drops, 3);
+    // ARP claiming h1's address from port 3 would poison caches: dropped.
+    let spoof = ArpRepr {
+        operation: ArpOperation::Reply,
+        sender_mac: mac(3),
+        sender_ip: ip(1),
+        target_mac: mac(0),
+        target_ip: ip(0),
+    };
+    let mut body = [0u8; ARP_LEN];
+    spoof.emit(&mut body);
+    let mut out = Vec::new();
+    sw.handle_frame_into(
+        now(),
+        3,
+        &frame(mac(3), mac(0), EtherType::Arp, &body),
+        &mut out,
+    );
+    assert!(out.is_empty());
+    assert_eq!(sw.stats().arp_spoof_drops, 1);
+}
+
+#[test]
+fn a_learned_binding_sticks_to_its_port_until_it_ages_out() {
+    let mut sw = FrameSwitch::new(
+        FrameSwitchConfig {
+            group_lease: None,
+            table_age: Duration::from_ms(1000),
+            ..FrameSwitchConfig::new(4)
+        },
+        Box::new(ForwardAllCnp),
+    );
+    let t = |ms: u64| Instant::from_ps(ms * 1_000_000_000);
+    // h0 and h1 are learned from their own traffic (first come): h0's frame is
+    // flooded (h1 unknown yet), h1's then goes to h0 alone.
+    assert_eq!(
+        roce_in(&mut sw, t(0), 0, &send_from(ip(0), ip(1), 1)).len(),
+        3
+    );
+    assert_eq!(
+        roce_in(&mut sw, t(0), 1, &send_from(ip(1), ip(0), 1)).len(),
+        1
+    );
+    // A stranger on port 3 cannot take h1's address while h1 is fresh.
+    assert!(roce_in(&mut sw, t(500), 3, &send_from(ip(1), ip(0), 2)).is_empty());
+    assert_eq!(sw.stats().host_move_refused, 1);
+    assert_eq!(sw.stats().source_guard_drops, 1);
+    // h1 keeps it fresh (seen at 900 ms: bound until 1900 ms) ...
+    roce_in(&mut sw, t(900), 1, &send_from(ip(1), ip(0), 3));
+    assert!(roce_in(&mut sw, t(1800), 3, &send_from(ip(1), ip(0), 4)).is_empty());
+    assert_eq!(sw.stats().source_guard_drops, 2);
+    // ... then goes quiet: aged out, the address may be bound anew (h1 moved).
+    assert!(sw.poll_timeout().is_some(), "a sweep is due");
+    sw.handle_timeout(t(1899));
+    assert_eq!(sw.stats().host_expired, 1, "h0, quiet since 0 ms");
+    sw.handle_timeout(t(3000));
+    assert_eq!(sw.stats().host_expired, 2);
+    roce_in(&mut sw, t(3000), 3, &send_from(ip(1), ip(0), 5));
+    assert_eq!(sw.stats().source_guard_drops, 2, "bound anew, not dropped");
+    assert_eq!(sw.hosts().find(|(a, _)| *a == ip(1)).unwrap().1.port, 3);
+}
+
+#[test]
+fn host_and_mac_floods_from_one_port_stop_at_its_caps_and_are_counted() {
+    let mut sw = FrameSwitch::new(
+        FrameSwitchConfig {
+            max_hosts_per_port: 4,
+            max_macs_per_port: 8,
+            max_igmp_per_port: 3,
+            ..FrameSwitchConfig::new(4)
+        },
+        Box::new(ForwardAllCnp),
+    );
+    sw.add_host(ip(0), 0, mac(0)).unwrap();
+    let before = sw.memory_bytes();
+    for k in 0..1000u32 {
+        let src = Ipv4Address::from_u32(0x0a80_0000 + k);
+        let m = EthernetAddress([2, 0x55, 0, (k >> 8) as u8, k as u8, 1]);
+        let r = send_from(src, ip(0), k);
+        let mut b = vec![0u8; r.buffer_len()];
+        r.emit(&mut b);
+        sw.handle_frame(now(), 3, &frame(m, mac(0), EtherType::Ipv4, &b));
+        while sw.poll_transmit(now(), &mut [0u8; 2048]).is_some() {}
+    }
+    assert_eq!(sw.hosts().filter(|(_, h)| h.port == 3).count(), 4);
+    assert_eq!(
+        sw.learned_macs(),
+        1 + 8,
+        "h0's pinned MAC and port 3's eight"
+    );
+    assert_eq!(sw.stats().host_table_full, 996);
+    assert_eq!(sw.stats().mac_table_full, 992);
+    assert_eq!(sw.stats().source_guard_drops, 996, "unbound sources' RoCE");
+    assert_eq!(
+        sw.memory_bytes() - before,
+        4 * HOST_ENTRY_BYTES + 8 * MAC_ENTRY_BYTES
+    );
+    // The other ports still learn.
+    roce_in(&mut sw, now(), 1, &send_from(ip(1), ip(0), 1));
+    assert!(sw.hosts().any(|(a, h)| a == ip(1) && h.port == 1));
+}
+
+#[test]
+fn data_to_a_group_from_other_than_its_registered_source_is_a_counted_drop() {
+    let mut sw = switch(4);
+    register(&mut sw);
+    assert_eq!(sw.group_source(MCST), Some((ip(0), 0)));
+    // h2, a member, sends data to the group from its own address: refused, and the
+    // source stays h0's.
+    assert!(roce_in(&mut sw, now(), 2, &send_from(ip(2), MCST, 9)).is_empty());
+    assert_eq!(sw.stats().group_source_drops, 1);
+    assert_eq!(sw.cepheus().stats.source_switches, 0);
+    assert_eq!(sw.cepheus().group(MCST).unwrap().ack_out_port, Some(0));
+    // Feedback from a member is not data: aggregated as before.
+    let out = roce_in(&mut sw, now(), 0, &send_only(0));
+    assert_eq!(out.len(), 3, "h0's data replicated to h1..h3");
+    roce_in(&mut sw, now(), 2, &ack(2, 0));
+    assert_eq!(sw.cepheus().stats.acks_in, 1);
+    assert_eq!(sw.stats().group_source_drops, 1);
+}
+
+#[test]
+fn a_new_incarnations_registration_resets_the_groups_ack_state_and_a_refresh_keeps_it() {
+    let mut sw = switch(4);
+    register(&mut sw);
+    roce_in(&mut sw, now(), 0, &send_only(5));
+    for p in 1..4 {
+        roce_in(&mut sw, now(), p, &ack(p, 5));
+    }
+    let acked = |sw: &FrameSwitch| {
+        let g = sw.cepheus().group(MCST).unwrap();
+        g.entries().iter().filter(|e| e.ack_psn.is_some()).count()
+    };
+    assert_eq!(acked(&sw), 3);
+    // A refresh (what a running leader sends) keeps the positions.
+    mrp_from(&mut sw, now(), 0, &registration_body());
+    assert_eq!(acked(&sw), 3);
+    assert_eq!(sw.stats().mrp_new_incarnations, 0);
+    // The restarted leader's first registration is a new incarnation: fresh state,
+    // so its data from PSN 0 is not filtered as already acknowledged.
+    let mut m = spec().mrp_packets().remove(0);
+    m.new_incarnation = true;
+    let mut body = vec![0u8; m.buffer_len()];
+    m.emit(&mut body);
+    mrp_from(&mut sw, now(), 0, &body);
+    assert_eq!(sw.stats().mrp_new_incarnations, 1);
+    assert_eq!(acked(&sw), 0);
+    assert_eq!(sw.cepheus().group(MCST).unwrap().agg_ack_psn, None);
+    assert_eq!(roce_in(&mut sw, now(), 0, &send_only(0)).len(), 3);
+}
+
+#[test]
+fn a_new_incarnation_replaces_the_tree_so_a_member_it_no_longer_lists_holds_nothing_back() {
+    let mut sw = switch(4);
+    register(&mut sw);
+    assert_eq!(sw.group_members(MCST).len(), 4, "h0..h3");
+    // The restarted leader has h1 only.
+    let member = |p: u16| MrpMember {
+        ip: ip(p),
+        qpn: qpn(p) + 0x1000,
+        region: None,
+    };
+    let space = GroupAddressSpace::parse("10.77.0.128/25").unwrap();
+    let spec = GroupSpec::in_space(space, MCST, member(0), vec![member(1)]).unwrap();
+    let mut m = spec.mrp_packets().remove(0);
+    m.new_incarnation = true;
+    let mut body = vec![0u8; m.buffer_len()];
+    m.emit(&mut body);
+    mrp_from(&mut sw, now(), 0, &body);
+    let members: Vec<(u16, u32)> = sw
+        .group_members(MCST)
+        .iter()
+        .map(|&(p, _, q)| (p, q))
+        .collect();
+    assert_eq!(members, vec![(0, qpn(0) + 0x1000), (1, qpn(1) + 0x1000)]);
+    // h1's ACK alone now completes the aggregate.
+    roce_in(&mut sw, now(), 0, &send_only(0));
+    let out = roce_in(&mut sw, now(), 1, &ack(1, 0));
+    assert_eq!(out.len(), 1, "the aggregated ACK toward h0");
+    assert_eq!(out[0].port, 0);
+    // From another port a new incarnation is still a conflict: nothing replaced.
+    mrp_from(&mut sw, now(), 2, &body);
+    assert_eq!(sw.group_members(MCST).len(), 2);
+    assert_eq!(sw.group_source(MCST), Some((ip(0), 0)));
+}
