@@ -8,7 +8,7 @@
 //! |------------------------------------------------------|-----------------------------------------|
 //! | WRITEs to a member at the QPN, RKey and PSN the code before issue 45 used (0x100 + octet, 0x5a5a, 0) | the member's QP: no such QPN (random now) |
 //! | WRITEs at the member's real QPN and PSN, from h3's own address | the member's QP: wrong source        |
-//! | the same, spoofing the group's address as source      | the switch's source guard               |
+//! | the same, spoofing the group's address as source      | the switch's source guard (`drop_source_guard`) |
 //! | fatal NAKs and ACKs to the leader (old QPN 0x11 and its real one; own and spoofed source) | the leader's QP (wrong source, wrong QPN) or the switch |
 //!
 //! On the code before issue 45 the first attack alone corrupts the members' first
@@ -154,6 +154,12 @@ fn a_strangers_writes_and_forged_feedback_change_no_byte_and_end_no_group() {
     inject_from(lab.0, 3, &feedback);
     let (lc, lt) = leader.finish();
     assert_eq!(lc, 0, "the group survived the forged feedback: {lt}");
+    // Everything spoofed from the group's address stopped at the switch's source guard:
+    // the 2 (or 1, from a build that printed no QPN) WRITEs and half the feedback.
+    let spoofed = (writes.len() / 2 + feedback.len() / 2) as u64;
+    wait_until(10, "the switch's source guard counting the spoofed packets", || {
+        counter(&switch_query(lab.0, false), "switch", "drop_source_guard") >= spoofed
+    });
     // The leader's QP refused the forgeries that reached it from h3's own address at
     // its real QPN (the spoofed ones never get past the switch).
     assert!(qp_drops(&lt, "wrong_source") >= 256, "{lt}");

@@ -169,6 +169,55 @@ mod tests {
         assert_eq!(crc32_extend(0, &[]), 0);
     }
 
+    /// Issue 45's attack on the old verdict: a stranger overwrites 1 KiB of a buffer and
+    /// fixes 4 more bytes so the CRC-32 is unchanged (CRC is linear over GF(2): solve
+    /// for the 32 bits whose CRC difference cancels the overwrite's). The CRC verdict
+    /// would say "ok"; the SHA-256 one does not.
+    #[test]
+    fn a_stranger_can_keep_the_crc_32_but_not_the_sha_256() {
+        let good = message_data(45, 0, 120 << 10);
+        let len = good.len();
+        // The CRC difference a change `x` (same length) makes: linear in `x`.
+        let zeros = vec![0u8; len];
+        let diff = |x: &[u8]| crc32(x) ^ crc32(&zeros);
+        let mut change = vec![0u8; len];
+        change[..1024].iter_mut().for_each(|b| *b = 0xee);
+        let want = diff(&change);
+        // The CRC difference of each of the 32 bits at bytes 1024..1028, then Gaussian
+        // elimination over GF(2) for the bits that reproduce `want`.
+        let mut rows: Vec<(u32, u32)> = (0..32)
+            .map(|bit| {
+                let mut e = vec![0u8; len];
+                e[1024 + bit / 8] = 1 << (bit % 8);
+                (diff(&e), 1u32 << bit)
+            })
+            .collect();
+        let (mut target, mut pick) = (want, 0u32);
+        for col in (0..32).rev() {
+            let Some(i) = rows.iter().position(|r| r.0 >> col & 1 == 1) else {
+                continue;
+            };
+            let pivot = rows.remove(i);
+            for r in rows.iter_mut().filter(|r| r.0 >> col & 1 == 1) {
+                *r = (r.0 ^ pivot.0, r.1 ^ pivot.1);
+            }
+            if target >> col & 1 == 1 {
+                target ^= pivot.0;
+                pick ^= pivot.1;
+            }
+        }
+        assert_eq!(target, 0, "the 32 bits span every CRC difference");
+        for bit in 0..32 {
+            if pick >> bit & 1 == 1 {
+                change[1024 + bit / 8] ^= 1 << (bit % 8);
+            }
+        }
+        let forged: Vec<u8> = good.iter().zip(&change).map(|(a, b)| a ^ b).collect();
+        assert_ne!(forged, good);
+        assert_eq!(crc32(&forged), crc32(&good), "the CRC-32 verdict is fooled");
+        assert_ne!(sha256(&forged), sha256(&good), "the SHA-256 verdict is not");
+    }
+
     #[test]
     fn sha256_is_fips_180_4() {
         // FIPS 180-4's example "abc".
