@@ -35,7 +35,13 @@ fn addr(i: usize) -> Ipv4Address {
 }
 
 /// One RoCEv2 packet, IPv4 header through ICRC.
-fn roce(src: Ipv4Address, dst: Ipv4Address, bth: BthRepr, ext: ExtHeaders, payload: &[u8]) -> Vec<u8> {
+fn roce(
+    src: Ipv4Address,
+    dst: Ipv4Address,
+    bth: BthRepr,
+    ext: ExtHeaders,
+    payload: &[u8],
+) -> Vec<u8> {
     let r = RoceRepr::new(src, dst, 0, Ecn::NotEct, 49152, bth, ext, payload);
     let mut b = vec![0u8; r.buffer_len()];
     r.emit(&mut b);
@@ -87,7 +93,13 @@ fn group_qp_up(lab: &str, i: usize, log: &Path) -> Option<(u32, u32)> {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         if let Some(l) = text.lines().find(|l| l.contains(" as QPN ")) {
             let hex = |key: &str| {
-                let v = l.split(key).nth(1).unwrap().split([',', ' ']).next().unwrap();
+                let v = l
+                    .split(key)
+                    .nth(1)
+                    .unwrap()
+                    .split([',', ' '])
+                    .next()
+                    .unwrap();
                 u32::from_str_radix(v.trim_start_matches("0x"), 16).unwrap()
             };
             return Some((hex("as QPN "), hex("from PSN ")));
@@ -157,24 +169,39 @@ fn a_strangers_writes_and_forged_feedback_change_no_byte_and_end_no_group() {
     // Everything spoofed from the group's address stopped at the switch's source guard:
     // the 2 (or 1, from a build that printed no QPN) WRITEs and half the feedback.
     let spoofed = (writes.len() / 2 + feedback.len() / 2) as u64;
-    wait_until(10, "the switch's source guard counting the spoofed packets", || {
-        counter(&switch_query(lab.0, false), "switch", "drop_source_guard") >= spoofed
-    });
+    wait_until(
+        10,
+        "the switch's source guard counting the spoofed packets",
+        || counter(&switch_query(lab.0, false), "switch", "drop_source_guard") >= spoofed,
+    );
     // The leader's QP refused the forgeries that reached it from h3's own address at
     // its real QPN (the spoofed ones never get past the switch).
     assert!(qp_drops(&lt, "wrong_source") >= 256, "{lt}");
     for (i, (p, out)) in joins.into_iter().enumerate() {
         let (jc, jt) = p.finish();
         assert_eq!(jc, 0, "{jt}");
-        assert!(read_and_remove(&out) == payload, "a member's bytes differ: {jt}");
+        assert!(
+            read_and_remove(&out) == payload,
+            "a member's bytes differ: {jt}"
+        );
         if i == 0 {
             // h1's QP: the WRITE at the old QPN found no QP, the one from h3's own
             // address at the real QPN and PSN was refused for its source.
-            eprintln!("h1: {}", jt.lines().find(|l| l.starts_with("group QP drops")).unwrap_or(""));
+            eprintln!(
+                "h1: {}",
+                jt.lines()
+                    .find(|l| l.starts_with("group QP drops"))
+                    .unwrap_or("")
+            );
             assert!(qp_drops(&jt, "wrong_qp") >= 1, "{jt}");
             assert!(qp_drops(&jt, "wrong_source") >= 1, "{jt}");
         }
     }
-    eprintln!("leader: {}", lt.lines().find(|l| l.starts_with("group QP drops")).unwrap_or(""));
+    eprintln!(
+        "leader: {}",
+        lt.lines()
+            .find(|l| l.starts_with("group QP drops"))
+            .unwrap_or("")
+    );
     down_and_check(lab.0, &file);
 }

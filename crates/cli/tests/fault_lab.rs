@@ -22,7 +22,6 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-
 #[test]
 fn a_member_killed_mid_transfer_is_evicted_and_the_others_get_every_byte() {
     let _one = one_lab();

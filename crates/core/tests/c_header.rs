@@ -263,7 +263,9 @@ fn c_helpers_emit_the_bytes_rust_emits() {
 fn c_sha256_is_rusts_at_every_padding_boundary() {
     let bin = proto_check();
     // Lengths around the 55/56 and 64-byte padding edges, and a multi-block buffer.
-    for len in [0usize, 1, 55, 56, 57, 63, 64, 65, 119, 120, 128, 1000, 70_001] {
+    for len in [
+        0usize, 1, 55, 56, 57, 63, 64, 65, 119, 120, 128, 1000, 70_001,
+    ] {
         let data = rocast_core::payload::message_data(5, len as u32, len);
         let c = String::from_utf8(run(&bin, "sha256", &data)).unwrap();
         let rust = rocast_core::payload::hex(&rocast_core::payload::sha256(&data));

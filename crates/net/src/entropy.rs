@@ -15,7 +15,10 @@ pub fn random_bytes<const N: usize>() -> [u8; N] {
         let r = unsafe { libc::getrandom(b[filled..].as_mut_ptr().cast(), N - filled, 0) };
         if r < 0 {
             let e = std::io::Error::last_os_error();
-            assert!(e.kind() == std::io::ErrorKind::Interrupted, "getrandom: {e}");
+            assert!(
+                e.kind() == std::io::ErrorKind::Interrupted,
+                "getrandom: {e}"
+            );
             continue;
         }
         filled += r as usize;

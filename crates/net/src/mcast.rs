@@ -1224,7 +1224,6 @@ impl Leader {
     }
 }
 
-
 fn core_duration(d: Duration) -> CoreDuration {
     CoreDuration::from_ns(d.as_nanos().min(u64::MAX as u128) as u64)
 }
@@ -1467,8 +1466,7 @@ impl Member {
                     m.write = p.write;
                     m.start_psn = p.start_psn;
                     m.msg = p.message_bytes as usize;
-                    let mut ep =
-                        endpoint(cfg.local, qpn, cfg.mcst_id, cfg.mtu, None, p.start_psn)?;
+                    let mut ep = endpoint(cfg.local, qpn, cfg.mcst_id, cfg.mtu, None, p.start_psn)?;
                     if p.write {
                         ep.qp
                             .register_mr(MEMBER_VA, p.capacity as usize, m.rkey)

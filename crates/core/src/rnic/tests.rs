@@ -1090,7 +1090,13 @@ fn packets_from_a_stranger_are_dropped_and_counted_whatever_they_say() {
     // The real sender's packet at the same PSN is still the one delivered.
     b.handle_packet(
         t(1),
-        &req(Opcode::RC_SEND_ONLY, psn_a(0), b"good", true, ExtHeaders::default()),
+        &req(
+            Opcode::RC_SEND_ONLY,
+            psn_a(0),
+            b"good",
+            true,
+            ExtHeaders::default(),
+        ),
     )
     .unwrap();
     assert!(matches!(&events(&mut b)[..], [Event::Recv { data, .. }] if data == b"good"));
@@ -1117,7 +1123,10 @@ fn packets_from_a_stranger_are_dropped_and_counted_whatever_they_say() {
     assert!(events(&mut a).is_empty(), "neither completed nor failed");
     assert!(!a.is_error());
     assert_eq!(a.outstanding(), 1);
-    assert_eq!((a.stats().drop_wrong_source, b.stats().drop_wrong_source), (2, 1));
+    assert_eq!(
+        (a.stats().drop_wrong_source, b.stats().drop_wrong_source),
+        (2, 1)
+    );
     a.handle_packet(t(3), &ack(psn_a(0), OK, 1)).unwrap();
     assert_eq!(
         events(&mut a),

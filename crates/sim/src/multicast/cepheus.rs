@@ -137,7 +137,10 @@ impl SourceFeedback {
             naks: s.rx_naks,
             cnps: s.rx_cnps,
             stale_acks: s.rx_stale_acks,
-            refused: s.drop_malformed + s.drop_wrong_qp + s.drop_wrong_source + s.drop_unexpected_opcode,
+            refused: s.drop_malformed
+                + s.drop_wrong_qp
+                + s.drop_wrong_source
+                + s.drop_unexpected_opcode,
         }
     }
 }

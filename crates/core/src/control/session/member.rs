@@ -522,7 +522,11 @@ impl MemberSession {
             return;
         };
         let ok = sha256 == want;
-        let verdict = BufferResult { ok, sha256, held_ns };
+        let verdict = BufferResult {
+            ok,
+            sha256,
+            held_ns,
+        };
         self.last_verdict = Some((seq, verdict));
         self.send(Message::Result(verdict));
         self.events
