@@ -79,28 +79,34 @@ static uint8_t msg_byte(uint64_t i, size_t j) { return (uint8_t)(i * 131 + j * 7
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: nack_check MESSAGES LOSS_PER_MILLION SEED\n");
+    if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "keyed"))) {
+        fprintf(stderr, "usage: nack_check MESSAGES LOSS_PER_MILLION SEED [keyed]\n");
         return 2;
     }
+    /* keyed: every packet sealed with a group key (the *_new_keyed constructors). */
+    uint8_t key[32];
+    for (int i = 0; i < 32; i++)
+        key[i] = (uint8_t)(0x40 + i);
+    const uint8_t *k = argc == 5 ? key : NULL;
+    uint32_t tag = k ? ROCAST_NM_AUTH_TAG_LEN : 0;
     uint64_t messages = strtoull(argv[1], NULL, 10);
     loss_ppm = (unsigned)strtoul(argv[2], NULL, 10);
     rng = strtoull(argv[3], NULL, 10) | 1;
 
     struct rocast_nm_sender_config sc;
-    rocast_nm_sender_config_default(&sc, 7, MTU - ROCAST_NM_DATA_HEADER_LEN);
+    rocast_nm_sender_config_default(&sc, 7, MTU - ROCAST_NM_DATA_HEADER_LEN - tag);
     sc.expected_receivers = RECEIVERS;
     sc.window = 1024;
     sc.heartbeat_interval_ns = 200000;
     sc.repair_linger_ns = 100000;
-    rocast_nm_sender *s = rocast_nm_sender_new(&sc);
+    rocast_nm_sender *s = rocast_nm_sender_new_keyed(&sc, k);
     rocast_nm_receiver *r[RECEIVERS];
     for (int i = 0; i < RECEIVERS; i++) {
         struct rocast_nm_receiver_config rc;
         rocast_nm_receiver_config_default(&rc, (uint32_t)i + 1, RECEIVERS, 99 + (uint64_t)i);
         rc.nack_holdoff_ns = 200000;
         rc.status_interval_ns = 100000;
-        r[i] = rocast_nm_receiver_new(&rc);
+        r[i] = rocast_nm_receiver_new_keyed(&rc, k);
         if (!r[i]) {
             fprintf(stderr, "receiver config refused\n");
             return 1;

@@ -26,6 +26,8 @@
 #define ROCAST_NM_EVENT_UNRECOVERABLE 2
 /* The protocol's DATA header: max_payload = UD MTU - this. */
 #define ROCAST_NM_DATA_HEADER_LEN 32
+/* Bytes a group key's MAC adds to every packet (the *_new_keyed constructors). */
+#define ROCAST_NM_AUTH_TAG_LEN 16
 
 struct rocast_nm_sender_config {
     uint32_t session;
@@ -73,6 +75,11 @@ typedef struct RocastNmReceiver rocast_nm_receiver;
 void rocast_nm_sender_config_default(struct rocast_nm_sender_config *cfg, uint32_t session,
                                      uint32_t max_payload);
 rocast_nm_sender *rocast_nm_sender_new(const struct rocast_nm_sender_config *cfg);
+/* With a group key (32 bytes; NULL: none): every packet sealed with HMAC-SHA256/16,
+ * only sealed STATUS and NACKs taken. Size max_payload for the MTU less
+ * ROCAST_NM_DATA_HEADER_LEN and ROCAST_NM_AUTH_TAG_LEN. */
+rocast_nm_sender *rocast_nm_sender_new_keyed(const struct rocast_nm_sender_config *cfg,
+                                             const uint8_t *key);
 void rocast_nm_sender_free(rocast_nm_sender *s);
 /* The message's sequence number, or WINDOW_FULL (retry later) or TOO_LARGE. */
 int64_t rocast_nm_sender_send(rocast_nm_sender *s, uint64_t now_ns, const uint8_t *msg, size_t len);
@@ -95,6 +102,10 @@ void rocast_nm_sender_counters(const rocast_nm_sender *s, struct rocast_nm_sende
 void rocast_nm_receiver_config_default(struct rocast_nm_receiver_config *cfg, uint32_t receiver_id,
                                        uint32_t group_size, uint64_t seed);
 rocast_nm_receiver *rocast_nm_receiver_new(const struct rocast_nm_receiver_config *cfg);
+/* With a group key (32 bytes; NULL: none): only sealed packets taken (the others
+ * counted), every NACK and STATUS sealed. */
+rocast_nm_receiver *rocast_nm_receiver_new_keyed(const struct rocast_nm_receiver_config *cfg,
+                                                 const uint8_t *key);
 void rocast_nm_receiver_free(rocast_nm_receiver *r);
 int64_t rocast_nm_receiver_handle_packet(rocast_nm_receiver *r, uint64_t now_ns, const uint8_t *buf,
                                          size_t len);

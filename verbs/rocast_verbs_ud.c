@@ -14,7 +14,7 @@
  *
  * usage: rocast-verbs-ud send|recv --bind IP --group IP [--id N] [--receivers N]
  *        [--messages N] [--size BYTES] [--seed N] [--dev rxe0] [--port 1] [--gid 1]
- *        [--mtu 1024] [--qkey N] [--timeout S]
+ *        [--mtu 1024] [--qkey N] [--timeout S] [--group-key HEX64]
  *
  * Prints one summary line; a receiver's is
  *   "ud recv ID delivered N duplicates D out_of_order O corrupt C unrecoverable U crc32 X"
@@ -60,7 +60,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: rocast-verbs-ud send|recv --bind IP --group IP [--id N] [--receivers N]"
                     " [--messages N] [--size BYTES] [--seed N] [--dev NAME] [--port N] [--gid N]"
-                    " [--mtu 256|512|1024|2048|4096] [--qkey N] [--timeout S]\n");
+                    " [--mtu 256|512|1024|2048|4096] [--qkey N] [--timeout S] [--group-key HEX64]\n");
 }
 
 /* Message `i`'s byte `j` under `seed` (what both sides agree on). */
@@ -135,7 +135,7 @@ int main(int argc, char **argv)
         return 2;
     }
     int sender = !strcmp(argv[1], "send");
-    const char *bind_ip = NULL, *group_ip = NULL, *dev = NULL;
+    const char *bind_ip = NULL, *group_ip = NULL, *dev = NULL, *key_hex = NULL;
     long id = 1, receivers = 3, size = 512, port = 1, gid = 1, mtu = 1024, timeout_s = 200;
     unsigned long long messages = 100000, seed = 1, qkey = 0x11111111;
     for (int i = 2; i < argc; i += 2) {
@@ -158,6 +158,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--mtu")) mtu = strtol(v, &end, 10);
         else if (!strcmp(a, "--qkey")) qkey = strtoull(v, &end, 0);
         else if (!strcmp(a, "--timeout")) timeout_s = strtol(v, &end, 10);
+        else if (!strcmp(a, "--group-key")) key_hex = v;
         else {
             usage();
             return 2;
@@ -175,6 +176,24 @@ int main(int argc, char **argv)
         usage();
         return 2;
     }
+
+    /* The group key (issue 45): 64 hex digits, the same at the sender and every
+     * receiver. With it every packet carries HMAC-SHA256/16 (the core's, through the
+     * FFI) and only sealed packets are taken. */
+    uint8_t key[32];
+    const uint8_t *k = NULL;
+    if (key_hex) {
+        for (int i = 0; i < 32; i++) {
+            unsigned x;
+            if (strlen(key_hex) != 64 || sscanf(key_hex + 2 * i, "%2x", &x) != 1) {
+                fprintf(stderr, "rocast-verbs-ud: --group-key: expected 64 hex digits\n");
+                return 2;
+            }
+            key[i] = (uint8_t)x;
+        }
+        k = key;
+    }
+    uint32_t tag = k ? ROCAST_NM_AUTH_TAG_LEN : 0;
 
     struct host h;
     memset(&h, 0, sizeof(h));
@@ -203,14 +222,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "rocast-verbs-ud: getrandom: %s\n", strerror(errno));
             return 1;
         }
-        rocast_nm_sender_config_default(&c, stream_id, (uint32_t)mtu - ROCAST_NM_DATA_HEADER_LEN);
+        rocast_nm_sender_config_default(&c, stream_id, (uint32_t)mtu - ROCAST_NM_DATA_HEADER_LEN - tag);
         c.window = 4 * WINDOW;
         c.expected_receivers = (uint32_t)receivers;
         c.heartbeat_interval_ns = HEARTBEAT_NS;
         c.repair_linger_ns = REPAIR_LINGER_NS;
         c.receiver_timeout_ns = RECEIVER_TIMEOUT_NS;
         c.initial_receiver_window = WINDOW;
-        h.s = rocast_nm_sender_new(&c);
+        h.s = rocast_nm_sender_new_keyed(&c, k);
     } else {
         struct rocast_nm_receiver_config c;
         rocast_nm_receiver_config_default(&c, (uint32_t)id, (uint32_t)receivers, seed ^ ((uint64_t)id << 20));
@@ -218,7 +237,7 @@ int main(int argc, char **argv)
         c.nack_max_backoff_ns = NACK_BACKOFF_NS;
         c.nack_holdoff_ns = NACK_HOLDOFF_NS;
         c.status_interval_ns = STATUS_NS;
-        h.r = rocast_nm_receiver_new(&c);
+        h.r = rocast_nm_receiver_new_keyed(&c, k);
     }
     if (!h.s && !h.r) {
         fprintf(stderr, "rocast-verbs-ud: protocol configuration refused\n");
@@ -333,12 +352,12 @@ out:;
         struct rocast_nm_sender_counters c;
         rocast_nm_sender_counters(h.s, &c);
         printf("ud send messages %llu crc32 %08x data_packets %llu repair_packets %llu heartbeats %llu "
-               "nacks_in %llu status_in %llu receivers %llu own_frames %llu seconds %.1f: %s\n",
+               "nacks_in %llu status_in %llu receivers %llu own_frames %llu seconds %.1f group_key %s: %s\n",
                (unsigned long long)queued, sent_crc, (unsigned long long)c.data_packets,
                (unsigned long long)c.repair_packets, (unsigned long long)c.heartbeats,
                (unsigned long long)c.nacks_in, (unsigned long long)c.status_in,
                (unsigned long long)c.receivers, (unsigned long long)h.own_in, secs,
-               ok ? "ok" : "FAILED");
+               k ? "on" : "off", ok ? "ok" : "FAILED");
         ok = ok && queued == messages;
     } else {
         struct rocast_nm_receiver_counters c;
@@ -346,12 +365,12 @@ out:;
         ok = ok && delivered == messages && dups == 0 && order == 0 && corrupt == 0 && lost == 0;
         printf("ud recv %ld delivered %llu duplicates %llu out_of_order %llu corrupt %llu unrecoverable %llu "
                "crc32 %08x nacks_sent %llu nacks_suppressed %llu repairs_received %llu sender_packets %llu "
-               "status_sent %llu seconds %.1f: %s\n",
+               "status_sent %llu seconds %.1f group_key %s: %s\n",
                id, (unsigned long long)delivered, (unsigned long long)dups, (unsigned long long)order,
                (unsigned long long)corrupt, (unsigned long long)lost, crc, (unsigned long long)c.nacks_sent,
                (unsigned long long)c.nacks_suppressed, (unsigned long long)c.repair_packets,
                (unsigned long long)h.from_sender_in, (unsigned long long)c.status_sent, secs,
-               ok ? "ok" : "FAILED");
+               k ? "on" : "off", ok ? "ok" : "FAILED");
     }
     fflush(stdout);
     rocast_nm_sender_free(h.s);

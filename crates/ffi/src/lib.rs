@@ -20,6 +20,7 @@
 //! packet and 40 B per receiver; a receiver at most `window` out-of-order fragments
 //! plus one partial message (see [`nack_multicast`]'s module docs).
 
+use rocast_core::nack_multicast::auth::GroupKey;
 use rocast_core::nack_multicast::{
     self, Destination, NackMulticastReceiver, NackMulticastSender, ReceiverConfig, ReceiverEvent,
     SendError, SenderConfig,
@@ -120,6 +121,10 @@ pub const ROCAST_NM_EVENT_UNRECOVERABLE: u32 = 2;
 /// The core's protocol header length before a DATA packet's payload, for sizing
 /// `max_payload` from a UD MTU.
 pub const ROCAST_NM_DATA_HEADER_LEN: u32 = nack_multicast::packet::DATA_HEADER_LEN as u32;
+/// Bytes a group key's MAC adds to every packet (`rocast_nm_*_new_keyed`).
+pub const ROCAST_NM_AUTH_TAG_LEN: u32 = nack_multicast::auth::AUTH_TAG_LEN as u32;
+/// Bytes of a group key.
+const GROUP_KEY_LEN: usize = 32;
 
 pub struct RocastNmSender {
     inner: NackMulticastSender,
@@ -205,6 +210,38 @@ pub unsafe extern "C" fn rocast_nm_sender_config_default(
 pub unsafe extern "C" fn rocast_nm_sender_new(
     cfg: *const RocastNmSenderConfig,
 ) -> *mut RocastNmSender {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { rocast_nm_sender_new_keyed(cfg, std::ptr::null()) }
+}
+
+/// The group key behind `key`: null for none, else 32 readable bytes.
+///
+/// # Safety
+/// `key` is null or points at 32 readable bytes.
+unsafe fn group_key(key: *const u8) -> Option<GroupKey> {
+    if key.is_null() {
+        return None;
+    }
+    let mut k = [0u8; GROUP_KEY_LEN];
+    // SAFETY: the caller's contract: 32 readable bytes.
+    k.copy_from_slice(unsafe { std::slice::from_raw_parts(key, GROUP_KEY_LEN) });
+    Some(GroupKey::new(k))
+}
+
+/// A sender with a group key (`key`: 32 bytes, or null for none, as
+/// [`rocast_nm_sender_new`]): every packet it sends carries the key's MAC
+/// (`ROCAST_NM_AUTH_TAG_LEN` bytes more than `max_payload` plus the header, so size
+/// `max_payload` for the path MTU less both), and it takes only STATUS and NACKs that
+/// carry a valid one. Null for a null or invalid configuration.
+///
+/// # Safety
+/// `cfg` is null or points at a readable `RocastNmSenderConfig`; `key` is null or
+/// points at 32 readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rocast_nm_sender_new_keyed(
+    cfg: *const RocastNmSenderConfig,
+    key: *const u8,
+) -> *mut RocastNmSender {
     // SAFETY: the caller's contract.
     let Some(c) = (unsafe { cfg.as_ref() }).copied() else {
         return std::ptr::null_mut();
@@ -220,6 +257,8 @@ pub unsafe extern "C" fn rocast_nm_sender_new(
     s.repair_linger = dur(c.repair_linger_ns);
     s.max_pending_repairs = c.max_pending_repairs as usize;
     s.initial_receiver_window = c.initial_receiver_window;
+    // SAFETY: the caller's contract.
+    s.group_key = unsafe { group_key(key) };
     guarded(std::ptr::null_mut(), || {
         Box::into_raw(Box::new(RocastNmSender {
             inner: NackMulticastSender::new(s),
@@ -480,6 +519,23 @@ pub unsafe extern "C" fn rocast_nm_receiver_config_default(
 pub unsafe extern "C" fn rocast_nm_receiver_new(
     cfg: *const RocastNmReceiverConfig,
 ) -> *mut RocastNmReceiver {
+    // SAFETY: the caller's contract, passed on.
+    unsafe { rocast_nm_receiver_new_keyed(cfg, std::ptr::null()) }
+}
+
+/// A receiver with a group key (`key`: 32 bytes, or null for none, as
+/// [`rocast_nm_receiver_new`]): it takes only packets that carry the key's MAC (others
+/// are counted `auth_failures`) and seals every NACK and STATUS. Null for a null or
+/// invalid configuration.
+///
+/// # Safety
+/// `cfg` is null or points at a readable `RocastNmReceiverConfig`; `key` is null or
+/// points at 32 readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rocast_nm_receiver_new_keyed(
+    cfg: *const RocastNmReceiverConfig,
+    key: *const u8,
+) -> *mut RocastNmReceiver {
     // SAFETY: the caller's contract.
     let Some(c) = (unsafe { cfg.as_ref() }).copied() else {
         return std::ptr::null_mut();
@@ -493,6 +549,8 @@ pub unsafe extern "C" fn rocast_nm_receiver_new(
     r.nack_max_backoff = dur(c.nack_max_backoff_ns);
     r.nack_holdoff = dur(c.nack_holdoff_ns);
     r.status_interval = dur(c.status_interval_ns);
+    // SAFETY: the caller's contract.
+    r.group_key = unsafe { group_key(key) };
     guarded(std::ptr::null_mut(), || {
         Box::into_raw(Box::new(RocastNmReceiver {
             inner: NackMulticastReceiver::new(r),

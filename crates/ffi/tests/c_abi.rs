@@ -63,6 +63,7 @@ fn the_header_says_what_the_library_does() {
             "ROCAST_NM_DATA_HEADER_LEN",
             ROCAST_NM_DATA_HEADER_LEN as i64,
         ),
+        ("ROCAST_NM_AUTH_TAG_LEN", ROCAST_NM_AUTH_TAG_LEN as i64),
         ("ROCAST_NM_NEVER", ROCAST_NM_NEVER as i64),
     ] {
         assert_eq!(define(&h, name), v, "{name}");
@@ -72,7 +73,7 @@ fn the_header_says_what_the_library_does() {
         .lines()
         .filter(|l| l.starts_with("#define ROCAST_NM_"))
         .count();
-    assert_eq!(known, 9);
+    assert_eq!(known, 10);
 }
 
 #[test]
@@ -88,10 +89,16 @@ fn a_lossy_group_through_the_c_abi_delivers_every_message_once_in_order() {
         .status()
         .unwrap_or_else(|e| panic!("{cc}: {e}"));
     assert!(built.success(), "compiling nack_check.c failed");
-    // 1e-3 loss (the rxe test's) and 2e-2 (many repairs, some of them lost too).
-    for (messages, ppm, seed) in [("5000", "1000", "1"), ("2000", "20000", "2")] {
+    // 1e-3 loss (the rxe test's) and 2e-2 (many repairs, some of them lost too); the
+    // last with a group key (every packet sealed, each one checked).
+    for (messages, ppm, seed, keyed) in [
+        ("5000", "1000", "1", false),
+        ("2000", "20000", "2", false),
+        ("2000", "20000", "3", true),
+    ] {
         let r = Command::new(&out)
             .args([messages, ppm, seed])
+            .args(keyed.then_some("keyed"))
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&r.stdout).into_owned();
