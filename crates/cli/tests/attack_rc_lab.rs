@@ -20,8 +20,7 @@ mod common;
 use common::lab::*;
 use common::LabGuard;
 use rocast_core::wire::{
-    AckSyndrome, AethRepr, BthRepr, Ecn, ExtHeaders, Ipv4Address, NakCode, Opcode, Psn, RethRepr,
-    RoceRepr,
+    AckSyndrome, AethRepr, BthRepr, ExtHeaders, Ipv4Address, NakCode, Opcode, Psn, RethRepr,
 };
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -29,24 +28,6 @@ use std::time::{Duration, Instant};
 const GROUP: Ipv4Address = Ipv4Address::new(10, 77, 0, 200);
 /// The member's WRITE region VA (the runtime's fixed one; the RKey is what is random).
 const MEMBER_VA: u64 = 0x1000_0000;
-
-fn addr(i: usize) -> Ipv4Address {
-    Ipv4Address::new(10, 77, 0, i as u8 + 1)
-}
-
-/// One RoCEv2 packet, IPv4 header through ICRC.
-fn roce(
-    src: Ipv4Address,
-    dst: Ipv4Address,
-    bth: BthRepr,
-    ext: ExtHeaders,
-    payload: &[u8],
-) -> Vec<u8> {
-    let r = RoceRepr::new(src, dst, 0, Ecn::NotEct, 49152, bth, ext, payload);
-    let mut b = vec![0u8; r.buffer_len()];
-    r.emit(&mut b);
-    b
-}
 
 /// An RDMA WRITE ONLY of 1024 bytes of 0xee at the start of a member's region.
 fn forged_write(src: Ipv4Address, dst: Ipv4Address, qpn: u32, psn: u32, rkey: u32) -> Vec<u8> {
@@ -61,7 +42,7 @@ fn forged_write(src: Ipv4Address, dst: Ipv4Address, qpn: u32, psn: u32, rkey: u3
         }),
         ..Default::default()
     };
-    roce(src, dst, bth, ext, &payload)
+    roce_packet(src, dst, bth, ext, &payload)
 }
 
 /// An ACK or NAK to the leader at `psn`.
@@ -71,7 +52,7 @@ fn forged_feedback(src: Ipv4Address, qpn: u32, psn: u32, syndrome: AckSyndrome) 
         aeth: Some(AethRepr { syndrome, msn: 1 }),
         ..Default::default()
     };
-    roce(src, addr(0), bth, ext, &[])
+    roce_packet(src, host_addr(0), bth, ext, &[])
 }
 
 /// Waits until host `i` has its group QP up (its UDP 4791 socket is bound: the QP
@@ -130,12 +111,12 @@ fn a_strangers_writes_and_forged_feedback_change_no_byte_and_end_no_group() {
     // address and spoofing the group's; then, for an attacker who sniffed the real QPN
     // and PSN, those too.
     let mut writes = vec![
-        forged_write(addr(3), addr(1), old_qpn, 0, 0x5a5a),
-        forged_write(GROUP, addr(1), old_qpn, 0, 0x5a5a),
+        forged_write(host_addr(3), host_addr(1), old_qpn, 0, 0x5a5a),
+        forged_write(GROUP, host_addr(1), old_qpn, 0, 0x5a5a),
     ];
     if let Some((qpn, psn)) = real {
-        writes.push(forged_write(addr(3), addr(1), qpn, psn, 0x5a5a));
-        writes.push(forged_write(GROUP, addr(1), qpn, psn, 0x5a5a));
+        writes.push(forged_write(host_addr(3), host_addr(1), qpn, psn, 0x5a5a));
+        writes.push(forged_write(GROUP, host_addr(1), qpn, psn, 0x5a5a));
     }
     inject_from(lab.0, 3, &writes);
     let joins = vec![first, join_one(lab.0, 2, &[])];
@@ -151,7 +132,7 @@ fn a_strangers_writes_and_forged_feedback_change_no_byte_and_end_no_group() {
     });
     let mut feedback = Vec::new();
     for qpn in [0x11, leader_qpn] {
-        for src in [addr(3), GROUP] {
+        for src in [host_addr(3), GROUP] {
             for k in 0..256u32 {
                 for base in [0, leader_psn] {
                     let psn = Psn::new(base).add(k * 96).value();

@@ -25,18 +25,11 @@
 mod common;
 use common::lab::*;
 use common::LabGuard;
-use rocast_core::wire::{
-    AckSyndrome, AethRepr, BthRepr, Ecn, ExtHeaders, Ipv4Address, Opcode, Psn, RoceRepr,
-};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use rocast_core::wire::{AckSyndrome, AethRepr, BthRepr, ExtHeaders, Ipv4Address, Opcode, Psn};
+use std::process::Command;
 
 /// The lab's group address (`mcast lead`'s default `--group-addr`).
 const GROUP: Ipv4Address = Ipv4Address::new(10, 77, 0, 200);
-
-fn ip(i: usize) -> Ipv4Address {
-    Ipv4Address::new(10, 77, 0, i as u8 + 1)
-}
 
 /// A RoCE packet (IPv4 header on) from `src` to `dst`: an RC SEND of 64 bytes, or an
 /// ACK when `ack`.
@@ -54,66 +47,7 @@ fn roce(src: Ipv4Address, dst: Ipv4Address, qpn: u32, psn: u32, ack: bool) -> Ve
     } else {
         (Opcode::RC_SEND_ONLY, ExtHeaders::default(), &payload)
     };
-    let r = RoceRepr::new(
-        src,
-        dst,
-        0,
-        Ecn::NotEct,
-        0xc000,
-        BthRepr::new(op, qpn, Psn::new(psn)),
-        ext,
-        body,
-    );
-    let mut b = vec![0u8; r.buffer_len()];
-    r.emit(&mut b);
-    b
-}
-
-/// Sends whole Ethernet frames out of host `i`'s eth0 (AF_PACKET): any source MAC,
-/// any ethertype. Paced a little, so the switch's socket keeps up.
-fn inject_frames_from(lab: &str, i: usize, frames: &[Vec<u8>]) {
-    let script = "import socket,sys,time\n\
-        s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n\
-        s.bind(('eth0',0))\n\
-        for n,h in enumerate(sys.stdin.read().split()):\n  s.send(bytes.fromhex(h))\n  \
-        if n%500==499: time.sleep(0.005)\n";
-    let hex: String = frames
-        .iter()
-        .map(|f| {
-            let mut s: String = f.iter().map(|b| format!("{b:02x}")).collect();
-            s.push('\n');
-            s
-        })
-        .collect();
-    let mut child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &format!("rocast-{lab}-h{i}"),
-            "python3",
-            "-c",
-        ])
-        .arg(script)
-        .stdin(Stdio::piped())
-        .spawn()
-        .expect("spawn python3");
-    {
-        use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(hex.as_bytes()).unwrap();
-    }
-    let end = Instant::now() + Duration::from_secs(DEADLINE_S);
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            assert!(s.success(), "inject frames from h{i}");
-            return;
-        }
-        if Instant::now() > end {
-            let _ = child.kill();
-            panic!("hang: injecting frames from h{i}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    roce_packet(src, dst, BthRepr::new(op, qpn, Psn::new(psn)), ext, body)
 }
 
 fn host_mac(i: usize) -> [u8; 6] {
@@ -173,7 +107,7 @@ fn igmpv3_join(i: usize, groups: &[Ipv4Address]) -> Vec<u8> {
     eth_ipv4(
         host_mac(i),
         [0x01, 0x00, 0x5e, 0, 0, 0x16],
-        ip(i),
+        host_addr(i),
         Ipv4Address::new(224, 0, 0, 22),
         2,
         1,
@@ -187,7 +121,7 @@ fn arp_request(i: usize, target: Ipv4Address) -> Vec<u8> {
     f.extend_from_slice(&host_mac(i));
     f.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
     f.extend_from_slice(&host_mac(i));
-    f.extend_from_slice(&ip(i).0);
+    f.extend_from_slice(&host_addr(i).0);
     f.extend_from_slice(&[0; 6]);
     f.extend_from_slice(&target.0);
     f
@@ -200,7 +134,16 @@ fn resolve_from(lab: &str, i: usize, dsts: &[Ipv4Address]) {
     let probes: Vec<Vec<u8>> = dsts
         .iter()
         .map(|&d| {
-            eth_ipv4([0; 6], [0; 6], ip(i), d, 17, 64, &[0, 9, 0, 9, 0, 8, 0, 0])[14..].to_vec()
+            eth_ipv4(
+                [0; 6],
+                [0; 6],
+                host_addr(i),
+                d,
+                17,
+                64,
+                &[0, 9, 0, 9, 0, 8, 0, 0],
+            )[14..]
+                .to_vec()
         })
         .collect();
     inject_from(lab, i, &probes);
@@ -244,15 +187,6 @@ fn vm_rss_hwm(pid: i32) -> (u64, u64) {
     (kb("VmRSS:"), kb("VmHWM:"))
 }
 
-/// A counter, or `None` where this switch has no such counter (the code before the
-/// fix: the test prints what it has, then asserts).
-fn try_counter(stats: &str, scope: &str, name: &str) -> Option<u64> {
-    stats.lines().find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        (f.len() == 3 && f[0] == scope && f[1] == name).then(|| f[2].parse().unwrap())
-    })
-}
-
 fn delta(before: &str, after: &str, scope: &str, name: &str) -> Option<u64> {
     Some(try_counter(after, scope, name)? - try_counter(before, scope, name)?)
 }
@@ -265,17 +199,17 @@ fn a_stranger_sending_roce_from_a_members_or_a_group_address_is_dropped_and_coun
     let joins = join_all(lab.0, 2);
     let leader = lead(lab.0, 2, &file);
     wait_for_data(lab.0);
-    resolve_from(lab.0, 3, &[ip(0), ip(1), ip(2)]);
+    resolve_from(lab.0, 3, &[host_addr(0), host_addr(1), host_addr(2)]);
     let before = switch_query(lab.0, false);
     // h3 is on no group's path. It claims h1's address toward the leader (ACKs, any
     // QPN), and the group's address and another group-space address toward h1 (SENDs).
     let mut forged = Vec::new();
     for k in 0..100u32 {
-        forged.push(roce(ip(1), ip(0), 0x100 + k, k, true));
-        forged.push(roce(GROUP, ip(1), 0x102, k, false));
+        forged.push(roce(host_addr(1), host_addr(0), 0x100 + k, k, true));
+        forged.push(roce(GROUP, host_addr(1), 0x102, k, false));
         forged.push(roce(
             Ipv4Address::new(10, 77, 0, 131),
-            ip(2),
+            host_addr(2),
             0x103,
             k,
             false,
@@ -321,7 +255,7 @@ fn one_data_packet_from_a_member_to_the_group_address_does_not_take_over_the_sou
     // h2, a member, from its own address (the source guard passes it): data to the
     // group, as a source would send.
     let takeover: Vec<Vec<u8>> = (0..20)
-        .map(|k| roce(ip(2), GROUP, 0xffffff, 1 << 20 | k, false))
+        .map(|k| roce(host_addr(2), GROUP, 0xffffff, 1 << 20 | k, false))
         .collect();
     inject_from(lab.0, 2, &takeover);
     let proxied = counter(&before, "switch", "arp_proxied");
@@ -386,7 +320,7 @@ fn mac_host_and_igmp_floods_are_refused_at_the_caps_counted_and_bounded_in_memor
             mac,
             host_mac(0),
             src,
-            ip(0),
+            host_addr(0),
             17,
             64,
             &[0, 9, 0, 9, 0, 8, 0, 0],

@@ -28,7 +28,7 @@ use rocast_core::rnic::{UdAddress, UdConfig, UdEndpoint};
 use rocast_core::time::Instant as CoreInstant;
 use rocast_core::wire::{EthernetAddress, Ipv4Address, Psn, ROCEV2_UDP_PORT};
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// h0 sends, h1..h3 receive, h4 is the stranger.
@@ -73,10 +73,8 @@ fn to_group() -> UdAddress {
 }
 
 /// A `rocast bench lab-ud` run in the background, its output in a file.
-struct Bench {
-    child: Child,
-    out: PathBuf,
-}
+/// `rocast bench lab-ud`, running.
+struct Bench(Proc);
 
 /// Brings lab `lab` up for the run: the bench's hosts and the stranger on a bridge,
 /// the stranger with a route to the group (its namespace has only the subnet's).
@@ -96,39 +94,34 @@ impl Bench {
     /// `rocast bench lab-ud` on lab `lab` (brought up by [`lab_for_attack`]).
     fn start(lab: &str, extra: &[&str]) -> Bench {
         lab_for_attack(lab);
-        let out = PathBuf::from(format!("/tmp/rocast-{lab}-bench.log"));
-        let log = std::fs::File::create(&out).unwrap();
         let hosts = HOSTS.to_string();
-        let child = Command::new(common::bin())
-            .args([
-                "bench",
-                "lab-ud",
-                "--name",
-                lab,
-                "--medium",
-                "bridge",
-                "--hosts",
-                &hosts,
-                "--strangers",
-                "1",
-                "--existing-lab",
-                "--loss",
-                "0.001",
-                "--size",
-                &SIZE.to_string(),
-                "--timeout",
-                "20",
-            ])
-            .args(extra)
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("spawn rocast bench lab-ud");
-        Bench { child, out }
+        let mut cmd = Command::new(common::bin());
+        cmd.args([
+            "bench",
+            "lab-ud",
+            "--name",
+            lab,
+            "--medium",
+            "bridge",
+            "--hosts",
+            &hosts,
+            "--strangers",
+            "1",
+            "--existing-lab",
+            "--loss",
+            "0.001",
+            "--size",
+            &SIZE.to_string(),
+            "--timeout",
+            "20",
+        ])
+        .args(extra);
+        let out = PathBuf::from(format!("/tmp/rocast-{lab}-bench.log"));
+        Bench(Proc::logged(cmd, out))
     }
 
     fn text(&self) -> String {
-        std::fs::read_to_string(&self.out).unwrap_or_default()
+        self.0.text()
     }
 
     /// The stream id the sender's incarnation `k` announced (the bench prints it when
@@ -144,7 +137,7 @@ impl Bench {
             }) {
                 return id;
             }
-            if let Some(s) = self.child.try_wait().unwrap() {
+            if let Some(s) = self.0.child.try_wait().unwrap() {
                 panic!("bench exited ({s}) before incarnation {k} started:\n{text}");
             }
             assert!(
@@ -175,7 +168,7 @@ impl Bench {
     }
 
     fn running(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
+        self.0.running()
     }
 
     /// Calls `inject` while the bench runs (each call one batch), then waits for it:
@@ -196,32 +189,8 @@ impl Bench {
         (code, text, batches)
     }
 
-    fn finish(mut self) -> (i32, String) {
-        let end = Instant::now() + Duration::from_secs(DEADLINE_S);
-        let status = loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                break s;
-            }
-            if Instant::now() > end {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
-                panic!("hang: bench still running:\n{}", self.text());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        let text = self.text();
-        let _ = std::fs::remove_file(&self.out);
-        assert!(!text.contains("panicked"), "{text}");
-        (status.code().unwrap_or(-1), text)
-    }
-}
-
-impl Drop for Bench {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+    fn finish(self) -> (i32, String) {
+        self.0.finish()
     }
 }
 

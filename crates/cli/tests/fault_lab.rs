@@ -333,26 +333,12 @@ fn allocate_in(lab: &str, i: usize, extra: &[&str]) -> (i32, String, String) {
 }
 
 fn send_mrp_from(lab: &str, i: usize, datagram: &[u8]) {
-    let hex: String = datagram.iter().map(|b| format!("{b:02x}")).collect();
     let script = "import socket,sys\n\
         s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
         s.bind((sys.argv[1],0))\n\
-        s.sendto(bytes.fromhex(sys.argv[2]),('10.77.0.200',4792))";
-    let ok = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &format!("rocast-{lab}-h{i}"),
-            "python3",
-            "-c",
-        ])
-        .arg(script)
-        .arg(host_ip(i))
-        .arg(hex)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "send the forged datagram");
+        s.sendto(bytes.fromhex(sys.stdin.read()),('10.77.0.200',4792))";
+    let hex: String = datagram.iter().map(|b| format!("{b:02x}")).collect();
+    python_in(lab, i, script, &[&host_ip(i)], &[hex]);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // not every suite uses every helper
 
 use super::{bin, rocast};
+use rocast_core::wire::{BthRepr, Ecn, ExtHeaders, Ipv4Address, RoceRepr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -43,16 +44,32 @@ impl Proc {
     /// the child's pid is rocast's (what a fault kills).
     pub fn spawn(lab: &str, tag: &str, i: usize, args: &[&str]) -> Proc {
         let ns = format!("rocast-{lab}-h{i}");
-        let out = PathBuf::from(format!("/tmp/rocast-{lab}-{tag}-h{i}.log"));
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &ns, &bin()]).args(args);
+        Proc::logged(
+            cmd,
+            PathBuf::from(format!("/tmp/rocast-{lab}-{tag}-h{i}.log")),
+        )
+    }
+
+    /// Starts `cmd` with its stdout and stderr in the file `out`.
+    pub fn logged(mut cmd: Command, out: PathBuf) -> Proc {
         let log = std::fs::File::create(&out).unwrap();
-        let child = Command::new("ip")
-            .args(["netns", "exec", &ns, &bin()])
-            .args(args)
+        let child = cmd
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
-            .expect("spawn rocast");
+            .expect("spawn a lab process");
         Proc { child, out }
+    }
+
+    /// What it printed so far.
+    pub fn text(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    pub fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
     }
 
     pub fn kill(&mut self) {
@@ -104,13 +121,16 @@ pub fn switch_query(lab: &str, groups: bool) -> String {
 
 /// The switch's `scope name value` counter.
 pub fn counter(stats: &str, scope: &str, name: &str) -> u64 {
-    stats
-        .lines()
-        .find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() == 3 && f[0] == scope && f[1] == name).then(|| f[2].parse().unwrap())
-        })
-        .unwrap_or_else(|| panic!("{scope} {name} not in:\n{stats}"))
+    try_counter(stats, scope, name).unwrap_or_else(|| panic!("{scope} {name} not in:\n{stats}"))
+}
+
+/// A counter, or `None` where this switch has no such counter (a build before the
+/// counter existed: a test prints what it has, then asserts).
+pub fn try_counter(stats: &str, scope: &str, name: &str) -> Option<u64> {
+    stats.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.len() == 3 && f[0] == scope && f[1] == name).then(|| f[2].parse().unwrap())
+    })
 }
 
 /// Polls until `cond` holds; fails after `secs`.
@@ -257,18 +277,9 @@ pub fn down_and_check(lab: &str, file: &str) {
     assert!(!Path::new(&control(lab)).exists(), "control socket left");
 }
 
-/// Sends whole IPv4 packets (`packets`, header included, as the test built them) from
-/// host `i`'s namespace through a raw socket: what an attacker with its own switch
-/// port can put on the wire, any source address included.
-pub fn inject_from(lab: &str, i: usize, packets: &[Vec<u8>]) {
-    let hex: Vec<String> = packets
-        .iter()
-        .map(|p| p.iter().map(|b| format!("{b:02x}")).collect())
-        .collect();
-    let script = "import socket,sys\n\
-        s=socket.socket(socket.AF_INET,socket.SOCK_RAW,socket.IPPROTO_RAW)\n\
-        s.setsockopt(socket.IPPROTO_IP,socket.IP_HDRINCL,1)\n\
-        for h in sys.stdin.read().split():\n  p=bytes.fromhex(h); s.sendto(p,(socket.inet_ntoa(p[16:20]),0))\n";
+/// Runs a Python `script` in host `i`'s namespace with `args`, `lines` on its stdin one
+/// per line, under the lab's deadline; fails the test if it fails or hangs.
+pub fn python_in(lab: &str, i: usize, script: &str, args: &[&str], lines: &[String]) {
     let mut child = Command::new("ip")
         .args([
             "netns",
@@ -278,24 +289,73 @@ pub fn inject_from(lab: &str, i: usize, packets: &[Vec<u8>]) {
             "-c",
         ])
         .arg(script)
+        .args(args)
         .stdin(std::process::Stdio::piped())
         .spawn()
         .expect("spawn python3");
     {
         use std::io::Write;
         let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(hex.join("\n").as_bytes()).unwrap();
+        stdin.write_all(lines.join("\n").as_bytes()).unwrap();
     }
     let end = Instant::now() + Duration::from_secs(DEADLINE_S);
     loop {
         if let Some(s) = child.try_wait().unwrap() {
-            assert!(s.success(), "inject from h{i}");
+            assert!(s.success(), "python in h{i}");
             return;
         }
         if Instant::now() > end {
             let _ = child.kill();
-            panic!("hang: injecting from h{i}");
+            panic!("hang: python in h{i}");
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+fn hex_lines(packets: &[Vec<u8>]) -> Vec<String> {
+    packets
+        .iter()
+        .map(|p| p.iter().map(|b| format!("{b:02x}")).collect())
+        .collect()
+}
+
+/// Sends whole IPv4 packets (`packets`, header included, as the test built them) from
+/// host `i`'s namespace through a raw socket: what an attacker with its own switch
+/// port can put on the wire, any source address included.
+pub fn inject_from(lab: &str, i: usize, packets: &[Vec<u8>]) {
+    let script = "import socket,sys\n\
+        s=socket.socket(socket.AF_INET,socket.SOCK_RAW,socket.IPPROTO_RAW)\n\
+        s.setsockopt(socket.IPPROTO_IP,socket.IP_HDRINCL,1)\n\
+        for h in sys.stdin.read().split():\n  p=bytes.fromhex(h); s.sendto(p,(socket.inet_ntoa(p[16:20]),0))\n";
+    python_in(lab, i, script, &[], &hex_lines(packets));
+}
+
+/// Sends whole Ethernet frames out of host `i`'s eth0 (AF_PACKET): any source MAC,
+/// any ethertype. Paced a little, so the switch's socket keeps up.
+pub fn inject_frames_from(lab: &str, i: usize, frames: &[Vec<u8>]) {
+    let script = "import socket,sys,time\n\
+        s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW)\n\
+        s.bind(('eth0',0))\n\
+        for n,h in enumerate(sys.stdin.read().split()):\n  s.send(bytes.fromhex(h))\n  \
+        if n%500==499: time.sleep(0.005)\n";
+    python_in(lab, i, script, &[], &hex_lines(frames));
+}
+
+/// Host `i`'s address (10.77.0.(i + 1)).
+pub fn host_addr(i: usize) -> Ipv4Address {
+    Ipv4Address::new(10, 77, 0, i as u8 + 1)
+}
+
+/// One RoCEv2 packet, IPv4 header through ICRC.
+pub fn roce_packet(
+    src: Ipv4Address,
+    dst: Ipv4Address,
+    bth: BthRepr,
+    ext: ExtHeaders,
+    payload: &[u8],
+) -> Vec<u8> {
+    let r = RoceRepr::new(src, dst, 0, Ecn::NotEct, 49152, bth, ext, payload);
+    let mut b = vec![0u8; r.buffer_len()];
+    r.emit(&mut b);
+    b
 }

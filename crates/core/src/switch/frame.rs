@@ -376,6 +376,149 @@ struct MacEntry {
     last_seen: Instant,
 }
 
+/// An entry of a [`LearnedTable`]: a binding to a port, pinned or learned.
+trait PortBinding: Copy {
+    fn port(&self) -> u16;
+    fn pinned(&self) -> bool;
+    fn last_seen(&self) -> Instant;
+}
+
+impl PortBinding for HostEntry {
+    fn port(&self) -> u16 {
+        self.port
+    }
+    fn pinned(&self) -> bool {
+        self.pinned
+    }
+    fn last_seen(&self) -> Instant {
+        self.last_seen
+    }
+}
+
+impl PortBinding for MacEntry {
+    fn port(&self) -> u16 {
+        self.port
+    }
+    fn pinned(&self) -> bool {
+        self.pinned
+    }
+    fn last_seen(&self) -> Instant {
+        self.last_seen
+    }
+}
+
+/// What [`LearnedTable::learn`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Learn {
+    /// Already bound to this port (a learned entry was refreshed).
+    Kept,
+    /// Pinned to another port by configuration.
+    PinnedElsewhere,
+    /// Learned on another port and still fresh: first come, kept.
+    Refused,
+    /// A cap (the port's or the table's) was reached.
+    Full,
+    /// A new binding (or one that replaced a stale one).
+    Added,
+}
+
+/// A table of bindings to ports (module docs, step 1): the switch's MACs and hosts.
+/// Entries are pinned by configuration, or learned: first come, kept while fresh,
+/// capped per host port and in all, forgotten once idle for the table's age.
+#[derive(Debug)]
+struct LearnedTable<K, E> {
+    entries: BTreeMap<K, E>,
+    /// Learned (not pinned) entries in all and per port, for the caps.
+    learned: usize,
+    learned_per_port: Vec<u32>,
+}
+
+impl<K: Ord + Copy, E: PortBinding> LearnedTable<K, E> {
+    fn new(ports: usize) -> Self {
+        LearnedTable {
+            entries: BTreeMap::new(),
+            learned: 0,
+            learned_per_port: vec![0; ports],
+        }
+    }
+
+    fn get(&self, key: &K) -> Option<&E> {
+        self.entries.get(key)
+    }
+
+    fn forget(&mut self, port: u16) {
+        self.learned -= 1;
+        self.learned_per_port[port as usize] -= 1;
+    }
+
+    /// Binds `key` by configuration (whatever was learned for it goes).
+    fn pin(&mut self, key: K, entry: E) {
+        if let Some(old) = self.entries.insert(key, entry) {
+            if !old.pinned() {
+                self.forget(old.port());
+            }
+        }
+    }
+
+    /// Learns `key` on `port` at `now`: `refresh` updates a learned entry already on
+    /// this port, `entry` makes a new one. `port_cap` is the port's cap (None for a
+    /// port toward another switch), `cap` the table's.
+    #[allow(clippy::too_many_arguments)]
+    fn learn(
+        &mut self,
+        key: K,
+        port: u16,
+        now: Instant,
+        age: Duration,
+        port_cap: Option<usize>,
+        cap: usize,
+        entry: impl FnOnce() -> E,
+        refresh: impl FnOnce(&mut E),
+    ) -> Learn {
+        match self.entries.get(&key).copied() {
+            Some(e) if e.port() == port => {
+                if !e.pinned() {
+                    if let Some(e) = self.entries.get_mut(&key) {
+                        refresh(e);
+                    }
+                }
+                Learn::Kept
+            }
+            Some(e) if e.pinned() => Learn::PinnedElsewhere,
+            Some(e) if now < e.last_seen() + age => Learn::Refused,
+            old => {
+                let total = self.learned - usize::from(old.is_some());
+                let on_port = self.learned_per_port[port as usize] as usize;
+                if total >= cap || port_cap.is_some_and(|c| on_port >= c) {
+                    return Learn::Full;
+                }
+                if let Some(o) = old {
+                    self.forget(o.port());
+                }
+                self.entries.insert(key, entry());
+                self.learned += 1;
+                self.learned_per_port[port as usize] += 1;
+                Learn::Added
+            }
+        }
+    }
+
+    /// Forgets learned entries idle for `age` at `now`; returns how many.
+    fn expire(&mut self, now: Instant, age: Duration) -> u64 {
+        let gone: Vec<(K, u16)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| !e.pinned() && now >= e.last_seen() + age)
+            .map(|(&k, e)| (k, e.port()))
+            .collect();
+        for &(k, port) in &gone {
+            self.entries.remove(&k);
+            self.forget(port);
+        }
+        gone.len() as u64
+    }
+}
+
 /// One frame the pipeline made, waiting for [`FrameSwitch::poll_transmit`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutFrame {
@@ -389,13 +532,8 @@ pub struct FrameSwitch {
     cfg: FrameSwitchConfig,
     cepheus: CepheusSwitch,
     peel: Option<PeelSwitch>,
-    macs: BTreeMap<[u8; 6], MacEntry>,
-    hosts: BTreeMap<u32, HostEntry>,
-    /// Learned (not pinned) MACs and hosts per port, for the per-port caps.
-    learned_macs_per_port: Vec<u32>,
-    learned_hosts_per_port: Vec<u32>,
-    learned_macs: usize,
-    learned_hosts: usize,
+    macs: LearnedTable<[u8; 6], MacEntry>,
+    hosts: LearnedTable<u32, HostEntry>,
     /// When learned MACs and hosts are next swept for age (`None`: none learned).
     next_sweep: Option<Instant>,
     /// Per group (McstID as u32) its source: the address and arrival port of the MRP
@@ -473,12 +611,8 @@ impl FrameSwitch {
             cfg,
             cepheus,
             peel,
-            macs: BTreeMap::new(),
-            hosts: BTreeMap::new(),
-            learned_macs_per_port: vec![0; ports],
-            learned_hosts_per_port: vec![0; ports],
-            learned_macs: 0,
-            learned_hosts: 0,
+            macs: LearnedTable::new(ports),
+            hosts: LearnedTable::new(ports),
             next_sweep: None,
             group_sources: BTreeMap::new(),
             stats: FrameSwitchStats::default(),
@@ -530,19 +664,20 @@ impl FrameSwitch {
     /// Known hosts, by address.
     pub fn hosts(&self) -> impl Iterator<Item = (Ipv4Address, &HostEntry)> {
         self.hosts
+            .entries
             .iter()
             .map(|(&ip, h)| (Ipv4Address::from_u32(ip), h))
     }
     pub fn learned_macs(&self) -> usize {
-        self.macs.len()
+        self.macs.entries.len()
     }
     /// Bytes of the tables (the figure `rocast switch --stats` prints beside the
     /// process's own VmRSS).
     pub fn memory_bytes(&self) -> usize {
         self.cepheus.memory_bytes()
             + self.peel.as_ref().map_or(0, PeelSwitch::memory_bytes)
-            + self.macs.len() * MAC_ENTRY_BYTES
-            + self.hosts.len() * HOST_ENTRY_BYTES
+            + self.macs.entries.len() * MAC_ENTRY_BYTES
+            + self.hosts.entries.len() * HOST_ENTRY_BYTES
             + self.group_sources.len() * GROUP_SOURCE_BYTES
             + self.allocations.len() * HOST_ENTRY_BYTES
             + self.igmp.memory_bytes()
@@ -566,55 +701,26 @@ impl FrameSwitch {
         if !self.is_host_address(ip) || !is_unicast_mac(mac) {
             return Err(format!("host {ip}: not a unicast host address and MAC"));
         }
-        let pinned_host = HostEntry {
+        let last_seen = Instant::ZERO;
+        let host = HostEntry {
             port,
             mac,
             pinned: true,
-            last_seen: Instant::ZERO,
+            last_seen,
         };
-        if let Some(old) = self.hosts.insert(ip.to_u32(), pinned_host) {
-            if !old.pinned {
-                self.forget_learned_host(old.port);
-            }
-        }
-        let pinned_mac = MacEntry {
+        self.hosts.pin(ip.to_u32(), host);
+        let entry = MacEntry {
             port,
             pinned: true,
-            last_seen: Instant::ZERO,
+            last_seen,
         };
-        if let Some(old) = self.macs.insert(mac.0, pinned_mac) {
-            if !old.pinned {
-                self.forget_learned_mac(old.port);
-            }
-        }
+        self.macs.pin(mac.0, entry);
         Ok(())
     }
 
-    fn forget_learned_host(&mut self, port: u16) {
-        self.learned_hosts -= 1;
-        self.learned_hosts_per_port[port as usize] -= 1;
-    }
-    fn forget_learned_mac(&mut self, port: u16) {
-        self.learned_macs -= 1;
-        self.learned_macs_per_port[port as usize] -= 1;
-    }
-
-    /// Whether a learned entry last seen at `last_seen` is still fresh at `now`.
-    fn fresh(&self, last_seen: Instant, now: Instant) -> bool {
-        now < last_seen + self.cfg.table_age
-    }
-
-    /// Whether `port` may learn one more entry: `per_port` of its own (host ports
-    /// only) and `total` in all under the caps.
-    fn under_caps(
-        &self,
-        port: u16,
-        per_port: u32,
-        max_per_port: usize,
-        total: usize,
-        max: usize,
-    ) -> bool {
-        total < max && (self.toward_switch(port) || (per_port as usize) < max_per_port)
+    /// A host port's cap, or none toward another switch (only the table's cap holds).
+    fn port_cap(&self, port: u16, cap: usize) -> Option<usize> {
+        (!self.toward_switch(port)).then_some(cap)
     }
 
     /// Arms the age sweep once something learned exists.
@@ -630,43 +736,26 @@ impl FrameSwitch {
     /// Learns `mac` on `port` (module docs, step 1): a fresh entry on another port
     /// stays where it is.
     fn learn_mac(&mut self, now: Instant, mac: EthernetAddress, port: u16) {
-        match self.macs.get(&mac.0).copied() {
-            Some(e) if e.port == port => {
-                if !e.pinned {
-                    if let Some(e) = self.macs.get_mut(&mac.0) {
-                        e.last_seen = now;
-                    }
-                }
-            }
-            Some(e) if e.pinned || self.fresh(e.last_seen, now) => self.stats.mac_move_refused += 1,
-            old => {
-                let per_port = self.learned_macs_per_port[port as usize];
-                let total = self.learned_macs - old.map_or(0, |_| 1);
-                if !self.under_caps(
-                    port,
-                    per_port,
-                    self.cfg.max_macs_per_port,
-                    total,
-                    self.cfg.max_macs,
-                ) {
-                    self.stats.mac_table_full += 1;
-                    return;
-                }
-                if let Some(o) = old {
-                    self.forget_learned_mac(o.port);
-                }
-                self.macs.insert(
-                    mac.0,
-                    MacEntry {
-                        port,
-                        pinned: false,
-                        last_seen: now,
-                    },
-                );
-                self.learned_macs += 1;
-                self.learned_macs_per_port[port as usize] += 1;
-                self.arm_sweep(now);
-            }
+        let port_cap = self.port_cap(port, self.cfg.max_macs_per_port);
+        let learned = self.macs.learn(
+            mac.0,
+            port,
+            now,
+            self.cfg.table_age,
+            port_cap,
+            self.cfg.max_macs,
+            || MacEntry {
+                port,
+                pinned: false,
+                last_seen: now,
+            },
+            |e| e.last_seen = now,
+        );
+        match learned {
+            Learn::PinnedElsewhere | Learn::Refused => self.stats.mac_move_refused += 1,
+            Learn::Full => self.stats.mac_table_full += 1,
+            Learn::Added => self.arm_sweep(now),
+            Learn::Kept => {}
         }
     }
 
@@ -692,45 +781,30 @@ impl FrameSwitch {
         if !self.is_host_address(ip) || !is_unicast_mac(mac) {
             return;
         }
-        let key = ip.to_u32();
-        match self.hosts.get(&key).copied() {
-            Some(h) if h.pinned => {}
-            Some(h) if h.port == port => {
-                if let Some(h) = self.hosts.get_mut(&key) {
-                    h.mac = mac;
-                    h.last_seen = now;
-                }
-            }
-            Some(h) if self.fresh(h.last_seen, now) => self.stats.host_move_refused += 1,
-            old => {
-                let per_port = self.learned_hosts_per_port[port as usize];
-                let total = self.learned_hosts - old.map_or(0, |_| 1);
-                if !self.under_caps(
-                    port,
-                    per_port,
-                    self.cfg.max_hosts_per_port,
-                    total,
-                    self.cfg.max_hosts,
-                ) {
-                    self.stats.host_table_full += 1;
-                    return;
-                }
-                if let Some(o) = old {
-                    self.forget_learned_host(o.port);
-                }
-                self.hosts.insert(
-                    key,
-                    HostEntry {
-                        port,
-                        mac,
-                        pinned: false,
-                        last_seen: now,
-                    },
-                );
-                self.learned_hosts += 1;
-                self.learned_hosts_per_port[port as usize] += 1;
-                self.arm_sweep(now);
-            }
+        let port_cap = self.port_cap(port, self.cfg.max_hosts_per_port);
+        let learned = self.hosts.learn(
+            ip.to_u32(),
+            port,
+            now,
+            self.cfg.table_age,
+            port_cap,
+            self.cfg.max_hosts,
+            || HostEntry {
+                port,
+                mac,
+                pinned: false,
+                last_seen: now,
+            },
+            |h| {
+                h.mac = mac;
+                h.last_seen = now;
+            },
+        );
+        match learned {
+            Learn::Refused => self.stats.host_move_refused += 1,
+            Learn::Full => self.stats.host_table_full += 1,
+            Learn::Added => self.arm_sweep(now),
+            Learn::Kept | Learn::PinnedElsewhere => {}
         }
     }
 
@@ -1236,7 +1310,7 @@ impl FrameSwitch {
             return;
         }
         if let Ok(prune) = MrpPrune::parse(payload) {
-            let routes = HostRoutes(&self.hosts, &self.cfg.switch_ports);
+            let routes = HostRoutes(&self.hosts.entries, &self.cfg.switch_ports);
             match mrp_agent::handle_prune(&mut self.cepheus, in_port, &prune, &routes) {
                 Some(out) => {
                     self.stats.mrp_pruned += out.removed as u64;
@@ -1297,7 +1371,7 @@ impl FrameSwitch {
                         &mut self.cepheus,
                         in_port,
                         &m,
-                        &HostRoutes(&self.hosts, &self.cfg.switch_ports),
+                        &HostRoutes(&self.hosts.entries, &self.cfg.switch_ports),
                     ),
                 };
                 if r.is_ok() {
@@ -1573,31 +1647,10 @@ impl FrameSwitch {
     /// Forgets learned MACs and host bindings idle for `table_age` (pinned ones stay).
     fn sweep(&mut self, now: Instant) {
         let age = self.cfg.table_age;
-        let stale = |seen: Instant| now >= seen + age;
-        let gone_macs: Vec<([u8; 6], u16)> = self
-            .macs
-            .iter()
-            .filter(|(_, e)| !e.pinned && stale(e.last_seen))
-            .map(|(&m, e)| (m, e.port))
-            .collect();
-        for (m, port) in gone_macs {
-            self.macs.remove(&m);
-            self.forget_learned_mac(port);
-            self.stats.mac_expired += 1;
-        }
-        let gone_hosts: Vec<(u32, u16)> = self
-            .hosts
-            .iter()
-            .filter(|(_, h)| !h.pinned && stale(h.last_seen))
-            .map(|(&ip, h)| (ip, h.port))
-            .collect();
-        for (ip, port) in gone_hosts {
-            self.hosts.remove(&ip);
-            self.forget_learned_host(port);
-            self.stats.host_expired += 1;
-        }
+        self.stats.mac_expired += self.macs.expire(now, age);
+        self.stats.host_expired += self.hosts.expire(now, age);
         self.next_sweep =
-            (self.learned_macs + self.learned_hosts > 0).then(|| now + self.sweep_interval());
+            (self.macs.learned + self.hosts.learned > 0).then(|| now + self.sweep_interval());
     }
 
     /// When `mcst_id`'s lease runs out (`None`: no lease, or no such group).
