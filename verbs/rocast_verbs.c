@@ -194,13 +194,18 @@ uint32_t rv_crc32_update(uint32_t crc, const uint8_t *p, size_t n)
 
 uint32_t rv_crc32(const uint8_t *p, size_t n) { return rv_crc32_update(0, p, n); }
 
+int rv_random_u32(uint32_t *v)
+{
+    if (getrandom(v, sizeof(*v), 0) != (ssize_t)sizeof(*v))
+        return -errno;
+    return 0;
+}
+
 int rv_random_psn(uint32_t *psn)
 {
-    uint32_t v;
-    if (getrandom(&v, sizeof(v), 0) != (ssize_t)sizeof(v))
-        return -errno;
-    *psn = v & 0xffffff;
-    return 0;
+    int e = rv_random_u32(psn);
+    *psn &= 0xffffff;
+    return e;
 }
 
 /* ---- UD multicast ------------------------------------------------------------------ */

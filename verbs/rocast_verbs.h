@@ -146,7 +146,9 @@ void rv_ud_close(struct rv_ud *u);
 uint32_t rv_crc32(const uint8_t *p, size_t n);
 /* The running form: rv_crc32_update(0, p, n) == rv_crc32(p, n). */
 uint32_t rv_crc32_update(uint32_t crc, const uint8_t *p, size_t n);
-/* A start PSN from the kernel's CSPRNG (getrandom): 0 or -errno. */
+/* 32 bits from the kernel's CSPRNG (getrandom): 0 or -errno. */
+int rv_random_u32(uint32_t *v);
+/* A start PSN (24 bits) the same way. */
 int rv_random_psn(uint32_t *psn);
 
 #endif

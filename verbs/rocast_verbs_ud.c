@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 /* Protocol timing for a LAN of software RoCE hosts (TCG guests answer in about a
  * millisecond; a loaded one later): rocast's assumption, stated in the README. */
@@ -218,8 +217,8 @@ int main(int argc, char **argv)
          * stream, never the old one's continuation, and an off-path host cannot guess
          * it. getrandom(2) is the OS CSPRNG. */
         uint32_t stream_id = 0;
-        if (getrandom(&stream_id, sizeof stream_id, 0) != (ssize_t)sizeof stream_id) {
-            fprintf(stderr, "rocast-verbs-ud: getrandom: %s\n", strerror(errno));
+        if ((rc = rv_random_u32(&stream_id))) {
+            fprintf(stderr, "rocast-verbs-ud: getrandom: %s\n", strerror(-rc));
             return 1;
         }
         rocast_nm_sender_config_default(&c, stream_id, (uint32_t)mtu - ROCAST_NM_DATA_HEADER_LEN - tag);

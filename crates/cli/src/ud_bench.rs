@@ -39,8 +39,7 @@ use rocast_eval::peel::transfer::{conformance_lines, PeelCounters};
 use rocast_net::endpoint::Clock;
 use rocast_net::lab::{self, Lab, LabOptions, LabSpec, Medium};
 use rocast_net::ud_mcast::{
-    enter_netns, random_stream_id, run_receiver, run_sender, ReceiverReport, SenderReport, UdHost,
-    UdHostConfig,
+    enter_netns, run_receiver, run_sender, ReceiverReport, SenderReport, UdHost, UdHostConfig,
 };
 use rocast_sim::multicast::ud_transfer::{transfer_receiver_config, transfer_sender_config};
 use rocast_sim::output::stats::nearest_rank;
@@ -208,7 +207,7 @@ fn sender_config(
     key: Option<GroupKey>,
 ) -> Result<SenderConfig, String> {
     let mut c = transfer_sender_config(a.hosts, a.mtu);
-    c.session = random_stream_id().map_err(|e| format!("stream id: {e}"))?;
+    c.session = rocast_net::entropy::random_stream_id().map_err(|e| format!("stream id: {e}"))?;
     for i in 1..a.hosts {
         let ip: Ipv4Addr = lab::host_ip(subnet, i)
             .parse()

@@ -1,13 +1,13 @@
-//! What a stranger on the fabric must guess (issue 45): the runtime's QPNs and start
-//! PSNs come from the kernel's CSPRNG (`getrandom(2)`), never from an address or a
-//! counter. ReDMArk (USENIX Security 2021) injects into RoCE connections whose QPNs and
-//! PSNs are predictable; with 24 random bits each, a blind injection must hit one
-//! (QPN, PSN-window) pair in 2^48 (less the window). The simulator never calls this: its
+//! What a stranger on the fabric must guess (issue 45): the runtime's QPNs, start
+//! PSNs, RKeys and UD stream ids come from the kernel's CSPRNG (`getrandom(2)`), never
+//! from an address or a counter. ReDMArk (USENIX Security 2021) injects into RoCE
+//! connections whose QPNs and PSNs are predictable; with 24 random bits each, a blind
+//! injection must hit one (QPN, PSN-window) pair in 2^48 (less the window). The simulator never calls this: its
 //! runs stay seeded and reproducible.
 
-/// `N` bytes from the kernel's CSPRNG. Blocks only before the kernel's pool is
-/// initialised at boot; any other failure is a broken system, so it panics with why.
-pub fn random_bytes<const N: usize>() -> [u8; N] {
+/// `N` bytes from the kernel's CSPRNG, or why not. Blocks only before the kernel's
+/// pool is initialised at boot.
+pub fn try_random_bytes<const N: usize>() -> std::io::Result<[u8; N]> {
     let mut b = [0u8; N];
     let mut filled = 0;
     while filled < N {
@@ -15,15 +15,26 @@ pub fn random_bytes<const N: usize>() -> [u8; N] {
         let r = unsafe { libc::getrandom(b[filled..].as_mut_ptr().cast(), N - filled, 0) };
         if r < 0 {
             let e = std::io::Error::last_os_error();
-            assert!(
-                e.kind() == std::io::ErrorKind::Interrupted,
-                "getrandom: {e}"
-            );
-            continue;
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
         }
         filled += r as usize;
     }
-    b
+    Ok(b)
+}
+
+/// `N` bytes from the kernel's CSPRNG; a failure is a broken system, so it panics
+/// with why.
+pub fn random_bytes<const N: usize>() -> [u8; N] {
+    try_random_bytes().unwrap_or_else(|e| panic!("getrandom: {e}"))
+}
+
+/// A fresh UD multicast stream id (`ud_mcast`), drawn at every sender start, so a
+/// restarted sender is a new stream and an off-path host cannot guess the id.
+pub fn random_stream_id() -> std::io::Result<u32> {
+    try_random_bytes().map(u32::from_be_bytes)
 }
 
 /// A random 24-bit start PSN.

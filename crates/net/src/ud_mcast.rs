@@ -47,7 +47,7 @@
 //! Trust (issue 45 item 5): every protocol packet goes to the state machines with the
 //! source address and QPN the UD endpoint reported ([`Peer`]), which they check
 //! against the stream's sender or the receiver it names; a sender start draws a fresh
-//! stream id from the OS CSPRNG ([`random_stream_id`]), so a restarted sender is a new
+//! stream id from the OS CSPRNG ([`crate::entropy::random_stream_id`]), so a restarted sender is a new
 //! stream. The group key, if any, is in the state machines' configurations.
 
 use crate::endpoint::{Clock, LossInjector};
@@ -764,28 +764,6 @@ pub fn run_receiver(
     rep.socket = host.sock.stats().clone();
     rep.driver = host.stats.clone();
     Ok(rep)
-}
-
-/// A fresh stream id from the OS CSPRNG (`getrandom`): drawn at every sender start,
-/// so a restarted sender is a new stream and an off-path host cannot guess the id.
-pub fn random_stream_id() -> io::Result<u32> {
-    let mut b = [0u8; 4];
-    let mut got = 0;
-    while got < b.len() {
-        // SAFETY: writes at most the remaining bytes of a live buffer.
-        let r = unsafe {
-            libc::getrandom(b[got..].as_mut_ptr() as *mut libc::c_void, b.len() - got, 0)
-        };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        got += r as usize;
-    }
-    Ok(u32::from_be_bytes(b))
 }
 
 /// Moves the calling thread into network namespace `ns` (`/run/netns/<ns>`, as

@@ -1040,11 +1040,11 @@ impl FrameSwitch {
             Ok(IgmpRepr::Membership(changes)) => {
                 self.stats.igmp_reports += 1;
                 let to_switch = self.toward_switch(in_port);
-                let refused = self.igmp.refused();
                 for c in changes {
                     self.igmp.apply(now, in_port, to_switch, c);
                 }
-                self.stats.igmp_table_full += self.igmp.refused() - refused;
+                // The snooping table counts its own refusals; the stats mirror it.
+                self.stats.igmp_table_full = self.igmp.refused();
                 let up: Vec<u16> = (0..self.cfg.ports)
                     .filter(|&p| p != in_port && self.toward_switch(p))
                     .collect();
