@@ -462,3 +462,83 @@ fn with_invitations_a_stranger_is_refused_and_the_invited_members_get_the_data()
     every_byte_everywhere(leader, invited, &payload);
     down_and_check(lab.0, &file);
 }
+
+/// Issue 46: an overlay member killed mid-transfer. The overlay is
+/// `overlay::OverlayRank`, as in the simulator: the rank that sends to the dead
+/// member finds it by its connection's RC retry error, the rank after it by the
+/// relay (or its own probe), and every survivor fails the buffer naming the same
+/// member (RDMC §4.6): no survivor hangs, none exits 0, none leaves bytes at `--out`.
+#[test]
+fn an_overlay_member_killed_mid_transfer_fails_the_group_at_every_survivor() {
+    let _one = one_lab();
+    let lab = LabGuard::new("tf9");
+    let (_payload, file) = lab_up(lab.0, 4);
+    let joins = join_all(lab.0, 3);
+    // A chain 0 → 1 → 2 → 3 at 40 Mbit/s: about five seconds per hop's stream.
+    let ip0 = host_ip(0);
+    let leader = Proc::spawn(
+        lab.0,
+        "lead",
+        0,
+        &[
+            "mcast",
+            "lead",
+            "--bind",
+            &ip0,
+            "--members",
+            "3",
+            "--file",
+            &file,
+            "--op",
+            "write",
+            "--rate-mbps",
+            "40",
+            "--timeout",
+            "15",
+            "--overlay",
+            "chain",
+            "--block",
+            "65536",
+        ],
+    );
+    let end = Instant::now() + Duration::from_secs(20);
+    while try_counter(&switch_query(lab.0, false), "switch", "forwarded").unwrap_or(0) < 3000 {
+        assert!(
+            Instant::now() < end,
+            "no overlay blocks through the switch within 20 s: {}",
+            leader.text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut joins = joins.into_iter();
+    let (a, a_out) = joins.next().unwrap();
+    let (mut victim, victim_out) = joins.next().unwrap();
+    let (b, b_out) = joins.next().unwrap();
+    victim.kill();
+    let started = Instant::now();
+    let (code, text) = leader.finish();
+    assert_ne!(code, 0, "a lost overlay member fails the group: {text}");
+    for (p, out) in [(a, a_out), (b, b_out)] {
+        let (jc, jt) = p.finish();
+        assert_ne!(jc, 0, "{jt}");
+        // A rank still owed by or owing the dead member names it; one whose part
+        // was done (it held the message and owed nothing) hears the outcome seen by
+        // all at the close (RDMC: a failure is reported at close).
+        assert!(
+            jt.contains("overlay: 10.77.0.3 (rank ")
+                || jt.contains("group closed by the leader: FAILED"),
+            "the failure reaches every survivor: {jt}\nleader: {text}"
+        );
+        assert!(!out.exists(), "nothing at --out after a failed group: {jt}");
+        let _ = std::fs::remove_file(out.with_extension("bin.partial"));
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "found by the RC retry budget, not a hang: {:?}",
+        started.elapsed()
+    );
+    let (vc, _) = victim.finish();
+    assert_eq!(vc, -1, "killed by the signal");
+    let _ = std::fs::remove_file(victim_out);
+    down_and_check(lab.0, &file);
+}

@@ -52,7 +52,9 @@ use rocast_core::control::session::{
     SessionError, DEFAULT_REFRESH_MS, MAX_TRANSMIT_LEN,
 };
 use rocast_core::fabric::cepheus::{GroupAddressSpace, VIRTUAL_QPN};
-use rocast_core::overlay::{BroadcastDriver, DriverAction, DriverConfig, Scheme};
+use rocast_core::overlay::{
+    BlockOp, Channel, DriverConfig, GroupOutcome, OverlayRank, OverlayRankConfig, Scheme,
+};
 use rocast_core::rnic::{Event, Payload, QpConfig, QpStats, RcQueuePair, SendOp, SendRequest};
 use rocast_core::rnic::{FixedRate, RateController, Unlimited};
 use rocast_core::time::Duration as CoreDuration;
@@ -1020,7 +1022,7 @@ impl Leader {
                     &self.clock,
                     set,
                     0,
-                    roster.len(),
+                    roster,
                     *scheme,
                     driver_cfg,
                     &mut own,
@@ -1693,12 +1695,12 @@ impl Member {
         post_overlay_receives(set, *rank, &sched, *block)?;
         self.session.handle_receives_posted(self.clock.now());
         member_pump(&mut self.c, &self.mrp, &mut self.session, &self.clock);
-        let (r, n, s) = (*rank, roster.len(), *scheme);
+        let (r, s) = (*rank, *scheme);
         run_overlay(
             &self.clock,
             set,
             r,
-            n,
+            roster,
             s,
             driver_cfg,
             into,
@@ -1944,7 +1946,10 @@ fn overlay_qps(local: Ipv4Addr, mtu: usize) -> Result<QpSet, McastError> {
 }
 
 /// Adds the QPs toward every peer `rank` has in one broadcast of `driver_cfg` that
-/// are not there yet (both ends compute the same schedule, so both add the pair).
+/// are not there yet (both ends compute the same schedule, so both add the pair), and
+/// once per group a control QP toward every other rank (RDMC §4.6 relays a failure to
+/// every member; probes and readies go to schedule peers) with
+/// [`CONTROL_RECEIVES`] zero-length receives posted.
 #[allow(clippy::too_many_arguments)]
 fn ensure_overlay_peers(
     set: &mut QpSet,
@@ -1967,8 +1972,32 @@ fn ensure_overlay_peers(
             set.add(qp).map_err(io("QP"))?;
         }
     }
+    for (p, &peer_ip) in roster.iter().enumerate() {
+        if p == rank || set.qp(control_qpn(rank, p)).is_some() {
+            continue;
+        }
+        let mut qp = rc_qp(
+            local,
+            control_qpn(rank, p),
+            peer_ip,
+            control_qpn(p, rank),
+            mtu,
+            None,
+        )?;
+        start_at(&mut qp, start_psn)?;
+        for i in 0..CONTROL_RECEIVES {
+            qp.post_recv(i, 0)
+                .map_err(|e| McastError::Protocol(e.to_string()))?;
+        }
+        set.add(qp).map_err(io("QP"))?;
+    }
     Ok(sched)
 }
+
+/// Zero-length receives each control QP keeps posted (one is reposted per control
+/// message): failure notices and probes are few; past this a sender meets RNR and
+/// retries (rnr_retry 7: for ever), so nothing is lost.
+const CONTROL_RECEIVES: u64 = 8;
 
 /// Posts a receive for every block this rank gets in one broadcast of `sched`.
 fn post_overlay_receives(
@@ -1993,61 +2022,151 @@ fn overlay_qpn(from: usize, to: usize) -> u32 {
     0x10000 | ((from as u32) << 8) | to as u32
 }
 
+/// The QPN of rank `from`'s control connection to rank `to` (ready, failure notice,
+/// probe: `overlay::rank`'s control channel).
+fn control_qpn(from: usize, to: usize) -> u32 {
+    0x20000 | ((from as u32) << 8) | to as u32
+}
+
 /// Runs `rank`'s part of an overlay broadcast until it holds the whole message and
 /// every send it owes completed. `buf` holds the message (the root's is full).
+///
+/// The rank is `overlay::OverlayRank`, the object the simulator drives too: this
+/// loop only posts what it asks for (blocks as SEND with immediate into the receives
+/// posted per block, control on the control QPs) and reports what the QPs complete.
+/// A rank that hears nothing for a quarter of `timeout` probes whom it waits on (a
+/// dead peer is then found by the probe's RC retry error); one that hears nothing
+/// for `timeout` suspects them. Either failure is relayed to every member before
+/// this returns, so all survivors report the same failed members (RDMC §4.6).
 #[allow(clippy::too_many_arguments)]
 fn run_overlay(
     clock: &Clock,
     set: &mut QpSet,
     rank: usize,
-    n: usize,
+    roster: &[Ipv4Addr],
     scheme: Scheme,
     driver_cfg: DriverConfig,
     buf: &mut [u8],
     timeout: Duration,
 ) -> Result<u64, McastError> {
+    let n = roster.len();
     // The caller's clock: the QPs' timers and pacer hold instants of it, so a fresh
     // clock per broadcast would put them in the future and stall every later send.
     let mut held_ns = None;
-    let mut driver = BroadcastDriver::new(scheme, n as u32, 0, rank as u32, driver_cfg)
-        .map_err(|e| McastError::Protocol(e.to_string()))?;
-    let peers: Vec<(usize, u32)> = set.qpns().map(|q| (((q & 0xff) as usize), q)).collect();
-    let mut last = StdInstant::now();
-    while !driver.is_complete() {
-        if held_ns.is_none() && driver.has_message() {
+    let timeout = core_duration(timeout);
+    let mut me = OverlayRank::new(
+        OverlayRankConfig {
+            scheme,
+            group_size: n as u32,
+            root: 0,
+            rank: rank as u32,
+            driver: driver_cfg,
+            block_op: BlockOp::SendImm,
+            suspect_after: Some(CoreDuration::from_ps(timeout.as_ps() / 4)),
+            fail_after: Some(timeout),
+        },
+        clock.now(),
+    )
+    .map_err(|e| McastError::Protocol(e.to_string()))?;
+    let protocol = |e: rocast_core::overlay::DriverError| McastError::Protocol(e.to_string());
+    // Every QP of this rank with its peer and channel.
+    let qps: Vec<(u32, u32, Channel)> = (0..n)
+        .filter(|&p| p != rank)
+        .flat_map(|p| {
+            [
+                (overlay_qpn(rank, p), p as u32, Channel::Data),
+                (control_qpn(rank, p), p as u32, Channel::Control),
+            ]
+        })
+        .filter(|&(q, ..)| set.qp(q).is_some())
+        .collect();
+    // Control sends posted and not yet complete: a failure is relayed before return.
+    let mut control_in_flight = 0usize;
+    let mut failed_at: Option<StdInstant> = None;
+    loop {
+        if held_ns.is_none() && me.has_message() {
             held_ns = Some(mono_ns());
         }
-        while let Some(a) = driver.poll_event() {
-            if let DriverAction::SendBlock { id, to, block, .. } = a {
-                let (off, len) = driver_cfg.block_range(block);
-                let qp = set
-                    .qp_mut(overlay_qpn(rank, to as usize))
-                    .ok_or_else(|| McastError::Protocol(format!("no QP to rank {to}")))?;
-                qp.post_send(SendRequest {
-                    wr_id: id as u64,
-                    op: SendOp::SendImm(block),
-                    data: Payload::Bytes(buf[off as usize..(off + len) as usize].into()),
-                })
-                .map_err(|e| McastError::Transfer(e.to_string()))?;
+        while let Some(p) = me.poll_post() {
+            let to = p.to as usize;
+            let (qpn, data) = match p.channel {
+                Channel::Data => {
+                    let (off, len) = (p.offset as usize, p.len as usize);
+                    (
+                        overlay_qpn(rank, to),
+                        Payload::Bytes(buf[off..off + len].into()),
+                    )
+                }
+                Channel::Control => {
+                    control_in_flight += 1;
+                    (control_qpn(rank, to), Payload::Zeros(0))
+                }
+            };
+            let qp = set
+                .qp_mut(qpn)
+                .ok_or_else(|| McastError::Protocol(format!("no QP to rank {to}")))?;
+            let posted = qp.post_send(SendRequest {
+                wr_id: p.wr_id,
+                op: SendOp::SendImm(p.imm),
+                data,
+            });
+            if posted.is_err() {
+                // A QP already in error: its peer is gone.
+                if p.is_control() {
+                    control_in_flight -= 1;
+                }
+                me.handle_peer_failure(clock.now(), p.to)
+                    .map_err(protocol)?;
             }
         }
+        match me.outcome() {
+            GroupOutcome::Delivered => break,
+            GroupOutcome::Failed { failed } => {
+                // Relayed to every member it could reach (or give the relays one
+                // retransmission budget), then report.
+                let since = *failed_at.get_or_insert_with(StdInstant::now);
+                if control_in_flight == 0 || since.elapsed() > Duration::from_secs(10) {
+                    let names: Vec<String> = failed
+                        .iter()
+                        .map(|&r| format!("{} (rank {r})", roster[r as usize]))
+                        .collect();
+                    return Err(McastError::Transfer(format!(
+                        "overlay: {} failed (relayed to every member)",
+                        names.join(", ")
+                    )));
+                }
+            }
+            GroupOutcome::InProgress => {}
+        }
         let busy = set.poll_once(clock).map_err(io("overlay"))?;
-        for &(peer, qpn) in &peers {
+        for &(qpn, peer, channel) in &qps {
             let qp = set.qp_mut(qpn).expect("listed");
+            let mut events = Vec::new();
             while let Some(ev) = qp.poll_event() {
-                last = StdInstant::now();
-                match ev {
-                    Event::SendComplete {
-                        wr_id,
-                        result: Ok(()),
-                    } => driver
-                        .handle_send_complete(wr_id as u32)
-                        .map_err(|e| McastError::Protocol(e.to_string()))?,
-                    Event::Recv {
-                        data,
-                        imm: Some(block),
-                        ..
-                    } => {
+                events.push(ev);
+            }
+            for ev in events {
+                let now = clock.now();
+                match (channel, ev) {
+                    (
+                        Channel::Data,
+                        Event::SendComplete {
+                            wr_id,
+                            result: Ok(()),
+                        },
+                    ) => me.handle_send_complete(now, wr_id).map_err(protocol)?,
+                    (Channel::Control, Event::SendComplete { result: Ok(()), .. }) => {
+                        control_in_flight = control_in_flight.saturating_sub(1);
+                        me.handle_control_sent(now);
+                    }
+                    (
+                        Channel::Data,
+                        Event::Recv {
+                            data,
+                            imm: Some(block),
+                            ..
+                        },
+                    ) => {
                         let (off, len) = driver_cfg.block_range(block);
                         if data.len() as u64 != len || off + len > buf.len() as u64 {
                             return Err(McastError::Protocol(format!(
@@ -2056,23 +2175,39 @@ fn run_overlay(
                             )));
                         }
                         buf[off as usize..(off + len) as usize].copy_from_slice(&data);
-                        driver
-                            .handle_block(peer as u32, block)
-                            .map_err(|e| McastError::Protocol(e.to_string()))?;
+                        me.handle_block(now, peer, block).map_err(protocol)?;
                     }
-                    Event::SendComplete { result: Err(e), .. }
-                    | Event::RecvError { error: e, .. }
-                    | Event::QpError(e) => return Err(McastError::Transfer(e.to_string())),
+                    (Channel::Control, Event::Recv { imm: Some(imm), .. }) => {
+                        let qp = set.qp_mut(qpn).expect("listed");
+                        // Keep the control receives posted.
+                        let _ = qp.post_recv(0, 0);
+                        me.handle_control(now, peer, imm).map_err(protocol)?;
+                    }
+                    (Channel::Control, Event::SendComplete { result: Err(_), .. }) => {
+                        control_in_flight = control_in_flight.saturating_sub(1);
+                        me.handle_peer_failure(now, peer).map_err(protocol)?;
+                    }
+                    (
+                        _,
+                        Event::SendComplete { result: Err(_), .. }
+                        | Event::RecvError { .. }
+                        | Event::QpError(_),
+                    ) => me.handle_peer_failure(now, peer).map_err(protocol)?,
                     _ => {}
                 }
             }
         }
+        let now = clock.now();
+        if me.poll_timeout().is_some_and(|t| t <= now) {
+            me.handle_timeout(now);
+            continue;
+        }
         if !busy {
-            if last.elapsed() > timeout {
-                return Err(McastError::Timeout("overlay broadcast stalled".into()));
-            }
-            set.wait(clock, None, Duration::from_millis(1))
-                .map_err(io("wait"))?;
+            let until = me
+                .poll_timeout()
+                .map_or(Duration::from_millis(1), |t| clock.until(now, t))
+                .min(Duration::from_millis(1));
+            set.wait(clock, None, until).map_err(io("wait"))?;
         }
     }
     Ok(held_ns.unwrap_or_else(mono_ns))

@@ -357,6 +357,15 @@ impl BroadcastDriver {
         if !self.failed.is_empty() || self.is_complete() {
             return;
         }
+        for to in self.waiting_on() {
+            self.actions.push_back(DriverAction::Probe { to });
+        }
+    }
+
+    /// The peers this rank waits on (ascending): the senders of the blocks it has
+    /// announced or expects next, the receiver whose ready its next send waits for,
+    /// and the receivers of its sends in flight.
+    pub fn waiting_on(&self) -> BTreeSet<u32> {
         let mut peers = BTreeSet::new();
         let first = self.recv_done.iter().position(|d| !d);
         if let Some(first) = first {
@@ -381,9 +390,7 @@ impl BroadcastDriver {
                 peers.insert(self.sends[i].1.peer);
             }
         }
-        for to in peers {
-            self.actions.push_back(DriverAction::Probe { to });
-        }
+        peers
     }
 
     /// Where this rank stands (see [`GroupOutcome`]).

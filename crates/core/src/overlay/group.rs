@@ -1,36 +1,40 @@
-//! All ranks of one broadcast: their [`BroadcastDriver`]s, the per-rank CPU that posts
-//! what the drivers ask for, and when each rank had the whole message. Whatever
-//! executes a broadcast — the analytic model's ideal network, the simulator's RC
-//! connections — feeds arrivals and completions in here and takes timed posts out;
-//! time is passed in, never read.
+//! All ranks of one broadcast: their [`OverlayRank`]s, the per-rank CPU that posts
+//! what the ranks ask for, and when each rank had the whole message. Whatever
+//! executes a broadcast with every rank in one place — the analytic model's ideal
+//! network, the simulator's RC connections — feeds arrivals and completions in here
+//! and takes timed posts out; time is passed in, never read. (A runtime, where each
+//! process is one rank, drives one [`OverlayRank`] directly.)
 //!
 //! The CPU model (Cepheus §II-C: overlay multicast pays the end-host stack at every
 //! hop): every post costs its rank `overhead`, posts of one rank one after another,
-//! counted from the event that made the driver ask.
+//! counted from the event that made the rank ask.
 //!
-//! Memory: the drivers plus 16 bytes per rank.
+//! Memory: the ranks plus 16 bytes per rank.
 
-use super::driver::{BroadcastDriver, DriverAction, DriverConfig, DriverError, GroupOutcome};
+use super::driver::{DriverConfig, DriverError, GroupOutcome};
+use super::rank::{BlockOp, OverlayPost, OverlayRank, OverlayRankConfig};
 use super::Scheme;
+use crate::time::{Duration, Instant};
 
-/// One action to post: from `rank`, at `at_ps`.
+/// One message to post: from `rank`, at `at_ps`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TimedPost {
     pub rank: u32,
     pub at_ps: u64,
-    pub action: DriverAction,
+    pub post: OverlayPost,
 }
 
 pub struct BroadcastGroup {
-    drivers: Vec<BroadcastDriver>,
+    ranks: Vec<OverlayRank>,
     overhead_ps: u64,
     cpu_free: Vec<u64>,
     done: Vec<u64>,
-    /// Ranks whose drivers may have actions waiting (drained in rank order).
+    /// Ranks that may have posts waiting (drained in rank order).
     touched: Vec<u32>,
 }
 
 impl BroadcastGroup {
+    /// Blocks as WRITE with immediate, no failure detection.
     pub fn new(
         scheme: Scheme,
         n: u32,
@@ -38,13 +42,40 @@ impl BroadcastGroup {
         cfg: DriverConfig,
         overhead_ps: u64,
     ) -> Result<Self, DriverError> {
-        let drivers = (0..n)
-            .map(|r| BroadcastDriver::new(scheme, n, root, r, cfg))
+        Self::with_suspect_after(scheme, n, root, cfg, overhead_ps, None)
+    }
+
+    /// As [`new`](Self::new), every rank probing whom it waits on after
+    /// `suspect_after` without progress (RDMC §4.6).
+    pub fn with_suspect_after(
+        scheme: Scheme,
+        n: u32,
+        root: u32,
+        cfg: DriverConfig,
+        overhead_ps: u64,
+        suspect_after: Option<Duration>,
+    ) -> Result<Self, DriverError> {
+        let ranks = (0..n)
+            .map(|rank| {
+                OverlayRank::new(
+                    OverlayRankConfig {
+                        scheme,
+                        group_size: n,
+                        root,
+                        rank,
+                        driver: cfg,
+                        block_op: BlockOp::WriteImm,
+                        suspect_after,
+                        fail_after: None,
+                    },
+                    Instant::ZERO,
+                )
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let mut done = vec![u64::MAX; n as usize];
         done[root as usize] = 0;
         Ok(BroadcastGroup {
-            drivers,
+            ranks,
             overhead_ps,
             cpu_free: vec![0; n as usize],
             done,
@@ -52,19 +83,19 @@ impl BroadcastGroup {
         })
     }
 
-    /// Moves every action the touched ranks want posted into `out`, each timed by its
-    /// rank's CPU: not before `now_ps`, one `overhead` per post.
+    /// Moves every message the touched ranks want posted into `out`, each timed by
+    /// its rank's CPU: not before `now_ps`, one `overhead` per post.
     pub fn drain_posts(&mut self, now_ps: u64, out: &mut Vec<TimedPost>) {
         self.touched.sort_unstable();
         self.touched.dedup();
         for r in self.touched.drain(..) {
-            while let Some(action) = self.drivers[r as usize].poll_event() {
+            while let Some(post) = self.ranks[r as usize].poll_post() {
                 let at_ps = now_ps.max(self.cpu_free[r as usize]) + self.overhead_ps;
                 self.cpu_free[r as usize] = at_ps;
                 out.push(TimedPost {
                     rank: r,
                     at_ps,
-                    action,
+                    post,
                 });
             }
         }
@@ -78,61 +109,113 @@ impl BroadcastGroup {
         from: u32,
         block: u32,
     ) -> Result<(), DriverError> {
-        let d = &mut self.drivers[to as usize];
-        d.handle_block(from, block)?;
-        if d.has_message() && self.done[to as usize] == u64::MAX {
+        let r = self.rank_mut(to)?;
+        r.handle_block(Instant::from_ps(now_ps), from, block)?;
+        if r.has_message() && self.done[to as usize] == u64::MAX {
             self.done[to as usize] = now_ps;
         }
-        self.touch(to);
         Ok(())
     }
 
-    /// `rank`'s send `id` completed.
-    pub fn handle_send_complete(&mut self, rank: u32, id: u32) -> Result<(), DriverError> {
-        self.drivers[rank as usize].handle_send_complete(id)?;
-        self.touch(rank);
+    /// `rank`'s block post `wr_id` completed at `now_ps`.
+    pub fn handle_send_complete(
+        &mut self,
+        now_ps: u64,
+        rank: u32,
+        wr_id: u64,
+    ) -> Result<(), DriverError> {
+        self.rank_mut(rank)?
+            .handle_send_complete(Instant::from_ps(now_ps), wr_id)
+    }
+
+    /// `rank`'s control post completed at `now_ps`.
+    pub fn handle_control_sent(&mut self, now_ps: u64, rank: u32) -> Result<(), DriverError> {
+        self.rank_mut(rank)?
+            .handle_control_sent(Instant::from_ps(now_ps));
         Ok(())
+    }
+
+    /// A control message from `from` reached `to` with immediate `imm`.
+    pub fn handle_control(
+        &mut self,
+        now_ps: u64,
+        to: u32,
+        from: u32,
+        imm: u32,
+    ) -> Result<(), DriverError> {
+        self.rank_mut(to)?
+            .handle_control(Instant::from_ps(now_ps), from, imm)
     }
 
     /// `from` told `to` it is ready for `to`'s send at `step`.
-    pub fn handle_ready(&mut self, to: u32, from: u32, step: u32) -> Result<(), DriverError> {
-        self.drivers[to as usize].handle_ready(from, step)?;
-        self.touch(to);
-        Ok(())
+    pub fn handle_ready(
+        &mut self,
+        now_ps: u64,
+        to: u32,
+        from: u32,
+        step: u32,
+    ) -> Result<(), DriverError> {
+        self.rank_mut(to)?
+            .handle_ready(Instant::from_ps(now_ps), from, step)
     }
 
     /// `rank`'s connection to `peer` reported an error (RDMC §4.6).
-    pub fn handle_peer_failure(&mut self, rank: u32, peer: u32) -> Result<(), DriverError> {
-        self.drivers[rank as usize].handle_peer_failure(peer)?;
-        self.touch(rank);
-        Ok(())
-    }
-
-    /// `from` told `to` that `failed` has failed.
-    pub fn handle_failure_notice(
+    pub fn handle_peer_failure(
         &mut self,
-        to: u32,
-        from: u32,
-        failed: u32,
+        now_ps: u64,
+        rank: u32,
+        peer: u32,
     ) -> Result<(), DriverError> {
-        self.drivers[to as usize].handle_failure_notice(from, failed)?;
-        self.touch(to);
-        Ok(())
+        self.rank_mut(rank)?
+            .handle_peer_failure(Instant::from_ps(now_ps), peer)
     }
 
-    /// `rank` has made no progress for its caller's deadline: it probes whom it waits on.
-    pub fn probe_stalled(&mut self, rank: u32) {
-        self.drivers[rank as usize].probe_stalled();
-        self.touch(rank);
+    /// `rank` detects no failures (a member scheduled to crash: it crashes rather
+    /// than suspects).
+    pub fn disable_watchdog(&mut self, rank: u32) {
+        if let Some(r) = self.ranks.get_mut(rank as usize) {
+            r.disable_watchdog();
+        }
+    }
+
+    /// The earliest deadline of any rank (ps).
+    pub fn poll_timeout(&self) -> Option<u64> {
+        self.ranks
+            .iter()
+            .filter_map(OverlayRank::poll_timeout)
+            .min()
+            .map(Instant::as_ps)
+    }
+
+    /// Every rank whose deadline passed by `now_ps` probes or suspects.
+    pub fn handle_timeout(&mut self, now_ps: u64) {
+        let now = Instant::from_ps(now_ps);
+        for (i, r) in self.ranks.iter_mut().enumerate() {
+            if r.poll_timeout().is_some_and(|t| t <= now) {
+                r.handle_timeout(now);
+                self.touched.push(i as u32);
+            }
+        }
     }
 
     /// Where `rank` stands.
     pub fn outcome(&self, rank: u32) -> GroupOutcome {
-        self.drivers[rank as usize].outcome()
+        self.ranks[rank as usize].outcome()
     }
 
-    fn touch(&mut self, r: u32) {
-        self.touched.push(r);
+    /// One rank.
+    pub fn rank(&self, rank: u32) -> &OverlayRank {
+        &self.ranks[rank as usize]
+    }
+
+    fn rank_mut(&mut self, rank: u32) -> Result<&mut OverlayRank, DriverError> {
+        let n = self.ranks.len() as u32;
+        let r = self
+            .ranks
+            .get_mut(rank as usize)
+            .ok_or(DriverError::BadRank { rank, n })?;
+        self.touched.push(rank);
+        Ok(r)
     }
 
     /// When each rank had the whole message (root: 0; `u64::MAX`: not yet).

@@ -9,6 +9,9 @@
 //! - [`driver`]: one rank's sans-IO executor of a schedule. It is told what arrived and
 //!   what completed and answers with the sends to post; the simulator and any
 //!   real-time runtime drive the same object over RC connections.
+//! - [`rank`]: one rank in time — the driver, its post queue, the block transport
+//!   (WRITE or SEND with immediate), ready-for-block and failure detection: the one
+//!   overlay loop the simulator and the runtime both drive.
 //! - [`group`]: all ranks' drivers of one broadcast with the per-rank CPU that times
 //!   their posts — shared by the model and the simulator.
 //! - [`model`]: the analytic completion time of a schedule on an idle non-blocking
@@ -21,6 +24,7 @@
 pub mod driver;
 pub mod group;
 pub mod model;
+pub mod rank;
 pub mod schedule;
 pub mod small_message;
 
@@ -28,6 +32,7 @@ pub use driver::{
     BroadcastDriver, ControlImm, DriverAction, DriverConfig, DriverError, GroupOutcome,
 };
 pub use group::{BroadcastGroup, TimedPost};
+pub use rank::{BlockOp, Channel, OverlayPost, OverlayRank, OverlayRankConfig, OverlayRankStats};
 pub use schedule::{BlockTransfer, Schedule, ScheduleError};
 
 use std::fmt;

@@ -35,6 +35,7 @@ use std::collections::BinaryHeap;
 
 use super::driver::{DriverAction, DriverConfig, DriverError};
 use super::group::{BroadcastGroup, TimedPost};
+use super::rank::OverlayPost;
 use super::Scheme;
 
 /// What one message costs on an idle path, in picoseconds.
@@ -85,7 +86,7 @@ pub fn critical_path(
         for TimedPost {
             rank: r,
             at_ps: post,
-            action: a,
+            post: OverlayPost { action: a, .. },
         } in posts.drain(..)
         {
             let (to, bytes) = match a {
@@ -128,8 +129,8 @@ pub fn critical_path(
         };
         now = t;
         match ev {
-            Ev::SendDone { rank, id } => group.handle_send_complete(rank, id)?,
-            Ev::Ready { to, from, step } => group.handle_ready(to, from, step)?,
+            Ev::SendDone { rank, id } => group.handle_send_complete(t, rank, id as u64)?,
+            Ev::Ready { to, from, step } => group.handle_ready(t, to, from, step)?,
             Ev::Block { to, from, block } => group.handle_block(t, to, from, block)?,
         }
     }

@@ -32,7 +32,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use rocast_core::overlay::model::MessageCost;
 use rocast_core::overlay::{
-    BroadcastGroup, ControlImm, DriverAction, DriverConfig, GroupOutcome, Scheme, TimedPost,
+    BroadcastGroup, Channel, DriverConfig, GroupOutcome, OverlayPost, Scheme, TimedPost,
 };
 use rocast_core::plan::{Routes, Topology};
 use rocast_core::rnic::Payload;
@@ -91,72 +91,23 @@ pub struct BroadcastOutcome {
     pub outcomes: Vec<Option<GroupOutcome>>,
 }
 
-/// One post an overlay driver asks for: to which rank, whether it is a
-/// ready-for-block message (on its own connection) or a block, and what it carries.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct OverlayPost {
-    pub to: u32,
-    pub ready: bool,
-    pub offset: u64,
-    pub len: u64,
-    pub imm: u32,
-    pub wr_id: u64,
-}
-
-impl OverlayPost {
-    pub(crate) fn of(driver: &DriverConfig, a: DriverAction) -> Self {
-        match a {
-            DriverAction::SendBlock { to, id, block, .. } => {
-                let (offset, len) = driver.block_range(block);
-                OverlayPost {
-                    to,
-                    ready: false,
-                    offset,
-                    len,
-                    imm: block,
-                    wr_id: id as u64,
-                }
-            }
-            DriverAction::SendReady { to, step } => Self::control(to, ControlImm::Ready { step }),
-            DriverAction::NotifyFailure { to, failed } => {
-                Self::control(to, ControlImm::FailureNotice { failed })
-            }
-            DriverAction::Probe { to } => Self::control(to, ControlImm::Probe),
-        }
+/// The engine connection `from` → `post.to` of the post's channel, opened on first
+/// use (a data connection exposes `size` bytes at the receiver); true when new.
+pub(crate) fn connection_for(
+    post: &OverlayPost,
+    engine: &mut Engine,
+    conns: &mut BTreeMap<(u32, u32, Channel), u32>,
+    hosts: &[u32],
+    from: u32,
+    size: u64,
+) -> Result<(u32, bool), String> {
+    if let Some(&c) = conns.get(&(from, post.to, post.channel)) {
+        return Ok((c, false));
     }
-
-    /// A zero-length message on the control connection. Steps and ranks the
-    /// simulator runs fit 30 bits (groups and blocks are far below 2^30); a value
-    /// beyond would wrap, which `ControlImm::encode` rules out.
-    fn control(to: u32, c: ControlImm) -> Self {
-        OverlayPost {
-            to,
-            ready: true,
-            offset: 0,
-            len: 0,
-            imm: c.encode().unwrap_or(u32::MAX),
-            wr_id: 0,
-        }
-    }
-
-    /// The connection `from` → `to` of this post's kind, opened on first use (a
-    /// data connection exposes `size` bytes at the receiver); true when new.
-    pub(crate) fn connection(
-        &self,
-        engine: &mut Engine,
-        conns: &mut BTreeMap<(u32, u32, bool), u32>,
-        hosts: &[u32],
-        from: u32,
-        size: u64,
-    ) -> Result<(u32, bool), String> {
-        if let Some(&c) = conns.get(&(from, self.to, self.ready)) {
-            return Ok((c, false));
-        }
-        let region = if self.ready { 0 } else { size };
-        let c = engine.open_connection(hosts[from as usize], hosts[self.to as usize], region)?;
-        conns.insert((from, self.to, self.ready), c);
-        Ok((c, true))
-    }
+    let region = if post.is_control() { 0 } else { size };
+    let c = engine.open_connection(hosts[from as usize], hosts[post.to as usize], region)?;
+    conns.insert((from, post.to, post.channel), c);
+    Ok((c, true))
 }
 
 /// Runs one broadcast on an otherwise idle fabric.
@@ -211,12 +162,14 @@ pub(crate) fn broadcast_on(
         engine.host_tx_bytes(),
         engine.retransmitted(),
     );
-    let mut group = BroadcastGroup::new(
+    let watchdog = !spec.failures.is_empty();
+    let mut group = BroadcastGroup::with_suspect_after(
         spec.scheme,
         n,
         spec.root,
         spec.driver,
         spec.overhead.as_ps(),
+        watchdog.then_some(Duration::from_ps(spec.suspect_after.as_ps().max(1))),
     )
     .map_err(|e| e.to_string())?;
     let size = spec.driver.message_bytes;
@@ -226,8 +179,8 @@ pub(crate) fn broadcast_on(
         buffers = vec![vec![0u8; root.len()]; n as usize];
         buffers[spec.root as usize] = root;
     }
-    let mut conns: BTreeMap<(u32, u32, bool), u32> = BTreeMap::new();
-    let mut conn_info: BTreeMap<u32, (u32, u32, bool)> = BTreeMap::new();
+    let mut conns: BTreeMap<(u32, u32, Channel), u32> = BTreeMap::new();
+    let mut conn_info: BTreeMap<u32, (u32, u32, Channel)> = BTreeMap::new();
     let mut messages = 0u64;
     let mut posts = Vec::new();
     let mut now = start_ps;
@@ -239,50 +192,48 @@ pub(crate) fn broadcast_on(
             .get(f.rank as usize)
             .ok_or_else(|| format!("failed member {} is not a rank of {n}", f.rank))?;
         crashed_at[f.rank as usize] = crashed_at[f.rank as usize].min(f.at_ps);
+        // A member scheduled to crash crashes rather than suspects.
+        group.disable_watchdog(f.rank);
         let links: Vec<u32> = engine.topology().ports(host).iter().map(|p| p.0).collect();
         for l in links {
             engine.schedule_link_change(Instant::from_ps(f.at_ps), l, false);
         }
     }
-    let watchdog = !spec.failures.is_empty();
-    let suspect = spec.suspect_after.as_ps().max(1);
-    // Per rank: when it last made progress, and whether it has probed since.
-    let mut progress = vec![start_ps; n as usize];
-    let mut probed = vec![false; n as usize];
     let alive = |r: u32, t: u64, crashed_at: &[u64]| t < crashed_at[r as usize];
     loop {
         group.drain_posts(now, &mut posts);
         for TimedPost {
             rank: r,
             at_ps,
-            action: a,
+            post: p,
         } in posts.drain(..)
         {
             if !alive(r, at_ps, &crashed_at) {
                 continue; // a crashed member posts nothing
             }
-            let p = OverlayPost::of(&spec.driver, a);
-            let (conn, new) = p.connection(engine, &mut conns, &spec.hosts, r, size)?;
+            let (conn, new) = connection_for(&p, engine, &mut conns, &spec.hosts, r, size)?;
             if new {
-                conn_info.insert(conn, (r, p.to, p.ready));
+                conn_info.insert(conn, (r, p.to, p.channel));
             }
-            let data = if verify && !p.ready {
+            let data = if verify && !p.is_control() {
                 let b = &buffers[r as usize][p.offset as usize..(p.offset + p.len) as usize];
                 Payload::Bytes(Arc::from(b))
             } else {
                 Payload::Zeros(p.len as usize)
             };
-            let (offset, imm, wr_id) = (p.offset, p.imm, p.wr_id);
-            engine.post_message(Instant::from_ps(at_ps), conn, offset, data, imm, wr_id)?;
+            engine.post_message(
+                Instant::from_ps(at_ps),
+                conn,
+                p.offset,
+                data,
+                p.imm,
+                p.wr_id,
+            )?;
             messages += 1;
         }
         // The next watchdog deadline: the earliest live, unfinished rank that has
         // neither progressed nor probed for `suspect_after`.
-        let deadline = (0..n)
-            .filter(|&r| watchdog && !probed[r as usize] && crashed_at[r as usize] == u64::MAX)
-            .filter(|&r| group.outcome(r) == GroupOutcome::InProgress)
-            .map(|r| progress[r as usize] + suspect)
-            .min();
+        let deadline = group.poll_timeout();
         let horizon = deadline.unwrap_or(u64::MAX / 2);
         let more = engine.run_until_app_event(Instant::from_ps(horizon));
         let mut any = false;
@@ -292,43 +243,32 @@ pub(crate) fn broadcast_on(
             let info = |conn: u32| conn_info[&conn];
             match ev {
                 AppEvent::SendDone { conn, wr_id, ok } if conn_info.contains_key(&conn) => {
-                    let (from, to, ready) = info(conn);
+                    let (from, to, channel) = info(conn);
                     if !alive(from, now, &crashed_at) {
                         continue;
                     }
-                    progress[from as usize] = now;
-                    probed[from as usize] = false;
-                    if !ok {
+                    let r = if !ok {
                         if !watchdog {
                             return Err(format!(
                                 "rank {from}: a send failed at {} ns (QP error)",
                                 now / 1000
                             ));
                         }
-                        group
-                            .handle_peer_failure(from, to)
-                            .map_err(|e| format!("rank {from}: {e}"))?;
-                    } else if !ready {
-                        group
-                            .handle_send_complete(from, wr_id as u32)
-                            .map_err(|e| format!("rank {from}: {e}"))?;
-                    }
+                        group.handle_peer_failure(now, from, to)
+                    } else if channel == Channel::Data {
+                        group.handle_send_complete(now, from, wr_id)
+                    } else {
+                        group.handle_control_sent(now, from)
+                    };
+                    r.map_err(|e| format!("rank {from}: {e}"))?;
                 }
                 AppEvent::Delivered { conn, imm, .. } if conn_info.contains_key(&conn) => {
-                    let (from, to, ready) = info(conn);
+                    let (from, to, channel) = info(conn);
                     if !alive(to, now, &crashed_at) {
                         continue;
                     }
-                    progress[to as usize] = now;
-                    probed[to as usize] = false;
-                    let r = if ready {
-                        match ControlImm::decode(imm).map_err(|e| format!("rank {to}: {e}"))? {
-                            ControlImm::Ready { step } => group.handle_ready(to, from, step),
-                            ControlImm::FailureNotice { failed } => {
-                                group.handle_failure_notice(to, from, failed)
-                            }
-                            ControlImm::Probe => Ok(()),
-                        }
+                    let r = if channel == Channel::Control {
+                        group.handle_control(now, to, from, imm)
                     } else {
                         if verify {
                             let (off, len) = spec.driver.block_range(imm);
@@ -349,16 +289,7 @@ pub(crate) fn broadcast_on(
             if let Some(d) = deadline {
                 // Nothing happened before the deadline: those ranks probe.
                 now = now.max(d);
-                for r in 0..n {
-                    if !probed[r as usize]
-                        && alive(r, now, &crashed_at)
-                        && group.outcome(r) == GroupOutcome::InProgress
-                        && progress[r as usize] + suspect <= now
-                    {
-                        probed[r as usize] = true;
-                        group.probe_stalled(r);
-                    }
-                }
+                group.handle_timeout(now);
                 continue;
             }
             if !more {

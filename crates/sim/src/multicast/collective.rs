@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use rocast_core::fabric::cepheus::VIRTUAL_QPN;
-use rocast_core::overlay::{BroadcastGroup, DriverConfig, Scheme, TimedPost};
+use rocast_core::overlay::{BroadcastGroup, Channel, DriverConfig, Scheme, TimedPost};
 use rocast_core::plan::multicast_tree::{
     layer_peeling_tree, layer_peeling_tree_via, symmetric_tree_via, MulticastTree, UplinkChoice,
 };
@@ -44,7 +44,7 @@ use rocast_core::time::{Duration, Instant};
 
 use crate::engine::tree_multicast::{bloom_bytes, CoreCopy, GroupForwarding};
 use crate::engine::{AppEvent, Engine, EngineConfig, TreeGroupSpec, TreeMulticastStats};
-use crate::multicast::broadcast::OverlayPost;
+use crate::multicast::broadcast::connection_for;
 use crate::packet::host_ip;
 use crate::uniform;
 
@@ -271,9 +271,8 @@ enum JobState {
 
 struct OverlayJob {
     group: BroadcastGroup,
-    driver: DriverConfig,
     /// (from rank, to rank, ready?) → connection.
-    conns: BTreeMap<(u32, u32, bool), u32>,
+    conns: BTreeMap<(u32, u32, Channel), u32>,
 }
 
 /// Runs `jobs` with `scheme` on a fresh engine; every job must finish.
@@ -307,7 +306,7 @@ pub fn run_collectives(
     let mut states = Vec::with_capacity(jobs.len());
     // QPN → (job, member) for multicast; connection → (job, from, to, ready).
     let mut by_qpn: BTreeMap<u32, (usize, usize)> = BTreeMap::new();
-    let mut by_conn: BTreeMap<u32, (usize, u32, u32, bool)> = BTreeMap::new();
+    let mut by_conn: BTreeMap<u32, (usize, u32, u32, Channel)> = BTreeMap::new();
     for (i, j) in jobs.iter().enumerate() {
         if scheme.overlay().is_some() {
             states.push(JobState::Overlay(None));
@@ -423,7 +422,6 @@ pub fn run_collectives(
                 .map_err(|e| format!("job {i}: {e}"))?;
             states[i] = JobState::Overlay(Some(OverlayJob {
                 group,
-                driver,
                 conns: BTreeMap::new(),
             }));
         }
@@ -436,11 +434,11 @@ pub fn run_collectives(
             for TimedPost {
                 rank,
                 at_ps,
-                action,
+                post: p,
             } in posts.drain(..)
             {
-                let p = OverlayPost::of(&job.driver, action);
-                let (conn, new) = p.connection(
+                let (conn, new) = connection_for(
+                    &p,
                     &mut engine,
                     &mut job.conns,
                     &jobs[i].members,
@@ -448,7 +446,7 @@ pub fn run_collectives(
                     jobs[i].bytes,
                 )?;
                 if new {
-                    by_conn.insert(conn, (i, rank, p.to, p.ready));
+                    by_conn.insert(conn, (i, rank, p.to, p.channel));
                 }
                 engine.post_message(
                     Instant::from_ps(at_ps),
@@ -498,25 +496,28 @@ pub fn run_collectives(
                     }
                 }
                 AppEvent::SendDone { conn, wr_id, ok } => {
-                    let Some(&(i, from, _, ready)) = by_conn.get(&conn) else {
+                    let Some(&(i, from, _, channel)) = by_conn.get(&conn) else {
                         continue;
                     };
                     if !ok {
                         return Err(format!("job {i}: rank {from}'s send failed"));
                     }
-                    if let (JobState::Overlay(Some(job)), false) = (&mut states[i], ready) {
-                        job.group
-                            .handle_send_complete(from, wr_id as u32)
-                            .map_err(|e| format!("job {i}: {e}"))?;
+                    if let JobState::Overlay(Some(job)) = &mut states[i] {
+                        let r = if channel == Channel::Data {
+                            job.group.handle_send_complete(now, from, wr_id)
+                        } else {
+                            job.group.handle_control_sent(now, from)
+                        };
+                        r.map_err(|e| format!("job {i}: {e}"))?;
                     }
                 }
                 AppEvent::Delivered { conn, imm, .. } => {
-                    let Some(&(i, from, to, ready)) = by_conn.get(&conn) else {
+                    let Some(&(i, from, to, channel)) = by_conn.get(&conn) else {
                         continue;
                     };
                     if let JobState::Overlay(Some(job)) = &mut states[i] {
-                        let r = if ready {
-                            job.group.handle_ready(to, from, imm)
+                        let r = if channel == Channel::Control {
+                            job.group.handle_control(now, to, from, imm)
                         } else {
                             job.group.handle_block(now, to, from, imm)
                         };
