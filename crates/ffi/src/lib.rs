@@ -20,6 +20,8 @@
 //! packet and 40 B per receiver; a receiver at most `window` out-of-order fragments
 //! plus one partial message (see [`nack_multicast`]'s module docs).
 
+pub mod session;
+
 use rocast_core::nack_multicast::auth::GroupKey;
 use rocast_core::nack_multicast::{
     self, Destination, NackMulticastReceiver, NackMulticastSender, ReceiverConfig, ReceiverEvent,

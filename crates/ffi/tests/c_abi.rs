@@ -132,3 +132,123 @@ fn a_lossy_group_through_the_c_abi_delivers_every_message_once_in_order() {
     }
     let _ = std::fs::remove_file(&out);
 }
+
+/// `verbs/rocast_session.h` against this crate: its constants are the library's,
+/// and `verbs/session_check.c` (compiled like `nack_check.c`) runs one leader and
+/// three members of the group session through the C ABI (issue 46): the structs'
+/// sizes agree, a clean group closes ok with every buffer at every member, a damaged
+/// copy fails its buffer and the close, and a member whose connection breaks is
+/// evicted while the others get every buffer.
+#[test]
+fn the_group_session_runs_through_the_c_abi() {
+    use rocast_ffi::session::*;
+    let h = std::fs::read_to_string(verbs_dir().join("rocast_session.h")).unwrap();
+    for (name, v) in [
+        ("ROCAST_GS_ERR_NULL", ROCAST_GS_ERR_NULL),
+        ("ROCAST_GS_ERR_CONFIG", ROCAST_GS_ERR_CONFIG),
+        ("ROCAST_GS_ERR_STATE", ROCAST_GS_ERR_STATE),
+        ("ROCAST_GS_ERR_BUFFER", ROCAST_GS_ERR_BUFFER),
+        ("ROCAST_GS_ERR_PANIC", ROCAST_GS_ERR_PANIC),
+        ("ROCAST_GS_MAX_TRANSMIT", ROCAST_GS_MAX_TRANSMIT as i64),
+        ("ROCAST_GS_TEXT_LEN", ROCAST_GS_TEXT_LEN as i64),
+        ("ROCAST_GS_DEST_MEMBER", ROCAST_GS_DEST_MEMBER as i64),
+        ("ROCAST_GS_DEST_LEADER", ROCAST_GS_DEST_LEADER as i64),
+        ("ROCAST_GS_DEST_MRP", ROCAST_GS_DEST_MRP as i64),
+        ("ROCAST_GS_REGISTERED", ROCAST_GS_REGISTERED as i64),
+        ("ROCAST_GS_USE_OVERLAY", ROCAST_GS_USE_OVERLAY as i64),
+        ("ROCAST_GS_UP", ROCAST_GS_UP as i64),
+        ("ROCAST_GS_MEMBER_EVICTED", ROCAST_GS_MEMBER_EVICTED as i64),
+        ("ROCAST_GS_REROUTE", ROCAST_GS_REROUTE as i64),
+        (
+            "ROCAST_GS_RESUME_TRANSFER",
+            ROCAST_GS_RESUME_TRANSFER as i64,
+        ),
+        ("ROCAST_GS_TRANSFER", ROCAST_GS_TRANSFER as i64),
+        ("ROCAST_GS_BUFFER_DONE", ROCAST_GS_BUFFER_DONE as i64),
+        ("ROCAST_GS_CLOSED", ROCAST_GS_CLOSED as i64),
+        ("ROCAST_GS_FAILED", ROCAST_GS_FAILED as i64),
+        ("ROCAST_GS_OPEN_QP", ROCAST_GS_OPEN_QP as i64),
+        ("ROCAST_GS_POST_RECEIVES", ROCAST_GS_POST_RECEIVES as i64),
+        ("ROCAST_GS_RESUME_RECEIVE", ROCAST_GS_RESUME_RECEIVE as i64),
+        ("ROCAST_GS_WRITE_DONE", ROCAST_GS_WRITE_DONE as i64),
+        ("ROCAST_GS_RECEIVED", ROCAST_GS_RECEIVED as i64),
+        ("ROCAST_GS_PEER_EVICTED", ROCAST_GS_PEER_EVICTED as i64),
+        ("ROCAST_GS_NEVER", -1),
+    ] {
+        assert_eq!(define(&h, name), v, "{name}");
+    }
+    let known = h
+        .lines()
+        .filter(|l| l.starts_with("#define ROCAST_GS_"))
+        .count();
+    assert_eq!(known, 27, "every #define is checked above");
+
+    let out = std::env::temp_dir().join(format!("rocast-session-check-{}", std::process::id()));
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = Command::new(&cc)
+        .args(["-O1", "-Wall", "-Wextra", "-Werror", "-std=c11", "-o"])
+        .arg(&out)
+        .arg(verbs_dir().join("session_check.c"))
+        .arg(static_lib())
+        .args(["-lpthread", "-ldl", "-lm"])
+        .status()
+        .unwrap_or_else(|e| panic!("{cc}: {e}"));
+    assert!(built.success(), "compiling session_check.c failed");
+    let sizes = format!(
+        "sizes {} {} {}\n",
+        std::mem::size_of::<RocastGsEvent>(),
+        std::mem::size_of::<RocastGsLeaderConfig>(),
+        std::mem::size_of::<RocastGsMemberConfig>()
+    );
+    for (mode, wants) in [
+        (
+            "ok",
+            &[
+                "registered",
+                "member 1 open_qp write 1 capacity 65536 message 4096 psn 0x123456",
+                "buffer 3 ok: 3 of 3 members ok",
+                "member 3 received 3 ok",
+                "leader closed ok",
+                "member 2 closed ok",
+            ][..],
+        ),
+        (
+            "corrupt",
+            &[
+                "buffer 1 ok: 3 of 3 members ok",
+                "member 2 received 2 FAILED",
+                "buffer 2 FAILED: 2 of 3 members ok",
+                "buffer 3 ok: 3 of 3 members ok",
+                "leader closed FAILED",
+                "member 1 closed FAILED",
+            ][..],
+        ),
+        (
+            "evict",
+            &[
+                "evicted 10.77.0.4: control connection: closed",
+                "member 1 heard 10.77.0.4 evicted",
+                "buffer 3 ok: 2 of 3 members ok",
+                "leader closed ok",
+                "member 2 closed ok",
+            ][..],
+        ),
+    ] {
+        let r = Command::new(&out).arg(mode).output().unwrap();
+        let text = String::from_utf8_lossy(&r.stdout).into_owned();
+        assert!(
+            r.status.success(),
+            "{mode}: {text}{}",
+            String::from_utf8_lossy(&r.stderr)
+        );
+        assert!(
+            text.starts_with(&sizes),
+            "{mode}: C and Rust structs differ: {text}"
+        );
+        assert!(text.ends_with("result: PASS\n"), "{mode}: {text}");
+        for w in wants {
+            assert!(text.contains(w), "{mode}: no {w:?} in\n{text}");
+        }
+    }
+    let _ = std::fs::remove_file(&out);
+}
