@@ -133,4 +133,18 @@ void rocast_gs_member_handle_timeout(struct rocast_gs_member *m, uint64_t now_ns
 int64_t rocast_gs_member_poll_transmit(struct rocast_gs_member *m, uint64_t now_ns, uint8_t *buf, size_t cap);
 int64_t rocast_gs_member_poll_event(struct rocast_gs_member *m, struct rocast_gs_event *ev);
 
+/* The group space rocast uses when none is given (rocast_net::lab::default_group_space):
+ * the upper half of the bind address's /24, x.y.z.128/25; a McstID outside it is its
+ * own /32 block. */
+static inline void rocast_gs_default_group_space(const uint8_t bind[4], const uint8_t mcst[4], uint8_t space[4],
+                                                 uint8_t *prefix) {
+    if (mcst[0] == bind[0] && mcst[1] == bind[1] && mcst[2] == bind[2] && mcst[3] >= 128) {
+        space[0] = bind[0]; space[1] = bind[1]; space[2] = bind[2]; space[3] = 128;
+        *prefix = 25;
+    } else {
+        space[0] = mcst[0]; space[1] = mcst[1]; space[2] = mcst[2]; space[3] = mcst[3];
+        *prefix = 32;
+    }
+}
+
 #endif

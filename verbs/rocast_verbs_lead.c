@@ -1,19 +1,17 @@
 /*
- * rocast-verbs-lead: a group's leader and sender on a real RNIC (or Soft-RoCE): the
- * leader side of rocast's multicast API (rocast_net::mcast), with the controller in the
- * same process as the paper runs it on the leader host (Cepheus §III-C):
- *   1. members connect over TCP (port 4793) and send their QPN (and VA/RKey);
- *   2. the leader sends the MRP registration (UDP 4792) to the McstID, with its own QP
- *      as the first record, and waits for every member's confirmation (resending up to
- *      three times); a switch's refusal ends the run;
- *   3. per buffer: announce, wait for every member's Ready, post the messages on the
- *      one RC QP connected to (McstID, QPN 1), wait for their completions (the switch's
- *      aggregated ACKs), and for WRITE tell the members it is there; collect verdicts;
- *   4. close, and free the switch's state with an MRP release.
- * The registration is resent every second while the group lives: the switch's entries
- * are soft state with a lease (rocast switch --group-lease-ms), which also makes a
- * restarted switch relearn the group. MRP is not sealed (no --fabric-key support):
- * against a keyed switch this leader's registration goes unanswered.
+ * rocast-verbs-lead: a group's leader and sender on a real RNIC (or Soft-RoCE), with
+ * the controller in the same process as the paper runs it on the leader host (Cepheus
+ * §III-C). The group's control lifecycle is rocast's group session, the same state
+ * machine `rocast mcast lead` runs, through its C ABI (rocast_session.h, crates/ffi;
+ * issue 46): member discovery (TCP port 4793), MRP registration (UDP 4792) with its
+ * resends and the leased refreshes every second, per-buffer announcements and
+ * verdicts, evicting a member whose connection breaks, the close and the switch's
+ * release. This program keeps only I/O: the sockets, the clock, and the one RC QP
+ * connected to (McstID, QPN 1) on which it posts each buffer's messages when the
+ * session says TRANSFER, reporting their completions (the switch's aggregated ACKs).
+ * It runs the switch path only: a refused registration (the session's fallback to an
+ * overlay) ends the run. MRP is not sealed (no --fabric-key): a keyed switch ignores
+ * this leader.
  *
  * usage: rocast-verbs-lead --bind IP --members N [--group 10.77.0.200] [--op send|write]
  *          [--size BYTES] [--message BYTES] [--repeat K] [--dev rxe0] [--port 1] [--gid 1]
@@ -32,13 +30,41 @@
 #include <sys/socket.h>
 #include <time.h>
 
-/* How often the registration is resent (rocast_core's DEFAULT_REFRESH_MS). */
-#define REFRESH_NS 1000000000ull
+#include <fcntl.h>
 #include <unistd.h>
 
-#define MAX_MEMBERS 64
+#include "rocast_session.h"
 
-struct member { struct ctl c; uint8_t ip[4], peer[4]; uint32_t qpn; uint64_t va; uint32_t rkey; int joined, confirmed, ready, verdict; };
+#define MAX_MEMBERS 64
+/* Connections the leader accepts: the group's members, and a few more it refuses. */
+#define MAX_CONNS (MAX_MEMBERS + 8)
+
+struct conn { int fd; };
+
+/* Sends everything the session queued: control frames to their member's connection
+ * (a connection that fails a write is closed and reported), MRP to the McstID. */
+static void flush(struct rocast_gs_leader *s, struct conn *c, int nconns, int mrp, const struct sockaddr_in *to) {
+    uint8_t out[ROCAST_GS_MAX_TRANSMIT];
+    uint32_t dest, id;
+    int64_t n;
+    while ((n = rocast_gs_leader_poll_transmit(s, mono_ns(), out, sizeof(out), &dest, &id)) > 0) {
+        if (dest == ROCAST_GS_DEST_MRP) {
+            sendto(mrp, out, (size_t)n, 0, (const struct sockaddr *)to, sizeof(*to));
+        } else if (dest == ROCAST_GS_DEST_MEMBER && id < (uint32_t)nconns && c[id].fd >= 0) {
+            size_t sent = 0;
+            while (sent < (size_t)n) {
+                ssize_t w = send(c[id].fd, out + sent, (size_t)n - sent, MSG_NOSIGNAL);
+                if (w <= 0) break;
+                sent += (size_t)w;
+            }
+            if (sent < (size_t)n) {
+                close(c[id].fd);
+                c[id].fd = -1;
+                rocast_gs_leader_handle_conn_error(s, mono_ns(), id);
+            }
+        }
+    }
+}
 
 static void usage(void) {
     fprintf(stderr, "usage: rocast-verbs-lead --bind IP --members N [--group IP] [--op send|write] [--size B]"
@@ -98,188 +124,171 @@ int main(int argc, char **argv) {
     struct sockaddr_in ma = {.sin_family = AF_INET, .sin_port = htons(MRP_PORT), .sin_addr = me};
     if (bind(ls, (struct sockaddr *)&la, sizeof(la)) || listen(ls, MAX_MEMBERS) ||
         bind(mrp, (struct sockaddr *)&ma, sizeof(ma))) { perror("bind"); return 1; }
+    fcntl(ls, F_SETFL, O_NONBLOCK);
+    fcntl(mrp, F_SETFL, O_NONBLOCK);
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(MRP_PORT), .sin_addr = mcst};
 
-    /* 1. Member discovery. */
-    static struct member m[MAX_MEMBERS];
-    uint8_t params[ROCAST_PARAMS_LEN], ty, body[1 << 16];
-    uint16_t len, params_len = rocast_emit_params(params, write, (uint64_t)size, (uint32_t)message, start_psn);
-    const uint64_t timeout_ns = (uint64_t)timeout_s * 1000000000ull;
-    uint64_t deadline = mono_ns() + timeout_ns;
-    int joined = 0, accepted = 0;
-    while (joined < members) {
-        if (mono_ns() > deadline) { fprintf(stderr, "%d of %ld members joined\n", joined, members); return 1; }
-        struct pollfd p = {.fd = ls, .events = POLLIN};
-        if (accepted < members && poll(&p, 1, 5) > 0) {
+    /* The session: rocast mcast lead's settings, this program's group. */
+    struct rocast_gs_leader_config lc;
+    rocast_gs_leader_config_default(&lc);
+    memcpy(lc.local, &me.s_addr, 4);
+    lc.local_qpn = rv_qpn(&g);
+    memcpy(lc.mcst_id, &mcst.s_addr, 4);
+    rocast_gs_default_group_space((const uint8_t *)&me.s_addr, (const uint8_t *)&mcst.s_addr, lc.group_space,
+                                  &lc.group_space_prefix);
+    lc.write = (uint8_t)write;
+    lc.members = (uint32_t)members;
+    lc.capacity = (uint64_t)size;
+    lc.message_bytes = (uint32_t)message;
+    lc.start_psn = start_psn;
+    lc.timeout_ns = (uint64_t)timeout_s * 1000000000ull;
+    struct rocast_gs_leader *s = rocast_gs_leader_new(&lc, mono_ns());
+    if (!s) { fprintf(stderr, "the group session refused the configuration\n"); return 2; }
+
+    static struct conn c[MAX_CONNS];
+    int nconns = 0, all_ok = 1, exit_code = -1;
+    long k = 0, n_msgs = (size + message - 1) / message, done = 0;
+    int transferring = 0;
+    uint64_t t0 = 0, last_completion = 0;
+    double transfer_ms = 0;
+    struct rocast_gs_event ev;
+    while (exit_code < 0) {
+        uint64_t now = mono_ns();
+        /* Members connecting (until the group is up). */
+        while (ls >= 0 && nconns < MAX_CONNS) {
             struct sockaddr_in pa;
             socklen_t pl = sizeof(pa);
-            m[accepted].c.fd = accept(ls, (struct sockaddr *)&pa, &pl);
-            /* The Join must name the address the connection came from (issue 24). */
-            memcpy(m[accepted].peer, &pa.sin_addr.s_addr, 4);
-            if (m[accepted].c.fd >= 0 && ctl_send(&m[accepted].c, ROCAST_MSG_PARAMS, params, params_len) == 0) accepted++;
+            int fd = accept(ls, (struct sockaddr *)&pa, &pl);
+            if (fd < 0) break;
+            c[nconns].fd = fd;
+            rocast_gs_leader_handle_connected(s, now, (uint32_t)nconns, (const uint8_t *)&pa.sin_addr.s_addr);
+            nconns++;
         }
-        for (int i = 0; i < accepted; i++) {
-            if (!m[i].joined && ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == ROCAST_MSG_JOIN) {
-                int r = rocast_parse_join(body, len, m[i].ip, &m[i].qpn, &m[i].va, &m[i].rkey);
-                if (r == ROCAST_PARSE_VERSION) {
-                    fprintf(stderr, "a member speaks control protocol version %u, this leader %d\n", body[0],
-                            ROCAST_GROUP_CONTROL_VERSION);
-                    return 1;
-                }
-                if (r) { fprintf(stderr, "a member sent a malformed Join\n"); return 1; }
-                if (memcmp(m[i].ip, m[i].peer, 4)) {
-                    fprintf(stderr, "a Join names %u.%u.%u.%u from %u.%u.%u.%u: refused\n", m[i].ip[0], m[i].ip[1],
-                            m[i].ip[2], m[i].ip[3], m[i].peer[0], m[i].peer[1], m[i].peer[2], m[i].peer[3]);
-                    return 1;
-                }
-                m[i].joined = 1;
-                joined++;
+        for (int i = 0; i < nconns; i++) {
+            if (c[i].fd < 0) continue;
+            uint8_t in[4096];
+            ssize_t n = recv(c[i].fd, in, sizeof(in), MSG_DONTWAIT);
+            if (n > 0) rocast_gs_leader_handle_stream(s, now, (uint32_t)i, in, (size_t)n);
+            else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+                close(c[i].fd);
+                c[i].fd = -1;
+                rocast_gs_leader_handle_conn_error(s, now, (uint32_t)i);
             }
         }
-    }
-
-    /* Discovery is over: stop listening, so a member starting for the next group is
-     * refused (and retries) instead of landing in this closing leader's backlog. */
-    close(ls);
-
-    /* 2. Registration: one MRP packet (groups here are small), the leader first. */
-    int rec = write ? 20 : 8;
-    uint8_t pkt[1472];
-    size_t plen = 8 + (size_t)(members + 1) * (size_t)rec;
-    if (plen > sizeof(pkt)) { fprintf(stderr, "group too large for one MRP packet\n"); return 1; }
-    memset(pkt, 0, plen);
-    memcpy(pkt, &mcst.s_addr, 4);
-    /* Flags: bit 0 WRITE; bit 4 marks this leader's first registration as a new
-     * incarnation, so a switch still holding a predecessor's group (restarted within
-     * its lease) starts the ACK state afresh. Refreshes clear it (below). */
-    pkt[4] = 0; pkt[5] = 1; pkt[6] = (uint8_t)(members + 1); pkt[7] = (uint8_t)(write | 0x10);
-    memcpy(pkt + 8, &me.s_addr, 4);
-    put32(pkt + 12, rv_qpn(&g));
-    for (long i = 0; i < members; i++) {
-        uint8_t *r = pkt + 8 + (size_t)(i + 1) * (size_t)rec;
-        memcpy(r, m[i].ip, 4);
-        put32(r + 4, m[i].qpn);
-        if (write) { put64(r + 8, m[i].va); put32(r + 16, m[i].rkey); }
-    }
-    struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(MRP_PORT), .sin_addr = mcst};
-    uint64_t t_reg = mono_ns();
-    int confirmed = 0;
-    for (int attempt = 0; attempt < 4 && confirmed < members; attempt++) {
-        sendto(mrp, pkt, plen, 0, (struct sockaddr *)&to, sizeof(to));
-        uint64_t until = mono_ns() + 500000000ull;
-        while (confirmed < members && mono_ns() < until) {
-            uint8_t rj[64];
-            ssize_t n = recv(mrp, rj, sizeof(rj), MSG_DONTWAIT);
-            if (n == 13 && !memcmp(rj, "RCRJ", 4)) {
-                fprintf(stderr, "the switch refused the group (reason %u)\n", rj[12]);
-                return 1;
-            }
-            for (long i = 0; i < members; i++) {
-                uint8_t c_mcst[4], c_ip[4];
-                uint32_t c_qpn;
-                if (!m[i].confirmed && ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == ROCAST_MSG_CONFIRM &&
-                    rocast_parse_confirm(body, len, c_mcst, c_ip, &c_qpn) == 0 &&
-                    !memcmp(c_mcst, &mcst.s_addr, 4) && !memcmp(c_ip, m[i].ip, 4)) {
-                    m[i].confirmed = 1;
-                    confirmed++;
-                }
-            }
-            usleep(200);
-        }
-    }
-    if (confirmed < members) { fprintf(stderr, "%d of %ld members confirmed\n", confirmed, members); return 1; }
-    pkt[7] &= (uint8_t)~0x10; /* from now on: refreshes of this incarnation */
-    printf("registered %s with %ld members in %.1f ms (QPN %#x)\n", group_ip, members,
-           (double)(mono_ns() - t_reg) / 1e6, rv_qpn(&g));
-    fflush(stdout);
-
-    /* 3. The buffers. The switch's entries are leased soft state: the registration is
-     * sent again every REFRESH_NS while the group lives (every wait below refreshes). */
-    uint64_t last_refresh = mono_ns();
-#define REFRESH()                                                                  \
-    do {                                                                           \
-        if (mono_ns() - last_refresh >= REFRESH_NS) {                              \
-            sendto(mrp, pkt, plen, 0, (struct sockaddr *)&to, sizeof(to));         \
-            last_refresh = mono_ns();                                              \
-        }                                                                          \
-    } while (0)
-    int all_ok = 1;
-    long n_msgs = (size + message - 1) / message;
-    for (long k = 1; k <= repeat && all_ok; k++) {
-        uint8_t ann[ROCAST_ANNOUNCE_LEN];
-        uint16_t ann_len = rocast_emit_announce(ann, (uint32_t)k, (uint64_t)size, digest);
-        int ready = 0;
-        for (long i = 0; i < members; i++) m[i].ready = m[i].verdict = 0;
-        for (long i = 0; i < members; i++) ctl_send(&m[i].c, ROCAST_MSG_ANNOUNCE, ann, ann_len);
-        deadline = mono_ns() + timeout_ns;
-        while (ready < members) {
-            for (long i = 0; i < members; i++)
-                /* Counted per member: a second Ready from one member is not another's. */
-                if (ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == ROCAST_MSG_READY && !m[i].ready) {
-                    m[i].ready = 1;
-                    ready++;
-                }
-            if (mono_ns() > deadline) { fprintf(stderr, "members not ready\n"); return 1; }
-            REFRESH();
-            usleep(100);
-        }
-        uint64_t t0 = mono_ns();
-        for (long j = 0; j < n_msgs; j++) {
-            long off = j * message, l = size - off < message ? size - off : message;
-            e = rv_post_send(&g, (uint64_t)j, (size_t)off, (size_t)l, write, (uint64_t)off);
-            if (e) { fprintf(stderr, "post_send: %s\n", strerror(-e)); return 1; }
-        }
-        long done = 0;
-        while (done < n_msgs) {
+        uint8_t d[1500];
+        ssize_t dn;
+        while ((dn = recv(mrp, d, sizeof(d), MSG_DONTWAIT)) > 0) rocast_gs_leader_handle_mrp(s, now, d, (size_t)dn);
+        uint64_t due = rocast_gs_leader_poll_timeout(s);
+        if (due != ROCAST_GS_NEVER && due <= now) rocast_gs_leader_handle_timeout(s, now);
+        flush(s, c, nconns, mrp, &to);
+        /* The data path: the buffer's completions are its progress. */
+        if (transferring) {
             struct ibv_wc wc;
-            int r = rv_poll(&g, &wc);
-            if (r < 0) { fprintf(stderr, "poll_cq failed\n"); return 1; }
-            if (r == 0) {
-                if (mono_ns() - t0 > timeout_ns) { fprintf(stderr, "no completions\n"); return 1; }
-                REFRESH();
-                continue;
-            }
-            if (wc.status != IBV_WC_SUCCESS) { fprintf(stderr, "completion error: %s\n", ibv_wc_status_str(wc.status)); return 1; }
-            done++;
-        }
-        double ms = (double)(mono_ns() - t0) / 1e6;
-        if (write) {
-            uint8_t d[ROCAST_DONE_LEN];
-            uint16_t d_len = rocast_emit_done(d, (uint32_t)k);
-            for (long i = 0; i < members; i++) ctl_send(&m[i].c, ROCAST_MSG_DONE, d, d_len);
-        }
-        int verdicts = 0, good = 0;
-        deadline = mono_ns() + timeout_ns;
-        while (verdicts < members) {
-            for (long i = 0; i < members; i++) {
-                int ok;
-                uint8_t theirs[ROCAST_SHA256_LEN];
-                uint64_t held_ns;
-                if (ctl_recv(&m[i].c, &ty, body, &len) > 0 && ty == ROCAST_MSG_RESULT && !m[i].verdict) {
-                    /* A malformed Result counts as a failed member; one verdict per member. */
-                    int r = rocast_parse_result(body, len, &ok, theirs, &held_ns);
-                    m[i].verdict = 1;
-                    verdicts++;
-                    good += r == 0 && ok && !memcmp(theirs, digest, ROCAST_SHA256_LEN);
+            int r;
+            while ((r = rv_poll(&g, &wc)) > 0) {
+                if (wc.status != IBV_WC_SUCCESS) {
+                    char why[128];
+                    snprintf(why, sizeof(why), "completion error: %s", ibv_wc_status_str(wc.status));
+                    fprintf(stderr, "%s\n", why);
+                    rocast_gs_leader_handle_transfer_done(s, mono_ns(), 0, why);
+                    transferring = 0;
+                    break;
+                }
+                long off = (long)wc.wr_id * message;
+                rocast_gs_leader_handle_acked(s, mono_ns(), (uint64_t)(size - off < message ? size - off : message));
+                last_completion = mono_ns();
+                if (++done == n_msgs) {
+                    /* The transfer: first post to the last completion (verdicts follow). */
+                    transfer_ms = (double)(mono_ns() - t0) / 1e6;
+                    rocast_gs_leader_handle_transfer_done(s, mono_ns(), 1, NULL);
+                    transferring = 0;
+                    break;
                 }
             }
-            if (mono_ns() > deadline) break;
-            REFRESH();
-            usleep(100);
+            if (r < 0) {
+                rocast_gs_leader_handle_transfer_done(s, mono_ns(), 0, "poll_cq failed");
+                transferring = 0;
+            } else if (transferring && mono_ns() - last_completion > lc.timeout_ns) {
+                fprintf(stderr, "no completions\n");
+                rocast_gs_leader_handle_transfer_done(s, mono_ns(), 0, "no completions");
+                transferring = 0;
+            }
         }
-        printf("multicast %ld bytes (crc32 %08x) in %ld %s messages: %.1f ms, %.1f Mbit/s; %d of %ld members ok\n",
-               size, crc, n_msgs, write ? "WRITE" : "SEND", ms, (double)size * 8 / ms / 1e3, good, members);
-        fflush(stdout);
-        all_ok &= good == members;
+        while (exit_code < 0 && rocast_gs_leader_poll_event(s, &ev) == 1) {
+            switch (ev.kind) {
+            case ROCAST_GS_REGISTERED:
+                /* From the first MRP packet to the last confirmation (the session's clock). */
+                printf("registered %s with %ld members in %.1f ms (QPN %#x)\n", group_ip, members,
+                       (double)ev.bytes / 1e6, rv_qpn(&g));
+                fflush(stdout);
+                break;
+            case ROCAST_GS_USE_OVERLAY:
+                fprintf(stderr, "the group cannot use the switch (%s); rocast-verbs-lead runs no overlay\n", ev.text);
+                rocast_gs_leader_close(s, mono_ns(), 0);
+                break;
+            case ROCAST_GS_UP:
+                /* Discovery is over: stop listening, so a member starting for the next
+                 * group is refused (and retries) instead of landing in this backlog. */
+                if (ls >= 0) { close(ls); ls = -1; }
+                if (k < repeat && all_ok) {
+                    k++;
+                    if (rocast_gs_leader_start_buffer(s, mono_ns(), (uint64_t)size, digest) < 0) {
+                        fprintf(stderr, "the session refused the buffer\n");
+                        exit_code = 1;
+                    }
+                } else {
+                    rocast_gs_leader_close(s, mono_ns(), (uint32_t)all_ok);
+                }
+                break;
+            case ROCAST_GS_TRANSFER:
+                t0 = last_completion = mono_ns();
+                done = 0;
+                for (long j = 0; j < n_msgs; j++) {
+                    long off = j * message, l = size - off < message ? size - off : message;
+                    e = rv_post_send(&g, (uint64_t)j, (size_t)off, (size_t)l, write, (uint64_t)off);
+                    if (e) { fprintf(stderr, "post_send: %s\n", strerror(-e)); exit_code = 1; break; }
+                }
+                transferring = exit_code < 0;
+                break;
+            case ROCAST_GS_BUFFER_DONE: {
+                double ms = transfer_ms;
+                printf("multicast %ld bytes (crc32 %08x) in %ld %s messages: %.1f ms, %.1f Mbit/s; %u of %ld members ok\n",
+                       size, crc, n_msgs, write ? "WRITE" : "SEND", ms, (double)size * 8 / ms / 1e3, ev.members_ok,
+                       members);
+                fflush(stdout);
+                all_ok &= ev.ok && ev.members_ok == (uint32_t)members;
+                break;
+            }
+            case ROCAST_GS_MEMBER_EVICTED:
+                printf("evicted member %u.%u.%u.%u: %s\n", ev.ip[0], ev.ip[1], ev.ip[2], ev.ip[3], ev.text);
+                fflush(stdout);
+                break;
+            case ROCAST_GS_CLOSED:
+                exit_code = all_ok && ev.ok ? 0 : 1;
+                break;
+            case ROCAST_GS_FAILED:
+                fprintf(stderr, "%s\n", ev.text);
+                exit_code = 1;
+                break;
+            default:
+                break;
+            }
+        }
+        if (exit_code >= 0) break;
+        /* Wait for a socket or the session's next deadline, at most a millisecond (the
+         * CQ is polled, not waited on). */
+        struct pollfd p[MAX_CONNS + 2];
+        int np = 0;
+        p[np++] = (struct pollfd){.fd = mrp, .events = POLLIN};
+        if (ls >= 0) p[np++] = (struct pollfd){.fd = ls, .events = POLLIN};
+        for (int i = 0; i < nconns; i++)
+            if (c[i].fd >= 0) p[np++] = (struct pollfd){.fd = c[i].fd, .events = POLLIN};
+        poll(p, (nfds_t)np, transferring ? 0 : 1);
     }
-
-    /* 4. Close, and free the switch's tables. */
-    uint8_t closing[ROCAST_CLOSE_LEN], rel[8];
-    uint16_t closing_len = rocast_emit_close(closing, all_ok);
-    for (long i = 0; i < members; i++) ctl_send(&m[i].c, ROCAST_MSG_CLOSE, closing, closing_len);
-    memcpy(rel, &mcst.s_addr, 4);
-    rel[4] = 0; rel[5] = 1; rel[6] = 0; rel[7] = 2;
-    sendto(mrp, rel, 8, 0, (struct sockaddr *)&to, sizeof(to));
+    /* The close and the switch's release go out before the program ends. */
+    flush(s, c, nconns, mrp, &to);
     usleep(50000);
+    rocast_gs_leader_free(s);
     rv_close(&g);
-    return all_ok ? 0 : 1;
+    return exit_code;
 }

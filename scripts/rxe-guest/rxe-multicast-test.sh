@@ -67,8 +67,8 @@ phase() {
 }
 
 # guest_stall NAME: the phase's failure was Soft-RoCE under TCG stalling, and nothing else:
-# the sender or a receiver only timed out ("no completions", "members not ready", "timed
-# out waiting for the leader"), every buffer that finished reached all three members
+# the sender or a receiver only timed out (no completions, members never ready, nothing
+# from the leader), every buffer that finished reached all three members
 # intact (no member reported a bad buffer), the switch dropped or failed nothing it was
 # not told to drop (only injected_drops), and every captured frame checked. Seen in CI:
 # the sender guest stopped transmitting mid-buffer (its NIC's tx count equal to the
@@ -78,7 +78,9 @@ guest_stall() {
   [ -z "${CAPTURES_BAD:-}" ] || return 1
   grep -qhE "^received .*: FAILED" "$dir"/r[123].log 2>/dev/null && return 1
   grep -h "^multicast" "$dir/s0.log" 2>/dev/null | grep -qv "3 of 3 members ok" && return 1
-  grep -qhE "no completions|members not ready|timed out waiting for the leader" "$dir"/s0.log "$dir"/r[123].log 2>/dev/null || return 1
+  # (The group session's words for the same waits: "members never became ready",
+  # "nothing from the leader".)
+  grep -qhE "no completions|members not ready|members never became ready|timed out waiting for the leader|nothing from the leader" "$dir"/s0.log "$dir"/r[123].log 2>/dev/null || return 1
   ! grep -E '^port ' "$dir/switch.txt" | grep -qE ' (tx_errors|queue_drops|rx_errors|kernel_drops|capture_errors|oversize) [1-9]' || return 1
   ! grep -qE '^(switch|cepheus) drop_[a-z_]+ [1-9]' "$dir/switch.txt" || return 1
 }
