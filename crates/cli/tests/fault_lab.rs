@@ -9,6 +9,7 @@
 //! | the leader killed               | members fail explicitly; the switch reclaims the group at its lease |
 //! | a member's switch port flapping | the switch counts it; retransmission recovers; every byte; exit 0 |
 //! | 5% loss on every port, from now | retransmission recovers; every byte; exit 0                     |
+//! | an overlay member killed        | every survivor fails naming it (relayed, RDMC §4.6); no exit 0  |
 //!
 //! Every step has a deadline (a process that outlives it is killed and the test fails
 //! as a hang), every delivered file is compared byte for byte with what was sent, and
