@@ -122,8 +122,6 @@ def pcapng(frames):
 
 seeds = {
     "group_control": {"stream": bytes([7]) + params + join + ready + announce + result + close + evicted},
-    "c_framing": {"stream": bytes([5]) + params + join + ready + announce + result + close + evicted,
-                  "cut": bytes([1]) + params + join[:7]},
     "mrp": {"registration": reg, "release": release, "prune": prune,
             "new-incarnation": mrp_registration(members, write=True, new_incarnation=True),
             "sealed": seal(src, 7, reg),

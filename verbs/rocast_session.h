@@ -133,6 +133,9 @@ void rocast_gs_member_handle_timeout(struct rocast_gs_member *m, uint64_t now_ns
 int64_t rocast_gs_member_poll_transmit(struct rocast_gs_member *m, uint64_t now_ns, uint8_t *buf, size_t cap);
 int64_t rocast_gs_member_poll_event(struct rocast_gs_member *m, struct rocast_gs_event *ev);
 
+/* SHA-256 of len bytes into out[32] (rocast_core::payload::sha256). */
+int64_t rocast_gs_sha256(const uint8_t *data, size_t len, uint8_t *out);
+
 /* The group space rocast uses when none is given (rocast_net::lab::default_group_space):
  * the upper half of the bind address's /24, x.y.z.128/25; a McstID outside it is its
  * own /32 block. */

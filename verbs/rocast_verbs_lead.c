@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
     for (long i = 0; i < size; i++) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; g.buf[i] = (uint8_t)(x >> 24); }
     uint32_t crc = rv_crc32(g.buf, (size_t)size);
     uint8_t digest[ROCAST_SHA256_LEN];
-    rocast_sha256(g.buf, (size_t)size, digest);
+    rocast_gs_sha256(g.buf, (size_t)size, digest);
 
     int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
     setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));

@@ -165,7 +165,7 @@ int main(int argc, char **argv) {
         }
         if (active && done) {
             uint8_t digest[ROCAST_SHA256_LEN];
-            rocast_sha256(g.buf, (size_t)bytes, digest);
+            rocast_gs_sha256(g.buf, (size_t)bytes, digest);
             rocast_gs_member_handle_received(s, mono_ns(), digest, held_ns);
             active = 0;
         }

@@ -14,11 +14,7 @@
  * Prints one line per event and "sizes E L M" (the ABI structs' sizes), and exits 0
  * when the run ended as the scenario says.
  */
-#define _POSIX_C_SOURCE 200809L
-#include <time.h>
-
 #include "rocast_session.h"
-#include "rocast_proto.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,7 +76,7 @@ int main(int argc, char **argv) {
     static uint8_t buf[BUF];
     for (int k = 0; k < BUF; k++) buf[k] = (uint8_t)(k * 131 + 7);
     uint8_t digest[32];
-    rocast_sha256(buf, BUF, digest);
+    rocast_gs_sha256(buf, BUF, digest);
 
     uint8_t out[ROCAST_GS_MAX_TRANSMIT];
     struct rocast_gs_event ev;
@@ -121,7 +117,7 @@ int main(int argc, char **argv) {
                 case ROCAST_GS_WRITE_DONE: {
                     uint8_t h[32];
                     if (corrupt && i == 1 && ev.seq == 2) m[i].data[100] ^= 1;
-                    rocast_sha256(m[i].data, (size_t)m[i].bytes, h);
+                    rocast_gs_sha256(m[i].data, (size_t)m[i].bytes, h);
                     rocast_gs_member_handle_received(m[i].s, now_ns, h, now_ns);
                     break;
                 }

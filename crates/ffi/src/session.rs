@@ -1000,6 +1000,25 @@ pub unsafe extern "C" fn rocast_gs_member_poll_event(
     }
 }
 
+/// SHA-256 of `len` bytes at `data` into `out` (32 bytes): the digest a member
+/// reports and the leader announces, computed by the same code as `rocast mcast`'s
+/// (`payload::sha256`), not a C copy.
+///
+/// # Safety
+/// `data` is null (with `len` 0) or `len` readable bytes; `out` is null or 32
+/// writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn rocast_gs_sha256(data: *const u8, len: usize, out: *mut u8) -> i64 {
+    // SAFETY: the caller's contract.
+    let (Some(d), Some(o)) = (unsafe { bytes(data, len) }, unsafe { bytes_mut(out, 32) }) else {
+        return ROCAST_GS_ERR_NULL;
+    };
+    guarded(ROCAST_GS_ERR_PANIC, || {
+        o.copy_from_slice(&rocast_core::payload::sha256(d));
+        0
+    })
+}
+
 /// The output buffer every `*_poll_transmit` needs at least.
 pub const ROCAST_GS_MAX_TRANSMIT: usize = MAX_TRANSMIT_LEN;
 
@@ -1041,6 +1060,19 @@ mod tests {
                 ROCAST_GS_ERR_BUFFER
             );
             rocast_gs_leader_free(l);
+            // SHA-256: an empty input may be null; a null output or a null non-empty
+            // input is an error.
+            let mut h = [0u8; 32];
+            assert_eq!(rocast_gs_sha256(std::ptr::null(), 0, h.as_mut_ptr()), 0);
+            assert_eq!(h, rocast_core::payload::sha256(&[]));
+            assert_eq!(
+                rocast_gs_sha256(std::ptr::null(), 5, h.as_mut_ptr()),
+                ROCAST_GS_ERR_NULL
+            );
+            assert_eq!(
+                rocast_gs_sha256(buf.as_ptr(), 8, std::ptr::null_mut()),
+                ROCAST_GS_ERR_NULL
+            );
         }
     }
 }

@@ -62,8 +62,9 @@
 //! The scheme code of `Overlay` is `rocast_core::overlay::Scheme::code`; this module
 //! carries it as a byte and leaves its meaning to the overlay.
 //!
-//! The same constants are `#define`d in `verbs/rocast_proto.h`; the test
-//! `crates/core/tests/c_header.rs` fails when the two disagree.
+//! The C programs (`verbs/`) run the group session through `crates/ffi`, so this
+//! module is the channel's only codec; `verbs/rocast_proto.h` repeats the port and the
+//! invitation and digest lengths, checked by `crates/core/tests/c_header.rs`.
 
 use super::{be, put_be, Error, Ipv4Address, Result};
 
@@ -99,7 +100,7 @@ pub const MAX_BODY_LEN: usize = OVERLAY_MAX_LEN;
 const QPN_MAX: u32 = 0xff_ffff;
 
 /// Byte offsets and ranges of every field, per message body (frame offsets for the
-/// header). Public so the C header test can compare them with `verbs/rocast_proto.h`.
+/// header). Public so tests and tools can name a field instead of repeating offsets.
 pub mod field {
     pub type Field = core::ops::Range<usize>;
 
