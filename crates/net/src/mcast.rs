@@ -352,7 +352,15 @@ fn endpoint(
     rate_bps: Option<u64>,
     start_psn: u32,
 ) -> Result<Endpoint, McastError> {
-    let mut qp = rc_qp(local, local_qpn, mcst, VIRTUAL_QPN, mtu, rate_bps)?;
+    let mut qp = rc_qp(
+        local,
+        local_qpn,
+        mcst,
+        VIRTUAL_QPN,
+        mtu,
+        rate_bps,
+        VERBS_RETRY_COUNT,
+    )?;
     start_at(&mut qp, start_psn)?;
     let tcfg = TransportConfig {
         max_packet_len: qp.max_packet_len(),
@@ -1016,6 +1024,7 @@ impl Leader {
                     cfg.mtu,
                     cfg.rate_bps,
                     start_psn,
+                    cfg.timeout,
                 )?;
                 let mut own = data.to_vec();
                 run_overlay(
@@ -1691,6 +1700,7 @@ impl Member {
             self.cfg.mtu,
             *rate_bps,
             start_psn,
+            self.cfg.timeout,
         )?;
         post_overlay_receives(set, *rank, &sched, *block)?;
         self.session.handle_receives_posted(self.clock.now());
@@ -1888,6 +1898,7 @@ fn overlay_qp(
     mtu: usize,
     rate_bps: Option<u64>,
     start_psn: u32,
+    retry_limit: u8,
 ) -> Result<RcQueuePair, McastError> {
     let mut qp = rc_qp(
         local,
@@ -1896,6 +1907,7 @@ fn overlay_qp(
         overlay_qpn(peer, rank),
         mtu,
         rate_bps,
+        retry_limit,
     )?;
     start_at(&mut qp, start_psn)?;
     Ok(qp)
@@ -1912,7 +1924,8 @@ fn start_at(qp: &mut RcQueuePair, start_psn: u32) -> Result<(), McastError> {
 
 /// An RC QP as every rocast host here runs one: UDP source port 4791 (one socket per
 /// host), PSNs 0 (callers move them to the group's start with [`start_at`]), the given
-/// MTU, and a pacer at `rate_bps` if set.
+/// MTU, a pacer at `rate_bps` if set, and `retry_limit` timeouts without progress
+/// before the QP fails.
 fn rc_qp(
     local: Ipv4Addr,
     local_qpn: u32,
@@ -1920,15 +1933,17 @@ fn rc_qp(
     remote_qpn: u32,
     mtu: usize,
     rate_bps: Option<u64>,
+    retry_limit: u8,
 ) -> Result<RcQueuePair, McastError> {
     let mut c = QpConfig::new(v4(local), local_qpn, v4(remote), remote_qpn);
+    c.retry_limit = retry_limit;
     c.udp_src_port = ROCEV2_UDP_PORT;
     c.mtu = mtu;
     // Userspace hops (switch, endpoints) add milliseconds under load; a timeout below
     // that retransmits what is merely queued. 20 ms is the floor; past the first
     // measured round trip the timeout follows SRTT + 4·RTTVAR (issue 25: 16 members on
     // two cores took round trips past any fixed floor).
-    c.retransmit_timeout = CoreDuration::from_ms(20);
+    c.retransmit_timeout = RTO_FLOOR;
     c.adaptive_rto = true;
     let rate: Box<dyn RateController> = match rate_bps {
         // 64 KB of burst: a late wakeup catches up instead of losing the rate.
@@ -1938,10 +1953,30 @@ fn rc_qp(
     RcQueuePair::with_rate_controller(c, rate).map_err(|e| McastError::Protocol(e.to_string()))
 }
 
+/// The retransmission timeout's floor on every QP here (see [`rc_qp`]).
+const RTO_FLOOR: CoreDuration = CoreDuration::from_ms(20);
+/// verbs' `retry_cnt` maximum: the group QP's budget (20 ms doubling over 7 retries,
+/// 5.1 s of silence; the eviction of an unreachable member is sized against it).
+const VERBS_RETRY_COUNT: u8 = 7;
+
+/// The retry budget of an overlay connection: enough timeouts, each twice the last
+/// from the [`RTO_FLOOR`], to cover `silence` (the user's `--timeout`), so that a peer
+/// that is merely slow — descheduled, loaded — holds its sender back for as long as
+/// the group allows instead of failing it after the fixed 5.1 s of verbs' seven retries
+/// (issue 46). At least those seven; at most 16 (the back-off's cap).
+fn overlay_retry_limit(silence: Duration) -> u8 {
+    let floor = RTO_FLOOR.as_ps() as u128;
+    let want = silence.as_nanos() * 1000;
+    // k retries wait floor·(2^(k+1) − 1) in all before the QP fails.
+    (VERBS_RETRY_COUNT..16)
+        .find(|&k| floor * ((1u128 << (k + 1)) - 1) >= want)
+        .unwrap_or(16)
+}
+
 /// The socket of `rank`'s overlay connections (QPs are added per buffer by
 /// [`ensure_overlay_peers`]: which peers a rank talks to depends on the block count).
 fn overlay_qps(local: Ipv4Addr, mtu: usize) -> Result<QpSet, McastError> {
-    let probe = overlay_qp(local, 0, 1, local, mtu, None, 0)?;
+    let probe = overlay_qp(local, 0, 1, local, mtu, None, 0, VERBS_RETRY_COUNT)?;
     QpSet::bind(local, probe.max_packet_len()).map_err(io(format!("UDP {local}:4791")))
 }
 
@@ -1961,14 +1996,16 @@ fn ensure_overlay_peers(
     mtu: usize,
     rate_bps: Option<u64>,
     start_psn: u32,
+    silence: Duration,
 ) -> Result<rocast_core::overlay::Schedule, McastError> {
+    let retries = overlay_retry_limit(silence);
     let sched =
         rocast_core::overlay::Schedule::new(scheme, roster.len() as u32, 0, driver_cfg.blocks())
             .map_err(|e| McastError::Protocol(e.to_string()))?;
     for peer in sched.peers_of(rank as u32) {
         let p = peer as usize;
         if set.qp(overlay_qpn(rank, p)).is_none() {
-            let qp = overlay_qp(local, rank, p, roster[p], mtu, rate_bps, start_psn)?;
+            let qp = overlay_qp(local, rank, p, roster[p], mtu, rate_bps, start_psn, retries)?;
             set.add(qp).map_err(io("QP"))?;
         }
     }
@@ -1983,6 +2020,7 @@ fn ensure_overlay_peers(
             control_qpn(p, rank),
             mtu,
             None,
+            retries,
         )?;
         start_at(&mut qp, start_psn)?;
         for i in 0..CONTROL_RECEIVES {
@@ -2228,6 +2266,36 @@ mod tests {
             mtu: 1024,
             timeout: Duration::from_secs(10),
             invitation: None,
+        }
+    }
+
+    /// An overlay connection's retry budget covers the group's `--timeout` from the
+    /// 20 ms floor, doubling: never below verbs' seven (5.1 s), capped at the back-off's
+    /// sixteen.
+    #[test]
+    fn overlay_retries_cover_the_timeout() {
+        let total = |k: u8| 20u64 * ((1u64 << (k + 1)) - 1);
+        for (secs, want) in [
+            (1, 7),
+            (5, 7),
+            (6, 8),
+            (10, 8),
+            (20, 9),
+            (60, 11),
+            (1_000_000, 16),
+        ] {
+            let k = overlay_retry_limit(Duration::from_secs(secs));
+            assert_eq!(k, want, "{secs} s");
+            if k < 16 {
+                assert!(
+                    total(k) >= secs * 1000,
+                    "{secs} s: {k} retries wait {} ms",
+                    total(k)
+                );
+            }
+            if k > 7 {
+                assert!(total(k - 1) < secs * 1000, "{secs} s: {k} is not the least");
+            }
         }
     }
 
