@@ -80,6 +80,17 @@ pub fn lab_run(
             // One buffer per message: each member reports each, in completion order.
             extra.extend(["--buffers".to_string(), m.messages.to_string()]);
         }
+        // The first of `schemes`, as the simulator reads it: Cepheus, or an overlay.
+        let scheme = m.schemes.first().map_or("cepheus", String::as_str);
+        if scheme != "cepheus" {
+            let block = parse_bytes(&m.block)?.max(1);
+            extra.extend([
+                "--overlay".to_string(),
+                scheme.to_string(),
+                "--block".to_string(),
+                block.to_string(),
+            ]);
+        }
         let (lead_text, member_texts) = run_group_outputs(name, n, &file, &extra, Some(&outs))?;
         let mut text = format!(
             "# transfer: {} x {} B from rank 0 to ranks 1..{}, seed {} (lab, real packets: {})\n",

@@ -365,10 +365,27 @@ fn loss_toward_one_receiver_is_recovered_and_the_wire_checks_out() {
 
 /// The conformance idea of turmoil's `io_uring_conformance`: one scenario description
 /// runs in `rocast sim` and in `rocast lab run`, and every member ends up holding the
-/// same bytes in both (same CRC-32 per member, and the data's own CRC).
+/// same bytes in both (same CRC-32 per member, and the data's own CRC). Through the
+/// switch, and through the chain, binomial tree and binomial pipeline overlays, which
+/// are one body of code in both since issue 46 (`overlay::OverlayRank`).
 #[test]
 fn the_same_scenario_delivers_the_same_data_in_the_simulator_and_the_lab() {
     let lab = LabGuard::new("tm5");
+    let overlay = |scheme: &'static str| -> Vec<&'static str> {
+        let schemes: &'static str = match scheme {
+            "chain" => "multicast.schemes=[\"chain\"]",
+            "tree" => "multicast.schemes=[\"tree\"]",
+            _ => "multicast.schemes=[\"pipeline\"]",
+        };
+        vec![
+            "--set",
+            schemes,
+            "--set",
+            "multicast.block=256K",
+            "--set",
+            "seed=13",
+        ]
+    };
     for sets in [
         vec![],
         vec![
@@ -379,6 +396,9 @@ fn the_same_scenario_delivers_the_same_data_in_the_simulator_and_the_lab() {
             "--set",
             "seed=11",
         ],
+        overlay("chain"),
+        overlay("tree"),
+        overlay("pipeline"),
     ] {
         let out = std::env::temp_dir().join("rocast-tm5-sim");
         let mut sim = vec![
@@ -401,6 +421,16 @@ fn the_same_scenario_delivers_the_same_data_in_the_simulator_and_the_lab() {
                 .map(str::to_string)
                 .collect()
         };
+        // An overlay case ran that overlay on both sides, not the switch.
+        if let Some(set) = sets.iter().find(|x| x.starts_with("multicast.schemes=")) {
+            let scheme = set.split('"').nth(1).unwrap();
+            assert!(s.stdout.contains(&format!(" by {scheme},")), "{}", s.stdout);
+            assert!(
+                l.stdout.contains(&format!(" via {scheme} to ")),
+                "{}",
+                l.stdout
+            );
+        }
         let (a, b) = (ranks(&s.stdout), ranks(&l.stdout));
         assert!(!a.is_empty(), "{}", s.stdout);
         assert_eq!(a, b, "sim:\n{}\nlab:\n{}", s.stdout, l.stdout);

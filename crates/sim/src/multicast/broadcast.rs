@@ -145,6 +145,31 @@ pub fn run_broadcast(
     Ok(outcome)
 }
 
+/// Runs one broadcast of `root_data` (the root's buffer, `spec.driver.message_bytes`
+/// long) on an otherwise idle fabric, carrying the bytes packet by packet; returns the
+/// outcome and every rank's buffer (what the sim/lab `transfer` scenario compares).
+pub fn run_broadcast_with_data(
+    topo: Topology,
+    mut cfg: EngineConfig,
+    spec: &BroadcastSpec,
+    root_data: Vec<u8>,
+) -> Result<(BroadcastOutcome, Vec<Vec<u8>>), String> {
+    if root_data.len() as u64 != spec.driver.message_bytes {
+        return Err(format!(
+            "{} bytes of data for a {}-byte broadcast",
+            root_data.len(),
+            spec.driver.message_bytes
+        ));
+    }
+    let hosts = topo.num_hosts() as u32;
+    if let Some(&h) = spec.hosts.iter().find(|&&h| h >= hosts) {
+        return Err(format!("group host {h} is not below {hosts}"));
+    }
+    cfg.carry_payload = true;
+    let mut engine = Engine::new(topo, cfg, Vec::new())?;
+    broadcast_on(&mut engine, spec, 0, Some(root_data))
+}
+
 /// Runs one broadcast on `engine` from `start_ps` until every rank has the message
 /// (the engine must carry payload when `root_data` is given). Returns the outcome,
 /// with latency counted from `start_ps`, and each rank's buffer (empty without
