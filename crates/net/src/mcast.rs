@@ -2231,6 +2231,18 @@ fn run_overlay(
                         | Event::RecvError { .. }
                         | Event::QpError(_),
                     ) => me.handle_peer_failure(now, peer).map_err(protocol)?,
+                    // Every overlay message carries an immediate (the block, or the
+                    // control word): a peer's SEND without one broke the protocol.
+                    (_, Event::Recv { imm: None, .. }) => {
+                        return Err(McastError::Protocol(format!(
+                            "rank {peer} sent a message without an immediate on the {} channel",
+                            if channel == Channel::Data {
+                                "data"
+                            } else {
+                                "control"
+                            }
+                        )))
+                    }
                     _ => {}
                 }
             }
