@@ -9,7 +9,7 @@
 //! hop): every post costs its rank `overhead`, posts of one rank one after another,
 //! counted from the event that made the rank ask.
 //!
-//! Memory: the ranks plus 16 bytes per rank.
+//! Memory: the ranks plus 8 bytes per rank.
 
 use super::driver::{DriverConfig, DriverError, GroupOutcome};
 use super::rank::{BlockOp, OverlayPost, OverlayRank, OverlayRankConfig};
@@ -28,7 +28,6 @@ pub struct BroadcastGroup {
     ranks: Vec<OverlayRank>,
     overhead_ps: u64,
     cpu_free: Vec<u64>,
-    done: Vec<u64>,
     /// Ranks that may have posts waiting (drained in rank order).
     touched: Vec<u32>,
 }
@@ -72,13 +71,10 @@ impl BroadcastGroup {
                 )
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let mut done = vec![u64::MAX; n as usize];
-        done[root as usize] = 0;
         Ok(BroadcastGroup {
             ranks,
             overhead_ps,
             cpu_free: vec![0; n as usize],
-            done,
             touched: (0..n).collect(),
         })
     }
@@ -109,12 +105,8 @@ impl BroadcastGroup {
         from: u32,
         block: u32,
     ) -> Result<(), DriverError> {
-        let r = self.rank_mut(to)?;
-        r.handle_block(Instant::from_ps(now_ps), from, block)?;
-        if r.has_message() && self.done[to as usize] == u64::MAX {
-            self.done[to as usize] = now_ps;
-        }
-        Ok(())
+        self.rank_mut(to)?
+            .handle_block(Instant::from_ps(now_ps), from, block)
     }
 
     /// `rank`'s block post `wr_id` completed at `now_ps`.
@@ -218,21 +210,26 @@ impl BroadcastGroup {
         Ok(r)
     }
 
-    /// When each rank had the whole message (root: 0; `u64::MAX`: not yet).
-    pub fn rank_done_ps(&self) -> &[u64] {
-        &self.done
+    /// When each rank had the whole message (root: 0, it starts at time zero;
+    /// `u64::MAX`: not yet): each rank's [`OverlayRank::message_at`].
+    pub fn rank_done_ps(&self) -> Vec<u64> {
+        self.ranks.iter().map(Self::done_ps).collect()
     }
 
     /// The first rank still missing part of the message.
     pub fn first_incomplete(&self) -> Option<u32> {
-        self.done
+        self.ranks
             .iter()
-            .position(|&d| d == u64::MAX)
+            .position(|r| r.message_at().is_none())
             .map(|r| r as u32)
     }
 
     /// When the last rank had the whole message (meaningful once all have).
     pub fn latency_ps(&self) -> u64 {
-        self.done.iter().copied().max().unwrap_or(0)
+        self.ranks.iter().map(Self::done_ps).max().unwrap_or(0)
+    }
+
+    fn done_ps(r: &OverlayRank) -> u64 {
+        r.message_at().map_or(u64::MAX, Instant::as_ps)
     }
 }

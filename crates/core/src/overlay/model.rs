@@ -136,7 +136,7 @@ pub fn critical_path(
     }
     Ok(Prediction {
         latency_ps: group.latency_ps(),
-        rank_done_ps: group.rank_done_ps().to_vec(),
+        rank_done_ps: group.rank_done_ps(),
         messages,
     })
 }

@@ -334,7 +334,7 @@ pub(crate) fn broadcast_on(
     }
     let outcome = BroadcastOutcome {
         latency_ps: group.latency_ps().saturating_sub(start_ps),
-        rank_done_ps: group.rank_done_ps().to_vec(),
+        rank_done_ps: group.rank_done_ps(),
         messages,
         host_tx_bytes: engine.host_tx_bytes() - tx0,
         events: engine.totals.events - events0,
