@@ -593,7 +593,7 @@ fn leader_event(ev: LeaderEvent) -> RocastGsEvent {
             seq,
             ..RocastGsEvent::new(ROCAST_GS_REROUTE)
         },
-        LeaderEvent::ResumeTransfer { seq, offset } => RocastGsEvent {
+        LeaderEvent::ResumeTransfer { seq, offset, .. } => RocastGsEvent {
             seq,
             offset,
             ..RocastGsEvent::new(ROCAST_GS_RESUME_TRANSFER)

@@ -31,13 +31,16 @@
 //! is a property of the connection, not of a frame, and because the 3-byte header is
 //! then the same as every earlier peer's: an older peer's first frame still decodes and
 //! fails with "unsupported group control version" instead of desynchronising the
-//! stream. The version is 3. Version 1 is the unversioned layout before 2, whose
+//! stream. The version is 4. Version 1 is the unversioned layout before 2, whose
 //! `Params` began with the op byte (0 or 1), so an old leader's `Params` reads as
 //! version 0 or 1 and is refused. Version 3 (issue 45) carries the leader's random start
 //! PSN in `Params` and a SHA-256 of the buffer in `Announce` and `Result` where 2 had a
 //! CRC-32: a CRC is no verdict against a stranger who injects data, since injected bytes
 //! can be chosen to keep it (CRC-32 is linear), while a SHA-256 match cannot be forged.
-//! A version-2 peer's `Params` or `Join` is refused with the version error.
+//! Version 4 (issue 46) adds `Holding`, a member's account of the part of a buffer it
+//! holds when the safeguard moves that buffer to the overlay mid-transfer, so the
+//! overlay resends only what some member lacks. A version-2 or -3 peer's `Params` or
+//! `Join` is refused with the version error.
 //!
 //! # Messages
 //!
@@ -58,6 +61,7 @@
 //! | 11   | `Evicted` | L → M     | 4          | 0:4 member IPv4: the leader evicted that member (its connection broke); the group goes on without it |
 //! | 12   | `Invitation` | M → L  | 16         | 0:16 the member's invitation token (`control::invitation`), before its `Join` |
 //! | 13   | `Resume`  | L → M     | 12         | 0:4 buffer sequence, 4:8 offset: the safeguard moved buffer `seq` to the overlay mid-transfer; every member holds its bytes below `offset` from the switch, the overlay carries the rest |
+//! | 14   | `Holding` | M → L     | 12         | 0:4 buffer sequence, 4:8 bytes: after `Overlay` mid-buffer, before its `Ready`: the member holds buffer `seq`'s bytes below this from the switch (it may hold more than every member acknowledged), so the leader resumes from the lowest holding and the driver can skip members that hold a part |
 //!
 //! The scheme code of `Overlay` is `rocast_core::overlay::Scheme::code`; this module
 //! carries it as a byte and leaves its meaning to the overlay.
@@ -71,8 +75,8 @@ use super::{be, put_be, Error, Ipv4Address, Result};
 /// The leader's default TCP port for the channel (after RoCEv2's 4791 and MRP's 4792;
 /// PEEL's 4793 is UDP).
 pub const GROUP_CONTROL_PORT: u16 = 4793;
-/// The version this build speaks (see the module docs for why it is 3).
-pub const GROUP_CONTROL_VERSION: u8 = 3;
+/// The version this build speaks (see the module docs for why it is 4).
+pub const GROUP_CONTROL_VERSION: u8 = 4;
 /// `type (1) | length (2)`.
 pub const FRAME_HEADER_LEN: usize = 3;
 
@@ -93,6 +97,7 @@ pub const CLOSE_LEN: usize = 1;
 pub const EVICTED_LEN: usize = 4;
 pub const INVITATION_LEN: usize = 16;
 pub const RESUME_LEN: usize = 12;
+pub const HOLDING_LEN: usize = 12;
 /// The longest body of any message: the decoder refuses a frame that declares more.
 pub const MAX_BODY_LEN: usize = OVERLAY_MAX_LEN;
 
@@ -172,6 +177,11 @@ pub mod field {
         pub const SEQ: Field = 0..4;
         pub const OFFSET: Field = 4..12;
     }
+    pub mod holding {
+        use super::Field;
+        pub const SEQ: Field = 0..4;
+        pub const BYTES: Field = 4..12;
+    }
 }
 
 /// A frame's type code.
@@ -190,10 +200,11 @@ pub enum MessageType {
     Evicted = 11,
     Invitation = 12,
     Resume = 13,
+    Holding = 14,
 }
 
 impl MessageType {
-    pub const ALL: [MessageType; 12] = [
+    pub const ALL: [MessageType; 13] = [
         MessageType::Params,
         MessageType::Join,
         MessageType::Confirm,
@@ -206,6 +217,7 @@ impl MessageType {
         MessageType::Evicted,
         MessageType::Invitation,
         MessageType::Resume,
+        MessageType::Holding,
     ];
 
     /// The type with this code; None for an unknown (or the reserved 8).
@@ -227,6 +239,7 @@ impl MessageType {
             MessageType::Evicted => "Evicted",
             MessageType::Invitation => "Invitation",
             MessageType::Resume => "Resume",
+            MessageType::Holding => "Holding",
         }
     }
 
@@ -246,6 +259,7 @@ impl MessageType {
             MessageType::Evicted => EVICTED_LEN,
             MessageType::Invitation => INVITATION_LEN,
             MessageType::Resume => RESUME_LEN,
+            MessageType::Holding => HOLDING_LEN,
         }
     }
 }
@@ -673,6 +687,32 @@ impl Resume {
     }
 }
 
+/// Member → leader, after `Overlay` mid-buffer: it holds buffer `seq`'s first `bytes`
+/// bytes (what its QP completed, in order, before the switch path was cut).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Holding {
+    pub seq: u32,
+    pub bytes: u64,
+}
+
+impl Holding {
+    pub const fn buffer_len(&self) -> usize {
+        HOLDING_LEN
+    }
+    pub fn parse(b: &[u8]) -> Result<Holding> {
+        exact(b, HOLDING_LEN, "holding", "holding length")?;
+        Ok(Holding {
+            seq: be(b, field::holding::SEQ.start, 4) as u32,
+            bytes: be(b, field::holding::BYTES.start, 8),
+        })
+    }
+    pub fn emit(&self, b: &mut [u8]) -> usize {
+        put_be(b, field::holding::SEQ.start, 4, self.seq as u64);
+        put_be(b, field::holding::BYTES.start, 8, self.bytes);
+        HOLDING_LEN
+    }
+}
+
 /// Any control message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Message {
@@ -689,6 +729,7 @@ pub enum Message {
     /// Member → leader: its invitation token.
     Invitation([u8; INVITATION_LEN]),
     Resume(Resume),
+    Holding(Holding),
 }
 
 impl Message {
@@ -706,6 +747,7 @@ impl Message {
             Message::Evicted(_) => MessageType::Evicted,
             Message::Invitation(_) => MessageType::Invitation,
             Message::Resume(_) => MessageType::Resume,
+            Message::Holding(_) => MessageType::Holding,
         }
     }
 
@@ -732,6 +774,7 @@ impl Message {
                 Message::Invitation(t)
             }
             MessageType::Resume => Message::Resume(Resume::parse(body)?),
+            MessageType::Holding => Message::Holding(Holding::parse(body)?),
         })
     }
 
@@ -750,6 +793,7 @@ impl Message {
             Message::Evicted(m) => m.buffer_len(),
             Message::Invitation(_) => INVITATION_LEN,
             Message::Resume(m) => m.buffer_len(),
+            Message::Holding(m) => m.buffer_len(),
         }
     }
 
@@ -795,6 +839,9 @@ impl Message {
             }
             Message::Invitation(t) => body.copy_from_slice(t),
             Message::Resume(m) => {
+                m.emit(body);
+            }
+            Message::Holding(m) => {
                 m.emit(body);
             }
         }
@@ -1013,6 +1060,13 @@ mod tests {
                     offset: 0x0102_0304_0506,
                 }),
                 vec![13, 0, 12, 0, 0, 0, 2, 0, 0, 1, 2, 3, 4, 5, 6],
+            ),
+            (
+                Message::Holding(Holding {
+                    seq: 3,
+                    bytes: 0x0a0b_0c0d,
+                }),
+                vec![14, 0, 12, 0, 0, 0, 3, 0, 0, 0, 0, 0x0a, 0x0b, 0x0c, 0x0d],
             ),
         ]
     }

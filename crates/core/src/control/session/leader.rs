@@ -112,6 +112,10 @@ pub enum OverlayReason {
     RegistrationFailed(RegistrationFailure),
     /// The safeguard found the multicast too slow (after the buffer it watched).
     Safeguard(FallbackReason),
+    /// The switch path failed under the transfer (the source's QP went to error: its
+    /// retries ran out), so the rest of the buffer goes through the overlay (Cepheus
+    /// §V-D: "switches back to the default AMcast approach when detecting anomalies").
+    PathFailed(String),
 }
 
 impl OverlayReason {
@@ -121,6 +125,7 @@ impl OverlayReason {
             OverlayReason::Configured => String::new(),
             OverlayReason::RegistrationFailed(f) => format!("registration failed: {f:?}"),
             OverlayReason::Safeguard(r) => format!("safeguard: {r:?}"),
+            OverlayReason::PathFailed(why) => format!("switch path failed: {why}"),
         }
     }
 }
@@ -170,9 +175,16 @@ pub enum LeaderEvent {
     /// stop sending through the switch and call
     /// [`LeaderSession::handle_transfer_cut`] with the bytes every member acknowledged.
     Reroute { seq: u32 },
-    /// Every member is ready for the rest of buffer `seq` from byte `offset`: send it
-    /// through the overlay, then call [`LeaderSession::handle_transfer_done`].
-    ResumeTransfer { seq: u32, offset: u64 },
+    /// Every member is ready for the rest of buffer `seq` from byte `offset` (the
+    /// lowest prefix a member holds): send it through the overlay, then call
+    /// [`LeaderSession::handle_transfer_done`]. `holding` names each live member's
+    /// prefix (join order, ≥ `offset`), so a driver that can may skip, for each byte,
+    /// the members that hold it.
+    ResumeTransfer {
+        seq: u32,
+        offset: u64,
+        holding: Vec<(Ipv4Address, u64)>,
+    },
     /// Every member is ready for buffer `seq`: send it, then call
     /// [`LeaderSession::handle_transfer_done`].
     Transfer { seq: u32 },
@@ -242,8 +254,11 @@ enum State {
     OverlaySetup {
         deadline: Instant,
         ready: BTreeSet<usize>,
-        /// Set when the safeguard moved a buffer mid-transfer: where it resumes.
+        /// Set when the safeguard moved a buffer mid-transfer: what every member
+        /// acknowledged (it resumes from there or above).
         resume: Option<u64>,
+        /// Members' `Holding` reports (a member that sent none holds `resume`).
+        holding: BTreeMap<usize, u64>,
     },
     Idle,
     Announced {
@@ -306,7 +321,12 @@ pub struct LeaderSession {
     switch_state: bool,
     monitor: Option<SafeguardMonitor>,
     /// The safeguard's decision, acted on after the buffer it watched.
-    safeguard_fallback: Option<FallbackReason>,
+    /// Why the group leaves the switch, once decided (the safeguard, or a failed
+    /// path): acted on mid-buffer through `Reroute`, or after the buffer.
+    pending_fallback: Option<OverlayReason>,
+    /// With a reroute: each live member's `Holding` (its prefix of the buffer), handed
+    /// to the driver with `ResumeTransfer`.
+    resume_holding: Vec<(Ipv4Address, u64)>,
     seq: u32,
     sha256: [u8; 32],
     /// The current buffer's size.
@@ -357,7 +377,8 @@ impl LeaderSession {
             overlay: false,
             switch_state: false,
             monitor,
-            safeguard_fallback: None,
+            pending_fallback: None,
+            resume_holding: Vec::new(),
             seq: 0,
             sha256: [0; 32],
             buffer_bytes: 0,
@@ -700,6 +721,32 @@ impl LeaderSession {
                     _ => self.stats.unexpected += 1,
                 }
             }
+            Message::Holding(h) => {
+                let Some(i) = member else {
+                    return self.fail(SessionError::Protocol(format!(
+                        "{} sent Holding before Join",
+                        self.peer_name(conn)
+                    )));
+                };
+                let (seq, bytes) = (self.seq, self.buffer_bytes);
+                match &mut self.state {
+                    State::OverlaySetup {
+                        resume: Some(_),
+                        holding,
+                        ..
+                    } if h.seq == seq => {
+                        if h.bytes > bytes {
+                            let who = self.peer_name(conn);
+                            return self.fail(SessionError::Protocol(format!(
+                                "{who} holds {} bytes of a {bytes}-byte buffer",
+                                h.bytes
+                            )));
+                        }
+                        holding.insert(i, h.bytes);
+                    }
+                    _ => self.stats.unexpected += 1,
+                }
+            }
             Message::Result(r) => {
                 let Some(i) = member else {
                     return self.fail(SessionError::Protocol(format!(
@@ -886,6 +933,7 @@ impl LeaderSession {
             deadline: now + self.cfg.ready_timeout,
             ready: BTreeSet::new(),
             resume: None,
+            holding: BTreeMap::new(),
         };
     }
 
@@ -894,11 +942,24 @@ impl LeaderSession {
         match &self.state {
             State::OverlaySetup {
                 ready,
-                resume: Some(offset),
+                resume: Some(acked),
+                holding,
                 ..
             } if all_ready(ready) => {
-                // The overlay is up mid-buffer: the members post receives for the rest.
-                let offset = *offset;
+                // The overlay is up mid-buffer: the members post receives for the rest,
+                // from the lowest prefix any member holds (the switch may have
+                // delivered more than the aggregated ACK said when the path was cut).
+                let held = |i: usize| holding.get(&i).copied().unwrap_or(*acked).max(*acked);
+                self.resume_holding = self
+                    .live()
+                    .map(|i| (self.members[i].1.ip, held(i)))
+                    .collect();
+                let offset = self
+                    .resume_holding
+                    .iter()
+                    .map(|&(_, h)| h)
+                    .min()
+                    .unwrap_or(*acked);
                 self.send_to_members(&Message::Resume(Resume {
                     seq: self.seq,
                     offset,
@@ -926,6 +987,7 @@ impl LeaderSession {
                     Some(offset) => LeaderEvent::ResumeTransfer {
                         seq: self.seq,
                         offset,
+                        holding: std::mem::take(&mut self.resume_holding),
                     },
                 });
             }
@@ -989,28 +1051,49 @@ impl LeaderSession {
     /// it to the overlay (`Reroute`); one taken as it completes applies to the next.
     fn take_safeguard_decision(&mut self) {
         if let Some(d) = self.monitor.as_mut().and_then(|m| m.poll_event()) {
-            if self.safeguard_fallback.is_none()
-                && matches!(self.state, State::Transferring)
-                && !self.overlay
-            {
-                self.events
-                    .push_back(LeaderEvent::Reroute { seq: self.seq });
-            }
-            self.safeguard_fallback.get_or_insert(d);
+            self.decide_fallback(OverlayReason::Safeguard(d));
         }
+    }
+
+    /// The group leaves the switch for `reason`: mid-buffer through `Reroute`, or
+    /// after the buffer (the first reason decided is the one reported).
+    fn decide_fallback(&mut self, reason: OverlayReason) {
+        if self.pending_fallback.is_none()
+            && matches!(self.state, State::Transferring)
+            && !self.overlay
+        {
+            self.events
+                .push_back(LeaderEvent::Reroute { seq: self.seq });
+        }
+        self.pending_fallback.get_or_insert(reason);
+    }
+
+    /// The switch path failed under the buffer in flight (the source's QP went to
+    /// error, its retries spent): like a safeguard decision, the rest of the buffer
+    /// moves to the overlay (`Reroute`, then [`Self::handle_transfer_cut`]). Counted
+    /// as unexpected, changing nothing, unless a buffer is in flight through the
+    /// switch.
+    pub fn handle_path_failed(&mut self, _now: Instant, why: String) {
+        if !matches!(self.state, State::Transferring) || self.overlay {
+            self.stats.unexpected += 1;
+            return;
+        }
+        self.decide_fallback(OverlayReason::PathFailed(why));
     }
 
     /// The safeguard asked for a reroute and is waiting for the driver's cut.
     pub fn rerouting(&self) -> bool {
         matches!(self.state, State::Transferring)
             && !self.overlay
-            && self.safeguard_fallback.is_some()
+            && self.pending_fallback.is_some()
     }
 
     /// After `Reroute`: the driver stopped sending through the switch, and every
     /// member acknowledged the buffer's first `acked` bytes (a whole number of
     /// messages: RC completes in order). The switch is released, the members set up
-    /// the overlay and hear `Resume { offset: acked }`, and once every one is ready
+    /// the overlay, say how much of the buffer they hold (`Holding`; a member may hold
+    /// more than every member acknowledged) and hear `Resume { offset }` from the
+    /// lowest of those holdings (at least `acked`), and once every one is ready
     /// again `ResumeTransfer` hands the rest to the driver. The buffer's verdicts
     /// then cover all of it. Errors, changing nothing, when no reroute is pending or
     /// `acked` is not below the buffer's size.
@@ -1027,11 +1110,11 @@ impl LeaderSession {
         if let Some(m) = self.monitor.as_mut() {
             m.handle_idle(now);
         }
-        let reason = self.safeguard_fallback.take().expect("rerouting");
+        let reason = self.pending_fallback.take().expect("rerouting");
         self.early_results.clear();
         self.release_switch();
         let plan = self.cfg.fallback;
-        self.use_overlay(now, plan, OverlayReason::Safeguard(reason));
+        self.use_overlay(now, plan, reason);
         if let State::OverlaySetup { resume, .. } = &mut self.state {
             *resume = Some(acked);
         }
@@ -1110,11 +1193,11 @@ impl LeaderSession {
                 evicted: self.evicted_ips(),
                 ok,
             }));
-        match self.safeguard_fallback.take() {
+        match self.pending_fallback.take() {
             Some(reason) if !self.overlay => {
                 self.release_switch();
                 let plan = self.cfg.fallback;
-                self.use_overlay(now, plan, OverlayReason::Safeguard(reason));
+                self.use_overlay(now, plan, reason);
             }
             _ => self.go_idle(),
         }

@@ -25,7 +25,7 @@ use crate::overlay::Scheme;
 use crate::time::{Duration, Instant};
 use crate::transmit::Transmit;
 use crate::wire::group_control::{
-    BufferResult, Join, Message, Overlay, Params, StreamDecoder, GROUP_CONTROL_VERSION,
+    BufferResult, Holding, Join, Message, Overlay, Params, StreamDecoder, GROUP_CONTROL_VERSION,
 };
 use crate::wire::mrp::MrpRepr;
 use crate::wire::{Error as WireError, Ipv4Address};
@@ -396,6 +396,7 @@ impl MemberSession {
                 | Message::Confirm(_)
                 | Message::Result(_)
                 | Message::Ready
+                | Message::Holding(_)
                 | Message::Invitation(_),
                 _,
             ) => self.protocol(format!("the leader sent {name}, which only a member sends")),
@@ -483,10 +484,25 @@ impl MemberSession {
 
     /// The overlay's connections are up: `Ready` goes to the leader.
     pub fn handle_overlay_ready(&mut self, now: Instant) {
+        self.handle_overlay_ready_holding(now, 0)
+    }
+
+    /// The overlay's connections are up, and this member holds the first `held`
+    /// bytes of the buffer the safeguard moved to the overlay mid-transfer (what its
+    /// QP completed before the switch path was cut; ignored when no buffer was in
+    /// flight): `Holding`, then `Ready`, go to the leader, so the overlay resends only
+    /// what some member lacks.
+    pub fn handle_overlay_ready_holding(&mut self, now: Instant, held: u64) {
         let State::OverlaySetup { resume } = self.state else {
             self.stats.unexpected += 1;
             return;
         };
+        if let (Some((seq, _)), true) = (resume, held > 0) {
+            self.send(Message::Holding(Holding {
+                seq,
+                bytes: held.min(self.last_bytes),
+            }));
+        }
         self.send(Message::Ready);
         match resume {
             Some((seq, sha256)) => {

@@ -1236,7 +1236,8 @@ fn the_safeguard_moves_the_rest_of_a_buffer_in_flight_to_the_overlay() {
         leader_events(&mut g.leader),
         vec![LeaderEvent::ResumeTransfer {
             seq,
-            offset: 3 * 65536
+            offset: 3 * 65536,
+            holding: (0..3).map(|i| (member_ip(i), 3 * 65536)).collect(),
         }]
     );
     g.leader.handle_transfer_done(g.now, Ok(()));
@@ -1267,6 +1268,90 @@ fn the_safeguard_moves_the_rest_of_a_buffer_in_flight_to_the_overlay() {
         &member_events(&mut m)[..],
         [MemberEvent::Failed(_)]
     ));
+}
+
+/// Members may hold more of the buffer than every member acknowledged when the path is
+/// cut (the switch delivered, the aggregated ACK had not come back): each says how much
+/// (`Holding`), the overlay resumes from the lowest, and the driver learns every
+/// member's prefix, so nothing that every member holds is sent again.
+#[test]
+fn the_overlay_resumes_from_the_lowest_prefix_a_member_holds() {
+    let mut g = slow_group();
+    leader_events(&mut g.leader);
+    g.leader.handle_transfer_cut(g.now, 65536).unwrap();
+    leader_events(&mut g.leader);
+    g.leader_to_members();
+    let held = [5 * 65536, 3 * 65536, 4 * 65536];
+    for (m, &h) in g.members.iter_mut().zip(&held) {
+        member_events(m);
+        m.handle_overlay_ready_holding(g.now, h);
+    }
+    g.members_to_leader();
+    g.leader_to_members();
+    for m in &mut g.members {
+        assert!(matches!(
+            &member_events(m)[..],
+            [MemberEvent::ResumeReceive { offset, .. }] if *offset == 3 * 65536
+        ));
+        m.handle_receives_posted(g.now);
+    }
+    g.members_to_leader();
+    assert_eq!(
+        leader_events(&mut g.leader),
+        vec![LeaderEvent::ResumeTransfer {
+            seq: 1,
+            offset: 3 * 65536,
+            holding: (0..3).map(|i| (member_ip(i), held[i])).collect(),
+        }]
+    );
+    // A Holding past the buffer's end is a protocol error; one outside a reroute is
+    // counted and changes nothing.
+    let before = g.leader.stats().unexpected;
+    let conn = ConnId(0);
+    g.leader.handle_message(
+        g.now,
+        conn,
+        Message::Holding(crate::wire::group_control::Holding { seq: 1, bytes: 1 }),
+    );
+    assert_eq!(g.leader.stats().unexpected, before + 1);
+    let mut g = slow_group();
+    leader_events(&mut g.leader);
+    g.leader.handle_transfer_cut(g.now, 65536).unwrap();
+    g.leader.handle_message(
+        g.now,
+        conn,
+        Message::Holding(crate::wire::group_control::Holding {
+            seq: 1,
+            bytes: (1 << 20) + 1,
+        }),
+    );
+    assert!(matches!(
+        leader_events(&mut g.leader).last(),
+        Some(LeaderEvent::Failed(SessionError::Protocol(_)))
+    ));
+}
+
+/// A switch path that fails under a buffer (the source's QP out of retries) moves the
+/// rest of it to the overlay like the safeguard does, and says why.
+#[test]
+fn a_failed_switch_path_reroutes_the_buffer_in_flight() {
+    let mut g = registered_with(leader_cfg(false, 3));
+    g.leader.handle_path_failed(g.now, "retry exceeded".into());
+    assert_eq!(g.leader.stats().unexpected, 1, "nothing in flight");
+    start_transfer(&mut g, 1 << 20);
+    g.leader.handle_path_failed(g.now, "retry exceeded".into());
+    g.leader.handle_path_failed(g.now, "again".into());
+    assert_eq!(
+        leader_events(&mut g.leader),
+        vec![LeaderEvent::Reroute { seq: 1 }],
+        "one reroute"
+    );
+    g.leader.handle_transfer_cut(g.now, 0).unwrap();
+    let ev = leader_events(&mut g.leader);
+    assert!(
+        matches!(&ev[..], [LeaderEvent::UseOverlay { reason: OverlayReason::PathFailed(w), .. }] if w == "retry exceeded"),
+        "{ev:?}"
+    );
 }
 
 /// The reroute crosses a fast member's verdict: it already holds the whole buffer
@@ -1312,7 +1397,8 @@ fn a_member_that_already_held_the_buffer_relays_the_rest_and_answers_again() {
         &leader_events(&mut g.leader)[..],
         [LeaderEvent::ResumeTransfer {
             seq: 1,
-            offset: 65536
+            offset: 65536,
+            ..
         }]
     ));
     g.leader.handle_transfer_done(g.now, Ok(()));
