@@ -6,7 +6,7 @@
 --     pod, plane; the RoCEv2 packet after it is handed to Wireshark's own dissector;
 --   * the group control channel between a leader and its members (TCP 4793): every
 --     framed message (Params, Join, Confirm, Done, Result, Overlay, Ready, Announce,
---     Close, Evicted, Invitation, Resume) with its fields;
+--     Close, Evicted, Invitation, Resume, Holding) with its fields;
 --   * the RoCEv2 CNP (BTH opcode 0x81), which Wireshark shows as "Unknown OpCode".
 -- Byte layouts: crates/core/src/wire/{mrp.rs, mrp_auth.rs, peel.rs, group_control.rs}.
 -- Use: tshark -X lua_script:contrib/wireshark/rocast.lua -r capture.pcap
@@ -158,7 +158,7 @@ local G = gc.fields
 local TYPES = {
   [1] = "Params", [2] = "Join", [3] = "Confirm", [4] = "Done", [5] = "Result",
   [6] = "Overlay", [7] = "Ready", [9] = "Announce", [10] = "Close", [11] = "Evicted",
-  [12] = "Invitation", [13] = "Resume",
+  [12] = "Invitation", [13] = "Resume", [14] = "Holding",
 }
 local SCHEMES = { [0] = "sequential", [1] = "binomial tree", [2] = "chain",
   [3] = "binomial pipeline", [4] = "ring", [5] = "binary tree" }
@@ -223,6 +223,8 @@ local function gc_pdu(tvb, pinfo, tree)
     t:add(G.token, b(0, 16))
   elseif ty == 13 and has(12) then
     t:add(G.seq, b(0, 4)); t:add(G.offset, b(4, 8))
+  elseif ty == 14 and has(12) then
+    t:add(G.seq, b(0, 4)); t:add(G.bytes, b(4, 8))
   end
   pinfo.cols.protocol = "rocast control"
   local info = tostring(pinfo.cols.info)

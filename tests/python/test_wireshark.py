@@ -95,17 +95,18 @@ def test_the_sample_of_every_protocol_decodes_to_the_values_rocast_emitted(tmp_p
 
     ctl = [r for r in rows if r["rocast_control.type"]]
     assert [r["rocast_control.type"] for r in ctl] == [
-        ["12"], ["1"], ["2"], ["6"], ["7"], ["3"], ["9"], ["13"], ["4"], ["5"], ["11", "10"]]
+        ["12"], ["1"], ["2"], ["6"], ["7"], ["3"], ["9"], ["13"], ["14"], ["4"], ["5"], ["11", "10"]]
     assert ctl[2]["rocast_control.ip"] == ["10.0.0.2"]
     assert ctl[2]["rocast_control.qpn"] == ["0x000012"]
     assert ctl[3]["rocast_control.roster"] == ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
     assert ctl[3]["rocast_control.scheme"] == ["3"]
     assert ctl[1]["rocast_control.start_psn"] == ["0x5eed42"]
     assert ctl[6]["rocast_control.sha256"] == ["ca" * 32]
-    assert ctl[9]["rocast_control.sha256"] == ["ca" * 32]
+    assert ctl[8]["rocast_control.bytes"] == ["40960"]
+    assert ctl[10]["rocast_control.sha256"] == ["ca" * 32]
     assert ctl[7]["rocast_control.offset"] == ["32768"]
-    assert ctl[9]["rocast_control.held_ns"] == ["123456789"]
-    assert ctl[10]["rocast_control.ip"] == ["10.0.0.3"]
+    assert ctl[10]["rocast_control.held_ns"] == ["123456789"]
+    assert ctl[11]["rocast_control.ip"] == ["10.0.0.3"]
 
 
 def test_rocast_reads_pcapng_as_wireshark_writes_it(tmp_path):

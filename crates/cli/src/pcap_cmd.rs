@@ -772,7 +772,7 @@ pub(crate) fn protocol_frames() -> Vec<Vec<u8>> {
     use rocast_core::switch::frame::FrameSwitch;
     use rocast_core::wire::group_control::{
         Announce, BufferResult, Close, Confirmation, Done, Evicted, Join, Message, Overlay, Params,
-        Resume, GROUP_CONTROL_PORT,
+        Holding, Resume, GROUP_CONTROL_PORT,
     };
     use rocast_core::wire::mrp::{
         MrpAllocate, MrpAllocation, MrpMember, MrpPrune, MrpRelease, MrpRepr, MRP_UDP_PORT,
@@ -926,6 +926,13 @@ pub(crate) fn protocol_frames() -> Vec<Vec<u8>> {
             vec![Message::Resume(Resume {
                 seq: 1,
                 offset: 32768,
+            })],
+        ),
+        (
+            true,
+            vec![Message::Holding(Holding {
+                seq: 1,
+                bytes: 40960,
             })],
         ),
         (false, vec![Message::Done(Done { seq: 1 })]),

@@ -979,7 +979,7 @@ mod tests {
                     start_psn: 0xab_cdef,
                 }),
                 vec![
-                    1, 0, 18, 3, 1, 1, 2, 3, 4, 5, 6, 7, 8, 0x0a, 0x0b, 0x0c, 0x0d, 0, 0xab, 0xcd,
+                    1, 0, 18, 4, 1, 1, 2, 3, 4, 5, 6, 7, 8, 0x0a, 0x0b, 0x0c, 0x0d, 0, 0xab, 0xcd,
                     0xef,
                 ],
             ),
@@ -991,7 +991,7 @@ mod tests {
                     rkey: 0x5a5a,
                 }),
                 vec![
-                    2, 0, 21, 3, 10, 0, 0, 7, 0, 0x12, 0x34, 0x56, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0,
+                    2, 0, 21, 4, 10, 0, 0, 7, 0, 0x12, 0x34, 0x56, 0, 0, 0, 0, 0x10, 0, 0, 0, 0, 0,
                     0x5a, 0x5a,
                 ],
             ),
@@ -1137,7 +1137,7 @@ mod tests {
 
     #[test]
     fn unknown_and_reserved_types_are_errors_and_the_decoder_stays_failed() {
-        for code in [0u8, 8, 14, 255] {
+        for code in [0u8, 8, 15, 255] {
             let mut d = StreamDecoder::new();
             assert_eq!(
                 d.feed(&[code, 0, 0]),
