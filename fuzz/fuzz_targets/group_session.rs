@@ -112,6 +112,7 @@ fuzz_target!(|data: &[u8]| {
     let cfg = LeaderSessionConfig {
         local: Ipv4Address::new(10, 77, 0, 1),
         local_qpn: 0x11,
+        local_region: (0, 0),
         mcst_id: MCST,
         group_space: GroupAddressSpace::parse("10.77.0.128/25").unwrap(),
         members: N,

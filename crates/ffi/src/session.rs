@@ -198,6 +198,7 @@ fn leader_config(c: &RocastGsLeaderConfig) -> Option<LeaderSessionConfig> {
     Some(LeaderSessionConfig {
         local: Ipv4Address(c.local),
         local_qpn: c.local_qpn,
+        local_region: (0, 0),
         mcst_id: Ipv4Address(c.mcst_id),
         group_space: space(c.group_space, c.group_space_prefix)?,
         members: c.members as usize,

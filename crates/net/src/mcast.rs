@@ -565,6 +565,7 @@ impl Leader {
         let session_cfg = LeaderSessionConfig {
             local: v4(cfg.local),
             local_qpn: leader_qpn,
+            local_region: (0, 0),
             mcst_id: v4(cfg.mcst_id),
             group_space: cfg.group_space,
             members: cfg.members,

@@ -9,13 +9,25 @@ use rocast_sim::engine::FlowSpec;
 use rocast_sim::multicast::cepheus::{run_cepheus_with_flows, CepheusSpec};
 use rocast_sim::scenario::topology::fabric_with;
 
-/// The multicast's mean rate (Gb/s) while all six unicasts run, for one policy.
+/// The multicast's mean rate (Gb/s) while all six unicasts run, for one policy: the
+/// mean over five phases of the unicasts' start against the multicast's (every 20 µs
+/// from 1 ms on). One phase alone is a sample of a chaotic system: Cepheus' counters
+/// gave 38.7 to 46.0 Gb/s across these five (issue 46, when the group session's four
+/// control messages moved the multicast's start by 40 µs), the other policies ±3.
 fn multicast_gbps(extra: &[&str]) -> f64 {
-    multicast_run(extra).0
+    let phases = [0u64, 20, 40, 60, 80];
+    phases
+        .iter()
+        .map(|us| multicast_run_at(extra, 1_000_000_000 + us * 1_000_000).0)
+        .sum::<f64>()
+        / phases.len() as f64
 }
 
 /// The rate of [`multicast_gbps`] and the CNPs that reached the source's QP.
 fn multicast_run(extra: &[&str]) -> (f64, u64) {
+    multicast_run_at(extra, 1_000_000_000)
+}
+fn multicast_run_at(extra: &[&str], start_ps: u64) -> (f64, u64) {
     let mut sets = vec!["topology.kind=\"fat-tree\"", "topology.k=4", "nic.mtu=4096"];
     sets.extend_from_slice(extra);
     let (topo, cfg) = fabric_with(&sets).unwrap();
@@ -27,7 +39,7 @@ fn multicast_run(extra: &[&str]) -> (f64, u64) {
             src: r + 1,
             dst: r,
             size: 200_000_000,
-            start_ps: 1_000_000_000,
+            start_ps,
             after: None,
         })
         .collect();
@@ -46,12 +58,13 @@ fn multicast_run(extra: &[&str]) -> (f64, u64) {
     ((b - a) as f64 * 8.0 / 6e-3 / 1e9, out.source_feedback.cnps)
 }
 
-/// Thresholds are the issue's, checked against what the model does (measured 26.3 /
-/// 52.1 / 45.8 / 31.7 Gb/s for forward-all / TMCF / Cepheus / guard against a 50 Gb/s
-/// fair share: 53 % and 104 %): forward-all below 60 % of the fair share, TMCF above
+/// Thresholds are the issue's, checked against what the model does (means over the
+/// five phases, issue 46: 26.3 / 49.0 / 43.9 Gb/s for forward-all / TMCF / Cepheus
+/// against a 50 Gb/s fair share; one phase alone gave 26.3 / 52.1 / 45.8 before):
+/// forward-all below 60 % of the fair share, TMCF above
 /// 85 %. TMCF overshoots a little because the sender follows one branch and the other
 /// branches' unicasts yield; more than 10 % over would mean it ignores congestion.
-/// Cepheus' aged counters also pass one branch (92 %) but switch branches on bursts
+/// Cepheus' aged counters also pass one branch (88 %) but switch branches on bursts
 /// more often than TMCF's slots; the guard timer sits between them and forward-all.
 #[test]
 fn cpmp_forward_all_collapses_and_tmcf_holds_the_fair_share() {
@@ -60,9 +73,10 @@ fn cpmp_forward_all_collapses_and_tmcf_holds_the_fair_share() {
     let tmcf = multicast_gbps(&["switch.cnp_filter=\"tmcf\""]);
     let cepheus = multicast_gbps(&["switch.cnp_filter=\"cepheus\""]);
     let guard = multicast_gbps(&["switch.cnp_filter=\"forward-all\"", "nic.cnp_guard_us=50"]);
-    assert!(fa < 0.60 * fair, "forward-all {fa:.1} Gb/s");
-    assert!(tmcf > 0.85 * fair, "TMCF {tmcf:.1} Gb/s");
-    assert!(cepheus > 0.85 * fair, "Cepheus {cepheus:.1} Gb/s");
+    let all = format!("forward-all {fa:.1}, TMCF {tmcf:.1}, Cepheus {cepheus:.1}, guard {guard:.1} Gb/s");
+    assert!(fa < 0.60 * fair, "{all}");
+    assert!(tmcf > 0.85 * fair, "{all}");
+    assert!(cepheus > 0.85 * fair, "{all}");
     assert!(
         tmcf > cepheus && tmcf > guard,
         "{tmcf:.1} {cepheus:.1} {guard:.1}"
@@ -88,3 +102,4 @@ fn buffered_tmcf_releases_reach_the_source() {
     assert!(cnps > 0, "no released CNP reached the source");
     assert!(buffered > 0.0 && buffered < 50.0, "{buffered:.1} Gb/s");
 }
+

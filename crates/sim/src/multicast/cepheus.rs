@@ -25,16 +25,21 @@
 use std::sync::Arc;
 
 use rocast_core::control::source::synchronise_source_switch;
-use rocast_core::control::{
-    Confirmation, FallbackReason, GroupSpec, MemberAgent, RegistrationConfig,
-    RegistrationController, RegistrationEvent, SafeguardConfig, SafeguardMonitor,
+use rocast_core::control::session::{
+    ConnId, LeaderEvent, LeaderSession, LeaderSessionConfig, MemberEvent, MemberPhase,
+    MemberSession, MemberSessionConfig, OverlayPlan, OverlayReason, SessionDest,
+    MAX_TRANSMIT_LEN,
 };
+use rocast_core::control::{FallbackReason, RegistrationConfig, SafeguardConfig};
+use rocast_core::fabric::cepheus::GroupAddressSpace;
+use rocast_core::payload::sha256;
+use rocast_core::wire::group_control::Params;
 use rocast_core::fabric::cepheus::{CepheusStats, VIRTUAL_QPN};
 use rocast_core::overlay::Scheme;
 use rocast_core::plan::Topology;
 use rocast_core::rnic::{Payload, RcQueuePair};
 use rocast_core::time::{Duration, Instant};
-use rocast_core::wire::mrp::{MrpMember, MrpRepr};
+use rocast_core::wire::mrp::{MrpRepr, MRP_MAX_PAYLOAD};
 use rocast_core::wire::Ipv4Address;
 
 use crate::engine::FlowSpec;
@@ -170,6 +175,13 @@ pub struct CepheusOutcome {
     /// completed them on the Cepheus path (not the fallback's).
     pub member_order: Vec<Vec<u32>>,
     pub fallback: Option<Fallback>,
+    /// The group session's close: every member reported the whole transfer intact
+    /// (a SHA-256 of its bytes with `verify_data`, else of which messages it holds)
+    /// and every member heard `Close { ok: true }`.
+    pub session_ok: bool,
+    /// The session's MRP outputs the simulated switches do not model (releases at
+    /// the fallback and the close).
+    pub mrp_unmodelled: u64,
     pub source_feedback: SourceFeedback,
     /// All switches' multicast counters, summed.
     pub switches: CepheusStats,
@@ -264,18 +276,48 @@ pub fn run_cepheus_with_flows(
     Ok(run.finish(&mut engine))
 }
 
+/// SHA-256 of which messages a member holds (one byte per message, 1 if held): the
+/// verdict's digest when the run carries no bytes. It equals the leader's (every
+/// message held) only if the member holds all of them.
+fn bitmap_digest(held: &[bool]) -> [u8; 32] {
+    sha256(&held.iter().map(|&h| h as u8).collect::<Vec<u8>>())
+}
+
+/// How far a session deadline lies: no run reaches it unless it stalls, and then the
+/// session fails with the deadline's words instead of the run hanging.
+const SESSION_DEADLINE: Duration = Duration::from_ms(60_000);
+
 struct GroupRun<'s> {
     spec: &'s CepheusSpec,
     /// Member hosts: the source, then the receivers.
     hosts: Vec<u32>,
     qpns: Vec<u32>,
+    /// The group's switch QPs are open (until its data moves to the overlay).
+    qps_open: bool,
     /// The member sending now.
     sender: usize,
     source_switches: u32,
     slots: u64,
-    controller: RegistrationController,
-    agents: Vec<MemberAgent>,
-    monitor: Option<SafeguardMonitor>,
+    /// The group session at the source: discovery, MRP registration (Cepheus §III-C),
+    /// the safeguard and the fallback (§V-D), the buffer's verdicts.
+    leader: LeaderSession,
+    /// One member session per receiver (`hosts[k + 1]`, the leader's `ConnId(k)`).
+    members: Vec<MemberSession>,
+    /// The buffer's SHA-256 as announced: of its bytes (with `verify_data`), else of the
+    /// every-message bitmap a member holding all of them reports.
+    sha256: [u8; 32],
+    /// The session's buffer number, once announced.
+    seq: Option<u32>,
+    /// The session said `Transfer` through the switch: the source may post.
+    posting: bool,
+    /// Per receiver: the rerouted buffer was whole there already (it relays only).
+    relaying: Vec<bool>,
+    /// The buffer's outcome (every live member reported it intact).
+    buffer_ok: Option<bool>,
+    /// The session's close (`ok` as every member heard it).
+    closed: Option<bool>,
+    /// MRP outputs the simulated switches do not model (releases, prunes).
+    mrp_unmodelled: u64,
     registered_ps: Option<u64>,
     first_post_ps: Option<u64>,
     next_post: u32,
@@ -290,7 +332,6 @@ struct GroupRun<'s> {
     /// Per member: what the application holds (with `verify_data`).
     app_buffers: Vec<Vec<u8>>,
     fallback: Option<Fallback>,
-    fallback_reason: Option<String>,
     /// When the source's CPU is free for the next post.
     cpu_free: u64,
     next_sample: Option<u64>,
@@ -304,12 +345,15 @@ struct GroupRun<'s> {
 impl<'s> GroupRun<'s> {
     fn new(engine: &mut Engine, spec: &'s CepheusSpec) -> Result<Self, String> {
         let mcst = spec.mcst_id.to_u32();
-        if spec.message_bytes > rocast_core::rnic::MAX_MESSAGE_BYTES as u64 {
-            return Err(format!(
-                "a message of {} bytes exceeds RDMA's 2 GiB message limit",
-                spec.message_bytes
-            ));
-        }
+        let message_bytes = u32::try_from(spec.message_bytes)
+            .ok()
+            .filter(|&b| b as u64 <= rocast_core::rnic::MAX_MESSAGE_BYTES as u64)
+            .ok_or_else(|| {
+                format!(
+                    "a message of {} bytes exceeds RDMA's 2 GiB message limit",
+                    spec.message_bytes
+                )
+            })?;
         let slots = if spec.verify_data {
             spec.messages as u64
         } else {
@@ -319,59 +363,110 @@ impl<'s> GroupRun<'s> {
             .message_bytes
             .checked_mul(slots)
             .ok_or("region too large")?;
+        let total = spec
+            .message_bytes
+            .checked_mul(spec.messages as u64)
+            .ok_or("transfer too large")?;
+        let fallback_block = u32::try_from(spec.fallback_block)
+            .ok()
+            .filter(|&b| b > 0)
+            .ok_or("the fallback's block must be 1 B .. 4 GiB")?;
         let mut hosts = vec![spec.source];
         hosts.extend(&spec.receivers);
         if let Some(&s) = spec.senders.iter().find(|&&s| s as usize >= hosts.len()) {
             return Err(format!("sender {s}: the group has {} members", hosts.len()));
         }
+        if spec.send && !spec.senders.is_empty() {
+            return Err("a SEND group does not switch sources (senders is for WRITE)".into());
+        }
         let qpns = hosts
             .iter()
             .map(|&h| engine.open_qp(h, mcst, VIRTUAL_QPN, region))
             .collect::<Result<Vec<_>, _>>()?;
-        if spec.send && !spec.senders.is_empty() {
-            return Err("a SEND group does not switch sources (senders is for WRITE)".into());
-        }
-        let member = |h: u32, qpn: u32| MrpMember {
-            ip: Ipv4Address::from_u32(host_ip(h)),
-            qpn,
-            region: (!spec.send).then_some((0, 1)),
-        };
-        let group = GroupSpec::new(
-            spec.mcst_id,
-            member(hosts[0], qpns[0]),
-            hosts[1..]
-                .iter()
-                .zip(&qpns[1..])
-                .map(|(&h, &q)| member(h, q))
-                .collect(),
+        let ip = |h: u32| Ipv4Address::from_u32(host_ip(h));
+        let leader = LeaderSession::new(
+            LeaderSessionConfig {
+                local: ip(spec.source),
+                local_qpn: qpns[0],
+                // Members that take over as source WRITE into the leader's region too.
+                local_region: (0, 1),
+                mcst_id: spec.mcst_id,
+                group_space: GroupAddressSpace::MULTICAST,
+                members: spec.receivers.len(),
+                params: Params {
+                    write: !spec.send,
+                    capacity: total,
+                    message_bytes,
+                    start_psn: 0,
+                },
+                overlay: None,
+                fallback: OverlayPlan {
+                    scheme: Scheme::BinomialPipeline,
+                    block_bytes: fallback_block,
+                    rate_mbps: 0,
+                    window: 8,
+                },
+                registration: spec.registration,
+                safeguard: spec.safeguard,
+                discovery_timeout: SESSION_DEADLINE,
+                ready_timeout: SESSION_DEADLINE,
+                verdict_timeout: SESSION_DEADLINE,
+                // The simulated switches hold their entries for the run (no lease).
+                refresh: None,
+                invitations: None,
+                mrp_payload_limit: MRP_MAX_PAYLOAD,
+            },
+            engine.now(),
         )
-        .map_err(|e| format!("group: {e}"))?;
-        let monitor = match spec.safeguard {
-            Some(s) => Some(SafeguardMonitor::new(s).map_err(|e| format!("safeguard: {e}"))?),
-            None => None,
-        };
+        .map_err(|e| format!("group session: {e}"))?;
+        let members = spec
+            .receivers
+            .iter()
+            .map(|&h| {
+                MemberSession::new(
+                    MemberSessionConfig {
+                        local: ip(h),
+                        mcst_id: spec.mcst_id,
+                        group_space: GroupAddressSpace::MULTICAST,
+                        max_capacity: total,
+                        params_timeout: SESSION_DEADLINE,
+                        idle_timeout: SESSION_DEADLINE,
+                        invitation: None,
+                    },
+                    engine.now(),
+                )
+            })
+            .collect();
         let n = hosts.len();
         let m = spec.messages as usize;
-        let app_buffers = if spec.verify_data {
-            let len = usize::try_from(spec.message_bytes * m as u64)
-                .map_err(|_| "messages too large to verify")?;
-            vec![vec![0u8; len]; n]
+        let (app_buffers, sha256) = if spec.verify_data {
+            let len = usize::try_from(total).map_err(|_| "messages too large to verify")?;
+            let want = rocast_core::payload::transfer_data(
+                spec.seed,
+                spec.messages,
+                spec.message_bytes as usize,
+            );
+            (vec![vec![0u8; len]; n], sha256(&want))
         } else {
-            Vec::new()
+            (Vec::new(), bitmap_digest(&vec![true; m]))
         };
         Ok(GroupRun {
             spec,
             sender: spec.senders.first().copied().unwrap_or(0) as usize,
             hosts,
             qpns,
+            qps_open: true,
             source_switches: 0,
             slots,
-            controller: RegistrationController::new(group, spec.registration),
-            agents: std::iter::once(&spec.source)
-                .chain(&spec.receivers)
-                .map(|&h| MemberAgent::new(Ipv4Address::from_u32(host_ip(h))))
-                .collect(),
-            monitor,
+            leader,
+            members,
+            sha256,
+            seq: None,
+            posting: false,
+            relaying: vec![false; spec.receivers.len()],
+            buffer_ok: None,
+            closed: None,
+            mrp_unmodelled: 0,
             registered_ps: None,
             first_post_ps: None,
             next_post: 0,
@@ -383,7 +478,6 @@ impl<'s> GroupRun<'s> {
             duplicates: 0,
             app_buffers,
             fallback: None,
-            fallback_reason: None,
             cpu_free: 0,
             next_sample: spec.sample_interval.map(|d| d.as_ps()),
             samples: Vec::new(),
@@ -399,17 +493,13 @@ impl<'s> GroupRun<'s> {
         })
     }
 
-    fn all_done(&self) -> bool {
-        self.message_done_ps.iter().all(Option::is_some)
-            && (self.fallback.is_some() || self.source_done_ps.iter().all(Option::is_some))
-    }
-
     fn sender_of(&self, i: u32) -> usize {
         self.spec.senders.get(i as usize).copied().unwrap_or(0) as usize
     }
 
     fn post_next(&mut self, engine: &mut Engine, at: u64) -> Result<(), String> {
-        while self.next_post < self.spec.messages && self.outstanding < self.spec.window {
+        while self.posting && self.next_post < self.spec.messages && self.outstanding < self.spec.window
+        {
             let i = self.next_post;
             let s = self.sender_of(i);
             if s != self.sender {
@@ -456,9 +546,6 @@ impl<'s> GroupRun<'s> {
                     i,
                     i as u64,
                 )?;
-            }
-            if let Some(m) = self.monitor.as_mut() {
-                m.handle_busy(Instant::from_ps(at));
             }
         }
         Ok(())
@@ -508,209 +595,324 @@ impl<'s> GroupRun<'s> {
         }
     }
 
-    fn drive(&mut self, engine: &mut Engine) -> Result<(), String> {
-        let now0 = engine.now();
-        self.controller.start(now0);
-        while let Some(p) = self.controller.poll_mrp() {
-            engine.inject_mrp(now0, self.spec.source, &p);
+    /// Messages member `r` holds from the first on, without a gap (RC completes in
+    /// order, so on the switch path this is everything it holds).
+    fn held_prefix(&self, r: usize) -> u64 {
+        self.delivered[r].iter().take_while(|&&d| d).count() as u64
+    }
+
+    /// What member `r` reports holding: SHA-256 of its bytes (with `verify_data`), else
+    /// of the bitmap of the messages it holds. Equal to the announced digest only if
+    /// it holds every message (intact).
+    fn member_digest(&self, r: usize) -> [u8; 32] {
+        if self.spec.verify_data {
+            sha256(&self.app_buffers[r])
+        } else {
+            bitmap_digest(&self.delivered[r])
         }
+    }
+
+    fn drive(&mut self, engine: &mut Engine) -> Result<(), String> {
+        let t0 = engine.now();
+        // Every receiver's control connection to the leader is up at the start.
+        for (k, &h) in self.spec.receivers.iter().enumerate() {
+            self.leader
+                .handle_connected(t0, ConnId(k as u32), Ipv4Address::from_u32(host_ip(h)));
+        }
+        let mut now = t0;
         loop {
-            if self.all_done() {
+            self.pump(engine, now)?;
+            if self.closed.is_some() {
                 return Ok(());
             }
-            if let Some(reason) = self.fallback_reason.take() {
-                self.fall_back(engine, reason)?;
-                continue;
-            }
-            let wake = [
-                self.controller.poll_timeout(),
-                self.monitor.as_ref().and_then(|m| m.poll_timeout()),
-                self.next_sample.map(Instant::from_ps),
-            ]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(Instant::from_ps(u64::MAX / 2));
+            let deadline = std::iter::once(self.leader.poll_timeout())
+                .chain(self.members.iter().map(MemberSession::poll_timeout))
+                .flatten()
+                .min();
+            let wake = deadline
+                .into_iter()
+                .chain(self.next_sample.map(Instant::from_ps))
+                .min()
+                .unwrap_or(Instant::from_ps(u64::MAX / 2));
             let more = engine.run_until_app_event(wake);
             let mut any = false;
             while let Some((t, ev)) = engine.poll_app_event() {
                 any = true;
+                now = now.max(t);
                 self.on_event(engine, t, ev)?;
+                self.pump(engine, t)?;
             }
-            let now = engine.now();
-            if let (Some(t), Some(iv)) = (self.next_sample, self.spec.sample_interval) {
-                if t <= now.as_ps() {
-                    let (src, src_cnps) = engine
-                        .qp(self.qpns[0])
-                        .map_or((0, 0), |q| (q.stats().tx_data_bytes, q.stats().rx_cnps));
-                    let flows = (0..engine.results.len() as u32)
-                        .map(|i| engine.flow_tx_bytes(i))
-                        .collect();
-                    self.samples.push(RateSample {
-                        t_ps: t,
-                        source_tx_bytes: src,
-                        flow_tx_bytes: flows,
-                        receiver_queue_bytes: self
-                            .downlinks
-                            .iter()
-                            .map(|&(n, p)| engine.port_queue_bytes(n, p))
-                            .collect(),
-                        pauses_sent: engine.port_counters().map(|c| c.3.pauses_sent).sum(),
-                        source_cnps: src_cnps,
-                    });
-                    self.next_sample = Some(t + iv.as_ps());
-                }
-            }
-            if self.controller.poll_timeout().is_some_and(|t| t <= now) {
-                self.controller.handle_timeout(now);
-                while let Some(p) = self.controller.poll_mrp() {
-                    engine.inject_mrp(now, self.spec.source, &p);
-                }
-            }
-            while let Some(ev) = self.controller.poll_event() {
-                match ev {
-                    RegistrationEvent::Registered { at } => {
-                        self.registered_ps = Some(at.as_ps());
-                        self.post_next(engine, at.as_ps())?;
-                    }
-                    RegistrationEvent::Failed(f) => {
-                        if let Some(m) = self.monitor.as_mut() {
-                            m.handle_registration_failed();
-                        }
-                        self.fallback_reason
-                            .get_or_insert(format!("registration failed: {f:?}"));
+            now = now.max(engine.now());
+            self.sample(engine, now);
+            if !more && !any {
+                // The fabric is idle: only a session deadline can move the group on.
+                match deadline {
+                    Some(t) => now = now.max(t),
+                    None => {
+                        return Err(format!(
+                            "multicast stalled at {} ns: {} of {} messages complete",
+                            now.as_ns(),
+                            self.message_done_ps.iter().filter(|d| d.is_some()).count(),
+                            self.spec.messages
+                        ))
                     }
                 }
             }
-            if let Some(m) = self.monitor.as_mut() {
+            if self.leader.poll_timeout().is_some_and(|t| t <= now) {
+                self.leader.handle_timeout(now);
+            }
+            for m in &mut self.members {
                 if m.poll_timeout().is_some_and(|t| t <= now) {
                     m.handle_timeout(now);
                 }
-                if let Some(d) = m.poll_event() {
-                    let why = match d {
-                        FallbackReason::RegistrationFailed => "registration failed".to_string(),
-                        FallbackReason::LowThroughput {
-                            measured_bps,
-                            expected_bps,
-                        } => format!(
-                            "throughput {:.2} Gbps below {:.0}% of {:.2} Gbps",
-                            measured_bps as f64 / 1e9,
-                            m.config().threshold * 100.0,
-                            expected_bps as f64 / 1e9
-                        ),
-                    };
-                    self.fallback_reason.get_or_insert(why);
-                }
-            }
-            if !more && !any && self.fallback_reason.is_none() && !self.all_done() {
-                if self.controller.poll_timeout().is_some() {
-                    continue;
-                }
-                return Err(format!(
-                    "multicast stalled at {} ns: {} of {} messages complete",
-                    engine.now().as_ns(),
-                    self.message_done_ps.iter().filter(|d| d.is_some()).count(),
-                    self.spec.messages
-                ));
             }
         }
     }
 
-    fn on_event(&mut self, engine: &mut Engine, t: Instant, ev: AppEvent) -> Result<(), String> {
-        let now = t.as_ps();
+    fn sample(&mut self, engine: &Engine, now: Instant) {
+        let (Some(t), Some(iv)) = (self.next_sample, self.spec.sample_interval) else {
+            return;
+        };
+        if t > now.as_ps() {
+            return;
+        }
+        let (src, src_cnps) = engine
+            .qp(self.qpns[0])
+            .map_or((0, 0), |q| (q.stats().tx_data_bytes, q.stats().rx_cnps));
+        let flows = (0..engine.results.len() as u32)
+            .map(|i| engine.flow_tx_bytes(i))
+            .collect();
+        self.samples.push(RateSample {
+            t_ps: t,
+            source_tx_bytes: src,
+            flow_tx_bytes: flows,
+            receiver_queue_bytes: self
+                .downlinks
+                .iter()
+                .map(|&(n, p)| engine.port_queue_bytes(n, p))
+                .collect(),
+            pauses_sent: engine.port_counters().map(|c| c.3.pauses_sent).sum(),
+            source_cnps: src_cnps,
+        });
+        self.next_sample = Some(t + iv.as_ps());
+    }
+
+    /// Carries the sessions' outputs (control frames over the engine's control
+    /// channel, MRP into the fabric at the source) and acts on their events, until
+    /// neither has anything more.
+    fn pump(&mut self, engine: &mut Engine, now: Instant) -> Result<(), String> {
+        let mut buf = [0u8; MAX_TRANSMIT_LEN];
+        let source = self.spec.source;
+        loop {
+            let mut progressed = false;
+            while let Some(tx) = self.leader.poll_transmit(now, &mut buf) {
+                progressed = true;
+                let bytes = &buf[..tx.len];
+                match tx.dest {
+                    SessionDest::Member(ConnId(k)) => {
+                        let to = self.spec.receivers[k as usize];
+                        engine.send_control(now, source, to, bytes.to_vec());
+                    }
+                    SessionDest::Mrp => match MrpRepr::parse(bytes) {
+                        Ok(mrp) => engine.inject_mrp(now, source, &mrp),
+                        Err(_) => self.mrp_unmodelled += 1,
+                    },
+                    SessionDest::Leader => {}
+                }
+            }
+            for (k, m) in self.members.iter_mut().enumerate() {
+                while let Some(tx) = m.poll_transmit(now, &mut buf) {
+                    progressed = true;
+                    let from = self.spec.receivers[k];
+                    engine.send_control(now, from, source, buf[..tx.len].to_vec());
+                }
+            }
+            while let Some(ev) = self.leader.poll_event() {
+                progressed = true;
+                self.on_leader_event(engine, now, ev)?;
+            }
+            for k in 0..self.members.len() {
+                while let Some(ev) = self.members[k].poll_event() {
+                    progressed = true;
+                    self.on_member_event(now, k, ev)?;
+                }
+            }
+            if !progressed {
+                return Ok(());
+            }
+        }
+    }
+
+    fn on_leader_event(
+        &mut self,
+        engine: &mut Engine,
+        now: Instant,
+        ev: LeaderEvent,
+    ) -> Result<(), String> {
+        let bytes = self.spec.message_bytes * self.spec.messages as u64;
         match ev {
-            AppEvent::Mrp { host, bytes } => {
-                let Ok(mrp) = MrpRepr::parse(&bytes) else {
-                    return Ok(());
-                };
-                if let Some(r) = self.hosts.iter().position(|&h| h == host) {
-                    if let Some(c) = self.agents[r].handle_mrp(&mrp) {
-                        let mut b = vec![0; c.buffer_len()];
-                        c.emit(&mut b).map_err(|e| e.to_string())?;
-                        engine.send_control(t, host, self.spec.source, b);
-                    }
-                }
+            LeaderEvent::Registered { .. } => self.registered_ps = Some(now.as_ps()),
+            LeaderEvent::Up if self.buffer_ok.is_some() => {
+                let ok = self.buffer_ok == Some(true);
+                self.leader
+                    .close(now, ok)
+                    .map_err(|e| format!("group session: {e}"))?;
             }
-            AppEvent::Control { to, bytes, .. } if to == self.spec.source => {
-                if let Ok(c) = Confirmation::parse(&bytes) {
-                    if c.mcst_id == self.spec.mcst_id {
-                        self.controller.handle_confirmation(t, &c);
-                    }
-                }
+            LeaderEvent::Up if self.seq.is_none() => {
+                let seq = self
+                    .leader
+                    .start_buffer(now, bytes, self.sha256)
+                    .map_err(|e| format!("group session: {e}"))?;
+                self.seq = Some(seq);
             }
-            AppEvent::SwitchReport(r) if r.mcst_id == self.spec.mcst_id => {
-                self.controller.handle_switch_report(t, r);
+            LeaderEvent::Up => {}
+            LeaderEvent::UseOverlay { reason, .. } => {
+                if self.buffer_ok.is_none() && self.fallback.is_none() {
+                    self.fallback = Some(Fallback {
+                        reason: self.describe(&reason),
+                        at_ps: now.as_ps(),
+                        messages: 0,
+                        deliveries: 0,
+                    });
+                }
+                self.close_qps(engine);
             }
-            AppEvent::QpSendDone { qpn, wr_id, ok } if qpn == self.qpns[self.sender] => {
-                if self.fallback.is_some() {
-                    return Ok(());
-                }
-                if !ok {
-                    self.fallback_reason
-                        .get_or_insert(format!("the source's QP failed at message {wr_id}"));
-                    return Ok(());
-                }
-                self.outstanding -= 1;
-                if let Some(d) = self.source_done_ps.get_mut(wr_id as usize) {
-                    *d = Some(now);
-                }
-                if let Some(m) = self.monitor.as_mut() {
-                    m.handle_acked(t, self.spec.message_bytes);
-                    if self.outstanding == 0 && self.next_post >= self.spec.messages {
-                        m.handle_idle(t);
-                    }
-                }
-                self.post_next(engine, now)?;
+            LeaderEvent::Reroute { .. } if self.leader.rerouting() => {
+                // Stop the switch path after what every member acknowledged (RC
+                // completes in order: a prefix of the messages).
+                self.posting = false;
+                self.close_qps(engine);
+                let acked = self.source_done_ps.iter().take_while(|d| d.is_some()).count();
+                self.leader
+                    .handle_transfer_cut(now, acked as u64 * self.spec.message_bytes)
+                    .map_err(|e| format!("group session: {e}"))?;
             }
-            AppEvent::QpDelivered { qpn, imm, .. } => {
-                if let Some(r) = self.qpns.iter().position(|&q| q == qpn) {
-                    self.delivered(engine, r, imm, now, None);
-                }
+            LeaderEvent::Reroute { .. } => {}
+            LeaderEvent::Transfer { .. } if self.leader.uses_overlay() => {
+                self.overlay_transfer(engine, 0, &[])?;
             }
-            AppEvent::QpReceived { qpn, imm, data } => {
-                if let Some(r) = self.qpns.iter().position(|&q| q == qpn) {
-                    self.delivered(engine, r, imm, now, Some(&data));
-                }
+            LeaderEvent::Transfer { .. } => {
+                self.posting = true;
+                self.post_next(engine, now.as_ps())?;
             }
-            _ => {}
+            LeaderEvent::ResumeTransfer {
+                offset, holding, ..
+            } => self.overlay_transfer(engine, offset, &holding)?,
+            LeaderEvent::BufferDone(o) => self.buffer_ok = Some(o.ok),
+            LeaderEvent::MemberEvicted { .. } => {}
+            LeaderEvent::Closed { ok } => self.closed = Some(ok),
+            LeaderEvent::Failed(e) => return Err(format!("group session: {e}")),
         }
         Ok(())
     }
 
-    /// Switches the group to the overlay binomial pipeline: destroys the group's QPs,
-    /// then broadcasts each message some receiver lacks to exactly those receivers
-    /// (runs of consecutive messages with the same receivers as one transfer).
-    fn fall_back(&mut self, engine: &mut Engine, reason: String) -> Result<(), String> {
-        let at_ps = engine.now().as_ps();
+    fn on_member_event(&mut self, now: Instant, k: usize, ev: MemberEvent) -> Result<(), String> {
+        let r = k + 1;
+        match ev {
+            MemberEvent::OpenQp(_) => {
+                // The QP and its region (VA 0) were opened with the group.
+                self.members[k].handle_qp_ready(now, self.qpns[r], 0, 1)
+            }
+            MemberEvent::UseOverlay(_) => {
+                let held = self.held_prefix(r) * self.spec.message_bytes;
+                self.members[k].handle_overlay_ready_holding(now, held);
+            }
+            // Receives are posted message by message as the source posts (the driver's
+            // business; the region is the QP's).
+            MemberEvent::PostReceives { .. } => self.members[k].handle_receives_posted(now),
+            MemberEvent::ResumeReceive { held, .. } => {
+                self.relaying[k] = held;
+                self.members[k].handle_receives_posted(now);
+            }
+            MemberEvent::WriteDone { .. } => self.report_held(now, r),
+            MemberEvent::Received { .. }
+            | MemberEvent::PeerEvicted { .. }
+            | MemberEvent::Closed { .. } => {}
+            MemberEvent::Failed(e) => {
+                return Err(format!("member {}: group session: {e}", self.hosts[r]))
+            }
+        }
+        Ok(())
+    }
+
+    /// Receiver `r` gives its verdict: the digest of what it holds.
+    fn report_held(&mut self, now: Instant, r: usize) {
+        let digest = self.member_digest(r);
+        self.members[r - 1].handle_received(now, digest, now.as_ns());
+    }
+
+    /// The group's data leaves the switch: its QPs are destroyed (what is still in
+    /// flight to them is dropped as stale).
+    fn close_qps(&mut self, engine: &mut Engine) {
+        if !std::mem::take(&mut self.qps_open) {
+            return;
+        }
+        self.posting = false;
         self.source_feedback = engine.qp(self.qpns[0]).map(SourceFeedback::of);
         for &q in &self.qpns {
             engine.close_qp(q);
         }
-        // What was in flight to the closed QPs is gone; drain the engine's events so
-        // the overlay starts on a quiet fabric (late packets count as stale).
-        loop {
-            let more = engine.run_until_app_event(Instant::from_ps(u64::MAX / 2));
-            while engine.poll_app_event().is_some() {}
-            if !more {
-                break;
-            }
+    }
+
+    fn describe(&self, reason: &OverlayReason) -> String {
+        match reason {
+            OverlayReason::Safeguard(FallbackReason::LowThroughput {
+                measured_bps,
+                expected_bps,
+            }) => format!(
+                "throughput {:.2} Gbps below {:.0}% of {:.2} Gbps",
+                *measured_bps as f64 / 1e9,
+                self.spec.safeguard.map_or(0.0, |s| s.threshold) * 100.0,
+                *expected_bps as f64 / 1e9
+            ),
+            OverlayReason::PathFailed(why) => why.clone(),
+            r => r.describe(),
         }
-        let mut fb = Fallback {
-            reason,
-            at_ps,
-            messages: 0,
-            deliveries: 0,
+    }
+
+    /// The session's `Transfer` through the overlay (from `offset` 0) or its
+    /// `ResumeTransfer` after a reroute: every message from `offset` on goes from its
+    /// sender to exactly the members that lack it, by the prefixes the members
+    /// reported (`holding`) and the source's own; runs of consecutive messages with
+    /// the same sender and the same members missing them go as one overlay transfer
+    /// of their concatenation, so the pipeline's blocks flow across message
+    /// boundaries. Then every member gives its verdict and the leader hears the
+    /// transfer is done.
+    fn overlay_transfer(
+        &mut self,
+        engine: &mut Engine,
+        offset: u64,
+        holding: &[(Ipv4Address, u64)],
+    ) -> Result<(), String> {
+        let plan = self.leader.config().fallback;
+        let mb = self.spec.message_bytes;
+        let first = (offset / mb) as u32;
+        // Messages each member holds from the first on, by its report (the source
+        // knows its own).
+        let held: Vec<u64> = (0..self.hosts.len())
+            .map(|r| {
+                if r == 0 {
+                    return 0;
+                }
+                let ip = Ipv4Address::from_u32(host_ip(self.hosts[r]));
+                holding
+                    .iter()
+                    .find(|(a, _)| *a == ip)
+                    .map_or(first as u64, |&(_, h)| h / mb)
+            })
+            .collect();
+        let holds = |run: &Self, r: usize, i: u32| {
+            if r == 0 {
+                run.delivered[0][i as usize]
+            } else {
+                (i as u64) < held[r]
+            }
         };
-        self.first_post_ps.get_or_insert(at_ps);
-        // Consecutive messages with the same sender and the same members missing them
-        // go as one overlay transfer of their concatenation, so the pipeline's blocks
-        // flow across message boundaries (one transfer per message would pay the
-        // pipeline's fill and every hop's handshake per message).
         let mut runs: Vec<(usize, Vec<usize>, Vec<u32>)> = Vec::new();
-        for i in 0..self.spec.messages {
+        for i in first..self.spec.messages {
             let s = self.sender_of(i);
             let missing: Vec<usize> = (0..self.hosts.len())
-                .filter(|&r| r != s && !self.delivered[r][i as usize])
+                .filter(|&r| r != s && !holds(self, r, i))
                 .collect();
             if missing.is_empty() {
                 continue;
@@ -724,7 +926,10 @@ impl<'s> GroupRun<'s> {
                 _ => runs.push((s, missing, vec![i])),
             }
         }
-        let len = self.spec.message_bytes as usize;
+        let start_ps = engine.now().as_ps();
+        self.first_post_ps.get_or_insert(start_ps);
+        let len = mb as usize;
+        let (mut messages, mut deliveries) = (0u32, 0u64);
         for (s, missing, msgs) in runs {
             // Posted or not, the sender holds its messages (and their bytes are the
             // overlay root's data).
@@ -738,17 +943,17 @@ impl<'s> GroupRun<'s> {
             let mut hosts = vec![self.hosts[s]];
             hosts.extend(missing.iter().map(|&r| self.hosts[r]));
             let n = hosts.len() as u32;
-            let total = self.spec.message_bytes * msgs.len() as u64;
+            let total = mb * msgs.len() as u64;
             let bspec = BroadcastSpec {
-                scheme: Scheme::BinomialPipeline,
+                scheme: plan.scheme,
                 hosts,
                 root: 0,
                 driver: bench_driver_config(
-                    Scheme::BinomialPipeline,
+                    plan.scheme,
                     n,
                     total,
-                    self.spec.fallback_block,
-                    8,
+                    plan.block_bytes as u64,
+                    plan.window as u32,
                     true,
                 ),
                 overhead: DEFAULT_OVERHEAD,
@@ -768,16 +973,102 @@ impl<'s> GroupRun<'s> {
                         self.app_buffers[r][at..at + len]
                             .copy_from_slice(&buffers[k + 1][j * len..(j + 1) * len]);
                     }
-                    self.delivered[r][i as usize] = true;
-                    fb.deliveries += 1;
+                    // A member sent a message it held is a duplicate (the session's
+                    // holdings should rule that out).
+                    if std::mem::replace(&mut self.delivered[r][i as usize], true) {
+                        self.duplicates += 1;
+                    }
+                    deliveries += 1;
                 }
             }
             for &i in &msgs {
                 self.message_done_ps[i as usize] = Some(done);
-                fb.messages += 1;
+                messages += 1;
             }
         }
-        self.fallback = Some(fb);
+        if let Some(fb) = self.fallback.as_mut() {
+            fb.messages += messages;
+            fb.deliveries += deliveries;
+        }
+        let now = engine.now();
+        for k in 0..self.members.len() {
+            if std::mem::take(&mut self.relaying[k]) {
+                self.members[k].handle_relayed(now);
+            } else {
+                self.report_held(now, k + 1);
+            }
+        }
+        self.leader.handle_transfer_done(now, Ok(()));
+        Ok(())
+    }
+
+    fn on_event(&mut self, engine: &mut Engine, t: Instant, ev: AppEvent) -> Result<(), String> {
+        let now = t.as_ps();
+        match ev {
+            AppEvent::Mrp { host, bytes } => {
+                let Some(k) = self.spec.receivers.iter().position(|&h| h == host) else {
+                    return Ok(()); // the source's own copy: the leader needs none
+                };
+                match MrpRepr::parse(&bytes) {
+                    Ok(mrp) => self.members[k].handle_mrp(t, &mrp),
+                    Err(_) => self.members[k].note_foreign_mrp(),
+                }
+            }
+            AppEvent::Control { from, to, bytes } => {
+                if to == self.spec.source {
+                    if let Some(k) = self.spec.receivers.iter().position(|&h| h == from) {
+                        self.leader.handle_stream(t, ConnId(k as u32), &bytes);
+                    }
+                } else if from == self.spec.source {
+                    if let Some(k) = self.spec.receivers.iter().position(|&h| h == to) {
+                        self.members[k].handle_stream(t, &bytes);
+                    }
+                }
+            }
+            AppEvent::SwitchReport(r) if r.mcst_id == self.spec.mcst_id => {
+                self.leader.handle_switch_report(t, r);
+            }
+            AppEvent::QpSendDone { qpn, wr_id, ok }
+                if self.qps_open && qpn == self.qpns[self.sender] =>
+            {
+                if !ok {
+                    self.leader.handle_path_failed(
+                        t,
+                        format!("the source's QP failed at message {wr_id}"),
+                    );
+                    return Ok(());
+                }
+                self.outstanding -= 1;
+                if let Some(d) = self.source_done_ps.get_mut(wr_id as usize) {
+                    *d = Some(now);
+                }
+                self.leader.handle_acked(t, self.spec.message_bytes);
+                if self.source_done_ps.iter().all(Option::is_some) {
+                    self.posting = false;
+                    self.leader.handle_transfer_done(t, Ok(()));
+                } else {
+                    self.post_next(engine, now)?;
+                }
+            }
+            AppEvent::QpDelivered { qpn, imm, .. } if self.qps_open => {
+                if let Some(r) = self.qpns.iter().position(|&q| q == qpn) {
+                    self.delivered(engine, r, imm, now, None);
+                }
+            }
+            AppEvent::QpReceived { qpn, imm, data } if self.qps_open => {
+                if let Some(r) = self.qpns.iter().position(|&q| q == qpn) {
+                    self.delivered(engine, r, imm, now, Some(&data));
+                    // SEND: a receiver holding every message gives its verdict.
+                    if r > 0
+                        && self.delivered[r].iter().all(|&d| d)
+                        && self.members[r - 1].phase() == MemberPhase::Receiving
+                    {
+                        self.report_held(t, r);
+                    }
+                }
+            }
+            _ => {}
+        }
         Ok(())
     }
 
@@ -830,6 +1121,8 @@ impl<'s> GroupRun<'s> {
             member_crc32,
             member_order: self.order,
             fallback: self.fallback,
+            session_ok: self.closed == Some(true),
+            mrp_unmodelled: self.mrp_unmodelled,
             source_feedback,
             switches,
             max_switch_mft_bytes: max_mft,

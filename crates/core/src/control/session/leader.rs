@@ -56,6 +56,10 @@ pub struct LeaderSessionConfig {
     /// The leader's own address and the QPN of its switch QP (its MRP record).
     pub local: Ipv4Address,
     pub local_qpn: u32,
+    /// The leader's own WRITE region (VA, RKey) in its MRP record: where the switch
+    /// aims WRITEs another member sends (Cepheus §III-E source switching). (0, 0) for
+    /// a leader that only sends.
+    pub local_region: (u64, u32),
     pub mcst_id: Ipv4Address,
     /// Where McstIDs come from (224.0.0.0/4, or the runtime's unicast block).
     pub group_space: GroupAddressSpace,
@@ -859,7 +863,7 @@ impl LeaderSession {
         let me = MrpMember {
             ip: self.cfg.local,
             qpn: self.cfg.local_qpn,
-            region: self.cfg.params.write.then_some((0, 0)),
+            region: self.cfg.params.write.then_some(self.cfg.local_region),
         };
         let members = self.members.iter().map(|(_, m)| *m).collect();
         let spec = match GroupSpec::in_space(self.cfg.group_space, self.cfg.mcst_id, me, members) {
@@ -1306,7 +1310,7 @@ impl LeaderSession {
         let me = MrpMember {
             ip: self.cfg.local,
             qpn: self.cfg.local_qpn,
-            region: self.cfg.params.write.then_some((0, 0)),
+            region: self.cfg.params.write.then_some(self.cfg.local_region),
         };
         let members = self.live().map(|i| self.members[i].1).collect();
         let Ok(spec) = GroupSpec::in_space(self.cfg.group_space, self.cfg.mcst_id, me, members)

@@ -49,6 +49,7 @@ fn leader_cfg(write: bool, members: usize) -> LeaderSessionConfig {
     LeaderSessionConfig {
         local: LEADER,
         local_qpn: 0x11,
+        local_region: (0, 0),
         mcst_id: MCST,
         group_space: GroupAddressSpace::MULTICAST,
         members,
