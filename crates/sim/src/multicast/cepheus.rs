@@ -3,24 +3,38 @@
 //! the switches' multicast engines, and the safeguard fallback to application-layer
 //! multicast (§V-D).
 //!
+//! This driver is an adapter: the group's control is `control::session`, the same
+//! state machines `rocast mcast` and the C programs run on real packets (issue 46).
 //! What runs where:
+//! - Control: a `LeaderSession` at the source and a `MemberSession` per receiver. Their
+//!   control frames travel the engine's control channel (`Engine::send_control`, one
+//!   `control_latency` each); the leader's MRP packets enter the fabric at the source
+//!   and travel hop by hop through the switches' `switch::mrp_agent`, each hop after
+//!   the link's serialisation and propagation time; members confirm over the control
+//!   channel. Discovery (`Params`/`Join`) and the buffer's `Announce`/`Ready` come
+//!   before the first post; `Done` (WRITE) and every member's `Result` verdict after
+//!   the last, then the close.
 //! - Hosts: one `rnic::RcQueuePair` per member, connected to (McstID, QPN 1). The
 //!   source posts RDMA WRITEs with immediate at offsets of the virtual region (VA 0);
-//!   every receiver pre-posts the receive the immediate consumes.
-//! - Leader (the source's host): `control::RegistrationController`; its MRP packets
-//!   travel hop by hop through the switches' `switch::mrp_agent`, each hop after
-//!   the link's serialisation and propagation time. Members run
-//!   `control::MemberAgent` and confirm over the engine's control channel.
-//! - Switches: `fabric::cepheus::CepheusSwitch`, inside the engine's switch model.
-//! - The source's `control::SafeguardMonitor` watches acknowledged bytes; registration
-//!   failure, low throughput or a QP error switch the group to the overlay binomial
-//!   pipeline (RDMC). At the switch-over the group's QPs are destroyed, and every
-//!   message some receiver lacks is broadcast again over the overlay to exactly those
-//!   receivers, so no message is lost and none is delivered twice.
+//!   every receiver pre-posts the receive the immediate consumes. The whole run is
+//!   one session buffer of `messages` × `message_bytes`, `window` messages in flight;
+//!   each acknowledged message feeds the session's safeguard (`handle_acked`).
+//! - Switches: `fabric::cepheus::CepheusSwitch`, inside the engine's switch model (it
+//!   models no MRP release or prune: those outputs are counted, `mrp_unmodelled`).
+//! - Fallback: the session decides — a failed registration, the safeguard, or the
+//!   source's QP going to error (`handle_path_failed`). Mid-transfer it asks for a
+//!   `Reroute`: the driver destroys the group's QPs and cuts at what every member
+//!   acknowledged; each member reports the prefix it holds (`Holding`), and the
+//!   session's `ResumeTransfer` names them, so the overlay (the session's fallback
+//!   plan, RDMC's binomial pipeline) carries each remaining message from its sender
+//!   to exactly the members that lack it: none lost, none delivered twice.
+//! - Verdicts: with `verify_data` a member reports the SHA-256 of its bytes, else of
+//!   the bitmap of messages it holds; `session_ok` is the close every member heard.
 //!
 //! Memory: the engine's, plus per member one QP and its region (`window` message
-//! slots, or every message when verifying data), plus per message one bit per
-//! receiver of delivery state.
+//! slots, or every message when verifying data), its session (a control decoder of
+//! at most 1,037 B and a few queued messages), plus per message one bit per receiver
+//! of delivery state.
 
 use std::sync::Arc;
 
