@@ -82,13 +82,28 @@ pub fn lab_run(
         }
         // The first of `schemes`, as the simulator reads it: Cepheus, or an overlay.
         let scheme = m.schemes.first().map_or("cepheus", String::as_str);
+        let block = parse_bytes(&m.block)?.max(1);
+        // The overlay's blocks, or the fallback's.
+        extra.extend(["--block".to_string(), block.to_string()]);
         if scheme != "cepheus" {
-            let block = parse_bytes(&m.block)?.max(1);
+            extra.extend(["--overlay".to_string(), scheme.to_string()]);
+        }
+        if m.safeguard_expected_ratio > 0.0 {
+            // The leader watches windows of 10 ms (`SafeguardConfig::new`); a scenario
+            // asking for another would not be the same scenario here.
+            if m.safeguard_window_ms != 10.0 {
+                return Err(format!(
+                    "multicast.safeguard_window_ms is {}: the lab's leader watches 10 ms windows",
+                    m.safeguard_window_ms
+                ));
+            }
+            // The lab's links run at 1 Gbit/s: expect the ratio of that.
+            let expected = (m.safeguard_expected_ratio * 1000.0).round() as u64;
             extra.extend([
-                "--overlay".to_string(),
-                scheme.to_string(),
-                "--block".to_string(),
-                block.to_string(),
+                "--safeguard".to_string(),
+                m.safeguard_threshold.to_string(),
+                "--rate-mbps".to_string(),
+                expected.to_string(),
             ]);
         }
         let (lead_text, member_texts) = run_group_outputs(name, n, &file, &extra, Some(&outs))?;
@@ -113,6 +128,9 @@ pub fn lab_run(
                 rocast_core::payload::crc32(&got)
             ));
         }
+        if scheme == "cepheus" {
+            text.push_str(&group_outcome_lines(&lead_text, n));
+        }
         if m.conformance {
             // The same lines as the simulator's (`rocast_eval::cepheus::conformance_lines`).
             let mut order = vec![Vec::new()];
@@ -129,6 +147,38 @@ pub fn lab_run(
     run_rocast(&["lab", "down", "--name", name])?;
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// What the simulator's `transfer` prints after the bytes, from `mcast lead`'s report:
+/// each member's verdict (ok only if it reported every buffer intact) and the group's
+/// path (the first buffer that left the switch, else the switch).
+fn group_outcome_lines(lead_text: &str, n: usize) -> String {
+    let mut t = String::new();
+    for r in 1..n {
+        let tag = format!("  member {}: ", host_ip(r));
+        let verdicts: Vec<&str> = lead_text
+            .lines()
+            .filter_map(|l| l.strip_prefix(tag.as_str()))
+            .collect();
+        let ok = !verdicts.is_empty() && verdicts.iter().all(|v| v.trim() == "ok");
+        t.push_str(&format!(
+            "rank {r} verdict {}\n",
+            rocast_eval::cepheus::verdict_word(ok)
+        ));
+    }
+    let path = lead_text
+        .lines()
+        .filter(|l| l.starts_with("multicast "))
+        .filter_map(|l| {
+            let rest = l.split_once(" via ")?.1;
+            let upto = rest.split_once(" members: ")?.0;
+            upto.rsplit_once(" to ").map(|p| p.0)
+        })
+        .map(rocast_eval::cepheus::GroupPath::of_lead_path)
+        .find(|p| *p != rocast_eval::cepheus::GroupPath::Cepheus)
+        .unwrap_or(rocast_eval::cepheus::GroupPath::Cepheus);
+    t.push_str(&path.line());
+    t
 }
 
 /// `rocast lab run` of a `peel-transfer` scenario: `rocast bench lab-ud --fabric peel`

@@ -135,6 +135,18 @@ pub(crate) fn transfer(
         spec.loss_toward = vec![(m.loss_rank, m.loss)];
     }
     spec.send = m.op == "send";
+    if m.safeguard_expected_ratio > 0.0 {
+        let guard = rocast_core::control::SafeguardConfig {
+            expected_bps: (m.safeguard_expected_ratio * sc.topology.host_gbps * 1e9) as u64,
+            threshold: m.safeguard_threshold,
+            window: rocast_core::time::Duration::from_ps((m.safeguard_window_ms * 1e9) as u64),
+            grace: rocast_core::time::Duration::from_us(100),
+        };
+        guard.validate().map_err(|e| format!("safeguard: {e}"))?;
+        spec.safeguard = Some(guard);
+    }
+    // The fallback's blocks (`rocast lab run` passes the same `--block`).
+    spec.fallback_block = parse_bytes(&m.block)?.max(1);
     let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
     let mut text = format!(
         "# transfer: {} x {} B from rank 0 to ranks 1..{}, seed {} (simulated)\n",
@@ -149,6 +161,20 @@ pub(crate) fn transfer(
             size * m.messages as u64
         ));
     }
+    // Each member's verdict as the leader collected it, and the group's path: what
+    // `rocast lab run` prints for the same scenario from `mcast lead`.
+    for (r, ok) in out.member_verdicts.iter().enumerate() {
+        text.push_str(&format!("rank {} verdict {}\n", r + 1, verdict_word(*ok)));
+    }
+    let path = match &out.fallback {
+        None => GroupPath::Cepheus,
+        Some(f) => GroupPath::Fallback {
+            resumed_at: f.resumed_at,
+            scheme: "pipeline".into(),
+            cause: f.cause.into(),
+        },
+    };
+    text.push_str(&path.line());
     if m.conformance {
         text.push_str(&conformance_lines(&out.member_order, &out.switches));
     }
@@ -228,6 +254,76 @@ fn transfer_overlay(
         capture: Vec::new(),
         verdicts: Vec::new(),
     })
+}
+
+/// A member's verdict in the `transfer` report.
+pub fn verdict_word(ok: bool) -> &'static str {
+    if ok {
+        "ok"
+    } else {
+        "FAILED"
+    }
+}
+
+/// The path a `transfer` group's data took, as both sides print it (`group path …`):
+/// the switch all the way, or the fallback overlay from the start or from a byte.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GroupPath {
+    Cepheus,
+    Fallback {
+        /// The byte the overlay took the buffer over from (None: all of it).
+        resumed_at: Option<u64>,
+        scheme: String,
+        /// "registration", "safeguard" or "path".
+        cause: String,
+    },
+}
+
+impl GroupPath {
+    pub fn line(&self) -> String {
+        match self {
+            GroupPath::Cepheus => "group path cepheus\n".into(),
+            GroupPath::Fallback {
+                resumed_at: Some(at),
+                scheme,
+                cause,
+            } => format!("group path cepheus to byte {at}, then {scheme} ({cause})\n"),
+            GroupPath::Fallback {
+                resumed_at: None,
+                scheme,
+                cause,
+            } => format!("group path {scheme} ({cause})\n"),
+        }
+    }
+
+    /// The path of `rocast mcast lead`'s report ("cepheus", "pipeline (fallback:
+    /// registration failed: …)", "cepheus to byte N, then pipeline (fallback:
+    /// safeguard: …)").
+    pub fn of_lead_path(p: &str) -> GroupPath {
+        if p == "cepheus" {
+            return GroupPath::Cepheus;
+        }
+        let (resumed_at, rest) = match p.strip_prefix("cepheus to byte ") {
+            Some(r) => {
+                let (n, rest) = r.split_once(", then ").unwrap_or((r, ""));
+                (n.parse().ok(), rest)
+            }
+            None => (None, p),
+        };
+        let scheme = rest.split_whitespace().next().unwrap_or("").to_string();
+        let cause = if rest.contains("(fallback: safeguard") {
+            "safeguard"
+        } else if rest.contains("(fallback: registration failed") {
+            "registration"
+        } else {
+            "path"
+        };
+        GroupPath::Fallback {
+            resumed_at,
+            scheme,
+            cause: cause.into(),
+        }
+    }
 }
 
 /// What the sim/lab conformance test compares beyond the bytes (`multicast.conformance`;

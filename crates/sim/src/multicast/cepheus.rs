@@ -131,6 +131,12 @@ impl CepheusSpec {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fallback {
     pub reason: String,
+    /// What decided it: "registration" (refused or timed out), "safeguard", or
+    /// "path" (the source's QP failed).
+    pub cause: &'static str,
+    /// Where the overlay took the buffer over (the session's `ResumeTransfer`
+    /// offset); None when the whole transfer went through it.
+    pub resumed_at: Option<u64>,
     pub at_ps: u64,
     /// Messages (re)broadcast over the overlay, and to how many receivers in all.
     pub messages: u32,
@@ -193,6 +199,9 @@ pub struct CepheusOutcome {
     /// (a SHA-256 of its bytes with `verify_data`, else of which messages it holds)
     /// and every member heard `Close { ok: true }`.
     pub session_ok: bool,
+    /// Each receiver's verdict on the transfer as the leader collected it
+    /// (`CepheusSpec::receivers` order): it reported holding all of it intact.
+    pub member_verdicts: Vec<bool>,
     /// The session's MRP outputs the simulated switches do not model (releases at
     /// the fallback and the close).
     pub mrp_unmodelled: u64,
@@ -330,6 +339,8 @@ struct GroupRun<'s> {
     buffer_ok: Option<bool>,
     /// The session's close (`ok` as every member heard it).
     closed: Option<bool>,
+    /// Each receiver's verdict from the buffer's outcome.
+    member_verdicts: Vec<bool>,
     /// MRP outputs the simulated switches do not model (releases, prunes).
     mrp_unmodelled: u64,
     registered_ps: Option<u64>,
@@ -480,6 +491,7 @@ impl<'s> GroupRun<'s> {
             relaying: vec![false; spec.receivers.len()],
             buffer_ok: None,
             closed: None,
+            member_verdicts: vec![false; spec.receivers.len()],
             mrp_unmodelled: 0,
             registered_ps: None,
             first_post_ps: None,
@@ -784,6 +796,12 @@ impl<'s> GroupRun<'s> {
                 if self.buffer_ok.is_none() && self.fallback.is_none() {
                     self.fallback = Some(Fallback {
                         reason: self.describe(&reason),
+                        cause: match reason {
+                            OverlayReason::Safeguard(_) => "safeguard",
+                            OverlayReason::PathFailed(_) => "path",
+                            _ => "registration",
+                        },
+                        resumed_at: None,
                         at_ps: now.as_ps(),
                         messages: 0,
                         deliveries: 0,
@@ -811,8 +829,19 @@ impl<'s> GroupRun<'s> {
             }
             LeaderEvent::ResumeTransfer {
                 offset, holding, ..
-            } => self.overlay_transfer(engine, offset, &holding)?,
-            LeaderEvent::BufferDone(o) => self.buffer_ok = Some(o.ok),
+            } => {
+                if let Some(fb) = self.fallback.as_mut() {
+                    fb.resumed_at = Some(offset);
+                }
+                self.overlay_transfer(engine, offset, &holding)?
+            }
+            LeaderEvent::BufferDone(o) => {
+                for (k, &h) in self.spec.receivers.iter().enumerate() {
+                    let ip = Ipv4Address::from_u32(host_ip(h));
+                    self.member_verdicts[k] = o.verdicts.iter().any(|v| v.ip == ip && v.ok);
+                }
+                self.buffer_ok = Some(o.ok);
+            }
             LeaderEvent::MemberEvicted { .. } => {}
             LeaderEvent::Closed { ok } => self.closed = Some(ok),
             LeaderEvent::Failed(e) => return Err(format!("group session: {e}")),
@@ -1136,6 +1165,7 @@ impl<'s> GroupRun<'s> {
             member_order: self.order,
             fallback: self.fallback,
             session_ok: self.closed == Some(true),
+            member_verdicts: self.member_verdicts,
             mrp_unmodelled: self.mrp_unmodelled,
             source_feedback,
             switches,

@@ -132,6 +132,12 @@ pub struct MulticastConfig {
     pub loss_from_ms: f64,
     pub safeguard_threshold: f64,
     pub safeguard_window_ms: f64,
+    /// `transfer`: watch the group with the safeguard, expecting this many times the
+    /// links' rate (each side its own: the simulated hosts' `topology.host_gbps`, the
+    /// lab's 1 Gbit/s); above 1 / `safeguard_threshold` the switch path can never
+    /// satisfy it, so the group reroutes to the overlay mid-stream within one window
+    /// (the shared fallback scenario, issue 46). 0: no safeguard.
+    pub safeguard_expected_ratio: f64,
     /// Random loss rates (`loss`, Fig. 13), and where the frames drop: "middle-switches"
     /// (every frame an aggregation switch sends: Cepheus §V-C's "randomly discarding
     /// packets in the middle switches") or "switch-links" (every switch-to-switch link,
@@ -291,6 +297,7 @@ impl Default for MulticastConfig {
             loss_from_ms: 0.0,
             safeguard_threshold: 0.5,
             safeguard_window_ms: 10.0,
+            safeguard_expected_ratio: 0.0,
             loss_rates: vec![0.0, 1e-8, 1e-6, 1e-5, 1e-4],
             loss_at: "switch-links".into(),
             message: "128M".into(),
@@ -856,6 +863,12 @@ impl Scenario {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let m = &self.multicast;
         one_of("multicast.op", &m.op, &["write", "send"])?;
+        if !(m.safeguard_expected_ratio.is_finite() && m.safeguard_expected_ratio >= 0.0) {
+            return Err(invalid(
+                "multicast.safeguard_expected_ratio",
+                format!("{} is not a ratio of 0 or more", m.safeguard_expected_ratio),
+            ));
+        }
         for (key, value) in [
             ("multicast.chain_min_slice", &m.chain_min_slice),
             ("multicast.eager_limit", &m.eager_limit),
