@@ -106,7 +106,12 @@ pub fn lab_run(
                 expected.to_string(),
             ]);
         }
-        let (lead_text, member_texts) = run_group_outputs(name, n, &file, &extra, Some(&outs))?;
+        let kill = (m.kill_rank > 0).then_some((m.kill_rank as usize, m.kill_after_packets));
+        if let Some((r, _)) = kill.filter(|&(r, _)| r >= n) {
+            return Err(format!("multicast.kill_rank {r}: the group's ranks are 1..{n}"));
+        }
+        let (lead_text, member_texts) =
+            run_group_killing(name, n, &file, &extra, Some(&outs), 30, kill)?;
         let mut text = format!(
             "# transfer: {} x {} B from rank 0 to ranks 1..{}, seed {} (lab, real packets: {})\n",
             m.messages,
@@ -119,7 +124,11 @@ pub fn lab_run(
                 .unwrap_or("")
                 .trim()
         );
+        let outcome = group_outcome_lines(&lead_text, n);
         for (r, out) in outs.iter().enumerate() {
+            if outcome.contains(&format!("rank {} verdict EVICTED\n", r + 1)) {
+                continue; // killed mid-stream: what it wrote is not the group's outcome
+            }
             let got = std::fs::read(out).unwrap_or_default();
             text.push_str(&format!(
                 "rank {} bytes {} crc32 {:08x}\n",
@@ -129,7 +138,7 @@ pub fn lab_run(
             ));
         }
         if scheme == "cepheus" {
-            text.push_str(&group_outcome_lines(&lead_text, n));
+            text.push_str(&outcome);
         }
         if m.conformance {
             // The same lines as the simulator's (`rocast_eval::cepheus::conformance_lines`).
@@ -161,10 +170,12 @@ fn group_outcome_lines(lead_text: &str, n: usize) -> String {
             .filter_map(|l| l.strip_prefix(tag.as_str()))
             .collect();
         let ok = !verdicts.is_empty() && verdicts.iter().all(|v| v.trim() == "ok");
-        t.push_str(&format!(
-            "rank {r} verdict {}\n",
+        let word = if verdicts.iter().any(|v| v.trim() == "EVICTED") {
+            "EVICTED"
+        } else {
             rocast_eval::cepheus::verdict_word(ok)
-        ));
+        };
+        t.push_str(&format!("rank {r} verdict {word}\n"));
     }
     let path = lead_text
         .lines()
@@ -337,6 +348,21 @@ fn run_group_outputs_within(
     outs: Option<&[PathBuf]>,
     timeout_s: u64,
 ) -> Result<(String, Vec<String>), String> {
+    run_group_killing(lab, n, file, extra, outs, timeout_s, None)
+}
+
+/// [`run_group_outputs_within`], and with `kill = Some((rank, packets))` member `rank`
+/// killed (SIGKILL) once the lab's switch has taken in `packets` data packets: the
+/// leader's exit 3 (done for the others, one evicted) is then the expected end.
+fn run_group_killing(
+    lab: &str,
+    n: usize,
+    file: &Path,
+    extra: &[String],
+    outs: Option<&[PathBuf]>,
+    timeout_s: u64,
+    kill: Option<(usize, u64)>,
+) -> Result<(String, Vec<String>), String> {
     let timeout = timeout_s.to_string();
     let joins = (1..n)
         .map(|i| {
@@ -351,6 +377,7 @@ fn run_group_outputs_within(
             spawn_on(lab, i, &args)
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let pids: Vec<u32> = joins.iter().map(Child::id).collect();
     // Each member's output is read while it runs: a member printing a line per buffer
     // would otherwise fill its pipe (64 KiB, some 750 lines) and block, and the group
     // with it (measured: `--repeat 1000` stopped at send 754).
@@ -380,15 +407,32 @@ fn run_group_outputs_within(
     .map(|s| s.to_string())
     .collect();
     args.extend_from_slice(extra);
-    let lead = spawn_on(lab, 0, &args)?
-        .wait_with_output()
-        .map_err(|e| e.to_string())?;
+    let mut leader = spawn_on(lab, 0, &args)?;
+    if let Some((rank, packets)) = kill {
+        // `lab exec` and `ip netns exec` exec in place: the pid is the member's.
+        let socket = rocast_net::lab::switch_socket(lab);
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(timeout_s);
+        loop {
+            let data_in = rocast_net::switch::query(&socket, "stats")
+                .map(|r| cepheus_stats_of(&r).data_in)
+                .unwrap_or(0);
+            let done = leader.try_wait().map_err(|e| e.to_string())?.is_some();
+            if data_in >= packets || done || std::time::Instant::now() > end {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // SAFETY: kill(2) with a pid this process spawned and a valid signal.
+        unsafe { libc::kill(pids[rank - 1] as libc::pid_t, libc::SIGKILL) };
+    }
+    let lead = leader.wait_with_output().map_err(|e| e.to_string())?;
     let members: Vec<String> = joins
         .into_iter()
         .map(|j| j.join().unwrap_or_default())
         .collect();
     let text = String::from_utf8_lossy(&lead.stdout).into_owned();
-    if !lead.status.success() {
+    let evicted_end = kill.is_some() && lead.status.code() == Some(3);
+    if !lead.status.success() && !evicted_end {
         return Err(format!(
             "{extra:?}: {text}{}",
             String::from_utf8_lossy(&lead.stderr)

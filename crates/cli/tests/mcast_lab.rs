@@ -607,6 +607,66 @@ fn a_fallback_mid_stream_ends_the_same_for_every_member_in_the_simulator_and_the
     }
 }
 
+/// Issue 46's shared eviction scenario: the `transfer` scenario with rank 2 killed once
+/// the switch has taken in 200 data packets (`multicast.kill_rank`), written once and
+/// run by `rocast sim` (the member's QP and session end, its control connection
+/// resets) and `rocast lab run` (`kill -9` of its `mcast join`), by WRITE and by SEND.
+/// Both must end the same way for every member: rank 2 evicted, the others holding
+/// every byte with the verdict `ok`, and the data all the way through the switch (the
+/// prune lets the switch's aggregate ACK go on without it).
+#[test]
+fn a_member_killed_mid_stream_is_evicted_alike_in_the_simulator_and_the_lab() {
+    let lab = LabGuard::new("tm47");
+    for op in ["write", "send"] {
+        let sets: Vec<String> = [
+            format!("multicast.op={op}"),
+            "multicast.messages=32".into(),
+            "multicast.message=256K".into(),
+            "multicast.kill_rank=2".into(),
+            "multicast.kill_after_packets=200".into(),
+        ]
+        .into_iter()
+        .flat_map(|s| ["--set".to_string(), s])
+        .collect();
+        let out = std::env::temp_dir().join("rocast-tm47-sim");
+        let mut sim: Vec<&str> = vec![
+            "sim",
+            "--preset",
+            "transfer",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        sim.extend(sets.iter().map(String::as_str));
+        let s = rocast(&sim);
+        assert_eq!(s.code, 0, "{op}: {}", s.stderr);
+        let mut real: Vec<&str> = vec!["lab", "run", "--preset", "transfer", "--name", lab.0];
+        real.extend(sets.iter().map(String::as_str));
+        let l = rocast(&real);
+        assert_eq!(l.code, 0, "{op}: {}{}", l.stdout, l.stderr);
+        let both = format!("{op}:\nsim:\n{}\nlab:\n{}", s.stdout, l.stdout);
+        let outcome = |t: &str| -> Vec<String> {
+            t.lines()
+                .filter(|x| x.starts_with("rank ") || x.starts_with("group path "))
+                .map(str::to_string)
+                .collect()
+        };
+        assert_eq!(outcome(&s.stdout), outcome(&l.stdout), "{both}");
+        let crc = "crc32 969e5e94"; // the scenario's 8 MiB, seed 7
+        assert_eq!(
+            outcome(&s.stdout),
+            vec![
+                format!("rank 1 bytes 8388608 {crc}"),
+                format!("rank 3 bytes 8388608 {crc}"),
+                "rank 1 verdict ok".to_string(),
+                "rank 2 verdict EVICTED".to_string(),
+                "rank 3 verdict ok".to_string(),
+                "group path cepheus".to_string(),
+            ],
+            "{both}"
+        );
+    }
+}
+
 /// Cepheus §V-D's safeguard on real packets, at run time: links shaped to 100 Mbit/s
 /// while the leader expects its 1000 Mbit/s pacing rate, threshold 0.5. The first
 /// buffer starts through the switch and is acknowledged at about a tenth of the

@@ -145,6 +145,9 @@ pub(crate) fn transfer(
         guard.validate().map_err(|e| format!("safeguard: {e}"))?;
         spec.safeguard = Some(guard);
     }
+    if m.kill_rank > 0 {
+        spec.kill = Some((m.kill_rank, m.kill_after_packets));
+    }
     // The fallback's blocks (`rocast lab run` passes the same `--block`).
     spec.fallback_block = parse_bytes(&m.block)?.max(1);
     let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
@@ -156,6 +159,9 @@ pub(crate) fn transfer(
         sc.seed
     );
     for (r, crc) in out.member_crc32.iter().enumerate().skip(1) {
+        if out.member_evicted.get(r - 1) == Some(&true) {
+            continue; // it holds what it had when it died: its verdict line says so
+        }
         text.push_str(&format!(
             "rank {r} bytes {} crc32 {crc:08x}\n",
             size * m.messages as u64
@@ -164,7 +170,12 @@ pub(crate) fn transfer(
     // Each member's verdict as the leader collected it, and the group's path: what
     // `rocast lab run` prints for the same scenario from `mcast lead`.
     for (r, ok) in out.member_verdicts.iter().enumerate() {
-        text.push_str(&format!("rank {} verdict {}\n", r + 1, verdict_word(*ok)));
+        let word = if out.member_evicted[r] {
+            "EVICTED"
+        } else {
+            verdict_word(*ok)
+        };
+        text.push_str(&format!("rank {} verdict {word}\n", r + 1));
     }
     let path = match &out.fallback {
         None => GroupPath::Cepheus,
@@ -178,8 +189,17 @@ pub(crate) fn transfer(
     if m.conformance {
         text.push_str(&conformance_lines(&out.member_order, &out.switches));
     }
-    if !out.corrupt_receivers.is_empty() {
-        return Err(format!("hosts {:?} hold wrong data", out.corrupt_receivers));
+    // An evicted member holds what it had when it died: only the others must be whole.
+    let corrupt: Vec<u32> = out
+        .corrupt_receivers
+        .iter()
+        .copied()
+        .filter(|&h| {
+            !(1..n).any(|r| r == h && out.member_evicted.get(r as usize - 1) == Some(&true))
+        })
+        .collect();
+    if !corrupt.is_empty() {
+        return Err(format!("hosts {corrupt:?} hold wrong data"));
     }
     Ok(EvalReport {
         text,

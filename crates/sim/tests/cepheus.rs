@@ -184,3 +184,35 @@ fn a_seeded_group_run_is_pinned() {
     // more than the driver's own registration had; the data path is unchanged).
     assert_eq!(key(&a), (Some(116_062_880), 35_463, 753, 33));
 }
+
+/// Issue 46's eviction scenario in the simulator: a receiver's process dies mid-stream
+/// (its QP gone, its control connection reset). The group session at the leader evicts
+/// it and prunes its path through the switches (`switch::mrp_agent`, as `rocast
+/// switch`); the switch's aggregated ACK then stops waiting for it, and every other
+/// member gets every message intact, exactly once; its verdict is missing, theirs ok.
+#[test]
+fn a_member_killed_mid_stream_is_evicted_and_pruned_and_the_others_get_every_message() {
+    let (topo, cfg) = fat_tree(&["seed=5"]);
+    let mut spec = group(&[1, 5, 9, 13], 256 << 10, 16);
+    spec.kill = Some((2, 200));
+    let out = run_cepheus(topo, cfg, &spec).unwrap();
+    assert_eq!(out.member_evicted, vec![false, true, false, false], "{out:?}");
+    assert_eq!(out.member_verdicts, vec![true, false, true, true]);
+    let held: Vec<u32> = out.delivered.clone();
+    assert_eq!((held[0], held[1], held[3], held[4]), (16, 16, 16, 16), "{held:?}");
+    assert!(held[2] < 16, "the dead member stopped mid-stream: {held:?}");
+    assert_eq!(out.duplicates, 0);
+    assert!(out.corrupt_receivers.iter().all(|&h| h == 5), "{:?}", out.corrupt_receivers);
+    assert!(out.message_done_ps.iter().all(Option::is_some));
+    assert!(out.fallback.is_none(), "the switch path carried the rest: {:?} {:?} ignored {}", out.fallback, out.switches, out.mrp_ignored);
+    assert!(out.session_ok, "the group closes ok: every live member intact");
+    let bad = run_cepheus(
+        fat_tree(&[]).0,
+        fat_tree(&[]).1,
+        &CepheusSpec {
+            kill: Some((5, 1)),
+            ..group(&[1, 5, 9, 13], 1000, 1)
+        },
+    );
+    assert!(bad.is_err(), "rank 5 of 4 receivers");
+}

@@ -75,8 +75,9 @@ pub struct PruneOutcome {
 /// behind a downstream switch is passed on toward it. From any other port, or for a
 /// group this switch does not hold, nothing changes (`None`), so a member cannot evict
 /// another. A downstream switch keeps its branch toward a subtree that lost all its
-/// members (its paths drain no traffic but the copies; the group's release or lease
-/// frees it).
+/// members (its paths drain no traffic but the copies, which it acknowledges at once,
+/// so the upstream aggregate does not wait on it; the group's release or lease frees
+/// it).
 pub fn handle_prune(
     sw: &mut CepheusSwitch,
     in_port: u16,

@@ -43,7 +43,7 @@ use rocast_core::rnic::{
 use rocast_core::switch::mrp_agent::{self, UnicastRoute, UnicastTable};
 use rocast_core::switch::{EgressConfig, EgressQueues, Ingress};
 use rocast_core::time::{Duration, Instant};
-use rocast_core::wire::mrp::MrpRepr;
+use rocast_core::wire::mrp::{MrpPrune, MrpRelease, MrpRepr};
 use rocast_core::wire::{
     Ipv4Address, AETH_LEN, BTH_LEN, ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, RETH_LEN, UDP_HEADER_LEN,
 };
@@ -558,8 +558,11 @@ pub struct Engine {
     /// Per switch: the wake-up its multicast engine has scheduled (ps).
     switch_timer: Vec<Option<u64>>,
     controls: SlotPool<ControlMsg>,
-    /// QPNs handed out by `open_qp` come from the same counter as connections'.
+    /// MRP datagrams at a switch that parse as nothing MRP carries.
     pub mrp_malformed: u64,
+    /// Prunes and releases a switch refused (not from the group's source direction,
+    /// or for a group it does not hold: a repeated release finds nothing).
+    pub mrp_ignored: u64,
     tree_groups: Vec<TreeGroup>,
     tree_by_mcst: std::collections::BTreeMap<u32, u32>,
     tree_by_source_qp: std::collections::BTreeMap<u32, u32>,
@@ -778,6 +781,7 @@ impl Engine {
             cepheus_out: Vec::new(),
             controls: SlotPool::default(),
             mrp_malformed: 0,
+            mrp_ignored: 0,
             tree_groups: Vec::new(),
             tree_by_mcst: Default::default(),
             tree_by_source_qp: Default::default(),
@@ -2437,6 +2441,11 @@ impl Engine {
     }
 
     /// Per switch (node id, engine): the Cepheus multicast engines.
+    /// How long a control-channel message takes (`EngineConfig::control_latency`).
+    pub fn control_latency(&self) -> Duration {
+        self.cfg.control_latency
+    }
+
     pub fn cepheus_switches(&self) -> impl Iterator<Item = (u32, &CepheusSwitch)> {
         let h = self.topo.num_hosts() as u32;
         self.cepheus
@@ -2456,12 +2465,17 @@ impl Engine {
     /// control-plane traffic sent before the group's data, so it is not queued
     /// behind data here.
     fn send_mrp(&mut self, at: u64, node: u32, port: u16, mrp: &MrpRepr) {
+        let mut bytes = vec![0; mrp.buffer_len()];
+        mrp.emit(&mut bytes);
+        self.send_mrp_bytes(at, node, port, bytes);
+    }
+
+    /// An MRP datagram (registration, prune or release) out of `node`'s `port`.
+    fn send_mrp_bytes(&mut self, at: u64, node: u32, port: u16, bytes: Vec<u8>) {
         let p = &self.ports[(self.node_port_base[node as usize] + port as u32) as usize];
         if !p.up {
             return;
         }
-        let mut bytes = vec![0; mrp.buffer_len()];
-        mrp.emit(&mut bytes);
         let wire = bytes.len() as u64 + 20 + 8 + crate::packet::FRAME_OVERHEAD as u64;
         let at = at + Duration::for_bytes(wire, p.rate_bps).as_ps() + p.delay_ps;
         let peer = &self.ports[p.reverse as usize];
@@ -2472,6 +2486,12 @@ impl Engine {
     /// The leader host `host` sends an MRP packet toward the group (at `at`).
     pub fn inject_mrp(&mut self, at: Instant, host: u32, mrp: &MrpRepr) {
         self.send_mrp(at.as_ps().max(self.now), host, 0, mrp);
+    }
+
+    /// The leader host `host` sends an MRP datagram (a registration, a prune or a
+    /// release, as `control::session` emits them) toward the group (at `at`).
+    pub fn inject_mrp_bytes(&mut self, at: Instant, host: u32, bytes: Vec<u8>) {
+        self.send_mrp_bytes(at.as_ps().max(self.now), host, 0, bytes);
     }
 
     /// Sends `bytes` from host `from` to host `to` over the control channel.
@@ -2493,11 +2513,43 @@ impl Engine {
                         .push_back((self.now, AppEvent::Mrp { host: node, bytes }));
                     return;
                 }
+                let sw = node as usize - self.topo.num_hosts();
+                // A prune or a release from the group's source direction: the same
+                // handlers `rocast switch` runs (`switch::mrp_agent`), then on to the
+                // switches downstream.
+                if let Ok(prune) = MrpPrune::parse(&bytes) {
+                    let table = SwitchRoutes {
+                        topo: &self.topo,
+                        routes: &self.routes,
+                        node,
+                    };
+                    match mrp_agent::handle_prune(&mut self.cepheus[sw], port, &prune, &table) {
+                        Some(out) => {
+                            for (p, next) in out.next {
+                                let mut b = vec![0u8; next.buffer_len()];
+                                next.emit(&mut b);
+                                self.send_mrp_bytes(self.now, node, p, b);
+                            }
+                        }
+                        None => self.mrp_ignored += 1,
+                    }
+                    return;
+                }
+                if let Ok(rel) = MrpRelease::parse(&bytes) {
+                    match mrp_agent::handle_release(&mut self.cepheus[sw], port, rel.mcst_id) {
+                        Some(next) => {
+                            for p in next {
+                                self.send_mrp_bytes(self.now, node, p, bytes.clone());
+                            }
+                        }
+                        None => self.mrp_ignored += 1,
+                    }
+                    return;
+                }
                 let Ok(mrp) = MrpRepr::parse(&bytes) else {
                     self.mrp_malformed += 1;
                     return;
                 };
-                let sw = node as usize - self.topo.num_hosts();
                 let table = SwitchRoutes {
                     topo: &self.topo,
                     routes: &self.routes,

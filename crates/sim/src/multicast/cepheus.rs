@@ -19,8 +19,9 @@
 //!   every receiver pre-posts the receive the immediate consumes. The whole run is
 //!   one session buffer of `messages` × `message_bytes`, `window` messages in flight;
 //!   each acknowledged message feeds the session's safeguard (`handle_acked`).
-//! - Switches: `fabric::cepheus::CepheusSwitch`, inside the engine's switch model (it
-//!   models no MRP release or prune: those outputs are counted, `mrp_unmodelled`).
+//! - Switches: `fabric::cepheus::CepheusSwitch`, inside the engine's switch model; MRP
+//!   registrations, prunes (an evicted member) and releases (the fallback, the close)
+//!   go through `switch::mrp_agent`, the handlers `rocast switch` runs.
 //! - Fallback: the session decides — a failed registration, the safeguard, or the
 //!   source's QP going to error (`handle_path_failed`). Mid-transfer it asks for a
 //!   `Reroute`: the driver destroys the group's QPs and cuts at what every member
@@ -101,6 +102,11 @@ pub struct CepheusSpec {
     /// instead of RDMA WRITE with immediate. SEND groups register no memory region
     /// and do not switch sources.
     pub send: bool,
+    /// Receiver `rank` (1-based, as `receivers[rank - 1]`) dies once the switches have
+    /// taken in this many of the group's data packets: its process ends, so its QP is
+    /// gone and its control connection breaks (the leader hears the reset one
+    /// `control_latency` later) — the shared eviction scenario (issue 46).
+    pub kill: Option<(u32, u64)>,
 }
 
 impl CepheusSpec {
@@ -122,6 +128,7 @@ impl CepheusSpec {
             loss_toward: Vec::new(),
             loss_from: Duration::from_ps(0),
             send: false,
+            kill: None,
             sample_interval: None,
         }
     }
@@ -202,13 +209,14 @@ pub struct CepheusOutcome {
     /// Each receiver's verdict on the transfer as the leader collected it
     /// (`CepheusSpec::receivers` order): it reported holding all of it intact.
     pub member_verdicts: Vec<bool>,
-    /// The session's MRP outputs the simulated switches do not model (releases at
-    /// the fallback and the close).
-    pub mrp_unmodelled: u64,
+    /// Receivers the leader evicted (`CepheusSpec::receivers` order).
+    pub member_evicted: Vec<bool>,
+    /// Prunes and releases a switch refused (a repeated release finds nothing).
+    pub mrp_ignored: u64,
     pub source_feedback: SourceFeedback,
     /// All switches' multicast counters, summed.
     pub switches: CepheusStats,
-    /// The largest MFT memory of one switch (bytes).
+    /// The largest MFT memory of one switch while the group was up (bytes).
     pub max_switch_mft_bytes: usize,
     pub events: u64,
     pub host_tx_bytes: u64,
@@ -341,8 +349,19 @@ struct GroupRun<'s> {
     closed: Option<bool>,
     /// Each receiver's verdict from the buffer's outcome.
     member_verdicts: Vec<bool>,
-    /// MRP outputs the simulated switches do not model (releases, prunes).
-    mrp_unmodelled: u64,
+    /// The largest MFT memory of one switch seen while the group was up (the leader
+    /// releases the group at the fallback and the close).
+    peak_mft_bytes: usize,
+    /// Per member (the source first): its process ended (`CepheusSpec::kill`).
+    dead: Vec<bool>,
+    /// The kill still to come: (member, data packets in at the switches).
+    kill_pending: Option<(usize, u64)>,
+    /// A dead member's control connection reset, reaching the leader then.
+    reset_at: Option<(usize, Instant)>,
+    member_evicted: Vec<bool>,
+    /// Per message: the latest delivery to a member (ps), its completion once a dead
+    /// member no longer counts.
+    last_delivery_ps: Vec<u64>,
     registered_ps: Option<u64>,
     first_post_ps: Option<u64>,
     next_post: u32,
@@ -398,6 +417,12 @@ impl<'s> GroupRun<'s> {
             .ok_or("the fallback's block must be 1 B .. 4 GiB")?;
         let mut hosts = vec![spec.source];
         hosts.extend(&spec.receivers);
+        if let Some((r, _)) = spec.kill.filter(|&(r, _)| r == 0 || r as usize >= hosts.len()) {
+            return Err(format!(
+                "kill: rank {r} is not a receiver's (1..={})",
+                spec.receivers.len()
+            ));
+        }
         if let Some(&s) = spec.senders.iter().find(|&&s| s as usize >= hosts.len()) {
             return Err(format!("sender {s}: the group has {} members", hosts.len()));
         }
@@ -492,7 +517,12 @@ impl<'s> GroupRun<'s> {
             buffer_ok: None,
             closed: None,
             member_verdicts: vec![false; spec.receivers.len()],
-            mrp_unmodelled: 0,
+            peak_mft_bytes: 0,
+            dead: vec![false; spec.receivers.len() + 1],
+            kill_pending: spec.kill.map(|(r, n)| (r as usize, n)),
+            reset_at: None,
+            member_evicted: vec![false; spec.receivers.len()],
+            last_delivery_ps: vec![0; spec.messages as usize],
             registered_ps: None,
             first_post_ps: None,
             next_post: 0,
@@ -552,7 +582,7 @@ impl<'s> GroupRun<'s> {
                 0
             };
             for (m, &q) in self.qpns.iter().enumerate() {
-                if m != s {
+                if m != s && !self.dead[m] {
                     engine.post_recv_len(q, i as u64, recv_len)?;
                 }
             }
@@ -616,9 +646,35 @@ impl<'s> GroupRun<'s> {
                 self.app_buffers[r][at..at + len].copy_from_slice(src);
             }
         }
-        if self.delivered.iter().all(|d| d[i as usize]) {
-            self.message_done_ps[i as usize] = Some(now);
+        let last = &mut self.last_delivery_ps[i as usize];
+        *last = (*last).max(now);
+        self.check_done(i);
+    }
+
+    /// Message `i` is complete once every live member holds it (a dead member's
+    /// absence does not hold it back): at its latest delivery.
+    fn check_done(&mut self, i: u32) {
+        let i = i as usize;
+        if self.message_done_ps[i].is_none()
+            && self
+                .delivered
+                .iter()
+                .zip(&self.dead)
+                .all(|(d, &dead)| dead || d[i])
+        {
+            self.message_done_ps[i] = Some(self.last_delivery_ps[i]);
         }
+    }
+
+    /// Member `r`'s process ends (`CepheusSpec::kill`): its QP goes, its session stops,
+    /// and the reset of its control connection reaches the leader a control latency
+    /// later.
+    fn kill(&mut self, engine: &mut Engine, r: usize, now: Instant) {
+        self.dead[r] = true;
+        if self.qps_open {
+            engine.close_qp(self.qpns[r]);
+        }
+        self.reset_at = Some((r, now + engine.control_latency()));
     }
 
     /// Messages member `r` holds from the first on, without a gap (RC completes in
@@ -652,7 +708,14 @@ impl<'s> GroupRun<'s> {
                 return Ok(());
             }
             let deadline = std::iter::once(self.leader.poll_timeout())
-                .chain(self.members.iter().map(MemberSession::poll_timeout))
+                .chain(
+                    self.members
+                        .iter()
+                        .zip(&self.dead[1..])
+                        .filter(|(_, &dead)| !dead)
+                        .map(|(m, _)| m.poll_timeout()),
+                )
+                .chain(std::iter::once(self.reset_at.map(|(_, t)| t)))
                 .flatten()
                 .min();
             let wake = deadline
@@ -667,6 +730,13 @@ impl<'s> GroupRun<'s> {
                 now = now.max(t);
                 self.on_event(engine, t, ev)?;
                 self.pump(engine, t)?;
+                if let Some((r, n)) = self.kill_pending {
+                    let data_in: u64 = engine.cepheus_switches().map(|(_, s)| s.stats.data_in).sum();
+                    if data_in >= n {
+                        self.kill_pending = None;
+                        self.kill(engine, r, t);
+                    }
+                }
             }
             now = now.max(engine.now());
             self.sample(engine, now);
@@ -684,10 +754,19 @@ impl<'s> GroupRun<'s> {
                     }
                 }
             }
+            if let Some((r, t)) = self.reset_at.filter(|&(_, t)| t <= now) {
+                self.reset_at = None;
+                let _ = t;
+                self.leader.handle_conn_error(
+                    now,
+                    ConnId(r as u32 - 1),
+                    "connection reset (the member's process ended)",
+                );
+            }
             if self.leader.poll_timeout().is_some_and(|t| t <= now) {
                 self.leader.handle_timeout(now);
             }
-            for m in &mut self.members {
+            for (m, _) in self.members.iter_mut().zip(&self.dead[1..]).filter(|(_, &d)| !d) {
                 if m.poll_timeout().is_some_and(|t| t <= now) {
                     m.handle_timeout(now);
                 }
@@ -739,14 +818,14 @@ impl<'s> GroupRun<'s> {
                         let to = self.spec.receivers[k as usize];
                         engine.send_control(now, source, to, bytes.to_vec());
                     }
-                    SessionDest::Mrp => match MrpRepr::parse(bytes) {
-                        Ok(mrp) => engine.inject_mrp(now, source, &mrp),
-                        Err(_) => self.mrp_unmodelled += 1,
-                    },
+                    SessionDest::Mrp => engine.inject_mrp_bytes(now, source, bytes.to_vec()),
                     SessionDest::Leader => {}
                 }
             }
             for (k, m) in self.members.iter_mut().enumerate() {
+                if self.dead[k + 1] {
+                    continue;
+                }
                 while let Some(tx) = m.poll_transmit(now, &mut buf) {
                     progressed = true;
                     let from = self.spec.receivers[k];
@@ -758,6 +837,9 @@ impl<'s> GroupRun<'s> {
                 self.on_leader_event(engine, now, ev)?;
             }
             for k in 0..self.members.len() {
+                if self.dead[k + 1] {
+                    continue;
+                }
                 while let Some(ev) = self.members[k].poll_event() {
                     progressed = true;
                     self.on_member_event(now, k, ev)?;
@@ -775,6 +857,15 @@ impl<'s> GroupRun<'s> {
         now: Instant,
         ev: LeaderEvent,
     ) -> Result<(), String> {
+        if matches!(
+            ev,
+            LeaderEvent::BufferDone(_) | LeaderEvent::Reroute { .. } | LeaderEvent::UseOverlay { .. }
+        ) {
+            // Before the session's release reaches the switches.
+            for (_, sw) in engine.cepheus_switches() {
+                self.peak_mft_bytes = self.peak_mft_bytes.max(sw.memory_bytes());
+            }
+        }
         let bytes = self.spec.message_bytes * self.spec.messages as u64;
         match ev {
             LeaderEvent::Registered { .. } => self.registered_ps = Some(now.as_ps()),
@@ -842,7 +933,21 @@ impl<'s> GroupRun<'s> {
                 }
                 self.buffer_ok = Some(o.ok);
             }
-            LeaderEvent::MemberEvicted { .. } => {}
+            LeaderEvent::MemberEvicted { ip, .. } => {
+                if let Some(k) = self
+                    .spec
+                    .receivers
+                    .iter()
+                    .position(|&h| Ipv4Address::from_u32(host_ip(h)) == ip)
+                {
+                    self.member_evicted[k] = true;
+                    // Whatever it does not hold no longer holds a message back.
+                    self.dead[k + 1] = true;
+                    for i in 0..self.spec.messages {
+                        self.check_done(i);
+                    }
+                }
+            }
             LeaderEvent::Closed { ok } => self.closed = Some(ok),
             LeaderEvent::Failed(e) => return Err(format!("group session: {e}")),
         }
@@ -955,7 +1060,7 @@ impl<'s> GroupRun<'s> {
         for i in first..self.spec.messages {
             let s = self.sender_of(i);
             let missing: Vec<usize> = (0..self.hosts.len())
-                .filter(|&r| r != s && !holds(self, r, i))
+                .filter(|&r| r != s && !self.dead[r] && !holds(self, r, i))
                 .collect();
             if missing.is_empty() {
                 continue;
@@ -1025,6 +1130,7 @@ impl<'s> GroupRun<'s> {
                 }
             }
             for &i in &msgs {
+                self.last_delivery_ps[i as usize] = done;
                 self.message_done_ps[i as usize] = Some(done);
                 messages += 1;
             }
@@ -1035,6 +1141,9 @@ impl<'s> GroupRun<'s> {
         }
         let now = engine.now();
         for k in 0..self.members.len() {
+            if self.dead[k + 1] {
+                continue;
+            }
             if std::mem::take(&mut self.relaying[k]) {
                 self.members[k].handle_relayed(now);
             } else {
@@ -1052,6 +1161,9 @@ impl<'s> GroupRun<'s> {
                 let Some(k) = self.spec.receivers.iter().position(|&h| h == host) else {
                     return Ok(()); // the source's own copy: the leader needs none
                 };
+                if self.dead[k + 1] {
+                    return Ok(());
+                }
                 match MrpRepr::parse(&bytes) {
                     Ok(mrp) => self.members[k].handle_mrp(t, &mrp),
                     Err(_) => self.members[k].note_foreign_mrp(),
@@ -1064,7 +1176,9 @@ impl<'s> GroupRun<'s> {
                     }
                 } else if from == self.spec.source {
                     if let Some(k) = self.spec.receivers.iter().position(|&h| h == to) {
-                        self.members[k].handle_stream(t, &bytes);
+                        if !self.dead[k + 1] {
+                            self.members[k].handle_stream(t, &bytes);
+                        }
                     }
                 }
             }
@@ -1122,6 +1236,7 @@ impl<'s> GroupRun<'s> {
             switches += &sw.stats;
             max_mft = max_mft.max(sw.memory_bytes());
         }
+        max_mft = max_mft.max(self.peak_mft_bytes);
         let source_feedback = engine
             .qp(self.qpns[0])
             .map(SourceFeedback::of)
@@ -1166,7 +1281,8 @@ impl<'s> GroupRun<'s> {
             fallback: self.fallback,
             session_ok: self.closed == Some(true),
             member_verdicts: self.member_verdicts,
-            mrp_unmodelled: self.mrp_unmodelled,
+            member_evicted: self.member_evicted,
+            mrp_ignored: engine.mrp_ignored,
             source_feedback,
             switches,
             max_switch_mft_bytes: max_mft,

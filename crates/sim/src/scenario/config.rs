@@ -138,6 +138,12 @@ pub struct MulticastConfig {
     /// satisfy it, so the group reroutes to the overlay mid-stream within one window
     /// (the shared fallback scenario, issue 46). 0: no safeguard.
     pub safeguard_expected_ratio: f64,
+    /// `transfer`: rank `kill_rank` (0: none) dies once the switch has taken in
+    /// `kill_after_packets` of the group's data packets (its process ends: its QP goes,
+    /// its control connection resets); the leader evicts it and the others go on (the
+    /// shared eviction scenario, issue 46).
+    pub kill_rank: u32,
+    pub kill_after_packets: u64,
     /// Random loss rates (`loss`, Fig. 13), and where the frames drop: "middle-switches"
     /// (every frame an aggregation switch sends: Cepheus §V-C's "randomly discarding
     /// packets in the middle switches") or "switch-links" (every switch-to-switch link,
@@ -298,6 +304,8 @@ impl Default for MulticastConfig {
             safeguard_threshold: 0.5,
             safeguard_window_ms: 10.0,
             safeguard_expected_ratio: 0.0,
+            kill_rank: 0,
+            kill_after_packets: 200,
             loss_rates: vec![0.0, 1e-8, 1e-6, 1e-5, 1e-4],
             loss_at: "switch-links".into(),
             message: "128M".into(),

@@ -582,6 +582,17 @@ impl CepheusSwitch {
             sent += 1;
         }
         stats.replicas += sent;
+        if downstream == 0 && pkt.bth.ack_req {
+            // Every member below was pruned (an evicted member's switch keeps the
+            // branch its upstream switch still sends copies on): nothing here waits
+            // for this packet, so the branch acknowledges it, or the upstream
+            // aggregate would wait on it until the source's retries ran out.
+            let kind = FeedbackKind::ack(g.agg_ack_msn);
+            if Self::toward_source(g, stats, kind, psn, out) {
+                stats.reacks += 1;
+            }
+            return;
+        }
         // Every path below has this PSN: answer for them if the source asks.
         if sent == 0 && downstream > 0 && pkt.bth.ack_req {
             // After a path was removed the aggregate may lag the paths left: they all

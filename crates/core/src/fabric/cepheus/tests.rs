@@ -307,6 +307,30 @@ fn fully_acknowledged_retransmission_is_answered_not_forwarded() {
     );
 }
 
+/// Issue 46: a switch whose every member was pruned (the evicted member was its only
+/// one) keeps the branch its upstream switch sends on; it acknowledges what arrives on
+/// it, so the upstream aggregate does not wait on an empty subtree.
+#[test]
+fn a_branch_with_every_member_pruned_acknowledges_what_reaches_it() {
+    let mut sw = switch(Box::new(ForwardAllCnp));
+    for p in 1..=3 {
+        feed(&mut sw, p, &ack(p, 4));
+    }
+    assert!(feed(&mut sw, 0, &data(5, Opcode::RC_WRITE_ONLY, true))
+        .iter()
+        .all(|a| !matches!(a, CepheusAction::Feedback { .. })));
+    for p in 1..=3 {
+        assert!(sw.remove_path(MCST, p));
+    }
+    // Nothing below: the packet is acknowledged at once, toward the source.
+    let (port, fb) = one_feedback(&feed(&mut sw, 0, &data(6, Opcode::RC_WRITE_ONLY, true)));
+    assert_eq!(port, 0);
+    assert!(is_ack(&fb));
+    assert_eq!(fb.psn, Psn::new(6));
+    // Without AckReq nothing is answered or forwarded.
+    assert!(feed(&mut sw, 0, &data(7, Opcode::RC_WRITE_MIDDLE, false)).is_empty());
+}
+
 #[test]
 fn cnps_pass_from_the_most_congested_path_only() {
     let mut sw = switch(Box::new(CounterCnpFilter::new(Duration::from_us(100))));
