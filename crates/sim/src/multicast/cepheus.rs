@@ -334,6 +334,13 @@ struct GroupRun<'s> {
     leader: LeaderSession,
     /// One member session per receiver (`hosts[k + 1]`, the leader's `ConnId(k)`).
     members: Vec<MemberSession>,
+    /// Members given input since their outputs were last polled (so a run polls only
+    /// those, not every member per event), and whether each is listed.
+    dirty: Vec<usize>,
+    is_dirty: Vec<bool>,
+    /// Members' deadlines, earliest first, with each member's current one.
+    member_deadlines: std::collections::BTreeSet<(Instant, usize)>,
+    member_deadline: Vec<Option<Instant>>,
     /// The buffer's SHA-256 as announced: of its bytes (with `verify_data`), else of the
     /// every-message bitmap a member holding all of them reports.
     sha256: [u8; 32],
@@ -469,7 +476,7 @@ impl<'s> GroupRun<'s> {
             engine.now(),
         )
         .map_err(|e| format!("group session: {e}"))?;
-        let members = spec
+        let members: Vec<MemberSession> = spec
             .receivers
             .iter()
             .map(|&h| {
@@ -509,6 +516,10 @@ impl<'s> GroupRun<'s> {
             source_switches: 0,
             slots,
             leader,
+            dirty: (0..members.len()).collect(),
+            is_dirty: vec![true; members.len()],
+            member_deadlines: std::collections::BTreeSet::new(),
+            member_deadline: vec![None; members.len()],
             members,
             sha256,
             seq: None,
@@ -707,17 +718,14 @@ impl<'s> GroupRun<'s> {
             if self.closed.is_some() {
                 return Ok(());
             }
-            let deadline = std::iter::once(self.leader.poll_timeout())
-                .chain(
-                    self.members
-                        .iter()
-                        .zip(&self.dead[1..])
-                        .filter(|(_, &dead)| !dead)
-                        .map(|(m, _)| m.poll_timeout()),
-                )
-                .chain(std::iter::once(self.reset_at.map(|(_, t)| t)))
-                .flatten()
-                .min();
+            let deadline = [
+                self.leader.poll_timeout(),
+                self.member_deadlines.first().map(|&(t, _)| t),
+                self.reset_at.map(|(_, t)| t),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             let wake = deadline
                 .into_iter()
                 .chain(self.next_sample.map(Instant::from_ps))
@@ -766,10 +774,12 @@ impl<'s> GroupRun<'s> {
             if self.leader.poll_timeout().is_some_and(|t| t <= now) {
                 self.leader.handle_timeout(now);
             }
-            for (m, _) in self.members.iter_mut().zip(&self.dead[1..]).filter(|(_, &d)| !d) {
-                if m.poll_timeout().is_some_and(|t| t <= now) {
-                    m.handle_timeout(now);
+            while let Some(&(t, k)) = self.member_deadlines.first() {
+                if t > now {
+                    break;
                 }
+                self.set_member_deadline(k, None);
+                self.member(k).handle_timeout(now);
             }
         }
     }
@@ -822,32 +832,47 @@ impl<'s> GroupRun<'s> {
                     SessionDest::Leader => {}
                 }
             }
-            for (k, m) in self.members.iter_mut().enumerate() {
-                if self.dead[k + 1] {
-                    continue;
-                }
-                while let Some(tx) = m.poll_transmit(now, &mut buf) {
-                    progressed = true;
-                    let from = self.spec.receivers[k];
-                    engine.send_control(now, from, source, buf[..tx.len].to_vec());
-                }
-            }
             while let Some(ev) = self.leader.poll_event() {
                 progressed = true;
                 self.on_leader_event(engine, now, ev)?;
             }
-            for k in 0..self.members.len() {
+            while let Some(k) = self.dirty.pop() {
+                progressed = true;
+                self.is_dirty[k] = false;
                 if self.dead[k + 1] {
+                    self.set_member_deadline(k, None);
                     continue;
                 }
+                while let Some(tx) = self.members[k].poll_transmit(now, &mut buf) {
+                    let from = self.spec.receivers[k];
+                    engine.send_control(now, from, source, buf[..tx.len].to_vec());
+                }
                 while let Some(ev) = self.members[k].poll_event() {
-                    progressed = true;
                     self.on_member_event(now, k, ev)?;
                 }
+                let d = self.members[k].poll_timeout();
+                self.set_member_deadline(k, d);
             }
             if !progressed {
                 return Ok(());
             }
+        }
+    }
+
+    /// Member `k`'s session, listed for the next poll of its outputs.
+    fn member(&mut self, k: usize) -> &mut MemberSession {
+        if !std::mem::replace(&mut self.is_dirty[k], true) {
+            self.dirty.push(k);
+        }
+        &mut self.members[k]
+    }
+
+    fn set_member_deadline(&mut self, k: usize, d: Option<Instant>) {
+        if let Some(old) = std::mem::replace(&mut self.member_deadline[k], d) {
+            self.member_deadlines.remove(&(old, k));
+        }
+        if let Some(d) = d {
+            self.member_deadlines.insert((d, k));
         }
     }
 
@@ -959,18 +984,19 @@ impl<'s> GroupRun<'s> {
         match ev {
             MemberEvent::OpenQp(_) => {
                 // The QP and its region (VA 0) were opened with the group.
-                self.members[k].handle_qp_ready(now, self.qpns[r], 0, 1)
+                let qpn = self.qpns[r];
+                self.member(k).handle_qp_ready(now, qpn, 0, 1)
             }
             MemberEvent::UseOverlay(_) => {
                 let held = self.held_prefix(r) * self.spec.message_bytes;
-                self.members[k].handle_overlay_ready_holding(now, held);
+                self.member(k).handle_overlay_ready_holding(now, held);
             }
             // Receives are posted message by message as the source posts (the driver's
             // business; the region is the QP's).
-            MemberEvent::PostReceives { .. } => self.members[k].handle_receives_posted(now),
+            MemberEvent::PostReceives { .. } => self.member(k).handle_receives_posted(now),
             MemberEvent::ResumeReceive { held, .. } => {
                 self.relaying[k] = held;
-                self.members[k].handle_receives_posted(now);
+                self.member(k).handle_receives_posted(now);
             }
             MemberEvent::WriteDone { .. } => self.report_held(now, r),
             MemberEvent::Received { .. }
@@ -986,7 +1012,7 @@ impl<'s> GroupRun<'s> {
     /// Receiver `r` gives its verdict: the digest of what it holds.
     fn report_held(&mut self, now: Instant, r: usize) {
         let digest = self.member_digest(r);
-        self.members[r - 1].handle_received(now, digest, now.as_ns());
+        self.member(r - 1).handle_received(now, digest, now.as_ns());
     }
 
     /// The group's data leaves the switch: its QPs are destroyed (what is still in
@@ -1145,7 +1171,7 @@ impl<'s> GroupRun<'s> {
                 continue;
             }
             if std::mem::take(&mut self.relaying[k]) {
-                self.members[k].handle_relayed(now);
+                self.member(k).handle_relayed(now);
             } else {
                 self.report_held(now, k + 1);
             }
@@ -1165,8 +1191,8 @@ impl<'s> GroupRun<'s> {
                     return Ok(());
                 }
                 match MrpRepr::parse(&bytes) {
-                    Ok(mrp) => self.members[k].handle_mrp(t, &mrp),
-                    Err(_) => self.members[k].note_foreign_mrp(),
+                    Ok(mrp) => self.member(k).handle_mrp(t, &mrp),
+                    Err(_) => self.member(k).note_foreign_mrp(),
                 }
             }
             AppEvent::Control { from, to, bytes } => {
@@ -1177,7 +1203,7 @@ impl<'s> GroupRun<'s> {
                 } else if from == self.spec.source {
                     if let Some(k) = self.spec.receivers.iter().position(|&h| h == to) {
                         if !self.dead[k + 1] {
-                            self.members[k].handle_stream(t, &bytes);
+                            self.member(k).handle_stream(t, &bytes);
                         }
                     }
                 }
