@@ -108,7 +108,9 @@ pub fn lab_run(
         }
         let kill = (m.kill_rank > 0).then_some((m.kill_rank as usize, m.kill_after_packets));
         if let Some((r, _)) = kill.filter(|&(r, _)| r >= n) {
-            return Err(format!("multicast.kill_rank {r}: the group's ranks are 1..{n}"));
+            return Err(format!(
+                "multicast.kill_rank {r}: the group's ranks are 1..{n}"
+            ));
         }
         let (lead_text, member_texts) =
             run_group_killing(name, n, &file, &extra, Some(&outs), 30, kill)?;

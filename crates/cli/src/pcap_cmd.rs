@@ -771,8 +771,8 @@ fn tcp_segment(
 pub(crate) fn protocol_frames() -> Vec<Vec<u8>> {
     use rocast_core::switch::frame::FrameSwitch;
     use rocast_core::wire::group_control::{
-        Announce, BufferResult, Close, Confirmation, Done, Evicted, Join, Message, Overlay, Params,
-        Holding, Resume, GROUP_CONTROL_PORT,
+        Announce, BufferResult, Close, Confirmation, Done, Evicted, Holding, Join, Message,
+        Overlay, Params, Resume, GROUP_CONTROL_PORT,
     };
     use rocast_core::wire::mrp::{
         MrpAllocate, MrpAllocation, MrpMember, MrpPrune, MrpRelease, MrpRepr, MRP_UDP_PORT,

@@ -602,7 +602,7 @@ fn a_fallback_mid_stream_ends_the_same_for_every_member_in_the_simulator_and_the
                 .and_then(|r| r.strip_suffix(", then pipeline (safeguard)"))
                 .and_then(|n| n.parse().ok())
                 .unwrap_or_else(|| panic!("not rerouted mid-stream by the safeguard: {both}"));
-            assert!(at < total && at % message == 0, "{both}");
+            assert!(at < total && at.is_multiple_of(message), "{both}");
         }
     }
 }

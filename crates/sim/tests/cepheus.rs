@@ -196,16 +196,37 @@ fn a_member_killed_mid_stream_is_evicted_and_pruned_and_the_others_get_every_mes
     let mut spec = group(&[1, 5, 9, 13], 256 << 10, 16);
     spec.kill = Some((2, 200));
     let out = run_cepheus(topo, cfg, &spec).unwrap();
-    assert_eq!(out.member_evicted, vec![false, true, false, false], "{out:?}");
+    assert_eq!(
+        out.member_evicted,
+        vec![false, true, false, false],
+        "{out:?}"
+    );
     assert_eq!(out.member_verdicts, vec![true, false, true, true]);
     let held: Vec<u32> = out.delivered.clone();
-    assert_eq!((held[0], held[1], held[3], held[4]), (16, 16, 16, 16), "{held:?}");
+    assert_eq!(
+        (held[0], held[1], held[3], held[4]),
+        (16, 16, 16, 16),
+        "{held:?}"
+    );
     assert!(held[2] < 16, "the dead member stopped mid-stream: {held:?}");
     assert_eq!(out.duplicates, 0);
-    assert!(out.corrupt_receivers.iter().all(|&h| h == 5), "{:?}", out.corrupt_receivers);
+    assert!(
+        out.corrupt_receivers.iter().all(|&h| h == 5),
+        "{:?}",
+        out.corrupt_receivers
+    );
     assert!(out.message_done_ps.iter().all(Option::is_some));
-    assert!(out.fallback.is_none(), "the switch path carried the rest: {:?} {:?} ignored {}", out.fallback, out.switches, out.mrp_ignored);
-    assert!(out.session_ok, "the group closes ok: every live member intact");
+    assert!(
+        out.fallback.is_none(),
+        "the switch path carried the rest: {:?} {:?} ignored {}",
+        out.fallback,
+        out.switches,
+        out.mrp_ignored
+    );
+    assert!(
+        out.session_ok,
+        "the group closes ok: every live member intact"
+    );
     let bad = run_cepheus(
         fat_tree(&[]).0,
         fat_tree(&[]).1,

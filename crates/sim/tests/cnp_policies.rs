@@ -73,7 +73,8 @@ fn cpmp_forward_all_collapses_and_tmcf_holds_the_fair_share() {
     let tmcf = multicast_gbps(&["switch.cnp_filter=\"tmcf\""]);
     let cepheus = multicast_gbps(&["switch.cnp_filter=\"cepheus\""]);
     let guard = multicast_gbps(&["switch.cnp_filter=\"forward-all\"", "nic.cnp_guard_us=50"]);
-    let all = format!("forward-all {fa:.1}, TMCF {tmcf:.1}, Cepheus {cepheus:.1}, guard {guard:.1} Gb/s");
+    let all =
+        format!("forward-all {fa:.1}, TMCF {tmcf:.1}, Cepheus {cepheus:.1}, guard {guard:.1} Gb/s");
     assert!(fa < 0.60 * fair, "{all}");
     assert!(tmcf > 0.85 * fair, "{all}");
     assert!(cepheus > 0.85 * fair, "{all}");
@@ -102,4 +103,3 @@ fn buffered_tmcf_releases_reach_the_source() {
     assert!(cnps > 0, "no released CNP reached the source");
     assert!(buffered > 0.0 && buffered < 50.0, "{buffered:.1} Gb/s");
 }
-

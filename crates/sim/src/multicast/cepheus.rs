@@ -39,21 +39,20 @@
 
 use std::sync::Arc;
 
-use rocast_core::control::source::synchronise_source_switch;
 use rocast_core::control::session::{
     ConnId, LeaderEvent, LeaderSession, LeaderSessionConfig, MemberEvent, MemberPhase,
-    MemberSession, MemberSessionConfig, OverlayPlan, OverlayReason, SessionDest,
-    MAX_TRANSMIT_LEN,
+    MemberSession, MemberSessionConfig, OverlayPlan, OverlayReason, SessionDest, MAX_TRANSMIT_LEN,
 };
+use rocast_core::control::source::synchronise_source_switch;
 use rocast_core::control::{FallbackReason, RegistrationConfig, SafeguardConfig};
 use rocast_core::fabric::cepheus::GroupAddressSpace;
-use rocast_core::payload::sha256;
-use rocast_core::wire::group_control::Params;
 use rocast_core::fabric::cepheus::{CepheusStats, VIRTUAL_QPN};
 use rocast_core::overlay::Scheme;
+use rocast_core::payload::sha256;
 use rocast_core::plan::Topology;
 use rocast_core::rnic::{Payload, RcQueuePair};
 use rocast_core::time::{Duration, Instant};
+use rocast_core::wire::group_control::Params;
 use rocast_core::wire::mrp::{MrpRepr, MRP_MAX_PAYLOAD};
 use rocast_core::wire::Ipv4Address;
 
@@ -424,7 +423,10 @@ impl<'s> GroupRun<'s> {
             .ok_or("the fallback's block must be 1 B .. 4 GiB")?;
         let mut hosts = vec![spec.source];
         hosts.extend(&spec.receivers);
-        if let Some((r, _)) = spec.kill.filter(|&(r, _)| r == 0 || r as usize >= hosts.len()) {
+        if let Some((r, _)) = spec
+            .kill
+            .filter(|&(r, _)| r == 0 || r as usize >= hosts.len())
+        {
             return Err(format!(
                 "kill: rank {r} is not a receiver's (1..={})",
                 spec.receivers.len()
@@ -565,7 +567,9 @@ impl<'s> GroupRun<'s> {
     }
 
     fn post_next(&mut self, engine: &mut Engine, at: u64) -> Result<(), String> {
-        while self.posting && self.next_post < self.spec.messages && self.outstanding < self.spec.window
+        while self.posting
+            && self.next_post < self.spec.messages
+            && self.outstanding < self.spec.window
         {
             let i = self.next_post;
             let s = self.sender_of(i);
@@ -739,7 +743,10 @@ impl<'s> GroupRun<'s> {
                 self.on_event(engine, t, ev)?;
                 self.pump(engine, t)?;
                 if let Some((r, n)) = self.kill_pending {
-                    let data_in: u64 = engine.cepheus_switches().map(|(_, s)| s.stats.data_in).sum();
+                    let data_in: u64 = engine
+                        .cepheus_switches()
+                        .map(|(_, s)| s.stats.data_in)
+                        .sum();
                     if data_in >= n {
                         self.kill_pending = None;
                         self.kill(engine, r, t);
@@ -884,7 +891,9 @@ impl<'s> GroupRun<'s> {
     ) -> Result<(), String> {
         if matches!(
             ev,
-            LeaderEvent::BufferDone(_) | LeaderEvent::Reroute { .. } | LeaderEvent::UseOverlay { .. }
+            LeaderEvent::BufferDone(_)
+                | LeaderEvent::Reroute { .. }
+                | LeaderEvent::UseOverlay { .. }
         ) {
             // Before the session's release reaches the switches.
             for (_, sw) in engine.cepheus_switches() {
@@ -930,7 +939,11 @@ impl<'s> GroupRun<'s> {
                 // completes in order: a prefix of the messages).
                 self.posting = false;
                 self.close_qps(engine);
-                let acked = self.source_done_ps.iter().take_while(|d| d.is_some()).count();
+                let acked = self
+                    .source_done_ps
+                    .iter()
+                    .take_while(|d| d.is_some())
+                    .count();
                 self.leader
                     .handle_transfer_cut(now, acked as u64 * self.spec.message_bytes)
                     .map_err(|e| format!("group session: {e}"))?;
