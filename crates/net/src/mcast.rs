@@ -351,6 +351,7 @@ fn endpoint(
     mtu: usize,
     rate_bps: Option<u64>,
     start_psn: u32,
+    retry_limit: u8,
 ) -> Result<Endpoint, McastError> {
     let mut qp = rc_qp(
         local,
@@ -359,7 +360,7 @@ fn endpoint(
         VIRTUAL_QPN,
         mtu,
         rate_bps,
-        VERBS_RETRY_COUNT,
+        retry_limit,
     )?;
     start_at(&mut qp, start_psn)?;
     let tcfg = TransportConfig {
@@ -603,6 +604,10 @@ impl Leader {
             .map_err(io(format!("TCP {}:{}", cfg.local, cfg.control_port)))?;
         listener.set_nonblocking(true).map_err(io("listener"))?;
         let mrp = mrp_socket(cfg.local)?;
+        // The group's QP retries for the group's --timeout, as the overlay's do: a
+        // group the whole machine's load holds back is slowed, not failed (issue 46:
+        // under parallel lab tests the fixed 5.1 s ran out); an unreachable member is
+        // evicted long before (`UNREACHABLE_REFRESHES`).
         let ep = endpoint(
             cfg.local,
             leader_qpn,
@@ -610,6 +615,7 @@ impl Leader {
             cfg.mtu,
             cfg.rate_bps,
             start_psn,
+            retry_limit_for(cfg.timeout),
         )?;
         let mut leader = Leader {
             cfg: cfg.clone(),
@@ -1478,7 +1484,16 @@ impl Member {
                     m.write = p.write;
                     m.start_psn = p.start_psn;
                     m.msg = p.message_bytes as usize;
-                    let mut ep = endpoint(cfg.local, qpn, cfg.mcst_id, cfg.mtu, None, p.start_psn)?;
+                    // A member's QP only answers (it never retries).
+                    let mut ep = endpoint(
+                        cfg.local,
+                        qpn,
+                        cfg.mcst_id,
+                        cfg.mtu,
+                        None,
+                        p.start_psn,
+                        VERBS_RETRY_COUNT,
+                    )?;
                     if p.write {
                         ep.qp
                             .register_mr(MEMBER_VA, p.capacity as usize, m.rkey)
@@ -1956,16 +1971,17 @@ fn rc_qp(
 
 /// The retransmission timeout's floor on every QP here (see [`rc_qp`]).
 const RTO_FLOOR: CoreDuration = CoreDuration::from_ms(20);
-/// verbs' `retry_cnt` maximum: the group QP's budget (20 ms doubling over 7 retries,
-/// 5.1 s of silence; the eviction of an unreachable member is sized against it).
+/// verbs' `retry_cnt` maximum (20 ms doubling over 7 retries: 5.1 s of silence): the
+/// least budget any QP here gets.
 const VERBS_RETRY_COUNT: u8 = 7;
 
-/// The retry budget of an overlay connection: enough timeouts, each twice the last
-/// from the [`RTO_FLOOR`], to cover `silence` (the user's `--timeout`), so that a peer
-/// that is merely slow — descheduled, loaded — holds its sender back for as long as
-/// the group allows instead of failing it after the fixed 5.1 s of verbs' seven retries
-/// (issue 46). At least those seven; at most 16 (the back-off's cap).
-fn overlay_retry_limit(silence: Duration) -> u8 {
+/// The retry budget of the group's QP and of an overlay connection: enough timeouts,
+/// each twice the last from the [`RTO_FLOOR`], to cover `silence` (the user's
+/// `--timeout`), so that a peer that is merely slow — descheduled, loaded — holds its
+/// sender back for as long as the group allows instead of failing it after the fixed
+/// 5.1 s of verbs' seven retries (issue 46). At least those seven; at most 16 (the
+/// back-off's cap).
+fn retry_limit_for(silence: Duration) -> u8 {
     let floor = RTO_FLOOR.as_ps() as u128;
     let want = silence.as_nanos() * 1000;
     // k retries wait floor·(2^(k+1) − 1) in all before the QP fails.
@@ -1999,7 +2015,7 @@ fn ensure_overlay_peers(
     start_psn: u32,
     silence: Duration,
 ) -> Result<rocast_core::overlay::Schedule, McastError> {
-    let retries = overlay_retry_limit(silence);
+    let retries = retry_limit_for(silence);
     let sched =
         rocast_core::overlay::Schedule::new(scheme, roster.len() as u32, 0, driver_cfg.blocks())
             .map_err(|e| McastError::Protocol(e.to_string()))?;
@@ -2297,7 +2313,7 @@ mod tests {
             (60, 11),
             (1_000_000, 16),
         ] {
-            let k = overlay_retry_limit(Duration::from_secs(secs));
+            let k = retry_limit_for(Duration::from_secs(secs));
             assert_eq!(k, want, "{secs} s");
             if k < 16 {
                 assert!(

@@ -288,9 +288,9 @@ enum State {
 /// evicted about 1.25–1.5 s after its link went down, after a second of silence (four
 /// refreshes: a lost MRP datagram or a late confirmation under load does not look like
 /// a cut; two did, once, under 5% loss on a machine running twice its cores' load). rocast's
-/// assumption, sized against the RC retry budget of the group's QP (20 ms doubling
-/// over 7 retries: 5.1 s without progress fails the transfer for all): the eviction
-/// comes first, and the switch, pruned, acknowledges the next retransmission for the
+/// assumption, sized against the least RC retry budget of the group's QP (20 ms
+/// doubling over 7 retries: 5.1 s without progress; `rocast mcast` gives it enough
+/// retries to cover `--timeout`, 20 s by default): the eviction comes first, and the switch, pruned, acknowledges the next retransmission for the
 /// members left. The stall condition keeps a lossy but moving transfer (5% loss: a
 /// refresh or a confirmation lost now and then) from evicting anyone.
 pub const UNREACHABLE_REFRESHES: u32 = 4;
