@@ -58,9 +58,10 @@ def test_the_sample_of_every_protocol_decodes_to_the_values_rocast_emitted(tmp_p
          "infiniband.bth.destqp", "rocast_control.type", "rocast_control.ip",
          "rocast_control.qpn", "rocast_control.held_ns", "rocast_control.roster",
          "rocast_control.scheme", "rocast_control.sha256", "rocast_control.offset",
+         "rocast_control.bytes",
          "rocast_control.start_psn", "rocast_mrp.flags.new_incarnation"]
     rows = tshark_fields(pcap, f)
-    assert len(rows) == 64
+    assert len(rows) == 65
 
     cnp = [r for r in rows if r["rocast_cnp.dest_qp"]]
     assert [r["rocast_cnp.dest_qp"] for r in cnp] == [["0x000011"]]
@@ -119,7 +120,7 @@ def test_rocast_reads_pcapng_as_wireshark_writes_it(tmp_path):
     for cmd in ("dump", "check"):
         a, b = rocast("pcap", cmd, str(pcap)), rocast("pcap", cmd, str(ng))
         assert a.stdout == b.stdout and a.stdout
-    assert "64 frames, 46 roce, 46 icrc-ok, 0 icrc-bad" in b.stdout
+    assert "65 frames, 46 roce, 46 icrc-ok, 0 icrc-bad" in b.stdout
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a rocast lab needs root")
