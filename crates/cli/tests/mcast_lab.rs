@@ -708,14 +708,17 @@ fn the_safeguard_moves_a_slow_buffer_to_the_overlay_mid_transfer() {
     assert_eq!(sends.len(), 2, "{text}");
     // The first buffer is moved mid-transfer: the switch delivered whole 64 KiB
     // messages up to the cut, the overlay the rest (issue 24: at run time, without
-    // losing or repeating a byte; the members' files below are compared whole).
+    // losing or repeating a byte; the members' files below are compared whole). The
+    // overlay starts from the least any member holds (issue 46, `Holding`): on these
+    // links the members usually hold the whole first buffer when the leader cuts (its
+    // acknowledgements lag the data), and then the overlay resends none of it.
     let at: u64 = sends[0]
         .split(" via cepheus to byte ")
         .nth(1)
         .and_then(|r| r.split(',').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("not rerouted mid-transfer: {text}"));
-    assert!(at < 1 << 20 && at % (64 << 10) == 0, "{text}");
+    assert!(at <= 1 << 20 && at.is_multiple_of(64 << 10), "{text}");
     assert!(
         sends[0].contains("then pipeline (fallback: safeguard: LowThroughput"),
         "{text}"

@@ -995,9 +995,12 @@ impl Leader {
         };
         let from = usize::try_from(offset)
             .ok()
-            .filter(|&o| o < data.len())
+            .filter(|&o| o <= data.len())
             .ok_or_else(|| McastError::Protocol(format!("resume at {offset}")))?;
         self.rerouted_at = Some(offset);
+        if from == data.len() {
+            return Ok(());
+        }
         self.overlay_send(&data[from..])
     }
 
@@ -1259,6 +1262,9 @@ enum SwitchReceive {
     Rerouted {
         data: Vec<u8>,
         role: rocast_core::control::session::OverlayRole,
+        /// The buffer's first bytes this member holds in order (SEND: whole messages
+        /// from the first; WRITE completes nothing here, so 0): its `Holding`.
+        held: u64,
     },
 }
 
@@ -1652,8 +1658,12 @@ impl Member {
                 self.session.handle_receives_posted(self.clock.now());
                 match self.cepheus_receive(seq, bytes, n_msgs)? {
                     SwitchReceive::All { data, held_ns } => (data, held_ns),
-                    SwitchReceive::Rerouted { mut data, role } => {
-                        let held = self.resume(seq, role, &mut data)?;
+                    SwitchReceive::Rerouted {
+                        mut data,
+                        role,
+                        held,
+                    } => {
+                        let held = self.resume(seq, role, held, &mut data)?;
                         (data, held)
                     }
                 }
@@ -1742,10 +1752,12 @@ impl Member {
         &mut self,
         seq: u32,
         role: rocast_core::control::session::OverlayRole,
+        held: u64,
         data: &mut [u8],
     ) -> Result<u64, McastError> {
         self.use_overlay(role)?;
-        self.session.handle_overlay_ready(self.clock.now());
+        self.session
+            .handle_overlay_ready_holding(self.clock.now(), held);
         let offset = loop {
             self.step(true)?;
             match member_event(&mut self.session, &mut self.evicted_peers) {
@@ -1762,9 +1774,14 @@ impl Member {
         };
         let from = usize::try_from(offset)
             .ok()
-            .filter(|&o| o < data.len())
+            .filter(|&o| o <= data.len())
             .ok_or_else(|| McastError::Protocol(format!("resume at byte {offset}")))?;
         self.rerouted_at = Some(offset);
+        if from == data.len() {
+            self.session.handle_receives_posted(self.clock.now());
+            member_pump(&mut self.c, &self.mrp, &mut self.session, &self.clock);
+            return Ok(mono_ns());
+        }
         self.overlay_receive(&mut data[from..])
     }
 
@@ -1838,7 +1855,13 @@ impl Member {
                             }
                         }
                     }
-                    return Ok(SwitchReceive::Rerouted { data, role });
+                    let held = if self.write {
+                        0
+                    } else {
+                        let whole = parts.iter().take_while(|p| p.is_some()).count();
+                        (whole * self.msg).min(bytes) as u64
+                    };
+                    return Ok(SwitchReceive::Rerouted { data, role, held });
                 }
                 Some(SessionEvent::Closed { .. }) => {
                     return Err(McastError::Transfer(

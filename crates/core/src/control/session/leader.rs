@@ -768,8 +768,13 @@ impl LeaderSession {
                         }
                     }
                     // A member that holds the buffer before the leader saw its own
-                    // transfer complete (SEND completes at the member first).
-                    State::Transferring => {
+                    // transfer complete (SEND completes at the member first), or,
+                    // after a reroute where every member held the whole buffer
+                    // (`Holding`), one that answers right after its `Ready`.
+                    State::Transferring
+                    | State::Announced {
+                        resume: Some(_), ..
+                    } => {
                         if let Entry::Vacant(slot) = self.early_results.entry(i) {
                             slot.insert(r);
                         } else {

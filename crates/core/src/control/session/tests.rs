@@ -1332,6 +1332,46 @@ fn the_overlay_resumes_from_the_lowest_prefix_a_member_holds() {
     ));
 }
 
+/// Every member held the whole buffer when the path was cut (`Holding` = its size): the
+/// overlay has nothing left, so each member answers its verdict right after its
+/// `Ready`, before the leader has even started the (empty) rest; the leader keeps those
+/// early verdicts and the buffer completes ok.
+#[test]
+fn verdicts_right_after_ready_count_when_every_member_held_the_whole_buffer() {
+    let mut g = slow_group();
+    leader_events(&mut g.leader);
+    g.leader.handle_transfer_cut(g.now, 65536).unwrap();
+    leader_events(&mut g.leader);
+    g.leader_to_members();
+    for m in &mut g.members {
+        member_events(m);
+        m.handle_overlay_ready_holding(g.now, 1 << 20);
+    }
+    g.members_to_leader();
+    g.leader_to_members();
+    for m in &mut g.members {
+        assert!(matches!(
+            &member_events(m)[..],
+            [MemberEvent::ResumeReceive { offset, bytes, .. }] if *offset == *bytes
+        ));
+        m.handle_receives_posted(g.now);
+        m.handle_received(g.now, DIGEST, 1);
+    }
+    // The first member's Ready and verdict arrive before the others' Ready.
+    g.members_to_leader();
+    let ev = leader_events(&mut g.leader);
+    assert!(
+        matches!(&ev[..], [LeaderEvent::ResumeTransfer { offset, .. }] if *offset == 1 << 20),
+        "{ev:?}"
+    );
+    g.leader.handle_transfer_done(g.now, Ok(()));
+    let ev = leader_events(&mut g.leader);
+    assert!(
+        matches!(&ev[..], [LeaderEvent::BufferDone(o), LeaderEvent::Up] if o.ok),
+        "{ev:?}"
+    );
+}
+
 /// A switch path that fails under a buffer (the source's QP out of retries) moves the
 /// rest of it to the overlay like the safeguard does, and says why.
 #[test]
