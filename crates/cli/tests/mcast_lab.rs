@@ -536,6 +536,27 @@ fn the_simulator_and_the_lab_agree_on_bytes_order_and_switch_counters() {
     }
 }
 
+/// The `transfer` scenario with `sets` (`--set` pairs) run by `rocast sim` and by
+/// `rocast lab run` in lab `lab`, each required to succeed: (sim, lab) stdout.
+fn transfer_in_sim_and_lab(lab: &str, sets: &[String], case: &str) -> (String, String) {
+    let out = std::env::temp_dir().join(format!("rocast-{lab}-sim"));
+    let mut sim: Vec<&str> = vec![
+        "sim",
+        "--preset",
+        "transfer",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    sim.extend(sets.iter().map(String::as_str));
+    let s = rocast(&sim);
+    assert_eq!(s.code, 0, "{case}: {}", s.stderr);
+    let mut real: Vec<&str> = vec!["lab", "run", "--preset", "transfer", "--name", lab];
+    real.extend(sets.iter().map(String::as_str));
+    let l = rocast(&real);
+    assert_eq!(l.code, 0, "{case}: {}{}", l.stdout, l.stderr);
+    (s.stdout, l.stdout)
+}
+
 /// Issue 46's shared scenario: a fallback in the middle of a stream, written once (the
 /// `transfer` scenario with `multicast.safeguard_expected_ratio`: the leader expects ten
 /// times what its links carry, so the safeguard must reroute within its first window)
@@ -568,25 +589,11 @@ fn a_fallback_mid_stream_ends_the_same_for_every_member_in_the_simulator_and_the
         .into_iter()
         .flat_map(|s| ["--set".to_string(), s])
         .collect();
-        let out = std::env::temp_dir().join("rocast-tm46-sim");
-        let mut sim: Vec<&str> = vec![
-            "sim",
-            "--preset",
-            "transfer",
-            "--out",
-            out.to_str().unwrap(),
-        ];
-        sim.extend(sets.iter().map(String::as_str));
-        let s = rocast(&sim);
-        assert_eq!(s.code, 0, "{op}: {}", s.stderr);
-        let mut real: Vec<&str> = vec!["lab", "run", "--preset", "transfer", "--name", lab.0];
-        real.extend(sets.iter().map(String::as_str));
-        let l = rocast(&real);
-        assert_eq!(l.code, 0, "{op}: {}{}", l.stdout, l.stderr);
-        let both = format!("{op}:\nsim:\n{}\nlab:\n{}", s.stdout, l.stdout);
+        let (s, l) = transfer_in_sim_and_lab(lab.0, &sets, op);
+        let both = format!("{op}:\nsim:\n{}\nlab:\n{}", s, l);
         // The same bytes and the same verdict at every member.
-        let ranks = lines(&s.stdout, "rank ");
-        assert_eq!(ranks, lines(&l.stdout, "rank "), "{both}");
+        let ranks = lines(&s, "rank ");
+        assert_eq!(ranks, lines(&l, "rank "), "{both}");
         assert_eq!(ranks.len(), 6, "{both}");
         assert_eq!(
             ranks.iter().filter(|r| r.ends_with(" verdict ok")).count(),
@@ -594,7 +601,7 @@ fn a_fallback_mid_stream_ends_the_same_for_every_member_in_the_simulator_and_the
             "{both}"
         );
         // Through the switch to a message boundary, then the overlay for the rest.
-        for text in [&s.stdout, &l.stdout] {
+        for text in [&s, &l] {
             let path = lines(text, "group path ");
             assert_eq!(path.len(), 1, "{both}");
             let at: u64 = path[0]
@@ -628,32 +635,18 @@ fn a_member_killed_mid_stream_is_evicted_alike_in_the_simulator_and_the_lab() {
         .into_iter()
         .flat_map(|s| ["--set".to_string(), s])
         .collect();
-        let out = std::env::temp_dir().join("rocast-tm47-sim");
-        let mut sim: Vec<&str> = vec![
-            "sim",
-            "--preset",
-            "transfer",
-            "--out",
-            out.to_str().unwrap(),
-        ];
-        sim.extend(sets.iter().map(String::as_str));
-        let s = rocast(&sim);
-        assert_eq!(s.code, 0, "{op}: {}", s.stderr);
-        let mut real: Vec<&str> = vec!["lab", "run", "--preset", "transfer", "--name", lab.0];
-        real.extend(sets.iter().map(String::as_str));
-        let l = rocast(&real);
-        assert_eq!(l.code, 0, "{op}: {}{}", l.stdout, l.stderr);
-        let both = format!("{op}:\nsim:\n{}\nlab:\n{}", s.stdout, l.stdout);
+        let (s, l) = transfer_in_sim_and_lab(lab.0, &sets, op);
+        let both = format!("{op}:\nsim:\n{}\nlab:\n{}", s, l);
         let outcome = |t: &str| -> Vec<String> {
             t.lines()
                 .filter(|x| x.starts_with("rank ") || x.starts_with("group path "))
                 .map(str::to_string)
                 .collect()
         };
-        assert_eq!(outcome(&s.stdout), outcome(&l.stdout), "{both}");
+        assert_eq!(outcome(&s), outcome(&l), "{both}");
         let crc = "crc32 969e5e94"; // the scenario's 8 MiB, seed 7
         assert_eq!(
-            outcome(&s.stdout),
+            outcome(&s),
             vec![
                 format!("rank 1 bytes 8388608 {crc}"),
                 format!("rank 3 bytes 8388608 {crc}"),

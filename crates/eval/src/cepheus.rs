@@ -136,14 +136,8 @@ pub(crate) fn transfer(
     }
     spec.send = m.op == "send";
     if m.safeguard_expected_ratio > 0.0 {
-        let guard = rocast_core::control::SafeguardConfig {
-            expected_bps: (m.safeguard_expected_ratio * sc.topology.host_gbps * 1e9) as u64,
-            threshold: m.safeguard_threshold,
-            window: rocast_core::time::Duration::from_ps((m.safeguard_window_ms * 1e9) as u64),
-            grace: rocast_core::time::Duration::from_us(100),
-        };
-        guard.validate().map_err(|e| format!("safeguard: {e}"))?;
-        spec.safeguard = Some(guard);
+        let expected = m.safeguard_expected_ratio * sc.topology.host_gbps * 1e9;
+        spec.safeguard = Some(scenario_safeguard(m, expected as u64)?);
     }
     if m.kill_rank > 0 {
         spec.kill = Some((m.kill_rank, m.kill_after_packets));
@@ -274,6 +268,23 @@ fn transfer_overlay(
         capture: Vec::new(),
         verdicts: Vec::new(),
     })
+}
+
+/// The safeguard a scenario's `multicast.safeguard_threshold` and
+/// `multicast.safeguard_window_ms` describe, expecting `expected_bps` (100 µs of grace,
+/// as every scenario here), checked.
+pub(crate) fn scenario_safeguard(
+    m: &rocast_sim::scenario::config::MulticastConfig,
+    expected_bps: u64,
+) -> Result<rocast_core::control::SafeguardConfig, String> {
+    let guard = rocast_core::control::SafeguardConfig {
+        expected_bps,
+        threshold: m.safeguard_threshold,
+        window: rocast_core::time::Duration::from_ps((m.safeguard_window_ms * 1e9) as u64),
+        grace: rocast_core::time::Duration::from_us(100),
+    };
+    guard.validate().map_err(|e| format!("safeguard: {e}"))?;
+    Ok(guard)
 }
 
 /// A member's verdict in the `transfer` report.

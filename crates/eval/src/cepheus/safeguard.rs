@@ -18,7 +18,6 @@
 
 use std::fmt::Write as _;
 
-use rocast_core::control::SafeguardConfig;
 use rocast_core::plan::Topology;
 use rocast_core::time::Duration;
 use rocast_sim::engine::EngineConfig;
@@ -95,13 +94,7 @@ pub(crate) fn safeguard(
         ));
     }
     let line_bps = (sc.topology.host_gbps * 1e9) as u64;
-    let guard = SafeguardConfig {
-        expected_bps: line_bps,
-        threshold: m.safeguard_threshold,
-        window: Duration::from_ps((m.safeguard_window_ms * 1e9) as u64),
-        grace: Duration::from_us(100),
-    };
-    guard.validate().map_err(|e| format!("safeguard: {e}"))?;
+    let guard = super::scenario_safeguard(m, line_bps)?;
     let loss_from_ps = (m.loss_from_ms * 1e9) as u64;
     let cases = [Case::NoLoss, Case::LossNoSafeguard, Case::LossSafeguard];
     let outs = parallel(m.threads, &cases, |&case| {

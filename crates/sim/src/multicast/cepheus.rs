@@ -769,9 +769,8 @@ impl<'s> GroupRun<'s> {
                     }
                 }
             }
-            if let Some((r, t)) = self.reset_at.filter(|&(_, t)| t <= now) {
+            if let Some((r, _)) = self.reset_at.filter(|&(_, t)| t <= now) {
                 self.reset_at = None;
-                let _ = t;
                 self.leader.handle_conn_error(
                     now,
                     ConnId(r as u32 - 1),
