@@ -105,6 +105,7 @@
 
 use super::igmp_snooping::IgmpSnooping;
 use super::mrp_agent::{self, UnicastRoute, UnicastTable};
+use super::pipeline::{self, MrpMessage, PacketClass, PacketHeadline, UnicastDecision};
 use crate::control::registration::{SwitchRejection, SwitchReport, SWITCH_REPORT_LEN};
 use crate::fabric::cepheus::{
     Bridge, CepheusAction, CepheusSwitch, CnpFilter, FeedbackPacket, GroupAddressSpace, Handling,
@@ -115,9 +116,7 @@ use crate::time::{Duration, Instant};
 use crate::transmit::Transmit;
 use crate::wire::arp::{ArpOperation, ArpRepr, ARP_LEN};
 use crate::wire::igmp::{IgmpRepr, ALL_SYSTEMS, IP_PROTO_IGMP};
-use crate::wire::mrp::{
-    MrpAllocate, MrpAllocation, MrpPrune, MrpRelease, MrpRepr, MRP_ALLOCATION_LEN, MRP_UDP_PORT,
-};
+use crate::wire::mrp::{MrpAllocate, MrpAllocation, MRP_ALLOCATION_LEN, MRP_UDP_PORT};
 use crate::wire::mrp_auth::{seal_if_keyed, FabricKey, MrpCounter, ReplayGuard};
 use crate::wire::peel::{read_shim, strip_shim, PEEL_UDP_PORT};
 use crate::wire::{
@@ -947,51 +946,42 @@ impl FrameSwitch {
             self.stats.source_guard_drops += 1;
             return;
         }
-        if self.peel.is_some() && ip.protocol() == IP_PROTO_UDP {
-            if let Ok(u) = UdpPacket::new_checked(ip.payload()) {
-                if u.dst_port() == PEEL_UDP_PORT {
-                    self.peel_frame(in_port, frame, ip_bytes, dst_ip);
-                    return;
-                }
+        let udp = (ip.protocol() == IP_PROTO_UDP)
+            .then(|| UdpPacket::new_checked(ip.payload()).ok())
+            .flatten();
+        let headline = PacketHeadline {
+            dst: dst_ip,
+            protocol: ip.protocol(),
+            udp_dst_port: udp.as_ref().map(|u| u.dst_port()),
+        };
+        match pipeline::classify(&headline, &self.cfg.group_space, self.peel.is_some()) {
+            PacketClass::Peel => self.peel_frame(in_port, frame, ip_bytes, dst_ip),
+            PacketClass::Igmp => self.igmp_frame(now, in_port, frame, ip.payload(), dst_mac),
+            PacketClass::Mrp => {
+                let payload = udp.map_or(Vec::new(), |u| u.payload().to_vec());
+                self.mrp(now, in_port, src_ip, src_mac, &payload);
             }
-        }
-        if ip.protocol() == IP_PROTO_IGMP {
-            self.igmp_frame(now, in_port, frame, ip.payload(), dst_mac);
-            return;
-        }
-        let to_group = self.cfg.group_space.contains(dst_ip);
-        if to_group && ip.protocol() == IP_PROTO_UDP {
-            match UdpPacket::new_checked(ip.payload()) {
-                Ok(u) if u.dst_port() == MRP_UDP_PORT => {
-                    let payload = u.payload().to_vec();
-                    self.mrp(now, in_port, src_ip, src_mac, &payload);
-                    return;
-                }
-                Ok(u) if u.dst_port() == ROCEV2_UDP_PORT => {
-                    self.roce(now, in_port, ip_bytes);
-                    return;
-                }
-                _ => {}
-            }
-        }
-        if to_group {
+            PacketClass::GroupRoce => self.roce(now, in_port, ip_bytes),
             // Only RoCE and MRP are carried to groups.
-            self.stats.roce_malformed += 1;
-            return;
-        }
-        if dst_ip.is_multicast() {
-            self.multicast(in_port, frame, dst_ip, dst_mac);
-            return;
-        }
-        match self.hosts.get(&dst_ip.to_u32()).copied() {
-            Some(h) if h.port == in_port => self.stats.hairpin_drops += 1,
-            Some(h) => {
-                let mut f = frame.to_vec();
-                EthernetFrame::new_unchecked(&mut f[..]).set_dst_addr(h.mac);
-                self.stats.forwarded += 1;
-                self.send(h.port, f);
+            PacketClass::GroupOther => self.stats.roce_malformed += 1,
+            PacketClass::IpMulticast => self.multicast(in_port, frame, dst_ip, dst_mac),
+            PacketClass::Unicast => {
+                // The forwarding plug: this switch's host table (one port per host).
+                let table = HostRoutes(&self.hosts.entries, &self.cfg.switch_ports);
+                match pipeline::unicast_port(&table, dst_ip, 0, in_port) {
+                    UnicastDecision::Hairpin => self.stats.hairpin_drops += 1,
+                    UnicastDecision::Port(port) => {
+                        let mac = self.hosts.get(&dst_ip.to_u32()).map(|h| h.mac);
+                        let mut f = frame.to_vec();
+                        if let Some(mac) = mac {
+                            EthernetFrame::new_unchecked(&mut f[..]).set_dst_addr(mac);
+                        }
+                        self.stats.forwarded += 1;
+                        self.send(port, f);
+                    }
+                    UnicastDecision::Unroutable => self.l2_forward(in_port, frame, dst_mac),
+                }
             }
-            None => self.l2_forward(in_port, frame, dst_mac),
         }
     }
 
@@ -1305,52 +1295,54 @@ impl FrameSwitch {
                 }
             },
         };
-        if let Ok(req) = MrpAllocate::parse(payload) {
-            self.allocate(now, in_port, leader, leader_mac, req);
-            return;
-        }
-        if let Ok(prune) = MrpPrune::parse(payload) {
-            let routes = HostRoutes(&self.hosts.entries, &self.cfg.switch_ports);
-            match mrp_agent::handle_prune(&mut self.cepheus, in_port, &prune, &routes) {
-                Some(out) => {
-                    self.stats.mrp_pruned += out.removed as u64;
-                    self.stats.mrp_prune_ignored += out.unknown as u64;
-                    for (port, p) in out.next {
-                        let mut body = vec![0u8; p.buffer_len()];
-                        p.emit(&mut body);
-                        self.stats.mrp_out += 1;
-                        let to = (p.mcst_id, EthernetAddress::BROADCAST);
-                        self.send_mrp(port, leader, to, &body, true);
-                    }
-                }
-                None => self.stats.mrp_prune_ignored += 1,
+        // The message types in the order every rocast switch parses them
+        // (`pipeline::MrpMessage`).
+        let (mcst, result) = match MrpMessage::parse(payload) {
+            Some(MrpMessage::Allocate(req)) => {
+                self.allocate(now, in_port, leader, leader_mac, req);
+                return;
             }
-            return;
-        }
-        if let Ok(rel) = MrpRelease::parse(payload) {
-            match mrp_agent::handle_release(&mut self.cepheus, in_port, rel.mcst_id) {
-                Some(next) => {
-                    self.stats.mrp_released += 1;
-                    self.leases.remove(&rel.mcst_id.to_u32());
-                    self.group_sources.remove(&rel.mcst_id.to_u32());
-                    let mut body = [0u8; 8];
-                    rel.emit(&mut body);
-                    for port in next {
-                        self.stats.mrp_out += 1;
-                        let to = (rel.mcst_id, EthernetAddress::BROADCAST);
-                        self.send_mrp(port, leader, to, &body, true);
+            Some(MrpMessage::Prune(prune)) => {
+                let routes = HostRoutes(&self.hosts.entries, &self.cfg.switch_ports);
+                match mrp_agent::handle_prune(&mut self.cepheus, in_port, &prune, &routes) {
+                    Some(out) => {
+                        self.stats.mrp_pruned += out.removed as u64;
+                        self.stats.mrp_prune_ignored += out.unknown as u64;
+                        for (port, p) in out.next {
+                            let mut body = vec![0u8; p.buffer_len()];
+                            p.emit(&mut body);
+                            self.stats.mrp_out += 1;
+                            let to = (p.mcst_id, EthernetAddress::BROADCAST);
+                            self.send_mrp(port, leader, to, &body, true);
+                        }
                     }
+                    None => self.stats.mrp_prune_ignored += 1,
                 }
-                // A repeated release (the leader sends two) finds nothing left.
-                None if self.cepheus.group(rel.mcst_id).is_none() => {
-                    self.stats.mrp_stale_release += 1
-                }
-                None => self.stats.mrp_refused += 1,
+                return;
             }
-            return;
-        }
-        let (mcst, result) = match MrpRepr::parse(payload) {
-            Ok(m) => {
+            Some(MrpMessage::Release(rel)) => {
+                match mrp_agent::handle_release(&mut self.cepheus, in_port, rel.mcst_id) {
+                    Some(next) => {
+                        self.stats.mrp_released += 1;
+                        self.leases.remove(&rel.mcst_id.to_u32());
+                        self.group_sources.remove(&rel.mcst_id.to_u32());
+                        let mut body = [0u8; 8];
+                        rel.emit(&mut body);
+                        for port in next {
+                            self.stats.mrp_out += 1;
+                            let to = (rel.mcst_id, EthernetAddress::BROADCAST);
+                            self.send_mrp(port, leader, to, &body, true);
+                        }
+                    }
+                    // A repeated release (the leader sends two) finds nothing left.
+                    None if self.cepheus.group(rel.mcst_id).is_none() => {
+                        self.stats.mrp_stale_release += 1
+                    }
+                    None => self.stats.mrp_refused += 1,
+                }
+                return;
+            }
+            Some(MrpMessage::Register(m)) => {
                 let check = self.allocation_check(m.mcst_id, leader, in_port);
                 // A new incarnation's first packet replaces the tree its predecessor
                 // left (same direction only: another direction stays a conflict), so
@@ -1383,7 +1375,7 @@ impl FrameSwitch {
                 }
                 (m.mcst_id, r)
             }
-            Err(_) => {
+            None => {
                 self.stats.mrp_malformed += 1;
                 // The McstID is the first 4 bytes when there are 4.
                 let id = payload.get(..4).map_or(Ipv4Address::UNSPECIFIED, |b| {

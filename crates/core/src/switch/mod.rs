@@ -43,6 +43,7 @@ pub mod fast_path;
 pub mod frame;
 pub mod igmp_snooping;
 pub mod mrp_agent;
+pub mod pipeline;
 pub mod two_tier;
 
 pub use egress::{Departure, EgressConfig, EgressQueues, Ingress};

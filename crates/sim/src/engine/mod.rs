@@ -29,9 +29,10 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::SeedableRng;
 use rocast_core::control::SwitchReport;
 use rocast_core::fabric::cepheus::{
-    is_mcst_id, CepheusAction, CepheusSwitch, CnpFilterPolicy, NextHop,
+    is_mcst_id, CepheusAction, CepheusSwitch, CnpFilterPolicy, GroupAddressSpace, NextHop,
 };
 use rocast_core::fabric::mmu::PRIORITIES;
+use rocast_core::fabric::peel::PeelAction;
 use rocast_core::fabric::{ecmp_hash, EcnRed};
 use rocast_core::overlay::model::MessageCost;
 use rocast_core::plan::prefix::PrefixLayout;
@@ -41,14 +42,19 @@ use rocast_core::rnic::{
     SendOp, SendRequest, Unlimited,
 };
 use rocast_core::switch::mrp_agent::{self, UnicastRoute, UnicastTable};
+use rocast_core::switch::pipeline::{
+    self, MrpMessage, PacketClass, PacketHeadline, UnicastDecision,
+};
 use rocast_core::switch::{EgressConfig, EgressQueues, Ingress};
 use rocast_core::time::{Duration, Instant};
-use rocast_core::wire::mrp::{MrpPrune, MrpRelease, MrpRepr};
+use rocast_core::wire::mrp::MrpRepr;
+use rocast_core::wire::peel::PEEL_UDP_PORT;
 use rocast_core::wire::{
     Ipv4Address, AETH_LEN, BTH_LEN, ICRC_LEN, IMMDT_LEN, IPV4_HEADER_LEN, RETH_LEN, UDP_HEADER_LEN,
 };
+use rocast_core::wire::{IP_PROTO_UDP, ROCEV2_UDP_PORT};
 use std::collections::VecDeque;
-use tree_multicast::{GroupForwarding, StaticPrefixRules, Step};
+use tree_multicast::{GroupForwarding, PeelFabric, Step};
 
 /// Hands `repr` to a QP; a packet the QP refuses is counted. The caller services
 /// the QP afterwards.
@@ -566,9 +572,9 @@ pub struct Engine {
     tree_groups: Vec<TreeGroup>,
     tree_by_mcst: std::collections::BTreeMap<u32, u32>,
     tree_by_source_qp: std::collections::BTreeMap<u32, u32>,
-    /// Every prefix-tier switch's static rules, built when the first PEEL group
-    /// arrives (empty before).
-    prefix_rules: StaticPrefixRules,
+    /// PEEL's switch engines (`PeelSwitch`): the prefix tier's static rules, built
+    /// when the first PEEL group arrives (empty before), and the racks' memberships.
+    peel: PeelFabric,
     copy_scratch: Vec<(u16, SimPacket)>,
     pub tree_stats: TreeMulticastStats,
 }
@@ -785,7 +791,7 @@ impl Engine {
             tree_groups: Vec::new(),
             tree_by_mcst: Default::default(),
             tree_by_source_qp: Default::default(),
-            prefix_rules: StaticPrefixRules::default(),
+            peel: PeelFabric::default(),
             copy_scratch: Vec::new(),
             tree_stats: TreeMulticastStats::default(),
             topo,
@@ -1234,29 +1240,40 @@ impl Engine {
 
     fn switch_receive(&mut self, node: u32, in_local: u16, hop: Hop) {
         let pkt = hop.slot;
-        if hop.labelled() {
-            self.labelled_receive(node, in_local, pkt);
-            return;
-        }
-        if hop.dst_ip >> 28 == 0xe {
-            self.multicast_receive(node, in_local, pkt);
-            return;
-        }
-        let dst = host_of_ip(hop.dst_ip);
-        let hash = ecmp_hash(hop.src_ip, hop.dst_ip, hop.sport, 4791, node);
-        let wire = hop.wire as u64;
-        let out = if (dst as usize) < self.topo.num_hosts() {
-            self.routes.next_hop(node, dst, hash)
-        } else {
-            None
+        // The record's headline for the core's pipeline: every record is RoCE over UDP,
+        // a labelled copy carries a shim (PEEL's, or Orca's header in its place).
+        let headline = PacketHeadline {
+            dst: Ipv4Address::from_u32(hop.dst_ip),
+            protocol: IP_PROTO_UDP,
+            udp_dst_port: Some(if hop.labelled() {
+                PEEL_UDP_PORT
+            } else {
+                ROCEV2_UDP_PORT
+            }),
         };
-        let Some(out) = out else {
-            self.totals.unroutable += 1;
-            self.unroutable_bytes += wire;
-            self.release(pkt);
-            return;
-        };
-        self.switch_enqueue(node, in_local, out, hop);
+        match pipeline::classify(&headline, &GroupAddressSpace::MULTICAST, true) {
+            PacketClass::Peel => return self.labelled_receive(node, in_local, pkt),
+            PacketClass::GroupRoce => return self.multicast_receive(node, in_local, pkt),
+            PacketClass::Unicast => {
+                // The forwarding plug: the fabric's routes, ECMP by the flow's hash.
+                let table = SwitchRoutes {
+                    topo: &self.topo,
+                    routes: &self.routes,
+                    node,
+                };
+                let hash = ecmp_hash(hop.src_ip, hop.dst_ip, hop.sport, 4791, node);
+                if let UnicastDecision::Port(out) =
+                    pipeline::unicast_port(&table, headline.dst, hash, in_local)
+                {
+                    return self.switch_enqueue(node, in_local, out, hop);
+                }
+            }
+            // The simulator carries no MRP, IGMP or other multicast as records.
+            _ => {}
+        }
+        self.totals.unroutable += 1;
+        self.unroutable_bytes += hop.wire as u64;
+        self.release(pkt);
     }
 
     /// Queues `hop` (arrived on `in_local`) for egress port `out` of switch `node`,
@@ -1411,7 +1428,8 @@ impl Engine {
             Some(&g) => {
                 let f = &self.tree_groups[g as usize].forwarding;
                 let base = self.node_port_base[node as usize];
-                match f.step(&self.prefix_rules, node, label) {
+                let group = Ipv4Address::from_u32(sp.dst_ip);
+                match self.peel.step(f, node, in_local, group, label) {
                     Step::Hops(h) => {
                         for &(port, out) in h {
                             let mut c = sp;
@@ -1419,16 +1437,22 @@ impl Engine {
                             copies.push((port, c));
                         }
                     }
-                    Step::Prefix(ports) => {
-                        for &port in ports {
-                            if self.ports[(base + port as u32) as usize].up {
-                                copies.push((port, sp));
-                            } else {
-                                discards += 1;
+                    Step::Peel => {
+                        for &a in self.peel.actions() {
+                            match a {
+                                // A static rule's port whose link is down: only an
+                                // over-covered rack can sit behind it.
+                                PeelAction::Forward(port)
+                                    if !self.ports[(base + port as u32) as usize].up =>
+                                {
+                                    discards += 1
+                                }
+                                PeelAction::Forward(port) | PeelAction::Deliver(port) => {
+                                    copies.push((port, sp))
+                                }
                             }
                         }
                     }
-                    Step::Members(ports) => copies.extend(ports.iter().map(|&p| (p, sp))),
                     Step::Discard => discards += 1,
                 }
             }
@@ -1486,10 +1510,11 @@ impl Engine {
                 .map_err(|e| e.to_string())?;
         }
         let peel = spec.forwarding.labels.iter().any(|l| l.peel.is_some());
-        if peel && self.prefix_rules.rule_count() == 0 {
+        if peel && self.peel.rule_count() == 0 {
             let layout = PrefixLayout::from_topology(&self.topo).map_err(|e| e.to_string())?;
-            self.prefix_rules = StaticPrefixRules::new(&self.topo, &layout);
+            self.peel = PeelFabric::new(&self.topo, &layout)?;
         }
+        self.peel.install(&self.topo, mcst, &spec.forwarding);
         if let Some(tree) = &spec.switch_feedback {
             let hosts = self.topo.num_hosts() as u32;
             let hop_of = |n: u32| -> NextHop {
@@ -1545,6 +1570,8 @@ impl Engine {
                 }
             }
             let t = &mut self.tree_groups[g as usize];
+            self.peel
+                .remove(Ipv4Address::from_u32(mcst_id), &t.forwarding);
             self.tree_by_source_qp.remove(&t.source_qpn);
             t.receivers.clear();
             t.forwarding = GroupForwarding::default();
@@ -1760,7 +1787,7 @@ impl Engine {
             return;
         };
         let f = &self.tree_groups[g as usize].forwarding;
-        let Step::Hops(h) = f.step(&self.prefix_rules, host, label) else {
+        let Some(h) = f.hops_at(host, label) else {
             return;
         };
         let mut copies = std::mem::take(&mut self.copy_scratch);
@@ -2514,46 +2541,51 @@ impl Engine {
                     return;
                 }
                 let sw = node as usize - self.topo.num_hosts();
-                // A prune or a release from the group's source direction: the same
-                // handlers `rocast switch` runs (`switch::mrp_agent`), then on to the
-                // switches downstream.
-                if let Ok(prune) = MrpPrune::parse(&bytes) {
-                    let table = SwitchRoutes {
-                        topo: &self.topo,
-                        routes: &self.routes,
-                        node,
-                    };
-                    match mrp_agent::handle_prune(&mut self.cepheus[sw], port, &prune, &table) {
-                        Some(out) => {
-                            for (p, next) in out.next {
-                                let mut b = vec![0u8; next.buffer_len()];
-                                next.emit(&mut b);
-                                self.send_mrp_bytes(self.now, node, p, b);
-                            }
-                        }
-                        None => self.mrp_ignored += 1,
-                    }
-                    return;
-                }
-                if let Ok(rel) = MrpRelease::parse(&bytes) {
-                    match mrp_agent::handle_release(&mut self.cepheus[sw], port, rel.mcst_id) {
-                        Some(next) => {
-                            for p in next {
-                                self.send_mrp_bytes(self.now, node, p, bytes.clone());
-                            }
-                        }
-                        None => self.mrp_ignored += 1,
-                    }
-                    return;
-                }
-                let Ok(mrp) = MrpRepr::parse(&bytes) else {
-                    self.mrp_malformed += 1;
-                    return;
-                };
+                // The same MRP messages, in the same order, and the same handlers as
+                // `rocast switch` (`switch::pipeline`, `switch::mrp_agent`); a prune or a
+                // release from the group's source direction goes on to the switches
+                // downstream.
                 let table = SwitchRoutes {
                     topo: &self.topo,
                     routes: &self.routes,
                     node,
+                };
+                let mrp = match MrpMessage::parse(&bytes) {
+                    Some(MrpMessage::Register(mrp)) => mrp,
+                    Some(MrpMessage::Prune(prune)) => {
+                        match mrp_agent::handle_prune(&mut self.cepheus[sw], port, &prune, &table) {
+                            Some(out) => {
+                                for (p, next) in out.next {
+                                    let mut b = vec![0u8; next.buffer_len()];
+                                    next.emit(&mut b);
+                                    self.send_mrp_bytes(self.now, node, p, b);
+                                }
+                            }
+                            None => self.mrp_ignored += 1,
+                        }
+                        return;
+                    }
+                    Some(MrpMessage::Release(rel)) => {
+                        match mrp_agent::handle_release(&mut self.cepheus[sw], port, rel.mcst_id) {
+                            Some(next) => {
+                                for p in next {
+                                    self.send_mrp_bytes(self.now, node, p, bytes.clone());
+                                }
+                            }
+                            None => self.mrp_ignored += 1,
+                        }
+                        return;
+                    }
+                    // The simulated fabric has no allocation service: its groups'
+                    // addresses are the scenario's.
+                    Some(MrpMessage::Allocate(_)) => {
+                        self.mrp_ignored += 1;
+                        return;
+                    }
+                    None => {
+                        self.mrp_malformed += 1;
+                        return;
+                    }
                 };
                 match mrp_agent::handle_mrp(&mut self.cepheus[sw], port, &mrp, &table) {
                     Ok(out) => {

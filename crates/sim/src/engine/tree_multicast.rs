@@ -5,7 +5,7 @@
 //!
 //! A [`GroupForwarding`] turns a group's [`MulticastTree`] and its [`PeelPlan`] into
 //! *labels*. Every copy in the fabric carries one label, and a switch reads it in this
-//! order (the engine does the reading, `Engine::labelled_receive`):
+//! order ([`PeelFabric::step`], which the engine's `Engine::labelled_receive` calls):
 //!
 //! 1. **Explicit hops.** The label names this switch: copy out of the listed ports,
 //!    each copy with the listed label. These are the source's single-copy upward path
@@ -13,12 +13,14 @@
 //!    a source-routed label stack on a real NIC), a programmable core's per-group rule,
 //!    and, for per-group trees, every branch point.
 //! 2. **Static prefix rule.** The label is a PEEL packet and this switch is its plane:
-//!    the switch matches the packet's (prefix value, length) against its k − 1 static
-//!    rules (`PrefixLayout::rules`, shared by every group) and copies to the block's
-//!    racks.
+//!    the core's [`PeelSwitch`] with the prefix role — the engine `rocast switch`
+//!    runs — matches the shim's (prefix value, length) against its k − 1 static rules
+//!    (`PrefixLayout::rules`, shared by every group) and copies to the block's racks.
 //! 3. **Member delivery.** Below the prefix tier (ToR, and a GPU server's NIC) the
-//!    switch copies toward the group's members: the per-port membership every
-//!    commodity ToR keeps by IGMP snooping, and the NIC's own attachment list.
+//!    `PeelSwitch` with the rack role copies a copy from above toward the group's
+//!    members: the per-port membership every commodity ToR keeps by IGMP snooping, and
+//!    the NIC's own attachment list ([`PeelFabric::install`] from the group's
+//!    `member_ports`).
 //! 4. Otherwise the copy reached a rack the cover over-covers: the ToR discards it
 //!    and counts it (PEEL §3.3, "redundant packets that the ToRs later discard").
 //!
@@ -28,11 +30,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rocast_core::fabric::peel::PrefixRules;
+use rocast_core::fabric::peel::{PeelAction, PeelRole, PeelStats, PeelSwitch, PrefixRules};
 use rocast_core::plan::multicast_tree::{MulticastTree, TreeArc};
-use rocast_core::plan::prefix::{PeelPacket, PeelPlan, Prefix, PrefixLayout};
+use rocast_core::plan::prefix::{PeelPacket, PeelPlan, PrefixLayout};
 use rocast_core::plan::topology::NodeId;
 use rocast_core::plan::{NodeRole, Topology};
+use rocast_core::wire::peel::PeelHeader;
+use rocast_core::wire::Ipv4Address;
 
 /// Bytes of a Bloom filter holding `n` elements at false-positive ratio `p`
 /// (m = −n·ln p / ln²2 bits, rounded up to whole bytes).
@@ -391,25 +395,14 @@ impl GroupForwarding {
         self.labels.get(label as usize).map_or(0, |l| l.header)
     }
 
-    /// What node `node` does with a copy carrying `label` (rules 1–4 of the module
-    /// docs; a host only ever relays, by rule 1).
-    pub fn step<'a>(&'a self, rules: &'a StaticPrefixRules, node: NodeId, label: u16) -> Step<'a> {
-        let Some(l) = self.labels.get(label as usize) else {
-            return Step::Discard;
-        };
-        if let Some(h) = l.hops.get(&node) {
-            return Step::Hops(h);
-        }
-        if let Some(p) = l.peel.filter(|p| p.plane == node) {
-            return match rules.lookup(node, p.prefix) {
-                Some(ports) => Step::Prefix(ports),
-                None => Step::Discard,
-            };
-        }
-        match self.member_ports.get(&node) {
-            Some(ports) => Step::Members(ports),
-            None => Step::Discard,
-        }
+    /// Rule 1 at `node` for a copy carrying `label`: its explicit hops, if the label
+    /// names the node (a host only ever relays by this rule).
+    pub fn hops_at(&self, node: NodeId, label: u16) -> Option<&[Hop]> {
+        self.labels
+            .get(label as usize)?
+            .hops
+            .get(&node)
+            .map(Vec::as_slice)
     }
 
     /// Bytes this group's state takes (see the module docs).
@@ -429,41 +422,201 @@ impl GroupForwarding {
 pub enum Step<'a> {
     /// Rule 1: explicit hops, each with its label.
     Hops(&'a [Hop]),
-    /// Rule 2: a static prefix rule's ports; the copies keep their label.
-    Prefix(&'a [u16]),
-    /// Rule 3: ports toward members; the copies keep their label.
-    Members(&'a [u16]),
-    /// Rule 4: an over-covered rack (or a label this switch has no use for).
+    /// Rules 2–3: the PEEL engine's copies (in the caller's buffer), each keeping its
+    /// label: [`PeelAction::Forward`] by a static prefix rule toward a rack,
+    /// [`PeelAction::Deliver`] toward a member.
+    Peel,
+    /// Rule 4: an over-covered rack, or a copy no rule here takes.
     Discard,
 }
 
-/// Every prefix-tier switch's static rules (PEEL §3.2): built once per fabric and
-/// shared by all groups; per plane the core's [`PrefixRules`], the table
-/// `rocast switch` looks up too. Memory: per plane k − 1 rules, 8 bytes plus 2 per port.
+/// PEEL's switches in the simulated fabric: the core's [`PeelSwitch`] — the engine
+/// `rocast switch` runs with a PEEL role — at every prefix-tier switch (its k − 1
+/// static rules, PEEL §3.2, shared by all groups) and at every switch below the
+/// prefix tier that leads to a group's members (the rack role, with the per-port
+/// membership a commodity ToR keeps by IGMP snooping). The engine asks it rules 2–4
+/// of the module docs; rule 1, the label's explicit hops, is the source's label stack.
+///
+/// Memory: per prefix-tier switch k − 1 rules (8 bytes plus 2 per port), per rack
+/// switch 2 bytes per uplink and, per group with members below it, 8 bytes plus 2 per
+/// member port ([`PeelSwitch::memory_bytes`]); 4 bytes per plane for the shim's
+/// (pod, plane) numbers.
 #[derive(Clone, Debug, Default)]
-pub struct StaticPrefixRules {
-    per_plane: BTreeMap<NodeId, PrefixRules>,
+pub struct PeelFabric {
+    /// By switch index (node − hosts); `None` where the switch has no PEEL role.
+    switches: Vec<Option<PeelSwitch>>,
+    hosts: NodeId,
+    /// Prefix-tier switch → the (pod, plane) numbers its shims carry.
+    planes: BTreeMap<NodeId, (u16, u16)>,
+    actions: Vec<PeelAction>,
 }
 
-impl StaticPrefixRules {
-    pub fn new(topo: &Topology, layout: &PrefixLayout) -> Self {
-        let per_plane = layout
-            .pods
-            .iter()
-            .flat_map(|pod| pod.planes.iter().copied())
-            .map(|plane| (plane, PrefixRules::from_rules(layout.rules(topo, plane))))
-            .collect();
-        StaticPrefixRules { per_plane }
+impl PeelFabric {
+    /// The prefix tier of `layout`'s fabric, each switch with its static rules.
+    pub fn new(topo: &Topology, layout: &PrefixLayout) -> Result<Self, String> {
+        let mut f = PeelFabric::default();
+        f.size_for(topo);
+        for (pod_no, pod) in layout.pods.iter().enumerate() {
+            for (plane_no, &plane) in pod.planes.iter().enumerate() {
+                let (pod_no, plane_no) = (
+                    u16::try_from(pod_no).map_err(|_| "more than 65,535 pods")?,
+                    u16::try_from(plane_no).map_err(|_| "more than 65,535 planes")?,
+                );
+                f.planes.insert(plane, (pod_no, plane_no));
+                let rules = PrefixRules::from_rules(layout.rules(topo, plane));
+                f.switches[(plane - f.hosts) as usize] = Some(PeelSwitch::new(PeelRole::Prefix {
+                    pod: pod_no,
+                    plane: plane_no,
+                    rules,
+                }));
+            }
+        }
+        Ok(f)
     }
 
-    /// The ports of `plane`'s rule for exactly `prefix` (a TCAM's ternary match on
-    /// the shim's value under the length's mask).
-    pub fn lookup(&self, plane: NodeId, prefix: Prefix) -> Option<&[u16]> {
-        self.per_plane.get(&plane)?.lookup(prefix)
+    fn size_for(&mut self, topo: &Topology) {
+        self.hosts = topo.num_hosts() as NodeId;
+        let n = topo.num_nodes() - topo.num_hosts();
+        if self.switches.len() < n {
+            self.switches.resize(n, None);
+        }
     }
 
+    /// Static rules in all.
     pub fn rule_count(&self) -> usize {
-        self.per_plane.values().map(PrefixRules::len).sum()
+        self.switches
+            .iter()
+            .flatten()
+            .map(|s| match s.role() {
+                PeelRole::Prefix { rules, .. } => rules.len(),
+                PeelRole::Rack { .. } => 0,
+            })
+            .sum()
+    }
+
+    /// Bytes of every switch's PEEL state (see the type's docs).
+    pub fn memory_bytes(&self) -> usize {
+        let state: usize = self
+            .switches
+            .iter()
+            .flatten()
+            .map(PeelSwitch::memory_bytes)
+            .sum();
+        state + 4 * self.planes.len()
+    }
+
+    /// Adds `group`'s member ports below the prefix tier (`f.member_ports`) to those
+    /// switches' memberships; a switch gets its rack role (uplinks: its ports toward a
+    /// higher tier, in port order) on its first group.
+    pub fn install(&mut self, topo: &Topology, group: Ipv4Address, f: &GroupForwarding) {
+        if f.member_ports.is_empty() {
+            return;
+        }
+        self.size_for(topo);
+        for (&node, ports) in &f.member_ports {
+            let sw = self.switches[(node - self.hosts) as usize].get_or_insert_with(|| {
+                let mine = tier(topo, node);
+                let uplinks = topo
+                    .ports(node)
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &(_, peer))| tier(topo, peer) > mine)
+                    .map(|(p, _)| p as u16)
+                    .collect();
+                PeelSwitch::new(PeelRole::Rack { uplinks })
+            });
+            for &p in ports {
+                sw.add_member(group, p);
+            }
+        }
+    }
+
+    /// Takes `group`'s member ports off again.
+    pub fn remove(&mut self, group: Ipv4Address, f: &GroupForwarding) {
+        for (&node, ports) in &f.member_ports {
+            if let Some(Some(sw)) = self.switches.get_mut((node - self.hosts) as usize) {
+                for &p in ports {
+                    sw.remove_member(group, p);
+                }
+            }
+        }
+    }
+
+    /// The PEEL engine's decisions so far, in all switches.
+    pub fn stats(&self) -> PeelStats {
+        let mut t = PeelStats::default();
+        for s in self.switches.iter().flatten() {
+            let s = &s.stats;
+            t.packets += s.packets;
+            t.forwarded += s.forwarded;
+            t.delivered += s.delivered;
+            t.over_covered += s.over_covered;
+            t.no_rule += s.no_rule;
+            t.misrouted += s.misrouted;
+            t.no_uplink += s.no_uplink;
+        }
+        t
+    }
+
+    /// What switch `node` does with a copy of `group` carrying `label` of `f`, arrived
+    /// on `in_port` (rules 1–4 of the module docs). For [`Step::Peel`], the copies are
+    /// in [`Self::actions`].
+    pub fn step<'a>(
+        &mut self,
+        f: &'a GroupForwarding,
+        node: NodeId,
+        in_port: u16,
+        group: Ipv4Address,
+        label: u16,
+    ) -> Step<'a> {
+        let Some(l) = f.labels.get(label as usize) else {
+            return Step::Discard;
+        };
+        if let Some(h) = l.hops.get(&node) {
+            return Step::Hops(h);
+        }
+        let Some(Some(sw)) = self
+            .switches
+            .get_mut(node.wrapping_sub(self.hosts) as usize)
+        else {
+            return Step::Discard;
+        };
+        // The shim the copy carries: its packet's (pod, plane, prefix). A rack reads
+        // only where the copy came from (a copy from above carries some plane's shim).
+        let shim = match (l.peel, sw.role()) {
+            (Some(p), _) => match (self.planes.get(&p.plane), u16::try_from(p.prefix.value)) {
+                (Some(&(pod, plane)), Ok(prefix_value)) => PeelHeader {
+                    flags: 0,
+                    prefix_len: p.prefix.len,
+                    pod,
+                    prefix_value,
+                    plane,
+                },
+                _ => return Step::Discard,
+            },
+            (None, PeelRole::Rack { .. }) => PeelHeader {
+                flags: 0,
+                prefix_len: 0,
+                pod: 0,
+                prefix_value: 0,
+                plane: 0,
+            },
+            (None, PeelRole::Prefix { .. }) => return Step::Discard,
+        };
+        sw.handle_packet(in_port, group, &shim);
+        self.actions.clear();
+        self.actions
+            .extend(std::iter::from_fn(|| sw.poll_transmit()));
+        if self.actions.is_empty() {
+            Step::Discard
+        } else {
+            Step::Peel
+        }
+    }
+
+    /// The copies of the last [`Step::Peel`].
+    pub fn actions(&self) -> &[PeelAction] {
+        &self.actions
     }
 }
 

@@ -8,7 +8,7 @@
 use super::*;
 use crate::control::registration::GroupSpec;
 use crate::fabric::cepheus::{ForwardAllCnp, VIRTUAL_QPN};
-use crate::wire::mrp::MrpMember;
+use crate::wire::mrp::{MrpMember, MrpRepr};
 use crate::wire::{AckSyndrome, AethRepr, BthRepr, ExtHeaders, Opcode, Psn};
 
 const MCST: Ipv4Address = Ipv4Address::new(10, 77, 0, 200);

@@ -19,16 +19,19 @@ struct Walk {
 }
 
 /// Follows every copy of one transmission through the switches' rules (the same
-/// `step` the engine runs), without queues.
+/// `PeelFabric::step` the engine runs, on the core's `PeelSwitch`), without queues.
 fn walk(
     topo: &Topology,
-    rules: &StaticPrefixRules,
+    peel: &mut PeelFabric,
     f: &GroupForwarding,
     src: NodeId,
     send: &[u16],
 ) -> Walk {
+    let group = Ipv4Address([239, 0, 0, 1]);
+    peel.install(topo, group, f);
     let mut w = Walk::default();
-    let mut todo: Vec<(NodeId, u16)> = Vec::new();
+    let mut todo: Vec<(NodeId, u16, u16)> = Vec::new();
+    let arrive = |link: u32, next: NodeId| topo.port_of(next, link).expect("link at its end");
     for &l in send {
         // The source host: its label's hop (its only port).
         for &(p, out) in f.labels[l as usize]
@@ -36,40 +39,45 @@ fn walk(
             .get(&src)
             .expect("source on every label")
         {
-            let (_, next) = topo.ports(src)[p as usize];
+            let (link, next) = topo.ports(src)[p as usize];
             w.link_copies += 1;
-            todo.push((next, out));
+            todo.push((next, arrive(link, next), out));
         }
     }
-    while let Some((node, label)) = todo.pop() {
+    while let Some((node, in_port, label)) = todo.pop() {
         if topo.is_host(node) {
             *w.delivered.entry(node).or_insert(0) += 1;
             continue;
         }
-        let outs: Vec<Hop> = match f.step(rules, node, label) {
-            Step::Hops(h) => h.to_vec(),
-            Step::Prefix(p) | Step::Members(p) => p.iter().map(|&p| (p, label)).collect(),
+        let outs: Vec<(Hop, bool)> = match peel.step(f, node, in_port, group, label) {
+            Step::Hops(h) => h.iter().map(|&h| (h, false)).collect(),
+            Step::Peel => peel
+                .actions()
+                .iter()
+                .map(|a| match *a {
+                    PeelAction::Forward(p) => ((p, label), true),
+                    PeelAction::Deliver(p) => ((p, label), false),
+                })
+                .collect(),
             Step::Discard => {
                 w.discards += 1;
                 continue;
             }
         };
-        for (p, out) in outs {
+        for ((p, out), by_rule) in outs {
             let (link, next) = topo.ports(node)[p as usize];
             if topo.links[link as usize].failed {
                 // A static rule's port whose link is down: the copy goes nowhere, as
                 // a discard (only an over-covered rack can sit behind it).
-                assert!(
-                    matches!(f.step(rules, node, label), Step::Prefix(_)),
-                    "a tree copy took failed link {link}"
-                );
+                assert!(by_rule, "a tree copy took failed link {link}");
                 w.discards += 1;
                 continue;
             }
             w.link_copies += 1;
-            todo.push((next, out));
+            todo.push((next, arrive(link, next), out));
         }
     }
+    peel.remove(group, f);
     w
 }
 
@@ -84,8 +92,8 @@ fn per_group_tree_uses_each_tree_link_once() {
     let dests = [1, 2, 4, 10];
     let tree = symmetric_tree(&topo, 0, &dests).unwrap();
     let f = GroupForwarding::group_tree(&topo, &tree).unwrap();
-    let rules = StaticPrefixRules::default();
-    let w = walk(&topo, &rules, &f, 0, &f.static_send);
+    let mut peel = PeelFabric::default();
+    let w = walk(&topo, &mut peel, &f, 0, &f.static_send);
     check_delivers_once(&w, &dests);
     assert_eq!(w.link_copies, tree.arcs.len());
     assert_eq!(w.discards, 0);
@@ -97,9 +105,9 @@ fn peel_packets_climb_separately_and_match_the_plan() {
     // members in its own rack, in pod 0 racks 1 and 2, and in pod 1 racks 0, 1, 3.
     let topo = Topology::fat_tree(8, 1, tier(), tier(), tier()).unwrap();
     let layout = PrefixLayout::from_topology(&topo).unwrap();
-    let rules = StaticPrefixRules::new(&topo, &layout);
+    let mut peel = PeelFabric::new(&topo, &layout).unwrap();
     assert_eq!(
-        rules.rule_count(),
+        peel.rule_count(),
         8 * 4 * 7,
         "k − 1 = 7 rules at each of 32 aggregation switches"
     );
@@ -115,7 +123,7 @@ fn peel_packets_climb_separately_and_match_the_plan() {
         assert_eq!(plan.packets.len(), packets, "{policy:?}");
         assert_eq!(plan.discarded_rack_copies, discards, "{policy:?}");
         let f = GroupForwarding::peel(&topo, &layout, &tree, &plan, None).unwrap();
-        let w = walk(&topo, &rules, &f, 0, &f.static_send);
+        let w = walk(&topo, &mut peel, &f, 0, &f.static_send);
         check_delivers_once(&w, &dests);
         assert_eq!(w.discards, plan.discarded_rack_copies, "{policy:?}");
         // Link copies: the plan's count, which includes a copy per discarding ToR.
@@ -128,7 +136,7 @@ fn peel_packets_climb_separately_and_match_the_plan() {
 fn programmable_core_sends_one_copy_through_the_core() {
     let topo = Topology::fat_tree(8, 1, tier(), tier(), tier()).unwrap();
     let layout = PrefixLayout::from_topology(&topo).unwrap();
-    let rules = StaticPrefixRules::new(&topo, &layout);
+    let mut peel = PeelFabric::new(&topo, &layout).unwrap();
     // Pod 1 racks 0 and 2 (two exact packets), pod 2 rack 1, and pod 0 rack 1.
     let dests: Vec<NodeId> = vec![4, 16, 24, 36];
     let tree = symmetric_tree(&topo, 0, &dests).unwrap();
@@ -136,11 +144,11 @@ fn programmable_core_sends_one_copy_through_the_core() {
     assert_eq!(plan.packets.len(), 4);
     let f =
         GroupForwarding::peel(&topo, &layout, &tree, &plan, Some(CoreCopy::RemotePods)).unwrap();
-    let stat = walk(&topo, &rules, &f, 0, &f.static_send);
+    let stat = walk(&topo, &mut peel, &f, 0, &f.static_send);
     check_delivers_once(&stat, &dests);
     // One copy for the core, one for the source pod's own plane.
     assert_eq!(f.core_send.len(), 2);
-    let core = walk(&topo, &rules, &f, 0, &f.core_send);
+    let core = walk(&topo, &mut peel, &f, 0, &f.core_send);
     check_delivers_once(&core, &dests);
     // By hand: the core packet climbs 3 links, the core sends 3 copies, the planes
     // 2 + 1 rack copies and the racks 3 host copies; the pod-0 packet climbs 2 links
@@ -156,7 +164,7 @@ fn programmable_core_sends_one_copy_through_the_core() {
     let single =
         GroupForwarding::peel(&topo, &layout, &tree, &plan, Some(CoreCopy::Single)).unwrap();
     assert_eq!(single.core_send.len(), 1, "a single copy from the source");
-    let one = walk(&topo, &rules, &single, 0, &single.core_send);
+    let one = walk(&topo, &mut peel, &single, 0, &single.core_send);
     check_delivers_once(&one, &dests);
     assert_eq!(one.link_copies, 15);
     assert_eq!(one.discards, 0);
@@ -167,13 +175,13 @@ fn gpu_servers_deliver_through_the_nic() {
     // Leaf–spine, 2 servers per leaf, 4 GPUs each; the source's server peers too.
     let topo = Topology::leaf_spine(4, 6, 2, 4, tier(), tier(), tier()).unwrap();
     let layout = PrefixLayout::from_topology(&topo).unwrap();
-    let rules = StaticPrefixRules::new(&topo, &layout);
+    let mut peel = PeelFabric::new(&topo, &layout).unwrap();
     let dests: Vec<NodeId> = vec![1, 2, 5, 9, 10, 11, 30, 47];
     let tree = symmetric_tree(&topo, 0, &dests).unwrap();
     let plan = plan_group(&topo, &layout, &tree, CoverPolicy::Exact).unwrap();
     let f =
         GroupForwarding::peel(&topo, &layout, &tree, &plan, Some(CoreCopy::RemotePods)).unwrap();
-    let w = walk(&topo, &rules, &f, 0, &f.static_send);
+    let w = walk(&topo, &mut peel, &f, 0, &f.static_send);
     check_delivers_once(&w, &dests);
     assert!(
         f.core_send.is_empty(),
@@ -192,7 +200,7 @@ fn random_groups_on_failed_fabrics_deliver_exactly_once() {
         };
         topo.fail_fraction(0.08, seed).unwrap();
         let layout = PrefixLayout::from_topology(&topo).unwrap();
-        let rules = StaticPrefixRules::new(&topo, &layout);
+        let mut peel = PeelFabric::new(&topo, &layout).unwrap();
         let hosts = topo.num_hosts() as u32;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let n = 2 + (rand_core::RngCore::next_u32(&mut rng) % 20);
@@ -211,7 +219,7 @@ fn random_groups_on_failed_fabrics_deliver_exactly_once() {
                     if send.is_empty() {
                         continue;
                     }
-                    let w = walk(&topo, &rules, &f, 0, send);
+                    let w = walk(&topo, &mut peel, &f, 0, send);
                     check_delivers_once(&w, &tree.destinations);
                     assert_eq!(
                         w.discards, plan.discarded_rack_copies,
