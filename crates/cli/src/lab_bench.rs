@@ -106,14 +106,28 @@ pub fn lab_run(
                 expected.to_string(),
             ]);
         }
-        let kill = (m.kill_rank > 0).then_some((m.kill_rank as usize, m.kill_after_packets));
-        if let Some((r, _)) = kill.filter(|&(r, _)| r >= n) {
+        if m.kill_rank as usize >= n {
             return Err(format!(
-                "multicast.kill_rank {r}: the group's ranks are 1..{n}"
+                "multicast.kill_rank {}: the group's ranks are 1..{n}",
+                m.kill_rank
             ));
         }
-        let (lead_text, member_texts) =
-            run_group_killing(name, n, &file, &extra, Some(&outs), 30, kill)?;
+        if m.refresh_ms > 0 {
+            extra.extend(["--refresh-ms".to_string(), m.refresh_ms.to_string()]);
+        }
+        let fault = match (m.kill_rank, m.restart_switch_after_packets) {
+            (0, 0) => None,
+            (0, after) => Some((MidStreamFault::RestartSwitch, after)),
+            (r, 0) => Some((MidStreamFault::KillRank(r as usize), m.kill_after_packets)),
+            _ => {
+                return Err(
+                    "multicast.kill_rank and restart_switch_after_packets: one fault at a time"
+                        .into(),
+                )
+            }
+        };
+        let (lead_text, member_texts, mid_stream) =
+            run_group_killing(name, n, &file, &extra, Some(&outs), 30, fault)?;
         let mut text = format!(
             "# transfer: {} x {} B from rank 0 to ranks 1..{}, seed {} (lab, real packets: {})\n",
             m.messages,
@@ -141,6 +155,14 @@ pub fn lab_run(
         }
         if scheme == "cepheus" {
             text.push_str(&outcome);
+        }
+        if mid_stream && m.restart_switch_after_packets > 0 {
+            // Mid-stream: the new daemon, whose counters start at 0, carried data.
+            let stats = rocast_net::switch::query(&rocast_net::lab::switch_socket(name), "stats")
+                .map_err(|e| format!("switch stats: {e}"))?;
+            if cepheus_stats_of(&stats).data_in > 0 {
+                text.push_str(rocast_eval::cepheus::SWITCH_RESTARTED_LINE);
+            }
         }
         if m.conformance {
             // The same lines as the simulator's (`rocast_eval::cepheus::conformance_lines`).
@@ -350,12 +372,23 @@ fn run_group_outputs_within(
     outs: Option<&[PathBuf]>,
     timeout_s: u64,
 ) -> Result<(String, Vec<String>), String> {
-    run_group_killing(lab, n, file, extra, outs, timeout_s, None)
+    run_group_killing(lab, n, file, extra, outs, timeout_s, None).map(|(t, m, _)| (t, m))
 }
 
-/// [`run_group_outputs_within`], and with `kill = Some((rank, packets))` member `rank`
-/// killed (SIGKILL) once the lab's switch has taken in `packets` data packets: the
-/// leader's exit 3 (done for the others, one evicted) is then the expected end.
+/// A fault the shared scenarios inject mid-stream, once the lab's switch has taken in
+/// a number of the group's data packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MidStreamFault {
+    /// Member `rank`'s process is killed (SIGKILL): the leader's exit 3 (done for the
+    /// others, one evicted) is then the expected end.
+    KillRank(usize),
+    /// The switch daemon crashes and starts again (`lab::restart_switch`).
+    RestartSwitch,
+}
+
+/// [`run_group_outputs_within`], and with `fault = Some((fault, packets))` that fault
+/// once the lab's switch has taken in `packets` data packets; the flag says whether
+/// the fault came while the leader still ran (mid-stream).
 fn run_group_killing(
     lab: &str,
     n: usize,
@@ -363,8 +396,8 @@ fn run_group_killing(
     extra: &[String],
     outs: Option<&[PathBuf]>,
     timeout_s: u64,
-    kill: Option<(usize, u64)>,
-) -> Result<(String, Vec<String>), String> {
+    fault: Option<(MidStreamFault, u64)>,
+) -> Result<(String, Vec<String>, bool), String> {
     let timeout = timeout_s.to_string();
     let joins = (1..n)
         .map(|i| {
@@ -410,8 +443,8 @@ fn run_group_killing(
     .collect();
     args.extend_from_slice(extra);
     let mut leader = spawn_on(lab, 0, &args)?;
-    if let Some((rank, packets)) = kill {
-        // `lab exec` and `ip netns exec` exec in place: the pid is the member's.
+    let mut mid_stream = false;
+    if let Some((fault, packets)) = fault {
         let socket = rocast_net::lab::switch_socket(lab);
         let end = std::time::Instant::now() + std::time::Duration::from_secs(timeout_s);
         loop {
@@ -424,8 +457,20 @@ fn run_group_killing(
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        // SAFETY: kill(2) with a pid this process spawned and a valid signal.
-        unsafe { libc::kill(pids[rank - 1] as libc::pid_t, libc::SIGKILL) };
+        mid_stream = leader.try_wait().map_err(|e| e.to_string())?.is_none();
+        match fault {
+            // `lab exec` and `ip netns exec` exec in place: the pid is the member's.
+            // SAFETY: kill(2) with a pid this process spawned and a valid signal.
+            MidStreamFault::KillRank(rank) => unsafe {
+                libc::kill(pids[rank - 1] as libc::pid_t, libc::SIGKILL);
+            },
+            MidStreamFault::RestartSwitch => {
+                if let Err(e) = rocast_net::lab::restart_switch(lab, &[]) {
+                    let _ = leader.kill();
+                    return Err(format!("restart the switch: {e}"));
+                }
+            }
+        }
     }
     let lead = leader.wait_with_output().map_err(|e| e.to_string())?;
     let members: Vec<String> = joins
@@ -433,14 +478,15 @@ fn run_group_killing(
         .map(|j| j.join().unwrap_or_default())
         .collect();
     let text = String::from_utf8_lossy(&lead.stdout).into_owned();
-    let evicted_end = kill.is_some() && lead.status.code() == Some(3);
+    let evicted_end =
+        matches!(fault, Some((MidStreamFault::KillRank(_), _))) && lead.status.code() == Some(3);
     if !lead.status.success() && !evicted_end {
         return Err(format!(
             "{extra:?}: {text}{}",
             String::from_utf8_lossy(&lead.stderr)
         ));
     }
-    Ok((text, members))
+    Ok((text, members, mid_stream))
 }
 
 fn host_ip(i: usize) -> String {

@@ -159,6 +159,12 @@ pub struct LeadArgs {
     /// (e.g. 0.5, the paper's example). Off by default.
     #[arg(long)]
     safeguard: Option<f64>,
+    /// Refresh the group's registration every this many milliseconds (a quarter of it
+    /// while a buffer goes through the switch): it renews the switch's lease, and a
+    /// restarted switch learns the group back from it.
+    #[arg(long, default_value_t = rocast_core::control::session::DEFAULT_REFRESH_MS,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    refresh_ms: u64,
     /// The fabric key file the switches hold (64 hex digits, mode 600): the group's
     /// MRP is sealed with it (`rocast switch --fabric-key`).
     #[arg(long, value_name = "FILE")]
@@ -373,6 +379,7 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                 block_bytes: parse_size(&a.block)?,
                 window: a.window,
                 safeguard: a.safeguard,
+                refresh: std::time::Duration::from_millis(a.refresh_ms),
                 fabric_key: a
                     .fabric_key
                     .as_deref()

@@ -20,7 +20,7 @@ mod common;
 use common::lab::*;
 use common::{bin, rocast, LabGuard};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -62,54 +62,10 @@ fn a_member_killed_mid_transfer_is_evicted_and_the_others_get_every_byte() {
     down_and_check(lab.0, &file);
 }
 
-/// The running switch's pid and argv (`ip netns exec` exec'd it in place).
-fn switch_process(lab: &str) -> (i32, Vec<String>) {
-    let pid_file = format!("/run/rocast-lab/{lab}/switch.pid");
-    let pid: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
-    let argv = cmdline
-        .split(|&b| b == 0)
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    (pid, argv)
-}
-
-/// Kills the lab's switch daemon (SIGKILL: a crash) and starts it again in the
-/// switch's namespace with the same arguments and `extra` ones: an empty MFT. The pid
-/// file names the new daemon, so `lab down` stops it.
+/// Kills the lab's switch daemon (SIGKILL: a crash) and starts it again with the same
+/// arguments and `extra` ones: an empty MFT (`rocast_net::lab::restart_switch`).
 fn restart_switch(lab: &str, extra: &[&str]) {
-    let (pid, argv) = switch_process(lab);
-    assert!(argv.iter().any(|a| a == "switch"), "{argv:?}");
-    // SAFETY: kill(2) on the lab's own switch daemon.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
-    std::thread::sleep(Duration::from_millis(100));
-    let log = std::fs::OpenOptions::new()
-        .append(true)
-        .open(format!("/run/rocast-lab/{lab}/switch.log"))
-        .unwrap();
-    let sw = Command::new("ip")
-        .args(["netns", "exec", &format!("rocast-{lab}-sw")])
-        .args(&argv)
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("restart the switch");
-    std::fs::write(
-        format!("/run/rocast-lab/{lab}/switch.pid"),
-        format!("{}\n", sw.id()),
-    )
-    .unwrap();
-    // Up once its control socket answers.
-    wait_until(5, "the restarted switch", || {
-        rocast(&["switch", "--stats", "--control", &control(lab)]).code == 0
-    });
+    rocast_net::lab::restart_switch(lab, extra).expect("restart the switch");
 }
 
 #[test]

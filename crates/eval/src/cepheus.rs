@@ -142,6 +142,12 @@ pub(crate) fn transfer(
     if m.kill_rank > 0 {
         spec.kill = Some((m.kill_rank, m.kill_after_packets));
     }
+    if m.refresh_ms > 0 {
+        spec.refresh = Some(Duration::from_ms(m.refresh_ms));
+    }
+    if m.restart_switch_after_packets > 0 {
+        spec.restart_switch_after = Some(m.restart_switch_after_packets);
+    }
     // The fallback's blocks (`rocast lab run` passes the same `--block`).
     spec.fallback_block = parse_bytes(&m.block)?.max(1);
     let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
@@ -180,6 +186,9 @@ pub(crate) fn transfer(
         },
     };
     text.push_str(&path.line());
+    if out.switch_restarted {
+        text.push_str(SWITCH_RESTARTED_LINE);
+    }
     if m.conformance {
         text.push_str(&conformance_lines(&out.member_order, &out.switches));
     }
@@ -286,6 +295,10 @@ pub(crate) fn scenario_safeguard(
     guard.validate().map_err(|e| format!("safeguard: {e}"))?;
     Ok(guard)
 }
+
+/// What `transfer` prints, in the simulator and the lab alike, when the switch
+/// restarted while the group was still sending (`multicast.restart_switch_after_packets`).
+pub const SWITCH_RESTARTED_LINE: &str = "switch restarted mid-stream\n";
 
 /// A member's verdict in the `transfer` report.
 pub fn verdict_word(ok: bool) -> &'static str {

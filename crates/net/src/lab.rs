@@ -1546,6 +1546,91 @@ fn spawn_daemon(argv: &[String], pid_file: &Path, log: &Path) -> Result<u32, Lab
     Ok(pid)
 }
 
+/// Kills lab `name`'s switch daemon (SIGKILL: a crash, its tables and queued frames
+/// lost) and starts it again with the same arguments and `extra` ones, in the same
+/// namespace, logging to the same file; the pid file then names the new daemon, so
+/// `lab down` stops it. Returns once the new daemon's control socket answers (within
+/// 5 s). Only a single-switch lab (`lab up --switch`) has one switch to restart.
+pub fn restart_switch(name: &str, extra: &[&str]) -> Result<(), LabError> {
+    let dir = state_dir(name);
+    let pid_file = dir.join("switch.pid");
+    let pid: i32 = fs::read_to_string(&pid_file)
+        .map_err(io_err(format!("cannot read {}", pid_file.display())))?
+        .trim()
+        .parse()
+        .map_err(|_| invalid("switch pid file", pid_file.display().to_string()))?;
+    let cmdline = fs::read(format!("/proc/{pid}/cmdline"))
+        .map_err(io_err(format!("switch daemon {pid} is not running")))?;
+    let mut argv: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    if !argv.iter().any(|a| a == "switch") {
+        return Err(invalid(
+            "switch daemon",
+            format!("pid {pid} runs {argv:?}, not `rocast switch`"),
+        ));
+    }
+    // `ip netns exec` exec'd in place: run the daemon in its namespace again.
+    let mut full = vec![
+        "ip".to_string(),
+        "netns".into(),
+        "exec".into(),
+        ns_switch(name),
+    ];
+    full.append(&mut argv);
+    full.extend(extra.iter().map(|s| s.to_string()));
+    // SAFETY: kill(2) on the lab's own switch daemon, named by its pid file.
+    if unsafe { libc::kill(pid, libc::SIGKILL) } != 0 {
+        return Err(io_err(format!("cannot kill switch daemon {pid}"))(
+            io::Error::last_os_error(),
+        ));
+    }
+    // Wholly gone before the new daemon binds the same control socket and ports: a
+    // dying process closes its files last, and a client that reached the old control
+    // socket meanwhile would wait for an answer that never comes. Gone means reaped or
+    // a zombie (whose files are closed); a process in exit has no cmdline any more, so
+    // that is no test.
+    let gone_by = Instant::now() + Duration::from_secs(5);
+    let alive = || {
+        fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+            st.rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next())
+                != Some("Z")
+        })
+    };
+    while alive() && Instant::now() < gone_by {
+        sleep(Duration::from_millis(10));
+    }
+    let log = dir.join("switch.log");
+    spawn_daemon(&full, &pid_file, &log)?;
+    // Up once its control socket takes a connection (the old daemon's is closed by
+    // now, so only the new one can). A connection, not an answer: a switch busy with
+    // a transfer's retransmissions may take longer to answer than to be up.
+    let socket = switch_socket(name);
+    let up_by = Instant::now() + Duration::from_secs(5);
+    loop {
+        match std::os::unix::net::UnixStream::connect(&socket) {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() > up_by => {
+                let text = fs::read_to_string(&log).unwrap_or_default();
+                let tail: Vec<&str> = text.lines().rev().take(5).collect();
+                return Err(invalid(
+                    "restarted switch",
+                    format!(
+                        "{} takes no connection after 5 s ({e}); its log ends: {}",
+                        socket.display(),
+                        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+                    ),
+                ));
+            }
+            Err(_) => sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------
 // Down.
 

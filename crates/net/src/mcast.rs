@@ -49,7 +49,7 @@ use rocast_core::control::safeguard::SafeguardConfig;
 use rocast_core::control::session::{
     BufferOutcome, ConnId, LeaderEvent, LeaderPhase, LeaderSession, LeaderSessionConfig,
     MemberEvent as SessionEvent, MemberSession, MemberSessionConfig, OverlayPlan, SessionDest,
-    SessionError, DEFAULT_REFRESH_MS, MAX_TRANSMIT_LEN,
+    SessionError, MAX_TRANSMIT_LEN,
 };
 use rocast_core::fabric::cepheus::{GroupAddressSpace, VIRTUAL_QPN};
 use rocast_core::overlay::{
@@ -142,6 +142,10 @@ pub struct LeaderConfig {
     /// of a buffer stays below this fraction of `rate_bps` (the pacing rate, or 1 Gbit/s
     /// unpaced); the switch of paths happens after the buffer it watched. None: off.
     pub safeguard: Option<f64>,
+    /// How often the registration is refreshed while the group is idle (a quarter of
+    /// it while a buffer is in flight): what renews the switch's lease, and what a
+    /// restarted switch learns the group back from.
+    pub refresh: Duration,
     pub timeout: Duration,
 }
 
@@ -590,7 +594,7 @@ impl Leader {
             discovery_timeout: core_duration(cfg.timeout),
             ready_timeout: core_duration(cfg.timeout),
             verdict_timeout: core_duration(cfg.timeout),
-            refresh: Some(CoreDuration::from_ms(DEFAULT_REFRESH_MS)),
+            refresh: Some(core_duration(cfg.refresh)),
             invitations: cfg.invitations.clone(),
             mrp_payload_limit: MRP_MAX_PAYLOAD
                 - if cfg.fabric_key.is_some() {
@@ -2404,6 +2408,7 @@ mod tests {
             params
         });
         let cfg = LeaderConfig {
+            refresh: Duration::from_millis(rocast_core::control::session::DEFAULT_REFRESH_MS),
             local,
             mcst_id: Ipv4Addr::new(10, 77, 0, 200),
             group_space: GroupAddressSpace::parse("10.77.0.128/25").unwrap(),
@@ -2476,6 +2481,7 @@ mod tests {
             })
             .collect();
         let cfg = LeaderConfig {
+            refresh: Duration::from_millis(rocast_core::control::session::DEFAULT_REFRESH_MS),
             local: Ipv4Addr::new(127, 0, 0, 31),
             mcst_id: Ipv4Addr::new(10, 77, 0, 200),
             group_space: GroupAddressSpace::parse("10.77.0.128/25").unwrap(),

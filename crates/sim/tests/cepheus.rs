@@ -190,6 +190,45 @@ fn a_seeded_group_run_is_pinned() {
 /// it and prunes its path through the switches (`switch::mrp_agent`, as `rocast
 /// switch`); the switch's aggregated ACK then stops waiting for it, and every other
 /// member gets every message intact, exactly once; its verdict is missing, theirs ok.
+/// The shared switch-restart scenario's simulated half (issue 46): the source's ToR
+/// loses its tables mid-stream; the data it drops meanwhile is retransmitted once the
+/// leader's next refresh has registered the group again, and every member gets every
+/// message once, through the switch, with no member evicted.
+#[test]
+fn a_switch_restarted_mid_stream_relearns_the_group_from_the_refresh() {
+    let (topo, cfg) = fat_tree(&["seed=5"]);
+    let mut spec = group(&[1, 5, 9, 13], 256 << 10, 16);
+    spec.refresh = Some(Duration::from_ms(40));
+    let calm = run_cepheus(topo.clone(), cfg.clone(), &spec).unwrap();
+    spec.restart_switch_after = Some(200);
+    let out = run_cepheus(topo, cfg, &spec).unwrap();
+    let why = format!("{:?} refreshes {}", out.switches, out.leader_refreshes);
+    assert_eq!(out.delivered, vec![16; 5], "{why}");
+    assert_eq!(out.duplicates, 0);
+    assert!(out.corrupt_receivers.is_empty(), "{why}");
+    assert_eq!(out.member_verdicts, vec![true; 4], "{why}");
+    assert_eq!(out.member_evicted, vec![false; 4], "{why}");
+    assert!(
+        out.fallback.is_none(),
+        "the switch path carried it all: {why}"
+    );
+    assert!(out.session_ok, "{why}");
+    assert_eq!(calm.switches.unknown_group, 0);
+    assert!(
+        out.switches.unknown_group > 0,
+        "the restarted switch dropped the group's packets until the refresh: {why}"
+    );
+    assert!(out.leader_refreshes >= 1, "{why}");
+    assert!(out.switch_restarted && !calm.switch_restarted);
+    // The stall lasts until the refresh, a quarter of 40 ms in transfer at most.
+    let end = |o: &CepheusOutcome| o.message_done_ps.iter().flatten().max().copied().unwrap();
+    assert!(end(&out) > end(&calm), "{} vs {}", end(&out), end(&calm));
+    // Without a refresh nothing would teach the new switch the group: refused.
+    spec.refresh = None;
+    let (topo, cfg) = fat_tree(&[]);
+    assert!(run_cepheus(topo, cfg, &spec).is_err());
+}
+
 #[test]
 fn a_member_killed_mid_stream_is_evicted_and_pruned_and_the_others_get_every_message() {
     let (topo, cfg) = fat_tree(&["seed=5"]);

@@ -2473,6 +2473,26 @@ impl Engine {
         self.cfg.control_latency
     }
 
+    /// Switch `node` restarts: its Cepheus engine starts empty (no groups, no
+    /// feedback state, no held CNPs), as a restarted `rocast switch` daemon does; its
+    /// counters go on (the fabric's totals keep what it did before). Frames already in
+    /// its egress queues still leave: a restart in the simulator loses tables, not
+    /// queued bytes (the group's RC retransmissions cover either). Err if `node` is not
+    /// a switch.
+    pub fn restart_switch(&mut self, node: u32) -> Result<(), String> {
+        let sw = (node as usize)
+            .checked_sub(self.topo.num_hosts())
+            .filter(|&s| s < self.cepheus.len())
+            .ok_or_else(|| format!("node {node} is not a switch"))?;
+        let ports = self.topo.ports(node).len() as u16;
+        let stats = self.cepheus[sw].stats.clone();
+        self.cepheus[sw] =
+            CepheusSwitch::new(ports, self.cfg.mft_max_groups, self.cfg.cnp_filter.build());
+        self.cepheus[sw].stats = stats;
+        self.switch_timer[sw] = None;
+        Ok(())
+    }
+
     pub fn cepheus_switches(&self) -> impl Iterator<Item = (u32, &CepheusSwitch)> {
         let h = self.topo.num_hosts() as u32;
         self.cepheus

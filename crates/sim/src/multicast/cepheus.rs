@@ -106,6 +106,15 @@ pub struct CepheusSpec {
     /// gone and its control connection breaks (the leader hears the reset one
     /// `control_latency` later) — the shared eviction scenario (issue 46).
     pub kill: Option<(u32, u64)>,
+    /// The source's switch restarts (`Engine::restart_switch`: its tables lost) once
+    /// the switches have taken in this many of the group's data packets — the shared
+    /// switch-restart scenario (issue 46). Needs `refresh`: only the leader's refresh
+    /// teaches the new switch the group.
+    pub restart_switch_after: Option<u64>,
+    /// The leader refreshes its registration this often (a quarter of it while a
+    /// buffer goes through the switch), as `rocast mcast` does; None: never (the
+    /// simulated switches keep their entries for the run, without a lease).
+    pub refresh: Option<Duration>,
 }
 
 impl CepheusSpec {
@@ -128,6 +137,8 @@ impl CepheusSpec {
             loss_from: Duration::from_ps(0),
             send: false,
             kill: None,
+            restart_switch_after: None,
+            refresh: None,
             sample_interval: None,
         }
     }
@@ -212,6 +223,12 @@ pub struct CepheusOutcome {
     pub member_evicted: Vec<bool>,
     /// Prunes and releases a switch refused (a repeated release finds nothing).
     pub mrp_ignored: u64,
+    /// Registration refreshes the leader sent (`CepheusSpec::refresh`).
+    pub leader_refreshes: u64,
+    /// The switch restarted mid-stream (`CepheusSpec::restart_switch_after`): the
+    /// restarted switch carried some of the group's data (what the lab's restarted
+    /// daemon counts from 0).
+    pub switch_restarted: bool,
     pub source_feedback: SourceFeedback,
     /// All switches' multicast counters, summed.
     pub switches: CepheusStats,
@@ -362,6 +379,10 @@ struct GroupRun<'s> {
     dead: Vec<bool>,
     /// The kill still to come: (member, data packets in at the switches).
     kill_pending: Option<(usize, u64)>,
+    /// The switch restart still to come: data packets in at the switches.
+    restart_pending: Option<u64>,
+    /// The switches' data packets in when the switch restarted.
+    restarted_at_data_in: Option<u64>,
     /// A dead member's control connection reset, reaching the leader then.
     reset_at: Option<(usize, Instant)>,
     member_evicted: Vec<bool>,
@@ -421,6 +442,9 @@ impl<'s> GroupRun<'s> {
             .ok()
             .filter(|&b| b > 0)
             .ok_or("the fallback's block must be 1 B .. 4 GiB")?;
+        if spec.restart_switch_after.is_some() && spec.refresh.is_none() {
+            return Err("a switch restart needs the leader's refresh (`refresh`)".into());
+        }
         let mut hosts = vec![spec.source];
         hosts.extend(&spec.receivers);
         if let Some((r, _)) = spec
@@ -470,8 +494,9 @@ impl<'s> GroupRun<'s> {
                 discovery_timeout: SESSION_DEADLINE,
                 ready_timeout: SESSION_DEADLINE,
                 verdict_timeout: SESSION_DEADLINE,
-                // The simulated switches hold their entries for the run (no lease).
-                refresh: None,
+                // Without a refresh the simulated switches hold their entries for the
+                // run (they have no lease).
+                refresh: spec.refresh,
                 invitations: None,
                 mrp_payload_limit: MRP_MAX_PAYLOAD,
             },
@@ -533,6 +558,8 @@ impl<'s> GroupRun<'s> {
             peak_mft_bytes: 0,
             dead: vec![false; spec.receivers.len() + 1],
             kill_pending: spec.kill.map(|(r, n)| (r as usize, n)),
+            restart_pending: spec.restart_switch_after,
+            restarted_at_data_in: None,
             reset_at: None,
             member_evicted: vec![false; spec.receivers.len()],
             last_delivery_ps: vec![0; spec.messages as usize],
@@ -742,14 +769,24 @@ impl<'s> GroupRun<'s> {
                 now = now.max(t);
                 self.on_event(engine, t, ev)?;
                 self.pump(engine, t)?;
-                if let Some((r, n)) = self.kill_pending {
+                if self.kill_pending.is_some() || self.restart_pending.is_some() {
                     let data_in: u64 = engine
                         .cepheus_switches()
                         .map(|(_, s)| s.stats.data_in)
                         .sum();
-                    if data_in >= n {
+                    if let Some((r, _)) = self.kill_pending.filter(|&(_, n)| data_in >= n) {
                         self.kill_pending = None;
                         self.kill(engine, r, t);
+                    }
+                    if self.restart_pending.is_some_and(|n| data_in >= n) {
+                        self.restart_pending = None;
+                        let &(_, tor) = engine
+                            .topo
+                            .ports(self.spec.source)
+                            .first()
+                            .ok_or("the source has no port")?;
+                        engine.restart_switch(tor)?;
+                        self.restarted_at_data_in = Some(data_in);
                     }
                 }
             }
@@ -1321,6 +1358,10 @@ impl<'s> GroupRun<'s> {
             member_verdicts: self.member_verdicts,
             member_evicted: self.member_evicted,
             mrp_ignored: engine.mrp_ignored,
+            leader_refreshes: self.leader.stats().refreshes,
+            switch_restarted: self
+                .restarted_at_data_in
+                .is_some_and(|at| switches.data_in > at),
             source_feedback,
             switches,
             max_switch_mft_bytes: max_mft,

@@ -144,6 +144,17 @@ pub struct MulticastConfig {
     /// shared eviction scenario, issue 46).
     pub kill_rank: u32,
     pub kill_after_packets: u64,
+    /// `transfer`: the source's switch restarts — its tables lost, as a crashed switch
+    /// daemon loses them — once it has taken in this many of the group's data packets
+    /// (0: never); the group continues once the leader's next registration refresh
+    /// (`refresh_ms`) has taught the new switch its tree (the shared switch-restart
+    /// scenario, issue 46).
+    pub restart_switch_after_packets: u64,
+    /// `transfer`: the leader refreshes its registration every this many ms, a quarter
+    /// of it while a buffer goes through the switch (`rocast mcast lead --refresh-ms`).
+    /// 0: no refresh in the simulator, whose switches keep their entries for the run,
+    /// and `rocast mcast`'s default (1 s) in the lab.
+    pub refresh_ms: u64,
     /// Random loss rates (`loss`, Fig. 13), and where the frames drop: "middle-switches"
     /// (every frame an aggregation switch sends: Cepheus §V-C's "randomly discarding
     /// packets in the middle switches") or "switch-links" (every switch-to-switch link,
@@ -306,6 +317,8 @@ impl Default for MulticastConfig {
             safeguard_expected_ratio: 0.0,
             kill_rank: 0,
             kill_after_packets: 200,
+            restart_switch_after_packets: 0,
+            refresh_ms: 0,
             loss_rates: vec![0.0, 1e-8, 1e-6, 1e-5, 1e-4],
             loss_at: "switch-links".into(),
             message: "128M".into(),
@@ -875,6 +888,20 @@ impl Scenario {
             return Err(invalid(
                 "multicast.safeguard_expected_ratio",
                 format!("{} is not a ratio of 0 or more", m.safeguard_expected_ratio),
+            ));
+        }
+        if m.restart_switch_after_packets > 0 && m.kill_rank > 0 {
+            return Err(invalid(
+                "multicast.restart_switch_after_packets",
+                "one mid-stream fault at a time: not with multicast.kill_rank".to_string(),
+            ));
+        }
+        if m.restart_switch_after_packets > 0 && m.refresh_ms == 0 {
+            return Err(invalid(
+                "multicast.restart_switch_after_packets",
+                "a restarted switch learns the group back only from the leader's refresh: \
+                 set multicast.refresh_ms too"
+                    .to_string(),
             ));
         }
         for (key, value) in [
