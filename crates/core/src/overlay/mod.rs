@@ -58,7 +58,7 @@ pub enum Scheme {
     /// second, so a rank forwards one block every two steps.
     BinaryTree,
     /// NCCL's double binary tree (NCCL 2.4, "Massively Scale Your Deep Learning
-    /// Training with NCCL 2.4", which PEEL cites as [3]): the root's blocks alternate
+    /// Training with NCCL 2.4", which PEEL cites as \[3\]): the root's blocks alternate
     /// between two binary trees over the other ranks, each rank interior in at most one
     /// of them, so each rank forwards about one copy per block where a binary tree's
     /// interior ranks forward two.

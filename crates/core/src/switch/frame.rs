@@ -27,7 +27,7 @@
 //!    member's own IP: a host's kernel only accepts UDP to its unicast address or to
 //!    multicast groups it joined, and the member cannot know the McstID in advance. A
 //!    refusal goes back to the leader as a [`SwitchReport`] datagram. An
-//!    [`MrpRelease`] from the group's source direction frees its table.
+//!    [`MrpRelease`](crate::wire::mrp::MrpRelease) from the group's source direction frees its table.
 //! 4. **RoCE to a group address** goes to the Cepheus engine, data only from the
 //!    group's source: the address and arrival port of the MRP registration that the
 //!    switch last accepted for it (the source moves only through authenticated MRP,
@@ -37,7 +37,7 @@
 //!    ICRC recomputed, IPv4 ident 0), feedback is emitted toward the source ([`FeedbackPacket::repr`](crate::fabric::cepheus::FeedbackPacket::repr)).
 //! 5. **PEEL** (UDP [`PEEL_UDP_PORT`], PEEL §3.2–3.3), at a switch configured with a
 //!    [`PeelRole`]: the shim is read ([`read_shim`]) and the PEEL engine
-//!    ([`PeelSwitch::handle`]) decides the copies. A copy toward a switch keeps the
+//!    ([`PeelSwitch::handle_packet`]) decides the copies. A copy toward a switch keeps the
 //!    frame as it arrived, byte for byte (Ethernet header included: the group's MAC and
 //!    the source's, so layer-2 learning stays consistent with the tree); a copy to a
 //!    member host has the shim stripped ([`strip_shim`]: UDP port 4791, IPv4 total
@@ -59,7 +59,7 @@
 //!    when the destination is broadcast, multicast or unknown.
 //!
 //! **Incarnations.** A registration marked as a new incarnation
-//! ([`MrpRepr::new_incarnation`]: a leader's first, not a refresh) starts the group's
+//! ([`MrpRepr::new_incarnation`](crate::wire::mrp::MrpRepr::new_incarnation): a leader's first, not a refresh) starts the group's
 //! per-member acknowledgement state afresh (counted `mrp_new_incarnations`): a leader
 //! restarted within the lease gets no acknowledgement positions of its predecessor,
 //! and its first packet (`seq` 0) replaces the predecessor's tree, so members it no
@@ -68,7 +68,7 @@
 //! **Soft state.** With `group_lease` set, every accepted MRP registration (the first
 //! one or a leader's refresh) sets the group's lease to now + lease;
 //! [`handle_timeout`](FrameSwitch::handle_timeout) frees a group whose lease ran out
-//! (its leader crashed or lost its path), and an [`MrpPrune`] from the group's source
+//! (its leader crashed or lost its path), and an [`MrpPrune`](crate::wire::mrp::MrpPrune) from the group's source
 //! direction takes evicted members' paths off the tree (rocast's additions to §III-C,
 //! issue 24).
 //!

@@ -11,6 +11,10 @@
 //!   replica bridged and re-emitted with a fresh ICRC.
 //! - [`igmp_snooping`]: which ports joined which IPv4 multicast group, from IGMP
 //!   reports (RFC 4541), for plain IP and RoCE UD multicast outside Cepheus groups.
+//! - [`pipeline`]: the decisions every driver makes first — which engine takes a packet
+//!   (PEEL, IGMP, MRP, Cepheus, IP multicast, unicast), which MRP message it carries,
+//!   and the unicast forwarding plug ([`pipeline::unicast_port`] over a
+//!   [`mrp_agent::UnicastTable`]: a host table, or routes with ECMP).
 //! - [`mrp_agent`]: MRP at a switch (Cepheus §III-C steps 2–3): members routed through
 //!   the unicast table, ports reused or load-balanced, MFT entries filled, and the MRP
 //!   packets for the next hops.
@@ -23,9 +27,11 @@
 //!   frame; the simulator sets a bit in its packet record instead).
 //!
 //! The simulator keeps only links, time and its compact packet record: its switches
-//! call [`egress::EgressQueues`] for every queueing decision, [`mrp_agent`] for MRP,
-//! and the same [`CepheusSwitch`](crate::fabric::cepheus::CepheusSwitch) the frame
-//! pipeline holds, on a [`RoceRepr`](crate::wire::RoceRepr) built from its record
+//! call [`pipeline`] to classify and route every packet (the fabric's routes as the
+//! forwarding plug), [`egress::EgressQueues`] for every queueing decision,
+//! [`mrp_agent`] for MRP, the same [`PeelSwitch`](crate::fabric::peel::PeelSwitch)
+//! roles for PEEL's prefix and rack tiers, and the same
+//! [`CepheusSwitch`](crate::fabric::cepheus::CepheusSwitch) the frame pipeline holds, on a [`RoceRepr`](crate::wire::RoceRepr) built from its record
 //! instead of parsed bytes (it skips the byte-level work — parse, ICRC, emit — that its
 //! record makes moot; the decisions are the same calls).
 //!
