@@ -657,6 +657,11 @@ impl Leader {
     fn step(&mut self) -> Result<(), McastError> {
         self.control_turn()?;
         self.path.service(&self.clock);
+        if self.session.has_event() {
+            // What this turn's input decided (a Ready, a verdict) goes on now: waiting
+            // first cost up to MAX_WAIT per control message, some 4 ms per buffer.
+            return Ok(());
+        }
         let wait = match self.session.poll_timeout() {
             Some(t) => MAX_WAIT.min(self.clock.until(self.clock.now(), t)),
             None => MAX_WAIT,
@@ -1526,6 +1531,8 @@ impl Member {
     /// packet, or the next deadline (at most 1 ms).
     fn step(&mut self, wait: bool) -> Result<(), McastError> {
         member_pump(&mut self.c, &self.mrp, &mut self.session, &self.clock);
+        // What the pump decided (an announced buffer, a verdict due) goes on now.
+        let wait = wait && !self.session.has_event();
         let fd = self.c.s.as_raw_fd();
         let max = match self.session.poll_timeout() {
             Some(t) => MAX_WAIT.min(self.clock.until(self.clock.now(), t)),

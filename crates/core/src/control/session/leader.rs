@@ -1399,4 +1399,10 @@ impl LeaderSession {
     pub fn poll_event(&mut self) -> Option<LeaderEvent> {
         self.events.pop_front()
     }
+
+    /// Whether [`Self::poll_event`] has something: a driver skips its wait for input
+    /// then (what the last input decided is acted on at once, not after the wait).
+    pub fn has_event(&self) -> bool {
+        !self.events.is_empty()
+    }
 }
