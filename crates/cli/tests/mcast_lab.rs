@@ -538,6 +538,25 @@ fn the_simulator_and_the_lab_agree_on_bytes_order_and_switch_counters() {
 
 /// The `transfer` scenario with `sets` (`--set` pairs) run by `rocast sim` and by
 /// `rocast lab run` in lab `lab`, each required to succeed: (sim, lab) stdout.
+/// `--set KEY=VALUE` arguments for the `transfer` scenario by `op`, with `keys` added.
+fn transfer_sets(op: &str, keys: &[&str]) -> Vec<String> {
+    std::iter::once(format!("multicast.op={op}"))
+        .chain(keys.iter().map(|k| k.to_string()))
+        .flat_map(|s| ["--set".to_string(), s])
+        .collect()
+}
+
+/// The per-member outcome lines `transfer` prints on both sides: bytes and verdict per
+/// rank, the group's path, and a restart when there was one.
+fn outcome_lines(t: &str) -> Vec<String> {
+    t.lines()
+        .filter(|x| {
+            x.starts_with("rank ") || x.starts_with("group path ") || x.starts_with("switch ")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
 fn transfer_in_sim_and_lab(lab: &str, sets: &[String], case: &str) -> (String, String) {
     let out = std::env::temp_dir().join(format!("rocast-{lab}-sim"));
     let mut sim: Vec<&str> = vec![
@@ -625,24 +644,18 @@ fn a_fallback_mid_stream_ends_the_same_for_every_member_in_the_simulator_and_the
 fn a_member_killed_mid_stream_is_evicted_alike_in_the_simulator_and_the_lab() {
     let lab = LabGuard::new("tm47");
     for op in ["write", "send"] {
-        let sets: Vec<String> = [
-            format!("multicast.op={op}"),
-            "multicast.messages=32".into(),
-            "multicast.message=256K".into(),
-            "multicast.kill_rank=2".into(),
-            "multicast.kill_after_packets=200".into(),
-        ]
-        .into_iter()
-        .flat_map(|s| ["--set".to_string(), s])
-        .collect();
+        let sets = transfer_sets(
+            op,
+            &[
+                "multicast.messages=32",
+                "multicast.message=256K",
+                "multicast.kill_rank=2",
+                "multicast.kill_after_packets=200",
+            ],
+        );
         let (s, l) = transfer_in_sim_and_lab(lab.0, &sets, op);
         let both = format!("{op}:\nsim:\n{}\nlab:\n{}", s, l);
-        let outcome = |t: &str| -> Vec<String> {
-            t.lines()
-                .filter(|x| x.starts_with("rank ") || x.starts_with("group path "))
-                .map(str::to_string)
-                .collect()
-        };
+        let outcome = outcome_lines;
         assert_eq!(outcome(&s), outcome(&l), "{both}");
         let crc = "crc32 969e5e94"; // the scenario's 8 MiB, seed 7
         assert_eq!(
@@ -672,28 +685,18 @@ fn a_member_killed_mid_stream_is_evicted_alike_in_the_simulator_and_the_lab() {
 fn a_switch_restarted_mid_stream_relearns_the_group_alike_in_the_simulator_and_the_lab() {
     let lab = LabGuard::new("tm48");
     for op in ["write", "send"] {
-        let sets: Vec<String> = [
-            format!("multicast.op={op}"),
-            "multicast.messages=8".into(),
-            "multicast.message=256K".into(),
-            "multicast.refresh_ms=200".into(),
-            "multicast.restart_switch_after_packets=50".into(),
-        ]
-        .into_iter()
-        .flat_map(|s| ["--set".to_string(), s])
-        .collect();
+        let sets = transfer_sets(
+            op,
+            &[
+                "multicast.messages=8",
+                "multicast.message=256K",
+                "multicast.refresh_ms=200",
+                "multicast.restart_switch_after_packets=50",
+            ],
+        );
         let (s, l) = transfer_in_sim_and_lab(lab.0, &sets, op);
         let both = format!("{op}:\nsim:\n{}\nlab:\n{}", s, l);
-        let outcome = |t: &str| -> Vec<String> {
-            t.lines()
-                .filter(|x| {
-                    x.starts_with("rank ")
-                        || x.starts_with("group path ")
-                        || x.starts_with("switch ")
-                })
-                .map(str::to_string)
-                .collect()
-        };
+        let outcome = outcome_lines;
         assert_eq!(outcome(&s), outcome(&l), "{both}");
         let crc = "crc32 4b63d7bc"; // the scenario's 2 MiB, seed 7
         let mut want: Vec<String> = (1..=3)

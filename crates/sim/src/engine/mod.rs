@@ -742,10 +742,7 @@ impl Engine {
         }
         let flows_len = flows.len() as u32;
         let cepheus: Vec<CepheusSwitch> = (n_hosts..n)
-            .map(|s| {
-                let ports = topo.ports(s as u32).len() as u16;
-                CepheusSwitch::new(ports, cfg.mft_max_groups, cfg.cnp_filter.build())
-            })
+            .map(|s| empty_cepheus_switch(&topo, &cfg, s as u32))
             .collect();
         let mut e = Engine {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
@@ -2484,10 +2481,8 @@ impl Engine {
             .checked_sub(self.topo.num_hosts())
             .filter(|&s| s < self.cepheus.len())
             .ok_or_else(|| format!("node {node} is not a switch"))?;
-        let ports = self.topo.ports(node).len() as u16;
         let stats = self.cepheus[sw].stats.clone();
-        self.cepheus[sw] =
-            CepheusSwitch::new(ports, self.cfg.mft_max_groups, self.cfg.cnp_filter.build());
+        self.cepheus[sw] = empty_cepheus_switch(&self.topo, &self.cfg, node);
         self.cepheus[sw].stats = stats;
         self.switch_timer[sw] = None;
         Ok(())
@@ -2775,6 +2770,12 @@ impl UnicastTable for SwitchRoutes<'_> {
             ports => UnicastRoute::Via(ports),
         }
     }
+}
+
+/// Switch `node`'s Cepheus engine as the run starts it (and a restart leaves it).
+fn empty_cepheus_switch(topo: &Topology, cfg: &EngineConfig, node: u32) -> CepheusSwitch {
+    let ports = topo.ports(node).len() as u16;
+    CepheusSwitch::new(ports, cfg.mft_max_groups, cfg.cnp_filter.build())
 }
 
 /// A hint to load the cache line holding `x`.
