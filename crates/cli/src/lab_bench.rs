@@ -1,4 +1,4 @@
-//! `rocast bench lab-bcast`: broadcast latency and goodput on real packets (issue 8).
+//! `rocast bench lab-bcast`: broadcast latency and goodput on real packets.
 //! For each group size it brings up a `rocast lab` with the switch daemon, then for
 //! each message size and scheme runs `rocast mcast lead|join` on the hosts (Cepheus
 //! through the switch; chain, binomial tree and binomial pipeline over the same host
@@ -416,12 +416,18 @@ fn run_group_killing(
     // Each member's output is read while it runs: a member printing a line per buffer
     // would otherwise fill its pipe (64 KiB, some 750 lines) and block, and the group
     // with it (measured: `--repeat 1000` stopped at send 754).
-    let joins: Vec<std::thread::JoinHandle<String>> = joins
+    // Each thread returns the member's stdout and stderr.
+    let joins: Vec<std::thread::JoinHandle<(String, String)>> = joins
         .into_iter()
         .map(|j| {
             std::thread::spawn(move || {
                 j.wait_with_output()
-                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .map(|o| {
+                        (
+                            String::from_utf8_lossy(&o.stdout).into_owned(),
+                            String::from_utf8_lossy(&o.stderr).into_owned(),
+                        )
+                    })
                     .unwrap_or_default()
             })
         })
@@ -473,16 +479,29 @@ fn run_group_killing(
         }
     }
     let lead = leader.wait_with_output().map_err(|e| e.to_string())?;
-    let members: Vec<String> = joins
+    let (members, member_stderr): (Vec<String>, Vec<String>) = joins
         .into_iter()
         .map(|j| j.join().unwrap_or_default())
-        .collect();
+        .unzip();
     let text = String::from_utf8_lossy(&lead.stdout).into_owned();
     let evicted_end =
         matches!(fault, Some((MidStreamFault::KillRank(_), _))) && lead.status.code() == Some(3);
     if !lead.status.success() && !evicted_end {
+        // The leader names a failed member; the member's own words say why.
+        // (`mcast join` prints its failure on stdout, diagnostics on stderr.)
+        let said: String = members
+            .iter()
+            .zip(&member_stderr)
+            .enumerate()
+            .flat_map(|(i, (out, err))| {
+                out.lines()
+                    .filter(|l| l.contains("failed") || l.starts_with("evicted"))
+                    .chain(err.lines())
+                    .map(move |l| format!("  {} said: {}\n", host_ip(i + 1), l.trim()))
+            })
+            .collect();
         return Err(format!(
-            "{extra:?}: {text}{}",
+            "{extra:?}: {text}{}{said}",
             String::from_utf8_lossy(&lead.stderr)
         ));
     }
@@ -1274,7 +1293,7 @@ mod tests {
     }
 }
 
-/// `rocast bench lab-latency` (issue 26, point 2): one-way latency distributions on
+/// `rocast bench lab-latency`: one-way latency distributions on
 /// real packets in the namespace lab, every host on the machine's one clock.
 pub struct LabLatencyArgs {
     /// Receivers per group (the lab has one more host, the sender).

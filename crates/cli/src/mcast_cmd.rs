@@ -514,7 +514,7 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                 }
             };
             // As ibv_rc_pingpong prints its local address: the random QPN and start
-            // PSN (issue 45) a stranger would have to guess.
+            // PSN a stranger would have to guess.
             println!(
                 "joined {} as QPN {:#08x}, data from PSN {:#08x}",
                 mcst_id,
@@ -612,6 +612,25 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                     Err(e) => {
                         discard(&partial);
                         println!("join failed: {e}");
+                        // What this member saw, for whoever finds out why.
+                        let st = member.session_stats();
+                        eprintln!(
+                            "rocast mcast: member counters: refresh confirmations sent {}, \
+                             MRP ignored {}, MRP from strangers {}",
+                            st.confirmations_sent, st.mrp_ignored, st.mrp_foreign
+                        );
+                        if let Some(q) = member.group_qp_stats() {
+                            eprintln!(
+                                "rocast mcast: switch QP: data received {}, duplicates {}, \
+                                 out of order {}, ACKs sent {}, NAKs sent {}, RNR NAKs sent {}",
+                                q.rx_data_packets,
+                                q.rx_duplicates,
+                                q.rx_out_of_order,
+                                q.tx_acks,
+                                q.tx_naks,
+                                q.tx_rnr_naks
+                            );
+                        }
                         return Ok(Outcome::Failed);
                     }
                 }
@@ -620,7 +639,7 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
     }
 }
 
-/// The group connection's drops of packets that were not its own (issue 45): from
+/// The group connection's drops of packets that were not its own: from
 /// another address than the group's (a stranger's injected data or forged feedback),
 /// for another QPN (a guessed one), malformed or with a bad ICRC.
 fn stranger_drops(q: &rocast_core::rnic::QpStats) -> String {

@@ -1,4 +1,4 @@
-//! The multicast API on real sockets (issue 8): a group's leader sends a buffer by
+//! The multicast API on real sockets: a group's leader sends a buffer by
 //! SEND or RDMA WRITE to every member through a Cepheus switch (`rocast switch`), each
 //! member receives it, and the close reports success or failure to all, as in RDMC.
 //!
@@ -543,7 +543,7 @@ pub struct Leader {
     mrp_counter: MrpCounter,
     /// The current buffer went through the switch up to this byte, then the overlay.
     rerouted_at: Option<u64>,
-    /// This leader's random QPN and start PSN on the switch connection (issue 45).
+    /// This leader's random QPN and start PSN on the switch connection.
     qpn: u32,
     start_psn: u32,
 }
@@ -563,7 +563,7 @@ impl Leader {
             window: cfg.window,
         };
         let clock = Clock::new();
-        // Random per leader (issue 45): what a stranger must guess to inject into the
+        // Random per leader: what a stranger must guess to inject into the
         // group, and, with the switch's source guard, to forge its feedback.
         let leader_qpn = random_qpn();
         let start_psn = random_psn();
@@ -609,8 +609,8 @@ impl Leader {
         listener.set_nonblocking(true).map_err(io("listener"))?;
         let mrp = mrp_socket(cfg.local)?;
         // The group's QP retries for the group's --timeout, as the overlay's do: a
-        // group the whole machine's load holds back is slowed, not failed (issue 46:
-        // under parallel lab tests the fixed 5.1 s ran out); an unreachable member is
+        // group the whole machine's load holds back is slowed, not failed (under
+        // parallel lab tests the fixed 5.1 s ran out); an unreachable member is
         // evicted long before (`UNREACHABLE_REFRESHES`).
         let ep = endpoint(
             cfg.local,
@@ -817,7 +817,12 @@ impl Leader {
             // The transfer loop watches `rerouting()`; the cut follows there.
             LeaderEvent::Reroute { .. } => Ok(None),
             LeaderEvent::MemberEvicted { ip, reason } => {
-                eprintln!("rocast mcast: member {ip} evicted ({reason}); the group goes on");
+                let st = self.session.stats();
+                eprintln!(
+                    "rocast mcast: member {ip} evicted ({reason}); the group goes on \
+                     (refreshes sent {}, confirmed {}, confirmed late {})",
+                    st.refreshes, st.refresh_confirmations, st.late_confirmations
+                );
                 Ok(None)
             }
             ev => Ok(Some(ev)),
@@ -1319,7 +1324,7 @@ pub struct Member {
     qpn: u32,
     /// The PSN of the group's first data packet (the leader's random start, from `Params`).
     start_psn: u32,
-    /// The WRITE region's RKey: random (issue 45), like the QPN, so a stranger cannot
+    /// The WRITE region's RKey: random, like the QPN, so a stranger cannot
     /// aim a WRITE at the region either.
     rkey: u32,
     /// Other members the leader evicted, in the order it said so.
@@ -1475,7 +1480,7 @@ impl Member {
             },
             clock.now(),
         );
-        // Random (issue 45): a QPN derived from the address let any host aim at it.
+        // Random: a QPN derived from the address let any host aim at it.
         let qpn = random_qpn();
         let mut m = Member {
             cfg: cfg.clone(),
@@ -1925,6 +1930,11 @@ impl Member {
         }
     }
 
+    /// The group session's counters (refresh confirmations sent, MRP ignored…).
+    pub fn session_stats(&self) -> &rocast_core::control::session::MemberStats {
+        self.session.stats()
+    }
+
     /// Other members the leader evicted so far.
     pub fn evicted_peers(&self) -> &[Ipv4Addr] {
         &self.evicted_peers
@@ -1938,7 +1948,7 @@ impl Member {
 }
 
 /// One overlay connection: rank `rank`'s QP toward rank `peer`, numbered from the
-/// group's random start PSN (`Params`, issue 45): the overlay's QPNs name ranks, so
+/// group's random start PSN (`Params`): the overlay's QPNs name ranks, so
 /// the PSN and the peer's address are what a stranger cannot match.
 fn overlay_qp(
     local: Ipv4Addr,
@@ -1991,10 +2001,13 @@ fn rc_qp(
     c.mtu = mtu;
     // Userspace hops (switch, endpoints) add milliseconds under load; a timeout below
     // that retransmits what is merely queued. 20 ms is the floor; past the first
-    // measured round trip the timeout follows SRTT + 4·RTTVAR (issue 25: 16 members on
+    // measured round trip the timeout follows SRTT + 4·RTTVAR (16 members on
     // two cores took round trips past any fixed floor).
     c.retransmit_timeout = RTO_FLOOR;
     c.adaptive_rto = true;
+    // The lab's fabric is lossy (no PFC) and its switch is a process that may be
+    // descheduled past any timeout: after a timeout, one packet, not the window.
+    c.slow_restart = true;
     let rate: Box<dyn RateController> = match rate_bps {
         // 64 KB of burst: a late wakeup catches up instead of losing the rate.
         Some(r) => Box::new(FixedRate::with_burst(r, 64 << 10)),
@@ -2013,7 +2026,7 @@ const VERBS_RETRY_COUNT: u8 = 7;
 /// each twice the last from the [`RTO_FLOOR`], to cover `silence` (the user's
 /// `--timeout`), so that a peer that is merely slow — descheduled, loaded — holds its
 /// sender back for as long as the group allows instead of failing it after the fixed
-/// 5.1 s of verbs' seven retries (issue 46). At least those seven; at most 16 (the
+/// 5.1 s of verbs' seven retries. At least those seven; at most 16 (the
 /// back-off's cap).
 fn retry_limit_for(silence: Duration) -> u8 {
     let floor = RTO_FLOOR.as_ps() as u128;

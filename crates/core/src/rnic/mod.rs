@@ -101,6 +101,17 @@ pub struct QpConfig {
     /// real-time runtime turns it on, where a busy host's round trip varies by orders
     /// of magnitude and a fixed 1 ms timeout fires spuriously.
     pub adaptive_rto: bool,
+    /// Restart slowly after loss (NVIDIA's lossy-RoCE accelerations, `ROCE_ACCL`'s
+    /// `roce_slow_restart_en` with its transmission window `roce_tx_window_en`): a
+    /// retransmission timeout shrinks the requester's window to one packet and a
+    /// PSN sequence NAK halves it; every newly acknowledged packet opens it by one
+    /// (doubling per round trip) back up to `max_outstanding`. Without it a timeout
+    /// resends the whole window at once: when the timeout was spurious (a receiver or
+    /// a software switch descheduled past it) every copy is a duplicate queued behind
+    /// the originals, and on a loaded host the queue, the round trip and the next
+    /// timeout grow together. Off by default (the simulator's RNICs are the papers'
+    /// lossless-fabric NICs); the real-time runtime turns it on.
+    pub slow_restart: bool,
     /// Timeouts in a row (without progress) before the QP fails. 7 as in verbs' retry_cnt.
     pub retry_limit: u8,
     /// RNR NAKs in a row before the QP fails; 7 means "retry forever" (verbs' rnr_retry).
@@ -141,6 +152,7 @@ impl QpConfig {
             // Loss is normally repaired by NAKs within an RTT; the timer covers tail loss.
             retransmit_timeout: Duration::from_ms(1),
             adaptive_rto: false,
+            slow_restart: false,
             retry_limit: 7,
             rnr_retry_limit: 7,
             min_rnr_timer: 1, // 10 µs
@@ -351,7 +363,7 @@ pub struct QpStats {
     pub drop_bad_icrc: u64,
     pub drop_malformed: u64,
     pub drop_wrong_qp: u64,
-    /// Addressed to this QP from an address other than its remote (issue 45).
+    /// Addressed to this QP from an address other than its remote.
     pub drop_wrong_source: u64,
     pub drop_unexpected_opcode: u64,
     pub timeouts: u64,

@@ -24,7 +24,7 @@ pub enum RxDrop {
     BadIcrc,
     #[error("addressed to QP {0:#x}, not this QP")]
     WrongQp(u32),
-    /// From an address other than the connection's remote (issue 45): an RC packet
+    /// From an address other than the connection's remote: an RC packet
     /// carries no source QPN, so the source address is what binds it to the
     /// connection; a stranger's packet (an injected SEND, a forged ACK or NAK) stops
     /// here, counted.

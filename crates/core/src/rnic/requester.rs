@@ -87,6 +87,9 @@ pub(crate) struct Requester {
     retx_queue: VecDeque<Psn>,
     pub failed: bool,
     pub rate: Box<dyn RateController>,
+    /// With `QpConfig::slow_restart`: most PSNs past `una` that may be in flight now
+    /// (`max_outstanding` until a loss shrinks it).
+    window: u32,
 }
 
 impl Requester {
@@ -109,7 +112,14 @@ impl Requester {
             retx_queue: VecDeque::new(),
             failed: false,
             rate,
+            window: cfg.max_outstanding,
         }
+    }
+
+    /// Whether the packet at `snd_nxt` (a go-back-N resend or new data) fits the
+    /// slow-restart window.
+    fn in_window(&self) -> bool {
+        self.snd_nxt.distance_from(self.una) < self.window
     }
 
     pub fn post(&mut self, cfg: &QpConfig, req: SendRequest) {
@@ -169,8 +179,10 @@ impl Requester {
     pub fn has_work(&self, cfg: &QpConfig) -> bool {
         !self.failed
             && (!self.retx_queue.is_empty()
-                || self.snd_nxt != self.snd_max
-                || (self.has_unsent() && self.outstanding() < cfg.max_outstanding))
+                || (self.snd_nxt != self.snd_max && self.in_window())
+                || (self.has_unsent()
+                    && self.outstanding() < cfg.max_outstanding
+                    && self.in_window()))
     }
 
     fn state_mut(&mut self, psn: Psn) -> Option<&mut PktState> {
@@ -195,6 +207,9 @@ impl Requester {
                 }
                 break (p, true);
             }
+            if !self.in_window() {
+                return None;
+            }
             if self.snd_nxt != self.snd_max {
                 let p = self.snd_nxt;
                 self.snd_nxt = p.next();
@@ -211,7 +226,13 @@ impl Requester {
             }
             return None;
         };
-        let pkt = self.describe(cfg, psn, retransmission);
+        let mut pkt = self.describe(cfg, psn, retransmission);
+        // A slow-restart window smaller than `ack_req_every` would otherwise fill with
+        // packets no responder acknowledges (it ACKs every `ack_every`, or on request)
+        // and open again only at the next timeout: the packet that fills it asks.
+        if cfg.slow_restart && !self.in_window() {
+            pkt.ack_req = true;
+        }
         if retransmission {
             self.rtt_probe = None;
         } else if cfg.adaptive_rto && self.rtt_probe.is_none() {
@@ -333,6 +354,9 @@ impl Requester {
         if self.snd_nxt.distance_from(self.una) > self.snd_max.distance_from(self.una) {
             self.snd_nxt = self.una; // acknowledged past the go-back-N cursor
         }
+        if cfg.slow_restart {
+            self.window = self.window.saturating_add(newly).min(cfg.max_outstanding);
+        }
         self.retries = 0;
         self.rnr_retries = 0;
         self.rto_deadline = if self.outstanding() > 0 {
@@ -382,6 +406,9 @@ impl Requester {
                     self.apply_sack(psn, payload);
                 } else {
                     self.go_back_to(psn);
+                }
+                if cfg.slow_restart {
+                    self.window = (self.window / 2).max(1);
                 }
                 self.rto_deadline = Some(now + self.backoff_rto(cfg));
             }
@@ -500,6 +527,9 @@ impl Requester {
                     }
                 }
             }
+        }
+        if cfg.slow_restart {
+            self.window = 1;
         }
         self.force_ack_req = true;
         self.rto_deadline = Some(now + self.backoff_rto(cfg));

@@ -358,6 +358,66 @@ fn requester_retransmits_on_timeout_with_backoff_then_fails() {
     assert_eq!(a.post_send(send(3, 1)), Err(qp::PostError::QpInError));
 }
 
+/// Slow restart (`QpConfig::slow_restart`): after a timeout one packet goes, not the
+/// window; each newly acknowledged packet opens the window by one; a sequence NAK
+/// halves it. Without it (the test above) the timeout resends the whole window.
+#[test]
+fn slow_restart_resends_one_packet_after_a_timeout_and_reopens_by_acks() {
+    let mut c = cfg_a();
+    c.retransmit_timeout = Duration::from_us(100);
+    c.max_outstanding = 8;
+    c.slow_restart = true;
+    let mut a = RcQueuePair::new(c).unwrap();
+    a.post_send(send(1, 12 * MTU)).unwrap();
+    assert_eq!(psns(&drain(&mut a, t(0))), (0..8).collect::<Vec<_>>());
+    a.handle_timeout(t(100));
+    let out = drain(&mut a, t(100));
+    assert_eq!(psns(&out), vec![0], "one packet after a timeout, not eight");
+    assert!(out[0].ack_req);
+    // Its ACK (the originals were lost): the window opens to two, and the packet
+    // that fills it asks for an ACK (the responder would wait for `ack_every`).
+    a.handle_packet(t(150), &ack(psn_a(0), OK, 0)).unwrap();
+    let out = drain(&mut a, t(150));
+    assert_eq!(psns(&out), vec![1, 2]);
+    assert_eq!(
+        out.iter().map(|o| o.ack_req).collect::<Vec<_>>(),
+        [false, true]
+    );
+    // Two more acknowledged: four in flight past una.
+    a.handle_packet(t(200), &ack(psn_a(2), OK, 0)).unwrap();
+    assert_eq!(psns(&drain(&mut a, t(200))), vec![3, 4, 5, 6]);
+    // A spurious timeout's originals acknowledged at once: the window opens by all
+    // of them, and nothing acknowledged is sent again.
+    a.handle_packet(t(250), &ack(psn_a(6), OK, 0)).unwrap();
+    assert_eq!(psns(&drain(&mut a, t(250))), vec![7, 8, 9, 10, 11]);
+    // A gap at 8: the NAK halves the window (8 → 4): 8..11 go again, four of them.
+    a.handle_packet(
+        t(300),
+        &ack(psn_a(8), AckSyndrome::Nak(NakCode::PsnSequenceError), 0),
+    )
+    .unwrap();
+    assert_eq!(psns(&drain(&mut a, t(300))), vec![8, 9, 10, 11]);
+    // Resent: 0; 1, 2; 3..6; 7 (past the go-back-N cursor); 8..11 after the NAK.
+    assert_eq!(a.stats().tx_retransmitted, 1 + 2 + 4 + 1 + 4);
+}
+
+#[test]
+fn slow_restart_after_a_nak_sends_no_more_than_half_the_window() {
+    let mut c = cfg_a();
+    c.max_outstanding = 8;
+    c.slow_restart = true;
+    let mut a = RcQueuePair::new(c).unwrap();
+    a.post_send(send(1, 12 * MTU)).unwrap();
+    assert_eq!(psns(&drain(&mut a, t(0))), (0..8).collect::<Vec<_>>());
+    a.handle_packet(
+        t(10),
+        &ack(psn_a(2), AckSyndrome::Nak(NakCode::PsnSequenceError), 0),
+    )
+    .unwrap();
+    // Window 4 from una = 2: 2..5, not 2..9.
+    assert_eq!(psns(&drain(&mut a, t(10))), vec![2, 3, 4, 5]);
+}
+
 #[test]
 fn retry_now_forgets_the_timeouts_and_retransmits_at_once() {
     let mut c = cfg_a();
@@ -1070,7 +1130,7 @@ fn qp_drops_bad_icrc_wrong_qp_and_garbage_with_counts() {
     assert!(events(&mut b).is_empty());
 }
 
-/// Issue 45: a stranger (C) who knows the QPN and a PSN in the window still cannot
+/// A stranger (C) who knows the QPN and a PSN in the window still cannot
 /// deliver data, acknowledge, or fail the QP with a NAK: an RC packet carries no source
 /// QPN, so its source address binds it to the connection.
 #[test]

@@ -958,6 +958,51 @@ fn a_member_that_stops_confirming_refreshes_while_a_transfer_stalls_is_evicted_a
     assert_eq!(ips, vec![LEADER, member_ip(0), member_ip(2)]);
 }
 
+/// The switch (or the leader's host) stalls for seconds: no refresh is answered, then
+/// the members' confirmations drain one after another. Nobody is evicted: a silent
+/// interval counts against no member, so the member that drains last is one refresh
+/// behind, not forty.
+#[test]
+fn after_a_stall_that_silenced_every_member_the_last_to_confirm_is_not_evicted() {
+    let every = Duration::from_ms(100);
+    let mut g = refreshing_group(every);
+    start_transfer(&mut g, 70_000);
+    let refresh = |g: &mut Group, reach: &[usize]| {
+        g.now = g.leader.poll_timeout().unwrap();
+        g.leader.handle_timeout(g.now);
+        for o in drain_leader(&mut g.leader, g.now) {
+            if let Out::Mrp(p) = o {
+                for &i in reach {
+                    g.members[i].handle_mrp(g.now, &p);
+                }
+            }
+        }
+        g.members_to_leader();
+    };
+    refresh(&mut g, &[0, 1, 2]);
+    // Two seconds of silence from everyone, the transfer stalled.
+    for _ in 0..80 {
+        refresh(&mut g, &[]);
+    }
+    // Members 0 and 2 drain first; member 1 a refresh later, then all go on.
+    refresh(&mut g, &[0, 2]);
+    for _ in 0..3 {
+        refresh(&mut g, &[0, 1, 2]);
+    }
+    let evicted = g.leader.stats().evicted;
+    assert_eq!(evicted, 0, "{:?}", leader_events(&mut g.leader));
+    assert_eq!(g.leader.phase(), LeaderPhase::Transferring);
+    // A member cut off for good is still found: the others confirm, it does not.
+    while g.leader.stats().evicted == 0 {
+        refresh(&mut g, &[0, 2]);
+    }
+    let ev = leader_events(&mut g.leader);
+    assert!(
+        matches!(&ev[..], [LeaderEvent::MemberEvicted { ip, .. }] if *ip == member_ip(1)),
+        "{ev:?}"
+    );
+}
+
 #[test]
 fn a_stalled_transfer_evicts_nobody_when_no_member_confirms() {
     // A restarted switch (or the leader's own link down): no refresh is confirmed, so
@@ -1089,7 +1134,7 @@ fn wrong_version_params_or_join_is_a_protocol_error() {
     ));
 }
 
-/// Issue 24: a Join names the address its connection came from. A host that claims
+/// A Join names the address its connection came from. A host that claims
 /// another member's address (to enrol it uninvited, or to aim the group's WRITEs at
 /// it) is refused alone; the real member then joins and the group registers.
 #[test]
@@ -1181,7 +1226,7 @@ fn slow_group() -> Group {
     g
 }
 
-/// Cepheus §V-D at run time (issue 24): the safeguard decides while a buffer is in
+/// Cepheus §V-D at run time: the safeguard decides while a buffer is in
 /// flight; the driver stops the switch path after what every member acknowledged, the
 /// members set up the overlay and resume from that byte, and the buffer's verdicts
 /// cover all of it.
