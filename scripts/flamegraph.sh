@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A CPU flame graph of one `rocast sim` run (issue 21: profile before optimising).
+# A CPU flame graph of one `rocast sim` run (profile before optimising).
 #
 #   scripts/flamegraph.sh OUT.svg [rocast sim arguments...]
 #

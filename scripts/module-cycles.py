@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-# Module import graph of one crate and the edges that lie on a cycle (issue 20:
-# "rocast-sim as a map of itself"). Edges are `crate::MODULE` paths in each file
-# outside its `#[cfg(test)]` part; tests.rs files are skipped.
+# Top-level module import graph of one crate and the edges that lie on a cycle, for
+# reading. Edges are `crate::MODULE` paths in each file outside its `#[cfg(test)]`
+# part; tests.rs files are skipped. The test that holds the rule (file-level cycles
+# too, and the core's layers) is crates/sim/tests/module_cycles.rs.
 #
 #   scripts/module-cycles.py crates/sim/src [DEPTH]
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sanity check against a real peer (issue 4): Open MPI 4.1's MPI_Bcast algorithms,
+# Sanity check against a real peer: Open MPI 4.1's MPI_Bcast algorithms,
 # measured on shared memory on this machine, against rocast's simulated ordering of
 # the same schemes, for 4 and 8 ranks at 64 B and 16 MiB. A script, not a test: the
 # figures are timings of an oversubscribed 2-core machine.

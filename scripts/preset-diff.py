@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Compares two runs of scripts/preset-outputs.sh (issue 20: preset outputs unchanged).
+"""Compares two runs of scripts/preset-outputs.sh (a refactor must leave every preset's
+output unchanged).
 
     scripts/preset-diff.py BEFORE_DIR AFTER_DIR
 

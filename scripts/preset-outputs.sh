@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every `rocast sim` preset with one binary and keeps what each printed and wrote,
-# so two builds can be compared with scripts/preset-diff.py (issue 20: a refactor must
+# so two builds can be compared with scripts/preset-diff.py (a refactor must
 # leave every preset's output unchanged).
 #
 #   scripts/preset-outputs.sh BIN OUTDIR [PRESET...]

@@ -4,7 +4,7 @@
  * UDP port, the invitation token's and SHA-256's lengths, and the monotonic clock.
  * Header-only.
  *
- * Since issue 46 the C programs carry no codec of the group control channel: the
+ * The C programs carry no codec of the group control channel: the
  * group session (rocast_core::control::session, through rocast_session.h) frames,
  * parses and decides, the same code as `rocast mcast`. Every #define here is checked
  * against the Rust definitions by crates/core/tests/c_header.rs.

@@ -2,7 +2,7 @@
  * rocast_session.h: the C ABI of rocast's group session (crates/ffi, librocast_ffi.a):
  * the leader's and a member's control lifecycle -- discovery, MRP registration and
  * its refreshes (Cepheus §III-C), per-buffer announcements and verdicts, evictions,
- * the close -- run by the same sans-IO state machines as `rocast mcast` (issue 46).
+ * the close -- run by the same sans-IO state machines as `rocast mcast`.
  *
  * The driver owns the sockets, the QP and the clock: it hands every input to a
  * rocast_gs_*_handle_* call, sends what *_poll_transmit writes where `dest` says (a

@@ -1,6 +1,6 @@
 /*
  * rocast-verbs: the end-host side of rocast's in-network multicast on a real RNIC
- * (or the kernel's Soft-RoCE), over rdma-core's libibverbs (issue 9).
+ * (or the kernel's Soft-RoCE), over rdma-core's libibverbs.
  *
  * A group member's RC QP is connected to the group's *virtual remote*: destination
  * GID = the McstID as an IPv4-mapped GID, destination QPN = 1, with starting PSNs
@@ -81,7 +81,7 @@ uint64_t rv_va(const struct rv_group_qp *g);
 uint32_t rv_rkey(const struct rv_group_qp *g);
 
 /*
- * UD multicast on the same verbs (the broadcast-select paper's transport, issue 26):
+ * UD multicast on the same verbs (the broadcast-select paper's transport):
  * one UD QP with a completion channel, attached to an IPv4 multicast group. On
  * Soft-RoCE (Linux 6.1) ibv_attach_mcast alone does not make the kernel accept the
  * group's packets: rxe joins no IP group and programs the IPv6-style MAC, so

@@ -2,8 +2,8 @@
  * rocast-verbs-lead: a group's leader and sender on a real RNIC (or Soft-RoCE), with
  * the controller in the same process as the paper runs it on the leader host (Cepheus
  * §III-C). The group's control lifecycle is rocast's group session, the same state
- * machine `rocast mcast lead` runs, through its C ABI (rocast_session.h, crates/ffi;
- * issue 46): member discovery (TCP port 4793), MRP registration (UDP 4792) with its
+ * machine `rocast mcast lead` runs, through its C ABI (rocast_session.h, crates/ffi):
+ * member discovery (TCP port 4793), MRP registration (UDP 4792) with its
  * resends and the leased refreshes every second, per-buffer announcements and
  * verdicts, evicting a member whose connection breaks, the close and the switch's
  * release. This program keeps only I/O: the sockets, the clock, and the one RC QP
@@ -105,7 +105,7 @@ int main(int argc, char **argv) {
     }
     struct rv_group_qp g;
     int e = rv_open(&g, dev, (uint8_t)port, (int)gid, (size_t)size, 0);
-    /* A random start PSN (issue 45): with the kernel-chosen QPN, what a stranger must
+    /* A random start PSN: with the kernel-chosen QPN, what a stranger must
      * guess to inject into the group; the members learn it from Params. */
     uint32_t start_psn;
     if (!e) e = rv_random_psn(&start_psn);

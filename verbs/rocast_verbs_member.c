@@ -4,7 +4,7 @@
  * MRP member agent (UDP 4792), and one RC QP connected to the group's virtual remote
  * (McstID, QPN 1) through the Cepheus switch. The control side is rocast's group
  * session, the same state machine `rocast mcast join` runs, through its C ABI
- * (rocast_session.h, crates/ffi; issue 46): Params, the Join (with an invitation),
+ * (rocast_session.h, crates/ffi): Params, the Join (with an invitation),
  * confirming the member's MRP record and the leader's refreshes, announcements,
  * verdicts, evictions and the close. This program keeps only I/O: the sockets, the
  * clock, the QP and its receives, and the SHA-256 of what arrived.

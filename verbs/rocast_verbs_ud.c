@@ -1,6 +1,6 @@
 /*
  * rocast-verbs-ud: reliable multicast over RDMA UD on an unmodified RNIC or Soft-RoCE
- * (the broadcast-select paper's transport, 002 §II-A/§IV; issue 26). The protocol is
+ * (the broadcast-select paper's transport, 002 §II-A/§IV). The protocol is
  * rocast's core NACK multicast through its C ABI (rocast_nack.h): this program only
  * moves its packets, one UD SEND each, and keeps time.
  *
@@ -176,7 +176,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    /* The group key (issue 45): 64 hex digits, the same at the sender and every
+    /* The group key: 64 hex digits, the same at the sender and every
      * receiver. With it every packet carries HMAC-SHA256/16 (the core's, through the
      * FFI) and only sealed packets are taken. */
     uint8_t key[32];
@@ -213,7 +213,7 @@ int main(int argc, char **argv)
     }
     if (sender) {
         struct rocast_nm_sender_config c;
-        /* A fresh stream id per start (issue 45 item 5): a restarted sender is a new
+        /* A fresh stream id per start: a restarted sender is a new
          * stream, never the old one's continuation, and an off-path host cannot guess
          * it. getrandom(2) is the OS CSPRNG. */
         uint32_t stream_id = 0;

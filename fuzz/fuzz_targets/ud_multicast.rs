@@ -1,10 +1,10 @@
-//! Feeds arbitrary bytes to the UD multicast path (issue 10): the NACK multicast
+//! Feeds arbitrary bytes to the UD multicast path: the NACK multicast
 //! packet parser (every packet that parses must re-emit to the same bytes' meaning),
 //! the protocol's sender and receiver state machines (no panic, no delivery of a
 //! message that was never whole), and the rnic UD endpoint as an Ethernet frame (every
 //! frame is delivered or counted as exactly one drop).
 //!
-//! A second receiver and sender hold a group key (issue 45 item 5) and are fed the
+//! A second receiver and sender hold a group key and are fed the
 //! same packets with a source address: only packets sealed with the key (the seeds'
 //! `sealed-*`, made with `make_seeds.py`'s KEY) get past their checks, and no packet,
 //! sealed or not, may panic them.

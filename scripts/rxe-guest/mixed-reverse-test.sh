@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mixed (issue 9, acceptance 4, second direction): an unmodified Soft-RoCE sender (an rxe
+# Mixed, second direction: an unmodified Soft-RoCE sender (an rxe
 # guest running rocast-verbs-lead: controller and sender on libibverbs) multicasts through
 # `rocast switch` (Cepheus engine) to three rocast software receivers (`rocast mcast join`
 # in `rocast lab` namespaces). SEND and WRITE, 100 buffers of 4 KB and 100 of 1 MB; every

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mixed (issue 9, acceptance 4, first direction): a rocast software sender in a `rocast lab`
+# Mixed, first direction: a rocast software sender in a `rocast lab`
 # namespace multicasts through `rocast switch` (Cepheus engine: replication, bridging, ACK
 # aggregation) to three unmodified Soft-RoCE receivers: rxe guests under qemu TCG running
 # rocast-verbs-member (verbs/), one ordinary RC QP each, connected to (McstID, QPN 1).

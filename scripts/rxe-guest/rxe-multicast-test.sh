@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multicast among unmodified Soft-RoCE hosts (issue 9, acceptance 2 and 3): one rxe guest
+# Multicast among unmodified Soft-RoCE hosts: one rxe guest
 # sends (rocast-verbs-lead: controller + sender on libibverbs), three rxe guests receive
 # (rocast-verbs-member), all on dgram ports of one `rocast switch` running the Cepheus engine.
 #   phase A, no loss: SEND and WRITE, 100 buffers of 4 KB and 100 of 1 MB; every receiver's

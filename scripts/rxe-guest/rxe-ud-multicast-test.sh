@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Reliable UD multicast among unmodified Soft-RoCE hosts (issue 26, point 1): one rxe guest
+# Reliable UD multicast among unmodified Soft-RoCE hosts: one rxe guest
 # sends, three receive, with rocast-verbs-ud (verbs/: a UD QP attached to IPv4 group
 # 239.1.1.7 by ibv_attach_mcast, the core's NACK protocol through its C ABI), all on dgram
 # ports of one `rocast switch` that learns the group's members by IGMP snooping (and is the
 # querier) and drops 1e-3 of the frames leaving every port (data, repairs, heartbeats,
 # NACKs and STATUS alike). Checks:
-#   - every packet sealed under a group key (HMAC-SHA256/16, issue 45), and every receiver
+#   - every packet sealed under a group key (HMAC-SHA256/16), and every receiver
 #     got all MESSAGES messages exactly once, in order, each byte right, and
 #     its CRC-32 over the stream equals the sender's; the sender saw every receiver done;
 #   - loss happened and was repaired (injected drops, NACKs, repairs);
@@ -41,7 +41,7 @@ done
 sw=$!
 RXE_PIDS+=("$sw")
 sleep 0.3
-# A group key (issue 45): every DATA, repair, heartbeat, NACK and STATUS carries the
+# A group key: every DATA, repair, heartbeat, NACK and STATUS carries the
 # core's HMAC-SHA256/16 through the FFI, and only sealed packets are taken. A fixed
 # test key keeps the run reproducible; a deployment draws one per group.
 KEY=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f

@@ -1,5 +1,5 @@
 //! `rocast lab`: build, inspect, use and remove a test network of namespaces (the
-//! runtime's lab, issue 8). The work is in [`rocast_net::lab`]; this module maps the
+//! runtime's lab). The work is in [`rocast_net::lab`]; this module maps the
 //! command line onto it.
 //!
 //! Exit status: 0 on success (`down` on nothing included); 2 for bad arguments; 1 for

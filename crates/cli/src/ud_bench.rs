@@ -1,4 +1,4 @@
-//! `rocast bench lab-ud`: reliable UD multicast on real packets (issue 10, lab part).
+//! `rocast bench lab-ud`: reliable UD multicast on real packets.
 //!
 //! Brings up a `rocast lab` whose switch namespace is a broadcast medium (a Linux
 //! bridge with multicast snooping off, or `rocast switch`, which floods IPv4 multicast

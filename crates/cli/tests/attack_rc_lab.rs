@@ -1,4 +1,4 @@
-//! Attacks on a Cepheus group's RC data path (issue 45), each by a stranger: a lab host
+//! Attacks on a Cepheus group's RC data path, each by a stranger: a lab host
 //! with its own switch port and address that is in no group. The leader is h0, the
 //! members h1 and h2, the stranger h3. Every attack must end with every member holding
 //! every byte, every process exiting 0, and the stranger's packets counted where they
@@ -6,14 +6,15 @@
 //!
 //! | attack (by h3, during the group)                     | refused by                              |
 //! |------------------------------------------------------|-----------------------------------------|
-//! | WRITEs to a member at the QPN, RKey and PSN the code before issue 45 used (0x100 + octet, 0x5a5a, 0) | the member's QP: no such QPN (random now) |
+//! | WRITEs to a member at the old, predictable QPN, RKey and PSN (0x100 + octet, 0x5a5a, 0) | the member's QP: no such QPN (random now) |
 //! | WRITEs at the member's real QPN and PSN, from h3's own address | the member's QP: wrong source        |
 //! | the same, spoofing the group's address as source      | the switch's source guard (`drop_source_guard`) |
 //! | fatal NAKs and ACKs to the leader (old QPN 0x11 and its real one; own and spoofed source) | the leader's QP (wrong source, wrong QPN) or the switch |
 //!
-//! On the code before issue 45 the first attack alone corrupts the members' first
-//! 1024 bytes (their QP takes the stranger's WRITE as PSN 0 and the leader's own as a
-//! duplicate), so the verdict fails and the test fails; the NAK spray ends the group.
+//! On the code from before random QPNs, RKeys and start PSNs the first attack alone
+//! corrupts the members' first 1024 bytes (their QP takes the stranger's WRITE as PSN 0
+//! and the leader's own as a duplicate), so the verdict fails and the test fails; the
+//! NAK spray ends the group.
 //! Run it there with `ROCAST_TEST_BIN=<old rocast> cargo test --test attack_rc_lab`.
 
 mod common;
@@ -58,7 +59,7 @@ fn forged_feedback(src: Ipv4Address, qpn: u32, psn: u32, syndrome: AckSyndrome) 
 /// Waits until host `i` has its group QP up (its UDP 4791 socket is bound: the QP
 /// opens on the leader's `Params`, before the group is registered), then returns the
 /// QPN and start PSN it printed (`… as QPN 0x…, data from PSN 0x…`), or None from a
-/// build that prints none (the code before issue 45).
+/// build that prints none (one from before random QPNs and start PSNs).
 fn group_qp_up(lab: &str, i: usize, log: &Path) -> Option<(u32, u32)> {
     wait_until(DEADLINE_S, "the group QP's socket", || {
         let ss = std::process::Command::new("ip")
@@ -105,7 +106,7 @@ fn a_strangers_writes_and_forged_feedback_change_no_byte_and_end_no_group() {
     let leader = lead(lab.0, 2, &file);
     // h1 first: the group waits for h2, so h1's QP is open and idle while h3 attacks it.
     let first = join_one(lab.0, 1, &[]);
-    let old_qpn = 0x102; // the code before issue 45: 0x100 + the address's last octet
+    let old_qpn = 0x102; // the old, predictable QPN: 0x100 + the address's last octet
     let real = group_qp_up(lab.0, 1, &first.0.out);
     // What the old code used (QPN from the address, PSN 0, RKey 0x5a5a), from h3's own
     // address and spoofing the group's; then, for an attacker who sniffed the real QPN

@@ -1,4 +1,4 @@
-//! The switch's side of issue 45: attacks a host with its own switch port can make on
+//! The switch's side of the attack suites: attacks a host with its own switch port can make on
 //! `rocast switch`, each as a lab test, and the outcome each must have now:
 //!
 //! | attack (from a lab host)                                  | outcome                                                  |

@@ -1,4 +1,4 @@
-//! Attacks on the reliable UD multicast (issue 45 item 5) on real packets: `rocast bench
+//! Attacks on the reliable UD multicast on real packets: `rocast bench
 //! lab-ud` runs a sender on h0 and receivers on h1..h3 over a bridge, and h4 — a
 //! stranger on its own port, neither sender nor receiver — injects forged protocol
 //! packets (1e-3 loss injected in the drivers, as in `ud_lab`, so that repairs are
@@ -13,8 +13,8 @@
 //!
 //! The attacker plays an on-path observer: it learns the stream id from the bench's
 //! `# stream` line (what sniffing one group packet tells). Without a group key it sends
-//! from its own address (a spoofed one is the switch's source guard's to stop, issue 45
-//! item 1); with `--group-key` it spoofs the real hosts' addresses and QPNs and is
+//! from its own address (a spoofed one is the switch's source guard's to stop);
+//! with `--group-key` it spoofs the real hosts' addresses and QPNs and is
 //! stopped by the MAC. The test brings the lab up (`rocast lab up --bridge`) and the
 //! bench runs on it (`--existing-lab`), so the injections never race the lab's
 //! teardown; the flood lasts exactly as long as the run. Needs root (namespaces). Only
@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 /// h0 sends, h1..h3 receive, h4 is the stranger.
 const HOSTS: usize = 4;
 const STRANGER: usize = 4;
-/// The bench's Q_Key and QPNs (0x100 + host index): predictable, as issue 45 says.
+/// The bench's Q_Key and QPNs (0x100 + host index): predictable, a stranger knows them.
 const QKEY: u32 = 0x1111_0000;
 const SENDER_QPN: u32 = 0x100;
 const GROUP: [u8; 4] = [239, 77, 0, 1];

@@ -1,4 +1,4 @@
-//! The fault-injection suite (issue 24): a namespace lab with `rocast switch` and
+//! The fault-injection suite: a namespace lab with `rocast switch` and
 //! `rocast mcast` hosts, one fault per test injected while a buffer is in flight, and
 //! the outcome each fault must have (the README's fault → outcome table):
 //!
@@ -420,7 +420,7 @@ fn with_invitations_a_stranger_is_refused_and_the_invited_members_get_the_data()
     down_and_check(lab.0, &file);
 }
 
-/// Issue 46: an overlay member killed mid-transfer. The overlay is
+/// An overlay member killed mid-transfer. The overlay is
 /// `overlay::OverlayRank`, as in the simulator: the rank that sends to the dead
 /// member finds it by its connection's RC retry error, the rank after it by the
 /// relay (or its own probe), and every survivor fails the buffer naming the same
@@ -431,7 +431,7 @@ fn an_overlay_member_killed_mid_transfer_fails_the_group_at_every_survivor() {
     let lab = LabGuard::new("tf9");
     let (_payload, file) = lab_up(lab.0, 4);
     // `--timeout 6` everywhere: a rank that hears nothing for 6 s suspects whom it
-    // waits on, and the overlay's RC retries cover the same span (issue 46), so the
+    // waits on, and the overlay's RC retries cover the same span, so the
     // failure is found in about 6 s rather than the helpers' 15.
     let joins: Vec<(Proc, PathBuf)> = (1..=3)
         .map(|i| {

@@ -1,4 +1,4 @@
-//! Issue 45 item 7, "the lab keeps its word": a lab on another subnet carries its
+//! The lab keeps its word: a lab on another subnet carries its
 //! multicast through the switch (the switch's group space follows `--subnet`), a
 //! transfer that fell back to an overlay says so in its exit status when the user
 //! asked for in-network multicast (`--require-multicast`), and addresses outside

@@ -1,4 +1,4 @@
-//! Multicast on real packets (issue 8): a lab of namespaces, `rocast switch` as the
+//! Multicast on real packets: a lab of namespaces, `rocast switch` as the
 //! Cepheus switch, `rocast mcast lead|join` on the hosts. Needs root (it creates
 //! namespaces); without it the tests fail loudly. Only the lab's own namespaces carry
 //! traffic.
@@ -367,7 +367,7 @@ fn loss_toward_one_receiver_is_recovered_and_the_wire_checks_out() {
 /// runs in `rocast sim` and in `rocast lab run`, and every member ends up holding the
 /// same bytes in both (same CRC-32 per member, and the data's own CRC). Through the
 /// switch, and through the chain, binomial tree and binomial pipeline overlays, which
-/// are one body of code in both since issue 46 (`overlay::OverlayRank`).
+/// are one body of code in both (`overlay::OverlayRank`).
 #[test]
 fn the_same_scenario_delivers_the_same_data_in_the_simulator_and_the_lab() {
     let lab = LabGuard::new("tm5");
@@ -444,7 +444,7 @@ fn the_same_scenario_delivers_the_same_data_in_the_simulator_and_the_lab() {
     }
 }
 
-/// Issue 20's conformance by construction: the `transfer` scenario (a group of 4:
+/// Conformance by construction: the `transfer` scenario (a group of 4:
 /// host 0 multicasts seeded messages to three members through one Cepheus switch, by
 /// WRITE and by SEND) runs in `rocast sim` and in `rocast lab run`, without loss and
 /// with 1e-3 loss at the switch port toward member 3. Both must deliver the same bytes to every member and complete
@@ -576,7 +576,7 @@ fn transfer_in_sim_and_lab(lab: &str, sets: &[String], case: &str) -> (String, S
     (s.stdout, l.stdout)
 }
 
-/// Issue 46's shared scenario: a fallback in the middle of a stream, written once (the
+/// A shared scenario: a fallback in the middle of a stream, written once (the
 /// `transfer` scenario with `multicast.safeguard_expected_ratio`: the leader expects ten
 /// times what its links carry, so the safeguard must reroute within its first window)
 /// and run by `rocast sim` and `rocast lab run`, by WRITE and by SEND. Both run the same
@@ -633,7 +633,7 @@ fn a_fallback_mid_stream_ends_the_same_for_every_member_in_the_simulator_and_the
     }
 }
 
-/// Issue 46's shared eviction scenario: the `transfer` scenario with rank 2 killed once
+/// The shared eviction scenario: the `transfer` scenario with rank 2 killed once
 /// the switch has taken in 200 data packets (`multicast.kill_rank`), written once and
 /// run by `rocast sim` (the member's QP and session end, its control connection
 /// resets) and `rocast lab run` (`kill -9` of its `mcast join`), by WRITE and by SEND.
@@ -673,7 +673,7 @@ fn a_member_killed_mid_stream_is_evicted_alike_in_the_simulator_and_the_lab() {
     }
 }
 
-/// Issue 46's shared switch-restart scenario: the `transfer` scenario with the
+/// The shared switch-restart scenario: the `transfer` scenario with the
 /// switch crashing and starting again (its tables lost) once it has taken in 50 of the
 /// group's data packets, and the leader refreshing its registration every 200 ms (50 ms
 /// in transfer). Written once, run by `rocast sim` (`Engine::restart_switch`) and by
@@ -749,9 +749,9 @@ fn the_safeguard_moves_a_slow_buffer_to_the_overlay_mid_transfer() {
         .collect();
     assert_eq!(sends.len(), 2, "{text}");
     // The first buffer is moved mid-transfer: the switch delivered whole 64 KiB
-    // messages up to the cut, the overlay the rest (issue 24: at run time, without
+    // messages up to the cut, the overlay the rest (at run time, without
     // losing or repeating a byte; the members' files below are compared whole). The
-    // overlay starts from the least any member holds (issue 46, `Holding`): on these
+    // overlay starts from the least any member holds (by their `Holding` reports): on these
     // links the members usually hold the whole first buffer when the leader cuts (its
     // acknowledgements lag the data), and then the overlay resends none of it.
     let at: u64 = sends[0]
@@ -775,7 +775,7 @@ fn the_safeguard_moves_a_slow_buffer_to_the_overlay_mid_transfer() {
     }
 }
 
-/// Issue 24: a switch port whose link goes down is an event on that port, never the
+/// A switch port whose link goes down is an event on that port, never the
 /// daemon's end. The switch-side veth of h1 goes down and up again mid-run; the daemon
 /// still answers its control socket, counts what the port reported, and the next
 /// transfer delivers every byte.
@@ -875,7 +875,7 @@ fn a_cepheus_group_crosses_the_two_tier_lab_as_one_tree() {
     );
 }
 
-/// `rocast perf --mcast 3` (issue 27): a lab of its own, one Cepheus group, a row per
+/// `rocast perf --mcast 3`: a lab of its own, one Cepheus group, a row per
 /// receiver and the aggregate; its JSON parses and agrees with itself; the lab is gone
 /// afterwards.
 #[test]

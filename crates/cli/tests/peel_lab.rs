@@ -1,4 +1,4 @@
-//! PEEL on real packets (issue 20, point 2): `rocast bench lab-ud --fabric peel`
+//! PEEL on real packets: `rocast bench lab-ud --fabric peel`
 //! brings up a two-tier `rocast lab` — 3 ToRs × 2 hosts under one aggregation switch,
 //! every switch a `rocast switch` on AF_PACKET ports with its PEEL role — and runs the
 //! NACK-reliable UD multicast from h0 to h1..h5 with the sender's packets PEEL-shimmed
@@ -196,7 +196,7 @@ fn peel_multicast_through_a_two_tier_lab_delivers_exactly_once_and_every_link_ch
     );
 }
 
-/// Issue 20, point 6, the PEEL group: `peel-transfer` run in the simulator's byte-level
+/// Conformance for the PEEL group: `peel-transfer` run in the simulator's byte-level
 /// fabric and in the two-tier lab must deliver the same bytes (the running CRC-32 of
 /// every receiver's messages in delivery order), each message exactly once and in
 /// order, and every switch must make the same PEEL copies per packet the source sent

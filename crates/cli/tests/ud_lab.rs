@@ -1,4 +1,4 @@
-//! Reliable UD multicast on real packets (issue 10, lab part): `rocast bench lab-ud`
+//! Reliable UD multicast on real packets: `rocast bench lab-ud`
 //! runs a `NackMulticastSender` on h0 and receivers on h1..h3, each over a core UD
 //! endpoint on an IPv4 multicast group, in a 4-host `rocast lab` whose bridge (or
 //! `rocast switch`, by IGMP snooping) is the broadcast medium, with 1e-3 loss injected on

@@ -1,7 +1,7 @@
 //! Deterministic application payloads, shared by the simulator and the real-time
-//! runtime so that one scenario's delivered data can be compared across them (issue
-//! 8's conformance test): message `i` of a run seeded `seed` is the same bytes
-//! wherever it is generated.
+//! runtime so that one scenario's delivered data can be compared across them (the
+//! conformance test): message `i` of a run seeded `seed` is the same bytes wherever
+//! it is generated.
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
@@ -22,7 +22,7 @@ pub fn transfer_data(seed: u64, messages: u32, len: usize) -> Vec<u8> {
     v
 }
 
-/// SHA-256 of `b`: a group's buffer verdict (issue 45). A member's bytes are intact
+/// SHA-256 of `b`: a group's buffer verdict. A member's bytes are intact
 /// only if they hash to what the leader announced; unlike a CRC, no injected bytes can
 /// be chosen to keep it.
 pub fn sha256(b: &[u8]) -> [u8; 32] {
@@ -169,7 +169,7 @@ mod tests {
         assert_eq!(crc32_extend(0, &[]), 0);
     }
 
-    /// Issue 45's attack on the old verdict: a stranger overwrites 1 KiB of a buffer and
+    /// The attack on the old CRC-32 verdict: a stranger overwrites 1 KiB of a buffer and
     /// fixes 4 more bytes so the CRC-32 is unchanged (CRC is linear over GF(2): solve
     /// for the 32 bits whose CRC difference cancels the overwrite's). The CRC verdict
     /// would say "ok"; the SHA-256 one does not.

@@ -4,7 +4,7 @@
 //! equal its Rust definition, every Rust definition must be in the header, and a define
 //! this test does not know is an error (nothing in the header escapes the check).
 //!
-//! Since issue 46 the header holds no codec of the group control channel: the C
+//! The header holds no codec of the group control channel: the C
 //! programs run the group session through `crates/ffi` (`rocast_session.h`, checked by
 //! `crates/ffi/tests/c_abi.rs`), so the bytes on the channel come from one body of code.
 

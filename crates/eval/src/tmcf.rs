@@ -806,7 +806,7 @@ fn sensitivity_cells<T: std::fmt::Display>(
 
 const ROBUSTNESS_COLUMNS: &str = "policy          1 cong    3 cong    6 cong  CNP/ms 1  CNP/ms 6  verdict at 6 (0.8-1.25x of fair)";
 
-/// TMCF's claim checked across fabrics, RTTs and phase lengths (issue 23 point 4):
+/// TMCF's claim checked across fabrics, RTTs and phase lengths:
 /// the CPMP experiment per (fabric, RTT, phase), each policy's rate over its fair
 /// share with 1, 3 and 6 congested paths, and a verdict on TMCF's "holds the fair
 /// share" at 6. With `slots_us`, TMCF alone again per slot length (the paper's is

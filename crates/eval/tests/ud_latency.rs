@@ -1,4 +1,4 @@
-//! The `ud-latency` preset end to end (issue 10): UD multicast on the optical
+//! The `ud-latency` preset end to end: UD multicast on the optical
 //! broadcast-select fabric against the binomial tree over RC, the multi-dimensional
 //! fabric and the hybrid offload, with fewer trials than the preset's 2000.
 

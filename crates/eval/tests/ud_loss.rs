@@ -1,4 +1,4 @@
-//! The `ud-loss` preset end to end (issue 10): NACK multicast over UD on one
+//! The `ud-loss` preset end to end: NACK multicast over UD on one
 //! broadcast-select element, losses from the models (receive-queue overruns under
 //! host stalls, bit errors), repaired to a delivered ratio of exactly 1; and the
 //! seeded injected-loss sweep. Small overrides of the preset's 10^8 packets.
@@ -154,8 +154,8 @@ fn runs_are_deterministic() {
 
 #[test]
 fn bad_keys_are_errors() {
-    // The scenario itself is refused, naming the key (validated with the scenario
-    // since issue 24, before any experiment runs).
+    // The scenario itself is refused, naming the key (validated with the scenario,
+    // before any experiment runs).
     let e = Scenario::preset("ud-loss", &["multicast.ud_loss.msg_bytes=2000".into()])
         .unwrap_err()
         .to_string();

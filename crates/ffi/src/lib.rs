@@ -345,7 +345,7 @@ unsafe fn peer(ip: *const u8, qpn: u32) -> Option<nack_multicast::Peer> {
 /// [`rocast_nm_sender_handle_packet`] with the payload's UD source (the GRH's IPv4
 /// source, 4 bytes in network order, and the completion's source QPN): a receiver's
 /// STATUS and NACKs are then taken only from the address its first STATUS came from
-/// (issue 45 item 5; a forged one is counted, not obeyed).
+/// (a forged one is counted, not obeyed).
 ///
 /// # Safety
 /// `s` is null or a live sender; `src_ip` points at 4 readable bytes; `buf` points at
@@ -595,8 +595,7 @@ pub unsafe extern "C" fn rocast_nm_receiver_handle_packet(
 
 /// [`rocast_nm_receiver_handle_packet`] with the payload's UD source (4 bytes of IPv4
 /// in network order, and the source QPN): each stream is bound to the source of its
-/// first DATA or heartbeat, and its packets from anywhere else are counted drops
-/// (issue 45 item 5).
+/// first DATA or heartbeat, and its packets from anywhere else are counted drops.
 ///
 /// # Safety
 /// `r` is null or a live receiver; `src_ip` points at 4 readable bytes; `buf` points at

@@ -3,7 +3,7 @@
 //! (Cepheus §III-C), per-buffer announcements, verdicts, evictions and the close —
 //! so that the C leader and member on libibverbs (`verbs/rocast-verbs-lead`,
 //! `verbs/rocast-verbs-member`) run the *same* session as `rocast mcast` and keep
-//! only I/O: sockets, the QP, the clock (issue 46).
+//! only I/O: sockets, the QP, the clock.
 //!
 //! Shape (the core's sans-IO one): the driver hands every input to a `handle_*`
 //! call, sends what `*_poll_transmit` writes where its `dest` says (a member's

@@ -135,7 +135,7 @@ fn a_lossy_group_through_the_c_abi_delivers_every_message_once_in_order() {
 
 /// `verbs/rocast_session.h` against this crate: its constants are the library's,
 /// and `verbs/session_check.c` (compiled like `nack_check.c`) runs one leader and
-/// three members of the group session through the C ABI (issue 46): the structs'
+/// three members of the group session through the C ABI: the structs'
 /// sizes agree, a clean group closes ok with every buffer at every member, a damaged
 /// copy fails its buffer and the close, and a member whose connection breaks is
 /// evicted while the others get every buffer.

@@ -1,7 +1,7 @@
 //! eBPF without a toolchain: an assembler for the kernel's instruction set and the
 //! few `bpf(2)` commands the switch's fast path needs (maps, program load, a tcx link,
 //! a socket filter). rocast generates its kernel programs from Rust at run time, from
-//! the core's compiled tables (issue 25), so nothing needs clang or libbpf and the
+//! the core's compiled tables, so nothing needs clang or libbpf and the
 //! program is always the one this binary's model describes.
 //!
 //! Encoding: `linux/bpf_common.h` and `linux/bpf.h` (instruction classes, ALU and jump

@@ -1,4 +1,4 @@
-//! What a stranger on the fabric must guess (issue 45): the runtime's QPNs, start
+//! What a stranger on the fabric must guess: the runtime's QPNs, start
 //! PSNs, RKeys and UD stream ids come from the kernel's CSPRNG (`getrandom(2)`), never
 //! from an address or a counter. ReDMArk (USENIX Security 2021) injects into RoCE
 //! connections whose QPNs and PSNs are predictable; with 24 random bits each, a blind

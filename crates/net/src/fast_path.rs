@@ -1,4 +1,4 @@
-//! `rocast switch --fast-path`: a group's new data replicated in the kernel (issue 25).
+//! `rocast switch --fast-path`: a group's new data replicated in the kernel.
 //!
 //! What runs where:
 //! - The core compiles a group's tree at this switch ([`FastPathGroup`], Cepheus

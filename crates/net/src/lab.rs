@@ -1,5 +1,5 @@
 //! `lab`: a test network of Linux network namespaces, built and torn down by
-//! `rocast lab` (the runtime's lab of issue 8).
+//! `rocast lab`.
 //!
 //! The real-time runtime needs a network to run on that is cheap, private and
 //! disposable: N hosts, each in its own namespace with an `eth0`, all wired by veth
@@ -1299,7 +1299,7 @@ impl LabState {
                 None => 1,
                 Some(t) => t.parse().ok()?,
             },
-            // Written since issue 45; absent means no group space was recorded.
+            // Written since the switch daemons have a group space; absent means none.
             group_space: opt_num("group_space").flatten(),
         })
     }
@@ -1810,8 +1810,8 @@ fn stop(pids: &[i32]) {
         unsafe { libc::kill(p, libc::SIGKILL) };
     }
     // A killed process still has its memory and sockets to release; on a machine at
-    // several times its cores' load that took over a second (issue 46's parallel lab
-    // tests beside a simulator run).
+    // several times its cores' load that took over a second (parallel lab tests
+    // beside a simulator run).
     wait_gone(Duration::from_secs(5));
 }
 
@@ -2531,7 +2531,7 @@ mod tests {
         // A state file from before the two-tier lab reads as one switch.
         let old = s.to_text().replace("tors=2\n", "");
         assert_eq!(LabState::parse(&old).map(|s| s.tors), Some(1));
-        // …and one from before issue 45 without a group space.
+        // …and one from before group spaces were recorded reads as none.
         assert_eq!(s.group_space.as_deref(), Some("10.77.0.128/25"));
         let old = s.to_text().replace("group_space=10.77.0.128/25\n", "");
         assert_eq!(LabState::parse(&old).map(|s| s.group_space), Some(None));

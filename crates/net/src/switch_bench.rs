@@ -1,4 +1,4 @@
-//! `rocast bench switch` (issue 25): how fast `rocast switch` replicates a Cepheus
+//! `rocast bench switch`: how fast `rocast switch` replicates a Cepheus
 //! group's RoCE frames on real interfaces, beside the kernel's own Linux bridge
 //! flooding the same frames on the same interfaces in the same run.
 //!

@@ -1,6 +1,6 @@
 //! UD multicast on real packets: one host's [`UdEndpoint`] carrying a
 //! [`NackMulticastSender`] or [`NackMulticastReceiver`] over a kernel UDP/4791 socket
-//! joined to an IPv4 multicast group (issue 10, the lab part).
+//! joined to an IPv4 multicast group.
 //!
 //! The wire carries real RoCEv2 UD packets: the kernel's IPv4 and UDP headers, then the
 //! BTH, DETH, payload and ICRC the core's [`UdEndpoint`] emitted. The driver has no
@@ -44,7 +44,7 @@
 //! suppress theirs); its STATUS goes unicast to the sender's UD QP: the source IP and
 //! QPN the receiver's state machine bound the stream to (its first DATA or heartbeat).
 //!
-//! Trust (issue 45 item 5): every protocol packet goes to the state machines with the
+//! Trust: every protocol packet goes to the state machines with the
 //! source address and QPN the UD endpoint reported ([`Peer`]), which they check
 //! against the stream's sender or the receiver it names; a sender start draws a fresh
 //! stream id from the OS CSPRNG ([`crate::entropy::random_stream_id`]), so a restarted sender is a new

@@ -1,4 +1,4 @@
-//! `rocast bench udp` (issue 25): the loopback anchor for `rocast perf`. In one run,
+//! `rocast bench udp`: the loopback anchor for `rocast perf`. In one run,
 //! alternating, it measures
 //! - raw UDP: one thread `sendmmsg`s datagrams of `size` bytes (batches of 64) from
 //!   127.0.0.2 to 127.0.0.1 flat out while another `recvmmsg`s them; goodput is the

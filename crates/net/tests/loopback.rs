@@ -191,7 +191,7 @@ fn server_fails_when_client_vanishes() {
     assert!(t0.elapsed() < Duration::from_secs(3));
 }
 
-/// Issue 24, bounded input: a control line without a newline is refused at 4 KiB,
+/// Bounded input: a control line without a newline is refused at 4 KiB,
 /// a HELLO asking for more buffer memory than a session may hold is refused before
 /// anything is allocated, and a connection made while a session runs is told the
 /// server is busy instead of waiting behind it.

@@ -1,4 +1,4 @@
-//! Cepheus groups end to end in the simulator (issue 5): unmodified RC endpoints,
+//! Cepheus groups end to end in the simulator: unmodified RC endpoints,
 //! MRP registration, switch replication, bridging and feedback aggregation, random
 //! loss, source switching, and the safeguard fallback.
 
@@ -180,17 +180,17 @@ fn a_seeded_group_run_is_pinned() {
         )
     };
     assert_eq!(key(&a), key(&b), "same seed, same run");
-    // Events include the group session's control messages and MRP hops (issue 46: 90
-    // more than the driver's own registration had; the data path is unchanged).
+    // Events include the group session's control messages and MRP hops (90 more than
+    // when the driver did its own registration; the data path is unchanged).
     assert_eq!(key(&a), (Some(116_062_880), 35_463, 753, 33));
 }
 
-/// Issue 46's eviction scenario in the simulator: a receiver's process dies mid-stream
+/// The shared eviction scenario in the simulator: a receiver's process dies mid-stream
 /// (its QP gone, its control connection reset). The group session at the leader evicts
 /// it and prunes its path through the switches (`switch::mrp_agent`, as `rocast
 /// switch`); the switch's aggregated ACK then stops waiting for it, and every other
 /// member gets every message intact, exactly once; its verdict is missing, theirs ok.
-/// The shared switch-restart scenario's simulated half (issue 46): the source's ToR
+/// The shared switch-restart scenario's simulated half: the source's ToR
 /// loses its tables mid-stream; the data it drops meanwhile is retransmitted once the
 /// leader's next refresh has registered the group again, and every member gets every
 /// message once, through the switch, with no member evicted.

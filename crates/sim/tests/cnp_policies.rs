@@ -12,7 +12,7 @@ use rocast_sim::scenario::topology::fabric_with;
 /// The multicast's mean rate (Gb/s) while all six unicasts run, for one policy: the
 /// mean over five phases of the unicasts' start against the multicast's (every 20 µs
 /// from 1 ms on). One phase alone is a sample of a chaotic system: Cepheus' counters
-/// gave 38.7 to 46.0 Gb/s across these five (issue 46, when the group session's four
+/// gave 38.7 to 46.0 Gb/s across these five (measured when the group session's four
 /// control messages moved the multicast's start by 40 µs), the other policies ±3.
 fn multicast_gbps(extra: &[&str]) -> f64 {
     let phases = [0u64, 20, 40, 60, 80];
@@ -58,9 +58,9 @@ fn multicast_run_at(extra: &[&str], start_ps: u64) -> (f64, u64) {
     ((b - a) as f64 * 8.0 / 6e-3 / 1e9, out.source_feedback.cnps)
 }
 
-/// Thresholds are the issue's, checked against what the model does (means over the
-/// five phases, issue 46: 26.3 / 49.0 / 43.9 Gb/s for forward-all / TMCF / Cepheus
-/// against a 50 Gb/s fair share; one phase alone gave 26.3 / 52.1 / 45.8 before):
+/// Thresholds are set in advance and checked against what the model does (means over
+/// the five phases, with the group session: 26.3 / 49.0 / 43.9 Gb/s for forward-all /
+/// TMCF / Cepheus against a 50 Gb/s fair share; one phase alone gave 26.3 / 52.1 / 45.8 before):
 /// forward-all below 60 % of the fair share, TMCF above
 /// 85 %. TMCF overshoots a little because the sender follows one branch and the other
 /// branches' unicasts yield; more than 10 % over would mean it ignores congestion.

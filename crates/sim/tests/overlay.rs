@@ -1,4 +1,4 @@
-//! Application-layer broadcast in the simulator (issue 4): completion times against
+//! Application-layer broadcast in the simulator: completion times against
 //! the analytic model, byte-identical delivery (also under loss), determinism.
 
 use rocast_core::overlay::model::critical_path;

@@ -1,4 +1,4 @@
-//! Whole-system validation of the simulator (issue 3): ideal FCT, byte conservation,
+//! Whole-system validation of the simulator: ideal FCT, byte conservation,
 //! losslessness under PFC, DCQCN fairness, determinism, and a pinned scenario.
 
 use rocast_core::time::Instant;

@@ -11,7 +11,8 @@ pub struct Run {
 }
 
 /// The `rocast` under test: this build's, or `ROCAST_TEST_BIN` when set (how the
-/// attack suites were run against the code before issue 45, to show they fail there).
+/// attack suites were run against the code from before random QPNs, RKeys and start
+/// PSNs, to show they fail there).
 pub fn bin() -> String {
     std::env::var("ROCAST_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_rocast").into())
 }

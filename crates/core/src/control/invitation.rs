@@ -1,4 +1,4 @@
-//! Invitations (rocast's addition, issue 24): a group's leader admits only the members
+//! Invitations (rocast's addition): a group's leader admits only the members
 //! it invited. An invitation is a 16-byte token bound to the group and to the member's
 //! address, minted from a secret only the leader holds:
 //!

@@ -18,9 +18,9 @@
 //! member becomes the source, §III-E) and any member can later be the source without a
 //! second registration. The leader counts as confirmed from the start.
 
-use crate::fabric::cepheus::GroupAddressSpace;
 use crate::time::{Duration, Instant};
 use crate::wire::mrp::{MrpMember, MrpRepr};
+use crate::wire::GroupAddressSpace;
 use crate::wire::{Error as WireError, Ipv4Address};
 use std::collections::{BTreeMap, VecDeque};
 

@@ -1,4 +1,4 @@
-//! The NACK multicast's packet authentication (issue 45 item 5): with a group key, every
+//! The NACK multicast's packet authentication: with a group key, every
 //! DATA, heartbeat, NACK and STATUS carries a tag that only holders of the key can make.
 //!
 //! ```text
@@ -20,12 +20,10 @@
 //!
 //! Without a key nothing is added and the wire is as before.
 
+pub use super::packet::AUTH_TAG_LEN;
 use super::packet::{COMMON_LEN, FLAG_AUTH, FLAG_REPAIR};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-
-/// Bytes of the tag a keyed packet ends with.
-pub const AUTH_TAG_LEN: usize = 16;
 const LABEL: &[u8] = b"rocast-nm";
 
 /// The group's 32-byte secret. Its `Debug` never shows the bytes.

@@ -25,7 +25,7 @@
 //! `Max` follows the fastest receiver (slow ones may lose data, reported explicitly);
 //! `Tagged` follows the slowest of a named set (a quorum).
 //!
-//! Trust (issue 45 item 5): the paper builds this transport for consistency
+//! Trust: the paper builds this transport for consistency
 //! protocols, Byzantine-fault-tolerant ones included (002, abstract and §I), on a
 //! broadcast-select fabric where every node hears every packet and can put any on the
 //! medium; it leaves integrity to the closed fabric. Here a packet is taken only from
@@ -52,7 +52,7 @@
 //!
 //! What stays open without a key: a host that spoofs the sender's (or a receiver's)
 //! address and QPN passes the source checks (the switch's source guard is what stops
-//! that, issue 45 item 1), and binding is trust on first use: a forger whose packet
+//! that), and binding is trust on first use: a forger whose packet
 //! reaches a receiver before the real sender's first one could take the stream, if it
 //! knew the random id, which only a host that sees the group's packets does. With a key,
 //! neither works; a replay within its own stream is a duplicate the rules already

@@ -39,8 +39,10 @@ pub const FLAG_FIRST: u8 = 1;
 pub const FLAG_LAST: u8 = 2;
 /// A retransmission answering a NACK (counted apart by receivers).
 pub const FLAG_REPAIR: u8 = 4;
-/// Any type: the packet ends with a [`super::auth::AUTH_TAG_LEN`]-byte tag.
+/// Any type: the packet ends with an [`AUTH_TAG_LEN`]-byte tag.
 pub const FLAG_AUTH: u8 = 0x80;
+/// Bytes of the tag a keyed packet ends with (the wire's; `auth` makes and checks it).
+pub const AUTH_TAG_LEN: usize = 16;
 
 const TYPE_DATA: u8 = 1;
 const TYPE_HEARTBEAT: u8 = 2;
@@ -171,7 +173,7 @@ impl<'a> Packet<'a> {
         };
         // A keyed packet's tag is not part of the packet (`auth` checks it).
         let tag = if b[3] & FLAG_AUTH != 0 {
-            super::auth::AUTH_TAG_LEN
+            AUTH_TAG_LEN
         } else {
             0
         };

@@ -996,7 +996,7 @@ fn a_mis_reassembled_message_after_huge_tail_losses_still_counts_without_overflo
     }));
 }
 
-// ---- Trust (issue 45 item 5): sources, stream ids, the group key, bounded state. ----
+// ---- Trust: sources, stream ids, the group key, bounded state. ----
 
 use super::auth::GroupKey;
 use crate::wire::Ipv4Address;

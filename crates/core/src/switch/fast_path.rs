@@ -1,4 +1,4 @@
-//! The switch's data path compiled for a kernel fast path (issue 25): a Cepheus
+//! The switch's data path compiled for a kernel fast path: a Cepheus
 //! group's tree at this switch (Cepheus §III-B, the MFT and its bridging rewrites) as
 //! a flat list of copies, and a reference model of what a fast path does with a frame.
 //!

@@ -1,9 +1,9 @@
 //! [`FrameSwitch`]: one switch's whole pipeline on Ethernet frames, sans-IO — what
-//! `rocast switch` runs on real ports (issue 8). It owns no socket and no clock: the
+//! `rocast switch` runs on real ports. It owns no socket and no clock: the
 //! driver hands it `(now, in port, frame)` and sends the frames it returns.
 //!
 //! Per frame, in order:
-//! 1. **Learning and the source guard** (issue 45). The source MAC is learned on the
+//! 1. **Learning and the source guard**. The source MAC is learned on the
 //!    arrival port; an IPv4 or ARP sender address is learned as a host (port, MAC)
 //!    unless pinned by configuration. A learned address is *bound* to its port: the
 //!    first port it is seen on keeps it until it ages out ([`FrameSwitchConfig::table_age`]
@@ -69,8 +69,7 @@
 //! one or a leader's refresh) sets the group's lease to now + lease;
 //! [`handle_timeout`](FrameSwitch::handle_timeout) frees a group whose lease ran out
 //! (its leader crashed or lost its path), and an [`MrpPrune`](crate::wire::mrp::MrpPrune) from the group's source
-//! direction takes evicted members' paths off the tree (rocast's additions to §III-C,
-//! issue 24).
+//! direction takes evicted members' paths off the tree (rocast's additions to §III-C).
 //!
 //! Bad input never panics: a short frame, a bad IPv4 header, a bad ARP body, a
 //! malformed MRP or RoCE packet, or a copy whose ICRC does not verify is dropped and

@@ -15,7 +15,7 @@
 //! - with a query interval, the switch is the querier: a general query is due at the
 //!   first call and then every interval ([`poll_query`](IgmpSnooping::poll_query)).
 //!
-//! Bounds (issue 45: a flood of reports once grew `rocast switch` by 450 MB): with
+//! Bounds (a flood of reports once grew `rocast switch` by 450 MB): with
 //! [`with_limits`](IgmpSnooping::with_limits) the table holds at most a number of
 //! memberships in all and per port (a port toward another switch counts only
 //! against the total), a join past a cap is refused and counted
@@ -25,7 +25,7 @@
 //! Memory: per (group, port) membership [`MEMBERSHIP_BYTES`] and per group with members
 //! [`GROUP_BYTES`] (each group holds its own `BTreeMap` of ports: one node of
 //! eleven slots); a group with no member takes nothing. Measured: 400,000 one-port
-//! groups grew `rocast switch` by about 347 B each (the uncapped flood of issue 45).
+//! groups grew `rocast switch` by about 347 B each (the uncapped flood of reports).
 
 use crate::time::{Duration, Instant};
 use crate::wire::igmp::MembershipChange;

@@ -33,11 +33,11 @@
 //! fails with "unsupported group control version" instead of desynchronising the
 //! stream. The version is 4. Version 1 is the unversioned layout before 2, whose
 //! `Params` began with the op byte (0 or 1), so an old leader's `Params` reads as
-//! version 0 or 1 and is refused. Version 3 (issue 45) carries the leader's random start
+//! version 0 or 1 and is refused. Version 3 carries the leader's random start
 //! PSN in `Params` and a SHA-256 of the buffer in `Announce` and `Result` where 2 had a
 //! CRC-32: a CRC is no verdict against a stranger who injects data, since injected bytes
 //! can be chosen to keep it (CRC-32 is linear), while a SHA-256 match cannot be forged.
-//! Version 4 (issue 46) adds `Holding`, a member's account of the part of a buffer it
+//! Version 4 adds `Holding`, a member's account of the part of a buffer it
 //! holds when the safeguard moves that buffer to the overlay mid-transfer, so the
 //! overlay resends only what some member lacks. A version-2 or -3 peer's `Params` or
 //! `Join` is refused with the version error.

@@ -69,7 +69,7 @@ pub const POLY: u32 = 0xedb8_8320;
 /// CRC-32 of `bytes` with no initial value and no final inversion: the linear part of
 /// the ICRC. For two messages of one length, `ICRC(a) ^ ICRC(b) == crc0(a ^ b)`, so a
 /// rewrite of a few header bytes changes the ICRC by `crc0` of the changed bits alone
-/// (the incremental update a fast path makes; issue 25).
+/// (the incremental update a fast path makes).
 pub fn crc0(bytes: &[u8]) -> u32 {
     let mut c = 0u32;
     for &b in bytes {

@@ -14,6 +14,7 @@ mod bth;
 mod ethernet;
 mod ext;
 pub mod group_control;
+pub mod group_space;
 pub mod icrc;
 pub mod igmp;
 mod ipv4;
@@ -32,6 +33,7 @@ pub use ext::{
     NakCode, RethRepr, AETH_LEN, ATOMIC_ACK_ETH_LEN, ATOMIC_ETH_LEN, CNP_RESERVED_LEN, DETH_LEN,
     IETH_LEN, IMMDT_LEN, RETH_LEN,
 };
+pub use group_space::{GroupAddressSpace, GroupSpaceError};
 pub use ipv4::{
     ones_complement_sum, Ecn, Ipv4Address, Ipv4Packet, Ipv4Repr, IPV4_HEADER_LEN, IP_PROTO_UDP,
 };

@@ -21,7 +21,7 @@
 //! (20 bytes) fit [`MRP_MAX_WRITE_MEMBERS`] = 73. Larger groups span several packets
 //! ([`MrpRepr::split`]), at most 255.
 //!
-//! **Incarnations** (rocast's addition, issue 45): a leader's first registration (and
+//! **Incarnations** (rocast's addition): a leader's first registration (and
 //! its resends) sets flags bit 4, [`MrpRepr::new_incarnation`]; its refreshes do not.
 //! A switch resets the group's per-member acknowledgement state on a new incarnation
 //! (a restarted leader's PSNs are not comparable with the old one's) and keeps it on
@@ -92,7 +92,7 @@ impl MrpRelease {
 }
 
 /// A leader's request to take members off a group's tree (rocast's addition, for
-/// evicting a dead member while the others go on, issue 24): the 8-byte MRP header
+/// evicting a dead member while the others go on): the 8-byte MRP header
 /// with flags bit 2 set, `seq` 0, `total` 1, `count` IPv4 addresses after it.
 /// [`MrpRepr::parse`] and [`MrpRelease::parse`] refuse it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,7 +149,7 @@ pub const MRP_ALLOCATE_LEN: usize = MRP_HEADER_LEN + 12;
 pub const MRP_ALLOCATION_LEN: usize = 20;
 const ALLOCATION_MAGIC: [u8; 4] = *b"RCAL";
 
-/// A controller's request for a group address (rocast's addition, issue 24: group
+/// A controller's request for a group address (rocast's addition: group
 /// addresses are allocated, not claimed): the MRP header with McstID 0.0.0.0,
 /// `seq` 0, `total` 1, `count` 0 and flags bit 3, then a nonce that the answer
 /// echoes and the lease asked for. Sent to any address of the switch's group space

@@ -1,4 +1,4 @@
-//! MRP authentication (rocast's addition to Cepheus §III-C, issue 24): a trailer on
+//! MRP authentication (rocast's addition to Cepheus §III-C): a trailer on
 //! every MRP datagram (registration, release, prune, and a switch's refusal report)
 //! that proves it comes from a holder of the fabric key — the controllers (group
 //! leaders) and the switches — and is not a replay.

@@ -1,4 +1,4 @@
-//! Fig. 12 under every alternative reading (Cepheus §V-C; issue 43): the
+//! Fig. 12 under every alternative reading (Cepheus §V-C): the
 //! `cepheus-fig12` comparison re-run with one reading of `crate::readings` changed to
 //! one of its alternatives at a time, then with every earlier rocast reading at once
 //! (`earlier`), and on one non-blocking switch (`one-switch`, a diagnostic: no shared

@@ -19,8 +19,8 @@
 //! rest. HPL's computation, and so the paper's end-to-end JCT (Fig. 11a: -12 % and
 //! -4 %), is not modelled: it needs the nodes' flop rate, which the paper does not give.
 //! N and NB are rocast's assumptions (the paper gives neither); the reductions hardly
-//! move with them once the panels are large (the closing note of issue 22 shows N
-//! halved).
+//! move with them once the panels are large (a run with N halved
+//! shows as much).
 
 use std::fmt::Write as _;
 

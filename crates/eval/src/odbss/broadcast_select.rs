@@ -1,6 +1,6 @@
 //! The optical broadcast-select fabric (ODBSS) of Leong, Li and Liu, "Reliable
 //! multicast using RDMA over a passive optical cross-connect fabric enhanced with
-//! WDM" (APSIPA Trans. 2019), and the `ud-latency` preset built on it (issue 10).
+//! WDM" (APSIPA Trans. 2019), and the `ud-latency` preset built on it.
 //!
 //! This module owns:
 //!

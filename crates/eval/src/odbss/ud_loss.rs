@@ -1,4 +1,4 @@
-//! The `ud-loss` preset (issue 10): the loss ratio of UD multicast on the optical
+//! The `ud-loss` preset: the loss ratio of UD multicast on the optical
 //! broadcast-select fabric, without and with NACK repair.
 //!
 //! Leong, Li and Liu (APSIPA Trans. 2019, §III) pushed traffic through their 4-node

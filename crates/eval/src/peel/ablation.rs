@@ -1,4 +1,4 @@
-//! Why PEEL §4's headline ratios differ in rocast (issue 23): reduced runs of
+//! Why PEEL §4's headline ratios differ in rocast: reduced runs of
 //! `peel-fig5`, `peel-fig6` and `peel-fig7` with one assumption changed at a time.
 //!
 //! Every variant is the three presets plus the `--set`s it prints (and the reduction

@@ -1,4 +1,4 @@
-//! `peel-transfer` (issue 20, point 6): the PEEL conformance scenario. One reliable UD
+//! `peel-transfer`: the PEEL conformance scenario. One reliable UD
 //! multicast (the NACK protocol of 002 §IV) from host 0 to every other host of a
 //! two-tier fabric — `topology.leaves` ToRs of `topology.hosts_per_leaf` hosts under
 //! one aggregation switch, the source's packets PEEL-shimmed per cover of the

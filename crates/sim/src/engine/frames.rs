@@ -1,8 +1,8 @@
 //! The byte-level fabric: the simulator's explicit mode for carrying real frames
-//! (issue 20: "where the simulator wants to skip byte-level work for speed, the
-//! pipeline offers that as an explicit mode of the same code"). Every switch is the
-//! core's whole frame pipeline, [`FrameSwitch`] — the object `rocast switch` runs on
-//! real ports — and every host a [`FrameHost`] that exchanges Ethernet frames; links
+//! (the simulator skips byte-level work for speed by default; this mode runs the same
+//! pipeline code on the bytes instead). Every switch is the core's whole frame
+//! pipeline, [`FrameSwitch`] — the object `rocast switch` runs on real ports — and
+//! every host a [`FrameHost`] that exchanges Ethernet frames; links
 //! carry the bytes. What the packet-record [`Engine`](super::Engine) skips (parsing,
 //! ICRC checks, shim insertion and stripping, layer-2 learning and flooding) happens
 //! here exactly as on real packets, so a scenario run here and in the namespace lab

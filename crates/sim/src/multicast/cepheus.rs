@@ -4,7 +4,7 @@
 //! multicast (§V-D).
 //!
 //! This driver is an adapter: the group's control is `control::session`, the same
-//! state machines `rocast mcast` and the C programs run on real packets (issue 46).
+//! state machines `rocast mcast` and the C programs run on real packets.
 //! What runs where:
 //! - Control: a `LeaderSession` at the source and a `MemberSession` per receiver. Their
 //!   control frames travel the engine's control channel (`Engine::send_control`, one
@@ -104,12 +104,12 @@ pub struct CepheusSpec {
     /// Receiver `rank` (1-based, as `receivers[rank - 1]`) dies once the switches have
     /// taken in this many of the group's data packets: its process ends, so its QP is
     /// gone and its control connection breaks (the leader hears the reset one
-    /// `control_latency` later) — the shared eviction scenario (issue 46).
+    /// `control_latency` later) — the eviction scenario shared with `rocast lab run`.
     pub kill: Option<(u32, u64)>,
     /// The source's switch restarts (`Engine::restart_switch`: its tables lost) once
-    /// the switches have taken in this many of the group's data packets — the shared
-    /// switch-restart scenario (issue 46). Needs `refresh`: only the leader's refresh
-    /// teaches the new switch the group.
+    /// the switches have taken in this many of the group's data packets — the
+    /// switch-restart scenario shared with `rocast lab run`. Needs `refresh`: only the
+    /// leader's refresh teaches the new switch the group.
     pub restart_switch_after: Option<u64>,
     /// The leader refreshes its registration this often (a quarter of it while a
     /// buffer goes through the switch), as `rocast mcast` does; None: never (the

@@ -270,7 +270,7 @@ impl UdNackHost {
             // Keep the receive queue full: one buffer back per message.
             self.nic.repost(qpn);
             // The source the endpoint reported: the state machines bind streams and
-            // receivers to it (issue 45 item 5), as on real packets.
+            // receivers to it, as on real packets.
             let from = Some(Peer {
                 ip: src_ip,
                 qpn: src_qpn,

@@ -4,49 +4,7 @@
 
 use serde::Deserialize;
 
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum ConfigError {
-    #[error("scenario: {0}")]
-    Toml(String),
-    #[error("--set {0:?}: expected key=value, e.g. topology.k=8")]
-    SetSyntax(String),
-    #[error("--set {key}: {msg}")]
-    SetPath { key: String, msg: String },
-    #[error("{key}: {msg}")]
-    Invalid { key: &'static str, msg: String },
-    #[error("unknown preset {0:?}; presets: {1}")]
-    UnknownPreset(String, String),
-}
-
-pub fn invalid(key: &'static str, msg: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        key,
-        msg: msg.into(),
-    }
-}
-
-/// `value` must be one of `allowed`: else "expected "a", "b" or "c", got "x"".
-pub fn one_of(key: &'static str, value: &str, allowed: &[&str]) -> Result<(), ConfigError> {
-    if allowed.contains(&value) {
-        return Ok(());
-    }
-    let quoted: Vec<String> = allowed.iter().map(|a| format!("{a:?}")).collect();
-    let list = match quoted.split_last() {
-        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
-        _ => quoted.join(""),
-    };
-    Err(invalid(key, format!("expected {list}, got {value:?}")))
-}
-
-/// Every rate of `rates` (key, Gb/s) must be in (0, 10000].
-pub fn check_gbps(rates: &[(&'static str, f64)]) -> Result<(), ConfigError> {
-    for &(key, v) in rates {
-        if !(v > 0.0 && v <= 10_000.0) {
-            return Err(invalid(key, format!("must be in (0, 10000] Gb/s, got {v}")));
-        }
-    }
-    Ok(())
-}
+pub use crate::scenario::checks::{check_gbps, invalid, one_of, ConfigError};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -136,19 +94,19 @@ pub struct MulticastConfig {
     /// links' rate (each side its own: the simulated hosts' `topology.host_gbps`, the
     /// lab's 1 Gbit/s); above 1 / `safeguard_threshold` the switch path can never
     /// satisfy it, so the group reroutes to the overlay mid-stream within one window
-    /// (the shared fallback scenario, issue 46). 0: no safeguard.
+    /// (the shared fallback scenario). 0: no safeguard.
     pub safeguard_expected_ratio: f64,
     /// `transfer`: rank `kill_rank` (0: none) dies once the switch has taken in
     /// `kill_after_packets` of the group's data packets (its process ends: its QP goes,
     /// its control connection resets); the leader evicts it and the others go on (the
-    /// shared eviction scenario, issue 46).
+    /// shared eviction scenario).
     pub kill_rank: u32,
     pub kill_after_packets: u64,
     /// `transfer`: the source's switch restarts — its tables lost, as a crashed switch
     /// daemon loses them — once it has taken in this many of the group's data packets
     /// (0: never); the group continues once the leader's next registration refresh
     /// (`refresh_ms`) has taught the new switch its tree (the shared switch-restart
-    /// scenario, issue 46).
+    /// scenario).
     pub restart_switch_after_packets: u64,
     /// `transfer`: the leader refreshes its registration every this many ms, a quarter
     /// of it while a buffer goes through the switch (`rocast mcast lead --refresh-ms`).

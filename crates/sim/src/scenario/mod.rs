@@ -2,6 +2,7 @@
 //! optical broadcast-select studies' keys in [`odbss`]), the flows a workload starts
 //! ([`workload`]) and the fabric the keys describe ([`topology`]).
 
+pub mod checks;
 pub mod config;
 pub mod odbss;
 pub mod topology;

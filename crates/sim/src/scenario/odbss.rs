@@ -2,7 +2,7 @@
 //! optical broadcast-select studies (Leong, Li and Liu, APSIPA Trans. 2019), checked
 //! when a scenario is read. `rocast_eval::odbss` interprets them.
 
-use crate::scenario::config::{check_gbps, invalid, ConfigError};
+use crate::scenario::checks::{check_gbps, invalid, ConfigError};
 use rocast_core::nack_multicast::packet::DATA_HEADER_LEN;
 use serde::Deserialize;
 

@@ -2,7 +2,7 @@
 //! deterministic order: permutation, incast, all-to-all, Poisson arrivals with a size
 //! CDF (the HPCC `traffic_gen.py` method), an HPCC flow file, or an explicit list
 //! with dependencies (a flow starts when another has been received — the overlay
-//! multicast schedules of later issues are built from these).
+//! multicast schedules are built from these).
 //!
 //! Memory: 40 bytes per flow.
 

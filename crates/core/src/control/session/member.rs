@@ -20,7 +20,6 @@
 
 use super::{transmit_from, Outgoing, OverlayPlan, SessionDest, SessionError};
 use crate::control::registration::MemberAgent;
-use crate::fabric::cepheus::GroupAddressSpace;
 use crate::overlay::Scheme;
 use crate::time::{Duration, Instant};
 use crate::transmit::Transmit;
@@ -28,6 +27,7 @@ use crate::wire::group_control::{
     BufferResult, Holding, Join, Message, Overlay, Params, StreamDecoder, GROUP_CONTROL_VERSION,
 };
 use crate::wire::mrp::MrpRepr;
+use crate::wire::GroupAddressSpace;
 use crate::wire::{Error as WireError, Ipv4Address};
 use std::collections::VecDeque;
 

@@ -95,7 +95,8 @@ pub enum SessionDest {
 }
 
 /// The leader's default interval between MRP refreshes of a registered group (its
-/// switches' leases are [`DEFAULT_GROUP_LEASE_MS`](crate::switch::frame::DEFAULT_GROUP_LEASE_MS)):
+/// switches' leases are the switch's `DEFAULT_GROUP_LEASE_MS`, which `control` does
+/// not import: the switch sits above it):
 /// rocast's assumption. A restarted switch relearns the group within one interval.
 pub const DEFAULT_REFRESH_MS: u64 = 1_000;
 

@@ -53,6 +53,7 @@ pub use cnp_filter::{
 pub use mft::{MulticastForwardingTable, NextHop, PathEntry};
 
 use crate::time::Instant;
+pub use crate::wire::group_space::{GroupAddressSpace, GroupSpaceError};
 use crate::wire::{AckSyndrome, Ipv4Address, NakCode, Opcode, Psn, RoceRepr};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -60,98 +61,6 @@ use std::collections::{BTreeMap, VecDeque};
 /// 224.0.0.0/4 ([`GroupAddressSpace::MULTICAST`]).
 pub fn is_mcst_id(ip: Ipv4Address) -> bool {
     GroupAddressSpace::MULTICAST.contains(ip)
-}
-
-/// The block of addresses a switch (and the hosts' member agents) take as McstIDs.
-///
-/// Cepheus draws McstIDs from IPv4 multicast, and the simulator does. A kernel RoCE
-/// or UDP stack cannot receive them, though: a bridged copy carries the McstID as its
-/// *source* address so that the receiver's feedback returns to the group, and Linux
-/// drops any packet with a multicast source as a martian before UDP (or rxe) sees it.
-/// The real-time runtime therefore uses a unicast block the switch owns (it answers
-/// ARP for those addresses), e.g. `10.77.0.128/25`; everything else about the group
-/// is unchanged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct GroupAddressSpace {
-    base: u32,
-    prefix_len: u8,
-}
-
-impl GroupAddressSpace {
-    /// 224.0.0.0/4.
-    pub const MULTICAST: GroupAddressSpace = GroupAddressSpace {
-        base: 0xe000_0000,
-        prefix_len: 4,
-    };
-
-    /// The block `base/prefix_len`. Errors when the length is not 1..=32, when `base`
-    /// has bits below the prefix, or when the block holds 0.0.0.0 or 255.255.255.255.
-    pub fn new(base: Ipv4Address, prefix_len: u8) -> Result<Self, MftError> {
-        let bad = || MftError::BadGroupSpace(base, prefix_len);
-        if !(1..=32).contains(&prefix_len) {
-            return Err(bad());
-        }
-        let s = GroupAddressSpace {
-            base: base.to_u32(),
-            prefix_len,
-        };
-        if s.base & !s.mask() != 0
-            || s.contains(Ipv4Address::UNSPECIFIED)
-            || s.contains(Ipv4Address::new(255, 255, 255, 255))
-        {
-            return Err(bad());
-        }
-        Ok(s)
-    }
-
-    /// Parses `a.b.c.d/len`.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let (ip, len) = text
-            .split_once('/')
-            .ok_or_else(|| format!("group space {text:?}: expected a.b.c.d/len"))?;
-        let ip: std::net::Ipv4Addr = ip
-            .parse()
-            .map_err(|_| format!("group space {text:?}: bad address"))?;
-        let len: u8 = len
-            .parse()
-            .map_err(|_| format!("group space {text:?}: bad prefix length"))?;
-        Self::new(Ipv4Address(ip.octets()), len).map_err(|e| e.to_string())
-    }
-
-    fn mask(&self) -> u32 {
-        u32::MAX << (32 - self.prefix_len as u32)
-    }
-
-    pub fn contains(&self, ip: Ipv4Address) -> bool {
-        ip.to_u32() & self.mask() == self.base
-    }
-
-    /// How many addresses the block holds (a table needs no more groups than that).
-    pub fn size(&self) -> u64 {
-        1u64 << (32 - self.prefix_len as u32)
-    }
-
-    /// The block's `i`-th address (0-based), if it has one.
-    pub fn nth(&self, i: u64) -> Option<Ipv4Address> {
-        (i < self.size()).then(|| Ipv4Address::from_u32(self.base.wrapping_add(i as u32)))
-    }
-}
-
-impl Default for GroupAddressSpace {
-    fn default() -> Self {
-        Self::MULTICAST
-    }
-}
-
-impl std::fmt::Display for GroupAddressSpace {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}/{}",
-            Ipv4Address::from_u32(self.base),
-            self.prefix_len
-        )
-    }
 }
 
 /// What the switch does with a packet.
@@ -182,8 +91,8 @@ pub enum MftError {
     NoSuchPort(u16),
     #[error("{0} is not in the switch's group address space")]
     NotMulticast(Ipv4Address),
-    #[error("{0}/{1} is not a usable group address block")]
-    BadGroupSpace(Ipv4Address, u8),
+    #[error(transparent)]
+    BadGroupSpace(#[from] GroupSpaceError),
 }
 
 /// Counters of the multicast engine.

@@ -307,7 +307,7 @@ fn fully_acknowledged_retransmission_is_answered_not_forwarded() {
     );
 }
 
-/// Issue 46: a switch whose every member was pruned (the evicted member was its only
+/// A switch whose every member was pruned (the evicted member was its only
 /// one) keeps the branch its upstream switch sends on; it acknowledges what arrives on
 /// it, so the upstream aggregate does not wait on an empty subtree.
 #[test]
