@@ -267,11 +267,14 @@ pub(crate) fn bound_packet_socket(ifname: &str, flags: i32) -> io::Result<(Owned
 
 /// Receive buffer of an AF_PACKET port (SO_RCVBUFFORCE; the kernel charges each
 /// queued frame its skb's true size, about 2.3 KB for a 1 KB RoCE frame off a veth, so
-/// 8 MB holds some 3,500 frames). Measured against 32 MB, which lost no frames under
-/// two busy simulators but held them for seconds: TCP control segments and MRP
-/// refreshes queued behind data long past their timeouts, and lab-bcast failed more
-/// often, not less. A switch's buffer bounds its queueing delay as well as its loss.
-/// Memory: only what is queued is allocated, at most this per port.
+/// 32 MB holds some 14,000 frames). The daemon stands in for a switch's packet buffer
+/// and a loaded host deschedules it: with 8 MB, lab-bcast beside two busy simulators
+/// lost 6–13 thousand frames per port (TCP control segments among them, which then
+/// waited out TCP's back-off). 32 MB alone lost none but made things worse while the
+/// RC senders resent whole windows after each spurious timeout (duplicates queued
+/// behind the originals for seconds); with their slow restart
+/// (`QpConfig::slow_restart`) the queue stays bounded by the windows. Memory: only
+/// what is queued is allocated, at most this per port.
 const PORT_RX_BUFFER: i32 = 32 << 20;
 
 pub(crate) fn open_afpacket(ifname: &str) -> io::Result<OwnedFd> {
