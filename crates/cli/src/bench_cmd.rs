@@ -18,7 +18,7 @@ pub enum BenchCmd {
         /// Writes in flight per unicast connection.
         #[arg(long, default_value_t = 16)]
         depth: u8,
-        /// Link rate of the lab (tc units: 1gbit, 500mbit).
+        /// Link rate of the lab in bits per second (1gbit, 1Gbps and 1G are the same).
         #[arg(long, default_value = "1gbit")]
         rate: String,
         /// Runs per point; the median is reported.
@@ -105,7 +105,7 @@ pub enum BenchCmd {
         /// UD multicast's pacing: one message every this many microseconds.
         #[arg(long, default_value_t = 500)]
         interval_us: u64,
-        /// Link rate of the lab (tc units: 1gbit, 500mbit).
+        /// Link rate of the lab in bits per second (1gbit, 1Gbps and 1G are the same).
         #[arg(long, default_value = "1gbit")]
         rate: String,
         /// The lab's switch runs `rocast switch --fast-path` (Cepheus copies in the kernel).

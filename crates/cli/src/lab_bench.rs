@@ -559,7 +559,7 @@ fn fresh_switch_lab(
     run_rocast(&up).map(|_| ())
 }
 
-/// The lab's link rate (`--rate`, tc's units) in Mbit/s: what every sender's pacer is
+/// The lab's link rate (`--rate`, bits per second) in Mbit/s: what every sender's pacer is
 /// set to, as an RNIC paces at its line rate.
 fn rate_mbps(rate: &str) -> Result<u64, String> {
     let bps = rocast_net::lab::parse_rate(rate).map_err(|e| e.to_string())?;

@@ -67,7 +67,8 @@ pub struct UpArgs {
     /// Number of hosts, 1..=64.
     #[arg(long)]
     hosts: usize,
-    /// Link rate, each direction (tc syntax: digits and a unit, e.g. 1gbit, 100mbit).
+    /// Link rate, each direction, in bits per second (1gbit, 1Gbps and 1G are the same;
+    /// the lab hands tc the rate in its own syntax).
     #[arg(long, default_value = "1gbit")]
     rate: String,
     /// One-way delay added on each egress (digits and a unit: us, ms, s).

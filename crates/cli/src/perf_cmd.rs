@@ -32,7 +32,7 @@ pub struct PerfArgs {
     /// With --mcast: messages.
     #[arg(short = 'n', long = "iters", default_value_t = 20)]
     iters: u64,
-    /// With --mcast: the lab's link rate (tc units: 1gbit, 500mbit); the sender paces
+    /// With --mcast: the lab's link rate in bits per second (1gbit, 1Gbps, 500M); the sender paces
     /// at it, as an RNIC at its port's rate.
     #[arg(long, default_value = "1gbit")]
     rate: String,

@@ -114,6 +114,7 @@ pub mod rnic;
 pub mod switch;
 pub mod time;
 pub mod transmit;
+pub mod units;
 pub mod wire;
 
 pub use transmit::Transmit;

@@ -330,9 +330,9 @@ impl LabSpec {
             (text, true) => Some(lab_group_space(subnet, opts.hosts, text.as_deref())?),
         };
         let mut opts = opts;
-        // tc takes units case-insensitively; store one spelling so plans and state
-        // files compare equal.
-        opts.rate = opts.rate.to_ascii_lowercase();
+        // tc's spelling of the rate in bits, one spelling so plans and state files
+        // compare equal (and tc never reads rocast's "gbps" as its gigabytes).
+        opts.rate = rocast_core::units::tc_rate(rate_bps);
         opts.delay = opts.delay.to_ascii_lowercase();
         opts.subnet = format!("{}.{}.{}", subnet[0], subnet[1], subnet[2]);
         Ok(LabSpec {
@@ -508,34 +508,12 @@ fn split_number_unit(s: &str) -> Option<(u64, String)> {
     Some((n.parse().ok()?, unit.to_ascii_lowercase()))
 }
 
-/// A tc rate ("1gbit", "500mbit", "10gbps") in bits per second. tc's "bps" is bytes
-/// per second.
+/// `--rate` in bits per second, read as every rate in rocast is
+/// ([`rocast_core::units::parse_rate`]: `1gbit`, `1Gbps`, `1gbps` and `1G` are all one
+/// gigabit per second). The lab hands tc the same rate in tc's words
+/// ([`rocast_core::units::tc_rate`]), where `gbps` would mean gigabytes.
 pub fn parse_rate(s: &str) -> Result<u64, LabError> {
-    let bad = || {
-        invalid(
-            "--rate",
-            format!("{s:?} (digits then one of bit, kbit, mbit, gbit, tbit, bps, kbps, mbps, gbps, tbps; e.g. 1gbit)"),
-        )
-    };
-    let (n, unit) = split_number_unit(s).ok_or_else(bad)?;
-    let mult: u64 = match unit.as_str() {
-        "bit" => 1,
-        "kbit" => 1_000,
-        "mbit" => 1_000_000,
-        "gbit" => 1_000_000_000,
-        "tbit" => 1_000_000_000_000,
-        "bps" => 8,
-        "kbps" => 8_000,
-        "mbps" => 8_000_000,
-        "gbps" => 8_000_000_000,
-        "tbps" => 8_000_000_000_000,
-        _ => return Err(bad()),
-    };
-    let bps = n.checked_mul(mult).ok_or_else(bad)?;
-    if bps == 0 {
-        return Err(invalid("--rate", format!("{s:?} (must be above zero)")));
-    }
-    Ok(bps)
+    rocast_core::units::parse_rate(s).map_err(|e| invalid("--rate", e.to_string()))
 }
 
 /// A tc delay ("10us", "1ms") in nanoseconds.
@@ -1995,8 +1973,8 @@ mod tests {
             "1",
             "gbit",
             "1 gbit",
-            "1.5gbit",
             "1gbit;",
+            "10GB/s",
             "-1gbit",
             "1furlong",
             "0gbit",
@@ -2013,7 +1991,10 @@ mod tests {
             ("1gbit", 1_000_000_000),
             ("100Mbit", 100_000_000),
             ("10kbit", 10_000),
-            ("1mbps", 8_000_000),
+            // rocast's rates are bits whatever the spelling (tc's "mbps" is bytes):
+            ("1mbps", 1_000_000),
+            ("10Gbps", 10_000_000_000),
+            ("1.5gbit", 1_500_000_000),
         ] {
             let s = LabSpec::new(LabOptions {
                 rate: good.into(),

@@ -446,9 +446,11 @@ impl Topology {
                 ));
             }
             let (_, rate) = next("a link rate")?;
-            let rate = parse_rate(rate).map_err(|m| err(line, m))?;
+            let rate = crate::units::parse_rate(rate).map_err(|e| err(line, e.to_string()))?;
             let (_, delay) = next("a link delay")?;
-            let delay = parse_delay(delay).map_err(|m| err(line, m))?;
+            let delay = crate::units::parse_duration(delay)
+                .map(Duration::from_ps)
+                .map_err(|e| err(line, e.to_string()))?;
             let (_, loss) = next("a link error rate")?;
             let loss: f64 = loss
                 .parse()
@@ -549,52 +551,6 @@ impl Topology {
             .ok_or(TopologyError::NoSuchLink { a, b })?;
         self.links[l as usize].failed = true;
         Ok(l)
-    }
-}
-
-/// Parses a rate such as `100Gbps`, `25Gb/s`, `400G`, `10Mbps` into bit/s.
-pub fn parse_rate(s: &str) -> Result<u64, String> {
-    let lower = s.to_ascii_lowercase();
-    let t = lower
-        .trim_end_matches("bps")
-        .trim_end_matches("b/s")
-        .trim_end_matches('b');
-    let (num, mult) = match t.chars().last() {
-        Some('g') => (&t[..t.len() - 1], 1e9),
-        Some('m') => (&t[..t.len() - 1], 1e6),
-        Some('k') => (&t[..t.len() - 1], 1e3),
-        Some('t') => (&t[..t.len() - 1], 1e12),
-        _ => (t, 1.0),
-    };
-    match num.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() && v * mult < 1e15 => Ok((v * mult).round() as u64),
-        _ => Err(format!(
-            "rate {s:?} is not a positive rate like 100Gbps or 400Mbps"
-        )),
-    }
-}
-
-/// Parses a delay such as `1000ns`, `1us`, `0.001ms`, `2s` into a [`Duration`].
-pub fn parse_delay(s: &str) -> Result<Duration, String> {
-    let lower = s.to_ascii_lowercase();
-    let (num, ps) = if let Some(n) = lower.strip_suffix("ns") {
-        (n, 1e3)
-    } else if let Some(n) = lower.strip_suffix("us") {
-        (n, 1e6)
-    } else if let Some(n) = lower.strip_suffix("ms") {
-        (n, 1e9)
-    } else if let Some(n) = lower.strip_suffix("ps") {
-        (n, 1.0)
-    } else if let Some(n) = lower.strip_suffix('s') {
-        (n, 1e12)
-    } else {
-        return Err(format!("delay {s:?} needs a unit: ns, us, ms or s"));
-    };
-    match num.parse::<f64>() {
-        Ok(v) if v >= 0.0 && v.is_finite() && v * ps < 1.8e19 => {
-            Ok(Duration::from_ps((v * ps).round() as u64))
-        }
-        _ => Err(format!("delay {s:?} is not a non-negative duration")),
     }
 }
 
@@ -725,16 +681,5 @@ mod tests {
         let fc = b.clone().fail_fraction(0.1, 8).unwrap();
         assert_ne!(fa, fc);
         assert!(a.fail_fraction(1.5, 0).is_err());
-    }
-
-    #[test]
-    fn rates_and_delays_parse() {
-        assert_eq!(parse_rate("100Gbps"), Ok(100_000_000_000));
-        assert_eq!(parse_rate("25Gb/s"), Ok(25_000_000_000));
-        assert_eq!(parse_rate("400G"), Ok(400_000_000_000));
-        assert_eq!(parse_rate("10Mbps"), Ok(10_000_000));
-        assert!(parse_rate("-1Gbps").is_err());
-        assert_eq!(parse_delay("0.001ms"), Ok(Duration::from_ns(1000)));
-        assert!(parse_delay("abc").is_err());
     }
 }

@@ -600,50 +600,15 @@ pub struct LinkEvent {
     pub up: bool,
 }
 
-/// "64", "4K", "1M", "1G" (binary multiples).
+/// "64", "4K", "1M", "1G" (binary multiples): [`rocast_core::units::parse_bytes`].
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, mult) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('m' | 'M') => (&t[..t.len() - 1], 1 << 20),
-        Some('g' | 'G') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    num.parse::<u64>()
-        .ok()
-        .and_then(|v| v.checked_mul(mult))
-        .ok_or_else(|| format!("bad size {s:?} (expected e.g. 64, 4K, 1M, 1G)"))
+    rocast_core::units::parse_bytes(s).map_err(|e| e.to_string())
 }
 
-/// A duration with its unit: "250ns", "10us", "1.5ms", "2s" → picoseconds. A bare
-/// number is refused: the unit is never guessed.
+/// A duration with its unit ("250ns", "10us", "1.5ms", "2s") in picoseconds:
+/// [`rocast_core::units::parse_duration`].
 pub fn parse_duration(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| c.is_ascii_alphabetic() || c == 'µ')
-        .ok_or_else(|| format!("bad duration {s:?}: give a unit (ns, us, ms, s), e.g. 10us"))?;
-    let (num, unit) = t.split_at(split);
-    let scale = match unit {
-        "ps" => 1.0,
-        "ns" => 1e3,
-        "us" | "µs" => 1e6,
-        "ms" => 1e9,
-        "s" => 1e12,
-        _ => {
-            return Err(format!(
-                "bad duration {s:?}: unit {unit:?} is not ns, us, ms or s"
-            ))
-        }
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("bad duration {s:?}: {num:?} is not a number"))?;
-    let ps = v * scale;
-    if !(ps.is_finite() && ps >= 0.0 && ps < 1.8e19) {
-        return Err(format!("bad duration {s:?}: out of range"));
-    }
-    Ok(ps.round() as u64)
+    rocast_core::units::parse_duration(s).map_err(|e| e.to_string())
 }
 
 /// "64:1G" → 64, 128, ..., 1 GiB; "1,100,1K" → that list.

@@ -1,0 +1,237 @@
+//! Units: one parser for each kind of quantity a user writes, and one meaning per word.
+//!
+//! - **Rates** ([`parse_rate`]) are bits per second, whatever the spelling or case:
+//!   `100Gbps`, `100gbps`, `25Gb/s`, `400G`, `1gbit` and `500mbit` all read as bits
+//!   (decimal multiples k, M, G, T). A rate written in bytes (`10GB/s`, `10GBps`: a
+//!   capital B) is refused with the bit-rate to write instead. tc's own syntax, where
+//!   `bps` means *bytes* per second, appears only where tc is called: [`tc_rate`]
+//!   writes it from bits.
+//! - **Sizes** ([`parse_bytes`]): a count of bytes with binary multiples (`64`, `4K`,
+//!   `1M`, `1G`; a K is 1,024).
+//! - **Durations** ([`parse_duration`]): a number and its unit (`250ns`, `10us`,
+//!   `1.5ms`, `2s`); a bare number is refused, the unit is never guessed.
+
+/// Why a quantity did not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    #[error(
+        "rate {0:?} is not a positive rate like 100Gbps, 25Gb/s, 400G or 1gbit \
+         (bits per second)"
+    )]
+    Rate(String),
+    #[error("rate {0:?} is in bytes per second; rates here are bits per second: write {1}")]
+    ByteRate(String, String),
+    #[error("bad size {0:?} (expected e.g. 64, 4K, 1M, 1G)")]
+    Size(String),
+    #[error("bad duration {0:?}: {1}")]
+    Duration(String, String),
+}
+
+/// A rate in bits per second (see the module docs for the spellings).
+pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
+    let bad = || UnitError::Rate(s.to_string());
+    let t = s.trim();
+    let split = t
+        .find(|c: char| c.is_ascii_alphabetic() || c == '/')
+        .ok_or_else(bad)?;
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let (mult, rest) = match unit.chars().next() {
+        Some('k' | 'K') => (1e3, &unit[1..]),
+        Some('m' | 'M') => (1e6, &unit[1..]),
+        Some('g' | 'G') => (1e9, &unit[1..]),
+        Some('t' | 'T') => (1e12, &unit[1..]),
+        _ => (1.0, unit),
+    };
+    let bits = v * mult;
+    match rest {
+        "" | "b" | "bps" | "b/s" | "bit" | "bit/s" | "bits" | "Bit" => {}
+        "B" | "Bps" | "B/s" => {
+            let ok = v.is_finite() && v > 0.0 && bits * 8.0 < 1e15;
+            return Err(if ok {
+                UnitError::ByteRate(s.to_string(), format_rate_bits(bits * 8.0))
+            } else {
+                bad()
+            });
+        }
+        _ => return Err(bad()),
+    }
+    // A multiplier alone ("400G") is a rate; a bare number is not.
+    if unit.is_empty() || (rest.is_empty() && mult == 1.0) {
+        return Err(bad());
+    }
+    if !(v.is_finite() && v > 0.0 && bits < 1e15 && bits >= 1.0) {
+        return Err(bad());
+    }
+    Ok(bits.round() as u64)
+}
+
+/// `bits` per second in the largest unit that keeps it whole, rocast's way (`80Gbps`).
+fn format_rate_bits(bits: f64) -> String {
+    let b = bits.round() as u64;
+    for (div, unit) in [
+        (1_000_000_000_000, "Tbps"),
+        (1_000_000_000, "Gbps"),
+        (1_000_000, "Mbps"),
+        (1_000, "kbps"),
+    ] {
+        if b >= div && b % div == 0 {
+            return format!("{}{unit}", b / div);
+        }
+    }
+    format!("{b}bps")
+}
+
+/// `bits` per second in tc's syntax (where `bps` would be bytes): `1gbit`, `1500mbit`.
+pub fn tc_rate(bits: u64) -> String {
+    for (div, unit) in [
+        (1_000_000_000_000, "tbit"),
+        (1_000_000_000, "gbit"),
+        (1_000_000, "mbit"),
+        (1_000, "kbit"),
+    ] {
+        if bits >= div && bits % div == 0 {
+            return format!("{}{unit}", bits / div);
+        }
+    }
+    format!("{bits}bit")
+}
+
+/// "64", "4K", "1M", "1G" (binary multiples) in bytes.
+pub fn parse_bytes(s: &str) -> Result<u64, UnitError> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1 << 20),
+        Some('g' | 'G') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|v| v.checked_mul(mult))
+        .ok_or_else(|| UnitError::Size(s.to_string()))
+}
+
+/// A duration with its unit: "250ns", "10us", "1.5ms", "2s" → picoseconds. A bare
+/// number is refused: the unit is never guessed.
+pub fn parse_duration(s: &str) -> Result<u64, UnitError> {
+    let bad = |why: String| UnitError::Duration(s.to_string(), why);
+    let t = s.trim();
+    let split = t
+        .find(|c: char| c.is_ascii_alphabetic() || c == 'µ')
+        .ok_or_else(|| bad("give a unit (ns, us, ms, s), e.g. 10us".into()))?;
+    let (num, unit) = t.split_at(split);
+    let scale = match unit {
+        "ps" => 1.0,
+        "ns" => 1e3,
+        "us" | "µs" => 1e6,
+        "ms" => 1e9,
+        "s" => 1e12,
+        _ => return Err(bad(format!("unit {unit:?} is not ns, us, ms or s"))),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| bad(format!("{num:?} is not a number")))?;
+    let ps = v * scale;
+    if !(ps.is_finite() && ps >= 0.0 && ps < 1.8e19) {
+        return Err(bad("out of range".into()));
+    }
+    Ok(ps.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_spelling_of_a_bit_rate_means_bits() {
+        for (text, bits) in [
+            ("100Gbps", 100_000_000_000),
+            ("100gbps", 100_000_000_000),
+            ("100GBPS", 0), // all-caps: B is bytes, refused below
+            ("25Gb/s", 25_000_000_000),
+            ("400G", 400_000_000_000),
+            ("1gbit", 1_000_000_000),
+            ("1Gbit", 1_000_000_000),
+            ("500mbit", 500_000_000),
+            ("1.5gbit", 1_500_000_000),
+            ("10Mbps", 10_000_000),
+            ("10kbit", 10_000),
+            ("1tbit", 1_000_000_000_000),
+            ("8000bps", 8_000),
+            ("8000bit", 8_000),
+        ] {
+            if bits == 0 {
+                assert!(parse_rate(text).is_err(), "{text}");
+            } else {
+                assert_eq!(parse_rate(text), Ok(bits), "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_byte_rate_is_refused_with_the_bit_rate_to_write() {
+        let e = parse_rate("10GB/s").unwrap_err();
+        assert_eq!(e, UnitError::ByteRate("10GB/s".into(), "80Gbps".into()));
+        assert!(e.to_string().contains("write 80Gbps"), "{e}");
+        assert!(matches!(parse_rate("1MBps"), Err(UnitError::ByteRate(..))));
+    }
+
+    #[test]
+    fn nonsense_rates_are_refused() {
+        for bad in [
+            "",
+            "1",
+            "gbit",
+            "G",
+            "1 gbit",
+            "1gbit;",
+            "-1gbit",
+            "0gbit",
+            "1furlong",
+            "1gbit rate",
+            "$(x)",
+            "NaNgbit",
+            "infgbit",
+            "1e20gbit",
+            "0.0001bit",
+        ] {
+            assert!(
+                matches!(parse_rate(bad), Err(UnitError::Rate(_))),
+                "{bad:?}: {:?}",
+                parse_rate(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn tc_gets_bits_in_its_own_words() {
+        assert_eq!(tc_rate(1_000_000_000), "1gbit");
+        assert_eq!(tc_rate(1_500_000_000), "1500mbit");
+        assert_eq!(tc_rate(100_000), "100kbit");
+        assert_eq!(tc_rate(999), "999bit");
+        for text in ["1gbit", "10Gbps", "25Gb/s", "1.5gbit", "300mbit"] {
+            let bits = parse_rate(text).unwrap();
+            assert_eq!(parse_rate(&tc_rate(bits)), Ok(bits), "{text}");
+        }
+    }
+
+    #[test]
+    fn sizes_and_durations() {
+        assert_eq!(parse_bytes("64"), Ok(64));
+        assert_eq!(parse_bytes("4K"), Ok(4096));
+        assert_eq!(parse_bytes("1m"), Ok(1 << 20));
+        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
+        assert!(parse_bytes("1T").is_err());
+        assert!(parse_bytes("-1").is_err());
+        assert_eq!(parse_duration("250ns"), Ok(250_000));
+        assert_eq!(parse_duration("1.5ms"), Ok(1_500_000_000));
+        assert_eq!(parse_duration("10µs"), Ok(10_000_000));
+        assert!(parse_duration("10")
+            .unwrap_err()
+            .to_string()
+            .contains("give a unit"));
+        assert!(parse_duration("10h").is_err());
+    }
+}
