@@ -12,7 +12,7 @@
 //! asserts nothing. Each point is the median of `--reps` sends in one group (registration
 //! once, as an application would).
 
-use rocast_sim::output::stats::nearest_rank;
+use rocast_core::stats::{nearest_rank, upper_median as median};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -626,14 +626,6 @@ fn us_per_packet(text: &str) -> Vec<f64> {
             head[open + 1..].trim().parse().ok()
         })
         .collect()
-}
-
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    Some(v[v.len() / 2])
 }
 
 /// Runs `mcast lead` (with `extra` options) from h0 to h1..h(n-1), sending `reps`

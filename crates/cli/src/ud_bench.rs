@@ -34,6 +34,7 @@ use rocast_core::nack_multicast::auth::{GroupKey, AUTH_TAG_LEN};
 use rocast_core::nack_multicast::{Peer, ReceiverConfig, SenderConfig};
 use rocast_core::payload::{stream_message, StreamTally};
 use rocast_core::rnic::UdCounters;
+use rocast_core::stats::nearest_rank;
 use rocast_core::wire::peel::PeelHeader;
 use rocast_eval::peel::transfer::{conformance_lines, PeelCounters};
 use rocast_net::endpoint::Clock;
@@ -42,7 +43,6 @@ use rocast_net::ud_mcast::{
     enter_netns, run_receiver, run_sender, ReceiverReport, SenderReport, UdHost, UdHostConfig,
 };
 use rocast_sim::multicast::ud_transfer::{transfer_receiver_config, transfer_sender_config};
-use rocast_sim::output::stats::nearest_rank;
 use std::fmt::Write as _;
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicBool, Ordering};

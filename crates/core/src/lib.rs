@@ -111,6 +111,7 @@ pub mod overlay;
 pub mod payload;
 pub mod plan;
 pub mod rnic;
+pub mod stats;
 pub mod switch;
 pub mod time;
 pub mod transmit;

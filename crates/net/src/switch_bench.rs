@@ -104,12 +104,8 @@ pub struct SwitchBenchRow {
 }
 
 /// The median of `v` (the upper one of an even count); 0 for none.
-pub(crate) fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+pub(crate) fn median(v: Vec<f64>) -> f64 {
+    rocast_core::stats::upper_median(v).unwrap_or(0.0)
 }
 
 impl SwitchBenchRow {

@@ -11,12 +11,12 @@ use rand_core::{RngCore, SeedableRng};
 use rocast_core::plan::multicast_tree::UplinkChoice;
 use rocast_core::plan::prefix::CoverPolicy;
 use rocast_core::plan::Topology;
+use rocast_core::stats::nearest_rank;
 use rocast_core::time::Duration;
 use rocast_sim::multicast::collective::{
     job_tree, poisson_broadcasts, run_collectives, BroadcastJob, CollectiveScheme,
     CollectiveSettings, JobPlacement, RackMap,
 };
-use rocast_sim::output::stats::nearest_rank;
 use rocast_sim::scenario::config::{parse_bytes, parse_sizes};
 use rocast_sim::scenario::topology::{build_topology, engine_config};
 use rocast_sim::Scenario;
