@@ -66,35 +66,26 @@ pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
     Ok(bits.round() as u64)
 }
 
-/// `bits` per second in the largest unit that keeps it whole, rocast's way (`80Gbps`).
-fn format_rate_bits(bits: f64) -> String {
-    let b = bits.round() as u64;
-    for (div, unit) in [
-        (1_000_000_000_000, "Tbps"),
-        (1_000_000_000, "Gbps"),
-        (1_000_000, "Mbps"),
-        (1_000, "kbps"),
-    ] {
-        if b >= div && b % div == 0 {
-            return format!("{}{unit}", b / div);
+/// `bits` in the largest decimal multiple that keeps it whole: `prefixes` names T, G,
+/// M and k, `unit` follows (`80` `G` `bps`, `1500` `m` `bit`).
+fn whole_multiple(bits: u64, prefixes: [&str; 4], unit: &str) -> String {
+    let divs = [1_000_000_000_000, 1_000_000_000, 1_000_000, 1_000];
+    for (div, prefix) in divs.into_iter().zip(prefixes) {
+        if bits >= div && bits % div == 0 {
+            return format!("{}{prefix}{unit}", bits / div);
         }
     }
-    format!("{b}bps")
+    format!("{bits}{unit}")
+}
+
+/// `bits` per second the way rocast writes a rate (`80Gbps`).
+fn format_rate_bits(bits: f64) -> String {
+    whole_multiple(bits.round() as u64, ["T", "G", "M", "k"], "bps")
 }
 
 /// `bits` per second in tc's syntax (where `bps` would be bytes): `1gbit`, `1500mbit`.
 pub fn tc_rate(bits: u64) -> String {
-    for (div, unit) in [
-        (1_000_000_000_000, "tbit"),
-        (1_000_000_000, "gbit"),
-        (1_000_000, "mbit"),
-        (1_000, "kbit"),
-    ] {
-        if bits >= div && bits % div == 0 {
-            return format!("{}{unit}", bits / div);
-        }
-    }
-    format!("{bits}bit")
+    whole_multiple(bits, ["t", "g", "m", "k"], "bit")
 }
 
 /// "64", "4K", "1M", "1G" (binary multiples) in bytes.
