@@ -504,7 +504,7 @@ fn fabric(cmd: &BcastCmd) -> Result<(Scenario, PathBuf), String> {
     if path.exists() {
         return load_scenario_file(path, &sets);
     }
-    let sc = Scenario::preset(&cmd.topo, &sets)
+    let sc = rocast_eval::experiments::scenario(&cmd.topo, &sets)
         .map_err(|e| format!("--topo {}: not star, a preset or a file ({e})", cmd.topo))?;
     Ok((sc, PathBuf::new()))
 }

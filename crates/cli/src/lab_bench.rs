@@ -32,7 +32,7 @@ pub fn lab_run(
 ) -> Result<String, String> {
     use rocast_sim::scenario::config::{parse_bytes, Scenario};
     let sc = match (preset, file) {
-        (Some(p), _) => Scenario::preset(p, sets).map_err(|e| e.to_string())?,
+        (Some(p), _) => rocast_eval::experiments::scenario(p, sets).map_err(|e| e.to_string())?,
         (None, Some(f)) => {
             let text = std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?;
             Scenario::from_toml(&text, sets).map_err(|e| e.to_string())?

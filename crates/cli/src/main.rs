@@ -66,7 +66,7 @@ enum Command {
 fn parse() -> Cli {
     let presets = format!(
         "Presets (--preset NAME):\n{}",
-        rocast_sim::scenario::config::preset_table()
+        rocast_eval::experiments::preset_table()
     );
     let cmd = Cli::command().mut_subcommand("sim", |c| c.after_help(presets));
     let m = cmd.get_matches();

@@ -13,6 +13,7 @@ use serde_json::json;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use rocast_eval::experiment::AlternativeScale;
 use rocast_eval::verdict::{Tally, Verdict};
 
 #[derive(Debug, Args)]
@@ -157,84 +158,54 @@ fn run_dask(
         .collect())
 }
 
-/// How a figure is run: `rocast ARGS…` (the output folder is appended), and at the
-/// quick scale with these extra arguments.
+/// A figure as the registry (`rocast_eval::experiment`) gives it, with its paper.
+#[derive(Clone, Copy)]
 struct Figure {
     id: &'static str,
     paper: &'static str,
+    /// The paper's short name (`rocast repro cepheus`).
+    paper_key: &'static str,
     figure: &'static str,
     what: &'static str,
     args: &'static [&'static str],
-    /// Extra arguments of the quick scale (empty: the figure is quick already).
     quick: &'static [&'static str],
-    /// What the quick scale changes, in words.
     quick_says: &'static str,
-    /// Typical wall time at full scale on this project's 2-core VM, seconds.
     typical_s: f64,
+    calibrated: Option<&'static str>,
+    alternatives: &'static AlternativeScale,
 }
 
-const CEPHEUS: &str = "Cepheus (HPCA 2024)";
-const PEEL: &str = "PEEL (HotNets 2025)";
-const TMCF: &str = "TMCF (poster)";
-const ODBSS: &str = "Broadcast-select UD multicast (APSIPA 2019)";
-const RDMC: &str = "RDMC (DSN 2018)";
-
-/// Every figure and table rocast reproduces, in paper order.
-const FIGURES: &[Figure] = &[
-    Figure { id: "cepheus-fig8-9", paper: CEPHEUS, figure: "Figs 8-9", what: "MPI-Bcast JCT on the 1 -> 3 testbed, small and large messages: Cepheus vs chain, binomial tree, RDMC pipeline", args: &["sim", "--preset", "cepheus-testbed"], quick: &[], quick_says: "", typical_s: 2.2 },
-    Figure { id: "cepheus-fig10", paper: CEPHEUS, figure: "Fig. 10", what: "single IO latency of 3-replica writes", args: &["sim", "--preset", "cepheus-fig10"], quick: &[], quick_says: "", typical_s: 0.2 },
-    Figure { id: "cepheus-fig11", paper: CEPHEUS, figure: "Fig. 11", what: "HPL panel broadcast and row swap", args: &["sim", "--preset", "cepheus-fig11"], quick: &[], quick_says: "", typical_s: 0.9 },
-    Figure { id: "cepheus-table1", paper: CEPHEUS, figure: "Table I", what: "3-replica 8 KB write IOPS: 1-unicast, 3-unicasts, Cepheus", args: &["sim", "--preset", "cepheus-iops"], quick: &[], quick_says: "", typical_s: 0.5 },
-    Figure { id: "cepheus-fig12", paper: CEPHEUS, figure: "Fig. 12", what: "FCT of a 512-member multicast on 1024 servers of 64-port switches, 64 B - 1 GB, vs chain and tree", args: &["sim", "--preset", "cepheus-fig12"], quick: &["--set", "multicast.sizes=\"64,4K,64K,1M,16M\""], quick_says: "sizes 64 B - 16 MB (not 64 MB - 1 GB)", typical_s: 571.0 },
-    Figure { id: "cepheus-fig12-ablation", paper: CEPHEUS, figure: "Fig. 12 (ablation)", what: "Fig. 12 under every alternative reading, one at a time", args: &["sim", "--preset", "cepheus-fig12-ablation"], quick: &[], quick_says: "", typical_s: 105.0 },
-    Figure { id: "cepheus-fig13", paper: CEPHEUS, figure: "Fig. 13", what: "128 MB multicast under random loss, groups of 64 and 512, vs chain", args: &["sim", "--preset", "cepheus-loss"], quick: &["--set", "multicast.groups=[64]"], quick_says: "the group of 64 only", typical_s: 258.0 },
-    Figure { id: "cepheus-fig14", paper: CEPHEUS, figure: "Fig. 14", what: "throughput of one multicast against two unicasts: fairness and convergence", args: &["sim", "--preset", "cepheus-fairness"], quick: &[], quick_says: "", typical_s: 7.0 },
-    Figure { id: "cepheus-safeguard", paper: CEPHEUS, figure: "§V-D", what: "a lossy branch mid-transfer and the safeguard's fallback to RDMC", args: &["sim", "--preset", "cepheus-safeguard"], quick: &[], quick_says: "", typical_s: 1.2 },
-    Figure { id: "cepheus-memory", paper: CEPHEUS, figure: "§IV-B", what: "MFT memory for 1K groups x 64 ports", args: &["sim", "--preset", "cepheus-memory"], quick: &[], quick_says: "", typical_s: 0.1 },
-    Figure { id: "peel-fig1", paper: PEEL, figure: "Fig. 1", what: "core-link traversals of unicast Broadcast vs multicast, 16x48 leaf-spine", args: &["sim", "--preset", "peel-fig1"], quick: &[], quick_says: "", typical_s: 0.1 },
-    Figure { id: "peel-approx", paper: PEEL, figure: "§2.3", what: "layer-peeling greedy vs exact Steiner trees on 200 asymmetric fat-trees", args: &["sim", "--preset", "peel-approx"], quick: &[], quick_says: "", typical_s: 0.2 },
-    Figure { id: "peel-fig3", paper: PEEL, figure: "Fig. 3", what: "Bloom-filter header bytes vs fat-tree arity", args: &["sim", "--preset", "peel-fig3"], quick: &[], quick_says: "", typical_s: 0.1 },
-    Figure { id: "peel-rules", paper: PEEL, figure: "§3.2", what: "prefix rules and header bits, k = 8 ... 128", args: &["sim", "--preset", "peel-rules"], quick: &[], quick_says: "", typical_s: 0.5 },
-    Figure { id: "peel-fig4", paper: PEEL, figure: "Fig. 4", what: "Orca's set-up delay vs p99 CCT of a 32 MB Broadcast", args: &["sim", "--preset", "peel-fig4"], quick: &["--set", "multicast.broadcasts=20"], quick_says: "20 broadcasts per point (not 60)", typical_s: 58.0 },
-    Figure { id: "peel-fig5", paper: PEEL, figure: "Fig. 5", what: "Broadcast CCT vs message size, 512 GPUs: PEEL vs ring, tree, Orca, optimal", args: &["sim", "--preset", "peel-fig5"], quick: &["--set", "multicast.sizes=\"2M,8M,32M\"", "--set", "multicast.broadcasts=20"], quick_says: "sizes 2-32 MB, 20 broadcasts per point (not 2-512 MB, 60)", typical_s: 396.0 },
-    Figure { id: "peel-fig6", paper: PEEL, figure: "Fig. 6", what: "Broadcast CCT vs group size, 64 MB", args: &["sim", "--preset", "peel-fig6"], quick: &["--set", "multicast.groups=[32,64,128,256]", "--set", "multicast.broadcasts=20"], quick_says: "groups 32-256, 20 broadcasts per point (not 32-1024, 60)", typical_s: 330.0 },
-    Figure { id: "peel-fig7", paper: PEEL, figure: "Fig. 7", what: "Broadcast CCT vs failed links, 16x48 leaf-spine", args: &["sim", "--preset", "peel-fig7"], quick: &[], quick_says: "", typical_s: 7.0 },
-    Figure { id: "peel-guard", paper: PEEL, figure: "§3.4", what: "the sender's CNP guard timer vs the receiver's CNP limiter", args: &["sim", "--preset", "peel-guard"], quick: &[], quick_says: "", typical_s: 4.5 },
-    Figure { id: "peel-ablation", paper: PEEL, figure: "Figs 5-7 (ablation)", what: "which assumption moves PEEL Figs 5-7's ratios", args: &["sim", "--preset", "peel-ablation"], quick: &[], quick_says: "", typical_s: 362.0 },
-    Figure { id: "tmcf-fig3-4", paper: TMCF, figure: "Figs 3-4", what: "multicast rate as congested paths are added, DCQCN with and without TMCF (and Cepheus' filter, PEEL's guard)", args: &["sim", "--preset", "tmcf-cpmp"], quick: &[], quick_says: "", typical_s: 0.2 },
-    Figure { id: "tmcf-fig5-6", paper: TMCF, figure: "Figs 5-6", what: "multicast rate as the bottleneck moves, per CNP policy", args: &["sim", "--preset", "tmcf-moving"], quick: &[], quick_says: "", typical_s: 0.1 },
-    Figure { id: "tmcf-table1", paper: TMCF, figure: "Table I", what: "CPMP per RTT and phase length, per CNP policy (robustness of Table I's parameters)", args: &["sim", "--preset", "tmcf-robustness"], quick: &[], quick_says: "", typical_s: 44.0 },
-    Figure { id: "odbss-fig1", paper: ODBSS, figure: "Fig. 1, Fig. 3", what: "multicast assignments n^n vs n! permutations (in the ud-latency report)", args: &["sim", "--preset", "ud-latency"], quick: &[], quick_says: "", typical_s: 1.0 },
-    Figure { id: "odbss-fig4", paper: ODBSS, figure: "Fig. 4", what: "Soft-RoCE latency: the paper's speed-ups beside stock rxe measured", args: &["sim", "--preset", "ud-fig4"], quick: &[], quick_says: "", typical_s: 0.1 },
-    Figure { id: "odbss-fig5", paper: ODBSS, figure: "Fig. 5, §II-C", what: "the N^D fabric: 40^3 = 64 K nodes", args: &["sim", "--preset", "odbss-scale-40"], quick: &[], quick_says: "", typical_s: 2.0 },
-    Figure { id: "odbss-fig5-80", paper: ODBSS, figure: "Fig. 5, §II-C", what: "the N^D fabric: 80^3 = 512 K nodes", args: &["sim", "--preset", "odbss-scale-80"], quick: &[], quick_says: "", typical_s: 6.2 },
-    Figure { id: "odbss-loss", paper: ODBSS, figure: "§III", what: "loss ratio of NACK multicast over UD, 10^8 packets, 4 receivers", args: &["sim", "--preset", "ud-loss"], quick: &[], quick_says: "", typical_s: 58.0 },
-    Figure { id: "rdmc-slack", paper: RDMC, figure: "§4.2", what: "the binomial pipeline's average slack per step beside 2(1-(l-1)/(n-2)), and a half-speed link (85.6 %)", args: &["bcast", "--analyze", "--group-size", "64", "--sizes", "256M", "--block", "1M", "--schemes", "pipeline,chain"], quick: &[], quick_says: "", typical_s: 1.0 },
-    Figure { id: "rdmc-fig4", paper: RDMC, figure: "Fig. 4", what: "broadcast latency of RDMC's schemes and MPI's tree, OSU-style", args: &["bcast", "--group-size", "8", "--sizes", "64:16M", "-f", "--plot", "{out}/bcast.png"], quick: &[], quick_says: "", typical_s: 0.5 },
-    Figure { id: "rdmc-small", paper: RDMC, figure: "§4.6 (small messages)", what: "the small-message protocol vs the binomial pipeline on a stream", args: &["bcast", "--smc"], quick: &["--smc-groups", "2,8,16,64"], quick_says: "groups 2, 8, 16, 64", typical_s: 11.0 },
-    Figure { id: "rdmc-failure", paper: RDMC, figure: "§4.6 (failure)", what: "a member crash mid-transfer: the outcome every survivor reports", args: &["bcast", "--group-size", "8", "--sizes", "64K,4M", "--schemes", "sequential,tree,chain,pipeline", "--fail", "3@100us"], quick: &[], quick_says: "", typical_s: 1.0 },
-];
-
-/// The paper short names `ids` may use.
-fn paper_of(f: &Figure) -> &'static str {
-    match f.paper {
-        CEPHEUS => "cepheus",
-        PEEL => "peel",
-        TMCF => "tmcf",
-        ODBSS => "odbss",
-        _ => "rdmc",
-    }
+/// Every figure and table rocast reproduces, in paper order, from the registry.
+fn all_figures() -> Vec<Figure> {
+    rocast_eval::experiments::figures()
+        .into_iter()
+        .map(|(p, f)| Figure {
+            id: f.id,
+            paper: p.title,
+            paper_key: p.key,
+            figure: f.figure,
+            what: f.what,
+            args: f.args,
+            quick: f.quick,
+            quick_says: f.quick_says,
+            typical_s: f.typical_s,
+            calibrated: f.calibrated,
+            alternatives: &f.alternatives,
+        })
+        .collect()
 }
 
-fn select(ids: &[String]) -> Result<Vec<&'static Figure>, String> {
+fn select(ids: &[String]) -> Result<Vec<Figure>, String> {
+    let all = all_figures();
     if ids.is_empty() {
-        return Ok(FIGURES.iter().collect());
+        return Ok(all);
     }
-    let mut out: Vec<&Figure> = Vec::new();
+    let mut out: Vec<Figure> = Vec::new();
     for id in ids {
-        let hit: Vec<&Figure> = FIGURES
+        let hit: Vec<Figure> = all
             .iter()
-            .filter(|f| f.id == id || paper_of(f) == id)
+            .filter(|f| f.id == id || f.paper_key == id)
+            .copied()
             .collect();
         if hit.is_empty() {
             return Err(format!(
@@ -258,30 +229,11 @@ fn preset_of(f: &Figure) -> Option<&'static str> {
 /// The extra arguments the alternatives of a figure run at (`Err`: its alternatives
 /// are not run here, and why), so that every alternative of every figure
 /// finishes in minutes; the primary runs again at the same scale beside them.
-fn alternative_scale(id: &str) -> Result<(&'static [&'static str], &'static str), &'static str> {
-    match id {
-        "cepheus-fig12" => Err("cepheus-fig12-ablation runs every alternative of Fig. 12's readings at 64 B, 4 KiB and 16 MiB"),
-        "cepheus-fig13" => Ok((
-            &["--set", "multicast.groups=[512]", "--set", "multicast.loss_rates=[0.0,1e-4]"],
-            "the paper's crossover cell only: 512 members, no loss and 1e-4",
-        )),
-        "peel-fig4" => Ok((
-            &["--set", "multicast.groups=[512]", "--set", "multicast.broadcasts=20"],
-            "512 GPUs only, 20 Broadcasts",
-        )),
-        "peel-fig5" => Ok((
-            &["--set", "multicast.sizes=\"2M,32M\"", "--set", "multicast.broadcasts=20", "--set", "multicast.exact_baseline_groups=0"],
-            "2 MB and 32 MB, 20 Broadcasts per point (the 512 MB claims are not measured at this scale: a 512 MB point takes minutes)",
-        )),
-        "peel-fig6" => Ok((
-            &["--set", "multicast.groups=[256]", "--set", "multicast.broadcasts=20"],
-            "256 GPUs (the claims' point), 20 Broadcasts",
-        )),
-        "peel-fig7" => Ok((
-            &["--set", "multicast.fail_fractions=[0.1]"],
-            "10% failed links (the claims' point), the preset's trials",
-        )),
-        _ => Ok((&[], "the figure's own scale")),
+fn alternative_scale(f: &Figure) -> Result<(&'static [&'static str], &'static str), &'static str> {
+    match f.alternatives {
+        AlternativeScale::Own => Ok((&[], "the figure's own scale")),
+        AlternativeScale::At(args, says) => Ok((args, says)),
+        AlternativeScale::NotRun(why) => Err(why),
     }
 }
 
@@ -567,16 +519,6 @@ The primary readings at seeds 1 (the preset's) and {} at the scale above: each c
 }
 
 /// What of a figure matches by construction (its report's "calibrated" verdicts).
-fn calibrated(id: &str) -> Option<&'static str> {
-    Some(match id {
-        "cepheus-table1" => "the absolute IOPS (io_stack_us is 1 / the paper's 1-unicast rate); the ratio is simulated",
-        "cepheus-fig10" => "the 8 KB point (set by the same io_stack_us); 512 KB is simulated",
-        "cepheus-memory" => "the packed figure is arithmetic over the paper's fields; the software tables are measured beside it",
-        "odbss-fig1" | "odbss-fig5" | "odbss-fig5-80" => "the hybrid offload (one copy per rack: the paper's formula)",
-        _ => return None,
-    })
-}
-
 fn list() -> String {
     let mut s = String::new();
     let _ = writeln!(
@@ -584,7 +526,8 @@ fn list() -> String {
         "{:<24} {:<46} {:<20} {:>9}  what / command",
         "id", "paper", "figure", "full s"
     );
-    for f in FIGURES {
+    let figures = all_figures();
+    for f in &figures {
         let _ = writeln!(
             s,
             "{:<24} {:<46} {:<20} {:>9.1}  {}\n{:<103}  rocast {}{}",
@@ -601,15 +544,15 @@ fn list() -> String {
                 format!("   (--quick: {})", f.quick_says)
             }
         );
-        if let Some(c) = calibrated(f.id) {
+        if let Some(c) = f.calibrated {
             let _ = writeln!(s, "{:<103}  calibrated: {c}", "");
         }
     }
-    let full: f64 = FIGURES.iter().map(|f| f.typical_s).sum();
+    let full: f64 = figures.iter().map(|f| f.typical_s).sum();
     let _ = writeln!(
         s,
         "{} figures and tables; about {:.0} min at full scale on a 2-core machine; --quick runs the long ones smaller",
-        FIGURES.len(),
+        figures.len(),
         full / 60.0
     );
     s
@@ -683,11 +626,8 @@ fn parameters(args: &[String]) -> Option<(u64, serde_json::Value)> {
         .filter(|w| w[0] == "--set")
         .map(|w| w[1].clone())
         .collect();
-    let sc = rocast_sim::Scenario::preset(name, &sets).ok()?;
-    let toml = rocast_sim::scenario::config::PRESETS
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, t)| *t)?;
+    let sc = rocast_eval::experiments::scenario(name, &sets).ok()?;
+    let toml = rocast_eval::experiments::preset_toml(name)?;
     Some((
         sc.seed,
         json!({"preset": name, "preset_toml": toml, "overrides": sets}),
@@ -853,16 +793,16 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
             let _ = writeln!(details, "\n## {} ({}, {})\n", f.id, f.paper, f.figure);
             let _ = write!(details, "{}", rocast_eval::verdict::render(&v));
         }
-        let readings = preset_of(f).and_then(rocast_eval::readings::by_preset);
+        let readings = preset_of(&f).and_then(rocast_eval::readings::by_preset);
         if let Some(readings) = readings.filter(|_| cmd.alternatives) {
-            match alternative_scale(f.id) {
+            match alternative_scale(&f) {
                 Err(why) => {
                     let _ = writeln!(details, "\nalternatives: {why}");
                 }
                 Ok((scale, says)) => {
                     eprintln!("rocast repro: {}: the alternative readings", f.id);
                     let runs = run_alternatives(&exe, readings, scale, &dir, cmd.jobs)?;
-                    let md = alternatives_md(f, says, &runs);
+                    let md = alternatives_md(&f, says, &runs);
                     std::fs::write(dir.join("alternatives.md"), &md).map_err(|e| e.to_string())?;
                     let _ = writeln!(
                         details,
@@ -925,14 +865,15 @@ mod tests {
 
     #[test]
     fn ids_are_unique_and_commands_name_presets_that_exist() {
-        let mut ids: Vec<&str> = FIGURES.iter().map(|f| f.id).collect();
+        let figures = all_figures();
+        let mut ids: Vec<&str> = figures.iter().map(|f| f.id).collect();
         ids.sort_unstable();
         ids.dedup();
-        assert_eq!(ids.len(), FIGURES.len());
-        for f in FIGURES {
+        assert_eq!(ids.len(), figures.len());
+        for f in &figures {
             if f.args[0] == "sim" {
                 assert_eq!(f.args[1], "--preset");
-                rocast_sim::scenario::config::Scenario::preset(f.args[2], &[])
+                rocast_eval::experiments::scenario(f.args[2], &[])
                     .unwrap_or_else(|e| panic!("{}: {e}", f.id));
             }
             assert_eq!(f.quick.is_empty(), f.quick_says.is_empty(), "{}", f.id);

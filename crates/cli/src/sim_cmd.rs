@@ -3,7 +3,7 @@
 use clap::Args;
 use rocast_sim::output::summary::render_summary;
 use rocast_sim::run::{run_scenario, RunOptions};
-use rocast_sim::scenario::config::{preset_names, Scenario};
+use rocast_sim::scenario::config::Scenario;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -74,7 +74,7 @@ pub fn run(cmd: SimCmd) -> Result<(), String> {
 fn run_inner(cmd: SimCmd) -> Result<(), String> {
     rocast_eval::report::set_progress(!cmd.quiet);
     if cmd.list {
-        print!("{}", rocast_sim::scenario::config::preset_table());
+        print!("{}", rocast_eval::experiments::preset_table());
         return Ok(());
     }
     let mut sets = cmd.sets.clone();
@@ -86,22 +86,23 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
         None => {
             let name = cmd.preset.as_deref().unwrap_or("default");
             if cmd.print_preset {
-                let text = rocast_sim::scenario::config::PRESETS
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .ok_or_else(|| format!("unknown preset {name:?}; presets: {}", preset_names()))?
-                    .1;
+                let text = rocast_eval::experiments::preset_toml(name).ok_or_else(|| {
+                    format!(
+                        "unknown preset {name:?}; presets: {}",
+                        rocast_eval::experiments::registry().preset_names()
+                    )
+                })?;
                 print!("{text}");
                 return Ok(());
             }
             (
-                Scenario::preset(name, &sets).map_err(|e| e.to_string())?,
+                rocast_eval::experiments::scenario(name, &sets).map_err(|e| e.to_string())?,
                 PathBuf::from("."),
             )
         }
     };
     println!("scenario: {}  (seed {})", sc.name, sc.seed);
-    if !sc.multicast.experiment.is_empty() {
+    if sc.experiment_name().is_some() {
         let report = rocast_eval::run_experiment(&sc, &base)?;
         print!("{}", report.text);
         if !report.files.is_empty() || !report.capture.is_empty() {
@@ -131,7 +132,7 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
             let path = cmd.out.join(name);
             let figure = name
                 .strip_suffix(".csv")
-                .and_then(rocast_eval::report::figure_for_table);
+                .and_then(rocast_eval::experiments::plot_for_table);
             if let Some(figure) = figure.filter(|_| !cmd.no_plot) {
                 let png = path.with_extension("png");
                 // A plot that was asked for (not --no-plot) and failed is an error.

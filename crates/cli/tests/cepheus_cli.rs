@@ -306,7 +306,7 @@ fn memory_preset_measures_the_tables_it_builds() {
         "--preset",
         "cepheus-memory",
         "--set",
-        "multicast.mft_groups=2000",
+        "experiment.memory.groups=2000",
         "--out",
         &out2,
     ]);
@@ -326,10 +326,14 @@ fn memory_preset_measures_the_tables_it_builds() {
         "--preset",
         "cepheus-memory",
         "--set",
-        "multicast.mft_ports=1",
+        "experiment.memory.ports=1",
     ]);
     assert_ne!(bad.code, 0);
-    assert!(bad.stderr.contains("mft_ports"), "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("experiment.memory.ports"),
+        "{}",
+        bad.stderr
+    );
 }
 
 #[test]

@@ -216,8 +216,8 @@ fn fig3_header_grows_with_the_fabric() {
         "peel-fig3",
         &out,
         &[
-            "multicast.ks=[8, 16, 32]",
-            "multicast.group_fractions=[1.0]",
+            "experiment.peel-fig3.ks=[8, 16, 32]",
+            "experiment.peel-fig3.group_fractions=[1.0]",
         ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -238,9 +238,13 @@ fn fig3_header_grows_with_the_fabric() {
         "{}",
         r.stdout
     );
-    let bad = sim("peel-fig3", &out, &["multicast.fprs=[1.5]"]);
+    let bad = sim("peel-fig3", &out, &["experiment.peel-fig3.fprs=[1.5]"]);
     assert_ne!(bad.code, 0);
-    assert!(bad.stderr.contains("multicast.fprs"), "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("experiment.peel-fig3.fprs"),
+        "{}",
+        bad.stderr
+    );
 }
 
 /// Fig 4 and the guard timer, shrunk: both print their verdicts.

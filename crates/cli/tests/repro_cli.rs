@@ -21,6 +21,23 @@ fn repro_lists_every_paper_and_runs_figures_with_provenance() {
         assert!(l.stdout.lines().any(|x| x.starts_with(id)), "{id} missing");
     }
     assert!(rocast(&["repro", "no-such-figure"]).code == 2);
+    // The listings are the registry's: every figure it holds, in its order, and
+    // `sim --list` is its preset table verbatim.
+    let ids: Vec<&str> = l
+        .stdout
+        .lines()
+        .filter(|x| !x.starts_with(' ') && !x.starts_with("id "))
+        .filter_map(|x| x.split_whitespace().next())
+        .filter(|x| x.contains('-'))
+        .collect();
+    let registry: Vec<&str> = rocast_eval::experiments::figures()
+        .iter()
+        .map(|(_, f)| f.id)
+        .collect();
+    assert_eq!(ids, registry);
+    let sim_list = rocast(&["sim", "--list"]);
+    assert_eq!(sim_list.code, 0, "{}", sim_list.stderr);
+    assert_eq!(sim_list.stdout, rocast_eval::experiments::preset_table());
 
     let dir = std::env::temp_dir().join(format!("rocast-repro-{}", std::process::id()));
     let out = dir.to_str().unwrap();

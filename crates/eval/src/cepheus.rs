@@ -14,7 +14,8 @@
 //! - `hpl` (§V-B, Fig. 11b): HPL's panel broadcasts and row swaps, modelled.
 //! - `io-latency` (§V-B, Fig. 10): single IO latency of 3-replica writes over IO size.
 //! - `safeguard` (§V-D): a lossy branch mid-transfer and the fallback to RDMC.
-//! - `memory` (§III-D): the MFT's memory for 1K groups × 64 ports, measured.
+//! - `memory` (§III-D): the MFT's memory for 1K groups × 64 ports, measured — its own
+//!   experiment folder, `crate::experiments::cepheus_memory`.
 //! - `fig12-ablation` ([`fig12_ablation`]): which of rocast's assumptions moves Fig.
 //!   12's baseline ratios, one at a time.
 //!
@@ -37,15 +38,11 @@ use rocast_sim::multicast::cepheus::{run_cepheus, CepheusSpec};
 use rocast_sim::scenario::config::{parse_bytes, parse_sizes};
 use rocast_sim::Scenario;
 
-mod fig12_ablation;
 mod hpl;
 mod io_latency;
-mod memory;
 mod safeguard;
-pub(crate) use fig12_ablation::fig12_ablation;
 pub(crate) use hpl::hpl;
 pub(crate) use io_latency::io_latency;
-pub(crate) use memory::memory;
 pub(crate) use safeguard::safeguard;
 
 use crate::rdmc::{block_for, member_hosts, overhead, overlay_once, OverlayKnobs, Timed};

@@ -1,7 +1,10 @@
-//! `rocast-eval`: the papers' experiments on the `rocast-sim` simulator, one module
-//! per paper, each printing rocast's figures beside the paper's. `rocast sim
-//! --preset NAME` runs them through [`run_experiment`].
+//! `rocast-eval`: the papers' experiments on the `rocast-sim` simulator, each printing
+//! rocast's figures beside the paper's. Every experiment is one folder of
+//! `src/experiments/` (its code or the call into its paper's module, its presets, its
+//! figures and plots), found by `build.rs` and listed by the [`experiment`] registry;
+//! `rocast sim --preset NAME` runs them through [`run_experiment`].
 //!
+//! - [`experiment`]: the `Experiment` trait and the registry every listing reads.
 //! - [`cepheus`]: Cepheus §V (testbed, large scale, loss, IOPS) and the sim/lab
 //!   conformance transfer.
 //! - [`peel`]: PEEL §2–4 (rule counts, approximation ratio against the exact Steiner
@@ -13,7 +16,13 @@
 //! - [`rdmc`]: the application-layer baselines the experiments compare against.
 //! - [`report`]: the report type every experiment returns.
 
+// Experiment folders name the crate `rocast_eval::…`, so one folder compiles both
+// here and in a test that adds it to a registry (tests/toy_experiment/).
+extern crate self as rocast_eval;
+
 pub mod cepheus;
+pub mod experiment;
+pub mod experiments;
 pub mod odbss;
 pub mod peel;
 pub mod rdmc;
@@ -31,47 +40,41 @@ pub use report::EvalReport;
 use rocast_sim::scenario::topology::{build_topology, engine_config};
 use rocast_sim::Scenario;
 
-/// Runs the scenario's `[multicast]` experiment.
+/// Runs the scenario's experiment (`[experiment.NAME]` or `multicast.experiment`).
 pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
+    run_experiment_in(&experiments::registry(), sc, base)
+}
+
+/// [`run_experiment`] with the experiments of `registry`.
+pub fn run_experiment_in(
+    registry: &experiment::Registry,
+    sc: &Scenario,
+    base: &Path,
+) -> Result<EvalReport, String> {
     let t0 = std::time::Instant::now();
     let topo = build_topology(sc, base)?;
     let cfg = engine_config(sc, &topo)?;
-    let mut r = match sc.multicast.experiment.as_str() {
-        "testbed" => cepheus::testbed(sc, &topo, &cfg, cepheus::TableMode::Testbed)?,
-        "large-scale" => cepheus::testbed(sc, &topo, &cfg, cepheus::TableMode::LargeScale)?,
-        "compare" => cepheus::testbed(sc, &topo, &cfg, cepheus::TableMode::Compare)?,
-        "fig12-ablation" => cepheus::fig12_ablation(sc)?,
-        "memory" => cepheus::memory(sc)?,
-        "io-latency" => cepheus::io_latency(sc, &topo, &cfg)?,
-        "hpl" => cepheus::hpl(sc, &topo, &cfg)?,
-        "safeguard" => cepheus::safeguard(sc, &topo, &cfg)?,
-        "loss" => cepheus::loss(sc, &topo, &cfg)?,
-        "iops" => cepheus::iops(sc, &topo, &cfg)?,
-        "fairness" => tmcf::fairness(sc, base)?,
-        "peel-rules" => peel::rules(sc)?,
-        "peel-approx" => peel::approx(sc, base)?,
-        "peel-fig5" => peel::fig5(sc, base)?,
-        "peel-fig6" => peel::fig6(sc, base)?,
-        "peel-fig7" => peel::fig7(sc, base)?,
-        "peel-ablation" => peel::ablation(sc)?,
-        "peel-fig1" => peel::fig1(sc, base)?,
-        "peel-fig3" => peel::fig3(sc)?,
-        "peel-fig4" => peel::fig4(sc, base)?,
-        "peel-guard" => peel::guard(sc, base)?,
-        "tmcf-cpmp" => tmcf::cpmp(sc, base)?,
-        "tmcf-moving" => tmcf::moving(sc, base)?,
-        "tmcf-robustness" => tmcf::robustness(sc, base)?,
-        "transfer" => cepheus::transfer(sc, &topo, &cfg)?,
-        "peel-transfer" => peel::transfer::transfer(sc)?,
-        "ud-latency" => odbss::ud_latency(sc)?,
-        "ud-loss" => odbss::ud_loss(sc)?,
-        "ud-fig4" => odbss::fig4(sc)?,
-        other => {
-            return Err(format!(
-            "multicast.experiment {other:?}: expected compare, testbed, large-scale, fig12-ablation, memory, io-latency, hpl, safeguard, loss, iops, fairness, peel-rules, peel-approx, peel-fig1/3/4/5/6/7, peel-guard, peel-ablation, tmcf-cpmp, tmcf-moving, tmcf-robustness, transfer, peel-transfer, ud-latency, ud-loss or ud-fig4"
-        ))
-        }
+    let name = sc.experiment_name().unwrap_or_default();
+    let e = registry.experiment(name).ok_or_else(|| {
+        // Name the key the scenario used.
+        let key = if sc.multicast.experiment == name {
+            "multicast.experiment"
+        } else {
+            "experiment"
+        };
+        format!(
+            "{key} {name:?}: expected one of {}",
+            experiment::experiment_names(registry)
+        )
+    })?;
+    e.check(sc)?;
+    let cx = experiment::Context {
+        scenario: sc,
+        base,
+        topology: &topo,
+        engine: &cfg,
     };
+    let mut r = e.run(&cx)?;
     // The readings the preset runs under (the primary ones unless a --set replaced
     // one), and the verdicts rendered from their records, which `verdicts.json`
     // carries for `rocast repro`.

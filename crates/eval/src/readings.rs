@@ -904,10 +904,7 @@ mod tests {
     /// The value a dotted key has in a preset after parsing (so TOML layout does not
     /// matter), as TOML text.
     fn preset_value(preset: &str, key: &str) -> Option<String> {
-        let text = rocast_sim::scenario::config::PRESETS
-            .iter()
-            .find(|(n, _)| *n == preset)
-            .map(|(_, t)| *t)?;
+        let text = crate::experiments::preset_toml(preset)?;
         let mut section = String::new();
         let mut found = None;
         for line in text.lines() {
@@ -936,7 +933,7 @@ mod tests {
     fn every_primary_reading_is_pinned_in_its_preset() {
         let mut checked = 0;
         for p in PRESETS {
-            rocast_sim::Scenario::preset(p.preset, &[])
+            crate::experiments::scenario(p.preset, &[])
                 .unwrap_or_else(|e| panic!("{}: {e}", p.preset));
             for r in p.readings {
                 for kv in r.primary {
@@ -963,7 +960,7 @@ mod tests {
             }
         }
         assert!(checked >= 40, "only {checked} primaries checked");
-        let tb = rocast_sim::Scenario::preset("cepheus-testbed", &[]).unwrap();
+        let tb = crate::experiments::scenario("cepheus-testbed", &[]).unwrap();
         assert_eq!(
             (tb.topology.kind.as_str(), tb.topology.hosts_per_leaf),
             ("leaf-spine", 4)
@@ -978,7 +975,7 @@ mod tests {
             for r in p.readings {
                 for a in r.alternatives {
                     let sets: Vec<String> = a.sets.iter().map(|s| s.to_string()).collect();
-                    rocast_sim::Scenario::preset(p.preset, &sets)
+                    crate::experiments::scenario(p.preset, &sets)
                         .unwrap_or_else(|e| panic!("{} {:?}: {e}", p.preset, a.sets));
                 }
             }

@@ -91,27 +91,6 @@ fn parallel_inner<T: Send, J: Sync>(
         .collect()
 }
 
-/// The figure (a module of the Python package's `rocast.plot`) that draws an
-/// experiment's table, by the table's name without `.csv`: the one map `rocast sim`
-/// and `rocast.plot.for_table` both read.
-pub fn figure_for_table(table: &str) -> Option<&'static str> {
-    Some(match table {
-        "bcast" => "bcast",
-        "fairness" => "cepheus_fig14",
-        "fig10" => "cepheus_fig10",
-        "fig11" => "cepheus_fig11",
-        "fig12" => "cepheus_fig12",
-        "loss" => "cepheus_fig13",
-        "multicast" => "multicast",
-        "peel-fig1" | "peel-fig3" => "peel_static",
-        "peel-fig4" | "peel-fig5" | "peel-fig6" | "peel-fig7" => "peel",
-        "testbed" => "cepheus_testbed",
-        "tmcf-cpmp" | "tmcf-moving" => "tmcf_rate",
-        "ud-latency" => "ud_latency",
-        _ => return None,
-    })
-}
-
 // The verdict tolerance lives with the verdict words; experiments name it here too.
 pub use crate::verdict::{range_verdict, reproduced, verdict_word, REPRODUCED_WITHIN};
 
@@ -122,44 +101,5 @@ pub fn fmt_size(b: u64) -> String {
         b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
         b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
         b => b.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_table_figure_is_a_module_of_the_python_package() {
-        let plot =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../python/rocast/plot");
-        let tables = [
-            "bcast",
-            "fairness",
-            "fig10",
-            "fig11",
-            "fig12",
-            "loss",
-            "multicast",
-            "peel-fig1",
-            "peel-fig3",
-            "peel-fig4",
-            "peel-fig5",
-            "peel-fig6",
-            "peel-fig7",
-            "testbed",
-            "tmcf-cpmp",
-            "tmcf-moving",
-            "ud-latency",
-        ];
-        for t in tables {
-            let f = figure_for_table(t).unwrap_or_else(|| panic!("{t}: no figure"));
-            assert!(
-                plot.join(format!("{f}.py")).is_file(),
-                "{t}: {f}.py missing"
-            );
-        }
-        assert_eq!(figure_for_table("fig12-ablation"), None);
-        assert_eq!(figure_for_table("peel-fig5-paper"), None);
     }
 }

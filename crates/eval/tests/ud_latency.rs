@@ -14,7 +14,7 @@ fn run(sets: &[&str]) -> (String, String) {
     ];
     all.extend_from_slice(sets);
     let sets: Vec<String> = all.iter().map(|s| s.to_string()).collect();
-    text_and_csv(&Scenario::preset("ud-latency", &sets).unwrap())
+    text_and_csv(&rocast_eval::experiments::scenario("ud-latency", &sets).unwrap())
 }
 
 /// A scenario's report text and its `ud-latency.csv`.
@@ -118,7 +118,7 @@ fn ud_latency_takes_its_hop_model_from_the_lab_measurement() {
     // The preset's primary reading is the paper's own regime (Fig. 4's hardware
     // column); the lab-measured hop is the alternative this test runs.
     assert_eq!(
-        Scenario::preset("ud-latency", &[])
+        rocast_eval::experiments::scenario("ud-latency", &[])
             .unwrap()
             .multicast
             .odbss
@@ -133,7 +133,7 @@ fn ud_latency_takes_its_hop_model_from_the_lab_measurement() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let sc = Scenario::preset("ud-latency", &sets).unwrap();
+    let sc = rocast_eval::experiments::scenario("ud-latency", &sets).unwrap();
     assert_eq!(sc.multicast.odbss.hop_model, "lab");
     let (text, csv) = text_and_csv(&sc);
     assert!(
@@ -173,7 +173,7 @@ fn the_n_to_the_d_fabric_scales_by_dimensions_not_nodes() {
         "multicast.odbss.trials=30".to_string(),
         "multicast.odbss.hop_model=\"lab\"".to_string(),
     ];
-    let sc = Scenario::preset("odbss-scale-40", &sets).unwrap();
+    let sc = rocast_eval::experiments::scenario("odbss-scale-40", &sets).unwrap();
     let (text, csv) = text_and_csv(&sc);
     assert!(
         text.contains("\n    40       47.91       64.08          16.17"),

@@ -11,7 +11,7 @@ use std::path::Path;
 
 fn preset(sets: &[&str]) -> Scenario {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    Scenario::preset("ud-loss", &sets).unwrap()
+    rocast_eval::experiments::scenario("ud-loss", &sets).unwrap()
 }
 
 /// A receive path built to lose: a 64-buffer receive queue, a stall every ~1000
@@ -156,9 +156,13 @@ fn runs_are_deterministic() {
 fn bad_keys_are_errors() {
     // The scenario itself is refused, naming the key (validated with the scenario,
     // before any experiment runs).
-    let e = Scenario::preset("ud-loss", &["multicast.ud_loss.msg_bytes=2000".into()])
-        .unwrap_err()
-        .to_string();
+    let e =
+        rocast_eval::experiments::scenario("ud-loss", &["multicast.ud_loss.msg_bytes=2000".into()])
+            .unwrap_err()
+            .to_string();
     assert!(e.contains("msg_bytes"), "{e}");
-    assert!(Scenario::preset("ud-loss", &["multicast.ud_loss.nope=1".into()]).is_err());
+    assert!(
+        rocast_eval::experiments::scenario("ud-loss", &["multicast.ud_loss.nope=1".into()])
+            .is_err()
+    );
 }

@@ -9,7 +9,6 @@ use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rocast_sim::run::{run_scenario, RunOptions, RunSample};
-use rocast_sim::scenario::config::{preset_descriptions, PRESETS};
 use rocast_sim::Scenario;
 use std::path::PathBuf;
 
@@ -20,7 +19,7 @@ fn value_error(e: impl ToString) -> PyErr {
 /// Every built-in preset as (name, description), in `rocast sim --list` order.
 #[pyfunction]
 fn presets() -> Vec<(String, String)> {
-    preset_descriptions()
+    rocast_eval::experiments::presets()
         .into_iter()
         .map(|(n, d)| (n.to_string(), d))
         .collect()
@@ -29,10 +28,8 @@ fn presets() -> Vec<(String, String)> {
 /// A preset's TOML text (`rocast sim --print-preset`).
 #[pyfunction]
 fn preset_toml(name: &str) -> PyResult<String> {
-    PRESETS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, t)| t.to_string())
+    rocast_eval::experiments::preset_toml(name)
+        .map(str::to_string)
         .ok_or_else(|| PyKeyError::new_err(format!("unknown preset {name:?}")))
 }
 
@@ -51,7 +48,9 @@ fn sim<'py>(
     sets: Vec<String>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let sc = match (preset, toml) {
-        (Some(name), None) => Scenario::preset(name, &sets).map_err(value_error)?,
+        (Some(name), None) => {
+            rocast_eval::experiments::scenario(name, &sets).map_err(value_error)?
+        }
         (None, Some(text)) => Scenario::from_toml(text, &sets).map_err(value_error)?,
         _ => return Err(value_error("give exactly one of preset and toml")),
     };
@@ -59,7 +58,7 @@ fn sim<'py>(
     let out = PyDict::new(py);
     out.set_item("scenario", &sc.name)?;
     out.set_item("seed", sc.seed)?;
-    if !sc.multicast.experiment.is_empty() {
+    if sc.experiment_name().is_some() {
         let report = py
             .detach(|| rocast_eval::run_experiment(&sc, &base))
             .map_err(value_error)?;
@@ -128,7 +127,7 @@ fn sim<'py>(
 /// `.csv`), or None: the map `rocast sim` uses.
 #[pyfunction]
 fn figure_for_table(table: &str) -> Option<&'static str> {
-    rocast_eval::report::figure_for_table(table)
+    rocast_eval::experiments::plot_for_table(table)
 }
 
 /// Builds a multicast tree offline (`rocast tree`): `topo` as `fat-tree:k=8`,

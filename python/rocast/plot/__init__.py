@@ -92,7 +92,7 @@ def with_ci(
 
 def for_table(name: str) -> Optional[Callable[..., Figure]]:
     """The function that draws the experiment table `name` (e.g. "fig12"), or None: the
-    map `rocast sim` uses (rocast_eval::report::figure_for_table)."""
+    map `rocast sim` uses (the experiment registry, rocast_eval::experiments::plot_for_table)."""
     from .. import _lib
 
     figure = _lib().figure_for_table(name)

@@ -2527,7 +2527,7 @@ mod tests {
             ("multicast.odbss.gbps=0", "gbps"),
             ("multicast.odbss.nope=1", "nope"),
         ] {
-            let e = Scenario::preset("ud-latency", &[set.into()])
+            let e = crate::experiments::scenario("ud-latency", &[set.into()])
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(key), "{set}: {e}");
@@ -2541,7 +2541,7 @@ mod tests {
             "multicast.sizes=\"128K\"",
             "multicast.groups=[]",
         ] {
-            let sc = Scenario::preset(
+            let sc = crate::experiments::scenario(
                 "ud-latency",
                 &[set.into(), "multicast.odbss.trials=2".into()],
             )

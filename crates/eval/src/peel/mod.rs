@@ -26,15 +26,13 @@ use rocast_sim::Scenario;
 
 use crate::report::{parallel, EvalReport};
 use crate::verdict::{Verdict, Word};
-pub use ablation::ablation;
 pub use figures::{fig4, fig5, fig6, fig7, guard};
-pub use motivation::{fig1, fig3};
+pub use motivation::fig1;
 use steiner_dp::exact_tree_dp;
 use steiner_exact::exact_tree;
 
-mod ablation;
 pub mod clos_symmetry;
-mod figures;
+pub(crate) mod figures;
 mod motivation;
 pub mod steiner_dp;
 pub mod steiner_exact;
@@ -42,7 +40,7 @@ pub mod transfer;
 
 /// A k-ary fat-tree for the offline figures (rule counts, Bloom-filter headers): link
 /// rates and delays do not enter them.
-fn offline_fat_tree(k: u32) -> Result<Topology, String> {
+pub(crate) fn offline_fat_tree(k: u32) -> Result<Topology, String> {
     let tier = TierSpec::new(100_000_000_000, Duration::from_ns(1000));
     Topology::fat_tree(k, 1, tier, tier, tier).map_err(|e| e.to_string())
 }
@@ -326,7 +324,7 @@ mod tests {
 
     #[test]
     fn rules_table_matches_the_paper() {
-        let sc = Scenario::preset("peel-rules", &[]).unwrap();
+        let sc = crate::experiments::scenario("peel-rules", &[]).unwrap();
         let r = rules(&sc).unwrap();
         let csv = &r.files[0].1;
         assert!(csv.contains("\n64,32,5,63,63,8,8,4294967295\n"), "{csv}");
@@ -338,7 +336,8 @@ mod tests {
 
     #[test]
     fn approx_on_a_few_instances_is_bounded_by_exact() {
-        let sc = Scenario::preset("peel-approx", &["multicast.instances=6".into()]).unwrap();
+        let sc =
+            crate::experiments::scenario("peel-approx", &["multicast.instances=6".into()]).unwrap();
         let r = approx(&sc, Path::new(".")).unwrap();
         let rows: Vec<Vec<usize>> = r.files[0]
             .1

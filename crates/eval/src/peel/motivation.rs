@@ -1,8 +1,7 @@
-//! PEEL's motivation figures, computed offline on the fabric's wiring (no packets):
-//! `peel-fig1` (§1: a unicast ring or tree Broadcast crosses the leaf–spine core
-//! links 70–80% more often than the multicast-optimal tree) and `peel-fig3` (§2:
-//! RSBF's Bloom-filter header passes one 1500 B MTU once k > 32, and its overhead
-//! passes 100% even at a 20% false-positive ratio).
+//! PEEL's first motivation figure, computed offline on the fabric's wiring (no
+//! packets): `peel-fig1` (§1: a unicast ring or tree Broadcast crosses the leaf–spine
+//! core links 70–80% more often than the multicast-optimal tree). Fig 3 is its own
+//! experiment (`crate::experiments::peel_fig3`).
 //!
 //! Fig 1's counting: every unicast hop of the overlay is one shortest path (a ring:
 //! rank r sends to r+1, from the root; rocast's binary tree: rank r to 2r+1 and 2r+2,
@@ -10,24 +9,14 @@
 //! multicast link carries one copy; a core link joins two switches. Members are whole
 //! servers, bin-packed from the first leaf (the fewest leaves), root first; GPUs
 //! inside a server meet over NVLink and never touch the fabric.
-//!
-//! Fig 3's model (rocast's, the RSBF paper not being at hand): the header is one
-//! Bloom filter over the group tree's downstream (switch, port) pairs, sized for the
-//! target false-positive ratio p: m = ⌈−n ln p / ln² 2⌉ bits for n pairs. A packet then
-//! also leaves on each non-tree port of a tree switch with probability p (first-order:
-//! a false positive's own replication is not followed). The group is a seeded random
-//! `group_fractions` share of the fat-tree's hosts (1.0: a Broadcast to every host).
 
-use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::Path;
 
 use rocast_core::plan::multicast_tree::{symmetric_tree, MulticastTree};
 use rocast_core::plan::{Routes, Topology};
-use rocast_sim::engine::tree_multicast::bloom_bytes;
 use rocast_sim::multicast::collective::RackMap;
 use rocast_sim::scenario::topology::build_topology;
-use rocast_sim::scenario::workload::sample_hosts;
 use rocast_sim::Scenario;
 
 use crate::report::EvalReport;
@@ -205,149 +194,9 @@ pub fn fig1(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     })
 }
 
-/// Fig 3's numbers for one group tree: downstream (switch, port) pairs, and the
-/// non-tree ports of the tree's switches (where false positives leak).
-fn tree_pairs(topo: &Topology, tree: &MulticastTree) -> (usize, usize) {
-    let pairs = tree.arcs.iter().filter(|a| !topo.is_host(a.parent)).count();
-    let mut switches = BTreeSet::new();
-    for a in &tree.arcs {
-        for n in [a.parent, a.child] {
-            if !topo.is_host(n) {
-                switches.insert(n);
-            }
-        }
-    }
-    // Every tree switch has one upstream port and `out` tree ports; the rest can leak.
-    let ports: usize = switches.iter().map(|&s| topo.ports(s).len()).sum();
-    let leak = ports - pairs - switches.len();
-    (pairs, leak)
-}
-
-/// The MTU the paper measures the header against.
-const ETHERNET_MTU: u64 = 1500;
-
-/// Fig 3: RSBF-style header bytes and bandwidth overhead per fat-tree arity.
-pub fn fig3(sc: &Scenario) -> Result<EvalReport, String> {
-    let m = &sc.multicast;
-    if m.ks.is_empty() || m.fprs.is_empty() || m.group_fractions.is_empty() {
-        return Err("peel-fig3 needs multicast.ks, fprs and group_fractions".into());
-    }
-    for &p in &m.fprs {
-        if !(p > 0.0 && p < 1.0) {
-            return Err(format!("multicast.fprs: {p} is not in (0, 1)"));
-        }
-    }
-    for &f in &m.group_fractions {
-        if !(f > 0.0 && f <= 1.0) {
-            return Err(format!("multicast.group_fractions: {f} is not in (0, 1]"));
-        }
-    }
-    let mut text = String::from(
-        "# PEEL Fig 3: a Bloom-filter header (RSBF-style: the group tree's downstream switch ports in one\n\
-         filter sized for a false-positive ratio) per k-ary fat-tree\n\
-         paper: the header exceeds one 1500 B MTU once k > 32; even at a 20% false-positive ratio the\n\
-         bandwidth overhead passes 100%.\n",
-    );
-    let mut csv = String::from("figure,k,hosts,group_fraction,members,tree_ports,fpr,header_bytes,header_over_mtu,false_positive_copies,overhead\n");
-    let _ = writeln!(
-        text,
-        "{:>4} {:>6} {:>6} {:>8} {:>6} {:>7} {:>10} {:>8} {:>10} {:>9}",
-        "k",
-        "hosts",
-        "share",
-        "ports",
-        "fpr",
-        "header B",
-        "header/MTU",
-        "FP/tree",
-        "overhead",
-        "> MTU"
-    );
-    // Per (share, fpr): the first k whose header passes the MTU.
-    let mut crossing: Vec<((f64, f64), Option<u32>)> = Vec::new();
-    for &k in &m.ks {
-        if k < 4 || k % 2 != 0 || k > 64 {
-            return Err(format!("multicast.ks: {k} is not an even arity in 4..=64"));
-        }
-        let topo = super::offline_fat_tree(k)?;
-        let hosts = topo.num_hosts() as u32;
-        for &f in &m.group_fractions {
-            let members = ((hosts as f64 * f).round() as u32).clamp(2, hosts);
-            let dests = sample_hosts(hosts, 0, members - 1, sc.seed ^ k as u64);
-            let tree = symmetric_tree(&topo, 0, &dests).map_err(|e| e.to_string())?;
-            let (pairs, leak) = tree_pairs(&topo, &tree);
-            for &p in &m.fprs {
-                let bytes = bloom_bytes(pairs, p);
-                let fp = p * leak as f64 / pairs as f64;
-                // Header per MTU of payload, plus the copies false positives add.
-                let overhead = bytes as f64 / ETHERNET_MTU as f64 + fp;
-                let over = bytes > ETHERNET_MTU;
-                let _ = writeln!(
-                    text,
-                    "{k:>4} {hosts:>6} {f:>6.2} {pairs:>8} {p:>6.2} {bytes:>7} {:>10.2} {fp:>8.3} {:>9.0}% {:>9}",
-                    bytes as f64 / ETHERNET_MTU as f64,
-                    overhead * 100.0,
-                    if over { "yes" } else { "no" }
-                );
-                let _ = writeln!(
-                    csv,
-                    "peel-fig3,{k},{hosts},{f},{members},{pairs},{p},{bytes},{:.4},{fp:.4},{overhead:.4}",
-                    bytes as f64 / ETHERNET_MTU as f64
-                );
-                match crossing.iter_mut().find(|(key, _)| *key == (f, p)) {
-                    Some((_, c)) => {
-                        if over && c.is_none() {
-                            *c = Some(k);
-                        }
-                    }
-                    None => crossing.push(((f, p), over.then_some(k))),
-                }
-            }
-        }
-    }
-    let _ = writeln!(
-        text,
-        "\npaper vs rocast (first k whose header passes 1500 B; paper: the first arity above 32):"
-    );
-    let first_above_32 = m.ks.iter().copied().filter(|&k| k > 32).min();
-    let mut verdicts = Vec::new();
-    for ((f, p), c) in &crossing {
-        verdicts.push(Verdict::new(
-            format!("first k whose Bloom header passes 1500 B (share {f:.2}, fpr {p:.2})"),
-            "the first arity above 32",
-            c.map_or("never in this sweep".to_string(), |k| format!("k={k}")),
-            match (c, first_above_32) {
-                (Some(k), Some(a)) if *k == a => Word::Reproduced,
-                (Some(k), _) if *k <= 32 => Word::DiffersLower,
-                (Some(_), _) => Word::DiffersHigher,
-                (None, _) => Word::Differs,
-            },
-        ));
-        let verdict = match (c, first_above_32) {
-            (Some(k), Some(a)) if *k == a => "reproduced".to_string(),
-            (Some(k), _) if *k <= 32 => format!("differs: already at k={k}"),
-            (Some(k), _) => format!("differs: only at k={k}"),
-            (None, _) => "differs: never in this sweep".to_string(),
-        };
-        let _ = writeln!(text, "  share {f:.2}, fpr {p:.2}: {verdict}");
-    }
-    let _ = writeln!(
-        text,
-        "The paper gives neither Fig 3's group nor RSBF's exact encoding; the share column shows how the\n\
-         crossing moves with the group."
-    );
-    Ok(EvalReport {
-        text,
-        files: vec![("peel-fig3.csv".into(), csv)],
-        capture: Vec::new(),
-        verdicts,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rocast_sim::engine::tree_multicast::bloom_bits;
 
     #[test]
     fn nccl_btree_matches_ncclgetbtree() {
@@ -357,25 +206,5 @@ mod tests {
         // 6 ranks: 5's parent would be 6, out of range, so it is 4.
         assert_eq!(nccl_btree_parent(6, 5), 4);
         assert_eq!(nccl_btree_parent(6, 4), 0);
-    }
-
-    #[test]
-    fn bloom_bits_follow_the_textbook_formula() {
-        // n = 1000 at 1%: 9585.06 bits (m/n = 9.585).
-        assert_eq!(bloom_bits(1000, 0.01), 9586);
-        assert_eq!(bloom_bits(0, 0.2), 0);
-        assert!(bloom_bits(100, 0.2) < bloom_bits(100, 0.01));
-    }
-
-    #[test]
-    fn a_full_broadcast_tree_counts_its_ports() {
-        // k=4, host 0 to the 15 others: the source's ToR → host 1 and its agg; that agg →
-        // the other ToR of the pod and a core; the core → 3 pods' aggs, each → 2 ToRs;
-        // 7 ToRs → 2 hosts each: 27 downstream pairs. Leaks: the source ToR's and its
-        // agg's spare uplink, the 3 aggs' other core port, the 7 ToRs' other agg: 12.
-        let topo = crate::peel::offline_fat_tree(4).unwrap();
-        let dests: Vec<u32> = (1..16).collect();
-        let tree = symmetric_tree(&topo, 0, &dests).unwrap();
-        assert_eq!(tree_pairs(&topo, &tree), (27, 12));
     }
 }

@@ -168,7 +168,7 @@ mod tests {
     /// protocol that moves it must say so here.
     #[test]
     fn the_preset_run_is_pinned() {
-        let sc = Scenario::preset("peel-transfer", &[]).unwrap();
+        let sc = crate::experiments::scenario("peel-transfer", &[]).unwrap();
         let r = transfer(&sc).unwrap();
         for want in [
             "rank 5 bytes 8000000 crc32 608d3d0c",
@@ -178,7 +178,7 @@ mod tests {
         ] {
             assert!(r.text.contains(want), "no {want:?} in\n{}", r.text);
         }
-        let lossy = Scenario::preset(
+        let lossy = crate::experiments::scenario(
             "peel-transfer",
             &[
                 "multicast.loss=0.001".into(),
@@ -202,7 +202,8 @@ mod tests {
 
     #[test]
     fn a_group_that_is_not_every_host_is_refused() {
-        let sc = Scenario::preset("peel-transfer", &["multicast.group=4".into()]).unwrap();
+        let sc =
+            crate::experiments::scenario("peel-transfer", &["multicast.group=4".into()]).unwrap();
         assert!(spec(&sc).unwrap_err().contains("every host"));
         assert_eq!(per_packet(7, 2), "3.5000");
         assert_eq!(per_packet(6, 0), "6/0");

@@ -3,6 +3,7 @@
 //! checked before a run so a bad value gets an error naming its key.
 
 use serde::Deserialize;
+use std::collections::BTreeMap;
 
 pub use crate::scenario::checks::{check_gbps, invalid, one_of, ConfigError};
 
@@ -23,6 +24,10 @@ pub struct Scenario {
     /// A multicast experiment to run instead of the workload (the Cepheus
     /// evaluation presets).
     pub multicast: MulticastConfig,
+    /// `[experiment.NAME]`: the one experiment to run and its own keys, which the
+    /// experiment's config type in `rocast-eval` reads (the simulator only carries
+    /// the table).
+    pub experiment: BTreeMap<String, toml::Table>,
     /// The `--set` overrides applied on top of the TOML (not a TOML key): reports
     /// say which of the preset's readings a run replaced.
     #[serde(skip)]
@@ -71,9 +76,6 @@ pub struct MulticastConfig {
     /// default): each child after the previous one completed; 0: all children at once
     /// (Open MPI's unsegmented binomial `MPI_Bcast`: an isend per child, then waitall).
     pub tree_window: u32,
-    /// `memory` (`cepheus-memory`): groups and switch ports of the MFT measured.
-    pub mft_groups: u32,
-    pub mft_ports: u32,
     /// `safeguard` (`cepheus-safeguard`): the ranks whose switch port drops `loss` of
     /// its frames (empty: `loss_rank` alone), from when, and the safeguard's threshold
     /// (fraction of the source's line rate) and window of busy time.
@@ -131,10 +133,6 @@ pub struct MulticastConfig {
     pub threads: u32,
     /// PEEL: fat-tree arities of the rule-count table (`peel-rules`).
     pub ks: Vec<u32>,
-    /// PEEL Fig 3: Bloom-filter false-positive ratios, and group sizes as shares of the
-    /// fabric's hosts.
-    pub fprs: Vec<f64>,
-    pub group_fractions: Vec<f64>,
     /// TMCF robustness: fabrics ("star": the scenario's one-switch star; "fat-tree": a
     /// k=4 fat-tree with branch points at three tiers), round-trip times (µs) and phase
     /// lengths (ms) to sweep.
@@ -261,8 +259,6 @@ impl Default for MulticastConfig {
             flow_control: true,
             eager_limit: "0".into(),
             tree_window: 1,
-            mft_groups: 1000,
-            mft_ports: 64,
             loss_ranks: Vec::new(),
             overlap: false,
             hpl_n: 40960,
@@ -286,8 +282,6 @@ impl Default for MulticastConfig {
             io_stack_us: 0.842,
             threads: 0,
             ks: vec![8, 16, 32, 64, 128],
-            fprs: vec![0.01, 0.05, 0.2],
-            group_fractions: vec![1.0],
             fabrics: vec!["star".into()],
             rtts_us: Vec::new(),
             slots_us: Vec::new(),
@@ -348,6 +342,7 @@ impl Default for Scenario {
             output: OutputConfig::default(),
             link_events: Vec::new(),
             multicast: MulticastConfig::default(),
+            experiment: BTreeMap::new(),
             overrides: Vec::new(),
         }
     }
@@ -637,150 +632,35 @@ pub fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
 }
 
 /// Built-in scenarios, by name.
-pub const PRESETS: &[(&str, &str)] = &[
+/// The simulator's own presets: workloads on a fabric, no experiment. The papers'
+/// experiments and their presets live in `rocast-eval`'s registry, which lists these
+/// first.
+pub const WORKLOAD_PRESETS: &[(&str, &str)] = &[
     ("default", include_str!("../../scenarios/default.toml")),
-    ("multicast", include_str!("../../scenarios/multicast.toml")),
     (
         "permutation-1024",
         include_str!("../../scenarios/permutation-1024.toml"),
     ),
     ("incast", include_str!("../../scenarios/incast.toml")),
     ("websearch", include_str!("../../scenarios/websearch.toml")),
-    (
-        "cepheus-testbed",
-        include_str!("../../scenarios/cepheus-testbed.toml"),
-    ),
-    (
-        "cepheus-fig12",
-        include_str!("../../scenarios/cepheus-fig12.toml"),
-    ),
-    (
-        "cepheus-loss",
-        include_str!("../../scenarios/cepheus-loss.toml"),
-    ),
-    (
-        "cepheus-iops",
-        include_str!("../../scenarios/cepheus-iops.toml"),
-    ),
-    (
-        "cepheus-fairness",
-        include_str!("../../scenarios/cepheus-fairness.toml"),
-    ),
-    (
-        "peel-rules",
-        include_str!("../../scenarios/peel-rules.toml"),
-    ),
-    (
-        "peel-approx",
-        include_str!("../../scenarios/peel-approx.toml"),
-    ),
-    ("peel-fig5", include_str!("../../scenarios/peel-fig5.toml")),
-    ("peel-fig6", include_str!("../../scenarios/peel-fig6.toml")),
-    ("peel-fig7", include_str!("../../scenarios/peel-fig7.toml")),
-    ("peel-fig1", include_str!("../../scenarios/peel-fig1.toml")),
-    ("peel-fig3", include_str!("../../scenarios/peel-fig3.toml")),
-    ("peel-fig4", include_str!("../../scenarios/peel-fig4.toml")),
-    (
-        "peel-guard",
-        include_str!("../../scenarios/peel-guard.toml"),
-    ),
-    (
-        "tmcf-robustness",
-        include_str!("../../scenarios/tmcf-robustness.toml"),
-    ),
-    (
-        "peel-ablation",
-        include_str!("../../scenarios/peel-ablation.toml"),
-    ),
-    ("tmcf-cpmp", include_str!("../../scenarios/tmcf-cpmp.toml")),
-    (
-        "tmcf-moving",
-        include_str!("../../scenarios/tmcf-moving.toml"),
-    ),
-    ("transfer", include_str!("../../scenarios/transfer.toml")),
-    (
-        "peel-transfer",
-        include_str!("../../scenarios/peel-transfer.toml"),
-    ),
-    (
-        "ud-latency",
-        include_str!("../../scenarios/ud-latency.toml"),
-    ),
-    ("ud-loss", include_str!("../../scenarios/ud-loss.toml")),
-    ("ud-fig4", include_str!("../../scenarios/ud-fig4.toml")),
-    (
-        "odbss-scale-40",
-        include_str!("../../scenarios/odbss-scale-40.toml"),
-    ),
-    (
-        "odbss-scale-80",
-        include_str!("../../scenarios/odbss-scale-80.toml"),
-    ),
-    (
-        "cepheus-fig11",
-        include_str!("../../scenarios/cepheus-fig11.toml"),
-    ),
-    (
-        "cepheus-fig10",
-        include_str!("../../scenarios/cepheus-fig10.toml"),
-    ),
-    (
-        "cepheus-safeguard",
-        include_str!("../../scenarios/cepheus-safeguard.toml"),
-    ),
-    (
-        "cepheus-memory",
-        include_str!("../../scenarios/cepheus-memory.toml"),
-    ),
-    (
-        "cepheus-fig12-ablation",
-        include_str!("../../scenarios/cepheus-fig12-ablation.toml"),
-    ),
 ];
 
-/// Every preset with its one-line description: the `name = "…"` line of its TOML
-/// (after the preset's own name and a colon, when it starts with them).
-pub fn preset_descriptions() -> Vec<(&'static str, String)> {
-    PRESETS
-        .iter()
-        .map(|(n, text)| {
-            let line = text
-                .lines()
-                .find_map(|l| {
-                    let v = l
-                        .trim()
-                        .strip_prefix("name")?
-                        .trim_start()
-                        .strip_prefix('=')?;
-                    Some(v.trim().trim_matches('"').to_string())
-                })
-                .unwrap_or_default();
-            let d = line
-                .strip_prefix(n)
-                .and_then(|r| r.strip_prefix(':'))
-                .map(|r| r.trim().to_string())
-                .unwrap_or(line);
-            (*n, d)
-        })
-        .collect()
-}
-
-/// The presets as a table, one per line: name, then description.
-pub fn preset_table() -> String {
-    let d = preset_descriptions();
-    let w = d.iter().map(|(n, _)| n.len()).max().unwrap_or(0);
-    d.iter().map(|(n, t)| format!("  {n:<w$}  {t}\n")).collect()
-}
-
-pub fn preset_names() -> String {
-    PRESETS
-        .iter()
-        .map(|(n, _)| *n)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 impl Scenario {
+    /// Every experiment the scenario names: `[experiment.NAME]` tables, then
+    /// `multicast.experiment` (validation allows one).
+    fn experiments_named(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.experiment.keys().map(String::as_str).collect();
+        if !self.multicast.experiment.is_empty() {
+            v.push(&self.multicast.experiment);
+        }
+        v
+    }
+
+    /// The experiment the scenario runs (`None`: its workload runs in the engine).
+    pub fn experiment_name(&self) -> Option<&str> {
+        self.experiments_named().first().copied()
+    }
+
     /// Parses TOML text, applies `--set` overrides, and validates.
     pub fn from_toml(text: &str, sets: &[String]) -> Result<Self, ConfigError> {
         let mut table: toml::Table =
@@ -796,11 +676,14 @@ impl Scenario {
     }
 
     pub fn preset(name: &str, sets: &[String]) -> Result<Self, ConfigError> {
-        let text = PRESETS
+        let text = WORKLOAD_PRESETS
             .iter()
             .find(|(n, _)| *n == name)
             .map(|(_, t)| *t)
-            .ok_or_else(|| ConfigError::UnknownPreset(name.into(), preset_names()))?;
+            .ok_or_else(|| {
+                let names: Vec<&str> = WORKLOAD_PRESETS.iter().map(|(n, _)| *n).collect();
+                ConfigError::UnknownPreset(name.into(), names.join(", "))
+            })?;
         Self::from_toml(text, sets)
     }
 
@@ -1078,12 +961,21 @@ impl Scenario {
                 ),
             ));
         }
-        if !self.link_events.is_empty() && !self.multicast.experiment.is_empty() {
+        let named = self.experiments_named();
+        if named.len() > 1 {
+            return Err(invalid(
+                "experiment",
+                format!(
+                    "a scenario runs one experiment; this one names {}",
+                    named.join(", ")
+                ),
+            ));
+        }
+        if let (false, Some(e)) = (self.link_events.is_empty(), self.experiment_name()) {
             return Err(invalid(
                 "link_events",
                 format!(
-                    "the {} experiment does not apply [[link_events]] (only flow-level runs do); remove them or use a run without multicast.experiment",
-                    self.multicast.experiment
+                    "the {e} experiment does not apply [[link_events]] (only flow-level runs do); remove them or use a run without multicast.experiment",
                 ),
             ));
         }
@@ -1176,14 +1068,22 @@ mod tests {
     }
 
     #[test]
-    fn every_preset_has_a_description() {
-        let d = preset_descriptions();
-        assert_eq!(d.len(), PRESETS.len());
-        for (n, t) in &d {
-            assert!(!t.is_empty(), "preset {n} has no name line");
-            assert!(!t.starts_with(n), "{n}: {t}");
-        }
-        assert_eq!(preset_table().lines().count(), PRESETS.len());
+    fn a_scenario_names_one_experiment() {
+        let one = Scenario::from_toml("[experiment.memory]\ngroups = 4\n", &[]).unwrap();
+        assert_eq!(one.experiment_name(), Some("memory"));
+        assert_eq!(one.experiment["memory"]["groups"].as_integer(), Some(4));
+        let old = Scenario::from_toml("[multicast]\nexperiment = \"iops\"\n", &[]).unwrap();
+        assert_eq!(old.experiment_name(), Some("iops"));
+        assert_eq!(Scenario::default().experiment_name(), None);
+        let two = Scenario::from_toml(
+            "[experiment.memory]\n[multicast]\nexperiment = \"iops\"\n",
+            &[],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(two.contains("names memory, iops"), "{two}");
+        let set = Scenario::from_toml("", &["experiment.peel-fig3.fprs=[0.1]".into()]).unwrap();
+        assert_eq!(set.experiment_name(), Some("peel-fig3"));
     }
 
     #[test]
@@ -1200,7 +1100,7 @@ mod tests {
 
     #[test]
     fn every_preset_parses_and_validates() {
-        for (name, _) in PRESETS {
+        for (name, _) in WORKLOAD_PRESETS {
             Scenario::preset(name, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
         }
         let annotated =
@@ -1267,22 +1167,34 @@ mod tests {
             let e = Scenario::preset("default", &sets).unwrap_err().to_string();
             assert!(e.contains(want), "{sets:?}: {e}");
         }
-        for (preset, set, want) in [
+        // The experiments' presets live in rocast-eval; these checks are the
+        // simulator's, so the default preset with the experiment named shows them.
+        for (sets, want) in [
             (
-                "ud-loss",
-                "multicast.ud_loss.packets=0",
+                vec![
+                    "multicast.experiment=\"ud-loss\"",
+                    "multicast.ud_loss.packets=0",
+                ],
                 "multicast.ud_loss.packets",
             ),
             (
-                "tmcf-cpmp",
-                "link_events=[{at_us = 1.0, link = [0, 7], up = false}]",
+                vec![
+                    "multicast.experiment=\"tmcf-cpmp\"",
+                    "link_events=[{at_us = 1.0, link = [0, 7], up = false}]",
+                ],
                 "link_events",
             ),
+            (
+                vec![
+                    "experiment.tmcf-cpmp.x=1",
+                    "link_events=[{at_us = 1.0, link = [0, 7], up = false}]",
+                ],
+                "the tmcf-cpmp experiment does not apply",
+            ),
         ] {
-            let e = Scenario::preset(preset, &[set.into()])
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains(want), "{preset} {set}: {e}");
+            let sets: Vec<String> = sets.into_iter().map(String::from).collect();
+            let e = Scenario::preset("default", &sets).unwrap_err().to_string();
+            assert!(e.contains(want), "{sets:?}: {e}");
         }
         assert!(Scenario::preset("nope", &[])
             .unwrap_err()

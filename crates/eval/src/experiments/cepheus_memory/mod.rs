@@ -1,7 +1,7 @@
 //! Cepheus §III-D "Bounded Memory Overhead Per Group": "1K MGs at most cost 0.69MB of
 //! memory per switch (assuming 64 ports per switch)". The `memory` experiment
-//! (`rocast sim --preset cepheus-memory`) fills one `CepheusSwitch` of `mft_ports`
-//! ports with `mft_groups` groups in the paper's worst case (every port on every
+//! (`rocast sim --preset cepheus-memory`) fills one `CepheusSwitch` of `ports`
+//! ports with `groups` groups (`[experiment.memory]`, [`MemoryConfig`]) in the paper's worst case (every port on every
 //! group's tree, each a member host with its QP and memory region, one a source), gives
 //! every path a CNP so the filter's counters exist, and reports:
 //! - the heap the tables actually took, measured by the allocator (glibc's
@@ -19,6 +19,9 @@ use rocast_core::fabric::cepheus::{
 use rocast_core::time::{Duration, Instant};
 use rocast_core::wire::{cnp_headers, Ecn, Ipv4Address, RoceRepr};
 use rocast_sim::Scenario;
+use serde::Deserialize;
+
+use crate::experiment::{AlternativeScale, Context, Experiment, Figure, Paper, Preset, CEPHEUS};
 
 use crate::report::EvalReport;
 use crate::verdict::{Verdict, Word};
@@ -42,14 +45,81 @@ fn cnp(port: u16, mcst: Ipv4Address) -> RoceRepr<'static> {
     RoceRepr::new(member_ip(port), mcst, 48, Ecn::NotEct, 49153, bth, ext, &[])
 }
 
-pub(crate) fn memory(sc: &Scenario) -> Result<EvalReport, String> {
-    let m = &sc.multicast;
-    let (groups, ports) = (m.mft_groups, m.mft_ports);
-    if groups == 0 || groups > 1 << 20 || !(2..=4096).contains(&ports) {
-        return Err(format!(
-            "cepheus-memory: multicast.mft_groups must be 1..=1048576 and multicast.mft_ports 2..=4096 (got {groups}, {ports})"
-        ));
+/// `[experiment.memory]`: the table measured.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// Groups the switch's MFT holds (1..=1048576).
+    pub groups: u32,
+    /// Ports of the switch, every one on every group's tree (2..=4096).
+    pub ports: u32,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        // The paper's case: "1K MGs ... (assuming 64 ports per switch)".
+        MemoryConfig {
+            groups: 1000,
+            ports: 64,
+        }
     }
+}
+
+impl MemoryConfig {
+    fn check(&self) -> Result<(), String> {
+        let (groups, ports) = (self.groups, self.ports);
+        if groups == 0 || groups > 1 << 20 || !(2..=4096).contains(&ports) {
+            return Err(format!(
+                "cepheus-memory: experiment.memory.groups must be 1..=1048576 and experiment.memory.ports 2..=4096 (got {groups}, {ports})"
+            ));
+        }
+        Ok(())
+    }
+}
+
+pub struct CepheusMemory;
+
+pub static EXPERIMENT: CepheusMemory = CepheusMemory;
+
+impl Experiment for CepheusMemory {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+    fn paper(&self) -> &'static Paper {
+        &CEPHEUS
+    }
+    fn presets(&self) -> &'static [Preset] {
+        &[Preset {
+            name: "cepheus-memory",
+            toml: include_str!("cepheus-memory.toml"),
+        }]
+    }
+    fn figures(&self) -> &'static [Figure] {
+        &[Figure {
+            id: "cepheus-memory",
+            figure: "§IV-B",
+            what: "MFT memory for 1K groups x 64 ports",
+            args: &["sim", "--preset", "cepheus-memory"],
+            quick: &[],
+            quick_says: "",
+            typical_s: 0.1,
+            calibrated: Some("the packed figure is arithmetic over the paper's fields; the software tables are measured beside it"),
+            alternatives: AlternativeScale::Own,
+            rank: 100,
+        }]
+    }
+    fn check(&self, sc: &Scenario) -> Result<(), String> {
+        crate::experiment::experiment_config::<MemoryConfig>(sc, self.name())?.check()
+    }
+    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+        let config: MemoryConfig = cx.config(self.name())?;
+        config.check()?;
+        memory(cx.scenario, &config)
+    }
+}
+
+fn memory(sc: &Scenario, config: &MemoryConfig) -> Result<EvalReport, String> {
+    let (groups, ports) = (config.groups, config.ports);
     let window = Duration::from_us(sc.switch.cnp_window_us);
     let before = heap_in_use();
     let mut sw = CepheusSwitch::new(

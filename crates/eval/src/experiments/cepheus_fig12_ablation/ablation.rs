@@ -18,7 +18,7 @@ use rocast_sim::scenario::config::parse_sizes;
 use rocast_sim::scenario::topology::{build_topology, engine_config};
 use rocast_sim::Scenario;
 
-use super::{fig12_claim, group_hosts, time_once, Run, SHORT_FLOW_MAX};
+use crate::cepheus::{fig12_claim, group_hosts, run_name, time_once, Run, SHORT_FLOW_MAX};
 use crate::report::{fmt_size, parallel, EvalReport};
 
 /// One variant: a name, what it changes, and its `--set`s on `cepheus-fig12`.
@@ -98,7 +98,7 @@ fn is_short(size: u64) -> bool {
 pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
     let m = &sc.multicast;
     let sizes = parse_sizes(&m.sizes)?;
-    let base = Scenario::preset("cepheus-fig12", &[]).map_err(|e| e.to_string())?;
+    let base = crate::experiments::scenario("cepheus-fig12", &[]).map_err(|e| e.to_string())?;
     let base_topo = build_topology(&base, Path::new(""))?;
     let fabric_hosts = base_topo.num_hosts() as u32;
     // The fat-tree's switches all have k ports.
@@ -112,7 +112,7 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
         sets.push(format!("multicast.sizes=\"{}\"", m.sizes));
         sets.push(format!("seed={}", sc.seed));
         sets.push(format!("multicast.threads={}", m.threads));
-        let vsc = Scenario::preset("cepheus-fig12", &sets)
+        let vsc = crate::experiments::scenario("cepheus-fig12", &sets)
             .map_err(|e| format!("variant {}: {e}", v.name))?;
         let topo = build_topology(&vsc, Path::new(""))?;
         let cfg = engine_config(&vsc, &topo)?;
@@ -200,7 +200,7 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
                     "{},{},{size},{},{:.3},{x:.4}",
                     v.name,
                     v.sets.join(" ").replace(',', ";"),
-                    super::run_name(r),
+                    run_name(r),
                     t / 1e6
                 );
             }

@@ -18,7 +18,7 @@ use rocast_sim::multicast::collective::CollectiveScheme;
 use rocast_sim::scenario::topology::build_topology;
 use rocast_sim::Scenario;
 
-use super::figures::{fig5_points, fig6_points, fig7_points, ratio_at, Point, Stat, PEEL_CLAIMS};
+use crate::peel::figures::{fig5_points, fig6_points, fig7_points, ratio_at, Point, Stat, PEEL_CLAIMS};
 use crate::report::EvalReport;
 
 /// One variant: a name, what it changes, where the value comes from, and its `--set`s.
@@ -201,7 +201,7 @@ fn preset(name: &str, reduce: &[&str], v: &Variant, sc: &Scenario) -> Result<Sce
     sets.push(format!("seed={}", sc.seed));
     sets.push(format!("multicast.threads={}", sc.multicast.threads));
     sets.extend(v.sets.iter().map(|s| s.to_string()));
-    Scenario::preset(name, &sets).map_err(|e| format!("variant {}: {e}", v.name))
+    crate::experiments::scenario(name, &sets).map_err(|e| format!("variant {}: {e}", v.name))
 }
 
 /// The packets per message PEEL's source sent at a point.
@@ -325,7 +325,7 @@ mod tests {
     /// on all three presets, and each changes what it says.
     #[test]
     fn every_variant_builds_on_every_preset() {
-        let sc = Scenario::preset("peel-ablation", &[]).unwrap();
+        let sc = crate::experiments::scenario("peel-ablation", &[]).unwrap();
         for v in &VARIANTS {
             for (name, reduce) in [
                 ("peel-fig5", FIG5),

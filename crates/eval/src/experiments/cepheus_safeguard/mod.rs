@@ -1,0 +1,44 @@
+//! Cepheus §V-D: a lossy branch mid-transfer and the safeguard's fallback to RDMC (implementation: `crate::cepheus::safeguard`).
+
+use crate::experiment::{AlternativeScale, CEPHEUS, Context, Experiment, Figure, Paper, Preset};
+use crate::report::EvalReport;
+
+pub struct CepheusSafeguard;
+
+pub static EXPERIMENT: CepheusSafeguard = CepheusSafeguard;
+
+impl Experiment for CepheusSafeguard {
+    fn name(&self) -> &'static str {
+        "safeguard"
+    }
+    fn paper(&self) -> &'static Paper {
+        &CEPHEUS
+    }
+    fn presets(&self) -> &'static [Preset] {
+        &[
+            Preset {
+                name: "cepheus-safeguard",
+                toml: include_str!("cepheus-safeguard.toml"),
+            },
+        ]
+    }
+    fn figures(&self) -> &'static [Figure] {
+        &[
+            Figure {
+                id: "cepheus-safeguard",
+                figure: "§V-D",
+                what: "a lossy branch mid-transfer and the safeguard's fallback to RDMC",
+                args: &["sim", "--preset", "cepheus-safeguard"],
+                quick: &[],
+                quick_says: "",
+                typical_s: 1.2,
+                calibrated: None,
+                alternatives: AlternativeScale::Own,
+                rank: 90,
+            },
+        ]
+    }
+    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+        crate::cepheus::safeguard(cx.scenario, cx.topology, cx.engine)
+    }
+}

@@ -1,0 +1,44 @@
+//! PEEL §2.3: layer-peeling greedy vs exact Steiner trees on asymmetric fat-trees (implementation: `crate::peel::approx`).
+
+use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
+use crate::report::EvalReport;
+
+pub struct PeelApprox;
+
+pub static EXPERIMENT: PeelApprox = PeelApprox;
+
+impl Experiment for PeelApprox {
+    fn name(&self) -> &'static str {
+        "peel-approx"
+    }
+    fn paper(&self) -> &'static Paper {
+        &PEEL
+    }
+    fn presets(&self) -> &'static [Preset] {
+        &[
+            Preset {
+                name: "peel-approx",
+                toml: include_str!("peel-approx.toml"),
+            },
+        ]
+    }
+    fn figures(&self) -> &'static [Figure] {
+        &[
+            Figure {
+                id: "peel-approx",
+                figure: "§2.3",
+                what: "layer-peeling greedy vs exact Steiner trees on 200 asymmetric fat-trees",
+                args: &["sim", "--preset", "peel-approx"],
+                quick: &[],
+                quick_says: "",
+                typical_s: 0.2,
+                calibrated: None,
+                alternatives: AlternativeScale::Own,
+                rank: 20,
+            },
+        ]
+    }
+    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+        crate::peel::approx(cx.scenario, cx.base)
+    }
+}
