@@ -34,8 +34,8 @@ use rocast_sim::Scenario;
 /// Runs the scenario's `[multicast]` experiment.
 pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     let t0 = std::time::Instant::now();
-    let topo = build_topology(sc, base)?;
-    let cfg = engine_config(sc, &topo)?;
+    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
+    let cfg = engine_config(sc, &topo).map_err(|e| e.to_string())?;
     let mut r = match sc.multicast.experiment.as_str() {
         "testbed" => cepheus::testbed(sc, &topo, &cfg, cepheus::TableMode::Testbed)?,
         "large-scale" => cepheus::testbed(sc, &topo, &cfg, cepheus::TableMode::LargeScale)?,
