@@ -146,10 +146,11 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
         .schemes
         .split(',')
         .map(str::parse::<Scheme>)
-        .collect::<Result<Vec<_>, _>>()?;
-    let sizes = parse_sizes(&cmd.sizes)?;
-    let block = parse_bytes(&cmd.block)?;
-    let ring_slice = parse_bytes(&cmd.ring_slice)?;
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    let sizes = parse_sizes(&cmd.sizes).map_err(|e| e.to_string())?;
+    let block = parse_bytes(&cmd.block).map_err(|e| e.to_string())?;
+    let ring_slice = parse_bytes(&cmd.ring_slice).map_err(|e| e.to_string())?;
     if block == 0 || ring_slice == 0 {
         return Err("--block and --ring-slice must be positive".into());
     }
@@ -207,8 +208,8 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
         parse_duration(&cmd.suspect_after).map_err(|e| format!("--suspect-after: {e}"))?,
     );
     let (sc, base) = fabric(&cmd)?;
-    let topo = build_topology(&sc, &base)?;
-    let cfg = engine_config(&sc, &topo)?;
+    let topo = build_topology(&sc, &base).map_err(|e| e.to_string())?;
+    let cfg = engine_config(&sc, &topo).map_err(|e| e.to_string())?;
     let hosts_n = topo.num_hosts() as u32;
     if cmd.group > hosts_n {
         return Err(format!(
@@ -271,7 +272,7 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
                 failures: failure.into_iter().collect(),
                 suspect_after,
             };
-            let out = run_broadcast(topo.clone(), cfg.clone(), &spec)?;
+            let out = run_broadcast(topo.clone(), cfg.clone(), &spec).map_err(|e| e.to_string())?;
             if let Some(f) = failure {
                 println!("{}", failure_line(&out, f, &size.to_string()));
                 continue;
@@ -373,7 +374,8 @@ fn smc(cmd: &BcastCmd, block: u64, overhead: Duration) -> Result<(), String> {
         .smc_sizes
         .split(',')
         .map(parse_bytes)
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
     if sizes.iter().any(|&s| s == 0 || s > 64 << 20) {
         return Err("--smc-sizes: each size must be 1 B to 64M (one ring slot each)".into());
     }
@@ -389,8 +391,8 @@ fn smc(cmd: &BcastCmd, block: u64, overhead: Duration) -> Result<(), String> {
     ];
     sets.extend(cmd.sets.iter().cloned());
     let sc = Scenario::from_toml("", &sets).map_err(|e| e.to_string())?;
-    let topo = build_topology(&sc, Path::new(""))?;
-    let cfg = engine_config(&sc, &topo)?;
+    let topo = build_topology(&sc, Path::new("")).map_err(|e| e.to_string())?;
+    let cfg = engine_config(&sc, &topo).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
     println!(
         "# Small messages (RDMC §4.6): ring-buffer writes (SMC) vs RDMC's binomial pipeline, one star switch, {} messages per stream, {} slots per ring, block {} B, overhead {} us per post",
@@ -413,10 +415,12 @@ fn smc(cmd: &BcastCmd, block: u64, overhead: Duration) -> Result<(), String> {
             };
             let ring_cfg = SmallMessageConfig::new(cmd.slots, size.max(1) as u32)
                 .map_err(|e| format!("--slots: {e}"))?;
-            let mut e = Engine::new(topo.clone(), cfg.clone(), Vec::new())?;
-            let ring = run_ring_stream(&mut e, &stream, ring_cfg)?;
-            let mut e = Engine::new(topo.clone(), cfg.clone(), Vec::new())?;
-            let rdmc = run_rdmc_stream(&mut e, &stream, block)?;
+            let mut e =
+                Engine::new(topo.clone(), cfg.clone(), Vec::new()).map_err(|e| e.to_string())?;
+            let ring = run_ring_stream(&mut e, &stream, ring_cfg).map_err(|e| e.to_string())?;
+            let mut e =
+                Engine::new(topo.clone(), cfg.clone(), Vec::new()).map_err(|e| e.to_string())?;
+            let rdmc = run_rdmc_stream(&mut e, &stream, block).map_err(|e| e.to_string())?;
             let per = |t: &StreamTiming| t.total_ps as f64 / 1e6 / cmd.messages as f64;
             let speedup = rdmc.total_ps as f64 / ring.total_ps.max(1) as f64;
             println!(

@@ -264,7 +264,7 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
             out,
         } => crate::lab_bench::lab_iops(
             &rate,
-            rocast_sim::scenario::config::parse_bytes(&io)?,
+            rocast_sim::scenario::config::parse_bytes(&io).map_err(|e| e.to_string())?,
             ios,
             depth.max(1),
             reps,
@@ -286,11 +286,13 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
             out,
         } => {
             let hosts = parse_list(&hosts, "--group-sizes")?;
-            let sizes = rocast_sim::scenario::config::parse_sizes(&sizes)?;
+            let sizes =
+                rocast_sim::scenario::config::parse_sizes(&sizes).map_err(|e| e.to_string())?;
             let schemes: Vec<String> = schemes.split(',').map(|s| s.trim().to_string()).collect();
             for s in &schemes {
                 if s != "cepheus" {
-                    s.parse::<rocast_core::overlay::Scheme>()?;
+                    s.parse::<rocast_core::overlay::Scheme>()
+                        .map_err(|e| e.to_string())?;
                 }
             }
             crate::lab_bench::lab_bcast(&crate::lab_bench::LabBcastArgs {
@@ -319,7 +321,7 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
             out,
         } => crate::lab_bench::lab_latency(&crate::lab_bench::LabLatencyArgs {
             receivers: parse_list(&receivers, "--receivers")?,
-            sizes: rocast_sim::scenario::config::parse_sizes(&sizes)?,
+            sizes: rocast_sim::scenario::config::parse_sizes(&sizes).map_err(|e| e.to_string())?,
             samples,
             interval_us: interval_us.max(1),
             rate,
@@ -364,7 +366,8 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
         } => {
             let args = rocast_net::udp_bench::UdpBenchArgs {
                 size,
-                message: rocast_sim::scenario::config::parse_bytes(&message)? as usize,
+                message: rocast_sim::scenario::config::parse_bytes(&message)
+                    .map_err(|e| e.to_string())? as usize,
                 iters,
                 seconds,
                 reps: reps.max(1),

@@ -55,7 +55,7 @@ pub fn lab_run(
             "transfer: multicast.group must be 2..64 and multicast.messages positive".into(),
         );
     }
-    let size = parse_bytes(&m.message)?;
+    let size = parse_bytes(&m.message).map_err(|e| e.to_string())?;
     let data = rocast_core::payload::transfer_data(sc.seed, m.messages, size as usize);
     let dir = std::env::temp_dir().join(format!("rocast-lab-run-{name}"));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -82,7 +82,7 @@ pub fn lab_run(
         }
         // The first of `schemes`, as the simulator reads it: Cepheus, or an overlay.
         let scheme = m.schemes.first().map_or("cepheus", String::as_str);
-        let block = parse_bytes(&m.block)?.max(1);
+        let block = parse_bytes(&m.block).map_err(|e| e.to_string())?.max(1);
         // The overlay's blocks, or the fallback's.
         extra.extend(["--block".to_string(), block.to_string()]);
         if scheme != "cepheus" {

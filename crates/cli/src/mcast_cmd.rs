@@ -250,7 +250,7 @@ fn parse_token(s: &str) -> Result<[u8; INVITATION_LEN], String> {
 /// without flags).
 fn group_space_for(given: Option<&str>, bind: Ipv4Addr) -> Result<GroupAddressSpace, String> {
     match given {
-        Some(text) => GroupAddressSpace::parse(text),
+        Some(text) => GroupAddressSpace::parse(text).map_err(|e| e.to_string()),
         None => {
             let [a, b, c, _] = bind.octets();
             Ok(rocast_net::lab::default_group_space([a, b, c]))
@@ -374,8 +374,13 @@ fn run_inner(cmd: McastCmd) -> Result<Outcome, String> {
                 control_port: a.common.control_port,
                 mtu: a.common.mtu,
                 rate_bps: (a.rate_mbps > 0).then(|| a.rate_mbps * 1_000_000),
-                overlay: a.overlay.as_deref().map(str::parse::<Scheme>).transpose()?,
-                fallback: a.fallback.parse::<Scheme>()?,
+                overlay: a
+                    .overlay
+                    .as_deref()
+                    .map(str::parse::<Scheme>)
+                    .transpose()
+                    .map_err(|e| e.to_string())?,
+                fallback: a.fallback.parse::<Scheme>().map_err(|e| e.to_string())?,
                 block_bytes: parse_size(&a.block)?,
                 window: a.window,
                 safeguard: a.safeguard,

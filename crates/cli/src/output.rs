@@ -66,7 +66,10 @@ pub(crate) fn csv_to_json(csv: &str) -> Result<Value, String> {
 pub(crate) fn parse_seconds(s: &str) -> Result<f64, String> {
     let secs = match s.trim().parse::<f64>() {
         Ok(v) => v,
-        Err(_) => rocast_sim::scenario::config::parse_duration(s)? as f64 / 1e12,
+        Err(_) => {
+            rocast_sim::scenario::config::parse_duration(s).map_err(|e| e.to_string())? as f64
+                / 1e12
+        }
     };
     if secs.is_finite() && secs > 0.0 && secs <= 1e6 {
         Ok(secs)

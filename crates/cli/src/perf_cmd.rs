@@ -150,7 +150,7 @@ pub enum PerfTest {
 }
 
 fn parse_size_arg(s: &str) -> Result<usize, String> {
-    let v = rocast_sim::scenario::config::parse_bytes(s)?;
+    let v = rocast_sim::scenario::config::parse_bytes(s).map_err(|e| e.to_string())?;
     usize::try_from(v).map_err(|_| format!("size {s:?} is too large"))
 }
 

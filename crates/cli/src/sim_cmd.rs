@@ -110,7 +110,8 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
         }
         if !report.capture.is_empty() {
             let path = cmd.out.join("capture.pcap");
-            rocast_sim::output::files::capture_pcap(&path, &report.capture)?;
+            rocast_sim::output::files::capture_pcap(&path, &report.capture)
+                .map_err(|e| e.to_string())?;
             println!(
                 "capture: {} ({} frames)",
                 path.display(),
@@ -157,7 +158,7 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
         out_dir: Some(cmd.out.clone()),
         progress: !cmd.quiet && sc.output.progress && std::io::stderr().is_terminal(),
     };
-    let report = run_scenario(&sc, &base, &opts)?;
+    let report = run_scenario(&sc, &base, &opts).map_err(|e| e.to_string())?;
     print!("{}", render_summary(&report));
     println!(
         "outputs in {}/ (fct.txt, summary.json, ports.csv)",

@@ -394,7 +394,7 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
     }
     let n_ports = ports.len();
     let (peel, peel_members) = peel_config(&cmd)?;
-    let space = GroupAddressSpace::parse(&cmd.group_space)?;
+    let space = GroupAddressSpace::parse(&cmd.group_space).map_err(|e| e.to_string())?;
     let max_groups = match cmd.max_groups {
         Some(m) if m as u64 > space.size() => {
             return Err(format!(
@@ -432,7 +432,8 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
         cnp_filter: CnpFilterPolicy::from_name(
             &cmd.cnp_filter,
             CoreDuration::from_us(cmd.cnp_window_us.max(1)),
-        )?,
+        )
+        .map_err(|e| e.to_string())?,
         hosts,
         peel_members,
         shaping,

@@ -62,7 +62,7 @@ fn cepheus_once(
     let mut spec = CepheusSpec::new(hosts[0], hosts[1..].to_vec(), size);
     spec.per_message_overhead = post;
     spec.verify_data = verify_data;
-    let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
+    let out = run_cepheus(topo.clone(), cfg.clone(), &spec).map_err(|e| e.to_string())?;
     if let Some(f) = &out.fallback {
         return Err(format!("cepheus fell back: {}", f.reason));
     }
@@ -85,7 +85,10 @@ fn parse_schemes(names: &[String]) -> Result<Vec<Run>, String> {
         .iter()
         .map(|n| match n.as_str() {
             "cepheus" => Ok(Run::Cepheus),
-            s => s.parse::<Scheme>().map(Run::Overlay),
+            s => s
+                .parse::<Scheme>()
+                .map(Run::Overlay)
+                .map_err(|e| e.to_string()),
         })
         .collect()
 }
@@ -113,7 +116,7 @@ pub(crate) fn transfer(
             topo.num_hosts()
         ));
     }
-    let size = parse_bytes(&m.message)?;
+    let size = parse_bytes(&m.message).map_err(|e| e.to_string())?;
     // The scheme is the first of `schemes`: Cepheus, or an overlay (`rocast lab run`
     // runs `mcast lead --overlay` for the same scenario).
     let first = m
@@ -146,8 +149,8 @@ pub(crate) fn transfer(
         spec.restart_switch_after = Some(m.restart_switch_after_packets);
     }
     // The fallback's blocks (`rocast lab run` passes the same `--block`).
-    spec.fallback_block = parse_bytes(&m.block)?.max(1);
-    let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
+    spec.fallback_block = parse_bytes(&m.block).map_err(|e| e.to_string())?.max(1);
+    let out = run_cepheus(topo.clone(), cfg.clone(), &spec).map_err(|e| e.to_string())?;
     let mut text = format!(
         "# transfer: {} x {} B from rank 0 to ranks 1..{}, seed {} (simulated)\n",
         m.messages,
@@ -229,7 +232,7 @@ fn transfer_overlay(
     }
     let total = size * m.messages as u64;
     let data = rocast_core::payload::transfer_data(sc.seed, m.messages, size as usize);
-    let block = parse_bytes(&m.block)?.max(1);
+    let block = parse_bytes(&m.block).map_err(|e| e.to_string())?.max(1);
     let spec = rocast_sim::multicast::broadcast::BroadcastSpec {
         scheme,
         hosts: (0..n).collect(),
@@ -253,7 +256,8 @@ fn transfer_overlay(
         cfg.clone(),
         &spec,
         data,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let mut text = format!(
         "# transfer: {} x {} B from rank 0 to ranks 1..{} by {scheme}, seed {} (simulated)\n",
         m.messages,
@@ -460,7 +464,7 @@ pub(crate) fn testbed(
     cfg.capture_links.clear();
     let cfg = &cfg;
     let m = &sc.multicast;
-    let sizes = parse_sizes(&m.sizes)?;
+    let sizes = parse_sizes(&m.sizes).map_err(|e| e.to_string())?;
     let runs = parse_schemes(&m.schemes)?;
     if !runs.contains(&Run::Cepheus) {
         return Err("multicast.schemes must include cepheus".into());
@@ -569,7 +573,8 @@ pub(crate) fn testbed(
             let size = sorted[sorted.len() / 2];
             let mut spec = CepheusSpec::new(hosts[0], hosts[1..].to_vec(), size);
             spec.per_message_overhead = overhead(sc);
-            let out = run_cepheus(topo.clone(), capture_cfg.clone(), &spec)?;
+            let out =
+                run_cepheus(topo.clone(), capture_cfg.clone(), &spec).map_err(|e| e.to_string())?;
             let _ = writeln!(
                 text,
                 "capture: the {} B Cepheus run, {} frames on output.capture_links",
@@ -851,7 +856,7 @@ pub(crate) fn loss(
     cfg: &EngineConfig,
 ) -> Result<EvalReport, String> {
     let m = &sc.multicast;
-    let size = parse_bytes(&m.message)?;
+    let size = parse_bytes(&m.message).map_err(|e| e.to_string())?;
     // The four columns: (scheme, retransmission name, Cepheus or chain, mode).
     let kinds = [
         ("cepheus", "gbn", true, Retransmission::GoBackN),
@@ -1145,7 +1150,7 @@ pub(crate) fn iops(
     cfg: &EngineConfig,
 ) -> Result<EvalReport, String> {
     let m = &sc.multicast;
-    let io = parse_bytes(&m.io)?;
+    let io = parse_bytes(&m.io).map_err(|e| e.to_string())?;
     let stack = Duration::from_ps((m.io_stack_us * 1e6) as u64);
     if m.ios == 0 || m.queue_depth == 0 || m.group < 2 {
         return Err("multicast: ios, queue_depth and group must be positive (group >= 2)".into());
@@ -1182,7 +1187,7 @@ pub(crate) fn iops(
             spec.messages = m.ios;
             spec.window = m.queue_depth;
             spec.per_message_overhead = stack;
-            let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
+            let out = run_cepheus(topo.clone(), cfg.clone(), &spec).map_err(|e| e.to_string())?;
             let t = out.completion_ps().ok_or("cepheus: incomplete")?;
             Ok(m.ios as f64 / (t as f64 / 1e12))
         }
@@ -1285,11 +1290,12 @@ pub(crate) fn unicast_iops(
     qd: u32,
     stack: Duration,
 ) -> Result<f64, String> {
-    let mut e = Engine::new(topo.clone(), cfg.clone(), Vec::new())?;
+    let mut e = Engine::new(topo.clone(), cfg.clone(), Vec::new()).map_err(|e| e.to_string())?;
     let conns = servers
         .iter()
         .map(|&s| e.open_connection(client, s, io * qd as u64))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
     let mut cpu = 0u64;
     let (mut posted, mut done, mut in_flight) = (0u32, 0u32, 0u32);
     let mut copies_left = vec![servers.len() as u32; ios as usize];
@@ -1307,7 +1313,8 @@ pub(crate) fn unicast_iops(
                     Payload::Zeros(io as usize),
                     i,
                     i as u64,
-                )?;
+                )
+                .map_err(|e| e.to_string())?;
             }
             *posted += 1;
             *in_flight += 1;

@@ -52,8 +52,8 @@ pub fn run_experiment_in(
     base: &Path,
 ) -> Result<EvalReport, String> {
     let t0 = std::time::Instant::now();
-    let topo = build_topology(sc, base)?;
-    let cfg = engine_config(sc, &topo)?;
+    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
+    let cfg = engine_config(sc, &topo).map_err(|e| e.to_string())?;
     let name = sc.experiment_name().unwrap_or_default();
     let e = registry.experiment(name).ok_or_else(|| {
         // Name the key the scenario used.

@@ -105,7 +105,7 @@ pub(crate) fn overlay_once(
         failures: Vec::new(),
         suspect_after: rocast_sim::multicast::broadcast::DEFAULT_SUSPECT_AFTER,
     };
-    let out = run_broadcast(topo.clone(), cfg.clone(), &spec)?;
+    let out = run_broadcast(topo.clone(), cfg.clone(), &spec).map_err(|e| e.to_string())?;
     Ok(Timed {
         ps: out.latency_ps,
         events: out.events,
@@ -125,13 +125,13 @@ pub(crate) fn block_for(
     group: u32,
 ) -> Result<u64, String> {
     let m = &sc.multicast;
-    let block = parse_bytes(&m.block)?;
+    let block = parse_bytes(&m.block).map_err(|e| e.to_string())?;
     let slices = if m.chain_slices_per_rank {
         group
     } else {
         m.chain_slices
     };
-    let floor = parse_bytes(&m.chain_min_slice)?;
+    let floor = parse_bytes(&m.chain_min_slice).map_err(|e| e.to_string())?;
     Ok(match scheme {
         Scheme::Chain if slices > 0 => size
             .div_ceil(slices as u64)

@@ -114,10 +114,11 @@ fn run_policy(
 ) -> Result<PolicyRun, String> {
     // The policy changes switch and NIC settings only: the fabric is the caller's.
     let sc = with_policy(sc, policy)?;
-    let cfg = engine_config(&sc, topo)?;
+    let cfg = engine_config(&sc, topo).map_err(|e| e.to_string())?;
     let mut spec = CepheusSpec::new(t.source, t.receivers.clone(), t.message);
     spec.sample_interval = Some(t.step);
-    let out = run_cepheus_with_flows(topo.clone(), cfg, &spec, t.flows.clone())?;
+    let out = run_cepheus_with_flows(topo.clone(), cfg, &spec, t.flows.clone())
+        .map_err(|e| e.to_string())?;
     let ms = |ps: u64| ps as f64 / 1e9;
     let unicasts = out
         .flows
@@ -480,7 +481,7 @@ fn series_csv(runs: &[PolicyRun]) -> String {
 
 /// The star presets' fabric: 7 hosts at least, and the host link rate (Gb/s).
 fn star(sc: &Scenario, base: &Path, what: &str) -> Result<(Topology, f64), String> {
-    let topo = build_topology(sc, base)?;
+    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
     if topo.num_hosts() < 7 {
         return Err(format!("{what} needs 7 hosts (a source and 6 receivers)"));
     }
@@ -647,7 +648,7 @@ fn cpmp_trial(sc: &Scenario, line: f64) -> Result<Trial, String> {
     Ok(Trial {
         source: 0,
         receivers: (1..=6).collect(),
-        message: parse_bytes(&m.message)?,
+        message: parse_bytes(&m.message).map_err(|e| e.to_string())?,
         flows: UNICASTS
             .iter()
             .enumerate()
@@ -962,7 +963,7 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     let trial = Trial {
         source: 0,
         receivers: (1..=6).collect(),
-        message: parse_bytes(&m.message)?,
+        message: parse_bytes(&m.message).map_err(|e| e.to_string())?,
         flows,
         step: Duration::from_us(100),
         cut_ms: f64::INFINITY,
@@ -1005,8 +1006,8 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
 /// retaken needs a `start_ms` of tens of milliseconds.
 pub fn fairness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     let m = &sc.multicast;
-    let size = parse_bytes(&m.message)?;
-    let topo = build_topology(sc, base)?;
+    let size = parse_bytes(&m.message).map_err(|e| e.to_string())?;
+    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
     let hosts_n = topo.num_hosts() as u32;
     if m.group < 5 || m.group > hosts_n {
         return Err(format!("multicast.group must be 5..{hosts_n}"));

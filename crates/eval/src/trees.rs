@@ -53,7 +53,7 @@ pub fn topology_from_spec(spec: &str, fail: f64, seed: u64) -> Result<Topology, 
     }
     sets.push(format!("topology.fail_fraction={fail}"));
     let sc = Scenario::preset("default", &sets).map_err(|e| e.to_string())?;
-    build_topology(&sc, &base)
+    build_topology(&sc, &base).map_err(|e| e.to_string())
 }
 
 /// `random:N` (seeded, without the source), `a,b,c`, or a file of ids.

@@ -470,7 +470,11 @@ pub unsafe extern "C" fn rocast_gs_leader_handle_transfer_done(
     // SAFETY: the caller's contract.
     unsafe {
         with_leader(l, |s| {
-            let r = if ok != 0 { Ok(()) } else { Err(reason) };
+            let r = if ok != 0 {
+                Ok(())
+            } else {
+                Err(SessionError::Transfer(reason))
+            };
             s.handle_transfer_done(at(now_ns), r);
             0
         })

@@ -473,7 +473,8 @@ fn lab_group_space(
     let Some(text) = text else {
         return Ok(default_group_space(subnet));
     };
-    let space = GroupAddressSpace::parse(text).map_err(|e| invalid("--group-space", e))?;
+    let space =
+        GroupAddressSpace::parse(text).map_err(|e| invalid("--group-space", e.to_string()))?;
     let [a, b, c] = subnet;
     let inside = space.size() <= 256 && space.nth(0).is_some_and(|ip| ip.0[..3] == subnet);
     if !inside {
@@ -980,7 +981,7 @@ pub fn two_tier_fabric(o: &LabOptions) -> Result<TwoTierFabric, String> {
         .iter()
         .map(|(g, m)| (Ipv4Address(g.octets()), m.clone()))
         .collect();
-    TwoTierFabric::new(o.hosts, o.tors, subnet, groups)
+    TwoTierFabric::new(o.hosts, o.tors, subnet, groups).map_err(|e| e.to_string())
 }
 
 /// `rocast switch`'s arguments for one switch of a two-tier lab: its AF_PACKET ports

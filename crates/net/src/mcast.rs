@@ -906,8 +906,12 @@ impl Leader {
         let sent = self.transfer(&data);
         let cpu = meter.stop(path_packets(self.transport_stats()));
         let now = self.clock.now();
-        self.session
-            .handle_transfer_done(now, sent.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        self.session.handle_transfer_done(
+            now,
+            sent.as_ref()
+                .map(|_| ())
+                .map_err(|e| SessionError::Transfer(e.to_string())),
+        );
         if let Err(e) = sent {
             self.flush();
             return Err(e);

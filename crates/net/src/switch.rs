@@ -780,10 +780,10 @@ impl SwitchDaemon {
         pipeline.ports = cfg.ports.len() as u16;
         let mut sw = FrameSwitch::new(pipeline, cfg.cnp_filter.build());
         for &(ip, port, mac) in &cfg.hosts {
-            sw.add_host(ip, port, mac)?;
+            sw.add_host(ip, port, mac).map_err(|e| e.to_string())?;
         }
         for &(group, port) in &cfg.peel_members {
-            sw.add_peel_member(group, port)?;
+            sw.add_peel_member(group, port).map_err(|e| e.to_string())?;
         }
         let mut ports = cfg
             .ports

@@ -23,7 +23,7 @@ pub mod packet;
 pub mod run;
 pub mod scenario;
 
-pub use run::{run_scenario, RunOptions, RunReport};
+pub use run::{run_scenario, RunError, RunOptions, RunReport};
 pub use scenario::Scenario;
 
 /// A uniform draw in [0, 1) from the run's seeded generator (53 random bits).

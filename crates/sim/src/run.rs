@@ -4,15 +4,29 @@
 //! `ports.csv`, `pfc.txt` / `qlen.txt` on request and `capture.pcap` for the chosen
 //! links.
 
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineError};
 use crate::output::fct::fct_txt;
-use crate::output::files::{capture_pcap, event_log, ports_csv, write_atomic};
+use crate::output::files::{capture_pcap, event_log, ports_csv, write_atomic, OutputError};
 use crate::output::summary::summary_json;
 pub use crate::output::summary::{RunReport, RunSample};
-use crate::scenario::topology::{build_topology, engine_config, link_between};
+use crate::scenario::topology::{build_topology, engine_config, link_between, TopologyError};
+use crate::scenario::workload::WorkloadError;
 use crate::scenario::{workload, Scenario};
 use rocast_core::time::{Duration, Instant};
 use std::path::{Path, PathBuf};
+
+/// Why a scenario run failed: each stage's error, unchanged.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Output(#[from] OutputError),
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
@@ -23,20 +37,19 @@ pub struct RunOptions {
 }
 
 /// Runs `sc`; relative file names in it resolve against `base`.
-pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<RunReport, String> {
+pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<RunReport, RunError> {
     let t0 = std::time::Instant::now();
     let topo = build_topology(sc, base)?;
     let cfg = engine_config(sc, &topo)?;
     let host_rate = (sc.topology.host_gbps * 1e9) as u64;
-    let read = |p: &str| std::fs::read_to_string(base.join(p)).map_err(|e| e.to_string());
+    let read = |p: &str| std::fs::read_to_string(base.join(p));
     let flows = workload::generate(
         &sc.workload,
         topo.num_hosts() as u32,
         host_rate,
         sc.seed,
         &read,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let (hosts, switches) = (topo.num_hosts(), topo.num_switches());
     let mut link_events = Vec::new();
     for ev in &sc.link_events {
@@ -49,7 +62,7 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
     }
     let setup_s = t0.elapsed().as_secs_f64();
     if let Some(dir) = &opts.out_dir {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(OutputError::io(dir))?;
     }
     let stop = Instant::from_ps((sc.stop_ms * 1e9) as u64);
     let slice = Duration::from_ps(((sc.output.summary_interval_ms.max(0.001)) * 1e9) as u64);

@@ -116,7 +116,7 @@ fn dcqcn_two_to_one_incast_converges_to_a_fair_share() {
         topo.num_hosts() as u32,
         100_000_000_000,
         sc.seed,
-        &|_| Err("no files".into()),
+        &|_| Err(std::io::Error::other("no files")),
     )
     .unwrap();
     // Senders 1 and 2 share host 0's ToR port... host 1 shares the ToR; host 2 too

@@ -117,9 +117,18 @@ impl fmt::Display for Scheme {
     }
 }
 
+/// A scheme name [`Scheme`]'s `FromStr` does not know.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SchemeError {
+    #[error(
+        "unknown scheme {0:?} (expected sequential, tree, chain, pipeline, ring, binary-tree or double-binary-tree)"
+    )]
+    Unknown(String),
+}
+
 impl FromStr for Scheme {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = SchemeError;
+    fn from_str(s: &str) -> Result<Self, SchemeError> {
         Ok(match s.trim().to_ascii_lowercase().as_str() {
             "sequential" | "seq" => Scheme::Sequential,
             "tree" | "binomial-tree" | "binomial_tree" => Scheme::BinomialTree,
@@ -128,13 +137,47 @@ impl FromStr for Scheme {
             "ring" => Scheme::Ring,
             "binary-tree" | "binary_tree" | "btree" => Scheme::BinaryTree,
             "double-binary-tree" | "double_binary_tree" | "dbtree" => Scheme::DoubleBinaryTree,
-            other => {
-                return Err(format!(
-                    "unknown scheme {other:?} (expected sequential, tree, chain, pipeline, ring, binary-tree or double-binary-tree)"
-                ))
-            }
+            other => return Err(SchemeError::Unknown(other.to_string())),
         })
     }
+}
+
+/// The first rule a schedule breaks, as [`check_schedule`] finds it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleViolation {
+    #[error("step {step}: rank {rank} sends to bad peer {peer}")]
+    BadPeer { step: u32, rank: u32, peer: u32 },
+    #[error("step {step}: rank {rank} sends bad block {block}")]
+    BadBlock { step: u32, rank: u32, block: u32 },
+    #[error("step {step}: rank {rank} sends block {block} it does not have")]
+    SendsMissingBlock { step: u32, rank: u32, block: u32 },
+    #[error("step {step}: rank {rank} sends block {block} to {peer} which expects {expects:?}")]
+    UnmatchedSend {
+        step: u32,
+        rank: u32,
+        block: u32,
+        peer: u32,
+        expects: Option<BlockTransfer>,
+    },
+    #[error("step {step}: rank {rank} expects block {block} from {peer} which sends {sends:?}")]
+    UnmatchedReceive {
+        step: u32,
+        rank: u32,
+        block: u32,
+        peer: u32,
+        sends: Option<BlockTransfer>,
+    },
+    #[error("step {step}: the root receives block {block}")]
+    RootReceives { step: u32, block: u32 },
+    #[error("step {step}: rank {rank} receives block {block} again (first at step {first})")]
+    ReceivedTwice {
+        step: u32,
+        rank: u32,
+        block: u32,
+        first: u32,
+    },
+    #[error("rank {rank} never receives block {block}")]
+    NeverReceives { rank: usize, block: usize },
 }
 
 /// Checks a schedule exhaustively, step by step (RDMC's `test_pattern`):
@@ -142,7 +185,7 @@ impl FromStr for Scheme {
 /// only sends blocks it already has (received at an earlier step); every send has
 /// the matching receive at the same step and vice versa; no rank sends or receives
 /// twice in one step. Returns the first violation.
-pub fn check_schedule(s: &Schedule) -> Result<(), String> {
+pub fn check_schedule(s: &Schedule) -> Result<(), ScheduleViolation> {
     let n = s.group_size();
     let k = s.blocks() as usize;
     let steps = s.total_steps();
@@ -154,21 +197,27 @@ pub fn check_schedule(s: &Schedule) -> Result<(), String> {
         for r in 0..n {
             if let Some(t) = s.outgoing(r, step) {
                 if t.peer >= n || t.peer == r {
-                    return Err(format!(
-                        "step {step}: rank {r} sends to bad peer {}",
-                        t.peer
-                    ));
+                    return Err(ScheduleViolation::BadPeer {
+                        step,
+                        rank: r,
+                        peer: t.peer,
+                    });
                 }
                 if t.block as usize >= k {
-                    return Err(format!("step {step}: rank {r} sends bad block {}", t.block));
+                    return Err(ScheduleViolation::BadBlock {
+                        step,
+                        rank: r,
+                        block: t.block,
+                    });
                 }
                 match have[r as usize][t.block as usize] {
                     Some(at) if at <= step && (r == s.root() || at < step) => {}
                     _ => {
-                        return Err(format!(
-                            "step {step}: rank {r} sends block {} it does not have",
-                            t.block
-                        ))
+                        return Err(ScheduleViolation::SendsMissingBlock {
+                            step,
+                            rank: r,
+                            block: t.block,
+                        })
                     }
                 }
                 let back = s.incoming(t.peer, step);
@@ -178,10 +227,13 @@ pub fn check_schedule(s: &Schedule) -> Result<(), String> {
                         block: t.block,
                     })
                 {
-                    return Err(format!(
-                        "step {step}: rank {r} sends block {} to {} which expects {back:?}",
-                        t.block, t.peer
-                    ));
+                    return Err(ScheduleViolation::UnmatchedSend {
+                        step,
+                        rank: r,
+                        block: t.block,
+                        peer: t.peer,
+                        expects: back,
+                    });
                 }
                 arriving.push((t.peer, t.block));
             }
@@ -193,28 +245,34 @@ pub fn check_schedule(s: &Schedule) -> Result<(), String> {
                         block: t.block,
                     })
                 {
-                    return Err(format!(
-                        "step {step}: rank {r} expects block {} from {} which sends {fwd:?}",
-                        t.block, t.peer
-                    ));
+                    return Err(ScheduleViolation::UnmatchedReceive {
+                        step,
+                        rank: r,
+                        block: t.block,
+                        peer: t.peer,
+                        sends: fwd,
+                    });
                 }
             }
         }
         for (r, b) in arriving {
             if r == s.root() {
-                return Err(format!("step {step}: the root receives block {b}"));
+                return Err(ScheduleViolation::RootReceives { step, block: b });
             }
             if let Some(at) = have[r as usize][b as usize] {
-                return Err(format!(
-                    "step {step}: rank {r} receives block {b} again (first at step {at})"
-                ));
+                return Err(ScheduleViolation::ReceivedTwice {
+                    step,
+                    rank: r,
+                    block: b,
+                    first: at,
+                });
             }
             have[r as usize][b as usize] = Some(step);
         }
     }
     for (r, h) in have.iter().enumerate() {
         if let Some(b) = h.iter().position(|x| x.is_none()) {
-            return Err(format!("rank {r} never receives block {b}"));
+            return Err(ScheduleViolation::NeverReceives { rank: r, block: b });
         }
     }
     Ok(())

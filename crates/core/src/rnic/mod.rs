@@ -39,7 +39,7 @@ mod responder;
 mod ud;
 
 pub use cc::{Dcqcn, DcqcnConfig, FixedRate, RateController, Unlimited};
-pub use qp::{ModifyError, RcQueuePair, MAX_MESSAGE_BYTES};
+pub use qp::{ModifyError, PostError, RcQueuePair, MAX_MESSAGE_BYTES};
 pub use ud::{
     ipv4_gid, ipv4_multicast_gid, ipv4_multicast_mac, psn_step, MulticastGroup, PsnStep, UdAddress,
     UdConfig, UdCounters, UdDrop, UdEndpoint, UdError, UdEvent, MULTICAST_QPN, QKEY_USE_OWN,

@@ -125,6 +125,22 @@ use crate::wire::{
 };
 use std::collections::{BTreeMap, VecDeque};
 
+/// Configuration a [`FrameSwitch`] refuses: a pinned host or a PEEL member that does
+/// not fit the switch.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FrameSwitchError {
+    #[error("host {ip}: no port {port}")]
+    NoHostPort { ip: Ipv4Address, port: u16 },
+    #[error("host {ip}: not a unicast host address and MAC")]
+    NotUnicastHost { ip: Ipv4Address },
+    #[error("PEEL member of {group}: no port {port}")]
+    NoPeelMemberPort { group: Ipv4Address, port: u16 },
+    #[error("PEEL member of {group}: port {port} is an uplink")]
+    PeelMemberOnUplink { group: Ipv4Address, port: u16 },
+    #[error("PEEL member of {group}: only a rack switch (PEEL role rack) has members")]
+    NotPeelRack { group: Ipv4Address },
+}
+
 /// How a [`FrameSwitch`] is set up.
 #[derive(Clone, Debug)]
 pub struct FrameSwitchConfig {
@@ -641,9 +657,13 @@ impl FrameSwitch {
 
     /// Makes `port` a member of `group` at a PEEL rack switch (configuration standing
     /// in for IGMP snooping).
-    pub fn add_peel_member(&mut self, group: Ipv4Address, port: u16) -> Result<(), String> {
+    pub fn add_peel_member(
+        &mut self,
+        group: Ipv4Address,
+        port: u16,
+    ) -> Result<(), FrameSwitchError> {
         if port >= self.cfg.ports {
-            return Err(format!("PEEL member of {group}: no port {port}"));
+            return Err(FrameSwitchError::NoPeelMemberPort { group, port });
         }
         match &mut self.peel {
             Some(p) if matches!(p.role(), PeelRole::Rack { uplinks } if !uplinks.contains(&port)) =>
@@ -652,11 +672,9 @@ impl FrameSwitch {
                 Ok(())
             }
             Some(p) if matches!(p.role(), PeelRole::Rack { .. }) => {
-                Err(format!("PEEL member of {group}: port {port} is an uplink"))
+                Err(FrameSwitchError::PeelMemberOnUplink { group, port })
             }
-            _ => Err(format!(
-                "PEEL member of {group}: only a rack switch (PEEL role rack) has members"
-            )),
+            _ => Err(FrameSwitchError::NotPeelRack { group }),
         }
     }
     /// Known hosts, by address.
@@ -692,12 +710,12 @@ impl FrameSwitch {
         ip: Ipv4Address,
         port: u16,
         mac: EthernetAddress,
-    ) -> Result<(), String> {
+    ) -> Result<(), FrameSwitchError> {
         if port >= self.cfg.ports {
-            return Err(format!("host {ip}: no port {port}"));
+            return Err(FrameSwitchError::NoHostPort { ip, port });
         }
         if !self.is_host_address(ip) || !is_unicast_mac(mac) {
-            return Err(format!("host {ip}: not a unicast host address and MAC"));
+            return Err(FrameSwitchError::NotUnicastHost { ip });
         }
         let last_seen = Instant::ZERO;
         let host = HostEntry {

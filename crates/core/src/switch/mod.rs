@@ -53,7 +53,9 @@ pub mod pipeline;
 pub mod two_tier;
 
 pub use egress::{Departure, EgressConfig, EgressQueues, Ingress};
-pub use frame::{FrameSwitch, FrameSwitchConfig, FrameSwitchStats, HostEntry, OutFrame};
+pub use frame::{
+    FrameSwitch, FrameSwitchConfig, FrameSwitchError, FrameSwitchStats, HostEntry, OutFrame,
+};
 
 use crate::wire::{Ecn, EtherType, EthernetFrame, Ipv4Packet, ETHERNET_HEADER_LEN};
 

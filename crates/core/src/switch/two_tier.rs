@@ -19,8 +19,8 @@
 //! Memory: per switch its [`FrameSwitch`] (see there); the description itself holds
 //! one entry per group member.
 
-use super::frame::{FrameSwitch, FrameSwitchConfig};
-use crate::fabric::cepheus::CnpFilterPolicy;
+use super::frame::{FrameSwitch, FrameSwitchConfig, FrameSwitchError};
+use crate::fabric::cepheus::{CnpFilterError, CnpFilterPolicy};
 use crate::fabric::peel::{PeelRole, PrefixRules};
 use crate::plan::prefix::{exact_cover, id_bits};
 use crate::wire::peel::PeelHeader;
@@ -71,7 +71,7 @@ impl SwitchSetup {
     /// The switch, as `rocast switch` builds it from the same setup with its default
     /// options ([`FrameSwitchConfig::new`], the Cepheus CNP filter with its default
     /// window).
-    pub fn frame_switch(&self) -> Result<FrameSwitch, String> {
+    pub fn frame_switch(&self) -> Result<FrameSwitch, TwoTierError> {
         let mut cfg = FrameSwitchConfig::new(self.ports);
         cfg.peel = Some(self.peel_role());
         cfg.switch_ports = self.switch_ports.clone();
@@ -94,6 +94,26 @@ impl SwitchSetup {
     }
 }
 
+/// A fabric [`TwoTierFabric::new`] cannot build, or a switch of it that does not
+/// configure.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TwoTierError {
+    #[error(
+        "a two-tier fabric needs 2 or more ToRs dividing the hosts ({hosts} hosts, {tors} ToRs)"
+    )]
+    UnevenRacks { hosts: usize, tors: usize },
+    #[error("{hosts} hosts: at most 254 in one /24")]
+    TooManyHosts { hosts: usize },
+    #[error("{0} is not an IPv4 multicast group")]
+    NotMulticast(Ipv4Address),
+    #[error("group {group}: no host {host}")]
+    NoSuchMember { group: Ipv4Address, host: usize },
+    #[error(transparent)]
+    Switch(#[from] FrameSwitchError),
+    #[error(transparent)]
+    CnpFilter(#[from] CnpFilterError),
+}
+
 /// The fabric (see the module docs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TwoTierFabric {
@@ -111,21 +131,19 @@ impl TwoTierFabric {
         tors: usize,
         subnet: [u8; 3],
         groups: Vec<(Ipv4Address, Vec<usize>)>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, TwoTierError> {
         if tors < 2 || hosts == 0 || !hosts.is_multiple_of(tors) {
-            return Err(format!(
-                "a two-tier fabric needs 2 or more ToRs dividing the hosts ({hosts} hosts, {tors} ToRs)"
-            ));
+            return Err(TwoTierError::UnevenRacks { hosts, tors });
         }
         if hosts > 254 || tors > u16::MAX as usize {
-            return Err(format!("{hosts} hosts: at most 254 in one /24"));
+            return Err(TwoTierError::TooManyHosts { hosts });
         }
         for (g, members) in &groups {
             if !g.is_multicast() {
-                return Err(format!("{g} is not an IPv4 multicast group"));
+                return Err(TwoTierError::NotMulticast(*g));
             }
-            if let Some(h) = members.iter().find(|&&h| h >= hosts) {
-                return Err(format!("group {g}: no host {h}"));
+            if let Some(&h) = members.iter().find(|&&h| h >= hosts) {
+                return Err(TwoTierError::NoSuchMember { group: *g, host: h });
             }
         }
         Ok(TwoTierFabric {

@@ -10,6 +10,19 @@ use crate::wire::Ipv4Address;
 #[error("{0}/{1} is not a usable group address block")]
 pub struct GroupSpaceError(pub Ipv4Address, pub u8);
 
+/// Text [`GroupAddressSpace::parse`] cannot read as a group address space.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum GroupSpaceParseError {
+    #[error("group space {0:?}: expected a.b.c.d/len")]
+    Syntax(String),
+    #[error("group space {0:?}: bad address")]
+    BadAddress(String),
+    #[error("group space {0:?}: bad prefix length")]
+    BadPrefixLength(String),
+    #[error(transparent)]
+    Unusable(#[from] GroupSpaceError),
+}
+
 /// The block of addresses a switch (and the hosts' member agents) take as McstIDs.
 ///
 /// Cepheus draws McstIDs from IPv4 multicast, and the simulator does. A kernel RoCE
@@ -53,17 +66,17 @@ impl GroupAddressSpace {
     }
 
     /// Parses `a.b.c.d/len`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, GroupSpaceParseError> {
         let (ip, len) = text
             .split_once('/')
-            .ok_or_else(|| format!("group space {text:?}: expected a.b.c.d/len"))?;
+            .ok_or_else(|| GroupSpaceParseError::Syntax(text.to_string()))?;
         let ip: std::net::Ipv4Addr = ip
             .parse()
-            .map_err(|_| format!("group space {text:?}: bad address"))?;
+            .map_err(|_| GroupSpaceParseError::BadAddress(text.to_string()))?;
         let len: u8 = len
             .parse()
-            .map_err(|_| format!("group space {text:?}: bad prefix length"))?;
-        Self::new(Ipv4Address(ip.octets()), len).map_err(|e| e.to_string())
+            .map_err(|_| GroupSpaceParseError::BadPrefixLength(text.to_string()))?;
+        Ok(Self::new(Ipv4Address(ip.octets()), len)?)
     }
 
     fn mask(&self) -> u32 {

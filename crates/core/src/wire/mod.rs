@@ -33,7 +33,7 @@ pub use ext::{
     NakCode, RethRepr, AETH_LEN, ATOMIC_ACK_ETH_LEN, ATOMIC_ETH_LEN, CNP_RESERVED_LEN, DETH_LEN,
     IETH_LEN, IMMDT_LEN, RETH_LEN,
 };
-pub use group_space::{GroupAddressSpace, GroupSpaceError};
+pub use group_space::{GroupAddressSpace, GroupSpaceError, GroupSpaceParseError};
 pub use ipv4::{
     ones_complement_sum, Ecn, Ipv4Address, Ipv4Packet, Ipv4Repr, IPV4_HEADER_LEN, IP_PROTO_UDP,
 };

@@ -38,7 +38,7 @@ pub(crate) fn io_latency(
     cfg: &EngineConfig,
 ) -> Result<EvalReport, String> {
     let m = &sc.multicast;
-    let sizes = parse_sizes(&m.sizes)?;
+    let sizes = parse_sizes(&m.sizes).map_err(|e| e.to_string())?;
     if m.ios == 0 {
         return Err("cepheus-fig10: multicast.ios must be positive".into());
     }
@@ -66,7 +66,8 @@ pub(crate) fn io_latency(
                 spec.messages = m.ios;
                 spec.window = 1;
                 spec.per_message_overhead = stack;
-                let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
+                let out =
+                    run_cepheus(topo.clone(), cfg.clone(), &spec).map_err(|e| e.to_string())?;
                 if let Some(f) = &out.fallback {
                     return Err(format!("cepheus fell back: {}", f.reason));
                 }

@@ -69,7 +69,7 @@ pub(crate) fn safeguard(
     cfg: &EngineConfig,
 ) -> Result<EvalReport, String> {
     let m = &sc.multicast;
-    let size = parse_bytes(&m.message)?;
+    let size = parse_bytes(&m.message).map_err(|e| e.to_string())?;
     let hosts = group_hosts(sc, topo, "multicast.group", m.group)?;
     if m.messages == 0 || m.queue_depth == 0 || size == 0 {
         return Err("cepheus-safeguard: multicast.messages, multicast.queue_depth and multicast.message must be positive".into());
@@ -111,7 +111,7 @@ pub(crate) fn safeguard(
         if case == Case::LossSafeguard {
             spec.safeguard = Some(guard);
         }
-        let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
+        let out = run_cepheus(topo.clone(), cfg.clone(), &spec).map_err(|e| e.to_string())?;
         if !out.corrupt_receivers.is_empty() {
             return Err(format!(
                 "{}: hosts {:?} hold wrong data",

@@ -78,7 +78,7 @@ fn schemes(sc: &Scenario) -> Result<Vec<CollectiveScheme>, String> {
     sc.multicast
         .schemes
         .iter()
-        .map(|s| CollectiveScheme::parse(s))
+        .map(|s| CollectiveScheme::parse(s).map_err(|e| e.to_string()))
         .collect()
 }
 
@@ -120,7 +120,7 @@ fn run_point(
     scheme: CollectiveScheme,
     x: f64,
 ) -> Result<Point, String> {
-    let cfg = engine_config(sc, topo)?;
+    let cfg = engine_config(sc, topo).map_err(|e| e.to_string())?;
     let (run, owner) = channel_jobs(sc, jobs);
     let out = run_collectives(topo.clone(), cfg, &run, scheme, &settings(sc)?)
         .map_err(|e| format!("{} at {x}: {e}", scheme.name()))?;
@@ -630,7 +630,7 @@ fn verdict_table(figure: &str, points: &[Point]) -> String {
 
 /// Jobs per point: the budget's worth of messages, at least 4, at most `broadcasts`.
 fn job_count(sc: &Scenario, bytes: u64) -> Result<u32, String> {
-    let budget = parse_bytes(&sc.multicast.broadcast_budget)?;
+    let budget = parse_bytes(&sc.multicast.broadcast_budget).map_err(|e| e.to_string())?;
     Ok(((budget / bytes.max(1)) as u32).clamp(4, sc.multicast.broadcasts.max(4)))
 }
 
@@ -664,8 +664,8 @@ fn job_hosts(sc: &Scenario, gpus: u32) -> u32 {
 fn placement(sc: &Scenario, topo: &Topology) -> Result<JobPlacement, String> {
     Ok(match sc.multicast.job_placement.as_str() {
         "consecutive" => JobPlacement::Consecutive,
-        "aligned" => JobPlacement::Aligned(RackMap::of(topo)?),
-        _ => JobPlacement::BinPacked(RackMap::of(topo)?),
+        "aligned" => JobPlacement::Aligned(RackMap::of(topo).map_err(|e| e.to_string())?),
+        _ => JobPlacement::BinPacked(RackMap::of(topo).map_err(|e| e.to_string())?),
     })
 }
 
@@ -690,6 +690,7 @@ fn poisson_jobs(
         sc.seed ^ bytes ^ (gpus as u64) << 40,
         place,
     )
+    .map_err(|e| e.to_string())
 }
 
 /// Every scheme on Poisson jobs at each (x, GPUs, bytes); the same jobs for all
@@ -714,7 +715,7 @@ fn poisson_points(
 
 /// Fig 5's points: every scheme at each of `sizes`, among `group` GPUs.
 pub(crate) fn fig5_points(sc: &Scenario, topo: &Topology) -> Result<Vec<Point>, String> {
-    let sizes = parse_sizes(&sc.multicast.sizes)?;
+    let sizes = parse_sizes(&sc.multicast.sizes).map_err(|e| e.to_string())?;
     let gpus = sc.multicast.group;
     let xs: Vec<(f64, u32, u64)> = sizes.iter().map(|&b| (b as f64, gpus, b)).collect();
     poisson_points(sc, topo, &xs)
@@ -754,7 +755,7 @@ fn against_itself(sc: &Scenario, points: &[Point]) -> String {
 
 /// Fig 5: mean and p99 CCT of Poisson Broadcasts among `group` GPUs per size.
 pub fn fig5(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
-    let topo = build_topology(sc, base)?;
+    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
     let gpus = sc.multicast.group;
     let points = fig5_points(sc, &topo)?;
     let header = format!(
@@ -779,7 +780,7 @@ pub fn fig5(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     if sc.multicast.exact_baseline_groups > 0 {
         let place = placement(sc, &topo)?;
         let mut groups = std::collections::BTreeSet::new();
-        for b in parse_sizes(&sc.multicast.sizes)? {
+        for b in parse_sizes(&sc.multicast.sizes).map_err(|e| e.to_string())? {
             for j in poisson_jobs(sc, &topo, &place, gpus, b)? {
                 groups.insert(j.members);
             }
@@ -826,7 +827,10 @@ fn exact_baseline(
         .iter()
         .zip(&stands_for)
         .map(|(members, rep)| {
-            let symmetric = job_tree(topo, members, UplinkChoice::Lowest)?.arcs.len();
+            let symmetric = job_tree(topo, members, UplinkChoice::Lowest)
+                .map_err(|e| e.to_string())?
+                .arcs
+                .len();
             Ok((symmetric, exact[rep].clone()))
         })
         .collect::<Result<Vec<(usize, Result<usize, String>)>, String>>()?;
@@ -869,7 +873,7 @@ fn exact_baseline(
 
 /// Fig 6's points: every scheme at each of `groups`, one message size.
 pub(crate) fn fig6_points(sc: &Scenario, topo: &Topology) -> Result<Vec<Point>, String> {
-    let size = parse_bytes(&sc.multicast.message)?;
+    let size = parse_bytes(&sc.multicast.message).map_err(|e| e.to_string())?;
     let xs: Vec<(f64, u32, u64)> = sc
         .multicast
         .groups
@@ -881,7 +885,7 @@ pub(crate) fn fig6_points(sc: &Scenario, topo: &Topology) -> Result<Vec<Point>, 
 
 /// Fig 6: one message size while the group grows.
 pub fn fig6(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
-    let topo = build_topology(sc, base)?;
+    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
     let points = fig6_points(sc, &topo)?;
     let header = format!(
         "# PEEL Fig 6: {} Broadcasts at load {:.0}% on {}, group of 32-1024 GPUs\n\
@@ -904,7 +908,7 @@ pub fn fig6(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
 /// its own failed links and runs `concurrent_jobs` Poisson Broadcasts at `load`
 /// together on them (1: one isolated Broadcast per trial, as the paper's "repeated").
 pub fn fig7(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
-    let clean = build_topology(sc, base)?;
+    let clean = build_topology(sc, base).map_err(|e| e.to_string())?;
     let (merged, header) = fig7_points(sc, &clean)?;
     Ok(figure_report(
         sc,
@@ -919,7 +923,7 @@ pub fn fig7(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
 /// Fig 7's points (every trial of a failure rate merged) and its table header.
 pub(crate) fn fig7_points(sc: &Scenario, clean: &Topology) -> Result<(Vec<Point>, String), String> {
     let m = &sc.multicast;
-    let size = parse_bytes(&m.message)?;
+    let size = parse_bytes(&m.message).map_err(|e| e.to_string())?;
     let hosts = clean.num_hosts() as u32;
     let servers = servers_of(sc, m.group).min(hosts);
     let members = job_hosts(sc, m.group).min(hosts);
@@ -957,7 +961,8 @@ pub(crate) fn fig7_points(sc: &Scenario, clean: &Topology) -> Result<(Vec<Point>
                 nic,
                 sc.seed.wrapping_mul(1_000_003) + t as u64,
                 &place,
-            )?;
+            )
+            .map_err(|e| e.to_string())?;
             let before = jobs.len();
             jobs.retain(|j| job_tree(&topo, &j.members, UplinkChoice::Lowest).is_ok());
             cut_off += before - jobs.len(); // a member lost every path
@@ -1020,7 +1025,7 @@ const FIG4_PAPER: f64 = 8.0;
 /// Fig 4: Orca against the same tree with no set-up delay (`optimal`), per group
 /// size (the paper does not give its group), with a verdict per size.
 pub fn fig4(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
-    let topo = build_topology(sc, base)?;
+    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
     let points = fig6_points(sc, &topo)?;
     let header = format!(
         "# PEEL Fig 4: {} Broadcasts at load {:.0}% on {}: Orca (rules after a N({}, {}) ms controller\n\
@@ -1136,9 +1141,9 @@ const GUARD_PAPER: f64 = 12.0;
 /// `peel-guard`: the same Poisson Broadcasts under each CNP-reaction variant.
 pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     let m = &sc.multicast;
-    let size = parse_bytes(&m.message)?;
+    let size = parse_bytes(&m.message).map_err(|e| e.to_string())?;
     // The variants change NIC settings only: one fabric for all.
-    let topo = build_topology(sc, base)?;
+    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
     let x = m.group as f64;
     let mut rows = Vec::new();
     for (name, what, interval, guard, preset) in GUARD_VARIANTS {

@@ -194,7 +194,7 @@ pub fn approx(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         );
     }
     let mut text = String::new();
-    let topo_name = build_topology(sc, base)?.name;
+    let topo_name = build_topology(sc, base).map_err(|e| e.to_string())?.name;
     let _ = writeln!(
         text,
         "# PEEL §2.3 approximation: {} instances on {topo_name}, failed links {:?}, destinations {:?}\n\
@@ -276,7 +276,7 @@ fn one_instance(sc: &Scenario, base: &Path, job: &Instance) -> Result<Outcome, S
         let mut s = sc.clone();
         s.seed = seed;
         s.topology.fail_fraction = job.fail;
-        let topo = build_topology(&s, base)?;
+        let topo = build_topology(&s, base).map_err(|e| e.to_string())?;
         let hosts = topo.num_hosts() as u32;
         if job.dests >= hosts {
             return Err(format!(

@@ -70,9 +70,9 @@ fn band_verdict(ratio: f64) -> &'static str {
 /// multicast-optimal tree, per group size.
 pub fn fig1(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     let m = &sc.multicast;
-    let topo = build_topology(sc, base)?;
+    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
     let routes = Routes::compute(&topo).map_err(|e| e.to_string())?;
-    let map = RackMap::of(&topo)?;
+    let map = RackMap::of(&topo).map_err(|e| e.to_string())?;
     let order: Vec<u32> = map.pods.iter().flatten().flatten().copied().collect();
     let hosts_per_rack = map.pods.first().and_then(|p| p.first()).map_or(1, Vec::len);
     let per = m.gpus_per_server.max(1);

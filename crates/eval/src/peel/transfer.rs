@@ -40,7 +40,7 @@ pub fn spec(sc: &Scenario) -> Result<UdTransferSpec, String> {
             m.group, t.leaves, t.hosts_per_leaf
         ));
     }
-    let size = parse_bytes(&m.message)? as usize;
+    let size = parse_bytes(&m.message).map_err(|e| e.to_string())? as usize;
     Ok(UdTransferSpec {
         hosts,
         tors: t.leaves as usize,
@@ -105,7 +105,7 @@ pub fn conformance_lines(ranks: &[StreamTally], packets: u64, switches: &[PeelCo
 /// Runs the scenario in the simulator.
 pub fn transfer(sc: &Scenario) -> Result<EvalReport, String> {
     let s = spec(sc)?;
-    let o = run_ud_transfer(&s)?;
+    let o = run_ud_transfer(&s).map_err(|e| e.to_string())?;
     let packets = o.group_packets();
     let mut text = format!(
         "# peel-transfer: {} x {} B from host 0 to hosts 1..{} through {} ToRs under one \

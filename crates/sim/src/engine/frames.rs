@@ -30,6 +30,19 @@ use rocast_core::time::Instant;
 
 use super::EventQueue;
 
+/// A frame fabric that cannot be built or cabled as asked.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum FrameFabricError {
+    #[error("link rate {0} Gb/s: must be in (0, 10000]")]
+    LinkRate(f64),
+    #[error("node {node} has no port {port}")]
+    NoSuchPort { node: u32, port: u16 },
+    #[error("node {node} port {port} is cabled twice")]
+    CabledTwice { node: u32, port: u16 },
+    #[error("loss {0}: must be in [0, 1)")]
+    Loss(f64),
+}
+
 /// Bytes a frame costs on a link beyond its Ethernet header and payload: preamble
 /// (8), inter-frame gap (12), FCS (4).
 pub const WIRE_OVERHEAD: u64 = 24;
@@ -103,9 +116,13 @@ pub struct FrameFabric<H> {
 impl<H: FrameHost> FrameFabric<H> {
     /// An empty fabric whose links run at `gbps` with `delay` propagation; loss draws
     /// come from `seed`.
-    pub fn new(gbps: f64, delay: rocast_core::time::Duration, seed: u64) -> Result<Self, String> {
+    pub fn new(
+        gbps: f64,
+        delay: rocast_core::time::Duration,
+        seed: u64,
+    ) -> Result<Self, FrameFabricError> {
         if !(gbps.is_finite() && gbps > 0.0 && gbps <= 1e4) {
-            return Err(format!("link rate {gbps} Gb/s: must be in (0, 10000]"));
+            return Err(FrameFabricError::LinkRate(gbps));
         }
         Ok(FrameFabric {
             nodes: Vec::new(),
@@ -149,19 +166,22 @@ impl<H: FrameHost> FrameFabric<H> {
         (self.nodes.len() - 1) as u32
     }
 
-    fn port_mut(&mut self, (n, p): (u32, u16)) -> Result<&mut Port, String> {
+    fn port_mut(&mut self, (n, p): (u32, u16)) -> Result<&mut Port, FrameFabricError> {
         self.ports
             .get_mut(n as usize)
             .and_then(|v| v.get_mut(p as usize))
-            .ok_or_else(|| format!("node {n} has no port {p}"))
+            .ok_or(FrameFabricError::NoSuchPort { node: n, port: p })
     }
 
     /// Cables (node, port) to (node, port).
-    pub fn connect(&mut self, a: (u32, u16), b: (u32, u16)) -> Result<(), String> {
+    pub fn connect(&mut self, a: (u32, u16), b: (u32, u16)) -> Result<(), FrameFabricError> {
         for (x, y) in [(a, b), (b, a)] {
             let p = self.port_mut(x)?;
             if p.peer.is_some() {
-                return Err(format!("node {} port {} is cabled twice", x.0, x.1));
+                return Err(FrameFabricError::CabledTwice {
+                    node: x.0,
+                    port: x.1,
+                });
             }
             p.peer = Some(y);
         }
@@ -169,9 +189,9 @@ impl<H: FrameHost> FrameFabric<H> {
     }
 
     /// Drops each frame leaving (node, port) with probability `p`.
-    pub fn set_loss(&mut self, at: (u32, u16), p: f64) -> Result<(), String> {
+    pub fn set_loss(&mut self, at: (u32, u16), p: f64) -> Result<(), FrameFabricError> {
         if !(0.0..1.0).contains(&p) {
-            return Err(format!("loss {p}: must be in [0, 1)"));
+            return Err(FrameFabricError::Loss(p));
         }
         self.port_mut(at)?.loss = p;
         Ok(())

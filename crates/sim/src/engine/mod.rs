@@ -54,7 +54,67 @@ use rocast_core::wire::{
 };
 use rocast_core::wire::{IP_PROTO_UDP, ROCEV2_UDP_PORT};
 use std::collections::VecDeque;
-use tree_multicast::{GroupForwarding, PeelFabric, Step};
+use tree_multicast::{GroupForwarding, PeelFabric, Step, TreeMulticastError};
+
+/// Why the engine refused to be built or to open, post or install something: the
+/// core's errors pass through unchanged, the engine's own checks name what was asked.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Routing(#[from] rocast_core::plan::routing::RoutingError),
+    #[error(transparent)]
+    Prefix(#[from] rocast_core::plan::prefix::PrefixError),
+    #[error(transparent)]
+    Mft(#[from] rocast_core::fabric::cepheus::MftError),
+    #[error(transparent)]
+    QpConfig(#[from] rocast_core::rnic::ConfigError),
+    #[error(transparent)]
+    Post(#[from] rocast_core::rnic::PostError),
+    #[error(transparent)]
+    TreeMulticast(#[from] TreeMulticastError),
+    #[error("loss {p} toward host {host}: no such host or not in [0, 1)")]
+    LossTowardHost { p: f64, host: u32 },
+    #[error("{0} is not a McstID")]
+    NotMcstId(Ipv4Address),
+    #[error("group {0} exists")]
+    GroupExists(Ipv4Address),
+    #[error("QP {qpn} is not on source host {host}")]
+    SourceQpElsewhere { qpn: u32, host: u32 },
+    #[error("QP {qpn} is not on receiver host {host}")]
+    ReceiverQpElsewhere { qpn: u32, host: u32 },
+    #[error("host {0} is a receiver twice")]
+    ReceiverTwice(u32),
+    #[error("too many receivers")]
+    TooManyReceivers,
+    #[error("tree link not at its node")]
+    TreeLinkNotAtNode,
+    #[error("switch {switch}: {source}")]
+    SwitchPath {
+        switch: u32,
+        #[source]
+        source: rocast_core::fabric::cepheus::MftError,
+    },
+    #[error("no such QP")]
+    NoSuchQp,
+    #[error("region too large")]
+    RegionTooLarge,
+    #[error("closed")]
+    QpClosed,
+    #[error("connection {src} -> {dst}: not two distinct hosts of {hosts}")]
+    NotTwoHosts { src: u32, dst: u32, hosts: u32 },
+    #[error("out of 24-bit QP numbers")]
+    OutOfQpns,
+    #[error("no connection {0}")]
+    NoConnection(u32),
+    #[error("no host {0}")]
+    NoHost(u32),
+    #[error("not an app QP")]
+    NotAppQp,
+    #[error("no QP {0}")]
+    NoQp(u32),
+    #[error("node {0} is not a switch")]
+    NotSwitch(u32),
+}
 
 /// Hands `repr` to a QP; a packet the QP refuses is counted. The caller services
 /// the QP afterwards.
@@ -639,8 +699,12 @@ impl AppEndpoint {
 }
 
 impl Engine {
-    pub fn new(topo: Topology, cfg: EngineConfig, flows: Vec<FlowSpec>) -> Result<Self, String> {
-        let routes = Routes::compute(&topo).map_err(|e| e.to_string())?;
+    pub fn new(
+        topo: Topology,
+        cfg: EngineConfig,
+        flows: Vec<FlowSpec>,
+    ) -> Result<Self, EngineError> {
+        let routes = Routes::compute(&topo)?;
         let n = topo.num_nodes();
         let mut node_port_base = Vec::with_capacity(n + 1);
         let mut total = 0u32;
@@ -820,11 +884,9 @@ impl Engine {
     }
 
     /// The switch port toward `host` (the far end of its link), if `p` is a loss rate.
-    fn port_toward_host(&self, host: u32, p: f64) -> Result<u32, String> {
+    fn port_toward_host(&self, host: u32, p: f64) -> Result<u32, EngineError> {
         if host as usize >= self.topo.num_hosts() || !(0.0..1.0).contains(&p) {
-            return Err(format!(
-                "loss {p} toward host {host}: no such host or not in [0, 1)"
-            ));
+            return Err(EngineError::LossTowardHost { p, host });
         }
         Ok(self.ports[self.node_port_base[host as usize] as usize].reverse)
     }
@@ -832,7 +894,7 @@ impl Engine {
     /// Drops this fraction of the frames the fabric sends to `host` (only that
     /// direction of its link: the switch port toward it), as a lossy switch port
     /// would. Draws from the run's one seeded RNG.
-    pub fn set_loss_toward_host(&mut self, host: u32, p: f64) -> Result<(), String> {
+    pub fn set_loss_toward_host(&mut self, host: u32, p: f64) -> Result<(), EngineError> {
         let toward = self.port_toward_host(host, p)?;
         self.ports[toward as usize].loss = p;
         Ok(())
@@ -845,7 +907,7 @@ impl Engine {
         at: Instant,
         host: u32,
         p: f64,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         let toward = self.port_toward_host(host, p)?;
         self.loss_changes.push((toward, p));
         let i = self.loss_changes.len() as u32 - 1;
@@ -1463,13 +1525,13 @@ impl Engine {
 
     /// Registers a tree-multicast group; its source QP's packets to the McstID go
     /// through the group's aggregator and out as labelled copies.
-    pub fn install_tree_group(&mut self, spec: TreeGroupSpec) -> Result<(), String> {
+    pub fn install_tree_group(&mut self, spec: TreeGroupSpec) -> Result<(), EngineError> {
         let mcst = Ipv4Address::from_u32(spec.mcst_id);
         if !is_mcst_id(mcst) {
-            return Err(format!("{mcst} is not a McstID"));
+            return Err(EngineError::NotMcstId(mcst));
         }
         if self.tree_by_mcst.contains_key(&spec.mcst_id) {
-            return Err(format!("group {mcst} exists"));
+            return Err(EngineError::GroupExists(mcst));
         }
         let on = |h: u32, q: u32| {
             self.qps
@@ -1478,37 +1540,34 @@ impl Engine {
                 .is_some_and(|s| s.host == h)
         };
         if !on(spec.source, spec.source_qpn) {
-            return Err(format!(
-                "QP {} is not on source host {}",
-                spec.source_qpn, spec.source
-            ));
+            return Err(EngineError::SourceQpElsewhere {
+                qpn: spec.source_qpn,
+                host: spec.source,
+            });
         }
-        let ports = u16::try_from(spec.receivers.len() + 1).map_err(|_| "too many receivers")?;
+        let ports =
+            u16::try_from(spec.receivers.len() + 1).map_err(|_| EngineError::TooManyReceivers)?;
         let mut aggregator = CepheusSwitch::new(ports, 1, CnpFilterPolicy::ForwardAll.build());
         let host_hop = |h: u32, qpn: u32, region| NextHop::Host {
             ip: Ipv4Address::from_u32(host_ip(h)),
             qpn,
             region,
         };
-        aggregator
-            .set_path(mcst, 0, host_hop(spec.source, spec.source_qpn, None), true)
-            .map_err(|e| e.to_string())?;
+        aggregator.set_path(mcst, 0, host_hop(spec.source, spec.source_qpn, None), true)?;
         let mut receivers = std::collections::BTreeMap::new();
         for (i, &(h, q)) in spec.receivers.iter().enumerate() {
             if !on(h, q) || h == spec.source {
-                return Err(format!("QP {q} is not on receiver host {h}"));
+                return Err(EngineError::ReceiverQpElsewhere { qpn: q, host: h });
             }
             let port = i as u16 + 1;
             if receivers.insert(h, (port, q)).is_some() {
-                return Err(format!("host {h} is a receiver twice"));
+                return Err(EngineError::ReceiverTwice(h));
             }
-            aggregator
-                .set_path(mcst, port, host_hop(h, q, Some((0, 1))), false)
-                .map_err(|e| e.to_string())?;
+            aggregator.set_path(mcst, port, host_hop(h, q, Some((0, 1))), false)?;
         }
         let peel = spec.forwarding.labels.iter().any(|l| l.peel.is_some());
         if peel && self.peel.rule_count() == 0 {
-            let layout = PrefixLayout::from_topology(&self.topo).map_err(|e| e.to_string())?;
+            let layout = PrefixLayout::from_topology(&self.topo)?;
             self.peel = PeelFabric::new(&self.topo, &layout)?;
         }
         self.peel.install(&self.topo, mcst, &spec.forwarding);
@@ -1533,10 +1592,10 @@ impl Engine {
                     let port = self
                         .topo
                         .port_of(at, a.link)
-                        .ok_or("tree link not at its node")?;
+                        .ok_or(EngineError::TreeLinkNotAtNode)?;
                     self.cepheus[(at - hosts) as usize]
                         .set_path(mcst, port, hop_of(toward), source_side)
-                        .map_err(|e| format!("switch {at}: {e}"))?;
+                        .map_err(|source| EngineError::SwitchPath { switch: at, source })?;
                 }
             }
         }
@@ -1997,7 +2056,7 @@ impl Engine {
 
     // ---- flows ----
 
-    fn new_qp(&mut self, cfg: QpConfig, host: u32, owner: QpOwner) -> Result<u32, String> {
+    fn new_qp(&mut self, cfg: QpConfig, host: u32, owner: QpOwner) -> Result<u32, EngineError> {
         let line = self.ports[self.hosts[host as usize].port as usize].rate_bps;
         let rate: Box<dyn RateController> = match &self.cfg.dcqcn {
             Some(d) => Box::new(Dcqcn::new(DcqcnConfig {
@@ -2007,7 +2066,7 @@ impl Engine {
             None => Box::new(Unlimited::default()),
         };
         let qpn = cfg.local_qpn;
-        let qp = RcQueuePair::with_rate_controller(cfg, rate).map_err(|e| e.to_string())?;
+        let qp = RcQueuePair::with_rate_controller(cfg, rate)?;
         let slot = Box::new(QpSlot {
             qp,
             host,
@@ -2034,7 +2093,7 @@ impl Engine {
         owner: QpOwner,
         region_bytes: u64,
         real_region: bool,
-    ) -> Result<u16, String> {
+    ) -> Result<u16, EngineError> {
         let (sip, dip) = (host_ip(src), host_ip(dst));
         let (c, r) = (
             self.qp_config(sip, sq, dip, rq),
@@ -2074,15 +2133,23 @@ impl Engine {
 
     /// Exposes `region_bytes` of QP `qpn`'s memory under rkey 1 at VA 0: real bytes
     /// when `real`, else a null region that accepts writes without storing them.
-    fn register_region(&mut self, qpn: u32, region_bytes: u64, real: bool) -> Result<(), String> {
-        let qp = &mut self.qps[qpn as usize].as_mut().ok_or("no such QP")?.qp;
+    fn register_region(
+        &mut self,
+        qpn: u32,
+        region_bytes: u64,
+        real: bool,
+    ) -> Result<(), EngineError> {
+        let qp = &mut self.qps[qpn as usize]
+            .as_mut()
+            .ok_or(EngineError::NoSuchQp)?
+            .qp;
         if real {
-            let len = usize::try_from(region_bytes).map_err(|_| "region too large".to_string())?;
+            let len = usize::try_from(region_bytes).map_err(|_| EngineError::RegionTooLarge)?;
             qp.register_mr(0, len, 1)
         } else {
             qp.register_null_mr(0, region_bytes, 1)
         }
-        .map_err(|e| e.to_string())
+        .map_err(EngineError::from)
     }
 
     /// Posts a WRITE with immediate from QP `sq` into rkey 1 of QP `rq`, which first
@@ -2094,7 +2161,7 @@ impl Engine {
         remote_va: u64,
         imm: u32,
         data: Payload,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         self.post_recv(rq, wr_id)?;
         let op = SendOp::WriteImm {
             remote_va,
@@ -2105,15 +2172,21 @@ impl Engine {
     }
 
     /// Posts `op` of `data` on QP `sq` (an app QP's WRITE or SEND with immediate).
-    fn post_on(&mut self, sq: u32, wr_id: u64, op: SendOp, data: Payload) -> Result<(), String> {
+    fn post_on(
+        &mut self,
+        sq: u32,
+        wr_id: u64,
+        op: SendOp,
+        data: Payload,
+    ) -> Result<(), EngineError> {
         let sqp = &mut self
             .qps
             .get_mut(sq as usize)
             .and_then(|s| s.as_mut())
-            .ok_or("closed")?
+            .ok_or(EngineError::QpClosed)?
             .qp;
         sqp.post_send(SendRequest { wr_id, op, data })
-            .map_err(|e| e.to_string())
+            .map_err(EngineError::from)
     }
 
     fn start_flow(&mut self, i: u32) {
@@ -2166,16 +2239,14 @@ impl Engine {
         src: u32,
         dst: u32,
         region_bytes: u64,
-    ) -> Result<u32, String> {
+    ) -> Result<u32, EngineError> {
         let hosts = self.topo.num_hosts() as u32;
         if src >= hosts || dst >= hosts || src == dst {
-            return Err(format!(
-                "connection {src} -> {dst}: not two distinct hosts of {hosts}"
-            ));
+            return Err(EngineError::NotTwoHosts { src, dst, hosts });
         }
         let (sq, rq) = (self.next_conn_qpn, self.next_conn_qpn + 1);
         if rq > 0xff_ffff {
-            return Err("out of 24-bit QP numbers".into());
+            return Err(EngineError::OutOfQpns);
         }
         self.next_conn_qpn += 2;
         let id = self.conns.len() as u32;
@@ -2219,9 +2290,9 @@ impl Engine {
         data: Payload,
         imm: u32,
         wr_id: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         if conn as usize >= self.conns.len() {
-            return Err(format!("no connection {conn}"));
+            return Err(EngineError::NoConnection(conn));
         }
         self.schedule_post(at, PostTarget::Conn(conn), remote_offset, data, imm, wr_id);
         Ok(())
@@ -2311,13 +2382,13 @@ impl Engine {
         remote_ip: u32,
         remote_qpn: u32,
         region_bytes: u64,
-    ) -> Result<u32, String> {
+    ) -> Result<u32, EngineError> {
         if host >= self.topo.num_hosts() as u32 {
-            return Err(format!("no host {host}"));
+            return Err(EngineError::NoHost(host));
         }
         let qpn = self.next_conn_qpn;
         if qpn > 0xff_ffff {
-            return Err("out of 24-bit QP numbers".into());
+            return Err(EngineError::OutOfQpns);
         }
         self.next_conn_qpn += 1;
         let mut c = self.qp_config(host_ip(host), qpn, remote_ip, remote_qpn);
@@ -2392,17 +2463,22 @@ impl Engine {
         Some(slot.qp)
     }
     /// Posts a receive on an app QP (a WRITE with immediate consumes one).
-    pub fn post_recv(&mut self, qpn: u32, wr_id: u64) -> Result<(), String> {
+    pub fn post_recv(&mut self, qpn: u32, wr_id: u64) -> Result<(), EngineError> {
         self.post_recv_len(qpn, wr_id, 0)
     }
     /// Posts a receive of up to `max_len` bytes (a SEND's buffer) on app QP `qpn`.
-    pub fn post_recv_len(&mut self, qpn: u32, wr_id: u64, max_len: usize) -> Result<(), String> {
+    pub fn post_recv_len(
+        &mut self,
+        qpn: u32,
+        wr_id: u64,
+        max_len: usize,
+    ) -> Result<(), EngineError> {
         let slot = self
             .qps
             .get_mut(qpn as usize)
             .and_then(|s| s.as_mut())
-            .ok_or("no such QP")?;
-        slot.qp.post_recv(wr_id, max_len).map_err(|e| e.to_string())
+            .ok_or(EngineError::NoSuchQp)?;
+        slot.qp.post_recv(wr_id, max_len).map_err(EngineError::from)
     }
     /// Posts, at `at`, a SEND with immediate of `data` on app QP `qpn` (the receivers
     /// need receives of its length). Completion: [`AppEvent::QpSendDone`].
@@ -2413,7 +2489,7 @@ impl Engine {
         data: Payload,
         imm: u32,
         wr_id: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         self.post_app(at, PostTarget::QpSend { qpn }, 0, data, imm, wr_id)
     }
     /// Posts, at `at`, an RDMA WRITE with immediate of `data` at `remote_va` under
@@ -2428,7 +2504,7 @@ impl Engine {
         data: Payload,
         imm: u32,
         wr_id: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         self.post_app(
             at,
             PostTarget::Qp { qpn, rkey },
@@ -2448,13 +2524,13 @@ impl Engine {
         data: Payload,
         imm: u32,
         wr_id: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         let qpn = match target {
             PostTarget::Qp { qpn, .. } | PostTarget::QpSend { qpn } => qpn,
-            PostTarget::Conn(_) => return Err("not an app QP".into()),
+            PostTarget::Conn(_) => return Err(EngineError::NotAppQp),
         };
         if self.qp(qpn).is_none() {
-            return Err(format!("no QP {qpn}"));
+            return Err(EngineError::NoQp(qpn));
         }
         self.schedule_post(at, target, remote_va, data, imm, wr_id);
         Ok(())
@@ -2476,11 +2552,11 @@ impl Engine {
     /// its egress queues still leave: a restart in the simulator loses tables, not
     /// queued bytes (the group's RC retransmissions cover either). Err if `node` is not
     /// a switch.
-    pub fn restart_switch(&mut self, node: u32) -> Result<(), String> {
+    pub fn restart_switch(&mut self, node: u32) -> Result<(), EngineError> {
         let sw = (node as usize)
             .checked_sub(self.topo.num_hosts())
             .filter(|&s| s < self.cepheus.len())
-            .ok_or_else(|| format!("node {node} is not a switch"))?;
+            .ok_or(EngineError::NotSwitch(node))?;
         let stats = self.cepheus[sw].stats.clone();
         self.cepheus[sw] = empty_cepheus_switch(&self.topo, &self.cfg, node);
         self.cepheus[sw].stats = stats;

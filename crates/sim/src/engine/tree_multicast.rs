@@ -38,6 +38,33 @@ use rocast_core::plan::{NodeRole, Topology};
 use rocast_core::wire::peel::PeelHeader;
 use rocast_core::wire::Ipv4Address;
 
+/// Why a group's labelled forwarding or the PEEL switches cannot be built.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TreeMulticastError {
+    #[error("{0:?}: expected \"single\" or \"remote-pods\"")]
+    UnknownCoreCopy(String),
+    #[error("link {link} is not at node {node}")]
+    LinkNotAtNode { link: u32, node: NodeId },
+    #[error("agent {agent} has no port on link {link}")]
+    AgentWithoutPort { agent: NodeId, link: u32 },
+    #[error("a ToR without a rule")]
+    TorWithoutRule,
+    #[error("plane {0} is not on the tree")]
+    PlaneNotOnTree(NodeId),
+    #[error("a core at the source")]
+    CoreAtSource,
+    #[error("link {link} is not at core {core}")]
+    LinkNotAtCore { link: u32, core: NodeId },
+    #[error("more than 65,535 pods")]
+    TooManyPods,
+    #[error("more than 65,535 planes")]
+    TooManyPlanes,
+    #[error("tree arc {parent}→{child} hangs off no label")]
+    ArcWithoutLabel { parent: NodeId, child: NodeId },
+    #[error("tree arc {parent}→{child} hangs below a plane outside its prefix")]
+    ArcOutsidePrefix { parent: NodeId, child: NodeId },
+}
+
 /// Bytes of a Bloom filter holding `n` elements at false-positive ratio `p`
 /// (m = −n·ln p / ln²2 bits, rounded up to whole bytes).
 pub fn bloom_bytes(n: usize, p: f64) -> u64 {
@@ -70,11 +97,11 @@ pub enum CoreCopy {
 }
 
 impl CoreCopy {
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, TreeMulticastError> {
         match s {
             "single" => Ok(CoreCopy::Single),
             "remote-pods" => Ok(CoreCopy::RemotePods),
-            _ => Err(format!("{s:?}: expected \"single\" or \"remote-pods\"")),
+            _ => Err(TreeMulticastError::UnknownCoreCopy(s.to_string())),
         }
     }
 }
@@ -110,14 +137,17 @@ fn tier(topo: &Topology, n: NodeId) -> Option<u8> {
     }
 }
 
-fn port(topo: &Topology, a: &TreeArc) -> Result<u16, String> {
+fn port(topo: &Topology, a: &TreeArc) -> Result<u16, TreeMulticastError> {
     topo.port_of(a.parent, a.link)
-        .ok_or_else(|| format!("link {} is not at node {}", a.link, a.parent))
+        .ok_or(TreeMulticastError::LinkNotAtNode {
+            link: a.link,
+            node: a.parent,
+        })
 }
 
 impl GroupForwarding {
     /// Per-group state on every switch of `tree`: one label, the whole tree.
-    pub fn group_tree(topo: &Topology, tree: &MulticastTree) -> Result<Self, String> {
+    pub fn group_tree(topo: &Topology, tree: &MulticastTree) -> Result<Self, TreeMulticastError> {
         let mut hops: BTreeMap<NodeId, Vec<Hop>> = BTreeMap::new();
         for a in &tree.arcs {
             hops.entry(a.parent).or_default().push((port(topo, a)?, 0));
@@ -146,7 +176,7 @@ impl GroupForwarding {
         tree: &MulticastTree,
         header: u8,
         agent: bool,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, TreeMulticastError> {
         let mut f = Self::group_tree(topo, tree)?;
         f.labels[0].header = header;
         if !agent {
@@ -169,9 +199,12 @@ impl GroupForwarding {
             // Labels: one to the agent, then one per other member, each a unicast
             // the ToR forwards to that member alone (the ToR holds no fan-out).
             let to_agent = f.labels.len() as u16;
-            let agent_port = topo.port_of(first.child, first.link).ok_or_else(|| {
-                format!("agent {} has no port on link {}", first.child, first.link)
-            })?;
+            let agent_port = topo.port_of(first.child, first.link).ok_or(
+                TreeMulticastError::AgentWithoutPort {
+                    agent: first.child,
+                    link: first.link,
+                },
+            )?;
             let mut relay = Vec::with_capacity(others.len());
             let mut unicasts = Vec::with_capacity(others.len());
             let mut drop = Vec::with_capacity(others.len());
@@ -191,7 +224,7 @@ impl GroupForwarding {
             let hops = f.labels[0]
                 .hops
                 .get_mut(&tor)
-                .ok_or("a ToR without a rule")?;
+                .ok_or(TreeMulticastError::TorWithoutRule)?;
             hops.retain(|h| !drop.contains(&h.0));
             for h in hops.iter_mut().filter(|h| h.0 == keep) {
                 h.1 = to_agent;
@@ -216,7 +249,7 @@ impl GroupForwarding {
         tree: &MulticastTree,
         plan: &PeelPlan,
         programmable_core: Option<CoreCopy>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, TreeMulticastError> {
         if plan.packets.is_empty() {
             // Every member is in the source's own rack: the ToR's membership does it.
             return Self::group_tree(topo, tree);
@@ -251,9 +284,9 @@ impl GroupForwarding {
                 explicit.push(a);
             }
         }
-        let path = |to: NodeId| -> Result<Vec<TreeArc>, String> {
+        let path = |to: NodeId| -> Result<Vec<TreeArc>, TreeMulticastError> {
             tree.path_to(to)
-                .ok_or_else(|| format!("plane {to} is not on the tree"))
+                .ok_or(TreeMulticastError::PlaneNotOnTree(to))
         };
         let mut f = GroupForwarding {
             member_ports,
@@ -347,10 +380,13 @@ impl GroupForwarding {
             // its static prefix rule as before.
             let (&core, &cl) = core_label.iter().next().expect("not empty");
             let climb = path(core)?;
-            let top = climb.last().ok_or("a core at the source")?;
-            let core_port = topo
-                .port_of(core, top.link)
-                .ok_or_else(|| format!("link {} is not at core {core}", top.link))?;
+            let top = climb.last().ok_or(TreeMulticastError::CoreAtSource)?;
+            let core_port =
+                topo.port_of(core, top.link)
+                    .ok_or(TreeMulticastError::LinkNotAtCore {
+                        link: top.link,
+                        core,
+                    })?;
             let mut kept = Vec::new();
             for j in direct {
                 let p = plan.packets[j as usize];
@@ -381,7 +417,7 @@ impl GroupForwarding {
             l.hops = path(plan.packets[j as usize].plane)?
                 .iter()
                 .map(|a| Ok((a.parent, vec![(port(topo, a)?, me)])))
-                .collect::<Result<_, String>>()?;
+                .collect::<Result<_, TreeMulticastError>>()?;
             f.labels.push(l);
             send.push(me);
         }
@@ -453,14 +489,14 @@ pub struct PeelFabric {
 
 impl PeelFabric {
     /// The prefix tier of `layout`'s fabric, each switch with its static rules.
-    pub fn new(topo: &Topology, layout: &PrefixLayout) -> Result<Self, String> {
+    pub fn new(topo: &Topology, layout: &PrefixLayout) -> Result<Self, TreeMulticastError> {
         let mut f = PeelFabric::default();
         f.size_for(topo);
         for (pod_no, pod) in layout.pods.iter().enumerate() {
             for (plane_no, &plane) in pod.planes.iter().enumerate() {
                 let (pod_no, plane_no) = (
-                    u16::try_from(pod_no).map_err(|_| "more than 65,535 pods")?,
-                    u16::try_from(plane_no).map_err(|_| "more than 65,535 planes")?,
+                    u16::try_from(pod_no).map_err(|_| TreeMulticastError::TooManyPods)?,
+                    u16::try_from(plane_no).map_err(|_| TreeMulticastError::TooManyPlanes)?,
                 );
                 f.planes.insert(plane, (pod_no, plane_no));
                 let rules = PrefixRules::from_rules(layout.rules(topo, plane));
@@ -629,7 +665,7 @@ fn assign_local(
     local: &[&TreeArc],
     labels: &mut [Label],
     send: &[u16],
-) -> Result<(), String> {
+) -> Result<(), TreeMulticastError> {
     for a in local {
         let mut chain = vec![**a];
         let mut at = a.parent;
@@ -641,10 +677,10 @@ fn assign_local(
                 break l;
             }
             let Some(&(p, link)) = parents.get(&at) else {
-                return Err(format!(
-                    "tree arc {}→{} hangs off no label",
-                    a.parent, a.child
-                ));
+                return Err(TreeMulticastError::ArcWithoutLabel {
+                    parent: a.parent,
+                    child: a.child,
+                });
             };
             chain.push(TreeArc {
                 parent: p,
@@ -657,10 +693,10 @@ fn assign_local(
         for c in chain.iter().rev() {
             let h = (port(topo, c)?, owner);
             if label.peel.is_some_and(|p| p.plane == c.parent) {
-                return Err(format!(
-                    "tree arc {}→{} hangs below a plane outside its prefix",
-                    c.parent, c.child
-                ));
+                return Err(TreeMulticastError::ArcOutsidePrefix {
+                    parent: c.parent,
+                    child: c.child,
+                });
             }
             let v = label.hops.entry(c.parent).or_default();
             if !v.contains(&h) {

@@ -32,13 +32,43 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use rocast_core::overlay::model::MessageCost;
 use rocast_core::overlay::{
-    BroadcastGroup, Channel, DriverConfig, GroupOutcome, OverlayPost, Scheme, TimedPost,
+    BroadcastGroup, Channel, DriverConfig, DriverError, GroupOutcome, OverlayPost, Scheme,
+    TimedPost,
 };
 use rocast_core::plan::{Routes, Topology};
 use rocast_core::rnic::Payload;
 use rocast_core::time::{Duration, Instant};
 
-use crate::engine::{ideal_message, AppEvent, Engine, EngineConfig};
+use crate::engine::{ideal_message, AppEvent, Engine, EngineConfig, EngineError};
+
+/// Why a broadcast could not run or did not finish.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum BroadcastError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+    #[error("group hosts must be distinct hosts below {hosts} (got {host})")]
+    BadGroupHost { host: u32, hosts: u32 },
+    #[error("message too large to verify")]
+    TooLargeToVerify,
+    #[error("{len} bytes of data for a {message_bytes}-byte broadcast")]
+    DataLength { len: usize, message_bytes: u64 },
+    #[error("group host {host} is not below {hosts}")]
+    HostOutOfRange { host: u32, hosts: u32 },
+    #[error("failed member {rank} is not a rank of {n}")]
+    FailedMemberNotRank { rank: u32, n: u32 },
+    #[error("rank {rank}: a send failed at {at_ns} ns (QP error)")]
+    SendFailed { rank: u32, at_ns: u64 },
+    #[error("rank {rank}: {source}")]
+    Rank {
+        rank: u32,
+        #[source]
+        source: DriverError,
+    },
+    #[error("broadcast stalled: rank {0} never got the whole message")]
+    Stalled(u32),
+}
 
 /// Default per-hop software overhead (see the module docs).
 pub const DEFAULT_OVERHEAD: Duration = Duration::from_ps(2_000_000);
@@ -100,7 +130,7 @@ pub(crate) fn connection_for(
     hosts: &[u32],
     from: u32,
     size: u64,
-) -> Result<(u32, bool), String> {
+) -> Result<(u32, bool), EngineError> {
     if let Some(&c) = conns.get(&(from, post.to, post.channel)) {
         return Ok((c, false));
     }
@@ -115,21 +145,19 @@ pub fn run_broadcast(
     topo: Topology,
     mut cfg: EngineConfig,
     spec: &BroadcastSpec,
-) -> Result<BroadcastOutcome, String> {
+) -> Result<BroadcastOutcome, BroadcastError> {
     let n = spec.hosts.len() as u32;
     let hosts = topo.num_hosts() as u32;
     let mut seen = std::collections::BTreeSet::new();
     for &h in &spec.hosts {
         if h >= hosts || !seen.insert(h) {
-            return Err(format!(
-                "group hosts must be distinct hosts below {hosts} (got {h})"
-            ));
+            return Err(BroadcastError::BadGroupHost { host: h, hosts });
         }
     }
     cfg.carry_payload = spec.verify_data;
     let root_data = if spec.verify_data {
         let len = usize::try_from(spec.driver.message_bytes)
-            .map_err(|_| "message too large to verify")?;
+            .map_err(|_| BroadcastError::TooLargeToVerify)?;
         let mut b = vec![0u8; len];
         ChaCha8Rng::seed_from_u64(spec.seed).fill_bytes(&mut b);
         Some(b)
@@ -153,17 +181,16 @@ pub fn run_broadcast_with_data(
     mut cfg: EngineConfig,
     spec: &BroadcastSpec,
     root_data: Vec<u8>,
-) -> Result<(BroadcastOutcome, Vec<Vec<u8>>), String> {
+) -> Result<(BroadcastOutcome, Vec<Vec<u8>>), BroadcastError> {
     if root_data.len() as u64 != spec.driver.message_bytes {
-        return Err(format!(
-            "{} bytes of data for a {}-byte broadcast",
-            root_data.len(),
-            spec.driver.message_bytes
-        ));
+        return Err(BroadcastError::DataLength {
+            len: root_data.len(),
+            message_bytes: spec.driver.message_bytes,
+        });
     }
     let hosts = topo.num_hosts() as u32;
     if let Some(&h) = spec.hosts.iter().find(|&&h| h >= hosts) {
-        return Err(format!("group host {h} is not below {hosts}"));
+        return Err(BroadcastError::HostOutOfRange { host: h, hosts });
     }
     cfg.carry_payload = true;
     let mut engine = Engine::new(topo, cfg, Vec::new())?;
@@ -180,7 +207,7 @@ pub(crate) fn broadcast_on(
     spec: &BroadcastSpec,
     start_ps: u64,
     root_data: Option<Vec<u8>>,
-) -> Result<(BroadcastOutcome, Vec<Vec<u8>>), String> {
+) -> Result<(BroadcastOutcome, Vec<Vec<u8>>), BroadcastError> {
     let n = spec.hosts.len() as u32;
     let (events0, tx0, retx0) = (
         engine.totals.events,
@@ -195,8 +222,7 @@ pub(crate) fn broadcast_on(
         spec.driver,
         spec.overhead.as_ps(),
         watchdog.then_some(Duration::from_ps(spec.suspect_after.as_ps().max(1))),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let size = spec.driver.message_bytes;
     let verify = root_data.is_some();
     let mut buffers: Vec<Vec<u8>> = Vec::new();
@@ -215,7 +241,7 @@ pub(crate) fn broadcast_on(
         let host = *spec
             .hosts
             .get(f.rank as usize)
-            .ok_or_else(|| format!("failed member {} is not a rank of {n}", f.rank))?;
+            .ok_or(BroadcastError::FailedMemberNotRank { rank: f.rank, n })?;
         crashed_at[f.rank as usize] = crashed_at[f.rank as usize].min(f.at_ps);
         // A member scheduled to crash crashes rather than suspects.
         group.disable_watchdog(f.rank);
@@ -274,10 +300,10 @@ pub(crate) fn broadcast_on(
                     }
                     let r = if !ok {
                         if !watchdog {
-                            return Err(format!(
-                                "rank {from}: a send failed at {} ns (QP error)",
-                                now / 1000
-                            ));
+                            return Err(BroadcastError::SendFailed {
+                                rank: from,
+                                at_ns: now / 1000,
+                            });
                         }
                         group.handle_peer_failure(now, from, to)
                     } else if channel == Channel::Data {
@@ -285,7 +311,7 @@ pub(crate) fn broadcast_on(
                     } else {
                         group.handle_control_sent(now, from)
                     };
-                    r.map_err(|e| format!("rank {from}: {e}"))?;
+                    r.map_err(|source| BroadcastError::Rank { rank: from, source })?;
                 }
                 AppEvent::Delivered { conn, imm, .. } if conn_info.contains_key(&conn) => {
                     let (from, to, channel) = info(conn);
@@ -305,7 +331,7 @@ pub(crate) fn broadcast_on(
                         }
                         group.handle_block(now, to, from, imm)
                     };
-                    r.map_err(|e| format!("rank {to}: {e}"))?;
+                    r.map_err(|source| BroadcastError::Rank { rank: to, source })?;
                 }
                 _ => {}
             }
@@ -327,9 +353,7 @@ pub(crate) fn broadcast_on(
         .collect();
     if !watchdog {
         if let Some(r) = group.first_incomplete() {
-            return Err(format!(
-                "broadcast stalled: rank {r} never got the whole message"
-            ));
+            return Err(BroadcastError::Stalled(r));
         }
     }
     let outcome = BroadcastOutcome {

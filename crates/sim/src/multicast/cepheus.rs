@@ -41,9 +41,10 @@ use std::sync::Arc;
 
 use rocast_core::control::session::{
     ConnId, LeaderEvent, LeaderSession, LeaderSessionConfig, MemberEvent, MemberPhase,
-    MemberSession, MemberSessionConfig, OverlayPlan, OverlayReason, SessionDest, MAX_TRANSMIT_LEN,
+    MemberSession, MemberSessionConfig, OverlayPlan, OverlayReason, SessionDest, SessionError,
+    MAX_TRANSMIT_LEN,
 };
-use rocast_core::control::source::synchronise_source_switch;
+use rocast_core::control::source::{synchronise_source_switch, SourceSwitchError};
 use rocast_core::control::{FallbackReason, RegistrationConfig, SafeguardConfig};
 use rocast_core::fabric::cepheus::GroupAddressSpace;
 use rocast_core::fabric::cepheus::{CepheusStats, VIRTUAL_QPN};
@@ -57,11 +58,66 @@ use rocast_core::wire::mrp::{MrpRepr, MRP_MAX_PAYLOAD};
 use rocast_core::wire::Ipv4Address;
 
 use crate::engine::FlowSpec;
-use crate::engine::{AppEvent, Engine, EngineConfig};
+use crate::engine::{AppEvent, Engine, EngineConfig, EngineError};
 use crate::multicast::broadcast::{
-    bench_driver_config, broadcast_on, BroadcastSpec, DEFAULT_OVERHEAD,
+    bench_driver_config, broadcast_on, BroadcastError, BroadcastSpec, DEFAULT_OVERHEAD,
 };
 use crate::packet::host_ip;
+
+/// Why a Cepheus group could not be set up or did not finish.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CepheusError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Broadcast(#[from] BroadcastError),
+    #[error("group session: {0}")]
+    Session(#[from] SessionError),
+    #[error("member {host}: group session: {source}")]
+    MemberSession {
+        host: u32,
+        #[source]
+        source: SessionError,
+    },
+    #[error("group hosts must be distinct hosts below {hosts} (got {host})")]
+    BadGroupHost { host: u32, hosts: u32 },
+    #[error("a group needs receivers, messages and a window of at least 1")]
+    EmptyGroup,
+    #[error("a message of {0} bytes exceeds RDMA's 2 GiB message limit")]
+    MessageTooLarge(u64),
+    #[error("region too large")]
+    RegionTooLarge,
+    #[error("transfer too large")]
+    TransferTooLarge,
+    #[error("the fallback's block must be 1 B .. 4 GiB")]
+    FallbackBlock,
+    #[error("a switch restart needs the leader's refresh (`refresh`)")]
+    RestartWithoutRefresh,
+    #[error("kill: rank {rank} is not a receiver's (1..={receivers})")]
+    KillNotReceiver { rank: u32, receivers: usize },
+    #[error("sender {sender}: the group has {members} members")]
+    SenderNotMember { sender: u32, members: usize },
+    #[error("a SEND group does not switch sources (senders is for WRITE)")]
+    SendWithSenders,
+    #[error("messages too large to verify")]
+    TooLargeToVerify,
+    #[error("source switch: QPs gone")]
+    SourceSwitchQpsGone,
+    #[error("source switch at message {message}: {source}")]
+    SourceSwitch {
+        message: u32,
+        #[source]
+        source: SourceSwitchError,
+    },
+    #[error("the source has no port")]
+    SourceWithoutPort,
+    #[error("multicast stalled at {at_ns} ns: {done} of {messages} messages complete")]
+    Stalled {
+        at_ns: u64,
+        done: usize,
+        messages: u32,
+    },
+}
 
 /// One multicast group's transfer.
 #[derive(Clone, Debug)]
@@ -286,7 +342,7 @@ pub fn run_cepheus(
     topo: Topology,
     cfg: EngineConfig,
     spec: &CepheusSpec,
-) -> Result<CepheusOutcome, String> {
+) -> Result<CepheusOutcome, CepheusError> {
     run_cepheus_with_flows(topo, cfg, spec, Vec::new())
 }
 
@@ -296,18 +352,16 @@ pub fn run_cepheus_with_flows(
     mut cfg: EngineConfig,
     spec: &CepheusSpec,
     flows: Vec<FlowSpec>,
-) -> Result<CepheusOutcome, String> {
+) -> Result<CepheusOutcome, CepheusError> {
     let hosts = topo.num_hosts() as u32;
     let mut seen = std::collections::BTreeSet::new();
     for &h in std::iter::once(&spec.source).chain(&spec.receivers) {
         if h >= hosts || !seen.insert(h) {
-            return Err(format!(
-                "group hosts must be distinct hosts below {hosts} (got {h})"
-            ));
+            return Err(CepheusError::BadGroupHost { host: h, hosts });
         }
     }
     if spec.receivers.is_empty() || spec.messages == 0 || spec.window == 0 {
-        return Err("a group needs receivers, messages and a window of at least 1".into());
+        return Err(CepheusError::EmptyGroup);
     }
     cfg.carry_payload = spec.verify_data;
     let mut engine = Engine::new(topo, cfg, flows)?;
@@ -414,17 +468,12 @@ struct GroupRun<'s> {
 }
 
 impl<'s> GroupRun<'s> {
-    fn new(engine: &mut Engine, spec: &'s CepheusSpec) -> Result<Self, String> {
+    fn new(engine: &mut Engine, spec: &'s CepheusSpec) -> Result<Self, CepheusError> {
         let mcst = spec.mcst_id.to_u32();
         let message_bytes = u32::try_from(spec.message_bytes)
             .ok()
             .filter(|&b| b as u64 <= rocast_core::rnic::MAX_MESSAGE_BYTES as u64)
-            .ok_or_else(|| {
-                format!(
-                    "a message of {} bytes exceeds RDMA's 2 GiB message limit",
-                    spec.message_bytes
-                )
-            })?;
+            .ok_or(CepheusError::MessageTooLarge(spec.message_bytes))?;
         let slots = if spec.verify_data {
             spec.messages as u64
         } else {
@@ -433,17 +482,17 @@ impl<'s> GroupRun<'s> {
         let region = spec
             .message_bytes
             .checked_mul(slots)
-            .ok_or("region too large")?;
+            .ok_or(CepheusError::RegionTooLarge)?;
         let total = spec
             .message_bytes
             .checked_mul(spec.messages as u64)
-            .ok_or("transfer too large")?;
+            .ok_or(CepheusError::TransferTooLarge)?;
         let fallback_block = u32::try_from(spec.fallback_block)
             .ok()
             .filter(|&b| b > 0)
-            .ok_or("the fallback's block must be 1 B .. 4 GiB")?;
+            .ok_or(CepheusError::FallbackBlock)?;
         if spec.restart_switch_after.is_some() && spec.refresh.is_none() {
-            return Err("a switch restart needs the leader's refresh (`refresh`)".into());
+            return Err(CepheusError::RestartWithoutRefresh);
         }
         let mut hosts = vec![spec.source];
         hosts.extend(&spec.receivers);
@@ -451,16 +500,19 @@ impl<'s> GroupRun<'s> {
             .kill
             .filter(|&(r, _)| r == 0 || r as usize >= hosts.len())
         {
-            return Err(format!(
-                "kill: rank {r} is not a receiver's (1..={})",
-                spec.receivers.len()
-            ));
+            return Err(CepheusError::KillNotReceiver {
+                rank: r,
+                receivers: spec.receivers.len(),
+            });
         }
         if let Some(&s) = spec.senders.iter().find(|&&s| s as usize >= hosts.len()) {
-            return Err(format!("sender {s}: the group has {} members", hosts.len()));
+            return Err(CepheusError::SenderNotMember {
+                sender: s,
+                members: hosts.len(),
+            });
         }
         if spec.send && !spec.senders.is_empty() {
-            return Err("a SEND group does not switch sources (senders is for WRITE)".into());
+            return Err(CepheusError::SendWithSenders);
         }
         let qpns = hosts
             .iter()
@@ -501,8 +553,7 @@ impl<'s> GroupRun<'s> {
                 mrp_payload_limit: MRP_MAX_PAYLOAD,
             },
             engine.now(),
-        )
-        .map_err(|e| format!("group session: {e}"))?;
+        )?;
         let members: Vec<MemberSession> = spec
             .receivers
             .iter()
@@ -524,7 +575,7 @@ impl<'s> GroupRun<'s> {
         let n = hosts.len();
         let m = spec.messages as usize;
         let (app_buffers, sha256) = if spec.verify_data {
-            let len = usize::try_from(total).map_err(|_| "messages too large to verify")?;
+            let len = usize::try_from(total).map_err(|_| CepheusError::TooLargeToVerify)?;
             let want = rocast_core::payload::transfer_data(
                 spec.seed,
                 spec.messages,
@@ -593,7 +644,7 @@ impl<'s> GroupRun<'s> {
         self.spec.senders.get(i as usize).copied().unwrap_or(0) as usize
     }
 
-    fn post_next(&mut self, engine: &mut Engine, at: u64) -> Result<(), String> {
+    fn post_next(&mut self, engine: &mut Engine, at: u64) -> Result<(), CepheusError> {
         while self.posting
             && self.next_post < self.spec.messages
             && self.outstanding < self.spec.window
@@ -607,8 +658,8 @@ impl<'s> GroupRun<'s> {
                 let (old, new) = (self.qpns[self.sender], self.qpns[s]);
                 engine
                     .modify_qp_pair(old, new, synchronise_source_switch)
-                    .ok_or("source switch: QPs gone")?
-                    .map_err(|e| format!("source switch at message {i}: {e}"))?;
+                    .ok_or(CepheusError::SourceSwitchQpsGone)?
+                    .map_err(|source| CepheusError::SourceSwitch { message: i, source })?;
                 self.sender = s;
                 self.source_switches += 1;
             }
@@ -736,7 +787,7 @@ impl<'s> GroupRun<'s> {
         }
     }
 
-    fn drive(&mut self, engine: &mut Engine) -> Result<(), String> {
+    fn drive(&mut self, engine: &mut Engine) -> Result<(), CepheusError> {
         let t0 = engine.now();
         // Every receiver's control connection to the leader is up at the start.
         for (k, &h) in self.spec.receivers.iter().enumerate() {
@@ -784,7 +835,7 @@ impl<'s> GroupRun<'s> {
                             .topo
                             .ports(self.spec.source)
                             .first()
-                            .ok_or("the source has no port")?;
+                            .ok_or(CepheusError::SourceWithoutPort)?;
                         engine.restart_switch(tor)?;
                         self.restarted_at_data_in = Some(data_in);
                     }
@@ -797,12 +848,11 @@ impl<'s> GroupRun<'s> {
                 match deadline {
                     Some(t) => now = now.max(t),
                     None => {
-                        return Err(format!(
-                            "multicast stalled at {} ns: {} of {} messages complete",
-                            now.as_ns(),
-                            self.message_done_ps.iter().filter(|d| d.is_some()).count(),
-                            self.spec.messages
-                        ))
+                        return Err(CepheusError::Stalled {
+                            at_ns: now.as_ns(),
+                            done: self.message_done_ps.iter().filter(|d| d.is_some()).count(),
+                            messages: self.spec.messages,
+                        })
                     }
                 }
             }
@@ -858,7 +908,7 @@ impl<'s> GroupRun<'s> {
     /// Carries the sessions' outputs (control frames over the engine's control
     /// channel, MRP into the fabric at the source) and acts on their events, until
     /// neither has anything more.
-    fn pump(&mut self, engine: &mut Engine, now: Instant) -> Result<(), String> {
+    fn pump(&mut self, engine: &mut Engine, now: Instant) -> Result<(), CepheusError> {
         let mut buf = [0u8; MAX_TRANSMIT_LEN];
         let source = self.spec.source;
         loop {
@@ -924,7 +974,7 @@ impl<'s> GroupRun<'s> {
         engine: &mut Engine,
         now: Instant,
         ev: LeaderEvent,
-    ) -> Result<(), String> {
+    ) -> Result<(), CepheusError> {
         if matches!(
             ev,
             LeaderEvent::BufferDone(_)
@@ -941,15 +991,10 @@ impl<'s> GroupRun<'s> {
             LeaderEvent::Registered { .. } => self.registered_ps = Some(now.as_ps()),
             LeaderEvent::Up if self.buffer_ok.is_some() => {
                 let ok = self.buffer_ok == Some(true);
-                self.leader
-                    .close(now, ok)
-                    .map_err(|e| format!("group session: {e}"))?;
+                self.leader.close(now, ok)?;
             }
             LeaderEvent::Up if self.seq.is_none() => {
-                let seq = self
-                    .leader
-                    .start_buffer(now, bytes, self.sha256)
-                    .map_err(|e| format!("group session: {e}"))?;
+                let seq = self.leader.start_buffer(now, bytes, self.sha256)?;
                 self.seq = Some(seq);
             }
             LeaderEvent::Up => {}
@@ -981,8 +1026,7 @@ impl<'s> GroupRun<'s> {
                     .take_while(|d| d.is_some())
                     .count();
                 self.leader
-                    .handle_transfer_cut(now, acked as u64 * self.spec.message_bytes)
-                    .map_err(|e| format!("group session: {e}"))?;
+                    .handle_transfer_cut(now, acked as u64 * self.spec.message_bytes)?;
             }
             LeaderEvent::Reroute { .. } => {}
             LeaderEvent::Transfer { .. } if self.leader.uses_overlay() => {
@@ -1023,12 +1067,17 @@ impl<'s> GroupRun<'s> {
                 }
             }
             LeaderEvent::Closed { ok } => self.closed = Some(ok),
-            LeaderEvent::Failed(e) => return Err(format!("group session: {e}")),
+            LeaderEvent::Failed(e) => return Err(CepheusError::Session(e)),
         }
         Ok(())
     }
 
-    fn on_member_event(&mut self, now: Instant, k: usize, ev: MemberEvent) -> Result<(), String> {
+    fn on_member_event(
+        &mut self,
+        now: Instant,
+        k: usize,
+        ev: MemberEvent,
+    ) -> Result<(), CepheusError> {
         let r = k + 1;
         match ev {
             MemberEvent::OpenQp(_) => {
@@ -1052,7 +1101,10 @@ impl<'s> GroupRun<'s> {
             | MemberEvent::PeerEvicted { .. }
             | MemberEvent::Closed { .. } => {}
             MemberEvent::Failed(e) => {
-                return Err(format!("member {}: group session: {e}", self.hosts[r]))
+                return Err(CepheusError::MemberSession {
+                    host: self.hosts[r],
+                    source: e,
+                })
             }
         }
         Ok(())
@@ -1106,7 +1158,7 @@ impl<'s> GroupRun<'s> {
         engine: &mut Engine,
         offset: u64,
         holding: &[(Ipv4Address, u64)],
-    ) -> Result<(), String> {
+    ) -> Result<(), CepheusError> {
         let plan = self.leader.config().fallback;
         let mb = self.spec.message_bytes;
         let first = (offset / mb) as u32;
@@ -1229,7 +1281,12 @@ impl<'s> GroupRun<'s> {
         Ok(())
     }
 
-    fn on_event(&mut self, engine: &mut Engine, t: Instant, ev: AppEvent) -> Result<(), String> {
+    fn on_event(
+        &mut self,
+        engine: &mut Engine,
+        t: Instant,
+        ev: AppEvent,
+    ) -> Result<(), CepheusError> {
         let now = t.as_ps();
         match ev {
             AppEvent::Mrp { host, bytes } => {

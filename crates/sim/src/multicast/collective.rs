@@ -33,20 +33,74 @@ use std::collections::BTreeMap;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use rocast_core::fabric::cepheus::VIRTUAL_QPN;
-use rocast_core::overlay::{BroadcastGroup, Channel, DriverConfig, Scheme, TimedPost};
+use rocast_core::overlay::{BroadcastGroup, Channel, DriverConfig, DriverError, Scheme, TimedPost};
 use rocast_core::plan::multicast_tree::{
-    layer_peeling_tree, layer_peeling_tree_via, symmetric_tree_via, MulticastTree, UplinkChoice,
+    layer_peeling_tree, layer_peeling_tree_via, symmetric_tree_via, MulticastTree, TreeError,
+    UplinkChoice,
 };
-use rocast_core::plan::prefix::{plan_group, CoverPolicy, PrefixLayout};
+use rocast_core::plan::prefix::{plan_group, CoverPolicy, PrefixError, PrefixLayout};
 use rocast_core::plan::Topology;
 use rocast_core::rnic::Payload;
 use rocast_core::time::{Duration, Instant};
 
-use crate::engine::tree_multicast::{bloom_bytes, CoreCopy, GroupForwarding};
-use crate::engine::{AppEvent, Engine, EngineConfig, TreeGroupSpec, TreeMulticastStats};
+use crate::engine::tree_multicast::{bloom_bytes, CoreCopy, GroupForwarding, TreeMulticastError};
+use crate::engine::{
+    AppEvent, Engine, EngineConfig, EngineError, TreeGroupSpec, TreeMulticastStats,
+};
 use crate::multicast::broadcast::connection_for;
 use crate::packet::host_ip;
 use crate::uniform;
+
+/// Why a collective's setting, job or run failed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CollectiveError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    TreeMulticast(#[from] TreeMulticastError),
+    #[error(transparent)]
+    Prefix(#[from] PrefixError),
+    #[error(
+        "unknown collective scheme {0:?} (expected peel, peel-cores, peel-agg, ring, binary-tree, orca or optimal)"
+    )]
+    UnknownScheme(String),
+    #[error("expected \"double\" or \"single\", got {0:?}")]
+    UnknownTreeAlgorithm(String),
+    #[error("a job needs members")]
+    NoMembers,
+    #[error("tree from {root}: {source}")]
+    Tree {
+        root: u32,
+        #[source]
+        source: TreeError,
+    },
+    #[error(
+        "Orca's Bloom filter for a tree of {links} links at fpr {fpr} takes {bytes} bytes; rocast carries at most 255"
+    )]
+    BloomTooLarge { links: usize, fpr: f64, bytes: u64 },
+    #[error("job {job}: needs 2 or more distinct hosts below {hosts}")]
+    BadJobHosts { job: usize, hosts: u32 },
+    #[error("job {job}: {source}")]
+    Job {
+        job: usize,
+        #[source]
+        source: DriverError,
+    },
+    #[error("job {0}: the source's send failed")]
+    SourceSendFailed(usize),
+    #[error("job {job}: rank {rank}'s send failed")]
+    RankSendFailed { job: usize, rank: u32 },
+    #[error("job {0} never completed (the fabric went idle)")]
+    Stalled(usize),
+    #[error("host {0} sits under no rack")]
+    HostWithoutRack(u32),
+    #[error(
+        "broadcasts of {gpus} among {hosts} hosts at load {load}: need 2 ≤ group ≤ hosts, 0 < load ≤ 1, bytes > 0"
+    )]
+    BadBroadcasts { gpus: u32, hosts: u32, load: f64 },
+    #[error("{0} hosts do not fit the fabric's racks")]
+    DoesNotFit(u32),
+}
 
 /// How a job moves its message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -84,13 +138,11 @@ impl CollectiveScheme {
         }
     }
 
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, CollectiveError> {
         Self::ALL
             .into_iter()
             .find(|c| c.name() == s.trim())
-            .ok_or_else(|| {
-                format!("unknown collective scheme {s:?} (expected peel, peel-cores, peel-agg, ring, binary-tree, orca or optimal)")
-            })
+            .ok_or_else(|| CollectiveError::UnknownScheme(s.to_string()))
     }
 
     /// Whether the fabric replicates the message (every scheme but ring and tree).
@@ -117,11 +169,11 @@ pub struct BroadcastJob {
 
 /// `multicast.tree_algorithm`: the schedule PEEL's "Binary Tree" runs, "double"
 /// (NCCL's double binary tree) or "single" (one pipelined binary tree).
-pub fn tree_scheme(name: &str) -> Result<Scheme, String> {
+pub fn tree_scheme(name: &str) -> Result<Scheme, CollectiveError> {
     match name {
         "double" => Ok(Scheme::DoubleBinaryTree),
         "single" => Ok(Scheme::BinaryTree),
-        other => Err(format!("expected \"double\" or \"single\", got {other:?}")),
+        other => Err(CollectiveError::UnknownTreeAlgorithm(other.to_string())),
     }
 }
 
@@ -209,8 +261,8 @@ pub fn job_tree(
     topo: &Topology,
     members: &[u32],
     upward: UplinkChoice,
-) -> Result<MulticastTree, String> {
-    let (root, dests) = members.split_first().ok_or("a job needs members")?;
+) -> Result<MulticastTree, CollectiveError> {
+    let (root, dests) = members.split_first().ok_or(CollectiveError::NoMembers)?;
     let failed = topo.links.iter().any(|l| l.failed);
     let t = if failed {
         layer_peeling_tree_via(topo, *root, dests, upward)
@@ -218,7 +270,10 @@ pub fn job_tree(
         symmetric_tree_via(topo, *root, dests, upward)
             .or_else(|_| layer_peeling_tree(topo, *root, dests))
     };
-    t.map_err(|e| format!("tree from {root}: {e}"))
+    t.map_err(|source| CollectiveError::Tree {
+        root: *root,
+        source,
+    })
 }
 
 /// Orca's header for `tree`: a Bloom filter of the tree's switch-to-next-hop links
@@ -227,7 +282,7 @@ pub fn orca_header_bytes(
     topo: &Topology,
     tree: &MulticastTree,
     s: &CollectiveSettings,
-) -> Result<u8, String> {
+) -> Result<u8, CollectiveError> {
     let mut racks = std::collections::BTreeSet::new();
     let mut links = 0;
     for a in tree.arcs.iter().filter(|a| !topo.is_host(a.parent)) {
@@ -238,12 +293,10 @@ pub fn orca_header_bytes(
         }
     }
     let bytes = bloom_bytes(links + racks.len(), s.orca_fpr);
-    u8::try_from(bytes).map_err(|_| {
-        format!(
-            "Orca's Bloom filter for a tree of {} links at fpr {} takes {bytes} bytes; rocast carries at most 255",
-            links + racks.len(),
-            s.orca_fpr
-        )
+    u8::try_from(bytes).map_err(|_| CollectiveError::BloomTooLarge {
+        links: links + racks.len(),
+        fpr: s.orca_fpr,
+        bytes,
     })
 }
 
@@ -282,19 +335,17 @@ pub fn run_collectives(
     jobs: &[BroadcastJob],
     scheme: CollectiveScheme,
     s: &CollectiveSettings,
-) -> Result<CollectiveOutcome, String> {
+) -> Result<CollectiveOutcome, CollectiveError> {
     let hosts = topo.num_hosts() as u32;
     for (i, j) in jobs.iter().enumerate() {
         let mut seen = std::collections::BTreeSet::new();
         if j.members.len() < 2 || j.members.iter().any(|&h| h >= hosts || !seen.insert(h)) {
-            return Err(format!(
-                "job {i}: needs 2 or more distinct hosts below {hosts}"
-            ));
+            return Err(CollectiveError::BadJobHosts { job: i, hosts });
         }
     }
     let layout = match scheme {
         CollectiveScheme::Peel | CollectiveScheme::PeelCores | CollectiveScheme::PeelAgg => {
-            Some(PrefixLayout::from_topology(&topo).map_err(|e| e.to_string())?)
+            Some(PrefixLayout::from_topology(&topo)?)
         }
         _ => None,
     };
@@ -315,7 +366,7 @@ pub fn run_collectives(
         let tree = job_tree(&topo, &j.members, job_upward(s, i))?;
         let forwarding = match &layout {
             Some(layout) => {
-                let plan = plan_group(&topo, layout, &tree, s.cover).map_err(|e| e.to_string())?;
+                let plan = plan_group(&topo, layout, &tree, s.cover)?;
                 out.packets_per_message += plan.packets.len().max(1) as u64;
                 GroupForwarding::peel(
                     &topo,
@@ -419,7 +470,7 @@ pub fn run_collectives(
                 other => other,
             };
             let group = BroadcastGroup::new(overlay, n, 0, driver, s.overhead.as_ps())
-                .map_err(|e| format!("job {i}: {e}"))?;
+                .map_err(|source| CollectiveError::Job { job: i, source })?;
             states[i] = JobState::Overlay(Some(OverlayJob {
                 group,
                 conns: BTreeMap::new(),
@@ -489,7 +540,7 @@ pub fn run_collectives(
                         continue;
                     };
                     if !ok {
-                        return Err(format!("job {i}: the source's send failed"));
+                        return Err(CollectiveError::SourceSendFailed(i));
                     }
                     if let JobState::Multicast { sent, .. } = &mut states[i] {
                         *sent = true;
@@ -500,7 +551,7 @@ pub fn run_collectives(
                         continue;
                     };
                     if !ok {
-                        return Err(format!("job {i}: rank {from}'s send failed"));
+                        return Err(CollectiveError::RankSendFailed { job: i, rank: from });
                     }
                     if let JobState::Overlay(Some(job)) = &mut states[i] {
                         let r = if channel == Channel::Data {
@@ -508,7 +559,7 @@ pub fn run_collectives(
                         } else {
                             job.group.handle_control_sent(now, from)
                         };
-                        r.map_err(|e| format!("job {i}: {e}"))?;
+                        r.map_err(|source| CollectiveError::Job { job: i, source })?;
                     }
                 }
                 AppEvent::Delivered { conn, imm, .. } => {
@@ -521,7 +572,7 @@ pub fn run_collectives(
                         } else {
                             job.group.handle_block(now, to, from, imm)
                         };
-                        r.map_err(|e| format!("job {i}: {e}"))?;
+                        r.map_err(|source| CollectiveError::Job { job: i, source })?;
                         if job.group.first_incomplete().is_none() && done[i].is_none() {
                             done[i] = Some(now - jobs[i].start_ps);
                         }
@@ -552,9 +603,7 @@ pub fn run_collectives(
         }
         if !more && !any && next_start >= order.len() {
             let stuck = done.iter().position(Option::is_none).unwrap_or(0);
-            return Err(format!(
-                "job {stuck} never completed (the fabric went idle)"
-            ));
+            return Err(CollectiveError::Stalled(stuck));
         }
     }
     engine.finalize();
@@ -596,8 +645,8 @@ pub struct RackMap {
 impl RackMap {
     /// Groups every host under its rack (its attach switch, or that switch's single
     /// uplink for a GPU server's NIC) as `PrefixLayout` names them.
-    pub fn of(topo: &Topology) -> Result<Self, String> {
-        let layout = PrefixLayout::from_topology(topo).map_err(|e| e.to_string())?;
+    pub fn of(topo: &Topology) -> Result<Self, CollectiveError> {
+        let layout = PrefixLayout::from_topology(topo)?;
         let mut pods: Vec<Vec<Vec<u32>>> = layout
             .pods
             .iter()
@@ -606,7 +655,7 @@ impl RackMap {
         for h in 0..topo.num_hosts() as u32 {
             let (pod, id) = layout
                 .host_rack(topo, h)
-                .ok_or_else(|| format!("host {h} sits under no rack"))?;
+                .ok_or(CollectiveError::HostWithoutRack(h))?;
             pods[pod as usize][id as usize].push(h);
         }
         Ok(RackMap { pods })
@@ -696,12 +745,10 @@ pub fn poisson_broadcasts(
     nic_bps: u64,
     seed: u64,
     placement: &JobPlacement,
-) -> Result<Vec<BroadcastJob>, String> {
+) -> Result<Vec<BroadcastJob>, CollectiveError> {
     let per = hosts_per_server.max(1);
     if gpus < 2 || gpus > hosts || !(0.0..=1.0).contains(&load) || load == 0.0 || bytes == 0 {
-        return Err(format!(
-            "broadcasts of {gpus} among {hosts} hosts at load {load}: need 2 ≤ group ≤ hosts, 0 < load ≤ 1, bytes > 0"
-        ));
+        return Err(CollectiveError::BadBroadcasts { gpus, hosts, load });
     }
     let servers = hosts / per;
     let job_servers = gpus.div_ceil(per);
@@ -720,7 +767,7 @@ pub fn poisson_broadcasts(
             JobPlacement::BinPacked(map) => map.place(gpus, false, &mut rng),
             JobPlacement::Aligned(map) => map.place(gpus, true, &mut rng),
         }
-        .ok_or_else(|| format!("{gpus} hosts do not fit the fabric's racks"))?;
+        .ok_or(CollectiveError::DoesNotFit(gpus))?;
         // The root is any member: a job's GPUs take turns broadcasting (a fixed
         // first-member root would pile every job of a window onto one NIC).
         let root = (rng.next_u32() % members.len() as u32) as usize;

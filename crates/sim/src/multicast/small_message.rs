@@ -12,14 +12,38 @@
 use std::collections::BTreeMap;
 
 use rocast_core::overlay::small_message::{
-    ReceiverAction, SmallMessageConfig, SmallMessageReceiver, SmallMessageSender,
+    ReceiverAction, SmallMessageConfig, SmallMessageError, SmallMessageReceiver, SmallMessageSender,
 };
 use rocast_core::overlay::Scheme;
 use rocast_core::rnic::Payload;
 use rocast_core::time::{Duration, Instant};
 
+use super::broadcast::BroadcastError;
 use super::broadcast::{bench_driver_config, broadcast_on, BroadcastSpec, DEFAULT_SUSPECT_AFTER};
-use crate::engine::{AppEvent, Engine};
+use crate::engine::{AppEvent, Engine, EngineError};
+
+/// Why a message stream could not run or did not finish.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum StreamError {
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Protocol(#[from] SmallMessageError),
+    #[error(transparent)]
+    Broadcast(#[from] BroadcastError),
+    #[error("a stream needs a sender and at least one receiver")]
+    TooFewHosts,
+    #[error("receiver {receiver}: {source}")]
+    Receiver {
+        receiver: u32,
+        #[source]
+        source: SmallMessageError,
+    },
+    #[error("receiver {0}: a ring write or credit failed")]
+    RingPostFailed(u32),
+    #[error("ring stream stalled: a message never reached every receiver")]
+    Stalled,
+}
 
 /// A stream of `messages` messages of `size` bytes from rank 0 to the other ranks.
 #[derive(Clone, Debug)]
@@ -53,17 +77,16 @@ pub fn run_ring_stream(
     engine: &mut Engine,
     stream: &MessageStream,
     cfg: SmallMessageConfig,
-) -> Result<StreamTiming, String> {
+) -> Result<StreamTiming, StreamError> {
     let n = stream.hosts.len();
     if n < 2 {
-        return Err("a stream needs a sender and at least one receiver".into());
+        return Err(StreamError::TooFewHosts);
     }
     let receivers = (n - 1) as u32;
-    let mut sender = SmallMessageSender::new(receivers, cfg).map_err(|e| e.to_string())?;
+    let mut sender = SmallMessageSender::new(receivers, cfg)?;
     let mut rx: Vec<SmallMessageReceiver> = (0..receivers)
         .map(|_| SmallMessageReceiver::new(cfg))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
+        .collect::<Result<_, _>>()?;
     let ring_bytes = cfg.slots as u64 * cfg.slot_bytes as u64;
     // Connection id → (receiver, is the credit connection).
     let mut by_conn: BTreeMap<u32, (u32, bool)> = BTreeMap::new();
@@ -88,7 +111,7 @@ pub fn run_ring_stream(
         at
     };
     for _ in 0..stream.messages {
-        sender.submit(stream.size).map_err(|e| e.to_string())?;
+        sender.submit(stream.size)?;
     }
     let mut delivered_all = vec![0u32; stream.messages as usize];
     let (mut first, mut last) = (None, None);
@@ -117,16 +140,17 @@ pub fn run_ring_stream(
                         continue;
                     };
                     if is_credit {
-                        sender
-                            .handle_credit(r, imm as u64)
-                            .map_err(|e| e.to_string())?;
+                        sender.handle_credit(r, imm as u64)?;
                         continue;
                     }
                     let rcv = &mut rx[r as usize];
                     // The immediate carries the low 32 bits of the sequence number.
                     let seq = (rcv.delivered() & !0xffff_ffff) | imm as u64;
                     rcv.handle_slot(cfg.slot_of(seq), seq, len as u64)
-                        .map_err(|e| format!("receiver {r}: {e}"))?;
+                        .map_err(|source| StreamError::Receiver {
+                            receiver: r,
+                            source,
+                        })?;
                     while let Some(a) = rcv.poll_event() {
                         match a {
                             ReceiverAction::Deliver { seq, .. } => {
@@ -160,12 +184,10 @@ pub fn run_ring_stream(
                         continue;
                     };
                     if !ok {
-                        return Err(format!("receiver {r}: a ring write or credit failed"));
+                        return Err(StreamError::RingPostFailed(r));
                     }
                     if !is_credit {
-                        sender
-                            .handle_write_complete(r, wr_id)
-                            .map_err(|e| e.to_string())?;
+                        sender.handle_write_complete(r, wr_id)?;
                     }
                 }
                 _ => {}
@@ -181,7 +203,7 @@ pub fn run_ring_stream(
             total_ps: l - start,
             events: engine.totals.events - events0,
         }),
-        _ => Err("ring stream stalled: a message never reached every receiver".into()),
+        _ => Err(StreamError::Stalled),
     }
 }
 
@@ -191,7 +213,7 @@ pub fn run_rdmc_stream(
     engine: &mut Engine,
     stream: &MessageStream,
     block: u64,
-) -> Result<StreamTiming, String> {
+) -> Result<StreamTiming, StreamError> {
     let n = stream.hosts.len() as u32;
     let start = engine.now().as_ps();
     let events0 = engine.totals.events;

@@ -31,14 +31,47 @@ use rocast_core::nack_multicast::{
     ReceiverCounters, ReceiverEvent, SenderConfig, SenderCounters,
 };
 use rocast_core::payload::{stream_message, StreamTally};
-use rocast_core::rnic::{UdAddress, UdConfig, UdCounters, UdEndpoint, UdEvent};
-use rocast_core::switch::two_tier::TwoTierFabric;
+use rocast_core::rnic::{UdAddress, UdConfig, UdCounters, UdEndpoint, UdError, UdEvent};
+use rocast_core::switch::two_tier::{TwoTierError, TwoTierFabric};
 use rocast_core::switch::FrameSwitchStats;
 use rocast_core::time::{Duration, Instant};
 use rocast_core::wire::peel::{insert_shim, PeelHeader};
 use rocast_core::wire::{EthernetAddress, Ipv4Address, Psn, ETHERNET_HEADER_LEN, ROCEV2_UDP_PORT};
 
-use crate::engine::frames::{FrameFabric, FrameHost, FrameNode};
+use crate::engine::frames::{FrameFabric, FrameFabricError, FrameHost, FrameNode};
+
+/// Why a UD transfer could not be set up or did not complete.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum UdTransferError {
+    #[error(transparent)]
+    Fabric(#[from] TwoTierError),
+    #[error(transparent)]
+    FrameFabric(#[from] FrameFabricError),
+    #[error("host {host}: {source}")]
+    Host {
+        host: usize,
+        #[source]
+        source: UdError,
+    },
+    #[error("a UD transfer needs at least one message of at least one byte")]
+    NothingToSend,
+    #[error("UD MTU {0}: must be 256, 512, 1024, 2048 or 4096")]
+    Mtu(usize),
+    #[error("a UD transfer needs a sender and at least one receiver")]
+    TooFewHosts,
+    #[error("loss toward host {0:?}: not a receiver")]
+    LossHostNotReceiver(Option<usize>),
+    #[error(
+        "UD transfer did not complete by {limit_ms} ms of simulated time: receivers delivered {delivered:?} of {messages}"
+    )]
+    Incomplete {
+        limit_ms: u64,
+        delivered: Vec<u64>,
+        messages: u64,
+    },
+    #[error("host 0 is not the sender")]
+    NoSender,
+}
 
 /// The Q_Key every QP of the run uses.
 pub const QKEY: u32 = 0x1111_0000;
@@ -202,8 +235,8 @@ impl UdNackHost {
         fabric: &TwoTierFabric,
         i: usize,
         role: Role,
-    ) -> Result<Self, String> {
-        let e = |e: rocast_core::rnic::UdError| format!("host {i}: {e}");
+    ) -> Result<Self, UdTransferError> {
+        let e = |source: UdError| UdTransferError::Host { host: i, source };
         let mut uc = UdConfig::new(fabric.host_ip(i), TwoTierFabric::host_mac(i));
         uc.mtu = spec.mtu;
         uc.udp_src_port = ROCEV2_UDP_PORT;
@@ -387,24 +420,18 @@ impl FrameHost for UdNackHost {
 }
 
 /// Runs the transfer (see the module docs).
-pub fn run_ud_transfer(spec: &UdTransferSpec) -> Result<UdTransferOutcome, String> {
+pub fn run_ud_transfer(spec: &UdTransferSpec) -> Result<UdTransferOutcome, UdTransferError> {
     if spec.messages == 0 || spec.size == 0 {
-        return Err("a UD transfer needs at least one message of at least one byte".into());
+        return Err(UdTransferError::NothingToSend);
     }
     if !matches!(spec.mtu, 256 | 512 | 1024 | 2048 | 4096) {
-        return Err(format!(
-            "UD MTU {}: must be 256, 512, 1024, 2048 or 4096",
-            spec.mtu
-        ));
+        return Err(UdTransferError::Mtu(spec.mtu));
     }
     if spec.hosts < 2 {
-        return Err("a UD transfer needs a sender and at least one receiver".into());
+        return Err(UdTransferError::TooFewHosts);
     }
     if spec.loss_host.is_some_and(|h| h == 0 || h >= spec.hosts) {
-        return Err(format!(
-            "loss toward host {:?}: not a receiver",
-            spec.loss_host
-        ));
+        return Err(UdTransferError::LossHostNotReceiver(spec.loss_host));
     }
     let members: Vec<usize> = (1..spec.hosts).collect();
     let fabric = TwoTierFabric::new(
@@ -477,11 +504,11 @@ pub fn run_ud_transfer(spec: &UdTransferSpec) -> Result<UdTransferOutcome, Strin
                 Role::Sender { .. } => None,
             })
             .collect();
-        return Err(format!(
-            "UD transfer did not complete by {} ms of simulated time: receivers delivered {got:?} of {}",
-            spec.time_limit.as_ps() / 1_000_000_000,
-            spec.messages
-        ));
+        return Err(UdTransferError::Incomplete {
+            limit_ms: spec.time_limit.as_ps() / 1_000_000_000,
+            delivered: got,
+            messages: spec.messages,
+        });
     }
     // The run is over: every host stops, and what is on the wire arrives (the
     // sender's last packet has all its copies counted, as in the lab, whose counters
@@ -506,7 +533,7 @@ pub fn run_ud_transfer(spec: &UdTransferSpec) -> Result<UdTransferOutcome, Strin
             nic,
             ..
         }) => (s.counters().clone(), nic.ep.counters().clone()),
-        _ => return Err("host 0 is not the sender".into()),
+        _ => return Err(UdTransferError::NoSender),
     };
     let switches = setups
         .iter()

@@ -5,13 +5,37 @@
 use crate::engine::Engine;
 use rocast_core::wire::pcap::{PcapWriter, LINKTYPE_ETHERNET};
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// An output file that could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// Creating, writing or renaming the file at `path`.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing the capture's records once its file is open.
+    #[error(transparent)]
+    Capture(std::io::Error),
+}
+
+impl OutputError {
+    pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> OutputError + '_ {
+        move |source| OutputError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
 
 /// Writes `text` to a temporary file beside `path`, then renames it into place.
-pub(crate) fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
+pub(crate) fn write_atomic(path: &Path, text: &str) -> Result<(), OutputError> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).map_err(|e| format!("{}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("{}: {e}", path.display()))
+    std::fs::write(&tmp, text).map_err(OutputError::io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(OutputError::io(path))
 }
 
 /// `ports.csv`: one row per port with its counters.
@@ -46,13 +70,14 @@ pub(crate) fn event_log(head: &str, lines: &[String]) -> String {
 }
 
 /// `capture.pcap`: the captured frames, `(time ps, bytes)`, stamped in nanoseconds.
-pub fn capture_pcap(path: &Path, frames: &[(u64, Vec<u8>)]) -> Result<(), String> {
-    let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn capture_pcap(path: &Path, frames: &[(u64, Vec<u8>)]) -> Result<(), OutputError> {
+    let f = std::fs::File::create(path).map_err(OutputError::io(path))?;
     let mut w = PcapWriter::new(std::io::BufWriter::new(f), LINKTYPE_ETHERNET)
-        .map_err(|e| e.to_string())?;
+        .map_err(OutputError::Capture)?;
     for (t, frame) in frames {
-        w.write_record(t / 1000, frame).map_err(|e| e.to_string())?;
+        w.write_record(t / 1000, frame)
+            .map_err(OutputError::Capture)?;
     }
     use std::io::Write as _;
-    w.into_inner().flush().map_err(|e| e.to_string())
+    w.into_inner().flush().map_err(OutputError::Capture)
 }

@@ -2,6 +2,7 @@
 //! `crates/sim/scenarios/annotated.toml`), overridable by `--set key=value`, and
 //! checked before a run so a bad value gets an error naming its key.
 
+use rocast_core::units::UnitError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -596,28 +597,41 @@ pub struct LinkEvent {
 }
 
 /// "64", "4K", "1M", "1G" (binary multiples): [`rocast_core::units::parse_bytes`].
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    rocast_core::units::parse_bytes(s).map_err(|e| e.to_string())
+pub fn parse_bytes(s: &str) -> Result<u64, UnitError> {
+    rocast_core::units::parse_bytes(s)
 }
 
 /// A duration with its unit ("250ns", "10us", "1.5ms", "2s") in picoseconds:
 /// [`rocast_core::units::parse_duration`].
-pub fn parse_duration(s: &str) -> Result<u64, String> {
-    rocast_core::units::parse_duration(s).map_err(|e| e.to_string())
+pub fn parse_duration(s: &str) -> Result<u64, UnitError> {
+    rocast_core::units::parse_duration(s)
+}
+
+/// A list or range of sizes [`parse_sizes`] cannot read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SizesError {
+    #[error(transparent)]
+    Size(#[from] UnitError),
+    #[error("bad size range {0:?}: need 0 < MIN <= MAX")]
+    Range(String),
+    #[error("size range overflows")]
+    RangeOverflow,
+    #[error("bad sizes {0:?}: each must be 1 byte to 1 TiB")]
+    OutOfRange(String),
 }
 
 /// "64:1G" → 64, 128, ..., 1 GiB; "1,100,1K" → that list.
-pub fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
+pub fn parse_sizes(s: &str) -> Result<Vec<u64>, SizesError> {
     let v = if let Some((a, b)) = s.split_once(':') {
         let (lo, hi) = (parse_bytes(a)?, parse_bytes(b)?);
         if lo == 0 || lo > hi {
-            return Err(format!("bad size range {s:?}: need 0 < MIN <= MAX"));
+            return Err(SizesError::Range(s.to_string()));
         }
         let mut v = Vec::new();
         let mut x = lo;
         while x <= hi {
             v.push(x);
-            x = x.checked_mul(2).ok_or("size range overflows")?;
+            x = x.checked_mul(2).ok_or(SizesError::RangeOverflow)?;
         }
         v
     } else {
@@ -626,7 +640,7 @@ pub fn parse_sizes(s: &str) -> Result<Vec<u64>, String> {
             .collect::<Result<Vec<_>, _>>()?
     };
     if v.is_empty() || v.iter().any(|&x| x == 0 || x > 1 << 40) {
-        return Err(format!("bad sizes {s:?}: each must be 1 byte to 1 TiB"));
+        return Err(SizesError::OutOfRange(s.to_string()));
     }
     Ok(v)
 }
@@ -752,10 +766,10 @@ impl Scenario {
             ));
         }
         if let Err(e) = crate::multicast::collective::tree_scheme(&m.tree_algorithm) {
-            return Err(invalid("multicast.tree_algorithm", e));
+            return Err(invalid("multicast.tree_algorithm", e.to_string()));
         }
         if let Err(e) = crate::engine::tree_multicast::CoreCopy::parse(&m.core_copy) {
-            return Err(invalid("multicast.core_copy", e));
+            return Err(invalid("multicast.core_copy", e.to_string()));
         }
         one_of("multicast.upward", &m.upward, &["ecmp", "lowest"])?;
         if !(m.overhead_us.is_finite() && m.overhead_us >= 0.0) {

@@ -3,25 +3,57 @@
 //! `[switch]`, `[nic]` and `[output]` keys give.
 
 use crate::engine::EngineConfig;
+use crate::scenario::checks::ConfigError;
 use crate::scenario::Scenario;
-use rocast_core::fabric::cepheus::CnpFilterPolicy;
+use rocast_core::fabric::cepheus::{CnpFilterError, CnpFilterPolicy};
 use rocast_core::fabric::EcnRed;
 use rocast_core::plan::{FatTreeShape, TierSpec, Topology};
 use rocast_core::rnic::{DcqcnConfig, Retransmission};
 use rocast_core::time::Duration;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Why a scenario's fabric could not be built. The core's topology errors keep the
+/// key that led to them.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TopologyError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("topology.file {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("topology: {0}")]
+    Build(#[source] rocast_core::plan::topology::TopologyError),
+    #[error(
+        "topology: node {node} has {ports} ports; a switch has at most 65,536 (16-bit port numbers): use a fabric of more switches"
+    )]
+    TooManyPorts { node: u32, ports: usize },
+    #[error("topology: {hosts} hosts; the simulator addresses at most {max}")]
+    TooManyHosts { hosts: usize, max: u32 },
+    #[error("topology.fail_fraction: {0}")]
+    FailFraction(#[source] rocast_core::plan::topology::TopologyError),
+    #[error("topology.fail_links: {0}")]
+    FailLinks(#[source] rocast_core::plan::topology::TopologyError),
+    #[error("{key}: no link between nodes {a} and {b}")]
+    NoLink { key: String, a: u32, b: u32 },
+    #[error("switch.cnp_filter: {0}")]
+    CnpFilter(#[source] CnpFilterError),
+}
 
 /// The topology and engine settings of the built-in defaults plus `--set`-style
 /// overrides (`"topology.k=4"`), for code and tests that drive an engine directly.
-pub fn fabric_with(sets: &[&str]) -> Result<(Topology, EngineConfig), String> {
+pub fn fabric_with(sets: &[&str]) -> Result<(Topology, EngineConfig), TopologyError> {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    let sc = Scenario::from_toml("", &sets).map_err(|e| e.to_string())?;
+    let sc = Scenario::from_toml("", &sets)?;
     let topo = build_topology(&sc, Path::new("."))?;
     let cfg = engine_config(&sc, &topo)?;
     Ok((topo, cfg))
 }
 
-pub fn build_topology(sc: &Scenario, base: &Path) -> Result<Topology, String> {
+pub fn build_topology(sc: &Scenario, base: &Path) -> Result<Topology, TopologyError> {
     let t = &sc.topology;
     let gbps = |g: f64| (g * 1e9).round() as u64;
     let tier = |g: f64, ns: u64| TierSpec::new(gbps(g), Duration::from_ns(ns));
@@ -54,25 +86,24 @@ pub fn build_topology(sc: &Scenario, base: &Path) -> Result<Topology, String> {
         ),
         _ => {
             let path = base.join(&t.file);
-            let text = std::fs::read_to_string(&path)
-                .map_err(|e| format!("topology.file {}: {e}", path.display()))?;
+            let text = std::fs::read_to_string(&path).map_err(|e| TopologyError::Read {
+                path: path.clone(),
+                source: Arc::new(e),
+            })?;
             Topology::from_hpcc_file(&text)
         }
     }
-    .map_err(|e| format!("topology: {e}"))?;
+    .map_err(TopologyError::Build)?;
     // Ports are 16-bit in the simulator's tables (a one-switch star of more hosts
     // than that has no numbering for them).
     if let Some((node, ports)) = topo.widest_node().filter(|&(_, d)| d > 1 << 16) {
-        return Err(format!(
-            "topology: node {node} has {ports} ports; a switch has at most 65,536 (16-bit port numbers): use a fabric of more switches"
-        ));
+        return Err(TopologyError::TooManyPorts { node, ports });
     }
     if topo.num_hosts() as u64 > u64::from(crate::packet::MAX_SIM_HOSTS) {
-        return Err(format!(
-            "topology: {} hosts; the simulator addresses at most {}",
-            topo.num_hosts(),
-            crate::packet::MAX_SIM_HOSTS
-        ));
+        return Err(TopologyError::TooManyHosts {
+            hosts: topo.num_hosts(),
+            max: crate::packet::MAX_SIM_HOSTS,
+        });
     }
     if t.link_loss > 0.0 {
         for l in &mut topo.links {
@@ -81,22 +112,28 @@ pub fn build_topology(sc: &Scenario, base: &Path) -> Result<Topology, String> {
     }
     if t.fail_fraction > 0.0 {
         topo.fail_fraction(t.fail_fraction, sc.seed)
-            .map_err(|e| format!("topology.fail_fraction: {e}"))?;
+            .map_err(TopologyError::FailFraction)?;
     }
     for &[a, b] in &t.fail_links {
-        topo.fail_link(a, b)
-            .map_err(|e| format!("topology.fail_links: {e}"))?;
+        topo.fail_link(a, b).map_err(TopologyError::FailLinks)?;
     }
     Ok(topo)
 }
 
 /// The link between the two nodes a scenario key names.
-pub(crate) fn link_between(topo: &Topology, [a, b]: [u32; 2], key: &str) -> Result<u32, String> {
-    topo.find_link(a, b)
-        .ok_or_else(|| format!("{key}: no link between nodes {a} and {b}"))
+pub(crate) fn link_between(
+    topo: &Topology,
+    [a, b]: [u32; 2],
+    key: &str,
+) -> Result<u32, TopologyError> {
+    topo.find_link(a, b).ok_or_else(|| TopologyError::NoLink {
+        key: key.to_string(),
+        a,
+        b,
+    })
 }
 
-pub fn engine_config(sc: &Scenario, topo: &Topology) -> Result<EngineConfig, String> {
+pub fn engine_config(sc: &Scenario, topo: &Topology) -> Result<EngineConfig, TopologyError> {
     let n = &sc.nic;
     let s = &sc.switch;
     let capture_links = sc
@@ -150,7 +187,7 @@ pub fn engine_config(sc: &Scenario, topo: &Topology) -> Result<EngineConfig, Str
         mft_max_groups: 1024,
         // Validated with the scenario (`Scenario::validate`).
         cnp_filter: CnpFilterPolicy::from_name(&s.cnp_filter, Duration::from_us(s.cnp_window_us))
-            .map_err(|e| format!("switch.cnp_filter: {e}"))?
+            .map_err(TopologyError::CnpFilter)?
             .with_damped_z(s.tmcf_damped_z),
         control_latency: Duration::from_us(10),
         switch_loss: None,

@@ -13,13 +13,63 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum WorkloadError {
     #[error("workload.{key}: {msg}")]
     Invalid { key: &'static str, msg: String },
-    #[error("{path}: {msg}")]
-    File { path: String, msg: String },
+    /// A named file could not be read (shared, so that the error stays `Clone`).
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: Arc<std::io::Error>,
+    },
+    #[error("{path}: {source}")]
+    File {
+        path: String,
+        #[source]
+        source: WorkloadFileError,
+    },
+}
+
+/// What is wrong inside a size CDF or an HPCC flow file, by line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkloadFileError {
+    #[error("line {0}: expected `size_bytes cum_percent`")]
+    CdfSyntax(usize),
+    #[error("line {line}: bad size {text:?}")]
+    CdfSize { line: usize, text: String },
+    #[error("line {line}: bad percent {text:?}")]
+    CdfPercent { line: usize, text: String },
+    #[error("line {0}: sizes and percents must increase")]
+    CdfNotIncreasing(usize),
+    #[error("the CDF must start at 0% and end at 100%")]
+    CdfEnds,
+    #[error("empty flow file")]
+    EmptyFlowFile,
+    #[error("line 1: expected the flow count, found {0:?}")]
+    FlowCount(String),
+    #[error("line {0}: expected `src dst pg dport size start_s`")]
+    FlowSyntax(usize),
+    #[error("line {line}: field {field} ({text:?}) is not an integer")]
+    NotInteger {
+        line: usize,
+        field: usize,
+        text: String,
+    },
+    #[error("line {line}: bad start time {text:?}")]
+    StartTime { line: usize, text: String },
+    #[error("line {line}: hosts {src}->{dst} invalid ({hosts} hosts)")]
+    FlowHosts {
+        line: usize,
+        src: u64,
+        dst: u64,
+        hosts: u32,
+    },
+    #[error("the header says {header} flows but {found} follow")]
+    FlowsMissing { header: usize, found: usize },
 }
 
 /// The most flows a Poisson workload may generate (about 2 GB of flow records).
@@ -43,7 +93,7 @@ pub const HADOOP_CDF: &str = include_str!("../../data/hadoop.cdf");
 
 impl SizeCdf {
     /// Parses `size cum_percent` lines: first percent 0, last 100, both increasing.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, WorkloadFileError> {
         let mut points = Vec::new();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
@@ -52,24 +102,26 @@ impl SizeCdf {
             }
             let mut it = line.split_whitespace();
             let (Some(x), Some(y), None) = (it.next(), it.next(), it.next()) else {
-                return Err(format!("line {}: expected `size_bytes cum_percent`", i + 1));
+                return Err(WorkloadFileError::CdfSyntax(i + 1));
             };
-            let x: f64 = x
-                .parse()
-                .map_err(|_| format!("line {}: bad size {x:?}", i + 1))?;
-            let y: f64 = y
-                .parse()
-                .map_err(|_| format!("line {}: bad percent {y:?}", i + 1))?;
+            let x: f64 = x.parse().map_err(|_| WorkloadFileError::CdfSize {
+                line: i + 1,
+                text: x.to_string(),
+            })?;
+            let y: f64 = y.parse().map_err(|_| WorkloadFileError::CdfPercent {
+                line: i + 1,
+                text: y.to_string(),
+            })?;
             if let Some(&(px, py)) = points.last() {
                 if x < px || y <= py {
-                    return Err(format!("line {}: sizes and percents must increase", i + 1));
+                    return Err(WorkloadFileError::CdfNotIncreasing(i + 1));
                 }
             }
             points.push((x, y));
         }
         match (points.first(), points.last()) {
             (Some(&(_, 0.0)), Some(&(_, 100.0))) if points.len() >= 2 => Ok(SizeCdf { points }),
-            _ => Err("the CDF must start at 0% and end at 100%".into()),
+            _ => Err(WorkloadFileError::CdfEnds),
         }
     }
 
@@ -102,7 +154,7 @@ pub fn generate(
     hosts: u32,
     host_rate_bps: u64,
     seed: u64,
-    read_file: &dyn Fn(&str) -> Result<String, String>,
+    read_file: &dyn Fn(&str) -> std::io::Result<String>,
 ) -> Result<Vec<FlowSpec>, WorkloadError> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x574f_524b);
     let start = (w.start_us * 1e6) as u64;
@@ -169,14 +221,14 @@ pub fn generate(
             let text = match w.cdf.as_str() {
                 "websearch" => WEBSEARCH_CDF.to_string(),
                 "hadoop" => HADOOP_CDF.to_string(),
-                path => read_file(path).map_err(|m| WorkloadError::File {
+                path => read_file(path).map_err(|e| WorkloadError::Read {
                     path: path.into(),
-                    msg: m,
+                    source: Arc::new(e),
                 })?,
             };
-            let cdf = SizeCdf::parse(&text).map_err(|m| WorkloadError::File {
+            let cdf = SizeCdf::parse(&text).map_err(|source| WorkloadError::File {
                 path: w.cdf.clone(),
-                msg: m,
+                source,
             })?;
             // Mean gap per host so that its offered load is `load` of its link.
             let mean_gap_ps = cdf.mean() * 8.0 / (host_rate_bps as f64 * w.load) * 1e12;
@@ -218,13 +270,13 @@ pub fn generate(
         }
         "flow-file" => {
             let path = &w.flow_file;
-            let text = read_file(path).map_err(|m| WorkloadError::File {
+            let text = read_file(path).map_err(|e| WorkloadError::Read {
                 path: path.clone(),
-                msg: m,
+                source: Arc::new(e),
             })?;
-            parse_flow_file(&text, hosts).map_err(|m| WorkloadError::File {
+            parse_flow_file(&text, hosts).map_err(|source| WorkloadError::File {
                 path: path.clone(),
-                msg: m,
+                source,
             })?
         }
         "flows" => {
@@ -252,33 +304,27 @@ pub fn generate(
 }
 
 /// Parses an HPCC flow file: a count, then `src dst pg dport size start_s` lines.
-pub fn parse_flow_file(text: &str, hosts: u32) -> Result<Vec<FlowSpec>, String> {
+pub fn parse_flow_file(text: &str, hosts: u32) -> Result<Vec<FlowSpec>, WorkloadFileError> {
     let mut lines = text
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty());
-    let (_, first) = lines.next().ok_or("empty flow file")?;
+    let (_, first) = lines.next().ok_or(WorkloadFileError::EmptyFlowFile)?;
     let n: usize = first
         .trim()
         .parse()
-        .map_err(|_| format!("line 1: expected the flow count, found {first:?}"))?;
+        .map_err(|_| WorkloadFileError::FlowCount(first.to_string()))?;
     let mut v = Vec::with_capacity(n.min(1 << 20));
     for (i, line) in lines {
         let f: Vec<&str> = line.split_whitespace().collect();
         if f.len() != 6 {
-            return Err(format!(
-                "line {}: expected `src dst pg dport size start_s`",
-                i + 1
-            ));
+            return Err(WorkloadFileError::FlowSyntax(i + 1));
         }
-        let num = |j: usize| -> Result<u64, String> {
-            f[j].parse().map_err(|_| {
-                format!(
-                    "line {}: field {} ({:?}) is not an integer",
-                    i + 1,
-                    j + 1,
-                    f[j]
-                )
+        let num = |j: usize| -> Result<u64, WorkloadFileError> {
+            f[j].parse().map_err(|_| WorkloadFileError::NotInteger {
+                line: i + 1,
+                field: j + 1,
+                text: f[j].to_string(),
             })
         };
         let (src, dst, size) = (num(0)?, num(1)?, num(4)?);
@@ -286,12 +332,17 @@ pub fn parse_flow_file(text: &str, hosts: u32) -> Result<Vec<FlowSpec>, String> 
             .parse()
             .ok()
             .filter(|t: &f64| *t >= 0.0 && t.is_finite())
-            .ok_or_else(|| format!("line {}: bad start time {:?}", i + 1, f[5]))?;
+            .ok_or_else(|| WorkloadFileError::StartTime {
+                line: i + 1,
+                text: f[5].to_string(),
+            })?;
         if src >= hosts as u64 || dst >= hosts as u64 || src == dst {
-            return Err(format!(
-                "line {}: hosts {src}->{dst} invalid ({hosts} hosts)",
-                i + 1
-            ));
+            return Err(WorkloadFileError::FlowHosts {
+                line: i + 1,
+                src,
+                dst,
+                hosts,
+            });
         }
         v.push(FlowSpec {
             src: src as u32,
@@ -302,7 +353,10 @@ pub fn parse_flow_file(text: &str, hosts: u32) -> Result<Vec<FlowSpec>, String> 
         });
     }
     if v.len() != n {
-        return Err(format!("the header says {n} flows but {} follow", v.len()));
+        return Err(WorkloadFileError::FlowsMissing {
+            header: n,
+            found: v.len(),
+        });
     }
     Ok(v)
 }
@@ -311,8 +365,8 @@ pub fn parse_flow_file(text: &str, hosts: u32) -> Result<Vec<FlowSpec>, String> 
 mod tests {
     use super::*;
 
-    fn no_files(_: &str) -> Result<String, String> {
-        Err("no files in this test".into())
+    fn no_files(_: &str) -> std::io::Result<String> {
+        Err(std::io::Error::other("no files in this test"))
     }
 
     #[test]

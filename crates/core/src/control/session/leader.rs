@@ -1139,8 +1139,9 @@ impl LeaderSession {
     }
 
     /// The driver finished sending the current buffer: `Ok` when every message
-    /// completed, `Err(why)` when the data path failed (the group fails with it).
-    pub fn handle_transfer_done(&mut self, now: Instant, result: Result<(), String>) {
+    /// completed, `Err(why)` (a [`SessionError::Transfer`]) when the data path failed
+    /// (the group fails with it).
+    pub fn handle_transfer_done(&mut self, now: Instant, result: Result<(), SessionError>) {
         if !matches!(self.state, State::Transferring) {
             self.stats.unexpected += 1;
             return;
@@ -1150,7 +1151,7 @@ impl LeaderSession {
             self.take_safeguard_decision();
         }
         if let Err(why) = result {
-            return self.fail(SessionError::Transfer(why));
+            return self.fail(why);
         }
         if self.cfg.params.write && !self.overlay {
             // WRITEs complete nothing at a member: tell them the region holds it.

@@ -1690,7 +1690,14 @@ proptest! {
                 }
                 LeaderInput::StartBuffer(n) => { let _ = l.start_buffer(now, n as u64, DIGEST); }
                 LeaderInput::TransferDone(ok) => {
-                    l.handle_transfer_done(now, if ok { Ok(()) } else { Err("lost".into()) })
+                    l.handle_transfer_done(
+                        now,
+                        if ok {
+                            Ok(())
+                        } else {
+                            Err(SessionError::Transfer("lost".into()))
+                        },
+                    )
                 }
                 LeaderInput::Acked(b) => l.handle_acked(now, b as u64),
                 LeaderInput::Close(ok) => { let _ = l.close(now, ok); }

@@ -61,6 +61,13 @@ pub enum CnpFilterPolicy {
     TmcfBuffered(Duration),
 }
 
+/// A CNP filter name [`CnpFilterPolicy::from_name`] does not know.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CnpFilterError {
+    #[error("CNP filter {0:?}: expected one of {names}", names = CnpFilterPolicy::NAMES.join(", "))]
+    UnknownPolicy(String),
+}
+
 impl CnpFilterPolicy {
     /// The names configuration files and flags use, in [`Self::from_name`]'s order.
     pub const NAMES: [&'static str; 5] = [
@@ -73,7 +80,7 @@ impl CnpFilterPolicy {
 
     /// The policy called `name` (one of [`Self::NAMES`]), with `window` as its counter
     /// age or slot length (unused by forward-all).
-    pub fn from_name(name: &str, window: Duration) -> Result<Self, String> {
+    pub fn from_name(name: &str, window: Duration) -> Result<Self, CnpFilterError> {
         match name {
             "cepheus" => Ok(Self::Counter(window)),
             "tmcf" => Ok(Self::Tmcf(window)),
@@ -83,10 +90,7 @@ impl CnpFilterPolicy {
             )),
             "tmcf-buffered" => Ok(Self::TmcfBuffered(window)),
             "forward-all" => Ok(Self::ForwardAll),
-            _ => Err(format!(
-                "CNP filter {name:?}: expected one of {}",
-                Self::NAMES.join(", ")
-            )),
+            _ => Err(CnpFilterError::UnknownPolicy(name.to_string())),
         }
     }
 
@@ -623,7 +627,9 @@ mod tests {
                 "forward-all"
             ]
         );
-        let e = CnpFilterPolicy::from_name("counter", w).unwrap_err();
+        let e = CnpFilterPolicy::from_name("counter", w)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("cepheus, tmcf, tmcf-damped, tmcf-buffered, forward-all"),
             "{e}"

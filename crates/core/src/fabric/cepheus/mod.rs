@@ -47,13 +47,13 @@ pub use bridge::{
     Bridge, BridgedHeaders, FeedbackHeader, FeedbackKind, FeedbackPacket, VIRTUAL_QPN,
 };
 pub use cnp_filter::{
-    BufferedTmcfCnpFilter, CnpFilter, CnpFilterPolicy, CounterCnpFilter, DampedTmcfCnpFilter,
-    ForwardAllCnp, TmcfCnpFilter,
+    BufferedTmcfCnpFilter, CnpFilter, CnpFilterError, CnpFilterPolicy, CounterCnpFilter,
+    DampedTmcfCnpFilter, ForwardAllCnp, TmcfCnpFilter,
 };
 pub use mft::{MulticastForwardingTable, NextHop, PathEntry};
 
 use crate::time::Instant;
-pub use crate::wire::group_space::{GroupAddressSpace, GroupSpaceError};
+pub use crate::wire::group_space::{GroupAddressSpace, GroupSpaceError, GroupSpaceParseError};
 use crate::wire::{AckSyndrome, Ipv4Address, NakCode, Opcode, Psn, RoceRepr};
 use std::collections::{BTreeMap, VecDeque};
 

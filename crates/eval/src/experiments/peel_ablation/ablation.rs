@@ -249,9 +249,9 @@ pub fn ablation(sc: &Scenario) -> Result<EvalReport, String> {
         let s5 = preset("peel-fig5", FIG5, v, sc)?;
         let s6 = preset("peel-fig6", FIG6, v, sc)?;
         let s7 = preset("peel-fig7", FIG7, v, sc)?;
-        let t5 = build_topology(&s5, Path::new(""))?;
-        let t6 = build_topology(&s6, Path::new(""))?;
-        let t7 = build_topology(&s7, Path::new(""))?;
+        let t5 = build_topology(&s5, Path::new("")).map_err(|e| e.to_string())?;
+        let t6 = build_topology(&s6, Path::new("")).map_err(|e| e.to_string())?;
+        let t7 = build_topology(&s7, Path::new("")).map_err(|e| e.to_string())?;
         let points = [
             fig5_points(&s5, &t5)?,
             fig6_points(&s6, &t6)?,
