@@ -497,7 +497,8 @@ fn peel_tree(
     if runs == 0 {
         return Err("--runs must be at least 1".into());
     }
-    let topo = crate::tree_cmd::topology_from_spec(&format!("fat-tree:k={k}"), fail, seed)?;
+    let topo = crate::tree_cmd::topology_from_spec(&format!("fat-tree:k={k}"), fail, seed)
+        .map_err(|e| e.to_string())?;
     let t0 = std::time::Instant::now();
     let layout = PrefixLayout::from_topology(&topo).map_err(|e| e.to_string())?;
     let layout_s = t0.elapsed().as_secs_f64();

@@ -220,7 +220,7 @@ fn group_outcome_lines(lead_text: &str, n: usize) -> String {
 /// on the two-tier lab the scenario's topology describes, with `--conformance`, so it
 /// prints the lines the simulator's run prints.
 fn lab_run_peel(sc: &rocast_sim::Scenario, name: &str) -> Result<String, String> {
-    let s = rocast_eval::peel::transfer::spec(sc)?;
+    let s = rocast_eval::peel::transfer::spec(sc).map_err(|e| e.to_string())?;
     let a = crate::ud_bench::LabUdArgs {
         hosts: s.hosts,
         medium: "switch".into(),
@@ -780,7 +780,7 @@ fn mpi_run(
     out: &Path,
     algorithm: Option<u32>,
 ) -> Result<Vec<MpiPoint>, String> {
-    let repo = crate::plot::resource_root()?;
+    let repo = crate::plot::resource_root().map_err(|e| e.to_string())?;
     let script = repo.join("python/mpi_bcast.py");
     let python = repo.join(".venv/bin/python");
     if !script.exists() || !python.exists() {

@@ -11,7 +11,7 @@ pub(crate) use rocast_eval::resources::{python, resource_root};
 /// `csv` into `png` and an SVG beside it, through `python/plot.py` with the project's
 /// Python (its `.venv` when present).
 pub(crate) fn run_plot(figure: &str, csv: &Path, png: &Path, title: &str) -> Result<(), String> {
-    let repo = resource_root()?;
+    let repo = resource_root().map_err(|e| e.to_string())?;
     let script = repo.join("python/plot.py");
     let python = python(&repo);
     let status = std::process::Command::new(&python)

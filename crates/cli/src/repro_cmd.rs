@@ -99,7 +99,7 @@ fn run_dask(
     address: Option<&str>,
 ) -> Result<Vec<JobResult>, String> {
     use std::io::Write as _;
-    let root = crate::plot::resource_root()?;
+    let root = crate::plot::resource_root().map_err(|e| e.to_string())?;
     let python = crate::plot::python(&root);
     let input = serde_json::Value::Array(
         jobs.iter()

@@ -103,7 +103,7 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
     };
     println!("scenario: {}  (seed {})", sc.name, sc.seed);
     if sc.experiment_name().is_some() {
-        let report = rocast_eval::run_experiment(&sc, &base)?;
+        let report = rocast_eval::run_experiment(&sc, &base).map_err(|e| e.to_string())?;
         print!("{}", report.text);
         if !report.files.is_empty() || !report.capture.is_empty() {
             std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;

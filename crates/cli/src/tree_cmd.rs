@@ -64,8 +64,8 @@ pub(crate) fn parse_cover(s: &str) -> Result<CoverPolicy, String> {
 }
 
 pub fn run(cmd: TreeCmd) -> Result<(), String> {
-    let topo = topology_from_spec(&cmd.topo, cmd.fail, cmd.seed)?;
-    let dst = parse_destinations(&cmd.dst, &topo, cmd.src, cmd.seed)?;
+    let topo = topology_from_spec(&cmd.topo, cmd.fail, cmd.seed).map_err(|e| e.to_string())?;
+    let dst = parse_destinations(&cmd.dst, &topo, cmd.src, cmd.seed).map_err(|e| e.to_string())?;
     let algos: Vec<&str> = cmd.algo.split(',').filter(|s| !s.is_empty()).collect();
     if algos.is_empty() {
         return Err("--algo: name at least one algorithm".into());
@@ -93,7 +93,8 @@ pub fn run(cmd: TreeCmd) -> Result<(), String> {
             cmd.src,
             &dst,
             cmd.exact_time_limit,
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         let secs = t0.elapsed().as_secs_f64();
         tree.validate(&topo).map_err(|e| format!("{algo}: {e}"))?;
         trees.push((algo, tree, secs));
@@ -126,7 +127,7 @@ pub fn run(cmd: TreeCmd) -> Result<(), String> {
     if let Some(path) = &cmd.json {
         std::fs::write(
             path,
-            crate::output::pretty(&tree_json(&topo, algo0, tree0)?),
+            crate::output::pretty(&tree_json(&topo, algo0, tree0).map_err(|e| e.to_string())?),
         )
         .map_err(|e| format!("{}: {e}", path.display()))?;
         println!("json ({algo0}): {}", path.display());

@@ -25,6 +25,7 @@
 //! deterministic function of its scenario and seed, so the tables do not depend on
 //! the thread count.
 
+use crate::error::EvalError;
 use std::fmt::Write as _;
 
 use rocast_core::fabric::cepheus::CepheusStats;
@@ -58,13 +59,16 @@ fn cepheus_once(
     size: u64,
     post: Duration,
     verify_data: bool,
-) -> Result<Timed, String> {
+) -> Result<Timed, EvalError> {
     let mut spec = CepheusSpec::new(hosts[0], hosts[1..].to_vec(), size);
     spec.per_message_overhead = post;
     spec.verify_data = verify_data;
-    let out = run_cepheus(topo.clone(), cfg.clone(), &spec).map_err(|e| e.to_string())?;
+    let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
     if let Some(f) = &out.fallback {
-        return Err(format!("cepheus fell back: {}", f.reason));
+        return Err(EvalError::Setting(format!(
+            "cepheus fell back: {}",
+            f.reason
+        )));
     }
     Ok(Timed {
         ps: out.completion_ps().ok_or("cepheus: incomplete")?,
@@ -80,7 +84,7 @@ pub(crate) enum Run {
     Overlay(Scheme),
 }
 
-fn parse_schemes(names: &[String]) -> Result<Vec<Run>, String> {
+fn parse_schemes(names: &[String]) -> Result<Vec<Run>, EvalError> {
     names
         .iter()
         .map(|n| match n.as_str() {
@@ -88,7 +92,7 @@ fn parse_schemes(names: &[String]) -> Result<Vec<Run>, String> {
             s => s
                 .parse::<Scheme>()
                 .map(Run::Overlay)
-                .map_err(|e| e.to_string()),
+                .map_err(|e| EvalError::Setting(e.to_string())),
         })
         .collect()
 }
@@ -107,16 +111,16 @@ pub(crate) fn transfer(
     sc: &Scenario,
     topo: &Topology,
     cfg: &EngineConfig,
-) -> Result<EvalReport, String> {
+) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
     let n = m.group;
     if n < 2 || n as usize > topo.num_hosts() || m.messages == 0 {
-        return Err(format!(
+        return Err(EvalError::Setting(format!(
             "transfer: multicast.group must be 2..{} and multicast.messages positive",
             topo.num_hosts()
-        ));
+        )));
     }
-    let size = parse_bytes(&m.message).map_err(|e| e.to_string())?;
+    let size = parse_bytes(&m.message)?;
     // The scheme is the first of `schemes`: Cepheus, or an overlay (`rocast lab run`
     // runs `mcast lead --overlay` for the same scenario).
     let first = m
@@ -149,8 +153,8 @@ pub(crate) fn transfer(
         spec.restart_switch_after = Some(m.restart_switch_after_packets);
     }
     // The fallback's blocks (`rocast lab run` passes the same `--block`).
-    spec.fallback_block = parse_bytes(&m.block).map_err(|e| e.to_string())?.max(1);
-    let out = run_cepheus(topo.clone(), cfg.clone(), &spec).map_err(|e| e.to_string())?;
+    spec.fallback_block = parse_bytes(&m.block)?.max(1);
+    let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
     let mut text = format!(
         "# transfer: {} x {} B from rank 0 to ranks 1..{}, seed {} (simulated)\n",
         m.messages,
@@ -202,7 +206,9 @@ pub(crate) fn transfer(
         })
         .collect();
     if !corrupt.is_empty() {
-        return Err(format!("hosts {corrupt:?} hold wrong data"));
+        return Err(EvalError::Setting(format!(
+            "hosts {corrupt:?} hold wrong data"
+        )));
     }
     Ok(EvalReport {
         text,
@@ -222,7 +228,7 @@ fn transfer_overlay(
     cfg: &EngineConfig,
     scheme: Scheme,
     size: u64,
-) -> Result<EvalReport, String> {
+) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
     let n = m.group;
     if m.conformance || m.loss > 0.0 {
@@ -232,7 +238,7 @@ fn transfer_overlay(
     }
     let total = size * m.messages as u64;
     let data = rocast_core::payload::transfer_data(sc.seed, m.messages, size as usize);
-    let block = parse_bytes(&m.block).map_err(|e| e.to_string())?.max(1);
+    let block = parse_bytes(&m.block)?.max(1);
     let spec = rocast_sim::multicast::broadcast::BroadcastSpec {
         scheme,
         hosts: (0..n).collect(),
@@ -256,8 +262,7 @@ fn transfer_overlay(
         cfg.clone(),
         &spec,
         data,
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let mut text = format!(
         "# transfer: {} x {} B from rank 0 to ranks 1..{} by {scheme}, seed {} (simulated)\n",
         m.messages,
@@ -286,7 +291,7 @@ fn transfer_overlay(
 pub(crate) fn scenario_safeguard(
     m: &rocast_sim::scenario::config::MulticastConfig,
     expected_bps: u64,
-) -> Result<rocast_core::control::SafeguardConfig, String> {
+) -> Result<rocast_core::control::SafeguardConfig, EvalError> {
     let guard = rocast_core::control::SafeguardConfig {
         expected_bps,
         threshold: m.safeguard_threshold,
@@ -401,10 +406,12 @@ pub(crate) fn group_hosts(
     topo: &Topology,
     key: &str,
     group: u32,
-) -> Result<Vec<u32>, String> {
+) -> Result<Vec<u32>, EvalError> {
     let n = topo.num_hosts() as u32;
     if group < 2 || group > n {
-        return Err(format!("{key} {group} does not fit {n} hosts"));
+        return Err(EvalError::Setting(format!(
+            "{key} {group} does not fit {n} hosts"
+        )));
     }
     Ok(member_hosts(sc, n, group))
 }
@@ -420,7 +427,7 @@ pub(crate) fn time_once(
     size: u64,
     r: Run,
     verify_data: bool,
-) -> Result<Timed, String> {
+) -> Result<Timed, EvalError> {
     let post = overhead(sc);
     match r {
         Run::Cepheus => cepheus_once(topo, cfg, hosts, size, post, verify_data),
@@ -455,7 +462,7 @@ pub(crate) fn testbed(
     topo: &Topology,
     cfg: &EngineConfig,
     mode: TableMode,
-) -> Result<EvalReport, String> {
+) -> Result<EvalReport, EvalError> {
     let large = mode == TableMode::LargeScale;
     let compare = mode == TableMode::Compare;
     // Only the dedicated capture run below records frames.
@@ -464,10 +471,12 @@ pub(crate) fn testbed(
     cfg.capture_links.clear();
     let cfg = &cfg;
     let m = &sc.multicast;
-    let sizes = parse_sizes(&m.sizes).map_err(|e| e.to_string())?;
+    let sizes = parse_sizes(&m.sizes)?;
     let runs = parse_schemes(&m.schemes)?;
     if !runs.contains(&Run::Cepheus) {
-        return Err("multicast.schemes must include cepheus".into());
+        return Err(EvalError::Setting(
+            "multicast.schemes must include cepheus".into(),
+        ));
     }
     let hosts = group_hosts(sc, topo, "multicast.group", m.group)?;
     let mut jobs = Vec::new();
@@ -573,8 +582,7 @@ pub(crate) fn testbed(
             let size = sorted[sorted.len() / 2];
             let mut spec = CepheusSpec::new(hosts[0], hosts[1..].to_vec(), size);
             spec.per_message_overhead = overhead(sc);
-            let out =
-                run_cepheus(topo.clone(), capture_cfg.clone(), &spec).map_err(|e| e.to_string())?;
+            let out = run_cepheus(topo.clone(), capture_cfg.clone(), &spec)?;
             let _ = writeln!(
                 text,
                 "capture: the {} B Cepheus run, {} frames on output.capture_links",
@@ -854,9 +862,9 @@ pub(crate) fn loss(
     sc: &Scenario,
     topo: &Topology,
     cfg: &EngineConfig,
-) -> Result<EvalReport, String> {
+) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
-    let size = parse_bytes(&m.message).map_err(|e| e.to_string())?;
+    let size = parse_bytes(&m.message)?;
     // The four columns: (scheme, retransmission name, Cepheus or chain, mode).
     let kinds = [
         ("cepheus", "gbn", true, Retransmission::GoBackN),
@@ -869,7 +877,9 @@ pub(crate) fn loss(
         group_hosts(sc, topo, "multicast.groups:", g)?;
         for &loss in &m.loss_rates {
             if !(0.0..1.0).contains(&loss) {
-                return Err(format!("multicast.loss_rates: {loss} is not a probability"));
+                return Err(EvalError::Setting(format!(
+                    "multicast.loss_rates: {loss} is not a probability"
+                )));
             }
             for k in 0..kinds.len() {
                 jobs.push((g, loss, k));
@@ -880,10 +890,10 @@ pub(crate) fn loss(
     // One run of the grid: group g, loss on the middle links, kind k.
     let middle = middle_tier(topo);
     if m.loss_at == "middle-switches" && middle.is_none() {
-        return Err(format!(
+        return Err(EvalError::Setting(format!(
             "multicast.loss_at = \"middle-switches\" needs a fabric of three switch tiers; {} has fewer",
             topo.name
-        ));
+        )));
     }
     let one = |g: u32, loss: f64, k: usize, bytes: u64, verify: bool| {
         let mut t = topo.clone();
@@ -1110,10 +1120,10 @@ pub(crate) fn loss(
             }
         }
         if !bad.is_empty() {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "loss: members hold wrong data in {}\n{text}",
                 bad.join("; ")
-            ));
+            )));
         }
     }
     Ok(EvalReport {
@@ -1148,12 +1158,14 @@ pub(crate) fn iops(
     sc: &Scenario,
     topo: &Topology,
     cfg: &EngineConfig,
-) -> Result<EvalReport, String> {
+) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
-    let io = parse_bytes(&m.io).map_err(|e| e.to_string())?;
+    let io = parse_bytes(&m.io)?;
     let stack = Duration::from_ps((m.io_stack_us * 1e6) as u64);
     if m.ios == 0 || m.queue_depth == 0 || m.group < 2 {
-        return Err("multicast: ios, queue_depth and group must be positive (group >= 2)".into());
+        return Err(EvalError::Setting(
+            "multicast: ios, queue_depth and group must be positive (group >= 2)".into(),
+        ));
     }
     let hosts = member_hosts(sc, topo.num_hosts() as u32, m.group);
     let (client, replicas) = (hosts[0], hosts[1..].to_vec());
@@ -1187,7 +1199,7 @@ pub(crate) fn iops(
             spec.messages = m.ios;
             spec.window = m.queue_depth;
             spec.per_message_overhead = stack;
-            let out = run_cepheus(topo.clone(), cfg.clone(), &spec).map_err(|e| e.to_string())?;
+            let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
             let t = out.completion_ps().ok_or("cepheus: incomplete")?;
             Ok(m.ios as f64 / (t as f64 / 1e12))
         }
@@ -1289,13 +1301,12 @@ pub(crate) fn unicast_iops(
     ios: u32,
     qd: u32,
     stack: Duration,
-) -> Result<f64, String> {
-    let mut e = Engine::new(topo.clone(), cfg.clone(), Vec::new()).map_err(|e| e.to_string())?;
+) -> Result<f64, EvalError> {
+    let mut e = Engine::new(topo.clone(), cfg.clone(), Vec::new())?;
     let conns = servers
         .iter()
         .map(|&s| e.open_connection(client, s, io * qd as u64))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+        .collect::<Result<Vec<_>, _>>()?;
     let mut cpu = 0u64;
     let (mut posted, mut done, mut in_flight) = (0u32, 0u32, 0u32);
     let mut copies_left = vec![servers.len() as u32; ios as usize];
@@ -1330,7 +1341,7 @@ pub(crate) fn unicast_iops(
             any = true;
             if let AppEvent::SendDone { wr_id, ok, .. } = ev {
                 if !ok {
-                    return Err(format!("IO {wr_id} failed"));
+                    return Err(EvalError::Setting(format!("IO {wr_id} failed")));
                 }
                 let left = &mut copies_left[wr_id as usize];
                 *left -= 1;
@@ -1343,7 +1354,9 @@ pub(crate) fn unicast_iops(
             }
         }
         if !more && !any {
-            return Err(format!("unicast IOs stalled at {done} of {ios}"));
+            return Err(EvalError::Setting(format!(
+                "unicast IOs stalled at {done} of {ios}"
+            )));
         }
     }
     Ok(ios as f64 / (last as f64 / 1e12))

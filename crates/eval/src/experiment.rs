@@ -12,6 +12,7 @@
 //! `crate::experiments` holds the built-in one. The simulator keeps only its own
 //! workload presets (`default`, `incast`, …), which a registry lists first.
 
+use crate::error::EvalError;
 use std::path::Path;
 
 use rocast_core::plan::Topology;
@@ -122,7 +123,7 @@ pub struct Context<'a> {
 impl Context<'_> {
     /// The experiment's own `[experiment.NAME]` table as its config type (every key
     /// optional: the type's `Default` fills the rest; an unknown key is an error).
-    pub fn config<T: DeserializeOwned + Default>(&self, name: &str) -> Result<T, String> {
+    pub fn config<T: DeserializeOwned + Default>(&self, name: &str) -> Result<T, EvalError> {
         experiment_config(self.scenario, name)
     }
 }
@@ -131,11 +132,11 @@ impl Context<'_> {
 pub fn experiment_config<T: DeserializeOwned + Default>(
     sc: &Scenario,
     name: &str,
-) -> Result<T, String> {
+) -> Result<T, EvalError> {
     match sc.experiment.get(name) {
         None => Ok(T::default()),
         Some(t) => T::deserialize(toml::Value::Table(t.clone()))
-            .map_err(|e| format!("experiment.{name}: {}", e.message())),
+            .map_err(|e| EvalError::Setting(format!("experiment.{name}: {}", e.message()))),
     }
 }
 
@@ -160,10 +161,10 @@ pub trait Experiment: Sync {
     }
     /// Checks the scenario's `[experiment.NAME]` table before anything runs (the
     /// experiments that have a config type parse it here).
-    fn check(&self, _sc: &Scenario) -> Result<(), String> {
+    fn check(&self, _sc: &Scenario) -> Result<(), EvalError> {
         Ok(())
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String>;
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError>;
 }
 
 /// The experiments the listings read: the built-in ones, plus any a caller (a test,

@@ -21,6 +21,7 @@
 extern crate self as rocast_eval;
 
 pub mod cepheus;
+pub mod error;
 pub mod experiment;
 pub mod experiments;
 pub mod odbss;
@@ -33,6 +34,7 @@ pub mod tmcf;
 pub mod trees;
 pub mod verdict;
 
+use crate::error::EvalError;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -41,7 +43,7 @@ use rocast_sim::scenario::topology::{build_topology, engine_config};
 use rocast_sim::Scenario;
 
 /// Runs the scenario's experiment (`[experiment.NAME]` or `multicast.experiment`).
-pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
+pub fn run_experiment(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
     run_experiment_in(&experiments::registry(), sc, base)
 }
 
@@ -50,10 +52,10 @@ pub fn run_experiment_in(
     registry: &experiment::Registry,
     sc: &Scenario,
     base: &Path,
-) -> Result<EvalReport, String> {
+) -> Result<EvalReport, EvalError> {
     let t0 = std::time::Instant::now();
-    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
-    let cfg = engine_config(sc, &topo).map_err(|e| e.to_string())?;
+    let topo = build_topology(sc, base)?;
+    let cfg = engine_config(sc, &topo)?;
     let name = sc.experiment_name().unwrap_or_default();
     let e = registry.experiment(name).ok_or_else(|| {
         // Name the key the scenario used.

@@ -3,6 +3,7 @@
 //! connections on the simulated fabric, timed from the root's post until the last
 //! rank holds it, with the block each scheme cuts the message into.
 
+use crate::error::EvalError;
 use rocast_core::overlay::Scheme;
 use rocast_core::plan::Topology;
 use rocast_core::time::Duration;
@@ -76,7 +77,7 @@ pub(crate) fn overlay_once(
     block: u64,
     post: Duration,
     knobs: OverlayKnobs,
-) -> Result<Timed, String> {
+) -> Result<Timed, EvalError> {
     let n = hosts.len() as u32;
     let block = block.min(size).max(1);
     let mut driver = bench_driver_config(
@@ -105,7 +106,7 @@ pub(crate) fn overlay_once(
         failures: Vec::new(),
         suspect_after: rocast_sim::multicast::broadcast::DEFAULT_SUSPECT_AFTER,
     };
-    let out = run_broadcast(topo.clone(), cfg.clone(), &spec).map_err(|e| e.to_string())?;
+    let out = run_broadcast(topo.clone(), cfg.clone(), &spec)?;
     Ok(Timed {
         ps: out.latency_ps,
         events: out.events,
@@ -123,15 +124,15 @@ pub(crate) fn block_for(
     scheme: Scheme,
     size: u64,
     group: u32,
-) -> Result<u64, String> {
+) -> Result<u64, EvalError> {
     let m = &sc.multicast;
-    let block = parse_bytes(&m.block).map_err(|e| e.to_string())?;
+    let block = parse_bytes(&m.block)?;
     let slices = if m.chain_slices_per_rank {
         group
     } else {
         m.chain_slices
     };
-    let floor = parse_bytes(&m.chain_min_slice).map_err(|e| e.to_string())?;
+    let floor = parse_bytes(&m.chain_min_slice)?;
     Ok(match scheme {
         Scheme::Chain if slices > 0 => size
             .div_ceil(slices as u64)

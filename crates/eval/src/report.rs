@@ -31,11 +31,11 @@ pub fn set_progress(on: bool) {
 
 /// Runs `jobs` on the configured number of threads; results in job order. With
 /// [`set_progress`] on, the outermost call shows runs done of all and the time spent.
-pub fn parallel<T: Send, J: Sync>(
+pub fn parallel<T: Send, J: Sync, E: Send>(
     threads: u32,
     jobs: &[J],
-    run: impl Fn(&J) -> Result<T, String> + Sync,
-) -> Result<Vec<T>, String> {
+    run: impl Fn(&J) -> Result<T, E> + Sync,
+) -> Result<Vec<T>, E> {
     let outer = DEPTH.fetch_add(1, Ordering::Relaxed) == 0;
     let bar = (outer && PROGRESS.load(Ordering::Relaxed) && jobs.len() > 1).then(|| {
         let b = indicatif::ProgressBar::new(jobs.len() as u64);
@@ -56,12 +56,12 @@ pub fn parallel<T: Send, J: Sync>(
     r
 }
 
-fn parallel_inner<T: Send, J: Sync>(
+fn parallel_inner<T: Send, J: Sync, E: Send>(
     threads: u32,
     jobs: &[J],
-    run: impl Fn(&J) -> Result<T, String> + Sync,
+    run: impl Fn(&J) -> Result<T, E> + Sync,
     bar: Option<&indicatif::ProgressBar>,
-) -> Result<Vec<T>, String> {
+) -> Result<Vec<T>, E> {
     let n = if threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
@@ -69,8 +69,7 @@ fn parallel_inner<T: Send, J: Sync>(
     }
     .min(jobs.len().max(1));
     let next = AtomicUsize::new(0);
-    let out: Mutex<Vec<Option<Result<T, String>>>> =
-        Mutex::new((0..jobs.len()).map(|_| None).collect());
+    let out: Mutex<Vec<Option<Result<T, E>>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
     std::thread::scope(|s| {
         for _ in 0..n {
             s.spawn(|| loop {

@@ -2,13 +2,14 @@
 //! Steiner solver, the MPI benchmark) and the project's venv: relative to where the
 //! running binary is installed, never through the directory it was built in.
 
+use crate::error::EvalError;
 use std::path::{Path, PathBuf};
 
 /// The directory holding `python/` (and its `.venv`): `$ROCAST_HOME` when set; else
 /// the first directory, walking up from the running binary's real location (links
 /// resolved: `/usr/local/bin/rocast` → the checkout's `target/release/rocast`), that
 /// has `python/rocast/__init__.py`; else `<binary's dir>/../share/rocast` when that has it.
-pub fn resource_root() -> Result<PathBuf, String> {
+pub fn resource_root() -> Result<PathBuf, EvalError> {
     let marker = |d: &Path| {
         d.join("python")
             .join("rocast")
@@ -20,10 +21,10 @@ pub fn resource_root() -> Result<PathBuf, String> {
         return if marker(&home) {
             Ok(home)
         } else {
-            Err(format!(
+            Err(EvalError::Setting(format!(
                 "ROCAST_HOME={} has no python/rocast/__init__.py",
                 home.display()
-            ))
+            )))
         };
     }
     let exe = std::env::current_exe()
@@ -40,10 +41,10 @@ pub fn resource_root() -> Result<PathBuf, String> {
         }
         dir = d.parent();
     }
-    Err(format!(
+    Err(EvalError::Setting(format!(
         "no python/ helpers next to {} or above it: set ROCAST_HOME to the rocast checkout",
         exe.display()
-    ))
+    )))
 }
 
 /// The project's Python: the checkout's `.venv` when present, else `python3`.

@@ -23,6 +23,7 @@
 //! - **queue occupancy**: the fullest receiver downlink per sample, mean and max over
 //!   the phase, and the **PFC pauses** sent during the phase.
 
+use crate::error::EvalError;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -88,7 +89,7 @@ struct PolicyRun {
 }
 
 /// Sets `policy` on the scenario.
-fn with_policy(sc: &Scenario, policy: &str) -> Result<Scenario, String> {
+fn with_policy(sc: &Scenario, policy: &str) -> Result<Scenario, EvalError> {
     let mut sc = sc.clone();
     match policy {
         "guard" => {
@@ -97,10 +98,10 @@ fn with_policy(sc: &Scenario, policy: &str) -> Result<Scenario, String> {
         }
         p if CnpFilterPolicy::NAMES.contains(&p) => sc.switch.cnp_filter = p.into(),
         other => {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "multicast.cnp_policies: {other:?} (expected {} or guard)",
                 CnpFilterPolicy::NAMES.join(", ")
-            ))
+            )))
         }
     }
     Ok(sc)
@@ -111,14 +112,13 @@ fn run_policy(
     topo: &Topology,
     policy: &str,
     t: &Trial,
-) -> Result<PolicyRun, String> {
+) -> Result<PolicyRun, EvalError> {
     // The policy changes switch and NIC settings only: the fabric is the caller's.
     let sc = with_policy(sc, policy)?;
-    let cfg = engine_config(&sc, topo).map_err(|e| e.to_string())?;
+    let cfg = engine_config(&sc, topo)?;
     let mut spec = CepheusSpec::new(t.source, t.receivers.clone(), t.message);
     spec.sample_interval = Some(t.step);
-    let out = run_cepheus_with_flows(topo.clone(), cfg, &spec, t.flows.clone())
-        .map_err(|e| e.to_string())?;
+    let out = run_cepheus_with_flows(topo.clone(), cfg, &spec, t.flows.clone())?;
     let ms = |ps: u64| ps as f64 / 1e9;
     let unicasts = out
         .flows
@@ -177,10 +177,10 @@ fn run_policy(
 
 /// Runs the trial on `topo` under every policy of `multicast.cnp_policies` (in
 /// parallel).
-fn run_policies(sc: &Scenario, topo: &Topology, t: &Trial) -> Result<Vec<PolicyRun>, String> {
+fn run_policies(sc: &Scenario, topo: &Topology, t: &Trial) -> Result<Vec<PolicyRun>, EvalError> {
     let m = &sc.multicast;
     if m.cnp_policies.is_empty() {
-        return Err("multicast.cnp_policies is empty".into());
+        return Err(EvalError::Setting("multicast.cnp_policies is empty".into()));
     }
     parallel(m.threads, &m.cnp_policies, |p| run_policy(sc, topo, p, t))
 }
@@ -480,10 +480,12 @@ fn series_csv(runs: &[PolicyRun]) -> String {
 }
 
 /// The star presets' fabric: 7 hosts at least, and the host link rate (Gb/s).
-fn star(sc: &Scenario, base: &Path, what: &str) -> Result<(Topology, f64), String> {
-    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
+fn star(sc: &Scenario, base: &Path, what: &str) -> Result<(Topology, f64), EvalError> {
+    let topo = build_topology(sc, base)?;
     if topo.num_hosts() < 7 {
-        return Err(format!("{what} needs 7 hosts (a source and 6 receivers)"));
+        return Err(EvalError::Setting(format!(
+            "{what} needs 7 hosts (a source and 6 receivers)"
+        )));
     }
     let line = topo.links[topo.ports(0)[0].0 as usize].rate_bps as f64 / 1e9;
     Ok((topo, line))
@@ -495,10 +497,12 @@ fn star(sc: &Scenario, base: &Path, what: &str) -> Result<(Topology, f64), Strin
 /// 6→4). Time is scaled down from the paper's (2.1 s, then one flow per 0.1 s):
 /// DCQCN's timers (55 µs rate increase, 50 µs CNP spacing and TMCF slot) are far
 /// shorter than a phase either way.
-pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
+pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
     if !(m.start_ms > 0.0 && m.phase_ms > 0.0) {
-        return Err("multicast.start_ms and multicast.phase_ms must be positive".into());
+        return Err(EvalError::Setting(
+            "multicast.start_ms and multicast.phase_ms must be positive".into(),
+        ));
     }
     let (topo, line) = star(sc, base, "tmcf-cpmp")?;
     let name = &topo.name;
@@ -641,14 +645,14 @@ fn cpmp_end_ms(start_ms: f64, phase_ms: f64) -> f64 {
 /// `start_ms`, each outlasting the run at line rate (or 2 GiB, which still outlasts
 /// it at the half-link share a shared downlink leaves; an early end shows as a phase
 /// cut in the table).
-fn cpmp_trial(sc: &Scenario, line: f64) -> Result<Trial, String> {
+fn cpmp_trial(sc: &Scenario, line: f64) -> Result<Trial, EvalError> {
     let m = &sc.multicast;
     let end_ms = cpmp_end_ms(m.start_ms, m.phase_ms);
     let uni = line_bytes(line, end_ms).min(MAX_MESSAGE);
     Ok(Trial {
         source: 0,
         receivers: (1..=6).collect(),
-        message: parse_bytes(&m.message).map_err(|e| e.to_string())?,
+        message: parse_bytes(&m.message)?,
         flows: UNICASTS
             .iter()
             .enumerate()
@@ -671,11 +675,11 @@ fn robustness_scenario(
     fabric: &str,
     rtt: f64,
     phase: f64,
-) -> Result<Scenario, String> {
+) -> Result<Scenario, EvalError> {
     if !(rtt > 0.0 && phase > 0.0) {
-        return Err(format!(
+        return Err(EvalError::Setting(format!(
             "RTT {rtt} us, phase {phase} ms: both must be positive"
-        ));
+        )));
     }
     let mut vsc = sc.clone();
     match fabric {
@@ -696,9 +700,9 @@ fn robustness_scenario(
             (t.host_delay_ns, t.fabric_delay_ns, t.core_delay_ns) = (d, d, d);
         }
         other => {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "multicast.fabrics: {other:?} (expected \"star\" or \"fat-tree\")"
-            ))
+            )))
         }
     }
     vsc.multicast.phase_ms = phase;
@@ -719,7 +723,7 @@ fn robustness_cell(
     label: &str,
     text: &mut String,
     csv: &mut String,
-) -> Result<(), String> {
+) -> Result<(), EvalError> {
     let (topo, line) = star(vsc, base, "tmcf-robustness")?;
     let mut trial = cpmp_trial(vsc, line)?;
     // The multicast outlasts the run at line rate, up to a QP's longest message (100 ms
@@ -795,7 +799,7 @@ fn sensitivity_cells<T: std::fmt::Display>(
     csv: &mut String,
     value: T,
     set: impl Fn(&mut Scenario),
-) -> Result<(), String> {
+) -> Result<(), EvalError> {
     for &phase in phases {
         let mut vsc = robustness_scenario(sc, "star", rtt, phase)?;
         set(&mut vsc);
@@ -813,10 +817,12 @@ const ROBUSTNESS_COLUMNS: &str = "policy          1 cong    3 cong    6 cong  CN
 /// share" at 6. With `slots_us`, TMCF alone again per slot length (the paper's is
 /// 50 µs), on the star at the first RTT, for the phases whose multicast fits one
 /// message.
-pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
+pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
     if m.rtts_us.is_empty() || m.phases_ms.is_empty() {
-        return Err("tmcf-robustness needs multicast.rtts_us and multicast.phases_ms".into());
+        return Err(EvalError::Setting(
+            "tmcf-robustness needs multicast.rtts_us and multicast.phases_ms".into(),
+        ));
     }
     if m.fabrics.is_empty() {
         return Err(
@@ -882,7 +888,9 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         let mut slot_csv = format!("slot_us,{ROBUSTNESS_CSV_TAIL}");
         for &slot in &m.slots_us {
             if slot == 0 {
-                return Err("multicast.slots_us: a slot must be positive".into());
+                return Err(EvalError::Setting(
+                    "multicast.slots_us: a slot must be positive".into(),
+                ));
             }
             sensitivity_cells(
                 sc,
@@ -913,9 +921,9 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         let mut z_csv = format!("z,{ROBUSTNESS_CSV_TAIL}");
         for &z in &m.damped_zs {
             if !(0.0..=100.0).contains(&z) {
-                return Err(format!(
+                return Err(EvalError::Setting(format!(
                     "multicast.damped_zs: {z} is outside 0-100 standard deviations"
-                ));
+                )));
             }
             sensitivity_cells(sc, base, rtt, &phases, &mut text, &mut z_csv, z, |v| {
                 v.switch.tmcf_damped_z = z;
@@ -935,7 +943,7 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
 /// TMCF Figs 5–6, the moving bottleneck: a multicast from host 0 to receivers 1–6,
 /// and the unicasts of `multicast.unicasts` ([source, destination, start ms, MB]),
 /// which start and, being finite, end.
-pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
+pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
     if m.unicasts.is_empty() {
         return Err(
@@ -946,9 +954,9 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     for (i, &[s, d, start, mb]) in m.unicasts.iter().enumerate() {
         let ok = |v: f64| v.fract() == 0.0 && (1.0..=6.0).contains(&v);
         if !ok(s) || !ok(d) || s == d || !(start >= 0.0) || !(mb > 0.0) {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "multicast.unicasts[{i}]: need receivers 1-6 (distinct), start >= 0 and MB > 0"
-            ));
+            )));
         }
         flows.push(FlowSpec {
             src: s as u32,
@@ -963,7 +971,7 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     let trial = Trial {
         source: 0,
         receivers: (1..=6).collect(),
-        message: parse_bytes(&m.message).map_err(|e| e.to_string())?,
+        message: parse_bytes(&m.message)?,
         flows,
         step: Duration::from_us(100),
         cut_ms: f64::INFINITY,
@@ -1004,13 +1012,15 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
 /// and take the whole link back when a competitor ends. DCQCN climbs back slowly
 /// (HPCC's settings: +200 Mb/s per 300 µs at 100 Gb/s), so seeing the whole link
 /// retaken needs a `start_ms` of tens of milliseconds.
-pub fn fairness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
+pub fn fairness(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
-    let size = parse_bytes(&m.message).map_err(|e| e.to_string())?;
-    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
+    let size = parse_bytes(&m.message)?;
+    let topo = build_topology(sc, base)?;
     let hosts_n = topo.num_hosts() as u32;
     if m.group < 5 || m.group > hosts_n {
-        return Err(format!("multicast.group must be 5..{hosts_n}"));
+        return Err(EvalError::Setting(format!(
+            "multicast.group must be 5..{hosts_n}"
+        )));
     }
     // Draw the group's hosts N0..N(g-1) (seeded).
     let mut rng = ChaCha8Rng::seed_from_u64(sc.seed);
@@ -1021,7 +1031,9 @@ pub fn fairness(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         nodes.push(pool.swap_remove(i));
     }
     if !(m.start_ms > 0.0 && m.phase_ms > 0.0) {
-        return Err("multicast.start_ms and multicast.phase_ms must be positive".into());
+        return Err(EvalError::Setting(
+            "multicast.start_ms and multicast.phase_ms must be positive".into(),
+        ));
     }
     let rate = topo.links[topo.ports(nodes[0])[0].0 as usize].rate_bps;
     let uni = (rate as f64 / 8.0 * m.phase_ms / 1e3) as u64;

@@ -4,6 +4,7 @@
 //! layer peeling, the symmetric optimum, Cepheus' hop-by-hop tree, the exact Steiner
 //! tree), and the tree as DOT or JSON.
 
+use crate::error::EvalError;
 use crate::peel::steiner_exact::exact_tree;
 use rocast_core::plan::multicast_tree::{
     hop_by_hop_tree, layer_peeling_tree, symmetric_tree, MulticastTree,
@@ -15,7 +16,7 @@ use rocast_sim::Scenario;
 use std::path::{Path, PathBuf};
 
 /// Builds a topology from `--topo`, through the simulator's scenario keys.
-pub fn topology_from_spec(spec: &str, fail: f64, seed: u64) -> Result<Topology, String> {
+pub fn topology_from_spec(spec: &str, fail: f64, seed: u64) -> Result<Topology, EvalError> {
     let mut sets = vec![format!("seed={seed}")];
     let base = match spec.split_once(':') {
         Some((kind @ ("fat-tree" | "leaf-spine"), args)) => {
@@ -28,7 +29,7 @@ pub fn topology_from_spec(spec: &str, fail: f64, seed: u64) -> Result<Topology, 
                     "k" | "spines" | "leaves" | "oversubscription" => k,
                     "hosts" => "hosts_per_leaf",
                     "gpus" => "gpus_per_host",
-                    _ => return Err(format!("--topo: unknown key {k:?} (k, spines, leaves, hosts, gpus, oversubscription)")),
+                    _ => return Err(EvalError::Setting(format!("--topo: unknown key {k:?} (k, spines, leaves, hosts, gpus, oversubscription)"))),
                 };
                 v.parse::<u32>()
                     .map_err(|_| format!("--topo: {k}={v:?} is not a whole number"))?;
@@ -43,17 +44,19 @@ pub fn topology_from_spec(spec: &str, fail: f64, seed: u64) -> Result<Topology, 
             PathBuf::from(".")
         }
         _ => {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "--topo {spec:?}: expected fat-tree:k=N, leaf-spine:spines=S,leaves=L,hosts=H or a file"
-            ))
+            )))
         }
     };
     if !(0.0..=1.0).contains(&fail) {
-        return Err(format!("--fail {fail}: must be a fraction in [0, 1]"));
+        return Err(EvalError::Setting(format!(
+            "--fail {fail}: must be a fraction in [0, 1]"
+        )));
     }
     sets.push(format!("topology.fail_fraction={fail}"));
-    let sc = Scenario::preset("default", &sets).map_err(|e| e.to_string())?;
-    build_topology(&sc, &base).map_err(|e| e.to_string())
+    let sc = Scenario::preset("default", &sets)?;
+    Ok(build_topology(&sc, &base)?)
 }
 
 /// `random:N` (seeded, without the source), `a,b,c`, or a file of ids.
@@ -62,17 +65,17 @@ pub fn parse_destinations(
     topo: &Topology,
     src: NodeId,
     seed: u64,
-) -> Result<Vec<NodeId>, String> {
+) -> Result<Vec<NodeId>, EvalError> {
     let hosts = topo.num_hosts() as u32;
     if let Some(n) = spec.strip_prefix("random:") {
         let n: u32 = n
             .parse()
             .map_err(|_| format!("--dst {spec:?}: N must be a whole number"))?;
         if n == 0 || n >= hosts {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "--dst {spec:?}: N must be 1..{} (hosts other than the source)",
                 hosts - 1
-            ));
+            )));
         }
         return Ok(rocast_sim::scenario::workload::sample_hosts(
             hosts, src, n, seed,
@@ -90,7 +93,9 @@ pub fn parse_destinations(
                 .parse()
                 .map_err(|_| format!("--dst: {s:?} is not a host id"))?;
             if id >= hosts {
-                return Err(format!("--dst: {id} is not a host (0..{hosts})"));
+                return Err(EvalError::Setting(format!(
+                    "--dst: {id} is not a host (0..{hosts})"
+                )));
             }
             Ok(id)
         })
@@ -105,21 +110,21 @@ pub fn build_tree(
     src: NodeId,
     dst: &[NodeId],
     time_limit: f64,
-) -> Result<MulticastTree, String> {
-    let e = |e: rocast_core::plan::multicast_tree::TreeError| e.to_string();
+) -> Result<MulticastTree, EvalError> {
+    let e = |e: rocast_core::plan::multicast_tree::TreeError| EvalError::Setting(e.to_string());
     match algo {
         "optimal" => symmetric_tree(topo, src, dst).map_err(e),
         "peel" => layer_peeling_tree(topo, src, dst).map_err(e),
         "cepheus" => {
             if routes.is_none() {
-                *routes = Some(Routes::compute(topo).map_err(|e| e.to_string())?);
+                *routes = Some(Routes::compute(topo)?);
             }
             hop_by_hop_tree(topo, routes.as_ref().expect("set"), src, dst, &|_, _| 0).map_err(e)
         }
         "exact" => exact_tree(topo, src, dst, time_limit),
-        _ => Err(format!(
+        _ => Err(EvalError::Setting(format!(
             "--algo {algo:?}: expected optimal, peel, cepheus or exact"
-        )),
+        ))),
     }
 }
 
@@ -165,8 +170,8 @@ pub fn tree_json(
     topo: &Topology,
     algo: &str,
     tree: &MulticastTree,
-) -> Result<serde_json::Value, String> {
-    let sum = tree.summary(topo).map_err(|e| e.to_string())?;
+) -> Result<serde_json::Value, EvalError> {
+    let sum = tree.summary(topo)?;
     let v = serde_json::json!({
         "algorithm": algo,
         "topology": topo.name,

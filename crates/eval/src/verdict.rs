@@ -11,6 +11,7 @@
 //! arithmetic over the paper's own fields (the MFT memory). A calibrated verdict carries
 //! its sensitivity to the constant in `reason`.
 
+use crate::error::EvalError;
 use std::fmt::Write as _;
 
 /// rocast's tolerance for a verdict of "reproduced": rocast's figure within
@@ -180,12 +181,12 @@ impl Verdict {
     }
 
     /// Parses one record of [`to_json`]'s list.
-    pub fn from_json(v: &serde_json::Value) -> Result<Verdict, String> {
-        let s = |k: &str| -> Result<String, String> {
+    pub fn from_json(v: &serde_json::Value) -> Result<Verdict, EvalError> {
+        let s = |k: &str| -> Result<String, EvalError> {
             v.get(k)
                 .and_then(|x| x.as_str())
                 .map(str::to_string)
-                .ok_or_else(|| format!("verdict without a string {k:?}"))
+                .ok_or_else(|| EvalError::Setting(format!("verdict without a string {k:?}")))
         };
         let word = s("word")?;
         Ok(Verdict {
@@ -210,13 +211,13 @@ pub fn to_json_text(vs: &[Verdict]) -> String {
 }
 
 /// Parses `verdicts.json`'s text.
-pub fn from_json_text(text: &str) -> Result<Vec<Verdict>, String> {
+pub fn from_json_text(text: &str) -> Result<Vec<Verdict>, EvalError> {
     let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     from_json(&v)
 }
 
 /// Reads `verdicts.json`'s list.
-pub fn from_json(v: &serde_json::Value) -> Result<Vec<Verdict>, String> {
+pub fn from_json(v: &serde_json::Value) -> Result<Vec<Verdict>, EvalError> {
     v.as_array()
         .ok_or("verdicts.json is not a list")?
         .iter()

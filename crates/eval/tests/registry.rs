@@ -65,7 +65,8 @@ fn the_toy_experiment_runs_with_its_own_config() {
         .unwrap();
     let e = rocast_eval::run_experiment_in(&toy, &bad, std::path::Path::new("."))
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
     assert!(
         e.contains("experiment.toy-echo") && e.contains("colour"),
         "{e}"
@@ -73,7 +74,8 @@ fn the_toy_experiment_runs_with_its_own_config() {
     // Without the toy, the same scenario names an experiment nobody has.
     let e = rocast_eval::run_experiment(&sc, std::path::Path::new("."))
         .err()
-        .unwrap();
+        .unwrap()
+        .to_string();
     assert!(e.contains("\"toy-echo\""), "{e}");
 }
 

@@ -149,12 +149,13 @@ fn tree(
 ) -> PyResult<String> {
     use rocast_eval::trees::{build_tree, parse_destinations, topology_from_spec, tree_json};
     py.detach(|| {
-        let t = topology_from_spec(topo, fail, seed)?;
-        let d = parse_destinations(dst, &t, src, seed)?;
+        let t = topology_from_spec(topo, fail, seed).map_err(|e| e.to_string())?;
+        let d = parse_destinations(dst, &t, src, seed).map_err(|e| e.to_string())?;
         let mut routes = None;
-        let tr = build_tree(algo, &t, &mut routes, src, &d, exact_time_limit)?;
+        let tr = build_tree(algo, &t, &mut routes, src, &d, exact_time_limit)
+            .map_err(|e| e.to_string())?;
         tr.validate(&t).map_err(|e| e.to_string())?;
-        let v = tree_json(&t, algo, &tr)?;
+        let v = tree_json(&t, algo, &tr).map_err(|e| e.to_string())?;
         serde_json::to_string(&v).map_err(|e| e.to_string())
     })
     .map_err(value_error)

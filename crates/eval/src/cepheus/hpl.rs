@@ -22,6 +22,7 @@
 //! move with them once the panels are large (a run with N halved
 //! shows as much).
 
+use crate::error::EvalError;
 use std::fmt::Write as _;
 
 use rocast_core::overlay::Scheme;
@@ -50,7 +51,7 @@ pub(crate) fn hpl(
     sc: &Scenario,
     topo: &Topology,
     cfg: &EngineConfig,
-) -> Result<EvalReport, String> {
+) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
     let (n, nb) = (m.hpl_n, m.hpl_nb);
     if nb == 0 || n < nb || m.hpl_samples == 0 || m.hpl_grids.is_empty() {
@@ -81,10 +82,10 @@ pub(crate) fn hpl(
                 continue;
             }
             if ranks as usize > topo.num_hosts() {
-                return Err(format!(
+                return Err(EvalError::Setting(format!(
                     "grid {p}x{q}: {ranks} ranks do not fit {} hosts",
                     topo.num_hosts()
-                ));
+                )));
             }
             for &k in &ks {
                 let bytes = match op {
@@ -103,7 +104,7 @@ pub(crate) fn hpl(
     let times = parallel(
         m.threads,
         &jobs,
-        |&(_, op, ranks, bytes, cepheus)| -> Result<f64, String> {
+        |&(_, op, ranks, bytes, cepheus)| -> Result<f64, EvalError> {
             let hosts = member_hosts(sc, topo.num_hosts() as u32, ranks);
             if cepheus {
                 return Ok(cepheus_once(topo, cfg, &hosts, bytes, post, false)?.ps as f64);

@@ -12,6 +12,7 @@
 //! acknowledgement back to the client (one one-way latency, about 2 µs on one switch)
 //! is not modelled.
 
+use crate::error::EvalError;
 use std::fmt::Write as _;
 
 use rocast_core::overlay::Scheme;
@@ -36,11 +37,13 @@ pub(crate) fn io_latency(
     sc: &Scenario,
     topo: &Topology,
     cfg: &EngineConfig,
-) -> Result<EvalReport, String> {
+) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
-    let sizes = parse_sizes(&m.sizes).map_err(|e| e.to_string())?;
+    let sizes = parse_sizes(&m.sizes)?;
     if m.ios == 0 {
-        return Err("cepheus-fig10: multicast.ios must be positive".into());
+        return Err(EvalError::Setting(
+            "cepheus-fig10: multicast.ios must be positive".into(),
+        ));
     }
     let stack = Duration::from_ps((m.io_stack_us * 1e6) as u64);
     let hosts = group_hosts(sc, topo, "multicast.group", m.group)?;
@@ -51,7 +54,7 @@ pub(crate) fn io_latency(
             jobs.push((size, k));
         }
     }
-    let lat = parallel(m.threads, &jobs, |&(size, k)| -> Result<f64, String> {
+    let lat = parallel(m.threads, &jobs, |&(size, k)| -> Result<f64, EvalError> {
         Ok(match k {
             0 | 1 => {
                 let servers = if k == 0 {
@@ -66,10 +69,12 @@ pub(crate) fn io_latency(
                 spec.messages = m.ios;
                 spec.window = 1;
                 spec.per_message_overhead = stack;
-                let out =
-                    run_cepheus(topo.clone(), cfg.clone(), &spec).map_err(|e| e.to_string())?;
+                let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
                 if let Some(f) = &out.fallback {
-                    return Err(format!("cepheus fell back: {}", f.reason));
+                    return Err(EvalError::Setting(format!(
+                        "cepheus fell back: {}",
+                        f.reason
+                    )));
                 }
                 out.completion_ps().ok_or("cepheus: incomplete")? as f64 / m.ios as f64
             }

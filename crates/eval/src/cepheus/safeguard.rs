@@ -16,6 +16,7 @@
 //! the group's goodput (message bytes delivered to every member per second) before
 //! the loss, between the loss and the fallback, and after the fallback.
 
+use crate::error::EvalError;
 use std::fmt::Write as _;
 
 use rocast_core::plan::Topology;
@@ -67,15 +68,17 @@ pub(crate) fn safeguard(
     sc: &Scenario,
     topo: &Topology,
     cfg: &EngineConfig,
-) -> Result<EvalReport, String> {
+) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
-    let size = parse_bytes(&m.message).map_err(|e| e.to_string())?;
+    let size = parse_bytes(&m.message)?;
     let hosts = group_hosts(sc, topo, "multicast.group", m.group)?;
     if m.messages == 0 || m.queue_depth == 0 || size == 0 {
-        return Err("cepheus-safeguard: multicast.messages, multicast.queue_depth and multicast.message must be positive".into());
+        return Err(EvalError::Setting("cepheus-safeguard: multicast.messages, multicast.queue_depth and multicast.message must be positive".into()));
     }
     if m.loss <= 0.0 {
-        return Err("cepheus-safeguard: multicast.loss must be above 0 (the degradation)".into());
+        return Err(EvalError::Setting(
+            "cepheus-safeguard: multicast.loss must be above 0 (the degradation)".into(),
+        ));
     }
     if !(m.loss_from_ms.is_finite() && m.loss_from_ms > 0.0) {
         return Err(
@@ -88,10 +91,10 @@ pub(crate) fn safeguard(
         m.loss_ranks.clone()
     };
     if let Some(r) = lossy.iter().find(|&&r| r == 0 || r >= m.group) {
-        return Err(format!(
+        return Err(EvalError::Setting(format!(
             "multicast.loss_ranks: {r} is not a receiver's rank (1..{})",
             m.group
-        ));
+        )));
     }
     let line_bps = (sc.topology.host_gbps * 1e9) as u64;
     let guard = super::scenario_safeguard(m, line_bps)?;
@@ -111,28 +114,28 @@ pub(crate) fn safeguard(
         if case == Case::LossSafeguard {
             spec.safeguard = Some(guard);
         }
-        let out = run_cepheus(topo.clone(), cfg.clone(), &spec).map_err(|e| e.to_string())?;
+        let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
         if !out.corrupt_receivers.is_empty() {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "{}: hosts {:?} hold wrong data",
                 case.name(),
                 out.corrupt_receivers
-            ));
+            )));
         }
         if out.delivered.iter().any(|&d| d != m.messages) {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "{}: delivered {:?} of {} messages",
                 case.name(),
                 out.delivered,
                 m.messages
-            ));
+            )));
         }
         if out.duplicates > 0 {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "{}: {} duplicate deliveries",
                 case.name(),
                 out.duplicates
-            ));
+            )));
         }
         Ok(out)
     })?;

@@ -30,6 +30,7 @@
 //! random draw comes from a ChaCha8 generator seeded by the caller, so a run is a
 //! function of its configuration and seed.
 
+use crate::error::EvalError;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 
@@ -1138,24 +1139,32 @@ pub struct HybridOffload {
 
 /// Offload of a multicast from `group[0]` to the rest of `group` (host ids,
 /// rack = id / per_rack) by one broadcast-select element per rack.
-pub fn hybrid_offload(racks: u32, per_rack: u32, group: &[u32]) -> Result<HybridOffload, String> {
+pub fn hybrid_offload(
+    racks: u32,
+    per_rack: u32,
+    group: &[u32],
+) -> Result<HybridOffload, EvalError> {
     let hosts = racks as u64 * per_rack as u64;
     if racks == 0 || per_rack == 0 || hosts > 1 << 24 {
-        return Err(format!(
+        return Err(EvalError::Setting(format!(
             "hybrid: {racks} racks of {per_rack} hosts is not a fabric"
-        ));
+        )));
     }
     let Some(&src) = group.first() else {
-        return Err("hybrid: an empty group".into());
+        return Err(EvalError::Setting("hybrid: an empty group".into()));
     };
     let mut seen = vec![false; hosts as usize];
     let mut members_in = vec![0u32; racks as usize];
     for &m in group {
         if m as u64 >= hosts {
-            return Err(format!("hybrid: host {m} is not in {hosts} hosts"));
+            return Err(EvalError::Setting(format!(
+                "hybrid: host {m} is not in {hosts} hosts"
+            )));
         }
         if std::mem::replace(&mut seen[m as usize], true) {
-            return Err(format!("hybrid: host {m} is in the group twice"));
+            return Err(EvalError::Setting(format!(
+                "hybrid: host {m} is in the group twice"
+            )));
         }
         members_in[(m / per_rack) as usize] += 1;
     }
@@ -1339,7 +1348,7 @@ fn lab_hops() -> &'static [(u64, Vec<u64>)] {
 
 /// `size,latency_ns` lines (after `#` comments and the header) into sorted ps per
 /// size, sizes ascending.
-pub fn parse_lab_hops(text: &str) -> Result<Vec<(u64, Vec<u64>)>, String> {
+pub fn parse_lab_hops(text: &str) -> Result<Vec<(u64, Vec<u64>)>, EvalError> {
     let mut by: std::collections::BTreeMap<u64, Vec<u64>> = std::collections::BTreeMap::new();
     for (i, l) in text.lines().enumerate() {
         let l = l.trim();
@@ -1356,7 +1365,7 @@ pub fn parse_lab_hops(text: &str) -> Result<Vec<(u64, Vec<u64>)>, String> {
         by.entry(size).or_default().push(ns * 1000);
     }
     if by.is_empty() {
-        return Err("no measurements".into());
+        return Err(EvalError::Setting("no measurements".into()));
     }
     Ok(by
         .into_iter()
@@ -1427,7 +1436,7 @@ impl HopModel {
 
 /// MPI's binomial tree for `n` ranks from rank 0 (the core's schedule, one
 /// block): the (sender, receiver) transfers in step order.
-pub fn binomial_sends(n: u32) -> Result<Vec<(u32, u32)>, String> {
+pub fn binomial_sends(n: u32) -> Result<Vec<(u32, u32)>, EvalError> {
     let s = Schedule::new(Scheme::BinomialTree, n, 0, 1).map_err(|e| e.to_string())?;
     let mut out = Vec::with_capacity(n as usize - 1);
     for step in 0..s.total_steps() {
@@ -1610,7 +1619,7 @@ fn point_rng(seed: u64, n: u32, size: u64, scheme: u64) -> ChaCha8Rng {
     r
 }
 
-fn run_point(sc: &Scenario, n: u32, size: u64) -> Result<Point, String> {
+fn run_point(sc: &Scenario, n: u32, size: u64) -> Result<Point, EvalError> {
     let o = &sc.multicast.odbss;
     let m = o.hop_model(size, sc.multicast.overhead_us);
     let el = o.element();
@@ -1644,23 +1653,25 @@ fn run_point(sc: &Scenario, n: u32, size: u64) -> Result<Point, String> {
 /// the broadcast-select fabric against the binomial tree over RC (§III-B), then
 /// the multi-dimensional fabric's hops and latency (§II-C), the hybrid offload
 /// (§II-D), and optionally the element's delivery rate.
-pub fn ud_latency(sc: &Scenario) -> Result<EvalReport, String> {
+pub fn ud_latency(sc: &Scenario) -> Result<EvalReport, EvalError> {
     let o = &sc.multicast.odbss;
     let sizes = parse_sizes(&sc.multicast.sizes).map_err(|e| format!("multicast.sizes: {e}"))?;
     if let Some(&s) = sizes.iter().find(|&&s| s > 1 << 16) {
-        return Err(format!("multicast.sizes: {s} B is more than one UD datagram (at most 64K here; the paper's MTU is 4096)"));
+        return Err(EvalError::Setting(format!("multicast.sizes: {s} B is more than one UD datagram (at most 64K here; the paper's MTU is 4096)")));
     }
     let groups = &sc.multicast.groups;
     if groups.is_empty() {
-        return Err("multicast.groups: at least one group size".into());
+        return Err(EvalError::Setting(
+            "multicast.groups: at least one group size".into(),
+        ));
     }
     for &n in groups {
         let d = dims_for(n, o.ports);
         if n < 2 || (o.ports as u64).pow(d) > 1 << 22 {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "multicast.groups: {n} must be at least 2 and fit 2^22 nodes of {}-port elements",
                 o.ports
-            ));
+            )));
         }
     }
     let col = fig4_column(&o.fig4_column).unwrap_or(7);
@@ -1824,7 +1835,7 @@ fn k_verdicts(
     sc: &Scenario,
     sizes: &[u64],
     points: &[Point],
-) -> Result<(Vec<Verdict>, String), String> {
+) -> Result<(Vec<Verdict>, String), EvalError> {
     let o = &sc.multicast.odbss;
     let Some(&size) = sizes.iter().max() else {
         return Ok((Vec::new(), String::new()));
@@ -1898,7 +1909,7 @@ fn mean_hop_us(sc: &Scenario, size: u64) -> f64 {
 }
 
 /// Hops and fabric latency of a full-fabric broadcast per dimension count.
-fn multi_dim_table(sc: &Scenario, text: &mut String) -> Result<(), String> {
+fn multi_dim_table(sc: &Scenario, text: &mut String) -> Result<(), EvalError> {
     let o = &sc.multicast.odbss;
     let _ = writeln!(
         text,
@@ -1980,7 +1991,7 @@ fn hybrid_table(
     sc: &Scenario,
     text: &mut String,
     verdicts: &mut Vec<Verdict>,
-) -> Result<(), String> {
+) -> Result<(), EvalError> {
     let o = &sc.multicast.odbss;
     let hosts = o.racks * o.ports;
     let _ = writeln!(
@@ -2006,9 +2017,9 @@ fn hybrid_table(
     let mut rows: Vec<(String, Vec<u32>)> = vec![(format!("full ({hosts})"), (0..hosts).collect())];
     for (i, &k) in o.offload_groups.iter().enumerate() {
         if k < 2 || k > hosts {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "multicast.odbss.offload_groups: {k} must be 2 to {hosts}"
-            ));
+            )));
         }
         rows.push((
             format!("random {k}"),

@@ -13,6 +13,7 @@
 //! are this machine's, and the ratio to the paper's "Open" columns is mostly the cost
 //! of emulation; the shape over message size is what compares.
 
+use crate::error::EvalError;
 use std::fmt::Write as _;
 
 use rocast_sim::Scenario;
@@ -37,7 +38,7 @@ pub struct SendLat {
 }
 
 /// The measurement file's rows (after `#` lines and the header).
-pub fn parse_send_lat(text: &str) -> Result<Vec<SendLat>, String> {
+pub fn parse_send_lat(text: &str) -> Result<Vec<SendLat>, EvalError> {
     let mut out = Vec::new();
     for (i, l) in text.lines().enumerate() {
         let l = l.trim();
@@ -45,7 +46,7 @@ pub fn parse_send_lat(text: &str) -> Result<Vec<SendLat>, String> {
             continue;
         }
         let f: Vec<&str> = l.split(',').collect();
-        let bad = || format!("line {}: {l:?}", i + 1);
+        let bad = || EvalError::Setting(format!("line {}: {l:?}", i + 1));
         if f.len() != 8 {
             return Err(bad());
         }
@@ -72,14 +73,14 @@ pub fn parse_send_lat(text: &str) -> Result<Vec<SendLat>, String> {
         });
     }
     if !out.iter().any(|r| r.ud) || !out.iter().any(|r| !r.ud) {
-        return Err("need both RC and UD rows".into());
+        return Err(EvalError::Setting("need both RC and UD rows".into()));
     }
     Ok(out)
 }
 
-fn rxe_rows() -> Result<Vec<SendLat>, String> {
+fn rxe_rows() -> Result<Vec<SendLat>, EvalError> {
     parse_send_lat(include_str!("../../data/rxe-tcg-send-lat.csv"))
-        .map_err(|e| format!("{RXE_LAT_FILE}: {e}"))
+        .map_err(|e| EvalError::Setting(format!("{RXE_LAT_FILE}: {e}")))
 }
 
 /// The three NICs of Fig. 4, as (name, VT column, Open column).
@@ -89,7 +90,7 @@ fn geomean(v: &[f64]) -> f64 {
     (v.iter().map(|x| x.ln()).sum::<f64>() / v.len().max(1) as f64).exp()
 }
 
-pub fn fig4(_sc: &Scenario) -> Result<EvalReport, String> {
+pub fn fig4(_sc: &Scenario) -> Result<EvalReport, EvalError> {
     let rxe = rxe_rows()?;
     let mut text = String::new();
     let mut csv = String::from(

@@ -50,6 +50,7 @@
 //! `rq_depth` (the sender never has more unconsumed packets out than a receiver has
 //! buffers) only bit errors remain.
 
+use crate::error::EvalError;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::rc::Rc;
@@ -382,8 +383,8 @@ pub fn run(
     msgs: MsgSizes,
     inject: f64,
     seed: u64,
-) -> Result<RunStats, String> {
-    cfg.validate().map_err(|e| e.to_string())?;
+) -> Result<RunStats, EvalError> {
+    cfg.validate()?;
     let wall = std::time::Instant::now();
     let r = cfg.receivers as usize;
     let ecfg = element(cfg);
@@ -559,46 +560,48 @@ pub fn run(
                         data,
                     } => {
                         if session != SESSION || msg_seq != expect[i] {
-                            return Err(format!(
+                            return Err(EvalError::Setting(format!(
                                 "receiver {} delivered message {msg_seq} of session {session}, expected {} (seed {seed}, injected loss {inject}): duplicate or out of order",
                                 i + 1,
                                 expect[i]
-                            ));
+                            )));
                         }
                         if data != expected.get(&msgs, msg_seq) {
-                            return Err(format!(
+                            return Err(EvalError::Setting(format!(
                                 "receiver {} message {msg_seq}: content differs (seed {seed})",
                                 i + 1
-                            ));
+                            )));
                         }
                         expect[i] += 1;
                         last_progress = now;
                         rx[i].recycle(data);
                     }
                     ReceiverEvent::Unrecoverable { messages: m, .. } => {
-                        return Err(format!(
+                        return Err(EvalError::Setting(format!(
                             "receiver {} lost messages {m:?} for good at {} (seed {seed}, injected loss {inject})",
                             i + 1,
                             Instant(now)
-                        ));
+                        )));
                     }
                 }
             }
         }
         if lost_tag {
-            return Err("internal: a frame's bytes were overwritten while in the element".into());
+            return Err(EvalError::Setting(
+                "internal: a frame's bytes were overwritten while in the element".into(),
+            ));
         }
         if next_msg == messages && expect.iter().all(|&e| e == messages) {
             break;
         }
         if now - last_progress > stall_limit {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "stalled: no delivery for 1 s of virtual time at {} (seed {seed}, injected loss {inject}); delivered {:?} of {messages}; sender next_seq {} low_seq {}",
                 Instant(now),
                 expect,
                 sender.next_seq(),
                 sender.low_seq()
-            ));
+            )));
         }
         if iter & 0xf_ffff == 0 {
             let m = sender.memory_bytes()
@@ -683,11 +686,11 @@ pub fn run(
     );
     st.wall_s = wall.elapsed().as_secs_f64();
     if st.delivered.iter().any(|&d| d != messages) {
-        return Err(format!(
+        return Err(EvalError::Setting(format!(
             "delivered ratio {} is not 1: {:?} of {messages}",
             st.delivered_ratio(),
             st.delivered
-        ));
+        )));
     }
     Ok(st)
 }
@@ -744,9 +747,9 @@ fn csv_row(csv: &mut String, kind: &str, s: &RunStats) {
 
 /// `ud-loss`: the main run (loss ratio without repair, delivered ratio with repair)
 /// and the injected-loss sweep.
-pub fn ud_loss(sc: &Scenario) -> Result<EvalReport, String> {
+pub fn ud_loss(sc: &Scenario) -> Result<EvalReport, EvalError> {
     let c = &sc.multicast.ud_loss;
-    c.validate().map_err(|e| e.to_string())?;
+    c.validate()?;
     let el = element(c);
     let wire = c.msg_bytes + DATA_HEADER + c.frame_overhead;
     // Expected bit-error frame drops: a transmit-fibre error loses the frame at every

@@ -3,6 +3,7 @@
 //! spine–leaf link fraction), each ending in a paper-vs-rocast verdict table
 //! ([`PEEL_CLAIMS`]).
 
+use crate::error::EvalError;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -42,13 +43,15 @@ pub(crate) struct Point {
     source_feedback: u64,
 }
 
-fn settings(sc: &Scenario) -> Result<CollectiveSettings, String> {
+fn settings(sc: &Scenario) -> Result<CollectiveSettings, EvalError> {
     let m = &sc.multicast;
     let ms = |v: f64, key: &str| {
         if v.is_finite() && v >= 0.0 {
             Ok(Duration::from_ps((v * 1e9) as u64))
         } else {
-            Err(format!("multicast.{key}: {v} is not a non-negative time"))
+            Err(EvalError::Setting(format!(
+                "multicast.{key}: {v} is not a non-negative time"
+            )))
         }
     };
     Ok(CollectiveSettings {
@@ -74,11 +77,11 @@ fn settings(sc: &Scenario) -> Result<CollectiveSettings, String> {
     })
 }
 
-fn schemes(sc: &Scenario) -> Result<Vec<CollectiveScheme>, String> {
+fn schemes(sc: &Scenario) -> Result<Vec<CollectiveScheme>, EvalError> {
     sc.multicast
         .schemes
         .iter()
-        .map(|s| CollectiveScheme::parse(s).map_err(|e| e.to_string()))
+        .map(|s| CollectiveScheme::parse(s).map_err(|e| EvalError::Setting(e.to_string())))
         .collect()
 }
 
@@ -119,8 +122,8 @@ fn run_point(
     jobs: &[BroadcastJob],
     scheme: CollectiveScheme,
     x: f64,
-) -> Result<Point, String> {
-    let cfg = engine_config(sc, topo).map_err(|e| e.to_string())?;
+) -> Result<Point, EvalError> {
+    let cfg = engine_config(sc, topo)?;
     let (run, owner) = channel_jobs(sc, jobs);
     let out = run_collectives(topo.clone(), cfg, &run, scheme, &settings(sc)?)
         .map_err(|e| format!("{} at {x}: {e}", scheme.name()))?;
@@ -629,8 +632,8 @@ fn verdict_table(figure: &str, points: &[Point]) -> String {
 }
 
 /// Jobs per point: the budget's worth of messages, at least 4, at most `broadcasts`.
-fn job_count(sc: &Scenario, bytes: u64) -> Result<u32, String> {
-    let budget = parse_bytes(&sc.multicast.broadcast_budget).map_err(|e| e.to_string())?;
+fn job_count(sc: &Scenario, bytes: u64) -> Result<u32, EvalError> {
+    let budget = parse_bytes(&sc.multicast.broadcast_budget)?;
     Ok(((budget / bytes.max(1)) as u32).clamp(4, sc.multicast.broadcasts.max(4)))
 }
 
@@ -661,11 +664,11 @@ fn job_hosts(sc: &Scenario, gpus: u32) -> u32 {
 }
 
 /// `multicast.job_placement` on `topo`.
-fn placement(sc: &Scenario, topo: &Topology) -> Result<JobPlacement, String> {
+fn placement(sc: &Scenario, topo: &Topology) -> Result<JobPlacement, EvalError> {
     Ok(match sc.multicast.job_placement.as_str() {
         "consecutive" => JobPlacement::Consecutive,
-        "aligned" => JobPlacement::Aligned(RackMap::of(topo).map_err(|e| e.to_string())?),
-        _ => JobPlacement::BinPacked(RackMap::of(topo).map_err(|e| e.to_string())?),
+        "aligned" => JobPlacement::Aligned(RackMap::of(topo)?),
+        _ => JobPlacement::BinPacked(RackMap::of(topo)?),
     })
 }
 
@@ -675,7 +678,7 @@ fn poisson_jobs(
     place: &JobPlacement,
     gpus: u32,
     bytes: u64,
-) -> Result<Vec<BroadcastJob>, String> {
+) -> Result<Vec<BroadcastJob>, EvalError> {
     let hosts = topo.num_hosts() as u32;
     let members = job_hosts(sc, gpus).min(hosts);
     let nic = (sc.topology.host_gbps * 1e9) as u64;
@@ -690,7 +693,7 @@ fn poisson_jobs(
         sc.seed ^ bytes ^ (gpus as u64) << 40,
         place,
     )
-    .map_err(|e| e.to_string())
+    .map_err(|e| EvalError::Setting(e.to_string()))
 }
 
 /// Every scheme on Poisson jobs at each (x, GPUs, bytes); the same jobs for all
@@ -699,7 +702,7 @@ fn poisson_points(
     sc: &Scenario,
     topo: &Topology,
     xs: &[(f64, u32, u64)],
-) -> Result<Vec<Point>, String> {
+) -> Result<Vec<Point>, EvalError> {
     let place = placement(sc, topo)?;
     let mut work = Vec::new();
     for &(x, gpus, bytes) in xs {
@@ -714,8 +717,8 @@ fn poisson_points(
 }
 
 /// Fig 5's points: every scheme at each of `sizes`, among `group` GPUs.
-pub(crate) fn fig5_points(sc: &Scenario, topo: &Topology) -> Result<Vec<Point>, String> {
-    let sizes = parse_sizes(&sc.multicast.sizes).map_err(|e| e.to_string())?;
+pub(crate) fn fig5_points(sc: &Scenario, topo: &Topology) -> Result<Vec<Point>, EvalError> {
+    let sizes = parse_sizes(&sc.multicast.sizes)?;
     let gpus = sc.multicast.group;
     let xs: Vec<(f64, u32, u64)> = sizes.iter().map(|&b| (b as f64, gpus, b)).collect();
     poisson_points(sc, topo, &xs)
@@ -754,8 +757,8 @@ fn against_itself(sc: &Scenario, points: &[Point]) -> String {
 }
 
 /// Fig 5: mean and p99 CCT of Poisson Broadcasts among `group` GPUs per size.
-pub fn fig5(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
-    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
+pub fn fig5(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
+    let topo = build_topology(sc, base)?;
     let gpus = sc.multicast.group;
     let points = fig5_points(sc, &topo)?;
     let header = format!(
@@ -780,7 +783,7 @@ pub fn fig5(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     if sc.multicast.exact_baseline_groups > 0 {
         let place = placement(sc, &topo)?;
         let mut groups = std::collections::BTreeSet::new();
-        for b in parse_sizes(&sc.multicast.sizes).map_err(|e| e.to_string())? {
+        for b in parse_sizes(&sc.multicast.sizes)? {
             for j in poisson_jobs(sc, &topo, &place, gpus, b)? {
                 groups.insert(j.members);
             }
@@ -798,7 +801,7 @@ fn exact_baseline(
     sc: &Scenario,
     topo: &Topology,
     groups: &std::collections::BTreeSet<Vec<u32>>,
-) -> Result<String, String> {
+) -> Result<String, EvalError> {
     let m = &sc.multicast;
     let picked: Vec<&Vec<u32>> = groups.iter().take(m.exact_baseline_groups).collect();
     // On a fault-free Clos, groups a symmetry maps onto each other share their
@@ -818,22 +821,22 @@ fn exact_baseline(
     let solve: Vec<&Vec<u32>> = solve.into_iter().collect();
     let exact = parallel(m.threads, &solve, |members| {
         let (root, dests) = members.split_first().ok_or("a job needs members")?;
-        let exact = super::exact_tree_with(sc, topo, *root, dests).map(|t| t.arcs.len());
-        Ok::<_, String>((*members, exact))
+        // Kept per group (one group's solver failure is reported, not fatal): shared.
+        let exact = super::exact_tree_with(sc, topo, *root, dests)
+            .map(|t| t.arcs.len())
+            .map_err(std::sync::Arc::new);
+        Ok::<_, EvalError>((*members, exact))
     })?;
-    let exact: std::collections::BTreeMap<&Vec<u32>, Result<usize, String>> =
+    let exact: std::collections::BTreeMap<&Vec<u32>, Result<usize, std::sync::Arc<EvalError>>> =
         exact.into_iter().collect();
     let solved = picked
         .iter()
         .zip(&stands_for)
         .map(|(members, rep)| {
-            let symmetric = job_tree(topo, members, UplinkChoice::Lowest)
-                .map_err(|e| e.to_string())?
-                .arcs
-                .len();
+            let symmetric = job_tree(topo, members, UplinkChoice::Lowest)?.arcs.len();
             Ok((symmetric, exact[rep].clone()))
         })
-        .collect::<Result<Vec<(usize, Result<usize, String>)>, String>>()?;
+        .collect::<Result<Vec<(usize, Result<usize, std::sync::Arc<EvalError>>)>, EvalError>>()?;
     let proved: Vec<(usize, usize)> = solved
         .iter()
         .filter_map(|(s, e)| e.as_ref().ok().map(|&e| (*s, e)))
@@ -872,8 +875,8 @@ fn exact_baseline(
 }
 
 /// Fig 6's points: every scheme at each of `groups`, one message size.
-pub(crate) fn fig6_points(sc: &Scenario, topo: &Topology) -> Result<Vec<Point>, String> {
-    let size = parse_bytes(&sc.multicast.message).map_err(|e| e.to_string())?;
+pub(crate) fn fig6_points(sc: &Scenario, topo: &Topology) -> Result<Vec<Point>, EvalError> {
+    let size = parse_bytes(&sc.multicast.message)?;
     let xs: Vec<(f64, u32, u64)> = sc
         .multicast
         .groups
@@ -884,8 +887,8 @@ pub(crate) fn fig6_points(sc: &Scenario, topo: &Topology) -> Result<Vec<Point>, 
 }
 
 /// Fig 6: one message size while the group grows.
-pub fn fig6(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
-    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
+pub fn fig6(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
+    let topo = build_topology(sc, base)?;
     let points = fig6_points(sc, &topo)?;
     let header = format!(
         "# PEEL Fig 6: {} Broadcasts at load {:.0}% on {}, group of 32-1024 GPUs\n\
@@ -907,8 +910,8 @@ pub fn fig6(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
 /// Fig 7: Broadcasts on a leaf–spine with failed spine–leaf links. Each trial draws
 /// its own failed links and runs `concurrent_jobs` Poisson Broadcasts at `load`
 /// together on them (1: one isolated Broadcast per trial, as the paper's "repeated").
-pub fn fig7(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
-    let clean = build_topology(sc, base).map_err(|e| e.to_string())?;
+pub fn fig7(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
+    let clean = build_topology(sc, base)?;
     let (merged, header) = fig7_points(sc, &clean)?;
     Ok(figure_report(
         sc,
@@ -921,9 +924,12 @@ pub fn fig7(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
 }
 
 /// Fig 7's points (every trial of a failure rate merged) and its table header.
-pub(crate) fn fig7_points(sc: &Scenario, clean: &Topology) -> Result<(Vec<Point>, String), String> {
+pub(crate) fn fig7_points(
+    sc: &Scenario,
+    clean: &Topology,
+) -> Result<(Vec<Point>, String), EvalError> {
     let m = &sc.multicast;
-    let size = parse_bytes(&m.message).map_err(|e| e.to_string())?;
+    let size = parse_bytes(&m.message)?;
     let hosts = clean.num_hosts() as u32;
     let servers = servers_of(sc, m.group).min(hosts);
     let members = job_hosts(sc, m.group).min(hosts);
@@ -949,8 +955,7 @@ pub(crate) fn fig7_points(sc: &Scenario, clean: &Topology) -> Result<(Vec<Point>
             let fail_seed =
                 ChaCha8Rng::seed_from_u64(sc.seed ^ ((fi as u64) << 32 | t as u64)).next_u64();
             let mut topo = clean.clone();
-            topo.fail_fraction(fail, fail_seed)
-                .map_err(|e| e.to_string())?;
+            topo.fail_fraction(fail, fail_seed)?;
             let mut jobs = poisson_broadcasts(
                 hosts,
                 m.nics_per_server.max(1),
@@ -961,8 +966,7 @@ pub(crate) fn fig7_points(sc: &Scenario, clean: &Topology) -> Result<(Vec<Point>
                 nic,
                 sc.seed.wrapping_mul(1_000_003) + t as u64,
                 &place,
-            )
-            .map_err(|e| e.to_string())?;
+            )?;
             let before = jobs.len();
             jobs.retain(|j| job_tree(&topo, &j.members, UplinkChoice::Lowest).is_ok());
             cut_off += before - jobs.len(); // a member lost every path
@@ -1024,8 +1028,8 @@ const FIG4_PAPER: f64 = 8.0;
 
 /// Fig 4: Orca against the same tree with no set-up delay (`optimal`), per group
 /// size (the paper does not give its group), with a verdict per size.
-pub fn fig4(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
-    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
+pub fn fig4(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
+    let topo = build_topology(sc, base)?;
     let points = fig6_points(sc, &topo)?;
     let header = format!(
         "# PEEL Fig 4: {} Broadcasts at load {:.0}% on {}: Orca (rules after a N({}, {}) ms controller\n\
@@ -1139,11 +1143,11 @@ const GUARD_PAIRS: [(&str, &str); 2] =
 const GUARD_PAPER: f64 = 12.0;
 
 /// `peel-guard`: the same Poisson Broadcasts under each CNP-reaction variant.
-pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
+pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
-    let size = parse_bytes(&m.message).map_err(|e| e.to_string())?;
+    let size = parse_bytes(&m.message)?;
     // The variants change NIC settings only: one fabric for all.
-    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
+    let topo = build_topology(sc, base)?;
     let x = m.group as f64;
     let mut rows = Vec::new();
     for (name, what, interval, guard, preset) in GUARD_VARIANTS {

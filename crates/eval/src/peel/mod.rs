@@ -8,6 +8,7 @@
 //! (HiGHS' integer program through Python). [`transfer`] is the PEEL conformance
 //! scenario the simulator and the namespace lab both run.
 
+use crate::error::EvalError;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -40,13 +41,13 @@ pub mod transfer;
 
 /// A k-ary fat-tree for the offline figures (rule counts, Bloom-filter headers): link
 /// rates and delays do not enter them.
-pub(crate) fn offline_fat_tree(k: u32) -> Result<Topology, String> {
+pub(crate) fn offline_fat_tree(k: u32) -> Result<Topology, EvalError> {
     let tier = TierSpec::new(100_000_000_000, Duration::from_ns(1000));
-    Topology::fat_tree(k, 1, tier, tier, tier).map_err(|e| e.to_string())
+    Topology::fat_tree(k, 1, tier, tier, tier).map_err(|e| EvalError::Setting(e.to_string()))
 }
 
 /// Rule counts and header bits per fat-tree arity (PEEL §3.2).
-pub fn rules(sc: &Scenario) -> Result<EvalReport, String> {
+pub fn rules(sc: &Scenario) -> Result<EvalReport, EvalError> {
     let mut text = String::new();
     let mut csv = String::from("k,racks_per_pod,id_bits,rules_per_agg,rules_from_wiring,header_bits,shim_bytes,naive_entries\n");
     let _ = writeln!(
@@ -70,7 +71,9 @@ pub fn rules(sc: &Scenario) -> Result<EvalReport, String> {
     let mut headline_rules = Vec::new();
     for &k in &sc.multicast.ks {
         if k < 4 || k % 2 != 0 || k > 256 {
-            return Err(format!("multicast.ks: {k} is not an even arity in 4..=256"));
+            return Err(EvalError::Setting(format!(
+                "multicast.ks: {k} is not an even arity in 4..=256"
+            )));
         }
         let racks = k / 2;
         let bits = id_bits(racks);
@@ -78,7 +81,7 @@ pub fn rules(sc: &Scenario) -> Result<EvalReport, String> {
         // Build the fabric and derive its layout from the wiring where that is cheap.
         let wired = if k <= 64 {
             let t = offline_fat_tree(k)?;
-            let l = PrefixLayout::from_topology(&t).map_err(|e| e.to_string())?;
+            let l = PrefixLayout::from_topology(&t)?;
             l.max_rules().to_string()
         } else {
             "-".into()
@@ -161,10 +164,12 @@ struct Outcome {
 }
 
 /// The greedy against the exact optimum on seeded asymmetric instances (PEEL §2.3).
-pub fn approx(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
+pub fn approx(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
     if m.instances == 0 || m.fail_fractions.is_empty() || m.groups.is_empty() {
-        return Err("peel-approx needs instances > 0, fail_fractions and groups".into());
+        return Err(EvalError::Setting(
+            "peel-approx needs instances > 0, fail_fractions and groups".into(),
+        ));
     }
     let jobs: Vec<Instance> = (0..m.instances)
         .map(|i| Instance {
@@ -194,7 +199,7 @@ pub fn approx(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
         );
     }
     let mut text = String::new();
-    let topo_name = build_topology(sc, base).map_err(|e| e.to_string())?.name;
+    let topo_name = build_topology(sc, base)?.name;
     let _ = writeln!(
         text,
         "# PEEL §2.3 approximation: {} instances on {topo_name}, failed links {:?}, destinations {:?}\n\
@@ -262,27 +267,27 @@ pub(crate) fn exact_tree_with(
     topo: &Topology,
     source: rocast_core::plan::topology::NodeId,
     dests: &[rocast_core::plan::topology::NodeId],
-) -> Result<rocast_core::plan::multicast_tree::MulticastTree, String> {
+) -> Result<rocast_core::plan::multicast_tree::MulticastTree, EvalError> {
     match sc.multicast.exact_solver.as_str() {
         "highs" => exact_tree(topo, source, dests, sc.multicast.exact_time_limit_s),
         _ => exact_tree_dp(topo, source, dests),
     }
 }
 
-fn one_instance(sc: &Scenario, base: &Path, job: &Instance) -> Result<Outcome, String> {
+fn one_instance(sc: &Scenario, base: &Path, job: &Instance) -> Result<Outcome, EvalError> {
     // Redraw (new seed) when the failures cut a destination off.
     for attempt in 0..100u64 {
         let seed = job.seed.wrapping_add(attempt * 7_777_777);
         let mut s = sc.clone();
         s.seed = seed;
         s.topology.fail_fraction = job.fail;
-        let topo = build_topology(&s, base).map_err(|e| e.to_string())?;
+        let topo = build_topology(&s, base)?;
         let hosts = topo.num_hosts() as u32;
         if job.dests >= hosts {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "multicast.groups: {} destinations on {hosts} hosts",
                 job.dests
-            ));
+            )));
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let source = (rng.next_u64() % hosts as u64) as u32;
@@ -290,13 +295,18 @@ fn one_instance(sc: &Scenario, base: &Path, job: &Instance) -> Result<Outcome, S
         let peel = match layer_peeling_tree(&topo, source, &dests) {
             Ok(t) => t,
             Err(TreeError::Unreachable(_)) => continue,
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(EvalError::Setting(e.to_string())),
         };
-        let routes = Routes::compute(&topo).map_err(|e| e.to_string())?;
+        let routes = Routes::compute(&topo)?;
         let cepheus = match hop_by_hop_tree(&topo, &routes, source, &dests, &|_, _| 0) {
             Ok(t) => Some(t.arcs.len()),
             Err(TreeError::Invalid(_)) => None,
-            Err(e) => return Err(format!("instance {}: cepheus tree: {e}", job.index)),
+            Err(e) => {
+                return Err(EvalError::Setting(format!(
+                    "instance {}: cepheus tree: {e}",
+                    job.index
+                )))
+            }
         };
         let exact = exact_tree_with(sc, &topo, source, &dests)
             .map_err(|e| format!("instance {}: {e}", job.index))?;
@@ -306,16 +316,16 @@ fn one_instance(sc: &Scenario, base: &Path, job: &Instance) -> Result<Outcome, S
             seed,
             source,
             dests: dests.len(),
-            lower_bound: lower_bound(&topo, source, &dests).map_err(|e| e.to_string())?,
+            lower_bound: lower_bound(&topo, source, &dests)?,
             peel: peel.arcs.len(),
             cepheus,
             exact: exact.arcs.len(),
         });
     }
-    Err(format!(
+    Err(EvalError::Setting(format!(
         "instance {}: 100 draws left a destination unreachable",
         job.index
-    ))
+    )))
 }
 
 #[cfg(test)]

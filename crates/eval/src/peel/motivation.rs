@@ -10,6 +10,7 @@
 //! servers, bin-packed from the first leaf (the fewest leaves), root first; GPUs
 //! inside a server meet over NVLink and never touch the fabric.
 
+use crate::error::EvalError;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -28,7 +29,12 @@ fn is_core(topo: &Topology, link: u32) -> bool {
 }
 
 /// Core links a unicast from `a` to `b` crosses.
-fn unicast_core_links(topo: &Topology, routes: &Routes, a: u32, b: u32) -> Result<usize, String> {
+fn unicast_core_links(
+    topo: &Topology,
+    routes: &Routes,
+    a: u32,
+    b: u32,
+) -> Result<usize, EvalError> {
     let path = routes
         .path(topo, a, b)
         .ok_or_else(|| format!("no path from host {a} to {b}"))?;
@@ -68,16 +74,18 @@ fn band_verdict(ratio: f64) -> &'static str {
 
 /// Fig 1: core-link traversals of a ring and a binary-tree Broadcast against the
 /// multicast-optimal tree, per group size.
-pub fn fig1(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
+pub fn fig1(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
-    let topo = build_topology(sc, base).map_err(|e| e.to_string())?;
-    let routes = Routes::compute(&topo).map_err(|e| e.to_string())?;
-    let map = RackMap::of(&topo).map_err(|e| e.to_string())?;
+    let topo = build_topology(sc, base)?;
+    let routes = Routes::compute(&topo)?;
+    let map = RackMap::of(&topo)?;
     let order: Vec<u32> = map.pods.iter().flatten().flatten().copied().collect();
     let hosts_per_rack = map.pods.first().and_then(|p| p.first()).map_or(1, Vec::len);
     let per = m.gpus_per_server.max(1);
     if m.groups.is_empty() {
-        return Err("peel-fig1 needs multicast.groups (GPU counts)".into());
+        return Err(EvalError::Setting(
+            "peel-fig1 needs multicast.groups (GPU counts)".into(),
+        ));
     }
     let mut text = format!(
         "# PEEL Fig 1: core (leaf-spine) link traversals of a unicast Broadcast vs the multicast-optimal tree\n\
@@ -104,17 +112,17 @@ pub fn fig1(sc: &Scenario, base: &Path) -> Result<EvalReport, String> {
     for &g in &m.groups {
         let servers = g.div_ceil(per) as usize;
         if servers < 2 || servers > order.len() {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "multicast.groups: {g} GPUs are {servers} servers; the fabric holds 2..={}",
                 order.len()
-            ));
+            )));
         }
         let members = &order[..servers];
         let leaves = servers.div_ceil(hosts_per_rack);
-        let tree = symmetric_tree(&topo, members[0], &members[1..]).map_err(|e| e.to_string())?;
+        let tree = symmetric_tree(&topo, members[0], &members[1..])?;
         let opt = tree_core_links(&topo, &tree);
         // Every rank r > 0 receives once, from its parent in the overlay.
-        let overlay = |parent: &dyn Fn(usize) -> usize| -> Result<usize, String> {
+        let overlay = |parent: &dyn Fn(usize) -> usize| -> Result<usize, EvalError> {
             (1..servers).try_fold(0, |sum, r| {
                 Ok(sum + unicast_core_links(&topo, &routes, members[parent(r)], members[r])?)
             })

@@ -17,6 +17,7 @@
 //! [`MAX_TERMINALS`] terminals.
 
 use super::steiner_exact::{relay_links, tree_of_arcs};
+use crate::error::EvalError;
 use rocast_core::plan::multicast_tree::{normalise_destinations, MulticastTree};
 use rocast_core::plan::topology::{NodeId, Topology};
 use std::collections::{BTreeSet, VecDeque};
@@ -32,8 +33,8 @@ pub fn exact_tree_dp(
     topo: &Topology,
     source: NodeId,
     destinations: &[NodeId],
-) -> Result<MulticastTree, String> {
-    let dests = normalise_destinations(topo, source, destinations).map_err(|e| e.to_string())?;
+) -> Result<MulticastTree, EvalError> {
+    let dests = normalise_destinations(topo, source, destinations)?;
     let links = relay_links(topo, source, &dests);
     // The graph in local indices, nodes in ascending id.
     let nodes: Vec<NodeId> = links
@@ -82,15 +83,17 @@ pub fn exact_tree_dp(
     let t = terms.len();
     if t > 0 {
         if t > MAX_TERMINALS || (n << t) * 2 > MAX_TABLE_BYTES {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "the exact Steiner solver takes at most {MAX_TERMINALS} terminals on a table of {} MiB; this instance has {t} after reductions on {n} nodes (use exact_solver = \"highs\")",
                 MAX_TABLE_BYTES >> 20
-            ));
+            )));
         }
         let adj: Vec<Vec<u32>> = adj.into_iter().map(|s| s.into_iter().collect()).collect();
         let table = SubsetTable::solve(&adj, &terms);
         if table.at(table.full(), root) >= INF {
-            return Err("a destination is unreachable from the source over working links".into());
+            return Err(EvalError::Setting(
+                "a destination is unreachable from the source over working links".into(),
+            ));
         }
         table.collect(table.full(), root, &mut edges);
     }
@@ -114,7 +117,9 @@ pub fn exact_tree_dp(
         }
     }
     if arcs.len() != edges.len() {
-        return Err("internal: the solver's edges are not a tree".into());
+        return Err(EvalError::Setting(
+            "internal: the solver's edges are not a tree".into(),
+        ));
     }
     tree_of_arcs(topo, source, dests, arcs)
 }
@@ -285,7 +290,7 @@ mod tests {
         for l in t.links.iter_mut().filter(|l| !t_is_host_link(l.a, l.b, 8)) {
             l.failed = true;
         }
-        let e = exact_tree_dp(&t, 0, &[5]).unwrap_err();
+        let e = exact_tree_dp(&t, 0, &[5]).unwrap_err().to_string();
         assert!(e.contains("unreachable"), "{e}");
     }
 

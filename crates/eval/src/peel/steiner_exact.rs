@@ -7,6 +7,7 @@
 //! out of the graph handed to the solver; the model then grows with switch links ×
 //! destinations, which keeps small instances (tens of switches) at well under a second.
 
+use crate::error::EvalError;
 use rocast_core::plan::multicast_tree::{normalise_destinations, MulticastTree, TreeArc};
 use rocast_core::plan::topology::{NodeId, Topology};
 use std::io::Write;
@@ -19,8 +20,8 @@ pub fn exact_tree(
     source: NodeId,
     destinations: &[NodeId],
     time_limit_s: f64,
-) -> Result<MulticastTree, String> {
-    let dests = normalise_destinations(topo, source, destinations).map_err(|e| e.to_string())?;
+) -> Result<MulticastTree, EvalError> {
+    let dests = normalise_destinations(topo, source, destinations)?;
     let edges = relay_links(topo, source, &dests);
     let request = serde_json::json!({
         "nodes": topo.num_nodes(),
@@ -50,12 +51,14 @@ pub fn exact_tree(
     if !out.status.success() {
         let why = String::from_utf8_lossy(&out.stderr);
         return Err(match out.status.code() {
-            Some(3) => format!("HiGHS did not prove optimality within {time_limit_s} s: {stdout}"),
-            _ => format!(
+            Some(3) => EvalError::Setting(format!(
+                "HiGHS did not prove optimality within {time_limit_s} s: {stdout}"
+            )),
+            _ => EvalError::Setting(format!(
                 "exact solver failed ({}): {} (is highspy installed? bash scripts/install-deps.sh)",
                 out.status,
                 why.trim()
-            ),
+            )),
         });
     }
     let reply: serde_json::Value =
@@ -66,11 +69,14 @@ pub fn exact_tree(
     let mut tree_arcs = Vec::with_capacity(arcs.len());
     for a in arcs {
         let (Some(p), Some(c)) = (a[0].as_u64(), a[1].as_u64()) else {
-            return Err(format!("exact solver output: bad arc {a}"));
+            return Err(EvalError::Setting(format!(
+                "exact solver output: bad arc {a}"
+            )));
         };
         tree_arcs.push((p as NodeId, c as NodeId));
     }
-    tree_of_arcs(topo, source, dests, tree_arcs).map_err(|e| format!("exact solver: {e}"))
+    tree_of_arcs(topo, source, dests, tree_arcs)
+        .map_err(|e| EvalError::Setting(format!("exact solver: {e}")))
 }
 
 /// The working links a tree from `source` to `dests` may use: hosts that are neither
@@ -91,7 +97,7 @@ pub(super) fn tree_of_arcs(
     source: NodeId,
     destinations: Vec<NodeId>,
     arcs: impl IntoIterator<Item = (NodeId, NodeId)>,
-) -> Result<MulticastTree, String> {
+) -> Result<MulticastTree, EvalError> {
     let mut tree = MulticastTree {
         source,
         destinations,
@@ -111,7 +117,7 @@ pub(super) fn tree_of_arcs(
         });
     }
     tree.arcs.sort_unstable();
-    tree.validate(topo).map_err(|e| e.to_string())?;
+    tree.validate(topo)?;
     Ok(tree)
 }
 

@@ -12,6 +12,7 @@
 //! decision is a function of the packet's shim alone, and loss is at the ToR's egress,
 //! after the decision was counted.
 
+use crate::error::EvalError;
 use std::fmt::Write as _;
 
 use rocast_core::payload::StreamTally;
@@ -30,17 +31,17 @@ pub const GROUP: Ipv4Address = Ipv4Address([239, 77, 0, 1]);
 pub type PeelCounters = (String, u64, u64, u64, u64);
 
 /// The spec a `peel-transfer` scenario describes (shared with `rocast lab run`).
-pub fn spec(sc: &Scenario) -> Result<UdTransferSpec, String> {
+pub fn spec(sc: &Scenario) -> Result<UdTransferSpec, EvalError> {
     let m = &sc.multicast;
     let t = &sc.topology;
     let hosts = (t.leaves * t.hosts_per_leaf) as usize;
     if m.group as usize != hosts {
-        return Err(format!(
+        return Err(EvalError::Setting(format!(
             "peel-transfer: multicast.group {} must be every host ({} leaves x {} hosts)",
             m.group, t.leaves, t.hosts_per_leaf
-        ));
+        )));
     }
-    let size = parse_bytes(&m.message).map_err(|e| e.to_string())? as usize;
+    let size = parse_bytes(&m.message)? as usize;
     Ok(UdTransferSpec {
         hosts,
         tors: t.leaves as usize,
@@ -103,9 +104,9 @@ pub fn conformance_lines(ranks: &[StreamTally], packets: u64, switches: &[PeelCo
 }
 
 /// Runs the scenario in the simulator.
-pub fn transfer(sc: &Scenario) -> Result<EvalReport, String> {
+pub fn transfer(sc: &Scenario) -> Result<EvalReport, EvalError> {
     let s = spec(sc)?;
-    let o = run_ud_transfer(&s).map_err(|e| e.to_string())?;
+    let o = run_ud_transfer(&s)?;
     let packets = o.group_packets();
     let mut text = format!(
         "# peel-transfer: {} x {} B from host 0 to hosts 1..{} through {} ToRs under one \
@@ -204,7 +205,7 @@ mod tests {
     fn a_group_that_is_not_every_host_is_refused() {
         let sc =
             crate::experiments::scenario("peel-transfer", &["multicast.group=4".into()]).unwrap();
-        assert!(spec(&sc).unwrap_err().contains("every host"));
+        assert!(spec(&sc).unwrap_err().to_string().contains("every host"));
         assert_eq!(per_packet(7, 2), "3.5000");
         assert_eq!(per_packet(6, 0), "6/0");
     }

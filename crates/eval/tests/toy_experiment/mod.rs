@@ -3,6 +3,7 @@
 //! crate names itself `rocast_eval` too, so these paths resolve in both places). The
 //! registry test adds it to a registry at run time and checks every listing sees it.
 
+use rocast_eval::error::EvalError;
 use rocast_eval::experiment::{AlternativeScale, Context, Experiment, Figure, Paper, Preset, RDMC};
 use rocast_eval::report::EvalReport;
 use rocast_eval::verdict::{Verdict, Word};
@@ -60,10 +61,10 @@ impl Experiment for ToyEcho {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("toy-echo", "bcast")]
     }
-    fn check(&self, sc: &Scenario) -> Result<(), String> {
+    fn check(&self, sc: &Scenario) -> Result<(), EvalError> {
         rocast_eval::experiment::experiment_config::<ToyConfig>(sc, self.name()).map(|_| ())
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         let c: ToyConfig = cx.config(self.name())?;
         let words = vec![c.word.as_str(); c.repeat as usize].join(" ");
         Ok(EvalReport {

@@ -1,5 +1,6 @@
 //! Cepheus against the application-layer schemes on any fabric (the `multicast` preset; implementation: `crate::cepheus::testbed`).
 
+use crate::error::EvalError;
 use crate::experiment::{CEPHEUS, Context, Experiment, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -25,7 +26,7 @@ impl Experiment for CepheusCompare {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("multicast", "multicast")]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::cepheus::testbed(cx.scenario, cx.topology, cx.engine, crate::cepheus::TableMode::Compare)
     }
 }

@@ -1,5 +1,6 @@
 //! Cepheus §V-C, Fig. 14: one multicast against two unicasts, fairness and convergence (implementation: `crate::tmcf::fairness`, beside the other CNP policies).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, CEPHEUS, Context, Experiment, Figure, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -41,7 +42,7 @@ impl Experiment for CepheusFairness {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("fairness", "cepheus_fig14")]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::tmcf::fairness(cx.scenario, cx.base)
     }
 }

@@ -10,6 +10,7 @@
 //! scenario's `multicast.group`, `multicast.sizes` and `seed`: any row can be re-run
 //! alone with `rocast sim --preset cepheus-fig12 --set …`.
 
+use crate::error::EvalError;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -95,11 +96,11 @@ fn is_short(size: u64) -> bool {
     size <= SHORT_FLOW_MAX
 }
 
-pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
+pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
-    let sizes = parse_sizes(&m.sizes).map_err(|e| e.to_string())?;
-    let base = crate::experiments::scenario("cepheus-fig12", &[]).map_err(|e| e.to_string())?;
-    let base_topo = build_topology(&base, Path::new("")).map_err(|e| e.to_string())?;
+    let sizes = parse_sizes(&m.sizes)?;
+    let base = crate::experiments::scenario("cepheus-fig12", &[])?;
+    let base_topo = build_topology(&base, Path::new(""))?;
     let fabric_hosts = base_topo.num_hosts() as u32;
     // The fat-tree's switches all have k ports.
     let ports = base.topology.k.max(1) as f64;
@@ -114,8 +115,8 @@ pub(crate) fn fig12_ablation(sc: &Scenario) -> Result<EvalReport, String> {
         sets.push(format!("multicast.threads={}", m.threads));
         let vsc = crate::experiments::scenario("cepheus-fig12", &sets)
             .map_err(|e| format!("variant {}: {e}", v.name))?;
-        let topo = build_topology(&vsc, Path::new("")).map_err(|e| e.to_string())?;
-        let cfg = engine_config(&vsc, &topo).map_err(|e| e.to_string())?;
+        let topo = build_topology(&vsc, Path::new(""))?;
+        let cfg = engine_config(&vsc, &topo)?;
         let hosts = group_hosts(&vsc, &topo, "multicast.group", m.group)?;
         built.push((vsc, topo, cfg, hosts));
     }

@@ -1,5 +1,6 @@
 //! Cepheus Fig. 12 under every alternative reading, one at a time (implementation: `crate::cepheus::fig12_ablation`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, CEPHEUS, Context, Experiment, Figure, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -40,7 +41,7 @@ impl Experiment for CepheusFig12Ablation {
             },
         ]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         ablation::fig12_ablation(cx.scenario)
     }
 }

@@ -1,5 +1,6 @@
 //! Cepheus §V-C, Fig. 11: HPL panel broadcast and row swap (implementation: `crate::cepheus::hpl`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, CEPHEUS, Context, Experiment, Figure, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -41,7 +42,7 @@ impl Experiment for CepheusHpl {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("fig11", "cepheus_fig11")]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::cepheus::hpl(cx.scenario, cx.topology, cx.engine)
     }
 }

@@ -1,5 +1,6 @@
 //! Cepheus §V-C, Fig. 10: single IO latency of 3-replica writes (implementation: `crate::cepheus::io_latency`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, CEPHEUS, Context, Experiment, Figure, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -41,7 +42,7 @@ impl Experiment for CepheusIoLatency {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("fig10", "cepheus_fig10")]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::cepheus::io_latency(cx.scenario, cx.topology, cx.engine)
     }
 }

@@ -1,5 +1,6 @@
 //! Cepheus §V-C, Table I: 3-replica 8 KB write IOPS (implementation: `crate::cepheus::iops`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, CEPHEUS, Context, Experiment, Figure, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -38,7 +39,7 @@ impl Experiment for CepheusIops {
             },
         ]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::cepheus::iops(cx.scenario, cx.topology, cx.engine)
     }
 }

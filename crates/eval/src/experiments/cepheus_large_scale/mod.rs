@@ -1,5 +1,6 @@
 //! Cepheus §V-B, Fig. 12: FCT of a 512-member multicast on 1024 servers (implementation: `crate::cepheus::testbed`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, CEPHEUS, Context, Experiment, Figure, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -41,7 +42,7 @@ impl Experiment for CepheusLargeScale {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("fig12", "cepheus_fig12")]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::cepheus::testbed(cx.scenario, cx.topology, cx.engine, crate::cepheus::TableMode::LargeScale)
     }
 }

@@ -1,5 +1,6 @@
 //! Cepheus §V-C, Fig. 13: a 128 MB multicast under random loss (implementation: `crate::cepheus::loss`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, CEPHEUS, Context, Experiment, Figure, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -41,7 +42,7 @@ impl Experiment for CepheusLoss {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("loss", "cepheus_fig13")]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::cepheus::loss(cx.scenario, cx.topology, cx.engine)
     }
 }

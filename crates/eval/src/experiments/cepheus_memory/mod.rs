@@ -11,6 +11,7 @@
 //!   paper's fields only and with rocast's additions (next-hop kind, CNP counter, and
 //!   VA + RKey for WRITE groups), beside the paper's 0.69 MB.
 
+use crate::error::EvalError;
 use std::fmt::Write as _;
 
 use rocast_core::fabric::cepheus::{
@@ -66,12 +67,12 @@ impl Default for MemoryConfig {
 }
 
 impl MemoryConfig {
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), EvalError> {
         let (groups, ports) = (self.groups, self.ports);
         if groups == 0 || groups > 1 << 20 || !(2..=4096).contains(&ports) {
-            return Err(format!(
+            return Err(EvalError::Setting(format!(
                 "cepheus-memory: experiment.memory.groups must be 1..=1048576 and experiment.memory.ports 2..=4096 (got {groups}, {ports})"
-            ));
+            )));
         }
         Ok(())
     }
@@ -108,17 +109,17 @@ impl Experiment for CepheusMemory {
             rank: 100,
         }]
     }
-    fn check(&self, sc: &Scenario) -> Result<(), String> {
+    fn check(&self, sc: &Scenario) -> Result<(), EvalError> {
         crate::experiment::experiment_config::<MemoryConfig>(sc, self.name())?.check()
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         let config: MemoryConfig = cx.config(self.name())?;
         config.check()?;
         memory(cx.scenario, &config)
     }
 }
 
-fn memory(sc: &Scenario, config: &MemoryConfig) -> Result<EvalReport, String> {
+fn memory(sc: &Scenario, config: &MemoryConfig) -> Result<EvalReport, EvalError> {
     let (groups, ports) = (config.groups, config.ports);
     let window = Duration::from_us(sc.switch.cnp_window_us);
     let before = heap_in_use();
@@ -138,7 +139,7 @@ fn memory(sc: &Scenario, config: &MemoryConfig) -> Result<EvalReport, String> {
                 region: Some((0x7f00_0000_0000 + p as u64 * 4096, 0x1000 + p as u32)),
             };
             sw.set_path(mcst, p, hop, p == 0)
-                .map_err(|e| e.to_string())?;
+                ?;
         }
         for p in 1..ports as u16 {
             sw.handle_packet(now, p, &cnp(p, mcst));

@@ -1,5 +1,6 @@
 //! Cepheus §V-D: a lossy branch mid-transfer and the safeguard's fallback to RDMC (implementation: `crate::cepheus::safeguard`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, CEPHEUS, Context, Experiment, Figure, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -38,7 +39,7 @@ impl Experiment for CepheusSafeguard {
             },
         ]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::cepheus::safeguard(cx.scenario, cx.topology, cx.engine)
     }
 }

@@ -1,5 +1,6 @@
 //! Cepheus §V-A, Figs 8-9: MPI-Bcast JCT on the 1 -> 3 testbed (implementation: `crate::cepheus::testbed`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, CEPHEUS, Context, Experiment, Figure, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -41,7 +42,7 @@ impl Experiment for CepheusTestbed {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("testbed", "cepheus_testbed")]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::cepheus::testbed(cx.scenario, cx.topology, cx.engine, crate::cepheus::TableMode::Testbed)
     }
 }

@@ -1,5 +1,6 @@
 //! One Cepheus transfer checked byte for byte, the conformance run `rocast lab run` repeats on real frames (implementation: `crate::cepheus::transfer`).
 
+use crate::error::EvalError;
 use crate::experiment::{CEPHEUS, Context, Experiment, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -22,7 +23,7 @@ impl Experiment for CepheusTransfer {
             },
         ]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::cepheus::transfer(cx.scenario, cx.topology, cx.engine)
     }
 }

@@ -1,5 +1,6 @@
 //! Broadcast-select Fig. 4: Soft-RoCE latency, the paper's speed-ups beside stock rxe measured (implementation: `crate::odbss::fig4`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, ODBSS, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -38,7 +39,7 @@ impl Experiment for OdbssUdFig4 {
             },
         ]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::odbss::fig4(cx.scenario)
     }
 }

@@ -1,5 +1,6 @@
 //! The broadcast-select fabric (Figs 1, 3, 5, §II-C) and UD multicast latency on it (implementation: `crate::odbss::ud_latency`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, ODBSS, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -73,7 +74,7 @@ impl Experiment for OdbssUdLatency {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("ud-latency", "ud_latency")]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::odbss::ud_latency(cx.scenario)
     }
 }

@@ -1,5 +1,6 @@
 //! Broadcast-select §III: loss ratio of NACK multicast over UD (implementation: `crate::odbss::ud_loss`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, ODBSS, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -38,7 +39,7 @@ impl Experiment for OdbssUdLoss {
             },
         ]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::odbss::ud_loss(cx.scenario)
     }
 }

@@ -11,6 +11,7 @@
 //! Each row names its parameter's source: a paper section, a cited paper, or rocast's
 //! assumption.
 
+use crate::error::EvalError;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -196,12 +197,13 @@ fn columns() -> Vec<Column> {
     ]
 }
 
-fn preset(name: &str, reduce: &[&str], v: &Variant, sc: &Scenario) -> Result<Scenario, String> {
+fn preset(name: &str, reduce: &[&str], v: &Variant, sc: &Scenario) -> Result<Scenario, EvalError> {
     let mut sets: Vec<String> = reduce.iter().map(|s| s.to_string()).collect();
     sets.push(format!("seed={}", sc.seed));
     sets.push(format!("multicast.threads={}", sc.multicast.threads));
     sets.extend(v.sets.iter().map(|s| s.to_string()));
-    crate::experiments::scenario(name, &sets).map_err(|e| format!("variant {}: {e}", v.name))
+    crate::experiments::scenario(name, &sets)
+        .map_err(|e| EvalError::Setting(format!("variant {}: {e}", v.name)))
 }
 
 /// The packets per message PEEL's source sent at a point.
@@ -212,7 +214,7 @@ fn copies(points: &[Point], x: f64) -> Option<f64> {
         .map(|p| p.packets_per_message)
 }
 
-pub fn ablation(sc: &Scenario) -> Result<EvalReport, String> {
+pub fn ablation(sc: &Scenario) -> Result<EvalReport, EvalError> {
     let cols = columns();
     let mut text = String::from(
         "# PEEL Figs 5-7: what moves the headline ratios (reduced runs; each row is the presets plus its --sets)\n",
@@ -249,9 +251,9 @@ pub fn ablation(sc: &Scenario) -> Result<EvalReport, String> {
         let s5 = preset("peel-fig5", FIG5, v, sc)?;
         let s6 = preset("peel-fig6", FIG6, v, sc)?;
         let s7 = preset("peel-fig7", FIG7, v, sc)?;
-        let t5 = build_topology(&s5, Path::new("")).map_err(|e| e.to_string())?;
-        let t6 = build_topology(&s6, Path::new("")).map_err(|e| e.to_string())?;
-        let t7 = build_topology(&s7, Path::new("")).map_err(|e| e.to_string())?;
+        let t5 = build_topology(&s5, Path::new(""))?;
+        let t6 = build_topology(&s6, Path::new(""))?;
+        let t7 = build_topology(&s7, Path::new(""))?;
         let points = [
             fig5_points(&s5, &t5)?,
             fig6_points(&s6, &t6)?,

@@ -1,5 +1,6 @@
 //! Which assumption moves PEEL Figs 5-7's ratios (implementation: `crate::peel::ablation`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -40,7 +41,7 @@ impl Experiment for PeelAblation {
             },
         ]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         ablation::ablation(cx.scenario)
     }
 }

@@ -1,5 +1,6 @@
 //! PEEL §2.3: layer-peeling greedy vs exact Steiner trees on asymmetric fat-trees (implementation: `crate::peel::approx`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -38,7 +39,7 @@ impl Experiment for PeelApprox {
             },
         ]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::peel::approx(cx.scenario, cx.base)
     }
 }

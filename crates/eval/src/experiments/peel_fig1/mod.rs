@@ -1,5 +1,6 @@
 //! PEEL Fig. 1: core-link traversals of unicast Broadcast vs multicast (implementation: `crate::peel::fig1`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -41,7 +42,7 @@ impl Experiment for PeelFig1 {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("peel-fig1", "peel_static")]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::peel::fig1(cx.scenario, cx.base)
     }
 }

@@ -11,6 +11,7 @@
 //!
 //! Its keys live under `[experiment.peel-fig3]` ([`Fig3Config`]).
 
+use crate::error::EvalError;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
@@ -48,20 +49,20 @@ impl Default for Fig3Config {
 }
 
 impl Fig3Config {
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), EvalError> {
         if self.ks.is_empty() || self.fprs.is_empty() || self.group_fractions.is_empty() {
-            return Err("peel-fig3 needs experiment.peel-fig3.ks, fprs and group_fractions".into());
+            return Err(EvalError::Setting("peel-fig3 needs experiment.peel-fig3.ks, fprs and group_fractions".into()));
         }
         for &p in &self.fprs {
             if !(p > 0.0 && p < 1.0) {
-                return Err(format!("experiment.peel-fig3.fprs: {p} is not in (0, 1)"));
+                return Err(EvalError::Setting(format!("experiment.peel-fig3.fprs: {p} is not in (0, 1)")));
             }
         }
         for &f in &self.group_fractions {
             if !(f > 0.0 && f <= 1.0) {
-                return Err(format!(
+                return Err(EvalError::Setting(format!(
                     "experiment.peel-fig3.group_fractions: {f} is not in (0, 1]"
-                ));
+                )));
             }
         }
         Ok(())
@@ -102,10 +103,10 @@ impl Experiment for PeelFig3 {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("peel-fig3", "peel_static")]
     }
-    fn check(&self, sc: &Scenario) -> Result<(), String> {
+    fn check(&self, sc: &Scenario) -> Result<(), EvalError> {
         crate::experiment::experiment_config::<Fig3Config>(sc, self.name())?.check()
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         let config: Fig3Config = cx.config(self.name())?;
         config.check()?;
         fig3(cx.scenario, &config)
@@ -134,7 +135,7 @@ fn tree_pairs(topo: &Topology, tree: &MulticastTree) -> (usize, usize) {
 const ETHERNET_MTU: u64 = 1500;
 
 /// Fig 3: RSBF-style header bytes and bandwidth overhead per fat-tree arity.
-fn fig3(sc: &Scenario, m: &Fig3Config) -> Result<EvalReport, String> {
+fn fig3(sc: &Scenario, m: &Fig3Config) -> Result<EvalReport, EvalError> {
     let mut text = String::from(
         "# PEEL Fig 3: a Bloom-filter header (RSBF-style: the group tree's downstream switch ports in one\n\
          filter sized for a false-positive ratio) per k-ary fat-tree\n\
@@ -160,14 +161,14 @@ fn fig3(sc: &Scenario, m: &Fig3Config) -> Result<EvalReport, String> {
     let mut crossing: Vec<((f64, f64), Option<u32>)> = Vec::new();
     for &k in &m.ks {
         if k < 4 || k % 2 != 0 || k > 64 {
-            return Err(format!("experiment.peel-fig3.ks: {k} is not an even arity in 4..=64"));
+            return Err(EvalError::Setting(format!("experiment.peel-fig3.ks: {k} is not an even arity in 4..=64")));
         }
         let topo = crate::peel::offline_fat_tree(k)?;
         let hosts = topo.num_hosts() as u32;
         for &f in &m.group_fractions {
             let members = ((hosts as f64 * f).round() as u32).clamp(2, hosts);
             let dests = sample_hosts(hosts, 0, members - 1, sc.seed ^ k as u64);
-            let tree = symmetric_tree(&topo, 0, &dests).map_err(|e| e.to_string())?;
+            let tree = symmetric_tree(&topo, 0, &dests)?;
             let (pairs, leak) = tree_pairs(&topo, &tree);
             for &p in &m.fprs {
                 let bytes = bloom_bytes(pairs, p);

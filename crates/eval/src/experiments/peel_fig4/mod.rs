@@ -1,5 +1,6 @@
 //! PEEL Fig. 4: Orca's set-up delay vs p99 CCT of a 32 MB Broadcast (implementation: `crate::peel::fig4`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -41,7 +42,7 @@ impl Experiment for PeelFig4 {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("peel-fig4", "peel")]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::peel::fig4(cx.scenario, cx.base)
     }
 }

@@ -1,5 +1,6 @@
 //! PEEL Fig. 5: Broadcast CCT vs message size (implementation: `crate::peel::fig5`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -41,7 +42,7 @@ impl Experiment for PeelFig5 {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("peel-fig5", "peel")]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::peel::fig5(cx.scenario, cx.base)
     }
 }

@@ -1,5 +1,6 @@
 //! PEEL Fig. 6: Broadcast CCT vs group size (implementation: `crate::peel::fig6`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -41,7 +42,7 @@ impl Experiment for PeelFig6 {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("peel-fig6", "peel")]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::peel::fig6(cx.scenario, cx.base)
     }
 }

@@ -1,5 +1,6 @@
 //! PEEL Fig. 7: Broadcast CCT vs failed links (implementation: `crate::peel::fig7`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -41,7 +42,7 @@ impl Experiment for PeelFig7 {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("peel-fig7", "peel")]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::peel::fig7(cx.scenario, cx.base)
     }
 }

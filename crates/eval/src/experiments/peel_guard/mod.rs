@@ -1,5 +1,6 @@
 //! PEEL §3.4: the sender's CNP guard timer vs the receiver's CNP limiter (implementation: `crate::peel::guard`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -38,7 +39,7 @@ impl Experiment for PeelGuard {
             },
         ]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::peel::guard(cx.scenario, cx.base)
     }
 }

@@ -1,5 +1,6 @@
 //! PEEL §3.2: prefix rules and header bits, k = 8 ... 128 (implementation: `crate::peel::rules`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -38,7 +39,7 @@ impl Experiment for PeelRules {
             },
         ]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::peel::rules(cx.scenario)
     }
 }

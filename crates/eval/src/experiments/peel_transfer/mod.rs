@@ -1,5 +1,6 @@
 //! One PEEL transfer through the labelled tree, checked byte for byte (implementation: `crate::peel::transfer`).
 
+use crate::error::EvalError;
 use crate::experiment::{Context, Experiment, PEEL, Paper, Preset};
 use crate::report::EvalReport;
 
@@ -22,7 +23,7 @@ impl Experiment for PeelTransfer {
             },
         ]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::peel::transfer::transfer(cx.scenario)
     }
 }

@@ -1,5 +1,6 @@
 //! RDMC (DSN 2018): the application-layer baselines' own figures. They run through `rocast bcast` (the overlay schemes on the simulator), not as a scenario: `run` says so.
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, Paper, RDMC};
 use crate::report::EvalReport;
 
@@ -69,7 +70,7 @@ impl Experiment for Rdmc {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("bcast", "bcast")]
     }
-    fn run(&self, _cx: &Context) -> Result<EvalReport, String> {
-        Err("rdmc's figures run through `rocast bcast` (see `rocast repro --list`), not as a scenario".into())
+    fn run(&self, _cx: &Context) -> Result<EvalReport, EvalError> {
+        Err(EvalError::Setting("rdmc's figures run through `rocast bcast` (see `rocast repro --list`), not as a scenario".into()))
     }
 }

@@ -1,5 +1,6 @@
 //! TMCF Figs 3-4: multicast rate as congested paths are added, per CNP policy (implementation: `crate::tmcf::cpmp`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, Paper, Preset, TMCF};
 use crate::report::EvalReport;
 
@@ -41,7 +42,7 @@ impl Experiment for TmcfCpmp {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("tmcf-cpmp", "tmcf_rate")]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::tmcf::cpmp(cx.scenario, cx.base)
     }
 }

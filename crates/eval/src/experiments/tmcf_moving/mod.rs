@@ -1,5 +1,6 @@
 //! TMCF Figs 5-6: multicast rate as the bottleneck moves, per CNP policy (implementation: `crate::tmcf::moving`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, Paper, Preset, TMCF};
 use crate::report::EvalReport;
 
@@ -41,7 +42,7 @@ impl Experiment for TmcfMoving {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("tmcf-moving", "tmcf_rate")]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::tmcf::moving(cx.scenario, cx.base)
     }
 }

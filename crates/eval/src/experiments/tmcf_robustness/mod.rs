@@ -1,5 +1,6 @@
 //! TMCF Table I: CPMP per RTT and phase length, per CNP policy (implementation: `crate::tmcf::robustness`).
 
+use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, Paper, Preset, TMCF};
 use crate::report::EvalReport;
 
@@ -38,7 +39,7 @@ impl Experiment for TmcfRobustness {
             },
         ]
     }
-    fn run(&self, cx: &Context) -> Result<EvalReport, String> {
+    fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         crate::tmcf::robustness(cx.scenario, cx.base)
     }
 }
