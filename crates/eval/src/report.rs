@@ -3,8 +3,9 @@
 //! build one: independent runs on worker threads ([`parallel`]), the size labels
 //! of their tables ([`fmt_size`]) and the tolerance of their verdicts ([`reproduced`]).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rayon::prelude::*;
 
 /// What one experiment produced: the report, files to write (name, contents), and
 /// frames captured on `output.capture_links` (time ps, Ethernet frame), which
@@ -21,22 +22,24 @@ pub struct EvalReport {
 /// Whether [`parallel`] draws a progress bar (on stderr, only when it is a terminal):
 /// `rocast sim` turns it on unless `--quiet`.
 static PROGRESS: AtomicBool = AtomicBool::new(false);
-/// Nesting depth of [`parallel`]: only the outermost call draws.
-static DEPTH: AtomicUsize = AtomicUsize::new(0);
 
 /// Turns [`parallel`]'s progress bar on or off.
 pub fn set_progress(on: bool) {
     PROGRESS.store(on, Ordering::Relaxed);
 }
 
-/// Runs `jobs` on the configured number of threads; results in job order. With
-/// [`set_progress`] on, the outermost call shows runs done of all and the time spent.
+/// Runs `jobs` on `threads` threads (0: one per core, never more than there are
+/// jobs); results in job order, and the first error in job order after every job ran.
+/// With [`set_progress`] on, the outermost call shows runs done of all and the time
+/// spent.
 pub fn parallel<T: Send, J: Sync>(
     threads: u32,
     jobs: &[J],
     run: impl Fn(&J) -> Result<T, String> + Sync,
 ) -> Result<Vec<T>, String> {
-    let outer = DEPTH.fetch_add(1, Ordering::Relaxed) == 0;
+    // A call made from a job of another runs on that job's worker: only the outermost
+    // (not on a pool's thread) draws.
+    let outer = rayon::current_thread_index().is_none();
     let bar = (outer && PROGRESS.load(Ordering::Relaxed) && jobs.len() > 1).then(|| {
         let b = indicatif::ProgressBar::new(jobs.len() as u64);
         b.set_style(
@@ -52,7 +55,6 @@ pub fn parallel<T: Send, J: Sync>(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    DEPTH.fetch_sub(1, Ordering::Relaxed);
     r
 }
 
@@ -68,27 +70,26 @@ fn parallel_inner<T: Send, J: Sync>(
         threads as usize
     }
     .min(jobs.len().max(1));
-    let next = AtomicUsize::new(0);
-    let out: Mutex<Vec<Option<Result<T, String>>>> =
-        Mutex::new((0..jobs.len()).map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..n {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(j) = jobs.get(i) else { break };
+    // A pool of its own per call: the thread count is this call's, and a nested call
+    // gets its own workers as the caller's threads knob says.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .build()
+        .map_err(|e| format!("cannot start {n} worker threads: {e}"))?;
+    let out: Vec<Result<T, String>> = pool.install(|| {
+        jobs.par_iter()
+            // One job at a time per worker: runs differ widely in length.
+            .with_max_len(1)
+            .map(|j| {
                 let r = run(j);
-                out.lock().expect("no panics while held")[i] = Some(r);
                 if let Some(b) = bar {
                     b.inc(1);
                 }
-            });
-        }
+                r
+            })
+            .collect()
     });
-    out.into_inner()
-        .expect("threads joined")
-        .into_iter()
-        .map(|r| r.expect("every job ran"))
-        .collect()
+    out.into_iter().collect()
 }
 
 /// The figure (a module of the Python package's `rocast.plot`) that draws an
