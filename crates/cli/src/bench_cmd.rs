@@ -369,7 +369,8 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
                 seconds,
                 reps: reps.max(1),
             };
-            let r = rocast_net::udp_bench::run(&args, |line| eprintln!("{line}"))?;
+            let r = rocast_net::udp_bench::run(&args, |line| eprintln!("{line}"))
+                .map_err(|e| e.to_string())?;
             let table = rocast_net::udp_bench::table(&r, &args);
             let j = json.then(|| {
                 let runs: Vec<serde_json::Value> = r
@@ -403,7 +404,8 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
                 reps: reps.max(1),
                 exe: std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?,
             };
-            let rows = rocast_net::switch_bench::run(&args, |line| eprintln!("{line}"))?;
+            let rows = rocast_net::switch_bench::run(&args, |line| eprintln!("{line}"))
+                .map_err(|e| e.to_string())?;
             let table = rocast_net::switch_bench::table(&rows, &args);
             let j = json.then(|| {
                 let run = |m: &rocast_net::switch_bench::MediumRun| {

@@ -353,7 +353,9 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
     // The sender's headers: the cover of its group on the fabric the lab's switches
     // are set up from.
     let peel = match opts.peel_groups.first() {
-        Some((_, members)) => lab::two_tier_fabric(&opts)?.source_headers(0, members),
+        Some((_, members)) => lab::two_tier_fabric(&opts)
+            .map_err(|e| e.to_string())?
+            .source_headers(0, members),
         None => Vec::new(),
     };
     let spec = LabSpec::new(opts).map_err(|e| e.to_string())?;

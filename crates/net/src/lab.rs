@@ -966,21 +966,34 @@ fn plan_two_tier(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
     steps
 }
 
+/// Why a two-tier lab's options describe no fabric.
+#[derive(Debug, thiserror::Error)]
+pub enum FabricError {
+    /// The subnet is not three dotted bytes.
+    #[error("subnet {0:?}")]
+    Subnet(String),
+    /// The core refused the hosts, ToRs or groups (its words).
+    #[error("{0}")]
+    Fabric(String),
+}
+
 /// The core's description of a two-tier lab's fabric (hosts, ToRs, PEEL groups).
-pub fn two_tier_fabric(o: &LabOptions) -> Result<TwoTierFabric, String> {
+pub fn two_tier_fabric(o: &LabOptions) -> Result<TwoTierFabric, FabricError> {
     let mut subnet = [0u8; 3];
     for (i, p) in o.subnet.split('.').enumerate() {
-        let v = p.parse().map_err(|_| format!("subnet {:?}", o.subnet))?;
+        let v = p
+            .parse()
+            .map_err(|_| FabricError::Subnet(o.subnet.clone()))?;
         *subnet
             .get_mut(i)
-            .ok_or_else(|| format!("subnet {:?}", o.subnet))? = v;
+            .ok_or_else(|| FabricError::Subnet(o.subnet.clone()))? = v;
     }
     let groups = o
         .peel_groups
         .iter()
         .map(|(g, m)| (Ipv4Address(g.octets()), m.clone()))
         .collect();
-    TwoTierFabric::new(o.hosts, o.tors, subnet, groups)
+    TwoTierFabric::new(o.hosts, o.tors, subnet, groups).map_err(FabricError::Fabric)
 }
 
 /// `rocast switch`'s arguments for one switch of a two-tier lab: its AF_PACKET ports
@@ -1036,8 +1049,7 @@ pub fn plan(spec: &LabSpec, shaper: Shaper) -> Vec<Vec<String>> {
 // Running commands.
 
 fn require_root() -> Result<(), LabError> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return Err(LabError::NotRoot);
     }
     Ok(())

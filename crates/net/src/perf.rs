@@ -70,13 +70,20 @@ impl PerfOp {
     }
 }
 
+/// Why a `--op` names no operation.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PerfOpError {
+    #[error("unknown op {0:?} (send or write)")]
+    Unknown(String),
+}
+
 impl std::str::FromStr for PerfOp {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = PerfOpError;
+    fn from_str(s: &str) -> Result<Self, PerfOpError> {
         match s {
             "send" => Ok(PerfOp::Send),
             "write" => Ok(PerfOp::Write),
-            _ => Err(format!("unknown op {s:?} (send or write)")),
+            _ => Err(PerfOpError::Unknown(s.to_string())),
         }
     }
 }
@@ -188,7 +195,7 @@ impl PerfParams {
             op: m
                 .get::<String>("op")?
                 .parse()
-                .map_err(PerfError::Protocol)?,
+                .map_err(|e: PerfOpError| PerfError::Protocol(e.to_string()))?,
             size: m.get("size")?,
             iters: m.get("iters")?,
             mtu: m.get("mtu")?,

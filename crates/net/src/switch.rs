@@ -86,9 +86,26 @@ impl std::fmt::Display for PortSpec {
     }
 }
 
+/// Why a `--port` is not a port; `spec` is the text given.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PortSpecError {
+    #[error("port {spec:?}: bad interface name")]
+    InterfaceName { spec: String },
+    #[error("port {spec:?}: expected dgram:LOCAL=REMOTE")]
+    DgramPair { spec: String },
+    #[error("port {spec:?}: {addr:?} is not IPv4:port")]
+    Address { spec: String, addr: String },
+    /// Only loopback may carry the lab's traffic.
+    #[error("port {spec:?}: dgram ports are loopback only")]
+    NotLoopback { spec: String },
+    #[error("port {spec:?}: expected afpacket:IFACE or dgram:LOCAL=REMOTE")]
+    Kind { spec: String },
+}
+
 impl std::str::FromStr for PortSpec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = PortSpecError;
+    fn from_str(s: &str) -> Result<Self, PortSpecError> {
+        let spec = || s.to_string();
         if let Some(ifname) = s.strip_prefix("afpacket:") {
             let ok = !ifname.is_empty()
                 && ifname.len() < libc::IFNAMSIZ
@@ -96,28 +113,29 @@ impl std::str::FromStr for PortSpec {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b));
             if !ok {
-                return Err(format!("port {s:?}: bad interface name"));
+                return Err(PortSpecError::InterfaceName { spec: spec() });
             }
             return Ok(PortSpec::AfPacket(ifname.to_string()));
         }
         if let Some(rest) = s.strip_prefix("dgram:") {
             let (l, r) = rest
                 .split_once('=')
-                .ok_or_else(|| format!("port {s:?}: expected dgram:LOCAL=REMOTE"))?;
+                .ok_or_else(|| PortSpecError::DgramPair { spec: spec() })?;
             let parse = |a: &str| {
                 a.parse::<SocketAddrV4>()
-                    .map_err(|_| format!("port {s:?}: {a:?} is not IPv4:port"))
+                    .map_err(|_| PortSpecError::Address {
+                        spec: spec(),
+                        addr: a.to_string(),
+                    })
             };
             let (local, remote) = (parse(l)?, parse(r)?);
             if !local.ip().is_loopback() || !remote.ip().is_loopback() {
                 // Only loopback may carry the lab's traffic.
-                return Err(format!("port {s:?}: dgram ports are loopback only"));
+                return Err(PortSpecError::NotLoopback { spec: spec() });
             }
             return Ok(PortSpec::Dgram { local, remote });
         }
-        Err(format!(
-            "port {s:?}: expected afpacket:IFACE or dgram:LOCAL=REMOTE"
-        ))
+        Err(PortSpecError::Kind { spec: spec() })
     }
 }
 
@@ -771,46 +789,95 @@ extern "C" fn on_signal(_: i32) {
     STOP.store(true, Ordering::SeqCst);
 }
 
+/// Why a switch daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchError {
+    #[error("a switch needs 1 to 65535 ports")]
+    PortCount,
+    /// The forwarding tables refused a `--host` or `--peel-member` (the core's words).
+    #[error("{0}")]
+    Table(String),
+    #[error("port {spec:?}: {source}")]
+    Port { spec: PortSpec, source: io::Error },
+    /// A capture folder or file, or the control socket's folder.
+    #[error("{}: {source}", path.display())]
+    File { path: PathBuf, source: io::Error },
+    #[error("control socket {}: {source}", path.display())]
+    ControlSocket { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error("loss {0}: must be in [0, 1)")]
+    LossRate(f64),
+    #[error("loss on port {0}: no such port")]
+    LossPort(u16),
+    #[error("--fast-path forwards in the kernel: it cannot shape, drop or capture (those are the daemon's); leave them out")]
+    FastPathOptions,
+    #[error("--fast-path needs afpacket ports")]
+    FastPathPorts,
+    #[error("--fast-path: {0}")]
+    FastPath(io::Error),
+}
+
 impl SwitchDaemon {
-    pub fn new(cfg: SwitchConfig) -> Result<Self, String> {
+    pub fn new(cfg: SwitchConfig) -> Result<Self, SwitchError> {
         if cfg.ports.is_empty() || cfg.ports.len() > u16::MAX as usize {
-            return Err("a switch needs 1 to 65535 ports".into());
+            return Err(SwitchError::PortCount);
         }
         let mut pipeline = cfg.pipeline.clone();
         pipeline.ports = cfg.ports.len() as u16;
         let mut sw = FrameSwitch::new(pipeline, cfg.cnp_filter.build());
         for &(ip, port, mac) in &cfg.hosts {
-            sw.add_host(ip, port, mac)?;
+            sw.add_host(ip, port, mac).map_err(SwitchError::Table)?;
         }
         for &(group, port) in &cfg.peel_members {
-            sw.add_peel_member(group, port)?;
+            sw.add_peel_member(group, port)
+                .map_err(SwitchError::Table)?;
         }
         let mut ports = cfg
             .ports
             .iter()
-            .map(|p| Port::open(p).map_err(|e| format!("port {p:?}: {e}")))
+            .map(|p| {
+                Port::open(p).map_err(|source| SwitchError::Port {
+                    spec: p.clone(),
+                    source,
+                })
+            })
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(dir) = &cfg.capture {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(|source| SwitchError::File {
+                path: dir.clone(),
+                source,
+            })?;
             for (i, port) in ports.iter_mut().enumerate() {
                 let path = dir.join(format!("port{i}.pcap"));
-                let f = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let f = File::create(&path).map_err(|source| SwitchError::File {
+                    path: path.clone(),
+                    source,
+                })?;
                 port.capture = Some(
                     PcapWriter::new(BufWriter::with_capacity(1 << 20, f), LINKTYPE_ETHERNET)
-                        .map_err(|e| format!("{}: {e}", path.display()))?,
+                        .map_err(|source| SwitchError::File {
+                            path: path.clone(),
+                            source,
+                        })?,
                 );
             }
         }
         let control = match &cfg.control {
             Some(path) => {
                 if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                    std::fs::create_dir_all(dir).map_err(|source| SwitchError::File {
+                        path: dir.to_path_buf(),
+                        source,
+                    })?;
                 }
                 // A stale socket from a crashed daemon is ours to replace.
                 let _ = std::fs::remove_file(path);
-                let l = UnixListener::bind(path)
-                    .map_err(|e| format!("control socket {}: {e}", path.display()))?;
-                l.set_nonblocking(true).map_err(|e| e.to_string())?;
+                let l = UnixListener::bind(path).map_err(|source| SwitchError::ControlSocket {
+                    path: path.clone(),
+                    source,
+                })?;
+                l.set_nonblocking(true)?;
                 Some((l, path.clone()))
             }
             None => None,
@@ -819,13 +886,13 @@ impl SwitchDaemon {
         let mut loss_p = 0.0;
         if let Some((ports, p)) = &cfg.loss {
             if !(0.0..1.0).contains(p) {
-                return Err(format!("loss {p}: must be in [0, 1)"));
+                return Err(SwitchError::LossRate(*p));
             }
             loss_p = *p;
             for &port in ports {
                 *lossy
                     .get_mut(port as usize)
-                    .ok_or_else(|| format!("loss on port {port}: no such port"))? = true;
+                    .ok_or(SwitchError::LossPort(port))? = true;
             }
         }
         let egress = cfg.shaping.map(|sh| {
@@ -840,20 +907,20 @@ impl SwitchDaemon {
         sw.set_mrp_counter(crate::mcast::wall_clock_ns());
         let fast = if cfg.fast_path {
             if cfg.shaping.is_some() || cfg.loss.is_some() || cfg.capture.is_some() {
-                return Err("--fast-path forwards in the kernel: it cannot shape, drop or capture (those are the daemon's); leave them out".into());
+                return Err(SwitchError::FastPathOptions);
             }
             let mut attach = Vec::new();
             for p in &ports {
                 let (Backend::AfPacket(fd), PortSpec::AfPacket(name)) = (&p.backend, &p.spec)
                 else {
-                    return Err("--fast-path needs afpacket ports".into());
+                    return Err(SwitchError::FastPathPorts);
                 };
-                let c = CString::new(name.as_str()).map_err(|_| "interface name")?;
-                // SAFETY: c is NUL-terminated.
-                let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+                // An unknown name is index 0, as if_nametoindex(3) answers; attaching then
+                // fails with the kernel's word for it.
+                let index = rustix::net::netdevice::name_to_index(fd, name).unwrap_or(0);
                 attach.push((fd.as_raw_fd(), index));
             }
-            let fast = FastPath::attach(&attach).map_err(|e| format!("--fast-path: {e}"))?;
+            let fast = FastPath::attach(&attach).map_err(SwitchError::FastPath)?;
             Some(FastPathDriver {
                 fast,
                 daemon_high: Default::default(),
@@ -1102,7 +1169,7 @@ impl SwitchDaemon {
                     Ok(ControlRequest::Stats) => self.stats_text(),
                     Ok(ControlRequest::Groups) => self.groups_text(),
                     Ok(ControlRequest::Loss { rate, ports }) => self.set_loss(rate, &ports),
-                    Err(why) => why,
+                    Err(why) => why.to_string(),
                 }
             };
             // The reply is a few KB, under a socket buffer: written in one go, with a
@@ -1344,6 +1411,20 @@ pub fn query(control: &std::path::Path, command: &str) -> io::Result<String> {
     Ok(reply)
 }
 
+/// Why a control request is refused. The text, newline included, is the reply line
+/// the client gets.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ControlRequestError {
+    #[error("loss: expected `loss P [PORT...]` with P in [0, 1)\n")]
+    LossUsage,
+    #[error("loss {0}: must be in [0, 1)\n")]
+    LossRate(f64),
+    #[error("loss: no port {0:?}\n")]
+    NoPort(String),
+    #[error("unknown command {0:?}: expected stats, groups or loss P [PORT...]\n")]
+    Unknown(String),
+}
+
 /// A request on the switch's control socket (`rocast switch --control S …`): at most
 /// [`MAX_CONTROL_REQUEST`] bytes, one line.
 #[derive(Clone, Debug, PartialEq)]
@@ -1360,7 +1441,7 @@ pub enum ControlRequest {
 impl ControlRequest {
     /// Parses a request for a switch of `ports` ports: only the first
     /// [`MAX_CONTROL_REQUEST`] bytes count; the error is the line the client gets.
-    pub fn parse(request: &[u8], ports: usize) -> Result<ControlRequest, String> {
+    pub fn parse(request: &[u8], ports: usize) -> Result<ControlRequest, ControlRequestError> {
         let end = request.len().min(MAX_CONTROL_REQUEST);
         let text = String::from_utf8_lossy(&request[..end]);
         let cmd = text.trim();
@@ -1370,23 +1451,21 @@ impl ControlRequest {
             c if c.starts_with("loss ") => {
                 let mut words = c[5..].split_whitespace();
                 let Some(rate) = words.next().and_then(|w| w.parse::<f64>().ok()) else {
-                    return Err("loss: expected `loss P [PORT...]` with P in [0, 1)\n".into());
+                    return Err(ControlRequestError::LossUsage);
                 };
                 if !(0.0..1.0).contains(&rate) {
-                    return Err(format!("loss {rate}: must be in [0, 1)\n"));
+                    return Err(ControlRequestError::LossRate(rate));
                 }
                 let mut named = Vec::new();
                 for w in words {
                     match w.parse::<usize>().ok().filter(|&i| i < ports) {
                         Some(i) => named.push(i),
-                        None => return Err(format!("loss: no port {w:?}\n")),
+                        None => return Err(ControlRequestError::NoPort(w.to_string())),
                     }
                 }
                 Ok(ControlRequest::Loss { rate, ports: named })
             }
-            other => Err(format!(
-                "unknown command {other:?}: expected stats, groups or loss P [PORT...]\n"
-            )),
+            other => Err(ControlRequestError::Unknown(other.to_string())),
         }
     }
 }
