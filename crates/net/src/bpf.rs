@@ -96,6 +96,16 @@ fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
     }
 }
 
+/// Why [`Asm::finish`] could not resolve the program's jumps (a bug in the generator,
+/// not bad input).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AsmError {
+    #[error("label {0:?} never bound")]
+    Unbound(Label),
+    #[error("jump {0} too far")]
+    TooFar(i64),
+}
+
 /// A forward or backward jump target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Label(u32);
@@ -199,14 +209,11 @@ impl Asm {
     }
     /// Resolves the labels. Fails on an unbound label or a jump out of range (a bug in
     /// the generator, not bad input).
-    pub fn finish(mut self) -> Result<Vec<Insn>, String> {
+    pub fn finish(mut self) -> Result<Vec<Insn>, AsmError> {
         for &(at, l) in &self.fixups {
-            let to = *self
-                .bound
-                .get(&l)
-                .ok_or(format!("label {l:?} never bound"))?;
+            let to = *self.bound.get(&l).ok_or(AsmError::Unbound(l))?;
             let off = to as i64 - at as i64 - 1;
-            self.insns[at].off = i16::try_from(off).map_err(|_| format!("jump {off} too far"))?;
+            self.insns[at].off = i16::try_from(off).map_err(|_| AsmError::TooFar(off))?;
         }
         Ok(self.insns)
     }

@@ -29,7 +29,7 @@
 //! [`FAST_PATH_MAX_IP_LEN`] IP bytes; AF_PACKET ports without shaping, loss or capture
 //! (those live in the daemon). Needs Linux 6.6+ (tcx) and CAP_BPF / CAP_NET_ADMIN.
 
-use crate::bpf::{self, helper, Alu, Asm, Insn, Jmp, Map, MappedArray, Program, Size};
+use crate::bpf::{self, helper, Alu, Asm, AsmError, Insn, Jmp, Map, MappedArray, Program, Size};
 use crate::bpf::{FP, R0, R1, R2, R3, R4, R5, R6, R7, R8, R9};
 use rocast_core::switch::fast_path::{
     data_opcode, icrc_table_entry, FastPathGroup, FAST_PATH_MAX_COPIES, FAST_PATH_MAX_IP_LEN,
@@ -201,7 +201,7 @@ fn emit_load_bytes(a: &mut Asm, stack: i16, len: i32, fail: bpf::Label) {
 }
 
 /// Generates the program for the port with `ifindex`.
-pub fn program(v: Variant, ifindex: u32, maps: &Maps) -> Result<Vec<Insn>, String> {
+pub fn program(v: Variant, ifindex: u32, maps: &Maps) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
     let keep = a.label();
     let refuse = a.label(); // the group's frame, not fast-path data
