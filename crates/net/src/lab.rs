@@ -41,6 +41,7 @@
 use rocast_core::fabric::cepheus::GroupAddressSpace;
 use rocast_core::switch::two_tier::{SetupRole, SwitchSetup, TwoTierFabric};
 use rocast_core::wire::Ipv4Address;
+use rustix::process::Signal;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs::{self, OpenOptions};
@@ -1502,19 +1503,19 @@ fn spawn_daemon(argv: &[String], pid_file: &Path, log: &Path) -> Result<u32, Lab
         .stdin(Stdio::null())
         .stdout(open_log()?)
         .stderr(open_log()?);
-    // SAFETY: setsid is async-signal-safe; a new session detaches the daemon from the
-    // terminal, so neither ^C nor closing the shell that ran `lab up` reaches it.
+    // SAFETY: the closure runs in the forked child before exec and makes only raw system
+    // calls (setsid, setpriority), which allocate nothing and take no lock
+    // (async-signal-safe). A new session detaches the daemon from the terminal, so
+    // neither ^C nor closing the shell that ran `lab up` reaches it.
     unsafe {
         cmd.pre_exec(|| {
-            if libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
+            rustix::process::setsid()?;
             // The switch daemon stands in for switch hardware, which shares no cores
             // with the hosts: it runs ahead of them (nice −10), so a loaded machine
             // slows the hosts, not the fabric (measured: under two busy simulators its
             // receive rings overflowed, thousands of frames per port). Best effort:
             // without the privilege it runs at the default priority.
-            let _ = libc::setpriority(libc::PRIO_PROCESS, 0, LAB_SWITCH_NICE);
+            let _ = rustix::process::setpriority_process(None, LAB_SWITCH_NICE);
             Ok(())
         });
     }
@@ -1580,11 +1581,8 @@ pub fn restart_switch(name: &str, extra: &[&str]) -> Result<(), LabError> {
     ];
     full.append(&mut argv);
     full.extend(extra.iter().map(|s| s.to_string()));
-    // SAFETY: kill(2) on the lab's own switch daemon, named by its pid file.
-    if unsafe { libc::kill(pid, libc::SIGKILL) } != 0 {
-        return Err(io_err(format!("cannot kill switch daemon {pid}"))(
-            io::Error::last_os_error(),
-        ));
+    if let Err(e) = send_signal(pid, Signal::KILL) {
+        return Err(io_err(format!("cannot kill switch daemon {pid}"))(e));
     }
     // Wholly gone before the new daemon binds the same control socket and ports: a
     // dying process closes its files last, and a client that reached the old control
@@ -1782,6 +1780,14 @@ fn alive(pid: i32) -> bool {
     }
 }
 
+/// kill(2) to one process; a pid that names no single process (0 or negative: a
+/// process group) is refused as no such process.
+fn send_signal(pid: i32, sig: Signal) -> io::Result<()> {
+    let pid = rustix::process::Pid::from_raw(pid.max(0))
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
+    rustix::process::kill_process(pid, sig).map_err(io::Error::from)
+}
+
 /// SIGTERM, up to ~1 s for a clean exit, then SIGKILL and up to ~5 s more.
 fn stop(pids: &[i32]) {
     let wait_gone = |limit: Duration| {
@@ -1791,13 +1797,11 @@ fn stop(pids: &[i32]) {
         }
     };
     for &p in pids {
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe { libc::kill(p, libc::SIGTERM) };
+        let _ = send_signal(p, Signal::TERM);
     }
     wait_gone(Duration::from_secs(1));
     for &p in pids.iter().filter(|&&p| alive(p)) {
-        // SAFETY: as above.
-        unsafe { libc::kill(p, libc::SIGKILL) };
+        let _ = send_signal(p, Signal::KILL);
     }
     // A killed process still has its memory and sockets to release; on a machine at
     // several times its cores' load that took over a second (parallel lab tests

@@ -583,9 +583,13 @@ impl CpuMeter {
 
 /// User+system CPU time of the calling thread.
 fn thread_cpu() -> Duration {
-    // SAFETY: getrusage fills the struct we pass.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    // SAFETY: an all-zero rusage is valid (integers only), and getrusage writes only into
+    // the struct it is given. Neither rustix nor std has getrusage.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
+        ru
+    };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
