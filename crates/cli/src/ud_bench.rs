@@ -259,8 +259,7 @@ fn ud_drops(u: &UdCounters) -> String {
 /// caller prints it either way).
 pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
     let key = group_key(a)?;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return Err("lab-ud builds network namespaces: run it as root".into());
     }
     if !(2..=lab::MAX_HOSTS).contains(&a.hosts) {

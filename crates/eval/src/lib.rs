@@ -13,6 +13,10 @@
 //! - [`rdmc`]: the application-layer baselines the experiments compare against.
 //! - [`report`]: the report type every experiment returns.
 
+// Reading glibc's heap statistics (cepheus-memory) needs `unsafe`; it allows it where
+// it stands, and nothing else may.
+#![deny(unsafe_code)]
+
 pub mod cepheus;
 pub mod odbss;
 pub mod peel;
