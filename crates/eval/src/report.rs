@@ -76,19 +76,32 @@ fn parallel_inner<T: Send, J: Sync>(
         .num_threads(n)
         .build()
         .map_err(|e| format!("cannot start {n} worker threads: {e}"))?;
-    let out: Vec<Result<T, String>> = pool.install(|| {
-        jobs.par_iter()
-            // One job at a time per worker: runs differ widely in length.
-            .with_max_len(1)
-            .map(|j| {
-                let r = run(j);
-                if let Some(b) = bar {
-                    b.inc(1);
-                }
-                r
-            })
-            .collect()
-    });
+    let run_all = || -> Vec<Result<T, String>> {
+        pool.install(|| {
+            jobs.par_iter()
+                // One job at a time per worker: runs differ widely in length.
+                .with_max_len(1)
+                .map(|j| {
+                    let r = run(j);
+                    if let Some(b) = bar {
+                        b.inc(1);
+                    }
+                    r
+                })
+                .collect()
+        })
+    };
+    let out = if rayon::current_thread_index().is_some() {
+        // On another pool's worker, install would run that pool's other jobs while it
+        // waits (more runs at once than asked for); a plain thread only waits.
+        std::thread::scope(|s| {
+            s.spawn(run_all)
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        })
+    } else {
+        run_all()
+    };
     out.into_iter().collect()
 }
 
@@ -129,6 +142,40 @@ pub fn fmt_size(b: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parallel_keeps_job_order_and_reports_the_first_error_in_it() {
+        let jobs: Vec<u64> = (0..40).collect();
+        for threads in [0, 1, 3, 64] {
+            // Later jobs finish first: the order is the jobs', not completion's.
+            let out = parallel(threads, &jobs, |&j| {
+                std::thread::sleep(std::time::Duration::from_micros(40 - j));
+                Ok(j * j)
+            })
+            .unwrap();
+            assert_eq!(out, jobs.iter().map(|j| j * j).collect::<Vec<_>>());
+        }
+        let r: Result<Vec<u64>, String> = parallel(4, &jobs, |&j| {
+            if j % 7 == 3 {
+                Err(format!("job {j}"))
+            } else {
+                Ok(j)
+            }
+        });
+        assert_eq!(r, Err("job 3".to_string()));
+    }
+
+    #[test]
+    fn nested_parallel_calls_run_and_keep_order() {
+        let outer: Vec<u64> = (0..6).collect();
+        let out = parallel(3, &outer, |&i| {
+            let inner: Vec<u64> = (0..5).collect();
+            let v = parallel(2, &inner, |&k| Ok(i * 10 + k))?;
+            Ok(v.iter().sum::<u64>())
+        })
+        .unwrap();
+        assert_eq!(out, outer.iter().map(|i| i * 50 + 10).collect::<Vec<_>>());
+    }
 
     #[test]
     fn every_table_figure_is_a_module_of_the_python_package() {
