@@ -372,7 +372,8 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
                 seconds,
                 reps: reps.max(1),
             };
-            let r = rocast_net::udp_bench::run(&args, |line| eprintln!("{line}"))?;
+            let r = rocast_net::udp_bench::run(&args, |line| eprintln!("{line}"))
+                .map_err(|e| e.to_string())?;
             let table = rocast_net::udp_bench::table(&r, &args);
             let j = json.then(|| {
                 let runs: Vec<serde_json::Value> = r
@@ -406,7 +407,8 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
                 reps: reps.max(1),
                 exe: std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?,
             };
-            let rows = rocast_net::switch_bench::run(&args, |line| eprintln!("{line}"))?;
+            let rows = rocast_net::switch_bench::run(&args, |line| eprintln!("{line}"))
+                .map_err(|e| e.to_string())?;
             let table = rocast_net::switch_bench::table(&rows, &args);
             let j = json.then(|| {
                 let run = |m: &rocast_net::switch_bench::MediumRun| {
@@ -660,10 +662,13 @@ fn wait_with_rusage(mut child: std::process::Child) -> Result<(i32, i64, String)
     }
     let pid = child.id() as libc::pid_t;
     let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value; wait4 writes it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `pid` is our child, not yet waited for; the pointers are valid.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    // SAFETY: an all-zero rusage is valid (integers only); `pid` is our child, not yet
+    // waited for, and wait4 writes only into `status` and `ru`. Raw because no safe
+    // wrapper (std, rustix) returns a child's rusage with its status.
+    let (r, ru) = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        (libc::wait4(pid, &mut status, 0, &mut ru), ru)
+    };
     if r != pid {
         return Err(format!("wait4: {}", std::io::Error::last_os_error()));
     }

@@ -466,10 +466,11 @@ fn run_group_killing(
         mid_stream = leader.try_wait().map_err(|e| e.to_string())?.is_none();
         match fault {
             // `lab exec` and `ip netns exec` exec in place: the pid is the member's.
-            // SAFETY: kill(2) with a pid this process spawned and a valid signal.
-            MidStreamFault::KillRank(rank) => unsafe {
-                libc::kill(pids[rank - 1] as libc::pid_t, libc::SIGKILL);
-            },
+            MidStreamFault::KillRank(rank) => {
+                if let Some(pid) = rustix::process::Pid::from_raw(pids[rank - 1] as i32) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
+            }
             MidStreamFault::RestartSwitch => {
                 if let Err(e) = rocast_net::lab::restart_switch(lab, &[]) {
                     let _ = leader.kill();
@@ -587,8 +588,7 @@ fn machine_busy_s() -> f64 {
         .filter(|(i, _)| *i != 3 && *i != 4)
         .map(|(_, x)| x)
         .sum();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let hz = rustix::param::clock_ticks_per_second().max(1) as f64;
     busy as f64 / hz
 }
 
@@ -903,8 +903,7 @@ fn mpi_run(
 }
 
 pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return Err("lab-bcast builds network namespaces: run it as root".into());
     }
     if a.reps == 0 || a.hosts.iter().any(|&n| !(2..=64).contains(&n)) {
@@ -1204,8 +1203,7 @@ pub fn lab_iops(
     out: &Path,
     json: bool,
 ) -> Result<(), String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return Err("lab-iops builds network namespaces: run it as root".into());
     }
     if io_bytes == 0 || ios == 0 || reps == 0 {
@@ -1328,8 +1326,7 @@ fn parse_percentiles(line: &str) -> Option<(usize, [f64; 4])> {
 }
 
 pub fn lab_latency(a: &LabLatencyArgs) -> Result<(), String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return Err("lab-latency builds network namespaces: run it as root".into());
     }
     if a.samples == 0 || a.receivers.iter().any(|&n| !(1..=63).contains(&n)) {
@@ -1564,8 +1561,7 @@ fn parse_held(text: &str) -> (Vec<(String, Vec<f64>)>, Vec<f64>, u64, String) {
 /// Runs the 1→N multicast test and returns its table (or JSON).
 pub fn perf_mcast(a: &PerfMcastArgs) -> Result<String, String> {
     let t0 = std::time::Instant::now();
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return Err("--mcast builds a namespace lab: run it as root".into());
     }
     if !(1..=32).contains(&a.receivers) {

@@ -84,7 +84,8 @@ fn main() -> ExitCode {
         Command::Mcast(cmd) => {
             // `rocast mcast … | head`: end quietly on a closed pipe. Its sockets are
             // TCP (sent with MSG_NOSIGNAL by std) and UDP, which never raise SIGPIPE.
-            // SAFETY: sets a signal disposition to SIG_DFL before any thread starts.
+            // SAFETY: sets a signal disposition to SIG_DFL before any thread starts; no
+            // handler runs. Neither std nor rustix sets a disposition safely.
             unsafe {
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             }
@@ -95,7 +96,8 @@ fn main() -> ExitCode {
         Command::Tree(cmd) => {
             // `rocast tree … | head`: end quietly on a closed pipe, as Unix filters
             // do, rather than panic in println! (`pcap dump` handles EPIPE itself).
-            // SAFETY: sets a signal disposition to SIG_DFL before any thread starts.
+            // SAFETY: sets a signal disposition to SIG_DFL before any thread starts; no
+            // handler runs. Neither std nor rustix sets a disposition safely.
             unsafe {
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             }

@@ -217,7 +217,8 @@ fn parse_size(s: &str) -> Result<usize, String> {
 /// which cost a member a fifth of its CPU per packet. Freed memory stays in the heap
 /// for reuse instead: at most what the largest buffer in flight needs.
 fn keep_freed_memory() {
-    // SAFETY: mallopt only tunes the allocator; called before any other thread runs.
+    // SAFETY: mallopt only tunes glibc's allocator thresholds; called before any other
+    // thread runs. No safe wrapper exists.
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
         libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);

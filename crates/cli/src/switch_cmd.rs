@@ -358,7 +358,8 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
         .ports
         .iter()
         .map(|p| p.parse::<PortSpec>())
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
     let hosts = cmd
         .hosts
         .iter()
@@ -450,7 +451,7 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
         fast_path: cmd.fast_path,
         seed: cmd.seed,
     };
-    let mut d = SwitchDaemon::new(cfg)?;
+    let mut d = SwitchDaemon::new(cfg).map_err(|e| e.to_string())?;
     eprintln!(
         "rocast switch: {} ports up; stop with SIGINT/SIGTERM",
         d.pipeline().config().ports

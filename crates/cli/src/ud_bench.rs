@@ -259,8 +259,7 @@ fn ud_drops(u: &UdCounters) -> String {
 /// caller prints it either way).
 pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
     let key = group_key(a)?;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return Err("lab-ud builds network namespaces: run it as root".into());
     }
     if !(2..=lab::MAX_HOSTS).contains(&a.hosts) {
@@ -353,7 +352,9 @@ pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
     // The sender's headers: the cover of its group on the fabric the lab's switches
     // are set up from.
     let peel = match opts.peel_groups.first() {
-        Some((_, members)) => lab::two_tier_fabric(&opts)?.source_headers(0, members),
+        Some((_, members)) => lab::two_tier_fabric(&opts)
+            .map_err(|e| e.to_string())?
+            .source_headers(0, members),
         None => Vec::new(),
     };
     let spec = LabSpec::new(opts).map_err(|e| e.to_string())?;

@@ -322,10 +322,10 @@ fn loss_toward_one_receiver_is_recovered_and_the_wire_checks_out() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     for c in caps.iter_mut() {
         // SIGTERM lets tcpdump flush; the child is `ip netns exec` → tcpdump itself.
-        // SAFETY: kill with a valid pid and signal.
-        unsafe {
-            libc::kill(c.id() as i32, libc::SIGTERM);
-        }
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_child(c),
+            rustix::process::Signal::TERM,
+        );
         let _ = c.wait();
     }
     assert_eq!(code, 0, "{text}");

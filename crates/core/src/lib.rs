@@ -104,6 +104,8 @@
 //! assert_eq!(sw.stats().forwarded, 2);
 //! ```
 
+#![forbid(unsafe_code)]
+
 pub mod control;
 pub mod fabric;
 pub mod nack_multicast;

@@ -16,6 +16,10 @@
 //! - [`rdmc`]: the application-layer baselines the experiments compare against.
 //! - [`report`]: the report type every experiment returns.
 
+// Reading glibc's heap statistics (cepheus-memory) needs `unsafe`; it allows it where
+// it stands, and nothing else may.
+#![deny(unsafe_code)]
+
 // Experiment folders name the crate `rocast_eval::…`, so one folder compiles both
 // here and in a test that adds it to a registry (tests/toy_experiment/).
 extern crate self as rocast_eval;

@@ -96,6 +96,16 @@ fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
     }
 }
 
+/// Why [`Asm::finish`] could not resolve the program's jumps (a bug in the generator,
+/// not bad input).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AsmError {
+    #[error("label {0:?} never bound")]
+    Unbound(Label),
+    #[error("jump {0} too far")]
+    TooFar(i64),
+}
+
 /// A forward or backward jump target.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Label(u32);
@@ -199,14 +209,11 @@ impl Asm {
     }
     /// Resolves the labels. Fails on an unbound label or a jump out of range (a bug in
     /// the generator, not bad input).
-    pub fn finish(mut self) -> Result<Vec<Insn>, String> {
+    pub fn finish(mut self) -> Result<Vec<Insn>, AsmError> {
         for &(at, l) in &self.fixups {
-            let to = *self
-                .bound
-                .get(&l)
-                .ok_or(format!("label {l:?} never bound"))?;
+            let to = *self.bound.get(&l).ok_or(AsmError::Unbound(l))?;
             let off = to as i64 - at as i64 - 1;
-            self.insns[at].off = i16::try_from(off).map_err(|_| format!("jump {off} too far"))?;
+            self.insns[at].off = i16::try_from(off).map_err(|_| AsmError::TooFar(off))?;
         }
         Ok(self.insns)
     }
@@ -230,7 +237,7 @@ pub const ATTACH_TCX_INGRESS: u32 = 46;
 fn sys_bpf(cmd: i32, attr: &mut [u64; 16]) -> io::Result<i64> {
     // SAFETY: attr is a zero-padded `union bpf_attr` of 128 bytes, valid for the
     // kernel to read and write; any pointers in it point at live buffers the caller
-    // keeps for the call.
+    // keeps for the call. Raw: neither libc, rustix nor std wraps bpf(2).
     let r = unsafe {
         libc::syscall(
             libc::SYS_bpf,
@@ -244,6 +251,15 @@ fn sys_bpf(cmd: i32, attr: &mut [u64; 16]) -> io::Result<i64> {
     } else {
         Ok(r)
     }
+}
+
+/// [`sys_bpf`] for a command that creates an object (map, program, link): its new
+/// descriptor, owned.
+fn sys_bpf_fd(cmd: i32, attr: &mut [u64; 16]) -> io::Result<OwnedFd> {
+    let fd = sys_bpf(cmd, attr)?;
+    // SAFETY: on success these commands return a fresh descriptor that nothing else
+    // owns or closes.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 fn lo_hi(lo: u32, hi: u32) -> u64 {
@@ -270,11 +286,10 @@ impl Map {
         a[0] = lo_hi(kind, key_size);
         a[1] = lo_hi(value_size, max_entries);
         a[2] = flags as u64;
-        let fd = sys_bpf(BPF_MAP_CREATE, &mut a)
+        let fd = sys_bpf_fd(BPF_MAP_CREATE, &mut a)
             .map_err(|e| io::Error::new(e.kind(), format!("bpf map create: {e}")))?;
         Ok(Map {
-            // SAFETY: the kernel returned a fresh descriptor.
-            fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+            fd,
             key_size,
             value_size,
             max_entries,
@@ -308,8 +323,7 @@ impl Map {
 /// `i` is `value_size` bytes (rounded up to 8) at `i * stride`.
 pub struct MappedArray {
     pub map: Map,
-    ptr: *mut u8,
-    len: usize,
+    mapping: memmap2::MmapRaw,
     pub stride: usize,
 }
 
@@ -317,27 +331,13 @@ impl MappedArray {
     pub fn create(value_size: u32, max_entries: u32) -> io::Result<MappedArray> {
         let map = Map::create(MAP_ARRAY, 4, value_size, max_entries, MAP_F_MMAPABLE)?;
         let stride = (value_size as usize).div_ceil(8) * 8;
-        // SAFETY: sysconf has no preconditions.
-        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let page = rustix::param::page_size();
         let len = (stride * max_entries as usize).div_ceil(page) * page;
-        // SAFETY: maps the array's pages shared; the fd is a mmapable array map.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                map.fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        // The array's pages, shared (read and write) with the kernel and the programs.
+        let mapping = memmap2::MmapOptions::new().len(len).map_raw(map.fd())?;
         Ok(MappedArray {
             map,
-            ptr: ptr as *mut u8,
-            len,
+            mapping,
             stride,
         })
     }
@@ -345,8 +345,8 @@ impl MappedArray {
     /// range (a caller bug).
     pub fn at(&self, i: usize, off: usize) -> *mut u8 {
         assert!(i < self.map.max_entries as usize && off < self.stride);
-        // SAFETY: in bounds of the mapping, checked above.
-        unsafe { self.ptr.add(i * self.stride + off) }
+        // SAFETY: in bounds of the mapping (max_entries strides fit in it), checked above.
+        unsafe { self.mapping.as_mut_ptr().add(i * self.stride + off) }
     }
     pub fn load_u32(&self, i: usize, off: usize) -> u32 {
         assert_eq!(off % 4, 0);
@@ -381,13 +381,6 @@ impl MappedArray {
     }
 }
 
-impl Drop for MappedArray {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly what create mapped.
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
-    }
-}
-
 /// A loaded program.
 pub struct Program {
     fd: OwnedFd,
@@ -411,15 +404,12 @@ impl Program {
         // prog_name at byte 48 (after kern_version and prog_flags at 40..48).
         a[6] = u64::from_le_bytes(nm[..8].try_into().unwrap());
         a[7] = u64::from_le_bytes(nm[8..].try_into().unwrap());
-        match sys_bpf(BPF_PROG_LOAD, &mut a) {
-            // SAFETY: the kernel returned a fresh descriptor.
-            Ok(fd) => Ok(Program {
-                fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
-            }),
+        match sys_bpf_fd(BPF_PROG_LOAD, &mut a) {
+            Ok(fd) => Ok(Program { fd }),
             Err(first) => {
                 a[3] = lo_hi(1, log.len() as u32);
                 a[4] = log.as_mut_ptr() as u64;
-                let _ = sys_bpf(BPF_PROG_LOAD, &mut a);
+                let _ = sys_bpf_fd(BPF_PROG_LOAD, &mut a);
                 let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
                 let text = String::from_utf8_lossy(&log[..end]);
                 let tail: Vec<&str> = text.lines().rev().take(30).collect();
@@ -442,11 +432,8 @@ impl Program {
         let mut a = [0u64; 16];
         a[0] = lo_hi(self.fd() as u32, ifindex);
         a[1] = lo_hi(ATTACH_TCX_INGRESS, 0);
-        let fd = sys_bpf(BPF_LINK_CREATE, &mut a).map_err(|e| {
-            io::Error::new(e.kind(), format!("tcx attach to ifindex {ifindex}: {e}"))
-        })?;
-        // SAFETY: the kernel returned a fresh descriptor.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+        sys_bpf_fd(BPF_LINK_CREATE, &mut a)
+            .map_err(|e| io::Error::new(e.kind(), format!("tcx attach to ifindex {ifindex}: {e}")))
     }
     /// Attaches as `socket`'s filter (`SO_ATTACH_BPF`).
     pub fn attach_socket(&self, socket: RawFd) -> io::Result<()> {

@@ -29,7 +29,7 @@
 //! [`FAST_PATH_MAX_IP_LEN`] IP bytes; AF_PACKET ports without shaping, loss or capture
 //! (those live in the daemon). Needs Linux 6.6+ (tcx) and CAP_BPF / CAP_NET_ADMIN.
 
-use crate::bpf::{self, helper, Alu, Asm, Insn, Jmp, Map, MappedArray, Program, Size};
+use crate::bpf::{self, helper, Alu, Asm, AsmError, Insn, Jmp, Map, MappedArray, Program, Size};
 use crate::bpf::{FP, R0, R1, R2, R3, R4, R5, R6, R7, R8, R9};
 use rocast_core::switch::fast_path::{
     data_opcode, icrc_table_entry, FastPathGroup, FAST_PATH_MAX_COPIES, FAST_PATH_MAX_IP_LEN,
@@ -201,7 +201,7 @@ fn emit_load_bytes(a: &mut Asm, stack: i16, len: i32, fail: bpf::Label) {
 }
 
 /// Generates the program for the port with `ifindex`.
-pub fn program(v: Variant, ifindex: u32, maps: &Maps) -> Result<Vec<Insn>, String> {
+pub fn program(v: Variant, ifindex: u32, maps: &Maps) -> Result<Vec<Insn>, AsmError> {
     let mut a = Asm::new();
     let keep = a.label();
     let refuse = a.label(); // the group's frame, not fast-path data
@@ -789,6 +789,7 @@ impl FastPath {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::{AsFd, BorrowedFd};
 
     #[test]
     fn the_programs_pass_the_verifier() {
@@ -822,25 +823,19 @@ mod tests {
 
     /// Frames on a non-blocking packet socket until `want` or the deadline; RoCE
     /// frames only (UDP over IPv4: the kernel may speak on a fresh link).
-    fn collect(fd: RawFd, want: usize, wait: std::time::Duration) -> Vec<Vec<u8>> {
+    fn collect(fd: BorrowedFd<'_>, want: usize, wait: std::time::Duration) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
         let end = std::time::Instant::now() + wait;
         let mut buf = vec![0u8; 16384];
         while out.len() < want && std::time::Instant::now() < end {
-            // SAFETY: buf is valid for its length; fd is an open socket.
-            let n = unsafe {
-                libc::recv(
-                    fd,
-                    buf.as_mut_ptr() as *mut libc::c_void,
-                    buf.len(),
-                    libc::MSG_DONTWAIT,
-                )
+            let n = match rustix::net::recv(fd, &mut buf[..], rustix::net::RecvFlags::DONTWAIT) {
+                Ok((n, _)) if n > 0 => n,
+                _ => {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                    continue;
+                }
             };
-            if n <= 0 {
-                std::thread::sleep(std::time::Duration::from_micros(200));
-                continue;
-            }
-            let f = &buf[..n as usize];
+            let f = &buf[..n];
             if f.len() > 37 && f[12..14] == [8, 0] && f[23] == 17 {
                 out.push(f.to_vec());
             }
@@ -878,9 +873,8 @@ mod tests {
                 .map(|p| {
                     let name = format!("fp{p}");
                     let fd = crate::switch::open_afpacket(&name).unwrap();
-                    let c = std::ffi::CString::new(name).unwrap();
-                    // SAFETY: c is NUL-terminated.
-                    (fd, unsafe { libc::if_nametoindex(c.as_ptr()) })
+                    let index = rustix::net::netdevice::name_to_index(&fd, &name).unwrap();
+                    (fd, index)
                 })
                 .collect();
             let raw: Vec<(RawFd, u32)> = ports.iter().map(|(f, i)| (f.as_raw_fd(), *i)).collect();
@@ -916,21 +910,13 @@ mod tests {
             let long = std::time::Duration::from_secs(2);
             for (i, f) in frames.iter().enumerate() {
                 let want_pipeline = pipeline(&mut sw, f);
-                // SAFETY: f is valid for its length; sender is an open bound socket.
-                let n = unsafe {
-                    libc::send(
-                        sender.as_raw_fd(),
-                        f.as_ptr() as *const libc::c_void,
-                        f.len(),
-                        0,
-                    )
-                };
-                assert_eq!(n, f.len() as isize, "frame {i}: send");
+                let n = rustix::net::send(&sender, f, rustix::net::SendFlags::empty());
+                assert_eq!(n, Ok(f.len()), "frame {i}: send");
                 match g.forward(high, f) {
                     FastPathVerdict::Forward { psn, frames: want } => {
                         let mut got = Vec::new();
                         for (k, r) in receivers.iter().enumerate() {
-                            for c in collect(r.as_raw_fd(), 1, long) {
+                            for c in collect(r.as_fd(), 1, long) {
                                 got.push((k as u16 + 1, c));
                             }
                         }
@@ -944,7 +930,7 @@ mod tests {
                             assert!(want_pipeline.is_empty(), "the corrupted frame");
                         }
                         assert!(
-                            collect(ports[0].0.as_raw_fd(), 1, short).is_empty(),
+                            collect(ports[0].0.as_fd(), 1, short).is_empty(),
                             "frame {i}: hidden from the daemon"
                         );
                         assert!(fast.armed(MCST));
@@ -952,11 +938,11 @@ mod tests {
                         forwarded += 1;
                     }
                     FastPathVerdict::Defer => {
-                        let up = collect(ports[0].0.as_raw_fd(), 1, long);
+                        let up = collect(ports[0].0.as_fd(), 1, long);
                         assert_eq!(up, vec![f.clone()], "frame {i}: to the daemon as it came");
                         for r in &receivers {
                             assert!(
-                                collect(r.as_raw_fd(), 1, short).is_empty(),
+                                collect(r.as_fd(), 1, short).is_empty(),
                                 "frame {i}: no copy"
                             );
                         }

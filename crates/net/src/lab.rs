@@ -41,6 +41,7 @@
 use rocast_core::fabric::cepheus::GroupAddressSpace;
 use rocast_core::switch::two_tier::{SetupRole, SwitchSetup, TwoTierFabric};
 use rocast_core::wire::Ipv4Address;
+use rustix::process::Signal;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs::{self, OpenOptions};
@@ -967,21 +968,35 @@ fn plan_two_tier(spec: &LabSpec, shaper: Shaper) -> Vec<Step> {
     steps
 }
 
+/// Why a two-tier lab's options describe no fabric.
+#[derive(Debug, thiserror::Error)]
+pub enum FabricError {
+    /// The subnet is not three dotted bytes.
+    #[error("subnet {0:?}")]
+    Subnet(String),
+    /// The core refused the hosts, ToRs or groups (its words).
+    #[error("{0}")]
+    Fabric(String),
+}
+
 /// The core's description of a two-tier lab's fabric (hosts, ToRs, PEEL groups).
-pub fn two_tier_fabric(o: &LabOptions) -> Result<TwoTierFabric, String> {
+pub fn two_tier_fabric(o: &LabOptions) -> Result<TwoTierFabric, FabricError> {
     let mut subnet = [0u8; 3];
     for (i, p) in o.subnet.split('.').enumerate() {
-        let v = p.parse().map_err(|_| format!("subnet {:?}", o.subnet))?;
+        let v = p
+            .parse()
+            .map_err(|_| FabricError::Subnet(o.subnet.clone()))?;
         *subnet
             .get_mut(i)
-            .ok_or_else(|| format!("subnet {:?}", o.subnet))? = v;
+            .ok_or_else(|| FabricError::Subnet(o.subnet.clone()))? = v;
     }
     let groups = o
         .peel_groups
         .iter()
         .map(|(g, m)| (Ipv4Address(g.octets()), m.clone()))
         .collect();
-    TwoTierFabric::new(o.hosts, o.tors, subnet, groups).map_err(|e| e.to_string())
+    TwoTierFabric::new(o.hosts, o.tors, subnet, groups)
+        .map_err(|e| FabricError::Fabric(e.to_string()))
 }
 
 /// `rocast switch`'s arguments for one switch of a two-tier lab: its AF_PACKET ports
@@ -1037,8 +1052,7 @@ pub fn plan(spec: &LabSpec, shaper: Shaper) -> Vec<Vec<String>> {
 // Running commands.
 
 fn require_root() -> Result<(), LabError> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         return Err(LabError::NotRoot);
     }
     Ok(())
@@ -1491,19 +1505,19 @@ fn spawn_daemon(argv: &[String], pid_file: &Path, log: &Path) -> Result<u32, Lab
         .stdin(Stdio::null())
         .stdout(open_log()?)
         .stderr(open_log()?);
-    // SAFETY: setsid is async-signal-safe; a new session detaches the daemon from the
-    // terminal, so neither ^C nor closing the shell that ran `lab up` reaches it.
+    // SAFETY: the closure runs in the forked child before exec and makes only raw system
+    // calls (setsid, setpriority), which allocate nothing and take no lock
+    // (async-signal-safe). A new session detaches the daemon from the terminal, so
+    // neither ^C nor closing the shell that ran `lab up` reaches it.
     unsafe {
         cmd.pre_exec(|| {
-            if libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
+            rustix::process::setsid()?;
             // The switch daemon stands in for switch hardware, which shares no cores
             // with the hosts: it runs ahead of them (nice −10), so a loaded machine
             // slows the hosts, not the fabric (measured: under two busy simulators its
             // receive rings overflowed, thousands of frames per port). Best effort:
             // without the privilege it runs at the default priority.
-            let _ = libc::setpriority(libc::PRIO_PROCESS, 0, LAB_SWITCH_NICE);
+            let _ = rustix::process::setpriority_process(None, LAB_SWITCH_NICE);
             Ok(())
         });
     }
@@ -1569,11 +1583,8 @@ pub fn restart_switch(name: &str, extra: &[&str]) -> Result<(), LabError> {
     ];
     full.append(&mut argv);
     full.extend(extra.iter().map(|s| s.to_string()));
-    // SAFETY: kill(2) on the lab's own switch daemon, named by its pid file.
-    if unsafe { libc::kill(pid, libc::SIGKILL) } != 0 {
-        return Err(io_err(format!("cannot kill switch daemon {pid}"))(
-            io::Error::last_os_error(),
-        ));
+    if let Err(e) = send_signal(pid, Signal::KILL) {
+        return Err(io_err(format!("cannot kill switch daemon {pid}"))(e));
     }
     // Wholly gone before the new daemon binds the same control socket and ports: a
     // dying process closes its files last, and a client that reached the old control
@@ -1771,6 +1782,14 @@ fn alive(pid: i32) -> bool {
     }
 }
 
+/// kill(2) to one process; a pid that names no single process (0 or negative: a
+/// process group) is refused as no such process.
+fn send_signal(pid: i32, sig: Signal) -> io::Result<()> {
+    let pid = rustix::process::Pid::from_raw(pid.max(0))
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))?;
+    rustix::process::kill_process(pid, sig).map_err(io::Error::from)
+}
+
 /// SIGTERM, up to ~1 s for a clean exit, then SIGKILL and up to ~5 s more.
 fn stop(pids: &[i32]) {
     let wait_gone = |limit: Duration| {
@@ -1780,13 +1799,11 @@ fn stop(pids: &[i32]) {
         }
     };
     for &p in pids {
-        // SAFETY: kill has no memory-safety preconditions.
-        unsafe { libc::kill(p, libc::SIGTERM) };
+        let _ = send_signal(p, Signal::TERM);
     }
     wait_gone(Duration::from_secs(1));
     for &p in pids.iter().filter(|&&p| alive(p)) {
-        // SAFETY: as above.
-        unsafe { libc::kill(p, libc::SIGKILL) };
+        let _ = send_signal(p, Signal::KILL);
     }
     // A killed process still has its memory and sockets to release; on a machine at
     // several times its cores' load that took over a second (parallel lab tests

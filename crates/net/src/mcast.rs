@@ -67,7 +67,7 @@ use rocast_core::wire::{Ipv4Address, ROCEV2_UDP_PORT};
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant as StdInstant};
 
@@ -325,25 +325,22 @@ impl Control {
 }
 
 /// Waits until one of `fds` is readable or `timeout` passes.
-fn wait_any(fds: &[RawFd], timeout: Duration) -> io::Result<()> {
-    let mut p: Vec<libc::pollfd> = fds
+fn wait_any(fds: &[BorrowedFd<'_>], timeout: Duration) -> io::Result<()> {
+    use rustix::event::{PollFd, PollFlags};
+    let mut p: Vec<PollFd<'_>> = fds
         .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
+        .map(|&fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
         .collect();
-    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int;
-    // SAFETY: `p` is a live array of `p.len()` pollfds.
-    let r = unsafe { libc::poll(p.as_mut_ptr(), p.len() as libc::nfds_t, ms) };
-    if r < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
+    // Whole milliseconds, rounded up, as poll(2) takes them.
+    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i64;
+    let t = rustix::time::Timespec {
+        tv_sec: ms / 1000,
+        tv_nsec: ms % 1000 * 1_000_000,
+    };
+    match rustix::event::poll(&mut p, Some(&t)) {
+        Err(e) if e != rustix::io::Errno::INTR => Err(e.into()),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// The group connection of a leader or member: an RC QP toward the group's virtual
@@ -471,9 +468,7 @@ pub fn allocate_group(
 /// namespaces included), so a member's completion time compares with the leader's
 /// start.
 pub fn mono_ns() -> u64 {
-    // SAFETY: clock_gettime writes the timespec it is given.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -666,14 +661,9 @@ impl Leader {
             Some(t) => MAX_WAIT.min(self.clock.until(self.clock.now(), t)),
             None => MAX_WAIT,
         };
-        let mut fds: Vec<RawFd> = vec![self.mrp.as_raw_fd()];
-        fds.extend(self.listener.as_ref().map(|l| l.as_raw_fd()));
-        fds.extend(
-            self.conns
-                .values()
-                .filter(|c| !c.done)
-                .map(|c| c.s.as_raw_fd()),
-        );
+        let mut fds: Vec<BorrowedFd<'_>> = vec![self.mrp.as_fd()];
+        fds.extend(self.listener.as_ref().map(|l| l.as_fd()));
+        fds.extend(self.conns.values().filter(|c| !c.done).map(|c| c.s.as_fd()));
         wait_any(&fds, wait).map_err(io("poll"))
     }
 
@@ -1127,13 +1117,17 @@ impl Leader {
             let _ = c.s.shutdown(std::net::Shutdown::Write);
         }
         while StdInstant::now() < deadline {
-            let mut open = Vec::new();
             for c in self.conns.values_mut().filter(|c| !c.done) {
-                match c.read_available() {
-                    ControlRead::Bytes(_) => open.push(c.s.as_raw_fd()),
-                    ControlRead::Gone(_) => c.done = true,
+                if let ControlRead::Gone(_) = c.read_available() {
+                    c.done = true;
                 }
             }
+            let open: Vec<BorrowedFd<'_>> = self
+                .conns
+                .values()
+                .filter(|c| !c.done)
+                .map(|c| c.s.as_fd())
+                .collect();
             if open.is_empty() {
                 break;
             }
@@ -1393,59 +1387,35 @@ fn member_pump(c: &mut Control, mrp: &UdpSocket, session: &mut MemberSession, cl
 
 /// A TCP connection to `remote` from address `local` (any port), within `timeout`.
 fn connect_from(local: Ipv4Addr, remote: SocketAddrV4, timeout: Duration) -> io::Result<TcpStream> {
-    use crate::udp::sockaddr;
-    use std::os::fd::{FromRawFd, OwnedFd};
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: plain socket calls on a descriptor this function owns; the addresses
-    // are valid sockaddr_in values for the length given.
-    unsafe {
-        let fd = libc::socket(
-            libc::AF_INET,
-            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-            0,
-        );
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let owned = OwnedFd::from_raw_fd(fd);
-        let here = sockaddr(SocketAddrV4::new(local, 0));
-        if libc::bind(fd, &here as *const _ as *const libc::sockaddr, len) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let there = sockaddr(remote);
-        if libc::connect(fd, &there as *const _ as *const libc::sockaddr, len) != 0 {
-            let e = io::Error::last_os_error();
-            if e.raw_os_error() != Some(libc::EINPROGRESS) {
-                return Err(e);
-            }
-            let mut p = libc::pollfd {
-                fd,
-                events: libc::POLLOUT,
-                revents: 0,
+    use rustix::event::{PollFd, PollFlags};
+    use rustix::io::Errno;
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    let fd = rustix::net::socket_with(
+        AddressFamily::INET,
+        SocketType::STREAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    )?;
+    rustix::net::bind(&fd, &SocketAddrV4::new(local, 0))?;
+    match rustix::net::connect(&fd, &remote) {
+        Ok(()) => {}
+        Err(Errno::INPROGRESS) => {
+            let mut p = [PollFd::new(&fd, PollFlags::OUT)];
+            let ms = timeout.as_millis().min(i32::MAX as u128) as i64;
+            let t = rustix::time::Timespec {
+                tv_sec: ms / 1000,
+                tv_nsec: ms % 1000 * 1_000_000,
             };
-            let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-            match libc::poll(&mut p, 1, ms) {
-                0 => return Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
-                n if n < 0 => return Err(io::Error::last_os_error()),
-                _ => {}
+            if rustix::event::poll(&mut p, Some(&t))? == 0 {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"));
             }
-            let mut err: libc::c_int = 0;
-            let mut elen = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-            libc::getsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_ERROR,
-                &mut err as *mut _ as *mut libc::c_void,
-                &mut elen,
-            );
-            if err != 0 {
-                return Err(io::Error::from_raw_os_error(err));
-            }
+            rustix::net::sockopt::socket_error(&fd)??;
         }
-        let s = TcpStream::from(owned);
-        s.set_nonblocking(false)?;
-        Ok(s)
+        Err(e) => return Err(e.into()),
     }
+    let s = TcpStream::from(fd);
+    s.set_nonblocking(false)?;
+    Ok(s)
 }
 
 impl Member {
@@ -1562,7 +1532,7 @@ impl Member {
             }
             MemberPath::Detached => {
                 if wait {
-                    wait_any(&[fd, self.mrp.as_raw_fd()], max).map_err(io("poll"))?;
+                    wait_any(&[self.c.s.as_fd(), self.mrp.as_fd()], max).map_err(io("poll"))?;
                 }
             }
         }

@@ -70,13 +70,20 @@ impl PerfOp {
     }
 }
 
+/// Why a `--op` names no operation.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PerfOpError {
+    #[error("unknown op {0:?} (send or write)")]
+    Unknown(String),
+}
+
 impl std::str::FromStr for PerfOp {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = PerfOpError;
+    fn from_str(s: &str) -> Result<Self, PerfOpError> {
         match s {
             "send" => Ok(PerfOp::Send),
             "write" => Ok(PerfOp::Write),
-            _ => Err(format!("unknown op {s:?} (send or write)")),
+            _ => Err(PerfOpError::Unknown(s.to_string())),
         }
     }
 }
@@ -188,7 +195,7 @@ impl PerfParams {
             op: m
                 .get::<String>("op")?
                 .parse()
-                .map_err(PerfError::Protocol)?,
+                .map_err(|e: PerfOpError| PerfError::Protocol(e.to_string()))?,
             size: m.get("size")?,
             iters: m.get("iters")?,
             mtu: m.get("mtu")?,
@@ -576,9 +583,13 @@ impl CpuMeter {
 
 /// User+system CPU time of the calling thread.
 fn thread_cpu() -> Duration {
-    // SAFETY: getrusage fills the struct we pass.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    // SAFETY: an all-zero rusage is valid (integers only), and getrusage writes only into
+    // the struct it is given. Neither rustix nor std has getrusage.
+    let ru = unsafe {
+        let mut ru: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
+        ru
+    };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }

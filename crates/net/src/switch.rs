@@ -40,12 +40,11 @@ use rocast_core::switch::{
     mark_ce, EgressConfig, EgressQueues, FrameSwitch, FrameSwitchConfig, Ingress,
 };
 use rocast_core::wire::pcap::{PcapWriter, LINKTYPE_ETHERNET};
-use std::ffi::CString;
 use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::net::{SocketAddrV4, UdpSocket};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -86,9 +85,26 @@ impl std::fmt::Display for PortSpec {
     }
 }
 
+/// Why a `--port` is not a port; `spec` is the text given.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PortSpecError {
+    #[error("port {spec:?}: bad interface name")]
+    InterfaceName { spec: String },
+    #[error("port {spec:?}: expected dgram:LOCAL=REMOTE")]
+    DgramPair { spec: String },
+    #[error("port {spec:?}: {addr:?} is not IPv4:port")]
+    Address { spec: String, addr: String },
+    /// Only loopback may carry the lab's traffic.
+    #[error("port {spec:?}: dgram ports are loopback only")]
+    NotLoopback { spec: String },
+    #[error("port {spec:?}: expected afpacket:IFACE or dgram:LOCAL=REMOTE")]
+    Kind { spec: String },
+}
+
 impl std::str::FromStr for PortSpec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = PortSpecError;
+    fn from_str(s: &str) -> Result<Self, PortSpecError> {
+        let spec = || s.to_string();
         if let Some(ifname) = s.strip_prefix("afpacket:") {
             let ok = !ifname.is_empty()
                 && ifname.len() < libc::IFNAMSIZ
@@ -96,28 +112,29 @@ impl std::str::FromStr for PortSpec {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"-_.@".contains(&b));
             if !ok {
-                return Err(format!("port {s:?}: bad interface name"));
+                return Err(PortSpecError::InterfaceName { spec: spec() });
             }
             return Ok(PortSpec::AfPacket(ifname.to_string()));
         }
         if let Some(rest) = s.strip_prefix("dgram:") {
             let (l, r) = rest
                 .split_once('=')
-                .ok_or_else(|| format!("port {s:?}: expected dgram:LOCAL=REMOTE"))?;
+                .ok_or_else(|| PortSpecError::DgramPair { spec: spec() })?;
             let parse = |a: &str| {
                 a.parse::<SocketAddrV4>()
-                    .map_err(|_| format!("port {s:?}: {a:?} is not IPv4:port"))
+                    .map_err(|_| PortSpecError::Address {
+                        spec: spec(),
+                        addr: a.to_string(),
+                    })
             };
             let (local, remote) = (parse(l)?, parse(r)?);
             if !local.ip().is_loopback() || !remote.ip().is_loopback() {
                 // Only loopback may carry the lab's traffic.
-                return Err(format!("port {s:?}: dgram ports are loopback only"));
+                return Err(PortSpecError::NotLoopback { spec: spec() });
             }
             return Ok(PortSpec::Dgram { local, remote });
         }
-        Err(format!(
-            "port {s:?}: expected afpacket:IFACE or dgram:LOCAL=REMOTE"
-        ))
+        Err(PortSpecError::Kind { spec: spec() })
     }
 }
 
@@ -223,35 +240,41 @@ fn os_err(what: &str) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}"))
 }
 
+/// [`os_err`] for an error rustix returned: the same text.
+fn errno_err(what: &str, e: rustix::io::Errno) -> io::Error {
+    let e = io::Error::from(e);
+    io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
 /// A raw AF_PACKET socket bound to `ifname` for every protocol (`flags`: extra
 /// `socket(2)` type flags, e.g. `SOCK_NONBLOCK`); returns it and the interface index.
 pub(crate) fn bound_packet_socket(ifname: &str, flags: i32) -> io::Result<(OwnedFd, i32)> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
     let proto = (libc::ETH_P_ALL as u16).to_be();
-    // SAFETY: plain socket(2); the fd is owned right away.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_PACKET,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC | flags,
-            proto as i32,
-        )
+    let owned = rustix::net::socket_with(
+        AddressFamily::PACKET,
+        SocketType::RAW,
+        SocketFlags::CLOEXEC | SocketFlags::from_bits_retain(flags as u32),
+        Some(rustix::net::eth::ALL),
+    )
+    .map_err(|e| errno_err("socket(AF_PACKET)", e))?;
+    let fd = owned.as_raw_fd();
+    if ifname.contains('\0') {
+        return Err(io::Error::other("interface name"));
+    }
+    let index = rustix::net::netdevice::name_to_index(&owned, ifname)
+        .map_err(|e| errno_err(&format!("interface {ifname}"), e))?;
+    let sll = libc::sockaddr_ll {
+        sll_family: libc::AF_PACKET as u16,
+        sll_protocol: proto,
+        sll_ifindex: index as i32,
+        sll_hatype: 0,
+        sll_pkttype: 0,
+        sll_halen: 0,
+        sll_addr: [0; 8],
     };
-    if fd < 0 {
-        return Err(os_err("socket(AF_PACKET)"));
-    }
-    // SAFETY: fd is a fresh descriptor nobody else owns.
-    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
-    let name = CString::new(ifname).map_err(|_| io::Error::other("interface name"))?;
-    // SAFETY: name is NUL-terminated.
-    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
-    if index == 0 {
-        return Err(os_err(&format!("interface {ifname}")));
-    }
-    // SAFETY: zeroed sockaddr_ll is valid; fields set below.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = proto;
-    sll.sll_ifindex = index as i32;
-    // SAFETY: sll is a valid sockaddr_ll of the given size.
+    // SAFETY: sll is a live sockaddr_ll and the length is its size; the kernel only reads
+    // it. Raw because neither rustix nor socket2 builds an AF_PACKET address safely.
     let r = unsafe {
         libc::bind(
             fd,
@@ -281,21 +304,13 @@ pub(crate) fn open_afpacket(ifname: &str) -> io::Result<OwnedFd> {
     let (owned, index) = bound_packet_socket(ifname, libc::SOCK_NONBLOCK)?;
     let fd = owned.as_raw_fd();
     // Frames for other MACs are ours to switch.
-    // SAFETY: zeroed packet_mreq is valid; fields set below.
-    let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
-    mr.mr_ifindex = index as i32;
-    mr.mr_type = libc::PACKET_MR_PROMISC as u16;
-    // SAFETY: mr is a valid packet_mreq.
-    let r = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_PACKET,
-            libc::PACKET_ADD_MEMBERSHIP,
-            &mr as *const libc::packet_mreq as *const libc::c_void,
-            std::mem::size_of::<libc::packet_mreq>() as libc::socklen_t,
-        )
+    let mr = libc::packet_mreq {
+        mr_ifindex: index,
+        mr_type: libc::PACKET_MR_PROMISC as u16,
+        mr_alen: 0,
+        mr_address: [0; 8],
     };
-    if r < 0 {
+    if crate::udp::setsockopt(fd, libc::SOL_PACKET, libc::PACKET_ADD_MEMBERSHIP, &mr).is_err() {
         return Err(os_err("PACKET_ADD_MEMBERSHIP"));
     }
     // Our own transmissions must not come back as arrivals (Linux 4.20+).
@@ -312,10 +327,13 @@ impl Port {
     /// counter on each read) to `stats.kernel_drops`.
     fn collect_kernel_drops(&mut self) {
         if let Backend::AfPacket(fd) = &self.backend {
-            // SAFETY: zeroed tpacket_stats is valid; the kernel fills at most `len` bytes.
-            let mut st: libc::tpacket_stats = unsafe { std::mem::zeroed() };
+            let mut st = libc::tpacket_stats {
+                tp_packets: 0,
+                tp_drops: 0,
+            };
             let mut len = std::mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
-            // SAFETY: st and len are valid for the call; fd is our open socket.
+            // SAFETY: st and len are live and len is st's size: the kernel writes at most
+            // that many bytes into it. No safe wrapper reads PACKET_STATISTICS.
             let r = unsafe {
                 libc::getsockopt(
                     fd.as_raw_fd(),
@@ -383,10 +401,10 @@ impl Port {
         }
     }
 
-    fn fd(&self) -> RawFd {
+    fn borrowed_fd(&self) -> BorrowedFd<'_> {
         match &self.backend {
-            Backend::AfPacket(fd) => fd.as_raw_fd(),
-            Backend::Dgram { sock, .. } => sock.as_raw_fd(),
+            Backend::AfPacket(fd) => fd.as_fd(),
+            Backend::Dgram { sock, .. } => sock.as_fd(),
         }
     }
 
@@ -410,6 +428,7 @@ impl Port {
         let r = loop {
             // SAFETY: rx.msgs are valid headers over RX_BURST live slots of MAX_FRAME
             // bytes; MSG_TRUNC reports a frame's real length so oversize ones are seen.
+            // The forwarding hot path: neither rustix nor socket2 has recvmmsg.
             let r = unsafe {
                 libc::recvmmsg(
                     fd,
@@ -463,21 +482,10 @@ impl Port {
         loop {
             let r = match &self.backend {
                 Backend::AfPacket(fd) => {
-                    // SAFETY: buf is valid for buf.len() bytes; MSG_TRUNC reports the
-                    // real length so oversize frames are detected.
-                    let n = unsafe {
-                        libc::recv(
-                            fd.as_raw_fd(),
-                            buf.as_mut_ptr() as *mut libc::c_void,
-                            buf.len(),
-                            libc::MSG_TRUNC,
-                        )
-                    };
-                    if n < 0 {
-                        Err(io::Error::last_os_error())
-                    } else {
-                        Ok(n as usize)
-                    }
+                    // MSG_TRUNC: the frame's real length, so oversize frames are detected.
+                    rustix::net::recv(fd, &mut buf[..], rustix::net::RecvFlags::TRUNC)
+                        .map(|(_, real_len)| real_len)
+                        .map_err(io::Error::from)
                 }
                 Backend::Dgram { sock, remote } => match sock.recv_from(buf) {
                     Ok((n, from)) if from != std::net::SocketAddr::V4(*remote) => {
@@ -536,8 +544,7 @@ impl Port {
                         iov_base: std::ptr::null_mut(),
                         iov_len: 0,
                     }; TX_BURST];
-                    // SAFETY: a zeroed mmsghdr is valid.
-                    let mut msgs: [libc::mmsghdr; TX_BURST] = unsafe { std::mem::zeroed() };
+                    let mut msgs = [crate::udp::empty_mmsghdr(); TX_BURST];
                     for (i, &(at, len)) in chunk.iter().enumerate() {
                         iov[i] = libc::iovec {
                             iov_base: bytes[at..].as_ptr() as *mut libc::c_void,
@@ -546,7 +553,9 @@ impl Port {
                         msgs[i].msg_hdr.msg_iov = &mut iov[i] as *mut libc::iovec;
                         msgs[i].msg_hdr.msg_iovlen = 1;
                     }
-                    // SAFETY: msgs[..chunk.len()] are valid headers over live bytes.
+                    // SAFETY: msgs[..chunk.len()] point at iov[..chunk.len()], which point into
+                    // `bytes`; both live across the call and the kernel only reads them. The
+                    // forwarding hot path, batched: rustix's sendmmsg would rebuild headers.
                     let r = unsafe { libc::sendmmsg(fd, msgs.as_mut_ptr(), chunk.len() as u32, 0) };
                     if r <= 0 {
                         // The kernel refused the next frame: count it and go on.
@@ -577,15 +586,9 @@ impl Port {
 
     fn transmit(&mut self, frame: &[u8]) {
         let ok = match &self.backend {
-            // SAFETY: frame is valid for its length.
-            Backend::AfPacket(fd) => unsafe {
-                libc::send(
-                    fd.as_raw_fd(),
-                    frame.as_ptr() as *const libc::c_void,
-                    frame.len(),
-                    0,
-                ) == frame.len() as isize
-            },
+            Backend::AfPacket(fd) => {
+                rustix::net::send(fd, frame, rustix::net::SendFlags::empty()) == Ok(frame.len())
+            }
             Backend::Dgram { sock, remote } => sock.send_to(frame, remote).is_ok(),
         };
         if ok {
@@ -771,46 +774,96 @@ extern "C" fn on_signal(_: i32) {
     STOP.store(true, Ordering::SeqCst);
 }
 
+/// Why a switch daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchError {
+    #[error("a switch needs 1 to 65535 ports")]
+    PortCount,
+    /// The forwarding tables refused a `--host` or `--peel-member` (the core's words).
+    #[error("{0}")]
+    Table(String),
+    #[error("port {spec:?}: {source}")]
+    Port { spec: PortSpec, source: io::Error },
+    /// A capture folder or file, or the control socket's folder.
+    #[error("{}: {source}", path.display())]
+    File { path: PathBuf, source: io::Error },
+    #[error("control socket {}: {source}", path.display())]
+    ControlSocket { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    #[error("loss {0}: must be in [0, 1)")]
+    LossRate(f64),
+    #[error("loss on port {0}: no such port")]
+    LossPort(u16),
+    #[error("--fast-path forwards in the kernel: it cannot shape, drop or capture (those are the daemon's); leave them out")]
+    FastPathOptions,
+    #[error("--fast-path needs afpacket ports")]
+    FastPathPorts,
+    #[error("--fast-path: {0}")]
+    FastPath(io::Error),
+}
+
 impl SwitchDaemon {
-    pub fn new(cfg: SwitchConfig) -> Result<Self, String> {
+    pub fn new(cfg: SwitchConfig) -> Result<Self, SwitchError> {
         if cfg.ports.is_empty() || cfg.ports.len() > u16::MAX as usize {
-            return Err("a switch needs 1 to 65535 ports".into());
+            return Err(SwitchError::PortCount);
         }
         let mut pipeline = cfg.pipeline.clone();
         pipeline.ports = cfg.ports.len() as u16;
         let mut sw = FrameSwitch::new(pipeline, cfg.cnp_filter.build());
         for &(ip, port, mac) in &cfg.hosts {
-            sw.add_host(ip, port, mac).map_err(|e| e.to_string())?;
+            sw.add_host(ip, port, mac)
+                .map_err(|e| SwitchError::Table(e.to_string()))?;
         }
         for &(group, port) in &cfg.peel_members {
-            sw.add_peel_member(group, port).map_err(|e| e.to_string())?;
+            sw.add_peel_member(group, port)
+                .map_err(|e| SwitchError::Table(e.to_string()))?;
         }
         let mut ports = cfg
             .ports
             .iter()
-            .map(|p| Port::open(p).map_err(|e| format!("port {p:?}: {e}")))
+            .map(|p| {
+                Port::open(p).map_err(|source| SwitchError::Port {
+                    spec: p.clone(),
+                    source,
+                })
+            })
             .collect::<Result<Vec<_>, _>>()?;
         if let Some(dir) = &cfg.capture {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(|source| SwitchError::File {
+                path: dir.clone(),
+                source,
+            })?;
             for (i, port) in ports.iter_mut().enumerate() {
                 let path = dir.join(format!("port{i}.pcap"));
-                let f = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let f = File::create(&path).map_err(|source| SwitchError::File {
+                    path: path.clone(),
+                    source,
+                })?;
                 port.capture = Some(
                     PcapWriter::new(BufWriter::with_capacity(1 << 20, f), LINKTYPE_ETHERNET)
-                        .map_err(|e| format!("{}: {e}", path.display()))?,
+                        .map_err(|source| SwitchError::File {
+                            path: path.clone(),
+                            source,
+                        })?,
                 );
             }
         }
         let control = match &cfg.control {
             Some(path) => {
                 if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                    std::fs::create_dir_all(dir).map_err(|source| SwitchError::File {
+                        path: dir.to_path_buf(),
+                        source,
+                    })?;
                 }
                 // A stale socket from a crashed daemon is ours to replace.
                 let _ = std::fs::remove_file(path);
-                let l = UnixListener::bind(path)
-                    .map_err(|e| format!("control socket {}: {e}", path.display()))?;
-                l.set_nonblocking(true).map_err(|e| e.to_string())?;
+                let l = UnixListener::bind(path).map_err(|source| SwitchError::ControlSocket {
+                    path: path.clone(),
+                    source,
+                })?;
+                l.set_nonblocking(true)?;
                 Some((l, path.clone()))
             }
             None => None,
@@ -819,13 +872,13 @@ impl SwitchDaemon {
         let mut loss_p = 0.0;
         if let Some((ports, p)) = &cfg.loss {
             if !(0.0..1.0).contains(p) {
-                return Err(format!("loss {p}: must be in [0, 1)"));
+                return Err(SwitchError::LossRate(*p));
             }
             loss_p = *p;
             for &port in ports {
                 *lossy
                     .get_mut(port as usize)
-                    .ok_or_else(|| format!("loss on port {port}: no such port"))? = true;
+                    .ok_or(SwitchError::LossPort(port))? = true;
             }
         }
         let egress = cfg.shaping.map(|sh| {
@@ -840,20 +893,20 @@ impl SwitchDaemon {
         sw.set_mrp_counter(crate::mcast::wall_clock_ns());
         let fast = if cfg.fast_path {
             if cfg.shaping.is_some() || cfg.loss.is_some() || cfg.capture.is_some() {
-                return Err("--fast-path forwards in the kernel: it cannot shape, drop or capture (those are the daemon's); leave them out".into());
+                return Err(SwitchError::FastPathOptions);
             }
             let mut attach = Vec::new();
             for p in &ports {
                 let (Backend::AfPacket(fd), PortSpec::AfPacket(name)) = (&p.backend, &p.spec)
                 else {
-                    return Err("--fast-path needs afpacket ports".into());
+                    return Err(SwitchError::FastPathPorts);
                 };
-                let c = CString::new(name.as_str()).map_err(|_| "interface name")?;
-                // SAFETY: c is NUL-terminated.
-                let index = unsafe { libc::if_nametoindex(c.as_ptr()) };
+                // An unknown name is index 0, as if_nametoindex(3) answers; attaching then
+                // fails with the kernel's word for it.
+                let index = rustix::net::netdevice::name_to_index(fd, name).unwrap_or(0);
                 attach.push((fd.as_raw_fd(), index));
             }
-            let fast = FastPath::attach(&attach).map_err(|e| format!("--fast-path: {e}"))?;
+            let fast = FastPath::attach(&attach).map_err(SwitchError::FastPath)?;
             Some(FastPathDriver {
                 fast,
                 daemon_high: Default::default(),
@@ -902,6 +955,7 @@ impl SwitchDaemon {
     /// Switches until SIGINT or SIGTERM (or `max_time` passes), then returns.
     pub fn run(&mut self, max_time: Option<std::time::Duration>) -> io::Result<()> {
         // SAFETY: installs an async-signal-safe handler that only stores to an atomic.
+        // Neither std nor rustix installs a signal handler safely.
         unsafe {
             libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
             libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
@@ -1016,38 +1070,26 @@ impl SwitchDaemon {
             Some(t) => ((t - now) / 1_000_000_000).clamp(0, 100) as i32,
             None => 100,
         };
-        let mut fds: Vec<libc::pollfd> = self
+        use rustix::event::{PollFd, PollFlags};
+        let mut fds: Vec<PollFd<'_>> = self
             .ports
             .iter()
-            .map(|p| libc::pollfd {
-                fd: p.fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
+            .map(|p| PollFd::from_borrowed_fd(p.borrowed_fd(), PollFlags::IN))
             .collect();
         if let Some((l, _)) = &self.control {
-            fds.push(libc::pollfd {
-                fd: l.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
+            fds.push(PollFd::new(l, PollFlags::IN));
         }
         for c in &self.control_clients {
-            fds.push(libc::pollfd {
-                fd: c.stream.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            });
+            fds.push(PollFd::new(&c.stream, PollFlags::IN));
         }
-        // SAFETY: fds is a valid array of pollfd of the given length.
-        let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() != io::ErrorKind::Interrupted {
-                return Err(e);
-            }
+        let timeout = rustix::time::Timespec {
+            tv_sec: 0,
+            tv_nsec: i64::from(timeout_ms) * 1_000_000,
+        };
+        match rustix::event::poll(&mut fds, Some(&timeout)) {
+            Err(e) if e != rustix::io::Errno::INTR => Err(e.into()),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// Serves the control socket without blocking: accepts waiting clients (up to
@@ -1102,7 +1144,7 @@ impl SwitchDaemon {
                     Ok(ControlRequest::Stats) => self.stats_text(),
                     Ok(ControlRequest::Groups) => self.groups_text(),
                     Ok(ControlRequest::Loss { rate, ports }) => self.set_loss(rate, &ports),
-                    Err(why) => why,
+                    Err(why) => why.to_string(),
                 }
             };
             // The reply is a few KB, under a socket buffer: written in one go, with a
@@ -1344,6 +1386,20 @@ pub fn query(control: &std::path::Path, command: &str) -> io::Result<String> {
     Ok(reply)
 }
 
+/// Why a control request is refused. The text, newline included, is the reply line
+/// the client gets.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ControlRequestError {
+    #[error("loss: expected `loss P [PORT...]` with P in [0, 1)\n")]
+    LossUsage,
+    #[error("loss {0}: must be in [0, 1)\n")]
+    LossRate(f64),
+    #[error("loss: no port {0:?}\n")]
+    NoPort(String),
+    #[error("unknown command {0:?}: expected stats, groups or loss P [PORT...]\n")]
+    Unknown(String),
+}
+
 /// A request on the switch's control socket (`rocast switch --control S …`): at most
 /// [`MAX_CONTROL_REQUEST`] bytes, one line.
 #[derive(Clone, Debug, PartialEq)]
@@ -1360,7 +1416,7 @@ pub enum ControlRequest {
 impl ControlRequest {
     /// Parses a request for a switch of `ports` ports: only the first
     /// [`MAX_CONTROL_REQUEST`] bytes count; the error is the line the client gets.
-    pub fn parse(request: &[u8], ports: usize) -> Result<ControlRequest, String> {
+    pub fn parse(request: &[u8], ports: usize) -> Result<ControlRequest, ControlRequestError> {
         let end = request.len().min(MAX_CONTROL_REQUEST);
         let text = String::from_utf8_lossy(&request[..end]);
         let cmd = text.trim();
@@ -1370,23 +1426,21 @@ impl ControlRequest {
             c if c.starts_with("loss ") => {
                 let mut words = c[5..].split_whitespace();
                 let Some(rate) = words.next().and_then(|w| w.parse::<f64>().ok()) else {
-                    return Err("loss: expected `loss P [PORT...]` with P in [0, 1)\n".into());
+                    return Err(ControlRequestError::LossUsage);
                 };
                 if !(0.0..1.0).contains(&rate) {
-                    return Err(format!("loss {rate}: must be in [0, 1)\n"));
+                    return Err(ControlRequestError::LossRate(rate));
                 }
                 let mut named = Vec::new();
                 for w in words {
                     match w.parse::<usize>().ok().filter(|&i| i < ports) {
                         Some(i) => named.push(i),
-                        None => return Err(format!("loss: no port {w:?}\n")),
+                        None => return Err(ControlRequestError::NoPort(w.to_string())),
                     }
                 }
                 Ok(ControlRequest::Loss { rate, ports: named })
             }
-            other => Err(format!(
-                "unknown command {other:?}: expected stats, groups or loss P [PORT...]\n"
-            )),
+            other => Err(ControlRequestError::Unknown(other.to_string())),
         }
     }
 }

@@ -130,12 +130,66 @@ fn host_ip(i: usize) -> Ipv4Address {
     Ipv4Address::new(10, 78, 0, i as u8 + 1)
 }
 
+/// Why the switch bench could not run or measure.
+#[derive(Debug, thiserror::Error)]
+pub enum SwitchBenchError {
+    #[error("bench switch builds network namespaces: run it as root")]
+    NotRoot,
+    #[error("--payload {0}: must be 1..=8192")]
+    Payload(usize),
+    #[error("--seconds {0}: must be in (0, 600]")]
+    Seconds(f64),
+    #[error("--receivers {0}: must be 1..=62")]
+    Receivers(usize),
+    /// A setup command (`ip`, `tc`, `sysctl`…) could not run; `command` is its argv
+    /// joined by spaces.
+    #[error("{command}: {source}")]
+    Step {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("{command}: {status}: {stderr}")]
+    StepFailed {
+        command: String,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+    #[error("{command}: no answer in {STEP_DEADLINE:?}")]
+    StepTimeout { command: String },
+    #[error("ip netns exec … switch: {0}")]
+    SwitchSpawn(std::io::Error),
+    #[error("rocast switch did not open its control socket")]
+    NoControlSocket,
+    #[error("rocast switch exited: {0}")]
+    SwitchExited(std::process::ExitStatus),
+    #[error("rocast switch did not register the group:\n{0}")]
+    GroupNotRegistered(String),
+    #[error("namespace {ns}: {source}")]
+    Namespace { ns: String, source: std::io::Error },
+    #[error("setns {ns}: {source}")]
+    Setns { ns: String, source: std::io::Error },
+    #[error("/proc/thread-self/net/dev: {0}")]
+    NetDev(std::io::Error),
+    #[error("{0}: not in /proc/net/dev")]
+    NotInNetDev(String),
+    #[error(transparent)]
+    PacketSocket(std::io::Error),
+    #[error("{0}")]
+    GroupSpace(#[from] rocast_core::wire::group_space::GroupSpaceParseError),
+    #[error(transparent)]
+    Group(#[from] rocast_core::control::registration::GroupError),
+    #[error("sendmmsg: {0}")]
+    Sendmmsg(std::io::Error),
+    #[error("the sender thread panicked")]
+    SenderPanicked,
+}
+
 /// Runs `argv` and waits at most [`STEP_DEADLINE`]; a non-zero exit is an error.
-pub(crate) fn run_step(argv: &[&str]) -> Result<(), String> {
+pub(crate) fn run_step(argv: &[&str]) -> Result<(), SwitchBenchError> {
     run_step_input(argv, None)
 }
 
-fn run_step_input(argv: &[&str], input: Option<&str>) -> Result<(), String> {
+fn run_step_input(argv: &[&str], input: Option<&str>) -> Result<(), SwitchBenchError> {
     use std::io::Write;
     let mut child = Command::new(argv[0])
         .args(&argv[1..])
@@ -147,7 +201,10 @@ fn run_step_input(argv: &[&str], input: Option<&str>) -> Result<(), String> {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("{}: {e}", argv.join(" ")))?;
+        .map_err(|source| SwitchBenchError::Step {
+            command: argv.join(" "),
+            source,
+        })?;
     if let (Some(text), Some(mut stdin)) = (input, child.stdin.take()) {
         let _ = stdin.write_all(text.as_bytes());
     }
@@ -160,18 +217,26 @@ fn run_step_input(argv: &[&str], input: Option<&str>) -> Result<(), String> {
                 if let Some(mut e) = child.stderr.take() {
                     let _ = std::io::Read::read_to_string(&mut e, &mut err);
                 }
-                return Err(format!("{}: {status}: {}", argv.join(" "), err.trim()));
+                return Err(SwitchBenchError::StepFailed {
+                    command: argv.join(" "),
+                    status,
+                    stderr: err.trim().to_string(),
+                });
             }
             Ok(None) if start.elapsed() > STEP_DEADLINE => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "{}: no answer in {STEP_DEADLINE:?}",
-                    argv.join(" ")
-                ));
+                return Err(SwitchBenchError::StepTimeout {
+                    command: argv.join(" "),
+                });
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(e) => return Err(format!("{}: {e}", argv.join(" "))),
+            Err(source) => {
+                return Err(SwitchBenchError::Step {
+                    command: argv.join(" "),
+                    source,
+                })
+            }
         }
     }
 }
@@ -192,7 +257,7 @@ impl BenchNet {
         }
     }
 
-    fn up(receivers: usize, mtu: usize) -> Result<BenchNet, String> {
+    fn up(receivers: usize, mtu: usize) -> Result<BenchNet, SwitchBenchError> {
         Self::remove_namespaces();
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let net = BenchNet { receivers, cpus };
@@ -231,7 +296,7 @@ impl BenchNet {
         Ok(net)
     }
 
-    fn bridge_up(&self) -> Result<(), String> {
+    fn bridge_up(&self) -> Result<(), SwitchBenchError> {
         run_step(&[
             "ip",
             "-n",
@@ -261,12 +326,17 @@ impl BenchNet {
         run_step(&["ip", "-n", NS_SWITCH, "link", "set", "br0", "up"])
     }
 
-    fn bridge_down(&self) -> Result<(), String> {
+    fn bridge_down(&self) -> Result<(), SwitchBenchError> {
         run_step(&["ip", "-n", NS_SWITCH, "link", "del", "br0"])
     }
 
     /// Starts `rocast switch` on `p0..pN` with the hosts pinned, on CPU 1.
-    fn switch_up(&self, exe: &Path, control: &Path, fast_path: bool) -> Result<Child, String> {
+    fn switch_up(
+        &self,
+        exe: &Path,
+        control: &Path,
+        fast_path: bool,
+    ) -> Result<Child, SwitchBenchError> {
         let mut argv: Vec<String> = vec![
             "netns".into(),
             "exec".into(),
@@ -296,7 +366,9 @@ impl BenchNet {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
         if self.cpus >= 2 {
-            // SAFETY: sched_setaffinity on the child itself, async-signal-safe.
+            // SAFETY: the closure runs in the forked child before exec and only makes
+            // sched_setaffinity(2), a raw system call that allocates nothing and takes no
+            // lock (async-signal-safe).
             unsafe {
                 cmd.pre_exec(|| {
                     pin_to_cpu(1);
@@ -304,18 +376,16 @@ impl BenchNet {
                 });
             }
         }
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("ip netns exec … switch: {e}"))?;
+        let mut child = cmd.spawn().map_err(SwitchBenchError::SwitchSpawn)?;
         let start = Instant::now();
         while query(control, "stats").is_err() {
             if start.elapsed() > STEP_DEADLINE {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err("rocast switch did not open its control socket".into());
+                return Err(SwitchBenchError::NoControlSocket);
             }
             if let Ok(Some(status)) = child.try_wait() {
-                return Err(format!("rocast switch exited: {status}"));
+                return Err(SwitchBenchError::SwitchExited(status));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -330,46 +400,52 @@ impl Drop for BenchNet {
 }
 
 fn pin_to_cpu(cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET writes inside it; pid 0 is the
-    // calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    // Pinning is an optimisation: a machine that refuses it runs the bench unpinned.
+    let _ = rustix::thread::sched_setaffinity(None, &set);
 }
 
 /// Moves the calling thread into network namespace `ns`.
-pub(crate) fn enter_namespace(ns: &str) -> Result<(), String> {
-    let f = std::fs::File::open(Path::new("/run/netns").join(ns))
-        .map_err(|e| format!("namespace {ns}: {e}"))?;
-    // SAFETY: f is an open namespace file; setns affects this thread only.
-    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(format!("setns {ns}: {}", std::io::Error::last_os_error()));
-    }
-    Ok(())
+pub(crate) fn enter_namespace(ns: &str) -> Result<(), SwitchBenchError> {
+    let f = std::fs::File::open(Path::new("/run/netns").join(ns)).map_err(|source| {
+        SwitchBenchError::Namespace {
+            ns: ns.to_string(),
+            source,
+        }
+    })?;
+    use std::os::fd::AsFd;
+    rustix::thread::move_into_link_name_space(
+        f.as_fd(),
+        Some(rustix::thread::LinkNameSpaceType::Network),
+    )
+    .map_err(|e| SwitchBenchError::Setns {
+        ns: ns.to_string(),
+        source: e.into(),
+    })
 }
 
 /// `rx_packets` of the named interfaces, from this thread's namespace's
 /// `/proc/net/dev`.
-fn rx_packets(names: &[String]) -> Result<Vec<u64>, String> {
-    let text = std::fs::read_to_string("/proc/thread-self/net/dev")
-        .map_err(|e| format!("/proc/thread-self/net/dev: {e}"))?;
+fn rx_packets(names: &[String]) -> Result<Vec<u64>, SwitchBenchError> {
+    let text =
+        std::fs::read_to_string("/proc/thread-self/net/dev").map_err(SwitchBenchError::NetDev)?;
     let dev = crate::lab::parse_proc_net_dev(&text);
     names
         .iter()
         .map(|n| {
             dev.get(n)
                 .map(|c| c.rx_packets)
-                .ok_or_else(|| format!("{n}: not in /proc/net/dev"))
+                .ok_or_else(|| SwitchBenchError::NotInNetDev(n.clone()))
         })
         .collect()
 }
 
 /// An AF_PACKET socket on `ifname` that bypasses the qdisc (the fastest way a
 /// user-space sender puts frames on a veth).
-pub(crate) fn packet_socket(ifname: &str) -> Result<OwnedFd, String> {
-    let (sock, _) = crate::switch::bound_packet_socket(ifname, 0).map_err(|e| e.to_string())?;
+pub(crate) fn packet_socket(ifname: &str) -> Result<OwnedFd, SwitchBenchError> {
+    let (sock, _) =
+        crate::switch::bound_packet_socket(ifname, 0).map_err(SwitchBenchError::PacketSocket)?;
     const PACKET_QDISC_BYPASS: i32 = 20;
     let _ = crate::udp::setsockopt_int(sock.as_raw_fd(), libc::SOL_PACKET, PACKET_QDISC_BYPASS, 1);
     Ok(sock)
@@ -389,20 +465,19 @@ fn frame_to_switch(ip_packet: &[u8]) -> Vec<u8> {
 }
 
 /// The MRP frames that register h0 → h1..hN.
-fn registration_frames(receivers: usize) -> Result<Vec<Vec<u8>>, String> {
+fn registration_frames(receivers: usize) -> Result<Vec<Vec<u8>>, SwitchBenchError> {
     let member = |i: usize| MrpMember {
         ip: host_ip(i),
         qpn: 0x100 + i as u32,
         region: None,
     };
-    let space = GroupAddressSpace::parse(DEFAULT_GROUP_SPACE).map_err(|e| e.to_string())?;
+    let space = GroupAddressSpace::parse(DEFAULT_GROUP_SPACE)?;
     let spec = GroupSpec::in_space(
         space,
         MCST,
         member(0),
         (1..=receivers).map(member).collect(),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     Ok(spec
         .mrp_packets()
         .iter()
@@ -470,7 +545,7 @@ fn send_for(
     mut next: usize,
     seconds: f64,
     rate_pps: Option<f64>,
-) -> Result<(u64, usize), String> {
+) -> Result<(u64, usize), SwitchBenchError> {
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(seconds);
     let mut sent = 0u64;
@@ -493,7 +568,9 @@ fn send_for(
             }
         }
         let n = BATCH.min(msgs.len() - next);
-        // SAFETY: msgs[next..next + n] are valid headers over live buffers.
+        // SAFETY: msgs[next..next + n] are valid mmsghdrs whose iovecs point into
+        // `ring`'s frames, alive and unmoved for the call; the kernel only reads them. The
+        // bench's send loop: a safe wrapper would rebuild the headers every batch.
         let r = unsafe { libc::sendmmsg(fd, msgs[next..].as_mut_ptr(), n as u32, 0) };
         if r < 0 {
             let e = std::io::Error::last_os_error();
@@ -502,7 +579,7 @@ fn send_for(
             {
                 continue;
             }
-            return Err(format!("sendmmsg: {e}"));
+            return Err(SwitchBenchError::Sendmmsg(e));
         }
         sent += r as u64;
         next = (next + r as usize) % msgs.len();
@@ -550,9 +627,9 @@ fn measure(
     payload: usize,
     seconds: f64,
     cpus: usize,
-) -> Result<MediumRun, String> {
+) -> Result<MediumRun, SwitchBenchError> {
     std::thread::scope(|s| {
-        s.spawn(move || -> Result<MediumRun, String> {
+        s.spawn(move || -> Result<MediumRun, SwitchBenchError> {
             enter_namespace(NS_HOSTS)?;
             if cpus >= 2 {
                 pin_to_cpu(0);
@@ -560,14 +637,13 @@ fn measure(
             let sock = packet_socket("h0")?;
             let fd = sock.as_raw_fd();
             for f in registration_frames(receivers)? {
-                // SAFETY: f is valid for its length.
-                unsafe { libc::send(fd, f.as_ptr() as *const libc::c_void, f.len(), 0) };
+                let _ = rustix::net::send(&sock, &f, rustix::net::SendFlags::empty());
             }
             std::thread::sleep(Duration::from_millis(50));
             let mut frames = frame_ring(payload);
             let names: Vec<String> = (1..=receivers).map(|i| format!("h{i}")).collect();
             let mut next = 0usize;
-            let mut trial = |rate: Option<f64>, secs: f64| -> Result<Trial, String> {
+            let mut trial = |rate: Option<f64>, secs: f64| -> Result<Trial, SwitchBenchError> {
                 let before = rx_packets(&names)?;
                 let t0 = Instant::now();
                 let (sent, n) = send_for(fd, &mut frames, next, secs, rate)?;
@@ -614,7 +690,7 @@ fn measure(
             })
         })
         .join()
-        .map_err(|_| "the sender thread panicked".to_string())?
+        .map_err(|_| SwitchBenchError::SenderPanicked)?
     })
 }
 
@@ -622,19 +698,18 @@ fn measure(
 pub fn run(
     args: &SwitchBenchArgs,
     mut progress: impl FnMut(&str),
-) -> Result<Vec<SwitchBenchRow>, String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err("bench switch builds network namespaces: run it as root".into());
+) -> Result<Vec<SwitchBenchRow>, SwitchBenchError> {
+    if !rustix::process::geteuid().is_root() {
+        return Err(SwitchBenchError::NotRoot);
     }
     if args.payload < 1 || args.payload > 8192 {
-        return Err(format!("--payload {}: must be 1..=8192", args.payload));
+        return Err(SwitchBenchError::Payload(args.payload));
     }
     if !(args.seconds > 0.0 && args.seconds <= 600.0) {
-        return Err(format!("--seconds {}: must be in (0, 600]", args.seconds));
+        return Err(SwitchBenchError::Seconds(args.seconds));
     }
     if let Some(n) = args.receivers.iter().find(|n| !(1..=62).contains(*n)) {
-        return Err(format!("--receivers {n}: must be 1..=62"));
+        return Err(SwitchBenchError::Receivers(*n));
     }
     // The IPv4 packet of a frame must fit the links' MTU.
     let mtu = if frame_len(args.payload) - ETHERNET_HEADER_LEN > 1500 {
@@ -664,14 +739,14 @@ pub fn run(
                 let mut child = net.switch_up(&args.exe, &control, fast_path)?;
                 let r = measure(n, args.payload, args.seconds, net.cpus);
                 let groups = query(&control, "groups").unwrap_or_default();
-                // SAFETY: kill(2) on our own child.
-                unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_child(&child),
+                    rustix::process::Signal::TERM,
+                );
                 let _ = child.wait();
                 let r = r?;
                 if !groups.contains(&MCST.to_string()) {
-                    return Err(format!(
-                        "rocast switch did not register the group:\n{groups}"
-                    ));
+                    return Err(SwitchBenchError::GroupNotRegistered(groups));
                 }
                 let name = if fast_path {
                     "rocast switch --fast-path"

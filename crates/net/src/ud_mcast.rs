@@ -52,7 +52,7 @@
 
 use crate::endpoint::{Clock, LossInjector};
 use crate::udp::{
-    cvt, emit_rocev2_headers, open_rocev2_socket, parse_rx_cmsgs, rocev2_destination, setsockopt,
+    emit_rocev2_headers, open_rocev2_socket, parse_rx_cmsgs, rocev2_destination, setsockopt,
     sockaddr, socket_addr, socket_error_kind, wait_readable, RxCmsgs, SocketErrorKind,
 };
 use rocast_core::nack_multicast::packet::Packet;
@@ -69,7 +69,7 @@ use rocast_core::wire::{
     IPV4_HEADER_LEN, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
 };
 use std::io;
-use std::mem::{size_of, zeroed};
+use std::mem::size_of;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -180,11 +180,8 @@ impl UdMcastSocket {
                 "not an option-less IPv4/UDP frame",
             ));
         }
-        let sa = sockaddr(rocev2_destination(
-            &frame[ETHERNET_HEADER_LEN..],
-            self.local,
-        )?);
-        self.sendto(&sa, &frame[FRAME_HEADER_LEN..])
+        let to = rocev2_destination(&frame[ETHERNET_HEADER_LEN..], self.local)?;
+        self.sendto(to, &frame[FRAME_HEADER_LEN..])
     }
 
     /// Sends `frame` as [`send_frame`](Self::send_frame) does, except that a frame to
@@ -204,36 +201,28 @@ impl UdMcastSocket {
         if shims.is_empty() || *dst.ip() != self.group {
             return self.send_frame(frame);
         }
-        let sa = sockaddr(SocketAddrV4::new(*dst.ip(), PEEL_UDP_PORT));
+        let sa = SocketAddrV4::new(*dst.ip(), PEEL_UDP_PORT);
         let mut copy = vec![0u8; PEEL_HEADER_LEN + frame.len() - FRAME_HEADER_LEN];
         copy[PEEL_HEADER_LEN..].copy_from_slice(&frame[FRAME_HEADER_LEN..]);
         let mut all = true;
         for h in shims {
             h.emit(&mut copy[..PEEL_HEADER_LEN]);
-            all &= self.sendto(&sa, &copy)?;
+            all &= self.sendto(sa, &copy)?;
         }
         Ok(all)
     }
 
-    fn sendto(&mut self, sa: &libc::sockaddr_in, payload: &[u8]) -> io::Result<bool> {
+    fn sendto(&mut self, to: SocketAddrV4, payload: &[u8]) -> io::Result<bool> {
         loop {
-            // SAFETY: a live buffer and sockaddr of the stated lengths.
-            let r = unsafe {
-                libc::sendto(
-                    self.fd.as_raw_fd(),
-                    payload.as_ptr() as *const libc::c_void,
-                    payload.len(),
-                    0,
-                    sa as *const _ as *const libc::sockaddr,
-                    size_of::<libc::sockaddr_in>() as u32,
-                )
+            let r = rustix::net::sendto(&self.fd, payload, rustix::net::SendFlags::empty(), &to);
+            let e = match r {
+                Ok(_) => {
+                    self.stats.tx_packets += 1;
+                    self.stats.tx_bytes += payload.len() as u64;
+                    return Ok(true);
+                }
+                Err(e) => io::Error::from(e),
             };
-            if r >= 0 {
-                self.stats.tx_packets += 1;
-                self.stats.tx_bytes += payload.len() as u64;
-                return Ok(true);
-            }
-            let e = io::Error::last_os_error();
             match socket_error_kind(&e) {
                 SocketErrorKind::Interrupted => continue,
                 SocketErrorKind::Transient => {
@@ -248,15 +237,14 @@ impl UdMcastSocket {
     /// Receives one datagram without blocking and returns it rebuilt into a whole
     /// Ethernet frame (see the module documentation); `None` if nothing was waiting.
     pub fn recv_frame(&mut self, local_mac: EthernetAddress) -> io::Result<Option<&[u8]>> {
-        // SAFETY (zeroed): sockaddr_in and msghdr are plain old data.
-        let mut src: libc::sockaddr_in = unsafe { zeroed() };
+        let mut src = sockaddr(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
         let mut cmsg = [0u64; 16];
         let cap = self.buf.len() - FRAME_HEADER_LEN;
         let mut iov = libc::iovec {
             iov_base: self.buf[FRAME_HEADER_LEN..].as_mut_ptr() as *mut libc::c_void,
             iov_len: cap,
         };
-        let mut h: libc::msghdr = unsafe { zeroed() };
+        let mut h = crate::udp::empty_mmsghdr().msg_hdr;
         h.msg_name = &mut src as *mut _ as *mut libc::c_void;
         h.msg_namelen = size_of::<libc::sockaddr_in>() as u32;
         h.msg_iov = &mut iov;
@@ -264,7 +252,9 @@ impl UdMcastSocket {
         h.msg_control = cmsg.as_mut_ptr() as *mut libc::c_void;
         h.msg_controllen = size_of::<[u64; 16]>() as _;
         let len = loop {
-            // SAFETY: every pointer in `h` points at a live local or our buffer.
+            // SAFETY: every pointer in `h` points at a live local or our buffer, with its
+            // length. Raw because the control messages (IP_PKTINFO, IP_TOS) are read
+            // by parse_rx_cmsgs, which rustix's ancillary buffer cannot carry.
             let r = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut h, libc::MSG_DONTWAIT) };
             if r >= 0 {
                 break r as usize;
@@ -770,7 +760,9 @@ pub fn run_receiver(
 /// `ip netns` names it). Sockets it opens afterwards live there. Needs CAP_SYS_ADMIN.
 pub fn enter_netns(ns: &str) -> io::Result<()> {
     let f = std::fs::File::open(std::path::Path::new("/run/netns").join(ns))?;
-    // SAFETY: a valid namespace descriptor; setns affects only this thread's network
-    // namespace.
-    cvt(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
+    rustix::thread::move_into_link_name_space(
+        std::os::fd::AsFd::as_fd(&f),
+        Some(rustix::thread::LinkNameSpaceType::Network),
+    )
+    .map_err(io::Error::from)
 }

@@ -30,9 +30,9 @@ use rocast_core::wire::{
     Ecn, Ipv4Repr, UdpRepr, IPV4_HEADER_LEN, IP_PROTO_UDP, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
 };
 use std::io;
-use std::mem::{size_of, zeroed};
+use std::mem::size_of;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 /// Bytes of IPv4 (no options) and UDP header in front of each RoCEv2 payload.
 pub const HEADER_LEN: usize = IPV4_HEADER_LEN + UDP_HEADER_LEN;
@@ -143,14 +143,17 @@ pub(crate) fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-/// `setsockopt(2)` with any plain-old-data option value.
+/// `setsockopt(2)` with any plain-old-data option value: for the options rustix has
+/// no typed setter for (`SO_NO_CHECK`, `SO_RXQ_OVFL`, `IP_MTU_DISCOVER`, the forced
+/// buffer sizes, `PACKET_*`, `SO_ATTACH_BPF`…).
 pub(crate) fn setsockopt<T>(
     fd: RawFd,
     level: libc::c_int,
     name: libc::c_int,
     v: &T,
 ) -> io::Result<()> {
-    // SAFETY: valid fd and a pointer to a live value of the stated size; the kernel copies it.
+    // SAFETY: a pointer to a live `T` with its exact size; the kernel only reads (copies)
+    // that many bytes, and a bad fd or option is an error return, not memory unsafety.
     cvt(unsafe {
         libc::setsockopt(
             fd,
@@ -169,13 +172,46 @@ pub(crate) fn setsockopt<T>(
 pub(crate) fn mmsg_headers(iov: &mut [libc::iovec]) -> Vec<libc::mmsghdr> {
     iov.iter_mut()
         .map(|v| {
-            // SAFETY: an all-zero mmsghdr is valid (no name, no control, no iovec).
-            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            let mut m = empty_mmsghdr();
             m.msg_hdr.msg_iov = v as *mut libc::iovec;
             m.msg_hdr.msg_iovlen = 1;
             m
         })
         .collect()
+}
+
+/// An `mmsghdr` with no name, no iovec and no control data (all zero).
+pub(crate) fn empty_mmsghdr() -> libc::mmsghdr {
+    libc::mmsghdr {
+        msg_hdr: libc::msghdr {
+            msg_name: std::ptr::null_mut(),
+            msg_namelen: 0,
+            msg_iov: std::ptr::null_mut(),
+            msg_iovlen: 0,
+            msg_control: std::ptr::null_mut(),
+            msg_controllen: 0,
+            msg_flags: 0,
+        },
+        msg_len: 0,
+    }
+}
+
+/// An iovec over nothing.
+pub(crate) fn empty_iovec() -> libc::iovec {
+    libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }
+}
+
+/// `CMSG_ALIGN`: a control message's parts are padded to the size of a `long`.
+const fn cmsg_align(len: usize) -> usize {
+    (len + size_of::<libc::c_long>() - 1) & !(size_of::<libc::c_long>() - 1)
+}
+
+/// `CMSG_SPACE(len)`: the room a control message of `len` data bytes takes.
+const fn cmsg_space(len: usize) -> usize {
+    cmsg_align(size_of::<libc::cmsghdr>()) + cmsg_align(len)
 }
 
 pub(crate) fn setsockopt_int(
@@ -187,31 +223,15 @@ pub(crate) fn setsockopt_int(
     setsockopt(fd, level, name, &v)
 }
 
-fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
-    let mut v: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: as above, with a length the kernel may shrink.
-    cvt(unsafe {
-        libc::getsockopt(
-            fd,
-            level,
-            name,
-            &mut v as *mut _ as *mut libc::c_void,
-            &mut len,
-        )
-    })?;
-    Ok(v)
-}
-
 pub(crate) fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
-    // SAFETY: sockaddr_in is plain old data.
-    let mut s: libc::sockaddr_in = unsafe { zeroed() };
-    s.sin_family = libc::AF_INET as libc::sa_family_t;
-    s.sin_port = a.port().to_be();
-    s.sin_addr = libc::in_addr {
-        s_addr: u32::from_ne_bytes(a.ip().octets()),
-    };
-    s
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(a.ip().octets()),
+        },
+        sin_zero: [0; 8],
+    }
 }
 
 /// A UDP socket as Linux rxe runs RoCEv2, bound to `local`: `SO_REUSEADDR`, DF
@@ -224,11 +244,14 @@ pub(crate) fn open_rocev2_socket(
     rcvbuf: usize,
     sndbuf: usize,
 ) -> io::Result<(OwnedFd, bool)> {
-    // SAFETY: plain socket(2); the result is owned immediately.
-    let raw =
-        cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: `raw` is a fresh descriptor nobody else owns.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    let fd = rustix::net::socket_with(
+        AddressFamily::INET,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )?;
+    let raw = fd.as_raw_fd();
     setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
     setsockopt_int(
         raw,
@@ -250,15 +273,7 @@ pub(crate) fn open_rocev2_socket(
             setsockopt_int(raw, libc::SOL_SOCKET, plain, clamp(v))?;
         }
     }
-    let sa = sockaddr(local);
-    // SAFETY: a valid sockaddr_in of the stated length.
-    cvt(unsafe {
-        libc::bind(
-            raw,
-            &sa as *const _ as *const libc::sockaddr,
-            size_of::<libc::sockaddr_in>() as u32,
-        )
-    })?;
+    rustix::net::bind(&fd, &local)?;
     Ok((fd, forced))
 }
 
@@ -341,19 +356,17 @@ impl UdpTransport {
         }
         let local = SocketAddrV4::new(local, cfg.port);
         let (fd, forced) = open_rocev2_socket(local, cfg.rcvbuf, cfg.sndbuf)?;
-        let raw = fd.as_raw_fd();
         let info = SocketInfo {
-            sndbuf: getsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUF)? as usize,
-            rcvbuf: getsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF)? as usize,
+            sndbuf: rustix::net::sockopt::socket_send_buffer_size(&fd)?,
+            rcvbuf: rustix::net::sockopt::socket_recv_buffer_size(&fd)?,
             forced,
         };
         let n = cfg.batch;
         // Slots are a whole number of cache lines.
         let slot_len = cfg.max_packet_len.div_ceil(64) * 64;
-        // SAFETY (zeroed): iovec, mmsghdr and sockaddr_in are plain old data.
-        let z_iov: libc::iovec = unsafe { zeroed() };
-        let z_hdr: libc::mmsghdr = unsafe { zeroed() };
-        let z_sa: libc::sockaddr_in = unsafe { zeroed() };
+        let z_iov = empty_iovec();
+        let z_hdr = empty_mmsghdr();
+        let z_sa = sockaddr(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
         let mut t = UdpTransport {
             fd,
             local,
@@ -399,8 +412,7 @@ impl UdpTransport {
             h.msg_iov = &mut self.tx_iov[i];
             h.msg_iovlen = 1;
             h.msg_control = self.tx_cmsg[i * TX_CMSG_SPACE / 8..].as_mut_ptr() as *mut libc::c_void;
-            // SAFETY (CMSG_SPACE): pure arithmetic.
-            h.msg_controllen = unsafe { libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) } as _;
+            h.msg_controllen = cmsg_space(size_of::<libc::c_int>()) as _;
             let h = &mut self.rx_hdr[i].msg_hdr;
             h.msg_name = &mut self.rx_addr[i] as *mut _ as *mut libc::c_void;
             h.msg_iov = &mut self.rx_iov[i];
@@ -514,7 +526,10 @@ impl UdpTransport {
         // One IP_TOS control message carrying the header's TOS byte (DSCP + ECN).
         let c = &mut self.tx_cmsg[i * TX_CMSG_SPACE / 8..(i + 1) * TX_CMSG_SPACE / 8];
         let cm = c.as_mut_ptr() as *mut libc::cmsghdr;
-        // SAFETY: `c` is 8-byte aligned and TX_CMSG_SPACE >= CMSG_SPACE(sizeof(int)).
+        // SAFETY: `c` is 8-byte aligned (u64s) and TX_CMSG_SPACE >= CMSG_SPACE(sizeof(int)),
+        // so the header and its int are inside `c`. No safe builder writes an IP_TOS
+        // message (rustix's ancillary buffers carry only SCM_RIGHTS and credentials), and
+        // this runs per packet.
         unsafe {
             (*cm).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as _;
             (*cm).cmsg_level = libc::IPPROTO_IP;
@@ -537,7 +552,10 @@ impl UdpTransport {
         }
         let mut sent = 0;
         while sent < n {
-            // SAFETY: every header points into live buffers (init_headers); lengths set above.
+            // SAFETY: every header points into this struct's heap buffers (init_headers),
+            // which never move or shrink, with the lengths set above; the kernel reads
+            // only within them. Kept raw: rustix's sendmmsg would rebuild the headers on
+            // every batch of the data path.
             let r = unsafe {
                 libc::sendmmsg(
                     self.fd.as_raw_fd(),
@@ -576,7 +594,9 @@ impl UdpTransport {
         let n = self.batch;
         let cap = self.slot_len - HEADER_LEN;
         let r = loop {
-            // SAFETY: all headers point into live buffers (init_headers), reset after use.
+            // SAFETY: every header points into this struct's heap buffers (init_headers),
+            // reset after use to their full sizes; the kernel writes only within them.
+            // Neither rustix nor socket2 has recvmmsg.
             let r = unsafe {
                 libc::recvmmsg(
                     self.fd.as_raw_fd(),
@@ -628,7 +648,9 @@ impl UdpTransport {
 pub(crate) fn parse_rx_cmsgs(h: &libc::msghdr) -> RxCmsgs {
     let mut out = RxCmsgs::default();
     // SAFETY: the kernel filled msg_control up to msg_controllen with well-formed cmsgs;
-    // the CMSG_* macros stay within it.
+    // the CMSG_* macros stay within it, and the reads are unaligned-safe. rustix's
+    // ancillary parser knows only SCM_RIGHTS and credentials, not IP_TOS, IP_PKTINFO or
+    // SO_RXQ_OVFL.
     unsafe {
         let mut cm = libc::CMSG_FIRSTHDR(h);
         while !cm.is_null() {
@@ -714,6 +736,8 @@ pub fn wait_readable<const N: usize>(
         .map_or(std::ptr::null(), |t| t as *const libc::timespec);
     loop {
         // SAFETY: `p` is an array of N pollfds; `tsp` is null or points at a live timespec.
+        // Raw because callers pass -1 for "no second descriptor" (poll(2) skips it),
+        // which rustix's PollFd (a BorrowedFd) cannot hold.
         let r = unsafe { libc::ppoll(p.as_mut_ptr(), N as libc::nfds_t, tsp, std::ptr::null()) };
         if r >= 0 {
             break;
@@ -729,6 +753,15 @@ pub fn wait_readable<const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cmsg_space_is_libcs() {
+        for len in [0, 1, 4, 8, 12, 16] {
+            // SAFETY: CMSG_SPACE is arithmetic on its argument.
+            let libc_space = unsafe { libc::CMSG_SPACE(len as u32) } as usize;
+            assert_eq!(cmsg_space(len), libc_space, "{len}");
+        }
+    }
 
     #[test]
     fn rejects_foreign_source_and_round_trips_header() {

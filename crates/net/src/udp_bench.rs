@@ -50,9 +50,29 @@ pub struct UdpBenchRep {
     pub perf_cpu_ns: (u64, u64),
 }
 
+/// Why the UDP bench could not run or measure.
+#[derive(Debug, thiserror::Error)]
+pub enum UdpBenchError {
+    #[error("--size {0}: must be a RoCE MTU (256..4096)")]
+    Size(usize),
+    #[error("--seconds {0}: must be in (0, 600]")]
+    Seconds(f64),
+    #[error("bind: {0}")]
+    Bind(std::io::Error),
+    /// Setting up the raw UDP sockets (timeout, address, connect).
+    #[error(transparent)]
+    Socket(std::io::Error),
+    #[error("receiver panicked")]
+    ReceiverPanicked,
+    #[error(transparent)]
+    Perf(#[from] crate::perf::PerfError),
+    #[error("perf server panicked")]
+    PerfServerPanicked,
+}
+
 /// Raw UDP: returns (goodput in Gbit/s, fraction delivered).
-fn raw_udp(size: usize, seconds: f64) -> Result<(f64, f64), String> {
-    let rx = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|e| format!("bind: {e}"))?;
+fn raw_udp(size: usize, seconds: f64) -> Result<(f64, f64), UdpBenchError> {
+    let rx = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).map_err(UdpBenchError::Bind)?;
     let _ = setsockopt_int(
         rx.as_raw_fd(),
         libc::SOL_SOCKET,
@@ -60,16 +80,16 @@ fn raw_udp(size: usize, seconds: f64) -> Result<(f64, f64), String> {
         8 << 20,
     );
     rx.set_read_timeout(Some(Duration::from_millis(50)))
-        .map_err(|e| e.to_string())?;
-    let to = rx.local_addr().map_err(|e| e.to_string())?;
-    let tx = UdpSocket::bind((Ipv4Addr::new(127, 0, 0, 2), 0)).map_err(|e| format!("bind: {e}"))?;
+        .map_err(UdpBenchError::Socket)?;
+    let to = rx.local_addr().map_err(UdpBenchError::Socket)?;
+    let tx = UdpSocket::bind((Ipv4Addr::new(127, 0, 0, 2), 0)).map_err(UdpBenchError::Bind)?;
     let _ = setsockopt_int(
         tx.as_raw_fd(),
         libc::SOL_SOCKET,
         libc::SO_SNDBUFFORCE,
         8 << 20,
     );
-    tx.connect(to).map_err(|e| e.to_string())?;
+    tx.connect(to).map_err(UdpBenchError::Socket)?;
     let done = Arc::new(AtomicBool::new(false));
     let receiver = {
         let done = done.clone();
@@ -85,8 +105,9 @@ fn raw_udp(size: usize, seconds: f64) -> Result<(f64, f64), String> {
             let mut bytes = 0u64;
             loop {
                 let mut msgs = crate::udp::mmsg_headers(&mut iov);
-                // SAFETY: msgs are valid headers over live buffers; the socket has a
-                // read timeout, so a quiet socket returns -1 with EAGAIN.
+                // SAFETY: msgs are valid headers whose iovecs point into `bufs`, alive and
+                // unmoved for the call; the socket has a read timeout, so a quiet socket
+                // returns -1 with EAGAIN. Raw batched calls are what this bench measures.
                 let r = unsafe {
                     libc::recvmmsg(
                         rx.as_raw_fd(),
@@ -119,7 +140,9 @@ fn raw_udp(size: usize, seconds: f64) -> Result<(f64, f64), String> {
     let deadline = start + Duration::from_secs_f64(seconds);
     let mut sent = 0u64;
     while Instant::now() < deadline {
-        // SAFETY: msgs are valid headers over a live buffer.
+        // SAFETY: msgs are valid headers whose iovecs point into `payload`, alive for
+        // the loop; the kernel only reads it. Raw batched calls are what this bench
+        // measures.
         let r = unsafe { libc::sendmmsg(tx.as_raw_fd(), msgs.as_mut_ptr(), BATCH as u32, 0) };
         if r > 0 {
             sent += r as u64;
@@ -127,7 +150,9 @@ fn raw_udp(size: usize, seconds: f64) -> Result<(f64, f64), String> {
     }
     let elapsed = start.elapsed().as_secs_f64();
     done.store(true, Ordering::SeqCst);
-    let bytes = receiver.join().map_err(|_| "receiver panicked")?;
+    let bytes = receiver
+        .join()
+        .map_err(|_| UdpBenchError::ReceiverPanicked)?;
     Ok((
         bytes as f64 * 8.0 / elapsed / 1e9,
         bytes as f64 / (sent.max(1) * size as u64) as f64,
@@ -135,11 +160,10 @@ fn raw_udp(size: usize, seconds: f64) -> Result<(f64, f64), String> {
 }
 
 /// One `rocast perf` WRITE test between two threads on loopback.
-fn perf(args: &UdpBenchArgs) -> Result<(f64, (u64, u64)), String> {
-    let server =
-        PerfServer::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).map_err(|e| e.to_string())?;
-    let addr = server.local_addr().map_err(|e| e.to_string())?;
-    let serving = std::thread::spawn(move || server.serve_one().map_err(|e| e.to_string()));
+fn perf(args: &UdpBenchArgs) -> Result<(f64, (u64, u64)), UdpBenchError> {
+    let server = PerfServer::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))?;
+    let addr = server.local_addr().map_err(UdpBenchError::Socket)?;
+    let serving = std::thread::spawn(move || server.serve_one());
     let params = PerfParams {
         op: PerfOp::Write,
         size: args.message,
@@ -147,8 +171,10 @@ fn perf(args: &UdpBenchArgs) -> Result<(f64, (u64, u64)), String> {
         mtu: args.size,
         ..PerfParams::default()
     };
-    let report = run_client(&ClientConfig::new(addr, params)).map_err(|e| e.to_string());
-    let served = serving.join().map_err(|_| "perf server panicked")?;
+    let report = run_client(&ClientConfig::new(addr, params));
+    let served = serving
+        .join()
+        .map_err(|_| UdpBenchError::PerfServerPanicked)?;
     let report = report?;
     served?;
     Ok((
@@ -164,15 +190,12 @@ fn perf(args: &UdpBenchArgs) -> Result<(f64, (u64, u64)), String> {
 pub fn run(
     args: &UdpBenchArgs,
     mut progress: impl FnMut(&str),
-) -> Result<Vec<UdpBenchRep>, String> {
+) -> Result<Vec<UdpBenchRep>, UdpBenchError> {
     if !matches!(args.size, 256 | 512 | 1024 | 2048 | 4096) {
-        return Err(format!(
-            "--size {}: must be a RoCE MTU (256..4096)",
-            args.size
-        ));
+        return Err(UdpBenchError::Size(args.size));
     }
     if !(args.seconds > 0.0 && args.seconds <= 600.0) {
-        return Err(format!("--seconds {}: must be in (0, 600]", args.seconds));
+        return Err(UdpBenchError::Seconds(args.seconds));
     }
     let mut reps = Vec::new();
     for rep in 0..args.reps {

@@ -327,32 +327,42 @@ fn server_detects_corrupt_data() {
 
 /// An AF_PACKET socket on `lo` receiving every frame (ETH_P_ALL).
 struct Capture {
-    fd: i32,
+    fd: std::os::fd::OwnedFd,
 }
 
 impl Capture {
     fn open_lo() -> Capture {
-        let proto = (libc::ETH_P_ALL as u16).to_be() as i32;
-        // SAFETY: plain socket(2).
-        let fd =
-            unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW | libc::SOCK_CLOEXEC, proto) };
-        if fd < 0 {
-            let e = std::io::Error::last_os_error();
+        use rustix::net::{AddressFamily, SocketFlags, SocketType};
+        use std::os::fd::AsRawFd;
+        let proto = (libc::ETH_P_ALL as u16).to_be();
+        let fd = rustix::net::socket_with(
+            AddressFamily::PACKET,
+            SocketType::RAW,
+            SocketFlags::CLOEXEC,
+            Some(rustix::net::eth::ALL),
+        )
+        .unwrap_or_else(|e| {
             panic!(
-                "cannot open an AF_PACKET socket ({e}); this test needs root or CAP_NET_RAW to capture \
-                 on lo and check the ICRC of the frames on the wire"
-            );
-        }
-        let ifindex = unsafe { libc::if_nametoindex(c"lo".as_ptr()) };
-        assert!(ifindex > 0, "no lo interface");
-        // SAFETY: zeroed sockaddr_ll is valid; bind with its size.
-        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-        sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = proto as u16;
-        sll.sll_ifindex = ifindex as i32;
+                "cannot open an AF_PACKET socket ({}); this test needs root or CAP_NET_RAW to capture \
+                 on lo and check the ICRC of the frames on the wire",
+                std::io::Error::from(e)
+            )
+        });
+        let ifindex = rustix::net::netdevice::name_to_index(&fd, "lo").expect("no lo interface");
+        let sll = libc::sockaddr_ll {
+            sll_family: libc::AF_PACKET as u16,
+            sll_protocol: proto,
+            sll_ifindex: ifindex as i32,
+            sll_hatype: 0,
+            sll_pkttype: 0,
+            sll_halen: 0,
+            sll_addr: [0; 8],
+        };
+        // SAFETY: sll is a live sockaddr_ll and the length is its size; the kernel only
+        // reads it. Raw because rustix has no AF_PACKET address type.
         let r = unsafe {
             libc::bind(
-                fd,
+                fd.as_raw_fd(),
                 &sll as *const _ as *const libc::sockaddr,
                 std::mem::size_of::<libc::sockaddr_ll>() as u32,
             )
@@ -363,35 +373,40 @@ impl Capture {
             "bind AF_PACKET to lo: {}",
             std::io::Error::last_os_error()
         );
-        let big: libc::c_int = 64 << 20;
-        unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_RCVBUFFORCE,
-                &big as *const _ as *const libc::c_void,
-                4,
-            );
-        }
+        let _ = rustix::net::sockopt::set_socket_recv_buffer_size_force(&fd, 64 << 20);
         Capture { fd }
     }
     /// One frame, or None after `timeout`. Outgoing copies are skipped (lo shows each
     /// packet twice: once leaving, once arriving).
     fn next(&self, buf: &mut [u8], timeout: Duration) -> Option<usize> {
-        let mut p = libc::pollfd {
-            fd: self.fd,
-            events: libc::POLLIN,
-            revents: 0,
+        use rustix::event::{PollFd, PollFlags};
+        use std::os::fd::AsRawFd;
+        let ms = timeout.as_millis() as i64;
+        let t = rustix::time::Timespec {
+            tv_sec: ms / 1000,
+            tv_nsec: ms % 1000 * 1_000_000,
         };
         loop {
-            if unsafe { libc::poll(&mut p, 1, timeout.as_millis() as i32) } <= 0 {
+            let mut p = [PollFd::new(&self.fd, PollFlags::IN)];
+            if !matches!(rustix::event::poll(&mut p, Some(&t)), Ok(n) if n > 0) {
                 return None;
             }
-            let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+            let mut sll = libc::sockaddr_ll {
+                sll_family: 0,
+                sll_protocol: 0,
+                sll_ifindex: 0,
+                sll_hatype: 0,
+                sll_pkttype: 0,
+                sll_halen: 0,
+                sll_addr: [0; 8],
+            };
             let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+            // SAFETY: buf and sll are live and writable for the lengths given; the kernel
+            // writes at most that much. Raw because the packet type (outgoing or not) is
+            // in the AF_PACKET source address, which rustix cannot decode.
             let n = unsafe {
                 libc::recvfrom(
-                    self.fd,
+                    self.fd.as_raw_fd(),
                     buf.as_mut_ptr() as *mut libc::c_void,
                     buf.len(),
                     0,
@@ -407,12 +422,6 @@ impl Capture {
             }
             return Some(n as usize);
         }
-    }
-}
-
-impl Drop for Capture {
-    fn drop(&mut self) {
-        unsafe { libc::close(self.fd) };
     }
 }
 

@@ -5,6 +5,8 @@
 //! GIL released, so a thread pool (or a Dask worker's threads) runs points in
 //! parallel.
 
+#![forbid(unsafe_code)]
+
 use pyo3::exceptions::{PyKeyError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

@@ -41,8 +41,7 @@ pub fn rocast(args: &[&str]) -> Run {
 /// Fails the calling test unless it runs as root (the lab tests create namespaces).
 #[allow(dead_code)]
 pub fn require_root() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !rustix::process::geteuid().is_root() {
         panic!(
             "the `rocast lab` tests create network namespaces and must run as root \
              (e.g. `sudo -E cargo test -p rocast-cli --test lab_cli`)"

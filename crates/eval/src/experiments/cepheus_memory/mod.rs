@@ -31,8 +31,10 @@ use crate::verdict::{Verdict, Word};
 const PAPER_MB: f64 = 0.69;
 
 /// Heap bytes in use, from glibc's allocator.
+#[allow(unsafe_code)]
 fn heap_in_use() -> usize {
-    // SAFETY: mallinfo2 only reads the allocator's statistics.
+    // SAFETY: mallinfo2 takes nothing and returns the allocator's statistics by value.
+    // No safe wrapper exists (glibc-only).
     unsafe { libc::mallinfo2().uordblks }
 }
 
