@@ -476,9 +476,9 @@ fn fig11_hpl_model_times_both_operations() {
         "--preset",
         "cepheus-fig11",
         "--set",
-        "multicast.hpl_n=4096",
+        "experiment.hpl.n=4096",
         "--set",
-        "multicast.hpl_samples=4",
+        "experiment.hpl.samples=4",
         "--out",
         &out,
     ]);
@@ -506,7 +506,7 @@ fn fig11_hpl_model_times_both_operations() {
         "--preset",
         "cepheus-fig11",
         "--set",
-        "multicast.hpl_nb=0",
+        "experiment.hpl.nb=0",
     ]);
     assert_ne!(bad.code, 0);
 }

@@ -39,10 +39,8 @@ use rocast_sim::multicast::cepheus::{run_cepheus, CepheusSpec};
 use rocast_sim::scenario::config::{parse_bytes, parse_sizes};
 use rocast_sim::Scenario;
 
-mod hpl;
 mod io_latency;
 mod safeguard;
-pub(crate) use hpl::hpl;
 pub(crate) use io_latency::io_latency;
 pub(crate) use safeguard::safeguard;
 
@@ -52,7 +50,7 @@ use crate::verdict::{Verdict, Word};
 
 /// Cepheus: one message from `hosts[0]` to the rest, from the call at the source
 /// (which pays one post's overhead) until the last receiver has it.
-fn cepheus_once(
+pub(crate) fn cepheus_once(
     topo: &Topology,
     cfg: &EngineConfig,
     hosts: &[u32],

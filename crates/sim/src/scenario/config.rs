@@ -84,12 +84,6 @@ pub struct MulticastConfig {
     /// `fairness` (`cepheus-fairness`): f3 starts halfway through f2 (two congested
     /// branches at once) instead of after it.
     pub overlap: bool,
-    /// `hpl` (`cepheus-fig11`): matrix order N, block NB, process grids [P, Q] and
-    /// panels sampled.
-    pub hpl_n: u64,
-    pub hpl_nb: u64,
-    pub hpl_grids: Vec<[u32; 2]>,
-    pub hpl_samples: u32,
     pub loss_from_ms: f64,
     pub safeguard_threshold: f64,
     pub safeguard_window_ms: f64,
@@ -262,10 +256,6 @@ impl Default for MulticastConfig {
             tree_window: 1,
             loss_ranks: Vec::new(),
             overlap: false,
-            hpl_n: 40960,
-            hpl_nb: 256,
-            hpl_grids: vec![[1, 4], [4, 1]],
-            hpl_samples: 16,
             loss_from_ms: 0.0,
             safeguard_threshold: 0.5,
             safeguard_window_ms: 10.0,

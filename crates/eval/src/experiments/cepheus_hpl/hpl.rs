@@ -15,7 +15,7 @@
 //! - Cepheus: one multicast of the whole panel (PB) or of the rows (RS).
 //!
 //! Every transfer is simulated on the scenario's fabric. The panels are sampled:
-//! `hpl_samples` panels spread evenly over the N/NB, each standing for its share of the
+//! `samples` panels ([`HplConfig`]) spread evenly over the N/NB, each standing for its share of the
 //! rest. HPL's computation, and so the paper's end-to-end JCT (Fig. 11a: -12 % and
 //! -4 %), is not modelled: it needs the nodes' flop rate, which the paper does not give.
 //! N and NB are rocast's assumptions (the paper gives neither); the reductions hardly
@@ -30,7 +30,8 @@ use rocast_core::plan::Topology;
 use rocast_sim::engine::EngineConfig;
 use rocast_sim::Scenario;
 
-use super::cepheus_once;
+use super::HplConfig;
+use crate::cepheus::cepheus_once;
 use crate::rdmc::{member_hosts, overhead, overlay_once, OverlayKnobs};
 use crate::report::{parallel, EvalReport};
 use crate::verdict::{Verdict, Word};
@@ -47,21 +48,16 @@ enum Op {
     Rs,
 }
 
-pub(crate) fn hpl(
+pub(super) fn hpl(
     sc: &Scenario,
+    h: &HplConfig,
     topo: &Topology,
     cfg: &EngineConfig,
 ) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
-    let (n, nb) = (m.hpl_n, m.hpl_nb);
-    if nb == 0 || n < nb || m.hpl_samples == 0 || m.hpl_grids.is_empty() {
-        return Err(
-            "cepheus-fig11: multicast.hpl_n >= hpl_nb > 0, hpl_samples > 0 and hpl_grids not empty"
-                .into(),
-        );
-    }
+    let (n, nb) = (h.n, h.nb);
     let panels = n / nb;
-    let samples = (m.hpl_samples as u64).min(panels);
+    let samples = (h.samples as u64).min(panels);
     // Sampled panel indices, evenly spread; each stands for panels / samples panels.
     let ks: Vec<u64> = (0..samples)
         .map(|i| (2 * i + 1) * panels / (2 * samples))
@@ -76,7 +72,7 @@ pub(crate) fn hpl(
     };
     let mut verdicts: Vec<Verdict> = Vec::new();
     let mut jobs = Vec::new();
-    for &[p, q] in &m.hpl_grids {
+    for &[p, q] in &h.grids {
         for (op, ranks) in [(Op::Pb, q), (Op::Rs, p)] {
             if ranks < 2 {
                 continue;
@@ -155,7 +151,7 @@ pub(crate) fn hpl(
         "grid", "op", "HPL algo ms", "Cepheus ms", "reduction", "paper"
     );
     let mut csv = String::from("grid,op,hpl_ms,cepheus_ms,reduction\n");
-    for &[p, q] in &m.hpl_grids {
+    for &[p, q] in &h.grids {
         for (op, name, algo) in [(Op::Pb, "PB", "1ring"), (Op::Rs, "RS", "long")] {
             let sum = |c: bool| -> f64 {
                 jobs.iter()
