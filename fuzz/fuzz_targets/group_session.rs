@@ -196,7 +196,7 @@ fuzz_target!(|data: &[u8]| {
                 if arg & 1 == 0 {
                     Ok(())
                 } else {
-                    Err("x".into())
+                    Err(rocast_core::control::session::SessionError::Transfer("x".into()))
                 },
             ),
             7 => {
