@@ -230,6 +230,14 @@ impl Fabric {
             loss_changes: Vec::new(),
         })
     }
+
+    /// The switch port toward `host` (the far end of its link), if `p` is a loss rate.
+    fn port_toward_host(&self, host: u32, p: f64) -> Result<u32, EngineError> {
+        if host as usize >= self.topo.num_hosts() || !(0.0..1.0).contains(&p) {
+            return Err(EngineError::LossTowardHost { p, host });
+        }
+        Ok(self.ports[self.node_port_base[host as usize] as usize].reverse)
+    }
 }
 
 impl Engine {
@@ -241,19 +249,11 @@ impl Engine {
         &self.fabric.topo
     }
 
-    /// The switch port toward `host` (the far end of its link), if `p` is a loss rate.
-    pub(super) fn port_toward_host(&self, host: u32, p: f64) -> Result<u32, EngineError> {
-        if host as usize >= self.fabric.topo.num_hosts() || !(0.0..1.0).contains(&p) {
-            return Err(EngineError::LossTowardHost { p, host });
-        }
-        Ok(self.fabric.ports[self.fabric.node_port_base[host as usize] as usize].reverse)
-    }
-
     /// Drops this fraction of the frames the fabric sends to `host` (only that
     /// direction of its link: the switch port toward it), as a lossy switch port
     /// would. Draws from the run's one seeded RNG.
     pub fn set_loss_toward_host(&mut self, host: u32, p: f64) -> Result<(), EngineError> {
-        let toward = self.port_toward_host(host, p)?;
+        let toward = self.fabric.port_toward_host(host, p)?;
         self.fabric.ports[toward as usize].loss = p;
         Ok(())
     }
@@ -266,7 +266,7 @@ impl Engine {
         host: u32,
         p: f64,
     ) -> Result<(), EngineError> {
-        let toward = self.port_toward_host(host, p)?;
+        let toward = self.fabric.port_toward_host(host, p)?;
         self.fabric.loss_changes.push((toward, p));
         let i = self.fabric.loss_changes.len() as u32 - 1;
         self.schedule(at.as_ps(), EvKind::LossChange, i, 0);

@@ -50,18 +50,26 @@ pub(super) enum QpOwner {
     App,
 }
 
+/// A QP and its NIC's bookkeeping of it.
 pub(super) struct QpSlot {
     pub(super) qp: RcQueuePair,
     pub(super) host: u32,
     pub(super) owner: QpOwner,
+    /// In its host's `ctrl` queue (feedback to send).
     pub(super) in_ctrl: bool,
+    /// In its host's `active` round-robin (data to send).
     pub(super) in_active: bool,
+    /// When its pending `QpTimer` event fires (`u64::MAX`: none).
     pub(super) timer_at: u64,
 }
 
+/// One host's NIC.
 pub(super) struct Host {
+    /// Its port (an index into the fabric's ports).
     pub(super) port: u32,
+    /// QPs with an ACK, NAK or CNP to send: served first.
     pub(super) ctrl: VecDeque<u32>,
+    /// QPs with data to send, round-robin.
     pub(super) active: VecDeque<u32>,
     /// Copies a multicast source's NIC made of one packet (one per PEEL label, or
     /// repairs), waiting for the wire.
