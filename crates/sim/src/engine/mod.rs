@@ -288,17 +288,21 @@ impl Engine {
         cfg: EngineConfig,
         flows: Vec<FlowSpec>,
     ) -> Result<Self, EngineError> {
+        // The parts are built in the order the single struct's fields were, so that the
+        // heap is laid out as before (a large fabric's run waits on memory).
         let fabric = Fabric::new(topo, &cfg)?;
+        let hosts = Hosts::new(&fabric, 2 * flows.len() as u32 + 2);
         let flows = ScenarioFlows::new(&fabric.topo, &fabric.routes, &cfg, flows);
+        let switches = SwitchNodes::new(&fabric.topo, &cfg);
         let mut e = Engine {
             rng: ChaCha8Rng::seed_from_u64(cfg.seed),
             now: 0,
             last_event: 0,
             events: EventQueue::new(),
             packets: PacketSlab::default(),
-            switches: SwitchNodes::new(&fabric.topo, &cfg),
+            switches,
             trees: TreeGroups::default(),
-            hosts: Hosts::new(&fabric, 2 * flows.specs.len() as u32 + 2),
+            hosts,
             flows,
             app: App::default(),
             control: ControlChannel::default(),
@@ -367,6 +371,9 @@ impl Engine {
             self.last_event = self.now;
             self.stats.totals.events += 1;
             let (a, b) = (ev.a(), ev.b());
+            // Each kind to the part that handles it: `flow` (FlowStart), `fabric`
+            // (TxDone, Arrive, Pfc, LinkChange, LossChange), `hosts` (QpTimer), `stats`
+            // (Sample), `app` (Post), `control` (Control), `switching` (SwitchTimer).
             match ev.kind() {
                 EvKind::FlowStart => self.start_flow(a),
                 EvKind::TxDone => self.tx_done(a),
