@@ -4,11 +4,11 @@
 //! Design (after htsim): time is integer picoseconds; the event queue holds at most one
 //! pending event per port transmitter, one per link direction (the head of its
 //! in-flight FIFO), one per QP timer, plus flow starts and link changes. Packets are
-//! [`SimPacket`] records in a slab reused through a free list, and queues and links
-//! hold a 20-byte `Hop` (the slot plus the fields routing reads), so steady state
-//! allocates nothing per packet and a unicast switch hop does not touch the record.
-//! Routes are precomputed (`plan::Routes`). Ties in time break by insertion order, so a
-//! run is a pure function of scenario and seed.
+//! [`SimPacket`](crate::packet::SimPacket) records in a slab reused through a free
+//! list, and queues and links hold a 20-byte `Hop` (the slot plus the fields routing
+//! reads), so steady state allocates nothing per packet and a unicast switch hop does
+//! not touch the record. Routes are precomputed (`plan::Routes`). Ties in time break
+//! by insertion order, so a run is a pure function of scenario and seed.
 //!
 //! Memory: per port ~300 bytes (8 class queues, in-flight FIFO, counters), per switch
 //! 200 bytes per port of MMU state, per active flow two QPs (~1.5 KB), per packet in
