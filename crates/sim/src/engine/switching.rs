@@ -1,7 +1,7 @@
 //! The switches' forwarding: unicast by the precomputed routes with ECMP, group
-//! packets through each switch's Cepheus engine (replication and feedback
-//! aggregation, Cepheus §III), and labelled tree-multicast copies through PEEL's
-//! switch rules (PEEL §3).
+//! packets through each switch's Cepheus engine (replication along the MFT paths and
+//! feedback aggregation, Cepheus §III-D; the CNP filter's timers), and labelled
+//! tree-multicast copies through PEEL's switch rules (PEEL §3).
 
 use super::{Engine, EngineConfig, EngineError, EvKind, Hop, PeelFabric, Step, SHARED_CELL};
 use crate::packet::{host_ip, host_of_ip, SimPacket};
