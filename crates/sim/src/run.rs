@@ -95,7 +95,7 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
             b.set_position(engine.now().as_ps() / 1_000_000);
             b.set_message(format!(
                 "{:.1} M events/s, {} flows left",
-                engine.totals.events as f64 / wall.max(1e-9) / 1e6,
+                engine.stats.totals.events as f64 / wall.max(1e-9) / 1e6,
                 engine.flows_outstanding()
             ));
         }
@@ -125,7 +125,7 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
         setup_s,
         Some((imbalance, links_unbalanced)),
     );
-    let fct = fct_txt(&engine.results);
+    let fct = fct_txt(&engine.flows.results);
     let ports = ports_csv(&engine);
     if let Some(dir) = &opts.out_dir {
         write_atomic(&dir.join("summary.json"), &summary)?;
@@ -135,20 +135,26 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
         write_atomic(&dir.join("ports.csv"), &ports)?;
         if sc.output.pfc_log {
             let head = "# time_ns node node_type(0 host,1 switch) port pause(1)/resume(0) class\n";
-            write_atomic(&dir.join("pfc.txt"), &event_log(head, &engine.pfc_log))?;
+            write_atomic(
+                &dir.join("pfc.txt"),
+                &event_log(head, &engine.stats.pfc_log),
+            )?;
         }
         if sc.output.qlen_interval_us > 0.0 {
             let head = "# time_ns switch port class bytes (non-empty queues only)\n";
-            write_atomic(&dir.join("qlen.txt"), &event_log(head, &engine.qlen_log))?;
+            write_atomic(
+                &dir.join("qlen.txt"),
+                &event_log(head, &engine.stats.qlen_log),
+            )?;
         }
         if !sc.output.capture_links.is_empty() {
-            capture_pcap(&dir.join("capture.pcap"), &engine.capture)?;
+            capture_pcap(&dir.join("capture.pcap"), &engine.stats.capture)?;
         }
     }
     Ok(RunReport {
         summary_json: summary,
         fct_txt: fct,
-        results: std::mem::take(&mut engine.results),
+        results: std::mem::take(&mut engine.flows.results),
         totals: engine.totals_now(),
         sim_end: engine.last_event(),
         wall_s,

@@ -26,6 +26,7 @@ impl EcnRed {
 
     /// Whether to mark. `draw` gives a uniform number in [0, 1); it is called only when
     /// the probability is above zero, so a queue below Kmin costs no random draw.
+    #[inline]
     pub fn should_mark(&self, queue_bytes: u64, draw: impl FnOnce() -> f64) -> bool {
         let p = self.probability(queue_bytes);
         if p <= 0.0 {

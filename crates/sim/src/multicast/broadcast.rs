@@ -210,7 +210,7 @@ pub(crate) fn broadcast_on(
 ) -> Result<(BroadcastOutcome, Vec<Vec<u8>>), BroadcastError> {
     let n = spec.hosts.len() as u32;
     let (events0, tx0, retx0) = (
-        engine.totals.events,
+        engine.stats.totals.events,
         engine.host_tx_bytes(),
         engine.retransmitted(),
     );
@@ -361,7 +361,7 @@ pub(crate) fn broadcast_on(
         rank_done_ps: group.rank_done_ps(),
         messages,
         host_tx_bytes: engine.host_tx_bytes() - tx0,
-        events: engine.totals.events - events0,
+        events: engine.stats.totals.events - events0,
         retransmitted: engine.retransmitted() - retx0,
         corrupt_ranks: Vec::new(),
         outcomes,

@@ -632,8 +632,8 @@ impl<'s> GroupRun<'s> {
                 .receivers
                 .iter()
                 .filter_map(|&h| {
-                    let &(link, peer) = engine.topo.ports(h).first()?;
-                    Some((peer, engine.topo.port_of(peer, link)?))
+                    let &(link, peer) = engine.topology().ports(h).first()?;
+                    Some((peer, engine.topology().port_of(peer, link)?))
                 })
                 .collect(),
             source_feedback: None,
@@ -832,7 +832,7 @@ impl<'s> GroupRun<'s> {
                     if self.restart_pending.is_some_and(|n| data_in >= n) {
                         self.restart_pending = None;
                         let &(_, tor) = engine
-                            .topo
+                            .topology()
                             .ports(self.spec.source)
                             .first()
                             .ok_or(CepheusError::SourceWithoutPort)?;
@@ -887,7 +887,7 @@ impl<'s> GroupRun<'s> {
         let (src, src_cnps) = engine
             .qp(self.qpns[0])
             .map_or((0, 0), |q| (q.stats().tx_data_bytes, q.stats().rx_cnps));
-        let flows = (0..engine.results.len() as u32)
+        let flows = (0..engine.flows.results.len() as u32)
             .map(|i| engine.flow_tx_bytes(i))
             .collect();
         self.samples.push(RateSample {
@@ -1414,7 +1414,7 @@ impl<'s> GroupRun<'s> {
             session_ok: self.closed == Some(true),
             member_verdicts: self.member_verdicts,
             member_evicted: self.member_evicted,
-            mrp_ignored: engine.mrp_ignored,
+            mrp_ignored: engine.control.mrp_ignored,
             leader_refreshes: self.leader.stats().refreshes,
             switch_restarted: self
                 .restarted_at_data_in
@@ -1422,14 +1422,14 @@ impl<'s> GroupRun<'s> {
             source_feedback,
             switches,
             max_switch_mft_bytes: max_mft,
-            events: engine.totals.events,
+            events: engine.stats.totals.events,
             host_tx_bytes: engine.host_tx_bytes(),
             retransmitted: engine.retransmitted(),
-            mrp_malformed: engine.mrp_malformed,
-            qp_rx_drops: engine.totals.qp_rx_drops,
-            capture: std::mem::take(&mut engine.capture),
+            mrp_malformed: engine.control.mrp_malformed,
+            qp_rx_drops: engine.stats.totals.qp_rx_drops,
+            capture: std::mem::take(&mut engine.stats.capture),
             samples: self.samples,
-            flows: engine.results.clone(),
+            flows: engine.flows.results.clone(),
         }
     }
 }

@@ -608,12 +608,12 @@ pub fn run_collectives(
     }
     engine.finalize();
     out.cct_ps = done.into_iter().map(|d| d.unwrap_or(0)).collect();
-    out.tree = engine.tree_stats.clone();
-    out.host_tx_bytes = engine.totals.host_tx_bytes;
-    out.switch_tx_bytes = engine.totals.switch_tx_bytes;
+    out.tree = engine.stats.tree.clone();
+    out.host_tx_bytes = engine.stats.totals.host_tx_bytes;
+    out.switch_tx_bytes = engine.stats.totals.switch_tx_bytes;
     out.retransmitted = engine.retransmitted();
-    out.drops = engine.totals.link_drops + engine.totals.queue_drops;
-    out.events = engine.totals.events;
+    out.drops = engine.stats.totals.link_drops + engine.stats.totals.queue_drops;
+    out.events = engine.stats.totals.events;
     Ok(out)
 }
 

@@ -101,7 +101,7 @@ pub fn run_ring_stream(
         credit.push(c);
     }
     let start = engine.now().as_ps();
-    let events0 = engine.totals.events;
+    let events0 = engine.stats.totals.events;
     let over = stream.overhead.as_ps();
     // Each rank's CPU: free from this time on (rank 0 the sender, r + 1 receiver r).
     let mut cpu = vec![start; n];
@@ -201,7 +201,7 @@ pub fn run_ring_stream(
         (Some(f), Some(l), true) => Ok(StreamTiming {
             first_ps: f - start,
             total_ps: l - start,
-            events: engine.totals.events - events0,
+            events: engine.stats.totals.events - events0,
         }),
         _ => Err(StreamError::Stalled),
     }
@@ -216,7 +216,7 @@ pub fn run_rdmc_stream(
 ) -> Result<StreamTiming, StreamError> {
     let n = stream.hosts.len() as u32;
     let start = engine.now().as_ps();
-    let events0 = engine.totals.events;
+    let events0 = engine.stats.totals.events;
     let spec = BroadcastSpec {
         scheme: Scheme::BinomialPipeline,
         hosts: stream.hosts.clone(),
@@ -248,7 +248,7 @@ pub fn run_rdmc_stream(
     Ok(StreamTiming {
         first_ps: first.unwrap_or(0),
         total_ps: t - start,
-        events: engine.totals.events - events0,
+        events: engine.stats.totals.events - events0,
     })
 }
 

@@ -169,11 +169,11 @@ pub(crate) fn summary_json(
     conservation: Option<(i128, u64)>,
 ) -> String {
     let t = &e.totals_now();
-    let (fcts, slow) = fct_stats(&e.results);
+    let (fcts, slow) = fct_stats(&e.flows.results);
     let j = SummaryJson {
         scenario: &sc.name,
         seed: sc.seed,
-        topology: &e.topo.name,
+        topology: &e.topology().name,
         hosts,
         switches,
         finished: conservation.is_some(),
@@ -183,7 +183,7 @@ pub(crate) fn summary_json(
         events: t.events,
         events_per_s: (t.events as f64 / wall_s.max(1e-9)).round() as u64,
         flows: FlowCounts {
-            total: e.results.len(),
+            total: e.flows.results.len(),
             started: t.flows_started,
             finished: t.flows_finished,
             failed: t.flows_failed,
