@@ -522,11 +522,11 @@ fn tmcf_robustness_runs_each_cell() {
         "tmcf-robustness",
         &out,
         &[
-            "multicast.rtts_us=[8.0]",
-            "multicast.phases_ms=[1.0]",
+            "experiment.tmcf-robustness.rtts_us=[8.0]",
+            "experiment.tmcf-robustness.phases_ms=[1.0]",
             "multicast.cnp_policies=[\"forward-all\", \"tmcf\"]",
-            "multicast.slots_us=[1000]",
-            "multicast.damped_zs=[100.0]",
+            "experiment.tmcf-robustness.slots_us=[1000]",
+            "experiment.tmcf-robustness.damped_zs=[100.0]",
         ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -583,33 +583,53 @@ fn tmcf_robustness_runs_each_cell() {
     assert!(csv.starts_with(
         "fabric,rtt_us,phase_ms,policy,congested,gbps,fair,rate_over_fair,source_cnps_per_ms\n"
     ));
-    let bad = sim("tmcf-robustness", &out, &["multicast.fabrics=[\"ring\"]"]);
+    let bad = sim(
+        "tmcf-robustness",
+        &out,
+        &["experiment.tmcf-robustness.fabrics=[\"ring\"]"],
+    );
     assert_ne!(bad.code, 0);
-    assert!(bad.stderr.contains("multicast.fabrics"), "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("experiment.tmcf-robustness.fabrics"),
+        "{}",
+        bad.stderr
+    );
     let bad = sim(
         "tmcf-robustness",
         &out,
         &[
-            "multicast.phases_ms=[1.0]",
-            "multicast.rtts_us=[4.0]",
-            "multicast.slots_us=[0]",
+            "experiment.tmcf-robustness.phases_ms=[1.0]",
+            "experiment.tmcf-robustness.rtts_us=[4.0]",
+            "experiment.tmcf-robustness.slots_us=[0]",
         ],
     );
     assert_ne!(bad.code, 0);
-    assert!(bad.stderr.contains("multicast.slots_us"), "{}", bad.stderr);
+    assert!(
+        bad.stderr.contains("experiment.tmcf-robustness.slots_us"),
+        "{}",
+        bad.stderr
+    );
     let bad = sim(
         "tmcf-robustness",
         &out,
         &[
-            "multicast.phases_ms=[1.0]",
-            "multicast.rtts_us=[4.0]",
-            "multicast.slots_us=[]",
-            "multicast.damped_zs=[-1.0]",
+            "experiment.tmcf-robustness.phases_ms=[1.0]",
+            "experiment.tmcf-robustness.rtts_us=[4.0]",
+            "experiment.tmcf-robustness.slots_us=[]",
+            "experiment.tmcf-robustness.damped_zs=[-1.0]",
         ],
     );
     assert_ne!(bad.code, 0);
-    assert!(bad.stderr.contains("multicast.damped_zs"), "{}", bad.stderr);
-    let bad = sim("tmcf-robustness", &out, &["multicast.rtts_us=[]"]);
+    assert!(
+        bad.stderr.contains("experiment.tmcf-robustness.damped_zs"),
+        "{}",
+        bad.stderr
+    );
+    let bad = sim(
+        "tmcf-robustness",
+        &out,
+        &["experiment.tmcf-robustness.rtts_us=[]"],
+    );
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("rtts_us"), "{}", bad.stderr);
 }

@@ -701,7 +701,7 @@ fn robustness_scenario(
         }
         other => {
             return Err(EvalError::Setting(format!(
-                "multicast.fabrics: {other:?} (expected \"star\" or \"fat-tree\")"
+                "experiment.tmcf-robustness.fabrics: {other:?} (expected \"star\" or \"fat-tree\")"
             )))
         }
     }
@@ -811,22 +811,54 @@ fn sensitivity_cells<T: std::fmt::Display>(
 
 const ROBUSTNESS_COLUMNS: &str = "policy          1 cong    3 cong    6 cong  CNP/ms 1  CNP/ms 6  verdict at 6 (0.8-1.25x of fair)";
 
+/// `[experiment.tmcf-robustness]`: what the robustness sweep covers.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RobustnessConfig {
+    /// Fabrics: "star" (the scenario's one-switch star) and/or "fat-tree" (a k=4
+    /// fat-tree with branch points at three tiers).
+    pub fabrics: Vec<String>,
+    /// Round-trip times (µs) and phase lengths (ms) to sweep.
+    pub rtts_us: Vec<f64>,
+    pub phases_ms: Vec<f64>,
+    /// TMCF slot lengths (µs) for the slot-sensitivity table; empty skips it.
+    pub slots_us: Vec<u64>,
+    /// Margins z of rocast's damped TMCF for its sensitivity table; empty skips it.
+    pub damped_zs: Vec<f64>,
+}
+
+impl Default for RobustnessConfig {
+    fn default() -> Self {
+        RobustnessConfig {
+            fabrics: vec!["star".into()],
+            rtts_us: Vec::new(),
+            phases_ms: Vec::new(),
+            slots_us: Vec::new(),
+            damped_zs: Vec::new(),
+        }
+    }
+}
+
 /// TMCF's claim checked across fabrics, RTTs and phase lengths:
 /// the CPMP experiment per (fabric, RTT, phase), each policy's rate over its fair
 /// share with 1, 3 and 6 congested paths, and a verdict on TMCF's "holds the fair
 /// share" at 6. With `slots_us`, TMCF alone again per slot length (the paper's is
 /// 50 µs), on the star at the first RTT, for the phases whose multicast fits one
 /// message.
-pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
+pub fn robustness(
+    sc: &Scenario,
+    base: &Path,
+    r: &RobustnessConfig,
+) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
-    if m.rtts_us.is_empty() || m.phases_ms.is_empty() {
+    if r.rtts_us.is_empty() || r.phases_ms.is_empty() {
         return Err(EvalError::Setting(
-            "tmcf-robustness needs multicast.rtts_us and multicast.phases_ms".into(),
+            "tmcf-robustness needs experiment.tmcf-robustness.rtts_us and phases_ms".into(),
         ));
     }
-    if m.fabrics.is_empty() {
+    if r.fabrics.is_empty() {
         return Err(
-            "tmcf-robustness needs multicast.fabrics (\"star\" and/or \"fat-tree\")".into(),
+            "tmcf-robustness needs experiment.tmcf-robustness.fabrics (\"star\" and/or \"fat-tree\")".into(),
         );
     }
     let mut text = String::from(
@@ -839,9 +871,9 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
         "fabric", "RTT us", "phase ms"
     );
     let mut csv = format!("fabric,rtt_us,{ROBUSTNESS_CSV_TAIL}");
-    for fabric in &m.fabrics {
-        for &rtt in &m.rtts_us {
-            for &phase in &m.phases_ms {
+    for fabric in &r.fabrics {
+        for &rtt in &r.rtts_us {
+            for &phase in &r.phases_ms {
                 let vsc = robustness_scenario(sc, fabric, rtt, phase)?;
                 let label = format!("{fabric:<8} {rtt:>7} {phase:>9}");
                 robustness_cell(&vsc, base, &label, &mut text, &mut csv)?;
@@ -856,9 +888,9 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
          problem would show as more CNPs with 6 congested paths than with 1)"
     );
     let mut files = vec![("tmcf-robustness.csv".to_string(), csv)];
-    let rtt = m.rtts_us[0];
+    let rtt = r.rtts_us[0];
     let line = sc.topology.host_gbps;
-    let phases: Vec<f64> = m
+    let phases: Vec<f64> = r
         .phases_ms
         .iter()
         .copied()
@@ -876,7 +908,7 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
         .filter(|p| matches!(p.as_str(), "tmcf" | "tmcf-damped"))
         .cloned()
         .collect();
-    if !m.slots_us.is_empty() && !slotted.is_empty() {
+    if !r.slots_us.is_empty() && !slotted.is_empty() {
         let _ = writeln!(
             text,
             "\n# TMCF's slot length (rocast's sensitivity; the paper's slot is 50 us): {} on the star,\n\
@@ -886,10 +918,10 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
             "phase ms"
         );
         let mut slot_csv = format!("slot_us,{ROBUSTNESS_CSV_TAIL}");
-        for &slot in &m.slots_us {
+        for &slot in &r.slots_us {
             if slot == 0 {
                 return Err(EvalError::Setting(
-                    "multicast.slots_us: a slot must be positive".into(),
+                    "experiment.tmcf-robustness.slots_us: a slot must be positive".into(),
                 ));
             }
             sensitivity_cells(
@@ -908,7 +940,7 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
         }
         files.push(("tmcf-slots.csv".into(), slot_csv));
     }
-    if !m.damped_zs.is_empty() {
+    if !r.damped_zs.is_empty() {
         let _ = writeln!(
             text,
             "\n# rocast's tmcf-damped (not a paper's) per margin z, standard deviations (rocast's default {}; z = 100\n\
@@ -919,10 +951,10 @@ pub fn robustness(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
             "phase ms"
         );
         let mut z_csv = format!("z,{ROBUSTNESS_CSV_TAIL}");
-        for &z in &m.damped_zs {
+        for &z in &r.damped_zs {
             if !(0.0..=100.0).contains(&z) {
                 return Err(EvalError::Setting(format!(
-                    "multicast.damped_zs: {z} is outside 0-100 standard deviations"
+                    "experiment.tmcf-robustness.damped_zs: {z} is outside 0-100 standard deviations"
                 )));
             }
             sensitivity_cells(sc, base, rtt, &phases, &mut text, &mut z_csv, z, |v| {

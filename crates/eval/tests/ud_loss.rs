@@ -4,10 +4,15 @@
 //! seeded injected-loss sweep. Small overrides of the preset's 10^8 packets.
 
 use rocast_eval::odbss::ud_loss::{run, MsgSizes, RunStats};
+use rocast_eval::odbss::ud_loss_config::UdLossConfig;
 use rocast_eval::run_experiment;
-use rocast_sim::scenario::odbss::UdLossConfig;
 use rocast_sim::Scenario;
 use std::path::Path;
+
+/// The preset's `[experiment.ud-loss]` table as its config type.
+fn ud_loss_config(sc: &Scenario) -> UdLossConfig {
+    rocast_eval::experiment::experiment_config(sc, "ud-loss").unwrap()
+}
 
 fn preset(sets: &[&str]) -> Scenario {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
@@ -18,13 +23,13 @@ fn preset(sets: &[&str]) -> Scenario {
 /// packets of ~20 us (134 packets at the line rate), and a BER of 1e-8 per bit
 /// (1.5e-5 per 186-byte frame per fibre).
 const LOSSY: &[&str] = &[
-    "multicast.ud_loss.packets=200000",
-    "multicast.ud_loss.rq_depth=64",
-    "multicast.ud_loss.stall_prob=1e-3",
-    "multicast.ud_loss.stall_us=20",
-    "multicast.ud_loss.ber=1e-8",
-    "multicast.ud_loss.sweep=[0.0, 0.01, 0.05]",
-    "multicast.ud_loss.sweep_messages=3000",
+    "experiment.ud-loss.packets=200000",
+    "experiment.ud-loss.rq_depth=64",
+    "experiment.ud-loss.stall_prob=1e-3",
+    "experiment.ud-loss.stall_us=20",
+    "experiment.ud-loss.ber=1e-8",
+    "experiment.ud-loss.sweep=[0.0, 0.01, 0.05]",
+    "experiment.ud-loss.sweep_messages=3000",
 ];
 
 fn csv_field(csv: &str, run: &str, col: &str) -> Vec<f64> {
@@ -42,7 +47,7 @@ fn csv_field(csv: &str, run: &str, col: &str) -> Vec<f64> {
 
 #[test]
 fn the_default_preset_is_the_papers_experiment_at_1e8_packets() {
-    let c = &preset(&[]).multicast.ud_loss;
+    let c = &ud_loss_config(&preset(&[]));
     assert!(c.packets >= 100_000_000);
     assert_eq!((c.receivers, c.mtu, c.gbps), (4, 1024, 10.0));
     assert!(c.ber > 0.0 && c.stall_prob > 0.0 && (512..=4096).contains(&c.rq_depth));
@@ -87,7 +92,7 @@ fn model_losses_are_repaired_to_a_delivered_ratio_of_exactly_one() {
 }
 
 fn small(stalls: bool, ber: f64) -> UdLossConfig {
-    let mut c = preset(&[]).multicast.ud_loss;
+    let mut c = ud_loss_config(&preset(&[]));
     if !stalls {
         c.stall_prob = 0.0;
     }
@@ -154,15 +159,20 @@ fn runs_are_deterministic() {
 
 #[test]
 fn bad_keys_are_errors() {
-    // The scenario itself is refused, naming the key (validated with the scenario,
-    // before any experiment runs).
-    let e =
-        rocast_eval::experiments::scenario("ud-loss", &["multicast.ud_loss.msg_bytes=2000".into()])
-            .unwrap_err()
-            .to_string();
-    assert!(e.contains("msg_bytes"), "{e}");
+    // The experiment refuses its own keys before it runs, naming the key.
+    let sc = preset(&["experiment.ud-loss.msg_bytes=2000"]);
+    let e = run_experiment(&sc, Path::new("."))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(e.contains("experiment.ud-loss.msg_bytes"), "{e}");
+    let sc = preset(&["experiment.ud-loss.nope=1"]);
+    let e = run_experiment(&sc, Path::new("."))
+        .err()
+        .expect("refused")
+        .to_string();
     assert!(
-        rocast_eval::experiments::scenario("ud-loss", &["multicast.ud_loss.nope=1".into()])
-            .is_err()
+        e.contains("experiment.ud-loss") && e.contains("nope"),
+        "{e}"
     );
 }

@@ -15,6 +15,7 @@
 pub mod broadcast_select;
 pub mod fig4;
 pub mod ud_loss;
+pub mod ud_loss_config;
 
 pub use broadcast_select::ud_latency;
 pub use fig4::fig4;

@@ -7,7 +7,7 @@
 //! the fibre (bit errors), which is what makes a simple NACK-based L4 multicast over
 //! UD practical. This module reproduces that experiment in the simulator.
 //!
-//! It owns (its `[multicast.ud_loss]` keys are [`UdLossConfig`], in
+//! It owns (its `[experiment.ud-loss]` keys are [`UdLossConfig`], in
 //! `rocast_sim::scenario::odbss`):
 //!
 //! - A driver that runs the real protocol objects, [`NackMulticastSender`] and one
@@ -55,6 +55,7 @@ use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::rc::Rc;
 
+pub use super::ud_loss_config::UdLossConfig;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use rocast_core::nack_multicast::{
@@ -63,7 +64,6 @@ use rocast_core::nack_multicast::{
 };
 use rocast_core::payload::splitmix64;
 use rocast_core::time::{Duration, Instant};
-use rocast_sim::scenario::odbss::UdLossConfig;
 use rocast_sim::{uniform, Scenario};
 
 use crate::odbss::broadcast_select::{
@@ -747,8 +747,7 @@ fn csv_row(csv: &mut String, kind: &str, s: &RunStats) {
 
 /// `ud-loss`: the main run (loss ratio without repair, delivered ratio with repair)
 /// and the injected-loss sweep.
-pub fn ud_loss(sc: &Scenario) -> Result<EvalReport, EvalError> {
-    let c = &sc.multicast.ud_loss;
+pub fn ud_loss(sc: &Scenario, c: &UdLossConfig) -> Result<EvalReport, EvalError> {
     c.validate()?;
     let el = element(c);
     let wire = c.msg_bytes + DATA_HEADER + c.frame_overhead;

@@ -128,18 +128,6 @@ pub struct MulticastConfig {
     pub threads: u32,
     /// PEEL: fat-tree arities of the rule-count table (`peel-rules`).
     pub ks: Vec<u32>,
-    /// TMCF robustness: fabrics ("star": the scenario's one-switch star; "fat-tree": a
-    /// k=4 fat-tree with branch points at three tiers), round-trip times (µs) and phase
-    /// lengths (ms) to sweep.
-    pub fabrics: Vec<String>,
-    pub rtts_us: Vec<f64>,
-    pub phases_ms: Vec<f64>,
-    /// TMCF robustness: TMCF slot lengths (µs) for the slot-sensitivity table; empty
-    /// skips it.
-    pub slots_us: Vec<u64>,
-    /// TMCF robustness: margins z of rocast's damped TMCF for its sensitivity table;
-    /// empty skips it.
-    pub damped_zs: Vec<f64>,
     /// PEEL: seeded instances of the approximation experiment (`peel-approx`), their
     /// failed-link fractions and destination counts (`groups`), both cycled, and the
     /// exact solver: `dp` (subset dynamic programming in Rust, the default) or `highs`
@@ -227,9 +215,6 @@ pub struct MulticastConfig {
     /// `ud-latency`: the optical broadcast-select fabric and its latency model
     /// (`[multicast.odbss]`, see `odbss::OdbssConfig`).
     pub odbss: crate::scenario::odbss::OdbssConfig,
-    /// `ud-loss`: loss ratio of the NACK multicast on one element
-    /// (`[multicast.ud_loss]`, see `odbss::UdLossConfig`).
-    pub ud_loss: crate::scenario::odbss::UdLossConfig,
 }
 
 impl Default for MulticastConfig {
@@ -273,11 +258,6 @@ impl Default for MulticastConfig {
             io_stack_us: 0.842,
             threads: 0,
             ks: vec![8, 16, 32, 64, 128],
-            fabrics: vec!["star".into()],
-            rtts_us: Vec::new(),
-            slots_us: Vec::new(),
-            damped_zs: Vec::new(),
-            phases_ms: Vec::new(),
             instances: 200,
             fail_fractions: vec![0.05, 0.1, 0.2, 0.3],
             exact_solver: "dp".into(),
@@ -315,7 +295,6 @@ impl Default for MulticastConfig {
             loss_rank: 0,
             conformance: false,
             odbss: Default::default(),
-            ud_loss: Default::default(),
         }
     }
 }
@@ -915,7 +894,6 @@ impl Scenario {
             return Err(invalid("nic.ack_every/rto_us", "must be at least 1"));
         }
         self.multicast.odbss.validate()?;
-        self.multicast.ud_loss.validate()?;
         let w = &self.workload;
         if !matches!(
             w.kind.as_str(),
@@ -1171,16 +1149,9 @@ mod tests {
             let e = Scenario::preset("default", &sets).unwrap_err().to_string();
             assert!(e.contains(want), "{sets:?}: {e}");
         }
-        // The experiments' presets live in rocast-eval; these checks are the
-        // simulator's, so the default preset with the experiment named shows them.
+        // The experiments' presets live in rocast-eval; this check is the
+        // simulator's, so the default preset with the experiment named shows it.
         for (sets, want) in [
-            (
-                vec![
-                    "multicast.experiment=\"ud-loss\"",
-                    "multicast.ud_loss.packets=0",
-                ],
-                "multicast.ud_loss.packets",
-            ),
             (
                 vec![
                     "multicast.experiment=\"tmcf-cpmp\"",

@@ -39,7 +39,13 @@ impl Experiment for OdbssUdLoss {
             },
         ]
     }
+    fn check(&self, sc: &rocast_sim::Scenario) -> Result<(), EvalError> {
+        let config: crate::odbss::ud_loss_config::UdLossConfig =
+            crate::experiment::experiment_config(sc, self.name())?;
+        Ok(config.validate()?)
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::odbss::ud_loss(cx.scenario)
+        let config: crate::odbss::ud_loss_config::UdLossConfig = cx.config(self.name())?;
+        crate::odbss::ud_loss(cx.scenario, &config)
     }
 }

@@ -39,7 +39,12 @@ impl Experiment for TmcfRobustness {
             },
         ]
     }
+    fn check(&self, sc: &rocast_sim::Scenario) -> Result<(), EvalError> {
+        crate::experiment::experiment_config::<crate::tmcf::RobustnessConfig>(sc, self.name())
+            .map(|_| ())
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::tmcf::robustness(cx.scenario, cx.base)
+        let config: crate::tmcf::RobustnessConfig = cx.config(self.name())?;
+        crate::tmcf::robustness(cx.scenario, cx.base, &config)
     }
 }
