@@ -903,9 +903,7 @@ fn mpi_run(
 }
 
 pub fn lab_bcast(a: &LabBcastArgs) -> Result<(), String> {
-    if !rustix::process::geteuid().is_root() {
-        return Err("lab-bcast builds network namespaces: run it as root".into());
-    }
+    crate::ud_bench::require_root("lab-bcast")?;
     if a.reps == 0 || a.hosts.iter().any(|&n| !(2..=64).contains(&n)) {
         return Err("--reps must be positive and --hosts between 2 and 64".into());
     }
@@ -1203,9 +1201,7 @@ pub fn lab_iops(
     out: &Path,
     json: bool,
 ) -> Result<(), String> {
-    if !rustix::process::geteuid().is_root() {
-        return Err("lab-iops builds network namespaces: run it as root".into());
-    }
+    crate::ud_bench::require_root("lab-iops")?;
     if io_bytes == 0 || ios == 0 || reps == 0 {
         return Err("--io, --ios and --reps must be positive".into());
     }
@@ -1326,9 +1322,7 @@ fn parse_percentiles(line: &str) -> Option<(usize, [f64; 4])> {
 }
 
 pub fn lab_latency(a: &LabLatencyArgs) -> Result<(), String> {
-    if !rustix::process::geteuid().is_root() {
-        return Err("lab-latency builds network namespaces: run it as root".into());
-    }
+    crate::ud_bench::require_root("lab-latency")?;
     if a.samples == 0 || a.receivers.iter().any(|&n| !(1..=63).contains(&n)) {
         return Err("--samples must be positive and --receivers between 1 and 63".into());
     }

@@ -13,7 +13,7 @@ use serde_json::json;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use rocast_eval::experiment::AlternativeScale;
+use rocast_eval::experiment::{AlternativeScale, Paper};
 use rocast_eval::verdict::{Tally, Verdict};
 
 #[derive(Debug, Args)]
@@ -161,37 +161,22 @@ fn run_dask(
 /// A figure as the registry (`rocast_eval::experiment`) gives it, with its paper.
 #[derive(Clone, Copy)]
 struct Figure {
-    id: &'static str,
-    paper: &'static str,
-    /// The paper's short name (`rocast repro cepheus`).
-    paper_key: &'static str,
-    figure: &'static str,
-    what: &'static str,
-    args: &'static [&'static str],
-    quick: &'static [&'static str],
-    quick_says: &'static str,
-    typical_s: f64,
-    calibrated: Option<&'static str>,
-    alternatives: &'static AlternativeScale,
+    of: &'static Paper,
+    entry: &'static rocast_eval::experiment::Figure,
+}
+
+impl std::ops::Deref for Figure {
+    type Target = rocast_eval::experiment::Figure;
+    fn deref(&self) -> &Self::Target {
+        self.entry
+    }
 }
 
 /// Every figure and table rocast reproduces, in paper order, from the registry.
 fn all_figures() -> Vec<Figure> {
     rocast_eval::experiments::figures()
         .into_iter()
-        .map(|(p, f)| Figure {
-            id: f.id,
-            paper: p.title,
-            paper_key: p.key,
-            figure: f.figure,
-            what: f.what,
-            args: f.args,
-            quick: f.quick,
-            quick_says: f.quick_says,
-            typical_s: f.typical_s,
-            calibrated: f.calibrated,
-            alternatives: &f.alternatives,
-        })
+        .map(|(of, entry)| Figure { of, entry })
         .collect()
 }
 
@@ -204,7 +189,7 @@ fn select(ids: &[String]) -> Result<Vec<Figure>, String> {
     for id in ids {
         let hit: Vec<Figure> = all
             .iter()
-            .filter(|f| f.id == id || f.paper_key == id)
+            .filter(|f| f.id == id || f.of.key == id)
             .copied()
             .collect();
         if hit.is_empty() {
@@ -219,11 +204,6 @@ fn select(ids: &[String]) -> Result<Vec<Figure>, String> {
         }
     }
     Ok(out)
-}
-
-/// The preset of a figure that runs one (`rocast sim --preset P`).
-fn preset_of(f: &Figure) -> Option<&'static str> {
-    (f.args.first() == Some(&"sim") && f.args.get(1) == Some(&"--preset")).then(|| f.args[2])
 }
 
 /// The extra arguments the alternatives of a figure run at (`Err`: its alternatives
@@ -366,11 +346,11 @@ Made by `rocast repro {} --alternatives` at {scale_says}; each row is `rocast si
 
 ",
         f.id,
-        f.paper,
+        f.of.title,
         f.figure,
         f.id,
-        preset_of(f).unwrap_or("?"),
-        rocast_eval::readings::paper_of(preset_of(f).unwrap_or("?"))
+        f.preset().unwrap_or("?"),
+        rocast_eval::readings::paper_of(f.preset().unwrap_or("?"))
     );
     let claims: Vec<String> = runs
         .first()
@@ -532,7 +512,7 @@ fn list() -> String {
             s,
             "{:<24} {:<46} {:<20} {:>9.1}  {}\n{:<103}  rocast {}{}",
             f.id,
-            f.paper,
+            f.of.title,
             f.figure,
             f.typical_s,
             f.what,
@@ -751,7 +731,7 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
         };
         let prov = json!({
             "figure": f.id,
-            "paper": f.paper,
+            "paper": f.of.title,
             "paper_figure": f.figure,
             "what": f.what,
             "rocast_version": version,
@@ -774,7 +754,7 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
             "| [{}]({}/report.txt) | {} | {} | {} | {:.1} | {} | {} |",
             f.id,
             f.id,
-            f.paper,
+            f.of.title,
             f.figure,
             if quick {
                 format!("quick: {}", f.quick_says)
@@ -790,10 +770,10 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
             if ok { "ok" } else { "FAILED (stderr.txt)" }
         );
         if !v.is_empty() {
-            let _ = writeln!(details, "\n## {} ({}, {})\n", f.id, f.paper, f.figure);
+            let _ = writeln!(details, "\n## {} ({}, {})\n", f.id, f.of.title, f.figure);
             let _ = write!(details, "{}", rocast_eval::verdict::render(&v));
         }
-        let readings = preset_of(&f).and_then(rocast_eval::readings::by_preset);
+        let readings = f.preset().and_then(rocast_eval::readings::by_preset);
         if let Some(readings) = readings.filter(|_| cmd.alternatives) {
             match alternative_scale(&f) {
                 Err(why) => {

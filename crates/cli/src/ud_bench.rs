@@ -259,9 +259,7 @@ fn ud_drops(u: &UdCounters) -> String {
 /// caller prints it either way).
 pub fn lab_ud(a: &LabUdArgs) -> Result<Result<String, String>, String> {
     let key = group_key(a)?;
-    if !rustix::process::geteuid().is_root() {
-        return Err("lab-ud builds network namespaces: run it as root".into());
-    }
+    require_root("lab-ud")?;
     if !(2..=lab::MAX_HOSTS).contains(&a.hosts) {
         return Err(format!("--hosts must be 2..={}", lab::MAX_HOSTS));
     }
@@ -719,6 +717,16 @@ fn run(
         }
     }
     Ok((r, tallies))
+}
+
+/// A benchmark that builds network namespaces needs root: `what` names it in the error
+/// (the lab benchmarks of `lab_bench` share it).
+pub(crate) fn require_root(what: &str) -> Result<(), String> {
+    if rustix::process::geteuid().is_root() {
+        Ok(())
+    } else {
+        Err(format!("{what} builds network namespaces: run it as root"))
+    }
 }
 
 /// p50/p99/p99.9/max of `v` (ns) in µs, and how many.

@@ -164,6 +164,7 @@ pub trait Experiment: Sync {
     fn check(&self, _sc: &Scenario) -> Result<(), EvalError> {
         Ok(())
     }
+    /// Runs it; [`crate::run_experiment`] calls [`Experiment::check`] first.
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError>;
 }
 

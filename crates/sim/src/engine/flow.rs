@@ -236,9 +236,7 @@ impl Engine {
     /// after it finished).
     pub fn flow_tx_bytes(&self, i: u32) -> Option<u64> {
         self.hosts
-            .qps
-            .get(flow_qpns(i).0 as usize)?
-            .as_ref()
+            .slot(flow_qpns(i).0)
             .map(|s| s.qp.stats().tx_data_bytes)
     }
 }

@@ -77,6 +77,18 @@ pub(super) struct Host {
 }
 
 impl Hosts {
+    /// The open QP numbered `qpn`, if any.
+    #[inline]
+    pub(super) fn slot(&self, qpn: u32) -> Option<&QpSlot> {
+        self.qps.get(qpn as usize)?.as_deref()
+    }
+
+    /// The open QP numbered `qpn`, if any, to change.
+    #[inline]
+    pub(super) fn slot_mut(&mut self, qpn: u32) -> Option<&mut QpSlot> {
+        self.qps.get_mut(qpn as usize)?.as_deref_mut()
+    }
+
     /// A NIC per host, no QPs yet; connections and app QPs are numbered from `first_qpn`.
     pub(super) fn new(fabric: &Fabric, first_qpn: u32) -> Self {
         let nics = (0..fabric.topo.num_hosts())
@@ -136,12 +148,7 @@ impl Engine {
         // The slot's payload stays in place until the slot is reused by `alloc`.
         self.release(pkt);
         let qpn = sp.dest_qp;
-        let Some(slot) = self
-            .hosts
-            .qps
-            .get_mut(qpn as usize)
-            .and_then(|s| s.as_mut())
-        else {
+        let Some(slot) = self.hosts.slot_mut(qpn) else {
             self.stats.totals.stale_packets += 1;
             return;
         };
@@ -228,12 +235,7 @@ impl Engine {
 
     pub(super) fn qp_timer(&mut self, qpn: u32) {
         let now = self.now;
-        let Some(slot) = self
-            .hosts
-            .qps
-            .get_mut(qpn as usize)
-            .and_then(|s| s.as_mut())
-        else {
+        let Some(slot) = self.hosts.slot_mut(qpn) else {
             return;
         };
         if slot.timer_at != now {
@@ -439,13 +441,7 @@ impl Engine {
         op: SendOp,
         data: Payload,
     ) -> Result<(), EngineError> {
-        let sqp = &mut self
-            .hosts
-            .qps
-            .get_mut(sq as usize)
-            .and_then(|s| s.as_mut())
-            .ok_or(EngineError::QpClosed)?
-            .qp;
+        let sqp = &mut self.hosts.slot_mut(sq).ok_or(EngineError::QpClosed)?.qp;
         sqp.post_send(SendRequest { wr_id, op, data })
             .map_err(EngineError::from)
     }
@@ -482,7 +478,7 @@ impl Engine {
 
     /// Changes an app QP (e.g. its PSNs, for source switching), then lets it act.
     pub fn modify_qp<R>(&mut self, qpn: u32, f: impl FnOnce(&mut RcQueuePair) -> R) -> Option<R> {
-        let r = f(&mut self.hosts.qps.get_mut(qpn as usize)?.as_mut()?.qp);
+        let r = f(&mut self.hosts.slot_mut(qpn)?.qp);
         self.service_qp(qpn);
         Some(r)
     }
@@ -545,12 +541,7 @@ impl Engine {
         wr_id: u64,
         max_len: usize,
     ) -> Result<(), EngineError> {
-        let slot = self
-            .hosts
-            .qps
-            .get_mut(qpn as usize)
-            .and_then(|s| s.as_mut())
-            .ok_or(EngineError::NoSuchQp)?;
+        let slot = self.hosts.slot_mut(qpn).ok_or(EngineError::NoSuchQp)?;
         slot.qp.post_recv(wr_id, max_len).map_err(EngineError::from)
     }
 

@@ -74,13 +74,7 @@ impl Engine {
         if self.trees.by_mcst.contains_key(&spec.mcst_id) {
             return Err(EngineError::GroupExists(mcst));
         }
-        let on = |h: u32, q: u32| {
-            self.hosts
-                .qps
-                .get(q as usize)
-                .and_then(|s| s.as_ref())
-                .is_some_and(|s| s.host == h)
-        };
+        let on = |h: u32, q: u32| self.hosts.slot(q).is_some_and(|s| s.host == h);
         if !on(spec.source, spec.source_qpn) {
             return Err(EngineError::SourceQpElsewhere {
                 qpn: spec.source_qpn,
@@ -316,12 +310,7 @@ impl Engine {
     ) {
         let qpn = self.trees.groups[g as usize].source_qpn;
         let repr = f.repr(template);
-        let Some(slot) = self
-            .hosts
-            .qps
-            .get_mut(qpn as usize)
-            .and_then(|s| s.as_mut())
-        else {
+        let Some(slot) = self.hosts.slot_mut(qpn) else {
             return;
         };
         self.stats.tree.feedback_to_source += 1;

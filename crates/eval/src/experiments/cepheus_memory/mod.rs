@@ -116,7 +116,6 @@ impl Experiment for CepheusMemory {
     }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         let config: MemoryConfig = cx.config(self.name())?;
-        config.check()?;
         memory(cx.scenario, &config)
     }
 }

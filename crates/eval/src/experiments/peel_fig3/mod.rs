@@ -108,7 +108,6 @@ impl Experiment for PeelFig3 {
     }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
         let config: Fig3Config = cx.config(self.name())?;
-        config.check()?;
         fig3(cx.scenario, &config)
     }
 }
