@@ -832,10 +832,19 @@ impl PresetReadings {
             .iter()
             .filter(|s| {
                 s.split_once('=')
-                    .is_some_and(|(k, _)| keys.contains(&k.trim()))
+                    .is_some_and(|(k, _)| keys.contains(&reading_key(k.trim()).as_str()))
             })
             .map(String::as_str)
             .collect()
+    }
+}
+
+/// How a reading names a `--set` key: `experiment.NAME.KEY` is `experiment.KEY` (the
+/// running experiment's table, as `--set` takes it on every preset).
+fn reading_key(key: &str) -> String {
+    match key.split('.').collect::<Vec<_>>().as_slice() {
+        ["experiment", _, field] => format!("experiment.{field}"),
+        _ => key.to_string(),
     }
 }
 
@@ -919,7 +928,7 @@ mod tests {
                 } else {
                     format!("{section}.{}", k.trim())
                 };
-                if full == key {
+                if reading_key(&full) == key {
                     found = Some(v.trim().to_string());
                 }
             }
@@ -992,6 +1001,11 @@ mod tests {
             "seed=3".to_string(),
         ];
         assert_eq!(p.replaced(&sets), vec!["nic.mtu=4096", "topology.k=16"]);
+        assert_eq!(
+            reading_key("experiment.peel-fig6.orca_agent"),
+            "experiment.orca_agent"
+        );
+        assert_eq!(reading_key("multicast.orca_agent"), "multicast.orca_agent");
         assert!(p.replaced(&sets[..1]).is_empty());
     }
 

@@ -633,7 +633,8 @@ impl Scenario {
     /// `multicast.experiment` (validation allows one).
     fn experiments_named(&self) -> Vec<&str> {
         let mut v: Vec<&str> = self.experiment.keys().map(String::as_str).collect();
-        if !self.multicast.experiment.is_empty() {
+        if !self.multicast.experiment.is_empty() && !v.contains(&self.multicast.experiment.as_str())
+        {
             v.push(&self.multicast.experiment);
         }
         v
@@ -988,6 +989,22 @@ impl Scenario {
 /// room without letting a typo allocate millions of endpoints).
 pub const MAX_GPUS_PER_HOST: u32 = 64;
 
+/// The experiment a scenario's (unparsed) table runs: its one `[experiment.NAME]`
+/// table, else `multicast.experiment`.
+fn configured_experiment(table: &toml::Table) -> Option<String> {
+    if let Some(toml::Value::Table(e)) = table.get("experiment") {
+        if e.len() == 1 {
+            return e.keys().next().cloned();
+        }
+    }
+    table
+        .get("multicast")
+        .and_then(|m| m.get("experiment"))
+        .and_then(toml::Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+}
+
 /// Applies `a.b.c=value` to a TOML table. The value is read as TOML (numbers, bools,
 /// arrays, quoted strings); anything that is not valid TOML is taken as a string.
 fn apply_set(table: &mut toml::Table, s: &str) -> Result<(), ConfigError> {
@@ -1002,7 +1019,20 @@ fn apply_set(table: &mut toml::Table, s: &str) -> Result<(), ConfigError> {
         Ok(mut t) => t.remove("v").expect("parsed key"),
         Err(_) => toml::Value::String(raw.trim().to_string()),
     };
-    let parts: Vec<&str> = key.split('.').collect();
+    let explicit: Vec<&str> = key.split('.').collect();
+    let named;
+    let parts: Vec<&str> = match explicit.as_slice() {
+        // `experiment.KEY=scalar` sets KEY of the experiment the scenario runs, so a
+        // reading's alternative reads the same on every preset of a paper.
+        ["experiment", field] if !value.is_table() => {
+            named = configured_experiment(table).ok_or_else(|| ConfigError::SetPath {
+                key: key.into(),
+                msg: "the scenario runs no experiment; name it: experiment.NAME.KEY".into(),
+            })?;
+            vec!["experiment", named.as_str(), field]
+        }
+        _ => explicit,
+    };
     let mut t = table;
     for p in &parts[..parts.len() - 1] {
         let entry = t
@@ -1047,6 +1077,23 @@ mod tests {
             let r = Scenario::preset("default", &[format!("topology.k={k}")]);
             assert_eq!(r.is_ok(), ok, "k={k}: {:?}", r.err());
         }
+    }
+
+    #[test]
+    fn experiment_key_sets_the_running_experiments_table() {
+        let both = [
+            "[experiment.memory]\ngroups = 4\n",
+            "[multicast]\nexperiment = \"memory\"\n",
+        ];
+        for text in both {
+            let sc = Scenario::from_toml(text, &["experiment.groups=9".into()]).unwrap();
+            assert_eq!(sc.experiment_name(), Some("memory"));
+            assert_eq!(sc.experiment["memory"]["groups"].as_integer(), Some(9));
+        }
+        let explicit = Scenario::from_toml(both[0], &["experiment.memory.ports=2".into()]).unwrap();
+        assert_eq!(explicit.experiment["memory"]["ports"].as_integer(), Some(2));
+        let err = Scenario::from_toml("", &["experiment.groups=9".into()]).unwrap_err();
+        assert!(err.to_string().contains("runs no experiment"), "{err}");
     }
 
     #[test]
