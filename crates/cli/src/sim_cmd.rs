@@ -36,6 +36,11 @@ pub struct SimCmd {
     /// array of row objects keyed by the CSV's header).
     #[arg(long)]
     json: bool,
+    /// Worker threads (default: every core). A flow-level run is cut into partitions
+    /// that run in parallel; an experiment runs its points in parallel. Outputs do
+    /// not depend on it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: Option<u32>,
     /// Write an experiment's CSVs without drawing their plots (`rocast bench sim`
     /// times the simulator, not matplotlib).
     #[arg(long)]
@@ -81,7 +86,7 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
     if let Some(seed) = cmd.seed {
         sets.push(format!("seed={seed}"));
     }
-    let (sc, base) = match &cmd.scenario {
+    let (mut sc, base) = match &cmd.scenario {
         Some(path) => load_scenario_file(path, &sets)?,
         None => {
             let name = cmd.preset.as_deref().unwrap_or("default");
@@ -102,6 +107,11 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
         }
     };
     println!("scenario: {}  (seed {})", sc.name, sc.seed);
+    if let Some(n) = cmd.threads {
+        // An experiment's points run on this many threads (not a `--set`: reports
+        // list the overrides, and outputs must not depend on the thread count).
+        sc.multicast.threads = n;
+    }
     if sc.experiment_name().is_some() {
         let report = rocast_eval::run_experiment(&sc, &base).map_err(|e| e.to_string())?;
         print!("{}", report.text);
@@ -157,6 +167,7 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
     let opts = RunOptions {
         out_dir: Some(cmd.out.clone()),
         progress: !cmd.quiet && sc.output.progress && std::io::stderr().is_terminal(),
+        threads: cmd.threads.unwrap_or(0) as usize,
     };
     let report = run_scenario(&sc, &base, &opts).map_err(|e| e.to_string())?;
     print!("{}", render_summary(&report));

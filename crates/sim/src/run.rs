@@ -4,10 +4,11 @@
 //! `ports.csv`, `pfc.txt` / `qlen.txt` on request and `capture.pcap` for the chosen
 //! links.
 
+use crate::engine::partition::{self, PartitionedEngine, Serial};
 use crate::engine::{Engine, EngineError};
 use crate::output::fct::fct_txt;
 use crate::output::files::{capture_pcap, event_log, ports_csv, write_atomic, OutputError};
-use crate::output::summary::summary_json;
+use crate::output::summary::{summary_json, RunView};
 pub use crate::output::summary::{RunReport, RunSample};
 use crate::scenario::topology::{build_topology, engine_config, link_between, TopologyError};
 use crate::scenario::workload::WorkloadError;
@@ -34,6 +35,80 @@ pub struct RunOptions {
     pub out_dir: Option<PathBuf>,
     /// Show a progress bar on stderr.
     pub progress: bool,
+    /// Worker threads for a partitioned run (0: every core). The outputs do not
+    /// depend on it.
+    pub threads: usize,
+}
+
+/// How a run was executed: its partitions and worker threads, or why it ran on one
+/// engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Execution {
+    Partitioned {
+        partitions: usize,
+        threads: usize,
+        lookahead_ps: u64,
+    },
+    Single(Serial),
+}
+
+impl std::fmt::Display for Execution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Execution::Partitioned {
+                partitions,
+                threads,
+                lookahead_ps,
+            } => write!(
+                f,
+                "{partitions} partitions on {threads} thread{}, lookahead {} ns",
+                if *threads == 1 { "" } else { "s" },
+                *lookahead_ps as f64 / 1000.0
+            ),
+            Execution::Single(why) => write!(f, "one engine: {why}"),
+        }
+    }
+}
+
+/// The simulator a run drives: one engine, or partitions on worker threads.
+enum Sim {
+    One(Box<Engine>),
+    Many(PartitionedEngine),
+}
+
+impl Sim {
+    fn run_until(&mut self, t: Instant) -> bool {
+        match self {
+            Sim::One(e) => e.run_until(t),
+            Sim::Many(p) => p.run_until(t),
+        }
+    }
+    fn view(&self) -> RunView<'_> {
+        match self {
+            Sim::One(e) => RunView::of(e),
+            Sim::Many(p) => RunView::of_partitioned(p),
+        }
+    }
+    /// The engine the outputs read, with the conservation checks.
+    fn finish(self) -> (Engine, i128, u64) {
+        match self {
+            Sim::One(mut e) => {
+                let imbalance = e.finalize();
+                let links = e.link_imbalance();
+                (*e, imbalance, links)
+            }
+            Sim::Many(p) => p.finish(),
+        }
+    }
+}
+
+/// Worker threads for `requested` (0: every core).
+pub fn threads_for(requested: usize) -> usize {
+    if requested > 0 {
+        requested
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
 }
 
 /// Runs `sc`; relative file names in it resolve against `base`.
@@ -56,9 +131,27 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
         let l = link_between(&topo, ev.link, "link_events")?;
         link_events.push((Instant::from_ps((ev.at_us * 1e6) as u64), l, ev.up));
     }
-    let mut engine = Engine::new(topo, cfg, flows)?;
+    let threads = threads_for(opts.threads);
+    let (mut engine, execution) = match partition::plan(&topo, &cfg, &flows) {
+        Ok(plan) => {
+            let execution = Execution::Partitioned {
+                partitions: plan.parts,
+                threads: threads.min(plan.parts),
+                lookahead_ps: plan.lookahead_ps,
+            };
+            let p = PartitionedEngine::new(topo, cfg, flows, plan, threads)?;
+            (Sim::Many(p), execution)
+        }
+        Err(why) => (
+            Sim::One(Box::new(Engine::new(topo, cfg, flows)?)),
+            Execution::Single(why),
+        ),
+    };
     for (at, l, up) in link_events {
-        engine.schedule_link_change(at, l, up);
+        match &mut engine {
+            Sim::One(e) => e.schedule_link_change(at, l, up),
+            Sim::Many(p) => p.schedule_link_change(at, l, up),
+        }
     }
     let setup_s = t0.elapsed().as_secs_f64();
     if let Some(dir) = &opts.out_dir {
@@ -90,19 +183,20 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
         };
         let more = engine.run_until(next);
         let wall = run_start.elapsed().as_secs_f64();
-        samples.push(RunSample::of(&engine, wall));
+        let view = engine.view();
+        samples.push(RunSample::of(&view, wall));
         if let Some(b) = &bar {
-            b.set_position(engine.now().as_ps() / 1_000_000);
+            b.set_position(view.now.as_ps() / 1_000_000);
             b.set_message(format!(
                 "{:.1} M events/s, {} flows left",
-                engine.stats.totals.events as f64 / wall.max(1e-9) / 1e6,
-                engine.flows_outstanding()
+                view.totals.events as f64 / wall.max(1e-9) / 1e6,
+                view.flows_outstanding
             ));
         }
-        let done = !more || engine.flows_outstanding() == 0 || next >= stop;
+        let done = !more || view.flows_outstanding == 0 || next >= stop;
         if let Some(dir) = &opts.out_dir {
             if !done {
-                let s = summary_json(sc, &engine, hosts, switches, wall, setup_s, None);
+                let s = summary_json(sc, &view, hosts, switches, wall, setup_s, None);
                 write_atomic(&dir.join("summary.json"), &s)?;
             }
         }
@@ -114,11 +208,10 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
         b.finish_and_clear();
     }
     let wall_s = run_start.elapsed().as_secs_f64();
-    let imbalance = engine.finalize();
-    let links_unbalanced = engine.link_imbalance();
+    let (mut engine, imbalance, links_unbalanced) = engine.finish();
     let summary = summary_json(
         sc,
-        &engine,
+        &RunView::of(&engine),
         hosts,
         switches,
         wall_s,
@@ -165,5 +258,6 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
         switches,
         ports_csv: ports,
         samples,
+        execution,
     })
 }

@@ -2,6 +2,7 @@
 //! the switches' egress queues (MMU admission, RED/ECN marking at dequeue) and PFC
 //! pause and resume per IEEE 802.1Qbb.
 
+use super::partition::Crossing;
 use super::{Engine, EngineConfig, EngineError, EvKind};
 use crate::packet::{SimPacket, CONTROL_CLASS};
 use crate::uniform;
@@ -100,6 +101,36 @@ impl Hop {
     }
     pub(super) fn labelled(self) -> bool {
         self.bits & Self::LABELLED != 0
+    }
+}
+
+impl PortCounters {
+    /// Adds `o`'s counts to these (one port's counts from two partitions).
+    pub(super) fn absorb(&mut self, o: &PortCounters) {
+        let PortCounters {
+            tx_packets,
+            tx_bytes,
+            rx_bytes,
+            link_drops,
+            link_drop_bytes,
+            queue_drops,
+            queue_drop_bytes,
+            ecn_marks,
+            pauses_sent,
+            pauses_received,
+            paused_ps,
+        } = o;
+        self.tx_packets += tx_packets;
+        self.tx_bytes += tx_bytes;
+        self.rx_bytes += rx_bytes;
+        self.link_drops += link_drops;
+        self.link_drop_bytes += link_drop_bytes;
+        self.queue_drops += queue_drops;
+        self.queue_drop_bytes += queue_drop_bytes;
+        self.ecn_marks += ecn_marks;
+        self.pauses_sent += pauses_sent;
+        self.pauses_received += pauses_received;
+        self.paused_ps += paused_ps;
     }
 }
 
@@ -320,6 +351,25 @@ impl Engine {
             self.stats.totals.switch_tx_bytes += wire;
         }
         let at = self.now + p.delay_ps;
+        if let Some(part) = self.partition.as_deref_mut() {
+            if let Some(to) = part.remote_far(port) {
+                // A cut link: the far partition takes the packet at the barrier.
+                let record = self.packets.records[hop.slot as usize];
+                part.outbox.push((
+                    to,
+                    Crossing::Packet {
+                        port,
+                        at,
+                        record,
+                        hop,
+                    },
+                ));
+                self.release(hop.slot);
+                self.kick(port);
+                return;
+            }
+        }
+        let p = &mut self.fabric.ports[port as usize];
         p.in_flight.push_back((at, hop));
         if p.in_flight.len() == 1 {
             self.schedule(at, EvKind::Arrive, port, 0);
@@ -419,12 +469,19 @@ impl Engine {
         }
         // A PFC frame is 64 bytes, sent ahead of data.
         let ser = Duration::for_bytes(64 + 20, self.fabric.ports[port as usize].rate_bps).as_ps();
-        self.schedule(
-            self.now + ser + delay,
-            EvKind::Pfc,
-            upstream,
-            class as u32 | (pause as u32) << 8,
-        );
+        let (at, arg) = (self.now + ser + delay, class as u32 | (pause as u32) << 8);
+        if let Some(part) = self.partition.as_deref_mut() {
+            if let Some(to) = part.remote_far(port) {
+                let pfc = Crossing::Pfc {
+                    port: upstream,
+                    at,
+                    arg,
+                };
+                part.outbox.push((to, pfc));
+                return;
+            }
+        }
+        self.schedule(at, EvKind::Pfc, upstream, arg);
     }
 
     pub(super) fn pfc(&mut self, port: u32, arg: u32) {

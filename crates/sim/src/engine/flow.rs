@@ -1,6 +1,7 @@
 //! The scenario's flows: one RDMA WRITE (with immediate) from host to host each,
 //! started at a time or after another flow, and their results (`fct.txt`).
 
+use super::partition::Crossing;
 use super::{Engine, EngineConfig, EvKind, QpOwner};
 use rocast_core::overlay::model::MessageCost;
 use rocast_core::plan::{Routes, Topology};
@@ -169,17 +170,29 @@ impl Engine {
     pub(super) fn start_flow(&mut self, i: u32) {
         let f = self.flows.specs[i as usize].clone();
         self.flows.results[i as usize].start_ps = self.now;
+        // In a partitioned run the receiver's partition opens the pair too (its QP
+        // takes the data) but only the sender's posts, counts and sends.
+        let sends = self.owns(f.src);
         let (sq, rq) = flow_qpns(i);
         if rq > 0xff_ffff {
-            self.fail_flow(i);
+            if sends {
+                self.fail_flow(i);
+            }
             return;
         }
         let ok = self
             .open_qp_pair((f.src, sq), (f.dst, rq), QpOwner::Flow(i), f.size, false)
             .and_then(|sport| {
                 self.flows.results[i as usize].sport = sport;
+                if !sends {
+                    // The receive the immediate consumes (the sender's post makes it).
+                    return self.post_recv(rq, i as u64);
+                }
                 self.post_write_imm((sq, rq), i as u64, 0, i, Payload::Zeros(f.size as usize))
             });
+        if !sends {
+            return;
+        }
         self.stats.totals.flows_started += 1;
         if ok.is_err() {
             self.fail_flow(i);
@@ -191,23 +204,46 @@ impl Engine {
     pub(super) fn fail_flow(&mut self, i: u32) {
         self.flows.results[i as usize].failed = true;
         self.stats.totals.flows_failed += 1;
+        self.note_flow_change();
     }
 
     pub(super) fn finish_flow(&mut self, flow: u32, ok: bool) {
         let (sq, rq) = flow_qpns(flow);
+        let (src, dst) = {
+            let f = &self.flows.specs[flow as usize];
+            (f.src, f.dst)
+        };
+        if !self.owns(src) {
+            // The receiver's QP failed in its own partition: the sender decides the
+            // flow's fate (it times out).
+            self.retire_qp(rq);
+            return;
+        }
         for q in [sq, rq] {
             self.retire_qp(q);
+        }
+        if let Some(part) = self.partition.as_deref_mut() {
+            if !part.owns(dst) {
+                let to = part.owner_of(dst);
+                part.outbox.push((to, Crossing::Retire { qpn: rq }));
+            }
         }
         if ok {
             self.flows.results[flow as usize].finish_ps = Some(self.now);
             self.stats.totals.flows_finished += 1;
+            self.note_flow_change();
         } else {
             self.fail_flow(flow);
         }
     }
 
-    /// A flow's QP events: the receiver's completion starts dependent flows; returns
-    /// the flow's outcome once the sender's request completed or failed.
+    /// A partition remembers when its last flow finished or failed.
+    fn note_flow_change(&mut self) {
+        if let Some(part) = self.partition.as_deref_mut() {
+            part.last_flow_change = self.now;
+        }
+    }
+
     pub(super) fn flow_events(&mut self, flow: u32, events: &[Event]) -> Option<bool> {
         let mut done = None;
         for ev in events {

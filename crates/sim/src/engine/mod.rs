@@ -33,6 +33,7 @@ mod fabric;
 mod flow;
 pub mod frames;
 mod hosts;
+pub mod partition;
 mod slab;
 mod stats;
 mod switching;
@@ -44,6 +45,7 @@ pub use control::ControlChannel;
 pub use event_queue::EventQueue;
 pub use fabric::PortCounters;
 pub use flow::{ideal_message, standalone_fct, FlowResult, FlowSpec, ScenarioFlows};
+pub use partition::{PartitionedEngine, Partitioning};
 pub use stats::{Statistics, Totals, TreeMulticastStats};
 pub use tree_groups::TreeGroupSpec;
 
@@ -280,6 +282,8 @@ pub struct Engine {
     pub control: ControlChannel,
     /// Counters, logs and the capture.
     pub stats: Statistics,
+    /// This engine's part when the run is cut into partitions (`partition`).
+    partition: Option<Box<partition::PartitionState>>,
 }
 
 impl Engine {
@@ -287,6 +291,17 @@ impl Engine {
         topo: Topology,
         cfg: EngineConfig,
         flows: Vec<FlowSpec>,
+    ) -> Result<Self, EngineError> {
+        Self::build(topo, cfg, flows, |_| true)
+    }
+
+    /// [`Engine::new`], scheduling the start of the flows `starts` accepts (a
+    /// partition starts those it sends or receives).
+    fn build(
+        topo: Topology,
+        cfg: EngineConfig,
+        flows: Vec<FlowSpec>,
+        starts: impl Fn(&FlowSpec) -> bool,
     ) -> Result<Self, EngineError> {
         // The parts are built in the order the single struct's fields were, so that the
         // heap is laid out as before (a large fabric's run waits on memory).
@@ -307,11 +322,12 @@ impl Engine {
             app: App::default(),
             control: ControlChannel::default(),
             stats: Statistics::default(),
+            partition: None,
             fabric,
             cfg,
         };
         for i in 0..e.flows.specs.len() {
-            if e.flows.specs[i].after.is_none() {
+            if e.flows.specs[i].after.is_none() && starts(&e.flows.specs[i]) {
                 let t = e.flows.specs[i].start_ps;
                 e.schedule(t, EvKind::FlowStart, i as u32, 0);
             }
@@ -361,7 +377,11 @@ impl Engine {
                 self.now = until;
                 return true;
             }
-            if self.flows_outstanding() == 0 && self.app.outstanding == 0 {
+            // (A partition runs its window out: others' flows still cross it.)
+            if self.partition.is_none()
+                && self.flows_outstanding() == 0
+                && self.app.outstanding == 0
+            {
                 // Everything finished: what is left are stale timers and samples.
                 return false;
             }

@@ -78,6 +78,55 @@ pub struct TreeMulticastStats {
     pub cepheus_retransmissions: u64,
 }
 
+impl Totals {
+    /// Adds `o`'s counts to these (a partitioned run's partitions summed; the peak of
+    /// packet records becomes the sum of the partitions' slabs' peaks).
+    pub fn absorb(&mut self, o: &Totals) {
+        let Totals {
+            events,
+            host_tx_bytes,
+            host_rx_bytes,
+            switch_rx_bytes,
+            switch_tx_bytes,
+            link_drops,
+            queue_drops,
+            drop_bytes,
+            unroutable,
+            ecn_marks,
+            pauses,
+            stale_packets,
+            qp_rx_drops,
+            retransmitted,
+            timeouts,
+            cnps,
+            flows_started,
+            flows_finished,
+            flows_failed,
+            peak_packets,
+        } = o;
+        self.events += events;
+        self.host_tx_bytes += host_tx_bytes;
+        self.host_rx_bytes += host_rx_bytes;
+        self.switch_rx_bytes += switch_rx_bytes;
+        self.switch_tx_bytes += switch_tx_bytes;
+        self.link_drops += link_drops;
+        self.queue_drops += queue_drops;
+        self.drop_bytes += drop_bytes;
+        self.unroutable += unroutable;
+        self.ecn_marks += ecn_marks;
+        self.pauses += pauses;
+        self.stale_packets += stale_packets;
+        self.qp_rx_drops += qp_rx_drops;
+        self.retransmitted += retransmitted;
+        self.timeouts += timeouts;
+        self.cnps += cnps;
+        self.flows_started += flows_started;
+        self.flows_finished += flows_finished;
+        self.flows_failed += flows_failed;
+        self.peak_packets += peak_packets;
+    }
+}
+
 impl Engine {
     /// Bytes all hosts have put on the wire so far (headers and framing included).
     pub fn host_tx_bytes(&self) -> u64 {

@@ -5,7 +5,8 @@
 //! file's documented keys); floats are rounded to the decimals they carry (µs to 3,
 //! slowdowns to 4) so that the file's bytes do not depend on the last bits of a sum.
 
-use crate::engine::{Engine, FlowResult, Totals};
+use crate::engine::{Engine, FlowResult, PartitionedEngine, Totals};
+use std::borrow::Cow;
 use crate::output::fct::fct_stats;
 use crate::output::stats::{mean, percentile_rounded_rank as percentile};
 use crate::scenario::Scenario;
@@ -31,6 +32,8 @@ pub struct RunReport {
     /// The run's progress, one sample per `output.summary_interval_ms` of simulated
     /// time (and one at the end).
     pub samples: Vec<RunSample>,
+    /// Partitions and threads, or why one engine ran it.
+    pub execution: crate::run::Execution,
 }
 
 /// One sample of a run's progress: cumulative counters at simulated time `sim_us`.
@@ -49,15 +52,50 @@ pub struct RunSample {
     pub cnps: u64,
 }
 
+/// What the summaries read from a run in progress or ended: one engine's state, or a
+/// partitioned run's merged.
+pub(crate) struct RunView<'a> {
+    pub totals: Totals,
+    pub results: Cow<'a, [FlowResult]>,
+    pub topology: &'a str,
+    pub now: Instant,
+    pub last_event: Instant,
+    pub flows_outstanding: u64,
+}
+
+impl<'a> RunView<'a> {
+    pub(crate) fn of(e: &'a Engine) -> Self {
+        RunView {
+            totals: e.totals_now(),
+            results: Cow::Borrowed(&e.flows.results),
+            topology: &e.topology().name,
+            now: e.now(),
+            last_event: e.last_event(),
+            flows_outstanding: e.flows_outstanding(),
+        }
+    }
+
+    pub(crate) fn of_partitioned(e: &'a PartitionedEngine) -> Self {
+        RunView {
+            totals: e.totals_now(),
+            results: Cow::Owned(e.results()),
+            topology: e.topology_name(),
+            now: e.now(),
+            last_event: e.last_event(),
+            flows_outstanding: e.flows_outstanding(),
+        }
+    }
+}
+
 impl RunSample {
-    pub fn of(engine: &Engine, wall_s: f64) -> RunSample {
-        let t = engine.totals_now();
+    pub(crate) fn of(v: &RunView, wall_s: f64) -> RunSample {
+        let t = &v.totals;
         RunSample {
-            sim_us: engine.now().as_ps() as f64 / 1e6,
+            sim_us: v.now.as_ps() as f64 / 1e6,
             wall_s,
             events: t.events,
             flows_finished: t.flows_finished,
-            flows_outstanding: engine.flows_outstanding(),
+            flows_outstanding: v.flows_outstanding,
             host_tx_bytes: t.host_tx_bytes,
             host_rx_bytes: t.host_rx_bytes,
             drops: t.link_drops + t.queue_drops,
@@ -65,24 +103,6 @@ impl RunSample {
             pauses: t.pauses,
             cnps: t.cnps,
         }
-    }
-
-    /// The sample as (column, value) pairs, in a fixed order: the one list of its
-    /// columns (every count fits f64's 53-bit mantissa).
-    pub fn columns(&self) -> [(&'static str, f64); 11] {
-        [
-            ("sim_us", self.sim_us),
-            ("wall_s", self.wall_s),
-            ("events", self.events as f64),
-            ("flows_finished", self.flows_finished as f64),
-            ("flows_outstanding", self.flows_outstanding as f64),
-            ("host_tx_bytes", self.host_tx_bytes as f64),
-            ("host_rx_bytes", self.host_rx_bytes as f64),
-            ("drops", self.drops as f64),
-            ("ecn_marks", self.ecn_marks as f64),
-            ("pauses", self.pauses as f64),
-            ("cnps", self.cnps as f64),
-        ]
     }
 }
 
@@ -161,29 +181,29 @@ fn round(x: f64, d: i32) -> f64 {
 
 pub(crate) fn summary_json(
     sc: &Scenario,
-    e: &Engine,
+    e: &RunView,
     hosts: usize,
     switches: usize,
     wall_s: f64,
     setup_s: f64,
     conservation: Option<(i128, u64)>,
 ) -> String {
-    let t = &e.totals_now();
-    let (fcts, slow) = fct_stats(&e.flows.results);
+    let t = &e.totals;
+    let (fcts, slow) = fct_stats(&e.results);
     let j = SummaryJson {
         scenario: &sc.name,
         seed: sc.seed,
-        topology: &e.topology().name,
+        topology: e.topology,
         hosts,
         switches,
         finished: conservation.is_some(),
-        sim_time_us: round(e.last_event().as_ps() as f64 / 1e6, 3),
+        sim_time_us: round(e.last_event.as_ps() as f64 / 1e6, 3),
         wall_s: round(wall_s, 3),
         setup_s: round(setup_s, 3),
         events: t.events,
         events_per_s: (t.events as f64 / wall_s.max(1e-9)).round() as u64,
         flows: FlowCounts {
-            total: e.flows.results.len(),
+            total: e.results.len(),
             started: t.flows_started,
             finished: t.flows_finished,
             failed: t.flows_failed,
@@ -239,6 +259,7 @@ pub fn render_summary(r: &RunReport) -> String {
         t.flows_failed,
         r.results.len()
     );
+    let _ = writeln!(s, "run         {}", r.execution);
     let _ = writeln!(
         s,
         "simulated {:.1} µs in {:.2} s wall (+{:.2} s setup): {} events, {:.2} M events/s",
