@@ -145,9 +145,13 @@ def sim(
     seed: Optional[int] = None,
     *,
     sets: Optional[Mapping[str, Any]] = None,
+    threads: int = 0,
     **overrides: Any,
 ) -> SimResult:
     """Runs a scenario in the simulator and returns its results as DataFrames.
+
+    `threads`: worker threads (0, the default: every core), as `rocast sim --threads`;
+    results do not depend on it.
 
     `scenario`: a preset name (`presets()`), a TOML file, or TOML text. `seed`: the RNG
     seed (same seed and scenario, same results). Overrides are scenario keys, either
@@ -158,7 +162,9 @@ def sim(
     all_sets.update(overrides)
     if seed is not None:
         all_sets["seed"] = int(seed)
-    raw = _lib().sim(sets=overrides_to_sets(all_sets), **_resolve(scenario))
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
+        raise ValueError(f"threads must be a non-negative int, got {threads!r}")
+    raw = _lib().sim(sets=overrides_to_sets(all_sets), threads=threads, **_resolve(scenario))
     r = SimResult(scenario=raw["scenario"], seed=raw["seed"], kind=raw["kind"])
     if raw["kind"] == "experiment":
         r.text = raw["text"]

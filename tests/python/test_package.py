@@ -63,6 +63,15 @@ def test_same_seed_same_results_other_seed_other_results():
     assert not a.fct["fct_ns"].equals(c.fct["fct_ns"])
 
 
+def test_thread_count_does_not_change_results():
+    one = rocast.sim("default", seed=3, threads=1, topology__k=4, workload__size_bytes=100_000)
+    two = rocast.sim("default", seed=3, threads=2, topology__k=4, workload__size_bytes=100_000)
+    pd.testing.assert_frame_equal(one.fct, two.fct)
+    pd.testing.assert_frame_equal(one.ports, two.ports)
+    with pytest.raises(ValueError):
+        rocast.sim("default", threads=-1)
+
+
 def test_overrides_by_keyword_by_mapping_and_toml_text(tmp_path):
     small = rocast.sim("default", topology__k=4, workload__size_bytes=100_000)
     assert len(small.fct) == 16 and (small.fct["size_bytes"] == 100_000).all()

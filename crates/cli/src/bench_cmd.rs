@@ -180,6 +180,11 @@ pub enum BenchCmd {
         /// Extra `--set KEY=VALUE` for every run (repeatable).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         sets: Vec<String>,
+        /// Comma-separated thread counts, each run once per count (`rocast sim
+        /// --threads N`), with the speed-up and parallel efficiency against the first
+        /// count. Without it each run uses every core.
+        #[arg(long, value_name = "N,N,...")]
+        threads: Option<String>,
         /// Also print the rows (bench-sim.csv in --out) as JSON.
         #[arg(long)]
         json: bool,
@@ -354,8 +359,9 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
             runs,
             out,
             sets,
+            threads,
             json,
-        } => bench_sim(&runs, &out, &sets, json),
+        } => bench_sim(&runs, &out, &sets, threads.as_deref(), json),
         BenchCmd::Udp {
             size,
             message,
@@ -588,58 +594,113 @@ fn bench_run_args(run: &str) -> Vec<String> {
     }
 }
 
+/// The thread counts of `--threads` (`None`: one run on every core).
+fn thread_counts(list: Option<&str>) -> Result<Vec<Option<u32>>, String> {
+    let Some(list) = list else {
+        return Ok(vec![None]);
+    };
+    let counts: Result<Vec<Option<u32>>, String> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(|t| match t.parse::<u32>() {
+            Ok(n) if (1..=1024).contains(&n) => Ok(Some(n)),
+            _ => Err(format!(
+                "--threads: {t:?} is not a thread count from 1 to 1024"
+            )),
+        })
+        .collect();
+    let counts = counts?;
+    if counts.is_empty() {
+        return Err("--threads: no thread count given".into());
+    }
+    Ok(counts)
+}
+
 /// `rocast bench sim` (see [`BenchCmd::Sim`]).
-fn bench_sim(runs: &str, out: &std::path::Path, sets: &[String], json: bool) -> Result<(), String> {
+fn bench_sim(
+    runs: &str,
+    out: &std::path::Path,
+    sets: &[String],
+    threads: Option<&str>,
+    json: bool,
+) -> Result<(), String> {
     use std::fmt::Write as _;
+    let counts = thread_counts(threads)?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut csv = String::from("run,wall_s,events,mevents_per_s,peak_rss_mb,exit_status\n");
-    println!("# rocast bench sim: one child `rocast sim` per run, one at a time");
+    let mut csv = String::from(
+        "run,threads,wall_s,events,mevents_per_s,speedup,efficiency,peak_rss_mb,exit_status\n",
+    );
     println!(
-        "{:<18} {:>9} {:>14} {:>12} {:>12}  status",
-        "run", "wall_s", "events", "Mevents/s", "peak_rss_mb"
+        "# rocast bench sim: one child `rocast sim` per run, one at a time, on {} ({} cores)",
+        std::env::consts::ARCH,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!(
+        "{:<18} {:>7} {:>9} {:>14} {:>10} {:>8} {:>6} {:>12}  status",
+        "run", "threads", "wall_s", "events", "Mevents/s", "speedup", "eff", "peak_rss_mb"
     );
     for run in runs.split(',').map(str::trim).filter(|r| !r.is_empty()) {
-        let dir = out.join(run);
-        let mut cmd = std::process::Command::new(&exe);
-        cmd.arg("sim")
-            .args(bench_run_args(run))
-            .arg("--quiet")
-            .arg("--no-plot")
-            .arg("--out")
-            .arg(&dir)
-            .env("ROCAST_BENCH_EVENTS", "1")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped());
-        for s in sets {
-            cmd.arg("--set").arg(s);
+        // (threads, wall) of the run's first count: the base of its speed-ups.
+        let mut base: Option<(f64, f64)> = None;
+        for &count in &counts {
+            let dir = out.join(match count {
+                Some(n) => format!("{run}-t{n}"),
+                None => run.to_string(),
+            });
+            let mut cmd = std::process::Command::new(&exe);
+            cmd.arg("sim")
+                .args(bench_run_args(run))
+                .arg("--quiet")
+                .arg("--no-plot")
+                .arg("--out")
+                .arg(&dir)
+                .env("ROCAST_BENCH_EVENTS", "1")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped());
+            if let Some(n) = count {
+                cmd.arg("--threads").arg(n.to_string());
+            }
+            for s in sets {
+                cmd.arg("--set").arg(s);
+            }
+            let t0 = std::time::Instant::now();
+            let child = cmd.spawn().map_err(|e| format!("{run}: {e}"))?;
+            let (status, rss_kb, stderr) = wait_with_rusage(child)?;
+            let wall = t0.elapsed().as_secs_f64();
+            let events: Option<u64> = stderr.lines().find_map(|l| {
+                l.strip_prefix("rocast-bench events ")
+                    .and_then(|v| v.trim().parse().ok())
+            });
+            let n = count.map_or(
+                std::thread::available_parallelism().map_or(1, |n| n.get()) as f64,
+                f64::from,
+            );
+            let (base_n, base_wall) = *base.get_or_insert((n, wall));
+            let speedup = base_wall / wall.max(1e-9);
+            let efficiency = speedup / (n / base_n);
+            let ev = events.map_or("-".to_string(), |e| e.to_string());
+            let rate = events.map_or("-".to_string(), |e| format!("{:.2}", e as f64 / wall / 1e6));
+            let ok = if status == 0 {
+                "ok".to_string()
+            } else {
+                let last = stderr.lines().last().unwrap_or("").to_string();
+                format!("exit {status}: {last}")
+            };
+            let shown = count.map_or("all".to_string(), |n| n.to_string());
+            println!(
+                "{run:<18} {shown:>7} {wall:>9.1} {ev:>14} {rate:>10} {speedup:>8.2} {:>5.0}% {:>12.1}  {ok}",
+                efficiency * 100.0,
+                rss_kb as f64 / 1024.0
+            );
+            let _ = writeln!(
+                csv,
+                "{run},{n},{wall:.2},{},{},{speedup:.3},{efficiency:.3},{:.1},{status}",
+                events.map_or(String::new(), |e| e.to_string()),
+                events.map_or(String::new(), |e| format!("{:.3}", e as f64 / wall / 1e6)),
+                rss_kb as f64 / 1024.0
+            );
         }
-        let t0 = std::time::Instant::now();
-        let child = cmd.spawn().map_err(|e| format!("{run}: {e}"))?;
-        let (status, rss_kb, stderr) = wait_with_rusage(child)?;
-        let wall = t0.elapsed().as_secs_f64();
-        let events: Option<u64> = stderr.lines().find_map(|l| {
-            l.strip_prefix("rocast-bench events ")
-                .and_then(|v| v.trim().parse().ok())
-        });
-        let ev = events.map_or("-".to_string(), |e| e.to_string());
-        let rate = events.map_or("-".to_string(), |e| format!("{:.2}", e as f64 / wall / 1e6));
-        let ok = if status == 0 {
-            "ok".to_string()
-        } else {
-            let last = stderr.lines().last().unwrap_or("").to_string();
-            format!("exit {status}: {last}")
-        };
-        println!(
-            "{run:<18} {wall:>9.1} {ev:>14} {rate:>12} {:>12.1}  {ok}",
-            rss_kb as f64 / 1024.0
-        );
-        let _ = writeln!(
-            csv,
-            "{run},{wall:.2},{},{},{:.1},{status}",
-            events.map_or(String::new(), |e| e.to_string()),
-            events.map_or(String::new(), |e| format!("{:.3}", e as f64 / wall / 1e6)),
-            rss_kb as f64 / 1024.0
-        );
     }
     std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
     let path = out.join("bench-sim.csv");

@@ -56,6 +56,10 @@ pub struct ReproCmd {
     /// figure is parallel inside already, so 1 suits a small machine.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=256))]
     jobs: u32,
+    /// Worker threads of each simulated figure (`rocast sim --threads`; default every
+    /// core). The figures' outputs do not depend on it.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: Option<u32>,
     /// A running Dask scheduler (tcp://host:8786) for --backend dask; every worker must
     /// see this binary and --out at the same paths.
     #[arg(long)]
@@ -694,6 +698,10 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
         if args[0] == "sim" {
             args.push("--json".into());
             args.push("--quiet".into());
+            if let Some(n) = cmd.threads {
+                args.push("--threads".into());
+                args.push(n.to_string());
+            }
         }
         args.push("--out".into());
         args.push(dir.to_string_lossy().into_owned());

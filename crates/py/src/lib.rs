@@ -41,15 +41,16 @@ fn preset_toml(name: &str) -> PyResult<String> {
 /// `kind="flows"` with `fct` and `samples` (column dicts), `ports_csv` and
 /// `summary_json`, or `kind="experiment"` with `text` and `tables` (name -> CSV).
 #[pyfunction]
-#[pyo3(signature = (preset=None, toml=None, base=None, sets=Vec::new()))]
+#[pyo3(signature = (preset=None, toml=None, base=None, sets=Vec::new(), threads=0))]
 fn sim<'py>(
     py: Python<'py>,
     preset: Option<&str>,
     toml: Option<&str>,
     base: Option<PathBuf>,
     sets: Vec<String>,
+    threads: u32,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let sc = match (preset, toml) {
+    let mut sc = match (preset, toml) {
         (Some(name), None) => {
             rocast_eval::experiments::scenario(name, &sets).map_err(value_error)?
         }
@@ -60,6 +61,10 @@ fn sim<'py>(
     let out = PyDict::new(py);
     out.set_item("scenario", &sc.name)?;
     out.set_item("seed", sc.seed)?;
+    if threads > 0 {
+        // As `rocast sim --threads`: an experiment's points run on this many threads.
+        sc.multicast.threads = threads;
+    }
     if sc.experiment_name().is_some() {
         let report = py
             .detach(|| rocast_eval::run_experiment(&sc, &base))
@@ -76,7 +81,13 @@ fn sim<'py>(
         return Ok(out);
     }
     let report = py
-        .detach(|| run_scenario(&sc, &base, &RunOptions::default()))
+        .detach(|| {
+            let opts = RunOptions {
+                threads: threads as usize,
+                ..RunOptions::default()
+            };
+            run_scenario(&sc, &base, &opts)
+        })
         .map_err(value_error)?;
     out.set_item("kind", "flows")?;
     let fct = PyDict::new(py);

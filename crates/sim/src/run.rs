@@ -4,12 +4,12 @@
 //! `ports.csv`, `pfc.txt` / `qlen.txt` on request and `capture.pcap` for the chosen
 //! links.
 
-use crate::engine::partition::{self, PartitionedEngine, Serial};
+use crate::engine::partition::{self, PartitionedEngine};
 use crate::engine::{Engine, EngineError};
 use crate::output::fct::fct_txt;
 use crate::output::files::{capture_pcap, event_log, ports_csv, write_atomic, OutputError};
 use crate::output::summary::{summary_json, RunView};
-pub use crate::output::summary::{RunReport, RunSample};
+pub use crate::output::summary::{Execution, RunReport, RunSample};
 use crate::scenario::topology::{build_topology, engine_config, link_between, TopologyError};
 use crate::scenario::workload::WorkloadError;
 use crate::scenario::{workload, Scenario};
@@ -38,36 +38,6 @@ pub struct RunOptions {
     /// Worker threads for a partitioned run (0: every core). The outputs do not
     /// depend on it.
     pub threads: usize,
-}
-
-/// How a run was executed: its partitions and worker threads, or why it ran on one
-/// engine.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Execution {
-    Partitioned {
-        partitions: usize,
-        threads: usize,
-        lookahead_ps: u64,
-    },
-    Single(Serial),
-}
-
-impl std::fmt::Display for Execution {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Execution::Partitioned {
-                partitions,
-                threads,
-                lookahead_ps,
-            } => write!(
-                f,
-                "{partitions} partitions on {threads} thread{}, lookahead {} ns",
-                if *threads == 1 { "" } else { "s" },
-                *lookahead_ps as f64 / 1000.0
-            ),
-            Execution::Single(why) => write!(f, "one engine: {why}"),
-        }
-    }
 }
 
 /// The simulator a run drives: one engine, or partitions on worker threads.

@@ -24,7 +24,11 @@ fn run(preset: &str, sets: &[&str], threads: usize, tag: &str) -> (PathBuf, Exec
     let r = run_scenario(&sc, Path::new("."), &opts).unwrap();
     assert_eq!(r.imbalance_bytes, 0, "{preset}: bytes not conserved");
     assert_eq!(r.links_unbalanced, 0, "{preset}: a link lost count");
-    assert_eq!(r.totals.flows_finished as usize, r.results.len(), "{preset}");
+    assert_eq!(
+        r.totals.flows_finished as usize,
+        r.results.len(),
+        "{preset}"
+    );
     (dir, r.execution)
 }
 
@@ -33,9 +37,11 @@ fn summary_without_wall(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("summary.json"))
         .unwrap()
         .lines()
-        .filter(|l| !["\"wall_s\"", "\"setup_s\"", "\"events_per_s\""]
-            .iter()
-            .any(|k| l.trim_start().starts_with(k)))
+        .filter(|l| {
+            !["\"wall_s\"", "\"setup_s\"", "\"events_per_s\""]
+                .iter()
+                .any(|k| l.trim_start().starts_with(k))
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -52,7 +58,10 @@ fn same_outputs(preset: &str, sets: &[&str], files: &[&str]) {
         for f in files {
             let a = std::fs::read(one.join(f)).unwrap();
             let b = std::fs::read(many.join(f)).unwrap();
-            assert!(a == b, "{preset}: {f} differs between 1 and {threads} threads");
+            assert!(
+                a == b,
+                "{preset}: {f} differs between 1 and {threads} threads"
+            );
         }
         assert_eq!(summary_without_wall(&one), summary_without_wall(&many));
         let _ = std::fs::remove_dir_all(&many);
@@ -103,5 +112,8 @@ fn pfc_across_partitions_is_the_same_on_one_thread_and_many() {
 fn a_run_with_queue_samples_runs_on_one_engine() {
     let sc = Scenario::preset("incast", &["workload.size_bytes=10000".into()]).unwrap();
     let r = run_scenario(&sc, Path::new("."), &RunOptions::default()).unwrap();
-    assert_eq!(r.execution.to_string(), "one engine: queues are sampled (output.qlen_interval_us)");
+    assert_eq!(
+        r.execution.to_string(),
+        "one engine: queues are sampled (output.qlen_interval_us)"
+    );
 }

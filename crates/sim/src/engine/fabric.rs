@@ -2,8 +2,7 @@
 //! the switches' egress queues (MMU admission, RED/ECN marking at dequeue) and PFC
 //! pause and resume per IEEE 802.1Qbb.
 
-use super::partition::Crossing;
-use super::{Engine, EngineConfig, EngineError, EvKind};
+use super::{Crossing, Engine, EngineConfig, EngineError, EvKind};
 use crate::packet::{SimPacket, CONTROL_CLASS};
 use crate::uniform;
 use rocast_core::fabric::mmu::PRIORITIES;

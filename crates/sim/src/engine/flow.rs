@@ -1,8 +1,7 @@
 //! The scenario's flows: one RDMA WRITE (with immediate) from host to host each,
 //! started at a time or after another flow, and their results (`fct.txt`).
 
-use super::partition::Crossing;
-use super::{Engine, EngineConfig, EvKind, QpOwner};
+use super::{Crossing, Engine, EngineConfig, EvKind, QpOwner};
 use rocast_core::overlay::model::MessageCost;
 use rocast_core::plan::{Routes, Topology};
 use rocast_core::rnic::{Event, Payload};

@@ -53,6 +53,7 @@ pub use tree_groups::TreeGroupSpec;
 use app::{App, AppEndpoint};
 use fabric::{Fabric, Hop, Port, SHARED_CELL};
 use hosts::{qp_input, Hosts, QpOwner};
+use partition::Crossing;
 use slab::PacketSlab;
 use switching::{SwitchNodes, SwitchRoutes};
 use tree_groups::TreeGroups;

@@ -28,14 +28,12 @@
 //! run in parallel, one engine per point).
 //!
 //! Memory: each partition holds the whole fabric's port and queue arrays (only its
-//! own are touched), so P partitions cost P × (ports × ~300 B + switch ports × 200 B
-//! + routes); packets, QPs and flows are held once, by the partition that owns them,
-//! plus an inert copy of each cut flow's far QP (~1.5 KB). `plan` caps P at
-//! [`MAX_PARTITIONS`].
+//! own are touched), so P partitions cost P times ports × ~300 B, switch ports ×
+//! 200 B and the routes; packets, QPs and flows are held once, by the partition that
+//! owns them, plus an inert copy of each cut flow's far QP (~1.5 KB). `plan` caps P
+//! at [`MAX_PARTITIONS`].
 
-use super::fabric::Hop;
-use super::flow::FlowSpec;
-use super::{Engine, EngineConfig, EngineError, EvKind, FlowResult, Totals};
+use super::{Engine, EngineConfig, EngineError, EvKind, FlowResult, FlowSpec, Hop, Totals};
 use crate::packet::SimPacket;
 use rayon::prelude::*;
 use rocast_core::plan::{NodeRole, Topology};
@@ -361,7 +359,11 @@ impl PartitionedEngine {
             self.time = last + 1;
             if self.flows_outstanding() == 0 {
                 self.finished = true;
-            } else if self.parts.iter_mut().all(|e| e.events.peek_time().is_none()) {
+            } else if self
+                .parts
+                .iter_mut()
+                .all(|e| e.events.peek_time().is_none())
+            {
                 return false;
             }
         }
@@ -548,7 +550,11 @@ mod tests {
         let mut capture = cfg.clone();
         capture.capture_links = vec![0];
         assert_eq!(plan(&topo, &capture, &flows[..1]), Err(Serial::Capture));
-        let (one_pod, cfg) = setup(&["topology.kind=\"leaf-spine\"", "topology.spines=1", "topology.leaves=1"]);
+        let (one_pod, cfg) = setup(&[
+            "topology.kind=\"leaf-spine\"",
+            "topology.spines=1",
+            "topology.leaves=1",
+        ]);
         assert_eq!(plan(&one_pod, &cfg, &flows[..1]), Err(Serial::NoCut));
     }
 
@@ -570,6 +576,9 @@ mod tests {
         assert_eq!(one.last_event(), many.last_event());
         let (merged, imbalance, links) = many.finish();
         assert_eq!((imbalance, links), (0, 0));
-        assert_eq!(merged.totals_now().host_tx_bytes, one.totals_now().host_tx_bytes);
+        assert_eq!(
+            merged.totals_now().host_tx_bytes,
+            one.totals_now().host_tx_bytes
+        );
     }
 }

@@ -6,11 +6,11 @@
 //! slowdowns to 4) so that the file's bytes do not depend on the last bits of a sum.
 
 use crate::engine::{Engine, FlowResult, PartitionedEngine, Totals};
-use std::borrow::Cow;
 use crate::output::fct::fct_stats;
 use crate::output::stats::{mean, percentile_rounded_rank as percentile};
 use crate::scenario::Scenario;
 use rocast_core::time::Instant;
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 /// What a run measured.
@@ -33,7 +33,37 @@ pub struct RunReport {
     /// time (and one at the end).
     pub samples: Vec<RunSample>,
     /// Partitions and threads, or why one engine ran it.
-    pub execution: crate::run::Execution,
+    pub execution: Execution,
+}
+
+/// How a run was executed: its partitions and worker threads, or why it ran on one
+/// engine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Execution {
+    Partitioned {
+        partitions: usize,
+        threads: usize,
+        lookahead_ps: u64,
+    },
+    Single(crate::engine::partition::Serial),
+}
+
+impl std::fmt::Display for Execution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Execution::Partitioned {
+                partitions,
+                threads,
+                lookahead_ps,
+            } => write!(
+                f,
+                "{partitions} partitions on {threads} thread{}, lookahead {} ns",
+                if *threads == 1 { "" } else { "s" },
+                *lookahead_ps as f64 / 1000.0
+            ),
+            Execution::Single(why) => write!(f, "one engine: {why}"),
+        }
+    }
 }
 
 /// One sample of a run's progress: cumulative counters at simulated time `sim_us`.
@@ -103,6 +133,24 @@ impl RunSample {
             pauses: t.pauses,
             cnps: t.cnps,
         }
+    }
+
+    /// The sample as (column, value) pairs, in a fixed order: the one list of its
+    /// columns (every count fits f64's 53-bit mantissa).
+    pub fn columns(&self) -> [(&'static str, f64); 11] {
+        [
+            ("sim_us", self.sim_us),
+            ("wall_s", self.wall_s),
+            ("events", self.events as f64),
+            ("flows_finished", self.flows_finished as f64),
+            ("flows_outstanding", self.flows_outstanding as f64),
+            ("host_tx_bytes", self.host_tx_bytes as f64),
+            ("host_rx_bytes", self.host_rx_bytes as f64),
+            ("drops", self.drops as f64),
+            ("ecn_marks", self.ecn_marks as f64),
+            ("pauses", self.pauses as f64),
+            ("cnps", self.cnps as f64),
+        ]
     }
 }
 
