@@ -60,7 +60,7 @@ fn iops_preset_reproduces_the_replication_gap() {
         "--preset",
         "cepheus-iops",
         "--set",
-        "multicast.ios=2000",
+        "experiment.ios=2000",
         "--out",
         &out_dir("iops"),
     ]);
@@ -82,14 +82,24 @@ fn iops_preset_reproduces_the_replication_gap() {
 fn bad_experiment_settings_are_clear_errors() {
     for (preset, set, says) in [
         (
-            "cepheus-iops",
+            "cepheus-testbed",
             "multicast.experiment=\"nope\"",
             "multicast.experiment",
+        ),
+        (
+            "cepheus-iops",
+            "experiment.queue_depth=0",
+            "experiment.ios, experiment.queue_depth",
+        ),
+        (
+            "cepheus-iops",
+            "experiment.loss_at=\"middle-switches\"",
+            "experiment.iops: unknown field `loss_at`",
         ),
         ("cepheus-testbed", "multicast.group=99", "does not fit"),
         (
             "cepheus-loss",
-            "multicast.loss_rates=[2.0]",
+            "experiment.loss_rates=[2.0]",
             "not a probability",
         ),
         (
@@ -371,7 +381,7 @@ fn safeguard_falls_back_mid_transfer_without_losing_a_byte() {
         "--preset",
         "cepheus-safeguard",
         "--set",
-        "multicast.loss_ranks=[0]",
+        "experiment.loss_ranks=[0]",
     ]);
     assert_ne!(bad.code, 0);
     assert!(bad.stderr.contains("loss_ranks"), "{}", bad.stderr);
@@ -388,7 +398,7 @@ fn loss_preset_prints_its_verdicts_and_cuts_the_chain_as_configured() {
             "--set",
             "multicast.groups=[8]",
             "--set",
-            "multicast.loss_rates=[0.0,1e-3]",
+            "experiment.loss_rates=[0.0,1e-3]",
             "--set",
             "multicast.message=\"4M\"",
         ];
@@ -439,7 +449,7 @@ fn fig10_io_latency_compares_every_scheme_at_every_size() {
         "--set",
         "multicast.sizes=\"8K,512K\"",
         "--set",
-        "multicast.ios=20",
+        "experiment.ios=20",
         "--out",
         &out,
     ]);

@@ -445,11 +445,11 @@ fn tmcf_moving_preset_follows_the_worst_bottleneck() {
     let bad = sim(
         "tmcf-moving",
         &out_dir("moving-bad"),
-        &["multicast.unicasts=[[1, 1, 0.0, 1.0]]"],
+        &["experiment.unicasts=[[1, 1, 0.0, 1.0]]"],
     );
     assert_ne!(bad.code, 0);
     assert!(
-        bad.stderr.contains("multicast.unicasts[0]"),
+        bad.stderr.contains("experiment.unicasts[0]"),
         "{}",
         bad.stderr
     );
@@ -499,7 +499,7 @@ fn cepheus_fairness_preset_runs_every_policy() {
         "--preset",
         "cepheus-fairness",
         "--set",
-        "multicast.overlap=true",
+        "experiment.overlap=true",
         "--out",
         &out2,
     ]);
@@ -524,7 +524,7 @@ fn tmcf_robustness_runs_each_cell() {
         &[
             "experiment.tmcf-robustness.rtts_us=[8.0]",
             "experiment.tmcf-robustness.phases_ms=[1.0]",
-            "multicast.cnp_policies=[\"forward-all\", \"tmcf\"]",
+            "experiment.cnp_policies=[\"forward-all\", \"tmcf\"]",
             "experiment.tmcf-robustness.slots_us=[1000]",
             "experiment.tmcf-robustness.damped_zs=[100.0]",
         ],

@@ -117,7 +117,7 @@ fn repro_lists_every_paper_and_runs_figures_with_provenance() {
         &["repro", "--readings"],
         &[
             "## Cepheus Fig. 12 (`cepheus-fig12`)",
-            "| `multicast.loss_at` |",
+            "| `experiment.loss_at` |",
             "ConnectX-5",
             "randomly discarding packets in the middle switches",
         ],

@@ -39,6 +39,7 @@ use rocast_sim::multicast::cepheus::{run_cepheus, CepheusSpec};
 use rocast_sim::scenario::config::{parse_bytes, parse_sizes};
 use rocast_sim::Scenario;
 
+pub mod config;
 mod io_latency;
 mod safeguard;
 pub(crate) use io_latency::io_latency;
@@ -860,6 +861,7 @@ pub(crate) fn loss(
     sc: &Scenario,
     topo: &Topology,
     cfg: &EngineConfig,
+    lc: &config::LossConfig,
 ) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
     let size = parse_bytes(&m.message)?;
@@ -873,10 +875,10 @@ pub(crate) fn loss(
     let mut jobs = Vec::new();
     for &g in &m.groups {
         group_hosts(sc, topo, "multicast.groups:", g)?;
-        for &loss in &m.loss_rates {
+        for &loss in &lc.loss_rates {
             if !(0.0..1.0).contains(&loss) {
                 return Err(EvalError::Setting(format!(
-                    "multicast.loss_rates: {loss} is not a probability"
+                    "experiment.loss_rates: {loss} is not a probability"
                 )));
             }
             for k in 0..kinds.len() {
@@ -887,16 +889,16 @@ pub(crate) fn loss(
     jobs.sort_by_key(|j| std::cmp::Reverse(j.0));
     // One run of the grid: group g, loss on the middle links, kind k.
     let middle = middle_tier(topo);
-    if m.loss_at == "middle-switches" && middle.is_none() {
+    if lc.loss_at == "middle-switches" && middle.is_none() {
         return Err(EvalError::Setting(format!(
-            "multicast.loss_at = \"middle-switches\" needs a fabric of three switch tiers; {} has fewer",
+            "experiment.loss_at = \"middle-switches\" needs a fabric of three switch tiers; {} has fewer",
             topo.name
         )));
     }
     let one = |g: u32, loss: f64, k: usize, bytes: u64, verify: bool| {
         let mut t = topo.clone();
         let mut c = cfg.clone();
-        match (m.loss_at.as_str(), middle) {
+        match (lc.loss_at.as_str(), middle) {
             ("middle-switches", Some(tier)) => c.switch_loss = Some((tier, loss)),
             _ => {
                 for l in &mut t.links {
@@ -943,7 +945,7 @@ pub(crate) fn loss(
         text,
         "# Fig. 13: {} messages, loss {}; FCT (ms) and FCT / lossless FCT",
         fmt_size(size),
-        if m.loss_at == "middle-switches" {
+        if lc.loss_at == "middle-switches" {
             "in the middle (aggregation) switches: every frame one sends"
         } else {
             "on every switch-to-switch link"
@@ -959,7 +961,7 @@ pub(crate) fn loss(
     let mut verdicts = Vec::new();
     for &g in &m.groups {
         let base = row(g, 0.0);
-        for &loss in &m.loss_rates {
+        for &loss in &lc.loss_rates {
             let v = row(g, loss);
             let _ = writeln!(
                 text,
@@ -1010,7 +1012,7 @@ pub(crate) fn loss(
     );
     // The verdicts: the crossover and rocast's selective-repeat goal (both at the
     // paper's cell, 512 members and 1e-4), and whose throughput falls further.
-    let paper_cell = m.groups.contains(&512) && m.loss_rates.contains(&1e-4);
+    let paper_cell = m.groups.contains(&512) && lc.loss_rates.contains(&1e-4);
     if paper_cell {
         let (b, w) = (row(512, 0.0), row(512, 1e-4));
         let verdict = if gbn_worse == ["512@1e-4"] {
@@ -1040,7 +1042,7 @@ pub(crate) fn loss(
         verdicts
             .push(v.because_unless_reproduced(verdict.trim_start_matches("differs: ").to_string()));
     }
-    let worst = m.loss_rates.iter().copied().fold(0.0f64, f64::max);
+    let worst = lc.loss_rates.iter().copied().fold(0.0f64, f64::max);
     if worst > 0.0 {
         let mut falls = Vec::new();
         for &g in &m.groups {
@@ -1156,20 +1158,21 @@ pub(crate) fn iops(
     sc: &Scenario,
     topo: &Topology,
     cfg: &EngineConfig,
+    ic: &config::IopsConfig,
 ) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
-    let io = parse_bytes(&m.io)?;
-    let stack = Duration::from_ps((m.io_stack_us * 1e6) as u64);
-    if m.ios == 0 || m.queue_depth == 0 || m.group < 2 {
+    let io = parse_bytes(&ic.io)?;
+    let stack = Duration::from_ps((ic.io_stack_us * 1e6) as u64);
+    if ic.ios == 0 || ic.queue_depth == 0 || m.group < 2 {
         return Err(EvalError::Setting(
-            "multicast: ios, queue_depth and group must be positive (group >= 2)".into(),
+            "experiment.ios, experiment.queue_depth and multicast.group must be positive (group >= 2)".into(),
         ));
     }
     let hosts = member_hosts(sc, topo.num_hosts() as u32, m.group);
     let (client, replicas) = (hosts[0], hosts[1..].to_vec());
     // 1-unicast, 3-unicasts, Cepheus, and 1-unicast with the stack 10% slower (the
     // calibrated constant's sensitivity).
-    let slower_stack = Duration::from_ps((m.io_stack_us * 1.1 * 1e6) as u64);
+    let slower_stack = Duration::from_ps((ic.io_stack_us * 1.1 * 1e6) as u64);
     let jobs = [0u8, 1, 2, 3];
     let results = parallel(m.threads, &jobs, |&j| match j {
         0 | 3 => unicast_iops(
@@ -1178,8 +1181,8 @@ pub(crate) fn iops(
             client,
             &replicas[..1],
             io,
-            m.ios,
-            m.queue_depth,
+            ic.ios,
+            ic.queue_depth,
             if j == 0 { stack } else { slower_stack },
         ),
         1 => unicast_iops(
@@ -1188,29 +1191,29 @@ pub(crate) fn iops(
             client,
             &replicas,
             io,
-            m.ios,
-            m.queue_depth,
+            ic.ios,
+            ic.queue_depth,
             stack,
         ),
         _ => {
             let mut spec = CepheusSpec::new(client, replicas.clone(), io);
-            spec.messages = m.ios;
-            spec.window = m.queue_depth;
+            spec.messages = ic.ios;
+            spec.window = ic.queue_depth;
             spec.per_message_overhead = stack;
             let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
             let t = out.completion_ps().ok_or("cepheus: incomplete")?;
-            Ok(m.ios as f64 / (t as f64 / 1e12))
+            Ok(ic.ios as f64 / (t as f64 / 1e12))
         }
     })?;
     let mut text = String::new();
     let _ = writeln!(
         text,
         "# Table I: {} IOs of {} by RDMA WRITE to {} replicas, queue depth {}, host stack {} us per copy",
-        m.ios,
+        ic.ios,
         fmt_size(io),
         replicas.len(),
-        m.queue_depth,
-        m.io_stack_us
+        ic.queue_depth,
+        ic.io_stack_us
     );
     let _ = writeln!(
         text,
@@ -1254,7 +1257,7 @@ pub(crate) fn iops(
     )
     .because(format!(
         "io_stack_us = {} us is 1 / 1.188 M, the paper's own 1-unicast rate: a 10% slower stack gives {:.3} M ({sens:.1}% fewer), so the absolute IOPS follow the constant",
-        m.io_stack_us,
+        ic.io_stack_us,
         slower / 1e6
     ))];
     verdicts.push(
@@ -1276,7 +1279,7 @@ pub(crate) fn iops(
     let _ = writeln!(
         text,
         "  what is simulated: the ratios (copies through the stack, the wire, the switch); the absolute MIOPS follow from io_stack_us = {} us, which the preset sets to 1 / 1.188 M, the paper's own 1-unicast rate, so rocast's 1-unicast figure is that calibration read back, not a prediction",
-        m.io_stack_us
+        ic.io_stack_us
     );
     Ok(EvalReport {
         text,

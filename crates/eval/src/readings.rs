@@ -292,14 +292,14 @@ const TESTBED_SLICES: Reading = Reading {
 };
 
 const LOSS_PLACE: Reading = Reading {
-    key: "multicast.loss_at",
+    key: "experiment.loss_at",
     what: "where Fig. 13's random loss happens",
     paper: "§V-C: \"emulated via randomly discarding packets in the middle switches\"",
-    primary: &["multicast.loss_at=\"middle-switches\""],
+    primary: &["experiment.loss_at=\"middle-switches\""],
     source: "paper: every frame an aggregation switch (the middle of three tiers) sends drops with the rate, once per switch crossed",
     alternatives: &[Alternative {
         value: "every switch-to-switch link, either way (rocast's earlier reading; ns-3's per-device error model on those links)",
-        sets: &["multicast.loss_at=\"switch-links\""],
+        sets: &["experiment.loss_at=\"switch-links\""],
         ruled_out: "\"in the middle switches\", not on every link",
     }],
 };
@@ -318,14 +318,14 @@ const LOSS_LOSSLESS: Reading = Reading {
 };
 
 const F14_ORDER: Reading = Reading {
-    key: "multicast.overlap",
+    key: "experiment.overlap",
     what: "when f3 starts",
     paper: "§V-C: \"Three flows initiate sequentially as shown in Fig. 14\" … \"after f2 ends, Cepheus grabs total bandwidth again and quickly converges to a new fair sharing with f3\"",
-    primary: &["multicast.overlap=false"],
+    primary: &["experiment.overlap=false"],
     source: "paper: f3 after f2",
     alternatives: &[Alternative {
         value: "f3 halfway through f2 (two congested branches at once; rocast's earlier preset)",
-        sets: &["multicast.overlap=true"],
+        sets: &["experiment.overlap=true"],
         ruled_out: "\"after f2 ends, Cepheus grabs total bandwidth again\"",
     }],
 };
@@ -334,7 +334,7 @@ const F14_FILTER: Reading = Reading {
     key: "switch.cnp_filter",
     what: "the switches' CNP filter",
     paper: "§III-D: \"We then perform signal filtering to only pass through the CNPs from the most congested link\" with \"a periodic aging mechanism\"",
-    primary: &["the cepheus policy of multicast.cnp_policies counts"],
+    primary: &["the cepheus policy of experiment.cnp_policies counts"],
     source: "paper",
     alternatives: &[Alternative {
         value: "forward-all, TMCF, PEEL's guard (every policy runs in the same report)",
@@ -344,23 +344,23 @@ const F14_FILTER: Reading = Reading {
 };
 
 const IO_STACK: Reading = Reading {
-    key: "multicast.io_stack_us",
+    key: "experiment.io_stack_us",
     what: "the client's storage stack cost per copy",
     paper: "§V-B: \"the throughput bottleneck of consistent 8KB writing lies in the storage protocol stack at end-host\"; 1-unicast: 1.188 M IOPS",
-    primary: &["multicast.io_stack_us=0.842"],
+    primary: &["experiment.io_stack_us=0.842"],
     source: "calibrated: 1 / 1.188 M, the paper's own 1-unicast rate, so results that follow from it are reported as \"calibrated\"",
     alternatives: &[],
 };
 
 const ODBSS_HOP: Reading = Reading {
-    key: "multicast.odbss.hop_model",
+    key: "experiment.hop_model",
     what: "the per-hop unicast latency L the overlay sums",
     paper: "§III-B: the overlay's latency K·log2(N)·L; Fig. 4's Soft-RoCE and hardware latencies, \"35 us versus 3 us\" (tail against average)",
-    primary: &["multicast.odbss.hop_model=\"fig4\""],
+    primary: &["experiment.hop_model=\"fig4\""],
     source: "paper: its own Fig. 4 hardware column (Mlnx_HW) with its stated tail",
     alternatives: &[Alternative {
         value: "lab: the hop measured on rocast's namespace lab (1 Gbit/s software hops, millisecond tails)",
-        sets: &["multicast.odbss.hop_model=\"lab\""],
+        sets: &["experiment.hop_model=\"lab\""],
         ruled_out: "it describes this VM, not the paper's fabric; printed as a sensitivity row",
     }],
 };
@@ -767,10 +767,10 @@ const TMCF_SLOT: Reading = Reading {
 };
 
 const TMCF_RULE: Reading = Reading {
-    key: "multicast.cnp_policies",
+    key: "experiment.cnp_policies",
     what: "which CNPs a branching switch forwards under TMCF",
     paper: "§II: \"A switch selects the interface with the largest number of CNPs as the worst congested interface and forwards all CNPs from this selected interface in the next time slot. In Figure 1, CNPs from the selected interface, IF_A, in time slot T1 are forwarded to the sender in time slot T2.\"",
-    primary: &["multicast.cnp_policies (tmcf: the previous slot's busiest interface has its CNPs of the current slot forwarded on arrival)"],
+    primary: &["experiment.cnp_policies (tmcf: the previous slot's busiest interface has its CNPs of the current slot forwarded on arrival)"],
     source: "paper, its rule's sentence (\"forwards all CNPs from this selected interface in the next time slot\"); tmcf-damped is rocast's own policy (a margin before the choice moves), not the poster's, and is reported as such",
     alternatives: &[Alternative {
         value: "a buffered release: the switch holds slot T1's CNPs and sends the busiest interface's toward the source in T2, each one slot after it came (the tmcf-buffered column of the same report)",
@@ -976,15 +976,20 @@ mod tests {
         );
     }
 
-    /// Every alternative's `--set`s parse on its preset, so `rocast sim --preset P --set …`
-    /// runs it.
+    /// Every alternative's `--set`s parse on its preset and pass its experiment's check,
+    /// so `rocast sim --preset P --set …` runs it.
     #[test]
     fn every_alternative_runs_on_its_preset() {
         for p in PRESETS {
             for r in p.readings {
                 for a in r.alternatives {
                     let sets: Vec<String> = a.sets.iter().map(|s| s.to_string()).collect();
-                    crate::experiments::scenario(p.preset, &sets)
+                    let sc = crate::experiments::scenario(p.preset, &sets)
+                        .unwrap_or_else(|e| panic!("{} {:?}: {e}", p.preset, a.sets));
+                    // Its experiment takes the keys too (an experiment's own table).
+                    let name = sc.experiment_name().expect("a preset runs an experiment");
+                    let e = crate::experiments::registry().experiment(name).expect(name);
+                    e.check(&sc)
                         .unwrap_or_else(|e| panic!("{} {:?}: {e}", p.preset, a.sets));
                 }
             }
@@ -1017,7 +1022,7 @@ mod tests {
         );
         assert!(for_scenario("default").is_none());
         let md = markdown("cepheus");
-        assert!(md.contains("ConnectX-5") && md.contains("| `multicast.loss_at` |"));
+        assert!(md.contains("ConnectX-5") && md.contains("| `experiment.loss_at` |"));
         assert!(!md.contains("## PEEL"));
         for p in PRESETS {
             let paper = paper_of(p.preset);

@@ -99,7 +99,7 @@ fn with_policy(sc: &Scenario, policy: &str) -> Result<Scenario, EvalError> {
         p if CnpFilterPolicy::NAMES.contains(&p) => sc.switch.cnp_filter = p.into(),
         other => {
             return Err(EvalError::Setting(format!(
-                "multicast.cnp_policies: {other:?} (expected {} or guard)",
+                "experiment.cnp_policies: {other:?} (expected {} or guard)",
                 CnpFilterPolicy::NAMES.join(", ")
             )))
         }
@@ -175,14 +175,22 @@ fn run_policy(
     })
 }
 
-/// Runs the trial on `topo` under every policy of `multicast.cnp_policies` (in
-/// parallel).
-fn run_policies(sc: &Scenario, topo: &Topology, t: &Trial) -> Result<Vec<PolicyRun>, EvalError> {
-    let m = &sc.multicast;
-    if m.cnp_policies.is_empty() {
-        return Err(EvalError::Setting("multicast.cnp_policies is empty".into()));
+/// Runs the trial on `topo` under every policy of `policies` (the experiment's
+/// `cnp_policies`), in parallel.
+fn run_policies(
+    sc: &Scenario,
+    topo: &Topology,
+    t: &Trial,
+    policies: &[String],
+) -> Result<Vec<PolicyRun>, EvalError> {
+    if policies.is_empty() {
+        return Err(EvalError::Setting(
+            "experiment.cnp_policies is empty".into(),
+        ));
     }
-    parallel(m.threads, &m.cnp_policies, |p| run_policy(sc, topo, p, t))
+    parallel(sc.multicast.threads, policies, |p| {
+        run_policy(sc, topo, p, t)
+    })
 }
 
 /// Each run cut into phases (`min_samples` intervals at least).
@@ -497,17 +505,16 @@ fn star(sc: &Scenario, base: &Path, what: &str) -> Result<(Topology, f64), EvalE
 /// 6→4). Time is scaled down from the paper's (2.1 s, then one flow per 0.1 s):
 /// DCQCN's timers (55 µs rate increase, 50 µs CNP spacing and TMCF slot) are far
 /// shorter than a phase either way.
-pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
-    let m = &sc.multicast;
-    if !(m.start_ms > 0.0 && m.phase_ms > 0.0) {
+pub fn cpmp(sc: &Scenario, base: &Path, c: &CpmpConfig) -> Result<EvalReport, EvalError> {
+    if !(c.start_ms > 0.0 && c.phase_ms > 0.0) {
         return Err(EvalError::Setting(
-            "multicast.start_ms and multicast.phase_ms must be positive".into(),
+            "experiment.start_ms and experiment.phase_ms must be positive".into(),
         ));
     }
     let (topo, line) = star(sc, base, "tmcf-cpmp")?;
     let name = &topo.name;
-    let trial = cpmp_trial(sc, line)?;
-    let runs = run_policies(sc, &topo, &trial)?;
+    let trial = cpmp_trial(sc, line, c.start_ms, c.phase_ms)?;
+    let runs = run_policies(sc, &topo, &trial, &c.cnp_policies)?;
     let tables = analyse(&runs, &trial.receivers, line, 4);
     let mut text = String::new();
     let _ = writeln!(
@@ -516,7 +523,7 @@ pub fn cpmp(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
          (1->2, 2->3, 3->1, 4->5, 5->6, 6->4); time scaled down from 2.1 s / 0.1 s\n\
          paper: forward-all's multicast rate collapses as congested paths are added; TMCF\n\
          holds the fair share of each bottleneck (about half the link)\n",
-        m.start_ms, m.phase_ms
+        c.start_ms, c.phase_ms
     );
     // The paper's figure: the rate per number of congested paths, policies side by side.
     let _ = write!(text, "{:>18}", "congested paths");
@@ -645,9 +652,9 @@ fn cpmp_end_ms(start_ms: f64, phase_ms: f64) -> f64 {
 /// `start_ms`, each outlasting the run at line rate (or 2 GiB, which still outlasts
 /// it at the half-link share a shared downlink leaves; an early end shows as a phase
 /// cut in the table).
-fn cpmp_trial(sc: &Scenario, line: f64) -> Result<Trial, EvalError> {
+fn cpmp_trial(sc: &Scenario, line: f64, start_ms: f64, phase_ms: f64) -> Result<Trial, EvalError> {
     let m = &sc.multicast;
-    let end_ms = cpmp_end_ms(m.start_ms, m.phase_ms);
+    let end_ms = cpmp_end_ms(start_ms, phase_ms);
     let uni = line_bytes(line, end_ms).min(MAX_MESSAGE);
     Ok(Trial {
         source: 0,
@@ -660,7 +667,7 @@ fn cpmp_trial(sc: &Scenario, line: f64) -> Result<Trial, EvalError> {
                 src: s,
                 dst: d,
                 size: uni,
-                start_ps: ((m.start_ms + m.phase_ms * i as f64) * 1e9) as u64,
+                start_ps: ((start_ms + phase_ms * i as f64) * 1e9) as u64,
                 after: None,
             })
             .collect(),
@@ -669,7 +676,8 @@ fn cpmp_trial(sc: &Scenario, line: f64) -> Result<Trial, EvalError> {
     })
 }
 
-/// One CPMP run of `tmcf-robustness`: the scenario set for a fabric, RTT and phase.
+/// One CPMP run of `tmcf-robustness`: the scenario set for a fabric, RTT and phase
+/// (the first unicast joins after one phase, as each later one does).
 fn robustness_scenario(
     sc: &Scenario,
     fabric: &str,
@@ -705,8 +713,6 @@ fn robustness_scenario(
             )))
         }
     }
-    vsc.multicast.phase_ms = phase;
-    vsc.multicast.start_ms = phase;
     Ok(vsc)
 }
 
@@ -717,20 +723,23 @@ fn cpmp_fits(line_gbps: f64, phase: f64) -> bool {
 
 /// Runs one `tmcf-robustness` cell and appends its rows (`label` first) to the table
 /// and the CSV.
+#[allow(clippy::too_many_arguments)]
 fn robustness_cell(
     vsc: &Scenario,
     base: &Path,
+    phase: f64,
+    policies: &[String],
     label: &str,
     text: &mut String,
     csv: &mut String,
 ) -> Result<(), EvalError> {
     let (topo, line) = star(vsc, base, "tmcf-robustness")?;
-    let mut trial = cpmp_trial(vsc, line)?;
+    let mut trial = cpmp_trial(vsc, line, phase, phase)?;
     // The multicast outlasts the run at line rate, up to a QP's longest message (100 ms
     // phases would need 4 GB; the rate falls below line from the first unicast, and a
     // multicast that ends early is reported, not judged).
     trial.message = line_bytes(line, trial.cut_ms).min(MAX_MESSAGE);
-    let runs = run_policies(vsc, &topo, &trial)?;
+    let runs = run_policies(vsc, &topo, &trial, policies)?;
     let tables = analyse(&runs, &trial.receivers, line, 4);
     for (run, ph) in &tables {
         let at = |k: usize| ph.iter().find(|p| p.congested == k);
@@ -788,13 +797,14 @@ const ROBUSTNESS_CSV_TAIL: &str =
     "phase_ms,policy,congested,gbps,fair,rate_over_fair,source_cnps_per_ms\n";
 
 /// One sensitivity table's rows for the parameter value `value`: the star at `rtt`,
-/// per phase, with `set` applied to the scenario.
+/// per phase, under `policies`, with `set` applied to the scenario.
 #[allow(clippy::too_many_arguments)]
 fn sensitivity_cells<T: std::fmt::Display>(
     sc: &Scenario,
     base: &Path,
     rtt: f64,
     phases: &[f64],
+    policies: &[String],
     text: &mut String,
     csv: &mut String,
     value: T,
@@ -804,12 +814,81 @@ fn sensitivity_cells<T: std::fmt::Display>(
         let mut vsc = robustness_scenario(sc, "star", rtt, phase)?;
         set(&mut vsc);
         let label = format!("{value:>8} {phase:>9}");
-        robustness_cell(&vsc, base, &label, text, csv)?;
+        robustness_cell(&vsc, base, phase, policies, &label, text, csv)?;
     }
     Ok(())
 }
 
 const ROBUSTNESS_COLUMNS: &str = "policy          1 cong    3 cong    6 cong  CNP/ms 1  CNP/ms 6  verdict at 6 (0.8-1.25x of fair)";
+
+/// The CNP policies an experiment compares unless its table says otherwise.
+fn default_policies() -> Vec<String> {
+    ["forward-all", "tmcf", "cepheus", "guard"]
+        .map(String::from)
+        .to_vec()
+}
+
+/// `[experiment.tmcf-cpmp]`: the CNP policies to compare (one run each), when the
+/// first unicast joins and how long each phase lasts (ms).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CpmpConfig {
+    pub cnp_policies: Vec<String>,
+    pub start_ms: f64,
+    pub phase_ms: f64,
+}
+
+impl Default for CpmpConfig {
+    fn default() -> Self {
+        CpmpConfig {
+            cnp_policies: default_policies(),
+            start_ms: 2.0,
+            phase_ms: 1.0,
+        }
+    }
+}
+
+/// `[experiment.tmcf-moving]`: the CNP policies to compare, and the unicasts among
+/// the receivers as [source, destination, start ms, megabytes].
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MovingConfig {
+    pub cnp_policies: Vec<String>,
+    pub unicasts: Vec<[f64; 4]>,
+}
+
+impl Default for MovingConfig {
+    fn default() -> Self {
+        MovingConfig {
+            cnp_policies: default_policies(),
+            unicasts: Vec::new(),
+        }
+    }
+}
+
+/// `[experiment.fairness]` (Cepheus Fig. 14, `cepheus-fairness`): the CNP policies to
+/// compare, f2's start and the gap before f3 (ms), what each unicast carries in
+/// line-time (ms), and whether f3 starts halfway through f2 (two congested branches
+/// at once) instead of after it.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FairnessConfig {
+    pub cnp_policies: Vec<String>,
+    pub start_ms: f64,
+    pub phase_ms: f64,
+    pub overlap: bool,
+}
+
+impl Default for FairnessConfig {
+    fn default() -> Self {
+        FairnessConfig {
+            cnp_policies: default_policies(),
+            start_ms: 2.0,
+            phase_ms: 1.0,
+            overlap: false,
+        }
+    }
+}
 
 /// `[experiment.tmcf-robustness]`: what the robustness sweep covers.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -825,6 +904,8 @@ pub struct RobustnessConfig {
     pub slots_us: Vec<u64>,
     /// Margins z of rocast's damped TMCF for its sensitivity table; empty skips it.
     pub damped_zs: Vec<f64>,
+    /// The CNP policies to compare in every cell (the slot table runs its TMCF ones).
+    pub cnp_policies: Vec<String>,
 }
 
 impl Default for RobustnessConfig {
@@ -835,6 +916,7 @@ impl Default for RobustnessConfig {
             phases_ms: Vec::new(),
             slots_us: Vec::new(),
             damped_zs: Vec::new(),
+            cnp_policies: default_policies(),
         }
     }
 }
@@ -850,7 +932,6 @@ pub fn robustness(
     base: &Path,
     r: &RobustnessConfig,
 ) -> Result<EvalReport, EvalError> {
-    let m = &sc.multicast;
     if r.rtts_us.is_empty() || r.phases_ms.is_empty() {
         return Err(EvalError::Setting(
             "tmcf-robustness needs experiment.tmcf-robustness.rtts_us and phases_ms".into(),
@@ -876,7 +957,15 @@ pub fn robustness(
             for &phase in &r.phases_ms {
                 let vsc = robustness_scenario(sc, fabric, rtt, phase)?;
                 let label = format!("{fabric:<8} {rtt:>7} {phase:>9}");
-                robustness_cell(&vsc, base, &label, &mut text, &mut csv)?;
+                robustness_cell(
+                    &vsc,
+                    base,
+                    phase,
+                    &r.cnp_policies,
+                    &label,
+                    &mut text,
+                    &mut csv,
+                )?;
             }
         }
     }
@@ -902,7 +991,7 @@ pub fn robustness(
         .collect::<Vec<_>>()
         .join(", ");
     // The slot table runs whichever of TMCF and rocast's damped TMCF the preset compares.
-    let slotted: Vec<String> = m
+    let slotted: Vec<String> = r
         .cnp_policies
         .iter()
         .filter(|p| matches!(p.as_str(), "tmcf" | "tmcf-damped"))
@@ -929,13 +1018,11 @@ pub fn robustness(
                 base,
                 rtt,
                 &phases,
+                &slotted,
                 &mut text,
                 &mut slot_csv,
                 slot,
-                |v| {
-                    v.switch.cnp_window_us = slot;
-                    v.multicast.cnp_policies = slotted.clone();
-                },
+                |v| v.switch.cnp_window_us = slot,
             )?;
         }
         files.push(("tmcf-slots.csv".into(), slot_csv));
@@ -957,10 +1044,18 @@ pub fn robustness(
                     "experiment.tmcf-robustness.damped_zs: {z} is outside 0-100 standard deviations"
                 )));
             }
-            sensitivity_cells(sc, base, rtt, &phases, &mut text, &mut z_csv, z, |v| {
-                v.switch.tmcf_damped_z = z;
-                v.multicast.cnp_policies = vec!["tmcf-damped".into()];
-            })?;
+            let damped = ["tmcf-damped".to_string()];
+            sensitivity_cells(
+                sc,
+                base,
+                rtt,
+                &phases,
+                &damped,
+                &mut text,
+                &mut z_csv,
+                z,
+                |v| v.switch.tmcf_damped_z = z,
+            )?;
         }
         files.push(("tmcf-damped-z.csv".into(), z_csv));
     }
@@ -973,21 +1068,21 @@ pub fn robustness(
 }
 
 /// TMCF Figs 5–6, the moving bottleneck: a multicast from host 0 to receivers 1–6,
-/// and the unicasts of `multicast.unicasts` ([source, destination, start ms, MB]),
+/// and the unicasts of `experiment.unicasts` ([source, destination, start ms, MB]),
 /// which start and, being finite, end.
-pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
+pub fn moving(sc: &Scenario, base: &Path, c: &MovingConfig) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
-    if m.unicasts.is_empty() {
+    if c.unicasts.is_empty() {
         return Err(
-            "tmcf-moving needs multicast.unicasts = [[src, dst, start_ms, MB], ...]".into(),
+            "tmcf-moving needs experiment.unicasts = [[src, dst, start_ms, MB], ...]".into(),
         );
     }
     let mut flows = Vec::new();
-    for (i, &[s, d, start, mb]) in m.unicasts.iter().enumerate() {
+    for (i, &[s, d, start, mb]) in c.unicasts.iter().enumerate() {
         let ok = |v: f64| v.fract() == 0.0 && (1.0..=6.0).contains(&v);
         if !ok(s) || !ok(d) || s == d || !(start >= 0.0) || !(mb > 0.0) {
             return Err(EvalError::Setting(format!(
-                "multicast.unicasts[{i}]: need receivers 1-6 (distinct), start >= 0 and MB > 0"
+                "experiment.unicasts[{i}]: need receivers 1-6 (distinct), start >= 0 and MB > 0"
             )));
         }
         flows.push(FlowSpec {
@@ -1008,7 +1103,7 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
         step: Duration::from_us(100),
         cut_ms: f64::INFINITY,
     };
-    let runs = run_policies(sc, &topo, &trial)?;
+    let runs = run_policies(sc, &topo, &trial, &c.cnp_policies)?;
     let tables = analyse(&runs, &trial.receivers, line, 4);
     let mut text = String::new();
     let _ = writeln!(
@@ -1016,7 +1111,7 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
         "# TMCF moving bottleneck (Figs 5-6): multicast 0 -> 1..6 on {name}; unicasts {:?}\n\
          ([src, dst, start ms, MB]); time scaled down\n\
          paper: the multicast follows the worst bottleneck as it moves, and back\n",
-        m.unicasts
+        c.unicasts
     );
     let mut r = report(text, &tables, &runs, "tmcf-moving.csv");
     let claims = &[
@@ -1044,7 +1139,7 @@ pub fn moving(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
 /// and take the whole link back when a competitor ends. DCQCN climbs back slowly
 /// (HPCC's settings: +200 Mb/s per 300 µs at 100 Gb/s), so seeing the whole link
 /// retaken needs a `start_ms` of tens of milliseconds.
-pub fn fairness(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
+pub fn fairness(sc: &Scenario, base: &Path, c: &FairnessConfig) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
     let size = parse_bytes(&m.message)?;
     let topo = build_topology(sc, base)?;
@@ -1062,14 +1157,14 @@ pub fn fairness(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
         let i = (rng.next_u64() % pool.len() as u64) as usize;
         nodes.push(pool.swap_remove(i));
     }
-    if !(m.start_ms > 0.0 && m.phase_ms > 0.0) {
+    if !(c.start_ms > 0.0 && c.phase_ms > 0.0) {
         return Err(EvalError::Setting(
-            "multicast.start_ms and multicast.phase_ms must be positive".into(),
+            "experiment.start_ms and experiment.phase_ms must be positive".into(),
         ));
     }
     let rate = topo.links[topo.ports(nodes[0])[0].0 as usize].rate_bps;
-    let uni = (rate as f64 / 8.0 * m.phase_ms / 1e3) as u64;
-    let gap = (m.start_ms * 1e9) as u64;
+    let uni = (rate as f64 / 8.0 * c.phase_ms / 1e3) as u64;
+    let gap = (c.start_ms * 1e9) as u64;
     let trial = Trial {
         source: nodes[0],
         receivers: nodes[1..].to_vec(),
@@ -1082,13 +1177,13 @@ pub fn fairness(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
                 start_ps: gap,
                 after: None,
             },
-            if m.overlap {
+            if c.overlap {
                 // Halfway through f2: two congested branches at once.
                 FlowSpec {
                     src: nodes[3],
                     dst: nodes[4],
                     size: uni,
-                    start_ps: gap + (m.phase_ms * 0.5e9) as u64,
+                    start_ps: gap + (c.phase_ms * 0.5e9) as u64,
                     after: None,
                 }
             } else {
@@ -1104,7 +1199,7 @@ pub fn fairness(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
         step: Duration::from_us(100),
         cut_ms: f64::INFINITY,
     };
-    let runs = run_policies(sc, &topo, &trial)?;
+    let runs = run_policies(sc, &topo, &trial, &c.cnp_policies)?;
     let line = rate as f64 / 1e9;
     let tables = analyse(&runs, &trial.receivers, line, 10);
     let verdicts = fairness_verdicts(&tables);
@@ -1121,13 +1216,13 @@ pub fn fairness(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
         topo.name,
         nodes[1],
         nodes[2],
-        m.start_ms,
+        c.start_ms,
         nodes[3],
         nodes[4],
-        m.start_ms,
-        m.phase_ms
+        c.start_ms,
+        c.phase_ms
     );
-    if m.overlap {
+    if c.overlap {
         let _ = writeln!(
             text,
             "(overlap: f3 starts halfway through f2 instead, so N2's and N4's downlinks are congested at once)\n"

@@ -8,9 +8,9 @@ use std::path::Path;
 
 fn run(sets: &[&str]) -> (String, String) {
     let mut all = vec![
-        "multicast.odbss.trials=200",
-        "multicast.odbss.bench_rounds=0",
-        "multicast.odbss.hop_model=fig4",
+        "experiment.trials=200",
+        "experiment.bench_rounds=0",
+        "experiment.hop_model=fig4",
     ];
     all.extend_from_slice(sets);
     let sets: Vec<String> = all.iter().map(|s| s.to_string()).collect();
@@ -117,27 +117,31 @@ const PIN_TREE_1024_64: (f64, f64) = (50.78, 78.225);
 fn ud_latency_takes_its_hop_model_from_the_lab_measurement() {
     // The preset's primary reading is the paper's own regime (Fig. 4's hardware
     // column); the lab-measured hop is the alternative this test runs.
+    let hop_model = |sc: &Scenario| {
+        rocast_eval::experiment::experiment_config::<rocast_eval::odbss::config::OdbssConfig>(
+            sc,
+            "ud-latency",
+        )
+        .unwrap()
+        .hop_model
+    };
     assert_eq!(
-        rocast_eval::experiments::scenario("ud-latency", &[])
-            .unwrap()
-            .multicast
-            .odbss
-            .hop_model,
+        hop_model(&rocast_eval::experiments::scenario("ud-latency", &[]).unwrap()),
         "fig4"
     );
     let sets: Vec<String> = [
-        "multicast.odbss.trials=200",
-        "multicast.odbss.bench_rounds=0",
-        "multicast.odbss.hop_model=\"lab\"",
+        "experiment.trials=200",
+        "experiment.bench_rounds=0",
+        "experiment.hop_model=\"lab\"",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
     let sc = rocast_eval::experiments::scenario("ud-latency", &sets).unwrap();
-    assert_eq!(sc.multicast.odbss.hop_model, "lab");
+    assert_eq!(hop_model(&sc), "lab");
     let (text, csv) = text_and_csv(&sc);
     assert!(
-        text.contains("per-hop model (multicast.odbss.hop_model = \"lab\")")
+        text.contains("per-hop model (experiment.hop_model = \"lab\")")
             && text.contains(rocast_eval::odbss::broadcast_select::LAB_HOP_FILE),
         "{text}"
     );
@@ -170,8 +174,8 @@ fn the_n_to_the_d_fabric_scales_by_dimensions_not_nodes() {
     // With the lab-measured hops (the preset's alternative reading): their spread is
     // what the bounds below are set against.
     let sets = vec![
-        "multicast.odbss.trials=30".to_string(),
-        "multicast.odbss.hop_model=\"lab\"".to_string(),
+        "experiment.trials=30".to_string(),
+        "experiment.hop_model=\"lab\"".to_string(),
     ];
     let sc = rocast_eval::experiments::scenario("odbss-scale-40", &sets).unwrap();
     let (text, csv) = text_and_csv(&sc);

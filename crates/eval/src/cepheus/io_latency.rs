@@ -37,15 +37,16 @@ pub(crate) fn io_latency(
     sc: &Scenario,
     topo: &Topology,
     cfg: &EngineConfig,
+    ic: &super::config::IoLatencyConfig,
 ) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
     let sizes = parse_sizes(&m.sizes)?;
-    if m.ios == 0 {
+    if ic.ios == 0 {
         return Err(EvalError::Setting(
-            "cepheus-fig10: multicast.ios must be positive".into(),
+            "cepheus-fig10: experiment.ios must be positive".into(),
         ));
     }
-    let stack = Duration::from_ps((m.io_stack_us * 1e6) as u64);
+    let stack = Duration::from_ps((ic.io_stack_us * 1e6) as u64);
     let hosts = group_hosts(sc, topo, "multicast.group", m.group)?;
     let (client, replicas) = (hosts[0], hosts[1..].to_vec());
     let mut jobs = Vec::new();
@@ -62,11 +63,11 @@ pub(crate) fn io_latency(
                 } else {
                     &replicas[..]
                 };
-                1e12 / unicast_iops(topo, cfg, client, servers, size, m.ios, 1, stack)?
+                1e12 / unicast_iops(topo, cfg, client, servers, size, ic.ios, 1, stack)?
             }
             2 => {
                 let mut spec = CepheusSpec::new(client, replicas.clone(), size);
-                spec.messages = m.ios;
+                spec.messages = ic.ios;
                 spec.window = 1;
                 spec.per_message_overhead = stack;
                 let out = run_cepheus(topo.clone(), cfg.clone(), &spec)?;
@@ -76,7 +77,7 @@ pub(crate) fn io_latency(
                         f.reason
                     )));
                 }
-                out.completion_ps().ok_or("cepheus: incomplete")? as f64 / m.ios as f64
+                out.completion_ps().ok_or("cepheus: incomplete")? as f64 / ic.ios as f64
             }
             _ => {
                 let knobs = OverlayKnobs {
@@ -94,9 +95,9 @@ pub(crate) fn io_latency(
     let _ = writeln!(
         text,
         "# Fig. 10: single IO latency (us, mean of {} IOs at queue depth 1), client + {} replicas on one switch, storage stack {} us per copy",
-        m.ios,
+        ic.ios,
         replicas.len(),
-        m.io_stack_us
+        ic.io_stack_us
     );
     let _ = writeln!(
         text,

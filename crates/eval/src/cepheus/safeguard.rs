@@ -68,42 +68,43 @@ pub(crate) fn safeguard(
     sc: &Scenario,
     topo: &Topology,
     cfg: &EngineConfig,
+    sg: &super::config::SafeguardConfig,
 ) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
     let size = parse_bytes(&m.message)?;
     let hosts = group_hosts(sc, topo, "multicast.group", m.group)?;
-    if m.messages == 0 || m.queue_depth == 0 || size == 0 {
-        return Err(EvalError::Setting("cepheus-safeguard: multicast.messages, multicast.queue_depth and multicast.message must be positive".into()));
+    if m.messages == 0 || sg.queue_depth == 0 || size == 0 {
+        return Err(EvalError::Setting("cepheus-safeguard: multicast.messages, experiment.queue_depth and multicast.message must be positive".into()));
     }
     if m.loss <= 0.0 {
         return Err(EvalError::Setting(
             "cepheus-safeguard: multicast.loss must be above 0 (the degradation)".into(),
         ));
     }
-    if !(m.loss_from_ms.is_finite() && m.loss_from_ms > 0.0) {
+    if !(sg.loss_from_ms.is_finite() && sg.loss_from_ms > 0.0) {
         return Err(
-            "cepheus-safeguard: multicast.loss_from_ms must be positive (mid-transfer)".into(),
+            "cepheus-safeguard: experiment.loss_from_ms must be positive (mid-transfer)".into(),
         );
     }
-    let lossy: Vec<u32> = if m.loss_ranks.is_empty() {
+    let lossy: Vec<u32> = if sg.loss_ranks.is_empty() {
         vec![m.loss_rank]
     } else {
-        m.loss_ranks.clone()
+        sg.loss_ranks.clone()
     };
     if let Some(r) = lossy.iter().find(|&&r| r == 0 || r >= m.group) {
         return Err(EvalError::Setting(format!(
-            "multicast.loss_ranks: {r} is not a receiver's rank (1..{})",
+            "experiment.loss_ranks: {r} is not a receiver's rank (1..{})",
             m.group
         )));
     }
     let line_bps = (sc.topology.host_gbps * 1e9) as u64;
     let guard = super::scenario_safeguard(m, line_bps)?;
-    let loss_from_ps = (m.loss_from_ms * 1e9) as u64;
+    let loss_from_ps = (sg.loss_from_ms * 1e9) as u64;
     let cases = [Case::NoLoss, Case::LossNoSafeguard, Case::LossSafeguard];
     let outs = parallel(m.threads, &cases, |&case| {
         let mut spec = CepheusSpec::new(hosts[0], hosts[1..].to_vec(), size);
         spec.messages = m.messages;
-        spec.window = m.queue_depth;
+        spec.window = sg.queue_depth;
         spec.per_message_overhead = overhead(sc);
         spec.verify_data = true;
         spec.seed = sc.seed;
@@ -147,7 +148,7 @@ pub(crate) fn safeguard(
         m.messages,
         size,
         m.group - 1,
-        m.loss_from_ms,
+        sg.loss_from_ms,
         lossy,
         m.loss,
         m.safeguard_threshold * 100.0,

@@ -34,6 +34,7 @@ use crate::error::EvalError;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 
+pub use crate::odbss::config::{fig4_column, OdbssConfig, FIG4_COLUMNS};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use rocast_core::overlay::{Schedule, Scheme};
@@ -41,7 +42,6 @@ use rocast_core::stats::nearest_rank;
 use rocast_core::time::{Duration, Instant};
 use rocast_sim::engine::EventQueue;
 use rocast_sim::scenario::config::parse_sizes;
-pub use rocast_sim::scenario::odbss::{fig4_column, OdbssConfig, FIG4_COLUMNS};
 use rocast_sim::{uniform, Scenario};
 
 use crate::report::{fmt_size, parallel, EvalReport};
@@ -1538,10 +1538,10 @@ pub fn stats_us(v: &mut [u64]) -> [f64; 4] {
 }
 
 // ---------------------------------------------------------------------------
-// What the scenario keys (`rocast_sim::scenario::odbss`) build
+// What the experiment's keys (`crate::odbss::config`) build
 // ---------------------------------------------------------------------------
 
-/// The ODBSS models the `[multicast.odbss]` keys describe.
+/// The ODBSS models the `[experiment.ud-latency]` keys describe.
 pub trait OdbssModel {
     /// One element of the fabric.
     fn element(&self) -> ElementConfig;
@@ -1619,8 +1619,7 @@ fn point_rng(seed: u64, n: u32, size: u64, scheme: u64) -> ChaCha8Rng {
     r
 }
 
-fn run_point(sc: &Scenario, n: u32, size: u64) -> Result<Point, EvalError> {
-    let o = &sc.multicast.odbss;
+fn run_point(sc: &Scenario, o: &OdbssConfig, n: u32, size: u64) -> Result<Point, EvalError> {
     let m = o.hop_model(size, sc.multicast.overhead_us);
     let el = o.element();
     let len = u32::try_from(size).map_err(|_| format!("message of {size} bytes is too large"))?;
@@ -1653,8 +1652,7 @@ fn run_point(sc: &Scenario, n: u32, size: u64) -> Result<Point, EvalError> {
 /// the broadcast-select fabric against the binomial tree over RC (§III-B), then
 /// the multi-dimensional fabric's hops and latency (§II-C), the hybrid offload
 /// (§II-D), and optionally the element's delivery rate.
-pub fn ud_latency(sc: &Scenario) -> Result<EvalReport, EvalError> {
-    let o = &sc.multicast.odbss;
+pub fn ud_latency(sc: &Scenario, o: &OdbssConfig) -> Result<EvalReport, EvalError> {
     let sizes = parse_sizes(&sc.multicast.sizes).map_err(|e| format!("multicast.sizes: {e}"))?;
     if let Some(&s) = sizes.iter().find(|&&s| s > 1 << 16) {
         return Err(EvalError::Setting(format!("multicast.sizes: {s} B is more than one UD datagram (at most 64K here; the paper's MTU is 4096)")));
@@ -1698,7 +1696,7 @@ pub fn ud_latency(sc: &Scenario) -> Result<EvalReport, EvalError> {
          paper (Leong, Li, Liu 2019, §III-B): overlay latency = K·log2(N)·L, K growing with N through the unicast\n\
          tail (35 us vs 3 us average) and relays waiting on their previous send; ODBSS within one dimension\n\
          ~ unicast latency, across dimensions growing with D, not N.\n\
-         per-hop model (multicast.odbss.hop_model = {:?}): {hop_source}.\n\
+         per-hop model (experiment.hop_model = {:?}): {hop_source}.\n\
          fabric: {} ports/element at {} Gb/s, prop {} ns, OEO {} ns, {} B wire overhead; per post {:.2} us;\n\
          {} seeded trials per point; completion = last receiver.",
         o.hop_model,
@@ -1750,7 +1748,9 @@ pub fn ud_latency(sc: &Scenario) -> Result<EvalReport, EvalError> {
         .iter()
         .flat_map(|&s| groups.iter().map(move |&n| (n, s)))
         .collect();
-    let points = parallel(sc.multicast.threads, &jobs, |&(n, s)| run_point(sc, n, s))?;
+    let points = parallel(sc.multicast.threads, &jobs, |&(n, s)| {
+        run_point(sc, o, n, s)
+    })?;
     let mut csv = String::from("n,size,scheme,mean_us,p50_us,p99_us,max_us\n");
     for p in &points {
         for (k, name) in SCHEMES.iter().enumerate() {
@@ -1763,7 +1763,7 @@ pub fn ud_latency(sc: &Scenario) -> Result<EvalReport, EvalError> {
         }
     }
     for &size in &sizes {
-        let hop = mean_hop_us(sc, size);
+        let hop = mean_hop_us(sc, o, size);
         let _ = writeln!(
             text,
             "\n## {} B: completion (us); K = binomial mean / (ceil(log2 N) x mean hop {:.2} us incl. post)\n\
@@ -1803,10 +1803,10 @@ pub fn ud_latency(sc: &Scenario) -> Result<EvalReport, EvalError> {
         }
     }
 
-    let (mut verdicts, sensitivity) = k_verdicts(sc, &sizes, &points)?;
+    let (mut verdicts, sensitivity) = k_verdicts(sc, o, &sizes, &points)?;
     text.push_str(&sensitivity);
-    multi_dim_table(sc, &mut text)?;
-    hybrid_table(sc, &mut text, &mut verdicts)?;
+    multi_dim_table(sc, o, &mut text)?;
+    hybrid_table(sc, o, &mut text, &mut verdicts)?;
     if o.bench_rounds > 0 {
         let ports = o.ports.max(2);
         let (deliveries, secs) =
@@ -1833,15 +1833,15 @@ pub fn ud_latency(sc: &Scenario) -> Result<EvalReport, EvalError> {
 /// the paper's hop model (`fig4`), the lab-measured hop follows as a sensitivity row.
 fn k_verdicts(
     sc: &Scenario,
+    o: &OdbssConfig,
     sizes: &[u64],
     points: &[Point],
 ) -> Result<(Vec<Verdict>, String), EvalError> {
-    let o = &sc.multicast.odbss;
     let Some(&size) = sizes.iter().max() else {
         return Ok((Vec::new(), String::new()));
     };
-    let ks = |sc: &Scenario, points: &[Point]| -> Vec<(u32, f64, f64)> {
-        let hop = mean_hop_us(sc, size);
+    let ks = |o: &OdbssConfig, points: &[Point]| -> Vec<(u32, f64, f64)> {
+        let hop = mean_hop_us(sc, o, size);
         points
             .iter()
             .filter(|p| p.size == size)
@@ -1851,8 +1851,8 @@ fn k_verdicts(
             })
             .collect()
     };
-    let claim = |sc: &Scenario, points: &[Point]| -> Vec<Verdict> {
-        let k = ks(sc, points);
+    let claim = |o: &OdbssConfig, points: &[Point]| -> Vec<Verdict> {
+        let k = ks(o, points);
         let (Some(first), Some(last)) = (k.first(), k.last()) else {
             return Vec::new();
         };
@@ -1878,19 +1878,21 @@ fn k_verdicts(
         );
         vec![k_v, hop_v]
     };
-    let out = claim(sc, points);
+    let out = claim(o, points);
     let mut sens = String::new();
     if o.hop_model == "fig4" {
         // Sensitivity: the same points with the hop measured in rocast's namespace lab.
-        let mut lab = sc.clone();
-        lab.multicast.odbss.hop_model = "lab".into();
+        let lab = OdbssConfig {
+            hop_model: "lab".into(),
+            ..o.clone()
+        };
         let lab_points = parallel(sc.multicast.threads, &sc.multicast.groups, |&n| {
-            run_point(&lab, n, size)
+            run_point(sc, &lab, n, size)
         })?;
         // Shown, not counted: the primary reading is the paper's regime.
         let _ = writeln!(
             sens,
-            "\n## sensitivity: the hop measured on this VM's namespaces (multicast.odbss.hop_model = \"lab\"), not counted"
+            "\n## sensitivity: the hop measured on this VM's namespaces (experiment.hop_model = \"lab\"), not counted"
         );
         for v in claim(&lab, &lab_points) {
             let _ = writeln!(sens, "  {}: {} ({})", v.claim, v.rocast, v.word.as_str());
@@ -1901,16 +1903,15 @@ fn k_verdicts(
 
 /// The mean unicast hop at `size` under the scenario's hop model, with the per-post
 /// overhead (the L the overlay's K is measured against), from 200,000 seeded draws.
-fn mean_hop_us(sc: &Scenario, size: u64) -> f64 {
-    let m = sc.multicast.odbss.hop_model(size, sc.multicast.overhead_us);
+fn mean_hop_us(sc: &Scenario, o: &OdbssConfig, size: u64) -> f64 {
+    let m = o.hop_model(size, sc.multicast.overhead_us);
     let mut rng = point_rng(sc.seed, 0, size, 98);
     let mut v: Vec<u64> = (0..200_000).map(|_| m.overhead + m.hop(&mut rng)).collect();
     stats_us(&mut v)[0]
 }
 
 /// Hops and fabric latency of a full-fabric broadcast per dimension count.
-fn multi_dim_table(sc: &Scenario, text: &mut String) -> Result<(), EvalError> {
-    let o = &sc.multicast.odbss;
+fn multi_dim_table(sc: &Scenario, o: &OdbssConfig, text: &mut String) -> Result<(), EvalError> {
     let _ = writeln!(
         text,
         "\n## multi-dimensional fabric (§II-C): broadcast from node 0 to all others, fabric only\n\
@@ -1989,10 +1990,10 @@ fn multi_dim_table(sc: &Scenario, text: &mut String) -> Result<(), EvalError> {
 /// The hybrid spine–leaf offload table (§II-D).
 fn hybrid_table(
     sc: &Scenario,
+    o: &OdbssConfig,
     text: &mut String,
     verdicts: &mut Vec<Verdict>,
 ) -> Result<(), EvalError> {
-    let o = &sc.multicast.odbss;
     let hosts = o.racks * o.ports;
     let _ = writeln!(
         text,
@@ -2018,7 +2019,7 @@ fn hybrid_table(
     for (i, &k) in o.offload_groups.iter().enumerate() {
         if k < 2 || k > hosts {
             return Err(EvalError::Setting(format!(
-                "multicast.odbss.offload_groups: {k} must be 2 to {hosts}"
+                "experiment.offload_groups: {k} must be 2 to {hosts}"
             )));
         }
         rows.push((
@@ -2481,8 +2482,11 @@ mod tests {
     fn curve(n: u32, size: u64, scheme: u64) -> [f64; 4] {
         let mut sc = Scenario::default();
         sc.multicast.overhead_us = 0.3;
-        sc.multicast.odbss.trials = 1000;
-        let p = run_point(&sc, n, size).unwrap();
+        let o = OdbssConfig {
+            trials: 1000,
+            ..OdbssConfig::default()
+        };
+        let p = run_point(&sc, &o, n, size).unwrap();
         p.stats[scheme as usize]
     }
 
@@ -2527,20 +2531,45 @@ mod tests {
         }
     }
 
+    /// `ud-latency`'s config as its experiment reads and checks it, with `sets`.
+    fn ud_latency_config(sets: &[String]) -> Result<OdbssConfig, EvalError> {
+        let sc = crate::experiments::scenario("ud-latency", sets)?;
+        crate::experiment::Experiment::check(
+            &crate::experiments::odbss_ud_latency::EXPERIMENT,
+            &sc,
+        )?;
+        crate::experiment::experiment_config(&sc, "ud-latency")
+    }
+
+    /// The preset's `[experiment.ud-latency]` arrives in the config type.
+    #[test]
+    fn the_presets_table_is_the_config() {
+        let o = ud_latency_config(&[]).unwrap();
+        assert_eq!((o.ports, o.trials, o.bench_rounds), (32, 2000, 50000));
+        assert_eq!(o.offload_groups, [64, 256]);
+        let o40 = crate::experiment::experiment_config::<OdbssConfig>(
+            &crate::experiments::scenario("odbss-scale-40", &[]).unwrap(),
+            "ud-latency",
+        )
+        .unwrap();
+        assert_eq!((o40.ports, o40.racks, o40.trials), (40, 40, 200));
+    }
+
     #[test]
     fn odbss_keys_are_validated_with_their_names() {
         for (set, key) in [
-            ("multicast.odbss.ports=1", "multicast.odbss.ports"),
-            ("multicast.odbss.fig4_column=\"x\"", "fig4_column"),
-            ("multicast.odbss.ber=1.0", "multicast.odbss.ber"),
-            ("multicast.odbss.tail_prob=-1", "tail_prob"),
-            ("multicast.odbss.trials=0", "trials"),
-            ("multicast.odbss.gbps=0", "gbps"),
-            ("multicast.odbss.nope=1", "nope"),
+            ("experiment.ports=1", "experiment.ud-latency.ports"),
+            ("experiment.fig4_column=\"x\"", "fig4_column"),
+            ("experiment.ber=1.0", "experiment.ud-latency.ber"),
+            ("experiment.tail_prob=-1", "tail_prob"),
+            ("experiment.trials=0", "trials"),
+            ("experiment.gbps=0", "gbps"),
+            (
+                "experiment.nope=1",
+                "experiment.ud-latency: unknown field `nope`",
+            ),
         ] {
-            let e = crate::experiments::scenario("ud-latency", &[set.into()])
-                .unwrap_err()
-                .to_string();
+            let e = ud_latency_config(&[set.into()]).unwrap_err().to_string();
             assert!(e.contains(key), "{set}: {e}");
         }
     }
@@ -2552,12 +2581,10 @@ mod tests {
             "multicast.sizes=\"128K\"",
             "multicast.groups=[]",
         ] {
-            let sc = crate::experiments::scenario(
-                "ud-latency",
-                &[set.into(), "multicast.odbss.trials=2".into()],
-            )
-            .unwrap();
-            assert!(ud_latency(&sc).is_err(), "{set}");
+            let sets = [set.into(), "experiment.trials=2".into()];
+            let sc = crate::experiments::scenario("ud-latency", &sets).unwrap();
+            let o = ud_latency_config(&sets).unwrap();
+            assert!(ud_latency(&sc, &o).is_err(), "{set}");
         }
     }
 }

@@ -10,9 +10,11 @@
 //! - [`ud_loss`](mod@ud_loss): the `ud-loss` study (§III): NACK multicast over UD on one element,
 //!   its loss ratio without and with repair.
 //!
-//! Their scenario keys are `rocast_sim::scenario::odbss`.
+//! Their keys are their experiments' tables: `[experiment.ud-latency]` ([`config`]) and
+//! `[experiment.ud-loss]` ([`ud_loss_config`]).
 
 pub mod broadcast_select;
+pub mod config;
 pub mod fig4;
 pub mod ud_loss;
 pub mod ud_loss_config;

@@ -8,7 +8,7 @@
 //! UD practical. This module reproduces that experiment in the simulator.
 //!
 //! It owns (its `[experiment.ud-loss]` keys are [`UdLossConfig`], in
-//! `rocast_sim::scenario::odbss`):
+//! `crate::odbss::ud_loss_config`):
 //!
 //! - A driver that runs the real protocol objects, [`NackMulticastSender`] and one
 //!   [`NackMulticastReceiver`] per receiver (`rocast_core::nack_multicast`), over one

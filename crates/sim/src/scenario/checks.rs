@@ -1,7 +1,6 @@
 //! A scenario's errors and the value checks every part of it shares: the scenario
-//! file's keys (`config`) and the experiment-specific ones (`odbss`) both use them, so
-//! they sit below both, in a file of their own that keeps the two from importing each
-//! other.
+//! file's keys (`config`) and the experiments' own config types in `rocast-eval` both
+//! use them, so they sit in a file of their own below `config`.
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ConfigError {

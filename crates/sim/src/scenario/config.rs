@@ -77,14 +77,8 @@ pub struct MulticastConfig {
     /// default): each child after the previous one completed; 0: all children at once
     /// (Open MPI's unsegmented binomial `MPI_Bcast`: an isend per child, then waitall).
     pub tree_window: u32,
-    /// `safeguard` (`cepheus-safeguard`): the ranks whose switch port drops `loss` of
-    /// its frames (empty: `loss_rank` alone), from when, and the safeguard's threshold
-    /// (fraction of the source's line rate) and window of busy time.
-    pub loss_ranks: Vec<u32>,
-    /// `fairness` (`cepheus-fairness`): f3 starts halfway through f2 (two congested
-    /// branches at once) instead of after it.
-    pub overlap: bool,
-    pub loss_from_ms: f64,
+    /// The safeguard's threshold (fraction of the source's line rate) and window of
+    /// busy time (`cepheus-safeguard`, and `transfer` in the simulator and the lab).
     pub safeguard_threshold: f64,
     pub safeguard_window_ms: f64,
     /// `transfer`: watch the group with the safeguard, expecting this many times the
@@ -110,20 +104,8 @@ pub struct MulticastConfig {
     /// 0: no refresh in the simulator, whose switches keep their entries for the run,
     /// and `rocast mcast`'s default (1 s) in the lab.
     pub refresh_ms: u64,
-    /// Random loss rates (`loss`, Fig. 13), and where the frames drop: "middle-switches"
-    /// (every frame an aggregation switch sends: Cepheus §V-C's "randomly discarding
-    /// packets in the middle switches") or "switch-links" (every switch-to-switch link,
-    /// either way).
-    pub loss_rates: Vec<f64>,
-    pub loss_at: String,
     /// The message of single-size experiments.
     pub message: String,
-    /// Replication IOs: size, count, queue depth, and the host storage stack's cost
-    /// per IO (each copy of the data passes through it once).
-    pub io: String,
-    pub ios: u32,
-    pub queue_depth: u32,
-    pub io_stack_us: f64,
     /// Worker threads (0: all cores).
     pub threads: u32,
     /// PEEL: fat-tree arities of the rule-count table (`peel-rules`).
@@ -192,14 +174,6 @@ pub struct MulticastConfig {
     /// PEEL Fig 7: Poisson Broadcasts (at `load`) sharing each trial's failed fabric;
     /// 1 runs one isolated Broadcast per trial.
     pub concurrent_jobs: u32,
-    /// TMCF CPMP (`tmcf-cpmp`): the CNP policies to compare, when the first unicast
-    /// joins and how long each phase lasts (ms).
-    pub cnp_policies: Vec<String>,
-    pub start_ms: f64,
-    pub phase_ms: f64,
-    /// TMCF moving bottleneck (`tmcf-moving`): unicasts among the receivers as
-    /// [source, destination, start ms, megabytes].
-    pub unicasts: Vec<[f64; 4]>,
     /// `transfer` (the sim/lab conformance scenario): messages of `message` bytes
     /// from host 0 to hosts 1..group.
     pub messages: u32,
@@ -212,9 +186,6 @@ pub struct MulticastConfig {
     /// `transfer`: also print each member's message completion order and the
     /// switches' multicast counters (what the conformance test compares).
     pub conformance: bool,
-    /// `ud-latency`: the optical broadcast-select fabric and its latency model
-    /// (`[multicast.odbss]`, see `odbss::OdbssConfig`).
-    pub odbss: crate::scenario::odbss::OdbssConfig,
 }
 
 impl Default for MulticastConfig {
@@ -239,9 +210,6 @@ impl Default for MulticastConfig {
             flow_control: true,
             eager_limit: "0".into(),
             tree_window: 1,
-            loss_ranks: Vec::new(),
-            overlap: false,
-            loss_from_ms: 0.0,
             safeguard_threshold: 0.5,
             safeguard_window_ms: 10.0,
             safeguard_expected_ratio: 0.0,
@@ -249,13 +217,7 @@ impl Default for MulticastConfig {
             kill_after_packets: 200,
             restart_switch_after_packets: 0,
             refresh_ms: 0,
-            loss_rates: vec![0.0, 1e-8, 1e-6, 1e-5, 1e-4],
-            loss_at: "switch-links".into(),
             message: "128M".into(),
-            io: "8K".into(),
-            ios: 20_000,
-            queue_depth: 16,
-            io_stack_us: 0.842,
             threads: 0,
             ks: vec![8, 16, 32, 64, 128],
             instances: 200,
@@ -280,21 +242,11 @@ impl Default for MulticastConfig {
             orca_agent: false,
             core_copy: "single".into(),
             concurrent_jobs: 1,
-            cnp_policies: vec![
-                "forward-all".into(),
-                "tmcf".into(),
-                "cepheus".into(),
-                "guard".into(),
-            ],
-            start_ms: 2.0,
-            phase_ms: 1.0,
-            unicasts: Vec::new(),
             messages: 1,
             op: "write".into(),
             loss: 0.0,
             loss_rank: 0,
             conformance: false,
-            odbss: Default::default(),
         }
     }
 }
@@ -706,11 +658,6 @@ impl Scenario {
             }
         }
         one_of(
-            "multicast.loss_at",
-            &m.loss_at,
-            &["middle-switches", "switch-links"],
-        )?;
-        one_of(
             "multicast.placement",
             &m.placement,
             &["spread", "contiguous"],
@@ -894,7 +841,6 @@ impl Scenario {
         if n.ack_every == 0 || n.rto_us == 0 {
             return Err(invalid("nic.ack_every/rto_us", "must be at least 1"));
         }
-        self.multicast.odbss.validate()?;
         let w = &self.workload;
         if !matches!(
             w.kind.as_str(),

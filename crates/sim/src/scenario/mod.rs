@@ -1,10 +1,8 @@
-//! What a run is asked to do: the scenario file and its presets ([`config`], with the
-//! optical broadcast-select studies' keys in [`odbss`]), the flows a workload starts
+//! What a run is asked to do: the scenario file and its presets ([`config`]), the flows a workload starts
 //! ([`workload`]) and the fabric the keys describe ([`topology`]).
 
 pub mod checks;
 pub mod config;
-pub mod odbss;
 pub mod topology;
 pub mod workload;
 

@@ -42,7 +42,12 @@ impl Experiment for CepheusFairness {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("fairness", "cepheus_fig14")]
     }
+    fn check(&self, sc: &rocast_sim::Scenario) -> Result<(), EvalError> {
+        crate::experiment::experiment_config::<crate::tmcf::FairnessConfig>(sc, self.name())
+            .map(|_| ())
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::tmcf::fairness(cx.scenario, cx.base)
+        let config: crate::tmcf::FairnessConfig = cx.config(self.name())?;
+        crate::tmcf::fairness(cx.scenario, cx.base, &config)
     }
 }

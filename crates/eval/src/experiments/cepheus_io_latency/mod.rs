@@ -42,7 +42,13 @@ impl Experiment for CepheusIoLatency {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("fig10", "cepheus_fig10")]
     }
+    fn check(&self, sc: &rocast_sim::Scenario) -> Result<(), EvalError> {
+        let config: Result<crate::cepheus::config::IoLatencyConfig, _> =
+            crate::experiment::experiment_config(sc, self.name());
+        config.map(|_| ())
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::cepheus::io_latency(cx.scenario, cx.topology, cx.engine)
+        let config: crate::cepheus::config::IoLatencyConfig = cx.config(self.name())?;
+        crate::cepheus::io_latency(cx.scenario, cx.topology, cx.engine, &config)
     }
 }

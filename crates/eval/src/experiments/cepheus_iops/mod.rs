@@ -39,7 +39,12 @@ impl Experiment for CepheusIops {
             },
         ]
     }
+    fn check(&self, sc: &rocast_sim::Scenario) -> Result<(), EvalError> {
+        crate::experiment::experiment_config::<crate::cepheus::config::IopsConfig>(sc, self.name())
+            .map(|_| ())
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::cepheus::iops(cx.scenario, cx.topology, cx.engine)
+        let config: crate::cepheus::config::IopsConfig = cx.config(self.name())?;
+        crate::cepheus::iops(cx.scenario, cx.topology, cx.engine, &config)
     }
 }

@@ -34,7 +34,7 @@ impl Experiment for CepheusLoss {
                 quick_says: "the group of 64 only",
                 typical_s: 258.0,
                 calibrated: None,
-                alternatives: AlternativeScale::At(&["--set", "multicast.groups=[512]", "--set", "multicast.loss_rates=[0.0,1e-4]"], "the paper's crossover cell only: 512 members, no loss and 1e-4"),
+                alternatives: AlternativeScale::At(&["--set", "multicast.groups=[512]", "--set", "experiment.loss_rates=[0.0,1e-4]"], "the paper's crossover cell only: 512 members, no loss and 1e-4"),
                 rank: 70,
             },
         ]
@@ -42,7 +42,13 @@ impl Experiment for CepheusLoss {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("loss", "cepheus_fig13")]
     }
+    fn check(&self, sc: &rocast_sim::Scenario) -> Result<(), EvalError> {
+        let config: crate::cepheus::config::LossConfig =
+            crate::experiment::experiment_config(sc, self.name())?;
+        Ok(config.validate()?)
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::cepheus::loss(cx.scenario, cx.topology, cx.engine)
+        let config: crate::cepheus::config::LossConfig = cx.config(self.name())?;
+        crate::cepheus::loss(cx.scenario, cx.topology, cx.engine, &config)
     }
 }

@@ -39,7 +39,13 @@ impl Experiment for CepheusSafeguard {
             },
         ]
     }
+    fn check(&self, sc: &rocast_sim::Scenario) -> Result<(), EvalError> {
+        let config: Result<crate::cepheus::config::SafeguardConfig, _> =
+            crate::experiment::experiment_config(sc, self.name());
+        config.map(|_| ())
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::cepheus::safeguard(cx.scenario, cx.topology, cx.engine)
+        let config: crate::cepheus::config::SafeguardConfig = cx.config(self.name())?;
+        crate::cepheus::safeguard(cx.scenario, cx.topology, cx.engine, &config)
     }
 }

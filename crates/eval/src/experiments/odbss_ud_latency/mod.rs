@@ -74,7 +74,13 @@ impl Experiment for OdbssUdLatency {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("ud-latency", "ud_latency")]
     }
+    fn check(&self, sc: &rocast_sim::Scenario) -> Result<(), EvalError> {
+        let config: crate::odbss::config::OdbssConfig =
+            crate::experiment::experiment_config(sc, self.name())?;
+        Ok(config.validate()?)
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::odbss::ud_latency(cx.scenario)
+        let config: crate::odbss::config::OdbssConfig = cx.config(self.name())?;
+        crate::odbss::ud_latency(cx.scenario, &config)
     }
 }

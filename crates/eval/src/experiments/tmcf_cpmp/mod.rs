@@ -42,7 +42,12 @@ impl Experiment for TmcfCpmp {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("tmcf-cpmp", "tmcf_rate")]
     }
+    fn check(&self, sc: &rocast_sim::Scenario) -> Result<(), EvalError> {
+        crate::experiment::experiment_config::<crate::tmcf::CpmpConfig>(sc, self.name())
+            .map(|_| ())
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::tmcf::cpmp(cx.scenario, cx.base)
+        let config: crate::tmcf::CpmpConfig = cx.config(self.name())?;
+        crate::tmcf::cpmp(cx.scenario, cx.base, &config)
     }
 }

@@ -42,7 +42,12 @@ impl Experiment for TmcfMoving {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("tmcf-moving", "tmcf_rate")]
     }
+    fn check(&self, sc: &rocast_sim::Scenario) -> Result<(), EvalError> {
+        crate::experiment::experiment_config::<crate::tmcf::MovingConfig>(sc, self.name())
+            .map(|_| ())
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::tmcf::moving(cx.scenario, cx.base)
+        let config: crate::tmcf::MovingConfig = cx.config(self.name())?;
+        crate::tmcf::moving(cx.scenario, cx.base, &config)
     }
 }

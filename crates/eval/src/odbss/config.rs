@@ -1,13 +1,15 @@
-//! The `[multicast.odbss]` keys: plain settings of the optical broadcast-select
-//! fabric (Leong, Li and Liu, APSIPA Trans. 2019), checked when a scenario is read.
-//! `rocast_eval::odbss` interprets them. (The `ud-loss` study's own keys are its
-//! experiment's, `[experiment.ud-loss]`, in `rocast_eval::odbss::ud_loss_config`.)
+//! `[experiment.ud-latency]`: the keys of the optical broadcast-select fabric (Leong,
+//! Li and Liu, APSIPA Trans. 2019) and its latency model, read into [`OdbssConfig`] by
+//! the `ud-latency` experiment (`crate::experiments::odbss_ud_latency`) and checked
+//! before it runs; `crate::odbss::broadcast_select` interprets them. (The `ud-loss`
+//! study's own keys are its experiment's, `[experiment.ud-loss]`, in
+//! `crate::odbss::ud_loss_config`.)
 
-use crate::scenario::checks::{check_gbps, invalid, ConfigError};
+use rocast_sim::scenario::checks::{check_gbps, invalid, ConfigError};
 use serde::Deserialize;
 
 /// The columns of the paper's Fig. 4 (perftest latency by message size): the values
-/// `multicast.odbss.fig4_column` accepts.
+/// `experiment.ud-latency.fig4_column` accepts.
 /// The OCR of the paper spells the Mellanox columns "MInx"; both are accepted.
 pub const FIG4_COLUMNS: [&str; 8] = [
     "Emulex_VT",
@@ -28,7 +30,7 @@ pub fn fig4_column(name: &str) -> Option<usize> {
         .position(|c| c.to_ascii_lowercase() == n)
 }
 
-/// `[multicast.odbss]`: the broadcast-select fabric and the latency model.
+/// `[experiment.ud-latency]`: the broadcast-select fabric and the latency model.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct OdbssConfig {
@@ -102,42 +104,42 @@ impl OdbssConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !(2..=1024).contains(&self.ports) {
             return Err(invalid(
-                "multicast.odbss.ports",
+                "experiment.ud-latency.ports",
                 format!("must be 2 to 1024, got {}", self.ports),
             ));
         }
         if !(1..=4096).contains(&self.racks) {
             return Err(invalid(
-                "multicast.odbss.racks",
+                "experiment.ud-latency.racks",
                 format!("must be 1 to 4096, got {}", self.racks),
             ));
         }
         check_gbps(&[
-            ("multicast.odbss.gbps", self.gbps),
-            ("multicast.odbss.host_gbps", self.host_gbps),
+            ("experiment.ud-latency.gbps", self.gbps),
+            ("experiment.ud-latency.host_gbps", self.host_gbps),
         ])?;
         if self.rx_frames == 0 || self.oeo_frames == 0 {
             return Err(invalid(
-                "multicast.odbss.rx_frames/oeo_frames",
+                "experiment.ud-latency.rx_frames/oeo_frames",
                 "must be at least 1",
             ));
         }
         if !(0.0..1.0).contains(&self.ber) {
             return Err(invalid(
-                "multicast.odbss.ber",
+                "experiment.ud-latency.ber",
                 format!("must be in [0, 1), got {}", self.ber),
             ));
         }
         if !(0.0..=1.0).contains(&self.tail_prob) {
             return Err(invalid(
-                "multicast.odbss.tail_prob",
+                "experiment.ud-latency.tail_prob",
                 format!("must be in [0, 1], got {}", self.tail_prob),
             ));
         }
         for (key, v) in [
-            ("multicast.odbss.jitter_us", self.jitter_us),
-            ("multicast.odbss.tail_us", self.tail_us),
-            ("multicast.odbss.rx_jitter_us", self.rx_jitter_us),
+            ("experiment.ud-latency.jitter_us", self.jitter_us),
+            ("experiment.ud-latency.tail_us", self.tail_us),
+            ("experiment.ud-latency.rx_jitter_us", self.rx_jitter_us),
         ] {
             if !(0.0..=1e6).contains(&v) {
                 return Err(invalid(key, format!("must be 0 to 1e6 µs, got {v}")));
@@ -145,13 +147,13 @@ impl OdbssConfig {
         }
         if !matches!(self.hop_model.as_str(), "fig4" | "lab") {
             return Err(invalid(
-                "multicast.odbss.hop_model",
+                "experiment.ud-latency.hop_model",
                 format!("{:?}: \"fig4\" or \"lab\"", self.hop_model),
             ));
         }
         if fig4_column(&self.fig4_column).is_none() {
             return Err(invalid(
-                "multicast.odbss.fig4_column",
+                "experiment.ud-latency.fig4_column",
                 format!(
                     "{:?} is not one of {}",
                     self.fig4_column,
@@ -161,7 +163,7 @@ impl OdbssConfig {
         }
         if !(1..=1_000_000).contains(&self.trials) {
             return Err(invalid(
-                "multicast.odbss.trials",
+                "experiment.ud-latency.trials",
                 format!("must be 1 to 1000000, got {}", self.trials),
             ));
         }
@@ -170,13 +172,13 @@ impl OdbssConfig {
             || self.host_ns > 1_000_000_000
         {
             return Err(invalid(
-                "multicast.odbss.prop_ns/oeo_ns/host_ns",
+                "experiment.ud-latency.prop_ns/oeo_ns/host_ns",
                 "must be at most 1 s",
             ));
         }
         if self.frame_overhead > 1 << 16 {
             return Err(invalid(
-                "multicast.odbss.frame_overhead",
+                "experiment.ud-latency.frame_overhead",
                 "must be at most 65536 bytes",
             ));
         }
