@@ -41,6 +41,11 @@ pub struct SimCmd {
     /// not depend on it.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: Option<u32>,
+    /// The most partitions a flow-level run is cut into (default 16; 1: one engine,
+    /// the schedule of rocast before partitioned runs). Outputs depend on it, not on
+    /// --threads.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    partitions: Option<u32>,
     /// Write an experiment's CSVs without drawing their plots (`rocast bench sim`
     /// times the simulator, not matplotlib).
     #[arg(long)]
@@ -168,6 +173,7 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
         out_dir: Some(cmd.out.clone()),
         progress: !cmd.quiet && sc.output.progress && std::io::stderr().is_terminal(),
         threads: cmd.threads.unwrap_or(0) as usize,
+        partitions: cmd.partitions.unwrap_or(0) as usize,
     };
     let report = run_scenario(&sc, &base, &opts).map_err(|e| e.to_string())?;
     print!("{}", render_summary(&report));

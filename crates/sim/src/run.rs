@@ -38,6 +38,11 @@ pub struct RunOptions {
     /// Worker threads for a partitioned run (0: every core). The outputs do not
     /// depend on it.
     pub threads: usize,
+    /// The most partitions a flow-level run is cut into (0: up to
+    /// [`partition::MAX_PARTITIONS`]; 1: one engine). Outputs depend on it (events at
+    /// one instant in different partitions have no order between them, and each
+    /// partition draws its own random stream), never on `threads`.
+    pub partitions: usize,
 }
 
 /// The simulator a run drives: one engine, or partitions on worker threads.
@@ -102,7 +107,7 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
         link_events.push((Instant::from_ps((ev.at_us * 1e6) as u64), l, ev.up));
     }
     let threads = threads_for(opts.threads);
-    let (mut engine, execution) = match partition::plan(&topo, &cfg, &flows) {
+    let (mut engine, execution) = match partition::plan(&topo, &cfg, &flows, opts.partitions) {
         Ok(plan) => {
             let execution = Execution::Partitioned {
                 partitions: plan.parts,

@@ -10,11 +10,13 @@ use rocast_core::plan::{NodeRole, Routes, Topology};
 use rocast_core::switch::{EgressConfig, EgressQueues, Ingress};
 use rocast_core::time::{Duration, Instant};
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// The topology, its routes, and the state of every port and switch queue.
 pub(super) struct Fabric {
-    pub(super) topo: Topology,
-    pub(super) routes: Routes,
+    /// Shared by a partitioned run's engines until a link change (copy on write).
+    pub(super) topo: Arc<Topology>,
+    pub(super) routes: Arc<Routes>,
     pub(super) ports: Vec<Port>,
     /// Each node's first port in `ports` (one entry past the last node: the total).
     pub(super) node_port_base: Vec<u32>,
@@ -181,6 +183,16 @@ impl Fabric {
     /// `cfg` sizes them.
     pub(super) fn new(topo: Topology, cfg: &EngineConfig) -> Result<Self, EngineError> {
         let routes = Routes::compute(&topo)?;
+        Ok(Self::with_routes(Arc::new(topo), Arc::new(routes), cfg))
+    }
+
+    /// [`Fabric::new`] on a topology and routes already computed (a partitioned run's
+    /// engines share one copy).
+    pub(super) fn with_routes(
+        topo: Arc<Topology>,
+        routes: Arc<Routes>,
+        cfg: &EngineConfig,
+    ) -> Self {
         let n = topo.num_nodes();
         let mut node_port_base = Vec::with_capacity(n + 1);
         let mut total = 0u32;
@@ -251,14 +263,14 @@ impl Fabric {
                 control_class: Some(CONTROL_CLASS),
             }));
         }
-        Ok(Fabric {
+        Fabric {
             topo,
             routes,
             ports,
             node_port_base,
             egress,
             loss_changes: Vec::new(),
-        })
+        }
     }
 
     /// The switch port toward `host` (the far end of its link), if `p` is a loss rate.
@@ -547,7 +559,7 @@ impl Engine {
     }
 
     pub(super) fn link_change(&mut self, link: u32, up: bool) {
-        self.fabric.topo.links[link as usize].failed = !up;
+        Arc::make_mut(&mut self.fabric.topo).links[link as usize].failed = !up;
         let l = &self.fabric.topo.links[link as usize];
         let a = l.a;
         let pa = self.fabric.node_port_base[a as usize]
@@ -557,7 +569,8 @@ impl Engine {
             self.fabric.ports[p as usize].up = up;
         }
         // Re-route around the change (control-plane convergence is taken as instant).
-        self.fabric.routes = Routes::compute(&self.fabric.topo).expect("hosts keep one link");
+        self.fabric.routes =
+            Arc::new(Routes::compute(&self.fabric.topo).expect("hosts keep one link"));
         if !up {
             // Flush what was queued for the dead ports.
             // (Host ports queue nothing: a NIC pulls from its QPs when it transmits.)

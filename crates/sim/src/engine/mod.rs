@@ -293,20 +293,20 @@ impl Engine {
         cfg: EngineConfig,
         flows: Vec<FlowSpec>,
     ) -> Result<Self, EngineError> {
-        Self::build(topo, cfg, flows, |_| true)
+        let fabric = Fabric::new(topo, &cfg)?;
+        Ok(Self::build(fabric, cfg, flows, |_| true))
     }
 
     /// [`Engine::new`], scheduling the start of the flows `starts` accepts (a
     /// partition starts those it sends or receives).
     fn build(
-        topo: Topology,
+        fabric: Fabric,
         cfg: EngineConfig,
         flows: Vec<FlowSpec>,
         starts: impl Fn(&FlowSpec) -> bool,
-    ) -> Result<Self, EngineError> {
+    ) -> Self {
         // The parts are built in the order the single struct's fields were, so that the
         // heap is laid out as before (a large fabric's run waits on memory).
-        let fabric = Fabric::new(topo, &cfg)?;
         let hosts = Hosts::new(&fabric, 2 * flows.len() as u32 + 2);
         let flows = ScenarioFlows::new(&fabric.topo, &fabric.routes, &cfg, flows);
         let switches = SwitchNodes::new(&fabric.topo, &cfg);
@@ -336,7 +336,7 @@ impl Engine {
         if let Some(iv) = e.cfg.qlen_interval {
             e.schedule(iv.as_ps(), EvKind::Sample, 0, 0);
         }
-        Ok(e)
+        e
     }
 
     pub fn now(&self) -> Instant {

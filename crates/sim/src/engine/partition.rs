@@ -27,16 +27,17 @@
 //! above the fabric post and poll through one engine; their figures' points already
 //! run in parallel, one engine per point).
 //!
-//! Memory: each partition holds the whole fabric's port and queue arrays (only its
-//! own are touched), so P partitions cost P times ports × ~300 B, switch ports ×
-//! 200 B and the routes; packets, QPs and flows are held once, by the partition that
-//! owns them, plus an inert copy of each cut flow's far QP (~1.5 KB). `plan` caps P
-//! at [`MAX_PARTITIONS`].
+//! Memory: the topology and its routes are one copy, shared until a link changes;
+//! each partition holds the whole fabric's port and queue arrays (only its own are
+//! touched), so P partitions cost P times ports × ~300 B and switch ports × 200 B;
+//! packets, QPs and flows are held once, by the partition that owns them, plus an
+//! inert copy of each cut flow's far QP (~1.5 KB). `plan` caps P at
+//! [`MAX_PARTITIONS`].
 
-use super::{Engine, EngineConfig, EngineError, EvKind, FlowResult, FlowSpec, Hop, Totals};
+use super::{Engine, EngineConfig, EngineError, EvKind, Fabric, FlowResult, FlowSpec, Hop, Totals};
 use crate::packet::SimPacket;
 use rayon::prelude::*;
-use rocast_core::plan::{NodeRole, Topology};
+use rocast_core::plan::{NodeRole, Routes, Topology};
 use rocast_core::time::Instant;
 use std::sync::Arc;
 
@@ -67,6 +68,8 @@ pub enum Serial {
     Payloads,
     /// The fabric has no cut with a positive delay (one pod, or zero-delay links).
     NoCut,
+    /// One partition was asked for (`--partitions 1`).
+    Asked,
 }
 
 impl std::fmt::Display for Serial {
@@ -77,6 +80,7 @@ impl std::fmt::Display for Serial {
             Serial::QueueSamples => "queues are sampled (output.qlen_interval_us)",
             Serial::Payloads => "payloads are carried",
             Serial::NoCut => "the fabric has no cut with a positive link delay",
+            Serial::Asked => "one partition asked for (--partitions 1)",
         })
     }
 }
@@ -91,7 +95,11 @@ pub fn plan(
     topo: &Topology,
     cfg: &EngineConfig,
     flows: &[FlowSpec],
+    max_parts: usize,
 ) -> Result<Partitioning, Serial> {
+    if max_parts == 1 {
+        return Err(Serial::Asked);
+    }
     if flows.iter().any(|f| f.after.is_some()) {
         return Err(Serial::DependentFlows);
     }
@@ -148,7 +156,11 @@ pub fn plan(
     if count < 2 {
         return Err(Serial::NoCut);
     }
-    let parts = count.min(MAX_PARTITIONS);
+    let parts = count.min(if max_parts == 0 {
+        MAX_PARTITIONS
+    } else {
+        max_parts
+    });
     let mut owner = vec![0u16; n];
     let mut next_top = 0usize;
     for v in 0..n {
@@ -282,11 +294,16 @@ impl PartitionedEngine {
                     .ok()
             })
             .flatten();
+        // One topology and one set of routes for all (each partition copies them only
+        // if a link changes).
+        let routes = Arc::new(Routes::compute(&topo)?);
+        let topo = Arc::new(topo);
         let build = |me: usize| -> Result<Engine, EngineError> {
             let me = me as u16;
-            let mut e = Engine::build(topo.clone(), cfg.clone(), flows.clone(), |f| {
+            let fabric = Fabric::with_routes(topo.clone(), routes.clone(), &cfg);
+            let mut e = Engine::build(fabric, cfg.clone(), flows.clone(), |f| {
                 owner[f.src as usize] == me || owner[f.dst as usize] == me
-            })?;
+            });
             e.rng.set_stream(me as u64);
             let far = e
                 .fabric
@@ -531,7 +548,7 @@ mod tests {
     #[test]
     fn a_fat_tree_is_cut_by_pod_with_the_core_dealt_round_robin() {
         let (topo, cfg) = setup(&["topology.k=4"]);
-        let p = plan(&topo, &cfg, &[flow(0, 15, 1000)]).unwrap();
+        let p = plan(&topo, &cfg, &[flow(0, 15, 1000)], 0).unwrap();
         assert_eq!(p.parts, 4);
         // Hosts 0-15 four to a pod; edges and aggregations two per pod; four cores.
         let hosts: Vec<u16> = (0..16).map(|h| h / 4).collect();
@@ -546,16 +563,16 @@ mod tests {
         let mut after = flow(1, 2, 10);
         after.after = Some(0);
         let flows = [flow(0, 15, 10), after];
-        assert_eq!(plan(&topo, &cfg, &flows), Err(Serial::DependentFlows));
+        assert_eq!(plan(&topo, &cfg, &flows, 0), Err(Serial::DependentFlows));
         let mut capture = cfg.clone();
         capture.capture_links = vec![0];
-        assert_eq!(plan(&topo, &capture, &flows[..1]), Err(Serial::Capture));
+        assert_eq!(plan(&topo, &capture, &flows[..1], 0), Err(Serial::Capture));
         let (one_pod, cfg) = setup(&[
             "topology.kind=\"leaf-spine\"",
             "topology.spines=1",
             "topology.leaves=1",
         ]);
-        assert_eq!(plan(&one_pod, &cfg, &flows[..1]), Err(Serial::NoCut));
+        assert_eq!(plan(&one_pod, &cfg, &flows[..1], 0), Err(Serial::NoCut));
     }
 
     /// A lone flow sees no contention, so its times do not depend on how events at
@@ -565,7 +582,7 @@ mod tests {
     fn a_lone_flow_across_pods_keeps_the_single_engines_times() {
         let (topo, cfg) = setup(&["topology.k=4"]);
         let flows = vec![flow(0, 15, 300_000)];
-        let plan = plan(&topo, &cfg, &flows).unwrap();
+        let plan = plan(&topo, &cfg, &flows, 0).unwrap();
         let mut one = Engine::new(topo.clone(), cfg.clone(), flows.clone()).unwrap();
         assert!(!one.run_until(Instant::from_ps(u64::MAX / 2)));
         let mut many = PartitionedEngine::new(topo, cfg, flows, plan, 2).unwrap();
