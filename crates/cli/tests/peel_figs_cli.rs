@@ -43,10 +43,10 @@ fn fig5_runs_every_scheme_and_writes_its_csv() {
         &[
             "multicast.sizes=\"256K\"",
             "multicast.group=64",
-            "multicast.broadcasts=4",
-            "multicast.setup_ms=0.2",
-            "multicast.setup_sd_ms=0.05",
-            "multicast.exact_solver=\"dp\"",
+            "experiment.broadcasts=4",
+            "experiment.setup_ms=0.2",
+            "experiment.setup_sd_ms=0.05",
+            "experiment.exact_solver=\"dp\"",
         ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -139,9 +139,9 @@ fn fig5_verdicts_judge_the_claims_that_ran() {
         &out_dir("fig5-verdicts"),
         &[
             "multicast.sizes=\"2M\"",
-            "multicast.broadcasts=4",
+            "experiment.broadcasts=4",
             "multicast.schemes=[\"peel\", \"orca\", \"optimal\"]",
-            "multicast.exact_baseline_groups=0",
+            "experiment.exact_baseline_groups=0",
         ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -256,7 +256,7 @@ fn fig4_and_guard_print_verdicts() {
         &[
             "multicast.groups=[64]",
             "multicast.message=\"1M\"",
-            "multicast.broadcasts=4",
+            "experiment.broadcasts=4",
         ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -270,7 +270,7 @@ fn fig4_and_guard_print_verdicts() {
     let r = sim(
         "peel-guard",
         &out_dir("guard"),
-        &["multicast.message=\"1M\"", "multicast.broadcasts=4"],
+        &["multicast.message=\"1M\"", "experiment.broadcasts=4"],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     for v in ["every-cnp", "receiver-limiter", "guard", "both"] {
@@ -293,7 +293,7 @@ fn fig6_and_fig7_run_shrunk() {
         &[
             "multicast.groups=[32, 64]",
             "multicast.message=\"128K\"",
-            "multicast.broadcasts=4",
+            "experiment.broadcasts=4",
             "multicast.schemes=[\"peel\", \"optimal\"]",
         ],
     );
@@ -303,9 +303,9 @@ fn fig6_and_fig7_run_shrunk() {
         "peel-fig7",
         &out_dir("fig7"),
         &[
-            "multicast.instances=3",
-            "multicast.concurrent_jobs=2",
-            "multicast.fail_fractions=[0.1]",
+            "experiment.instances=3",
+            "experiment.concurrent_jobs=2",
+            "experiment.fail_fractions=[0.1]",
         ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);

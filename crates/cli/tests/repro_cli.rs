@@ -126,7 +126,7 @@ fn repro_lists_every_paper_and_runs_figures_with_provenance() {
         &["repro", "--readings", "peel"],
         &[
             "## PEEL Fig. 7 (`peel-fig7`)",
-            "| `multicast.core_copy` |",
+            "| `experiment.core_copy` |",
             "the source transmits a *single* copy",
             "## TMCF Figs. 3-4 (`tmcf-cpmp`)",
         ],

@@ -560,112 +560,112 @@ pub const DOCUMENTS: [(&str, &str, &str); 2] = [
 // ---- PEEL (HotNets 2025, §3-§4) and TMCF (poster, §II-III) ----
 
 const PEEL_ORCA: Reading = Reading {
-    key: "multicast.orca_agent",
+    key: "experiment.orca_agent",
     what: "how Orca runs in the evaluation",
     paper: "§4: \"We model the controller's flow setup delay as a normal distribution (N(10 ms, 5 ms)) [16, 17] for both Orca and PEEL.\" §3.1 (Fig 4): \"It also reduces header size by offloading each ToR's last hop fan-out to a host-side agent\"",
-    primary: &["multicast.orca_agent=false"],
+    primary: &["experiment.orca_agent=false"],
     source: "paper: §4 and §3.1 both say how Orca is modelled, by its controller's set-up delay; the agent appears only in §3.1's description of Orca's design",
     alternatives: &[Alternative {
         value: "host-side agents relay each rack's fan-out (rocast's earlier model: a member's NIC re-sends every copy for its rack-mates)",
-        sets: &["multicast.orca_agent=true"],
+        sets: &["experiment.orca_agent=true"],
         ruled_out: "§4: \"We model the controller's flow setup delay …\": the model the paper states is the delay, not a relay through hosts",
     }],
 };
 
 const PEEL_ORCA_HEADER: Reading = Reading {
-    key: "multicast.orca_fpr",
+    key: "experiment.orca_fpr",
     what: "Orca's Bloom-filter header",
     paper: "§3.1: Orca \"relies on an SDN controller to push per-tree blacklist rules that mask Bloom-filter false positives\"; the false-positive ratio is not stated",
-    primary: &["multicast.orca_fpr (default 0.01)"],
+    primary: &["experiment.orca_fpr (default 0.01)"],
     source: "consistency: the smallest of Fig 3's false-positive ratios (1%), the cheapest header of the three it plots",
     alternatives: &[Alternative {
         value: "no header (the controller's tree only)",
-        sets: &["multicast.orca_fpr=1.0"],
+        sets: &["experiment.orca_fpr=1.0"],
         ruled_out: "§3.1: Orca's packets carry a Bloom filter (its blacklist rules mask the filter's false positives)",
     }],
 };
 
 const PEEL_SETUP: Reading = Reading {
-    key: "multicast.setup_ms, multicast.setup_sd_ms",
+    key: "experiment.setup_ms, experiment.setup_sd_ms",
     what: "the controller's set-up delay (Orca, and PEEL's programmable cores)",
     paper: "§4: \"N(10 ms, 5 ms) [16, 17] for both Orca and PEEL\"",
-    primary: &["multicast.setup_ms=10.0", "multicast.setup_sd_ms=5.0"],
+    primary: &["experiment.setup_ms=10.0", "experiment.setup_sd_ms=5.0"],
     source: "paper",
     alternatives: &[Alternative {
         value: "N(50, 25) ms (§5: \"flow setup delays can be as high as 50ms\")",
-        sets: &["multicast.setup_ms=50", "multicast.setup_sd_ms=25"],
+        sets: &["experiment.setup_ms=50", "experiment.setup_sd_ms=25"],
         ruled_out: "§4 states N(10 ms, 5 ms) for the evaluation; 50 ms is §5's worst case",
     }],
 };
 
 const PEEL_CORE_COPY: Reading = Reading {
-    key: "multicast.core_copy",
+    key: "experiment.core_copy",
     what: "what PEEL+cores' source sends once the cores hold the group's rule",
     paper: "§3.3: \"From that moment on, the source transmits a *single* copy of each packet through the core; the programmable core duplicates the packet on the fly, appending the appropriate ⟨prefix, len⟩ tuple before forwarding it to the correct aggregates.\"",
-    primary: &["multicast.core_copy=\"single\""],
+    primary: &["experiment.core_copy=\"single\""],
     source: "paper",
     alternatives: &[Alternative {
         value: "one copy per core for the remote pods, the source pod's prefixes still sent by the source (rocast's earlier reading)",
-        sets: &["multicast.core_copy=\"remote-pods\""],
+        sets: &["experiment.core_copy=\"remote-pods\""],
         ruled_out: "§3.3: \"the source transmits a *single* copy of each packet through the core\"",
     }],
 };
 
 const PEEL_COVER: Reading = Reading {
-    key: "multicast.cover_max",
+    key: "experiment.cover_max",
     what: "which prefixes static PEEL's source sends",
     paper: "§3.2: \"PEEL builds a small trie and selects the outermost complete sub-trees\" … \"The sender emits one packet for each selected prefix.\"",
-    primary: &["multicast.cover_max=0"],
+    primary: &["experiment.cover_max=0"],
     source: "paper: exact covers, one packet per prefix (the literal reading; see \"the paper against itself\" in Fig 5's report)",
     alternatives: &[Alternative {
         value: "one prefix per plane, over-covering (ToRs discard the extra)",
-        sets: &["multicast.cover_max=1"],
+        sets: &["experiment.cover_max=1"],
         ruled_out: "§3.2's example sends two packets (1** and 01*) for six racks rather than one over-covering prefix; over-covering is §3.3's cost of coarse prefixes, not the static scheme's choice",
     }],
 };
 
 const PEEL_PLACEMENT: Reading = Reading {
-    key: "multicast.job_placement",
+    key: "experiment.job_placement",
     what: "which servers a job's GPUs occupy",
     paper: "§4: \"GPU selections honor job locality [3]\"; §3.2: \"Because AI collectives are bin-packed, i.e., job placements are localized [3], their receivers tend to cluster in a handful of racks within the same pod\"",
-    primary: &["multicast.job_placement=\"bin-packed\""],
+    primary: &["experiment.job_placement=\"bin-packed\""],
     source: "paper: the fewest racks, then the fewest pods",
     alternatives: &[
         Alternative {
             value: "consecutive servers from a random one, blind to racks",
-            sets: &["multicast.job_placement=\"consecutive\""],
+            sets: &["experiment.job_placement=\"consecutive\""],
             ruled_out: "§3.2: \"AI collectives are bin-packed\"",
         },
         Alternative {
             value: "bin-packed windows only at power-of-two offsets (a buddy allocator)",
-            sets: &["multicast.job_placement=\"aligned\""],
+            sets: &["experiment.job_placement=\"aligned\""],
             ruled_out: "not stated; the paper's §3.4 names fragmented placements as an open problem, so it did not assume aligned ones",
         },
     ],
 };
 
 const PEEL_LOAD: Reading = Reading {
-    key: "multicast.load",
+    key: "experiment.load",
     what: "offered load of the Poisson Broadcasts",
     paper: "§4: \"We set the collective arrival rates in a way that the average network offered load in every scenario is 30%.\"",
-    primary: &["multicast.load=0.3"],
+    primary: &["experiment.load=0.3"],
     source: "paper",
     alternatives: &[Alternative {
         value: "10% (a low-load row: how near the idle fabric the paper's 2 MB numbers imply)",
-        sets: &["multicast.load=0.1"],
+        sets: &["experiment.load=0.1"],
         ruled_out: "§4: \"… offered load in every scenario is 30%\"",
     }],
 };
 
 const PEEL_UPWARD: Reading = Reading {
-    key: "multicast.upward",
+    key: "experiment.upward",
     what: "which core a tree's single upward copy climbs to",
     paper: "not stated",
-    primary: &["multicast.upward=\"ecmp\""],
+    primary: &["experiment.upward=\"ecmp\""],
     source: "consistency: a Clos fabric spreads flows by ECMP's hash; one salt per job also breaks ties of the layer-peeling greedy on failed fabrics",
     alternatives: &[Alternative {
         value: "every group through the lowest-numbered switches",
-        sets: &["multicast.upward=\"lowest\""],
+        sets: &["experiment.upward=\"lowest\""],
         ruled_out: "not how a datacenter's ECMP places flows; it piles every group onto the same cores",
     }],
 };
@@ -710,49 +710,49 @@ const PEEL_PFC: Reading = Reading {
 };
 
 const PEEL_NIC_FAT_TREE: Reading = Reading {
-    key: "multicast.nics_per_server",
+    key: "experiment.nics_per_server",
     what: "RDMA NICs per server on Figs 4-6's fat-tree",
     paper: "§4: \"We simulate an 8-ary fat-tree with 4 servers per ToR; each server hosts 8 GPUs attached to a dedicated NIC\"",
-    primary: &["multicast.nics_per_server=1"],
+    primary: &["experiment.nics_per_server=1"],
     source: "paper: an 8-ary fat-tree's ToR has 4 host ports and the sentence puts 4 servers on it, so each server has one NIC (the GPUs reach each other over NVLink/NVSwitch)",
     alternatives: &[],
 };
 
 const PEEL_OVERLAY: Reading = Reading {
-    key: "multicast.chunks, multicast.tree_algorithm",
+    key: "experiment.chunks, experiment.tree_algorithm",
     what: "how Ring and Binary Tree run",
     paper: "§4: \"When distributing data among nodes using Ring or Binary Tree topologies—similar to existing libraries such as NCCL [4]—we divide messages into chunks to enable pipelined forwarding … each message is divided into eight chunks.\" ([3] is NCCL's \"Double Binary Tree Documentation\".)",
-    primary: &["multicast.chunks=8", "multicast.tree_algorithm=\"double\""],
+    primary: &["experiment.chunks=8", "experiment.tree_algorithm=\"double\""],
     source: "paper for the chunks; NCCL for the rest: its rings are topology-aware (one network hop per server, the GPUs of a server chained over NVLink), which is rocast's ring over servers plus the NVLink hops; its tree is the double binary tree (two complementary binary trees, each rank interior in at most one, the blocks alternating between them)",
     alternatives: &[Alternative {
         value: "one pipelined binary tree (rank v's children 2v+1 and 2v+2; interior ranks forward every block twice; rocast's earlier model)",
-        sets: &["multicast.tree_algorithm=\"single\""],
+        sets: &["experiment.tree_algorithm=\"single\""],
         ruled_out: "§4: \"similar to existing libraries such as NCCL\": NCCL's tree is the double binary tree ([3])",
     }],
 };
 
 const PEEL_FIG7_NICS: Reading = Reading {
-    key: "multicast.nics_per_server, topology.hosts_per_leaf",
+    key: "experiment.nics_per_server, topology.hosts_per_leaf",
     what: "NICs per server on Fig 7's leaf-spine",
     paper: "§4: \"a two-tier leaf–spine with 16 spines, 48 leafs, two servers per leaf, and eight GPUs per server; every NIC and link runs at 100 Gbps [14]\"",
-    primary: &["multicast.nics_per_server=8", "topology.hosts_per_leaf=16"],
+    primary: &["experiment.nics_per_server=8", "topology.hosts_per_leaf=16"],
     source: "cited paper: [14] (Gangidi et al., RDMA over Ethernet for Distributed Training at Meta Scale) builds training servers with one RDMA NIC per GPU, so a leaf has 16 NICs against 16 spine uplinks (1:1); every scheme then runs one channel per NIC as NCCL spreads channels over a server's NICs",
     alternatives: &[Alternative {
         value: "one NIC per server (rocast's earlier model: 2 NICs per leaf against 16 uplinks, 8:1 headroom)",
-        sets: &["multicast.nics_per_server=1", "topology.hosts_per_leaf=2"],
+        sets: &["experiment.nics_per_server=1", "topology.hosts_per_leaf=2"],
         ruled_out: "[14]: one NIC per GPU, and \"every NIC … runs at 100 Gbps\" speaks of the servers' NICs in the plural",
     }],
 };
 
 const PEEL_FIG7_REPEAT: Reading = Reading {
-    key: "multicast.concurrent_jobs, multicast.instances",
+    key: "experiment.concurrent_jobs, experiment.instances",
     what: "how many Broadcasts share a trial's failed fabric, and how many trials",
     paper: "§4: \"A 64-GPU Broadcast of 8 MB messages is repeated while 1–10% of spine–to-leaf links are randomly failed.\"",
-    primary: &["multicast.concurrent_jobs=1", "multicast.instances=100"],
+    primary: &["experiment.concurrent_jobs=1", "experiment.instances=100"],
     source: "paper: one Broadcast at a time, repeated; 100 trials per rate so that p99 is a percentile of 100 CCTs, not a maximum",
     alternatives: &[Alternative {
         value: "8 Broadcasts sharing each trial's fabric at Fig 5's 30% load (rocast's earlier model)",
-        sets: &["multicast.concurrent_jobs=8", "multicast.instances=25"],
+        sets: &["experiment.concurrent_jobs=8", "experiment.instances=25"],
         ruled_out: "§4: \"A 64-GPU Broadcast … is repeated\": one at a time",
     }],
 };
@@ -986,11 +986,12 @@ mod tests {
                     let sets: Vec<String> = a.sets.iter().map(|s| s.to_string()).collect();
                     let sc = crate::experiments::scenario(p.preset, &sets)
                         .unwrap_or_else(|e| panic!("{} {:?}: {e}", p.preset, a.sets));
-                    // Its experiment takes the keys too (an experiment's own table).
-                    let name = sc.experiment_name().expect("a preset runs an experiment");
-                    let e = crate::experiments::registry().experiment(name).expect(name);
-                    e.check(&sc)
-                        .unwrap_or_else(|e| panic!("{} {:?}: {e}", p.preset, a.sets));
+                    // The experiment's own keys are its check's.
+                    let registry = crate::experiments::registry();
+                    if let Some(e) = sc.experiment_name().and_then(|n| registry.experiment(n)) {
+                        e.check(&sc)
+                            .unwrap_or_else(|e| panic!("{} {:?}: {e}", p.preset, a.sets));
+                    }
                 }
             }
         }
@@ -1033,7 +1034,7 @@ mod tests {
             );
         }
         let peel = markdown("peel");
-        assert!(peel.contains("| `multicast.core_copy` |") && peel.contains("TMCF"));
+        assert!(peel.contains("| `experiment.core_copy` |") && peel.contains("TMCF"));
         assert!(!peel.contains("ConnectX-5"));
     }
 }

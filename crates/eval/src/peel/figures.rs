@@ -22,6 +22,7 @@ use rocast_sim::scenario::config::{parse_bytes, parse_sizes};
 use rocast_sim::scenario::topology::{build_topology, engine_config};
 use rocast_sim::Scenario;
 
+use super::config::PeelFigureConfig;
 use crate::report::{fmt_size, parallel, EvalReport};
 use crate::verdict::{Verdict, Word};
 
@@ -43,14 +44,14 @@ pub(crate) struct Point {
     source_feedback: u64,
 }
 
-fn settings(sc: &Scenario) -> Result<CollectiveSettings, EvalError> {
-    let m = &sc.multicast;
+fn settings(sc: &Scenario, pc: &PeelFigureConfig) -> Result<CollectiveSettings, EvalError> {
+    let m = pc;
     let ms = |v: f64, key: &str| {
         if v.is_finite() && v >= 0.0 {
             Ok(Duration::from_ps((v * 1e9) as u64))
         } else {
             Err(EvalError::Setting(format!(
-                "multicast.{key}: {v} is not a non-negative time"
+                "experiment.{key}: {v} is not a non-negative time"
             )))
         }
     };
@@ -69,10 +70,10 @@ fn settings(sc: &Scenario) -> Result<CollectiveSettings, EvalError> {
         orca_fpr: m.orca_fpr,
         orca_agent: m.orca_agent,
         core_copy: rocast_sim::engine::tree_multicast::CoreCopy::parse(&m.core_copy)
-            .map_err(|e| format!("multicast.core_copy: {e}"))?,
+            .map_err(|e| format!("experiment.core_copy: {e}"))?,
         binary_tree: rocast_sim::multicast::collective::tree_scheme(&m.tree_algorithm)
-            .map_err(|e| format!("multicast.tree_algorithm: {e}"))?,
-        overhead: Duration::from_ps((m.overhead_us.max(0.0) * 1e6) as u64),
+            .map_err(|e| format!("experiment.tree_algorithm: {e}"))?,
+        overhead: Duration::from_ps((sc.multicast.overhead_us.max(0.0) * 1e6) as u64),
         seed: sc.seed,
     })
 }
@@ -95,8 +96,8 @@ fn schemes(sc: &Scenario) -> Result<Vec<CollectiveScheme>, EvalError> {
 /// channel then crosses the server's other GPUs as above, and a multicast channel's
 /// part reaches GPU c's NIC, after which the server's GPUs exchange their parts over
 /// the NVSwitch (each takes the other (g − 1)/g of the message).
-fn nvlink_ps(sc: &Scenario, scheme: CollectiveScheme, bytes: u64) -> u64 {
-    let m = &sc.multicast;
+fn nvlink_ps(sc: &Scenario, pc: &PeelFigureConfig, scheme: CollectiveScheme, bytes: u64) -> u64 {
+    let m = pc;
     let g = m.gpus_per_server.max(1) as u64;
     let nics = m.nics_per_server.max(1) as u64;
     if g == 1 {
@@ -118,14 +119,15 @@ fn nvlink_ps(sc: &Scenario, scheme: CollectiveScheme, bytes: u64) -> u64 {
 
 fn run_point(
     sc: &Scenario,
+    pc: &PeelFigureConfig,
     topo: &Topology,
     jobs: &[BroadcastJob],
     scheme: CollectiveScheme,
     x: f64,
 ) -> Result<Point, EvalError> {
     let cfg = engine_config(sc, topo)?;
-    let (run, owner) = channel_jobs(sc, jobs);
-    let out = run_collectives(topo.clone(), cfg, &run, scheme, &settings(sc)?)
+    let (run, owner) = channel_jobs(pc, jobs);
+    let out = run_collectives(topo.clone(), cfg, &run, scheme, &settings(sc, pc)?)
         .map_err(|e| format!("{} at {x}: {e}", scheme.name()))?;
     // A job completes when its last channel does.
     let mut cct_ps = vec![0u64; jobs.len()];
@@ -135,7 +137,7 @@ fn run_point(
     let cct_ms = cct_ps
         .iter()
         .zip(jobs)
-        .map(|(&c, j)| (c + nvlink_ps(sc, scheme, j.bytes)) as f64 / 1e9)
+        .map(|(&c, j)| (c + nvlink_ps(sc, pc, scheme, j.bytes)) as f64 / 1e9)
         .collect();
     Ok(Point {
         x,
@@ -156,8 +158,8 @@ fn run_point(
 /// `bytes / nics` (NCCL builds its rings and trees per channel and spreads channels
 /// over the server's NICs; the GPUs of a server meet over NVLink, `nvlink_ps`). A
 /// multicast scheme's channel is a group of its own. Otherwise the jobs as they are.
-fn channel_jobs(sc: &Scenario, jobs: &[BroadcastJob]) -> (Vec<BroadcastJob>, Vec<usize>) {
-    let nics = sc.multicast.nics_per_server.max(1);
+fn channel_jobs(pc: &PeelFigureConfig, jobs: &[BroadcastJob]) -> (Vec<BroadcastJob>, Vec<usize>) {
+    let nics = pc.nics_per_server.max(1);
     if nics == 1 {
         return (jobs.to_vec(), (0..jobs.len()).collect());
     }
@@ -632,40 +634,40 @@ fn verdict_table(figure: &str, points: &[Point]) -> String {
 }
 
 /// Jobs per point: the budget's worth of messages, at least 4, at most `broadcasts`.
-fn job_count(sc: &Scenario, bytes: u64) -> Result<u32, EvalError> {
-    let budget = parse_bytes(&sc.multicast.broadcast_budget)?;
-    Ok(((budget / bytes.max(1)) as u32).clamp(4, sc.multicast.broadcasts.max(4)))
+fn job_count(pc: &PeelFigureConfig, bytes: u64) -> Result<u32, EvalError> {
+    let budget = parse_bytes(&pc.broadcast_budget)?;
+    Ok(((budget / bytes.max(1)) as u32).clamp(4, pc.broadcasts.max(4)))
 }
 
-fn servers_of(sc: &Scenario, gpus: u32) -> u32 {
-    gpus.div_ceil(sc.multicast.gpus_per_server.max(1))
+fn servers_of(pc: &PeelFigureConfig, gpus: u32) -> u32 {
+    gpus.div_ceil(pc.gpus_per_server.max(1))
 }
 
 /// How the GPUs reach the network, for report headers.
-fn nic_words(sc: &Scenario) -> String {
-    if sc.multicast.nics_per_server > 1 {
+fn nic_words(pc: &PeelFigureConfig) -> String {
+    if pc.nics_per_server > 1 {
         format!(
             "one NIC per GPU, ring and tree in {} channels",
-            sc.multicast.nics_per_server
+            pc.nics_per_server
         )
     } else {
-        format!("{} GPUs behind one NIC", sc.multicast.gpus_per_server)
+        format!("{} GPUs behind one NIC", pc.gpus_per_server)
     }
 }
 
 /// The simulated hosts a job of `gpus` GPUs spans: its servers, or with one NIC per
 /// GPU its GPUs' NICs.
-fn job_hosts(sc: &Scenario, gpus: u32) -> u32 {
-    if sc.multicast.nics_per_server > 1 {
+fn job_hosts(pc: &PeelFigureConfig, gpus: u32) -> u32 {
+    if pc.nics_per_server > 1 {
         gpus
     } else {
-        servers_of(sc, gpus)
+        servers_of(pc, gpus)
     }
 }
 
-/// `multicast.job_placement` on `topo`.
-fn placement(sc: &Scenario, topo: &Topology) -> Result<JobPlacement, EvalError> {
-    Ok(match sc.multicast.job_placement.as_str() {
+/// The experiment's `job_placement` on `topo`.
+fn placement(pc: &PeelFigureConfig, topo: &Topology) -> Result<JobPlacement, EvalError> {
+    Ok(match pc.job_placement.as_str() {
         "consecutive" => JobPlacement::Consecutive,
         "aligned" => JobPlacement::Aligned(RackMap::of(topo)?),
         _ => JobPlacement::BinPacked(RackMap::of(topo)?),
@@ -674,21 +676,22 @@ fn placement(sc: &Scenario, topo: &Topology) -> Result<JobPlacement, EvalError> 
 
 fn poisson_jobs(
     sc: &Scenario,
+    pc: &PeelFigureConfig,
     topo: &Topology,
     place: &JobPlacement,
     gpus: u32,
     bytes: u64,
 ) -> Result<Vec<BroadcastJob>, EvalError> {
     let hosts = topo.num_hosts() as u32;
-    let members = job_hosts(sc, gpus).min(hosts);
+    let members = job_hosts(pc, gpus).min(hosts);
     let nic = (sc.topology.host_gbps * 1e9) as u64;
     poisson_broadcasts(
         hosts,
-        sc.multicast.nics_per_server.max(1),
+        pc.nics_per_server.max(1),
         members,
         bytes,
-        job_count(sc, bytes)?,
-        sc.multicast.load,
+        job_count(pc, bytes)?,
+        pc.load,
         nic,
         sc.seed ^ bytes ^ (gpus as u64) << 40,
         place,
@@ -700,28 +703,33 @@ fn poisson_jobs(
 /// schemes of one x.
 fn poisson_points(
     sc: &Scenario,
+    pc: &PeelFigureConfig,
     topo: &Topology,
     xs: &[(f64, u32, u64)],
 ) -> Result<Vec<Point>, EvalError> {
-    let place = placement(sc, topo)?;
+    let place = placement(pc, topo)?;
     let mut work = Vec::new();
     for &(x, gpus, bytes) in xs {
-        let jobs = poisson_jobs(sc, topo, &place, gpus, bytes)?;
+        let jobs = poisson_jobs(sc, pc, topo, &place, gpus, bytes)?;
         for scheme in schemes(sc)? {
             work.push((x, scheme, jobs.clone()));
         }
     }
     parallel(sc.multicast.threads, &work, |(x, scheme, jobs)| {
-        run_point(sc, topo, jobs, *scheme, *x)
+        run_point(sc, pc, topo, jobs, *scheme, *x)
     })
 }
 
 /// Fig 5's points: every scheme at each of `sizes`, among `group` GPUs.
-pub(crate) fn fig5_points(sc: &Scenario, topo: &Topology) -> Result<Vec<Point>, EvalError> {
+pub(crate) fn fig5_points(
+    sc: &Scenario,
+    pc: &PeelFigureConfig,
+    topo: &Topology,
+) -> Result<Vec<Point>, EvalError> {
     let sizes = parse_sizes(&sc.multicast.sizes)?;
     let gpus = sc.multicast.group;
     let xs: Vec<(f64, u32, u64)> = sizes.iter().map(|&b| (b as f64, gpus, b)).collect();
-    poisson_points(sc, topo, &xs)
+    poisson_points(sc, pc, topo, &xs)
 }
 
 /// PEEL's text against its own numbers at 2 MB: §3.2 has the source send one packet per
@@ -757,18 +765,18 @@ fn against_itself(sc: &Scenario, points: &[Point]) -> String {
 }
 
 /// Fig 5: mean and p99 CCT of Poisson Broadcasts among `group` GPUs per size.
-pub fn fig5(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
+pub fn fig5(sc: &Scenario, pc: &PeelFigureConfig, base: &Path) -> Result<EvalReport, EvalError> {
     let topo = build_topology(sc, base)?;
     let gpus = sc.multicast.group;
-    let points = fig5_points(sc, &topo)?;
+    let points = fig5_points(sc, pc, &topo)?;
     let header = format!(
         "# PEEL Fig 5: Poisson Broadcasts among {gpus} GPUs ({} servers) on {}, load {:.0}%, sizes {}\n\
          paper: PEEL's mean CCT 23% (2 MB) and 18% (512 MB) above optimal; PEEL's tail 101x (2 MB)\n\
          and 21% (512 MB) below Orca's; with programmable cores at 512 MB the tail is 14% below\n\
          PEEL's and 1.4% above optimal.\n",
-        servers_of(sc, gpus),
+        servers_of(pc, gpus),
         topo.name,
-        sc.multicast.load * 100.0,
+        pc.load * 100.0,
         sc.multicast.sizes
     );
     let mut r = figure_report(
@@ -780,29 +788,30 @@ pub fn fig5(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
         header,
     );
     r.text.push_str(&against_itself(sc, &points));
-    if sc.multicast.exact_baseline_groups > 0 {
-        let place = placement(sc, &topo)?;
+    if pc.exact_baseline_groups > 0 {
+        let place = placement(pc, &topo)?;
         let mut groups = std::collections::BTreeSet::new();
         for b in parse_sizes(&sc.multicast.sizes)? {
-            for j in poisson_jobs(sc, &topo, &place, gpus, b)? {
+            for j in poisson_jobs(sc, pc, &topo, &place, gpus, b)? {
                 groups.insert(j.members);
             }
         }
-        r.text.push_str(&exact_baseline(sc, &topo, &groups)?);
+        r.text.push_str(&exact_baseline(sc, pc, &topo, &groups)?);
     }
     Ok(r)
 }
 
 /// Fig 5's "optimal" baseline (the symmetric tree, optimal on a fault-free Clos by
 /// PEEL Lemma 2.1) against the exact minimum Steiner tree of each distinct job group
-/// (root first), solved by `multicast.exact_solver` within its time limit: how often
+/// (root first), solved by the experiment's `exact_solver` within its time limit: how often
 /// the solver proves the minimum, and how the symmetric tree's link count compares.
 fn exact_baseline(
     sc: &Scenario,
+    pc: &PeelFigureConfig,
     topo: &Topology,
     groups: &std::collections::BTreeSet<Vec<u32>>,
 ) -> Result<String, EvalError> {
-    let m = &sc.multicast;
+    let m = pc;
     let picked: Vec<&Vec<u32>> = groups.iter().take(m.exact_baseline_groups).collect();
     // On a fault-free Clos, groups a symmetry maps onto each other share their
     // optimum: one solve per class (`clos_symmetry`), the first group of each.
@@ -819,10 +828,10 @@ fn exact_baseline(
         .collect();
     let solve: std::collections::BTreeSet<&Vec<u32>> = stands_for.iter().copied().collect();
     let solve: Vec<&Vec<u32>> = solve.into_iter().collect();
-    let exact = parallel(m.threads, &solve, |members| {
+    let exact = parallel(sc.multicast.threads, &solve, |members| {
         let (root, dests) = members.split_first().ok_or("a job needs members")?;
         // Kept per group (one group's solver failure is reported, not fatal): shared.
-        let exact = super::exact_tree_with(sc, topo, *root, dests)
+        let exact = super::exact_tree_with(pc.exact(), topo, *root, dests)
             .map(|t| t.arcs.len())
             .map_err(std::sync::Arc::new);
         Ok::<_, EvalError>((*members, exact))
@@ -875,7 +884,11 @@ fn exact_baseline(
 }
 
 /// Fig 6's points: every scheme at each of `groups`, one message size.
-pub(crate) fn fig6_points(sc: &Scenario, topo: &Topology) -> Result<Vec<Point>, EvalError> {
+pub(crate) fn fig6_points(
+    sc: &Scenario,
+    pc: &PeelFigureConfig,
+    topo: &Topology,
+) -> Result<Vec<Point>, EvalError> {
     let size = parse_bytes(&sc.multicast.message)?;
     let xs: Vec<(f64, u32, u64)> = sc
         .multicast
@@ -883,18 +896,18 @@ pub(crate) fn fig6_points(sc: &Scenario, topo: &Topology) -> Result<Vec<Point>, 
         .iter()
         .map(|&g| (g as f64, g, size))
         .collect();
-    poisson_points(sc, topo, &xs)
+    poisson_points(sc, pc, topo, &xs)
 }
 
 /// Fig 6: one message size while the group grows.
-pub fn fig6(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
+pub fn fig6(sc: &Scenario, pc: &PeelFigureConfig, base: &Path) -> Result<EvalReport, EvalError> {
     let topo = build_topology(sc, base)?;
-    let points = fig6_points(sc, &topo)?;
+    let points = fig6_points(sc, pc, &topo)?;
     let header = format!(
         "# PEEL Fig 6: {} Broadcasts at load {:.0}% on {}, group of 32-1024 GPUs\n\
          paper, at 256 GPUs: PEEL's mean CCT 5x below Ring, 13x below Tree, 2.5x below Orca.\n",
         sc.multicast.message,
-        sc.multicast.load * 100.0,
+        pc.load * 100.0,
         topo.name
     );
     Ok(figure_report(
@@ -910,9 +923,9 @@ pub fn fig6(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
 /// Fig 7: Broadcasts on a leaf–spine with failed spine–leaf links. Each trial draws
 /// its own failed links and runs `concurrent_jobs` Poisson Broadcasts at `load`
 /// together on them (1: one isolated Broadcast per trial, as the paper's "repeated").
-pub fn fig7(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
+pub fn fig7(sc: &Scenario, pc: &PeelFigureConfig, base: &Path) -> Result<EvalReport, EvalError> {
     let clean = build_topology(sc, base)?;
-    let (merged, header) = fig7_points(sc, &clean)?;
+    let (merged, header) = fig7_points(sc, pc, &clean)?;
     Ok(figure_report(
         sc,
         "peel-fig7",
@@ -926,20 +939,21 @@ pub fn fig7(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
 /// Fig 7's points (every trial of a failure rate merged) and its table header.
 pub(crate) fn fig7_points(
     sc: &Scenario,
+    pc: &PeelFigureConfig,
     clean: &Topology,
 ) -> Result<(Vec<Point>, String), EvalError> {
     let m = &sc.multicast;
     let size = parse_bytes(&m.message)?;
     let hosts = clean.num_hosts() as u32;
-    let servers = servers_of(sc, m.group).min(hosts);
-    let members = job_hosts(sc, m.group).min(hosts);
-    if servers < 2 || m.instances == 0 || m.fail_fractions.is_empty() || m.concurrent_jobs == 0 {
+    let servers = servers_of(pc, m.group).min(hosts);
+    let members = job_hosts(pc, m.group).min(hosts);
+    if servers < 2 || pc.instances == 0 || pc.fail_fractions.is_empty() || pc.concurrent_jobs == 0 {
         return Err(
             "peel-fig7 needs a group of 2+ servers, instances, fail_fractions and concurrent_jobs ≥ 1"
                 .into(),
         );
     }
-    let place = placement(sc, clean)?;
+    let place = placement(pc, clean)?;
     let nic = (sc.topology.host_gbps * 1e9) as u64;
     struct Trial {
         fail: f64,
@@ -948,8 +962,8 @@ pub(crate) fn fig7_points(
     }
     let mut trials = Vec::new();
     let mut cut_off = 0;
-    for (fi, &fail) in m.fail_fractions.iter().enumerate() {
-        for t in 0..m.instances {
+    for (fi, &fail) in pc.fail_fractions.iter().enumerate() {
+        for t in 0..pc.instances {
             // Trial t places its jobs the same way at every failure rate (a paired
             // comparison); the failed links are drawn per (rate, trial).
             let fail_seed =
@@ -958,11 +972,11 @@ pub(crate) fn fig7_points(
             topo.fail_fraction(fail, fail_seed)?;
             let mut jobs = poisson_broadcasts(
                 hosts,
-                m.nics_per_server.max(1),
+                pc.nics_per_server.max(1),
                 members,
                 size,
-                m.concurrent_jobs,
-                m.load,
+                pc.concurrent_jobs,
+                pc.load,
                 nic,
                 sc.seed.wrapping_mul(1_000_003) + t as u64,
                 &place,
@@ -983,7 +997,7 @@ pub(crate) fn fig7_points(
     }
     let runs = parallel(m.threads, &work, |&(i, scheme)| {
         let t = &trials[i];
-        run_point(sc, &t.topo, &t.jobs, scheme, t.fail)
+        run_point(sc, pc, &t.topo, &t.jobs, scheme, t.fail)
     })?;
     // Merge the trials of each (fail, scheme).
     let mut merged: Vec<Point> = Vec::new();
@@ -1010,14 +1024,14 @@ pub(crate) fn fig7_points(
          on {}, load {:.0}%, {} trials per failure rate (trial t places its jobs alike at every rate;\n\
          each draws its own failed spine-leaf links; {cut_off} jobs skipped: a member cut off)\n\
          paper: at 10% failed, PEEL's p99 CCT is 3x below Ring's and 30x below Tree's.\n",
-        m.concurrent_jobs,
+        pc.concurrent_jobs,
         m.message,
         m.group,
-        nic_words(sc),
-        m.job_placement,
+        nic_words(pc),
+        pc.job_placement,
         clean.name,
-        m.load * 100.0,
-        m.instances
+        pc.load * 100.0,
+        pc.instances
     );
     Ok((merged, header))
 }
@@ -1028,18 +1042,18 @@ const FIG4_PAPER: f64 = 8.0;
 
 /// Fig 4: Orca against the same tree with no set-up delay (`optimal`), per group
 /// size (the paper does not give its group), with a verdict per size.
-pub fn fig4(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
+pub fn fig4(sc: &Scenario, pc: &PeelFigureConfig, base: &Path) -> Result<EvalReport, EvalError> {
     let topo = build_topology(sc, base)?;
-    let points = fig6_points(sc, &topo)?;
+    let points = fig6_points(sc, pc, &topo)?;
     let header = format!(
         "# PEEL Fig 4: {} Broadcasts at load {:.0}% on {}: Orca (rules after a N({}, {}) ms controller\n\
          set-up) against the same trees from the first packet (optimal)\n\
          paper: Orca's p99 CCT inflates by 8x (group not given).\n",
         sc.multicast.message,
-        sc.multicast.load * 100.0,
+        pc.load * 100.0,
         topo.name,
-        sc.multicast.setup_ms,
-        sc.multicast.setup_sd_ms
+        pc.setup_ms,
+        pc.setup_sd_ms
     );
     let mut report = figure_report(sc, "peel-fig4", "gpus", |x| format!("{x}"), &points, header);
     let mut text = format!(
@@ -1143,7 +1157,7 @@ const GUARD_PAIRS: [(&str, &str); 2] =
 const GUARD_PAPER: f64 = 12.0;
 
 /// `peel-guard`: the same Poisson Broadcasts under each CNP-reaction variant.
-pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
+pub fn guard(sc: &Scenario, pc: &PeelFigureConfig, base: &Path) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
     let size = parse_bytes(&m.message)?;
     // The variants change NIC settings only: one fabric for all.
@@ -1158,7 +1172,7 @@ pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
         let sets = format!(
             "--set nic.cnp_interval_us={interval} --set nic.cnp_guard_us={guard} --set nic.dcqcn_preset=\"{preset}\""
         );
-        let points = poisson_points(&vsc, &topo, &[(x, m.group, size)])?;
+        let points = poisson_points(&vsc, pc, &topo, &[(x, m.group, size)])?;
         rows.push((name, what, sets, points));
     }
     let mut text = format!(
@@ -1167,7 +1181,7 @@ pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
          {:<17} {:<12} {:>5} {:>10} {:>10} {:>10} {:>10}\n",
         m.message,
         m.group,
-        m.load * 100.0,
+        pc.load * 100.0,
         "variant",
         "scheme",
         "jobs",
@@ -1229,7 +1243,7 @@ pub fn guard(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
             }
         }
     }
-    let receivers = servers_of(sc, m.group).saturating_sub(1);
+    let receivers = servers_of(pc, m.group).saturating_sub(1);
     let _ = writeln!(
         text,
         "  why: a {}-GPU job has {receivers} receiving servers, so at most {receivers} CNPs per 50 us reach the source.\n  \

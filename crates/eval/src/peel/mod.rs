@@ -33,6 +33,7 @@ use steiner_dp::exact_tree_dp;
 use steiner_exact::exact_tree;
 
 pub mod clos_symmetry;
+pub mod config;
 pub(crate) mod figures;
 mod motivation;
 pub mod steiner_dp;
@@ -47,7 +48,7 @@ pub(crate) fn offline_fat_tree(k: u32) -> Result<Topology, EvalError> {
 }
 
 /// Rule counts and header bits per fat-tree arity (PEEL §3.2).
-pub fn rules(sc: &Scenario) -> Result<EvalReport, EvalError> {
+pub fn rules(m: &config::RulesConfig) -> Result<EvalReport, EvalError> {
     let mut text = String::new();
     let mut csv = String::from("k,racks_per_pod,id_bits,rules_per_agg,rules_from_wiring,header_bits,shim_bytes,naive_entries\n");
     let _ = writeln!(
@@ -69,10 +70,10 @@ pub fn rules(sc: &Scenario) -> Result<EvalReport, EvalError> {
         "naive entries/agg"
     );
     let mut headline_rules = Vec::new();
-    for &k in &sc.multicast.ks {
+    for &k in &m.ks {
         if k < 4 || k % 2 != 0 || k > 256 {
             return Err(EvalError::Setting(format!(
-                "multicast.ks: {k} is not an even arity in 4..=256"
+                "experiment.peel-rules.ks: {k} is not an even arity in 4..=256"
             )));
         }
         let racks = k / 2;
@@ -164,22 +165,28 @@ struct Outcome {
 }
 
 /// The greedy against the exact optimum on seeded asymmetric instances (PEEL §2.3).
-pub fn approx(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
+pub fn approx(
+    sc: &Scenario,
+    a: &config::ApproxConfig,
+    base: &Path,
+) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
-    if m.instances == 0 || m.fail_fractions.is_empty() || m.groups.is_empty() {
+    if a.instances == 0 || a.fail_fractions.is_empty() || m.groups.is_empty() {
         return Err(EvalError::Setting(
             "peel-approx needs instances > 0, fail_fractions and groups".into(),
         ));
     }
-    let jobs: Vec<Instance> = (0..m.instances)
+    let jobs: Vec<Instance> = (0..a.instances)
         .map(|i| Instance {
             index: i,
-            fail: m.fail_fractions[i as usize % m.fail_fractions.len()],
+            fail: a.fail_fractions[i as usize % a.fail_fractions.len()],
             seed: sc.seed.wrapping_mul(1_000_003).wrapping_add(i as u64),
             dests: m.groups[i as usize % m.groups.len()],
         })
         .collect();
-    let outcomes = parallel(m.threads, &jobs, |job| one_instance(sc, base, job))?;
+    let outcomes = parallel(m.threads, &jobs, |job| {
+        one_instance(sc, a.exact(), base, job)
+    })?;
     let mut csv = String::from(
         "instance,fail,seed,source,destinations,lower_bound,peel_links,cepheus_links,exact_links\n",
     );
@@ -205,7 +212,7 @@ pub fn approx(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
         "# PEEL §2.3 approximation: {} instances on {topo_name}, failed links {:?}, destinations {:?}\n\
          paper: O(min(F, |D|)) bound (Theorem 2.5); no measured ratio is given\n",
         outcomes.len(),
-        m.fail_fractions,
+        a.fail_fractions,
         m.groups
     );
     let _ = writeln!(
@@ -260,21 +267,26 @@ pub fn approx(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
     })
 }
 
-/// The exact minimum Steiner tree by the scenario's `multicast.exact_solver`: HiGHS'
-/// integer program within `exact_time_limit_s`, or the subset DP.
+/// The exact minimum Steiner tree by the experiment's `exact_solver`: HiGHS' integer
+/// program within `exact_time_limit_s`, or the subset DP.
 pub(crate) fn exact_tree_with(
-    sc: &Scenario,
+    solver: config::ExactSolver,
     topo: &Topology,
     source: rocast_core::plan::topology::NodeId,
     dests: &[rocast_core::plan::topology::NodeId],
 ) -> Result<rocast_core::plan::multicast_tree::MulticastTree, EvalError> {
-    match sc.multicast.exact_solver.as_str() {
-        "highs" => exact_tree(topo, source, dests, sc.multicast.exact_time_limit_s),
+    match solver.solver {
+        "highs" => exact_tree(topo, source, dests, solver.time_limit_s),
         _ => exact_tree_dp(topo, source, dests),
     }
 }
 
-fn one_instance(sc: &Scenario, base: &Path, job: &Instance) -> Result<Outcome, EvalError> {
+fn one_instance(
+    sc: &Scenario,
+    solver: config::ExactSolver,
+    base: &Path,
+    job: &Instance,
+) -> Result<Outcome, EvalError> {
     // Redraw (new seed) when the failures cut a destination off.
     for attempt in 0..100u64 {
         let seed = job.seed.wrapping_add(attempt * 7_777_777);
@@ -308,7 +320,7 @@ fn one_instance(sc: &Scenario, base: &Path, job: &Instance) -> Result<Outcome, E
                 )))
             }
         };
-        let exact = exact_tree_with(sc, &topo, source, &dests)
+        let exact = exact_tree_with(solver, &topo, source, &dests)
             .map_err(|e| format!("instance {}: {e}", job.index))?;
         return Ok(Outcome {
             index: job.index,
@@ -335,7 +347,7 @@ mod tests {
     #[test]
     fn rules_table_matches_the_paper() {
         let sc = crate::experiments::scenario("peel-rules", &[]).unwrap();
-        let r = rules(&sc).unwrap();
+        let r = rules(&crate::experiment::experiment_config(&sc, "peel-rules").unwrap()).unwrap();
         let csv = &r.files[0].1;
         assert!(csv.contains("\n64,32,5,63,63,8,8,4294967295\n"), "{csv}");
         assert!(
@@ -346,9 +358,10 @@ mod tests {
 
     #[test]
     fn approx_on_a_few_instances_is_bounded_by_exact() {
-        let sc =
-            crate::experiments::scenario("peel-approx", &["multicast.instances=6".into()]).unwrap();
-        let r = approx(&sc, Path::new(".")).unwrap();
+        let sc = crate::experiments::scenario("peel-approx", &["experiment.instances=6".into()])
+            .unwrap();
+        let a = crate::experiment::experiment_config(&sc, "peel-approx").unwrap();
+        let r = approx(&sc, &a, Path::new(".")).unwrap();
         let rows: Vec<Vec<usize>> = r.files[0]
             .1
             .lines()

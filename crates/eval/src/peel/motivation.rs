@@ -74,14 +74,18 @@ fn band_verdict(ratio: f64) -> &'static str {
 
 /// Fig 1: core-link traversals of a ring and a binary-tree Broadcast against the
 /// multicast-optimal tree, per group size.
-pub fn fig1(sc: &Scenario, base: &Path) -> Result<EvalReport, EvalError> {
+pub fn fig1(
+    sc: &Scenario,
+    c: &super::config::Fig1Config,
+    base: &Path,
+) -> Result<EvalReport, EvalError> {
     let m = &sc.multicast;
     let topo = build_topology(sc, base)?;
     let routes = Routes::compute(&topo)?;
     let map = RackMap::of(&topo)?;
     let order: Vec<u32> = map.pods.iter().flatten().flatten().copied().collect();
     let hosts_per_rack = map.pods.first().and_then(|p| p.first()).map_or(1, Vec::len);
-    let per = m.gpus_per_server.max(1);
+    let per = c.gpus_per_server.max(1);
     if m.groups.is_empty() {
         return Err(EvalError::Setting(
             "peel-fig1 needs multicast.groups (GPU counts)".into(),

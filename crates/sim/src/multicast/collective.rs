@@ -167,8 +167,10 @@ pub struct BroadcastJob {
     pub bytes: u64,
 }
 
-/// `multicast.tree_algorithm`: the schedule PEEL's "Binary Tree" runs, "double"
-/// (NCCL's double binary tree) or "single" (one pipelined binary tree).
+/// The schedule PEEL's "Binary Tree" runs by name (the caller's setting, e.g. the PEEL
+/// figures' `tree_algorithm`; it reaches [`run_collectives`] as
+/// [`CollectiveSettings::binary_tree`]): "double" (NCCL's double binary tree) or
+/// "single" (one pipelined binary tree).
 pub fn tree_scheme(name: &str) -> Result<Scheme, CollectiveError> {
     match name {
         "double" => Ok(Scheme::DoubleBinaryTree),

@@ -108,72 +108,6 @@ pub struct MulticastConfig {
     pub message: String,
     /// Worker threads (0: all cores).
     pub threads: u32,
-    /// PEEL: fat-tree arities of the rule-count table (`peel-rules`).
-    pub ks: Vec<u32>,
-    /// PEEL: seeded instances of the approximation experiment (`peel-approx`), their
-    /// failed-link fractions and destination counts (`groups`), both cycled, and the
-    /// exact solver: `dp` (subset dynamic programming in Rust, the default) or `highs`
-    /// (the integer program through Python, the independent check), and HiGHS' time
-    /// limit per instance.
-    pub instances: u32,
-    pub fail_fractions: Vec<f64>,
-    pub exact_solver: String,
-    pub exact_time_limit_s: f64,
-    /// PEEL Fig 5: at most this many of the figure's distinct job groups are solved
-    /// exactly (`exact_solver`) to check its symmetric-tree baseline; 0 skips it. On a
-    /// fault-free Clos one solve covers every group its symmetries map onto another
-    /// (`rocast_eval::peel::clos_symmetry`).
-    pub exact_baseline_groups: usize,
-    /// PEEL Figs 5–7 (`peel-fig5`, `peel-fig6`, `peel-fig7`): offered load of the
-    /// Poisson Broadcasts (fraction of the servers' NIC capacity their payload
-    /// needs), the most jobs per point and the bytes a point aims to move (jobs =
-    /// budget / size, at least 4, at most `broadcasts`).
-    pub load: f64,
-    pub broadcasts: u32,
-    pub broadcast_budget: String,
-    /// GPUs behind each server's NIC (group sizes count GPUs) and their NVLink rate.
-    pub gpus_per_server: u32,
-    pub nvlink_gbps: f64,
-    /// RDMA NICs per server: 1 (every GPU shares the server's NIC; the simulated hosts
-    /// are servers) or `gpus_per_server` (one NIC per GPU, as Meta's training servers
-    /// [PEEL ref 14]; the simulated hosts are the GPUs' NICs, `hosts_per_leaf` counts
-    /// NICs, and ring and tree run one NCCL channel per NIC).
-    pub nics_per_server: u32,
-    /// Controller set-up delay of Orca and of PEEL's programmable cores, N(mean, sd).
-    pub setup_ms: f64,
-    pub setup_sd_ms: f64,
-    /// Chunks per message of the ring and binary tree.
-    pub chunks: u32,
-    /// The schedule of PEEL's "Binary Tree" baseline (`binary-tree`): "double" (NCCL's
-    /// double binary tree) or "single" (one pipelined binary tree).
-    pub tree_algorithm: String,
-    /// PEEL covers: 0 exact, else at most this many prefixes per plane.
-    pub cover_max: u32,
-    /// PEEL Figs 5–7: where a job's servers sit. "bin-packed" (the fewest racks, then
-    /// the fewest pods: PEEL §3.2's "job locality") or "consecutive" (consecutive
-    /// servers from a random one, blind to rack boundaries) or "aligned" (bin-packed
-    /// windows at power-of-two offsets); the last two for the ablation.
-    pub job_placement: String,
-    /// PEEL Figs 5–6: which core a fault-free tree's single upward copy climbs to:
-    /// "ecmp" (hashed per group, as a fabric's ECMP spreads flows) or "lowest" (every
-    /// group through the lowest-numbered switches; the ablation's).
-    pub upward: String,
-    /// Orca (PEEL Figs 4–6): the false-positive ratio its Bloom-filter header is sized
-    /// for (the smallest of PEEL Fig 3's; 1 carries none), and whether host-side agents
-    /// do each rack's last-hop fan-out. false (the primary reading): the controller-only
-    /// model PEEL's evaluation states ("We model the controller's flow setup delay as a
-    /// normal distribution (N(10 ms, 5 ms)) … for both Orca and PEEL", §4; §3.1 the
-    /// same for Fig 4); true: §3.1's description of Orca's agents, an alternative.
-    pub orca_fpr: f64,
-    pub orca_agent: bool,
-    /// PEEL with programmable cores (`peel-cores`) once the controller has installed
-    /// the group's core rule: "single" (PEEL §3.3: "the source transmits a *single*
-    /// copy of each packet through the core") or "remote-pods" (rocast's earlier
-    /// reading: the source pod's prefixes stay separate copies from the source).
-    pub core_copy: String,
-    /// PEEL Fig 7: Poisson Broadcasts (at `load`) sharing each trial's failed fabric;
-    /// 1 runs one isolated Broadcast per trial.
-    pub concurrent_jobs: u32,
     /// `transfer` (the sim/lab conformance scenario): messages of `message` bytes
     /// from host 0 to hosts 1..group.
     pub messages: u32,
@@ -219,29 +153,6 @@ impl Default for MulticastConfig {
             refresh_ms: 0,
             message: "128M".into(),
             threads: 0,
-            ks: vec![8, 16, 32, 64, 128],
-            instances: 200,
-            fail_fractions: vec![0.05, 0.1, 0.2, 0.3],
-            exact_solver: "dp".into(),
-            exact_time_limit_s: 60.0,
-            exact_baseline_groups: 0,
-            load: 0.3,
-            broadcasts: 100,
-            broadcast_budget: "4G".into(),
-            gpus_per_server: 8,
-            nvlink_gbps: 7200.0,
-            nics_per_server: 1,
-            setup_ms: 10.0,
-            setup_sd_ms: 5.0,
-            chunks: 8,
-            tree_algorithm: "single".into(),
-            cover_max: 0,
-            job_placement: "bin-packed".into(),
-            upward: "ecmp".into(),
-            orca_fpr: crate::multicast::collective::ORCA_DEFAULT_FPR,
-            orca_agent: false,
-            core_copy: "single".into(),
-            concurrent_jobs: 1,
             messages: 1,
             op: "write".into(),
             loss: 0.0,
@@ -662,40 +573,12 @@ impl Scenario {
             &m.placement,
             &["spread", "contiguous"],
         )?;
-        one_of(
-            "multicast.job_placement",
-            &m.job_placement,
-            &["bin-packed", "consecutive", "aligned"],
-        )?;
-        if !(m.orca_fpr > 0.0 && m.orca_fpr <= 1.0) {
-            return Err(invalid(
-                "multicast.orca_fpr",
-                format!("must be in (0, 1] (1: no header), got {}", m.orca_fpr),
-            ));
-        }
-        if m.nics_per_server != 1 && m.nics_per_server != m.gpus_per_server.max(1) {
-            return Err(invalid(
-                "multicast.nics_per_server",
-                format!(
-                    "must be 1 or gpus_per_server ({}), got {}",
-                    m.gpus_per_server, m.nics_per_server
-                ),
-            ));
-        }
-        if let Err(e) = crate::multicast::collective::tree_scheme(&m.tree_algorithm) {
-            return Err(invalid("multicast.tree_algorithm", e.to_string()));
-        }
-        if let Err(e) = crate::engine::tree_multicast::CoreCopy::parse(&m.core_copy) {
-            return Err(invalid("multicast.core_copy", e.to_string()));
-        }
-        one_of("multicast.upward", &m.upward, &["ecmp", "lowest"])?;
         if !(m.overhead_us.is_finite() && m.overhead_us >= 0.0) {
             return Err(invalid(
                 "multicast.overhead_us",
                 "must be a non-negative number",
             ));
         }
-        one_of("multicast.exact_solver", &m.exact_solver, &["dp", "highs"])?;
         if !(0.0..1.0).contains(&m.loss) {
             return Err(invalid("multicast.loss", "must be in [0, 1)"));
         }
@@ -1126,16 +1009,10 @@ mod tests {
             ),
             (vec!["switch.cnp_filter=\"x\""], "tmcf-damped"),
             (vec!["switch.tmcf_damped_z=-1"], "switch.tmcf_damped_z"),
-            (vec!["multicast.upward=\"up\""], "multicast.upward"),
-            (vec!["multicast.orca_fpr=0"], "multicast.orca_fpr"),
-            (vec!["multicast.core_copy=\"both\""], "multicast.core_copy"),
+            // PEEL's keys are its experiments' (`[experiment.peel-figN]`, rocast-eval).
             (
-                vec!["multicast.nics_per_server=3"],
-                "multicast.nics_per_server",
-            ),
-            (
-                vec!["multicast.tree_algorithm=\"triple\""],
-                "multicast.tree_algorithm",
+                vec!["multicast.upward=\"lowest\""],
+                "unknown field `upward`",
             ),
         ] {
             let sets: Vec<String> = sets.into_iter().map(String::from).collect();

@@ -19,6 +19,7 @@ use rocast_sim::multicast::collective::CollectiveScheme;
 use rocast_sim::scenario::topology::build_topology;
 use rocast_sim::Scenario;
 
+use crate::peel::config::PeelFigureConfig;
 use crate::peel::figures::{fig5_points, fig6_points, fig7_points, ratio_at, Point, Stat, PEEL_CLAIMS};
 use crate::report::EvalReport;
 
@@ -41,61 +42,61 @@ const VARIANTS: [Variant; 15] = [
         name: "consecutive",
         what: "jobs on consecutive servers from a random one, blind to racks",
         source: "rocast's earlier model",
-        sets: &["multicast.job_placement=\"consecutive\""],
+        sets: &["experiment.job_placement=\"consecutive\""],
     },
     Variant {
         name: "aligned",
         what: "bin-packed windows only at power-of-two offsets (a buddy allocator)",
         source: "rocast's assumption, most favourable to prefixes",
-        sets: &["multicast.job_placement=\"aligned\""],
+        sets: &["experiment.job_placement=\"aligned\""],
     },
     Variant {
         name: "over-cover",
         what: "one prefix per plane: the source sends fewer copies, ToRs discard the extra",
         source: "PEEL 3.3 (coarse prefixes over-cover)",
-        sets: &["multicast.cover_max=1"],
+        sets: &["experiment.cover_max=1"],
     },
     Variant {
         name: "cores-from-start",
         what: "controller set-up 0: programmable cores (and Orca's rules) from the first packet",
         source: "PEEL 3.3 with no controller delay",
-        sets: &["multicast.setup_ms=0", "multicast.setup_sd_ms=0"],
+        sets: &["experiment.setup_ms=0", "experiment.setup_sd_ms=0"],
     },
     Variant {
         name: "setup-50ms",
         what: "controller set-up N(50, 25) ms instead of N(10, 5)",
         source: "PEEL 5 (set-up 'as high as 50ms' [16,17])",
-        sets: &["multicast.setup_ms=50", "multicast.setup_sd_ms=25"],
+        sets: &["experiment.setup_ms=50", "experiment.setup_sd_ms=25"],
     },
     Variant {
         name: "orca-agent",
         what: "Orca's host-side agents do each rack's last-hop fan-out (PEEL 3.1's description)",
         source: "rocast's earlier model; PEEL 4 models Orca by its controller delay",
-        sets: &["multicast.orca_agent=true"],
+        sets: &["experiment.orca_agent=true"],
     },
     Variant {
         name: "upward-lowest",
         what: "every fault-free tree climbs through the lowest-numbered switches instead of ECMP's hash",
         source: "rocast's earlier model",
-        sets: &["multicast.upward=\"lowest\""],
+        sets: &["experiment.upward=\"lowest\""],
     },
     Variant {
         name: "load-10",
         what: "10% offered load instead of 30%",
         source: "rocast's (contention)",
-        sets: &["multicast.load=0.1"],
+        sets: &["experiment.load=0.1"],
     },
     Variant {
         name: "load-60",
         what: "60% offered load instead of 30%",
         source: "rocast's (contention)",
-        sets: &["multicast.load=0.6"],
+        sets: &["experiment.load=0.6"],
     },
     Variant {
         name: "concurrent-8",
         what: "Fig 7: 8 Broadcasts sharing each trial's fabric at 30% load instead of one",
         source: "rocast's earlier model; PEEL 4: 'a Broadcast ... is repeated'",
-        sets: &["multicast.concurrent_jobs=8"],
+        sets: &["experiment.concurrent_jobs=8"],
     },
     Variant {
         name: "pfc-3k",
@@ -113,7 +114,7 @@ const VARIANTS: [Variant; 15] = [
         name: "cores-remote-pods",
         what: "PEEL+cores after set-up: the source pod's prefixes stay separate source copies",
         source: "rocast's earlier model; PEEL 3.3: 'a *single* copy of each packet through the core'",
-        sets: &["multicast.core_copy=\"remote-pods\""],
+        sets: &["experiment.core_copy=\"remote-pods\""],
     },
     Variant {
         name: "seed-2",
@@ -126,17 +127,17 @@ const VARIANTS: [Variant; 15] = [
 /// The reduction every variant runs under, per figure.
 const FIG5: &[&str] = &[
     "multicast.sizes=\"2M,32M\"",
-    "multicast.broadcasts=20",
+    "experiment.broadcasts=20",
     "multicast.schemes=[\"peel\",\"peel-cores\",\"orca\",\"optimal\"]",
 ];
 const FIG6: &[&str] = &[
     "multicast.groups=[256]",
-    "multicast.broadcasts=20",
+    "experiment.broadcasts=20",
     "multicast.schemes=[\"peel\",\"ring\",\"binary-tree\",\"orca\"]",
 ];
 const FIG7: &[&str] = &[
-    "multicast.fail_fractions=[0.1]",
-    "multicast.instances=25",
+    "experiment.fail_fractions=[0.1]",
+    "experiment.instances=25",
     "multicast.schemes=[\"peel\",\"ring\",\"binary-tree\"]",
 ];
 
@@ -197,13 +198,23 @@ fn columns() -> Vec<Column> {
     ]
 }
 
-fn preset(name: &str, reduce: &[&str], v: &Variant, sc: &Scenario) -> Result<Scenario, EvalError> {
+/// Figure preset `name` under the reduction and variant `v`, and its experiment's
+/// table (checked as `rocast sim --preset` checks it).
+fn preset(
+    name: &str,
+    reduce: &[&str],
+    v: &Variant,
+    sc: &Scenario,
+) -> Result<(Scenario, PeelFigureConfig), EvalError> {
     let mut sets: Vec<String> = reduce.iter().map(|s| s.to_string()).collect();
     sets.push(format!("seed={}", sc.seed));
     sets.push(format!("multicast.threads={}", sc.multicast.threads));
     sets.extend(v.sets.iter().map(|s| s.to_string()));
-    crate::experiments::scenario(name, &sets)
-        .map_err(|e| EvalError::Setting(format!("variant {}: {e}", v.name)))
+    let s = crate::experiments::scenario(name, &sets)
+        .map_err(|e| EvalError::Setting(format!("variant {}: {e}", v.name)))?;
+    let c = PeelFigureConfig::of(&s, name)
+        .map_err(|e| EvalError::Setting(format!("variant {}: {e}", v.name)))?;
+    Ok((s, c))
 }
 
 /// The packets per message PEEL's source sent at a point.
@@ -248,16 +259,16 @@ pub fn ablation(sc: &Scenario) -> Result<EvalReport, EvalError> {
     }
     let _ = writeln!(text);
     for v in &VARIANTS {
-        let s5 = preset("peel-fig5", FIG5, v, sc)?;
-        let s6 = preset("peel-fig6", FIG6, v, sc)?;
-        let s7 = preset("peel-fig7", FIG7, v, sc)?;
+        let (s5, c5) = preset("peel-fig5", FIG5, v, sc)?;
+        let (s6, c6) = preset("peel-fig6", FIG6, v, sc)?;
+        let (s7, c7) = preset("peel-fig7", FIG7, v, sc)?;
         let t5 = build_topology(&s5, Path::new(""))?;
         let t6 = build_topology(&s6, Path::new(""))?;
         let t7 = build_topology(&s7, Path::new(""))?;
         let points = [
-            fig5_points(&s5, &t5)?,
-            fig6_points(&s6, &t6)?,
-            fig7_points(&s7, &t7)?.0,
+            fig5_points(&s5, &c5, &t5)?,
+            fig6_points(&s6, &c6, &t6)?,
+            fig7_points(&s7, &c7, &t7)?.0,
         ];
         let _ = write!(text, "{:<17}", v.name);
         let _ = write!(csv, "{},{}", v.name, v.sets.join(" ").replace(',', ";"));
@@ -334,20 +345,20 @@ mod tests {
                 ("peel-fig6", FIG6),
                 ("peel-fig7", FIG7),
             ] {
-                let s = preset(name, reduce, v, &sc).unwrap_or_else(|e| panic!("{e}"));
+                let (s, c) = preset(name, reduce, v, &sc).unwrap_or_else(|e| panic!("{e}"));
                 build_topology(&s, Path::new("")).unwrap();
                 match v.name {
-                    "aligned" => assert_eq!(s.multicast.job_placement, "aligned"),
-                    "cores-from-start" => assert_eq!(s.multicast.setup_ms, 0.0),
-                    "concurrent-8" => assert_eq!(s.multicast.concurrent_jobs, 8),
+                    "aligned" => assert_eq!(c.job_placement, "aligned"),
+                    "cores-from-start" => assert_eq!(c.setup_ms, 0.0),
+                    "concurrent-8" => assert_eq!(c.concurrent_jobs, 8),
                     "pfc-3k" => assert_eq!(s.switch.resume_offset_bytes, 3072),
                     "rocast" => {
-                        assert_eq!(s.multicast.job_placement, "bin-packed");
-                        assert_eq!(s.multicast.upward, "ecmp");
-                        assert!(!s.multicast.orca_agent);
+                        assert_eq!(c.job_placement, "bin-packed");
+                        assert_eq!(c.upward, "ecmp");
+                        assert!(!c.orca_agent);
                     }
-                    "orca-agent" => assert!(s.multicast.orca_agent),
-                    "upward-lowest" => assert_eq!(s.multicast.upward, "lowest"),
+                    "orca-agent" => assert!(c.orca_agent),
+                    "upward-lowest" => assert_eq!(c.upward, "lowest"),
                     _ => {}
                 }
             }

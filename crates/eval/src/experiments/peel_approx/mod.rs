@@ -3,6 +3,7 @@
 use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
 use crate::report::EvalReport;
+use rocast_sim::Scenario;
 
 pub struct PeelApprox;
 
@@ -39,7 +40,13 @@ impl Experiment for PeelApprox {
             },
         ]
     }
+    fn check(&self, sc: &Scenario) -> Result<(), EvalError> {
+        crate::experiment::experiment_config::<crate::peel::config::ApproxConfig>(sc, self.name())?
+            .check(self.name())
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::peel::approx(cx.scenario, cx.base)
+        let a: crate::peel::config::ApproxConfig = cx.config(self.name())?;
+        a.check(self.name())?;
+        crate::peel::approx(cx.scenario, &a, cx.base)
     }
 }

@@ -3,6 +3,7 @@
 use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
 use crate::report::EvalReport;
+use rocast_sim::Scenario;
 
 pub struct PeelFig1;
 
@@ -42,7 +43,11 @@ impl Experiment for PeelFig1 {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("peel-fig1", "peel_static")]
     }
+    fn check(&self, sc: &Scenario) -> Result<(), EvalError> {
+        crate::experiment::experiment_config::<crate::peel::config::Fig1Config>(sc, self.name())
+            .map(drop)
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::peel::fig1(cx.scenario, cx.base)
+        crate::peel::fig1(cx.scenario, &cx.config(self.name())?, cx.base)
     }
 }

@@ -3,6 +3,7 @@
 use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
 use crate::report::EvalReport;
+use rocast_sim::Scenario;
 
 pub struct PeelFig5;
 
@@ -30,11 +31,11 @@ impl Experiment for PeelFig5 {
                 figure: "Fig. 5",
                 what: "Broadcast CCT vs message size, 512 GPUs: PEEL vs ring, tree, Orca, optimal",
                 args: &["sim", "--preset", "peel-fig5"],
-                quick: &["--set", "multicast.sizes=\"2M,8M,32M\"", "--set", "multicast.broadcasts=20"],
+                quick: &["--set", "multicast.sizes=\"2M,8M,32M\"", "--set", "experiment.broadcasts=20"],
                 quick_says: "sizes 2-32 MB, 20 broadcasts per point (not 2-512 MB, 60)",
                 typical_s: 396.0,
                 calibrated: None,
-                alternatives: AlternativeScale::At(&["--set", "multicast.sizes=\"2M,32M\"", "--set", "multicast.broadcasts=20", "--set", "multicast.exact_baseline_groups=0"], "2 MB and 32 MB, 20 Broadcasts per point (the 512 MB claims are not measured at this scale: a 512 MB point takes minutes)"),
+                alternatives: AlternativeScale::At(&["--set", "multicast.sizes=\"2M,32M\"", "--set", "experiment.broadcasts=20", "--set", "experiment.exact_baseline_groups=0"], "2 MB and 32 MB, 20 Broadcasts per point (the 512 MB claims are not measured at this scale: a 512 MB point takes minutes)"),
                 rank: 60,
             },
         ]
@@ -42,7 +43,11 @@ impl Experiment for PeelFig5 {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("peel-fig5", "peel")]
     }
+    fn check(&self, sc: &Scenario) -> Result<(), EvalError> {
+        crate::peel::config::PeelFigureConfig::of(sc, self.name()).map(drop)
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::peel::fig5(cx.scenario, cx.base)
+        let p = crate::peel::config::PeelFigureConfig::of(cx.scenario, self.name())?;
+        crate::peel::fig5(cx.scenario, &p, cx.base)
     }
 }

@@ -3,6 +3,7 @@
 use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
 use crate::report::EvalReport;
+use rocast_sim::Scenario;
 
 pub struct PeelFig7;
 
@@ -34,7 +35,7 @@ impl Experiment for PeelFig7 {
                 quick_says: "",
                 typical_s: 7.0,
                 calibrated: None,
-                alternatives: AlternativeScale::At(&["--set", "multicast.fail_fractions=[0.1]"], "10% failed links (the claims' point), the preset's trials"),
+                alternatives: AlternativeScale::At(&["--set", "experiment.fail_fractions=[0.1]"], "10% failed links (the claims' point), the preset's trials"),
                 rank: 80,
             },
         ]
@@ -42,7 +43,11 @@ impl Experiment for PeelFig7 {
     fn plots(&self) -> &'static [(&'static str, &'static str)] {
         &[("peel-fig7", "peel")]
     }
+    fn check(&self, sc: &Scenario) -> Result<(), EvalError> {
+        crate::peel::config::PeelFigureConfig::of(sc, self.name()).map(drop)
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::peel::fig7(cx.scenario, cx.base)
+        let p = crate::peel::config::PeelFigureConfig::of(cx.scenario, self.name())?;
+        crate::peel::fig7(cx.scenario, &p, cx.base)
     }
 }

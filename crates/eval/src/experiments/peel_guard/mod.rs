@@ -3,6 +3,7 @@
 use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
 use crate::report::EvalReport;
+use rocast_sim::Scenario;
 
 pub struct PeelGuard;
 
@@ -39,7 +40,11 @@ impl Experiment for PeelGuard {
             },
         ]
     }
+    fn check(&self, sc: &Scenario) -> Result<(), EvalError> {
+        crate::peel::config::PeelFigureConfig::of(sc, self.name()).map(drop)
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::peel::guard(cx.scenario, cx.base)
+        let p = crate::peel::config::PeelFigureConfig::of(cx.scenario, self.name())?;
+        crate::peel::guard(cx.scenario, &p, cx.base)
     }
 }

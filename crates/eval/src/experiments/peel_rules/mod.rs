@@ -3,6 +3,7 @@
 use crate::error::EvalError;
 use crate::experiment::{AlternativeScale, Context, Experiment, Figure, PEEL, Paper, Preset};
 use crate::report::EvalReport;
+use rocast_sim::Scenario;
 
 pub struct PeelRules;
 
@@ -39,7 +40,11 @@ impl Experiment for PeelRules {
             },
         ]
     }
+    fn check(&self, sc: &Scenario) -> Result<(), EvalError> {
+        crate::experiment::experiment_config::<crate::peel::config::RulesConfig>(sc, self.name())
+            .map(drop)
+    }
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError> {
-        crate::peel::rules(cx.scenario)
+        crate::peel::rules(&cx.config(self.name())?)
     }
 }
