@@ -160,9 +160,20 @@ pub trait Experiment: Sync {
         &[]
     }
     /// Checks the scenario's `[experiment.NAME]` table before anything runs (the
-    /// experiments that have a config type parse it here).
-    fn check(&self, _sc: &Scenario) -> Result<(), EvalError> {
-        Ok(())
+    /// experiments that have a config type parse it here). One without a config type
+    /// takes no keys, so a `--set experiment.KEY` it would not read is refused.
+    fn check(&self, sc: &Scenario) -> Result<(), EvalError> {
+        match sc.experiment.get(self.name()) {
+            Some(t) if !t.is_empty() => {
+                let keys: Vec<&str> = t.keys().map(String::as_str).collect();
+                Err(EvalError::Setting(format!(
+                    "experiment.{}: takes no keys, got {}",
+                    self.name(),
+                    keys.join(", ")
+                )))
+            }
+            _ => Ok(()),
+        }
     }
     /// Runs it; [`crate::run_experiment`] calls [`Experiment::check`] first.
     fn run(&self, cx: &Context) -> Result<EvalReport, EvalError>;

@@ -149,3 +149,20 @@ fn names_are_unique_and_every_preset_parses_and_checks() {
         }
     }
 }
+
+/// An experiment with no config type of its own takes no keys: a `--set
+/// experiment.KEY` it would not read is refused, not ignored.
+#[test]
+fn an_experiment_without_a_config_refuses_keys() {
+    let sc = registry()
+        .scenario("peel-ablation", &["experiment.broadcasts=4".into()])
+        .unwrap();
+    let Err(err) = rocast_eval::run_experiment(&sc, std::path::Path::new(".")) else {
+        panic!("peel-ablation ran with a key it does not read");
+    };
+    assert!(
+        err.to_string()
+            .contains("experiment.peel-ablation: takes no keys, got broadcasts"),
+        "{err}"
+    );
+}
