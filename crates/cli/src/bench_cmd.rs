@@ -185,6 +185,10 @@ pub enum BenchCmd {
         /// count. Without it each run uses every core.
         #[arg(long, value_name = "N,N,...")]
         threads: Option<String>,
+        /// `rocast sim --partitions N` for every run (1: one engine, the sequential
+        /// baseline of the speed-ups).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+        partitions: Option<u32>,
         /// Also print the rows (bench-sim.csv in --out) as JSON.
         #[arg(long)]
         json: bool,
@@ -360,8 +364,9 @@ fn run_inner(cmd: BenchCmd) -> Result<(), String> {
             out,
             sets,
             threads,
+            partitions,
             json,
-        } => bench_sim(&runs, &out, &sets, threads.as_deref(), json),
+        } => bench_sim(&runs, &out, &sets, threads.as_deref(), partitions, json),
         BenchCmd::Udp {
             size,
             message,
@@ -623,6 +628,7 @@ fn bench_sim(
     out: &std::path::Path,
     sets: &[String],
     threads: Option<&str>,
+    partitions: Option<u32>,
     json: bool,
 ) -> Result<(), String> {
     use std::fmt::Write as _;
@@ -660,6 +666,9 @@ fn bench_sim(
                 .stderr(std::process::Stdio::piped());
             if let Some(n) = count {
                 cmd.arg("--threads").arg(n.to_string());
+            }
+            if let Some(p) = partitions {
+                cmd.arg("--partitions").arg(p.to_string());
             }
             for s in sets {
                 cmd.arg("--set").arg(s);
