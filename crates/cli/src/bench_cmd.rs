@@ -640,7 +640,7 @@ fn bench_sim(
     println!(
         "# rocast bench sim: one child `rocast sim` per run, one at a time, on {} ({} cores)",
         std::env::consts::ARCH,
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+        rocast_sim::run::threads_for(0)
     );
     println!(
         "{:<18} {:>7} {:>9} {:>14} {:>10} {:>8} {:>6} {:>12}  status",
@@ -681,10 +681,7 @@ fn bench_sim(
                 l.strip_prefix("rocast-bench events ")
                     .and_then(|v| v.trim().parse().ok())
             });
-            let n = count.map_or(
-                std::thread::available_parallelism().map_or(1, |n| n.get()) as f64,
-                f64::from,
-            );
+            let n = rocast_sim::run::threads_for(count.unwrap_or(0) as usize) as f64;
             let (base_n, base_wall) = *base.get_or_insert((n, wall));
             let speedup = base_wall / wall.max(1e-9);
             let efficiency = speedup / (n / base_n);

@@ -65,12 +65,7 @@ fn parallel_inner<T: Send, J: Sync, E: Send + From<String>>(
     run: impl Fn(&J) -> Result<T, E> + Sync,
     bar: Option<&indicatif::ProgressBar>,
 ) -> Result<Vec<T>, E> {
-    let n = if threads == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    } else {
-        threads as usize
-    }
-    .min(jobs.len().max(1));
+    let n = rocast_sim::run::threads_for(threads as usize).min(jobs.len().max(1));
     // A pool of its own per call: the thread count is this call's, and a nested call
     // gets its own workers as the caller's threads knob says.
     let pool = rayon::ThreadPoolBuilder::new()

@@ -298,7 +298,7 @@ impl PartitionedEngine {
         // if a link changes).
         let routes = Arc::new(Routes::compute(&topo)?);
         let topo = Arc::new(topo);
-        let build = |me: usize| -> Result<Engine, EngineError> {
+        let build = |me: usize| -> Engine {
             let me = me as u16;
             let fabric = Fabric::with_routes(topo.clone(), routes.clone(), &cfg);
             let mut e = Engine::build(fabric, cfg.clone(), flows.clone(), |f| {
@@ -318,14 +318,14 @@ impl PartitionedEngine {
                 outbox: Vec::new(),
                 last_flow_change: 0,
             }));
-            Ok(e)
+            e
         };
-        let parts: Result<Vec<Engine>, EngineError> = match &pool {
+        let parts: Vec<Engine> = match &pool {
             Some(pool) => pool.install(|| (0..plan.parts).into_par_iter().map(build).collect()),
             None => (0..plan.parts).map(build).collect(),
         };
         Ok(PartitionedEngine {
-            parts: parts?,
+            parts,
             lookahead_ps: plan.lookahead_ps,
             time: 0,
             finished: false,
