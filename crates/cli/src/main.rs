@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 mod bcast_cmd;
 mod bench_cmd;
+mod huge_pages;
 mod lab_bench;
 mod lab_cmd;
 mod mcast_cmd;
@@ -19,6 +20,11 @@ mod sim_cmd;
 mod switch_cmd;
 mod tree_cmd;
 mod ud_bench;
+
+/// The system allocator, with the simulator's large arrays on transparent huge pages
+/// ([`huge_pages`]).
+#[global_allocator]
+static ALLOCATOR: huge_pages::HugePageAdvisingAllocator = huge_pages::HugePageAdvisingAllocator;
 
 #[derive(Debug, Parser)]
 #[command(name = "rocast", version, about = "RoCEv2 multicast toolkit")]

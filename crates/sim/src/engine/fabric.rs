@@ -366,7 +366,7 @@ impl Engine {
             if let Some(to) = part.remote_far(port) {
                 // A cut link: the far partition takes the packet at the barrier.
                 let record = self.packets.records[hop.slot as usize];
-                part.outbox.push((
+                part.send(
                     to,
                     Crossing::Packet {
                         port,
@@ -374,7 +374,7 @@ impl Engine {
                         record,
                         hop,
                     },
-                ));
+                );
                 self.release(hop.slot);
                 self.kick(port);
                 return;
@@ -488,7 +488,7 @@ impl Engine {
                     at,
                     arg,
                 };
-                part.outbox.push((to, pfc));
+                part.send(to, pfc);
                 return;
             }
         }

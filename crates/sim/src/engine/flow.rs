@@ -224,7 +224,7 @@ impl Engine {
         if let Some(part) = self.partition.as_deref_mut() {
             if !part.owns(dst) {
                 let to = part.owner_of(dst);
-                part.outbox.push((to, Crossing::Retire { qpn: rq }));
+                part.send(to, Crossing::Retire { qpn: rq });
             }
         }
         if ok {
