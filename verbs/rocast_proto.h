@@ -1,7 +1,8 @@
 /*
  * rocast_proto.h: what rocast-verbs' C programs share besides the C ABIs of
  * crates/ffi (rocast_session.h, rocast_nack.h): the control channel's TCP port, MRP's
- * UDP port, the invitation token's and SHA-256's lengths, and the monotonic clock.
+ * UDP port, the virtual remote's QPN, the invitation token's and SHA-256's lengths, and
+ * the monotonic clock.
  * Header-only.
  *
  * The C programs carry no codec of the group control channel: the
@@ -18,6 +19,11 @@
 /* The group control channel (TCP) and MRP (UDP) ports. */
 #define CONTROL_PORT 4793
 #define MRP_PORT 4792
+
+/* The QPN of every member's virtual remote (McstID, ROCAST_VIRTUAL_QPN): an ordinary
+ * QPN, not the paper's 0x1, which is the GSI QP on the wire (VIRTUAL_QPN in
+ * crates/core/src/fabric/cepheus/bridge.rs). */
+#define ROCAST_VIRTUAL_QPN 0x100
 
 /* An invitation token (`rocast mcast invite`), and a SHA-256 digest. */
 #define ROCAST_INVITATION_LEN 16

@@ -1,5 +1,6 @@
 /* rocast-verbs: see rocast_verbs.h. */
 #include "rocast_verbs.h"
+#include "rocast_proto.h"
 #include <sys/random.h>
 
 #include <errno.h>
@@ -94,7 +95,7 @@ int rv_connect_group(struct rv_group_qp *g, struct in_addr mcst, enum ibv_mtu mt
     memset(&a, 0, sizeof(a));
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = mtu;
-    a.dest_qp_num = 1; /* the group's virtual remote (Cepheus §III-A) */
+    a.dest_qp_num = ROCAST_VIRTUAL_QPN; /* the group's virtual remote (Cepheus §III-A) */
     a.rq_psn = psn & 0xffffff;
     a.max_dest_rd_atomic = 1;
     a.min_rnr_timer = 1;

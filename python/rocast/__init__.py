@@ -37,6 +37,7 @@ __all__ = [
     "sweep",
     "tree",
     "version",
+    "__version__",
 ]
 
 
@@ -58,6 +59,9 @@ def version() -> str:
 
 
 def __getattr__(name: str) -> Any:
+    # `rocast.__version__`: the compiled module's, asked for when read.
+    if name == "__version__":
+        return version()
     # `rocast.plot` imports matplotlib: only when asked for.
     if name == "plot":
         import importlib
@@ -146,25 +150,38 @@ def sim(
     *,
     sets: Optional[Mapping[str, Any]] = None,
     threads: int = 0,
+    progress: Optional[bool] = None,
     **overrides: Any,
 ) -> SimResult:
     """Runs a scenario in the simulator and returns its results as DataFrames.
 
     `threads`: worker threads (0, the default: every core), as `rocast sim --threads`;
-    results do not depend on it.
+    results do not depend on it. `progress`: a flow-level run's progress bar on stderr
+    (None, the default: when stderr is a terminal). Ctrl-C stops a flow-level run
+    within a second (KeyboardInterrupt); an experiment finishes the points it runs.
+
+        >>> r = sim("default", topology__k=4)
+        >>> int(r.summary["flows.finished"].iloc[0])
+        16
 
     `scenario`: a preset name (`presets()`), a TOML file, or TOML text. `seed`: the RNG
     seed (same seed and scenario, same results). Overrides are scenario keys, either
     `sets={"topology.k": 4}` or keywords with `__` for the dot (`topology__k=4`), as
     `rocast sim --set`. Errors (unknown preset or key, invalid value) raise ValueError.
     """
-    all_sets = dict(sets or {})
-    all_sets.update(overrides)
+    all_sets = {k: v for k, v in (sets or {}).items()}
+    for k, v in overrides.items():
+        key = k.replace("__", ".")
+        if key in all_sets:
+            # Two values for one key: neither silently wins.
+            raise ValueError(f"{key} given twice: in sets ({all_sets[key]!r}) and as {k}={v!r}")
+        all_sets[key] = v
     if seed is not None:
         all_sets["seed"] = int(seed)
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 0:
         raise ValueError(f"threads must be a non-negative int, got {threads!r}")
-    raw = _lib().sim(sets=overrides_to_sets(all_sets), threads=threads, **_resolve(scenario))
+    raw = _lib().sim(sets=overrides_to_sets(all_sets), threads=threads, progress=progress,
+                     **_resolve(scenario))
     r = SimResult(scenario=raw["scenario"], seed=raw["seed"], kind=raw["kind"])
     if raw["kind"] == "experiment":
         r.text = raw["text"]

@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -26,6 +27,10 @@ def test_the_installed_wheel_answers_not_the_source_tree():
     assert rocast.version() == subprocess.run(
         [BIN, "--version"], capture_output=True, text=True, check=True
     ).stdout.split()[1]
+    assert rocast.__version__ == rocast.version()
+    # Every public name is there.
+    for name in rocast.__all__:
+        assert getattr(rocast, name) is not None, name
 
 
 def test_default_preset_matches_the_command_line(tmp_path):
@@ -111,8 +116,11 @@ def test_presets_list_every_preset_the_command_lists():
     names = [line.split()[0] for line in listed.splitlines() if line.strip()]
     assert list(p["name"]) == names
     assert "default" in names and "cepheus-fig12" in names
-    with pytest.raises(KeyError):
+    # One exception for one mistake, whichever call made it.
+    with pytest.raises(ValueError, match="no-such-preset"):
         rocast.preset_toml("no-such-preset")
+    with pytest.raises(ValueError, match="no-such-preset"):
+        rocast.sim("no-such-preset")
 
 
 def test_an_experiment_returns_its_tables_and_draws_them():
@@ -245,3 +253,41 @@ def test_distribute_runs_jobs_in_order_with_their_status():
     out = json.loads(r.stdout)
     assert [(j["id"], j["code"], j["stdout"], j["stderr"]) for j in out] == [
         ("a", 3, "out\n", "err\n"), ("b", 0, "", "")]
+
+
+def test_the_docstring_examples_run():
+    import doctest
+
+    r = doctest.testmod(rocast, verbose=False)
+    assert r.attempted > 0 and r.failed == 0, r
+
+
+def test_a_key_given_twice_is_refused_not_overridden():
+    with pytest.raises(ValueError, match="topology.k given twice"):
+        rocast.sim("default", sets={"topology.k": 6}, topology__k=4)
+
+
+def test_ctrl_c_stops_a_flow_run():
+    # A run of minutes (50 MB flows on 1024 hosts): it ends on the interrupt, or the
+    # 120 s deadline fails the test.
+    import signal
+
+    code = (
+        "import rocast, sys\n"
+        "print('started', flush=True)\n"
+        "try:\n"
+        "    rocast.sim('permutation-1024', progress=False, workload__size_bytes=50_000_000)\n"
+        "    print('finished')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "started"
+        time.sleep(3)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        p.kill()
+    assert out.strip() == "interrupted", (out, err)

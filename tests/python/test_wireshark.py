@@ -167,3 +167,28 @@ def test_a_lab_capture_decodes_the_group_as_it_ran(tmp_path):
     data = [r for r in rows if r["infiniband.bth.opcode"]]
     assert len(data) >= 16, f"{len(data)} RoCE frames"
     assert group.startswith("10.77.0.")
+
+
+def tshark_count(pcap, display_filter):
+    """Frames of `pcap` that tshark's own dissectors match with `display_filter`."""
+    out = subprocess.run(["tshark", "-n", "-r", str(pcap), "-Y", display_filter],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return len(out.stdout.splitlines())
+
+
+def test_a_cepheus_capture_decodes_as_roce_with_no_management_datagrams(tmp_path):
+    # The sender's link of a simulated Cepheus group: its data goes to the virtual
+    # remote (McstID, VIRTUAL_QPN). At the paper's QPN 0x1, tshark read all 64 data
+    # frames as GSI management datagrams (infiniband.mad).
+    out = tmp_path / "ceph"
+    rocast("sim", "--preset", "multicast", "--set", 'multicast.sizes="64K"',
+           "--set", 'multicast.schemes=["cepheus","tree"]',
+           "--set", "output.capture_links=[[0,128]]", "--no-plot", "--quiet",
+           "--out", str(out), timeout=600)
+    pcap = out / "capture.pcap"
+    data = tshark_count(pcap, "infiniband.bth.destqp == 0x100")
+    assert data >= 64, data
+    assert tshark_count(pcap, "infiniband.mad") == 0
+    assert tshark_count(pcap, "infiniband.bth.destqp <= 1") == 0
+    assert tshark_count(pcap, "infiniband.bth") == tshark_count(pcap, "frame")

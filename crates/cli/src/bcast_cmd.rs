@@ -52,6 +52,18 @@ pub struct BcastCmd {
     /// is deterministic, a repeat gives the same time).
     #[arg(short = 'f', long)]
     full: bool,
+    /// OSU's iterations (-i) and warm-up iterations (-x), taken so OSU scripts run
+    /// unchanged: the simulator is deterministic, so one run is every iteration (a
+    /// repeat gives the same time) and the tables say 1.
+    #[arg(
+        short = 'i',
+        long = "iterations",
+        value_name = "N",
+        default_value_t = 1
+    )]
+    iterations: u64,
+    #[arg(short = 'x', long = "warmup", value_name = "N", default_value_t = 0)]
+    warmup: u64,
     /// Print the results as JSON (the rows of bcast.csv, with avg/min over ranks)
     /// instead of OSU tables.
     #[arg(long)]
@@ -131,6 +143,13 @@ pub struct BcastCmd {
 
 pub fn run(cmd: BcastCmd) -> Result<(), String> {
     let t0 = std::time::Instant::now();
+    if cmd.iterations != 1 || cmd.warmup != 0 {
+        eprintln!(
+            "rocast bcast: -i {} -x {} taken as OSU's; the simulator is deterministic, so one run \
+             gives every iteration's time",
+            cmd.iterations, cmd.warmup
+        );
+    }
     let r = run_inner(cmd);
     if r.is_ok() {
         eprintln!(

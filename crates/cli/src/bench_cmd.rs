@@ -127,8 +127,8 @@ pub enum BenchCmd {
         /// Receivers per group, comma-separated.
         #[arg(long, default_value = "3,7")]
         receivers: String,
-        /// RoCE payload bytes per frame.
-        #[arg(long, default_value_t = 1024)]
+        /// RoCE payload bytes per frame (1024, 1K).
+        #[arg(long, default_value = "1024", value_parser = crate::output::parse_size)]
         payload: usize,
         /// Sending time per run.
         #[arg(long, default_value_t = 2.0)]
@@ -144,8 +144,8 @@ pub enum BenchCmd {
     /// --size datagrams beside `rocast perf`'s RDMA WRITE goodput at that MTU, in the
     /// same run, alternating; prints both medians and the ratio.
     Udp {
-        /// Datagram bytes (and perf's MTU).
-        #[arg(long, default_value_t = 4096)]
+        /// Datagram bytes (and perf's MTU): 4096, 4K.
+        #[arg(long, default_value = "4096", value_parser = crate::output::parse_size)]
         size: usize,
         /// perf's WRITE size.
         #[arg(long, default_value = "1M")]

@@ -156,8 +156,8 @@ pub struct ExecArgs {
 pub fn run(cmd: LabCmd) -> ExitCode {
     let r = match cmd {
         LabCmd::Up(a) => up(a),
-        LabCmd::Down(a) => lab::down(&a.name).map(|r| println!("{r}")),
-        LabCmd::Status(a) => lab::status(&a.name).map(|s| print!("{s}")),
+        LabCmd::Down(a) => lab::down(&a.name).map(|r| crate::output::out!("{r}\n")),
+        LabCmd::Status(a) => lab::status(&a.name).map(|s| crate::output::out!("{s}")),
         LabCmd::Exec(a) => exec(a),
         LabCmd::Run(a) => {
             return match crate::lab_bench::lab_run(
@@ -167,7 +167,7 @@ pub fn run(cmd: LabCmd) -> ExitCode {
                 &a.name,
             ) {
                 Ok(text) => {
-                    print!("{text}");
+                    crate::output::out!("{text}");
                     ExitCode::SUCCESS
                 }
                 Err(e) => {
@@ -232,8 +232,8 @@ fn up(a: UpArgs) -> Result<(), LabError> {
         eprintln!("rocast lab: warning: {w}");
     }
     let o = spec.options();
-    println!(
-        "lab '{}' up: {} hosts {}..{} on {}.0/24, shaper {}, medium {}",
+    crate::output::out!(
+        "lab '{}' up: {} hosts {}..{} on {}.0/24, shaper {}, medium {}\n",
         spec.name(),
         spec.hosts(),
         lab::host_ip(&o.subnet, 0),
@@ -257,13 +257,14 @@ fn up(a: UpArgs) -> Result<(), LabError> {
         // `rocast mcast` derives the upper half from --bind; any other block it must
         // be told, or its groups fall back to an overlay.
         if lab::parse_subnet(&o.subnet).is_ok_and(|s| lab::default_group_space(s) == g) {
-            println!("group space {g} (the subnet's upper half: `rocast mcast`'s default)");
+            crate::output::out!(
+                "group space {g} (the subnet's upper half: `rocast mcast`'s default)\n"
+            );
         } else {
-            println!("group space {g}: run `rocast mcast` with --group-space {g} --group-addr ADDR-IN-IT");
+            crate::output::out!("group space {g}: run `rocast mcast` with --group-space {g} --group-addr ADDR-IN-IT\n");
         }
     }
-    println!(
-        "run commands with `rocast lab exec --name {} h0 -- CMD…`; remove with `rocast lab down --name {}`",
+    crate::output::out!("run commands with `rocast lab exec --name {} h0 -- CMD…`; remove with `rocast lab down --name {}`\n",
         spec.name(),
         spec.name()
     );

@@ -80,35 +80,35 @@ fn parse() -> Cli {
 }
 
 fn main() -> ExitCode {
-    match parse().command {
+    let cli = parse();
+    // `rocast … | head -1`: a command that prints ends quietly when its reader has
+    // gone, as Unix filters do, instead of panicking in println!. The switch daemon,
+    // the lab (which starts it) and repro (which writes to its workers' stdin) keep
+    // SIGPIPE ignored, so a vanished peer is an error they report; their own stdout
+    // goes through `output::out!`, which stops printing on a closed pipe. `pcap dump`
+    // stops on EPIPE itself and exits 0. The others' sockets are TCP (sent with
+    // MSG_NOSIGNAL by std) and UDP, which never raise it.
+    if !matches!(
+        cli.command,
+        Command::Switch(_) | Command::Lab(_) | Command::Repro(_) | Command::Pcap(_)
+    ) {
+        // SAFETY: sets a signal disposition to SIG_DFL before any thread starts; no
+        // handler runs. Neither std nor rustix sets a disposition safely.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+    match cli.command {
         Command::Pcap(cmd) => pcap_cmd::run(cmd),
         Command::Perf(cmd) => perf_cmd::run(cmd),
         Command::Lab(cmd) => lab_cmd::run(cmd),
         Command::Sim(cmd) => finish("rocast sim", sim_cmd::run(cmd)),
         Command::Bench(cmd) => finish("rocast bench", bench_cmd::run(cmd)),
         Command::Switch(cmd) => finish("rocast switch", switch_cmd::run(cmd)),
-        Command::Mcast(cmd) => {
-            // `rocast mcast … | head`: end quietly on a closed pipe. Its sockets are
-            // TCP (sent with MSG_NOSIGNAL by std) and UDP, which never raise SIGPIPE.
-            // SAFETY: sets a signal disposition to SIG_DFL before any thread starts; no
-            // handler runs. Neither std nor rustix sets a disposition safely.
-            unsafe {
-                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            }
-            mcast_cmd::run(cmd)
-        }
+        Command::Mcast(cmd) => mcast_cmd::run(cmd),
         Command::Bcast(cmd) => finish("rocast bcast", bcast_cmd::run(cmd)),
         Command::Repro(cmd) => finish("rocast repro", repro_cmd::run(cmd)),
-        Command::Tree(cmd) => {
-            // `rocast tree … | head`: end quietly on a closed pipe, as Unix filters
-            // do, rather than panic in println! (`pcap dump` handles EPIPE itself).
-            // SAFETY: sets a signal disposition to SIG_DFL before any thread starts; no
-            // handler runs. Neither std nor rustix sets a disposition safely.
-            unsafe {
-                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            }
-            finish("rocast tree", tree_cmd::run(cmd))
-        }
+        Command::Tree(cmd) => finish("rocast tree", tree_cmd::run(cmd)),
     }
 }
 

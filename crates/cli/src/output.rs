@@ -60,6 +60,13 @@ pub(crate) fn csv_to_json(csv: &str) -> Result<Value, String> {
     Ok(Value::Array(rows))
 }
 
+/// A size flag's value: bytes, with the units of [`rocast_core::units::parse_bytes`]
+/// (`4096`, `4K` = `4KiB`, `10MB` = 10,000,000).
+pub(crate) fn parse_size(s: &str) -> Result<usize, String> {
+    let v = rocast_core::units::parse_bytes(s).map_err(|e| e.to_string())?;
+    usize::try_from(v).map_err(|_| format!("size {s:?} is too large"))
+}
+
 /// A timeout or other span as the commands take it: a duration with its unit (`20s`,
 /// `500ms`, `1.5m` is not a unit: use `90s`), or a bare number of seconds (as the
 /// flags were before units); in seconds, positive and finite.
@@ -133,3 +140,21 @@ mod tests {
         assert_eq!(csv_to_json("x\nNaN\ninf\n").unwrap()[0]["x"], "NaN");
     }
 }
+
+/// Writes to stdout for a command that keeps SIGPIPE ignored (the switch, the lab,
+/// repro): a reader that has gone (`rocast repro --list | head -1`) ends the output
+/// quietly instead of panicking in `print!`.
+pub(crate) fn print_out(text: std::fmt::Arguments) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    // A closed pipe is the reader's choice, not a failure of the command.
+    let _ = out.write_fmt(text).and_then(|()| out.flush());
+}
+
+/// `print!` through [`print_out`].
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::print_out(format_args!($($arg)*))
+    };
+}
+pub(crate) use out;

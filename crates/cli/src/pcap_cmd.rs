@@ -54,13 +54,17 @@ pub enum PcapCmd {
     Dump {
         /// Capture file (pcap or pcapng).
         file: PathBuf,
-        /// One JSON object per line instead of text: `frame`, `time_s`, `src`, `dst`,
-        /// `opcode` (name) and `opcode_code`, `dest_qp`, `psn`, `flags`, the extended
-        /// headers present (`deth`, `reth`, `aeth`, `atomic_eth`, `atomic_ack_eth`,
-        /// `imm`, `ieth`), `payload_len`, `icrc_ok`, `peel` when shimmed; a malformed
-        /// frame has `malformed` (why) instead.
-        #[arg(long)]
+        /// One JSON array of the frames instead of text, an object each: `frame`,
+        /// `time_s`, `src`, `dst`, `opcode` (name) and `opcode_code`, `dest_qp`, `psn`,
+        /// `flags`, the extended headers present (`deth`, `reth`, `aeth`,
+        /// `atomic_eth`, `atomic_ack_eth`, `imm`, `ieth`), `payload_len`, `icrc_ok`,
+        /// `peel` when shimmed; a malformed frame has `malformed` (why) instead.
+        #[arg(long, conflicts_with = "jsonl")]
         json: bool,
+        /// The same objects as JSON Lines: one per line, written as the frames are read
+        /// (for captures too large to hold, and `| head`).
+        #[arg(long)]
+        jsonl: bool,
     },
     /// Write a sample capture: one valid frame of every opcode rocast models.
     ///
@@ -82,7 +86,16 @@ pub enum PcapCmd {
 pub fn run(cmd: PcapCmd) -> ExitCode {
     let code = match cmd {
         PcapCmd::Check { file } => check(&file),
-        PcapCmd::Dump { file, json } => dump(&file, json),
+        PcapCmd::Dump { file, json, jsonl } => dump(
+            &file,
+            if json {
+                DumpFormat::Json
+            } else if jsonl {
+                DumpFormat::JsonLines
+            } else {
+                DumpFormat::Text
+            },
+        ),
         PcapCmd::Sample {
             file,
             all_protocols,
@@ -425,19 +438,41 @@ fn check(path: &Path) -> u8 {
 // ---------------------------------------------------------------------------------------
 // dump
 
-fn dump(path: &Path, json: bool) -> u8 {
+/// How `pcap dump` writes the frames.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DumpFormat {
+    Text,
+    /// One array (`--json`).
+    Json,
+    /// One object per line (`--jsonl`).
+    JsonLines,
+}
+
+fn dump(path: &Path, format: DumpFormat) -> u8 {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let mut first_ts: Option<u64> = None;
     let mut write_err: Option<io::Error> = None;
+    let mut objects = 0u64;
+    if format == DumpFormat::Json {
+        write_err = out.write_all(b"[").err();
+    }
     let walked = walk(path, |fr, class| {
+        if write_err.is_some() {
+            return false;
+        }
         let base = *first_ts.get_or_insert(fr.ts_ns);
-        if json {
+        if format != DumpFormat::Text {
             let Some(mut j) = frame_json(fr, &class) else {
                 return true;
             };
             j["time_s"] = serde_json::Value::from((fr.ts_ns as i128 - base as i128) as f64 / 1e9);
-            let line = j.to_string() + "\n";
+            let line = match format {
+                DumpFormat::Json if objects > 0 => format!(",\n{j}"),
+                DumpFormat::Json => format!("\n{j}"),
+                _ => j.to_string() + "\n",
+            };
+            objects += 1;
             return match out.write_all(line.as_bytes()) {
                 Ok(()) => true,
                 Err(e) => {
@@ -466,6 +501,9 @@ fn dump(path: &Path, json: bool) -> u8 {
             }
         }
     });
+    if write_err.is_none() && format == DumpFormat::Json {
+        write_err = out.write_all(b"\n]\n").err();
+    }
     if write_err.is_none() {
         write_err = out.flush().err();
     }
@@ -487,7 +525,7 @@ fn dump(path: &Path, json: bool) -> u8 {
     }
 }
 
-/// One frame of `pcap dump --json` (None: not RoCE).
+/// One frame of `pcap dump --json`/`--jsonl` (None: not RoCE).
 fn frame_json(fr: &Frame<'_>, class: &FrameClass<'_>) -> Option<serde_json::Value> {
     use serde_json::json;
     let mut j = match class {

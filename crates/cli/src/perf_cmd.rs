@@ -27,7 +27,7 @@ pub struct PerfArgs {
     #[arg(long, value_name = "N")]
     mcast: Option<u32>,
     /// With --mcast: bytes per message (K/M suffixes).
-    #[arg(short = 's', long, default_value = "1M", value_parser = parse_size_arg)]
+    #[arg(short = 's', long, default_value = "1M", value_parser = crate::output::parse_size)]
     size: usize,
     /// With --mcast: messages.
     #[arg(short = 'n', long = "iters", default_value_t = 20)]
@@ -82,7 +82,7 @@ pub struct ClientArgs {
     #[arg(long)]
     bind: Option<Ipv4Addr>,
     /// Bytes per message (K/M/G suffixes are binary: 64K = 65536).
-    #[arg(short = 's', long, default_value = "64K", value_parser = parse_size_arg)]
+    #[arg(short = 's', long, default_value = "64K", value_parser = crate::output::parse_size)]
     size: usize,
     /// Every size from 2 B to 8 MiB in powers of two, as perftest's -a (the server
     /// must run with --loop: each size is its own connection).
@@ -100,6 +100,15 @@ pub struct ClientArgs {
     /// of perftest's tables.
     #[arg(long)]
     json: bool,
+    /// Bandwidth in Gb/sec (10^9 bits) instead of perftest's default MB/sec (2^20
+    /// bytes), as perftest's --report_gbits.
+    #[arg(long = "report_gbits", visible_alias = "report-gbits")]
+    report_gbits: bool,
+    /// Connection type, as perftest's -c: RC only (rocast's perf runs the RC
+    /// requester and responder; its UD multicast has its own benchmark, `rocast bench
+    /// lab-ud`).
+    #[arg(short = 'c', long = "connection", default_value = "RC", value_parser = ["RC"])]
+    connection: String,
     /// Exit with status 1 when a size's average bandwidth is below this (Gbit/s): a
     /// pass/fail threshold for scripts (bw test).
     #[arg(long, value_name = "GBPS")]
@@ -147,11 +156,6 @@ pub struct ClientArgs {
 pub enum PerfTest {
     Bw,
     Lat,
-}
-
-fn parse_size_arg(s: &str) -> Result<usize, String> {
-    let v = rocast_sim::scenario::config::parse_bytes(s).map_err(|e| e.to_string())?;
-    usize::try_from(v).map_err(|_| format!("size {s:?} is too large"))
 }
 
 /// perftest's -a sizes: 2 B to 8 MiB.
@@ -320,12 +324,23 @@ fn client(a: ClientArgs) -> ExitCode {
         loss: a.loss,
         seed: a.seed,
     };
+    // Parameters the run cannot take are a usage error (2), as clap's own, before any
+    // connection is tried; what fails after that is the run's (1).
+    if let Err(e) = params.validate() {
+        report(e);
+        return ExitCode::from(2);
+    }
     let sizes: Vec<usize> = if a.all {
         SWEEP.map(|k| 1usize << k).collect()
     } else {
         vec![a.size]
     };
     let test = if lat { "lat" } else { "bw" };
+    let unit = if a.report_gbits {
+        rocast_net::perf::BwUnit::GigabitsPerSec
+    } else {
+        rocast_net::perf::BwUnit::MegabytesPerSec
+    };
     let mut out = std::io::stdout().lock();
     if !a.json {
         let kind = match (a.op, lat) {
@@ -337,11 +352,12 @@ fn client(a: ClientArgs) -> ExitCode {
         let rule = "-".repeat(87);
         let _ = writeln!(
             out,
-            "{rule}\n                    {kind}\n Device          : rocast (software RoCEv2 over UDP/4791)\n Connection type : RC\t\tRetransmission : {}\n TX depth        : {}\n Mtu             : {}[B]\n Server          : {server}\n{rule}\n{}",
+            "{rule}\n                    {kind}\n Device          : rocast (software RoCEv2 over UDP/4791)\n Connection type : {}\t\tRetransmission : {}\n TX depth        : {}\n Mtu             : {}[B]\n Server          : {server}\n{rule}\n{}",
+            a.connection,
             if a.sr { "selective repeat" } else { "go-back-N" },
             params.tx_depth,
             a.mtu,
-            if lat { rocast_net::perf::LAT_HEADER } else { rocast_net::perf::BW_HEADER }
+            if lat { rocast_net::perf::LAT_HEADER.to_string() } else { rocast_net::perf::bw_header(unit) }
         );
     }
     let mut results = Vec::new();
@@ -379,7 +395,7 @@ fn client(a: ClientArgs) -> ExitCode {
         if !a.json {
             let row = match (&l, lat) {
                 (Some(l), true) => rocast_net::perf::format_lat_row(size, r.params.iters, l),
-                _ => rocast_net::perf::format_bw_row(&r),
+                _ => rocast_net::perf::format_bw_row(&r, unit),
             };
             let _ = writeln!(out, "{row}{}", if below { "   < --min-gbps" } else { "" });
             if !a.all {

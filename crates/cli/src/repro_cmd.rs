@@ -18,9 +18,12 @@ use rocast_eval::verdict::{Tally, Verdict};
 
 #[derive(Debug, Args)]
 pub struct ReproCmd {
-    /// Figures to run (ids from --list, or a paper: cepheus, peel, tmcf, odbss, rdmc);
-    /// none: all of them.
+    /// Figures to run (ids from --list, or a paper: cepheus, peel, tmcf, odbss, rdmc).
     ids: Vec<String>,
+    /// Run every figure (about half an hour at --full on a 2-core machine; --list
+    /// gives each one's time).
+    #[arg(long, conflicts_with = "ids")]
+    all: bool,
     /// List every figure and table with its command and typical time, and exit.
     #[arg(long)]
     list: bool,
@@ -77,10 +80,33 @@ struct JobResult {
 /// Runs every `(id, argv)` with `slots` at a time, here (the evaluation's own
 /// [`rocast_eval::report::parallel`]); results in order.
 fn run_local(jobs: &[(String, Vec<String>)], slots: u32) -> Result<Vec<JobResult>, String> {
+    // The ETA counts each figure's typical time (`--list`) still to come, over the slots.
+    let typical = |id: &str| {
+        all_figures()
+            .iter()
+            .find(|f| f.id == id)
+            .map_or(0.0, |f| f.typical_s)
+    };
+    let started = std::time::Instant::now();
+    let total: f64 = jobs.iter().map(|(id, _)| typical(id)).sum();
+    let left = std::sync::Mutex::new(total);
     rocast_eval::report::parallel(slots, jobs, |job| {
         let (id, argv) = job;
         let i = jobs.iter().position(|j| std::ptr::eq(j, job)).unwrap_or(0);
-        eprintln!("rocast repro: [{}/{}] {id}", i + 1, jobs.len());
+        let remaining = {
+            let mut l = left.lock().unwrap_or_else(|p| p.into_inner());
+            let r = *l;
+            *l -= typical(id);
+            r
+        };
+        eprintln!(
+            "rocast repro: [{}/{}] {id} (typically {:.0} s; {:.0} s elapsed, about {:.0} min of figures left)",
+            i + 1,
+            jobs.len(),
+            typical(id),
+            started.elapsed().as_secs_f64(),
+            remaining / slots.max(1) as f64 / 60.0
+        );
         let t0 = std::time::Instant::now();
         let o = std::process::Command::new(&argv[0])
             .args(&argv[1..])
@@ -633,7 +659,7 @@ fn verdicts(dir: &std::path::Path) -> Result<Option<Vec<Verdict>>, String> {
 
 pub fn run(cmd: ReproCmd) -> Result<(), String> {
     if cmd.list {
-        print!("{}", list());
+        crate::output::out!("{}", list());
         return Ok(());
     }
     if let Some(paper) = cmd.readings.as_deref() {
@@ -651,13 +677,19 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
         } else {
             format!("rocast repro --readings {paper}")
         };
-        print!(
+        crate::output::out!(
             "# Readings: {title}\n\nMade by `{command}` (rocast {}, commit {}; no seed: a table, not a run). Every choice the papers leave open, or that rocast had to make, for the presets of {papers}: the paper's words with the section, the value rocast runs (primary), what decided it (the paper's text; then what it cites or the tool it ran; then consistency with its other numbers; never which value matches the figure), and the alternatives with the sentence that rules each out. `rocast sim --preset P --set KEY=VALUE` runs an alternative; `crates/eval/src/readings.rs` holds the table and a test pins every primary to its preset.\n{}",
             env!("CARGO_PKG_VERSION"),
             git_commit().as_deref().unwrap_or("unknown"),
             rocast_eval::readings::markdown(paper)
         );
         return Ok(());
+    }
+    if cmd.ids.is_empty() && !cmd.all {
+        let minutes = all_figures().iter().map(|f| f.typical_s).sum::<f64>() / 60.0;
+        return Err(format!(
+            "name the figures to run (`rocast repro --list`) or a paper (cepheus, peel, tmcf, odbss, rdmc), or run every figure with --all (about {minutes:.0} min of figure time at full scale on a 2-core machine)"
+        ));
     }
     let figures = select(&cmd.ids)?;
     if cmd.address.is_some() && cmd.backend != "dask" {
@@ -696,7 +728,6 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
             args.extend(f.quick.iter().map(|s| s.to_string()));
         }
         if args[0] == "sim" {
-            args.push("--json".into());
             args.push("--quiet".into());
             if let Some(n) = cmd.threads {
                 args.push("--threads".into());
@@ -826,7 +857,7 @@ pub fn run(cmd: ReproCmd) -> Result<(), String> {
     );
     let path = cmd.out.join("REPORT.md");
     std::fs::write(&path, &index).map_err(|e| format!("{}: {e}", path.display()))?;
-    println!("{index}");
+    crate::output::out!("{index}\n");
     eprintln!("rocast repro: wrote {}", path.display());
     if failed.is_empty() {
         Ok(())

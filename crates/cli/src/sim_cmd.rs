@@ -32,8 +32,10 @@ pub struct SimCmd {
     /// Print the resolved preset's TOML and exit.
     #[arg(long)]
     print_preset: bool,
-    /// Also write every CSV an experiment writes as JSON beside it (NAME.json: an
-    /// array of row objects keyed by the CSV's header).
+    /// Print the results as one JSON object on stdout, the text report going to
+    /// stderr: a workload run's summary.json; an experiment's `scenario`, `seed`,
+    /// `verdicts` and `tables` (each CSV it writes as an array of row objects keyed by
+    /// the header, as the NAME.json written beside every CSV).
     #[arg(long)]
     json: bool,
     /// Worker threads (default: every core). A flow-level run is cut into partitions
@@ -111,7 +113,19 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
             )
         }
     };
-    println!("scenario: {}  (seed {})", sc.name, sc.seed);
+    // With --json the text goes to stderr and stdout carries one JSON object.
+    let json = cmd.json;
+    macro_rules! say {
+        ($($a:tt)*) => {
+            if json { eprint!($($a)*) } else { print!($($a)*) }
+        };
+    }
+    macro_rules! sayln {
+        ($($a:tt)*) => {
+            if json { eprintln!($($a)*) } else { println!($($a)*) }
+        };
+    }
+    sayln!("scenario: {}  (seed {})", sc.name, sc.seed);
     if let Some(n) = cmd.threads {
         // An experiment's points run on this many threads (not a `--set`: reports
         // list the overrides, and outputs must not depend on the thread count).
@@ -119,7 +133,7 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
     }
     if sc.experiment_name().is_some() {
         let report = rocast_eval::run_experiment(&sc, &base).map_err(|e| e.to_string())?;
-        print!("{}", report.text);
+        say!("{}", report.text);
         if !report.files.is_empty() || !report.capture.is_empty() {
             std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
         }
@@ -127,21 +141,23 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
             let path = cmd.out.join("capture.pcap");
             rocast_sim::output::files::capture_pcap(&path, &report.capture)
                 .map_err(|e| e.to_string())?;
-            println!(
+            sayln!(
                 "capture: {} ({} frames)",
                 path.display(),
                 report.capture.len()
             );
         }
         // Every file first: a plot may read a sibling (peel-figN-paper.csv).
+        let mut tables = serde_json::Map::new();
         for (name, body) in &report.files {
             let path = cmd.out.join(name);
             std::fs::write(&path, body).map_err(|e| format!("{}: {e}", path.display()))?;
-            if cmd.json && name.ends_with(".csv") {
+            if name.ends_with(".csv") {
                 let j = crate::output::csv_to_json(body).map_err(|e| format!("{name}: {e}"))?;
                 let jp = path.with_extension("json");
                 std::fs::write(&jp, crate::output::pretty(&j))
                     .map_err(|e| format!("{}: {e}", jp.display()))?;
+                tables.insert(name.clone(), j);
             }
         }
         for (name, _) in &report.files {
@@ -155,7 +171,7 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
                 crate::plot::run_plot(figure, &path, &png, &sc.name).map_err(|e| {
                     format!("plot of {}: {e} (--no-plot skips plots)", path.display())
                 })?;
-                println!(
+                sayln!(
                     "plot: {} and {}",
                     png.display(),
                     png.with_extension("svg").display()
@@ -163,9 +179,18 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
             }
         }
         if report.files.is_empty() {
-            println!("(this experiment writes no files; its results are the text above)");
+            sayln!("(this experiment writes no files; its results are the text above)");
         } else {
-            println!("outputs in {}/", cmd.out.display());
+            sayln!("outputs in {}/", cmd.out.display());
+        }
+        if cmd.json {
+            let j = serde_json::json!({
+                "scenario": sc.name,
+                "seed": sc.seed,
+                "verdicts": rocast_eval::verdict::to_json(&report.verdicts),
+                "tables": tables,
+            });
+            println!("{}", crate::output::pretty(&j));
         }
         return Ok(());
     }
@@ -174,13 +199,17 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
         progress: !cmd.quiet && sc.output.progress && std::io::stderr().is_terminal(),
         threads: cmd.threads.unwrap_or(0) as usize,
         partitions: cmd.partitions.unwrap_or(0) as usize,
+        cancel: None,
     };
     let report = run_scenario(&sc, &base, &opts).map_err(|e| e.to_string())?;
-    print!("{}", render_summary(&report));
-    println!(
+    say!("{}", render_summary(&report));
+    sayln!(
         "outputs in {}/ (fct.txt, summary.json, ports.csv)",
         cmd.out.display()
     );
+    if cmd.json {
+        print!("{}", report.summary_json);
+    }
     // A run whose flows did not all finish is a failed run, whatever it printed.
     let t = &report.totals;
     let total = report.results.len() as u64;

@@ -134,8 +134,9 @@ pub struct SwitchCmd {
     /// --loss or --capture). The daemon keeps feedback, MRP and retransmissions.
     #[arg(long)]
     fast_path: bool,
-    /// Stop after this many seconds (default: run until SIGINT/SIGTERM).
-    #[arg(long)]
+    /// Stop after this long (500ms, 10s; a bare number is seconds; default: run until
+    /// SIGINT/SIGTERM).
+    #[arg(long, value_parser = crate::output::parse_seconds)]
     duration: Option<f64>,
     /// Seed of the ECN marking draws.
     #[arg(long, default_value_t = 1)]
@@ -329,7 +330,7 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
             .as_ref()
             .ok_or("--set-loss needs --control PATH")?;
         let reply = query(path, &format!("loss {loss}")).map_err(|e| e.to_string())?;
-        print!("{reply}");
+        crate::output::out!("{reply}");
         return if reply.starts_with("loss ") && reply.contains(" on ") {
             Ok(())
         } else {
@@ -342,12 +343,12 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
         let reply = query(&path, what).map_err(|e| e.to_string())?;
         if cmd.json {
             let j = stats_json(&reply);
-            println!(
-                "{}",
+            crate::output::out!(
+                "{}\n",
                 serde_json::to_string_pretty(&j).map_err(|e| e.to_string())?
             );
         } else {
-            print!("{reply}");
+            crate::output::out!("{reply}");
         }
         return Ok(());
     }
@@ -458,7 +459,7 @@ pub fn run(cmd: SwitchCmd) -> Result<(), String> {
     );
     d.run(cmd.duration.map(std::time::Duration::from_secs_f64))
         .map_err(|e| e.to_string())?;
-    print!("{}", d.stats_text());
+    crate::output::out!("{}", d.stats_text());
     Ok(())
 }
 

@@ -33,8 +33,8 @@ pub struct TreeCmd {
     /// Seed of the failed links and of random:N destinations.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Time limit of the exact solver.
-    #[arg(long, default_value_t = 120.0)]
+    /// Time limit of the exact solver (120s, 2.5s; a bare number is seconds).
+    #[arg(long, default_value = "120s", value_parser = crate::output::parse_seconds)]
     exact_time_limit: f64,
     /// Write the tree (of the first algorithm) as Graphviz DOT.
     #[arg(long)]

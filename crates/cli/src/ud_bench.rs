@@ -67,8 +67,9 @@ pub struct LabUdArgs {
     /// Messages to send.
     #[arg(long, default_value_t = 20_000)]
     pub messages: u64,
-    /// Message size in bytes (fragmented into UD-MTU packets by the protocol).
-    #[arg(long, default_value_t = 4000)]
+    /// Message size in bytes, e.g. 4000 or 4K (fragmented into UD-MTU packets by the
+    /// protocol).
+    #[arg(long, default_value = "4000", value_parser = crate::output::parse_size)]
     pub size: usize,
     /// UD path MTU.
     #[arg(long, default_value_t = 4096)]
@@ -85,8 +86,8 @@ pub struct LabUdArgs {
     /// Lab name (namespaces rocast-NAME-*).
     #[arg(long, default_value = "udbench")]
     pub name: String,
-    /// Give up after this many seconds.
-    #[arg(long = "timeout", value_name = "TIMEOUT", default_value_t = 120)]
+    /// Give up after this long (120, 120s, 90.5s; a bare number is seconds).
+    #[arg(long = "timeout", value_name = "TIMEOUT", default_value = "120", value_parser = whole_seconds)]
     pub timeout_s: u64,
     /// flat (one switch or bridge, the group flooded) or peel (a two-tier lab of
     /// `rocast switch` daemons, the sender's copies PEEL-shimmed per prefix cover;
@@ -1022,4 +1023,9 @@ fn report(
         let _ = writeln!(t, "result: FAIL — {}", failures.join("; "));
         Err(t)
     }
+}
+
+/// `--timeout`: [`crate::output::parse_seconds`], rounded up to whole seconds.
+fn whole_seconds(s: &str) -> Result<u64, String> {
+    crate::output::parse_seconds(s).map(|v| v.ceil() as u64)
 }

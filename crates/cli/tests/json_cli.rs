@@ -94,11 +94,14 @@ fn every_json_output_parses_and_matches_the_table() {
     std::fs::create_dir_all(&dir).unwrap();
     assert_eq!(rocast(&["pcap", "sample", pcap.to_str().unwrap()]).code, 0);
     let text = rocast(&["pcap", "dump", pcap.to_str().unwrap()]);
-    let lines = rocast(&["pcap", "dump", "--json", pcap.to_str().unwrap()]);
+    let lines = rocast(&["pcap", "dump", "--jsonl", pcap.to_str().unwrap()]);
     let objs: Vec<serde_json::Value> = lines.stdout.lines().map(json).collect();
     assert_eq!(objs.len(), text.stdout.lines().count());
     assert_eq!(objs.last().unwrap()["opcode_code"], 0x81);
     assert!(objs.iter().all(|o| o["icrc_ok"] == true));
+    // --json: the same objects as one array.
+    let array = json(&rocast(&["pcap", "dump", "--json", pcap.to_str().unwrap()]).stdout);
+    assert_eq!(array.as_array().unwrap(), &objs);
 
     // sim --json: each CSV also as an array of row objects.
     let r = rocast(&[

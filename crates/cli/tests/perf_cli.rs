@@ -91,10 +91,21 @@ fn perf_client_speaks_perftest() {
     assert!(r.stdout.contains("< --min-gbps"), "{}", r.stdout);
     assert!(r.stderr.contains("below --min-gbps"), "{}", r.stderr);
 
+    // perftest's units: MB/sec (2^20 bytes) by default, Gb/sec with --report_gbits.
+    let r = client(&["-s", "64K", "-n", "50"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("BW average[MB/sec]"), "{}", r.stdout);
+    let r = client(&["-s", "64K", "-n", "50", "--report_gbits", "-c", "RC"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("BW average[Gb/sec]"), "{}", r.stdout);
+
     for bad in [
         &["-s", "4X"][..],
         &["--test", "jitter"],
         &["-s", "99999999999999999999"],
+        &["-c", "UD"],
+        &["-D", "5"],
+        &["--mtu", "1000"],
     ] {
         let r = client(bad);
         assert_eq!(r.code, 2, "{bad:?}: {}", r.stderr);

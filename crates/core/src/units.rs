@@ -6,10 +6,15 @@
 //!   capital B) is refused with the bit-rate to write instead. tc's own syntax, where
 //!   `bps` means *bytes* per second, appears only where tc is called: [`tc_rate`]
 //!   writes it from bits.
-//! - **Sizes** ([`parse_bytes`]): a count of bytes with binary multiples (`64`, `4K`,
-//!   `1M`, `1G`; a K is 1,024).
+//! - **Sizes** ([`parse_bytes`]): a count of bytes, with GNU dd's multiples (coreutils'
+//!   `dd --help`: "kB=1000, K=1024, MB=1000*1000, M=1024*1024 … Binary prefixes can be
+//!   used, too: KiB=K, MiB=M"): a bare `K`, `M`, `G`, `T` or `KiB`, `MiB`, `GiB`, `TiB`
+//!   is binary (`4K` = `4KiB` = 4,096), `kB`, `MB`, `GB`, `TB` decimal (`10MB` =
+//!   10,000,000), and a trailing `B` alone is bytes (`64B` = `64`). Case does not
+//!   matter but in `B`/`b`: a lower-case `b` is a bit, and bits are no size.
 //! - **Durations** ([`parse_duration`]): a number and its unit (`250ns`, `10us`,
-//!   `1.5ms`, `2s`); a bare number is refused, the unit is never guessed.
+//!   `1.5ms`, `2s`); a bare number is refused, the unit is never guessed. (The CLI's
+//!   flags whose help says seconds take a bare number as seconds, or a duration.)
 
 /// Why a quantity did not parse.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -21,7 +26,9 @@ pub enum UnitError {
     Rate(String),
     #[error("rate {0:?} is in bytes per second; rates here are bits per second: write {1}")]
     ByteRate(String, String),
-    #[error("bad size {0:?} (expected e.g. 64, 4K, 1M, 1G)")]
+    #[error(
+        "bad size {0:?} (a count of bytes: 64, 4K = 4KiB = 4096, 1M = 1MiB, 10MB = 10,000,000, 1G)"
+    )]
     Size(String),
     #[error("bad duration {0:?}: {1}")]
     Duration(String, String),
@@ -88,19 +95,35 @@ pub fn tc_rate(bits: u64) -> String {
     whole_multiple(bits, ["t", "g", "m", "k"], "bit")
 }
 
-/// "64", "4K", "1M", "1G" (binary multiples) in bytes.
+/// A size in bytes: `64`, `64B`, `4K` = `4KiB` = 4,096, `1M` = `1MiB`, `10MB` =
+/// 10,000,000, `1G`, `1T` (GNU dd's multiples, see the module docs).
 pub fn parse_bytes(s: &str) -> Result<u64, UnitError> {
+    let bad = || UnitError::Size(s.to_string());
     let t = s.trim();
-    let (num, mult) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('m' | 'M') => (&t[..t.len() - 1], 1 << 20),
-        Some('g' | 'G') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mut chars = unit.chars();
+    let power = match chars.next().map(|c| c.to_ascii_uppercase()) {
+        None => 0,
+        Some('B') if unit == "B" => 0,
+        Some('K') => 1,
+        Some('M') => 2,
+        Some('G') => 3,
+        Some('T') => 4,
+        _ => return Err(bad()),
     };
+    let base: u64 = match chars.as_str() {
+        "" | "iB" | "ib" | "IB" => 1024,
+        "B" => 1000,
+        _ => return Err(bad()),
+    };
+    if num.is_empty() {
+        return Err(bad());
+    }
     num.parse::<u64>()
         .ok()
-        .and_then(|v| v.checked_mul(mult))
-        .ok_or_else(|| UnitError::Size(s.to_string()))
+        .and_then(|v| v.checked_mul(base.checked_pow(power)?))
+        .ok_or_else(bad)
 }
 
 /// A duration with its unit: "250ns", "10us", "1.5ms", "2s" → picoseconds. A bare
@@ -210,12 +233,47 @@ mod tests {
 
     #[test]
     fn sizes_and_durations() {
-        assert_eq!(parse_bytes("64"), Ok(64));
-        assert_eq!(parse_bytes("4K"), Ok(4096));
-        assert_eq!(parse_bytes("1m"), Ok(1 << 20));
-        assert_eq!(parse_bytes("1G"), Ok(1 << 30));
-        assert!(parse_bytes("1T").is_err());
-        assert!(parse_bytes("-1").is_err());
+        for (text, bytes) in [
+            ("64", 64),
+            ("64B", 64),
+            ("4K", 4096),
+            ("4k", 4096),
+            ("4KiB", 4096),
+            ("4kB", 4000),
+            ("4KB", 4000),
+            ("1m", 1 << 20),
+            ("10M", 10 << 20),
+            ("10MiB", 10 << 20),
+            ("10MB", 10_000_000),
+            ("1G", 1 << 30),
+            ("1GiB", 1 << 30),
+            ("1GB", 1_000_000_000),
+            ("2T", 2 << 40),
+            ("1TB", 1_000_000_000_000),
+            (" 8K ", 8192),
+        ] {
+            assert_eq!(parse_bytes(text), Ok(bytes), "{text}");
+        }
+        for bad in [
+            "",
+            "K",
+            "MB",
+            "-1",
+            "1.5M",
+            "10Mb",
+            "10b",
+            "10 MB",
+            "10MiBs",
+            "10X",
+            "1e6",
+            "20000000T",
+        ] {
+            assert!(
+                matches!(parse_bytes(bad), Err(UnitError::Size(_))),
+                "{bad:?}: {:?}",
+                parse_bytes(bad)
+            );
+        }
         assert_eq!(parse_duration("250ns"), Ok(250_000));
         assert_eq!(parse_duration("1.5ms"), Ok(1_500_000_000));
         assert_eq!(parse_duration("10µs"), Ok(10_000_000));

@@ -24,6 +24,10 @@ fn expected_defines() -> BTreeMap<&'static str, i64> {
         ("MRP_PORT", MRP_UDP_PORT as i64),
         ("ROCAST_INVITATION_LEN", INVITATION_LEN as i64),
         ("ROCAST_SHA256_LEN", field::result::SHA256.len() as i64),
+        (
+            "ROCAST_VIRTUAL_QPN",
+            rocast_core::fabric::cepheus::VIRTUAL_QPN as i64,
+        ),
     ])
 }
 

@@ -1185,22 +1185,58 @@ pub fn format_lat_row(size: usize, iters: u64, l: &LatencySummary) -> String {
 }
 
 /// perftest's bandwidth table header.
-pub const BW_HEADER: &str =
-    " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]";
+/// How the bandwidth columns are reported, as perftest's `report_fmt`: MB/sec by
+/// default, Gb/sec with `--report_gbits`. perftest divides bytes per second by
+/// `format_factor = (report_fmt == MBS) ? 0x100000 : 125000000`
+/// (perftest_resources.c, print_report_bw): its "MB" is 2^20 bytes, its "Gb" 10^9 bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BwUnit {
+    #[default]
+    MegabytesPerSec,
+    GigabitsPerSec,
+}
+
+impl BwUnit {
+    /// Bytes per second in this unit.
+    fn per_second(self) -> f64 {
+        match self {
+            BwUnit::MegabytesPerSec => 1048576.0,
+            BwUnit::GigabitsPerSec => 125e6,
+        }
+    }
+    fn label(self) -> &'static str {
+        match self {
+            BwUnit::MegabytesPerSec => "MB/sec",
+            BwUnit::GigabitsPerSec => "Gb/sec",
+        }
+    }
+}
+
+/// perftest's bandwidth table header.
+pub fn bw_header(unit: BwUnit) -> String {
+    let u = unit.label();
+    format!(" #bytes     #iterations    BW peak[{u}]    BW average[{u}]   MsgRate[Mpps]")
+}
 
 /// One row of perftest's bandwidth table.
-pub fn format_bw_row(r: &PerfReport) -> String {
+pub fn format_bw_row(r: &PerfReport, unit: BwUnit) -> String {
+    // The report's rates are Gbit/s: bytes per second are Gbit/s x 125e6.
+    let k = 125e6 / unit.per_second();
     format!(
         " {:<7}    {:<10}       {:<7.2}            {:<7.2}            {:<7.6}",
-        r.params.size, r.params.iters, r.bw_peak_gbps, r.bw_avg_gbps, r.msg_rate_mpps
+        r.params.size,
+        r.params.iters,
+        r.bw_peak_gbps * k,
+        r.bw_avg_gbps * k,
+        r.msg_rate_mpps
     )
 }
 
 /// The perftest-style table and, after it, the counters.
-pub fn format_report(r: &PerfReport) -> String {
+pub fn format_report(r: &PerfReport, unit: BwUnit) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "{BW_HEADER}");
-    let _ = writeln!(s, "{}", format_bw_row(r));
+    let _ = writeln!(s, "{}", bw_header(unit));
+    let _ = writeln!(s, "{}", format_bw_row(r, unit));
     let _ = write!(s, "{}", format_counters(r));
     s
 }

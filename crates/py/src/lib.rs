@@ -7,7 +7,7 @@
 
 #![forbid(unsafe_code)]
 
-use pyo3::exceptions::{PyKeyError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use rocast_sim::run::{run_scenario, RunOptions, RunSample};
@@ -32,7 +32,8 @@ fn presets() -> Vec<(String, String)> {
 fn preset_toml(name: &str) -> PyResult<String> {
     rocast_eval::experiments::preset_toml(name)
         .map(str::to_string)
-        .ok_or_else(|| PyKeyError::new_err(format!("unknown preset {name:?}")))
+        // ValueError, as `sim` raises for the same name.
+        .ok_or_else(|| PyValueError::new_err(format!("unknown preset {name:?}")))
 }
 
 /// Runs a scenario: `preset` names a built-in one, else `toml` is the scenario's text
@@ -41,7 +42,7 @@ fn preset_toml(name: &str) -> PyResult<String> {
 /// `kind="flows"` with `fct` and `samples` (column dicts), `ports_csv` and
 /// `summary_json`, or `kind="experiment"` with `text` and `tables` (name -> CSV).
 #[pyfunction]
-#[pyo3(signature = (preset=None, toml=None, base=None, sets=Vec::new(), threads=0))]
+#[pyo3(signature = (preset=None, toml=None, base=None, sets=Vec::new(), threads=0, progress=None))]
 fn sim<'py>(
     py: Python<'py>,
     preset: Option<&str>,
@@ -49,6 +50,7 @@ fn sim<'py>(
     base: Option<PathBuf>,
     sets: Vec<String>,
     threads: u32,
+    progress: Option<bool>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let mut sc = match (preset, toml) {
         (Some(name), None) => {
@@ -80,15 +82,52 @@ fn sim<'py>(
         out.set_item("tables", tables)?;
         return Ok(out);
     }
-    let report = py
-        .detach(|| {
-            let opts = RunOptions {
-                threads: threads as usize,
-                ..RunOptions::default()
-            };
-            run_scenario(&sc, &base, &opts)
-        })
-        .map_err(value_error)?;
+    // The run goes on a thread of its own while this one waits without the GIL and
+    // looks at Python's signals every 100 ms: Ctrl-C sets the run's cancel flag, the
+    // run stops at its next step, and KeyboardInterrupt is raised here.
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let opts = RunOptions {
+        threads: threads as usize,
+        progress: progress.unwrap_or_else(|| std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        cancel: Some(cancel.clone()),
+        ..RunOptions::default()
+    };
+    let report = std::thread::scope(|s| -> PyResult<_> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (sc, base, opts) = (&sc, &base, &opts);
+        s.spawn(move || {
+            let _ = tx.send(run_scenario(sc, base, opts));
+        });
+        let mut interrupted: Option<PyErr> = None;
+        let mut rx = Some(rx);
+        loop {
+            // The receiver moves in and out: a borrowed one cannot cross `detach`.
+            let (got, back) = py.detach(move || {
+                let rx = rx.take().expect("the receiver is back after every wait");
+                (rx.recv_timeout(std::time::Duration::from_millis(100)), rx)
+            });
+            rx = Some(back);
+            match got {
+                Ok(r) => {
+                    return match interrupted {
+                        Some(e) => Err(e),
+                        None => r.map_err(value_error),
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if interrupted.is_none() {
+                        if let Err(e) = py.check_signals() {
+                            cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+                            interrupted = Some(e);
+                        }
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(value_error("the run's thread ended without a result"))
+                }
+            }
+        }
+    })?;
     out.set_item("kind", "flows")?;
     let fct = PyDict::new(py);
     let r = &report.results;

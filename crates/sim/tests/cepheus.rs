@@ -3,6 +3,7 @@
 //! loss, source switching, and the safeguard fallback.
 
 use rocast_core::control::SafeguardConfig;
+use rocast_core::fabric::cepheus::VIRTUAL_QPN;
 use rocast_core::plan::Topology;
 use rocast_core::time::Duration;
 use rocast_core::wire::{classify_frame, FrameClass, Ipv4Address, Opcode};
@@ -97,15 +98,15 @@ fn frames_toward_the_source_are_ordinary_feedback_and_bridged_frames_verify() {
             assert!(r.ext.aeth.is_some() || r.bth.opcode == Opcode::CNP, "{r:?}");
             to_source += 1;
         } else if r.ip.dst_addr == rx {
-            // Bridged to receiver 5: from the McstID, to its own QP, not QPN 1.
+            // Bridged to receiver 5: from the McstID, to its own QP, not the virtual one.
             assert_eq!(r.ip.src_addr, mcst);
-            assert_ne!(r.bth.dest_qp, 1);
+            assert_ne!(r.bth.dest_qp, VIRTUAL_QPN);
             assert!(r.ext.aeth.is_none());
             to_rx += 1;
         } else {
             // Sent by the source or by the receiver: addressed to the McstID.
             assert_eq!(r.ip.dst_addr, mcst, "{r:?}");
-            assert_eq!(r.bth.dest_qp, 1);
+            assert_eq!(r.bth.dest_qp, VIRTUAL_QPN);
         }
     }
     assert!(to_source > 0 && to_rx >= 3 * 30_000 / 1024);

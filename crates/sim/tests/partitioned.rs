@@ -20,7 +20,7 @@ fn run(preset: &str, sets: &[&str], threads: usize, tag: &str) -> (PathBuf, Exec
         out_dir: Some(dir.clone()),
         progress: false,
         threads,
-        partitions: 0,
+        ..RunOptions::default()
     };
     let r = run_scenario(&sc, Path::new("."), &opts).unwrap();
     assert_eq!(r.imbalance_bytes, 0, "{preset}: bytes not conserved");

@@ -29,7 +29,7 @@ def draw(df, title, plt):
     ax.set_xticklabels([f"{s >> 10}K" for s in sizes])
     ax.set_yscale("log")
     ax.set_xlabel("IO size")
-    ax.set_ylabel("IO latency (us)")
+    ax.set_ylabel("IO latency (µs)")
     ax.grid(True, axis="y", which="both", alpha=0.3)
     ax.legend(fontsize=8)
     ax.set_title(title, fontsize=9)

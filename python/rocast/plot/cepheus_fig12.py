@@ -21,7 +21,7 @@ def draw(df, title, plt):
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("flow size (bytes)")
-    ax.set_ylabel("FCT (us)")
+    ax.set_ylabel("FCT (µs)")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     ceph = df[df["scheme"] == "cepheus"].set_index("size_bytes")["latency_us"]

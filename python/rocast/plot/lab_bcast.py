@@ -29,7 +29,7 @@ def draw(df, title, plt):
         lat.set_xscale("log", base=2)
         lat.set_yscale("log")
         lat.set_title(f"{title}: {n} hosts", fontsize=9)
-        lat.set_ylabel("latency (us)")
+        lat.set_ylabel("latency (µs)")
         lat.grid(alpha=0.3)
         lat.legend(fontsize=7)
         put.set_xscale("log", base=2)

@@ -27,7 +27,7 @@ def draw(df, title, plt):
         a.grid(True, which="both", alpha=0.3)
     ax.set_yscale("log")
     bx.set_yscale("log")
-    ax.set_ylabel("time until every member holds it (us)")
+    ax.set_ylabel("time until every member holds it (µs)")
     bx.set_ylabel("overlay time / Cepheus time")
     bx.axhline(1.0, color="grey", linewidth=0.8)
     ax.legend(fontsize=8)

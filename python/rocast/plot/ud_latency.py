@@ -36,7 +36,7 @@ def draw(df, title, plt):
                     label=f"{LABELS.get(scheme, scheme)} p99")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("group size N")
-        ax.set_ylabel("completion latency (us)")
+        ax.set_ylabel("completion latency (µs)")
         ax.set_title(f"{size} B", fontsize=9)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)

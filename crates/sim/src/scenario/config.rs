@@ -249,10 +249,13 @@ pub struct SwitchConfig {
     /// PFC on: lossless. Off: drop-tail.
     pub lossless: bool,
     pub buffer_mb: f64,
+    #[serde(deserialize_with = "bytes")]
     pub reserve_bytes: u64,
+    #[serde(deserialize_with = "bytes")]
     pub resume_offset_bytes: u64,
     /// Per-port PFC headroom; 0 means 3 × the port's bandwidth-delay product, as the
     /// HPCC simulator sizes it.
+    #[serde(deserialize_with = "bytes")]
     pub headroom_bytes: u64,
     /// Dynamic threshold = free buffer >> alpha_shift.
     pub alpha_shift: u8,
@@ -340,6 +343,7 @@ impl Default for NicConfig {
 pub struct WorkloadConfig {
     /// "permutation", "incast", "all-to-all", "poisson", "flow-file" or "flows".
     pub kind: String,
+    #[serde(deserialize_with = "bytes")]
     pub size_bytes: u64,
     pub start_us: f64,
     /// incast: number of senders (hosts other than the receiver, lowest ids first).
@@ -381,6 +385,7 @@ impl Default for WorkloadConfig {
 pub struct FlowEntry {
     pub src: u32,
     pub dst: u32,
+    #[serde(deserialize_with = "bytes")]
     pub size_bytes: u64,
     #[serde(default)]
     pub start_us: f64,
@@ -426,6 +431,29 @@ pub struct LinkEvent {
     pub link: [u32; 2],
     /// false: the link fails; true: it recovers.
     pub up: bool,
+}
+
+/// A scenario's byte count: a TOML integer, or a size with its unit as a string
+/// (`size_bytes = "10M"`, `--set workload.size_bytes=10MB`), read by
+/// [`rocast_core::units::parse_bytes`].
+fn bytes<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    struct Bytes;
+    impl serde::de::Visitor<'_> for Bytes {
+        type Value = u64;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a byte count: an integer, or a size such as \"4K\", \"10MiB\" or \"10MB\"")
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<u64, E> {
+            Ok(v)
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<u64, E> {
+            u64::try_from(v).map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<u64, E> {
+            parse_bytes(v).map_err(E::custom)
+        }
+    }
+    d.deserialize_any(Bytes)
 }
 
 /// "64", "4K", "1M", "1G" (binary multiples): [`rocast_core::units::parse_bytes`].
@@ -515,9 +543,40 @@ impl Scenario {
         for s in sets {
             apply_set(&mut table, s)?;
         }
+        // Which of [multicast] and [workload] the run reads: keys in the other would be
+        // silently ignored.
+        let keys_of = |name: &str| -> Vec<String> {
+            table
+                .get(name)
+                .and_then(toml::Value::as_table)
+                .map(|t| t.keys().map(|k| format!("{name}.{k}")).collect())
+                .unwrap_or_default()
+        };
+        let (multicast_keys, workload_keys) = (keys_of("multicast"), keys_of("workload"));
         let mut sc: Scenario = Scenario::deserialize(toml::Value::Table(table))
             .map_err(|e| ConfigError::Toml(e.to_string()))?;
         sc.validate()?;
+        match sc.experiment_name() {
+            None if !multicast_keys.is_empty() => {
+                return Err(invalid(
+                    "multicast",
+                    format!(
+                        "{} does not apply: this scenario runs its [workload] in the engine, and [multicast] is read only by an experiment (multicast.experiment, or a preset from `rocast sim --list`)",
+                        multicast_keys.join(", ")
+                    ),
+                ));
+            }
+            Some(name) if !workload_keys.is_empty() => {
+                return Err(invalid(
+                    "workload",
+                    format!(
+                        "{} does not apply: experiment {name} makes its own traffic ([multicast] and [experiment.{name}] set it)",
+                        workload_keys.join(", ")
+                    ),
+                ));
+            }
+            _ => {}
+        }
         sc.overrides = sets.to_vec();
         Ok(sc)
     }

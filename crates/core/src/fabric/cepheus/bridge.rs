@@ -1,7 +1,7 @@
 //! Connection bridging (Cepheus §III-B.2, Fig. 4) and the feedback packets a Cepheus
 //! switch emits (§III-D).
 //!
-//! Every member's QP is connected to a *virtual* remote, (McstID, QPN 1). The switch
+//! Every member's QP is connected to a *virtual* remote, (McstID, [`VIRTUAL_QPN`]). The switch
 //! next to a receiver turns the group's packet into one for that receiver's own
 //! connection: dstIP and dstQP become the receiver's; srcIP becomes the McstID, so the
 //! receiver's ACK/NAK/CNP come back addressed to the McstID and find the group's MFT;
@@ -18,8 +18,17 @@ use crate::wire::{
     AckSyndrome, AethRepr, BthRepr, Ecn, Error, ExtHeaders, Ipv4Address, Opcode, Psn, RoceRepr,
 };
 
-/// The reserved QPN of every member's virtual remote (Cepheus §III-A).
-pub const VIRTUAL_QPN: u32 = 0x1;
+/// The QPN of every member's virtual remote.
+///
+/// Cepheus §III-A: "the dstIP and dstQP is set as McstID and a reserved value of 0x1".
+/// On the wire that is the GSI QP: QP0 and QP1 are the IBA's special QPs (the SMI's
+/// and the GSI's, which only carry management datagrams), and Wireshark and every
+/// RoCE stack read a packet to QP1 as a MAD, so a capture of a group's data decoded
+/// as management traffic. rocast takes 0x100 instead: an ordinary QPN (neither 0, 1
+/// nor the multicast QPN 0xFFFFFF), the same role. Nothing else changes: the switch
+/// rewrites it to each receiver's QPN (§III-B.2), and the UDP source port that ECMP
+/// hashes comes from the sender's own QPN.
+pub const VIRTUAL_QPN: u32 = 0x100;
 
 /// The header fields a [`Bridge`] rewrites, on whatever form a driver holds a packet in:
 /// a parsed [`RoceRepr`] (the frame pipeline) or the simulator's compact packet record.
