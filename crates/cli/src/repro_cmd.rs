@@ -81,8 +81,9 @@ struct JobResult {
 /// [`rocast_eval::report::parallel`]); results in order.
 fn run_local(jobs: &[(String, Vec<String>)], slots: u32) -> Result<Vec<JobResult>, String> {
     // The ETA counts each figure's typical time (`--list`) still to come, over the slots.
+    let figures = all_figures();
     let typical = |id: &str| {
-        all_figures()
+        figures
             .iter()
             .find(|f| f.id == id)
             .map_or(0.0, |f| f.typical_s)

@@ -385,16 +385,9 @@ impl PartitionedEngine {
             }
             let end = self.window_start + self.lookahead_ps - 1;
             let last = end.min(until);
-            match &self.pool {
-                Some(pool) => pool.install(|| {
-                    self.parts.par_iter_mut().for_each(|e| {
-                        e.run(last, false);
-                    })
-                }),
-                None => self.parts.iter_mut().for_each(|e| {
-                    e.run(last, false);
-                }),
-            }
+            self.each_part(Vec::new(), |e, ()| {
+                e.run(last, false);
+            });
             self.ran_to = last + 1;
             if last < end {
                 return true;
@@ -445,19 +438,29 @@ impl PartitionedEngine {
                 }
             }
         }
-        let take = |(e, boxes): (&mut Engine, Vec<Vec<Crossing>>)| {
+        self.each_part(inbox, |e, boxes| {
             for c in boxes.into_iter().flatten() {
                 e.take_crossing(c);
             }
-        };
+        });
+    }
+
+    /// Runs `f` on every partition with its item of `items` (none: `()` each), on the
+    /// pool's workers when there is one.
+    fn each_part<T: Send>(&mut self, items: Vec<T>, f: impl Fn(&mut Engine, T) + Sync + Send)
+    where
+        T: Default,
+    {
+        let mut items = items;
+        items.resize_with(self.parts.len(), T::default);
         match &self.pool {
             Some(pool) => pool.install(|| {
                 self.parts
                     .par_iter_mut()
-                    .zip(inbox.into_par_iter())
-                    .for_each(take)
+                    .zip(items.into_par_iter())
+                    .for_each(|(e, t)| f(e, t))
             }),
-            None => self.parts.iter_mut().zip(inbox).for_each(take),
+            None => self.parts.iter_mut().zip(items).for_each(|(e, t)| f(e, t)),
         }
     }
 
