@@ -17,12 +17,13 @@ use rocast_core::overlay::model::critical_path;
 use rocast_core::overlay::small_message::SmallMessageConfig;
 use rocast_core::overlay::GroupOutcome;
 use rocast_core::overlay::Scheme;
-use rocast_core::plan::Routes;
 use rocast_core::time::Duration;
+use rocast_eval::bcast::{
+    fabric_scenario, measure, run_one, BcastFabric, BcastSettings, CSV_HEADER,
+};
 use rocast_sim::engine::Engine;
 use rocast_sim::multicast::broadcast::{
-    bench_driver_config, message_cost, run_broadcast, spread_hosts, BroadcastOutcome,
-    BroadcastSpec, MemberFailure, DEFAULT_OVERHEAD,
+    bench_driver_config, BroadcastOutcome, MemberFailure, DEFAULT_OVERHEAD,
 };
 use rocast_sim::multicast::small_message::{
     run_rdmc_stream, run_ring_stream, MessageStream, StreamTiming,
@@ -31,7 +32,6 @@ use rocast_sim::scenario::config::{parse_bytes, parse_duration, parse_sizes};
 use rocast_sim::scenario::topology::{build_topology, engine_config};
 use rocast_sim::Scenario;
 
-use crate::sim_cmd::load_scenario_file;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -170,37 +170,8 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
     let sizes = parse_sizes(&cmd.sizes).map_err(|e| e.to_string())?;
     let block = parse_bytes(&cmd.block).map_err(|e| e.to_string())?;
     let ring_slice = parse_bytes(&cmd.ring_slice).map_err(|e| e.to_string())?;
-    if block == 0 || ring_slice == 0 {
-        return Err("--block and --ring-slice must be positive".into());
-    }
-    if cmd.group < 2 {
-        return Err("--group-size must be at least 2".into());
-    }
-    if cmd.root >= cmd.group {
-        return Err(format!(
-            "--root {} is not a rank of a group of {}",
-            cmd.root, cmd.group
-        ));
-    }
     if !(cmd.overhead_us.is_finite() && cmd.overhead_us >= 0.0) {
         return Err("--overhead-us must be a non-negative number".into());
-    }
-    if cmd.smc {
-        return smc(&cmd, block, overhead_of(&cmd));
-    }
-    if cmd.analyze {
-        let largest = sizes.iter().copied().max().unwrap_or(0);
-        let (text, verdicts) = analyze(&schemes, cmd.group, cmd.root, largest, block)?;
-        print!("{text}{}", rocast_eval::verdict::render(&verdicts));
-        // The structured verdicts, which `rocast repro` counts.
-        std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
-        let path = cmd.out.join("verdicts.json");
-        std::fs::write(&path, rocast_eval::verdict::to_json_text(&verdicts))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        return Ok(());
-    }
-    if cmd.verify && sizes.iter().any(|&s| s > 256 << 20) {
-        return Err("--verify keeps every rank's buffer in memory: sizes up to 256M".into());
     }
     let failure = match &cmd.fail {
         None => None,
@@ -223,35 +194,42 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
             })
         }
     };
-    let suspect_after = Duration::from_ps(
-        parse_duration(&cmd.suspect_after).map_err(|e| format!("--suspect-after: {e}"))?,
-    );
-    let (sc, base) = fabric(&cmd)?;
-    let topo = build_topology(&sc, &base).map_err(|e| e.to_string())?;
-    let cfg = engine_config(&sc, &topo).map_err(|e| e.to_string())?;
-    let hosts_n = topo.num_hosts() as u32;
-    if cmd.group > hosts_n {
-        return Err(format!(
-            "--group-size {} is larger than the fabric's {hosts_n} hosts",
-            cmd.group
-        ));
+    let settings = BcastSettings {
+        group: cmd.group,
+        root: cmd.root,
+        block,
+        ring_slice,
+        ring_slots: cmd.ring_slots,
+        overhead: overhead_of(&cmd),
+        flow_control: !cmd.no_flow_control,
+        verify: cmd.verify,
+        failure,
+        suspect_after: Duration::from_ps(
+            parse_duration(&cmd.suspect_after).map_err(|e| format!("--suspect-after: {e}"))?,
+        ),
+    };
+    settings.validate(&sizes).map_err(|e| e.to_string())?;
+    if cmd.smc {
+        return smc(&cmd, block, settings.overhead);
     }
-    let hosts = spread_hosts(hosts_n, cmd.group);
-    let routes = Routes::compute(&topo).map_err(|e| e.to_string())?;
-    let overhead = Duration::from_ps((cmd.overhead_us * 1e6).round() as u64);
+    if cmd.analyze {
+        let largest = sizes.iter().copied().max().unwrap_or(0);
+        let (text, verdicts) = analyze(&schemes, cmd.group, cmd.root, largest, block)?;
+        print!("{text}{}", rocast_eval::verdict::render(&verdicts));
+        // The structured verdicts, which `rocast repro` counts.
+        std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
+        let path = cmd.out.join("verdicts.json");
+        std::fs::write(&path, rocast_eval::verdict::to_json_text(&verdicts))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        return Ok(());
+    }
+    let (sc, base) = fabric_scenario(&cmd.topo, cmd.group, &cmd.sets).map_err(|e| e.to_string())?;
+    let fabric = BcastFabric::new(sc, &base, cmd.group).map_err(|e| e.to_string())?;
     std::fs::create_dir_all(&cmd.out).map_err(|e| format!("{}: {e}", cmd.out.display()))?;
-    let mut csv = String::from(
-        "scheme,group,size_bytes,block_bytes,window,flow_control,latency_us,model_us,messages,host_tx_bytes,events,retransmitted,avg_rank_us,min_rank_us\n",
-    );
+    let mut csv = String::from(CSV_HEADER);
     // When each rank held the whole message: the per-hop timeline of a scheme.
     let mut ranks_csv = String::from("scheme,size_bytes,rank,host,done_us\n");
-    let cost = message_cost(&topo, &routes, cfg.mtu, &hosts);
     for &scheme in &schemes {
-        let unit = if scheme == Scheme::Ring {
-            ring_slice
-        } else {
-            block
-        };
         let show = !cmd.json;
         if show {
             println!(
@@ -272,78 +250,31 @@ fn run_inner(cmd: BcastCmd) -> Result<(), String> {
             }
         }
         for &size in &sizes {
-            let driver = bench_driver_config(
-                scheme,
-                cmd.group,
-                size,
-                unit,
-                cmd.ring_slots,
-                !cmd.no_flow_control,
-            );
-            let spec = BroadcastSpec {
-                scheme,
-                hosts: hosts.clone(),
-                root: cmd.root,
-                driver,
-                overhead,
-                verify_data: cmd.verify,
-                seed: sc.seed,
-                failures: failure.into_iter().collect(),
-                suspect_after,
-            };
-            let out = run_broadcast(topo.clone(), cfg.clone(), &spec).map_err(|e| e.to_string())?;
             if let Some(f) = failure {
+                // A crash: what every survivor concluded, not a latency.
+                let (_, out) =
+                    run_one(&fabric, &settings, scheme, size).map_err(|e| e.to_string())?;
                 println!("{}", failure_line(&out, f, &size.to_string()));
                 continue;
             }
-            if !out.corrupt_ranks.is_empty() {
-                return Err(format!(
-                    "{scheme} {size} B: ranks {:?} hold different bytes from the root",
-                    out.corrupt_ranks
-                ));
-            }
-            let model = critical_path(scheme, cmd.group, cmd.root, driver, overhead.as_ps(), &cost)
-                .map_err(|e| e.to_string())?;
-            let us = out.latency_ps as f64 / 1e6;
-            // Over the receiving ranks: when each held the whole message.
-            let got: Vec<f64> = out
-                .rank_done_ps
-                .iter()
-                .enumerate()
-                .filter(|&(r, _)| r as u32 != cmd.root)
-                .map(|(_, &t)| t as f64 / 1e6)
-                .collect();
-            let avg = got.iter().sum::<f64>() / got.len().max(1) as f64;
-            let min = got.iter().copied().fold(f64::INFINITY, f64::min);
+            let p = measure(&fabric, &settings, scheme, size).map_err(|e| e.to_string())?;
             if show && cmd.full {
                 println!(
                     "{:<10}{:>18.2}{:>18.2}{:>18.2}{:>12}",
-                    size, avg, min, us, 1
+                    size, p.avg_rank_us, p.min_rank_us, p.latency_us, 1
                 );
             } else if show {
-                println!("{:<10}{:>18.2}", size, us);
+                println!("{:<10}{:>18.2}", size, p.latency_us);
             }
-            for (rank, t) in out.rank_done_ps.iter().enumerate() {
+            for (rank, t) in p.outcome.rank_done_ps.iter().enumerate() {
                 let _ = writeln!(
                     ranks_csv,
                     "{scheme},{size},{rank},{},{:.3}",
-                    hosts[rank],
+                    fabric.hosts[rank],
                     *t as f64 / 1e6
                 );
             }
-            let _ = writeln!(
-                csv,
-                "{scheme},{},{size},{},{},{},{us:.3},{:.3},{},{},{},{},{avg:.3},{min:.3}",
-                cmd.group,
-                driver.block_bytes,
-                driver.window,
-                driver.ready_for_block,
-                model.latency_ps as f64 / 1e6,
-                out.messages,
-                out.host_tx_bytes,
-                out.events,
-                out.retransmitted
-            );
+            csv.push_str(&p.csv_row(cmd.group));
         }
         if show {
             println!();
@@ -504,32 +435,6 @@ fn failure_line(out: &BroadcastOutcome, f: MemberFailure, size: &str) -> String 
         f.at_ps as f64 / 1e6,
         survivors.len()
     )
-}
-
-fn fabric(cmd: &BcastCmd) -> Result<(Scenario, PathBuf), String> {
-    let star = cmd.topo == "star";
-    let mut sets: Vec<String> = if star {
-        vec![
-            "topology.kind=\"leaf-spine\"".into(),
-            "topology.spines=1".into(),
-            "topology.leaves=1".into(),
-            format!("topology.hosts_per_leaf={}", cmd.group),
-        ]
-    } else {
-        Vec::new()
-    };
-    sets.extend(cmd.sets.iter().cloned());
-    if star {
-        let sc = Scenario::from_toml("", &sets).map_err(|e| e.to_string())?;
-        return Ok((sc, PathBuf::new()));
-    }
-    let path = Path::new(&cmd.topo);
-    if path.exists() {
-        return load_scenario_file(path, &sets);
-    }
-    let sc = rocast_eval::experiments::scenario(&cmd.topo, &sets)
-        .map_err(|e| format!("--topo {}: not star, a preset or a file ({e})", cmd.topo))?;
-    Ok((sc, PathBuf::new()))
 }
 
 /// The `--analyze` report: per scheme, its steps for a message of `size` bytes in

@@ -125,7 +125,7 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
             if json { eprintln!($($a)*) } else { println!($($a)*) }
         };
     }
-    sayln!("scenario: {}  (seed {})", sc.name, sc.seed);
+    sayln!("scenario: {}  (seed {})", sc.title(), sc.seed);
     if let Some(n) = cmd.threads {
         // An experiment's points run on this many threads (not a `--set`: reports
         // list the overrides, and outputs must not depend on the thread count).
@@ -168,7 +168,7 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
             if let Some(figure) = figure.filter(|_| !cmd.no_plot) {
                 let png = path.with_extension("png");
                 // A plot that was asked for (not --no-plot) and failed is an error.
-                crate::plot::run_plot(figure, &path, &png, &sc.name).map_err(|e| {
+                crate::plot::run_plot(figure, &path, &png, &sc.title()).map_err(|e| {
                     format!("plot of {}: {e} (--no-plot skips plots)", path.display())
                 })?;
                 sayln!(
@@ -185,7 +185,8 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
         }
         if cmd.json {
             let j = serde_json::json!({
-                "scenario": sc.name,
+                "scenario": sc.title(),
+                "overrides": sc.overrides,
                 "seed": sc.seed,
                 "verdicts": rocast_eval::verdict::to_json(&report.verdicts),
                 "tables": tables,

@@ -22,6 +22,12 @@ pub enum EvalError {
     /// the message names the key or the run.
     #[error("{0}")]
     Setting(String),
+    /// An argument of an offline tool (`rocast tree`, `rocast.tree`) that does not
+    /// parse: `name` is the argument's name without dashes (`dst`), `why` starts with
+    /// the value given. The CLI prints `--dst "random:999": …`; Python names its own
+    /// argument ([`EvalError::python_message`]).
+    #[error("--{} {why}", name.replace('_', "-"))]
+    Argument { name: &'static str, why: String },
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
@@ -71,6 +77,25 @@ pub enum EvalError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl EvalError {
+    /// The message as the Python package shows it: an argument by its keyword
+    /// (`dst "random:999": …`, not the CLI's `--dst`).
+    pub fn python_message(&self) -> String {
+        match self {
+            EvalError::Argument { name, why } => format!("{name} {why}"),
+            e => e.to_string(),
+        }
+    }
+
+    /// [`EvalError::Argument`].
+    pub fn argument(name: &'static str, why: impl Into<String>) -> Self {
+        EvalError::Argument {
+            name,
+            why: why.into(),
+        }
+    }
 }
 
 impl From<String> for EvalError {

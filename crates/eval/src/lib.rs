@@ -24,6 +24,8 @@
 // here and in a test that adds it to a registry (tests/toy_experiment/).
 extern crate self as rocast_eval;
 
+pub mod bcast;
+pub mod captures;
 pub mod cepheus;
 pub mod error;
 pub mod experiment;

@@ -22,17 +22,21 @@ pub fn topology_from_spec(spec: &str, fail: f64, seed: u64) -> Result<Topology, 
         Some((kind @ ("fat-tree" | "leaf-spine"), args)) => {
             sets.push(format!("topology.kind=\"{kind}\""));
             for kv in args.split(',').filter(|s| !s.is_empty()) {
-                let (k, v) = kv
-                    .split_once('=')
-                    .ok_or_else(|| format!("--topo: {kv:?} is not key=value"))?;
+                let (k, v) = kv.split_once('=').ok_or_else(|| {
+                    EvalError::argument("topo", format!("{spec:?}: {kv:?} is not key=value"))
+                })?;
                 let key = match k {
                     "k" | "spines" | "leaves" | "oversubscription" => k,
                     "hosts" => "hosts_per_leaf",
                     "gpus" => "gpus_per_host",
-                    _ => return Err(EvalError::Setting(format!("--topo: unknown key {k:?} (k, spines, leaves, hosts, gpus, oversubscription)"))),
+                    _ => return Err(EvalError::argument("topo", format!("{spec:?}: unknown key {k:?} (k, spines, leaves, hosts, gpus, oversubscription)"))),
                 };
-                v.parse::<u32>()
-                    .map_err(|_| format!("--topo: {k}={v:?} is not a whole number"))?;
+                v.parse::<u32>().map_err(|_| {
+                    EvalError::argument(
+                        "topo",
+                        format!("{spec:?}: {k}={v:?} is not a whole number"),
+                    )
+                })?;
                 sets.push(format!("topology.{key}={v}"));
             }
             PathBuf::from(".")
@@ -43,20 +47,24 @@ pub fn topology_from_spec(spec: &str, fail: f64, seed: u64) -> Result<Topology, 
             sets.push(format!("topology.file={:?}", abs.display().to_string()));
             PathBuf::from(".")
         }
-        _ => {
-            return Err(EvalError::Setting(format!(
-                "--topo {spec:?}: expected fat-tree:k=N, leaf-spine:spines=S,leaves=L,hosts=H or a file"
-            )))
-        }
+        _ => return Err(EvalError::argument(
+            "topo",
+            format!(
+                "{spec:?}: expected fat-tree:k=N, leaf-spine:spines=S,leaves=L,hosts=H or a file"
+            ),
+        )),
     };
     if !(0.0..=1.0).contains(&fail) {
-        return Err(EvalError::Setting(format!(
-            "--fail {fail}: must be a fraction in [0, 1]"
-        )));
+        return Err(EvalError::argument(
+            "fail",
+            format!("{fail}: must be a fraction in [0, 1]"),
+        ));
     }
     sets.push(format!("topology.fail_fraction={fail}"));
-    let sc = Scenario::preset("default", &sets)?;
-    Ok(build_topology(&sc, &base)?)
+    // The keys are the scenario's (`topology.k: must be even`); the argument is `topo`.
+    let sc = Scenario::preset("default", &sets)
+        .map_err(|e| EvalError::argument("topo", format!("{spec:?}: {e}")))?;
+    build_topology(&sc, &base).map_err(|e| EvalError::argument("topo", format!("{spec:?}: {e}")))
 }
 
 /// `random:N` (seeded, without the source), `a,b,c`, or a file of ids.
@@ -68,14 +76,17 @@ pub fn parse_destinations(
 ) -> Result<Vec<NodeId>, EvalError> {
     let hosts = topo.num_hosts() as u32;
     if let Some(n) = spec.strip_prefix("random:") {
-        let n: u32 = n
-            .parse()
-            .map_err(|_| format!("--dst {spec:?}: N must be a whole number"))?;
+        let n: u32 = n.parse().map_err(|_| {
+            EvalError::argument("dst", format!("{spec:?}: N must be a whole number"))
+        })?;
         if n == 0 || n >= hosts {
-            return Err(EvalError::Setting(format!(
-                "--dst {spec:?}: N must be 1..{} (hosts other than the source)",
-                hosts - 1
-            )));
+            return Err(EvalError::argument(
+                "dst",
+                format!(
+                    "{spec:?}: N must be 1..{} (hosts other than the source)",
+                    hosts - 1
+                ),
+            ));
         }
         return Ok(rocast_sim::scenario::workload::sample_hosts(
             hosts, src, n, seed,
@@ -91,11 +102,12 @@ pub fn parse_destinations(
         .map(|s| {
             let id: NodeId = s
                 .parse()
-                .map_err(|_| format!("--dst: {s:?} is not a host id"))?;
+                .map_err(|_| EvalError::argument("dst", format!("{s:?} is not a host id")))?;
             if id >= hosts {
-                return Err(EvalError::Setting(format!(
-                    "--dst: {id} is not a host (0..{hosts})"
-                )));
+                return Err(EvalError::argument(
+                    "dst",
+                    format!("{id} is not a host (0..{hosts})"),
+                ));
             }
             Ok(id)
         })
@@ -122,9 +134,10 @@ pub fn build_tree(
             hop_by_hop_tree(topo, routes.as_ref().expect("set"), src, dst, &|_, _| 0).map_err(e)
         }
         "exact" => exact_tree(topo, src, dst, time_limit),
-        _ => Err(EvalError::Setting(format!(
-            "--algo {algo:?}: expected optimal, peel, cepheus or exact"
-        ))),
+        _ => Err(EvalError::argument(
+            "algo",
+            format!("{algo:?}: expected optimal, peel, cepheus or exact"),
+        )),
     }
 }
 

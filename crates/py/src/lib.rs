@@ -61,7 +61,8 @@ fn sim<'py>(
     };
     let base = base.unwrap_or_else(|| PathBuf::from("."));
     let out = PyDict::new(py);
-    out.set_item("scenario", &sc.name)?;
+    out.set_item("scenario", sc.title())?;
+    out.set_item("overrides", sc.overrides.clone())?;
     out.set_item("seed", sc.seed)?;
     if threads > 0 {
         // As `rocast sim --threads`: an experiment's points run on this many threads.
@@ -73,6 +74,10 @@ fn sim<'py>(
             .map_err(value_error)?;
         out.set_item("kind", "experiment")?;
         out.set_item("text", report.text)?;
+        out.set_item(
+            "verdicts_json",
+            rocast_eval::verdict::to_json_text(&report.verdicts),
+        )?;
         let tables = PyDict::new(py);
         for (name, body) in report.files {
             if let Some(stem) = name.strip_suffix(".csv") {
@@ -200,15 +205,108 @@ fn tree(
     exact_time_limit: f64,
 ) -> PyResult<String> {
     use rocast_eval::trees::{build_tree, parse_destinations, topology_from_spec, tree_json};
+    if !(exact_time_limit.is_finite() && exact_time_limit > 0.0) {
+        return Err(value_error(format!(
+            "exact_time_limit {exact_time_limit}: must be a positive number of seconds"
+        )));
+    }
+    let m = |e: rocast_eval::error::EvalError| e.python_message();
     py.detach(|| {
-        let t = topology_from_spec(topo, fail, seed).map_err(|e| e.to_string())?;
-        let d = parse_destinations(dst, &t, src, seed).map_err(|e| e.to_string())?;
+        let t = topology_from_spec(topo, fail, seed).map_err(m)?;
+        if src as usize >= t.num_hosts() {
+            return Err(format!("src {src}: not a host (0..{})", t.num_hosts()));
+        }
+        let d = parse_destinations(dst, &t, src, seed).map_err(m)?;
         let mut routes = None;
-        let tr = build_tree(algo, &t, &mut routes, src, &d, exact_time_limit)
-            .map_err(|e| e.to_string())?;
+        let tr = build_tree(algo, &t, &mut routes, src, &d, exact_time_limit).map_err(m)?;
         tr.validate(&t).map_err(|e| e.to_string())?;
         let v = tree_json(&t, algo, &tr).map_err(|e| e.to_string())?;
         serde_json::to_string(&v).map_err(|e| e.to_string())
+    })
+    .map_err(value_error)
+}
+
+/// The OSU-style broadcast benchmark (`rocast bcast`): one broadcast per scheme and
+/// size on an idle fabric, each beside the model's critical path. Returns bcast.csv's
+/// text (the Python half makes a DataFrame of it). `overhead_us` None: the CLI's
+/// default per-post overhead.
+#[pyfunction]
+#[pyo3(signature = (schemes, group_size, sizes, topo, sets, block, ring_slice, ring_slots, overhead_us, flow_control, root, verify))]
+#[allow(clippy::too_many_arguments)]
+fn bcast(
+    py: Python<'_>,
+    schemes: Vec<String>,
+    group_size: u32,
+    sizes: &str,
+    topo: &str,
+    sets: Vec<String>,
+    block: &str,
+    ring_slice: &str,
+    ring_slots: u32,
+    overhead_us: Option<f64>,
+    flow_control: bool,
+    root: u32,
+    verify: bool,
+) -> PyResult<String> {
+    use rocast_core::overlay::Scheme;
+    use rocast_core::time::Duration;
+    use rocast_eval::bcast::{fabric_scenario, measure, BcastFabric, BcastSettings, CSV_HEADER};
+    use rocast_sim::scenario::config::{parse_bytes, parse_sizes};
+    let arg = |name: &str, e: &dyn std::fmt::Display| value_error(format!("{name}: {e}"));
+    let schemes = schemes
+        .iter()
+        .map(|s| s.parse::<Scheme>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| arg("schemes", &e))?;
+    if schemes.is_empty() {
+        return Err(value_error("schemes: name at least one"));
+    }
+    let sizes = parse_sizes(sizes).map_err(|e| arg("sizes", &e))?;
+    let overhead = match overhead_us {
+        None => rocast_sim::multicast::broadcast::DEFAULT_OVERHEAD,
+        Some(us) if us.is_finite() && us >= 0.0 => Duration::from_ps((us * 1e6).round() as u64),
+        Some(us) => {
+            return Err(value_error(format!(
+                "overhead_us {us}: must be a non-negative number"
+            )))
+        }
+    };
+    let settings = BcastSettings {
+        group: group_size,
+        root,
+        block: parse_bytes(block).map_err(|e| arg("block", &e))?,
+        ring_slice: parse_bytes(ring_slice).map_err(|e| arg("ring_slice", &e))?,
+        ring_slots,
+        overhead,
+        flow_control,
+        verify,
+        failure: None,
+        suspect_after: Duration::from_ps(10_000_000_000),
+    };
+    let m = |e: rocast_eval::error::EvalError| e.python_message();
+    settings.validate(&sizes).map_err(|e| value_error(m(e)))?;
+    py.detach(|| {
+        let (sc, base) = fabric_scenario(topo, group_size, &sets).map_err(m)?;
+        let fabric = BcastFabric::new(sc, &base, group_size).map_err(m)?;
+        let mut csv = String::from(CSV_HEADER);
+        for &scheme in &schemes {
+            for &size in &sizes {
+                let p = measure(&fabric, &settings, scheme, size).map_err(m)?;
+                csv.push_str(&p.csv_row(group_size));
+            }
+        }
+        Ok::<_, String>(csv)
+    })
+    .map_err(value_error)
+}
+
+/// Every RoCE frame of a capture (pcap or pcapng) as `rocast pcap dump --json`'s
+/// objects, as JSON text. A file that cannot be read, or breaks part-way, raises.
+#[pyfunction]
+fn read_capture(py: Python<'_>, path: PathBuf) -> PyResult<String> {
+    py.detach(|| {
+        let frames = rocast_eval::captures::read_frames_json(&path)?;
+        serde_json::to_string(&frames).map_err(|e| e.to_string())
     })
     .map_err(value_error)
 }
@@ -221,6 +319,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim, m)?)?;
     m.add_function(wrap_pyfunction!(tree, m)?)?;
     m.add_function(wrap_pyfunction!(figure_for_table, m)?)?;
+    m.add_function(wrap_pyfunction!(bcast, m)?)?;
+    m.add_function(wrap_pyfunction!(read_capture, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

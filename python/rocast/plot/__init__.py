@@ -71,18 +71,23 @@ ud_latency = _figure(_ud_latency, "broadcast-select UD multicast latency (Figs 1
 def with_ci(
     ci: pd.DataFrame, x: str, hue: Optional[str] = None, ylabel: str = "", title: str = ""
 ) -> Figure:
-    """A sweep's means over seeds with their 95% confidence intervals as error bars:
-    `ci` is `rocast.ci_over_seeds(df, by=[x, hue], value=…)`."""
+    """A sweep's means over seeds with their confidence intervals as error bars: `ci`
+    is `rocast.ci_over_seeds(df, by=[x, hue], value=…, level=…)` (its `ciNN` column
+    names the level)."""
+    cols = [c for c in ci.columns if c.startswith("ci") and c[2:].replace(".", "").isdigit()]
+    if len(cols) != 1:
+        raise ValueError(f"with_ci: expected one ciNN column from rocast.ci_over_seeds, got {cols}")
+    col = cols[0]
     fig, ax = _plt.subplots(figsize=(6, 4))
     groups = ci.groupby(hue, sort=True) if hue else [(None, ci)]
     for key, g in groups:
         g = g.sort_values(x)
-        err = g["ci95"].fillna(0.0)
+        err = g[col].fillna(0.0)
         label = f"{hue}={key}" if hue else None
         ax.errorbar(g[x], g["mean"], yerr=err, marker="o", capsize=3, label=label)
     n = int(ci["seeds"].min()) if len(ci) else 0
     ax.set_xlabel(x)
-    ax.set_ylabel(f"{ylabel or 'mean'} (95% CI over {n} seeds)")
+    ax.set_ylabel(f"{ylabel or 'mean'} ({col[2:]}% CI over {n} seeds)")
     ax.grid(alpha=0.3)
     if hue:
         ax.legend(fontsize=8)
@@ -100,17 +105,46 @@ def for_table(name: str) -> Optional[Callable[..., Figure]]:
 
 
 def of(result, table: Optional[str] = None, title: Optional[str] = None) -> Figure:
-    """Draws an experiment's table from a `rocast.sim` result with what the experiment
-    wrote beside it (the paper's points `NAME-paper`, the fair shares `NAME-phases`):
-    `table` names it, or the first table that has a figure."""
+    """Draws a `rocast.sim` result. An experiment: its table `table` (or the first table
+    that has a figure) with what the experiment wrote beside it (the paper's points
+    `NAME-paper`, the fair shares `NAME-phases`). A flow-level run: its flows' FCT and
+    slowdown CDFs (`flows`). A table that does not exist or has no figure: KeyError."""
+    title = result.scenario if title is None else title
+    if result.kind == "flows":
+        if table is not None:
+            raise KeyError(f"a flow-level run has no tables (got table={table!r}); plot.of draws its FCTs")
+        return flows(result.fct, title)
     drawable = [n for n in result.tables if for_table(n) is not None]
     name = table if table is not None else (drawable[0] if drawable else None)
     if name not in drawable:
         raise KeyError(f"no figure for table {table!r}; drawable: {drawable}")
     draw = for_table(name)
-    title = result.scenario if title is None else title
     tables = {} if draw.sibling is None else {draw.sibling: result.tables.get(f"{name}-{draw.sibling}")}
     return draw(result.tables[name], title, **tables)
+
+
+def flows(fct: pd.DataFrame, title: str = "") -> Figure:
+    """A flow-level run's flows (`SimResult.fct`): the CDF of their completion times
+    (µs, log axis: FCTs span decades) and of their slowdowns (FCT over the flow alone
+    on the fabric). Flows that did not finish are counted in the title."""
+    done = fct.dropna(subset=["fct_ns"])
+    fig, (a, b) = _plt.subplots(1, 2, figsize=(9, 3.6), constrained_layout=True)
+    for ax, values, label in (
+        (a, done["fct_ns"] / 1e3, "flow completion time (µs)"),
+        (b, done["slowdown"], "slowdown (FCT / FCT alone)"),
+    ):
+        v = values.sort_values().to_numpy()
+        if len(v):
+            ax.step(v, [(i + 1) / len(v) for i in range(len(v))], where="post")
+            if v[0] > 0 and v[-1] / v[0] > 10:
+                ax.set_xscale("log")
+        ax.set_xlabel(label)
+        ax.set_ylabel("fraction of flows")
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+    missing = len(fct) - len(done)
+    fig.suptitle(f"{title}: {len(done)} flows finished" + (f", {missing} did not" if missing else ""), fontsize=9)
+    return fig
 
 
 __all__ = [
@@ -121,6 +155,7 @@ __all__ = [
     "cepheus_fig13",
     "cepheus_fig14",
     "cepheus_testbed",
+    "flows",
     "for_table",
     "of",
     "lab_bcast",

@@ -157,7 +157,10 @@ impl RunSample {
 /// `summary.json`'s shape.
 #[derive(serde::Serialize)]
 struct SummaryJson<'a> {
-    scenario: &'a str,
+    /// [`Scenario::title`]: the name, and the overrides when there are any.
+    scenario: String,
+    /// The `--set` overrides, one `KEY=VALUE` each (empty: the scenario as written).
+    overrides: &'a [String],
     seed: u64,
     topology: &'a str,
     hosts: usize,
@@ -239,7 +242,8 @@ pub(crate) fn summary_json(
     let t = &e.totals;
     let (fcts, slow) = fct_stats(&e.results);
     let j = SummaryJson {
-        scenario: &sc.name,
+        scenario: sc.title(),
+        overrides: &sc.overrides,
         seed: sc.seed,
         topology: e.topology,
         hosts,

@@ -536,6 +536,24 @@ impl Scenario {
         self.experiments_named().first().copied()
     }
 
+    /// The scenario's name as reports print it: under `--set` overrides the name's
+    /// description (a preset's "k=8 fat-tree") no longer holds, so the overrides
+    /// follow it: `default: k=8 fat-tree, … [--set topology.k=4]`. The seed is left
+    /// out: every report prints it beside the title.
+    pub fn title(&self) -> String {
+        let shown: Vec<&str> = self
+            .overrides
+            .iter()
+            .map(String::as_str)
+            .filter(|s| s.split('=').next().map(str::trim) != Some("seed"))
+            .collect();
+        if shown.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{} [--set {}]", self.name, shown.join(" --set "))
+        }
+    }
+
     /// Parses TOML text, applies `--set` overrides, and validates.
     pub fn from_toml(text: &str, sets: &[String]) -> Result<Self, ConfigError> {
         let mut table: toml::Table =
