@@ -198,7 +198,33 @@ struct JsonRun<'a> {
     server: String,
     mtu: usize,
     tx_depth: usize,
+    /// Both ends of the (first) connection: the client's QP and the server's.
+    local: Option<JsonAddress>,
+    remote: Option<JsonAddress>,
     results: Vec<JsonResult>,
+}
+
+#[derive(serde::Serialize)]
+struct JsonAddress {
+    ip: String,
+    qpn: u32,
+    psn: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rkey: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    va: Option<u64>,
+}
+
+impl JsonAddress {
+    fn of(a: &rocast_net::perf::QpAddress) -> Self {
+        JsonAddress {
+            ip: a.ip.to_string(),
+            qpn: a.qpn,
+            psn: a.psn,
+            rkey: a.region.map(|r| r.0),
+            va: a.region.map(|r| r.1),
+        }
+    }
 }
 
 fn report(msg: impl std::fmt::Display) {
@@ -352,14 +378,28 @@ fn client(a: ClientArgs) -> ExitCode {
         let rule = "-".repeat(87);
         let _ = writeln!(
             out,
-            "{rule}\n                    {kind}\n Device          : rocast (software RoCEv2 over UDP/4791)\n Connection type : {}\t\tRetransmission : {}\n TX depth        : {}\n Mtu             : {}[B]\n Server          : {server}\n{rule}\n{}",
+            "{rule}\n                    {kind}\n Device          : rocast (software RoCEv2 over UDP/4791)\n Connection type : {}\t\tRetransmission : {}\n TX depth        : {}\n Mtu             : {}[B]\n Server          : {server}\n{rule}",
             a.connection,
             if a.sr { "selective repeat" } else { "go-back-N" },
             params.tx_depth,
             a.mtu,
-            if lat { rocast_net::perf::LAT_HEADER.to_string() } else { rocast_net::perf::bw_header(unit) }
         );
     }
+    // perftest prints both ends' addresses once connected, then the table's header.
+    let table_header = |r: &rocast_net::perf::PerfReport| {
+        format!(
+            "{}\n{}\n{}\n{}",
+            r.local.perftest_lines("local"),
+            r.remote.perftest_lines("remote"),
+            "-".repeat(87),
+            if lat {
+                rocast_net::perf::LAT_HEADER.to_string()
+            } else {
+                rocast_net::perf::bw_header(unit)
+            }
+        )
+    };
+    let mut addresses = None;
     let mut results = Vec::new();
     let mut failed = false;
     for (k, &size) in sizes.iter().enumerate() {
@@ -392,6 +432,12 @@ fn client(a: ClientArgs) -> ExitCode {
         let below = !lat && a.min_gbps.is_some_and(|m| r.bw_avg_gbps < m);
         failed |= below;
         let l = rocast_net::perf::LatencySummary::of(&r.message_ns);
+        if addresses.is_none() {
+            if !a.json {
+                let _ = writeln!(out, "{}", table_header(&r));
+            }
+            addresses = Some((r.local, r.remote));
+        }
         if !a.json {
             let row = match (&l, lat) {
                 (Some(l), true) => rocast_net::perf::format_lat_row(size, r.params.iters, l),
@@ -432,6 +478,8 @@ fn client(a: ClientArgs) -> ExitCode {
             server: server.to_string(),
             mtu: a.mtu,
             tx_depth: params.tx_depth,
+            local: addresses.map(|(l, _)| JsonAddress::of(&l)),
+            remote: addresses.map(|(_, r)| JsonAddress::of(&r)),
             results,
         };
         match serde_json::to_string_pretty(&run) {

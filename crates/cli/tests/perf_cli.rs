@@ -95,6 +95,44 @@ fn perf_client_speaks_perftest() {
     let r = client(&["-s", "64K", "-n", "50"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("BW average[MB/sec]"), "{}", r.stdout);
+    // perftest's address lines, between the settings and the table: the client's QP
+    // (no region of its own) and the server's with the region it registered for WRITE.
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    let at = |p: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(p))
+            .unwrap_or_else(|| panic!("{p}: {}", r.stdout))
+    };
+    let (local, remote, header) = (
+        at(" local address: LID 0000 QPN 0x"),
+        at(" remote address: LID 0000 QPN 0x"),
+        at(" #bytes"),
+    );
+    assert!(local < remote && remote < header, "{}", r.stdout);
+    assert!(
+        !lines[local].contains("RKey")
+            && lines[remote].contains(" RKey 0x")
+            && lines[remote].contains(" VAddr 0x")
+    );
+    assert_eq!(
+        lines[local + 1],
+        " GID: 00:00:00:00:00:00:00:00:00:00:255:255:127:00:00:62"
+    );
+    assert_eq!(
+        lines[remote + 1],
+        " GID: 00:00:00:00:00:00:00:00:00:00:255:255:127:00:00:61"
+    );
+    // The same ends in JSON; SEND registers no region.
+    let r = client(&["-s", "4K", "-n", "20", "--op", "send", "--json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let j: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON");
+    assert_eq!(
+        (j["local"]["ip"].as_str(), j["remote"]["ip"].as_str()),
+        (Some("127.0.0.62"), Some("127.0.0.61"))
+    );
+    assert!(j["local"]["qpn"].as_u64().is_some() && j["remote"]["psn"].as_u64().is_some());
+    assert!(j["remote"].get("rkey").is_none(), "{j}");
     let r = client(&["-s", "64K", "-n", "50", "--report_gbits", "-c", "RC"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("BW average[Gb/sec]"), "{}", r.stdout);

@@ -47,12 +47,14 @@ pub fn topology_from_spec(spec: &str, fail: f64, seed: u64) -> Result<Topology, 
             sets.push(format!("topology.file={:?}", abs.display().to_string()));
             PathBuf::from(".")
         }
-        _ => return Err(EvalError::argument(
-            "topo",
-            format!(
+        _ => {
+            return Err(EvalError::argument(
+                "topo",
+                format!(
                 "{spec:?}: expected fat-tree:k=N, leaf-spine:spines=S,leaves=L,hosts=H or a file"
             ),
-        )),
+            ))
+        }
     };
     if !(0.0..=1.0).contains(&fail) {
         return Err(EvalError::argument(

@@ -917,10 +917,49 @@ impl ClientConfig {
     }
 }
 
+/// One side of the connection as the handshake set it up: what perftest prints as
+/// `local address:` and `remote address:`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpAddress {
+    pub ip: Ipv4Addr,
+    pub qpn: u32,
+    /// The first PSN this side sends.
+    pub psn: u32,
+    /// The region the peer writes into (`rkey`, `va`): the server's, for WRITE. A side
+    /// that registered no region for its peer has none.
+    pub region: Option<(u32, u64)>,
+}
+
+impl QpAddress {
+    /// perftest's two lines for this side (`local`/`remote`): `LID` (none on RoCE:
+    /// 0000), QPN, PSN, and RKey and VAddr where a region was registered, then the GID
+    /// (RoCEv2: the IPv4-mapped IPv6 address, each byte in decimal as perftest prints
+    /// it).
+    pub fn perftest_lines(&self, side: &str) -> String {
+        let mut s = format!(
+            " {side} address: LID 0000 QPN {:#06x} PSN {:#08x}",
+            self.qpn, self.psn
+        );
+        if let Some((rkey, va)) = self.region {
+            let _ = write!(s, " RKey {rkey:#08x} VAddr {va:#016x}");
+        }
+        let o = self.ip.octets();
+        let _ = write!(
+            s,
+            "\n GID: 00:00:00:00:00:00:00:00:00:00:255:255:{:02}:{:02}:{:02}:{:02}",
+            o[0], o[1], o[2], o[3]
+        );
+        s
+    }
+}
+
 /// The client's result: perftest's figures and both sides' counters.
 #[derive(Clone, Debug)]
 pub struct PerfReport {
     pub params: PerfParams,
+    /// The client's QP (`local address`) and the server's (`remote address`).
+    pub local: QpAddress,
+    pub remote: QpAddress,
     /// First post to last completion.
     pub elapsed: Duration,
     pub bw_peak_gbps: f64,
@@ -1009,6 +1048,18 @@ pub fn run_client(cfg: &ClientConfig) -> Result<PerfReport, PerfError> {
     let secs = elapsed_ps as f64 * 1e-12;
     Ok(PerfReport {
         params: p.clone(),
+        local: QpAddress {
+            ip,
+            qpn,
+            psn,
+            region: None,
+        },
+        remote: QpAddress {
+            ip: sip,
+            qpn: sqpn,
+            psn: spsn,
+            region: (p.op == PerfOp::Write).then_some((rkey, va)),
+        },
         elapsed,
         bw_peak_gbps: peak_gbps(&tposted, &tcompleted, p.size),
         bw_avg_gbps: (p.size as f64 * n as f64 * 8.0) / secs / 1e9,
