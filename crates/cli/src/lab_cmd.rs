@@ -71,7 +71,8 @@ pub struct UpArgs {
     /// the lab hands tc the rate in its own syntax).
     #[arg(long, default_value = "1gbit")]
     rate: String,
-    /// One-way delay added on each egress (digits and a unit: us, ms, s).
+    /// One-way delay added on each egress, in whole microseconds with any of rocast's
+    /// duration units (10us, 1.5ms, 0.5s; tc's usec/msec/sec too).
     #[arg(long, default_value = "10us")]
     delay: String,
     /// Drop probability in [0, 1) on the switch-side egress (toward the hosts).

@@ -245,7 +245,7 @@ impl LabSpec {
         }
         let subnet = parse_subnet(&opts.subnet)?;
         let rate_bps = parse_rate(&opts.rate)?;
-        parse_delay(&opts.delay)?;
+        let delay_us = parse_delay(&opts.delay)?;
         if let Some(p) = opts.loss {
             if !(p.is_finite() && (0.0..1.0).contains(&p)) {
                 return Err(invalid("--loss", format!("{p} (must be in [0, 1))")));
@@ -334,7 +334,8 @@ impl LabSpec {
         // tc's spelling of the rate in bits, one spelling so plans and state files
         // compare equal (and tc never reads rocast's "gbps" as its gigabytes).
         opts.rate = rocast_core::units::tc_rate(rate_bps);
-        opts.delay = opts.delay.to_ascii_lowercase();
+        // tc's spelling, as for the rate: `1.5ms` is handed over as `1500us`.
+        opts.delay = format!("{delay_us}us");
         opts.subnet = format!("{}.{}.{}", subnet[0], subnet[1], subnet[2]);
         Ok(LabSpec {
             opts,
@@ -497,18 +498,6 @@ fn lab_group_space(
     Ok(space)
 }
 
-/// Splits "123unit" into (123, "unit"); digits then letters, nothing else.
-fn split_number_unit(s: &str) -> Option<(u64, String)> {
-    let digits = s.bytes().take_while(|b| b.is_ascii_digit()).count();
-    if digits == 0 || digits > 12 || digits == s.len() {
-        return None;
-    }
-    let (n, unit) = s.split_at(digits);
-    if !unit.bytes().all(|b| b.is_ascii_alphabetic()) {
-        return None;
-    }
-    Some((n.parse().ok()?, unit.to_ascii_lowercase()))
-}
 
 /// `--rate` in bits per second, read as every rate in rocast is
 /// ([`rocast_core::units::parse_rate`]: `1gbit`, `1Gbps`, `1gbps` and `1G` are all one
@@ -518,22 +507,25 @@ pub fn parse_rate(s: &str) -> Result<u64, LabError> {
     rocast_core::units::parse_rate(s).map_err(|e| invalid("--rate", e.to_string()))
 }
 
-/// A tc delay ("10us", "1ms") in nanoseconds.
-fn parse_delay(s: &str) -> Result<u64, LabError> {
-    let bad = || {
-        invalid(
+/// `--delay` in whole microseconds, read as every duration in rocast is
+/// ([`rocast_core::units::parse_duration`]: `10us`, `1.5ms`, `0.5s`, `10000ns`), and
+/// tc's own spellings `usec`, `msec`, `sec`. The lab hands tc whole microseconds
+/// (`Nus`), the unit tc's netem delay is read in on every iproute2, so a value that is
+/// not a whole number of them is refused rather than rounded.
+pub fn parse_delay(s: &str) -> Result<u64, LabError> {
+    let t = s.trim();
+    let tc_spelling = [("usec", "us"), ("msec", "ms"), ("sec", "s")]
+        .iter()
+        .find_map(|(tc, ours)| t.strip_suffix(tc).map(|n| format!("{n}{ours}")));
+    let ps = rocast_core::units::parse_duration(tc_spelling.as_deref().unwrap_or(t))
+        .map_err(|e| invalid("--delay", format!("{e} (e.g. 10us, 1.5ms)")))?;
+    if ps % 1_000_000 != 0 {
+        return Err(invalid(
             "--delay",
-            format!("{s:?} (digits then one of us, usec, ms, msec, s, sec; e.g. 10us)"),
-        )
-    };
-    let (n, unit) = split_number_unit(s).ok_or_else(bad)?;
-    let mult: u64 = match unit.as_str() {
-        "us" | "usec" => 1_000,
-        "ms" | "msec" => 1_000_000,
-        "s" | "sec" => 1_000_000_000,
-        _ => return Err(bad()),
-    };
-    n.checked_mul(mult).ok_or_else(bad)
+            format!("{s:?} is not a whole number of microseconds (tc's netem delays are)"),
+        ));
+    }
+    Ok(ps / 1_000_000)
 }
 
 /// `p` (a percentage) with at most 4 decimals and no trailing zeros, so 0.07 × 100
@@ -2024,20 +2016,31 @@ mod tests {
     }
 
     #[test]
-    fn delays_must_be_digits_and_a_unit() {
-        for bad in ["10", "us", "10 us", "1.5ms", "10ns", "10us x"] {
+    fn delays_take_rocast_units_in_whole_microseconds() {
+        for bad in ["10", "us", "10us x", "10ns", "1.5us", "-1us", "10xs"] {
             let e = err_of(LabOptions {
                 delay: bad.into(),
                 ..opts(2)
             });
             assert!(e.contains("--delay"), "{bad:?}: {e}");
         }
-        for good in ["0us", "10us", "1ms", "2msec", "1s"] {
-            LabSpec::new(LabOptions {
+        for (good, tc) in [
+            ("0us", "0us"),
+            ("10us", "10us"),
+            ("10 us", "10us"),
+            ("10µs", "10us"),
+            ("1ms", "1000us"),
+            ("1.5ms", "1500us"),
+            ("2msec", "2000us"),
+            ("1s", "1000000us"),
+            ("10000ns", "10us"),
+        ] {
+            let s = LabSpec::new(LabOptions {
                 delay: good.into(),
                 ..opts(2)
             })
             .unwrap();
+            assert_eq!(s.opts.delay, tc, "{good}");
         }
     }
 
