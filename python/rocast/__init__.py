@@ -175,7 +175,8 @@ def sim(
     `threads`: worker threads (0, the default: every core), as `rocast sim --threads`;
     results do not depend on it. `progress`: a flow-level run's progress bar on stderr
     (None, the default: when stderr is a terminal). Ctrl-C stops a flow-level run
-    within a second (KeyboardInterrupt); an experiment finishes the points it runs.
+    within a second (KeyboardInterrupt); an experiment stops at its next point (the
+    points it is running finish first, so it stops within one point's time).
 
         >>> r = sim("default", topology__k=4)
         >>> int(r.summary["flows.finished"].iloc[0])

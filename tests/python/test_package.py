@@ -450,3 +450,31 @@ def test_repro_returns_the_report_as_dataframes(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "")
     with pytest.raises(FileNotFoundError, match="ROCAST_BIN"):
         rocast.repro("cepheus-fig10")
+
+
+def test_ctrl_c_stops_an_experiment_at_its_next_point():
+    # tmcf-robustness on one thread runs about 140 s of points of a few seconds each:
+    # the interrupt ends it at the next point, and the process's next run runs whole.
+    import signal
+
+    code = (
+        "import rocast\n"
+        "print('started', flush=True)\n"
+        "try:\n"
+        "    rocast.sim('tmcf-robustness', threads=1)\n"
+        "    print('finished')\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted')\n"
+        "r = rocast.sim('cepheus-fig10')\n"
+        "print('next run', len(r.verdicts))\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "started"
+        time.sleep(3)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=100)
+    finally:
+        p.kill()
+    assert out.split("\n")[:2] == ["interrupted", "next run 2"], (out, err)

@@ -23,6 +23,20 @@ pub struct EvalReport {
 /// `rocast sim` turns it on unless `--quiet`.
 static PROGRESS: AtomicBool = AtomicBool::new(false);
 
+/// Set by [`cancel_runs`]: [`parallel`] starts no more jobs (those running finish).
+static CANCELLED: AtomicBool = AtomicBool::new(false);
+
+/// Stops every experiment of the process at its next job: [`parallel`] starts no job
+/// after this, and returns an error once the jobs already running have finished
+/// (a point is not cut in the middle). The Python package calls it on Ctrl-C; `on`
+/// false lets runs start again.
+pub fn cancel_runs(on: bool) {
+    CANCELLED.store(on, Ordering::SeqCst);
+}
+
+/// The error [`parallel`] returns for a cancelled run.
+pub const CANCELLED_MESSAGE: &str = "cancelled: the run was interrupted";
+
 /// Turns [`parallel`]'s progress bar on or off.
 pub fn set_progress(on: bool) {
     PROGRESS.store(on, Ordering::Relaxed);
@@ -78,6 +92,9 @@ fn parallel_inner<T: Send, J: Sync, E: Send + From<String>>(
                 // One job at a time per worker: runs differ widely in length.
                 .with_max_len(1)
                 .map(|j| {
+                    if CANCELLED.load(Ordering::SeqCst) {
+                        return Err(E::from(CANCELLED_MESSAGE.to_string()));
+                    }
                     let r = run(j);
                     if let Some(b) = bar {
                         b.inc(1);

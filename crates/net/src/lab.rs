@@ -498,7 +498,6 @@ fn lab_group_space(
     Ok(space)
 }
 
-
 /// `--rate` in bits per second, read as every rate in rocast is
 /// ([`rocast_core::units::parse_rate`]: `1gbit`, `1Gbps`, `1gbps` and `1G` are all one
 /// gigabit per second). The lab hands tc the same rate in tc's words

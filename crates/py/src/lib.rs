@@ -18,6 +18,47 @@ fn value_error(e: impl ToString) -> PyErr {
     PyValueError::new_err(e.to_string())
 }
 
+/// Waits for a run's result on `rx` without the GIL, looking at Python's signals
+/// every 100 ms. On the first signal (Ctrl-C) it calls `stop`, waits for the run to
+/// return, and gives back the signal's exception (KeyboardInterrupt) instead of the
+/// result.
+fn wait_interruptibly<T: Send>(
+    py: Python<'_>,
+    rx: std::sync::mpsc::Receiver<T>,
+    stop: impl Fn(),
+) -> PyResult<T> {
+    use std::sync::mpsc::RecvTimeoutError;
+    let mut interrupted: Option<PyErr> = None;
+    let mut rx = Some(rx);
+    loop {
+        // The receiver moves in and out: a borrowed one cannot cross `detach`.
+        let (got, back) = py.detach(move || {
+            let rx = rx.take().expect("the receiver is back after every wait");
+            (rx.recv_timeout(std::time::Duration::from_millis(100)), rx)
+        });
+        rx = Some(back);
+        match got {
+            Ok(r) => {
+                return match interrupted {
+                    Some(e) => Err(e),
+                    None => Ok(r),
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                if interrupted.is_none() {
+                    if let Err(e) = py.check_signals() {
+                        stop();
+                        interrupted = Some(e);
+                    }
+                }
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(value_error("the run's thread ended without a result"))
+            }
+        }
+    }
+}
+
 /// Every built-in preset as (name, description), in `rocast sim --list` order.
 #[pyfunction]
 fn presets() -> Vec<(String, String)> {
@@ -69,9 +110,21 @@ fn sim<'py>(
         sc.multicast.threads = threads;
     }
     if sc.experiment_name().is_some() {
-        let report = py
-            .detach(|| rocast_eval::run_experiment(&sc, &base))
-            .map_err(value_error)?;
+        // As a flow run below: the experiment on a thread of its own, this one looking
+        // at Python's signals. Ctrl-C stops the experiment at its next point (points
+        // already running finish: a point is not cut in the middle).
+        let (sc_ref, base_ref) = (&sc, &base);
+        let report = std::thread::scope(|s| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            s.spawn(move || {
+                let _ = tx.send(rocast_eval::run_experiment(sc_ref, base_ref));
+            });
+            let r = wait_interruptibly(py, rx, || rocast_eval::report::cancel_runs(true));
+            // Whether or not it was interrupted: the next run may start.
+            rocast_eval::report::cancel_runs(false);
+            r
+        })?
+        .map_err(value_error)?;
         out.set_item("kind", "experiment")?;
         out.set_item("text", report.text)?;
         out.set_item(
@@ -103,35 +156,10 @@ fn sim<'py>(
         s.spawn(move || {
             let _ = tx.send(run_scenario(sc, base, opts));
         });
-        let mut interrupted: Option<PyErr> = None;
-        let mut rx = Some(rx);
-        loop {
-            // The receiver moves in and out: a borrowed one cannot cross `detach`.
-            let (got, back) = py.detach(move || {
-                let rx = rx.take().expect("the receiver is back after every wait");
-                (rx.recv_timeout(std::time::Duration::from_millis(100)), rx)
-            });
-            rx = Some(back);
-            match got {
-                Ok(r) => {
-                    return match interrupted {
-                        Some(e) => Err(e),
-                        None => r.map_err(value_error),
-                    }
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    if interrupted.is_none() {
-                        if let Err(e) = py.check_signals() {
-                            cancel.store(true, std::sync::atomic::Ordering::Relaxed);
-                            interrupted = Some(e);
-                        }
-                    }
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(value_error("the run's thread ended without a result"))
-                }
-            }
-        }
+        wait_interruptibly(py, rx, || {
+            cancel.store(true, std::sync::atomic::Ordering::Relaxed)
+        })?
+        .map_err(value_error)
     })?;
     out.set_item("kind", "flows")?;
     let fct = PyDict::new(py);
