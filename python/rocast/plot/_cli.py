@@ -36,6 +36,23 @@ def sibling(csv_path, suffix):
     return pd.read_csv(path) if os.path.exists(path) else None
 
 
+def log_scale_if_wide(ax, values, axis="y", ratio=10.0):
+    """A log scale on `axis` when the positive `values` drawn there span more than
+    `ratio` (a decade by default): over decades a linear axis flattens every curve
+    under the largest; over less than one a log axis shows a tick or two."""
+    v = [float(x) for x in values if x == x and x > 0]
+    if v and max(v) / min(v) > ratio:
+        (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
+        return True
+    return False
+
+
+def legend_outside(ax, **kw):
+    """The legend to the right of `ax`, outside it, where no data lies (the layout
+    makes room for it)."""
+    return ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+
+
 def fair_share_line(ax, phases, label="max-min fair share"):
     """The multicast's max-min fair share per phase, a black dashed step line."""
     if phases is None or "fair_gbps" not in phases:

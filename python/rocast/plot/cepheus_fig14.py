@@ -12,7 +12,7 @@ the black dashed line (the paper: f1 converges to it).
 # The table the experiment writes beside its CSV (STEM-phases.csv): draw's `phases`.
 SIBLING = "phases"
 
-from ._cli import fair_share_line
+from ._cli import fair_share_line, legend_outside
 
 
 def draw(df, title, plt, phases=None):
@@ -34,6 +34,7 @@ def draw(df, title, plt, phases=None):
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
     axes[0, 0].set_title(title, fontsize=9)
-    axes[0, 0].legend(fontsize=7, loc="upper right")
+    # Beside the top panel: every panel's lines reach its upper right corner.
+    legend_outside(axes[0, 0], fontsize=7)
     axes[-1, 0].set_xlabel("time (ms)")
     return fig

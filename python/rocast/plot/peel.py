@@ -36,12 +36,17 @@ def draw(df, title, plt, paper=None):
                     linestyle=LINES[i % len(LINES)], markerfacecolor="none",
                     markersize=7 - i % 3, label=scheme)
         if paper is not None:
-            p = paper[paper["stat"] == col]
+            p = paper[paper["stat"] == col].sort_values(["x", "paper_ms"], ascending=[True, False])
+            at_x = {}
             for i, row in enumerate(p.itertuples()):
                 ax.scatter(scale(row.x), row.paper_ms, marker="x", color="black", s=60, zorder=5,
                            label="paper (ratio x rocast)" if i == 0 else None)
+                # Claims at one x stack downwards, highest first, so their names
+                # do not print over each other.
+                k = at_x.get(row.x, 0)
+                at_x[row.x] = k + 1
                 ax.annotate(f"{row.scheme} vs {row.relative_to}", (scale(row.x), row.paper_ms),
-                            fontsize=6, xytext=(3, 3), textcoords="offset points")
+                            fontsize=6, xytext=(3, 3 - 8 * k), textcoords="offset points")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(name)
         # Log where the values span a decade, the paper's points included (a 30x claim

@@ -11,6 +11,8 @@ group size on a log2 axis; solid lines are means, dashed ones p99.
 
 import math
 
+from ._cli import legend_outside
+
 LABELS = {
     "ud-mcast": "UD multicast (ODBSS)",
     "binomial-rc": "binomial tree (RC)",
@@ -40,6 +42,7 @@ def draw(df, title, plt):
         ax.set_title(f"{size} B", fontsize=9)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-    axes.flat[0].legend(fontsize=7)
+    # Beside the first row: the p99 lines climb to every panel's top.
+    legend_outside(axes[0, -1], fontsize=7)
     fig.suptitle(title, fontsize=9)
     return fig
