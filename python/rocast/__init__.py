@@ -173,8 +173,9 @@ def sim(
     """Runs a scenario in the simulator and returns its results as DataFrames.
 
     `threads`: worker threads (0, the default: every core), as `rocast sim --threads`;
-    results do not depend on it. `progress`: a flow-level run's progress bar on stderr
-    (None, the default: when stderr is a terminal). Ctrl-C stops a flow-level run
+    results do not depend on it. `progress`: a progress bar on stderr, the simulated
+    time of a flow-level run or an experiment's runs done of all (None, the default:
+    when stderr is a terminal). Ctrl-C stops a flow-level run
     within a second (KeyboardInterrupt); an experiment stops at its next point (the
     points it is running finish first, so it stops within one point's time).
 

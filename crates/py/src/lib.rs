@@ -109,7 +109,11 @@ fn sim<'py>(
         // As `rocast sim --threads`: an experiment's points run on this many threads.
         sc.multicast.threads = threads;
     }
+    let show_progress =
+        progress.unwrap_or_else(|| std::io::IsTerminal::is_terminal(&std::io::stderr()));
     if sc.experiment_name().is_some() {
+        // The experiment's bar: runs done of all, on stderr (rocast_eval::report).
+        rocast_eval::report::set_progress(show_progress);
         // As a flow run below: the experiment on a thread of its own, this one looking
         // at Python's signals. Ctrl-C stops the experiment at its next point (points
         // already running finish: a point is not cut in the middle).
@@ -146,7 +150,7 @@ fn sim<'py>(
     let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let opts = RunOptions {
         threads: threads as usize,
-        progress: progress.unwrap_or_else(|| std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        progress: show_progress,
         cancel: Some(cancel.clone()),
         ..RunOptions::default()
     };
