@@ -10,7 +10,11 @@
  * CPU_S_PER_GB: the CPU time (user + system) of every rank together per GB delivered
  * to the receivers. Exit 1 if any rank held a wrong byte.
  *
- *   mpirun -np N bcast_check [-i ITER] [-w WARM] SIZE...
+ * With -e 1 the program sets MPI_ERRORS_RETURN: a failed MPI_Bcast is printed as
+ * "rank R: MPI_Bcast returned ERRSTRING" at each rank that got it, the ranks meet at a
+ * barrier, and the job ends with exit status 1 (the failure test's view of every rank).
+ *
+ *   mpirun -np N bcast_check [-i ITER] [-w WARM] [-e 1] SIZE...
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -44,18 +48,20 @@ int main(int argc, char **argv) {
   int rank, size;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  int iters = 5, warm = 1, bad = 0;
+  int iters = 5, warm = 1, bad = 0, returns = 0;
   int a = 1;
   for (; a < argc && argv[a][0] == '-'; a += 2) {
     if (a + 1 >= argc) break;
     if (!strcmp(argv[a], "-i")) iters = atoi(argv[a + 1]);
     else if (!strcmp(argv[a], "-w")) warm = atoi(argv[a + 1]);
+    else if (!strcmp(argv[a], "-e")) returns = atoi(argv[a + 1]);
   }
   if (iters < 1 || a >= argc) {
-    if (rank == 0) fprintf(stderr, "usage: bcast_check [-i ITER] [-w WARM] SIZE...\n");
+    if (rank == 0) fprintf(stderr, "usage: bcast_check [-i ITER] [-w WARM] [-e 1] SIZE...\n");
     MPI_Finalize();
     return 2;
   }
+  if (returns) MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   if (rank == 0) printf("# size median_us min_us cpu_s_per_gb (%d ranks, %d calls each)\n", size, iters);
   for (; a < argc; a++) {
     size_t n = strtoull(argv[a], NULL, 10);
@@ -70,7 +76,18 @@ int main(int argc, char **argv) {
         memset(buf, 0, n);
       MPI_Barrier(MPI_COMM_WORLD);
       double t0 = now_s();
-      MPI_Bcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
+      int rc = MPI_Bcast(buf, (int)n, MPI_BYTE, 0, MPI_COMM_WORLD);
+      if (rc != MPI_SUCCESS) {
+        char text[MPI_MAX_ERROR_STRING];
+        int len = 0;
+        MPI_Error_string(rc, text, &len);
+        printf("rank %d: MPI_Bcast returned %s\n", rank, text);
+        fflush(stdout);
+        MPI_Barrier(MPI_COMM_WORLD);
+        if (rank == 0) MPI_Abort(MPI_COMM_WORLD, 1);
+        MPI_Barrier(MPI_COMM_WORLD); /* until the abort ends this rank */
+        return 1;
+      }
       double t1 = now_s(), first = 0, last = 0;
       for (size_t i = 0; i < n; i++)
         if (buf[i] != pattern(i, c)) {

@@ -3,7 +3,7 @@
  * A PMPI library (MPI-3.1 §14.2, the profiling interface): preloaded
  * (LD_PRELOAD=librocast_mpi.so) or linked before libmpi, it defines MPI_Bcast and
  * MPI_Finalize and calls the MPI library's own through PMPI_*. A broadcast of at least
- * ROCAST_MPI_THRESHOLD bytes (default 64 KiB) of a contiguous type travels as a rocast
+ * ROCAST_MPI_THRESHOLD bytes (default 256 KiB, docs/runtime/mpi.md) of a contiguous type travels as a rocast
  * group: the root is the group's leader, every other rank a member, and the switch
  * (`rocast switch`, Cepheus §III) replicates the root's RoCE packets and aggregates the
  * members' ACKs. Everything else goes to PMPI_Bcast unchanged: small messages,
@@ -25,8 +25,9 @@
  *
  * Failure: a broadcast that rocast could not complete at every rank (a member lost
  * mid-transfer, a corrupted buffer, a timeout: ROCAST_MPI_TIMEOUT_MS) returns
- * MPI_ERR_OTHER through the communicator's error handler at every rank that saw it;
- * with the default MPI_ERRORS_ARE_FATAL that aborts the job rather than hanging it.
+ * MPI_ERR_OTHER through the communicator's error handler at every rank (the ranks
+ * agree on the outcome with one PMPI_Allreduce of an int); with the default
+ * MPI_ERRORS_ARE_FATAL that aborts the job rather than hanging it.
  *
  * The protocol work is Rust (crates/mpi, over rocast_net::mcast and the core's group
  * session); this file is MPI only.
@@ -186,7 +187,9 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
   MPI_Aint lb = 0, extent = 0;
   PMPI_Type_get_extent(datatype, &lb, &extent);
   unsigned long long bytes = (unsigned long long)count * (unsigned long long)tsize;
-  unsigned long long threshold = env_ull("ROCAST_MPI_THRESHOLD", 64 * 1024);
+  /* 256 KiB: from there the library was at least as fast as Open MPI's own decision at
+   * 4 and 8 ranks, and below it slower at every size (docs/runtime/mpi.md). */
+  unsigned long long threshold = env_ull("ROCAST_MPI_THRESHOLD", 256 * 1024);
   unsigned long long cap = env_ull("ROCAST_MPI_CAPACITY", 64ull << 20);
   /* Contiguous types only (size == extent, no lower bound): the buffer is the bytes.
    * Every rank sees the same count x size (MPI requires matching type signatures), so
@@ -210,11 +213,22 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
   int rc = !r->group ? -1
            : rank == root ? rocast_mpi_send(r->group, buffer, (size_t)bytes, err, sizeof err)
                         : rocast_mpi_recv(r->group, buffer, (size_t)bytes, err, sizeof err);
-  if (rc != 0) {
-    r->ok = 0;
-    counters[2]++;
+  /* One outcome for all: a member the root lost, or one that lost its data path, fails
+   * its broadcast, but the others got their bytes. Every rank learns whether any failed
+   * (an 4-byte PMPI_Allreduce per broadcast, included in docs/runtime/mpi.md's times),
+   * so all return MPI_ERR_OTHER or none does; a dead process ends the job in Open MPI's
+   * runtime before this could hang. */
+  int bad = rc != 0, any_bad = 0;
+  if (rc != 0)
     fprintf(stderr, "librocast_mpi: rank %d: MPI_Bcast of %llu bytes from root %d failed: %s\n", rank,
             bytes, root, err);
+  int arc = PMPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, comm);
+  if (arc != MPI_SUCCESS || any_bad) {
+    r->ok = 0;
+    counters[2]++;
+    if (!bad)
+      fprintf(stderr, "librocast_mpi: rank %d: MPI_Bcast of %llu bytes from root %d failed at another rank\n",
+              rank, bytes, root);
     PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
     return MPI_ERR_OTHER;
   }

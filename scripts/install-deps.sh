@@ -11,7 +11,8 @@ command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)        # rocast lab --
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)   # crates/ffi/tests/c_abi.rs compiles verbs/*_check.c
 command -v c++ >/dev/null 2>&1 || need_apt+=(g++)            # scripts/fuzz.sh: libfuzzer-sys builds libFuzzer (C++)
 command -v timeout >/dev/null 2>&1 || need_apt+=(coreutils)  # scripts/fuzz.sh: a deadline on every target
-command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)      # tests/python/test_wireshark.py: contrib/wireshark/rocast.lua under tshark
+command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
+command -v mpicc >/dev/null 2>&1 || need_apt+=(openmpi-bin libopenmpi-dev)  # librocast_mpi (scripts/build-mpi.sh) and tests/python/test_mpi_lab.py      # tests/python/test_wireshark.py: contrib/wireshark/rocast.lua under tshark
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if ! command -v cargo >/dev/null 2>&1 && [ ! -x "$HOME/.cargo/bin/cargo" ]; then
   need_apt+=(cargo rustc)
@@ -27,8 +28,9 @@ fi
 # tests; matplotlib and pandas for plots, highspy (HiGHS MIP solver) for exact Steiner
 # trees in `rocast tree --algo exact` (python/steiner_exact.py); maturin builds the `rocast`
 # Python package (scripts/install-python.sh); dask[distributed] runs rocast.sweep's
-# backend="dask"; nbclient, nbformat and ipykernel execute examples/*.ipynb in CI.
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import scapy, pytest, matplotlib, pandas, highspy, dask.distributed, nbclient, nbformat, ipykernel' >/dev/null 2>&1 || [ ! -x .venv/bin/maturin ]; then
+# backend="dask"; nbclient, nbformat and ipykernel execute examples/*.ipynb in CI; mpi4py
+# and numpy run python/mpi_bcast.py (tests/python/test_mpi_lab.py, rocast bench lab-bcast --mpi).
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c 'import scapy, pytest, matplotlib, pandas, highspy, dask.distributed, nbclient, nbformat, ipykernel, mpi4py, numpy' >/dev/null 2>&1 || [ ! -x .venv/bin/maturin ]; then
   echo "install-deps: python venv (.venv) with tests/python/requirements.txt and python/requirements.txt"
   [ -x .venv/bin/python ] || python3 -m venv .venv
   .venv/bin/pip install -q --disable-pip-version-check -r tests/python/requirements.txt -r python/requirements.txt

@@ -25,8 +25,7 @@
 use rocast_core::fabric::cepheus::GroupAddressSpace;
 use rocast_core::wire::Ipv4Address;
 use rocast_net::mcast::{
-    allocate_group, Leader, LeaderConfig, McastOp, Member, MemberConfig, MemberEvent,
-    CONTROL_PORT,
+    allocate_group, Leader, LeaderConfig, McastOp, Member, MemberConfig, MemberEvent, CONTROL_PORT,
 };
 use std::net::Ipv4Addr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -467,21 +466,48 @@ mod tests {
         let mut err = [0 as libc::c_char; 128];
         unsafe {
             assert_eq!(
-                rocast_mpi_send(std::ptr::null_mut(), std::ptr::null(), 0, err.as_mut_ptr(), 128),
+                rocast_mpi_send(
+                    std::ptr::null_mut(),
+                    std::ptr::null(),
+                    0,
+                    err.as_mut_ptr(),
+                    128
+                ),
                 ROCAST_MPI_ERR
             );
-            let msg = std::ffi::CStr::from_ptr(err.as_ptr()).to_string_lossy().into_owned();
+            let msg = std::ffi::CStr::from_ptr(err.as_ptr())
+                .to_string_lossy()
+                .into_owned();
             assert!(msg.contains("not a root's group"), "{msg}");
             assert_eq!(
-                rocast_mpi_recv(std::ptr::null_mut(), std::ptr::null_mut(), 4, err.as_mut_ptr(), 128),
+                rocast_mpi_recv(
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    4,
+                    err.as_mut_ptr(),
+                    128
+                ),
                 ROCAST_MPI_ERR
             );
             assert_eq!(rocast_mpi_through_switch(std::ptr::null()), -1);
             rocast_mpi_close(std::ptr::null_mut(), 1);
-            assert!(rocast_mpi_join(std::ptr::null(), std::ptr::null(), std::ptr::null(), err.as_mut_ptr(), 128).is_null());
+            assert!(rocast_mpi_join(
+                std::ptr::null(),
+                std::ptr::null(),
+                std::ptr::null(),
+                err.as_mut_ptr(),
+                128
+            )
+            .is_null());
             // A short error buffer is cut, still NUL-terminated.
             let mut small = [1 as libc::c_char; 4];
-            rocast_mpi_send(std::ptr::null_mut(), std::ptr::null(), 0, small.as_mut_ptr(), 4);
+            rocast_mpi_send(
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                0,
+                small.as_mut_ptr(),
+                4,
+            );
             assert_eq!(small[3], 0);
         }
     }
