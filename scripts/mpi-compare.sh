@@ -18,7 +18,7 @@ cargo build -q --release -p rocast-cli
 B=$PWD/target/release/rocast
 LAB=mpicmp
 work=$(mktemp -d)
-trap '$B lab down --name $LAB >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+trap '$B lab down --name $LAB >/dev/null 2>&1 || true; rm -rf "$work" /tmp/rocast-ompi-h[1-8]' EXIT
 $B lab down --name $LAB >/dev/null 2>&1 || true
 $B lab up --name $LAB --hosts 8 --switch --rate "$rate" >/dev/null
 # The namespaces share /tmp and the hostname: each daemon gets a session directory of

@@ -22,6 +22,7 @@ scripts/install-deps.sh installs; ROCAST_BIN is the `rocast` binary (CI's debug 
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -70,6 +71,8 @@ def lab(tmp_path_factory):
         assert down.returncode == 0, down.stderr
         left = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         assert f"rocast-{LAB}-" not in left, left
+        for i in range(1, HOSTS + 1):
+            shutil.rmtree(f"/tmp/rocast-ompi-h{i}", ignore_errors=True)
 
 
 def mpirun_argv(lab, np, program, env=()):

@@ -791,11 +791,13 @@ fn mpi_run(
         ));
     }
     let agent = out.join("lab-rsh-agent.sh");
-    // Open MPI calls `agent HOST CMD…`; HOST is 10.77.0.(i+1) → namespace h<i>.
+    // Open MPI calls `agent HOST CMD…`; HOST is 10.77.0.(i+1) → namespace h<i>. The
+    // namespaces share /tmp and the hostname: each daemon gets a session directory of its
+    // own (two creating the same one race, and one fails to start).
     std::fs::write(
         &agent,
         format!(
-            "#!/bin/sh\nhost=$1; shift\ni=${{host##*.}}\nexec ip netns exec rocast-{LAB}-h$((i-1)) sh -c \"$*\"\n"
+            "#!/bin/sh\nhost=$1; shift\ni=${{host##*.}}\nmkdir -p /tmp/rocast-ompi-h$i\nexec ip netns exec rocast-{LAB}-h$((i-1)) env OMPI_MCA_orte_tmpdir_base=/tmp/rocast-ompi-h$i sh -c \"$*\"\n"
         ),
     )
     .map_err(|e| e.to_string())?;
