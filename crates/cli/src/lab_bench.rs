@@ -881,6 +881,10 @@ fn mpi_run(
         }
         eprintln!("lab-bcast: mpirun failed (attempt {attempt} of 3), retrying");
     };
+    // The daemons' session directories (the agent's): nothing of the run stays in /tmp.
+    for i in 1..=n {
+        let _ = std::fs::remove_dir_all(format!("/tmp/rocast-ompi-h{i}"));
+    }
     let text = String::from_utf8_lossy(&o.stdout);
     if !o.status.success() {
         return Err(format!(
