@@ -132,7 +132,9 @@ static struct root_group *lookup(struct comm_groups *c, int root) {
 /* Sets up the group of (comm, root), collectively; records the decision. */
 static struct root_group *setup(struct comm_groups *c, MPI_Comm comm, int root, int rank, int size) {
   struct root_group *r = calloc(1, sizeof *r);
-  if (!r) return NULL;
+  /* The other ranks are entering the collective set-up: a rank that cannot take part
+   * must not fall back alone (they would wait for it). Out of memory ends the job. */
+  if (!r) PMPI_Abort(comm, MPI_ERR_NO_MEM);
   r->root = root;
   r->ok = 1;
   char err[ERR_LEN] = "";
@@ -202,6 +204,8 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
   PMPI_Comm_rank(comm, &rank);
   /* Every rank gets the same answer here: the list changes only in collective setups. */
   struct comm_groups *c = groups_of(comm);
+  /* As in setup: a rank whose attribute MPI refused cannot decide alone. */
+  if (!c) PMPI_Abort(comm, MPI_ERR_INTERN);
   struct root_group *r = c ? lookup(c, root) : NULL;
   if (c && !r) r = setup(c, comm, root, rank, size);
   if (!r || !r->use_rocast) {
