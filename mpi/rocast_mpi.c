@@ -82,7 +82,27 @@ static unsigned long long env_ull(const char *name, unsigned long long dflt) {
   return *end ? dflt : x;
 }
 
-static int verbose(void) { return env_ull("ROCAST_MPI_VERBOSE", 0) != 0; }
+/* The settings this file reads, from the environment once (the same at every rank:
+ * mpirun -x). The threshold: from 256 KiB the library was at least as fast as Open MPI's
+ * own decision at 4 and 8 ranks, and below it slower at every size (docs/runtime/mpi.md). */
+static struct {
+  int read;
+  unsigned long long threshold, capacity;
+  int verbose;
+} settings;
+
+static void read_settings(void) {
+  if (settings.read) return;
+  settings.threshold = env_ull("ROCAST_MPI_THRESHOLD", 256 * 1024);
+  settings.capacity = env_ull("ROCAST_MPI_CAPACITY", 64ull << 20);
+  settings.verbose = env_ull("ROCAST_MPI_VERBOSE", 0) != 0;
+  settings.read = 1;
+}
+
+static int verbose(void) {
+  read_settings();
+  return settings.verbose;
+}
 
 static void free_list(struct root_group *r) {
   while (r) {
@@ -156,11 +176,10 @@ static struct root_group *setup(struct comm_groups *c, MPI_Comm comm, int root, 
        * while the root waits here for the group to come up. A rank whose side failed
        * reports MPI_ERR_OTHER at each broadcast, and the others time out into the same:
        * the ranks never split between rocast and PMPI_Bcast. */
-      unsigned long long cap = env_ull("ROCAST_MPI_CAPACITY", 64ull << 20);
       r->use_rocast = 1;
       holding = 1;
       if (rank == root)
-        r->group = rocast_mpi_lead(local, info + 4, (uint32_t)(size - 1), cap, err, sizeof err);
+        r->group = rocast_mpi_lead(local, info + 4, (uint32_t)(size - 1), settings.capacity, err, sizeof err);
       else
         r->group = rocast_mpi_join(local, info, info + 4, err, sizeof err);
       if (!r->group) {
@@ -189,10 +208,8 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
   MPI_Aint lb = 0, extent = 0;
   PMPI_Type_get_extent(datatype, &lb, &extent);
   unsigned long long bytes = (unsigned long long)count * (unsigned long long)tsize;
-  /* 256 KiB: from there the library was at least as fast as Open MPI's own decision at
-   * 4 and 8 ranks, and below it slower at every size (docs/runtime/mpi.md). */
-  unsigned long long threshold = env_ull("ROCAST_MPI_THRESHOLD", 256 * 1024);
-  unsigned long long cap = env_ull("ROCAST_MPI_CAPACITY", 64ull << 20);
+  read_settings();
+  unsigned long long threshold = settings.threshold, cap = settings.capacity;
   /* Contiguous types only (size == extent, no lower bound): the buffer is the bytes.
    * Every rank sees the same count x size (MPI requires matching type signatures), so
    * every rank takes the same branch. */

@@ -21,10 +21,6 @@ work=$(mktemp -d)
 trap '$B lab down --name $LAB >/dev/null 2>&1 || true; rm -rf "$work" /tmp/rocast-ompi-h[1-8]' EXIT
 $B lab down --name $LAB >/dev/null 2>&1 || true
 $B lab up --name $LAB --hosts 8 --switch --rate "$rate" >/dev/null
-# The namespaces share /tmp and the hostname: each daemon gets a session directory of
-# its own (two daemons creating the same one race, and one fails to start).
-printf '#!/bin/sh\nhost=$1; shift\ni=${host##*.}\nmkdir -p /tmp/rocast-ompi-h$i\nexec ip netns exec rocast-%s-h$((i-1)) env OMPI_MCA_orte_tmpdir_base=/tmp/rocast-ompi-h$i sh -c "$*"\n' $LAB > "$work/agent.sh"
-chmod +x "$work/agent.sh"
 for i in 1 2 3 4 5 6 7 8; do echo "10.77.0.$i slots=1"; done > "$work/hosts"
 csv=docs/runtime/mpi.csv
 mkdir -p docs/runtime
@@ -33,8 +29,8 @@ run() { # NP VARIANT MPIRUN-ARGS...
   local np=$1 name=$2; shift 2
   local out attempt
   for attempt in 1 2 3; do
-    out=$(timeout 900 $B lab exec --name $LAB h0 -- env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-      mpirun -np "$np" --hostfile "$work/hosts" --mca plm_rsh_agent "$work/agent.sh" --mca btl tcp,self \
+    out=$(timeout 900 $B lab exec --name $LAB h0 -- env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ROCAST_LAB_NAME=$LAB \
+      mpirun -np "$np" --hostfile "$work/hosts" --mca plm_rsh_agent "$PWD/scripts/lab-rsh-agent.sh" --mca btl tcp,self \
       --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0 --mca routed direct \
       --mca mpi_yield_when_idle 1 --mca rtc ^hwloc "$@" "$PWD/target/mpi/bcast_check" -i 5 -w 1 $sizes) && break
     # A launch that failed (a daemon that did not start) is tried again, and said so.

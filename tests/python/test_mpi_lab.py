@@ -44,8 +44,8 @@ def rocast(*args, timeout=STEP_S):
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """The lab, librocast_mpi built (debug, as CI's cargo test left the crates), the
-    agent and the hostfile; the lab is taken down and checked gone afterwards."""
+    """The lab, librocast_mpi built (debug, as CI's cargo test left the crates) and the
+    hostfile; the lab is taken down and checked gone afterwards."""
     d = tmp_path_factory.mktemp("mpi")
     b = subprocess.run(["bash", str(REPO / "scripts" / "build-mpi.sh"), "--debug"], capture_output=True,
                        text=True, timeout=900, cwd=REPO)
@@ -53,19 +53,10 @@ def lab(tmp_path_factory):
     rocast("lab", "down", "--name", LAB)
     up = rocast("lab", "up", "--name", LAB, "--hosts", str(HOSTS), "--switch")
     assert up.returncode == 0, up.stderr
-    agent = d / "agent.sh"
-    # The namespaces share /tmp and the hostname: each daemon gets a session directory
-    # of its own (two creating the same one race, and one fails to start).
-    agent.write_text(
-        "#!/bin/sh\nhost=$1; shift\ni=${host##*.}\nmkdir -p /tmp/rocast-ompi-h$i\n"
-        f"exec ip netns exec rocast-{LAB}-h$((i-1)) env OMPI_MCA_orte_tmpdir_base=/tmp/rocast-ompi-h$i"
-        ' sh -c "$*"\n'
-    )
-    agent.chmod(0o755)
     hosts = d / "hosts"
     hosts.write_text("".join(f"10.77.0.{i + 1} slots=1\n" for i in range(HOSTS)))
     try:
-        yield {"agent": agent, "hosts": hosts}
+        yield {"hosts": hosts}
     finally:
         down = rocast("lab", "down", "--name", LAB)
         assert down.returncode == 0, down.stderr
@@ -78,8 +69,8 @@ def lab(tmp_path_factory):
 def mpirun_argv(lab, np, program, env=()):
     lib = REPO / "target" / "mpi" / "librocast_mpi.so"
     argv = [ROCAST, "lab", "exec", "--name", LAB, "h0", "--", "env", "OMPI_ALLOW_RUN_AS_ROOT=1",
-            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", "mpirun", "-np", str(np), "--hostfile", str(lab["hosts"]),
-            "--mca", "plm_rsh_agent", str(lab["agent"]), "--mca", "btl", "tcp,self",
+            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", f"ROCAST_LAB_NAME={LAB}", "mpirun", "-np", str(np), "--hostfile", str(lab["hosts"]),
+            "--mca", "plm_rsh_agent", str(REPO / "scripts" / "lab-rsh-agent.sh"), "--mca", "btl", "tcp,self",
             "--mca", "btl_tcp_if_include", "eth0", "--mca", "oob_tcp_if_include", "eth0",
             "--mca", "routed", "direct", "--mca", "mpi_yield_when_idle", "1", "--mca", "rtc", "^hwloc",
             "-x", f"LD_PRELOAD={lib}", "-x", "ROCAST_MPI_VERBOSE=1", "-x", "ROCAST_MPI_TIMEOUT_MS=10000"]

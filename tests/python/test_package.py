@@ -290,29 +290,40 @@ def test_a_key_given_twice_is_refused_not_overridden():
         rocast.sim("default", sets={"topology.k": 6}, topology__k=4)
 
 
-def test_ctrl_c_stops_a_flow_run():
-    # A run of minutes (50 MB flows on 1024 hosts): it ends on the interrupt, or the
-    # 120 s deadline fails the test.
+def interrupted(call, after_s, deadline_s, then=""):
+    """Runs `call` (a rocast call, as text) in a fresh interpreter, sends it SIGINT
+    `after_s` seconds after it started, and returns what the process printed: "interrupted"
+    for a KeyboardInterrupt, "finished" if the call ran to its end, then `then`'s output.
+    Past `deadline_s` the process is killed and the test fails."""
     import signal
 
     code = (
-        "import rocast, sys\n"
+        "import rocast\n"
         "print('started', flush=True)\n"
         "try:\n"
-        "    rocast.sim('permutation-1024', progress=False, workload__size_bytes=50_000_000)\n"
+        f"    {call}\n"
         "    print('finished')\n"
         "except KeyboardInterrupt:\n"
         "    print('interrupted')\n"
+        f"{then}"
     )
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout.readline().strip() == "started"
-        time.sleep(3)
+        time.sleep(after_s)
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=120)
+        out, err = p.communicate(timeout=deadline_s)
     finally:
         p.kill()
+    return out, err
+
+
+def test_ctrl_c_stops_a_flow_run():
+    # A run of minutes (50 MB flows on 1024 hosts): it ends on the interrupt, or the
+    # 120 s deadline fails the test.
+    out, err = interrupted(
+        "rocast.sim('permutation-1024', progress=False, workload__size_bytes=50_000_000)", 3, 120)
     assert out.strip() == "interrupted", (out, err)
 
 
@@ -455,26 +466,6 @@ def test_repro_returns_the_report_as_dataframes(tmp_path, monkeypatch):
 def test_ctrl_c_stops_an_experiment_at_its_next_point():
     # tmcf-robustness on one thread runs about 140 s of points of a few seconds each:
     # the interrupt ends it at the next point, and the process's next run runs whole.
-    import signal
-
-    code = (
-        "import rocast\n"
-        "print('started', flush=True)\n"
-        "try:\n"
-        "    rocast.sim('tmcf-robustness', threads=1)\n"
-        "    print('finished')\n"
-        "except KeyboardInterrupt:\n"
-        "    print('interrupted')\n"
-        "r = rocast.sim('cepheus-fig10')\n"
-        "print('next run', len(r.verdicts))\n"
-    )
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    try:
-        assert p.stdout.readline().strip() == "started"
-        time.sleep(3)
-        p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=100)
-    finally:
-        p.kill()
+    out, err = interrupted("rocast.sim('tmcf-robustness', threads=1)", 3, 100,
+                           then="r = rocast.sim('cepheus-fig10')\nprint('next run', len(r.verdicts))\n")
     assert out.split("\n")[:2] == ["interrupted", "next run 2"], (out, err)

@@ -790,18 +790,9 @@ fn mpi_run(
             python.display()
         ));
     }
-    let agent = out.join("lab-rsh-agent.sh");
-    // Open MPI calls `agent HOST CMD…`; HOST is 10.77.0.(i+1) → namespace h<i>. The
-    // namespaces share /tmp and the hostname: each daemon gets a session directory of its
-    // own (two creating the same one race, and one fails to start).
-    std::fs::write(
-        &agent,
-        format!(
-            "#!/bin/sh\nhost=$1; shift\ni=${{host##*.}}\nmkdir -p /tmp/rocast-ompi-h$i\nexec ip netns exec rocast-{LAB}-h$((i-1)) env OMPI_MCA_orte_tmpdir_base=/tmp/rocast-ompi-h$i sh -c \"$*\"\n"
-        ),
-    )
-    .map_err(|e| e.to_string())?;
-    let _ = Command::new("chmod").arg("+x").arg(&agent).status();
+    // Open MPI starts each host's daemon through the lab's agent (it enters the host's
+    // namespace, with a session directory of its own).
+    let agent = repo.join("scripts/lab-rsh-agent.sh");
     let hostfile = out.join("lab-hosts.txt");
     let hosts: String = (0..n)
         .map(|i| format!("{} slots=1\n", host_ip(i)))
@@ -813,6 +804,7 @@ fn mpi_run(
         "env".into(),
         "OMPI_ALLOW_RUN_AS_ROOT=1".into(),
         "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1".into(),
+        format!("ROCAST_LAB_NAME={LAB}"),
         "mpirun".into(),
         "-np".into(),
         n.to_string(),

@@ -15,7 +15,7 @@ use rocast_core::wire::{
     ETHERNET_HEADER_LEN, IPV4_HEADER_LEN, IP_PROTO_UDP, ROCEV2_UDP_PORT, UDP_HEADER_LEN,
 };
 use rocast_eval::captures::{
-    describe, frame_json, icrc_covered, opcode_name, peel_str, raw_ip_addrs, walk,
+    describe, frame_record, icrc_covered, opcode_name, peel_str, raw_ip_addrs, walk,
 };
 use std::fmt::Write as _;
 use std::io::{self, BufWriter, Write};
@@ -223,10 +223,9 @@ fn dump(path: &Path, format: DumpFormat) -> u8 {
         }
         let base = *first_ts.get_or_insert(fr.ts_ns);
         if format != DumpFormat::Text {
-            let Some(mut j) = frame_json(fr, &class) else {
+            let Some(j) = frame_record(fr, &class, base) else {
                 return true;
             };
-            j["time_s"] = serde_json::Value::from((fr.ts_ns as i128 - base as i128) as f64 / 1e9);
             let line = match format {
                 DumpFormat::Json if objects > 0 => format!(",\n{j}"),
                 DumpFormat::Json => format!("\n{j}"),

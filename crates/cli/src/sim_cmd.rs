@@ -5,7 +5,7 @@ use rocast_sim::output::summary::render_summary;
 use rocast_sim::run::{run_scenario, RunOptions};
 use rocast_sim::scenario::config::Scenario;
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct SimCmd {
@@ -54,18 +54,6 @@ pub struct SimCmd {
     no_plot: bool,
 }
 
-/// Reads a scenario file with `--set` overrides; its relative file names resolve
-/// against its directory (the returned base). Errors name the file.
-pub(crate) fn load_scenario_file(
-    path: &Path,
-    sets: &[String],
-) -> Result<(Scenario, PathBuf), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let sc = Scenario::from_toml(&text, sets).map_err(|e| format!("{}: {e}", path.display()))?;
-    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-    Ok((sc, base))
-}
-
 /// For `rocast bench sim`: with `ROCAST_BENCH_EVENTS` set, the events every
 /// simulation of this process popped, on stderr.
 fn report_events() {
@@ -94,7 +82,7 @@ fn run_inner(cmd: SimCmd) -> Result<(), String> {
         sets.push(format!("seed={seed}"));
     }
     let (mut sc, base) = match &cmd.scenario {
-        Some(path) => load_scenario_file(path, &sets)?,
+        Some(path) => Scenario::from_file(path, &sets)?,
         None => {
             let name = cmd.preset.as_deref().unwrap_or("default");
             if cmd.print_preset {

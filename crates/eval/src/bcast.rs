@@ -48,14 +48,7 @@ pub fn fabric_scenario(
     }
     let path = Path::new(topo);
     if path.exists() {
-        let text = std::fs::read_to_string(path).map_err(|source| EvalError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
-        let sc = Scenario::from_toml(&text, &all)
-            .map_err(|e| EvalError::argument("topo", format!("{topo:?}: {e}")))?;
-        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        return Ok((sc, base));
+        return Ok(Scenario::from_file(path, &all)?);
     }
     let sc = crate::experiments::scenario(topo, &all).map_err(|e| {
         EvalError::argument(

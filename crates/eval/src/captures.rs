@@ -255,8 +255,20 @@ pub fn icrc_covered<'a>(eth: &'a [u8], roce: &RoceRepr<'_>) -> Option<&'a [u8]> 
     eth.get(ETHERNET_HEADER_LEN..end.checked_sub(ICRC_LEN)?)
 }
 
-/// One frame of `pcap dump --json`/`--jsonl` (None: not RoCE).
-pub fn frame_json(fr: &Frame<'_>, class: &FrameClass<'_>) -> Option<serde_json::Value> {
+/// One frame of `pcap dump --json`/`--jsonl` and `rocast.pcap.read`: [`frame_json`]
+/// with `time_s`, seconds since `base_ns` (the first frame's time).
+pub fn frame_record(
+    fr: &Frame<'_>,
+    class: &FrameClass<'_>,
+    base_ns: u64,
+) -> Option<serde_json::Value> {
+    let mut j = frame_json(fr, class)?;
+    j["time_s"] = serde_json::Value::from((fr.ts_ns as i128 - base_ns as i128) as f64 / 1e9);
+    Some(j)
+}
+
+/// One frame's fields (None: not RoCE).
+fn frame_json(fr: &Frame<'_>, class: &FrameClass<'_>) -> Option<serde_json::Value> {
     use serde_json::json;
     let mut j = match class {
         FrameClass::NotRoce => return None,
@@ -331,7 +343,7 @@ pub fn opcode_name(op: Opcode) -> String {
     }
 }
 
-pub fn aeth_str(a: &AethRepr) -> String {
+fn aeth_str(a: &AethRepr) -> String {
     let syndrome = match a.syndrome {
         AckSyndrome::Ack { credits } => format!("ACK credits={credits}"),
         AckSyndrome::RnrNak { timer } => format!("RNR NAK timer={timer}"),
@@ -343,7 +355,7 @@ pub fn aeth_str(a: &AethRepr) -> String {
 }
 
 /// The BTH and IP flags a frame has set, in dump order (text and JSON alike).
-pub fn frame_flags(r: &RoceRepr<'_>) -> Vec<&'static str> {
+fn frame_flags(r: &RoceRepr<'_>) -> Vec<&'static str> {
     let b = &r.bth;
     [
         (b.ack_req, "AckReq"),
@@ -436,10 +448,7 @@ pub fn read_frames_json(path: &Path) -> Result<Vec<serde_json::Value>, String> {
     let mut frames = Vec::new();
     let walked = walk(path, |fr, class| {
         let base = *first_ts.get_or_insert(fr.ts_ns);
-        if let Some(mut j) = frame_json(fr, &class) {
-            j["time_s"] = serde_json::Value::from((fr.ts_ns as i128 - base as i128) as f64 / 1e9);
-            frames.push(j);
-        }
+        frames.extend(frame_record(fr, &class, base));
         true
     })?;
     match walked {

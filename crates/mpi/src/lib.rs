@@ -23,7 +23,6 @@
 //! session adds about a kilobyte per member (`rocast_core::control::session`).
 
 use rocast_core::fabric::cepheus::GroupAddressSpace;
-use rocast_core::wire::Ipv4Address;
 use rocast_net::mcast::{
     allocate_group, Leader, LeaderConfig, McastOp, Member, MemberConfig, MemberEvent, CONTROL_PORT,
 };
@@ -110,8 +109,7 @@ impl Settings {
                 .map_err(|e| format!("ROCAST_MPI_GROUP_SPACE={v:?}: {e}"))?,
             Err(_) => {
                 let [a, b, c, _] = local.octets();
-                GroupAddressSpace::new(Ipv4Address([a, b, c, 128]), 25)
-                    .map_err(|e| e.to_string())?
+                rocast_net::lab::default_group_space([a, b, c])
             }
         };
         let mtu = env_u64("ROCAST_MPI_MTU", 4096)? as usize;
@@ -171,6 +169,25 @@ fn guarded<T>(
     }
 }
 
+/// [`guarded`] for the entry points that return a status.
+fn guarded_status(
+    err: *mut libc::c_char,
+    len: usize,
+    f: impl FnOnce() -> Result<(), String>,
+) -> i32 {
+    guarded(err, len, f).map_or(ROCAST_MPI_ERR, |()| ROCAST_MPI_OK)
+}
+
+/// Writes `ip` to the caller's 4 bytes at `out` (network order).
+fn write_addr(out: *mut u8, ip: Ipv4Addr) -> Result<(), String> {
+    if out.is_null() {
+        return Err("null output".into());
+    }
+    // SAFETY: the caller gives 4 writable bytes at `out` (every entry point's contract).
+    unsafe { std::ptr::copy_nonoverlapping(ip.octets().as_ptr(), out, 4) };
+    Ok(())
+}
+
 fn addr(p: *const u8) -> Result<Ipv4Addr, String> {
     if p.is_null() {
         return Err("null address".into());
@@ -191,16 +208,9 @@ pub unsafe extern "C" fn rocast_mpi_local_address(
     err: *mut libc::c_char,
     err_len: usize,
 ) -> i32 {
-    guarded(err, err_len, || {
-        if out.is_null() {
-            return Err("null output".into());
-        }
-        let s = Settings::from_env()?;
-        // SAFETY: 4 writable bytes at `out`, by the contract.
-        unsafe { std::ptr::copy_nonoverlapping(s.local.octets().as_ptr(), out, 4) };
-        Ok(())
+    guarded_status(err, err_len, || {
+        write_addr(out, Settings::from_env()?.local)
     })
-    .map_or(ROCAST_MPI_ERR, |()| ROCAST_MPI_OK)
 }
 
 /// Asks the switch for a group address (an MRP allocation from `local`), into
@@ -216,19 +226,12 @@ pub unsafe extern "C" fn rocast_mpi_allocate(
     err: *mut libc::c_char,
     err_len: usize,
 ) -> i32 {
-    guarded(err, err_len, || {
+    guarded_status(err, err_len, || {
         let s = Settings::from_env()?;
-        let local = addr(local)?;
-        if mcst_out.is_null() {
-            return Err("null output".into());
-        }
         // A lease long enough for the leader's registration to follow.
-        let g = allocate_group(local, s.space, None, 10_000).map_err(|e| e.to_string())?;
-        // SAFETY: 4 writable bytes at `mcst_out`, by the contract.
-        unsafe { std::ptr::copy_nonoverlapping(g.mcst_id.octets().as_ptr(), mcst_out, 4) };
-        Ok(())
+        let g = allocate_group(addr(local)?, s.space, None, 10_000).map_err(|e| e.to_string())?;
+        write_addr(mcst_out, g.mcst_id)
     })
-    .map_or(ROCAST_MPI_ERR, |()| ROCAST_MPI_OK)
 }
 
 /// Opens a group as its root: waits for `members` members to join on the control
@@ -264,6 +267,8 @@ pub unsafe extern "C" fn rocast_mpi_lead(
             mtu: s.mtu,
             rate_bps: s.rate_bps,
             overlay: None,
+            // The fallback overlay as `rocast mcast lead` runs it by default: RDMC's
+            // binomial pipeline, its 1 MiB blocks (RDMC §4), two sends in flight.
             fallback: rocast_core::overlay::Scheme::BinomialPipeline,
             block_bytes: 1 << 20,
             window: 2,
@@ -338,7 +343,7 @@ pub unsafe extern "C" fn rocast_mpi_send(
     err: *mut libc::c_char,
     err_len: usize,
 ) -> i32 {
-    guarded(err, err_len, || {
+    guarded_status(err, err_len, || {
         // SAFETY: by the contract.
         let Some(RocastMpiGroup::Leader(l)) = (unsafe { g.as_mut() }) else {
             return Err("send: not a root's group".into());
@@ -357,7 +362,6 @@ pub unsafe extern "C" fn rocast_mpi_send(
         }
         Ok(())
     })
-    .map_or(ROCAST_MPI_ERR, |()| ROCAST_MPI_OK)
 }
 
 /// A member's side of one broadcast: receives the root's next buffer into `buf`,
@@ -375,7 +379,7 @@ pub unsafe extern "C" fn rocast_mpi_recv(
     err: *mut libc::c_char,
     err_len: usize,
 ) -> i32 {
-    guarded(err, err_len, || {
+    guarded_status(err, err_len, || {
         // SAFETY: by the contract.
         let Some(RocastMpiGroup::Member(m)) = (unsafe { g.as_mut() }) else {
             return Err("recv: not a member's group".into());
@@ -404,7 +408,6 @@ pub unsafe extern "C" fn rocast_mpi_recv(
             )),
         }
     })
-    .map_or(ROCAST_MPI_ERR, |()| ROCAST_MPI_OK)
 }
 
 /// Ends a group and frees the handle: the root closes it (`ok`: every broadcast

@@ -5,7 +5,7 @@
 //! links.
 
 use crate::engine::partition::{self, PartitionedEngine};
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Engine, EngineError, Totals};
 use crate::output::fct::fct_txt;
 use crate::output::files::{capture_pcap, event_log, ports_csv, write_atomic, OutputError};
 use crate::output::summary::{summary_json, RunView};
@@ -63,6 +63,21 @@ impl Sim {
         match self {
             Sim::One(e) => e.run_until(t),
             Sim::Many(p) => p.run_until(t),
+        }
+    }
+    /// Flows not yet finished: what each step checks (a view copies every flow's
+    /// result in a partitioned run; only samples need that).
+    fn flows_outstanding(&self) -> u64 {
+        match self {
+            Sim::One(e) => e.flows_outstanding(),
+            Sim::Many(p) => p.flows_outstanding(),
+        }
+    }
+    /// The counters the progress bar shows, and the simulated time.
+    fn progress(&self) -> (Totals, Instant) {
+        match self {
+            Sim::One(e) => (e.totals_now(), e.now()),
+            Sim::Many(p) => (p.totals_now(), p.now()),
         }
     }
     fn view(&self) -> RunView<'_> {
@@ -186,10 +201,11 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
             return Err(RunError::Cancelled(next));
         }
         let wall = run_start.elapsed().as_secs_f64();
-        let view = engine.view();
-        let done = !more || view.flows_outstanding == 0 || next >= stop;
+        let outstanding = engine.flows_outstanding();
+        let done = !more || outstanding == 0 || next >= stop;
         if let Some(b) = &bar {
-            let got = view.totals.host_rx_bytes.min(flow_bytes);
+            let (totals, now) = engine.progress();
+            let got = totals.host_rx_bytes.min(flow_bytes);
             b.set_position(if done {
                 flow_bytes
             } else {
@@ -197,14 +213,15 @@ pub fn run_scenario(sc: &Scenario, base: &Path, opts: &RunOptions) -> Result<Run
             });
             b.set_message(format!(
                 "| t {:.1} µs, {} flows left, {:.1} M events/s",
-                view.now.as_ps() as f64 / 1e6,
-                view.flows_outstanding,
-                view.totals.events as f64 / wall.max(1e-9) / 1e6
+                now.as_ps() as f64 / 1e6,
+                outstanding,
+                totals.events as f64 / wall.max(1e-9) / 1e6
             ));
         }
         if next < next_sample && !done {
             continue;
         }
+        let view = engine.view();
         next_sample = next_sample + slice;
         samples.push(RunSample::of(&view, wall));
         if let Some(dir) = &opts.out_dir {

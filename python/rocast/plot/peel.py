@@ -10,6 +10,8 @@ crosses: the paper states ratios, so each cross sits at rocast's CCT of the clai
 other scheme times the paper's ratio (e.g. PEEL's mean at 2 MB = rocast's optimal x 1.23).
 """
 
+from ._cli import log_scale_if_wide
+
 # The table the experiment writes beside its CSV (STEM-paper.csv): draw's `paper`.
 SIBLING = "paper"
 
@@ -51,11 +53,10 @@ def draw(df, title, plt, paper=None):
         ax.set_ylabel(name)
         # Log where the values span a decade, the paper's points included (a 30x claim
         # on a linear axis flattens every curve under it); else plain ticks read better.
-        vals = list(df[col][df[col] > 0])
+        vals = list(df[col])
         if paper is not None:
-            vals += [v for v in paper[paper["stat"] == col]["paper_ms"] if v > 0]
-        if vals and max(vals) / min(vals) > 10:
-            ax.set_yscale("log")
+            vals += list(paper[paper["stat"] == col]["paper_ms"])
+        log_scale_if_wide(ax, vals)
         if log:
             ax.set_xscale("log", base=2)
         ax.grid(alpha=0.3, which="both")

@@ -5,6 +5,7 @@
 use rocast_core::units::UnitError;
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 pub use crate::scenario::checks::{check_gbps, invalid, one_of, ConfigError};
 
@@ -597,6 +598,15 @@ impl Scenario {
         }
         sc.overrides = sets.to_vec();
         Ok(sc)
+    }
+
+    /// Reads a scenario file with `--set` overrides; its relative file names resolve
+    /// against its own directory, returned beside it. The error names the file.
+    pub fn from_file(path: &Path, sets: &[String]) -> Result<(Self, PathBuf), String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let sc = Self::from_toml(&text, sets).map_err(|e| format!("{}: {e}", path.display()))?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok((sc, base))
     }
 
     pub fn preset(name: &str, sets: &[String]) -> Result<Self, ConfigError> {
